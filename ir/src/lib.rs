@@ -1,0 +1,25 @@
+//! Axle's IR: an ECS-style arena of HLO instructions.
+//!
+//! Instructions and computations are dense columns indexed by typed `u32` ids ([`InstId`],
+//! [`CompId`]); shapes and layouts are interned ([`ShapeId`], [`LayoutId`]). This crate also owns
+//! XLA's HLO text format (parser and printer), shape inference, the verifier, the builder API and
+//! host literals with `.npy` I/O.
+#![deny(missing_docs)]
+
+pub mod attrs;
+pub mod literal;
+pub mod module;
+pub mod opcode;
+pub mod types;
+
+pub use attrs::{Attr, AttrKey, AttrValue, ConvDims, WindowDim};
+pub use literal::{ArrayLiteral, Literal};
+pub use module::{
+    BufferId, CompId, ConstValue, DebugTable, InstId, LayoutId, Module, NewInst, Remap, Rewriter,
+    ShapeId,
+};
+pub use opcode::Opcode;
+pub use types::{
+    ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,
+    Shape,
+};

@@ -1,0 +1,377 @@
+//! Host literals: dense little-endian arrays of any element type, and tuples of literals.
+//!
+//! Elements are stored row-major (logical order, whatever the layout) in their natural width;
+//! sub-byte types (`s4`, `u4`, `s2`, `u2`, `f4e2m1fn`) take one byte per element; `pred` is one
+//! byte (0 or 1); complex numbers are two components, real first.
+
+use crate::types::{ArrayShape, ElementType};
+use half::{bf16, f16};
+
+/// A host value: an array or a tuple.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Literal {
+    /// A dense array.
+    Array(ArrayLiteral),
+    /// A tuple.
+    Tuple(Vec<Literal>),
+}
+
+/// A dense array value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArrayLiteral {
+    /// Its shape.
+    pub shape: ArrayShape,
+    /// Row-major little-endian element bytes.
+    pub data: Vec<u8>,
+}
+
+impl ArrayLiteral {
+    /// An array of zeros.
+    pub fn zeros(shape: ArrayShape) -> ArrayLiteral {
+        let n = shape.num_elements().max(0) as usize * shape.ty.byte_size();
+        ArrayLiteral {
+            shape,
+            data: vec![0; n],
+        }
+    }
+
+    /// The element type.
+    pub fn ty(&self) -> ElementType {
+        self.shape.ty
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.num_elements().max(0) as usize
+    }
+
+    /// Whether the array has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes of element `i` (row-major index).
+    pub fn element_bytes(&self, i: usize) -> &[u8] {
+        let w = self.ty().byte_size();
+        &self.data[i * w..(i + 1) * w]
+    }
+
+    /// Element `i` as `f64` (integers converted, pred as 0/1, complex: the real part).
+    pub fn get_f64(&self, i: usize) -> f64 {
+        element_to_f64(self.ty(), self.element_bytes(i))
+    }
+
+    /// Element `i` as `i128` for integer and pred types (floats truncate toward zero).
+    pub fn get_i128(&self, i: usize) -> i128 {
+        element_to_i128(self.ty(), self.element_bytes(i))
+    }
+}
+
+impl Literal {
+    /// The array, if this is one.
+    pub fn as_array(&self) -> Option<&ArrayLiteral> {
+        match self {
+            Literal::Array(a) => Some(a),
+            Literal::Tuple(_) => None,
+        }
+    }
+
+    /// A scalar literal from an `f64`, rounded to `ty`.
+    pub fn scalar_f64(ty: ElementType, v: f64) -> Literal {
+        let mut a = ArrayLiteral::zeros(ArrayShape::new(ty, &[]));
+        a.data = f64_to_element(ty, v);
+        Literal::Array(a)
+    }
+}
+
+/// Decodes one element as `f64`.
+pub fn element_to_f64(ty: ElementType, b: &[u8]) -> f64 {
+    use ElementType::*;
+    match ty {
+        Pred => (b[0] != 0) as u8 as f64,
+        F16 => f16::from_le_bytes([b[0], b[1]]).to_f64(),
+        BF16 => bf16::from_le_bytes([b[0], b[1]]).to_f64(),
+        F32 | C64 => f32::from_le_bytes(b[..4].try_into().unwrap()) as f64,
+        F64 | C128 => f64::from_le_bytes(b[..8].try_into().unwrap()),
+        t if t.is_float() => minifloat_to_f64(t, b[0]),
+        _ => element_to_i128(ty, b) as f64,
+    }
+}
+
+/// Decodes one integer or pred element.
+pub fn element_to_i128(ty: ElementType, b: &[u8]) -> i128 {
+    use ElementType::*;
+    match ty {
+        Pred => (b[0] != 0) as i128,
+        S2 => (((b[0] as i8) << 6) >> 6) as i128,
+        S4 => (((b[0] as i8) << 4) >> 4) as i128,
+        S8 => b[0] as i8 as i128,
+        S16 => i16::from_le_bytes([b[0], b[1]]) as i128,
+        S32 => i32::from_le_bytes(b[..4].try_into().unwrap()) as i128,
+        S64 => i64::from_le_bytes(b[..8].try_into().unwrap()) as i128,
+        U2 => (b[0] & 3) as i128,
+        U4 => (b[0] & 15) as i128,
+        U8 => b[0] as i128,
+        U16 => u16::from_le_bytes([b[0], b[1]]) as i128,
+        U32 => u32::from_le_bytes(b[..4].try_into().unwrap()) as i128,
+        U64 => u64::from_le_bytes(b[..8].try_into().unwrap()) as i128,
+        _ => element_to_f64(ty, b) as i128,
+    }
+}
+
+/// Encodes an integer as an element of integer or pred type `ty` (wrapping).
+pub fn i128_to_element(ty: ElementType, v: i128) -> Vec<u8> {
+    use ElementType::*;
+    match ty {
+        Pred => vec![(v != 0) as u8],
+        S2 | U2 => vec![(v as u8) & 3],
+        S4 | U4 => vec![(v as u8) & 15],
+        S8 | U8 => vec![v as u8],
+        S16 | U16 => (v as u16).to_le_bytes().to_vec(),
+        S32 | U32 => (v as u32).to_le_bytes().to_vec(),
+        S64 | U64 => (v as u64).to_le_bytes().to_vec(),
+        _ => f64_to_element(ty, v as f64),
+    }
+}
+
+/// Encodes an `f64` as an element of `ty`, rounding to nearest even (integers: truncation).
+pub fn f64_to_element(ty: ElementType, v: f64) -> Vec<u8> {
+    use ElementType::*;
+    match ty {
+        F16 => f16::from_f64(v).to_le_bytes().to_vec(),
+        BF16 => bf16::from_f64(v).to_le_bytes().to_vec(),
+        F32 => (v as f32).to_le_bytes().to_vec(),
+        F64 => v.to_le_bytes().to_vec(),
+        C64 => {
+            let mut b = (v as f32).to_le_bytes().to_vec();
+            b.extend_from_slice(&0f32.to_le_bytes());
+            b
+        }
+        C128 => {
+            let mut b = v.to_le_bytes().to_vec();
+            b.extend_from_slice(&0f64.to_le_bytes());
+            b
+        }
+        t if t.is_float() => vec![f64_to_minifloat(t, v)],
+        t => i128_to_element(t, v as i128),
+    }
+}
+
+/// Parameters of the small float formats: (exponent bits, mantissa bits, bias, has_inf,
+/// nan_mode) where nan_mode 0 = IEEE (all-ones exponent), 1 = only all-ones pattern (fn),
+/// 2 = negative zero pattern (fnuz), 3 = no NaN except 0xff (e8m0).
+fn minifloat_params(t: ElementType) -> (u32, u32, i32, bool, u8) {
+    use ElementType::*;
+    match t {
+        F8E5M2 => (5, 2, 15, true, 0),
+        F8E4M3 => (4, 3, 7, true, 0),
+        F8E4M3FN => (4, 3, 7, false, 1),
+        F8E4M3B11FNUZ => (4, 3, 11, false, 2),
+        F8E5M2FNUZ => (5, 2, 16, false, 2),
+        F8E4M3FNUZ => (4, 3, 8, false, 2),
+        F8E3M4 => (3, 4, 3, true, 0),
+        F8E8M0FNU => (8, 0, 127, false, 3),
+        F4E2M1FN => (2, 1, 1, false, 4),
+        _ => unreachable!("not a small float type"),
+    }
+}
+
+/// Decodes a small float (f8 variants, f4e2m1fn).
+pub fn minifloat_to_f64(t: ElementType, b: u8) -> f64 {
+    let (eb, mb, bias, has_inf, nan_mode) = minifloat_params(t);
+    let total = 1 + eb + mb;
+    let signed = t != ElementType::F8E8M0FNU;
+    let bits = if total < 8 {
+        b & ((1u16 << total) - 1) as u8
+    } else {
+        b
+    };
+    let sign = if signed && (bits >> (eb + mb)) & 1 == 1 {
+        -1.0
+    } else {
+        1.0
+    };
+    let exp = ((bits >> mb) as u32) & ((1 << eb) - 1);
+    let man = (bits as u32) & ((1 << mb) - 1);
+    let emax = (1u32 << eb) - 1;
+    match nan_mode {
+        0 if exp == emax => {
+            return if man == 0 && has_inf {
+                sign * f64::INFINITY
+            } else {
+                f64::NAN
+            };
+        }
+        1 if exp == emax && man == (1 << mb) - 1 => return f64::NAN,
+        2 if bits == 0x80 => return f64::NAN,
+        3 if bits == 0xff => return f64::NAN,
+        _ => {}
+    }
+    if nan_mode == 3 {
+        return 2f64.powi(exp as i32 - bias);
+    }
+    if exp == 0 {
+        sign * (man as f64) * 2f64.powi(1 - bias - mb as i32)
+    } else {
+        sign * (1.0 + man as f64 / (1u32 << mb) as f64) * 2f64.powi(exp as i32 - bias)
+    }
+}
+
+/// Encodes a small float by searching the nearest representable value (ties to even).
+pub fn f64_to_minifloat(t: ElementType, v: f64) -> u8 {
+    let (eb, mb, _, _, _) = minifloat_params(t);
+    let total = 1 + eb + mb;
+    let count = 1u32 << total;
+    if v.is_nan() {
+        return (0..count)
+            .map(|b| b as u8)
+            .find(|&b| minifloat_to_f64(t, b).is_nan())
+            .unwrap_or(0);
+    }
+    let mut best: Option<(u8, f64)> = None;
+    for b in 0..count {
+        let b = b as u8;
+        let x = minifloat_to_f64(t, b);
+        if x.is_nan() {
+            continue;
+        }
+        if x == v && (x != 0.0 || x.is_sign_negative() == v.is_sign_negative()) {
+            return b;
+        }
+        let d = (x - v).abs();
+        let better = match best {
+            None => true,
+            Some((bb, bd)) => d < bd || (d == bd && (b & 1) == 0 && (bb & 1) == 1),
+        };
+        if better && !d.is_nan() {
+            best = Some((b, d));
+        }
+    }
+    best.map(|(b, _)| b).unwrap_or(0)
+}
+
+/// Formats a float the way the printer writes it: shortest text that reads back to the same value
+/// at type `ty`, with `inf`, `-inf` and `nan`.
+pub fn format_float(v: f64, ty: ElementType) -> String {
+    if v.is_nan() {
+        return if v.is_sign_negative() {
+            "-nan".into()
+        } else {
+            "nan".into()
+        };
+    }
+    if v.is_infinite() {
+        return if v < 0.0 { "-inf".into() } else { "inf".into() };
+    }
+    let s = match ty {
+        ElementType::F64 | ElementType::C128 => shortest(v),
+        _ => shortest_f32(v as f32),
+    };
+    s
+}
+
+fn shortest(v: f64) -> String {
+    let a = v.abs();
+    if a != 0.0 && !(1e-4..1e16).contains(&a) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+fn shortest_f32(v: f32) -> String {
+    let a = v.abs();
+    if a != 0.0 && !(1e-4..1e16).contains(&a) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Formats one element for HLO text.
+pub fn format_element(ty: ElementType, b: &[u8]) -> String {
+    use ElementType::*;
+    match ty {
+        Pred => if b[0] != 0 { "true" } else { "false" }.to_string(),
+        C64 => {
+            let re = f32::from_le_bytes(b[..4].try_into().unwrap()) as f64;
+            let im = f32::from_le_bytes(b[4..8].try_into().unwrap()) as f64;
+            format!("({}, {})", format_float(re, F32), format_float(im, F32))
+        }
+        C128 => {
+            let re = f64::from_le_bytes(b[..8].try_into().unwrap());
+            let im = f64::from_le_bytes(b[8..16].try_into().unwrap());
+            format!("({}, {})", format_float(re, F64), format_float(im, F64))
+        }
+        t if t.is_float() => format_float(element_to_f64(t, b), t),
+        t => element_to_i128(t, b).to_string(),
+    }
+}
+
+/// Parses one scalar token of HLO text (`1`, `-2.5e3`, `inf`, `-nan`, `true`) as an element of
+/// `ty`. Complex values come as a `(re, im)` pair through [`complex_to_element`].
+pub fn parse_element(ty: ElementType, tok: &str) -> Result<Vec<u8>, String> {
+    if ty.is_pred() {
+        return match tok {
+            "true" | "1" => Ok(vec![1]),
+            "false" | "0" => Ok(vec![0]),
+            _ => Err(format!(
+                "expected a pred value (true or false), found '{tok}'"
+            )),
+        };
+    }
+    if ty.is_int() {
+        let v: i128 = if let Some(h) = tok.strip_prefix("0x") {
+            i128::from_str_radix(h, 16).map_err(|_| format!("invalid integer '{tok}'"))?
+        } else {
+            tok.parse()
+                .map_err(|_| format!("invalid {} value '{tok}'", ty.name()))?
+        };
+        let (lo, hi): (i128, i128) = if ty.is_signed_int() {
+            let b = ty.bits();
+            (-(1i128 << (b - 1)), (1i128 << (b - 1)) - 1)
+        } else {
+            (0, (1i128 << ty.bits()) - 1)
+        };
+        if v < lo || v > hi {
+            return Err(format!("value {tok} is out of range for {}", ty.name()));
+        }
+        return Ok(i128_to_element(ty, v));
+    }
+    let v = parse_float(tok).ok_or_else(|| format!("invalid {} value '{tok}'", ty.name()))?;
+    Ok(f64_to_element(ty, v))
+}
+
+/// Encodes a complex `(re, im)` pair.
+pub fn complex_to_element(ty: ElementType, re: f64, im: f64) -> Vec<u8> {
+    match ty {
+        ElementType::C64 => {
+            let mut b = (re as f32).to_le_bytes().to_vec();
+            b.extend_from_slice(&(im as f32).to_le_bytes());
+            b
+        }
+        _ => {
+            let mut b = re.to_le_bytes().to_vec();
+            b.extend_from_slice(&im.to_le_bytes());
+            b
+        }
+    }
+}
+
+/// Parses a float token: decimal, exponent, `inf`, `-inf`, `nan`, `-nan`, `nan(0x...)`.
+pub fn parse_float(tok: &str) -> Option<f64> {
+    let (neg, t) = match tok.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, tok.strip_prefix('+').unwrap_or(tok)),
+    };
+    let v = if t == "inf" {
+        f64::INFINITY
+    } else if t == "nan" || t.starts_with("nan(") {
+        f64::NAN
+    } else if t.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+        t.parse::<f64>().ok()?
+    } else {
+        return None;
+    };
+    Some(if neg { -v } else { v })
+}

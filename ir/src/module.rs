@@ -1,0 +1,909 @@
+//! The module: instructions and computations as dense columns indexed by typed `u32` ids.
+//!
+//! Every instruction property most instructions have is a dense column (opcode, shape, layout,
+//! parent computation, operand range, attribute range, name span); rare payloads (constant
+//! literals) are `hashbrown` maps keyed by id. Instructions are created through one
+//! [`Module::push_inst`] that grows every column together, deleted by tombstone, and replaced
+//! through a [`Rewriter`] whose forwarding entries are resolved in one sweep when it finishes.
+//! [`Module::compact`] renumbers live entities in creation order and bumps the epoch.
+
+use bitvec::vec::BitVec;
+use hashbrown::{HashMap, HashTable};
+use std::hash::{BuildHasher, Hash};
+
+use crate::attrs::{Attr, AttrKey, AttrValue};
+use crate::literal::Literal;
+use crate::opcode::Opcode;
+use crate::types::{ArrayShape, Layout, Shape};
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(transparent)]
+        pub struct $name(u32);
+
+        impl $name {
+            /// The reserved "no entity" value, so an optional id stays 4 bytes.
+            pub const NONE: $name = $name(u32::MAX);
+
+            /// The id with dense index `i`.
+            #[inline]
+            pub fn new(i: usize) -> Self {
+                debug_assert!(i < u32::MAX as usize);
+                $name(i as u32)
+            }
+
+            /// The dense index of this id.
+            #[inline]
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+
+            /// Whether this is [`Self::NONE`].
+            #[inline]
+            pub fn is_none(self) -> bool {
+                self.0 == u32::MAX
+            }
+        }
+    };
+}
+
+id_type!(
+    /// An instruction.
+    InstId
+);
+id_type!(
+    /// A computation.
+    CompId
+);
+id_type!(
+    /// An interned [`Shape`].
+    ShapeId
+);
+id_type!(
+    /// An interned [`Layout`].
+    LayoutId
+);
+id_type!(
+    /// A buffer (assigned by the scheduler crate).
+    BufferId
+);
+
+/// An append-only interner: equal values get equal ids.
+#[derive(Clone, Debug)]
+pub struct Interner<T> {
+    items: Vec<T>,
+    table: HashTable<u32>,
+    hasher: hashbrown::DefaultHashBuilder,
+}
+
+impl<T> Default for Interner<T> {
+    fn default() -> Self {
+        Interner {
+            items: Vec::new(),
+            table: HashTable::new(),
+            hasher: Default::default(),
+        }
+    }
+}
+
+impl<T: Hash + Eq + Clone> Interner<T> {
+    /// The id of `value`, adding it if new.
+    pub fn intern(&mut self, value: T) -> u32 {
+        let hash = self.hasher.hash_one(&value);
+        let items = &self.items;
+        if let Some(&i) = self.table.find(hash, |&i| items[i as usize] == value) {
+            return i;
+        }
+        let i = self.items.len() as u32;
+        self.items.push(value);
+        let (items, hasher) = (&self.items, &self.hasher);
+        self.table
+            .insert_unique(hash, i, |&j| hasher.hash_one(&items[j as usize]));
+        i
+    }
+
+    /// The value with id `i`.
+    pub fn get(&self, i: u32) -> &T {
+        &self.items[i as usize]
+    }
+
+    /// The number of distinct values.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether nothing was interned.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// A `(start, len)` range into one of the module's pools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Range32 {
+    /// First index.
+    pub start: u32,
+    /// Number of entries.
+    pub len: u32,
+}
+
+impl Range32 {
+    fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..(self.start + self.len) as usize
+    }
+}
+
+/// The value of a `constant` instruction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConstValue {
+    /// A literal.
+    Literal(Literal),
+    /// The literal was elided in the text (`constant({...})`): the shape is known, the data is not.
+    Elided,
+}
+
+/// A computation's data.
+#[derive(Clone, Debug)]
+pub struct CompData {
+    /// The computation's name.
+    pub name: Box<str>,
+    /// Parameter instructions, indexed by parameter number (`InstId::NONE` where missing).
+    pub params: Vec<InstId>,
+    /// The root instruction.
+    pub root: InstId,
+}
+
+/// One debug table (`FileNames`, `FunctionNames`, `FileLocations`, `StackFrames`), kept verbatim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DebugTable {
+    /// The table's title line.
+    pub title: Box<str>,
+    /// The table's entry lines, trimmed.
+    pub lines: Vec<Box<str>>,
+}
+
+/// Everything needed to create an instruction.
+#[derive(Clone, Debug)]
+pub struct NewInst {
+    /// The opcode.
+    pub opcode: Opcode,
+    /// The result shape.
+    pub shape: ShapeId,
+    /// The result layout.
+    pub layout: LayoutId,
+    /// The operands, in order.
+    pub operands: Vec<InstId>,
+    /// Attributes, in any order (they are stored sorted by key).
+    pub attrs: Vec<Attr>,
+    /// The name, if any.
+    pub name: Option<String>,
+}
+
+/// An HLO module.
+#[derive(Clone, Debug)]
+pub struct Module {
+    /// The module name (`HloModule NAME`).
+    pub name: String,
+    /// Header attributes other than `entry_computation_layout`, verbatim and in order.
+    pub header_attrs: Vec<(String, String)>,
+    /// `entry_computation_layout={(params)->result}`: shapes with layouts.
+    pub entry_layout: Option<(Vec<(ShapeId, LayoutId)>, (ShapeId, LayoutId))>,
+    /// Debug tables, in order, kept verbatim.
+    pub debug_tables: Vec<DebugTable>,
+
+    opcode: Vec<Opcode>,
+    shape: Vec<ShapeId>,
+    layout: Vec<LayoutId>,
+    parent: Vec<CompId>,
+    operands: Vec<Range32>,
+    operand_pool: Vec<InstId>,
+    attrs: Vec<Range32>,
+    attr_pool: Vec<Attr>,
+    names: Vec<Range32>,
+    name_pool: String,
+    dead: BitVec,
+    constants: HashMap<InstId, ConstValue>,
+
+    comps: Vec<CompData>,
+    comp_dead: BitVec,
+    entry: CompId,
+
+    shapes: Interner<Shape>,
+    layouts: Interner<Layout>,
+    epoch: u64,
+}
+
+impl Default for Module {
+    fn default() -> Self {
+        Module::new("module")
+    }
+}
+
+impl Module {
+    /// An empty module.
+    pub fn new(name: &str) -> Module {
+        let mut m = Module {
+            name: name.to_string(),
+            header_attrs: Vec::new(),
+            entry_layout: None,
+            debug_tables: Vec::new(),
+            opcode: Vec::new(),
+            shape: Vec::new(),
+            layout: Vec::new(),
+            parent: Vec::new(),
+            operands: Vec::new(),
+            operand_pool: Vec::new(),
+            attrs: Vec::new(),
+            attr_pool: Vec::new(),
+            names: Vec::new(),
+            name_pool: String::new(),
+            dead: BitVec::new(),
+            constants: HashMap::new(),
+            comps: Vec::new(),
+            comp_dead: BitVec::new(),
+            entry: CompId::NONE,
+            shapes: Interner::default(),
+            layouts: Interner::default(),
+            epoch: 0,
+        };
+        // LayoutId(0) is always "no layout".
+        m.layouts.intern(Layout::None);
+        m
+    }
+
+    // ---- shapes and layouts ----
+
+    /// Interns a shape.
+    pub fn intern_shape(&mut self, s: Shape) -> ShapeId {
+        ShapeId(self.shapes.intern(s))
+    }
+
+    /// Interns a layout.
+    pub fn intern_layout(&mut self, l: Layout) -> LayoutId {
+        LayoutId(self.layouts.intern(l))
+    }
+
+    /// The "no layout" layout id.
+    pub fn no_layout(&self) -> LayoutId {
+        LayoutId(0)
+    }
+
+    /// The shape with id `s`.
+    pub fn shape_of(&self, s: ShapeId) -> &Shape {
+        self.shapes.get(s.0)
+    }
+
+    /// The layout with id `l`.
+    pub fn layout_of(&self, l: LayoutId) -> &Layout {
+        self.layouts.get(l.0)
+    }
+
+    /// The number of distinct shapes interned.
+    pub fn num_shapes(&self) -> usize {
+        self.shapes.len()
+    }
+
+    /// The number of distinct layouts interned.
+    pub fn num_layouts(&self) -> usize {
+        self.layouts.len()
+    }
+
+    // ---- instructions ----
+
+    /// Creates an instruction in computation `comp`. Every column grows together.
+    pub fn push_inst(&mut self, comp: CompId, inst: NewInst) -> InstId {
+        let id = InstId::new(self.opcode.len());
+        self.opcode.push(inst.opcode);
+        self.shape.push(inst.shape);
+        self.layout.push(inst.layout);
+        self.parent.push(comp);
+        let start = self.operand_pool.len() as u32;
+        self.operand_pool.extend_from_slice(&inst.operands);
+        self.operands.push(Range32 {
+            start,
+            len: inst.operands.len() as u32,
+        });
+        let mut attrs = inst.attrs;
+        attrs.sort_by(|a, b| a.0.cmp(&b.0));
+        let start = self.attr_pool.len() as u32;
+        let len = attrs.len() as u32;
+        self.attr_pool.extend(attrs);
+        self.attrs.push(Range32 { start, len });
+        let start = self.name_pool.len() as u32;
+        let name = inst.name.as_deref().unwrap_or("");
+        self.name_pool.push_str(name);
+        self.names.push(Range32 {
+            start,
+            len: name.len() as u32,
+        });
+        self.dead.push(false);
+        if inst.opcode == Opcode::Parameter {
+            if let Some(n) = self.int_attr(id, &AttrKey::ParameterNumber) {
+                let params = &mut self.comps[comp.index()].params;
+                let n = n.max(0) as usize;
+                if params.len() <= n {
+                    params.resize(n + 1, InstId::NONE);
+                }
+                if params[n].is_none() {
+                    params[n] = id;
+                }
+            }
+        }
+        id
+    }
+
+    /// The number of instruction ids ever created (live or dead): the length of every column.
+    pub fn inst_capacity(&self) -> usize {
+        self.opcode.len()
+    }
+
+    /// The number of live instructions.
+    pub fn num_live_insts(&self) -> usize {
+        self.opcode.len() - self.dead.count_ones()
+    }
+
+    /// Whether `id` is a live instruction.
+    pub fn is_live(&self, id: InstId) -> bool {
+        id.index() < self.opcode.len() && !self.dead[id.index()]
+    }
+
+    /// Live instruction ids in creation order.
+    pub fn live_ids(&self) -> Vec<InstId> {
+        self.dead.iter_zeros().map(InstId::new).collect()
+    }
+
+    /// The opcode of `id`.
+    #[inline]
+    pub fn opcode(&self, id: InstId) -> Opcode {
+        self.opcode[id.index()]
+    }
+
+    /// The shape id of `id`.
+    #[inline]
+    pub fn shape_id(&self, id: InstId) -> ShapeId {
+        self.shape[id.index()]
+    }
+
+    /// The shape of `id`.
+    #[inline]
+    pub fn shape(&self, id: InstId) -> &Shape {
+        self.shape_of(self.shape[id.index()])
+    }
+
+    /// The array shape of `id`, if it is an array.
+    pub fn array_shape(&self, id: InstId) -> Option<&ArrayShape> {
+        self.shape(id).as_array()
+    }
+
+    /// The layout id of `id`.
+    #[inline]
+    pub fn layout_id(&self, id: InstId) -> LayoutId {
+        self.layout[id.index()]
+    }
+
+    /// The computation `id` belongs to.
+    #[inline]
+    pub fn parent(&self, id: InstId) -> CompId {
+        self.parent[id.index()]
+    }
+
+    /// The operands of `id`.
+    #[inline]
+    pub fn operands(&self, id: InstId) -> &[InstId] {
+        &self.operand_pool[self.operands[id.index()].range()]
+    }
+
+    /// The attributes of `id`, sorted by key.
+    #[inline]
+    pub fn attrs(&self, id: InstId) -> &[Attr] {
+        &self.attr_pool[self.attrs[id.index()].range()]
+    }
+
+    /// The value of attribute `key` on `id`.
+    pub fn attr(&self, id: InstId, key: &AttrKey) -> Option<&AttrValue> {
+        self.attrs(id)
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
+    }
+
+    /// An integer attribute.
+    pub fn int_attr(&self, id: InstId, key: &AttrKey) -> Option<i64> {
+        match self.attr(id, key) {
+            Some(AttrValue::Int(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// An integer-list attribute.
+    pub fn ints_attr(&self, id: InstId, key: &AttrKey) -> Option<&[i64]> {
+        match self.attr(id, key) {
+            Some(AttrValue::Ints(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// A boolean attribute.
+    pub fn bool_attr(&self, id: InstId, key: &AttrKey) -> Option<bool> {
+        match self.attr(id, key) {
+            Some(AttrValue::Bool(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// A single-computation attribute (`to_apply`, `calls`, `condition`, `body`, ...).
+    pub fn comp_attr(&self, id: InstId, key: &AttrKey) -> Option<CompId> {
+        match self.attr(id, key) {
+            Some(AttrValue::Comp(c)) => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// Every computation `id` calls, in attribute order.
+    pub fn called_comps(&self, id: InstId) -> Vec<CompId> {
+        let mut out = Vec::new();
+        for (_, v) in self.attrs(id) {
+            match v {
+                AttrValue::Comp(c) => out.push(*c),
+                AttrValue::Comps(cs) => out.extend_from_slice(cs),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// Control predecessors of `id`.
+    pub fn control_predecessors(&self, id: InstId) -> &[InstId] {
+        match self.attr(id, &AttrKey::ControlPredecessors) {
+            Some(AttrValue::Insts(v)) => v,
+            _ => &[],
+        }
+    }
+
+    /// The parameter number of a `parameter` instruction.
+    pub fn parameter_number(&self, id: InstId) -> Option<i64> {
+        self.int_attr(id, &AttrKey::ParameterNumber)
+    }
+
+    /// The name of `id` (empty if it has none).
+    pub fn name(&self, id: InstId) -> &str {
+        &self.name_pool[self.names[id.index()].range()]
+    }
+
+    /// Sets the name of `id`.
+    pub fn set_name(&mut self, id: InstId, name: &str) {
+        let start = self.name_pool.len() as u32;
+        self.name_pool.push_str(name);
+        self.names[id.index()] = Range32 {
+            start,
+            len: name.len() as u32,
+        };
+    }
+
+    /// The value of a `constant`.
+    pub fn constant(&self, id: InstId) -> Option<&ConstValue> {
+        self.constants.get(&id)
+    }
+
+    /// The literal of a `constant`, if it was not elided.
+    pub fn literal(&self, id: InstId) -> Option<&Literal> {
+        match self.constants.get(&id) {
+            Some(ConstValue::Literal(l)) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// Sets the value of a `constant`.
+    pub fn set_constant(&mut self, id: InstId, value: ConstValue) {
+        self.constants.insert(id, value);
+    }
+
+    /// Replaces the attributes of `id`.
+    pub fn set_attrs(&mut self, id: InstId, mut attrs: Vec<Attr>) {
+        attrs.sort_by(|a, b| a.0.cmp(&b.0));
+        let r = &mut self.attrs[id.index()];
+        if attrs.len() as u32 == r.len {
+            let range = r.range();
+            for (slot, a) in self.attr_pool[range].iter_mut().zip(attrs) {
+                *slot = a;
+            }
+        } else {
+            let start = self.attr_pool.len() as u32;
+            *r = Range32 {
+                start,
+                len: attrs.len() as u32,
+            };
+            self.attr_pool.extend(attrs);
+        }
+    }
+
+    /// Replaces the operands of `id` (in place when the count is unchanged).
+    pub fn set_operands(&mut self, id: InstId, ops: &[InstId]) {
+        let r = &mut self.operands[id.index()];
+        if ops.len() as u32 == r.len {
+            self.operand_pool[r.range()].copy_from_slice(ops);
+        } else {
+            let start = self.operand_pool.len() as u32;
+            *r = Range32 {
+                start,
+                len: ops.len() as u32,
+            };
+            self.operand_pool.extend_from_slice(ops);
+        }
+    }
+
+    /// Sets the result shape and layout of `id`.
+    pub fn set_shape(&mut self, id: InstId, shape: ShapeId, layout: LayoutId) {
+        self.shape[id.index()] = shape;
+        self.layout[id.index()] = layout;
+    }
+
+    /// Tombstones `id`. Its users must be gone or forwarded before the module is used again.
+    pub fn remove_inst(&mut self, id: InstId) {
+        self.dead.set(id.index(), true);
+        self.constants.remove(&id);
+    }
+
+    // ---- computations ----
+
+    /// Creates an empty computation.
+    pub fn add_computation(&mut self, name: &str) -> CompId {
+        let id = CompId::new(self.comps.len());
+        self.comps.push(CompData {
+            name: name.into(),
+            params: Vec::new(),
+            root: InstId::NONE,
+        });
+        self.comp_dead.push(false);
+        id
+    }
+
+    /// The number of computation ids ever created.
+    pub fn comp_capacity(&self) -> usize {
+        self.comps.len()
+    }
+
+    /// Live computations in creation order.
+    pub fn computations(&self) -> Vec<CompId> {
+        self.comp_dead.iter_zeros().map(CompId::new).collect()
+    }
+
+    /// Whether `c` is a live computation.
+    pub fn is_live_comp(&self, c: CompId) -> bool {
+        c.index() < self.comps.len() && !self.comp_dead[c.index()]
+    }
+
+    /// Removes a computation and every instruction in it.
+    pub fn remove_computation(&mut self, c: CompId) {
+        self.comp_dead.set(c.index(), true);
+        for i in 0..self.parent.len() {
+            if self.parent[i] == c && !self.dead[i] {
+                self.remove_inst(InstId::new(i));
+            }
+        }
+    }
+
+    /// The data of computation `c`.
+    pub fn comp(&self, c: CompId) -> &CompData {
+        &self.comps[c.index()]
+    }
+
+    /// The name of computation `c`.
+    pub fn comp_name(&self, c: CompId) -> &str {
+        &self.comps[c.index()].name
+    }
+
+    /// Renames computation `c`.
+    pub fn set_comp_name(&mut self, c: CompId, name: &str) {
+        self.comps[c.index()].name = name.into();
+    }
+
+    /// The root of computation `c`.
+    pub fn root(&self, c: CompId) -> InstId {
+        self.comps[c.index()].root
+    }
+
+    /// Sets the root of computation `c`.
+    pub fn set_root(&mut self, c: CompId, root: InstId) {
+        self.comps[c.index()].root = root;
+    }
+
+    /// The parameters of computation `c`, by parameter number.
+    pub fn params(&self, c: CompId) -> &[InstId] {
+        &self.comps[c.index()].params
+    }
+
+    /// The entry computation (`CompId::NONE` if not set).
+    pub fn entry(&self) -> CompId {
+        self.entry
+    }
+
+    /// Sets the entry computation.
+    pub fn set_entry(&mut self, c: CompId) {
+        self.entry = c;
+    }
+
+    /// Live instructions of every computation, in creation order: `result[c.index()]`.
+    pub fn insts_by_comp(&self) -> Vec<Vec<InstId>> {
+        let mut out = vec![Vec::new(); self.comps.len()];
+        for i in self.dead.iter_zeros() {
+            let p = self.parent[i];
+            if !p.is_none() {
+                out[p.index()].push(InstId::new(i));
+            }
+        }
+        out
+    }
+
+    /// Live instructions of computation `c`, in creation order (a sweep over the parent column).
+    pub fn comp_insts(&self, c: CompId) -> Vec<InstId> {
+        self.dead
+            .iter_zeros()
+            .filter(|&i| self.parent[i] == c)
+            .map(InstId::new)
+            .collect()
+    }
+
+    // ---- epochs, rewriting and compaction ----
+
+    /// The epoch: bumped by every change made through a [`Rewriter`] and by compaction, so
+    /// analyses cached under an older epoch are stale.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Marks the module as changed (invalidates cached analyses).
+    pub fn bump_epoch(&mut self) {
+        self.epoch += 1;
+    }
+
+    /// A rewriter that batches edits and resolves replace-all-uses in one sweep.
+    pub fn rewriter(&mut self) -> Rewriter<'_> {
+        Rewriter {
+            m: self,
+            forward: HashMap::new(),
+            changed: false,
+        }
+    }
+
+    /// Bytes held by the dense instruction columns and pools, names and constants excluded.
+    pub fn ir_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.opcode.capacity() * size_of::<Opcode>()
+            + self.shape.capacity() * size_of::<ShapeId>()
+            + self.layout.capacity() * size_of::<LayoutId>()
+            + self.parent.capacity() * size_of::<CompId>()
+            + self.operands.capacity() * size_of::<Range32>()
+            + self.operand_pool.capacity() * size_of::<InstId>()
+            + self.attrs.capacity() * size_of::<Range32>()
+            + self.attr_pool.capacity() * size_of::<Attr>()
+            + self
+                .attr_pool
+                .iter()
+                .map(|(_, v)| attr_heap_bytes(v))
+                .sum::<usize>()
+            + self.dead.capacity() / 8
+    }
+
+    /// Bytes held by instruction names.
+    pub fn name_bytes(&self) -> usize {
+        self.names.capacity() * std::mem::size_of::<Range32>() + self.name_pool.capacity()
+    }
+
+    /// Renumbers live instructions and computations densely, keeping creation order, drops dead
+    /// ones and garbage in the pools, and bumps the epoch. Returns the old-to-new maps.
+    pub fn compact(&mut self) -> Remap {
+        let mut comp_map = vec![CompId::NONE; self.comps.len()];
+        let mut comps = Vec::new();
+        for c in self.comp_dead.iter_zeros() {
+            comp_map[c] = CompId::new(comps.len());
+            comps.push(self.comps[c].clone());
+        }
+        let mut inst_map = vec![InstId::NONE; self.opcode.len()];
+        let mut n = 0;
+        for i in self.dead.iter_zeros() {
+            inst_map[i] = InstId::new(n);
+            n += 1;
+        }
+        let map_inst = |i: InstId| if i.is_none() { i } else { inst_map[i.index()] };
+        let map_comp = |c: CompId| if c.is_none() { c } else { comp_map[c.index()] };
+        let mut out = Module::new(&self.name);
+        out.header_attrs = std::mem::take(&mut self.header_attrs);
+        out.entry_layout = self.entry_layout.take();
+        out.debug_tables = std::mem::take(&mut self.debug_tables);
+        out.shapes = std::mem::take(&mut self.shapes);
+        out.layouts = std::mem::take(&mut self.layouts);
+        out.comps = comps
+            .into_iter()
+            .map(|mut c| {
+                c.root = map_inst(c.root);
+                c.params = c.params.iter().map(|&p| map_inst(p)).collect();
+                c
+            })
+            .collect();
+        out.comp_dead = BitVec::repeat(false, out.comps.len());
+        out.entry = map_comp(self.entry);
+        out.opcode.reserve(n);
+        for i in self.dead.iter_zeros() {
+            let id = InstId::new(i);
+            let ops: Vec<InstId> = self.operands(id).iter().map(|&o| map_inst(o)).collect();
+            let attrs: Vec<Attr> = self
+                .attrs(id)
+                .iter()
+                .map(|(k, v)| (k.clone(), remap_value(v, &map_inst, &map_comp)))
+                .collect();
+            let parent = map_comp(self.parent[i]);
+            let new = InstId::new(out.opcode.len());
+            out.opcode.push(self.opcode[i]);
+            out.shape.push(self.shape[i]);
+            out.layout.push(self.layout[i]);
+            out.parent.push(parent);
+            let start = out.operand_pool.len() as u32;
+            out.operands.push(Range32 {
+                start,
+                len: ops.len() as u32,
+            });
+            out.operand_pool.extend(ops);
+            let start = out.attr_pool.len() as u32;
+            out.attrs.push(Range32 {
+                start,
+                len: attrs.len() as u32,
+            });
+            out.attr_pool.extend(attrs);
+            let name = self.name(id);
+            let start = out.name_pool.len() as u32;
+            out.names.push(Range32 {
+                start,
+                len: name.len() as u32,
+            });
+            out.name_pool.push_str(name);
+            out.dead.push(false);
+            if let Some(c) = self.constants.remove(&id) {
+                out.constants.insert(new, c);
+            }
+        }
+        out.epoch = self.epoch + 1;
+        *self = out;
+        Remap {
+            insts: inst_map,
+            comps: comp_map,
+        }
+    }
+}
+
+fn attr_heap_bytes(v: &AttrValue) -> usize {
+    use std::mem::size_of;
+    match v {
+        AttrValue::Ints(x) => x.len() * 8,
+        AttrValue::Ident(s) | AttrValue::Str(s) | AttrValue::Raw(s) => s.len(),
+        AttrValue::Slice(x) | AttrValue::Padding(x) => x.len() * 24,
+        AttrValue::Window(w) => w.len() * size_of::<crate::attrs::WindowDim>(),
+        AttrValue::DimLabels(_) => size_of::<crate::attrs::ConvDims>() + 64,
+        AttrValue::Comps(c) => c.len() * 4,
+        AttrValue::Insts(c) => c.len() * 4,
+        _ => 0,
+    }
+}
+
+fn remap_value(
+    v: &AttrValue,
+    map_inst: &impl Fn(InstId) -> InstId,
+    map_comp: &impl Fn(CompId) -> CompId,
+) -> AttrValue {
+    match v {
+        AttrValue::Comp(c) => AttrValue::Comp(map_comp(*c)),
+        AttrValue::Comps(cs) => AttrValue::Comps(cs.iter().map(|&c| map_comp(c)).collect()),
+        AttrValue::Insts(is) => AttrValue::Insts(
+            is.iter()
+                .map(|&i| map_inst(i))
+                .filter(|i| !i.is_none())
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Old-to-new id maps produced by [`Module::compact`] (`NONE` for removed entities).
+#[derive(Clone, Debug)]
+pub struct Remap {
+    /// Instruction map, indexed by old id.
+    pub insts: Vec<InstId>,
+    /// Computation map, indexed by old id.
+    pub comps: Vec<CompId>,
+}
+
+/// Batches edits to a module. Replace-all-uses records a forwarding entry; [`Rewriter::finish`]
+/// resolves every entry in one sweep over the operand pool, the roots and control predecessors.
+pub struct Rewriter<'m> {
+    m: &'m mut Module,
+    forward: HashMap<InstId, InstId>,
+    changed: bool,
+}
+
+impl<'m> Rewriter<'m> {
+    /// The module as it stands (forwarding not yet applied).
+    pub fn module(&self) -> &Module {
+        self.m
+    }
+
+    /// Mutable access to the module, for edits the rewriter does not wrap.
+    pub fn module_mut(&mut self) -> &mut Module {
+        self.changed = true;
+        self.m
+    }
+
+    /// Creates an instruction.
+    pub fn add(&mut self, comp: CompId, inst: NewInst) -> InstId {
+        self.changed = true;
+        self.m.push_inst(comp, inst)
+    }
+
+    /// Forwards every use of `old` (operands, roots, control edges) to `new` and tombstones `old`.
+    pub fn replace_all_uses(&mut self, old: InstId, new: InstId) {
+        if old == new {
+            return;
+        }
+        self.changed = true;
+        self.forward.insert(old, new);
+        self.m.remove_inst(old);
+    }
+
+    /// Tombstones `id` (it must have no users left).
+    pub fn remove(&mut self, id: InstId) {
+        self.changed = true;
+        self.m.remove_inst(id);
+    }
+
+    /// Replaces the operands of `id`.
+    pub fn set_operands(&mut self, id: InstId, ops: &[InstId]) {
+        self.changed = true;
+        self.m.set_operands(id, ops);
+    }
+
+    /// Where `id` is forwarded to once edits resolve (itself when not forwarded).
+    pub fn resolve(&self, mut id: InstId) -> InstId {
+        let mut hops = 0;
+        while let Some(&n) = self.forward.get(&id) {
+            id = n;
+            hops += 1;
+            if hops > self.forward.len() {
+                break;
+            }
+        }
+        id
+    }
+
+    /// Applies forwarding, bumps the epoch if anything changed, and says whether it did.
+    pub fn finish(self) -> bool {
+        if !self.forward.is_empty() {
+            let resolved: HashMap<InstId, InstId> =
+                self.forward.keys().map(|&k| (k, self.resolve(k))).collect();
+            let m = &mut *self.m;
+            for op in m.operand_pool.iter_mut() {
+                if let Some(&n) = resolved.get(op) {
+                    *op = n;
+                }
+            }
+            for c in m.comps.iter_mut() {
+                if let Some(&n) = resolved.get(&c.root) {
+                    c.root = n;
+                }
+            }
+            for (_, v) in m.attr_pool.iter_mut() {
+                if let AttrValue::Insts(is) = v {
+                    for i in is.iter_mut() {
+                        if let Some(&n) = resolved.get(i) {
+                            *i = n;
+                        }
+                    }
+                }
+            }
+        }
+        if self.changed {
+            self.m.epoch += 1;
+        }
+        self.changed
+    }
+}

@@ -1,0 +1,5 @@
+//! The `axle` command-line tool.
+
+fn main() {
+    println!("axle");
+}
