@@ -16,7 +16,7 @@ pub use attrs::{Attr, AttrKey, AttrValue, ConvDims, WindowDim};
 pub use literal::{ArrayLiteral, Literal};
 pub use module::{
     BufferId, CompId, ConstValue, DebugTable, InstId, LayoutId, Module, NewInst, Remap, Rewriter,
-    ShapeId,
+    ShapeId, SrcLoc,
 };
 pub use opcode::Opcode;
 pub use types::{

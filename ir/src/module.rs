@@ -144,6 +144,15 @@ pub enum ConstValue {
     Elided,
 }
 
+/// A 1-based source position (line, column) of an entity parsed from text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SrcLoc {
+    /// Line, 1-based.
+    pub line: u32,
+    /// Column, 1-based.
+    pub col: u32,
+}
+
 /// A computation's data.
 #[derive(Clone, Debug)]
 pub struct CompData {
@@ -205,6 +214,8 @@ pub struct Module {
     name_pool: String,
     dead: BitVec,
     constants: HashMap<InstId, ConstValue>,
+    src_locs: HashMap<InstId, SrcLoc>,
+    comp_src_locs: HashMap<CompId, SrcLoc>,
 
     comps: Vec<CompData>,
     comp_dead: BitVec,
@@ -241,6 +252,8 @@ impl Module {
             name_pool: String::new(),
             dead: BitVec::new(),
             constants: HashMap::new(),
+            src_locs: HashMap::new(),
+            comp_src_locs: HashMap::new(),
             comps: Vec::new(),
             comp_dead: BitVec::new(),
             entry: CompId::NONE,
@@ -500,6 +513,26 @@ impl Module {
         self.constants.insert(id, value);
     }
 
+    /// Where `id` was defined in the parsed text, if it came from text.
+    pub fn src_loc(&self, id: InstId) -> Option<SrcLoc> {
+        self.src_locs.get(&id).copied()
+    }
+
+    /// Records where `id` was defined in the parsed text.
+    pub fn set_src_loc(&mut self, id: InstId, loc: SrcLoc) {
+        self.src_locs.insert(id, loc);
+    }
+
+    /// Where computation `c` was defined in the parsed text.
+    pub fn comp_src_loc(&self, c: CompId) -> Option<SrcLoc> {
+        self.comp_src_locs.get(&c).copied()
+    }
+
+    /// Records where computation `c` was defined in the parsed text.
+    pub fn set_comp_src_loc(&mut self, c: CompId, loc: SrcLoc) {
+        self.comp_src_locs.insert(c, loc);
+    }
+
     /// Replaces the attributes of `id`.
     pub fn set_attrs(&mut self, id: InstId, mut attrs: Vec<Attr>) {
         attrs.sort_by(|a, b| a.0.cmp(&b.0));
@@ -725,6 +758,12 @@ impl Module {
             .collect();
         out.comp_dead = BitVec::repeat(false, out.comps.len());
         out.entry = map_comp(self.entry);
+        for (c, l) in &self.comp_src_locs {
+            let n = map_comp(*c);
+            if !n.is_none() {
+                out.comp_src_locs.insert(n, *l);
+            }
+        }
         out.opcode.reserve(n);
         for i in self.dead.iter_zeros() {
             let id = InstId::new(i);
@@ -762,6 +801,9 @@ impl Module {
             out.dead.push(false);
             if let Some(c) = self.constants.remove(&id) {
                 out.constants.insert(new, c);
+            }
+            if let Some(l) = self.src_locs.get(&id) {
+                out.src_locs.insert(new, *l);
             }
         }
         out.epoch = self.epoch + 1;
