@@ -144,6 +144,9 @@ pub enum ConstValue {
     Elided,
 }
 
+/// `entry_computation_layout`: the parameters' and the result's shapes with layouts.
+pub type EntryLayout = (Vec<(ShapeId, LayoutId)>, (ShapeId, LayoutId));
+
 /// A 1-based source position (line, column) of an entity parsed from text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SrcLoc {
@@ -198,7 +201,7 @@ pub struct Module {
     /// Header attributes other than `entry_computation_layout`, verbatim and in order.
     pub header_attrs: Vec<(String, String)>,
     /// `entry_computation_layout={(params)->result}`: shapes with layouts.
-    pub entry_layout: Option<(Vec<(ShapeId, LayoutId)>, (ShapeId, LayoutId))>,
+    pub entry_layout: Option<EntryLayout>,
     /// Debug tables, in order, kept verbatim.
     pub debug_tables: Vec<DebugTable>,
 
