@@ -81,7 +81,9 @@ struct PendingOperand<'a> {
     inst: InstId,
     index: u32,
     name: &'a str,
-    loc: SrcLoc,
+    line: u32,
+    line_start: u32,
+    pos: u32,
 }
 
 struct PendingComp<'a> {
@@ -105,6 +107,12 @@ struct Parser<'a> {
     pos: usize,
     line: u32,
     line_start: usize,
+    /// Shapes already parsed, by their exact text.
+    shape_cache: HashMap<&'a str, (ShapeId, LayoutId)>,
+    /// The last shape parsed through the cache (consecutive instructions often share one).
+    last_shape: (&'a str, (ShapeId, LayoutId)),
+    ops_buf: Vec<InstId>,
+    attrs_buf: Vec<Attr>,
 }
 
 fn is_name_byte(c: u8) -> bool {
@@ -119,6 +127,10 @@ impl<'a> Parser<'a> {
             pos: 0,
             line: 1,
             line_start: 0,
+            shape_cache: HashMap::new(),
+            last_shape: ("", (ShapeId::NONE, LayoutId::NONE)),
+            ops_buf: Vec::new(),
+            attrs_buf: Vec::new(),
         }
     }
 
@@ -194,6 +206,57 @@ impl<'a> Parser<'a> {
             msg: msg.into(),
             source_line: self.line_text(start),
         }
+    }
+
+    fn err_at_pos(
+        &self,
+        line: u32,
+        line_start: u32,
+        pos: u32,
+        msg: impl Into<String>,
+    ) -> ParseError {
+        let ls = line_start as usize;
+        let col = self
+            .src
+            .get(ls..pos as usize)
+            .map(|s| s.chars().count())
+            .unwrap_or(0) as u32
+            + 1;
+        ParseError {
+            line,
+            col,
+            msg: msg.into(),
+            source_line: self.line_text(ls),
+        }
+    }
+
+    /// An array shape parsed once per distinct text; tuples and odd forms go the long way.
+    fn shape_cached(&mut self, m: &mut Module) -> PResult<(ShapeId, LayoutId)> {
+        self.skip_ws();
+        if !self.peek().is_ascii_alphabetic() {
+            return self.shape(m);
+        }
+        let start = self.pos;
+        let mut end = start;
+        while end < self.b.len() && !matches!(self.b[end], b' ' | b'\n' | b'\r' | b'\t' | b'/') {
+            end += 1;
+        }
+        let key = &self.src[start..end];
+        if key == self.last_shape.0 {
+            self.pos = end;
+            return Ok(self.last_shape.1);
+        }
+        if let Some(&r) = self.shape_cache.get(key) {
+            self.pos = end;
+            self.last_shape = (key, r);
+            return Ok(r);
+        }
+        let r = self.shape(m)?;
+        if self.pos == end {
+            self.shape_cache.insert(key, r);
+            self.last_shape = (key, r);
+        }
+        Ok(r)
     }
 
     fn newline_at(&mut self, i: usize) {
@@ -688,7 +751,9 @@ impl<'a> Parser<'a> {
         let mut pending_comps: Vec<PendingComp<'a>> = Vec::new();
         let mut pending_ctrl: Vec<PendingCtrl<'a>> = Vec::new();
         let mut comp_by_name: HashMap<&'a str, CompId> = HashMap::new();
-        let mut inst_by_name: HashMap<&'a str, InstId> = HashMap::new();
+        // About one instruction per line: size the name map once instead of rehashing as it grows.
+        let lines = self.b.iter().filter(|&&c| c == b'\n').count();
+        let mut inst_by_name: HashMap<&'a str, InstId> = HashMap::with_capacity(lines);
         let mut entry_seen: Option<SrcLoc> = None;
         loop {
             self.skip_ws();
@@ -909,8 +974,10 @@ impl<'a> Parser<'a> {
             let target = match inst_by_name.get(po.name) {
                 Some(&t) if m.parent(t) == c => t,
                 Some(_) => {
-                    return Err(self.err_at(
-                        po.loc,
+                    return Err(self.err_at_pos(
+                        po.line,
+                        po.line_start,
+                        po.pos,
                         format!(
                             "operand '{}' is defined in another computation, not in '{name}'",
                             po.name
@@ -918,15 +985,15 @@ impl<'a> Parser<'a> {
                     ))
                 }
                 None => {
-                    return Err(self.err_at(
-                        po.loc,
+                    return Err(self.err_at_pos(
+                        po.line,
+                        po.line_start,
+                        po.pos,
                         format!("use of undefined instruction '{}'", po.name),
                     ))
                 }
             };
-            let mut ops = m.operands(po.inst).to_vec();
-            ops[po.index as usize] = target;
-            m.set_operands(po.inst, &ops);
+            m.set_operand(po.inst, po.index as usize, target);
         }
         let Some(root) = root.map(|r| r.0).or(last) else {
             return Err(self.err_at(loc, format!("computation '{name}' has no instructions")));
@@ -975,15 +1042,8 @@ impl<'a> Parser<'a> {
         self.skip_ws();
         let loc = self.loc();
         let name = self.name("an instruction name")?;
-        if let Some(&prev) = inst_by_name.get(name) {
-            let pl = m.src_loc(prev).map(|l| l.line).unwrap_or(0);
-            return Err(self.err_at(
-                loc,
-                format!("duplicate instruction name '{name}' (first defined at line {pl})"),
-            ));
-        }
         self.expect(b'=', "after the instruction name")?;
-        let (shape, layout) = self.shape(m)?;
+        let (shape, layout) = self.shape_cached(m)?;
         self.skip_ws();
         let oloc = self.loc();
         let start = self.pos;
@@ -1000,8 +1060,10 @@ impl<'a> Parser<'a> {
         let opcode = Opcode::from_name(opname)
             .ok_or_else(|| self.err_at(oloc, format!("unknown opcode '{opname}'")))?;
         self.expect(b'(', "after the opcode")?;
-        let mut operands: Vec<InstId> = Vec::new();
-        let mut attrs: Vec<Attr> = Vec::new();
+        let mut operands = std::mem::take(&mut self.ops_buf);
+        operands.clear();
+        let mut attrs = std::mem::take(&mut self.attrs_buf);
+        attrs.clear();
         let mut constant = None;
         let id_next = InstId::new(m.inst_capacity());
         match opcode {
@@ -1030,13 +1092,16 @@ impl<'a> Parser<'a> {
                         {
                             (self.pos, self.line, self.line_start) = save;
                         }
-                        let ol = self.loc();
+                        let (line, line_start, pos) =
+                            (self.line, self.line_start as u32, self.pos as u32);
                         let oname = self.name("an operand name")?;
                         pending.push(PendingOperand {
                             inst: id_next,
                             index: operands.len() as u32,
                             name: oname,
-                            loc: ol,
+                            line,
+                            line_start,
+                            pos,
                         });
                         operands.push(InstId::NONE);
                         if self.eat(b')') {
@@ -1078,7 +1143,13 @@ impl<'a> Parser<'a> {
         if let Some(v) = constant {
             m.set_constant(id, v);
         }
-        inst_by_name.insert(name, id);
+        if let Some(prev) = inst_by_name.insert(name, id) {
+            let pl = m.src_loc(prev).map(|l| l.line).unwrap_or(0);
+            return Err(self.err_at(
+                loc,
+                format!("duplicate instruction name '{name}' (first defined at line {pl})"),
+            ));
+        }
         Ok(id)
     }
 
