@@ -892,6 +892,7 @@ impl<'a> Parser<'a> {
         pending_comps: &mut Vec<PendingComp<'a>>,
         pending_ctrl: &mut Vec<PendingCtrl<'a>>,
     ) -> PResult<CompId> {
+        self.skip_ws();
         let loc = self.loc();
         let name = self.name("a computation name")?;
         let name_loc = loc;
