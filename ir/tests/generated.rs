@@ -54,7 +54,7 @@ fn mutate(m: &mut Module, picks: &[u8]) {
                     && md.shape_id(i) == md.shape_id(old)
                     && md.layout_id(i) == md.layout_id(old)
             })
-            .last();
+            .next_back();
         if let Some(new) = earlier {
             rw.replace_all_uses(old, new);
         }
