@@ -183,7 +183,7 @@ fn corpus_outputs_match_themselves_and_not_a_perturbation() {
 /// A version 1.0 `.npy` file with header dict `dict` (padded as NumPy pads it) and `data`.
 fn npy_bytes(dict: &str, data: &[u8]) -> Vec<u8> {
     let mut text = dict.as_bytes().to_vec();
-    while (10 + text.len() + 1) % 64 != 0 {
+    while !(10 + text.len() + 1).is_multiple_of(64) {
         text.push(b' ');
     }
     text.push(b'\n');
