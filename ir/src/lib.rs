@@ -8,12 +8,17 @@
 
 pub mod attrs;
 pub mod compare;
+pub mod filetest;
 pub mod gen;
 pub mod literal;
 pub mod module;
 pub mod npy;
 pub mod opcode;
 pub mod parser;
+pub mod pass;
+pub mod pass_manager;
+pub mod passes;
+pub mod pipeline;
 pub mod printer;
 pub mod types;
 
@@ -27,6 +32,14 @@ pub use module::{
 pub use npy::{read_npy, read_npy_as, write_npy, NpyError, NpyErrorKind};
 pub use opcode::Opcode;
 pub use parser::{parse_module, ParseError};
+pub use pass::{
+    Analysis, AnalysisCache, Changed, Counters, OptKind, OptSpec, OptValue, Pass, PassCx, PassError,
+    PassInfo, PassOptions, PassRegistry,
+};
+pub use pass_manager::{
+    CompactPolicy, PassManager, PassManagerError, PassManagerOptions, StatsRow, VerifyMode,
+};
+pub use pipeline::{Pipeline, PipelineError, PipelineItem};
 pub use printer::print_module;
 pub use types::{
     ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,

@@ -673,6 +673,25 @@ impl Module {
         }
     }
 
+    /// Removes the computations `cs` and every instruction in them, in one sweep over the parent
+    /// column (so removing many computations stays linear).
+    pub fn remove_computations(&mut self, cs: &[CompId]) {
+        if cs.is_empty() {
+            return;
+        }
+        let mut gone = BitVec::<usize>::repeat(false, self.comps.len());
+        for &c in cs {
+            self.comp_dead.set(c.index(), true);
+            gone.set(c.index(), true);
+        }
+        for i in 0..self.parent.len() {
+            let p = self.parent[i];
+            if !p.is_none() && gone[p.index()] && !self.dead[i] {
+                self.remove_inst(InstId::new(i));
+            }
+        }
+    }
+
     /// The data of computation `c`.
     pub fn comp(&self, c: CompId) -> &CompData {
         &self.comps[c.index()]
