@@ -10,7 +10,9 @@ pub mod attrs;
 pub mod literal;
 pub mod module;
 pub mod opcode;
+pub mod shape_inference;
 pub mod types;
+pub mod verify;
 
 pub use attrs::{Attr, AttrKey, AttrValue, ConvDims, WindowDim};
 pub use literal::{ArrayLiteral, Literal};
@@ -19,7 +21,9 @@ pub use module::{
     ShapeId, SrcLoc,
 };
 pub use opcode::Opcode;
+pub use shape_inference::{infer_shape, OwnedShape, ProgramShape, ShapeError};
 pub use types::{
     ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,
     Shape,
 };
+pub use verify::{verify, Entity, VerifyError, VerifyErrors};
