@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod attrs;
+pub mod builder;
 pub mod literal;
 pub mod module;
 pub mod opcode;

@@ -390,7 +390,7 @@ fn join(xs: &[i64]) -> String {
 }
 
 fn contains(xs: &[i64], x: usize) -> bool {
-    xs.iter().any(|&v| v == x as i64)
+    xs.contains(&(x as i64))
 }
 
 fn array_of(ty: ElementType, dims: Vec<i64>, dynamic: Vec<bool>) -> OwnedShape {
@@ -891,58 +891,39 @@ impl<'a> Cx<'a> {
         self.expect_operands(1)?;
         let a = self.array(0)?;
         let t = a.ty;
-        let bad = |what: &str| -> R<OwnedShape> {
-            bail!(self, "operand must have {what} element type, got {}", t)
-        };
-        match self.op {
-            Floor | Ceil | RoundNearestAfz | RoundNearestEven | Erf | IsFinite => {
-                if !t.is_float() {
-                    return bad("a floating-point");
-                }
-                if self.op == IsFinite {
-                    return Ok(with_type(a, ElementType::Pred));
-                }
+        // What the operand's element type must be, and the result element type.
+        let (allowed, what, result) = match self.op {
+            Floor | Ceil | RoundNearestAfz | RoundNearestEven | Erf => {
+                (t.is_float(), "a floating-point", t)
             }
+            IsFinite => (t.is_float(), "a floating-point", ElementType::Pred),
             Cos | Sin | Tan | Exp | Expm1 | Log | Log1p | Logistic | Rsqrt | Sqrt | Cbrt | Tanh => {
-                if !t.is_floating() {
-                    return bad("a floating-point or complex");
-                }
+                (t.is_floating(), "a floating-point or complex", t)
             }
-            Real | Imag => {
-                if !t.is_floating() {
-                    return bad("a floating-point or complex");
-                }
-                return Ok(with_type(a, t.component_type()));
-            }
-            Abs => {
-                if !(t.is_signed_int() || t.is_floating()) {
-                    return bad("a signed integer, floating-point or complex");
-                }
-                return Ok(with_type(a, t.component_type()));
-            }
-            Sign => {
-                if !(t.is_signed_int() || t.is_floating()) {
-                    return bad("a signed integer, floating-point or complex");
-                }
-            }
-            Negate => {
-                if t.is_pred() {
-                    return bad("an integer, floating-point or complex");
-                }
-            }
-            Clz | Popcnt => {
-                if !t.is_int() {
-                    return bad("an integer");
-                }
-            }
-            Not => {
-                if !(t.is_int() || t.is_pred()) {
-                    return bad("a pred or integer");
-                }
-            }
-            _ => {}
+            Real | Imag => (
+                t.is_floating(),
+                "a floating-point or complex",
+                t.component_type(),
+            ),
+            Abs => (
+                t.is_signed_int() || t.is_floating(),
+                "a signed integer, floating-point or complex",
+                t.component_type(),
+            ),
+            Sign => (
+                t.is_signed_int() || t.is_floating(),
+                "a signed integer, floating-point or complex",
+                t,
+            ),
+            Negate => (!t.is_pred(), "an integer, floating-point or complex", t),
+            Clz | Popcnt => (t.is_int(), "an integer", t),
+            Not => (t.is_int() || t.is_pred(), "a pred or integer", t),
+            _ => (true, "", t),
+        };
+        if !allowed {
+            bail!(self, "operand must have {what} element type, got {t}");
         }
-        Ok(self.shape(0).clone())
+        Ok(with_type(a, result))
     }
 
     fn convert(&self) -> R<OwnedShape> {
@@ -1691,7 +1672,7 @@ impl<'a> Cx<'a> {
     }
 
     fn reduce(&self) -> R<OwnedShape> {
-        if self.n() < 2 || self.n() % 2 != 0 {
+        if self.n() < 2 || self.n() % 2 == 1 {
             bail!(
                 self,
                 "expects N inputs followed by N init values, got {} operands",
@@ -1776,7 +1757,7 @@ impl<'a> Cx<'a> {
     }
 
     fn reduce_window(&self) -> R<OwnedShape> {
-        if self.n() < 2 || self.n() % 2 != 0 {
+        if self.n() < 2 || self.n() % 2 == 1 {
             bail!(
                 self,
                 "expects N inputs followed by N init values, got {} operands",
@@ -2349,14 +2330,14 @@ impl<'a> Cx<'a> {
         } else {
             w
         };
-        for i in 0..ns {
-            let ks = k.dims[dn.kernel_spatial[i] as usize];
-            if w[i].size != ks {
+        for (i, (wd, &kd)) in w.iter().zip(dn.kernel_spatial.iter()).enumerate() {
+            let ks = k.dims[kd as usize];
+            if wd.size != ks {
                 bail!(
                     self,
                     "window size {} of spatial dimension {i} must equal the kernel's spatial \
                      size {ks}",
-                    w[i].size
+                    wd.size
                 );
             }
         }

@@ -242,7 +242,7 @@ fn print_for_annotation(m: &Module) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let _ = writeln!(out, "HloModule {}", m.name);
-    let by_comp = m.insts_by_comp();
+    let by_comp = insts_by_comp(m, &m.live_ids());
     for c in m.computations() {
         out.push('\n');
         if c == m.entry() {
@@ -488,7 +488,7 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
     }
 
     // 5-6. Roots and parameters. `comp_ok[c]`: the computation has a signature.
-    let by_comp = m.insts_by_comp();
+    let by_comp = insts_by_comp(m, &live);
     let mut comp_ok = vec![false; n_comps];
     for &c in &comps {
         let mut ok = true;
@@ -771,6 +771,17 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
     let mut errors = ck.errors;
     errors.sort_by_key(|e| e.loc.map(|l| (l.line, l.col)));
     Err(VerifyErrors { errors })
+}
+
+/// Live instructions by computation (`Module::insts_by_comp` assumes every parent exists).
+fn insts_by_comp(m: &Module, live: &[InstId]) -> Vec<Vec<InstId>> {
+    let mut out = vec![Vec::new(); m.comp_capacity()];
+    for &i in live {
+        if let Some(v) = out.get_mut(m.parent(i).index()) {
+            v.push(i);
+        }
+    }
+    out
 }
 
 /// Checks one `(shape, layout)` entry of `entry_computation_layout` against instruction `inst`.
