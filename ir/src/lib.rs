@@ -8,9 +8,12 @@
 
 pub mod attrs;
 pub mod builder;
+pub mod gen;
 pub mod literal;
 pub mod module;
 pub mod opcode;
+pub mod parser;
+pub mod printer;
 pub mod shape_inference;
 pub mod types;
 pub mod verify;
@@ -18,10 +21,12 @@ pub mod verify;
 pub use attrs::{Attr, AttrKey, AttrValue, ConvDims, WindowDim};
 pub use literal::{ArrayLiteral, Literal};
 pub use module::{
-    BufferId, CompId, ConstValue, DebugTable, InstId, LayoutId, Module, NewInst, Remap, Rewriter,
-    ShapeId, SrcLoc,
+    BufferId, CompId, ConstValue, DebugTable, EntryLayout, InstId, LayoutId, Module, NewInst,
+    Remap, Rewriter, ShapeId, SrcLoc,
 };
 pub use opcode::Opcode;
+pub use parser::{parse_module, ParseError};
+pub use printer::print_module;
 pub use shape_inference::{infer_shape, OwnedShape, ProgramShape, ShapeError};
 pub use types::{
     ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,
