@@ -252,7 +252,8 @@ impl ModuleBuilder {
 }
 
 /// The default layout of a shape: row-major for arrays of rank at least 1, none for scalars,
-/// tokens and opaque values; tuples get their elements' layouts.
+/// tokens and opaque values; tuples get their elements' layouts (none if none has one), as the
+/// parser reads the printed shapes back.
 pub fn default_layout(m: &mut Module, shape: &OwnedShape) -> LayoutId {
     match shape {
         OwnedShape::Array(a) if a.rank() > 0 => {
@@ -260,7 +261,12 @@ pub fn default_layout(m: &mut Module, shape: &OwnedShape) -> LayoutId {
         }
         OwnedShape::Tuple(es) => {
             let ls: Vec<LayoutId> = es.iter().map(|e| default_layout(m, e)).collect();
-            m.intern_layout(Layout::Tuple(ls.into()))
+            if ls.iter().all(|&l| l == m.no_layout()) {
+                // As the parser reads `(f32[], s32[])`: no layout anywhere, none for the tuple.
+                m.no_layout()
+            } else {
+                m.intern_layout(Layout::Tuple(ls.into()))
+            }
         }
         _ => m.no_layout(),
     }

@@ -106,8 +106,14 @@ impl VerifyErrors {
 
     /// The module printed as text with each error attached under the line of the entity it is
     /// about (module-level errors and errors about entities that cannot be found go first).
+    /// The text is [`crate::printer::print_module`]'s, or a simpler form where the module is too
+    /// broken to print (shape, layout or computation ids out of range).
     pub fn annotate(&self, m: &Module) -> String {
-        let text = crate::verify::print_for_annotation(m);
+        let text = if printable(m) {
+            crate::printer::print_module(m)
+        } else {
+            print_for_annotation(m)
+        };
         let lines: Vec<&str> = text.lines().collect();
         // Map entity names to printed lines.
         let mut inst_line: HashMap<&str, usize> = HashMap::new();
@@ -236,8 +242,41 @@ fn printed_comp_name(line: &str) -> Option<&str> {
     (!name.is_empty()).then_some(name)
 }
 
-/// The module as text for [`VerifyErrors::annotate`]: one line per computation header and per
-/// instruction, robust to any broken module.
+/// Whether every id the printer follows without checking is valid: instruction parents, shape
+/// and layout ids (tuple elements included), and `entry_computation_layout`'s ids.
+fn printable(m: &Module) -> bool {
+    fn shape_ok(m: &Module, s: crate::ShapeId, depth: usize) -> bool {
+        s.index() < m.num_shapes()
+            && depth < 64
+            && match m.shape_of(s) {
+                crate::Shape::Tuple(es) => es.iter().all(|&e| shape_ok(m, e, depth + 1)),
+                _ => true,
+            }
+    }
+    fn layout_ok(m: &Module, l: LayoutId, depth: usize) -> bool {
+        l.index() < m.num_layouts()
+            && depth < 64
+            && match m.layout_of(l) {
+                Layout::Tuple(ls) => ls.iter().all(|&e| layout_ok(m, e, depth + 1)),
+                _ => true,
+            }
+    }
+    let insts_ok = m.live_ids().into_iter().all(|i| {
+        let p = m.parent(i);
+        (p.is_none() || p.index() < m.comp_capacity())
+            && shape_ok(m, m.shape_id(i), 0)
+            && layout_ok(m, m.layout_id(i), 0)
+    });
+    let entry_ok = m.entry_layout.as_ref().is_none_or(|(ps, r)| {
+        ps.iter()
+            .chain(std::iter::once(r))
+            .all(|&(s, l)| shape_ok(m, s, 0) && layout_ok(m, l, 0))
+    });
+    insts_ok && entry_ok
+}
+
+/// The module as text for [`VerifyErrors::annotate`] when the printer cannot print it: one line
+/// per computation header and per instruction, robust to any broken module.
 fn print_for_annotation(m: &Module) -> String {
     use std::fmt::Write;
     let mut out = String::new();

@@ -60,7 +60,28 @@ fn mlp_module_builds_and_verifies() -> Result<(), BuildError> {
     assert_eq!(m.name(x), "x");
     assert!(m.name(h).starts_with("maximum."));
     assert_eq!(m.params(main).len(), 5);
+    round_trips(&m);
     Ok(())
+}
+
+/// The printed module parses back to a module that prints the same and verifies.
+fn round_trips(m: &axle_ir::Module) {
+    let text = axle_ir::print_module(m);
+    let back = match axle_ir::parse_module(&text) {
+        Ok(b) => b,
+        Err(e) => panic!("{}\n{text}", e.render("built")),
+    };
+    assert_eq!(axle_ir::print_module(&back), text);
+    assert_eq!(verify(&back), Ok(()), "{text}");
+    for i in back.live_ids() {
+        let orig = m.live_ids()[i.index()];
+        assert_eq!(
+            m.layout_of(m.layout_id(orig)),
+            back.layout_of(back.layout_id(i)),
+            "{}",
+            m.name(orig)
+        );
+    }
 }
 
 #[test]
@@ -129,6 +150,7 @@ fn control_flow_and_sort() -> Result<(), BuildError> {
             .to_string(),
         "(u8[3,4,4], s32[3])"
     );
+    round_trips(&m);
     Ok(())
 }
 
