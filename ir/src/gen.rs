@@ -413,7 +413,7 @@ impl Recipe {
             }
             5 => {
                 // Broadcast a scalar or a row.
-                if s.c % 2 == 0 {
+                if s.c.is_multiple_of(2) {
                     if let Some(x) = b.pick(F0, s.a) {
                         b.push(
                             F48,
@@ -503,7 +503,7 @@ impl Recipe {
             }
             10 => {
                 // Converts between f32 and s32.
-                if s.c % 2 == 0 {
+                if s.c.is_multiple_of(2) {
                     if let Some(x) = b.pick(F48, s.a) {
                         b.push(I48, Opcode::Convert, vec![x], vec![], s.named);
                     }
@@ -513,7 +513,7 @@ impl Recipe {
             }
             11 => {
                 // A scalar constant.
-                let (class, ty) = if s.c % 2 == 0 {
+                let (class, ty) = if s.c.is_multiple_of(2) {
                     (F0, ElementType::F32)
                 } else {
                     (I0, ElementType::S32)

@@ -8,9 +8,11 @@
 
 pub mod attrs;
 pub mod builder;
+pub mod compare;
 pub mod gen;
 pub mod literal;
 pub mod module;
+pub mod npy;
 pub mod opcode;
 pub mod parser;
 pub mod printer;
@@ -19,11 +21,13 @@ pub mod types;
 pub mod verify;
 
 pub use attrs::{Attr, AttrKey, AttrValue, ConvDims, WindowDim};
-pub use literal::{ArrayLiteral, Literal};
+pub use compare::{compare_arrays, compare_literals, Mismatch, MismatchKind, Tolerance};
+pub use literal::{ArrayLiteral, Literal, NativeElement};
 pub use module::{
     BufferId, CompId, ConstValue, DebugTable, EntryLayout, InstId, LayoutId, Module, NewInst,
     Remap, Rewriter, ShapeId, SrcLoc,
 };
+pub use npy::{read_npy, read_npy_as, write_npy, NpyError, NpyErrorKind};
 pub use opcode::Opcode;
 pub use parser::{parse_module, ParseError};
 pub use printer::print_module;

@@ -46,15 +46,9 @@ fn mutate(m: &mut Module, picks: &[u8]) {
         if md.root(entry) == old || md.opcode(old) == axle_ir::Opcode::Parameter {
             continue;
         }
-        let earlier = live
-            .iter()
-            .copied()
-            .filter(|&i| {
-                i < old
-                    && md.shape_id(i) == md.shape_id(old)
-                    && md.layout_id(i) == md.layout_id(old)
-            })
-            .last();
+        let earlier = live.iter().copied().rfind(|&i| {
+            i < old && md.shape_id(i) == md.shape_id(old) && md.layout_id(i) == md.layout_id(old)
+        });
         if let Some(new) = earlier {
             rw.replace_all_uses(old, new);
         }
