@@ -113,7 +113,7 @@ fn compare() {
     let lt = dir(ComparisonDirection::Lt);
     let ty = |t| (AttrKey::Type, AttrValue::CmpType(t));
     ok(
-        fx.infer(Opcode::Compare, &[a, a], &[lt.clone()], None),
+        fx.infer(Opcode::Compare, &[a, a], std::slice::from_ref(&lt), None),
         "pred[2,3]",
     );
     ok(
@@ -382,11 +382,21 @@ fn slices_concat_pad() {
     );
     let sizes = ints(AttrKey::DynamicSliceSizes, &[2, 8]);
     ok(
-        fx.infer(Opcode::DynamicSlice, &[m, i, i], &[sizes.clone()], None),
+        fx.infer(
+            Opcode::DynamicSlice,
+            &[m, i, i],
+            std::slice::from_ref(&sizes),
+            None,
+        ),
         "f32[2,8]",
     );
     err(
-        fx.infer(Opcode::DynamicSlice, &[m, i], &[sizes.clone()], None),
+        fx.infer(
+            Opcode::DynamicSlice,
+            &[m, i],
+            std::slice::from_ref(&sizes),
+            None,
+        ),
         "expects 2 start indices",
     );
     err(
@@ -446,7 +456,12 @@ fn slices_concat_pad() {
     );
     let iota = int(AttrKey::IotaDimension, 1);
     ok(
-        fx.infer(Opcode::Iota, &[], &[iota.clone()], Some(arr(S32, &[4, 5]))),
+        fx.infer(
+            Opcode::Iota,
+            &[],
+            std::slice::from_ref(&iota),
+            Some(arr(S32, &[4, 5])),
+        ),
         "s32[4,5]",
     );
     err(
@@ -1094,7 +1109,7 @@ fn sort_map_while_conditional_call() {
     // while: state (s32[], f32[4]).
     let st = OwnedShape::tuple(vec![sc(S32), arr(F32, &[4])]);
     let st2 = st.clone();
-    let cond = fx.comp_with("cond", &[st.clone()], |fx, c, ps| {
+    let cond = fx.comp_with("cond", std::slice::from_ref(&st), |fx, c, ps| {
         let i = fx.raw(
             c,
             Opcode::GetTupleElement,
@@ -1112,8 +1127,8 @@ fn sort_map_while_conditional_call() {
             "lt",
         )
     });
-    let body = fx.comp_with("body", &[st.clone()], |_, _, ps| ps[0]);
-    let bad_body = fx.comp_with("bad_body", &[st.clone()], |fx, c, ps| {
+    let body = fx.comp_with("body", std::slice::from_ref(&st), |_, _, ps| ps[0]);
+    let bad_body = fx.comp_with("bad_body", std::slice::from_ref(&st), |fx, c, ps| {
         fx.raw(
             c,
             Opcode::GetTupleElement,
@@ -1234,7 +1249,12 @@ fn linear_algebra_fft_topk_batchnorm() {
     );
     let left = (AttrKey::LeftSide, AttrValue::Bool(true));
     ok(
-        fx.infer(Opcode::TriangularSolve, &[a, b], &[left.clone()], None),
+        fx.infer(
+            Opcode::TriangularSolve,
+            &[a, b],
+            std::slice::from_ref(&left),
+            None,
+        ),
         "f32[3,4,5]",
     );
     err(
@@ -1281,14 +1301,19 @@ fn linear_algebra_fft_topk_batchnorm() {
         AttrValue::Raw("3".into()),
     );
     ok(
-        fx.infer(Opcode::BatchNormTraining, &[x, f3, f3], &[fi.clone()], None),
+        fx.infer(
+            Opcode::BatchNormTraining,
+            &[x, f3, f3],
+            std::slice::from_ref(&fi),
+            None,
+        ),
         "(f32[2,5,5,3], f32[3], f32[3])",
     );
     ok(
         fx.infer(
             Opcode::BatchNormInference,
             &[x, f3, f3, f3, f3],
-            &[fi.clone()],
+            std::slice::from_ref(&fi),
             None,
         ),
         "f32[2,5,5,3]",

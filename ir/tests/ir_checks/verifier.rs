@@ -85,7 +85,7 @@ fn every_invariant_violated_once_all_reported() {
 
     // 3. Operands: out of range, deleted, in another computation; a control predecessor in
     //    another computation.
-    let other = fx.comp_with("other", &[f4.clone()], |_, _, ps| ps[0]);
+    let other = fx.comp_with("other", std::slice::from_ref(&f4), |_, _, ps| ps[0]);
     let other_p = fx.m.params(other)[0];
     fx.raw(
         main,
@@ -120,7 +120,7 @@ fn every_invariant_violated_once_all_reported() {
         &f4,
         "call_missing",
     );
-    let call_entry = fx.comp_with("calls_entry", &[f4.clone()], |fx, c, ps| {
+    let call_entry = fx.comp_with("calls_entry", std::slice::from_ref(&f4), |fx, c, ps| {
         fx.raw(
             c,
             Opcode::Call,
@@ -168,7 +168,7 @@ fn every_invariant_violated_once_all_reported() {
     fx.m.set_root(twin_comp, t0);
 
     // 8. A fusion computation also called by a call.
-    let fused = fx.comp_with("fused", &[f4.clone()], |fx, c, ps| {
+    let fused = fx.comp_with("fused", std::slice::from_ref(&f4), |fx, c, ps| {
         fx.raw(c, Opcode::Negate, &[ps[0]], vec![], &f4, "fused_neg")
     });
     let kind = (AttrKey::Kind, AttrValue::FusionKind(FusionKind::Loop));
