@@ -568,7 +568,7 @@ fn generated_modules_verify() {
         match axle_ir::parse_module(&text) {
             Ok(m2) => match verify(&m2) {
                 Ok(()) => TestResult::passed(),
-                Err(e) => TestResult::error(format!("{}", e.annotate_source(&text))),
+                Err(e) => TestResult::error(e.annotate_source(&text)),
             },
             Err(e) => TestResult::error(e.render("generated")),
         }
