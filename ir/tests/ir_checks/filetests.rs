@@ -29,7 +29,10 @@ fn verify_filetests() {
             .enumerate()
             .filter_map(|(i, l)| {
                 let at = l.find("// ERROR: ")?;
-                Some((i as u32 + 1, l[at + "// ERROR: ".len()..].trim().to_string()))
+                Some((
+                    i as u32 + 1,
+                    l[at + "// ERROR: ".len()..].trim().to_string(),
+                ))
             })
             .collect();
         let m = match parse_module(&text) {
