@@ -150,8 +150,8 @@ impl OwnedShape {
         }
     }
 
-    /// Whether the shape is well formed: non-negative dimension sizes, one dynamic flag per
-    /// dimension, at every level.
+    /// Whether the shape is well formed: non-negative dimension sizes (or -1 for an unbounded
+    /// dynamic dimension), one dynamic flag per dimension, at every level.
     pub fn is_valid(&self) -> bool {
         match self {
             OwnedShape::Array(a) => array_is_valid(a),
@@ -167,16 +167,31 @@ impl From<ArrayShape> for OwnedShape {
     }
 }
 
+/// Non-negative sizes (or -1 for an unbounded dynamic dimension, `?` in text) and one dynamic
+/// flag per dimension.
 fn array_is_valid(a: &ArrayShape) -> bool {
-    a.dims.iter().all(|&d| d >= 0) && a.dynamic.len() == a.dims.len()
+    a.dynamic.len() == a.dims.len()
+        && a.dims
+            .iter()
+            .zip(a.dynamic.iter())
+            .all(|(&d, &dy)| d >= 0 || (dy && d == -1))
+}
+
+/// Whether some dimension is unbounded dynamic (`?`).
+fn is_unbounded(a: &ArrayShape) -> bool {
+    a.dims.iter().any(|&d| d < 0)
 }
 
 /// Writes an array shape in HLO text form: `f32[4,<=8]`.
-pub fn fmt_array(a: &ArrayShape, f: &mut impl fmt::Write) -> fmt::Result {
+fn fmt_array(a: &ArrayShape, f: &mut impl fmt::Write) -> fmt::Result {
     write!(f, "{}[", a.ty)?;
     for (i, d) in a.dims.iter().enumerate() {
         if i > 0 {
             f.write_char(',')?;
+        }
+        if *d < 0 {
+            f.write_char('?')?;
+            continue;
         }
         if a.dynamic.get(i).copied().unwrap_or(false) {
             f.write_str("<=")?;
@@ -208,7 +223,7 @@ impl fmt::Display for OwnedShape {
 
 /// A module shape in HLO text form, resolving tuple elements in `m` (`<invalid shape>` where an
 /// id is out of range).
-pub fn shape_to_string(m: &Module, id: ShapeId) -> String {
+pub(crate) fn shape_to_string(m: &Module, id: ShapeId) -> String {
     match OwnedShape::from_id(m, id) {
         Some(s) => s.to_string(),
         None => "<invalid shape>".to_string(),
@@ -1211,7 +1226,7 @@ impl<'a> Cx<'a> {
             );
         }
         let (n, m) = (elements(a), elements(out));
-        if n != m {
+        if n != m && !is_unbounded(a) && !is_unbounded(out) {
             bail!(
                 self,
                 "cannot reshape {} ({} elements) to {} ({} elements)",

@@ -1480,6 +1480,14 @@ fn dynamic_dimensions_are_carried() {
         ),
         "f32[<=4]",
     );
+    // Unbounded dynamic dimensions (`?`) are accepted and carried.
+    let mut u = axle_ir::ArrayShape::new(F32, &[-1, 4]);
+    u.dynamic = vec![true, false].into();
+    let q = fx.p(OwnedShape::Array(u));
+    ok(fx.infer(Opcode::Negate, &[q], &[], None), "f32[?,4]");
+    let text = "HloModule m\n\nENTRY main {\n  x = f32[?,4]{1,0} parameter(0)\n  ROOT y = f32[?,4]{1,0} negate(x)\n}\n";
+    let m = axle_ir::parse_module(text).expect("parses");
+    assert_eq!(axle_ir::verify(&m), Ok(()));
 }
 
 /// Inference must return an error, never panic, on any combination of operands and attributes.
