@@ -2705,6 +2705,9 @@ impl<'a> Cx<'a> {
         if len.is_empty() || len.len() > 3 {
             bail!(self, "fft_length {} must have 1 to 3 entries", join(len));
         }
+        if len.iter().any(|&l| l < 0) {
+            bail!(self, "fft_length {} must not be negative", join(len));
+        }
         if a.rank() < len.len() {
             bail!(
                 self,
