@@ -1284,6 +1284,11 @@ fn linear_algebra_fft_topk_batchnorm() {
         fx.infer(Opcode::Fft, &[r], &ft("FFT", &[16]), None),
         "needs a complex operand",
     );
+    let c1 = fx.p(arr(C64, &[8, 1]));
+    err(
+        fx.infer(Opcode::Fft, &[c1], &ft("IRFFT", &[-1]), None),
+        "must not be negative",
+    );
     err(
         fx.infer(Opcode::Fft, &[c], &ft("FFT", &[8]), None),
         "must be 8",
