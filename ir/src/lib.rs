@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod attrs;
+pub mod builder;
 pub mod compare;
 pub mod gen;
 pub mod literal;
@@ -15,7 +16,9 @@ pub mod npy;
 pub mod opcode;
 pub mod parser;
 pub mod printer;
+pub mod shape_inference;
 pub mod types;
+pub mod verify;
 
 pub use attrs::{Attr, AttrKey, AttrValue, ConvDims, WindowDim};
 pub use compare::{compare_arrays, compare_literals, Mismatch, MismatchKind, Tolerance};
@@ -28,7 +31,9 @@ pub use npy::{read_npy, read_npy_as, write_npy, NpyError, NpyErrorKind};
 pub use opcode::Opcode;
 pub use parser::{parse_module, ParseError};
 pub use printer::print_module;
+pub use shape_inference::{infer_shape, OwnedShape, ProgramShape, ShapeError};
 pub use types::{
     ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,
     Shape,
 };
+pub use verify::{verify, Entity, VerifyError, VerifyErrors};
