@@ -83,7 +83,7 @@ pub enum AttrKind {
     Str,
     /// `{[0:4], [1:5:2]}`.
     Slice,
-    /// `0_0x1_2_1` (low_high[_interior] per dimension).
+    /// `0_0x1_2_1`: `low_high` or `low_high_interior` per dimension.
     Padding,
     /// `{size=3x3 stride=...}`.
     Window,

@@ -10,15 +10,19 @@ pub mod attrs;
 pub mod literal;
 pub mod module;
 pub mod opcode;
+pub mod parser;
+pub mod printer;
 pub mod types;
 
 pub use attrs::{Attr, AttrKey, AttrValue, ConvDims, WindowDim};
 pub use literal::{ArrayLiteral, Literal};
 pub use module::{
-    BufferId, CompId, ConstValue, DebugTable, InstId, LayoutId, Module, NewInst, Remap, Rewriter,
-    ShapeId, SrcLoc,
+    BufferId, CompId, ConstValue, DebugTable, EntryLayout, InstId, LayoutId, Module, NewInst,
+    Remap, Rewriter, ShapeId, SrcLoc,
 };
 pub use opcode::Opcode;
+pub use parser::{parse_module, ParseError};
+pub use printer::print_module;
 pub use types::{
     ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,
     Shape,

@@ -263,11 +263,10 @@ pub fn format_float(v: f64, ty: ElementType) -> String {
     if v.is_infinite() {
         return if v < 0.0 { "-inf".into() } else { "inf".into() };
     }
-    let s = match ty {
+    match ty {
         ElementType::F64 | ElementType::C128 => shortest(v),
         _ => shortest_f32(v as f32),
-    };
-    s
+    }
 }
 
 fn shortest(v: f64) -> String {
@@ -339,6 +338,12 @@ pub fn parse_element(ty: ElementType, tok: &str) -> Result<Vec<u8>, String> {
         return Ok(i128_to_element(ty, v));
     }
     let v = parse_float(tok).ok_or_else(|| format!("invalid {} value '{tok}'", ty.name()))?;
+    if ty == ElementType::F32 && v.is_finite() {
+        // Parse f32 directly: rounding through f64 first can round twice.
+        if let Ok(x) = tok.parse::<f32>() {
+            return Ok(x.to_le_bytes().to_vec());
+        }
+    }
     Ok(f64_to_element(ty, v))
 }
 

@@ -144,6 +144,9 @@ pub enum ConstValue {
     Elided,
 }
 
+/// `entry_computation_layout`: the parameters' and the result's shapes with layouts.
+pub type EntryLayout = (Vec<(ShapeId, LayoutId)>, (ShapeId, LayoutId));
+
 /// A 1-based source position (line, column) of an entity parsed from text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SrcLoc {
@@ -198,7 +201,7 @@ pub struct Module {
     /// Header attributes other than `entry_computation_layout`, verbatim and in order.
     pub header_attrs: Vec<(String, String)>,
     /// `entry_computation_layout={(params)->result}`: shapes with layouts.
-    pub entry_layout: Option<(Vec<(ShapeId, LayoutId)>, (ShapeId, LayoutId))>,
+    pub entry_layout: Option<EntryLayout>,
     /// Debug tables, in order, kept verbatim.
     pub debug_tables: Vec<DebugTable>,
 
@@ -214,7 +217,7 @@ pub struct Module {
     name_pool: String,
     dead: BitVec,
     constants: HashMap<InstId, ConstValue>,
-    src_locs: HashMap<InstId, SrcLoc>,
+    src_locs: Vec<SrcLoc>,
     comp_src_locs: HashMap<CompId, SrcLoc>,
 
     comps: Vec<CompData>,
@@ -252,7 +255,7 @@ impl Module {
             name_pool: String::new(),
             dead: BitVec::new(),
             constants: HashMap::new(),
-            src_locs: HashMap::new(),
+            src_locs: Vec::new(),
             comp_src_locs: HashMap::new(),
             comps: Vec::new(),
             comp_dead: BitVec::new(),
@@ -307,32 +310,59 @@ impl Module {
 
     /// Creates an instruction in computation `comp`. Every column grows together.
     pub fn push_inst(&mut self, comp: CompId, inst: NewInst) -> InstId {
+        let mut attrs = inst.attrs;
+        let name = inst.name.as_deref().unwrap_or("");
+        self.push_inst_parts(
+            comp,
+            inst.opcode,
+            inst.shape,
+            inst.layout,
+            &inst.operands,
+            &mut attrs,
+            name,
+        )
+    }
+
+    /// Creates an instruction from borrowed parts (the attributes are drained from `attrs`, so a
+    /// caller can reuse the buffer). This is [`Module::push_inst`] without the allocations.
+    #[allow(clippy::too_many_arguments)]
+    pub fn push_inst_parts(
+        &mut self,
+        comp: CompId,
+        opcode: Opcode,
+        shape: ShapeId,
+        layout: LayoutId,
+        operands: &[InstId],
+        attrs: &mut Vec<Attr>,
+        name: &str,
+    ) -> InstId {
         let id = InstId::new(self.opcode.len());
-        self.opcode.push(inst.opcode);
-        self.shape.push(inst.shape);
-        self.layout.push(inst.layout);
+        self.opcode.push(opcode);
+        self.shape.push(shape);
+        self.layout.push(layout);
         self.parent.push(comp);
         let start = self.operand_pool.len() as u32;
-        self.operand_pool.extend_from_slice(&inst.operands);
+        self.operand_pool.extend_from_slice(operands);
         self.operands.push(Range32 {
             start,
-            len: inst.operands.len() as u32,
+            len: operands.len() as u32,
         });
-        let mut attrs = inst.attrs;
-        attrs.sort_by(|a, b| a.0.cmp(&b.0));
+        if attrs.len() > 1 {
+            attrs.sort_by(|a, b| a.0.cmp(&b.0));
+        }
         let start = self.attr_pool.len() as u32;
         let len = attrs.len() as u32;
-        self.attr_pool.extend(attrs);
+        self.attr_pool.append(attrs);
         self.attrs.push(Range32 { start, len });
         let start = self.name_pool.len() as u32;
-        let name = inst.name.as_deref().unwrap_or("");
         self.name_pool.push_str(name);
         self.names.push(Range32 {
             start,
             len: name.len() as u32,
         });
+        self.src_locs.push(SrcLoc { line: 0, col: 0 });
         self.dead.push(false);
-        if inst.opcode == Opcode::Parameter {
+        if opcode == Opcode::Parameter {
             if let Some(n) = self.int_attr(id, &AttrKey::ParameterNumber) {
                 let params = &mut self.comps[comp.index()].params;
                 let n = n.max(0) as usize;
@@ -345,6 +375,12 @@ impl Module {
             }
         }
         id
+    }
+
+    /// Sets operand `k` of `id` in place.
+    pub fn set_operand(&mut self, id: InstId, k: usize, new: InstId) {
+        let r = self.operands[id.index()];
+        self.operand_pool[r.start as usize + k] = new;
     }
 
     /// The number of instruction ids ever created (live or dead): the length of every column.
@@ -515,12 +551,15 @@ impl Module {
 
     /// Where `id` was defined in the parsed text, if it came from text.
     pub fn src_loc(&self, id: InstId) -> Option<SrcLoc> {
-        self.src_locs.get(&id).copied()
+        self.src_locs
+            .get(id.index())
+            .copied()
+            .filter(|l| l.line != 0)
     }
 
     /// Records where `id` was defined in the parsed text.
     pub fn set_src_loc(&mut self, id: InstId, loc: SrcLoc) {
-        self.src_locs.insert(id, loc);
+        self.src_locs[id.index()] = loc;
     }
 
     /// Where computation `c` was defined in the parsed text.
@@ -720,9 +759,11 @@ impl Module {
             + self.dead.capacity() / 8
     }
 
-    /// Bytes held by instruction names.
+    /// Bytes held by instruction names and source locations.
     pub fn name_bytes(&self) -> usize {
-        self.names.capacity() * std::mem::size_of::<Range32>() + self.name_pool.capacity()
+        self.names.capacity() * std::mem::size_of::<Range32>()
+            + self.name_pool.capacity()
+            + self.src_locs.capacity() * std::mem::size_of::<SrcLoc>()
     }
 
     /// Renumbers live instructions and computations densely, keeping creation order, drops dead
@@ -802,9 +843,7 @@ impl Module {
             if let Some(c) = self.constants.remove(&id) {
                 out.constants.insert(new, c);
             }
-            if let Some(l) = self.src_locs.get(&id) {
-                out.src_locs.insert(new, *l);
-            }
+            out.src_locs.push(self.src_locs[i]);
         }
         out.epoch = self.epoch + 1;
         *self = out;

@@ -1,0 +1,1614 @@
+//! The HLO text parser: XLA's format as JAX and XLA print it.
+//!
+//! Both dialects are accepted: the short pre-optimization form (`add.1 = f32[4]{0} add(x, y)`) and
+//! XLA's optimized dumps (`%`-sigils, computation signatures, operand shapes in long form,
+//! `/*index=N*/` comments, metadata, backend configs, and the `FileNames`/`FunctionNames`/
+//! `FileLocations`/`StackFrames` debug tables before or after the computations). Computations may
+//! come in any order and the ENTRY anywhere; instructions may refer to operands defined later in
+//! their computation. Attributes the IR does not type are kept verbatim.
+//!
+//! Errors are [`ParseError`] values with a 1-based line and column; the parser never panics.
+
+use hashbrown::HashMap;
+use std::fmt;
+
+use crate::attrs::{Attr, AttrKey, AttrKind, AttrValue, ConvDims, WindowDim};
+use crate::literal::{complex_to_element, parse_element, ArrayLiteral, Literal};
+use crate::module::{
+    CompId, ConstValue, DebugTable, InstId, LayoutId, Module, NewInst, ShapeId, SrcLoc,
+};
+use crate::opcode::Opcode;
+use crate::types::{
+    ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,
+    Shape,
+};
+
+/// A parse error at a 1-based line and column.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    /// Line, 1-based.
+    pub line: u32,
+    /// Column, 1-based.
+    pub col: u32,
+    /// What is wrong.
+    pub msg: String,
+    /// The text of the offending line.
+    pub source_line: String,
+}
+
+impl ParseError {
+    /// Renders the error as `FILE:LINE:COL: error: MSG`, the source line, and a caret.
+    pub fn render(&self, file: &str) -> String {
+        let caret = " ".repeat(self.col.saturating_sub(1) as usize);
+        format!(
+            "{file}:{}:{}: error: {}\n{}\n{caret}^\n",
+            self.line, self.col, self.msg, self.source_line
+        )
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: error: {}", self.line, self.col, self.msg)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+type PResult<T> = Result<T, ParseError>;
+
+/// Parses HLO text into a module.
+pub fn parse_module(text: &str) -> Result<Module, ParseError> {
+    let mut p = Parser::new(text);
+    p.module()
+}
+
+/// Parses a shape with optional layout (`f32[2,3]{1,0}`, `(s32[], f32[4])`) into `m`'s tables.
+pub fn parse_shape(m: &mut Module, text: &str) -> Result<(ShapeId, LayoutId), ParseError> {
+    let mut p = Parser::new(text);
+    p.skip_ws();
+    let r = p.shape(m)?;
+    p.skip_ws();
+    if !p.at_end() {
+        return Err(p.err("unexpected text after shape"));
+    }
+    Ok(r)
+}
+
+type Signature<'a> = (Vec<(&'a str, ShapeId, SrcLoc)>, ShapeId, SrcLoc);
+
+struct PendingOperand<'a> {
+    inst: InstId,
+    index: u32,
+    name: &'a str,
+    line: u32,
+    line_start: u32,
+    pos: u32,
+}
+
+struct PendingComp<'a> {
+    inst: InstId,
+    key: AttrKey,
+    index: u32,
+    name: &'a str,
+    loc: SrcLoc,
+}
+
+struct PendingCtrl<'a> {
+    inst: InstId,
+    index: u32,
+    name: &'a str,
+    loc: SrcLoc,
+}
+
+struct Parser<'a> {
+    src: &'a str,
+    b: &'a [u8],
+    pos: usize,
+    line: u32,
+    line_start: usize,
+    /// Shapes already parsed, by their exact text.
+    shape_cache: HashMap<&'a str, (ShapeId, LayoutId)>,
+    /// The last shape parsed through the cache (consecutive instructions often share one).
+    last_shape: (&'a str, (ShapeId, LayoutId)),
+    ops_buf: Vec<InstId>,
+    attrs_buf: Vec<Attr>,
+}
+
+fn is_name_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-' | b'$')
+}
+
+impl<'a> Parser<'a> {
+    fn new(src: &'a str) -> Self {
+        Parser {
+            src,
+            b: src.as_bytes(),
+            pos: 0,
+            line: 1,
+            line_start: 0,
+            shape_cache: HashMap::new(),
+            last_shape: ("", (ShapeId::NONE, LayoutId::NONE)),
+            ops_buf: Vec::new(),
+            attrs_buf: Vec::new(),
+        }
+    }
+
+    // ---- low level ----
+
+    fn at_end(&self) -> bool {
+        self.pos >= self.b.len()
+    }
+
+    fn peek(&self) -> u8 {
+        *self.b.get(self.pos).unwrap_or(&0)
+    }
+
+    fn peek_at(&self, k: usize) -> u8 {
+        *self.b.get(self.pos + k).unwrap_or(&0)
+    }
+
+    fn loc(&self) -> SrcLoc {
+        SrcLoc {
+            line: self.line,
+            col: self.col_of(self.pos),
+        }
+    }
+
+    fn col_of(&self, pos: usize) -> u32 {
+        // Columns count characters, not bytes.
+        let start = self.line_start.min(pos);
+        self.src
+            .get(start..pos)
+            .map(|s| s.chars().count())
+            .unwrap_or(pos - start) as u32
+            + 1
+    }
+
+    fn line_text(&self, line_start: usize) -> String {
+        let rest = &self.src[line_start.min(self.src.len())..];
+        rest.split('\n')
+            .next()
+            .unwrap_or("")
+            .trim_end_matches('\r')
+            .to_string()
+    }
+
+    fn err(&self, msg: impl Into<String>) -> ParseError {
+        ParseError {
+            line: self.line,
+            col: self.col_of(self.pos.min(self.b.len())),
+            msg: msg.into(),
+            source_line: self.line_text(self.line_start),
+        }
+    }
+
+    fn err_at(&self, loc: SrcLoc, msg: impl Into<String>) -> ParseError {
+        // Find the start of line `loc.line` by scanning (errors only).
+        let mut start = 0;
+        let mut line = 1;
+        if loc.line == self.line {
+            start = self.line_start;
+        } else {
+            for (i, c) in self.b.iter().enumerate() {
+                if line == loc.line {
+                    break;
+                }
+                if *c == b'\n' {
+                    line += 1;
+                    start = i + 1;
+                }
+            }
+        }
+        ParseError {
+            line: loc.line,
+            col: loc.col,
+            msg: msg.into(),
+            source_line: self.line_text(start),
+        }
+    }
+
+    fn err_at_pos(
+        &self,
+        line: u32,
+        line_start: u32,
+        pos: u32,
+        msg: impl Into<String>,
+    ) -> ParseError {
+        let ls = line_start as usize;
+        let col = self
+            .src
+            .get(ls..pos as usize)
+            .map(|s| s.chars().count())
+            .unwrap_or(0) as u32
+            + 1;
+        ParseError {
+            line,
+            col,
+            msg: msg.into(),
+            source_line: self.line_text(ls),
+        }
+    }
+
+    /// An array shape parsed once per distinct text; tuples and odd forms go the long way.
+    fn shape_cached(&mut self, m: &mut Module) -> PResult<(ShapeId, LayoutId)> {
+        self.skip_ws();
+        if !self.peek().is_ascii_alphabetic() {
+            return self.shape(m);
+        }
+        let start = self.pos;
+        let mut end = start;
+        while end < self.b.len() && !matches!(self.b[end], b' ' | b'\n' | b'\r' | b'\t' | b'/') {
+            end += 1;
+        }
+        let key = &self.src[start..end];
+        if key == self.last_shape.0 {
+            self.pos = end;
+            return Ok(self.last_shape.1);
+        }
+        if let Some(&r) = self.shape_cache.get(key) {
+            self.pos = end;
+            self.last_shape = (key, r);
+            return Ok(r);
+        }
+        let r = self.shape(m)?;
+        if self.pos == end {
+            self.shape_cache.insert(key, r);
+            self.last_shape = (key, r);
+        }
+        Ok(r)
+    }
+
+    fn newline_at(&mut self, i: usize) {
+        self.line += 1;
+        self.line_start = i + 1;
+    }
+
+    /// Skips whitespace and `/* ... */` and `//` comments.
+    fn skip_ws(&mut self) {
+        loop {
+            match self.peek() {
+                b'\n' => {
+                    self.newline_at(self.pos);
+                    self.pos += 1;
+                }
+                b' ' | b'\t' | b'\r' => self.pos += 1,
+                b'/' if self.peek_at(1) == b'*' => {
+                    let mut i = self.pos + 2;
+                    while i + 1 < self.b.len() && !(self.b[i] == b'*' && self.b[i + 1] == b'/') {
+                        if self.b[i] == b'\n' {
+                            self.newline_at(i);
+                        }
+                        i += 1;
+                    }
+                    self.pos = (i + 2).min(self.b.len());
+                }
+                b'/' if self.peek_at(1) == b'/' => {
+                    while !self.at_end() && self.peek() != b'\n' {
+                        self.pos += 1;
+                    }
+                }
+                _ => return,
+            }
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        self.skip_ws();
+        if self.peek() == c {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn describe_here(&self) -> String {
+        if self.at_end() {
+            return "end of file".to_string();
+        }
+        let rest = &self.src[self.pos..];
+        let tok: String = if is_name_byte(self.peek()) {
+            rest.chars()
+                .take_while(|c| c.is_ascii() && is_name_byte(*c as u8))
+                .take(40)
+                .collect()
+        } else {
+            rest.chars().take(1).collect()
+        };
+        format!("'{tok}'")
+    }
+
+    fn expect(&mut self, c: u8, what: &str) -> PResult<()> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(self.err(format!(
+                "expected '{}' {what}, found {}",
+                c as char,
+                self.describe_here()
+            )))
+        }
+    }
+
+    fn eat_str(&mut self, s: &str) -> bool {
+        self.skip_ws();
+        if self.src[self.pos..].starts_with(s) {
+            let after = self.b.get(self.pos + s.len()).copied().unwrap_or(0);
+            if s.as_bytes().last().is_some_and(|c| is_name_byte(*c)) && is_name_byte(after) {
+                return false;
+            }
+            self.pos += s.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A name: `[%]` then letters, digits, `_ . - $`.
+    fn name(&mut self, what: &str) -> PResult<&'a str> {
+        self.skip_ws();
+        if self.peek() == b'%' {
+            self.pos += 1;
+        }
+        let start = self.pos;
+        while is_name_byte(self.peek()) {
+            self.pos += 1;
+        }
+        if self.pos == start {
+            return Err(self.err(format!("expected {what}, found {}", self.describe_here())));
+        }
+        Ok(&self.src[start..self.pos])
+    }
+
+    fn int(&mut self) -> PResult<i64> {
+        self.skip_ws();
+        let start = self.pos;
+        if self.peek() == b'-' || self.peek() == b'+' {
+            self.pos += 1;
+        }
+        while self.peek().is_ascii_digit() {
+            self.pos += 1;
+        }
+        let t = &self.src[start..self.pos];
+        t.parse::<i64>().map_err(|_| {
+            self.pos = start;
+            self.err(format!(
+                "expected an integer, found {}",
+                self.describe_here()
+            ))
+        })
+    }
+
+    fn int_list_braced(&mut self) -> PResult<Box<[i64]>> {
+        self.expect(b'{', "to open a list of integers")?;
+        let mut v = Vec::new();
+        if !self.eat(b'}') {
+            loop {
+                v.push(self.int()?);
+                if self.eat(b'}') {
+                    break;
+                }
+                self.expect(b',', "between integers")?;
+            }
+        }
+        Ok(v.into())
+    }
+
+    fn string(&mut self) -> PResult<String> {
+        self.skip_ws();
+        if self.peek() != b'"' {
+            return Err(self.err(format!("expected a string, found {}", self.describe_here())));
+        }
+        let start_loc = self.loc();
+        self.pos += 1;
+        let mut out = String::new();
+        loop {
+            match self.peek() {
+                0 if self.at_end() => return Err(self.err_at(start_loc, "unterminated string")),
+                b'"' => {
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                b'\\' => {
+                    let c = self.peek_at(1);
+                    self.pos += 2;
+                    match c {
+                        b'n' => out.push('\n'),
+                        b't' => out.push('\t'),
+                        b'"' => out.push('"'),
+                        b'\\' => out.push('\\'),
+                        b'\'' => out.push('\''),
+                        other => {
+                            out.push('\\');
+                            out.push(other as char);
+                        }
+                    }
+                }
+                b'\n' => return Err(self.err_at(start_loc, "unterminated string")),
+                _ => {
+                    let ch = self.src[self.pos..].chars().next().unwrap_or('\0');
+                    out.push(ch);
+                    self.pos += ch.len_utf8().max(1);
+                }
+            }
+        }
+    }
+
+    /// Scans a raw value verbatim: a balanced `{...}` (strings respected), a string, or a bare token
+    /// up to the next top-level `,` `)` `}` or line end.
+    fn raw_value(&mut self) -> PResult<&'a str> {
+        self.skip_ws();
+        let start = self.pos;
+        let start_loc = self.loc();
+        match self.peek() {
+            b'{' | b'[' | b'(' => {
+                let mut depth = 0i32;
+                loop {
+                    if self.at_end() {
+                        return Err(
+                            self.err_at(start_loc, "unbalanced brackets in attribute value")
+                        );
+                    }
+                    let c = self.peek();
+                    match c {
+                        b'{' | b'[' | b'(' => depth += 1,
+                        b'}' | b']' | b')' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                self.pos += 1;
+                                break;
+                            }
+                        }
+                        b'"' => {
+                            self.string()?;
+                            continue;
+                        }
+                        b'\n' => self.newline_at(self.pos),
+                        _ => {}
+                    }
+                    self.pos += 1;
+                }
+            }
+            b'"' => {
+                self.string()?;
+            }
+            _ => {
+                while !self.at_end()
+                    && !matches!(self.peek(), b',' | b')' | b'}' | b'\n' | b' ' | b'\r')
+                {
+                    self.pos += 1;
+                }
+                if self.pos == start {
+                    return Err(self.err(format!(
+                        "expected an attribute value, found {}",
+                        self.describe_here()
+                    )));
+                }
+            }
+        }
+        Ok(&self.src[start..self.pos])
+    }
+
+    // ---- shapes ----
+
+    fn shape(&mut self, m: &mut Module) -> PResult<(ShapeId, LayoutId)> {
+        self.skip_ws();
+        if self.peek() == b'(' {
+            self.pos += 1;
+            let mut shapes = Vec::new();
+            let mut layouts = Vec::new();
+            let mut any_layout = false;
+            if !self.eat(b')') {
+                loop {
+                    let (s, l) = self.shape(m)?;
+                    any_layout |= l != m.no_layout();
+                    shapes.push(s);
+                    layouts.push(l);
+                    if self.eat(b')') {
+                        break;
+                    }
+                    self.expect(b',', "between tuple element shapes")?;
+                }
+            }
+            let s = m.intern_shape(Shape::Tuple(shapes.into()));
+            let l = if any_layout {
+                m.intern_layout(Layout::Tuple(layouts.into()))
+            } else {
+                m.no_layout()
+            };
+            return Ok((s, l));
+        }
+        let loc = self.loc();
+        let start = self.pos;
+        while self.peek().is_ascii_alphanumeric() {
+            self.pos += 1;
+        }
+        let tname = &self.src[start..self.pos];
+        if tname.is_empty() {
+            return Err(self.err(format!("expected a shape, found {}", self.describe_here())));
+        }
+        if self.peek() != b'[' {
+            self.pos = start;
+            return Err(self.err(format!("expected a shape, found {}", self.describe_here())));
+        }
+        let ty = match tname {
+            "token" | "opaque" => None,
+            _ => Some(
+                ElementType::from_name(tname)
+                    .ok_or_else(|| self.err_at(loc, format!("unknown element type '{tname}'")))?,
+            ),
+        };
+        self.pos += 1;
+        let mut dims = Vec::new();
+        let mut dynamic = Vec::new();
+        self.skip_ws();
+        if self.peek() != b']' {
+            loop {
+                self.skip_ws();
+                if self.peek() == b'<' && self.peek_at(1) == b'=' {
+                    self.pos += 2;
+                    let d = self.int()?;
+                    dims.push(d);
+                    dynamic.push(true);
+                } else if self.peek() == b'?' {
+                    self.pos += 1;
+                    dims.push(-1);
+                    dynamic.push(true);
+                } else {
+                    let dl = self.loc();
+                    let d = self.int()?;
+                    if d < 0 {
+                        return Err(self.err_at(dl, format!("negative dimension size {d}")));
+                    }
+                    dims.push(d);
+                    dynamic.push(false);
+                }
+                self.skip_ws();
+                if self.peek() == b']' {
+                    break;
+                }
+                self.expect(b',', "between dimension sizes")?;
+            }
+        }
+        self.pos += 1; // ']'
+        let Some(ty) = ty else {
+            if !dims.is_empty() {
+                return Err(self.err_at(loc, format!("{tname} shapes take no dimensions")));
+            }
+            let s = if tname == "token" {
+                Shape::Token
+            } else {
+                Shape::Opaque
+            };
+            return Ok((m.intern_shape(s), m.no_layout()));
+        };
+        let rank = dims.len();
+        let shape = Shape::Array(ArrayShape {
+            ty,
+            dims: dims.into(),
+            dynamic: dynamic.into(),
+        });
+        // A layout follows immediately, with no whitespace: `f32[2,3]{1,0}`.
+        let layout = if self.peek() == b'{' {
+            let l = self.layout(rank)?;
+            m.intern_layout(Layout::Array(l))
+        } else {
+            m.no_layout()
+        };
+        Ok((m.intern_shape(shape), layout))
+    }
+
+    fn layout(&mut self, rank: usize) -> PResult<ArrayLayout> {
+        let loc = self.loc();
+        self.pos += 1; // '{'
+        let mut m2m = Vec::new();
+        self.skip_ws();
+        while self.peek() != b'}' && self.peek() != b':' {
+            m2m.push(self.int()?);
+            self.skip_ws();
+            if self.peek() == b',' {
+                self.pos += 1;
+                self.skip_ws();
+            } else if self.peek() != b'}' && self.peek() != b':' {
+                return Err(self.err(format!(
+                    "expected ',' or '}}' in layout, found {}",
+                    self.describe_here()
+                )));
+            }
+        }
+        let mut layout = ArrayLayout {
+            minor_to_major: m2m.into(),
+            ..Default::default()
+        };
+        if self.peek() == b':' {
+            self.pos += 1;
+            let mut tiles = Vec::new();
+            let mut other = String::new();
+            loop {
+                self.skip_ws();
+                match self.peek() {
+                    b'}' => break,
+                    b'T' if self.peek_at(1) == b'(' => {
+                        self.pos += 1;
+                        while self.peek() == b'(' {
+                            self.pos += 1;
+                            let mut tile = Vec::new();
+                            loop {
+                                self.skip_ws();
+                                if self.peek() == b'*' {
+                                    self.pos += 1;
+                                    tile.push(i64::MIN);
+                                } else {
+                                    tile.push(self.int()?);
+                                }
+                                if self.eat(b')') {
+                                    break;
+                                }
+                                self.expect(b',', "between tile sizes")?;
+                            }
+                            tiles.push(tile.into_boxed_slice());
+                        }
+                    }
+                    b'S' if self.peek_at(1) == b'(' => {
+                        self.pos += 2;
+                        layout.memory_space = Some(self.int()?);
+                        self.expect(b')', "to close the memory space")?;
+                    }
+                    0 => return Err(self.err_at(loc, "unterminated layout")),
+                    _ => {
+                        // Anything else (E(n), L(...), #(...), *(...)) is kept verbatim.
+                        let start = self.pos;
+                        let mut depth = 0;
+                        while !self.at_end() {
+                            match self.peek() {
+                                b'(' => depth += 1,
+                                b')' => {
+                                    depth -= 1;
+                                    if depth == 0 {
+                                        self.pos += 1;
+                                        break;
+                                    }
+                                }
+                                b'}' if depth == 0 => break,
+                                b'\n' => return Err(self.err_at(loc, "unterminated layout")),
+                                _ => {}
+                            }
+                            self.pos += 1;
+                        }
+                        other.push_str(&self.src[start..self.pos]);
+                    }
+                }
+            }
+            layout.tiles = tiles.into();
+            if !other.is_empty() {
+                layout.other = Some(other.into());
+            }
+        }
+        self.expect(b'}', "to close the layout")?;
+        let m2m = &layout.minor_to_major;
+        if m2m.len() != rank {
+            return Err(self.err_at(
+                loc,
+                format!(
+                    "layout has {} dimensions but the shape has rank {rank}",
+                    m2m.len()
+                ),
+            ));
+        }
+        let mut seen = vec![false; rank];
+        for &d in m2m.iter() {
+            if d < 0 || d as usize >= rank || seen[d as usize] {
+                return Err(self.err_at(
+                    loc,
+                    format!("layout {{{}}} is not a permutation of 0..{rank}", join(m2m)),
+                ));
+            }
+            seen[d as usize] = true;
+        }
+        Ok(layout)
+    }
+
+    // ---- module ----
+
+    fn module(&mut self) -> PResult<Module> {
+        self.skip_ws();
+        if !self.eat_str("HloModule") {
+            return Err(self.err(format!(
+                "expected 'HloModule', found {}",
+                self.describe_here()
+            )));
+        }
+        let name = self.name("a module name")?;
+        let mut m = Module::new(name);
+        while self.eat(b',') {
+            let key = self.name("a module attribute")?;
+            self.expect(b'=', "after the module attribute name")?;
+            if key == "entry_computation_layout" {
+                self.expect(b'{', "to open entry_computation_layout")?;
+                self.expect(b'(', "to open the parameter shapes")?;
+                let mut params = Vec::new();
+                if !self.eat(b')') {
+                    loop {
+                        params.push(self.shape(&mut m)?);
+                        if self.eat(b')') {
+                            break;
+                        }
+                        self.expect(b',', "between parameter shapes")?;
+                    }
+                }
+                if !self.eat_str("->") {
+                    return Err(self.err(format!("expected '->', found {}", self.describe_here())));
+                }
+                let result = self.shape(&mut m)?;
+                self.expect(b'}', "to close entry_computation_layout")?;
+                m.entry_layout = Some((params, result));
+            } else {
+                let v = self.raw_value()?;
+                m.header_attrs.push((key.to_string(), v.to_string()));
+            }
+        }
+        let mut pending_comps: Vec<PendingComp<'a>> = Vec::new();
+        let mut pending_ctrl: Vec<PendingCtrl<'a>> = Vec::new();
+        let mut comp_by_name: HashMap<&'a str, CompId> = HashMap::new();
+        // About one instruction per line: size the name map once instead of rehashing as it grows.
+        let lines = self.b.iter().filter(|&&c| c == b'\n').count();
+        let mut inst_by_name: HashMap<&'a str, InstId> = HashMap::with_capacity(lines);
+        let mut entry_seen: Option<SrcLoc> = None;
+        loop {
+            self.skip_ws();
+            if self.at_end() {
+                break;
+            }
+            if self.debug_table(&mut m)? {
+                continue;
+            }
+            let loc = self.loc();
+            let is_entry = self.eat_str("ENTRY");
+            if is_entry {
+                if let Some(prev) = entry_seen {
+                    return Err(self.err_at(
+                        loc,
+                        format!(
+                            "second ENTRY computation (the first is at line {})",
+                            prev.line
+                        ),
+                    ));
+                }
+                entry_seen = Some(loc);
+            }
+            let c = self.computation(
+                &mut m,
+                &mut comp_by_name,
+                &mut inst_by_name,
+                &mut pending_comps,
+                &mut pending_ctrl,
+            )?;
+            if is_entry {
+                m.set_entry(c);
+            }
+        }
+        if m.comp_capacity() == 0 {
+            return Err(self.err("the module has no computations"));
+        }
+        if m.entry().is_none() {
+            // As in XLA, the last computation is the entry when none is marked.
+            m.set_entry(CompId::new(m.comp_capacity() - 1));
+        }
+        // Resolve computation references.
+        let mut patches: Vec<(InstId, AttrKey, u32, CompId)> =
+            Vec::with_capacity(pending_comps.len());
+        for pc in &pending_comps {
+            let Some(&c) = comp_by_name.get(pc.name) else {
+                return Err(self.err_at(pc.loc, format!("unknown computation '{}'", pc.name)));
+            };
+            patches.push((pc.inst, pc.key.clone(), pc.index, c));
+        }
+        for (inst, key, index, c) in patches {
+            let mut attrs = m.attrs(inst).to_vec();
+            for (k, v) in attrs.iter_mut() {
+                if *k == key {
+                    match v {
+                        AttrValue::Comp(x) => *x = c,
+                        AttrValue::Comps(xs) => xs[index as usize] = c,
+                        _ => {}
+                    }
+                }
+            }
+            m.set_attrs(inst, attrs);
+        }
+        for pc in &pending_ctrl {
+            let Some(&target) = inst_by_name.get(pc.name) else {
+                return Err(self.err_at(pc.loc, format!("unknown instruction '{}'", pc.name)));
+            };
+            if m.parent(target) != m.parent(pc.inst) {
+                return Err(self.err_at(
+                    pc.loc,
+                    format!(
+                        "control predecessor '{}' is in another computation",
+                        pc.name
+                    ),
+                ));
+            }
+            let mut attrs = m.attrs(pc.inst).to_vec();
+            for (k, v) in attrs.iter_mut() {
+                if let (AttrKey::ControlPredecessors, AttrValue::Insts(xs)) = (k, v) {
+                    xs[pc.index as usize] = target;
+                }
+            }
+            m.set_attrs(pc.inst, attrs);
+        }
+        Ok(m)
+    }
+
+    /// Parses one debug table if one starts here.
+    fn debug_table(&mut self, m: &mut Module) -> PResult<bool> {
+        let titles = ["FileNames", "FunctionNames", "FileLocations", "StackFrames"];
+        let Some(title) = titles.iter().find(|t| {
+            self.src[self.pos..].starts_with(**t)
+                && !is_name_byte(self.b.get(self.pos + t.len()).copied().unwrap_or(0))
+        }) else {
+            return Ok(false);
+        };
+        self.pos += title.len();
+        let mut lines = Vec::new();
+        loop {
+            self.skip_ws();
+            if !self.peek().is_ascii_digit() {
+                break;
+            }
+            let start = self.pos;
+            self.int()?;
+            // The rest of the line: a string or a braced record.
+            self.skip_ws();
+            match self.peek() {
+                b'"' => {
+                    self.string()?;
+                }
+                b'{' => {
+                    self.raw_value()?;
+                }
+                _ => {
+                    return Err(self.err(format!(
+                        "expected a string or '{{' in the {title} table, found {}",
+                        self.describe_here()
+                    )))
+                }
+            }
+            lines.push(self.src[start..self.pos].into());
+        }
+        m.debug_tables.push(DebugTable {
+            title: (*title).into(),
+            lines,
+        });
+        Ok(true)
+    }
+
+    fn computation(
+        &mut self,
+        m: &mut Module,
+        comp_by_name: &mut HashMap<&'a str, CompId>,
+        inst_by_name: &mut HashMap<&'a str, InstId>,
+        pending_comps: &mut Vec<PendingComp<'a>>,
+        pending_ctrl: &mut Vec<PendingCtrl<'a>>,
+    ) -> PResult<CompId> {
+        self.skip_ws();
+        let loc = self.loc();
+        let name = self.name("a computation name")?;
+        let name_loc = loc;
+        if comp_by_name.contains_key(name) {
+            return Err(self.err_at(name_loc, format!("duplicate computation name '{name}'")));
+        }
+        let c = m.add_computation(name);
+        m.set_comp_src_loc(c, name_loc);
+        comp_by_name.insert(name, c);
+        // Optional signature: `(p: shape, ...) -> shape`.
+        let mut signature: Option<Signature<'a>> = None;
+        self.skip_ws();
+        if self.peek() == b'(' {
+            self.pos += 1;
+            let mut params = Vec::new();
+            if !self.eat(b')') {
+                loop {
+                    let pl = self.loc();
+                    let pname = self.name("a parameter name")?;
+                    self.expect(b':', "after the parameter name")?;
+                    let (s, _) = self.shape(m)?;
+                    params.push((pname, s, pl));
+                    if self.eat(b')') {
+                        break;
+                    }
+                    self.expect(b',', "between parameters")?;
+                }
+            }
+            if !self.eat_str("->") {
+                return Err(self.err(format!(
+                    "expected '->' after the parameter list, found {}",
+                    self.describe_here()
+                )));
+            }
+            self.skip_ws();
+            let rl = self.loc();
+            let (r, _) = self.shape(m)?;
+            signature = Some((params, r, rl));
+        }
+        self.expect(b'{', "to open the computation body")?;
+        let mut pending: Vec<PendingOperand<'a>> = Vec::new();
+        let mut root: Option<(InstId, SrcLoc)> = None;
+        let mut last: Option<InstId> = None;
+        loop {
+            self.skip_ws();
+            if self.eat(b'}') {
+                break;
+            }
+            if self.at_end() {
+                return Err(self.err(format!(
+                    "unexpected end of file: computation '{name}' is not closed with '}}'"
+                )));
+            }
+            let iloc = self.loc();
+            let is_root = self.eat_str("ROOT");
+            let id = self.instruction(
+                m,
+                c,
+                inst_by_name,
+                &mut pending,
+                pending_comps,
+                pending_ctrl,
+            )?;
+            if is_root {
+                if let Some((_, prev)) = root {
+                    return Err(self.err_at(
+                        iloc,
+                        format!(
+                            "computation '{name}' has a second ROOT (the first is at line {})",
+                            prev.line
+                        ),
+                    ));
+                }
+                root = Some((id, iloc));
+            }
+            last = Some(id);
+        }
+        // Resolve operands within this computation.
+        for po in &pending {
+            let target = match inst_by_name.get(po.name) {
+                Some(&t) if m.parent(t) == c => t,
+                Some(_) => {
+                    return Err(self.err_at_pos(
+                        po.line,
+                        po.line_start,
+                        po.pos,
+                        format!(
+                            "operand '{}' is defined in another computation, not in '{name}'",
+                            po.name
+                        ),
+                    ))
+                }
+                None => {
+                    return Err(self.err_at_pos(
+                        po.line,
+                        po.line_start,
+                        po.pos,
+                        format!("use of undefined instruction '{}'", po.name),
+                    ))
+                }
+            };
+            m.set_operand(po.inst, po.index as usize, target);
+        }
+        let Some(root) = root.map(|r| r.0).or(last) else {
+            return Err(self.err_at(loc, format!("computation '{name}' has no instructions")));
+        };
+        m.set_root(c, root);
+        if let Some((params, result, rloc)) = signature {
+            let actual = m.params(c).to_vec();
+            if params.len() != actual.len() || actual.iter().any(|p| p.is_none()) {
+                return Err(self.err_at(
+                    loc,
+                    format!(
+                        "computation '{name}' declares {} parameters in its signature but has {}",
+                        params.len(),
+                        actual.iter().filter(|p| !p.is_none()).count()
+                    ),
+                ));
+            }
+            for (i, (pname, s, pl)) in params.iter().enumerate() {
+                if m.shape_id(actual[i]) != *s {
+                    return Err(self.err_at(
+                        *pl,
+                        format!("signature gives parameter '{pname}' a shape different from parameter({i})"),
+                    ));
+                }
+            }
+            if m.shape_id(root) != result {
+                return Err(self.err_at(
+                    rloc,
+                    format!("signature's result shape differs from the root of '{name}'"),
+                ));
+            }
+        }
+        Ok(c)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn instruction(
+        &mut self,
+        m: &mut Module,
+        c: CompId,
+        inst_by_name: &mut HashMap<&'a str, InstId>,
+        pending: &mut Vec<PendingOperand<'a>>,
+        pending_comps: &mut Vec<PendingComp<'a>>,
+        pending_ctrl: &mut Vec<PendingCtrl<'a>>,
+    ) -> PResult<InstId> {
+        self.skip_ws();
+        let loc = self.loc();
+        let name = self.name("an instruction name")?;
+        self.expect(b'=', "after the instruction name")?;
+        let (shape, layout) = self.shape_cached(m)?;
+        self.skip_ws();
+        let oloc = self.loc();
+        let start = self.pos;
+        while is_name_byte(self.peek()) {
+            self.pos += 1;
+        }
+        let opname = &self.src[start..self.pos];
+        if opname.is_empty() {
+            return Err(self.err(format!(
+                "expected an opcode, found {}",
+                self.describe_here()
+            )));
+        }
+        let opcode = Opcode::from_name(opname)
+            .ok_or_else(|| self.err_at(oloc, format!("unknown opcode '{opname}'")))?;
+        self.expect(b'(', "after the opcode")?;
+        let mut operands = std::mem::take(&mut self.ops_buf);
+        operands.clear();
+        let mut attrs = std::mem::take(&mut self.attrs_buf);
+        attrs.clear();
+        let mut constant = None;
+        let id_next = InstId::new(m.inst_capacity());
+        match opcode {
+            Opcode::Parameter => {
+                let pl = self.loc();
+                let n = self.int()?;
+                if n < 0 {
+                    return Err(self.err_at(pl, format!("negative parameter number {n}")));
+                }
+                attrs.push((AttrKey::ParameterNumber, AttrValue::Int(n)));
+                self.expect(b')', "after the parameter number")?;
+            }
+            Opcode::Constant => {
+                let v = self.literal(m, shape)?;
+                constant = Some(v);
+                self.expect(b')', "after the constant's literal")?;
+            }
+            _ => {
+                if !self.eat(b')') {
+                    loop {
+                        self.skip_ws();
+                        // Long form: an operand may be preceded by its shape.
+                        let save = (self.pos, self.line, self.line_start);
+                        if (self.peek() == b'(' || self.looks_like_shape())
+                            && self.shape(m).is_err()
+                        {
+                            (self.pos, self.line, self.line_start) = save;
+                        }
+                        let (line, line_start, pos) =
+                            (self.line, self.line_start as u32, self.pos as u32);
+                        let oname = self.name("an operand name")?;
+                        pending.push(PendingOperand {
+                            inst: id_next,
+                            index: operands.len() as u32,
+                            name: oname,
+                            line,
+                            line_start,
+                            pos,
+                        });
+                        operands.push(InstId::NONE);
+                        if self.eat(b')') {
+                            break;
+                        }
+                        self.expect(b',', "between operands")?;
+                    }
+                }
+            }
+        }
+        // Attributes.
+        while self.eat(b',') {
+            let kloc = self.loc();
+            let key = self.name("an attribute name")?;
+            self.expect(b'=', "after the attribute name")?;
+            let k = AttrKey::from_name(key);
+            if k == AttrKey::ParameterNumber {
+                return Err(self.err_at(kloc, "unknown attribute 'parameter_number'"));
+            }
+            if attrs.iter().any(|(x, _)| *x == k) {
+                return Err(self.err_at(kloc, format!("duplicate attribute '{key}'")));
+            }
+            let v = self.attr_value(&k, id_next, pending_comps, pending_ctrl)?;
+            attrs.push((k, v));
+        }
+        let id = m.push_inst(
+            c,
+            NewInst {
+                opcode,
+                shape,
+                layout,
+                operands,
+                attrs,
+                name: Some(name.to_string()),
+            },
+        );
+        debug_assert_eq!(id, id_next);
+        m.set_src_loc(id, loc);
+        if let Some(v) = constant {
+            m.set_constant(id, v);
+        }
+        if let Some(prev) = inst_by_name.insert(name, id) {
+            let pl = m.src_loc(prev).map(|l| l.line).unwrap_or(0);
+            return Err(self.err_at(
+                loc,
+                format!("duplicate instruction name '{name}' (first defined at line {pl})"),
+            ));
+        }
+        Ok(id)
+    }
+
+    fn looks_like_shape(&self) -> bool {
+        let mut i = self.pos;
+        while i < self.b.len() && self.b[i].is_ascii_alphanumeric() {
+            i += 1;
+        }
+        if i >= self.b.len() || self.b[i] != b'[' {
+            return false;
+        }
+        let t = &self.src[self.pos..i];
+        t == "token" || t == "opaque" || ElementType::from_name(t).is_some()
+    }
+
+    fn attr_value(
+        &mut self,
+        key: &AttrKey,
+        inst: InstId,
+        pending_comps: &mut Vec<PendingComp<'a>>,
+        pending_ctrl: &mut Vec<PendingCtrl<'a>>,
+    ) -> PResult<AttrValue> {
+        self.skip_ws();
+        let vloc = self.loc();
+        let bad = |p: &Self, what: &str| {
+            p.err_at(
+                vloc,
+                format!(
+                    "invalid value for attribute '{}': expected {what}",
+                    key.name()
+                ),
+            )
+        };
+        Ok(match key.kind() {
+            AttrKind::Int => AttrValue::Int(self.int().map_err(|_| bad(self, "an integer"))?),
+            AttrKind::Ints => AttrValue::Ints(self.int_list_braced()?),
+            AttrKind::Bool => {
+                let w = self
+                    .name("true or false")
+                    .map_err(|_| bad(self, "true or false"))?;
+                match w {
+                    "true" => AttrValue::Bool(true),
+                    "false" => AttrValue::Bool(false),
+                    _ => return Err(bad(self, "true or false")),
+                }
+            }
+            AttrKind::Ident => AttrValue::Ident(self.name("a value")?.into()),
+            AttrKind::Str => AttrValue::Str(self.string()?.into()),
+            AttrKind::Slice => AttrValue::Slice(self.slice_value()?),
+            AttrKind::Padding => {
+                let raw = self.raw_value()?;
+                AttrValue::Padding(
+                    parse_padding(raw).ok_or_else(|| bad(self, "padding like 0_0x1_2_1"))?,
+                )
+            }
+            AttrKind::Window => AttrValue::Window(self.window_value()?),
+            AttrKind::DimLabels => {
+                let raw = self.raw_value()?;
+                AttrValue::DimLabels(Box::new(
+                    parse_dim_labels(raw)
+                        .ok_or_else(|| bad(self, "dimension labels like b01f_01io->b01f"))?,
+                ))
+            }
+            AttrKind::Direction => {
+                let w = self.name("a comparison direction")?;
+                AttrValue::Direction(
+                    ComparisonDirection::from_name(w)
+                        .ok_or_else(|| bad(self, "one of EQ, NE, LT, LE, GT, GE"))?,
+                )
+            }
+            AttrKind::CmpType => {
+                let w = self.name("a comparison type")?;
+                AttrValue::CmpType(
+                    ComparisonType::from_name(w)
+                        .ok_or_else(|| bad(self, "one of FLOAT, TOTALORDER, SIGNED, UNSIGNED"))?,
+                )
+            }
+            AttrKind::FusionKind => {
+                let w = self.name("a fusion kind")?;
+                AttrValue::FusionKind(
+                    FusionKind::from_name(w)
+                        .ok_or_else(|| bad(self, "one of kLoop, kInput, kOutput, kCustom"))?,
+                )
+            }
+            AttrKind::Comp => {
+                let l = self.loc();
+                let n = self.name("a computation name")?;
+                pending_comps.push(PendingComp {
+                    inst,
+                    key: key.clone(),
+                    index: 0,
+                    name: n,
+                    loc: l,
+                });
+                AttrValue::Comp(CompId::NONE)
+            }
+            AttrKind::Comps => {
+                self.expect(b'{', "to open a list of computations")?;
+                let mut v = Vec::new();
+                if !self.eat(b'}') {
+                    loop {
+                        let l = self.loc();
+                        let n = self.name("a computation name")?;
+                        pending_comps.push(PendingComp {
+                            inst,
+                            key: key.clone(),
+                            index: v.len() as u32,
+                            name: n,
+                            loc: l,
+                        });
+                        v.push(CompId::NONE);
+                        if self.eat(b'}') {
+                            break;
+                        }
+                        self.expect(b',', "between computation names")?;
+                    }
+                }
+                AttrValue::Comps(v.into())
+            }
+            AttrKind::Insts => {
+                self.expect(b'{', "to open a list of instructions")?;
+                let mut v = Vec::new();
+                if !self.eat(b'}') {
+                    loop {
+                        let l = self.loc();
+                        let n = self.name("an instruction name")?;
+                        pending_ctrl.push(PendingCtrl {
+                            inst,
+                            index: v.len() as u32,
+                            name: n,
+                            loc: l,
+                        });
+                        v.push(InstId::NONE);
+                        if self.eat(b'}') {
+                            break;
+                        }
+                        self.expect(b',', "between instruction names")?;
+                    }
+                }
+                AttrValue::Insts(v.into())
+            }
+            AttrKind::Raw => AttrValue::Raw(self.raw_value()?.into()),
+        })
+    }
+
+    fn slice_value(&mut self) -> PResult<Box<[[i64; 3]]>> {
+        self.expect(b'{', "to open the slice")?;
+        let mut v = Vec::new();
+        if !self.eat(b'}') {
+            loop {
+                self.expect(b'[', "to open a slice dimension")?;
+                let start = self.int()?;
+                self.expect(b':', "after the slice start")?;
+                let limit = self.int()?;
+                let stride = if self.eat(b':') { self.int()? } else { 1 };
+                self.expect(b']', "to close a slice dimension")?;
+                v.push([start, limit, stride]);
+                if self.eat(b'}') {
+                    break;
+                }
+                self.expect(b',', "between slice dimensions")?;
+            }
+        }
+        Ok(v.into())
+    }
+
+    fn window_value(&mut self) -> PResult<Box<[WindowDim]>> {
+        self.expect(b'{', "to open the window")?;
+        let mut dims: Vec<WindowDim> = Vec::new();
+        let mut rank: Option<usize> = None;
+        loop {
+            self.skip_ws();
+            if self.eat(b'}') {
+                break;
+            }
+            let kloc = self.loc();
+            let k = self.name("a window field")?;
+            self.expect(b'=', "after the window field")?;
+            self.skip_ws();
+            let start = self.pos;
+            while !self.at_end() && !matches!(self.peek(), b' ' | b'}' | b'\n' | b',') {
+                self.pos += 1;
+            }
+            let raw = &self.src[start..self.pos];
+            let parts: Vec<&str> = raw.split('x').collect();
+            let n = parts.len();
+            if let Some(r) = rank {
+                if r != n {
+                    return Err(self.err_at(
+                        kloc,
+                        format!("window field '{k}' has {n} dimensions but the window has {r}"),
+                    ));
+                }
+            } else {
+                rank = Some(n);
+                dims = vec![WindowDim::default(); n];
+            }
+            let bad = |p: &Self| p.err_at(kloc, format!("invalid window field '{k}={raw}'"));
+            for (d, part) in dims.iter_mut().zip(&parts) {
+                match k {
+                    "size" => d.size = part.parse().map_err(|_| bad(self))?,
+                    "stride" => d.stride = part.parse().map_err(|_| bad(self))?,
+                    "lhs_dilate" => d.lhs_dilate = part.parse().map_err(|_| bad(self))?,
+                    "rhs_dilate" => d.rhs_dilate = part.parse().map_err(|_| bad(self))?,
+                    "rhs_reversal" => {
+                        d.reversal = match *part {
+                            "1" => true,
+                            "0" => false,
+                            _ => return Err(bad(self)),
+                        }
+                    }
+                    "pad" => {
+                        let (lo, hi) = split_pad(part).ok_or_else(|| bad(self))?;
+                        d.pad_lo = lo;
+                        d.pad_hi = hi;
+                    }
+                    _ => return Err(self.err_at(kloc, format!("unknown window field '{k}'"))),
+                }
+            }
+        }
+        Ok(dims.into())
+    }
+
+    // ---- literals ----
+
+    fn literal(&mut self, m: &Module, shape: ShapeId) -> PResult<ConstValue> {
+        self.skip_ws();
+        if self.src[self.pos..].starts_with("{...}") {
+            self.pos += 5;
+            return Ok(ConstValue::Elided);
+        }
+        Ok(ConstValue::Literal(self.literal_of(m, shape)?))
+    }
+
+    fn literal_of(&mut self, m: &Module, shape: ShapeId) -> PResult<Literal> {
+        self.skip_ws();
+        let loc = self.loc();
+        match m.shape_of(shape).clone() {
+            Shape::Tuple(elems) => {
+                self.expect(b'(', "to open a tuple literal")?;
+                let mut out = Vec::new();
+                for (i, e) in elems.iter().enumerate() {
+                    if i > 0 {
+                        self.expect(b',', "between tuple literal elements")?;
+                    }
+                    out.push(self.literal_of(m, *e)?);
+                }
+                self.expect(b')', "to close a tuple literal")?;
+                Ok(Literal::Tuple(out))
+            }
+            Shape::Array(a) => {
+                let mut data =
+                    Vec::with_capacity(a.num_elements().max(0) as usize * a.ty.byte_size());
+                let mut count = 0usize;
+                if a.rank() == 0 {
+                    self.scalar(a.ty, &mut data)?;
+                    count = 1;
+                } else {
+                    self.nested(&a, 0, &mut data, &mut count)?;
+                }
+                let n = a.num_elements().max(0) as usize;
+                if count != n {
+                    return Err(self.err_at(
+                        loc,
+                        format!("literal has {count} elements but the shape has {n}"),
+                    ));
+                }
+                Ok(Literal::Array(ArrayLiteral { shape: a, data }))
+            }
+            _ => Err(self.err_at(loc, "constants of token or opaque type are not supported")),
+        }
+    }
+
+    fn nested(
+        &mut self,
+        a: &ArrayShape,
+        depth: usize,
+        data: &mut Vec<u8>,
+        count: &mut usize,
+    ) -> PResult<()> {
+        self.expect(b'{', "to open an array literal")?;
+        let mut n = 0i64;
+        if !self.eat(b'}') {
+            loop {
+                if depth + 1 < a.rank() {
+                    self.nested(a, depth + 1, data, count)?;
+                } else {
+                    self.scalar(a.ty, data)?;
+                    *count += 1;
+                }
+                n += 1;
+                if self.eat(b'}') {
+                    break;
+                }
+                self.expect(b',', "between literal elements")?;
+            }
+        }
+        if n != a.dims[depth] && !(a.dims[depth] == 0 && n == 0) {
+            return Err(self.err(format!(
+                "literal dimension {depth} has {n} elements but the shape says {}",
+                a.dims[depth]
+            )));
+        }
+        Ok(())
+    }
+
+    fn scalar(&mut self, ty: ElementType, data: &mut Vec<u8>) -> PResult<()> {
+        self.skip_ws();
+        if ty.is_complex() {
+            self.expect(b'(', "to open a complex value")?;
+            let re = self.float_token(ty)?;
+            self.expect(b',', "between the parts of a complex value")?;
+            let im = self.float_token(ty)?;
+            self.expect(b')', "to close a complex value")?;
+            data.extend(complex_to_element(ty, re, im));
+            return Ok(());
+        }
+        let loc = self.loc();
+        let tok = self.number_token();
+        if tok.is_empty() {
+            return Err(self.err(format!(
+                "expected a {} value, found {}",
+                ty.name(),
+                self.describe_here()
+            )));
+        }
+        let bytes = parse_element(ty, tok).map_err(|e| self.err_at(loc, e))?;
+        data.extend(bytes);
+        Ok(())
+    }
+
+    fn float_token(&mut self, ty: ElementType) -> PResult<f64> {
+        self.skip_ws();
+        let loc = self.loc();
+        let tok = self.number_token();
+        crate::literal::parse_float(tok)
+            .ok_or_else(|| self.err_at(loc, format!("invalid {} value '{tok}'", ty.name())))
+    }
+
+    fn number_token(&mut self) -> &'a str {
+        let start = self.pos;
+        if matches!(self.peek(), b'-' | b'+') {
+            self.pos += 1;
+        }
+        while self.peek().is_ascii_alphanumeric() || matches!(self.peek(), b'.' | b'_') {
+            let c = self.peek();
+            self.pos += 1;
+            if (c == b'e' || c == b'E') && matches!(self.peek(), b'-' | b'+') {
+                self.pos += 1;
+            }
+        }
+        // nan(0x...) payloads.
+        if self.src[start..self.pos].ends_with("nan") && self.peek() == b'(' {
+            while !self.at_end() && self.peek() != b')' {
+                self.pos += 1;
+            }
+            self.pos += 1;
+        }
+        &self.src[start..self.pos.min(self.b.len())]
+    }
+}
+
+fn split_pad(s: &str) -> Option<(i64, i64)> {
+    // `lo_hi` where either may be negative: split on the '_' that follows a digit.
+    let b = s.as_bytes();
+    for i in 1..b.len() {
+        if b[i] == b'_' && b[i - 1].is_ascii_digit() {
+            return Some((s[..i].parse().ok()?, s[i + 1..].parse().ok()?));
+        }
+    }
+    None
+}
+
+fn parse_padding(s: &str) -> Option<Box<[[i64; 3]]>> {
+    let mut out = Vec::new();
+    if s.is_empty() {
+        return None;
+    }
+    for part in s.split('x') {
+        let mut nums = Vec::new();
+        let b = part.as_bytes();
+        let mut start = 0;
+        for i in 1..=b.len() {
+            if i == b.len() || (b[i] == b'_' && b[i - 1].is_ascii_digit()) {
+                nums.push(part[start..i].parse::<i64>().ok()?);
+                start = i + 1;
+            }
+        }
+        match nums.len() {
+            2 => out.push([nums[0], nums[1], 0]),
+            3 => out.push([nums[0], nums[1], nums[2]]),
+            _ => return None,
+        }
+    }
+    Some(out.into())
+}
+
+/// Parses `b01f_01io->b01f` into convolution dimension numbers.
+pub fn parse_dim_labels(s: &str) -> Option<ConvDims> {
+    let (ins, out) = s.split_once("->")?;
+    let (lhs, rhs) = ins.split_once('_')?;
+    let n = lhs.len();
+    if n < 2 || rhs.len() != n || out.len() != n {
+        return None;
+    }
+    fn spatial(labels: &str, n_spatial: usize) -> Option<Box<[i64]>> {
+        let mut v = vec![-1i64; n_spatial];
+        for (i, ch) in labels.chars().enumerate() {
+            if let Some(d) = ch.to_digit(10) {
+                let d = d as usize;
+                if d >= n_spatial || v[d] != -1 {
+                    return None;
+                }
+                v[d] = i as i64;
+            }
+        }
+        if v.contains(&-1) {
+            return None;
+        }
+        Some(v.into())
+    }
+    fn find(labels: &str, c: char) -> Option<i64> {
+        let mut it = labels.char_indices().filter(|(_, x)| *x == c);
+        let first = it.next()?.0 as i64;
+        if it.next().is_some() {
+            return None;
+        }
+        Some(first)
+    }
+    let ns = n - 2;
+    for (labels, allowed) in [(lhs, "bf"), (rhs, "io"), (out, "bf")] {
+        if labels
+            .chars()
+            .any(|c| !c.is_ascii_digit() && !allowed.contains(c))
+        {
+            return None;
+        }
+    }
+    Some(ConvDims {
+        input_batch: find(lhs, 'b')?,
+        input_feature: find(lhs, 'f')?,
+        input_spatial: spatial(lhs, ns)?,
+        kernel_input_feature: find(rhs, 'i')?,
+        kernel_output_feature: find(rhs, 'o')?,
+        kernel_spatial: spatial(rhs, ns)?,
+        output_batch: find(out, 'b')?,
+        output_feature: find(out, 'f')?,
+        output_spatial: spatial(out, ns)?,
+    })
+}
+
+pub(crate) fn join(v: &[i64]) -> String {
+    let mut s = String::new();
+    for (i, x) in v.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&x.to_string());
+    }
+    s
+}

@@ -1,0 +1,139 @@
+//! quickcheck: no mutation of real HLO text makes the parser (or the printer on what it accepts)
+//! panic. Mutations: byte flips, truncations, deleted, duplicated and swapped lines, and splices
+//! of random tokens, over every corpus file.
+
+mod common;
+
+use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
+
+#[derive(Clone, Debug)]
+enum Mutation {
+    FlipByte(usize, u8),
+    Truncate(usize),
+    DeleteLine(usize),
+    DuplicateLine(usize),
+    SwapLines(usize, usize),
+    InsertToken(usize, u8),
+}
+
+const TOKENS: &[&str] = &[
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    ",",
+    "=",
+    "ROOT ",
+    "ENTRY ",
+    "%",
+    "->",
+    ":",
+    "\"",
+    "/*",
+    "*/",
+    "f32[",
+    "<=",
+    "{...}",
+    "-",
+    "nan",
+    "0x",
+    "\n",
+    "parameter(",
+    "tuple(",
+    "{1,0}",
+    "x",
+];
+
+impl Arbitrary for Mutation {
+    fn arbitrary(g: &mut Gen) -> Self {
+        let a = usize::arbitrary(g);
+        let b = usize::arbitrary(g);
+        match u8::arbitrary(g) % 6 {
+            0 => Mutation::FlipByte(a, u8::arbitrary(g)),
+            1 => Mutation::Truncate(a),
+            2 => Mutation::DeleteLine(a),
+            3 => Mutation::DuplicateLine(a),
+            4 => Mutation::SwapLines(a, b),
+            _ => Mutation::InsertToken(a, u8::arbitrary(g)),
+        }
+    }
+}
+
+fn apply(text: &str, muts: &[Mutation]) -> String {
+    let mut bytes = text.as_bytes().to_vec();
+    for m in muts {
+        if bytes.is_empty() {
+            break;
+        }
+        let n = bytes.len();
+        match m {
+            Mutation::FlipByte(i, v) => bytes[i % n] = *v,
+            Mutation::Truncate(i) => bytes.truncate(i % n),
+            Mutation::InsertToken(i, t) => {
+                let tok = TOKENS[*t as usize % TOKENS.len()].as_bytes();
+                let at = i % n;
+                bytes.splice(at..at, tok.iter().copied());
+            }
+            Mutation::DeleteLine(i) | Mutation::DuplicateLine(i) | Mutation::SwapLines(i, _) => {
+                let s = String::from_utf8_lossy(&bytes).to_string();
+                let mut lines: Vec<&str> = s.split('\n').collect();
+                let k = i % lines.len();
+                match m {
+                    Mutation::DeleteLine(_) => {
+                        lines.remove(k);
+                    }
+                    Mutation::DuplicateLine(_) => lines.insert(k, lines[k]),
+                    Mutation::SwapLines(_, j) => {
+                        let j = j % lines.len();
+                        lines.swap(k, j);
+                    }
+                    _ => unreachable!(),
+                }
+                bytes = lines.join("\n").into_bytes();
+            }
+        }
+    }
+    // The parser takes &str: invalid UTF-8 is rejected before it, by the caller.
+    String::from_utf8_lossy(&bytes).to_string()
+}
+
+fn corpus_texts() -> &'static [String] {
+    static FILES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    FILES.get_or_init(|| {
+        common::all_hlo_files()
+            .into_iter()
+            .filter(|p| {
+                let n = p.to_string_lossy();
+                n.contains("/corpus/")
+                    && std::fs::metadata(p)
+                        .map(|m| m.len() < 40_000)
+                        .unwrap_or(false)
+            })
+            .map(|p| common::read_text(&p))
+            .collect()
+    })
+}
+
+fn prop(file: usize, muts: Vec<Mutation>) -> TestResult {
+    let files = corpus_texts();
+    let text = apply(&files[file % files.len()], &muts);
+    // Any result is fine; a panic fails the property.
+    if let Ok(m) = axle_ir::parse_module(&text) {
+        let printed = axle_ir::print_module(&m);
+        // What parses must print to text that parses again.
+        if let Err(e) = axle_ir::parse_module(&printed) {
+            return TestResult::error(format!("printed text does not parse: {e}\n{printed}"));
+        }
+    }
+    TestResult::passed()
+}
+
+#[test]
+fn mutated_corpus_text_never_panics() {
+    assert!(corpus_texts().len() > 50);
+    QuickCheck::new()
+        .tests(3000)
+        .quickcheck(prop as fn(usize, Vec<Mutation>) -> TestResult);
+}
