@@ -250,8 +250,7 @@ fn shape_matches(m: &Module, lit: &Literal, s: &Shape) -> bool {
         (Literal::Array(a), Shape::Array(sa)) => a.shape.ty == sa.ty && a.shape.dims == sa.dims,
         (Literal::Tuple(v), Shape::Tuple(ids)) => {
             v.len() == ids.len()
-                && v
-                    .iter()
+                && v.iter()
                     .zip(ids.iter())
                     .all(|(l, &id)| shape_matches(m, l, m.shape_of(id)))
         }
@@ -383,10 +382,8 @@ impl<'m> Evaluator<'m> {
                 Opcode::Constant => match m.literal(id) {
                     Some(l) => Val::Const(l),
                     None => {
-                        return Err(self.attribute(
-                            id,
-                            "the constant's value was elided from the text".into(),
-                        ))
+                        return Err(self
+                            .attribute(id, "the constant's value was elided from the text".into()))
                     }
                 },
                 _ => {
@@ -395,7 +392,9 @@ impl<'m> Evaluator<'m> {
                         .iter()
                         .map(|&s| vals[s as usize].as_ref().expect("operand evaluated").get())
                         .collect();
-                    let r = self.eval_inst(id, &ops).map_err(|f| self.attribute(id, f))?;
+                    let r = self
+                        .eval_inst(id, &ops)
+                        .map_err(|f| self.attribute(id, f))?;
                     Val::Own(r)
                 }
             };
@@ -557,8 +556,9 @@ impl<'m> Evaluator<'m> {
                 {
                     let ok = matches!(v, AttrValue::Ident(s) if s.as_ref() == "unset" || s.as_ref() == "ALG_UNSET");
                     if !ok {
-                        return Err("dot algorithms other than the default are not supported"
-                            .into());
+                        return Err(
+                            "dot algorithms other than the default are not supported".into()
+                        );
                     }
                 }
                 _ => {}
@@ -775,11 +775,9 @@ impl<'m> Evaluator<'m> {
             }
             PartitionId | ReplicaId => so::array(ty, &[], vec![0u8; ty.byte_size()]),
             _ => {
-                return Err(format!(
-                    "the evaluator does not support {} instructions",
-                    op.name()
+                return Err(
+                    format!("the evaluator does not support {} instructions", op.name()).into(),
                 )
-                .into())
             }
         })
     }

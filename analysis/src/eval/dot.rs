@@ -153,8 +153,12 @@ pub(crate) fn dot(
     let empty: &[i64] = &[];
     let lb = m.ints_attr(id, &AttrKey::LhsBatchDims).unwrap_or(empty);
     let rb = m.ints_attr(id, &AttrKey::RhsBatchDims).unwrap_or(empty);
-    let lc = m.ints_attr(id, &AttrKey::LhsContractingDims).unwrap_or(empty);
-    let rc = m.ints_attr(id, &AttrKey::RhsContractingDims).unwrap_or(empty);
+    let lc = m
+        .ints_attr(id, &AttrKey::LhsContractingDims)
+        .unwrap_or(empty);
+    let rc = m
+        .ints_attr(id, &AttrKey::RhsContractingDims)
+        .unwrap_or(empty);
     if lb.len() != rb.len() || lc.len() != rc.len() {
         return Err("dot dimension numbers do not pair up".into());
     }
@@ -227,8 +231,14 @@ pub(crate) fn convolution(
     if window.len() != nsp {
         return Err("window rank does not match the spatial dimensions".into());
     }
-    let fgc = m.int_attr(id, &AttrKey::FeatureGroupCount).unwrap_or(1).max(1) as usize;
-    let bgc = m.int_attr(id, &AttrKey::BatchGroupCount).unwrap_or(1).max(1) as usize;
+    let fgc = m
+        .int_attr(id, &AttrKey::FeatureGroupCount)
+        .unwrap_or(1)
+        .max(1) as usize;
+    let bgc = m
+        .int_attr(id, &AttrKey::BatchGroupCount)
+        .unwrap_or(1)
+        .max(1) as usize;
     if fgc > 1 && bgc > 1 {
         return Err("feature_group_count and batch_group_count cannot both exceed 1".into());
     }

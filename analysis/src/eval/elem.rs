@@ -784,7 +784,11 @@ impl<const B: u32, const S: bool> Int for Narrow<B, S> {
     const SIGNED: bool = S;
     const ZERO: Self = Narrow(0);
     const ONE: Self = Narrow(1);
-    const MIN: Self = if S { Narrow(-(1 << (B - 1))) } else { Narrow(0) };
+    const MIN: Self = if S {
+        Narrow(-(1 << (B - 1)))
+    } else {
+        Narrow(0)
+    };
     const MAX: Self = if S {
         Narrow((1 << (B - 1)) - 1)
     } else {

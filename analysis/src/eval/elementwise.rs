@@ -158,7 +158,11 @@ macro_rules! with_complex {
 pub(crate) use with_complex;
 
 fn unsupported(op: Opcode, ty: ElementType) -> String {
-    format!("{} is not defined for element type {}", op.name(), ty.name())
+    format!(
+        "{} is not defined for element type {}",
+        op.name(),
+        ty.name()
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -730,7 +734,13 @@ pub(crate) fn convert(
         out.copy_from_slice(x);
         return Ok(());
     }
-    let err = || format!("convert from {} to {} is not supported", from.name(), to.name());
+    let err = || {
+        format!(
+            "convert from {} to {} is not supported",
+            from.name(),
+            to.name()
+        )
+    };
     if from.is_pred() {
         return convert_from(to, x, out, |b: Pred| Value::Int(b.0 as i128)).ok_or_else(err);
     }
@@ -822,12 +832,12 @@ fn convert_from<T: Elem>(
         return Some(());
     }, else ());
     match to {
-        ElementType::C64 => map1::<T, Complex<f32>>(x, out, |v| {
-            Complex::new(read(v).to_float::<f32>(), 0.0)
-        }),
-        ElementType::C128 => map1::<T, Complex<f64>>(x, out, |v| {
-            Complex::new(read(v).to_float::<f64>(), 0.0)
-        }),
+        ElementType::C64 => {
+            map1::<T, Complex<f32>>(x, out, |v| Complex::new(read(v).to_float::<f32>(), 0.0))
+        }
+        ElementType::C128 => {
+            map1::<T, Complex<f64>>(x, out, |v| Complex::new(read(v).to_float::<f64>(), 0.0))
+        }
         _ => return None,
     }
     Some(())
@@ -901,9 +911,9 @@ pub(crate) fn reduce_precision(
         ElementType::F32 => map1::<u32, u32>(x, out, |v| {
             reduce_precision_bits(v as u64, 32, 8, 23, eb, mb) as u32
         }),
-        ElementType::F64 => map1::<u64, u64>(x, out, |v| {
-            reduce_precision_bits(v, 64, 11, 52, eb, mb)
-        }),
+        ElementType::F64 => {
+            map1::<u64, u64>(x, out, |v| reduce_precision_bits(v, 64, 11, 52, eb, mb))
+        }
         ElementType::F16 => map1::<u16, u16>(x, out, |v| {
             reduce_precision_bits(v as u64, 16, 5, 10, eb, mb) as u16
         }),

@@ -163,7 +163,10 @@ pub(crate) fn scatter(ev: &mut Evaluator, id: InstId, ops: &[&Literal]) -> R<Lit
     let n = (ops.len() - 1) / 2;
     let operands = ops[..n].iter().map(|&l| arr(l)).collect::<R<Vec<_>>>()?;
     let indices = arr(ops[n])?;
-    let updates = ops[n + 1..].iter().map(|&l| arr(l)).collect::<R<Vec<_>>>()?;
+    let updates = ops[n + 1..]
+        .iter()
+        .map(|&l| arr(l))
+        .collect::<R<Vec<_>>>()?;
     let window_dims = ev.ints(id, AttrKey::UpdateWindowDims)?;
     let inserted = attr_or_empty(ev, id, AttrKey::InsertedWindowDims);
     let to_operand = ev.ints(id, AttrKey::ScatterDimsToOperandDims)?;
@@ -225,11 +228,7 @@ pub(crate) fn scatter(ev: &mut Evaluator, id: InstId, ops: &[&Literal]) -> R<Lit
         let in_bounds = (0..op_rank).all(|d| start[d] >= 0 && start[d] <= op_dims[d] - win_size[d]);
         if in_bounds && n_window > 0 {
             let base: i64 = (0..op_rank).map(|d| start[d] * st[d]).sum();
-            let ubase: i64 = scatter_dims
-                .iter()
-                .zip(&g)
-                .map(|(&d, &x)| x * ust[d])
-                .sum();
+            let ubase: i64 = scatter_dims.iter().zip(&g).map(|(&d, &x)| x * ust[d]).sum();
             let mut widx = vec![0i64; wdims.len()];
             for _ in 0..n_window {
                 let mut off = base;

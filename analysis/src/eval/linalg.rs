@@ -333,13 +333,7 @@ pub(crate) fn fft(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R<Literal
             for r in 0..rows {
                 let h = &v[r * half..(r + 1) * half];
                 let spec: Vec<C> = (0..n)
-                    .map(|k| {
-                        if k < half {
-                            h[k]
-                        } else {
-                            conj(h[n - k])
-                        }
-                    })
+                    .map(|k| if k < half { h[k] } else { conj(h[n - k]) })
                     .collect();
                 let t = dft(&spec, 1.0);
                 out.extend(t.into_iter().map(|x| c(x.re / n as f64, 0.0)));

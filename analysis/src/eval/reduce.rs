@@ -19,10 +19,22 @@ fn fast_fold(op: Opcode, ty: axle_ir::ElementType) -> Option<(FoldFn, SliceFn)> 
     macro_rules! float_fold {
         ($S:ty) => {
             match op {
-                Add => Some((fold_float::<$S, 0> as FoldFn, slice_float::<$S, 0> as SliceFn)),
-                Multiply => Some((fold_float::<$S, 1> as FoldFn, slice_float::<$S, 1> as SliceFn)),
-                Maximum => Some((fold_float::<$S, 2> as FoldFn, slice_float::<$S, 2> as SliceFn)),
-                Minimum => Some((fold_float::<$S, 3> as FoldFn, slice_float::<$S, 3> as SliceFn)),
+                Add => Some((
+                    fold_float::<$S, 0> as FoldFn,
+                    slice_float::<$S, 0> as SliceFn,
+                )),
+                Multiply => Some((
+                    fold_float::<$S, 1> as FoldFn,
+                    slice_float::<$S, 1> as SliceFn,
+                )),
+                Maximum => Some((
+                    fold_float::<$S, 2> as FoldFn,
+                    slice_float::<$S, 2> as SliceFn,
+                )),
+                Minimum => Some((
+                    fold_float::<$S, 3> as FoldFn,
+                    slice_float::<$S, 3> as SliceFn,
+                )),
                 _ => None,
             }
         };
@@ -273,7 +285,14 @@ pub(crate) fn reduce(ev: &mut Evaluator, id: InstId, ops: &[&Literal]) -> R<Lite
             let w = widths[k];
             acc[k][..w].copy_from_slice(&datas[k][i * w..(i + 1) * w]);
         }
-        fold_generic(ev, &mut c, &mut acc, &slices, &widths, i * inner..(i + 1) * inner)?;
+        fold_generic(
+            ev,
+            &mut c,
+            &mut acc,
+            &slices,
+            &widths,
+            i * inner..(i + 1) * inner,
+        )?;
         for k in 0..n {
             let w = widths[k];
             datas[k][i * w..(i + 1) * w].copy_from_slice(&acc[k][..w]);
@@ -411,7 +430,11 @@ pub(crate) fn reduce_window(ev: &mut Evaluator, id: InstId, ops: &[&Literal]) ->
         let w = widths[0];
         let out = &mut datas[0];
         for_each_window(&wd, &in_dims, &out_dims, |o, offs| {
-            f(&mut out[o * w..(o + 1) * w], slices[0], &mut offs.iter().copied());
+            f(
+                &mut out[o * w..(o + 1) * w],
+                slices[0],
+                &mut offs.iter().copied(),
+            );
             Ok(())
         })?;
     } else {

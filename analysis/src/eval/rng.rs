@@ -65,18 +65,15 @@ fn threefry32(key: u64, counter: u64, dims: &[i64]) -> (Vec<u32>, u64) {
         let o = threefry2x32(split(counter), split(key));
         return (vec![o[0]], 1);
     }
-    let split_dim = dims
-        .iter()
-        .position(|d| d % 2 == 0)
-        .unwrap_or_else(|| {
-            let mut best = 0;
-            for (i, &d) in dims.iter().enumerate() {
-                if d > dims[best] {
-                    best = i;
-                }
+    let split_dim = dims.iter().position(|d| d % 2 == 0).unwrap_or_else(|| {
+        let mut best = 0;
+        for (i, &d) in dims.iter().enumerate() {
+            if d > dims[best] {
+                best = i;
             }
-            best
-        });
+        }
+        best
+    });
     let mut half = dims.to_vec();
     half[split_dim] = (dims[split_dim] + 1) / 2;
     let hst = so::strides(&half);
@@ -103,7 +100,11 @@ fn threefry32(key: u64, counter: u64, dims: &[i64]) -> (Vec<u32>, u64) {
 }
 
 /// `rng-bit-generator`.
-pub(crate) fn rng_bit_generator(ev: &mut Evaluator, id: InstId, state: &ArrayLiteral) -> R<Literal> {
+pub(crate) fn rng_bit_generator(
+    ev: &mut Evaluator,
+    id: InstId,
+    state: &ArrayLiteral,
+) -> R<Literal> {
     let m = ev.m;
     let (state_shape, data_shape) = match m.shape(id) {
         Shape::Tuple(ids) if ids.len() == 2 => (

@@ -259,13 +259,7 @@ impl<'m> Builder<'m> {
                         Opcode::Clamp => {
                             let (lo, x, hi) = (arg(0)?, arg(1)?, arg(2)?);
                             let dst = self.reg(ty);
-                            self.insts.push(SInst::Clamp {
-                                ty,
-                                lo,
-                                x,
-                                hi,
-                                dst,
-                            });
+                            self.insts.push(SInst::Clamp { ty, lo, x, hi, dst });
                             Loc::Reg(dst)
                         }
                         _ if op.is_elementwise_unary() && ops.len() == 1 => {
@@ -428,16 +422,16 @@ impl ScalarProg {
                         regs[b as usize]
                     };
                 }
-                SInst::Clamp {
-                    ty,
-                    lo,
-                    x,
-                    hi,
-                    dst,
-                } => {
+                SInst::Clamp { ty, lo, x, hi, dst } => {
                     let (l, v, h) = (regs[lo as usize], regs[x as usize], regs[hi as usize]);
                     let n = w(dst);
-                    elementwise::clamp(ty, &l[..n], &v[..n], &h[..n], &mut regs[dst as usize][..n])?;
+                    elementwise::clamp(
+                        ty,
+                        &l[..n],
+                        &v[..n],
+                        &h[..n],
+                        &mut regs[dst as usize][..n],
+                    )?;
                 }
             }
         }

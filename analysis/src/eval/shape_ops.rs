@@ -299,7 +299,9 @@ pub(crate) fn iota(ty: ElementType, dims: &[i64], dim: usize) -> Result<ArrayLit
     let n = numel(dims);
     let len = dims[dim] as usize;
     let inner = numel(&dims[dim + 1..]);
-    let idx: Vec<i64> = (0..n).map(|i| ((i / inner.max(1)) % len.max(1)) as i64).collect();
+    let idx: Vec<i64> = (0..n)
+        .map(|i| ((i / inner.max(1)) % len.max(1)) as i64)
+        .collect();
     let src = super::elem::from_slice(&idx);
     let mut data = vec![0u8; n * ty.byte_size()];
     super::elementwise::convert(ElementType::S64, ty, &src, &mut data)?;

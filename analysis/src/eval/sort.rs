@@ -68,7 +68,9 @@ enum Keys {
 fn keys(a: &ArrayLiteral, cty: ComparisonType) -> Option<Keys> {
     let ty = a.ty();
     if ty.is_pred() {
-        return Some(Keys::Ord(a.data.iter().map(|&b| (b != 0) as i128).collect()));
+        return Some(Keys::Ord(
+            a.data.iter().map(|&b| (b != 0) as i128).collect(),
+        ));
     }
     with_float!(ty, S => {
         let vals = a.data.chunks_exact(S::SIZE).map(|b| S::load(b).up());
@@ -194,7 +196,10 @@ pub(crate) fn sort(ev: &mut Evaluator, id: InstId, ops: &[&Literal]) -> R<Litera
     let comp = ev.comp(id, AttrKey::ToApply)?;
     let mut c = ev.callable(comp)?;
     if rank == 0 {
-        return Ok(ops_literal(m.shape(id).is_tuple(), arrs.iter().map(|a| (*a).clone())));
+        return Ok(ops_literal(
+            m.shape(id).is_tuple(),
+            arrs.iter().map(|a| (*a).clone()),
+        ));
     }
     let p = last_perm(rank, d);
     let moved: Vec<ArrayLiteral> = arrs.iter().map(|a| so::transpose(a, &p)).collect();
@@ -245,7 +250,11 @@ fn take_k(a: &ArrayLiteral, perm: &[u32], len: usize, k: usize) -> (ArrayLiteral
 pub(crate) fn topk(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R<Literal> {
     let k = ev.int(id, AttrKey::K)? as usize;
     let largest = ev.m.bool_attr(id, &AttrKey::Largest).unwrap_or(true);
-    let len = *a.shape.dims.last().ok_or("topk needs an operand of rank >= 1")? as usize;
+    let len = *a
+        .shape
+        .dims
+        .last()
+        .ok_or("topk needs an operand of rank >= 1")? as usize;
     if k > len {
         return Err("k exceeds the size of the last dimension".into());
     }
@@ -293,7 +302,11 @@ pub(crate) fn custom_topk(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R
             .ok_or("TopK result must be a tuple of arrays")?,
         _ => return Err("TopK result must be a (values, indices) tuple".into()),
     } as usize;
-    let len = *a.shape.dims.last().ok_or("TopK needs an operand of rank >= 1")? as usize;
+    let len = *a
+        .shape
+        .dims
+        .last()
+        .ok_or("TopK needs an operand of rank >= 1")? as usize;
     if k > len {
         return Err("k exceeds the size of the last dimension".into());
     }
