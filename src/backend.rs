@@ -26,7 +26,10 @@ pub struct BackendError {
 impl BackendError {
     /// An error of backend `backend`.
     pub fn new(backend: &str, message: impl Into<String>) -> Self {
-        BackendError { backend: backend.to_string(), message: message.into() }
+        BackendError {
+            backend: backend.to_string(),
+            message: message.into(),
+        }
     }
 }
 
@@ -65,7 +68,9 @@ impl ValueShape {
     pub fn of_literal(l: &Literal) -> ValueShape {
         match l {
             Literal::Array(a) => ValueShape::Array(a.shape.clone()),
-            Literal::Tuple(es) => ValueShape::Tuple(es.iter().map(ValueShape::of_literal).collect()),
+            Literal::Tuple(es) => {
+                ValueShape::Tuple(es.iter().map(ValueShape::of_literal).collect())
+            }
         }
     }
 
@@ -73,9 +78,11 @@ impl ValueShape {
     pub fn of_shape(m: &Module, s: &Shape) -> ValueShape {
         match s {
             Shape::Array(a) => ValueShape::Array(a.clone()),
-            Shape::Tuple(es) => {
-                ValueShape::Tuple(es.iter().map(|e| ValueShape::of_shape(m, m.shape_of(*e))).collect())
-            }
+            Shape::Tuple(es) => ValueShape::Tuple(
+                es.iter()
+                    .map(|e| ValueShape::of_shape(m, m.shape_of(*e)))
+                    .collect(),
+            ),
             Shape::Token | Shape::Opaque => ValueShape::Token,
         }
     }
@@ -141,7 +148,11 @@ pub struct ExecutableStats {
 /// Turns modules into executables for one platform.
 pub trait Compiler: Send + Sync {
     /// Compiles `m` (already verified) with `opts`, running the backend's own pipeline.
-    fn compile(&self, m: Module, opts: &CompileOptions) -> Result<Box<dyn Executable>, BackendError>;
+    fn compile(
+        &self,
+        m: Module,
+        opts: &CompileOptions,
+    ) -> Result<Box<dyn Executable>, BackendError>;
 }
 
 /// A compiled program.
@@ -204,7 +215,10 @@ impl BackendRegistry {
         let v = self.platforms.read().unwrap_or_else(|e| e.into_inner());
         v.iter().find(|p| p.name() == name).cloned().ok_or_else(|| {
             let names: Vec<&str> = v.iter().map(|p| p.name()).collect();
-            BackendError::new(name, format!("no such backend (available: {})", names.join(", ")))
+            BackendError::new(
+                name,
+                format!("no such backend (available: {})", names.join(", ")),
+            )
         })
     }
 

@@ -36,7 +36,11 @@ pub fn verify_for_cli(m: &Module, text: &str, file: &str) -> Result<(), String> 
             Some(l) if l.line >= 1 && (l.line as usize) <= lines.len() => {
                 let src = lines[l.line as usize - 1];
                 let caret = " ".repeat(l.col.saturating_sub(1) as usize);
-                let _ = writeln!(out, "{file}:{}:{}: error: {}\n{src}\n{caret}^", l.line, l.col, e.message);
+                let _ = writeln!(
+                    out,
+                    "{file}:{}:{}: error: {}\n{src}\n{caret}^",
+                    l.line, l.col, e.message
+                );
             }
             _ => {
                 let _ = writeln!(out, "{file}: error: {}", e.message);

@@ -71,11 +71,29 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Parse { file } => cmd_parse(&file),
         Command::Stats { file } => cmd_stats(&file),
-        Command::Run { file, backend, inputs, out_dir, repeat, seed } => {
-            let opts = axle::run::RunOptions { backend, inputs, out_dir, repeat, seed };
+        Command::Run {
+            file,
+            backend,
+            inputs,
+            out_dir,
+            repeat,
+            seed,
+        } => {
+            let opts = axle::run::RunOptions {
+                backend,
+                inputs,
+                out_dir,
+                repeat,
+                seed,
+            };
             cmd_run(&file, &opts)
         }
-        Command::Compare { expected, actual, rtol, atol } => cmd_compare(&expected, &actual, rtol, atol),
+        Command::Compare {
+            expected,
+            actual,
+            rtol,
+            atol,
+        } => cmd_compare(&expected, &actual, rtol, atol),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -146,18 +164,27 @@ fn cmd_run(path: &Path, opts: &axle::run::RunOptions) -> Result<(), Reported> {
         return Err(Reported("error: --repeat must be at least 1".into()));
     }
     let m = load(path)?;
-    let report = axle::run::run_module(m, opts).map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
+    let report = axle::run::run_module(m, opts)
+        .map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
     print!("{}", axle::run::summary(&report));
     Ok(())
 }
 
-fn cmd_compare(expected: &Path, actual: &Path, rtol: Option<f64>, atol: Option<f64>) -> Result<(), Reported> {
+fn cmd_compare(
+    expected: &Path,
+    actual: &Path,
+    rtol: Option<f64>,
+    atol: Option<f64>,
+) -> Result<(), Reported> {
     use axle::ir::Tolerance;
     let e = axle::ir::read_npy(expected).map_err(|e| Reported(format!("error: {e}")))?;
     let a = axle::ir::read_npy(actual).map_err(|e| Reported(format!("error: {e}")))?;
     let tol = match (rtol, atol) {
         (None, None) => Tolerance::Exact,
-        (r, a) => Tolerance::Close { rtol: r.unwrap_or(0.0), atol: a.unwrap_or(0.0) },
+        (r, a) => Tolerance::Close {
+            rtol: r.unwrap_or(0.0),
+            atol: a.unwrap_or(0.0),
+        },
     };
     match axle::ir::compare_arrays(&e, &a, tol) {
         Ok(()) => {
