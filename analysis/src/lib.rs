@@ -2,6 +2,10 @@
 //! model (flops and bytes), the reference evaluator, and alias and liveness analyses.
 #![deny(missing_docs)]
 
+pub mod equivalence;
+pub mod eval;
 pub mod users;
 
+pub use equivalence::{adversarial_inputs, same_results, Equivalence};
+pub use eval::{evaluate, evaluate_computation, EvalError};
 pub use users::Users;

@@ -344,7 +344,8 @@ fn first_difference(expected: &str, actual: &str) -> String {
     )
 }
 
-/// Every `.hlo` file under `dir`, recursively, sorted.
+/// Every `.hlo` file under `dir` with a `// RUN:` line, recursively, sorted (the verifier's
+/// `// ERROR:` filetests, which have no pipeline, have their own harness).
 pub fn collect_filetests(dir: &Path) -> Vec<PathBuf> {
     fn go(d: &Path, out: &mut Vec<PathBuf>) {
         let Ok(rd) = std::fs::read_dir(d) else {
@@ -354,7 +355,10 @@ pub fn collect_filetests(dir: &Path) -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 go(&p, out);
-            } else if p.extension().is_some_and(|x| x == "hlo") {
+            } else if p.extension().is_some_and(|x| x == "hlo")
+                && std::fs::read_to_string(&p)
+                    .is_ok_and(|t| t.lines().any(|l| l.trim_start().starts_with("// RUN:")))
+            {
                 out.push(p);
             }
         }

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod attrs;
+pub mod builder;
 pub mod compare;
 pub mod filetest;
 pub mod gen;
@@ -20,7 +21,9 @@ pub mod pass_manager;
 pub mod passes;
 pub mod pipeline;
 pub mod printer;
+pub mod shape_inference;
 pub mod types;
+pub mod verify;
 
 pub use attrs::{Attr, AttrKey, AttrValue, ConvDims, WindowDim};
 pub use compare::{compare_arrays, compare_literals, Mismatch, MismatchKind, Tolerance};
@@ -41,7 +44,9 @@ pub use pass_manager::{
 };
 pub use pipeline::{Pipeline, PipelineError, PipelineItem};
 pub use printer::print_module;
+pub use shape_inference::{infer_shape, OwnedShape, ProgramShape, ShapeError};
 pub use types::{
     ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,
     Shape,
 };
+pub use verify::{verify, Entity, VerifyError, VerifyErrors};

@@ -1,0 +1,941 @@
+//! The reference evaluator: runs a verified module on host [`Literal`]s.
+//!
+//! It is the oracle every later test compares against, so it follows XLA's semantics op by op
+//! (see the submodules for the details of each family) and refuses, with an [`EvalError`]
+//! naming the instruction, anything it does not implement rather than guessing.
+//!
+//! Values are logical row-major literals whatever their layout; only `bitcast` looks at
+//! layouts (a bitcast reinterprets the physical buffer), and `copy` between layouts is a no-op.
+//! Each computation is run in a topological order of the instructions its root depends on,
+//! freeing every value after its last use. Computations applied per element (reducers,
+//! comparators, scatter and select functions, `map` bodies) are compiled into scalar programs
+//! (see `scalar`), with typed fast paths for the common one-op forms; `dot` and `convolution`
+//! run tight typed loops, parallel over output rows.
+
+mod dot;
+mod elem;
+mod elementwise;
+mod gather;
+mod linalg;
+mod reduce;
+mod rng;
+mod scalar;
+mod shape_ops;
+mod sort;
+
+use axle_ir::{
+    ArrayLiteral, ArrayShape, AttrKey, AttrValue, CompId, ComparisonType, ElementType, InstId,
+    Literal, Module, Opcode, Shape,
+};
+use scalar::{Reg, ScalarProg};
+use shape_ops as so;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::rc::Rc;
+
+/// An evaluation failure, naming the instruction that failed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalError {
+    /// The instruction's name (empty when the error is not about one instruction).
+    pub instruction: String,
+    /// The instruction's opcode name.
+    pub opcode: String,
+    /// The computation the instruction belongs to.
+    pub computation: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.instruction.is_empty() {
+            write!(f, "evaluating {}: {}", self.computation, self.message)
+        } else {
+            write!(
+                f,
+                "evaluating %{} ({}) in {}: {}",
+                self.instruction, self.opcode, self.computation, self.message
+            )
+        }
+    }
+}
+
+impl std::error::Error for EvalError {}
+
+/// Evaluates the entry computation of `m` on `args` (one literal per entry parameter). The
+/// result is the root's value; a tuple root gives a [`Literal::Tuple`].
+pub fn evaluate(m: &Module, args: &[Literal]) -> Result<Literal, EvalError> {
+    let entry = m.entry();
+    if entry.is_none() {
+        return Err(EvalError {
+            instruction: String::new(),
+            opcode: String::new(),
+            computation: m.name.clone(),
+            message: "the module has no entry computation".into(),
+        });
+    }
+    evaluate_computation(m, entry, args)
+}
+
+/// Evaluates computation `comp` of `m` on `args` (one literal per parameter).
+pub fn evaluate_computation(
+    m: &Module,
+    comp: CompId,
+    args: &[Literal],
+) -> Result<Literal, EvalError> {
+    let mut ev = Evaluator::new(m);
+    ev.run(comp, args.to_vec()).map_err(|f| match f {
+        Fail::Eval(e) => *e,
+        Fail::Msg(msg) => EvalError {
+            instruction: String::new(),
+            opcode: String::new(),
+            computation: m.comp_name(comp).to_string(),
+            message: msg,
+        },
+    })
+}
+
+/// An internal failure: a message still to be attributed to the instruction being evaluated,
+/// or an error already attributed (from a nested computation).
+pub(crate) enum Fail {
+    Msg(String),
+    Eval(Box<EvalError>),
+}
+
+impl From<String> for Fail {
+    fn from(s: String) -> Self {
+        Fail::Msg(s)
+    }
+}
+
+impl From<&str> for Fail {
+    fn from(s: &str) -> Self {
+        Fail::Msg(s.to_string())
+    }
+}
+
+pub(crate) type R<T> = Result<T, Fail>;
+
+/// The instructions `comp`'s root depends on, operands before users.
+pub(crate) fn plan_order(m: &Module, comp: CompId) -> Result<Vec<InstId>, String> {
+    let root = m.root(comp);
+    if root.is_none() {
+        return Err(format!("computation {} has no root", m.comp_name(comp)));
+    }
+    let mut order = Vec::new();
+    // 0 = unvisited, 1 = on the stack, 2 = done.
+    let mut state: HashMap<InstId, u8> = HashMap::new();
+    let mut stack: Vec<(InstId, usize)> = vec![(root, 0)];
+    state.insert(root, 1);
+    while let Some(&mut (id, ref mut next)) = stack.last_mut() {
+        let ops = m.operands(id);
+        if *next < ops.len() {
+            let o = ops[*next];
+            *next += 1;
+            match state.get(&o) {
+                None => {
+                    state.insert(o, 1);
+                    stack.push((o, 0));
+                }
+                Some(1) => return Err(format!("cycle through %{}", m.name(o))),
+                _ => {}
+            }
+        } else {
+            state.insert(id, 2);
+            order.push(id);
+            stack.pop();
+        }
+    }
+    Ok(order)
+}
+
+/// How a computation is run: its order, operand slots and when values die.
+struct Plan {
+    order: Vec<InstId>,
+    /// Operand slots of each instruction, flattened; `ranges[i]` indexes into it.
+    operand_slots: Vec<u32>,
+    ranges: Vec<(u32, u32)>,
+    /// Slots whose last use is instruction `i`.
+    frees: Vec<Vec<u32>>,
+    root_slot: u32,
+}
+
+impl Plan {
+    fn new(m: &Module, comp: CompId) -> Result<Plan, String> {
+        let order = plan_order(m, comp)?;
+        let slot: HashMap<InstId, u32> = order
+            .iter()
+            .enumerate()
+            .map(|(i, &id)| (id, i as u32))
+            .collect();
+        let mut operand_slots = Vec::new();
+        let mut ranges = Vec::with_capacity(order.len());
+        let mut last_use = vec![u32::MAX; order.len()];
+        for (i, &id) in order.iter().enumerate() {
+            let start = operand_slots.len() as u32;
+            for o in m.operands(id) {
+                let s = slot[o];
+                operand_slots.push(s);
+                last_use[s as usize] = i as u32;
+            }
+            ranges.push((start, operand_slots.len() as u32));
+        }
+        let root_slot = slot[&m.root(comp)];
+        let mut frees = vec![Vec::new(); order.len()];
+        for (s, &l) in last_use.iter().enumerate() {
+            if l != u32::MAX && s as u32 != root_slot {
+                frees[l as usize].push(s as u32);
+            }
+        }
+        Ok(Plan {
+            order,
+            operand_slots,
+            ranges,
+            frees,
+            root_slot,
+        })
+    }
+}
+
+/// A value in a computation's slot: computed, or borrowed from a constant of the module.
+enum Val<'m> {
+    Own(Literal),
+    Const(&'m Literal),
+}
+
+impl Val<'_> {
+    fn get(&self) -> &Literal {
+        match self {
+            Val::Own(l) => l,
+            Val::Const(l) => l,
+        }
+    }
+}
+
+/// A computation applied per element: a compiled scalar program, or the general evaluator.
+pub(crate) struct Callable {
+    prog: Option<Rc<ScalarProg>>,
+    comp: CompId,
+    regs: Vec<Reg>,
+    /// Element types of the parameters.
+    pub in_tys: Vec<ElementType>,
+}
+
+impl Callable {
+    /// The recognized simple form of the computation.
+    pub fn fast(&self) -> scalar::Fast {
+        self.prog
+            .as_ref()
+            .map(|p| p.fast)
+            .unwrap_or(scalar::Fast::None)
+    }
+}
+
+/// The evaluator state: the module and caches of plans and scalar programs.
+pub(crate) struct Evaluator<'m> {
+    m: &'m Module,
+    plans: HashMap<CompId, Rc<Plan>>,
+    progs: HashMap<CompId, Option<Rc<ScalarProg>>>,
+    depth: usize,
+}
+
+fn arr(l: &Literal) -> R<&ArrayLiteral> {
+    l.as_array()
+        .ok_or_else(|| Fail::Msg("expected an array operand, found a tuple".into()))
+}
+
+fn shape_matches(m: &Module, lit: &Literal, s: &Shape) -> bool {
+    match (lit, s) {
+        (Literal::Array(a), Shape::Array(sa)) => a.shape.ty == sa.ty && a.shape.dims == sa.dims,
+        (Literal::Tuple(v), Shape::Tuple(ids)) => {
+            v.len() == ids.len()
+                && v.iter()
+                    .zip(ids.iter())
+                    .all(|(l, &id)| shape_matches(m, l, m.shape_of(id)))
+        }
+        (Literal::Tuple(v), Shape::Token) => v.is_empty(),
+        _ => false,
+    }
+}
+
+fn describe(l: &Literal) -> String {
+    match l {
+        Literal::Array(a) => format!(
+            "{}[{}]",
+            a.shape.ty.name(),
+            a.shape
+                .dims
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        Literal::Tuple(v) => format!(
+            "({})",
+            v.iter().map(describe).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// Attribute keys that carry no semantics the evaluator must honor.
+fn benign_other_attr(name: &str) -> bool {
+    matches!(
+        name,
+        "operand_precision"
+            | "precision_config"
+            | "origin"
+            | "statistics_viz"
+            | "output_to_operand_aliasing"
+            | "custom_call_has_side_effect"
+            | "api_version"
+            | "operand_layout_constraints"
+            | "schedule"
+            | "custom_call_schedule"
+            | "result_accuracy"
+            | "true_computation"
+            | "false_computation"
+            | "channel_id"
+            | "is_host_transfer"
+            | "recursive"
+    )
+}
+
+impl<'m> Evaluator<'m> {
+    pub(crate) fn new(m: &'m Module) -> Self {
+        Evaluator {
+            m,
+            plans: HashMap::new(),
+            progs: HashMap::new(),
+            depth: 0,
+        }
+    }
+
+    fn plan(&mut self, comp: CompId) -> R<Rc<Plan>> {
+        if let Some(p) = self.plans.get(&comp) {
+            return Ok(p.clone());
+        }
+        let p = Rc::new(Plan::new(self.m, comp)?);
+        self.plans.insert(comp, p.clone());
+        Ok(p)
+    }
+
+    fn attribute(&self, id: InstId, f: Fail) -> Fail {
+        match f {
+            Fail::Eval(e) => Fail::Eval(e),
+            Fail::Msg(message) => {
+                let m = self.m;
+                Fail::Eval(Box::new(EvalError {
+                    instruction: m.name(id).to_string(),
+                    opcode: m.opcode(id).name().to_string(),
+                    computation: m.comp_name(m.parent(id)).to_string(),
+                    message,
+                }))
+            }
+        }
+    }
+
+    /// Runs computation `comp` on `args`.
+    pub(crate) fn run(&mut self, comp: CompId, args: Vec<Literal>) -> R<Literal> {
+        let m = self.m;
+        self.depth += 1;
+        if self.depth > 256 {
+            return Err("computations nest more than 256 deep".into());
+        }
+        let plan = self.plan(comp)?;
+        let params = m.params(comp);
+        if args.len() != params.len() {
+            return Err(format!(
+                "computation {} takes {} arguments, got {}",
+                m.comp_name(comp),
+                params.len(),
+                args.len()
+            )
+            .into());
+        }
+        let mut args: Vec<Option<Literal>> = args.into_iter().map(Some).collect();
+        let mut vals: Vec<Option<Val<'m>>> = Vec::with_capacity(plan.order.len());
+        vals.resize_with(plan.order.len(), || None);
+        for (pos, &id) in plan.order.iter().enumerate() {
+            let v = match m.opcode(id) {
+                Opcode::Parameter => {
+                    let k = m.parameter_number(id).unwrap_or(-1);
+                    let lit = usize::try_from(k)
+                        .ok()
+                        .and_then(|k| args.get_mut(k))
+                        .and_then(|a| a.take())
+                        .ok_or_else(|| {
+                            self.attribute(id, format!("no argument for parameter {k}").into())
+                        })?;
+                    if !shape_matches(m, &lit, m.shape(id)) {
+                        return Err(self.attribute(
+                            id,
+                            format!(
+                                "argument {k} is {}, which does not match the parameter's shape",
+                                describe(&lit)
+                            )
+                            .into(),
+                        ));
+                    }
+                    Val::Own(lit)
+                }
+                Opcode::Constant => match m.literal(id) {
+                    Some(l) => Val::Const(l),
+                    None => {
+                        return Err(self
+                            .attribute(id, "the constant's value was elided from the text".into()))
+                    }
+                },
+                _ => {
+                    let (s, e) = plan.ranges[pos];
+                    let ops: Vec<&Literal> = plan.operand_slots[s as usize..e as usize]
+                        .iter()
+                        .map(|&s| vals[s as usize].as_ref().expect("operand evaluated").get())
+                        .collect();
+                    let r = self
+                        .eval_inst(id, &ops)
+                        .map_err(|f| self.attribute(id, f))?;
+                    Val::Own(r)
+                }
+            };
+            vals[pos] = Some(v);
+            for &s in &plan.frees[pos] {
+                vals[s as usize] = None;
+            }
+        }
+        self.depth -= 1;
+        Ok(match vals[plan.root_slot as usize].take() {
+            Some(Val::Own(l)) => l,
+            Some(Val::Const(l)) => l.clone(),
+            None => unreachable!("root evaluated"),
+        })
+    }
+
+    /// The callable for a per-element computation.
+    pub(crate) fn callable(&mut self, comp: CompId) -> R<Callable> {
+        let m = self.m;
+        let prog = match self.progs.get(&comp) {
+            Some(p) => p.clone(),
+            None => {
+                let p = ScalarProg::compile(m, comp).map(Rc::new);
+                self.progs.insert(comp, p.clone());
+                p
+            }
+        };
+        if let Some(p) = prog {
+            return Ok(Callable {
+                regs: p.regs(),
+                in_tys: p.param_tys.clone(),
+                prog: Some(p),
+                comp,
+            });
+        }
+        let mut in_tys = Vec::new();
+        for &p in m.params(comp) {
+            match m.shape(p) {
+                Shape::Array(a) if a.num_elements() == 1 => in_tys.push(a.ty),
+                _ => {
+                    return Err(format!(
+                        "computation {} applied per element must take scalars",
+                        m.comp_name(comp)
+                    )
+                    .into())
+                }
+            }
+        }
+        let root = m.root(comp);
+        let mut out_tys: Vec<ElementType> = Vec::new();
+        fn leaves(m: &Module, s: &Shape, out: &mut Vec<ElementType>) -> bool {
+            match s {
+                Shape::Array(a) if a.num_elements() == 1 => {
+                    out.push(a.ty);
+                    true
+                }
+                Shape::Tuple(ids) => ids.iter().all(|&i| leaves(m, m.shape_of(i), out)),
+                _ => false,
+            }
+        }
+        if !leaves(m, m.shape(root), &mut out_tys) {
+            return Err(format!(
+                "computation {} applied per element must return scalars",
+                m.comp_name(comp)
+            )
+            .into());
+        }
+        Ok(Callable {
+            prog: None,
+            comp,
+            regs: Vec::new(),
+            in_tys,
+        })
+    }
+
+    /// Applies `c` to one element per parameter; writes one element per result leaf to `out`.
+    pub(crate) fn call(&mut self, c: &mut Callable, args: &[&[u8]], out: &mut [Reg]) -> R<()> {
+        if let Some(p) = &c.prog {
+            for (k, a) in args.iter().enumerate() {
+                c.regs[p.params[k] as usize][..a.len()].copy_from_slice(a);
+            }
+            p.run(&mut c.regs)?;
+            for (o, &r) in out.iter_mut().zip(&p.outputs) {
+                *o = c.regs[r as usize];
+            }
+            return Ok(());
+        }
+        let lits: Vec<Literal> = args
+            .iter()
+            .zip(&c.in_tys)
+            .map(|(a, &ty)| Literal::Array(so::array(ty, &[], a.to_vec())))
+            .collect();
+        // Parameters may be declared with unit dimensions; reshape to the declared shape.
+        let m = self.m;
+        let lits: Vec<Literal> = lits
+            .into_iter()
+            .zip(m.params(c.comp))
+            .map(|(l, &p)| match (l, m.shape(p)) {
+                (Literal::Array(a), Shape::Array(s)) => {
+                    Literal::Array(so::array(a.ty(), &s.dims, a.data))
+                }
+                (l, _) => l,
+            })
+            .collect();
+        let r = self.run(c.comp, lits)?;
+        let mut k = 0;
+        fn put(l: &Literal, out: &mut [Reg], k: &mut usize) {
+            match l {
+                Literal::Array(a) => {
+                    out[*k][..a.data.len()].copy_from_slice(&a.data);
+                    *k += 1;
+                }
+                Literal::Tuple(v) => v.iter().for_each(|x| put(x, out, k)),
+            }
+        }
+        put(&r, out, &mut k);
+        Ok(())
+    }
+
+    fn out_array(&self, id: InstId) -> R<&'m ArrayShape> {
+        self.m
+            .array_shape(id)
+            .ok_or_else(|| Fail::Msg("expected an array result shape".into()))
+    }
+
+    fn ints(&self, id: InstId, key: AttrKey) -> R<&'m [i64]> {
+        self.m
+            .ints_attr(id, &key)
+            .ok_or_else(|| format!("missing attribute {}", key.name()).into())
+    }
+
+    fn int(&self, id: InstId, key: AttrKey) -> R<i64> {
+        self.m
+            .int_attr(id, &key)
+            .ok_or_else(|| format!("missing attribute {}", key.name()).into())
+    }
+
+    fn comp(&self, id: InstId, key: AttrKey) -> R<CompId> {
+        self.m
+            .comp_attr(id, &key)
+            .ok_or_else(|| format!("missing attribute {}", key.name()).into())
+    }
+
+    fn m2m(&self, id: InstId, rank: usize) -> R<Vec<i64>> {
+        Ok(so::minor_to_major(
+            self.m.layout_of(self.m.layout_id(id)),
+            rank,
+        )?)
+    }
+
+    fn check_attrs(&self, id: InstId) -> R<()> {
+        for (k, v) in self.m.attrs(id) {
+            match k {
+                AttrKey::Other(name) if !benign_other_attr(name) => {
+                    return Err(format!("unsupported attribute {name}").into());
+                }
+                AttrKey::Algorithm
+                    if matches!(self.m.opcode(id), Opcode::Dot | Opcode::Convolution) =>
+                {
+                    let ok = matches!(v, AttrValue::Ident(s) if s.as_ref() == "unset" || s.as_ref() == "ALG_UNSET");
+                    if !ok {
+                        return Err(
+                            "dot algorithms other than the default are not supported".into()
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Evaluates one instruction given its operands' values.
+    fn eval_inst(&mut self, id: InstId, ops: &[&Literal]) -> R<Literal> {
+        use Opcode::*;
+        let m = self.m;
+        let op = m.opcode(id);
+        self.check_attrs(id)?;
+        let out = match op {
+            Copy | OptBarrier | Domain => {
+                if op == Copy {
+                    return Ok(ops[0].clone());
+                }
+                if ops.len() == 1 {
+                    return Ok(ops[0].clone());
+                }
+                return Ok(Literal::Tuple(ops.iter().map(|&l| l.clone()).collect()));
+            }
+            AddDependency => return Ok(ops[0].clone()),
+            AfterAll => return Ok(Literal::Tuple(Vec::new())),
+            Tuple => return Ok(Literal::Tuple(ops.iter().map(|&l| l.clone()).collect())),
+            GetTupleElement => {
+                let k = self.int(id, AttrKey::Index)? as usize;
+                return match ops[0] {
+                    Literal::Tuple(v) => v
+                        .get(k)
+                        .cloned()
+                        .ok_or_else(|| format!("tuple has no element {k}").into()),
+                    Literal::Array(_) => Err("operand is not a tuple".into()),
+                };
+            }
+            Call | Fusion => {
+                let key = if op == Call {
+                    AttrKey::ToApply
+                } else {
+                    AttrKey::Calls
+                };
+                let c = self.comp(id, key)?;
+                return self.run(c, ops.iter().map(|&l| l.clone()).collect());
+            }
+            While => return self.eval_while(id, ops[0]),
+            Conditional => return self.eval_conditional(id, ops),
+            Sort => return sort::sort(self, id, ops),
+            Reduce => return reduce::reduce(self, id, ops),
+            ReduceWindow => return reduce::reduce_window(self, id, ops),
+            Scatter => return gather::scatter(self, id, ops),
+            TopK => return sort::topk(self, id, arr(ops[0])?),
+            CustomCall => return self.eval_custom_call(id, ops),
+            Fft => return linalg::fft(self, id, arr(ops[0])?),
+            RngBitGenerator => return rng::rng_bit_generator(self, id, arr(ops[0])?),
+            _ => self.eval_array_op(id, op, ops)?,
+        };
+        Ok(Literal::Array(out))
+    }
+
+    /// Ops whose result is one array.
+    fn eval_array_op(&mut self, id: InstId, op: Opcode, ops: &[&Literal]) -> R<ArrayLiteral> {
+        use Opcode::*;
+        let m = self.m;
+        let shape = self.out_array(id)?;
+        let (ty, dims) = (shape.ty, &shape.dims[..]);
+        let n = so::numel(dims);
+        let a0 = || arr(ops[0]);
+        Ok(match op {
+            Convert => {
+                let a = a0()?;
+                let mut data = vec![0u8; n * ty.byte_size()];
+                elementwise::convert(a.ty(), ty, &a.data, &mut data)?;
+                so::array(ty, dims, data)
+            }
+            BitcastConvert => so::bitcast_convert(a0()?, ty, dims)?,
+            ReducePrecision => {
+                let a = a0()?;
+                let eb = self.int(id, AttrKey::ExponentBits)?;
+                let mb = self.int(id, AttrKey::MantissaBits)?;
+                if eb < 1 || mb < 0 {
+                    return Err("reduce-precision needs exponent_bits >= 1".into());
+                }
+                let mut data = vec![0u8; a.data.len()];
+                elementwise::reduce_precision(ty, eb as u32, mb as u32, &a.data, &mut data)?;
+                so::array(ty, dims, data)
+            }
+            _ if op.is_elementwise_unary() => {
+                let a = a0()?;
+                let mut data = vec![0u8; n * ty.byte_size()];
+                elementwise::unary(op, a.ty(), ty, &a.data, &mut data)?;
+                so::array(ty, dims, data)
+            }
+            Compare => {
+                let (a, b) = self.same_size(ops)?;
+                let dir = match m.attr(id, &AttrKey::Direction) {
+                    Some(AttrValue::Direction(d)) => *d,
+                    _ => return Err("compare needs a direction".into()),
+                };
+                let cty = match m.attr(id, &AttrKey::Type) {
+                    Some(AttrValue::CmpType(t)) => *t,
+                    _ => ComparisonType::default_for(a.ty()),
+                };
+                let mut data = vec![0u8; n];
+                elementwise::compare(dir, cty, a.ty(), &a.data, &b.data, &mut data)?;
+                so::array(ty, dims, data)
+            }
+            StochasticConvert => return Err("stochastic-convert is not supported".into()),
+            _ if op.is_elementwise_binary() => {
+                let (a, b) = self.same_size(ops)?;
+                let mut data = vec![0u8; n * ty.byte_size()];
+                elementwise::binary(op, a.ty(), &a.data, &b.data, &mut data)?;
+                so::array(ty, dims, data)
+            }
+            Select => {
+                let p = a0()?;
+                let (a, b) = (arr(ops[1])?, arr(ops[2])?);
+                let w = ty.byte_size();
+                let a = self.expand(a, dims)?;
+                let b = self.expand(b, dims)?;
+                if p.len() != 1 && p.len() != n {
+                    return Err("select predicate has the wrong number of elements".into());
+                }
+                let mut data = vec![0u8; n * w];
+                elementwise::select(&p.data, &a.data, &b.data, w, &mut data);
+                so::array(ty, dims, data)
+            }
+            Clamp => {
+                let (lo, x, hi) = (a0()?, arr(ops[1])?, arr(ops[2])?);
+                for b in [lo, hi] {
+                    if b.len() != 1 && b.len() != x.len() {
+                        return Err("clamp bounds must be scalars or match the operand".into());
+                    }
+                }
+                let mut data = vec![0u8; n * ty.byte_size()];
+                elementwise::clamp(ty, &lo.data, &x.data, &hi.data, &mut data)?;
+                so::array(ty, dims, data)
+            }
+            Broadcast => {
+                let a = a0()?;
+                let map = self.ints(id, AttrKey::Dimensions)?;
+                if map.len() != a.shape.rank() {
+                    return Err("broadcast dimensions do not match the operand rank".into());
+                }
+                so::broadcast(a, dims, map)
+            }
+            Reshape => {
+                let a = a0()?;
+                if a.len() != n {
+                    return Err("reshape changes the number of elements".into());
+                }
+                so::array(ty, dims, a.data.clone())
+            }
+            Transpose => so::transpose(a0()?, self.ints(id, AttrKey::Dimensions)?),
+            Reverse => so::reverse(a0()?, self.ints(id, AttrKey::Dimensions)?),
+            Slice => match m.attr(id, &AttrKey::Slice) {
+                Some(AttrValue::Slice(b)) => so::slice(a0()?, b),
+                _ => return Err("slice needs slice bounds".into()),
+            },
+            DynamicSlice => {
+                let a = a0()?;
+                let sizes = self.ints(id, AttrKey::DynamicSliceSizes)?;
+                let starts = self.starts(&ops[1..], a.shape.rank())?;
+                let starts = so::clamp_starts(&starts, &a.shape.dims, sizes);
+                so::dynamic_slice(a, &starts, sizes)
+            }
+            DynamicUpdateSlice => {
+                let a = a0()?;
+                let u = arr(ops[1])?;
+                let starts = self.starts(&ops[2..], a.shape.rank())?;
+                let starts = so::clamp_starts(&starts, &a.shape.dims, &u.shape.dims);
+                so::dynamic_update_slice(a, u, &starts)
+            }
+            Concatenate => {
+                let d = self.ints(id, AttrKey::Dimensions)?;
+                let arrs = ops.iter().map(|&l| arr(l)).collect::<R<Vec<_>>>()?;
+                so::concatenate(&arrs, *d.first().ok_or("missing dimension")? as usize, dims)
+            }
+            Pad => {
+                let a = a0()?;
+                let v = arr(ops[1])?;
+                match m.attr(id, &AttrKey::Padding) {
+                    Some(AttrValue::Padding(cfg)) => so::pad(a, &v.data, cfg),
+                    _ => return Err("pad needs a padding configuration".into()),
+                }
+            }
+            Iota => so::iota(ty, dims, self.int(id, AttrKey::IotaDimension)? as usize)?,
+            Bitcast => {
+                let a = a0()?;
+                let m_in = self.m2m(m.operands(id)[0], a.shape.rank())?;
+                let m_out = self.m2m(id, dims.len())?;
+                so::bitcast(a, &m_in, ty, dims, &m_out)?
+            }
+            Map => self.eval_map(id, ops, ty, dims)?,
+            Dot => dot::dot(self, id, a0()?, arr(ops[1])?, shape)?,
+            Convolution => dot::convolution(self, id, a0()?, arr(ops[1])?, shape)?,
+            Gather => gather::gather(self, id, a0()?, arr(ops[1])?, shape)?,
+            SelectAndScatter => reduce::select_and_scatter(self, id, ops, shape)?,
+            Cholesky => linalg::cholesky(self, id, a0()?)?,
+            TriangularSolve => linalg::triangular_solve(self, id, a0()?, arr(ops[1])?)?,
+            GetDimensionSize => {
+                let a = a0()?;
+                let d = self.int(id, AttrKey::Dimensions).or_else(|_| {
+                    self.ints(id, AttrKey::Dimensions)
+                        .and_then(|v| v.first().copied().ok_or("missing dimension".into()))
+                })?;
+                let v = *a
+                    .shape
+                    .dims
+                    .get(d as usize)
+                    .ok_or("dimension out of range")?;
+                so::array(ty, &[], (v as i32).to_le_bytes().to_vec())
+            }
+            PartitionId | ReplicaId => so::array(ty, &[], vec![0u8; ty.byte_size()]),
+            _ => {
+                return Err(
+                    format!("the evaluator does not support {} instructions", op.name()).into(),
+                )
+            }
+        })
+    }
+
+    /// Operands of a binary elementwise op, broadcasting a scalar operand if needed.
+    fn same_size<'a>(
+        &self,
+        ops: &[&'a Literal],
+    ) -> R<(Cow<'a, ArrayLiteral>, Cow<'a, ArrayLiteral>)> {
+        let (a, b) = (arr(ops[0])?, arr(ops[1])?);
+        if a.shape.dims == b.shape.dims {
+            return Ok((Cow::Borrowed(a), Cow::Borrowed(b)));
+        }
+        if a.len() == 1 {
+            let a = so::array(a.ty(), &[], a.data.clone());
+            return Ok((
+                Cow::Owned(so::broadcast(&a, &b.shape.dims, &[])),
+                Cow::Borrowed(b),
+            ));
+        }
+        if b.len() == 1 {
+            let b = so::array(b.ty(), &[], b.data.clone());
+            return Ok((
+                Cow::Borrowed(a),
+                Cow::Owned(so::broadcast(&b, &a.shape.dims, &[])),
+            ));
+        }
+        Err("operands of an elementwise op must have the same dimensions".into())
+    }
+
+    /// `a` itself if it has `dims`, else `a` (a scalar) broadcast to `dims`.
+    fn expand<'a>(&self, a: &'a ArrayLiteral, dims: &[i64]) -> R<Cow<'a, ArrayLiteral>> {
+        if a.shape.dims[..] == *dims {
+            Ok(Cow::Borrowed(a))
+        } else if a.len() == 1 {
+            let a = so::array(a.ty(), &[], a.data.clone());
+            Ok(Cow::Owned(so::broadcast(&a, dims, &[])))
+        } else {
+            Err("operand dimensions do not match the result".into())
+        }
+    }
+
+    /// Start indices of dynamic-slice / dynamic-update-slice: scalars, or one vector.
+    fn starts(&self, ops: &[&Literal], rank: usize) -> R<Vec<i64>> {
+        let mut starts = Vec::with_capacity(rank);
+        for &o in ops {
+            let a = arr(o)?;
+            starts.extend(so::to_i64s(a)?);
+        }
+        if starts.len() != rank {
+            return Err(format!("expected {rank} start indices, found {}", starts.len()).into());
+        }
+        Ok(starts)
+    }
+
+    fn eval_map(
+        &mut self,
+        id: InstId,
+        ops: &[&Literal],
+        ty: ElementType,
+        dims: &[i64],
+    ) -> R<ArrayLiteral> {
+        let c = self.comp(id, AttrKey::ToApply)?;
+        let mut callable = self.callable(c)?;
+        let arrs = ops.iter().map(|&l| arr(l)).collect::<R<Vec<_>>>()?;
+        let n = so::numel(dims);
+        let w = ty.byte_size();
+        let mut data = vec![0u8; n * w];
+        let mut out = [[0u8; 16]; 1];
+        for i in 0..n {
+            let args: Vec<&[u8]> = arrs
+                .iter()
+                .map(|a| {
+                    let aw = a.ty().byte_size();
+                    &a.data[i * aw..(i + 1) * aw]
+                })
+                .collect();
+            self.call(&mut callable, &args, &mut out)?;
+            data[i * w..(i + 1) * w].copy_from_slice(&out[0][..w]);
+        }
+        Ok(so::array(ty, dims, data))
+    }
+
+    fn eval_while(&mut self, id: InstId, init: &Literal) -> R<Literal> {
+        let cond = self.comp(id, AttrKey::Condition)?;
+        let body = self.comp(id, AttrKey::Body)?;
+        let mut state = init.clone();
+        loop {
+            let p = self.run(cond, vec![state.clone()])?;
+            let go = match &p {
+                Literal::Array(a) if a.ty().is_pred() && a.len() == 1 => a.data[0] != 0,
+                _ => return Err("while condition must return a pred scalar".into()),
+            };
+            if !go {
+                return Ok(state);
+            }
+            state = self.run(body, vec![state])?;
+        }
+    }
+
+    fn eval_conditional(&mut self, id: InstId, ops: &[&Literal]) -> R<Literal> {
+        let m = self.m;
+        let sel = arr(ops[0])?;
+        let branches: Vec<CompId> = match m.attr(id, &AttrKey::BranchComputations) {
+            Some(AttrValue::Comps(cs)) => cs.to_vec(),
+            _ => {
+                let find = |key: &str| -> R<CompId> {
+                    let name = match m.attr(id, &AttrKey::Other(key.into())) {
+                        Some(AttrValue::Raw(s)) | Some(AttrValue::Str(s)) => {
+                            s.trim_start_matches('%').to_string()
+                        }
+                        Some(AttrValue::Comp(c)) => return Ok(*c),
+                        _ => return Err(format!("conditional needs {key}").into()),
+                    };
+                    m.computations()
+                        .into_iter()
+                        .find(|&c| m.comp_name(c) == name)
+                        .ok_or_else(|| format!("no computation named {name}").into())
+                };
+                vec![find("true_computation")?, find("false_computation")?]
+            }
+        };
+        if branches.is_empty() {
+            return Err("conditional has no branches".into());
+        }
+        let k = if sel.ty().is_pred() {
+            // Predicate form: true runs the first computation.
+            if sel.data[0] != 0 {
+                0
+            } else {
+                1
+            }
+        } else {
+            let i = so::scalar_i64(sel.ty(), &sel.data)?;
+            // An out-of-range index runs the last branch.
+            if i < 0 || i as usize >= branches.len() {
+                branches.len() - 1
+            } else {
+                i as usize
+            }
+        };
+        let arg = ops
+            .get(k + 1)
+            .ok_or("conditional is missing a branch operand")?;
+        self.run(branches[k], vec![(*arg).clone()])
+    }
+
+    fn eval_custom_call(&mut self, id: InstId, ops: &[&Literal]) -> R<Literal> {
+        let m = self.m;
+        let target = match m.attr(id, &AttrKey::CustomCallTarget) {
+            Some(AttrValue::Str(s)) | Some(AttrValue::Raw(s)) | Some(AttrValue::Ident(s)) => {
+                s.to_string()
+            }
+            _ => return Err("custom-call without a target".into()),
+        };
+        match target.as_str() {
+            "TopK" => sort::custom_topk(self, id, arr(ops[0])?),
+            _ => Err(format!("unsupported custom-call target \"{target}\"").into()),
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! `dot` (general dot with batch and multiple contracting dimensions, integer dots, preferred
+//! element types) and `convolution` (any `dim_labels`, strides, padding, lhs and rhs dilation,
+//! window reversal, feature and batch groups).
+//!
+//! Operands are converted to an accumulation type chosen from the result type (`f32` for
+//! `f32` and narrower floats, `f64`, wrapping `i64` for integers, complex `f64`), accumulated
+//! in order along the contraction (as XLA's evaluator does), and rounded to the result type
+//! once at the end. Both ops canonicalize their operands with one transpose and then run tight
+//! loops over typed slices, parallel over output rows.
+
+use super::elem::{from_slice, to_vec, Complex, Elem};
+use super::elementwise::convert;
+use super::shape_ops as so;
+use super::{Evaluator, R};
+use axle_ir::{ArrayLiteral, ArrayShape, AttrKey, AttrValue, ElementType, InstId};
+use rayon::prelude::*;
+
+/// An accumulation type.
+trait Acc: Elem + Default + Send + Sync {
+    /// The element type the operands are converted to.
+    const TY: ElementType;
+    /// `self + a * b` (wrapping for integers).
+    fn mul_add(self, a: Self, b: Self) -> Self;
+}
+
+impl Acc for f32 {
+    const TY: ElementType = ElementType::F32;
+    #[inline(always)]
+    fn mul_add(self, a: f32, b: f32) -> f32 {
+        self + a * b
+    }
+}
+
+impl Acc for f64 {
+    const TY: ElementType = ElementType::F64;
+    #[inline(always)]
+    fn mul_add(self, a: f64, b: f64) -> f64 {
+        self + a * b
+    }
+}
+
+impl Acc for i64 {
+    const TY: ElementType = ElementType::S64;
+    #[inline(always)]
+    fn mul_add(self, a: i64, b: i64) -> i64 {
+        self.wrapping_add(a.wrapping_mul(b))
+    }
+}
+
+impl Default for Complex<f64> {
+    fn default() -> Self {
+        Complex::new(0.0, 0.0)
+    }
+}
+
+impl Acc for Complex<f64> {
+    const TY: ElementType = ElementType::C128;
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        self.add(a.mul(b))
+    }
+}
+
+/// Which accumulation type serves a result of type `out` with operands `a` and `b`.
+#[derive(Clone, Copy, PartialEq)]
+enum AccKind {
+    F32,
+    F64,
+    I64,
+    C128,
+}
+
+fn acc_kind(out: ElementType, a: ElementType, b: ElementType) -> R<AccKind> {
+    if out.is_complex() || a.is_complex() || b.is_complex() {
+        Ok(AccKind::C128)
+    } else if out.is_float() {
+        if out == ElementType::F64 || a == ElementType::F64 || b == ElementType::F64 {
+            Ok(AccKind::F64)
+        } else {
+            Ok(AccKind::F32)
+        }
+    } else if out.is_int() {
+        Ok(AccKind::I64)
+    } else {
+        Err(format!("dot and convolution are not supported for {}", out.name()).into())
+    }
+}
+
+/// Converts an array to the accumulation type.
+fn load<T: Acc>(a: &ArrayLiteral) -> R<Vec<T>> {
+    if a.ty() == T::TY {
+        return Ok(to_vec(&a.data));
+    }
+    let mut bytes = vec![0u8; a.len() * T::SIZE];
+    convert(a.ty(), T::TY, &a.data, &mut bytes)?;
+    Ok(to_vec(&bytes))
+}
+
+/// Rounds accumulated values to the result type.
+fn store<T: Acc>(v: &[T], shape: &ArrayShape) -> R<ArrayLiteral> {
+    let bytes = from_slice(v);
+    let mut data = vec![0u8; v.len() * shape.ty.byte_size()];
+    convert(T::TY, shape.ty, &bytes, &mut data)?;
+    Ok(so::array(shape.ty, &shape.dims, data))
+}
+
+/// Batched matmul: `a` is `[bsz, m, k]`, `b` is `[bsz, k, n]`, the result `[bsz, m, n]`.
+fn matmul<T: Acc>(a: &[T], b: &[T], bsz: usize, m: usize, k: usize, n: usize) -> Vec<T> {
+    const ROWS: usize = 8;
+    let mut c = vec![T::default(); bsz * m * n];
+    if n == 0 || m == 0 || bsz == 0 {
+        return c;
+    }
+    // Blocks of up to ROWS output rows of one batch share each loaded row of `b`.
+    let blocks_per_batch = m.div_ceil(ROWS);
+    let mut chunks: Vec<(usize, &mut [T])> = Vec::with_capacity(bsz * blocks_per_batch);
+    let mut rest: &mut [T] = &mut c;
+    for bi in 0..bsz {
+        for blk in 0..blocks_per_batch {
+            let rows = ROWS.min(m - blk * ROWS);
+            let (head, tail) = rest.split_at_mut(rows * n);
+            chunks.push((bi * m + blk * ROWS, head));
+            rest = tail;
+        }
+    }
+    chunks.into_par_iter().for_each(|(row0, out)| {
+        let bi = row0 / m;
+        let bmat = &b[bi * k * n..(bi + 1) * k * n];
+        let rows = out.len() / n;
+        for kk in 0..k {
+            let brow = &bmat[kk * n..(kk + 1) * n];
+            for r in 0..rows {
+                let av = a[(row0 + r) * k + kk];
+                let crow = &mut out[r * n..(r + 1) * n];
+                for (cv, &bv) in crow.iter_mut().zip(brow) {
+                    *cv = cv.mul_add(av, bv);
+                }
+            }
+        }
+    });
+    c
+}
+
+/// `dot`.
+pub(crate) fn dot(
+    ev: &mut Evaluator,
+    id: InstId,
+    lhs: &ArrayLiteral,
+    rhs: &ArrayLiteral,
+    shape: &ArrayShape,
+) -> R<ArrayLiteral> {
+    let m = ev.m;
+    let empty: &[i64] = &[];
+    let lb = m.ints_attr(id, &AttrKey::LhsBatchDims).unwrap_or(empty);
+    let rb = m.ints_attr(id, &AttrKey::RhsBatchDims).unwrap_or(empty);
+    let lc = m
+        .ints_attr(id, &AttrKey::LhsContractingDims)
+        .unwrap_or(empty);
+    let rc = m
+        .ints_attr(id, &AttrKey::RhsContractingDims)
+        .unwrap_or(empty);
+    if lb.len() != rb.len() || lc.len() != rc.len() {
+        return Err("dot dimension numbers do not pair up".into());
+    }
+    let (ld, rd) = (&lhs.shape.dims, &rhs.shape.dims);
+    let lfree: Vec<i64> = (0..ld.len() as i64)
+        .filter(|d| !lb.contains(d) && !lc.contains(d))
+        .collect();
+    let rfree: Vec<i64> = (0..rd.len() as i64)
+        .filter(|d| !rb.contains(d) && !rc.contains(d))
+        .collect();
+    let size = |dims: &[i64], which: &[i64]| -> usize {
+        which.iter().map(|&d| dims[d as usize] as usize).product()
+    };
+    for (a, b) in lb.iter().zip(rb).chain(lc.iter().zip(rc)) {
+        if ld[*a as usize] != rd[*b as usize] {
+            return Err("dot dimension sizes do not match".into());
+        }
+    }
+    let bsz = size(ld, lb);
+    let mm = size(ld, &lfree);
+    let kk = size(ld, lc);
+    let nn = size(rd, &rfree);
+    let mut expected: Vec<i64> = lb.iter().map(|&d| ld[d as usize]).collect();
+    expected.extend(lfree.iter().map(|&d| ld[d as usize]));
+    expected.extend(rfree.iter().map(|&d| rd[d as usize]));
+    if expected[..] != shape.dims[..] {
+        return Err("dot result dimensions do not match its operands".into());
+    }
+    let lperm: Vec<i64> = lb.iter().chain(&lfree).chain(lc).copied().collect();
+    let rperm: Vec<i64> = rb.iter().chain(rc).chain(&rfree).copied().collect();
+    let lt = so::transpose(lhs, &lperm);
+    let rt = so::transpose(rhs, &rperm);
+    macro_rules! run {
+        ($T:ty) => {{
+            let a = load::<$T>(&lt)?;
+            let b = load::<$T>(&rt)?;
+            store::<$T>(&matmul(&a, &b, bsz, mm, kk, nn), shape)
+        }};
+    }
+    match acc_kind(shape.ty, lhs.ty(), rhs.ty())? {
+        AccKind::F32 => run!(f32),
+        AccKind::F64 => run!(f64),
+        AccKind::I64 => run!(i64),
+        AccKind::C128 => run!(Complex<f64>),
+    }
+}
+
+/// `convolution`.
+pub(crate) fn convolution(
+    ev: &mut Evaluator,
+    id: InstId,
+    lhs: &ArrayLiteral,
+    rhs: &ArrayLiteral,
+    shape: &ArrayShape,
+) -> R<ArrayLiteral> {
+    let m = ev.m;
+    let dn = match m.attr(id, &AttrKey::DimLabels) {
+        Some(AttrValue::DimLabels(d)) => d.as_ref().clone(),
+        _ => return Err("convolution needs dim_labels".into()),
+    };
+    let nsp = dn.input_spatial.len();
+    if dn.kernel_spatial.len() != nsp || dn.output_spatial.len() != nsp {
+        return Err("convolution spatial dimensions do not match".into());
+    }
+    let window: Vec<axle_ir::WindowDim> = match m.attr(id, &AttrKey::Window) {
+        Some(AttrValue::Window(w)) => w.to_vec(),
+        _ if nsp == 0 => Vec::new(),
+        _ => return Err("convolution needs a window".into()),
+    };
+    if window.len() != nsp {
+        return Err("window rank does not match the spatial dimensions".into());
+    }
+    let fgc = m
+        .int_attr(id, &AttrKey::FeatureGroupCount)
+        .unwrap_or(1)
+        .max(1) as usize;
+    let bgc = m
+        .int_attr(id, &AttrKey::BatchGroupCount)
+        .unwrap_or(1)
+        .max(1) as usize;
+    if fgc > 1 && bgc > 1 {
+        return Err("feature_group_count and batch_group_count cannot both exceed 1".into());
+    }
+    let (ld, rd, od) = (&lhs.shape.dims, &rhs.shape.dims, &shape.dims);
+    let n_in = ld[dn.input_batch as usize] as usize;
+    let c_in = ld[dn.input_feature as usize] as usize;
+    let k_in = rd[dn.kernel_input_feature as usize] as usize;
+    let o_ch = rd[dn.kernel_output_feature as usize] as usize;
+    let n_out = od[dn.output_batch as usize] as usize;
+    if od[dn.output_feature as usize] as usize != o_ch {
+        return Err("convolution output features do not match the kernel".into());
+    }
+    if c_in != k_in * fgc || o_ch % fgc != 0 || o_ch % bgc != 0 || n_in != n_out * bgc {
+        return Err("convolution feature or batch group sizes do not divide evenly".into());
+    }
+    let in_sp: Vec<i64> = dn.input_spatial.iter().map(|&d| ld[d as usize]).collect();
+    let k_sp: Vec<i64> = dn.kernel_spatial.iter().map(|&d| rd[d as usize]).collect();
+    let out_sp: Vec<i64> = dn.output_spatial.iter().map(|&d| od[d as usize]).collect();
+    for (w, &k) in window.iter().zip(&k_sp) {
+        if w.size != k {
+            return Err("window size does not match the kernel".into());
+        }
+        if w.stride < 1 || w.lhs_dilate < 1 || w.rhs_dilate < 1 {
+            return Err("window strides and dilations must be positive".into());
+        }
+    }
+    // Canonical layouts: input [N, S..., C], kernel [K..., I, O], output [N, S..., O].
+    let mut iperm = vec![dn.input_batch];
+    iperm.extend_from_slice(&dn.input_spatial);
+    iperm.push(dn.input_feature);
+    let mut kperm = dn.kernel_spatial.to_vec();
+    kperm.push(dn.kernel_input_feature);
+    kperm.push(dn.kernel_output_feature);
+    let it = so::transpose(lhs, &iperm);
+    let kt = so::transpose(rhs, &kperm);
+    // For each spatial dimension, the input position of (output position, kernel position).
+    let tables: Vec<Vec<i64>> = (0..nsp)
+        .map(|d| {
+            let w = &window[d];
+            let mut t = Vec::with_capacity((out_sp[d] * k_sp[d]) as usize);
+            for o in 0..out_sp[d] {
+                for k in 0..k_sp[d] {
+                    let p = o * w.stride - w.pad_lo + k * w.rhs_dilate;
+                    let v = if p % w.lhs_dilate != 0 {
+                        -1
+                    } else {
+                        let p = p / w.lhs_dilate;
+                        if p >= 0 && p < in_sp[d] {
+                            p
+                        } else {
+                            -1
+                        }
+                    };
+                    t.push(v);
+                }
+            }
+            t
+        })
+        .collect();
+    let geo = ConvGeometry {
+        n_out,
+        c_in,
+        o_ch,
+        fgc,
+        bgc,
+        in_sp,
+        k_sp,
+        out_sp: out_sp.clone(),
+        tables,
+        reversal: window.iter().map(|w| w.reversal).collect(),
+    };
+    let mut canon_dims = vec![n_out as i64];
+    canon_dims.extend_from_slice(&out_sp);
+    canon_dims.push(o_ch as i64);
+    let canon_shape = ArrayShape::new(shape.ty, &canon_dims);
+    macro_rules! run {
+        ($T:ty) => {{
+            let a = load::<$T>(&it)?;
+            let b = load::<$T>(&kt)?;
+            store::<$T>(&conv_canonical(&a, &b, &geo), &canon_shape)?
+        }};
+    }
+    let canon = match acc_kind(shape.ty, lhs.ty(), rhs.ty())? {
+        AccKind::F32 => run!(f32),
+        AccKind::F64 => run!(f64),
+        AccKind::I64 => run!(i64),
+        AccKind::C128 => run!(Complex<f64>),
+    };
+    // Output dimension d comes from canonical dimension perm[d].
+    let mut perm = vec![0i64; od.len()];
+    perm[dn.output_batch as usize] = 0;
+    for (i, &d) in dn.output_spatial.iter().enumerate() {
+        perm[d as usize] = 1 + i as i64;
+    }
+    perm[dn.output_feature as usize] = 1 + nsp as i64;
+    Ok(so::transpose(&canon, &perm))
+}
+
+struct ConvGeometry {
+    n_out: usize,
+    c_in: usize,
+    o_ch: usize,
+    fgc: usize,
+    bgc: usize,
+    in_sp: Vec<i64>,
+    k_sp: Vec<i64>,
+    out_sp: Vec<i64>,
+    tables: Vec<Vec<i64>>,
+    reversal: Vec<bool>,
+}
+
+fn conv_canonical<T: Acc>(input: &[T], kernel: &[T], g: &ConvGeometry) -> Vec<T> {
+    let nsp = g.in_sp.len();
+    let out_pos = so::numel(&g.out_sp);
+    let k_pos = so::numel(&g.k_sp);
+    let mut out = vec![T::default(); g.n_out * out_pos * g.o_ch];
+    if out.is_empty() {
+        return out;
+    }
+    let in_sstr = so::strides(&g.in_sp);
+    let in_img = so::numel(&g.in_sp) * g.c_in;
+    let blocks = g.fgc.max(g.bgc);
+    let cg = g.c_in / g.fgc;
+    let ob = g.o_ch / blocks;
+    out.par_chunks_mut(g.o_ch)
+        .enumerate()
+        .for_each(|(row, acc)| {
+            let n = row / out_pos.max(1);
+            let mut p = row % out_pos.max(1);
+            // Output spatial coordinates of this row.
+            let mut oc = vec![0i64; nsp];
+            for d in (0..nsp).rev() {
+                oc[d] = (p % g.out_sp[d] as usize) as i64;
+                p /= g.out_sp[d] as usize;
+            }
+            let mut kc = vec![0i64; nsp];
+            for q in 0..k_pos {
+                // Kernel coordinates of q, and the input position they read.
+                let mut r = q;
+                let mut off = 0i64;
+                let mut ok = true;
+                for d in (0..nsp).rev() {
+                    kc[d] = (r % g.k_sp[d] as usize) as i64;
+                    r /= g.k_sp[d] as usize;
+                }
+                for d in 0..nsp {
+                    let pos = g.tables[d][(oc[d] * g.k_sp[d] + kc[d]) as usize];
+                    if pos < 0 {
+                        ok = false;
+                        break;
+                    }
+                    off += pos * in_sstr[d];
+                }
+                if !ok {
+                    continue;
+                }
+                // Kernel spatial index, honoring window reversal.
+                let mut kq = 0i64;
+                for d in 0..nsp {
+                    let k = if g.reversal[d] {
+                        g.k_sp[d] - 1 - kc[d]
+                    } else {
+                        kc[d]
+                    };
+                    kq = kq * g.k_sp[d] + k;
+                }
+                let kbase = kq as usize * cg * g.o_ch;
+                for blk in 0..blocks {
+                    let n_img = if g.bgc > 1 { blk * g.n_out + n } else { n };
+                    let c0 = if g.fgc > 1 { blk * cg } else { 0 };
+                    let ibase = n_img * in_img + off as usize * g.c_in + c0;
+                    let orange = blk * ob..(blk + 1) * ob;
+                    let accs = &mut acc[orange.clone()];
+                    for ic in 0..cg {
+                        let a = input[ibase + ic];
+                        let krow = &kernel[kbase + ic * g.o_ch..kbase + (ic + 1) * g.o_ch];
+                        for (cv, &kv) in accs.iter_mut().zip(&krow[orange.clone()]) {
+                            *cv = cv.mul_add(a, kv);
+                        }
+                    }
+                }
+            }
+        });
+    out
+}

@@ -1,0 +1,926 @@
+//! Elementwise kernels: unary, binary and ternary ops, `compare`, `convert` and
+//! `reduce-precision`, for every element type they accept, on raw literal bytes.
+//!
+//! Every kernel takes input byte slices of `n` elements each and writes `n` output elements.
+//! Dispatch on the opcode and element type happens once per call; the loops inside are
+//! monomorphized. Semantics follow XLA: integer arithmetic wraps, `x / 0` is `-1` (signed) or
+//! all ones (unsigned), `INT_MIN / -1` is `INT_MIN`, `x % 0` is `x`, `INT_MIN % -1` is `0`,
+//! shifts by at least the bit width give `0` (or the sign for arithmetic right shifts),
+//! `maximum`/`minimum` propagate NaN, float-to-int `convert` saturates and maps NaN to `0`,
+//! and `f16`/`bf16`/f8 arithmetic is computed in `f32` and rounded after every op.
+
+use super::elem::*;
+use axle_ir::{ComparisonDirection, ComparisonType, ElementType, Opcode};
+
+/// Runs `$body` with `$S` bound to the storage type of float element type `$ty`.
+macro_rules! with_float {
+    ($ty:expr, $S:ident => $body:expr, else $other:expr) => {{
+        use axle_ir::ElementType as ET;
+        #[allow(unused_imports)]
+        use $crate::eval::elem::{mini_index, Mini};
+        match $ty {
+            ET::F32 => {
+                type $S = f32;
+                $body
+            }
+            ET::F64 => {
+                type $S = f64;
+                $body
+            }
+            ET::F16 => {
+                type $S = half::f16;
+                $body
+            }
+            ET::BF16 => {
+                type $S = half::bf16;
+                $body
+            }
+            ET::F8E5M2 => {
+                type $S = Mini<{ mini_index(ET::F8E5M2) }>;
+                $body
+            }
+            ET::F8E4M3 => {
+                type $S = Mini<{ mini_index(ET::F8E4M3) }>;
+                $body
+            }
+            ET::F8E4M3FN => {
+                type $S = Mini<{ mini_index(ET::F8E4M3FN) }>;
+                $body
+            }
+            ET::F8E4M3B11FNUZ => {
+                type $S = Mini<{ mini_index(ET::F8E4M3B11FNUZ) }>;
+                $body
+            }
+            ET::F8E5M2FNUZ => {
+                type $S = Mini<{ mini_index(ET::F8E5M2FNUZ) }>;
+                $body
+            }
+            ET::F8E4M3FNUZ => {
+                type $S = Mini<{ mini_index(ET::F8E4M3FNUZ) }>;
+                $body
+            }
+            ET::F8E3M4 => {
+                type $S = Mini<{ mini_index(ET::F8E3M4) }>;
+                $body
+            }
+            ET::F8E8M0FNU => {
+                type $S = Mini<{ mini_index(ET::F8E8M0FNU) }>;
+                $body
+            }
+            ET::F4E2M1FN => {
+                type $S = Mini<{ mini_index(ET::F4E2M1FN) }>;
+                $body
+            }
+            _ => $other,
+        }
+    }};
+}
+pub(crate) use with_float;
+
+/// Runs `$body` with `$T` bound to the [`Int`] type of integer element type `$ty`.
+macro_rules! with_int {
+    ($ty:expr, $T:ident => $body:expr, else $other:expr) => {{
+        use axle_ir::ElementType as ET;
+        #[allow(unused_imports)]
+        use $crate::eval::elem::Narrow;
+        match $ty {
+            ET::S8 => {
+                type $T = i8;
+                $body
+            }
+            ET::S16 => {
+                type $T = i16;
+                $body
+            }
+            ET::S32 => {
+                type $T = i32;
+                $body
+            }
+            ET::S64 => {
+                type $T = i64;
+                $body
+            }
+            ET::U8 => {
+                type $T = u8;
+                $body
+            }
+            ET::U16 => {
+                type $T = u16;
+                $body
+            }
+            ET::U32 => {
+                type $T = u32;
+                $body
+            }
+            ET::U64 => {
+                type $T = u64;
+                $body
+            }
+            ET::S4 => {
+                type $T = Narrow<4, true>;
+                $body
+            }
+            ET::S2 => {
+                type $T = Narrow<2, true>;
+                $body
+            }
+            ET::U4 => {
+                type $T = Narrow<4, false>;
+                $body
+            }
+            ET::U2 => {
+                type $T = Narrow<2, false>;
+                $body
+            }
+            _ => $other,
+        }
+    }};
+}
+pub(crate) use with_int;
+
+/// Runs `$body` with `$F` bound to the component type of complex element type `$ty`.
+macro_rules! with_complex {
+    ($ty:expr, $F:ident => $body:expr, else $other:expr) => {{
+        match $ty {
+            axle_ir::ElementType::C64 => {
+                type $F = f32;
+                $body
+            }
+            axle_ir::ElementType::C128 => {
+                type $F = f64;
+                $body
+            }
+            _ => $other,
+        }
+    }};
+}
+#[allow(unused_imports)]
+pub(crate) use with_complex;
+
+fn unsupported(op: Opcode, ty: ElementType) -> String {
+    format!(
+        "{} is not defined for element type {}",
+        op.name(),
+        ty.name()
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unary.
+
+/// Evaluates a unary elementwise op (everything but `convert`, `bitcast-convert` and
+/// `reduce-precision`). `out_ty` differs from `in_ty` for `is-finite` (pred) and for `abs`,
+/// `real` and `imag` of complex operands.
+pub(crate) fn unary(
+    op: Opcode,
+    in_ty: ElementType,
+    out_ty: ElementType,
+    x: &[u8],
+    out: &mut [u8],
+) -> Result<(), String> {
+    if op == Opcode::Copy {
+        out.copy_from_slice(x);
+        return Ok(());
+    }
+    if in_ty.is_pred() {
+        return match op {
+            Opcode::Not => {
+                map1::<Pred, Pred>(x, out, |v| Pred(!v.0));
+                Ok(())
+            }
+            _ => Err(unsupported(op, in_ty)),
+        };
+    }
+    with_float!(in_ty, S => return float_unary::<S>(op, x, out), else ());
+    with_int!(in_ty, T => return int_unary::<T>(op, x, out), else ());
+    with_complex!(in_ty, F => return complex_unary::<F>(op, out_ty, x, out), else ());
+    Err(unsupported(op, in_ty))
+}
+
+fn float_unary<S: FloatStorage>(op: Opcode, x: &[u8], out: &mut [u8]) -> Result<(), String> {
+    use Opcode::*;
+    macro_rules! m {
+        (|$v:ident| $e:expr) => {
+            map1::<S, S>(x, out, |s: S| {
+                let $v = s.up();
+                S::down($e)
+            })
+        };
+    }
+    let one = <S::C as Float>::ONE;
+    let zero = <S::C as Float>::ZERO;
+    match op {
+        Abs => m!(|v| v.abs()),
+        Negate => m!(|v| -v),
+        Sign => m!(|v| if v.is_nan() || v == zero {
+            v
+        } else {
+            one.copysign(v)
+        }),
+        Floor => m!(|v| v.floor()),
+        Ceil => m!(|v| v.ceil()),
+        RoundNearestAfz => m!(|v| v.round_afz()),
+        RoundNearestEven => m!(|v| v.round_even()),
+        Sqrt => m!(|v| v.sqrt()),
+        Rsqrt => m!(|v| one / v.sqrt()),
+        Cbrt => m!(|v| v.cbrt()),
+        Exp => m!(|v| v.exp()),
+        Expm1 => m!(|v| v.exp_m1()),
+        Log => m!(|v| v.ln()),
+        Log1p => m!(|v| v.ln_1p()),
+        Logistic => m!(|v| one / (one + (-v).exp())),
+        Sin => m!(|v| v.sin()),
+        Cos => m!(|v| v.cos()),
+        Tan => m!(|v| v.tan()),
+        Tanh => m!(|v| v.tanh()),
+        Erf => m!(|v| v.erf()),
+        Real => m!(|v| v),
+        Imag => m!(|_v| zero),
+        IsFinite => map1::<S, Pred>(x, out, |s| Pred(s.up().is_finite())),
+        _ => return Err(format!("{} is not defined for float types", op.name())),
+    }
+    Ok(())
+}
+
+fn int_unary<T: Int>(op: Opcode, x: &[u8], out: &mut [u8]) -> Result<(), String> {
+    use Opcode::*;
+    match op {
+        Abs => map1::<T, T>(x, out, |v| if v.is_negative() { v.wneg() } else { v }),
+        Negate => map1::<T, T>(x, out, |v| v.wneg()),
+        Sign => map1::<T, T>(x, out, |v| {
+            if v == T::ZERO {
+                T::ZERO
+            } else if v.is_negative() {
+                T::ZERO.wsub(T::ONE)
+            } else {
+                T::ONE
+            }
+        }),
+        Not => map1::<T, T>(x, out, |v| v.not()),
+        Popcnt => map1::<T, T>(x, out, |v| v.popcnt()),
+        Clz => map1::<T, T>(x, out, |v| v.clz()),
+        _ => return Err(format!("{} is not defined for integer types", op.name())),
+    }
+    Ok(())
+}
+
+fn complex_unary<F: Float>(
+    op: Opcode,
+    out_ty: ElementType,
+    x: &[u8],
+    out: &mut [u8],
+) -> Result<(), String>
+where
+    Complex<F>: Elem,
+    F: Elem,
+{
+    use Opcode::*;
+    type C<F> = super::elem::Complex<F>;
+    let _ = out_ty;
+    match op {
+        Abs => map1::<C<F>, F>(x, out, |v| v.abs()),
+        Real => map1::<C<F>, F>(x, out, |v| v.re),
+        Imag => map1::<C<F>, F>(x, out, |v| v.im),
+        Negate => map1::<C<F>, C<F>>(x, out, |v| v.neg()),
+        Exp => map1::<C<F>, C<F>>(x, out, |v| v.exp()),
+        Expm1 => map1::<C<F>, C<F>>(x, out, |v| v.exp().sub(C::new(F::ONE, F::ZERO))),
+        Log => map1::<C<F>, C<F>>(x, out, |v| v.ln()),
+        Log1p => map1::<C<F>, C<F>>(x, out, |v| v.add(C::new(F::ONE, F::ZERO)).ln()),
+        Sqrt => map1::<C<F>, C<F>>(x, out, |v| v.sqrt()),
+        Rsqrt => map1::<C<F>, C<F>>(x, out, |v| C::new(F::ONE, F::ZERO).div(v.sqrt())),
+        Sin => map1::<C<F>, C<F>>(x, out, |v| v.sin()),
+        Cos => map1::<C<F>, C<F>>(x, out, |v| v.cos()),
+        Tanh => map1::<C<F>, C<F>>(x, out, |v| v.tanh()),
+        Sign => map1::<C<F>, C<F>>(x, out, |v| {
+            let a = v.abs();
+            if a == F::ZERO {
+                C::new(F::ZERO, F::ZERO)
+            } else {
+                C::new(v.re / a, v.im / a)
+            }
+        }),
+        _ => return Err(format!("{} is not defined for complex types", op.name())),
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Binary.
+
+/// Evaluates a binary arithmetic or logical op with operands and result of type `ty` (not
+/// `compare`, see [`compare`]; `complex` makes a complex result from two reals).
+pub(crate) fn binary(
+    op: Opcode,
+    ty: ElementType,
+    a: &[u8],
+    b: &[u8],
+    out: &mut [u8],
+) -> Result<(), String> {
+    if op == Opcode::Complex {
+        return with_float!(ty, S => {
+            complex_from_parts::<S>(ty, a, b, out)
+        }, else Err(unsupported(op, ty)));
+    }
+    if ty.is_pred() {
+        use Opcode::*;
+        let f: fn(bool, bool) -> bool = match op {
+            And | Minimum | Multiply => |x, y| x & y,
+            Or | Maximum | Add => |x, y| x | y,
+            Xor => |x, y| x ^ y,
+            _ => return Err(unsupported(op, ty)),
+        };
+        map2::<Pred, Pred>(a, b, out, |x, y| Pred(f(x.0, y.0)));
+        return Ok(());
+    }
+    with_float!(ty, S => return float_binary::<S>(op, a, b, out), else ());
+    with_int!(ty, T => return int_binary::<T>(op, a, b, out), else ());
+    with_complex!(ty, F => return complex_binary::<F>(op, a, b, out), else ());
+    Err(unsupported(op, ty))
+}
+
+fn complex_from_parts<S: FloatStorage>(
+    ty: ElementType,
+    a: &[u8],
+    b: &[u8],
+    out: &mut [u8],
+) -> Result<(), String> {
+    match ty {
+        ElementType::F32 => map2::<f32, Complex<f32>>(a, b, out, |x, y| Complex::new(x, y)),
+        ElementType::F64 => map2::<f64, Complex<f64>>(a, b, out, |x, y| Complex::new(x, y)),
+        _ => return Err(format!("complex is not defined for {}", ty.name())),
+    }
+    Ok(())
+}
+
+/// XLA's `maximum`: NaN if either side is NaN (the first NaN), else the larger value, the left
+/// operand on ties.
+#[inline(always)]
+pub(crate) fn fmax<F: Float>(a: F, b: F) -> F {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() || a < b {
+        b
+    } else {
+        a
+    }
+}
+
+/// XLA's `minimum`: NaN if either side is NaN, else the smaller value, the left operand on ties.
+#[inline(always)]
+pub(crate) fn fmin<F: Float>(a: F, b: F) -> F {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() || b < a {
+        b
+    } else {
+        a
+    }
+}
+
+fn float_binary<S: FloatStorage>(
+    op: Opcode,
+    a: &[u8],
+    b: &[u8],
+    out: &mut [u8],
+) -> Result<(), String> {
+    use Opcode::*;
+    macro_rules! m {
+        (|$x:ident, $y:ident| $e:expr) => {
+            map2::<S, S>(a, b, out, |p: S, q: S| {
+                let $x = p.up();
+                let $y = q.up();
+                S::down($e)
+            })
+        };
+    }
+    let one = <S::C as Float>::ONE;
+    let zero = <S::C as Float>::ZERO;
+    match op {
+        Add => m!(|x, y| x + y),
+        Subtract => m!(|x, y| x - y),
+        Multiply => m!(|x, y| x * y),
+        Divide => m!(|x, y| x / y),
+        Remainder => m!(|x, y| x % y),
+        Maximum => m!(|x, y| fmax(x, y)),
+        Minimum => m!(|x, y| fmin(x, y)),
+        Power => m!(|x, y| if x == one || y == zero {
+            one
+        } else {
+            x.powf(y)
+        }),
+        Atan2 => m!(|x, y| x.atan2(y)),
+        _ => return Err(format!("{} is not defined for float types", op.name())),
+    }
+    Ok(())
+}
+
+/// XLA's integer power: exponentiation by squaring with wraparound; a negative exponent gives
+/// `1` for a base of `1` and `0` otherwise.
+fn ipow<T: Int>(base: T, exp: T) -> T {
+    if base == T::ONE || exp == T::ZERO {
+        return T::ONE;
+    }
+    if exp.is_negative() {
+        return T::ZERO;
+    }
+    let mut acc = T::ONE;
+    let mut b = base;
+    let mut e = exp.to_i128();
+    while e > 0 {
+        if e & 1 == 1 {
+            acc = acc.wmul(b);
+        }
+        b = b.wmul(b);
+        e >>= 1;
+    }
+    acc
+}
+
+fn int_binary<T: Int>(op: Opcode, a: &[u8], b: &[u8], out: &mut [u8]) -> Result<(), String> {
+    use Opcode::*;
+    let bits = T::BITS as u64;
+    match op {
+        Add => map2::<T, T>(a, b, out, |x, y| x.wadd(y)),
+        Subtract => map2::<T, T>(a, b, out, |x, y| x.wsub(y)),
+        Multiply => map2::<T, T>(a, b, out, |x, y| x.wmul(y)),
+        Divide => map2::<T, T>(a, b, out, |x, y| {
+            if y == T::ZERO {
+                if T::SIGNED {
+                    T::ZERO.wsub(T::ONE)
+                } else {
+                    T::MAX
+                }
+            } else {
+                // Wrapping division gives INT_MIN for INT_MIN / -1.
+                x.wdiv(y)
+            }
+        }),
+        Remainder => map2::<T, T>(a, b, out, |x, y| {
+            if y == T::ZERO {
+                x
+            } else {
+                // Wrapping remainder gives 0 for INT_MIN % -1.
+                x.wrem(y)
+            }
+        }),
+        Maximum => map2::<T, T>(a, b, out, |x, y| x.max(y)),
+        Minimum => map2::<T, T>(a, b, out, |x, y| x.min(y)),
+        And => map2::<T, T>(a, b, out, |x, y| x.and(y)),
+        Or => map2::<T, T>(a, b, out, |x, y| x.or(y)),
+        Xor => map2::<T, T>(a, b, out, |x, y| x.xor(y)),
+        ShiftLeft => map2::<T, T>(a, b, out, |x, y| {
+            if y.amount() >= bits {
+                T::ZERO
+            } else {
+                x.shl(y.amount() as u32)
+            }
+        }),
+        ShiftRightArithmetic => map2::<T, T>(a, b, out, |x, y| {
+            if y.amount() >= bits {
+                x.sra(T::BITS - 1)
+            } else {
+                x.sra(y.amount() as u32)
+            }
+        }),
+        ShiftRightLogical => map2::<T, T>(a, b, out, |x, y| {
+            if y.amount() >= bits {
+                T::ZERO
+            } else {
+                x.srl(y.amount() as u32)
+            }
+        }),
+        Power => map2::<T, T>(a, b, out, ipow::<T>),
+        _ => return Err(format!("{} is not defined for integer types", op.name())),
+    }
+    Ok(())
+}
+
+fn complex_binary<F: Float>(op: Opcode, a: &[u8], b: &[u8], out: &mut [u8]) -> Result<(), String>
+where
+    Complex<F>: Elem,
+{
+    use Opcode::*;
+    type C<F> = super::elem::Complex<F>;
+    match op {
+        Add => map2::<C<F>, C<F>>(a, b, out, |x, y| x.add(y)),
+        Subtract => map2::<C<F>, C<F>>(a, b, out, |x, y| x.sub(y)),
+        Multiply => map2::<C<F>, C<F>>(a, b, out, |x, y| x.mul(y)),
+        Divide => map2::<C<F>, C<F>>(a, b, out, |x, y| x.div(y)),
+        Power => map2::<C<F>, C<F>>(a, b, out, |x, y| x.pow(y)),
+        _ => return Err(format!("{} is not defined for complex types", op.name())),
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compare.
+
+/// Evaluates `compare` on operands of type `ty`, writing `pred` elements.
+pub(crate) fn compare(
+    dir: ComparisonDirection,
+    cty: ComparisonType,
+    ty: ElementType,
+    a: &[u8],
+    b: &[u8],
+    out: &mut [u8],
+) -> Result<(), String> {
+    use ComparisonDirection as D;
+    macro_rules! each_dir {
+        ($T:ty, |$x:ident| $key:expr) => {
+            match dir {
+                D::Eq => map2::<$T, Pred>(a, b, out, |p, q| {
+                    let ($x, y) = (p, q);
+                    let k1 = $key;
+                    let $x = y;
+                    Pred(k1 == $key)
+                }),
+                D::Ne => map2::<$T, Pred>(a, b, out, |p, q| {
+                    let ($x, y) = (p, q);
+                    let k1 = $key;
+                    let $x = y;
+                    Pred(k1 != $key)
+                }),
+                D::Lt => map2::<$T, Pred>(a, b, out, |p, q| {
+                    let ($x, y) = (p, q);
+                    let k1 = $key;
+                    let $x = y;
+                    Pred(k1 < $key)
+                }),
+                D::Le => map2::<$T, Pred>(a, b, out, |p, q| {
+                    let ($x, y) = (p, q);
+                    let k1 = $key;
+                    let $x = y;
+                    Pred(k1 <= $key)
+                }),
+                D::Gt => map2::<$T, Pred>(a, b, out, |p, q| {
+                    let ($x, y) = (p, q);
+                    let k1 = $key;
+                    let $x = y;
+                    Pred(k1 > $key)
+                }),
+                D::Ge => map2::<$T, Pred>(a, b, out, |p, q| {
+                    let ($x, y) = (p, q);
+                    let k1 = $key;
+                    let $x = y;
+                    Pred(k1 >= $key)
+                }),
+            }
+        };
+    }
+    if ty.is_pred() {
+        each_dir!(Pred, |v| v.0);
+        return Ok(());
+    }
+    with_float!(ty, S => {
+        if cty == ComparisonType::TotalOrder {
+            each_dir!(S, |v| v.up().total_order_key());
+        } else {
+            each_dir!(S, |v| v.up());
+        }
+        return Ok(());
+    }, else ());
+    with_int!(ty, T => {
+        each_dir!(T, |v| v);
+        return Ok(());
+    }, else ());
+    with_complex!(ty, F => {
+        match dir {
+            D::Eq => map2::<Complex<F>, Pred>(a, b, out, |x, y| Pred(x.re == y.re && x.im == y.im)),
+            D::Ne => map2::<Complex<F>, Pred>(a, b, out, |x, y| Pred(x.re != y.re || x.im != y.im)),
+            _ => return Err(format!("compare {} is not defined for complex types", dir.name())),
+        }
+        return Ok(());
+    }, else ());
+    Err(format!("compare is not defined for {}", ty.name()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Select and clamp.
+
+/// `select(p, a, b)`: `p` is `pred` with `n` elements or a scalar; `a`, `b` and `out` hold `n`
+/// elements of `w` bytes.
+pub(crate) fn select(p: &[u8], a: &[u8], b: &[u8], w: usize, out: &mut [u8]) {
+    if p.len() == 1 {
+        out.copy_from_slice(if p[0] != 0 { a } else { b });
+        return;
+    }
+    macro_rules! sel {
+        ($w:literal) => {
+            for (i, o) in out.chunks_exact_mut($w).enumerate() {
+                let src = if p[i] != 0 { a } else { b };
+                o.copy_from_slice(&src[i * $w..(i + 1) * $w]);
+            }
+        };
+    }
+    match w {
+        1 => sel!(1),
+        2 => sel!(2),
+        4 => sel!(4),
+        8 => sel!(8),
+        16 => sel!(16),
+        _ => {
+            for (i, o) in out.chunks_exact_mut(w).enumerate() {
+                let src = if p[i] != 0 { a } else { b };
+                o.copy_from_slice(&src[i * w..(i + 1) * w]);
+            }
+        }
+    }
+}
+
+/// `clamp(lo, x, hi)` with `lo`/`hi` either scalars or `n` elements like `x`.
+pub(crate) fn clamp(
+    ty: ElementType,
+    lo: &[u8],
+    x: &[u8],
+    hi: &[u8],
+    out: &mut [u8],
+) -> Result<(), String> {
+    fn run<T: Elem>(lo: &[u8], x: &[u8], hi: &[u8], out: &mut [u8], f: impl Fn(T, T, T) -> T) {
+        let w = T::SIZE;
+        let ls = if lo.len() == w { 0 } else { w };
+        let hs = if hi.len() == w { 0 } else { w };
+        for (i, (o, v)) in out.chunks_exact_mut(w).zip(x.chunks_exact(w)).enumerate() {
+            let l = T::load(&lo[i * ls..i * ls + w]);
+            let h = T::load(&hi[i * hs..i * hs + w]);
+            f(l, T::load(v), h).store(o);
+        }
+    }
+    if ty.is_pred() {
+        run::<Pred>(lo, x, hi, out, |l, v, h| v.max(l).min(h));
+        return Ok(());
+    }
+    with_float!(ty, S => {
+        run::<S>(lo, x, hi, out, |l, v, h| {
+            let (l, v, h) = (l.up(), v.up(), h.up());
+            let r = if l.is_nan() {
+                l
+            } else if v.is_nan() {
+                v
+            } else if h.is_nan() {
+                h
+            } else {
+                let t = if v < l { l } else { v };
+                if t < h { t } else { h }
+            };
+            S::down(r)
+        });
+        return Ok(());
+    }, else ());
+    with_int!(ty, T => {
+        run::<T>(lo, x, hi, out, |l, v, h| {
+            let t = if v < l { l } else { v };
+            if t < h { t } else { h }
+        });
+        return Ok(());
+    }, else ());
+    Err(format!("clamp is not defined for {}", ty.name()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Convert.
+
+/// Conversions into a float storage type.
+trait ConvertTo: FloatStorage {
+    fn from_f32_convert(v: f32) -> Self;
+    fn from_i128_convert(v: i128) -> Self;
+}
+
+impl<S: FloatStorage> ConvertTo for S {
+    #[inline(always)]
+    fn from_f32_convert(v: f32) -> Self {
+        if S::SIZE == 8 {
+            S::from_f64_convert(v as f64)
+        } else {
+            // f32 and narrower: one rounding from f32 (exact for f32 itself).
+            S::down(<S::C as Float>::from_f64(v as f64))
+        }
+    }
+    #[inline(always)]
+    fn from_i128_convert(v: i128) -> Self {
+        if S::SIZE == 8 {
+            S::from_f64_convert(v as f64)
+        } else {
+            // XLA converts integers to f32 first, then to narrower floats.
+            Self::from_f32_convert(v as f32)
+        }
+    }
+}
+
+/// Saturating float-to-integer conversion (NaN becomes 0), as XLA's convert does it.
+#[inline(always)]
+fn f64_to_int<T: Int>(v: f64) -> T {
+    if v.is_nan() {
+        return T::ZERO;
+    }
+    let lo = T::MIN.to_i128() as f64;
+    let hi = T::MAX.to_i128() as f64;
+    if v <= lo {
+        T::MIN
+    } else if v >= hi {
+        T::MAX
+    } else {
+        T::from_i128(v as i128)
+    }
+}
+
+/// Converts `x` of type `from` into `out` of type `to`.
+pub(crate) fn convert(
+    from: ElementType,
+    to: ElementType,
+    x: &[u8],
+    out: &mut [u8],
+) -> Result<(), String> {
+    if from == to {
+        out.copy_from_slice(x);
+        return Ok(());
+    }
+    let err = || {
+        format!(
+            "convert from {} to {} is not supported",
+            from.name(),
+            to.name()
+        )
+    };
+    if from.is_pred() {
+        return convert_from(to, x, out, |b: Pred| Value::Int(b.0 as i128)).ok_or_else(err);
+    }
+    with_float!(from, S => {
+        return if S::SIZE == 8 {
+            convert_from(to, x, out, |v: S| Value::F64(v.up().to_f64()))
+        } else {
+            convert_from(to, x, out, |v: S| Value::F32(v.up().to_f64() as f32))
+        }
+        .ok_or_else(err);
+    }, else ());
+    with_int!(from, T => {
+        return convert_from(to, x, out, |v: T| Value::Int(v.to_i128())).ok_or_else(err);
+    }, else ());
+    with_complex!(from, F => {
+        return match to {
+            ElementType::C64 => {
+                map1::<Complex<F>, Complex<f32>>(x, out, |v| {
+                    Complex::new(v.re.to_f64() as f32, v.im.to_f64() as f32)
+                });
+                Ok(())
+            }
+            ElementType::C128 => {
+                map1::<Complex<F>, Complex<f64>>(x, out, |v| {
+                    Complex::new(v.re.to_f64(), v.im.to_f64())
+                });
+                Ok(())
+            }
+            _ => Err(err()),
+        };
+    }, else ());
+    Err(err())
+}
+
+/// A source value on its way through `convert`.
+#[derive(Clone, Copy)]
+enum Value {
+    Int(i128),
+    F32(f32),
+    F64(f64),
+}
+
+impl Value {
+    #[inline(always)]
+    fn to_float<D: ConvertTo>(self) -> D {
+        match self {
+            Value::Int(i) => D::from_i128_convert(i),
+            Value::F32(f) => D::from_f32_convert(f),
+            Value::F64(f) => D::from_f64_convert(f),
+        }
+    }
+    #[inline(always)]
+    fn to_int<T: Int>(self) -> T {
+        match self {
+            Value::Int(i) => T::from_i128(i),
+            Value::F32(f) => f64_to_int(f as f64),
+            Value::F64(f) => f64_to_int(f),
+        }
+    }
+    #[inline(always)]
+    fn to_pred(self) -> Pred {
+        Pred(match self {
+            Value::Int(i) => i != 0,
+            Value::F32(f) => f != 0.0,
+            Value::F64(f) => f != 0.0,
+        })
+    }
+}
+
+/// Converts every element read by `read` (which is monomorphic per source type, so the match on
+/// `Value` folds away) into `to`.
+#[inline(always)]
+fn convert_from<T: Elem>(
+    to: ElementType,
+    x: &[u8],
+    out: &mut [u8],
+    read: impl Fn(T) -> Value,
+) -> Option<()> {
+    if to.is_pred() {
+        map1::<T, Pred>(x, out, |v| read(v).to_pred());
+        return Some(());
+    }
+    with_float!(to, D => {
+        map1::<T, D>(x, out, |v| read(v).to_float::<D>());
+        return Some(());
+    }, else ());
+    with_int!(to, I => {
+        map1::<T, I>(x, out, |v| read(v).to_int::<I>());
+        return Some(());
+    }, else ());
+    match to {
+        ElementType::C64 => {
+            map1::<T, Complex<f32>>(x, out, |v| Complex::new(read(v).to_float::<f32>(), 0.0))
+        }
+        ElementType::C128 => {
+            map1::<T, Complex<f64>>(x, out, |v| Complex::new(read(v).to_float::<f64>(), 0.0))
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reduce precision.
+
+/// XLA's `reduce-precision` on the bits of one element of a format with `nbits` bits,
+/// `src_eb` exponent and `src_mb` mantissa bits.
+pub(crate) fn reduce_precision_bits(
+    x: u64,
+    nbits: u32,
+    src_eb: u32,
+    src_mb: u32,
+    eb: u32,
+    mb: u32,
+) -> u64 {
+    let mask = if nbits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << nbits) - 1
+    };
+    let sign_bit = 1u64 << (nbits - 1);
+    let exp_mask = ((1u64 << src_eb) - 1) << src_mb;
+    let is_nan = (x & !sign_bit & mask) > exp_mask;
+    let mut v = x;
+    if mb < src_mb {
+        let last = 1u64 << (src_mb - mb);
+        let base_bias = (last >> 1) - 1;
+        let last_bit = (v & last) >> (src_mb - mb);
+        let bias = last_bit + base_bias;
+        let trunc = !(last - 1);
+        v = (v.wrapping_add(bias) & trunc) & mask;
+    }
+    if eb < src_eb {
+        let bias = (1u64 << (src_eb - 1)) - 1;
+        let reduced_bias = (1u64 << (eb - 1)) - 1;
+        let max_e = bias + reduced_bias;
+        let min_e = bias - reduced_bias;
+        let e = v & exp_mask;
+        let signed_zero = v & sign_bit;
+        let signed_inf = signed_zero | exp_mask;
+        if e > max_e << src_mb {
+            v = signed_inf;
+        }
+        if e <= min_e << src_mb {
+            v = signed_zero;
+        }
+    }
+    if is_nan {
+        if mb > 0 {
+            x
+        } else {
+            exp_mask
+        }
+    } else {
+        v
+    }
+}
+
+/// `reduce-precision` of `x` (type `ty`) to `eb` exponent and `mb` mantissa bits.
+pub(crate) fn reduce_precision(
+    ty: ElementType,
+    eb: u32,
+    mb: u32,
+    x: &[u8],
+    out: &mut [u8],
+) -> Result<(), String> {
+    match ty {
+        ElementType::F32 => map1::<u32, u32>(x, out, |v| {
+            reduce_precision_bits(v as u64, 32, 8, 23, eb, mb) as u32
+        }),
+        ElementType::F64 => {
+            map1::<u64, u64>(x, out, |v| reduce_precision_bits(v, 64, 11, 52, eb, mb))
+        }
+        ElementType::F16 => map1::<u16, u16>(x, out, |v| {
+            reduce_precision_bits(v as u64, 16, 5, 10, eb, mb) as u16
+        }),
+        ElementType::BF16 => map1::<u16, u16>(x, out, |v| {
+            reduce_precision_bits(v as u64, 16, 8, 7, eb, mb) as u16
+        }),
+        _ => return Err(format!("reduce-precision is not defined for {}", ty.name())),
+    }
+    Ok(())
+}
