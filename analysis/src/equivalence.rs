@@ -98,11 +98,9 @@ fn array(a: &ArrayShape, rng: &mut SplitMix) -> ArrayLiteral {
 fn value(m: &Module, s: &Shape, rng: &mut SplitMix) -> Literal {
     match s {
         Shape::Array(a) => Literal::Array(array(a, rng)),
-        Shape::Tuple(es) => Literal::Tuple(
-            es.iter()
-                .map(|&e| value(m, m.shape_of(e), rng))
-                .collect(),
-        ),
+        Shape::Tuple(es) => {
+            Literal::Tuple(es.iter().map(|&e| value(m, m.shape_of(e), rng)).collect())
+        }
         Shape::Token | Shape::Opaque => Literal::Tuple(Vec::new()),
     }
 }

@@ -43,7 +43,16 @@ fn x_plus_zero_is_not_x() {
     assert!(e.contains("results differ"), "{e}");
     // With a tolerance, -0.0 and 0.0 are close: only the exact comparison sees the difference.
     assert_eq!(
-        same_results(&a, &b, 1, 4, Tolerance::Close { rtol: 1e-6, atol: 0.0 }),
+        same_results(
+            &a,
+            &b,
+            1,
+            4,
+            Tolerance::Close {
+                rtol: 1e-6,
+                atol: 0.0
+            }
+        ),
         Ok(Equivalence::Same(4))
     );
 }
@@ -53,7 +62,17 @@ fn x_times_zero_is_not_zero() {
     let a = parse_module(MUL_ZERO).unwrap();
     let b = parse_module(ZEROS).unwrap();
     // inf * 0 and NaN * 0 are NaN: even a tolerance does not hide it.
-    let e = same_results(&a, &b, 1, 4, Tolerance::Close { rtol: 1e-3, atol: 1e-3 }).unwrap_err();
+    let e = same_results(
+        &a,
+        &b,
+        1,
+        4,
+        Tolerance::Close {
+            rtol: 1e-3,
+            atol: 1e-3,
+        },
+    )
+    .unwrap_err();
     assert!(e.contains("results differ"), "{e}");
 }
 

@@ -3,9 +3,7 @@
 
 use hashbrown::HashMap;
 
-use axle_ir::{
-    AttrValue, CompId, InstId, Layout, LayoutId, Module, Shape, ShapeId,
-};
+use axle_ir::{AttrValue, CompId, InstId, Layout, LayoutId, Module, Shape, ShapeId};
 
 /// The id in `dst` of shape `s` of `src` (tuple elements copied recursively).
 pub fn copy_shape(src: &Module, dst: &mut Module, s: ShapeId) -> ShapeId {
@@ -48,11 +46,9 @@ pub fn mapped_attrs(
                         .map(|c| comps.get(c).copied().unwrap_or(*c))
                         .collect(),
                 ),
-                AttrValue::Insts(is) => AttrValue::Insts(
-                    is.iter()
-                        .filter_map(|i| insts.get(i).copied())
-                        .collect(),
-                ),
+                AttrValue::Insts(is) => {
+                    AttrValue::Insts(is.iter().filter_map(|i| insts.get(i).copied()).collect())
+                }
                 other => other.clone(),
             };
             (k.clone(), v)

@@ -122,10 +122,16 @@ fn cond_test(m: &Module, l: &Loop) -> Option<(usize, impl Fn(i128) -> bool)> {
         }
     }
     if let (Some(k), Some(c)) = (gte_of(m, a, p), scalar_int(m, b)) {
-        return Some((k, Box::new(move |v| holds(dir, v, c)) as Box<dyn Fn(i128) -> bool>));
+        return Some((
+            k,
+            Box::new(move |v| holds(dir, v, c)) as Box<dyn Fn(i128) -> bool>,
+        ));
     }
     if let (Some(c), Some(k)) = (scalar_int(m, a), gte_of(m, b, p)) {
-        return Some((k, Box::new(move |v| holds(dir, c, v)) as Box<dyn Fn(i128) -> bool>));
+        return Some((
+            k,
+            Box::new(move |v| holds(dir, c, v)) as Box<dyn Fn(i128) -> bool>,
+        ));
     }
     None
 }

@@ -54,4 +54,3 @@ impl Pass for ZeroSizedElim {
         Ok(rw.finish())
     }
 }
-

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axle_ir::filetest::{collect_filetests, run_filetest, test_name};
 use axle_analysis::same_results;
+use axle_ir::filetest::{collect_filetests, run_filetest, test_name};
 use axle_ir::{Module, PassRegistry, Tolerance};
 use libtest_mimic::{Arguments, Trial};
 

@@ -72,7 +72,9 @@ pub fn parse_filetest(text: &str) -> Result<FileTest, String> {
                 let body = l
                     .strip_prefix("// ")
                     .or_else(|| l.strip_prefix("//"))
-                    .ok_or_else(|| format!("a line of the EXPECT block does not start with //: {l}"))?;
+                    .ok_or_else(|| {
+                        format!("a line of the EXPECT block does not start with //: {l}")
+                    })?;
                 out.push_str(body);
                 out.push('\n');
             }
@@ -133,11 +135,9 @@ fn pattern_regex(
                 re.push_str(&format!("(?P<{name}>{sub})"));
                 captures.push(name.to_string());
             } else {
-                let v = vars
-                    .iter()
-                    .rev()
-                    .find(|(k, _)| k == inner)
-                    .ok_or_else(|| format!("check variable [[{inner}]] used before it is captured"))?;
+                let v = vars.iter().rev().find(|(k, _)| k == inner).ok_or_else(|| {
+                    format!("check variable [[{inner}]] used before it is captured")
+                })?;
                 re.push_str(&regex_lite::escape(&v.1));
             }
             rest = &r[end + 2..];

@@ -36,8 +36,8 @@ pub use npy::{read_npy, read_npy_as, write_npy, NpyError, NpyErrorKind};
 pub use opcode::Opcode;
 pub use parser::{parse_module, ParseError};
 pub use pass::{
-    Analysis, AnalysisCache, Changed, Counters, OptKind, OptSpec, OptValue, Pass, PassCx, PassError,
-    PassInfo, PassOptions, PassRegistry,
+    Analysis, AnalysisCache, Changed, Counters, OptKind, OptSpec, OptValue, Pass, PassCx,
+    PassError, PassInfo, PassOptions, PassRegistry,
 };
 pub use pass_manager::{
     CompactPolicy, PassManager, PassManagerError, PassManagerOptions, StatsRow, VerifyMode,

@@ -72,10 +72,7 @@ impl Counters {
 
     /// The value of counter `name` (0 if never counted).
     pub fn get(&self, name: &str) -> u64 {
-        self.entries
-            .iter()
-            .find(|e| e.0 == name)
-            .map_or(0, |e| e.1)
+        self.entries.iter().find(|e| e.0 == name).map_or(0, |e| e.1)
     }
 
     /// Every counter, sorted by name.
@@ -440,10 +437,10 @@ impl PassRegistry {
     pub fn register(&mut self, info: PassInfo) {
         assert!(
             !info.name.is_empty()
-                && info
-                    .name
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_'),
+                && info.name.bytes().all(|b| b.is_ascii_lowercase()
+                    || b.is_ascii_digit()
+                    || b == b'-'
+                    || b == b'_'),
             "pass name '{}' must be made of [a-z0-9_-]",
             info.name
         );

@@ -222,14 +222,8 @@ impl fmt::Display for PassManagerError {
 impl std::error::Error for PassManagerError {}
 
 enum Node {
-    Pass {
-        name: String,
-        pass: Box<dyn Pass>,
-    },
-    Fixpoint {
-        max: u32,
-        body: Vec<Node>,
-    },
+    Pass { name: String, pass: Box<dyn Pass> },
+    Fixpoint { max: u32, body: Vec<Node> },
 }
 
 /// What a finished pipeline run reports.
@@ -432,7 +426,10 @@ impl PassManager {
         let run = st.report.runs;
         st.report.runs += 1;
         let input_copy = self.opts.dump_dir.as_ref().map(|_| m.clone());
-        let hash_before = self.opts.check_changed.then(|| module_hash(m, &self.hasher));
+        let hash_before = self
+            .opts
+            .check_changed
+            .then(|| module_hash(m, &self.hasher));
         let before = m.num_live_insts();
         let epoch_before = m.epoch();
         let mut counters = Counters::default();
@@ -503,7 +500,10 @@ impl PassManager {
                 let p = dir.join(format!("{run:03}.{name}.hlo"));
                 let _ = std::fs::create_dir_all(dir);
                 if let Err(e) = std::fs::write(&p, crate::printer::print_module(m)) {
-                    return Err(fail(self, format!("cannot write dump {}: {e}", p.display())));
+                    return Err(fail(
+                        self,
+                        format!("cannot write dump {}: {e}", p.display()),
+                    ));
                 }
             }
         }

@@ -61,8 +61,7 @@ pub fn effectful_computations(m: &Module) -> Vec<bool> {
 /// Whether `id` may have an effect: its own, or through a computation it calls.
 pub fn is_effectful(m: &Module, id: InstId, effectful: &[bool]) -> bool {
     has_own_effect(m, id)
-        || m
-            .called_comps(id)
+        || m.called_comps(id)
             .iter()
             .any(|c| !c.is_none() && c.index() < effectful.len() && effectful[c.index()])
 }

@@ -226,7 +226,9 @@ impl<'a> Lexer<'a> {
         if self.peek() == Some(b'(') {
             return Err(self.err(
                 self.pos,
-                format!("'(' after '{name}': only fixpoint takes (max=N); pass options go in {{k=v}}"),
+                format!(
+                    "'(' after '{name}': only fixpoint takes (max=N); pass options go in {{k=v}}"
+                ),
             ));
         }
         if self.peek() == Some(b'{') {
@@ -354,7 +356,10 @@ fn unknown_pass_message(name: &str, reg: &PassRegistry) -> String {
             names.join(", ")
         )
     } else {
-        format!("unknown pass '{name}'; did you mean {}?", close.join(" or "))
+        format!(
+            "unknown pass '{name}'; did you mean {}?",
+            close.join(" or ")
+        )
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axle_ir::pass::run_pass;
 use axle_ir::{
-    parse_module, print_module, Analysis, Changed, Module, OptKind, OptSpec, Opcode, Pass, PassCx,
+    parse_module, print_module, Analysis, Changed, Module, Opcode, OptKind, OptSpec, Pass, PassCx,
     PassError, PassInfo, PassManager, PassManagerOptions, PassRegistry, Pipeline, VerifyMode,
 };
 
@@ -207,10 +207,7 @@ fn pipelines_print_canonically() {
             "fixpoint( max = 8 )[ remove-negate , dce ],cse",
             "fixpoint(max=8)[remove-negate,dce],cse",
         ),
-        (
-            "tunable{on=0, level=2}",
-            "tunable{level=2,on=false}",
-        ),
+        ("tunable{on=0, level=2}", "tunable{level=2,on=false}"),
         ("tunable{mode=slow}", "tunable{mode=slow}"),
         (
             "fixpoint(max=2)[fixpoint(max=3)[dce],cse]",
@@ -240,7 +237,10 @@ fn pipeline_errors_point_at_the_problem() {
     );
     assert_eq!(
         err("dce,"),
-        (5, "expected a pass name after ',', found end of pipeline".into())
+        (
+            5,
+            "expected a pass name after ',', found end of pipeline".into()
+        )
     );
     assert_eq!(err("dce cse"), (5, "expected ',', found 'c'".into()));
     let (col, msg) = err("dce,csee");
@@ -255,7 +255,10 @@ fn pipeline_errors_point_at_the_problem() {
     );
     assert_eq!(
         err("fixpoint(max=0)[dce]"),
-        (14, "fixpoint max must be a positive integer, found '0'".into())
+        (
+            14,
+            "fixpoint max must be a positive integer, found '0'".into()
+        )
     );
     assert_eq!(
         err("fixpoint(limit=3)[dce]"),
@@ -323,7 +326,10 @@ fn pipeline_errors_point_at_the_problem() {
         )
     );
     let (_, msg) = err("zzzz");
-    assert!(msg.starts_with("unknown pass 'zzzz' (`axle passes` lists them: "), "{msg}");
+    assert!(
+        msg.starts_with("unknown pass 'zzzz' (`axle passes` lists them: "),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -409,7 +415,10 @@ fn disabled_passes_are_skipped() {
     let mut pm = PassManager::new(&reg, "fixpoint(max=10)[remove-negate,dce]", o).unwrap();
     let report = pm.run(&mut m).unwrap();
     assert!(!report.changed);
-    assert_eq!(print_module(&m), print_module(&parse_module(NEGATES).unwrap()));
+    assert_eq!(
+        print_module(&m),
+        print_module(&parse_module(NEGATES).unwrap())
+    );
     assert!(pm.stats().iter().all(|r| r.pass != "remove-negate"));
 }
 

@@ -5,8 +5,8 @@ use axle_ir::{ElementType, InstId, Opcode};
 
 use super::{Cx, Hit};
 use crate::rewrite::{
-    elem_ty, forward, int_range, is_float_splat, is_float_zero, is_int_splat, is_one,
-    splat, splat_nodes, Node, Num, Rewrite, ShapeSpec, Val,
+    elem_ty, forward, int_range, is_float_splat, is_float_zero, is_int_splat, is_one, splat,
+    splat_nodes, Node, Num, Rewrite, ShapeSpec, Val,
 };
 
 fn hit(rule: &'static str, r: Option<Rewrite>) -> Hit {
@@ -66,7 +66,10 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
                 return hit("sub-zero", forward(m, id, a));
             }
             if !float && a == b {
-                return hit("sub-self", splat_nodes(m, id, Num::Int(0)).map(Rewrite::Build));
+                return hit(
+                    "sub-self",
+                    splat_nodes(m, id, Num::Int(0)).map(Rewrite::Build),
+                );
             }
             if let Some(y) = negated(m, b) {
                 return hit("sub-negate", Some(build1(Add, id, &[a, y])));

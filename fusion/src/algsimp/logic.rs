@@ -29,7 +29,10 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
                 return match op {
                     And => hit("and-self", forward(m, id, a)),
                     Or => hit("or-self", forward(m, id, a)),
-                    _ => hit("xor-self", splat_nodes(m, id, Num::Int(0)).map(Rewrite::Build)),
+                    _ => hit(
+                        "xor-self",
+                        splat_nodes(m, id, Num::Int(0)).map(Rewrite::Build),
+                    ),
                 };
             }
             let ones = all_ones(ty);

@@ -5,8 +5,8 @@ use axle_ir::{AttrKey, InstId, Module, Opcode};
 
 use super::{Cx, Hit};
 use crate::rewrite::{
-    dims, elem_ty, forward, ints, ints_value, reducer_identity, simple_reducer, splat,
-    splat_nodes, Node, Num, Rewrite, ShapeSpec, Val,
+    dims, elem_ty, forward, ints, ints_value, reducer_identity, simple_reducer, splat, splat_nodes,
+    Node, Num, Rewrite, ShapeSpec, Val,
 };
 
 /// Whether two splat values are the same bits (so `0.0` and `-0.0` differ; NaN never matches).
@@ -40,7 +40,10 @@ fn reduce(m: &Module, id: InstId) -> Hit {
     let out = dims(m, id)?.to_vec();
     let xd = dims(m, x)?;
     let rd = ints(m, id, &AttrKey::Dimensions).unwrap_or(&[]);
-    let reduced: i64 = rd.iter().map(|&d| xd.get(d as usize).copied().unwrap_or(1)).product();
+    let reduced: i64 = rd
+        .iter()
+        .map(|&d| xd.get(d as usize).copied().unwrap_or(1))
+        .product();
     let ty = elem_ty(m, id)?;
     if out.iter().product::<i64>() == 0 || ty.is_complex() {
         return None;

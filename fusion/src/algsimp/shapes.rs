@@ -50,7 +50,10 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
                     if dims(m, w)? == &out[..] && same_type(m, id, w) {
                         return hit("reshape-reshape", Some(Rewrite::Forward(w)));
                     }
-                    hit("reshape-reshape", Some(Rewrite::Build(vec![one(Reshape, id, w)])))
+                    hit(
+                        "reshape-reshape",
+                        Some(Rewrite::Build(vec![one(Reshape, id, w)])),
+                    )
                 }
                 Broadcast if dims(m, m.operands(x)[0])?.is_empty() => hit(
                     "reshape-broadcast-scalar",
@@ -75,8 +78,9 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
                     .collect::<Option<_>>()?;
                 return hit(
                     "broadcast-broadcast",
-                    Some(Rewrite::Build(vec![one(Broadcast, id, w)
-                        .attr(AttrKey::Dimensions, ints_value(&composed))])),
+                    Some(Rewrite::Build(vec![
+                        one(Broadcast, id, w).attr(AttrKey::Dimensions, ints_value(&composed))
+                    ])),
                 );
             }
             None
@@ -99,8 +103,9 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
                 }
                 return hit(
                     "transpose-transpose",
-                    Some(Rewrite::Build(vec![one(Transpose, id, w)
-                        .attr(AttrKey::Dimensions, ints_value(&composed))])),
+                    Some(Rewrite::Build(vec![
+                        one(Transpose, id, w).attr(AttrKey::Dimensions, ints_value(&composed))
+                    ])),
                 );
             }
             // A transpose that only moves size-1 dimensions keeps the row-major element order.
@@ -197,7 +202,10 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
                 } else {
                     Num::Int(0)
                 };
-                return hit("iota-degenerate", splat_nodes(m, id, zero).map(Rewrite::Build));
+                return hit(
+                    "iota-degenerate",
+                    splat_nodes(m, id, zero).map(Rewrite::Build),
+                );
             }
             None
         }
@@ -213,8 +221,7 @@ fn slice_rules(cx: &Cx<'_>, id: InstId, out: &[i64]) -> Hit {
     if s.len() != xd.len() || out.len() != xd.len() {
         return None;
     }
-    if s
-        .iter()
+    if s.iter()
         .zip(&xd)
         .all(|(e, &d)| e[0] == 0 && e[1] == d && e[2] == 1)
     {

@@ -73,16 +73,14 @@ fn attrs_equal(a: &[Attr], b: &[Attr], class: &[CompId], pos: Option<&[u32]>) ->
                     }
                     (AttrValue::Comps(x), AttrValue::Comps(y)) => {
                         x.len() == y.len()
-                            && x
-                                .iter()
+                            && x.iter()
                                 .zip(y.iter())
                                 .all(|(p, q)| map_comp(class, *p) == map_comp(class, *q))
                     }
                     (AttrValue::Insts(x), AttrValue::Insts(y)) => match pos {
                         Some(pos) => {
                             x.len() == y.len()
-                                && x
-                                    .iter()
+                                && x.iter()
                                     .zip(y.iter())
                                     .all(|(p, q)| pos_of(pos, *p) == pos_of(pos, *q))
                         }
@@ -199,8 +197,7 @@ fn computation_classes(m: &Module, orders: &[Vec<InstId>]) -> Vec<CompId> {
                         && m.shape_id(a) == m.shape_id(b)
                         && m.layout_id(a) == m.layout_id(b)
                         && m.operands(a).len() == m.operands(b).len()
-                        && m
-                            .operands(a)
+                        && m.operands(a)
                             .iter()
                             .zip(m.operands(b))
                             .all(|(&x, &y)| pos_of(&pos, x) == pos_of(&pos, y))
@@ -237,7 +234,8 @@ pub fn plan(m: &Module) -> (Vec<(InstId, InstId)>, Vec<CompId>) {
             if op == Opcode::Parameter
                 || super::is_effectful(m, i, &effectful)
                 || !m.control_predecessors(i).is_empty()
-                || (op == Opcode::Constant && !matches!(m.constant(i), Some(ConstValue::Literal(_))))
+                || (op == Opcode::Constant
+                    && !matches!(m.constant(i), Some(ConstValue::Literal(_))))
             {
                 return INELIGIBLE;
             }
@@ -323,11 +321,7 @@ impl Pass for Cse {
         let retarget: Vec<InstId> = m
             .live_ids()
             .into_par_iter()
-            .filter(|&i| {
-                m.called_comps(i)
-                    .iter()
-                    .any(|&c| map_comp(&class, c) != c)
-            })
+            .filter(|&i| m.called_comps(i).iter().any(|&c| map_comp(&class, c) != c))
             .collect();
         if pairs.is_empty() && retarget.is_empty() {
             return Ok(false);

@@ -43,7 +43,9 @@ pub fn dead_code(m: &Module) -> (Vec<InstId>, Vec<CompId>) {
             }
             let mut stack: Vec<InstId> = Vec::new();
             let mark = |i: InstId, stack: &mut Vec<InstId>| {
-                if !i.is_none() && i.index() < live.len() && !live[i.index()].load(Ordering::Relaxed)
+                if !i.is_none()
+                    && i.index() < live.len()
+                    && !live[i.index()].load(Ordering::Relaxed)
                 {
                     live[i.index()].store(true, Ordering::Relaxed);
                     stack.push(i);
