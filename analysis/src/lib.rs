@@ -10,4 +10,4 @@ pub mod users;
 pub use cost::{inst_cost, module_cost, Cost};
 pub use equivalence::{adversarial_inputs, same_results, Equivalence};
 pub use eval::{evaluate, evaluate_computation, EvalError};
-pub use users::Users;
+pub use users::{LazyUsers, Users};

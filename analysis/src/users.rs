@@ -86,3 +86,25 @@ impl Analysis for Users {
         Users::new(m)
     }
 }
+
+/// [`Users`] computed on first use (thread-safe), for passes whose read phase needs users only
+/// for the few instructions that reach a rule that asks.
+pub struct LazyUsers<'m> {
+    m: &'m Module,
+    cell: std::sync::OnceLock<Users>,
+}
+
+impl<'m> LazyUsers<'m> {
+    /// Users of `m`, not computed yet.
+    pub fn new(m: &'m Module) -> LazyUsers<'m> {
+        LazyUsers {
+            m,
+            cell: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The users, computing them the first time.
+    pub fn get(&self) -> &Users {
+        self.cell.get_or_init(|| Users::new(self.m))
+    }
+}

@@ -41,7 +41,7 @@ mod logic;
 mod reduce;
 mod shapes;
 
-use axle_analysis::Users;
+use axle_analysis::LazyUsers;
 use axle_ir::{Changed, InstId, Module, Opcode, Pass, PassCx, PassError, Shape};
 use rayon::prelude::*;
 
@@ -53,8 +53,7 @@ pub(crate) type Hit = Option<(&'static str, Rewrite)>;
 /// What rules can look at.
 pub(crate) struct Cx<'a> {
     pub m: &'a Module,
-    #[allow(dead_code)]
-    pub users: &'a Users,
+    pub users: LazyUsers<'a>,
 }
 
 /// The `algsimp` pass.
@@ -94,9 +93,11 @@ pub(crate) fn match_at(cx: &Cx<'_>, id: InstId) -> Hit {
 
 impl Pass for AlgSimp {
     fn run(&mut self, m: &mut Module, cx: &mut PassCx<'_>) -> Result<Changed, PassError> {
-        let users = cx.analysis::<Users>(m);
         let plan: Vec<(InstId, &'static str, Rewrite)> = {
-            let rcx = Cx { m, users: &users };
+            let rcx = Cx {
+                m,
+                users: LazyUsers::new(m),
+            };
             m.live_ids()
                 .into_par_iter()
                 .filter_map(|id| match_at(&rcx, id).map(|(rule, r)| (id, rule, r)))

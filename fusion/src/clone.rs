@@ -70,7 +70,9 @@ pub fn copy_computation(
     }
     let insts = local_topo_order(src, &by_comp[c.index()]);
     for &i in &insts {
-        for cc in src.called_comps(i) {
+        let mut callees = Vec::new();
+        axle_ir::passes::for_each_callee(src, i, |cc| callees.push(cc));
+        for cc in callees {
             copy_computation(src, by_comp, cc, dst, map);
         }
     }

@@ -14,9 +14,11 @@
 //! instruction and copies of the computations it calls, so folding computes exactly what the
 //! evaluator computes at run time.
 //!
-//! Read phase: per computation in parallel, a walk in topological order that evaluates what
-//! can be folded. Write phase: one constant per materialized value. Linear in the module (plus
-//! the evaluation of what is folded).
+//! Read phase: a parallel sweep finds the seeds (instructions whose operands are all constants,
+//! and iotas), then evaluation spreads from them through users, each instruction evaluated once
+//! all its operands are known, so the work is proportional to the constant region. Write phase:
+//! one constant per materialized value. Linear in the module (plus the evaluation of what is
+//! folded).
 //!
 //! Pre-conditions: a valid module. Post-conditions: the same values.
 //!
@@ -25,7 +27,7 @@
 use hashbrown::HashMap;
 use rayon::prelude::*;
 
-use axle_ir::passes::{effectful_computations, is_effectful, topo_orders};
+use axle_ir::passes::{for_each_callee, is_effectful, Structure};
 use axle_ir::{
     Changed, CompId, ConstValue, InstId, Literal, Module, Opcode, OptKind, OptSpec, Pass, PassCx,
     PassError, Shape,
@@ -56,20 +58,6 @@ impl Default for ConstantFolding {
     fn default() -> Self {
         ConstantFolding {
             max_elements: 65536,
-        }
-    }
-}
-
-enum Known<'a> {
-    Const(&'a Literal),
-    Folded(Literal),
-}
-
-impl Known<'_> {
-    fn literal(&self) -> &Literal {
-        match self {
-            Known::Const(l) => l,
-            Known::Folded(l) => l,
         }
     }
 }
@@ -113,7 +101,9 @@ fn evaluate_one(
 ) -> Option<Literal> {
     let mut t = Module::new("fold");
     let mut comps: HashMap<CompId, CompId> = HashMap::new();
-    for c in m.called_comps(id) {
+    let mut callees = Vec::new();
+    for_each_callee(m, id, |c| callees.push(c));
+    for c in callees {
         copy_computation(m, by_comp, c, &mut t, &mut comps);
     }
     let mut name = String::from("fold.entry");
@@ -146,96 +136,89 @@ fn evaluate_one(
     axle_analysis::evaluate(&t, &[]).ok()
 }
 
-impl ConstantFolding {
-    /// Folds what can be folded in one computation; returns the values to materialize, in
-    /// topological order, and how many instructions were folded.
-    fn fold_computation(
-        &self,
-        m: &Module,
-        by_comp: &[Vec<InstId>],
-        effectful: &[bool],
-        order: &[InstId],
-        root: InstId,
-    ) -> (Vec<(InstId, Literal)>, usize) {
-        let mut known: HashMap<InstId, Known<'_>> = HashMap::new();
-        let mut folded = Vec::new();
-        for &i in order {
-            let op = m.opcode(i);
-            if op == Opcode::Constant {
-                if let (Some(l), Some(n)) = (m.literal(i), elements(m, i)) {
-                    if n <= self.max_elements {
-                        known.insert(i, Known::Const(l));
-                    }
-                }
-                continue;
-            }
-            if !foldable_op(op)
-                || is_effectful(m, i, effectful)
-                || !m.control_predecessors(i).is_empty()
-                || elements(m, i).is_none_or(|n| n > self.max_elements)
-            {
-                continue;
-            }
-            let Some(ops) = m
-                .operands(i)
-                .iter()
-                .map(|o| known.get(o).map(|k| k.literal()))
-                .collect::<Option<Vec<&Literal>>>()
-            else {
-                continue;
-            };
-            if let Some(v) = evaluate_one(m, by_comp, i, &ops) {
-                folded.push(i);
-                known.insert(i, Known::Folded(v));
-            }
-        }
-        let n = folded.len();
-        if n == 0 {
-            return (Vec::new(), 0);
-        }
-        // Materialize folded values that something unfolded (or the root) uses.
-        let mut needed: hashbrown::HashSet<InstId> = hashbrown::HashSet::new();
-        for &i in order {
-            if matches!(known.get(&i), Some(Known::Folded(_))) {
-                continue;
-            }
-            for o in m.operands(i) {
-                needed.insert(*o);
-            }
-        }
-        needed.insert(root);
-        let mut out = Vec::new();
-        for i in folded {
-            if !needed.contains(&i) || matches!(m.opcode(i), Opcode::Broadcast | Opcode::Iota) {
-                continue;
-            }
-            if let Some(Known::Folded(l)) = known.remove(&i) {
-                out.push((i, l));
-            }
-        }
-        (out, n)
-    }
-}
-
 impl Pass for ConstantFolding {
     fn run(&mut self, m: &mut Module, cx: &mut PassCx<'_>) -> Result<Changed, PassError> {
-        let effectful = effectful_computations(m);
-        let by_comp = m.insts_by_comp();
-        let orders = topo_orders(m);
-        let results: Vec<(Vec<(InstId, Literal)>, usize)> = orders
-            .par_iter()
-            .enumerate()
-            .map(|(c, order)| {
-                let c = CompId::new(c);
-                if order.is_empty() || !m.is_live_comp(c) {
-                    return (Vec::new(), 0);
-                }
-                self.fold_computation(m, &by_comp, &effectful, order, m.root(c))
+        let small = |i: InstId| elements(m, i).is_some_and(|n| n <= self.max_elements);
+        let is_const = |o: InstId| m.opcode(o) == Opcode::Constant && m.literal(o).is_some();
+        let eligible = |i: InstId| {
+            foldable_op(m.opcode(i)) && m.control_predecessors(i).is_empty() && small(i)
+        };
+        // Folding starts at an instruction whose operands are all constants (or none: an iota).
+        let seeds: Vec<InstId> = m
+            .live_ids()
+            .into_par_iter()
+            .filter(|&i| {
+                (m.opcode(i) == Opcode::Iota || !m.operands(i).is_empty())
+                    && m.operands(i).iter().all(|&o| is_const(o))
+                    && eligible(i)
             })
             .collect();
-        let total: usize = results.iter().map(|r| r.1).sum();
-        cx.count("folded", total as u64);
-        let plan: Vec<(InstId, Literal)> = results.into_iter().flat_map(|r| r.0).collect();
+        if seeds.is_empty() {
+            return Ok(false);
+        }
+        // Broadcasts and iotas are never materialized: if those are all the seeds and nothing
+        // consumes only constants and seeds, nothing would change.
+        if seeds
+            .iter()
+            .all(|&i| matches!(m.opcode(i), Opcode::Broadcast | Opcode::Iota))
+        {
+            let seed_set: hashbrown::HashSet<InstId> = seeds.iter().copied().collect();
+            let grows = m.live_ids().into_par_iter().any(|i| {
+                !m.operands(i).is_empty()
+                    && m.operands(i).iter().any(|o| seed_set.contains(o))
+                    && m.operands(i)
+                        .iter()
+                        .all(|&o| is_const(o) || seed_set.contains(&o))
+                    && eligible(i)
+            });
+            if !grows {
+                return Ok(false);
+            }
+        }
+        let s = cx.analysis::<Structure>(m);
+        let users = cx.analysis::<axle_analysis::Users>(m);
+        // Propagate from the seeds through users, evaluating an instruction once all its
+        // operands are known: the work is proportional to the constant region, not the module.
+        let mut known: HashMap<InstId, Literal> = HashMap::new();
+        let mut queue: std::collections::VecDeque<InstId> = seeds.into_iter().collect();
+        let mut order: Vec<InstId> = Vec::new();
+        while let Some(i) = queue.pop_front() {
+            if known.contains_key(&i) || !eligible(i) || is_effectful(m, i, &s.effectful) {
+                continue;
+            }
+            let ops: Option<Vec<&Literal>> = m
+                .operands(i)
+                .iter()
+                .map(|&o| {
+                    if is_const(o) {
+                        small(o).then(|| m.literal(o)).flatten()
+                    } else {
+                        known.get(&o)
+                    }
+                })
+                .collect();
+            let Some(ops) = ops else { continue };
+            let Some(v) = evaluate_one(m, &s.by_comp, i, &ops) else {
+                continue;
+            };
+            known.insert(i, v);
+            order.push(i);
+            for &u in users.users(i) {
+                if !known.contains_key(&u) {
+                    queue.push_back(u);
+                }
+            }
+        }
+        cx.count("folded", order.len() as u64);
+        // Materialize what something unfolded (or a root) uses; never a broadcast or an iota.
+        let plan: Vec<(InstId, Literal)> = order
+            .into_iter()
+            .filter(|&i| {
+                !matches!(m.opcode(i), Opcode::Broadcast | Opcode::Iota)
+                    && (users.is_root(i) || users.users(i).iter().any(|u| !known.contains_key(u)))
+            })
+            .filter_map(|i| known.get(&i).map(|l| (i, l.clone())))
+            .collect();
         if plan.is_empty() {
             return Ok(false);
         }

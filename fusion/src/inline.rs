@@ -16,7 +16,9 @@
 
 use hashbrown::HashMap;
 
+use axle_ir::passes::Structure;
 use axle_ir::{AttrKey, Changed, CompId, InstId, Module, Opcode, Pass, PassCx, PassError};
+use rayon::prelude::*;
 
 use crate::clone::{local_topo_order_with, mapped_attrs};
 
@@ -26,9 +28,17 @@ pub struct Inline;
 
 impl Pass for Inline {
     fn run(&mut self, m: &mut Module, cx: &mut PassCx<'_>) -> Result<Changed, PassError> {
-        let mut by_comp = m.insts_by_comp();
+        let any_call = m
+            .live_ids()
+            .into_par_iter()
+            .any(|i| m.opcode(i) == Opcode::Call);
+        if !any_call {
+            return Ok(false);
+        }
+        let s = cx.analysis::<Structure>(m);
+        let mut by_comp = s.by_comp.clone();
         let mut calls: Vec<InstId> = Vec::new();
-        for c in axle_ir::printer::computation_order(m) {
+        for &c in &s.callee_first {
             for &i in &by_comp[c.index()] {
                 if m.opcode(i) == Opcode::Call
                     && m.control_predecessors(i).is_empty()

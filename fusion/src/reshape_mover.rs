@@ -9,14 +9,18 @@
 //! single user, so no instruction is duplicated, and at least one operand is a reshape (or
 //! transpose) rather than a scalar broadcast.
 //!
-//! Read phase: every elementwise instruction is matched in parallel. Write phase:
-//! [`crate::rewrite::apply`]. Linear in the module.
+//! Read phase: a parallel sweep picks the candidates (elementwise instructions over reshapes,
+//! transposes, scalar broadcasts and other elementwise instructions), in topological order.
+//! Write phase: each candidate is matched again against the module as rewritten so far (operands
+//! resolved through the rewriter), so a reshape sinks through a whole elementwise chain in one
+//! sweep, and rewritten through [`crate::rewrite::apply`]. Linear in the module.
 //!
 //! Pre-conditions: a valid module. Post-conditions: the same values.
 //!
 //! Counters: `moved_reshapes`, `moved_transposes`.
 
 use axle_analysis::Users;
+use axle_ir::passes::Structure;
 use axle_ir::{AttrKey, Changed, InstId, Module, Opcode, Pass, PassCx, PassError};
 use rayon::prelude::*;
 
@@ -31,25 +35,52 @@ fn scalar_broadcast(m: &Module, o: InstId) -> Option<InstId> {
         .then(|| m.operands(o)[0])
 }
 
-fn match_at(m: &Module, users: &Users, id: InstId) -> Option<(&'static str, Rewrite)> {
+fn movable(op: Opcode) -> bool {
+    op.is_elementwise() && op != Opcode::Copy
+}
+
+/// Whether `id` may move a reshape this sweep: an elementwise instruction whose operands are
+/// all reshapes, transposes, scalar broadcasts or elementwise instructions (which may turn into
+/// reshapes earlier in the same sweep).
+fn candidate(m: &Module, id: InstId) -> bool {
+    movable(m.opcode(id))
+        && m.control_predecessors(id).is_empty()
+        && dims(m, id).is_some()
+        && m.operands(id).iter().any(|&o| {
+            matches!(m.opcode(o), Opcode::Reshape | Opcode::Transpose) || movable(m.opcode(o))
+        })
+        && m.operands(id).iter().all(|&o| {
+            matches!(
+                m.opcode(o),
+                Opcode::Reshape | Opcode::Transpose | Opcode::Broadcast
+            ) || movable(m.opcode(o))
+        })
+}
+
+/// The move at `id`, looking at the operands as `operand(k)` gives them (resolved through the
+/// write phase's forwarding) and asking `single_use(k)` whether operand `k` has one use.
+fn match_with(
+    m: &Module,
+    id: InstId,
+    operand: impl Fn(usize) -> InstId,
+    single_use: impl Fn(usize) -> bool,
+) -> Option<(&'static str, Rewrite)> {
     let op = m.opcode(id);
-    if !op.is_elementwise() || op == Opcode::Copy || !m.control_predecessors(id).is_empty() {
-        return None;
-    }
     let out = dims(m, id)?;
-    let ops = m.operands(id);
+    let n = m.operands(id).len();
     // The kind of the first moved operand decides: a reshape, or a transpose with a permutation.
     let mut kind: Option<(Opcode, Option<Vec<i64>>, Vec<i64>)> = None;
-    for &o in ops {
-        let k = m.opcode(o);
-        if k == Opcode::Reshape || k == Opcode::Transpose {
+    for k in 0..n {
+        let o = operand(k);
+        let ko = m.opcode(o);
+        if ko == Opcode::Reshape || ko == Opcode::Transpose {
             let inner = dims(m, m.operands(o)[0])?.to_vec();
-            let perm = if k == Opcode::Transpose {
+            let perm = if ko == Opcode::Transpose {
                 Some(ints(m, o, &AttrKey::Dimensions)?.to_vec())
             } else {
                 None
             };
-            kind = Some((k, perm, inner));
+            kind = Some((ko, perm, inner));
             break;
         }
     }
@@ -57,13 +88,14 @@ fn match_at(m: &Module, users: &Users, id: InstId) -> Option<(&'static str, Rewr
     if inner == out {
         return None;
     }
-    let mut moved = Vec::with_capacity(ops.len());
-    for &o in ops {
+    let mut moved = Vec::with_capacity(n);
+    for k in 0..n {
+        let o = operand(k);
         if m.opcode(o) == kop
             && dims(m, m.operands(o)[0])? == &inner[..]
             && (kop == Opcode::Reshape || ints(m, o, &AttrKey::Dimensions)? == perm.as_deref()?)
         {
-            if !users.has_single_use(o) {
+            if !single_use(k) {
                 return None;
             }
             moved.push((m.operands(o)[0], false));
@@ -111,19 +143,35 @@ fn match_at(m: &Module, users: &Users, id: InstId) -> Option<(&'static str, Rewr
 
 impl Pass for ReshapeMover {
     fn run(&mut self, m: &mut Module, cx: &mut PassCx<'_>) -> Result<Changed, PassError> {
-        let users = cx.analysis::<Users>(m);
-        let plan: Vec<(InstId, &'static str, Rewrite)> = m
-            .live_ids()
-            .into_par_iter()
-            .filter_map(|id| match_at(m, &users, id).map(|(n, r)| (id, n, r)))
-            .collect();
-        if plan.is_empty() {
+        let any = m.live_ids().into_par_iter().any(|id| candidate(m, id));
+        if !any {
             return Ok(false);
         }
+        let s = cx.analysis::<Structure>(m);
+        let users = cx.analysis::<Users>(m);
+        // Candidates in topological order, so a reshape moved below one instruction can move on
+        // below its user in the same sweep.
+        let plan: Vec<InstId> = s
+            .topo
+            .par_iter()
+            .flat_map_iter(|order| order.iter().copied().filter(|&id| candidate(m, id)))
+            .collect();
         let mut rw = m.rewriter();
-        for (id, rule, r) in plan {
-            if apply(&mut rw, id, r) {
-                cx.count(rule, 1);
+        for id in plan {
+            let ops: Vec<InstId> = rw.module().operands(id).to_vec();
+            let found = {
+                let md = rw.module();
+                match_with(
+                    md,
+                    id,
+                    |k| rw.resolve(ops[k]),
+                    |k| users.has_single_use(ops[k]),
+                )
+            };
+            if let Some((rule, r)) = found {
+                if apply(&mut rw, id, r) {
+                    cx.count(rule, 1);
+                }
             }
         }
         Ok(rw.finish())

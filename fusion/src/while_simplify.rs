@@ -27,7 +27,7 @@ use hashbrown::HashMap;
 use rayon::prelude::*;
 
 use axle_ir::literal::{element_to_i128, i128_to_element};
-use axle_ir::passes::effectful_computations;
+use axle_ir::passes::{for_each_callee, Structure};
 use axle_ir::{
     AttrKey, AttrValue, Changed, CompId, ComparisonDirection, ComparisonType, ElementType, InstId,
     Literal, Module, Opcode, Pass, PassCx, PassError,
@@ -291,10 +291,10 @@ impl Pass for WhileSimplify {
         }
         let mut uses: HashMap<CompId, (u32, InstId)> = HashMap::new();
         for &i in &live {
-            for c in m.called_comps(i) {
+            for_each_callee(m, i, |c| {
                 let e = uses.entry(c).or_insert((0, i));
                 e.0 += 1;
-            }
+            });
         }
         let mut sole_loop = HashMap::new();
         for &w in &loops {
@@ -308,7 +308,7 @@ impl Pass for WhileSimplify {
         }
         let cx = Cx {
             m,
-            effectful: effectful_computations(m),
+            effectful: pcx.analysis::<Structure>(m).effectful.clone(),
             sole_loop,
         };
         let plan: Vec<(InstId, &'static str, Rewrite)> = live

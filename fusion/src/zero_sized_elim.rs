@@ -12,7 +12,7 @@
 //!
 //! Counters: `replaced`.
 
-use axle_ir::passes::{effectful_computations, is_effectful};
+use axle_ir::passes::{is_effectful, Structure};
 use axle_ir::{ArrayLiteral, Changed, InstId, Module, Opcode, Pass, PassCx, PassError};
 use rayon::prelude::*;
 
@@ -24,19 +24,27 @@ pub struct ZeroSizedElim;
 
 impl Pass for ZeroSizedElim {
     fn run(&mut self, m: &mut Module, cx: &mut PassCx<'_>) -> Result<Changed, PassError> {
-        let effectful = effectful_computations(m);
-        let plan: Vec<(InstId, Rewrite)> = m
+        let empty = |id: InstId| {
+            array(m, id).is_some_and(|a| a.num_elements() == 0)
+                && !matches!(m.opcode(id), Opcode::Parameter | Opcode::Constant)
+                && m.control_predecessors(id).is_empty()
+        };
+        let candidates: Vec<InstId> = m
             .live_ids()
             .into_par_iter()
+            .filter(|&id| empty(id))
+            .collect();
+        if candidates.is_empty() {
+            return Ok(false);
+        }
+        let s = cx.analysis::<Structure>(m);
+        let plan: Vec<(InstId, Rewrite)> = candidates
+            .into_iter()
             .filter_map(|id| {
-                let a = array(m, id)?;
-                if a.num_elements() != 0
-                    || matches!(m.opcode(id), Opcode::Parameter | Opcode::Constant)
-                    || is_effectful(m, id, &effectful)
-                    || !m.control_predecessors(id).is_empty()
-                {
+                if is_effectful(m, id, &s.effectful) {
                     return None;
                 }
+                let a = array(m, id)?;
                 let mut c = Node::constant(ArrayLiteral::zeros(a.clone()));
                 c.shape = ShapeSpec::Of(id);
                 Some((id, Rewrite::Build(vec![c])))

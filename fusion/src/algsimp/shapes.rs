@@ -307,7 +307,7 @@ fn slice_rules(cx: &Cx<'_>, id: InstId, out: &[i64]) -> Hit {
                     Some(Rewrite::Build(vec![bcast(Val::Old(w))])),
                 );
             }
-            if !cx.users.has_single_use(x) {
+            if !cx.users.get().has_single_use(x) {
                 return None;
             }
             let sliced: Vec<i64> = bd.iter().map(|&b| out[b as usize]).collect();

@@ -28,9 +28,8 @@ use crate::pass::{Changed, Pass, PassCx, PassError};
 pub struct Dce;
 
 /// The dead instructions (in creation order) and dead computations of `m`.
-pub fn dead_code(m: &Module) -> (Vec<InstId>, Vec<CompId>) {
-    let effectful = super::effectful_computations(m);
-    let by_comp = m.insts_by_comp();
+pub fn dead_code(m: &Module, s: &super::Structure) -> (Vec<InstId>, Vec<CompId>) {
+    let (effectful, by_comp) = (&s.effectful, &s.by_comp);
     let live: Vec<AtomicBool> = (0..m.inst_capacity())
         .map(|_| AtomicBool::new(false))
         .collect();
@@ -56,7 +55,7 @@ pub fn dead_code(m: &Module) -> (Vec<InstId>, Vec<CompId>) {
                 mark(root, &mut stack);
             }
             for &i in insts {
-                if m.opcode(i) == Opcode::Parameter || super::is_effectful(m, i, &effectful) {
+                if m.opcode(i) == Opcode::Parameter || super::is_effectful(m, i, effectful) {
                     mark(i, &mut stack);
                 }
             }
@@ -71,7 +70,7 @@ pub fn dead_code(m: &Module) -> (Vec<InstId>, Vec<CompId>) {
             let mut called = Vec::new();
             for &i in insts {
                 if live[i.index()].load(Ordering::Relaxed) {
-                    called.extend(m.called_comps(i));
+                    super::for_each_callee(m, i, |c| called.push(c));
                 }
             }
             called
@@ -99,7 +98,8 @@ pub fn dead_code(m: &Module) -> (Vec<InstId>, Vec<CompId>) {
 
 impl Pass for Dce {
     fn run(&mut self, m: &mut Module, cx: &mut PassCx<'_>) -> Result<Changed, PassError> {
-        let (dead_insts, dead_comps) = dead_code(m);
+        let s = cx.analysis::<super::Structure>(m);
+        let (dead_insts, dead_comps) = dead_code(m, &s);
         if dead_insts.is_empty() && dead_comps.is_empty() {
             return Ok(false);
         }
