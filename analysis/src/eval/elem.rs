@@ -156,6 +156,19 @@ pub(crate) trait Float:
     fn powf(self, y: Self) -> Self;
     /// Maps the value to an integer whose order is XLA's total order on this type.
     fn total_order_key(self) -> i64;
+    /// The value with a subnormal flushed to a zero of the same sign (what x86's DAZ and FTZ
+    /// modes do to operands and results).
+    fn flush(self) -> Self;
+}
+
+/// `v` flushed when `FTZ`.
+#[inline(always)]
+pub(crate) fn fl<F: Float, const FTZ: bool>(v: F) -> F {
+    if FTZ {
+        v.flush()
+    } else {
+        v
+    }
 }
 
 macro_rules! float_impl {
@@ -254,6 +267,14 @@ macro_rules! float_impl {
             #[inline(always)]
             fn powf(self, y: Self) -> Self {
                 <$t>::powf(self, y)
+            }
+            #[inline(always)]
+            fn flush(self) -> Self {
+                if <$t>::abs(self) < <$t>::MIN_POSITIVE {
+                    <$t>::copysign(0.0, self)
+                } else {
+                    self
+                }
             }
             #[inline(always)]
             fn total_order_key(self) -> i64 {
@@ -643,6 +664,8 @@ pub(crate) trait Int: Elem + Ord + Eq {
     fn popcnt(self) -> Self;
     fn clz(self) -> Self;
     fn is_negative(self) -> bool;
+    /// Whether the most significant bit is set (the sign bit read as if the type were signed).
+    fn sign_bit(self) -> bool;
     fn to_i128(self) -> i128;
     /// The value `v` wrapped to this type.
     fn from_i128(v: i128) -> Self;
@@ -725,6 +748,10 @@ macro_rules! int_impl {
             #[allow(unused_comparisons)]
             fn is_negative(self) -> bool {
                 self < 0
+            }
+            #[inline(always)]
+            fn sign_bit(self) -> bool {
+                (self as $s) < 0
             }
             #[inline(always)]
             fn to_i128(self) -> i128 {
@@ -847,6 +874,9 @@ impl<const B: u32, const S: bool> Int for Narrow<B, S> {
     }
     fn is_negative(self) -> bool {
         self.0 < 0
+    }
+    fn sign_bit(self) -> bool {
+        self.bits() >> (B - 1) == 1
     }
     fn to_i128(self) -> i128 {
         self.0 as i128
@@ -983,10 +1013,8 @@ impl<F: Float> Complex<F> {
         if (self.re == F::ONE && self.im == F::ZERO) || (o.re == F::ZERO && o.im == F::ZERO) {
             return Complex::new(F::ONE, F::ZERO);
         }
-        if self.re == F::ZERO && self.im == F::ZERO {
-            if o.re > F::ZERO {
-                return Complex::new(F::ZERO, F::ZERO);
-            }
+        if self.re == F::ZERO && self.im == F::ZERO && o.re > F::ZERO {
+            return Complex::new(F::ZERO, F::ZERO);
         }
         o.mul(self.ln()).exp()
     }

@@ -351,8 +351,9 @@ impl ScalarProg {
         self.init.clone()
     }
 
-    /// Runs the program on `regs`, whose parameter registers are filled in.
-    pub(crate) fn run(&self, regs: &mut [Reg]) -> Result<(), String> {
+    /// Runs the program on `regs`, whose parameter registers are filled in; `ftz` as for the
+    /// elementwise kernels.
+    pub(crate) fn run(&self, regs: &mut [Reg], ftz: bool) -> Result<(), String> {
         let w = |r: u32| self.widths[r as usize];
         for inst in &self.insts {
             match *inst {
@@ -370,11 +371,18 @@ impl ScalarProg {
                         out_ty,
                         &x[..w(a)],
                         &mut regs[dst as usize][..w(dst)],
+                        ftz,
                     )?;
                 }
                 SInst::Convert { from, to, a, dst } => {
                     let x = regs[a as usize];
-                    elementwise::convert(from, to, &x[..w(a)], &mut regs[dst as usize][..w(dst)])?;
+                    elementwise::convert(
+                        from,
+                        to,
+                        &x[..w(a)],
+                        &mut regs[dst as usize][..w(dst)],
+                        ftz,
+                    )?;
                 }
                 SInst::Move { a, dst } => regs[dst as usize] = regs[a as usize],
                 SInst::ReducePrecision { ty, eb, mb, a, dst } => {
@@ -395,6 +403,7 @@ impl ScalarProg {
                         &x[..w(a)],
                         &y[..w(b)],
                         &mut regs[dst as usize][..w(dst)],
+                        ftz,
                     )?;
                 }
                 SInst::Compare {
@@ -413,6 +422,7 @@ impl ScalarProg {
                         &x[..w(a)],
                         &y[..w(b)],
                         &mut regs[dst as usize][..1],
+                        ftz,
                     )?;
                 }
                 SInst::Select { p, a, b, dst } => {
@@ -431,6 +441,7 @@ impl ScalarProg {
                         &v[..n],
                         &h[..n],
                         &mut regs[dst as usize][..n],
+                        ftz,
                     )?;
                 }
             }

@@ -304,7 +304,7 @@ pub(crate) fn iota(ty: ElementType, dims: &[i64], dim: usize) -> Result<ArrayLit
         .collect();
     let src = super::elem::from_slice(&idx);
     let mut data = vec![0u8; n * ty.byte_size()];
-    super::elementwise::convert(ElementType::S64, ty, &src, &mut data)?;
+    super::elementwise::convert(ElementType::S64, ty, &src, &mut data, false)?;
     Ok(array(ty, dims, data))
 }
 

@@ -65,7 +65,7 @@ enum Keys {
     Ord(Vec<i128>),
 }
 
-fn keys(a: &ArrayLiteral, cty: ComparisonType) -> Option<Keys> {
+fn keys(a: &ArrayLiteral, cty: ComparisonType, ftz: bool) -> Option<Keys> {
     let ty = a.ty();
     if ty.is_pred() {
         return Some(Keys::Ord(
@@ -77,7 +77,7 @@ fn keys(a: &ArrayLiteral, cty: ComparisonType) -> Option<Keys> {
         return Some(if cty == ComparisonType::TotalOrder {
             Keys::Ord(vals.map(|v| v.total_order_key() as i128).collect())
         } else {
-            Keys::Float(vals.map(|v| v.to_f64()).collect())
+            Keys::Float(vals.map(|v| if ftz { v.flush() } else { v }.to_f64()).collect())
         });
     }, else ());
     with_int!(ty, T => {
@@ -110,7 +110,7 @@ fn sort_rows(
 ) -> R<Vec<u32>> {
     let mut perm = Vec::with_capacity(rows * len);
     let fast = match c.fast() {
-        Fast::Compare(dir, cty) => keys(&ops[0], cty).map(|k| (dir, k)),
+        Fast::Compare(dir, cty) => keys(&ops[0], cty, ev.ftz).map(|k| (dir, k)),
         _ => None,
     };
     let widths: Vec<usize> = ops.iter().map(|a| a.ty().byte_size()).collect();
@@ -204,7 +204,7 @@ pub(crate) fn sort(ev: &mut Evaluator, id: InstId, ops: &[&Literal]) -> R<Litera
     let p = last_perm(rank, d);
     let moved: Vec<ArrayLiteral> = arrs.iter().map(|a| so::transpose(a, &p)).collect();
     let len = dims[d] as usize;
-    let rows = if len == 0 { 0 } else { so::numel(&dims) / len };
+    let rows = so::numel(&dims).checked_div(len).unwrap_or(0);
     let perm = sort_rows(ev, &mut c, &moved, rows, len)?;
     let inv = inverse(&p);
     let sorted = moved.iter().map(|a| {
@@ -226,7 +226,7 @@ fn ops_literal(tuple: bool, arrs: impl Iterator<Item = ArrayLiteral>) -> Literal
 /// Takes the first `k` of each sorted row: values and their `s32` indices.
 fn take_k(a: &ArrayLiteral, perm: &[u32], len: usize, k: usize) -> (ArrayLiteral, ArrayLiteral) {
     let w = a.ty().byte_size();
-    let rows = if len == 0 { 0 } else { a.len() / len };
+    let rows = a.len().checked_div(len).unwrap_or(0);
     let mut vals = Vec::with_capacity(rows * k * w);
     let mut idxs = Vec::with_capacity(rows * k * 4);
     for r in 0..rows {
@@ -258,13 +258,14 @@ pub(crate) fn topk(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R<Litera
     if k > len {
         return Err("k exceeds the size of the last dimension".into());
     }
-    let rows = if len == 0 { 0 } else { a.len() / len };
+    let rows = a.len().checked_div(len).unwrap_or(0);
     let dir = if largest {
         ComparisonDirection::Gt
     } else {
         ComparisonDirection::Lt
     };
-    let keys = keys(a, ComparisonType::TotalOrder).ok_or("topk needs a real element type")?;
+    let keys =
+        keys(a, ComparisonType::TotalOrder, false).ok_or("topk needs a real element type")?;
     let mut perm = Vec::with_capacity(a.len());
     for r in 0..rows {
         let mut idx: Vec<u32> = (0..len as u32).collect();
@@ -310,7 +311,7 @@ pub(crate) fn custom_topk(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R
     if k > len {
         return Err("k exceeds the size of the last dimension".into());
     }
-    let rows = if len == 0 { 0 } else { a.len() / len };
+    let rows = a.len().checked_div(len).unwrap_or(0);
     let mut c = ev.callable(comp)?;
     let iota: Vec<u8> = (0..a.len())
         .flat_map(|i| ((i % len.max(1)) as i32).to_le_bytes())
