@@ -1,10 +1,15 @@
 //! Axle: an ML compiler for XLA's HLO, rebuilt on an ECS-style arena IR.
 //!
-//! This facade re-exports the IR crate and offers what the `axle` command-line tool shares with
-//! library users. It will hold the backend traits, the backend registry, the pass registry and the
-//! standard pipelines.
+//! This facade re-exports the IR and analysis crates and holds the backend plug-in interface
+//! ([`backend`]), the built-in backends ([`interpreter`]), the `run` driver ([`run`]) and what the
+//! `axle` command-line tool shares with library users.
 #![deny(missing_docs)]
 
+pub mod backend;
+pub mod interpreter;
+pub mod run;
+
+pub use axle_analysis as analysis;
 pub use axle_ir as ir;
 
 use std::fmt::Write;
@@ -12,10 +17,33 @@ use std::time::Duration;
 
 use axle_ir::Module;
 
-/// Verifies a parsed module; on failure returns every error rendered against `file`'s lines.
-pub fn verify_for_cli(m: &Module, _text: &str, _file: &str) -> Result<(), String> {
-    let _ = m;
-    Ok(())
+/// Verifies a module; on failure returns every error, one per line.
+pub fn verify_module(m: &Module) -> Result<(), String> {
+    axle_ir::verify::verify(m).map_err(|e| e.to_string())
+}
+
+/// Verifies a parsed module; on failure returns every error rendered against `file`'s lines as
+/// `FILE:LINE:COL: error: MESSAGE`, the source line and a caret.
+pub fn verify_for_cli(m: &Module, text: &str, file: &str) -> Result<(), String> {
+    let errs = match axle_ir::verify::verify(m) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = String::new();
+    for e in &errs.errors {
+        match e.loc {
+            Some(l) if l.line >= 1 && (l.line as usize) <= lines.len() => {
+                let src = lines[l.line as usize - 1];
+                let caret = " ".repeat(l.col.saturating_sub(1) as usize);
+                let _ = writeln!(out, "{file}:{}:{}: error: {}\n{src}\n{caret}^", l.line, l.col, e.message);
+            }
+            _ => {
+                let _ = writeln!(out, "{file}: error: {}", e.message);
+            }
+        }
+    }
+    Err(out)
 }
 
 /// The `axle stats` report: instruction counts per opcode and per computation, and timings.

@@ -7,23 +7,33 @@
 #![deny(missing_docs)]
 
 pub mod attrs;
+pub mod builder;
+pub mod compare;
+pub mod gen;
 pub mod literal;
 pub mod module;
+pub mod npy;
 pub mod opcode;
 pub mod parser;
 pub mod printer;
+pub mod shape_inference;
 pub mod types;
+pub mod verify;
 
 pub use attrs::{Attr, AttrKey, AttrValue, ConvDims, WindowDim};
-pub use literal::{ArrayLiteral, Literal};
+pub use compare::{compare_arrays, compare_literals, Mismatch, MismatchKind, Tolerance};
+pub use literal::{ArrayLiteral, Literal, NativeElement};
 pub use module::{
     BufferId, CompId, ConstValue, DebugTable, EntryLayout, InstId, LayoutId, Module, NewInst,
     Remap, Rewriter, ShapeId, SrcLoc,
 };
+pub use npy::{read_npy, read_npy_as, write_npy, NpyError, NpyErrorKind};
 pub use opcode::Opcode;
 pub use parser::{parse_module, ParseError};
 pub use printer::print_module;
+pub use shape_inference::{infer_shape, OwnedShape, ProgramShape, ShapeError};
 pub use types::{
     ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,
     Shape,
 };
+pub use verify::{verify, Entity, VerifyError, VerifyErrors};

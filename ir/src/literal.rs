@@ -65,6 +65,58 @@ impl ArrayLiteral {
     pub fn get_i128(&self, i: usize) -> i128 {
         element_to_i128(self.ty(), self.element_bytes(i))
     }
+
+    /// An array of shape `dims` holding `values` in row-major order; the element type is
+    /// `T::TYPE` (`bool` is `pred`, `half::bf16` is `bf16`, `u16` is `u16`).
+    ///
+    /// # Panics
+    ///
+    /// If a dimension is negative or `values.len()` is not the product of `dims`.
+    pub fn from_slice<T: NativeElement>(dims: &[i64], values: &[T]) -> ArrayLiteral {
+        assert!(
+            dims.iter().all(|d| *d >= 0),
+            "negative dimension in {dims:?}"
+        );
+        let n: i64 = dims.iter().product();
+        assert_eq!(
+            values.len() as i64,
+            n,
+            "{} values given for dimensions {dims:?}",
+            values.len()
+        );
+        let mut data = Vec::with_capacity(values.len() * T::TYPE.byte_size());
+        for v in values {
+            v.write_le(&mut data);
+        }
+        ArrayLiteral {
+            shape: ArrayShape::new(T::TYPE, dims),
+            data,
+        }
+    }
+
+    /// A scalar (rank 0) array holding `value`.
+    pub fn scalar<T: NativeElement>(value: T) -> ArrayLiteral {
+        ArrayLiteral::from_slice(&[], &[value])
+    }
+
+    /// The elements in row-major order, or `None` if the element type is not `T::TYPE`.
+    pub fn to_vec<T: NativeElement>(&self) -> Option<Vec<T>> {
+        if self.ty() != T::TYPE {
+            return None;
+        }
+        let w = T::TYPE.byte_size();
+        Some(self.data.chunks_exact(w).map(T::read_le).collect())
+    }
+
+    /// Every element as `f64`, as [`ArrayLiteral::get_f64`] converts them (complex: the real
+    /// part).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        let ty = self.ty();
+        self.data
+            .chunks_exact(ty.byte_size())
+            .map(|b| element_to_f64(ty, b))
+            .collect()
+    }
 }
 
 impl Literal {
@@ -81,6 +133,55 @@ impl Literal {
         let mut a = ArrayLiteral::zeros(ArrayShape::new(ty, &[]));
         a.data = f64_to_element(ty, v);
         Literal::Array(a)
+    }
+}
+
+/// A Rust type that holds one element of an [`ElementType`] in its natural representation.
+pub trait NativeElement: Copy {
+    /// The element type this Rust type represents.
+    const TYPE: ElementType;
+    /// Appends the element's little-endian bytes.
+    fn write_le(self, out: &mut Vec<u8>);
+    /// Decodes an element from exactly `TYPE.byte_size()` little-endian bytes.
+    fn read_le(bytes: &[u8]) -> Self;
+}
+
+macro_rules! native_elements {
+    ($($t:ty => $ty:ident;)*) => {$(
+        impl NativeElement for $t {
+            const TYPE: ElementType = ElementType::$ty;
+            fn write_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn read_le(bytes: &[u8]) -> Self {
+                <$t>::from_le_bytes(bytes.try_into().expect("element width"))
+            }
+        }
+    )*};
+}
+
+native_elements! {
+    i8 => S8;
+    i16 => S16;
+    i32 => S32;
+    i64 => S64;
+    u8 => U8;
+    u16 => U16;
+    u32 => U32;
+    u64 => U64;
+    f16 => F16;
+    bf16 => BF16;
+    f32 => F32;
+    f64 => F64;
+}
+
+impl NativeElement for bool {
+    const TYPE: ElementType = ElementType::Pred;
+    fn write_le(self, out: &mut Vec<u8>) {
+        out.push(self as u8);
+    }
+    fn read_le(bytes: &[u8]) -> Self {
+        bytes[0] != 0
     }
 }
 

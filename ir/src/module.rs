@@ -383,6 +383,22 @@ impl Module {
         self.operand_pool[r.start as usize + k] = new;
     }
 
+    /// Reserves room for `n` more instructions with about `operands` operands and `name_bytes` bytes
+    /// of names in total, so a parser of known input size grows no column while it runs.
+    pub fn reserve(&mut self, n: usize, operands: usize, name_bytes: usize) {
+        self.opcode.reserve(n);
+        self.shape.reserve(n);
+        self.layout.reserve(n);
+        self.parent.reserve(n);
+        self.operands.reserve(n);
+        self.attrs.reserve(n);
+        self.names.reserve(n);
+        self.src_locs.reserve(n);
+        self.dead.reserve(n);
+        self.operand_pool.reserve(operands);
+        self.name_pool.reserve(name_bytes);
+    }
+
     /// The number of instruction ids ever created (live or dead): the length of every column.
     pub fn inst_capacity(&self) -> usize {
         self.opcode.len()

@@ -754,6 +754,7 @@ impl<'a> Parser<'a> {
         // About one instruction per line: size the name map once instead of rehashing as it grows.
         let lines = self.b.iter().filter(|&&c| c == b'\n').count();
         let mut inst_by_name: HashMap<&'a str, InstId> = HashMap::with_capacity(lines);
+        m.reserve(lines, lines * 2, lines * 12);
         let mut entry_seen: Option<SrcLoc> = None;
         loop {
             self.skip_ws();

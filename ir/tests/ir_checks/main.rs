@@ -1,0 +1,9 @@
+//! Tests of shape inference, the verifier and the builder (one test binary).
+
+mod builder;
+#[path = "../common/mod.rs"]
+mod common;
+mod corpus;
+mod fixtures;
+mod inference;
+mod verifier;

@@ -1,0 +1,222 @@
+//! The backend plug-in interface, modelled on XLA's: a [`Platform`] names a kind of device and
+//! lists its devices; its [`Compiler`] turns a module into an [`Executable`], running the
+//! backend's own pipeline; its [`TransferManager`] moves literals to and from device memory as
+//! [`DeviceBuffer`]s. Backends are found by name in a [`BackendRegistry`]; the built-in ones are
+//! `interpreter` (the reference evaluator) and, where built, the code generators.
+//!
+//! A third-party backend implements the three traits in its own crate and registers its platform
+//! with [`BackendRegistry::register`]; `examples/custom_backend.rs` is a worked example.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axle_ir::{ArrayShape, Literal, Module, Shape};
+
+/// An error from a backend: compilation, transfer or execution.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackendError {
+    /// The backend that failed.
+    pub backend: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl BackendError {
+    /// An error of backend `backend`.
+    pub fn new(backend: &str, message: impl Into<String>) -> Self {
+        BackendError { backend: backend.to_string(), message: message.into() }
+    }
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.backend, self.message)
+    }
+}
+
+impl std::error::Error for BackendError {}
+
+/// A device of a platform.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// The device's index within its platform.
+    pub ordinal: usize,
+    /// A human-readable description.
+    pub description: String,
+    /// Memory available to buffers, if known.
+    pub memory_bytes: Option<u64>,
+}
+
+/// The shape of a value held in a buffer: arrays and (nested) tuples, independent of any module.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ValueShape {
+    /// An array.
+    Array(ArrayShape),
+    /// A tuple.
+    Tuple(Vec<ValueShape>),
+    /// A token.
+    Token,
+}
+
+impl ValueShape {
+    /// The shape of a literal.
+    pub fn of_literal(l: &Literal) -> ValueShape {
+        match l {
+            Literal::Array(a) => ValueShape::Array(a.shape.clone()),
+            Literal::Tuple(es) => ValueShape::Tuple(es.iter().map(ValueShape::of_literal).collect()),
+        }
+    }
+
+    /// The shape of a module's interned shape.
+    pub fn of_shape(m: &Module, s: &Shape) -> ValueShape {
+        match s {
+            Shape::Array(a) => ValueShape::Array(a.clone()),
+            Shape::Tuple(es) => {
+                ValueShape::Tuple(es.iter().map(|e| ValueShape::of_shape(m, m.shape_of(*e))).collect())
+            }
+            Shape::Token | Shape::Opaque => ValueShape::Token,
+        }
+    }
+
+    /// The array leaves, depth-first.
+    pub fn leaves(&self) -> Vec<&ArrayShape> {
+        let mut out = Vec::new();
+        fn walk<'a>(s: &'a ValueShape, out: &mut Vec<&'a ArrayShape>) {
+            match s {
+                ValueShape::Array(a) => out.push(a),
+                ValueShape::Tuple(es) => es.iter().for_each(|e| walk(e, out)),
+                ValueShape::Token => {}
+            }
+        }
+        walk(self, &mut out);
+        out
+    }
+}
+
+/// Memory on a device holding one value (an array or a tuple of buffers). What the payload is
+/// belongs to the backend that made it; other backends reject it.
+pub struct DeviceBuffer {
+    /// The platform that owns the buffer.
+    pub platform: String,
+    /// The device it lives on.
+    pub device: usize,
+    /// The value's shape.
+    pub shape: ValueShape,
+    /// The backend's payload.
+    pub payload: Box<dyn Any + Send + Sync>,
+}
+
+impl fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("platform", &self.platform)
+            .field("device", &self.device)
+            .field("shape", &self.shape)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Options for a compilation.
+#[derive(Clone, Debug, Default)]
+pub struct CompileOptions {
+    /// The device to compile for.
+    pub device: usize,
+    /// A pipeline string to run instead of the backend's standard pipeline, if any.
+    pub pipeline: Option<String>,
+}
+
+/// What an executable reports about itself.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ExecutableStats {
+    /// Time spent compiling.
+    pub compile_time: Duration,
+    /// Instructions in the compiled module.
+    pub instructions: usize,
+    /// Bytes of temporary memory a run needs, when the backend knows.
+    pub temp_bytes: Option<u64>,
+}
+
+/// Turns modules into executables for one platform.
+pub trait Compiler: Send + Sync {
+    /// Compiles `m` (already verified) with `opts`, running the backend's own pipeline.
+    fn compile(&self, m: Module, opts: &CompileOptions) -> Result<Box<dyn Executable>, BackendError>;
+}
+
+/// A compiled program.
+pub trait Executable: Send + Sync {
+    /// Runs the program on argument buffers (one per entry parameter) and returns the result
+    /// buffer (a tuple root gives a tuple buffer).
+    fn run(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError>;
+    /// The module as compiled (after the backend's pipeline).
+    fn module(&self) -> &Module;
+    /// The compiled form as text (HLO for the interpreter, LLVM IR or assembly for code
+    /// generators).
+    fn compiled_text(&self) -> String;
+    /// Statistics.
+    fn stats(&self) -> ExecutableStats;
+}
+
+/// Moves literals between the host and a platform's devices.
+pub trait TransferManager: Send + Sync {
+    /// Copies a literal to device memory.
+    fn to_device(&self, lit: &Literal, device: usize) -> Result<DeviceBuffer, BackendError>;
+    /// Copies a device buffer back to a host literal.
+    fn from_device(&self, buf: &DeviceBuffer) -> Result<Literal, BackendError>;
+}
+
+/// A kind of device, with its compiler and transfer manager.
+pub trait Platform: Send + Sync {
+    /// The backend's name (`interpreter`, `cpu`, ...).
+    fn name(&self) -> &str;
+    /// The devices present.
+    fn devices(&self) -> Vec<DeviceInfo>;
+    /// The compiler.
+    fn compiler(&self) -> &dyn Compiler;
+    /// The transfer manager.
+    fn transfer_manager(&self) -> &dyn TransferManager;
+}
+
+/// Backends by name.
+#[derive(Default)]
+pub struct BackendRegistry {
+    platforms: RwLock<Vec<Arc<dyn Platform>>>,
+}
+
+impl BackendRegistry {
+    /// A registry holding the built-in backends.
+    pub fn with_builtins() -> Self {
+        let r = BackendRegistry::default();
+        r.register(Arc::new(crate::interpreter::InterpreterPlatform::new()));
+        r
+    }
+
+    /// Adds a platform; a platform of the same name is replaced.
+    pub fn register(&self, p: Arc<dyn Platform>) {
+        let mut v = self.platforms.write().unwrap_or_else(|e| e.into_inner());
+        v.retain(|q| q.name() != p.name());
+        v.push(p);
+    }
+
+    /// The platform named `name`.
+    pub fn get(&self, name: &str) -> Result<Arc<dyn Platform>, BackendError> {
+        let v = self.platforms.read().unwrap_or_else(|e| e.into_inner());
+        v.iter().find(|p| p.name() == name).cloned().ok_or_else(|| {
+            let names: Vec<&str> = v.iter().map(|p| p.name()).collect();
+            BackendError::new(name, format!("no such backend (available: {})", names.join(", ")))
+        })
+    }
+
+    /// The names of the registered platforms, in registration order.
+    pub fn names(&self) -> Vec<String> {
+        let v = self.platforms.read().unwrap_or_else(|e| e.into_inner());
+        v.iter().map(|p| p.name().to_string()).collect()
+    }
+}
+
+/// The process-wide registry, holding the built-in backends.
+pub fn registry() -> &'static BackendRegistry {
+    static R: std::sync::OnceLock<BackendRegistry> = std::sync::OnceLock::new();
+    R.get_or_init(BackendRegistry::with_builtins)
+}

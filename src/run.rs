@@ -1,0 +1,241 @@
+//! `axle run`: compile a module on a backend, bind inputs to the entry parameters, run it, and
+//! write the outputs as `.npy` files.
+//!
+//! Inputs bind to the array leaves of the entry parameters, depth-first, in parameter order; a
+//! wrong count, shape or element type is an error naming the parameter. Without inputs, each
+//! parameter gets deterministic pseudo-random values from the seed. Outputs are the root's array
+//! leaves, depth-first, written as `DIR/out0.npy`, `out1.npy`, ...; they are first written to a
+//! temporary directory inside `DIR` and moved into place only when all of them are written, so a
+//! failure leaves nothing partial behind.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use axle_ir::literal::{complex_to_element, f64_to_element, i128_to_element};
+use axle_ir::{ArrayLiteral, ArrayShape, ElementType, Literal, Module};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::backend::{registry, CompileOptions, ValueShape};
+
+/// Options of a run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The backend's name.
+    pub backend: String,
+    /// `.npy` inputs, one per array leaf of the entry parameters; empty to generate inputs.
+    pub inputs: Vec<PathBuf>,
+    /// Where to write `outK.npy`, if anywhere.
+    pub out_dir: Option<PathBuf>,
+    /// How many times to run (timings are reported over all runs).
+    pub repeat: usize,
+    /// Seed for generated inputs.
+    pub seed: u64,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { backend: "interpreter".into(), inputs: Vec::new(), out_dir: None, repeat: 1, seed: 0 }
+    }
+}
+
+/// What a run produced.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    /// The backend used.
+    pub backend: String,
+    /// The inputs, one literal per entry parameter.
+    pub inputs: Vec<Literal>,
+    /// The output leaves, depth-first.
+    pub outputs: Vec<ArrayLiteral>,
+    /// Compilation time.
+    pub compile_time: Duration,
+    /// Wall time of each run.
+    pub run_times: Vec<Duration>,
+    /// Output files written.
+    pub written: Vec<PathBuf>,
+}
+
+/// Runs an already parsed and verified module.
+pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
+    let platform = registry().get(&opts.backend).map_err(|e| e.to_string())?;
+    let inputs = if opts.inputs.is_empty() {
+        generate_inputs(&m, opts.seed)
+    } else {
+        bind_inputs(&m, &opts.inputs)?
+    };
+    let t0 = Instant::now();
+    let exe = platform.compiler().compile(m, &CompileOptions::default()).map_err(|e| e.to_string())?;
+    let compile_time = t0.elapsed();
+    let tm = platform.transfer_manager();
+    let bufs = inputs.iter().map(|l| tm.to_device(l, 0)).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+    let args: Vec<&_> = bufs.iter().collect();
+    let mut run_times = Vec::new();
+    let mut result = None;
+    for _ in 0..opts.repeat.max(1) {
+        let t = Instant::now();
+        let out = exe.run(&args).map_err(|e| e.to_string())?;
+        run_times.push(t.elapsed());
+        result = Some(out);
+    }
+    let result = result.expect("at least one run");
+    let lit = tm.from_device(&result).map_err(|e| e.to_string())?;
+    let outputs = flatten(lit);
+    let written = match &opts.out_dir {
+        Some(dir) => write_outputs(dir, &outputs)?,
+        None => Vec::new(),
+    };
+    Ok(RunReport { backend: opts.backend.clone(), inputs, outputs, compile_time, run_times, written })
+}
+
+/// The array leaves of a literal, depth-first.
+pub fn flatten(l: Literal) -> Vec<ArrayLiteral> {
+    match l {
+        Literal::Array(a) => vec![a],
+        Literal::Tuple(es) => es.into_iter().flat_map(flatten).collect(),
+    }
+}
+
+fn param_desc(m: &Module, k: usize) -> String {
+    let p = m.params(m.entry())[k];
+    format!("parameter {k} ('{}')", m.name(p))
+}
+
+/// Reads `.npy` inputs and binds them to the entry parameters' array leaves.
+pub fn bind_inputs(m: &Module, files: &[PathBuf]) -> Result<Vec<Literal>, String> {
+    let params = m.params(m.entry()).to_vec();
+    let shapes: Vec<ValueShape> = params.iter().map(|&p| ValueShape::of_shape(m, m.shape(p))).collect();
+    let total: usize = shapes.iter().map(|s| s.leaves().len()).sum();
+    if files.len() != total {
+        return Err(format!(
+            "the entry computation takes {total} input array{} but {} were given",
+            if total == 1 { "" } else { "s" },
+            files.len()
+        ));
+    }
+    let mut next = 0;
+    let mut out = Vec::new();
+    for (k, s) in shapes.iter().enumerate() {
+        out.push(bind_one(m, k, s, files, &mut next)?);
+    }
+    Ok(out)
+}
+
+fn bind_one(m: &Module, k: usize, s: &ValueShape, files: &[PathBuf], next: &mut usize) -> Result<Literal, String> {
+    match s {
+        ValueShape::Array(a) => {
+            let f = &files[*next];
+            *next += 1;
+            let lit = axle_ir::read_npy_as(f, a.ty).map_err(|e| format!("{}: {e}", param_desc(m, k)))?;
+            if lit.shape.dims != a.dims {
+                return Err(format!(
+                    "{}: {} has shape {:?} but the parameter needs {}{:?}",
+                    param_desc(m, k),
+                    f.display(),
+                    lit.shape.dims,
+                    a.ty.name(),
+                    a.dims
+                ));
+            }
+            Ok(Literal::Array(lit))
+        }
+        ValueShape::Tuple(es) => {
+            Ok(Literal::Tuple(es.iter().map(|e| bind_one(m, k, e, files, next)).collect::<Result<_, _>>()?))
+        }
+        ValueShape::Token => Err(format!("{}: token parameters cannot be bound to inputs", param_desc(m, k))),
+    }
+}
+
+/// Deterministic inputs for every entry parameter from `seed`: floats uniform in [-1, 1),
+/// signed integers in [-8, 8), unsigned in [0, 16), pred fair coin flips.
+pub fn generate_inputs(m: &Module, seed: u64) -> Vec<Literal> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    m.params(m.entry())
+        .iter()
+        .map(|&p| generate(&ValueShape::of_shape(m, m.shape(p)), &mut rng))
+        .collect()
+}
+
+fn generate(s: &ValueShape, rng: &mut ChaCha8Rng) -> Literal {
+    match s {
+        ValueShape::Array(a) => Literal::Array(random_array(a, rng)),
+        ValueShape::Tuple(es) => Literal::Tuple(es.iter().map(|e| generate(e, rng)).collect()),
+        ValueShape::Token => Literal::Tuple(Vec::new()),
+    }
+}
+
+fn random_array(a: &ArrayShape, rng: &mut ChaCha8Rng) -> ArrayLiteral {
+    let n = a.num_elements().max(0) as usize;
+    let mut data = Vec::with_capacity(n * a.ty.byte_size());
+    for _ in 0..n {
+        let bytes = match a.ty {
+            ElementType::Pred => vec![rng.random::<bool>() as u8],
+            t if t.is_complex() => complex_to_element(t, rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0)),
+            t if t.is_float() => f64_to_element(t, rng.random_range(-1.0..1.0)),
+            t if t.is_signed_int() => i128_to_element(t, rng.random_range(-8..8)),
+            t => i128_to_element(t, rng.random_range(0..16)),
+        };
+        data.extend(bytes);
+    }
+    ArrayLiteral { shape: a.clone(), data }
+}
+
+/// Writes `outK.npy` into `dir`: all files go to a temporary directory inside `dir` first and are
+/// moved into place only when every one was written.
+pub fn write_outputs(dir: &Path, outputs: &[ArrayLiteral]) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create directory: {e}", dir.display()))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".axle-out-")
+        .tempdir_in(dir)
+        .map_err(|e| format!("{}: cannot create a temporary directory: {e}", dir.display()))?;
+    let mut staged = Vec::new();
+    for (k, o) in outputs.iter().enumerate() {
+        let p = tmp.path().join(format!("out{k}.npy"));
+        axle_ir::write_npy(&p, o).map_err(|e| format!("writing output {k}: {e}"))?;
+        staged.push(p);
+    }
+    let mut written = Vec::new();
+    for (k, p) in staged.iter().enumerate() {
+        let dst = dir.join(format!("out{k}.npy"));
+        if let Err(e) = std::fs::rename(p, &dst) {
+            for w in &written {
+                let _ = std::fs::remove_file(w);
+            }
+            return Err(format!("{}: cannot move output into place: {e}", dst.display()));
+        }
+        written.push(dst);
+    }
+    Ok(written)
+}
+
+/// A short human-readable summary of a run.
+pub fn summary(r: &RunReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    for (k, o) in r.outputs.iter().enumerate() {
+        let dims: Vec<String> = o.shape.dims.iter().map(|d| d.to_string()).collect();
+        let n = o.len();
+        let shown: Vec<String> = (0..n.min(6))
+            .map(|i| axle_ir::literal::format_element(o.ty(), o.element_bytes(i)))
+            .collect();
+        let more = if n > 6 { ", ..." } else { "" };
+        let _ = writeln!(s, "out{k}: {}[{}] = [{}{more}]", o.ty().name(), dims.join(","), shown.join(", "));
+    }
+    let mut times = r.run_times.clone();
+    times.sort();
+    let median = times[times.len() / 2];
+    let _ = writeln!(
+        s,
+        "backend {}: compile {:.3} ms, run median {:.3} ms, min {:.3} ms over {} run{}",
+        r.backend,
+        r.compile_time.as_secs_f64() * 1e3,
+        median.as_secs_f64() * 1e3,
+        times[0].as_secs_f64() * 1e3,
+        times.len(),
+        if times.len() == 1 { "" } else { "s" }
+    );
+    for w in &r.written {
+        let _ = writeln!(s, "wrote {}", w.display());
+    }
+    s
+}
