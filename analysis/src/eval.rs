@@ -263,6 +263,11 @@ pub(crate) struct Callable {
 }
 
 impl Callable {
+    /// The comparator's key split, if it has one (see [`scalar::KeySplit`]).
+    pub fn key_split(&self) -> Option<scalar::KeySplit> {
+        self.prog.as_ref().and_then(|p| p.key_split())
+    }
+
     /// The recognized simple form of the computation.
     pub fn fast(&self) -> scalar::Fast {
         self.prog
@@ -555,6 +560,17 @@ impl<'m> Evaluator<'m> {
         }
         put(&r, out, &mut k);
         Ok(())
+    }
+
+    /// Runs the compiled program of `c` on `args` and returns register `reg` (for key
+    /// extraction; `c` must have a program).
+    pub(crate) fn call_reg(&mut self, c: &mut Callable, args: &[&[u8]], reg: u32) -> R<Reg> {
+        let p = c.prog.as_ref().ok_or("no scalar program")?;
+        for (k, a) in args.iter().enumerate() {
+            c.regs[p.params[k] as usize][..a.len()].copy_from_slice(a);
+        }
+        p.run(&mut c.regs, self.ftz)?;
+        Ok(c.regs[reg as usize])
     }
 
     fn out_array(&self, id: InstId) -> R<&'m ArrayShape> {

@@ -216,8 +216,8 @@ pub(crate) fn dot(
     }
     let lperm: Vec<i64> = lb.iter().chain(&lfree).chain(lc).copied().collect();
     let rperm: Vec<i64> = rb.iter().chain(rc).chain(&rfree).copied().collect();
-    let lt = so::transpose(lhs, &lperm);
-    let rt = so::transpose(rhs, &rperm);
+    let lt = so::transpose_cow(lhs, &lperm);
+    let rt = so::transpose_cow(rhs, &rperm);
     let ftz = ev.ftz;
     macro_rules! run {
         ($T:ty) => {{
@@ -304,8 +304,8 @@ pub(crate) fn convolution(
     let mut kperm = dn.kernel_spatial.to_vec();
     kperm.push(dn.kernel_input_feature);
     kperm.push(dn.kernel_output_feature);
-    let it = so::transpose(lhs, &iperm);
-    let kt = so::transpose(rhs, &kperm);
+    let it = so::transpose_cow(lhs, &iperm);
+    let kt = so::transpose_cow(rhs, &kperm);
     // For each spatial dimension, the input position of (output position, kernel position).
     let tables: Vec<Vec<i64>> = (0..nsp)
         .map(|d| {

@@ -10,6 +10,7 @@
 use axle_ir::literal::minifloat_to_f64;
 use axle_ir::ElementType;
 use half::{bf16, f16};
+use rayon::prelude::*;
 
 /// A value that can be loaded from and stored to little-endian element bytes.
 pub(crate) trait Elem: Copy + Send + Sync + 'static {
@@ -92,23 +93,58 @@ pub(crate) fn from_slice<T: Elem>(v: &[T]) -> Vec<u8> {
     out
 }
 
-/// Applies `f` to every element of `x`, writing `out`.
+/// Arrays at least this long are mapped in parallel chunks.
+const PAR_MIN: usize = 1 << 16;
+/// Elements per parallel chunk.
+const PAR_CHUNK: usize = 1 << 14;
+
 #[inline(always)]
-pub(crate) fn map1<T: Elem, U: Elem>(x: &[u8], out: &mut [u8], f: impl Fn(T) -> U) {
+fn seq_map1<T: Elem, U: Elem>(x: &[u8], out: &mut [u8], f: &impl Fn(T) -> U) {
     for (o, i) in out.chunks_exact_mut(U::SIZE).zip(x.chunks_exact(T::SIZE)) {
         f(T::load(i)).store(o);
     }
 }
 
-/// Applies `f` to every pair of elements of `a` and `b`, writing `out`.
 #[inline(always)]
-pub(crate) fn map2<T: Elem, U: Elem>(a: &[u8], b: &[u8], out: &mut [u8], f: impl Fn(T, T) -> U) {
+fn seq_map2<T: Elem, U: Elem>(a: &[u8], b: &[u8], out: &mut [u8], f: &impl Fn(T, T) -> U) {
     for ((o, x), y) in out
         .chunks_exact_mut(U::SIZE)
         .zip(a.chunks_exact(T::SIZE))
         .zip(b.chunks_exact(T::SIZE))
     {
         f(T::load(x), T::load(y)).store(o);
+    }
+}
+
+/// Applies `f` to every element of `x`, writing `out` (in parallel chunks for long arrays;
+/// every element is independent, so the result does not depend on the thread count).
+#[inline(always)]
+pub(crate) fn map1<T: Elem, U: Elem>(x: &[u8], out: &mut [u8], f: impl Fn(T) -> U + Sync) {
+    if out.len() / U::SIZE >= PAR_MIN {
+        out.par_chunks_mut(PAR_CHUNK * U::SIZE)
+            .zip(x.par_chunks(PAR_CHUNK * T::SIZE))
+            .for_each(|(o, i)| seq_map1(i, o, &f));
+    } else {
+        seq_map1(x, out, &f);
+    }
+}
+
+/// Applies `f` to every pair of elements of `a` and `b`, writing `out` (in parallel chunks for
+/// long arrays).
+#[inline(always)]
+pub(crate) fn map2<T: Elem, U: Elem>(
+    a: &[u8],
+    b: &[u8],
+    out: &mut [u8],
+    f: impl Fn(T, T) -> U + Sync,
+) {
+    if out.len() / U::SIZE >= PAR_MIN {
+        out.par_chunks_mut(PAR_CHUNK * U::SIZE)
+            .zip(a.par_chunks(PAR_CHUNK * T::SIZE))
+            .zip(b.par_chunks(PAR_CHUNK * T::SIZE))
+            .for_each(|((o, x), y)| seq_map2(x, y, o, &f));
+    } else {
+        seq_map2(a, b, out, &f);
     }
 }
 

@@ -894,7 +894,7 @@ fn convert_from<T: Elem>(
     x: &[u8],
     out: &mut [u8],
     ftz: bool,
-    read: impl Fn(T) -> Value,
+    read: impl Fn(T) -> Value + Sync,
 ) -> Option<()> {
     if to.is_pred() {
         map1::<T, Pred>(x, out, |v| read(v).to_pred());

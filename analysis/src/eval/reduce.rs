@@ -261,7 +261,7 @@ pub(crate) fn reduce(ev: &mut Evaluator, id: InstId, ops: &[&Literal]) -> R<Lite
         .iter()
         .map(|&d| dims[d as usize] as usize)
         .product();
-    let moved: Vec<ArrayLiteral> = inputs.iter().map(|a| so::transpose(a, &perm)).collect();
+    let moved: Vec<_> = inputs.iter().map(|a| so::transpose_cow(a, &perm)).collect();
     let shapes = result_shapes(ev, id)?;
     if shapes.len() != n {
         return Err("reduce result does not match its operands".into());
