@@ -16,6 +16,7 @@ mod dot;
 mod elem;
 mod elementwise;
 mod gather;
+mod lapack;
 mod linalg;
 mod reduce;
 mod rng;
@@ -992,6 +993,9 @@ impl<'m> Evaluator<'m> {
             }
             _ => return Err("custom-call without a target".into()),
         };
+        if let Some(r) = lapack::lapack(self, id, &target, ops) {
+            return r;
+        }
         match target.as_str() {
             "TopK" => sort::custom_topk(self, id, arr(ops[0])?),
             _ => Err(format!("unsupported custom-call target \"{target}\"").into()),

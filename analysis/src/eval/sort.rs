@@ -288,8 +288,8 @@ pub(crate) fn topk(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R<Litera
     } else {
         ComparisonDirection::Lt
     };
-    let keys =
-        keys(&a.data, a.ty(), ComparisonType::TotalOrder, false).ok_or("topk needs a real element type")?;
+    let keys = keys(&a.data, a.ty(), ComparisonType::TotalOrder, false)
+        .ok_or("topk needs a real element type")?;
     let mut perm = Vec::with_capacity(a.len());
     for r in 0..rows {
         let mut idx: Vec<u32> = (0..len as u32).collect();

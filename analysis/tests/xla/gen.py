@@ -16,6 +16,7 @@ import json, os, re
 import numpy as np
 import ml_dtypes
 import jax
+import jax.numpy as jnp
 from jax._src.lib import _jax, xla_client as xc
 import jax._src.lib as L
 import jax._src.xla_bridge as xb
@@ -49,7 +50,8 @@ def save(x, path):
 def case(name, text, ins, tol="exact", view=None):
     """One case; `view` reinterprets outputs as the declared types where XLA returns the
     bits with another dtype (rng-bit-generator returns unsigned bits for every type)."""
-    text = "HloModule " + name + "\n\n" + text.strip() + "\n"
+    if not text.startswith("HloModule"):
+        text = "HloModule " + name + "\n\n" + text.strip() + "\n"
     outs = run_xla(text, ins)
     if view:
         outs = [o.view(v) if v is not None else o for o, v in zip(outs, view)]
@@ -405,6 +407,35 @@ ew("complex_c64", "c64", 2, [("c64", "add(p0, p1)"), ("c64", "multiply(p0, p1)")
                               ("f32", "abs(p0)"), ("c64", "exponential(p0)"), ("c64", "sqrt(p0)"),
                               ("f32", "real(p0)"), ("f32", "imag(p0)"), ("c64", "negate(p1)")],
    [za, zb], tol={"rtol": 1e-5, "atol": 1e-6})
+
+# --- LAPACK custom calls JAX emits for linear algebra on CPU.
+def jcase(name, f, ins, tol):
+    case(name, jax.jit(f).lower(*ins).as_text(dialect="hlo"), ins, tol)
+
+
+lin = {"rtol": 2e-4, "atol": 2e-5}
+g = rng.standard_normal((2, 5, 5))
+spd5 = (g @ np.swapaxes(g, 1, 2) + 5 * np.eye(5)).astype(np.float32)
+jcase("lapack_potrf", lambda x: (jnp.linalg.cholesky(x), jax.lax.linalg.cholesky(x, symmetrize_input=False)),
+      [spd5], lin)
+jcase("lapack_potrf_f64_upper", lambda x: jnp.linalg.cholesky(x, upper=True), [spd5.astype(np.float64)], lin)
+sq = rng.standard_normal((2, 5, 5)).astype(np.float32)
+jcase("lapack_getrf", lambda x: jax.lax.linalg.lu(x), [sq], lin)
+jcase("lapack_getrf_rect", lambda x: jax.lax.linalg.lu(x), [rng.standard_normal((3, 6, 4)).astype(np.float64)], lin)
+jcase("lapack_solve_inv_det", lambda x: (jnp.linalg.solve(x, x[..., :2]), jnp.linalg.inv(x), jnp.linalg.det(x)),
+      [sq], lin)
+jcase("lapack_trsm", lambda a, b: (
+    jax.scipy.linalg.solve_triangular(a, b, lower=True),
+    jax.scipy.linalg.solve_triangular(a, b, lower=False, trans=1, unit_diagonal=True),
+    jax.lax.linalg.triangular_solve(a, b, left_side=False, lower=True, transpose_a=True)),
+    [sq + 5 * np.eye(5, dtype=np.float32), rng.standard_normal((2, 5, 5)).astype(np.float32)], lin)
+jcase("lapack_qr", lambda x: jnp.linalg.qr(x), [rng.standard_normal((2, 6, 4)).astype(np.float32)], lin)
+jcase("lapack_qr_complete", lambda x: jnp.linalg.qr(x, mode="complete"),
+      [rng.standard_normal((5, 3)).astype(np.float64)], lin)
+zc = (rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4))).astype(np.complex64)
+zspd = (zc @ zc.conj().T + 4 * np.eye(4)).astype(np.complex64)
+jcase("lapack_complex", lambda x, y: (jnp.linalg.cholesky(x), jax.lax.linalg.lu(y)), [zspd, zc],
+      {"rtol": 2e-4, "atol": 2e-4})
 
 with open(os.path.join(HERE, "manifest.json"), "w") as f:
     json.dump({"generator": "gen.py", "jax_version": jax.__version__, "cases": CASES}, f, indent=1)
