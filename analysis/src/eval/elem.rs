@@ -590,11 +590,13 @@ pub(crate) fn round_f64_to_format(v: f64, f: &FloatFormat) -> u32 {
     let total = f.eb + f.mb + f.signed as u32;
     let sign_bit = if f.signed { 1u32 << (total - 1) } else { 0 };
     if v.is_nan() {
-        return if f.has_nan { f.nan_bits() } else { 0 };
+        // Formats without NaN (f4e2m1fn) get negative zero, as XLA converts it.
+        return if f.has_nan { f.nan_bits() } else { sign_bit };
     }
     let neg = v.is_sign_negative();
     let a = v.abs();
-    if !f.signed && neg && a != 0.0 {
+    if !f.signed && (neg || a == 0.0) {
+        // Unsigned exponent-only formats have neither negative values nor zero.
         return f.nan_bits();
     }
     let signed = |bits: u32| {
@@ -619,9 +621,6 @@ pub(crate) fn round_f64_to_format(v: f64, f: &FloatFormat) -> u32 {
     }
     if !f.subnormals {
         // Exponent-only format: round the mantissa of `a` to zero bits.
-        if a == 0.0 {
-            return 0;
-        }
         let e = a.log2().floor() as i32;
         let q = 2f64.powi(e);
         let r = (a / q).round_ties_even() * q;

@@ -180,6 +180,25 @@ ew("convert_bf16", "bf16", 1, [(t, "convert(p0)") for t in ["f16", "f32", "f64",
 px = np.array([True, False, True], np.bool_)
 ew("convert_pred", "pred", 1, [(t, "convert(p0)") for t in ["f32", "bf16", "s8", "u64"]], [px])
 
+# --- 8-bit and 4-bit floats: converts (overflow to inf, NaN or saturation per format) and
+# arithmetic computed in f32 and rounded back.
+f8x = np.array([0.1, 1.0, 1.0625, 1.1875, -3.3, 448, 460, 500, 1e6, nan, -inf, 1e-5, -0.0, 0.3, 2.5e-3, 17.0],
+               np.float32)
+for ty in ["f8e5m2", "f8e4m3fn", "f8e4m3", "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e3m4", "f8e8m0fnu",
+           "f4e2m1fn"]:
+    case(f"f8_{ty}", f"""
+ENTRY main {{
+  a = f32[16] parameter(0)
+  c = {ty}[16] convert(a)
+  s = {ty}[16] add(c, c)
+  m = {ty}[16] multiply(c, c)
+  b = f32[16] convert(c)
+  d = f32[16] convert(s)
+  e = f32[16] convert(m)
+  h = f16[16] convert(c)
+  ROOT t = (f32[16], f32[16], f32[16], f16[16]) tuple(b, d, e, h)
+}}""", [f8x])
+
 # --- f16 / bf16 arithmetic rounded after each op.
 for ty, dt in [("f16", np.float16), ("bf16", BF16)]:
     a = np.array([1.0, 1.0009765625, 65504.0, 3.0, 1e-3, -2.5, 0.1, 7.0], dt)
