@@ -16,6 +16,7 @@ mod dot;
 mod elem;
 mod elementwise;
 mod gather;
+mod lapack;
 mod linalg;
 mod reduce;
 mod rng;
@@ -63,9 +64,38 @@ impl fmt::Display for EvalError {
 
 impl std::error::Error for EvalError {}
 
-/// Evaluates the entry computation of `m` on `args` (one literal per entry parameter). The
-/// result is the root's value; a tuple root gives a [`Literal::Tuple`].
+/// Evaluation options.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EvalOptions {
+    /// Run float arithmetic as XLA's CPU backend does, with x86's DAZ and FTZ modes on:
+    /// subnormal operands read as zero and subnormal `f32`/`f64` results are written as zero
+    /// (keeping the sign). Sign-bit ops (`negate`, `abs`), total-order compares,
+    /// `reduce-precision` and bit-level converts stay exact. On by default, since XLA's
+    /// outputs are the reference; off gives IEEE gradual underflow.
+    pub flush_denormals: bool,
+}
+
+impl Default for EvalOptions {
+    fn default() -> Self {
+        EvalOptions {
+            flush_denormals: true,
+        }
+    }
+}
+
+/// Evaluates the entry computation of `m` on `args` (one literal per entry parameter) with the
+/// default [`EvalOptions`]. The result is the root's value; a tuple root gives a
+/// [`Literal::Tuple`].
 pub fn evaluate(m: &Module, args: &[Literal]) -> Result<Literal, EvalError> {
+    evaluate_with(m, args, &EvalOptions::default())
+}
+
+/// [`evaluate`] with explicit options.
+pub fn evaluate_with(
+    m: &Module,
+    args: &[Literal],
+    opts: &EvalOptions,
+) -> Result<Literal, EvalError> {
     let entry = m.entry();
     if entry.is_none() {
         return Err(EvalError {
@@ -75,16 +105,27 @@ pub fn evaluate(m: &Module, args: &[Literal]) -> Result<Literal, EvalError> {
             message: "the module has no entry computation".into(),
         });
     }
-    evaluate_computation(m, entry, args)
+    evaluate_computation_with(m, entry, args, opts)
 }
 
-/// Evaluates computation `comp` of `m` on `args` (one literal per parameter).
+/// Evaluates computation `comp` of `m` on `args` (one literal per parameter) with the default
+/// [`EvalOptions`].
 pub fn evaluate_computation(
     m: &Module,
     comp: CompId,
     args: &[Literal],
 ) -> Result<Literal, EvalError> {
-    let mut ev = Evaluator::new(m);
+    evaluate_computation_with(m, comp, args, &EvalOptions::default())
+}
+
+/// [`evaluate_computation`] with explicit options.
+pub fn evaluate_computation_with(
+    m: &Module,
+    comp: CompId,
+    args: &[Literal],
+    opts: &EvalOptions,
+) -> Result<Literal, EvalError> {
+    let mut ev = Evaluator::new(m, opts);
     ev.run(comp, args.to_vec()).map_err(|f| match f {
         Fail::Eval(e) => *e,
         Fail::Msg(msg) => EvalError {
@@ -223,6 +264,11 @@ pub(crate) struct Callable {
 }
 
 impl Callable {
+    /// The comparator's key split, if it has one (see [`scalar::KeySplit`]).
+    pub fn key_split(&self) -> Option<scalar::KeySplit> {
+        self.prog.as_ref().and_then(|p| p.key_split())
+    }
+
     /// The recognized simple form of the computation.
     pub fn fast(&self) -> scalar::Fast {
         self.prog
@@ -235,6 +281,8 @@ impl Callable {
 /// The evaluator state: the module and caches of plans and scalar programs.
 pub(crate) struct Evaluator<'m> {
     m: &'m Module,
+    /// [`EvalOptions::flush_denormals`].
+    pub ftz: bool,
     plans: HashMap<CompId, Rc<Plan>>,
     progs: HashMap<CompId, Option<Rc<ScalarProg>>>,
     depth: usize,
@@ -302,9 +350,10 @@ fn benign_other_attr(name: &str) -> bool {
 }
 
 impl<'m> Evaluator<'m> {
-    pub(crate) fn new(m: &'m Module) -> Self {
+    pub(crate) fn new(m: &'m Module, opts: &EvalOptions) -> Self {
         Evaluator {
             m,
+            ftz: opts.flush_denormals,
             plans: HashMap::new(),
             progs: HashMap::new(),
             depth: 0,
@@ -476,7 +525,7 @@ impl<'m> Evaluator<'m> {
             for (k, a) in args.iter().enumerate() {
                 c.regs[p.params[k] as usize][..a.len()].copy_from_slice(a);
             }
-            p.run(&mut c.regs)?;
+            p.run(&mut c.regs, self.ftz)?;
             for (o, &r) in out.iter_mut().zip(&p.outputs) {
                 *o = c.regs[r as usize];
             }
@@ -512,6 +561,17 @@ impl<'m> Evaluator<'m> {
         }
         put(&r, out, &mut k);
         Ok(())
+    }
+
+    /// Runs the compiled program of `c` on `args` and returns register `reg` (for key
+    /// extraction; `c` must have a program).
+    pub(crate) fn call_reg(&mut self, c: &mut Callable, args: &[&[u8]], reg: u32) -> R<Reg> {
+        let p = c.prog.as_ref().ok_or("no scalar program")?;
+        for (k, a) in args.iter().enumerate() {
+            c.regs[p.params[k] as usize][..a.len()].copy_from_slice(a);
+        }
+        p.run(&mut c.regs, self.ftz)?;
+        Ok(c.regs[reg as usize])
     }
 
     fn out_array(&self, id: InstId) -> R<&'m ArrayShape> {
@@ -632,7 +692,7 @@ impl<'m> Evaluator<'m> {
             Convert => {
                 let a = a0()?;
                 let mut data = vec![0u8; n * ty.byte_size()];
-                elementwise::convert(a.ty(), ty, &a.data, &mut data)?;
+                elementwise::convert(a.ty(), ty, &a.data, &mut data, self.ftz)?;
                 so::array(ty, dims, data)
             }
             BitcastConvert => so::bitcast_convert(a0()?, ty, dims)?,
@@ -650,7 +710,7 @@ impl<'m> Evaluator<'m> {
             _ if op.is_elementwise_unary() => {
                 let a = a0()?;
                 let mut data = vec![0u8; n * ty.byte_size()];
-                elementwise::unary(op, a.ty(), ty, &a.data, &mut data)?;
+                elementwise::unary(op, a.ty(), ty, &a.data, &mut data, self.ftz)?;
                 so::array(ty, dims, data)
             }
             Compare => {
@@ -664,14 +724,14 @@ impl<'m> Evaluator<'m> {
                     _ => ComparisonType::default_for(a.ty()),
                 };
                 let mut data = vec![0u8; n];
-                elementwise::compare(dir, cty, a.ty(), &a.data, &b.data, &mut data)?;
+                elementwise::compare(dir, cty, a.ty(), &a.data, &b.data, &mut data, self.ftz)?;
                 so::array(ty, dims, data)
             }
             StochasticConvert => return Err("stochastic-convert is not supported".into()),
             _ if op.is_elementwise_binary() => {
                 let (a, b) = self.same_size(ops)?;
                 let mut data = vec![0u8; n * ty.byte_size()];
-                elementwise::binary(op, a.ty(), &a.data, &b.data, &mut data)?;
+                elementwise::binary(op, a.ty(), &a.data, &b.data, &mut data, self.ftz)?;
                 so::array(ty, dims, data)
             }
             Select => {
@@ -695,7 +755,7 @@ impl<'m> Evaluator<'m> {
                     }
                 }
                 let mut data = vec![0u8; n * ty.byte_size()];
-                elementwise::clamp(ty, &lo.data, &x.data, &hi.data, &mut data)?;
+                elementwise::clamp(ty, &lo.data, &x.data, &hi.data, &mut data, self.ftz)?;
                 so::array(ty, dims, data)
             }
             Broadcast => {
@@ -933,6 +993,9 @@ impl<'m> Evaluator<'m> {
             }
             _ => return Err("custom-call without a target".into()),
         };
+        if let Some(r) = lapack::lapack(self, id, &target, ops) {
+            return r;
+        }
         match target.as_str() {
             "TopK" => sort::custom_topk(self, id, arr(ops[0])?),
             _ => Err(format!("unsupported custom-call target \"{target}\"").into()),
