@@ -1436,3 +1436,23 @@ fn results_do_not_depend_on_the_thread_count() {
     };
     assert_eq!(on(1), on(8));
 }
+
+#[test]
+fn malformed_shapes_are_errors_not_wrong_answers() {
+    // The declared result has more elements than the operand.
+    let t = module("", &["f32[2]"], "r = f32[3] negate(p0)");
+    let e = run_err(&t, &[f32s(&[2], &[1.0, 2.0])]);
+    assert_eq!(e.instruction, "r");
+    // Slice bounds past the end.
+    let t = module("", &["f32[4]"], "r = f32[3] slice(p0), slice={[2:5]}");
+    let e = run_err(&t, &[f32s(&[4], &[0.0; 4])]);
+    assert!(e.message.contains("slice bounds"), "{e}");
+    // A declared shape that disagrees with what the op computes.
+    let t = module(
+        "",
+        &["f32[2,3]"],
+        "r = f32[2,3] transpose(p0), dimensions={1,0}",
+    );
+    let e = run_err(&t, &[f32s(&[2, 3], &[0.0; 6])]);
+    assert!(e.message.contains("declared shape"), "{e}");
+}
