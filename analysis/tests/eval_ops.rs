@@ -1394,3 +1394,65 @@ fn errors_inside_nested_computations_name_the_inner_instruction() {
     assert_eq!(e.instruction, "bad");
     assert_eq!(e.computation, "inner");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Determinism.
+
+#[test]
+fn results_do_not_depend_on_the_thread_count() {
+    let t = module(
+        ADD,
+        &["f32[1200000]", "f32[96,80]", "f32[80,64]"],
+        "e = f32[1200000] exponential(p0)\n\
+         m = f32[1200000] multiply(e, p0)\n\
+         z = f32[] constant(0)\n\
+         s = f32[] reduce(m, z), dimensions={0}, to_apply=add\n\
+         d = f32[96,64] dot(p1, p2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n\
+         r = (f32[1200000], f32[], f32[96,64]) tuple(m, s, d)",
+    );
+    let m = parse(&t);
+    let mut x = 0x2545_f491u32;
+    let mut gen = |n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 2000) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    };
+    let args = [
+        f32s(&[1_200_000], &gen(1_200_000)),
+        f32s(&[96, 80], &gen(96 * 80)),
+        f32s(&[80, 64], &gen(80 * 64)),
+    ];
+    let on = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| evaluate(&m, &args).unwrap())
+    };
+    assert_eq!(on(1), on(8));
+}
+
+#[test]
+fn malformed_shapes_are_errors_not_wrong_answers() {
+    // The declared result has more elements than the operand.
+    let t = module("", &["f32[2]"], "r = f32[3] negate(p0)");
+    let e = run_err(&t, &[f32s(&[2], &[1.0, 2.0])]);
+    assert_eq!(e.instruction, "r");
+    // Slice bounds past the end.
+    let t = module("", &["f32[4]"], "r = f32[3] slice(p0), slice={[2:5]}");
+    let e = run_err(&t, &[f32s(&[4], &[0.0; 4])]);
+    assert!(e.message.contains("slice bounds"), "{e}");
+    // A declared shape that disagrees with what the op computes.
+    let t = module(
+        "",
+        &["f32[2,3]"],
+        "r = f32[2,3] transpose(p0), dimensions={1,0}",
+    );
+    let e = run_err(&t, &[f32s(&[2, 3], &[0.0; 6])]);
+    assert!(e.message.contains("declared shape"), "{e}");
+}

@@ -427,6 +427,20 @@ ew("complex_c64", "c64", 2, [("c64", "add(p0, p1)"), ("c64", "multiply(p0, p1)")
                               ("f32", "real(p0)"), ("f32", "imag(p0)"), ("c64", "negate(p1)")],
    [za, zb], tol={"rtol": 1e-5, "atol": 1e-6})
 
+# --- a long f32 sum: a left-to-right fold drifts past rtol 1e-5; XLA's does not.
+case("reduce_long_f32_sum", """
+add {
+  add.x = f32[] parameter(0)
+  add.y = f32[] parameter(1)
+  ROOT add.s = f32[] add(add.x, add.y)
+}
+
+ENTRY main {
+  a = f32[262144] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(a, z), dimensions={0}, to_apply=add
+}""", [np.random.default_rng(7).uniform(0, 1, 262144).astype(np.float32)], tol={"rtol": 1e-6, "atol": 1e-6})
+
 # --- LAPACK custom calls JAX emits for linear algebra on CPU.
 def jcase(name, f, ins, tol):
     case(name, jax.jit(f).lower(*ins).as_text(dialect="hlo"), ins, tol)
