@@ -87,8 +87,14 @@ mod tests {
         for a in &ivs {
             for b in &ivs {
                 if a.buf < b.buf && a.start <= b.end && b.start <= a.end {
-                    let (oa, ob) = (p.offsets[a.buf as usize].unwrap(), p.offsets[b.buf as usize].unwrap());
-                    let (sa, sb) = (a.bytes.div_ceil(ALIGN) * ALIGN, b.bytes.div_ceil(ALIGN) * ALIGN);
+                    let (oa, ob) = (
+                        p.offsets[a.buf as usize].unwrap(),
+                        p.offsets[b.buf as usize].unwrap(),
+                    );
+                    let (sa, sb) = (
+                        a.bytes.div_ceil(ALIGN) * ALIGN,
+                        b.bytes.div_ceil(ALIGN) * ALIGN,
+                    );
                     assert!(oa + sa <= ob || ob + sb <= oa, "{a:?} and {b:?} overlap");
                 }
             }

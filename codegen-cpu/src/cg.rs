@@ -8,7 +8,7 @@
 //! operation) and `f64` as `double`. In memory `pred` is one byte (0 or 1) and `f16`/`bf16` are
 //! their 16-bit patterns.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use axle_ir::ElementType;
@@ -45,7 +45,6 @@ pub(crate) struct Cg<'ctx> {
     pub cpu: String,
     /// `target-features` put on every function.
     pub features: String,
-    counter: Cell<u32>,
     libm: RefCell<HashMap<String, FunctionValue<'ctx>>>,
 }
 
@@ -57,16 +56,8 @@ impl<'ctx> Cg<'ctx> {
             b: ctx.create_builder(),
             cpu: cpu.to_string(),
             features: features.to_string(),
-            counter: Cell::new(0),
             libm: RefCell::new(HashMap::new()),
         }
-    }
-
-    /// A fresh number for unique symbol names.
-    pub fn fresh(&self) -> u32 {
-        let n = self.counter.get();
-        self.counter.set(n + 1);
-        n
     }
 
     // ---- types and constants ----
@@ -180,15 +171,18 @@ impl<'ctx> Cg<'ctx> {
             f.add_attribute(AttributeLoc::Function, attr("target-cpu", &self.cpu));
         }
         if !self.features.is_empty() {
-            f.add_attribute(AttributeLoc::Function, attr("target-features", &self.features));
+            f.add_attribute(
+                AttributeLoc::Function,
+                attr("target-features", &self.features),
+            );
         }
         f.add_attribute(AttributeLoc::Function, self.enum_attr("nounwind"));
         // 512-bit vectors: znver4/5 otherwise prefer 256-bit ones.
+        f.add_attribute(AttributeLoc::Function, attr("prefer-vector-width", "512"));
         f.add_attribute(
             AttributeLoc::Function,
-            attr("prefer-vector-width", "512"),
+            attr("min-legal-vector-width", "512"),
         );
-        f.add_attribute(AttributeLoc::Function, attr("min-legal-vector-width", "512"));
         f
     }
 
@@ -330,39 +324,8 @@ impl<'ctx> Cg<'ctx> {
         Ok(())
     }
 
-    /// `if cond { then() } else { els() }`, merging the values both arms return.
-    pub fn if_else(
-        &self,
-        cond: IntValue<'ctx>,
-        then: impl FnOnce() -> R<Vec<Val<'ctx>>>,
-        els: impl FnOnce() -> R<Vec<Val<'ctx>>>,
-    ) -> R<Vec<Val<'ctx>>> {
-        let tb = self.block("then")?;
-        let eb = self.block("else")?;
-        let done = self.block("endif")?;
-        self.b.build_conditional_branch(cond, tb, eb)?;
-        self.b.position_at_end(tb);
-        let tv = then()?;
-        let tend = self.cur_block()?;
-        self.b.build_unconditional_branch(done)?;
-        self.b.position_at_end(eb);
-        let ev = els()?;
-        let eend = self.cur_block()?;
-        self.b.build_unconditional_branch(done)?;
-        self.b.position_at_end(done);
-        if tv.len() != ev.len() {
-            return Err("branches return different numbers of values".into());
-        }
-        let mut out = Vec::with_capacity(tv.len());
-        for (a, b) in tv.iter().zip(&ev) {
-            let p = self.b.build_phi(a.get_type(), "merge")?;
-            p.add_incoming(&[(a as &dyn BasicValue, tend), (b as &dyn BasicValue, eend)]);
-            out.push(p.as_basic_value());
-        }
-        Ok(out)
-    }
-
-    /// [`Cg::if_else`] with both arms taking the same mutable state in turn.
+    /// `if cond { then(s) } else { els(s) }`, both arms taking the same mutable state in turn,
+    /// merging the values both return.
     pub fn if_else_with<S>(
         &self,
         s: &mut S,
@@ -488,9 +451,9 @@ impl<'ctx> Cg<'ctx> {
                 .build_int_z_extend(v.into_int_value(), self.i8(), "p8")?
                 .into(),
             F16 => {
-                let h = self
-                    .b
-                    .build_float_trunc(v.into_float_value(), self.ctx.f16_type(), "f2h")?;
+                let h =
+                    self.b
+                        .build_float_trunc(v.into_float_value(), self.ctx.f16_type(), "f2h")?;
                 self.b.build_bit_cast(h, self.ctx.i16_type(), "hb")?
             }
             BF16 => self.f32_to_bf16_bits(v.into_float_value())?.into(),
@@ -567,9 +530,11 @@ impl<'ctx> Cg<'ctx> {
             *cache.entry(name.to_string()).or_insert_with(|| {
                 let t = args[0].get_type();
                 let params: Vec<_> = args.iter().map(|a| a.get_type().into()).collect();
-                let f = self
-                    .module
-                    .add_function(name, t.fn_type(&params, false), Some(Linkage::External));
+                let f = self.module.add_function(
+                    name,
+                    t.fn_type(&params, false),
+                    Some(Linkage::External),
+                );
                 f.add_attribute(AttributeLoc::Function, self.enum_attr("nounwind"));
                 f
             })

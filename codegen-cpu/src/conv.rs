@@ -140,8 +140,14 @@ pub(crate) struct ConvGeo {
 
 pub(crate) fn conv_geo(m: &axle_ir::Module, id: InstId) -> R<ConvGeo> {
     let ops = m.operands(id);
-    let ld = &m.array_shape(ops[0]).ok_or("convolution of a non-array")?.dims;
-    let rd = &m.array_shape(ops[1]).ok_or("convolution of a non-array")?.dims;
+    let ld = &m
+        .array_shape(ops[0])
+        .ok_or("convolution of a non-array")?
+        .dims;
+    let rd = &m
+        .array_shape(ops[1])
+        .ok_or("convolution of a non-array")?
+        .dims;
     let od = &m.array_shape(id).ok_or("convolution of a non-array")?.dims;
     let dn = match m.attr(id, &AttrKey::DimLabels) {
         Some(AttrValue::DimLabels(d)) => d.as_ref().clone(),
@@ -159,8 +165,14 @@ pub(crate) fn conv_geo(m: &axle_ir::Module, id: InstId) -> R<ConvGeo> {
     if window.len() != nsp {
         return Err("window rank does not match the spatial dimensions".into());
     }
-    let fgc = m.int_attr(id, &AttrKey::FeatureGroupCount).unwrap_or(1).max(1);
-    let bgc = m.int_attr(id, &AttrKey::BatchGroupCount).unwrap_or(1).max(1);
+    let fgc = m
+        .int_attr(id, &AttrKey::FeatureGroupCount)
+        .unwrap_or(1)
+        .max(1);
+    let bgc = m
+        .int_attr(id, &AttrKey::BatchGroupCount)
+        .unwrap_or(1)
+        .max(1);
     if fgc > 1 && bgc > 1 {
         return Err("feature_group_count and batch_group_count cannot both exceed 1".into());
     }
@@ -218,7 +230,10 @@ fn conv_pos<'ctx>(
     } else {
         let q = b.build_int_signed_div(p, cg.c64(w.lhs_dilate), "q")?;
         let r = b.build_int_signed_rem(p, cg.c64(w.lhs_dilate), "r")?;
-        (q, b.build_int_compare(IntPredicate::EQ, r, cg.c64(0), "on")?)
+        (
+            q,
+            b.build_int_compare(IntPredicate::EQ, r, cg.c64(0), "on")?,
+        )
     };
     let lt = b.build_int_compare(IntPredicate::SLT, q, cg.c64(in_size), "lt")?;
     let ok = b.build_and(b.build_and(ge, on, "ok")?, lt, "ok")?;
@@ -236,9 +251,18 @@ pub(crate) fn gen_convolution<'ctx>(
     let b = &cg.b;
     let ops = m.operands(id);
     let (l, r) = (ops[0], ops[1]);
-    let ls = m.array_shape(l).ok_or("convolution of a non-array")?.clone();
-    let rs = m.array_shape(r).ok_or("convolution of a non-array")?.clone();
-    let out = m.array_shape(id).ok_or("convolution of a non-array")?.clone();
+    let ls = m
+        .array_shape(l)
+        .ok_or("convolution of a non-array")?
+        .clone();
+    let rs = m
+        .array_shape(r)
+        .ok_or("convolution of a non-array")?
+        .clone();
+    let out = m
+        .array_shape(id)
+        .ok_or("convolution of a non-array")?
+        .clone();
     let geo = conv_geo(m, id)?;
     let acc_ty = acc_type(out.ty, ls.ty, rs.ty)?;
     let dn = &geo.dn;

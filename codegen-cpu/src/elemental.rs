@@ -127,9 +127,7 @@ pub(crate) fn is_elemental(m: &Module, id: InstId) -> bool {
     let op = m.opcode(id);
     op.is_elementwise()
         && !matches!(op, StochasticConvert | Complex)
-        && !m
-            .array_shape(id)
-            .is_some_and(|s| s.ty.is_complex())
+        && !m.array_shape(id).is_some_and(|s| s.ty.is_complex())
         || matches!(
             op,
             Parameter
@@ -176,7 +174,10 @@ pub(crate) fn comp_is_elemental(m: &Module, comp: CompId) -> bool {
                 return false;
             }
         }
-        if matches!(m.opcode(id), Opcode::Reduce | Opcode::ReduceWindow | Opcode::Map) {
+        if matches!(
+            m.opcode(id),
+            Opcode::Reduce | Opcode::ReduceWindow | Opcode::Map
+        ) {
             match m.comp_attr(id, &AttrKey::ToApply) {
                 Some(c) if comp_is_elemental(m, c) => {}
                 _ => return false,
@@ -570,7 +571,13 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
                 let multi: Vec<IntValue> = map
                     .iter()
                     .zip(od.iter())
-                    .map(|(&d, &n)| if n == 1 { cg.c64(0) } else { idx.multi[d as usize] })
+                    .map(|(&d, &n)| {
+                        if n == 1 {
+                            cg.c64(0)
+                        } else {
+                            idx.multi[d as usize]
+                        }
+                    })
                     .collect();
                 let i = self.index_multi(&od, multi)?;
                 self.gen1(ops[0], &i)?
@@ -609,9 +616,8 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
                 let mut multi = idx.multi.clone();
                 for &d in rev {
                     let d = d as usize;
-                    multi[d] = cg
-                        .b
-                        .build_int_nsw_sub(cg.c64(dims[d] - 1), idx.multi[d], "rev")?;
+                    multi[d] =
+                        cg.b.build_int_nsw_sub(cg.c64(dims[d] - 1), idx.multi[d], "rev")?;
                 }
                 let i = self.index_multi(dims, multi)?;
                 self.gen1(ops[0], &i)?
@@ -734,7 +740,9 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             let i = self.index_multi(&a.dims, multi)?;
             let v = self.gen1(op, &i)?;
             let wide = cg.int_ty(bi);
-            let bits = b.build_bit_cast(cg.to_mem(a.ty, v)?, wide, "w")?.into_int_value();
+            let bits = b
+                .build_bit_cast(cg.to_mem(a.ty, v)?, wide, "w")?
+                .into_int_value();
             let k = b.build_int_truncate_or_bit_cast(k, wide, "k")?;
             let sh = b.build_int_mul(k, wide.const_int(bo as u64, false), "sh")?;
             let part = b.build_right_shift(bits, sh, false, "part")?;
@@ -755,7 +763,8 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
                 .build_bit_cast(cg.to_mem(a.ty, v)?, cg.int_ty(bi), "n")?
                 .into_int_value();
             let bits = b.build_int_z_extend(bits, wide, "z")?;
-            let bits = b.build_left_shift(bits, wide.const_int((k * bi as i64) as u64, false), "s")?;
+            let bits =
+                b.build_left_shift(bits, wide.const_int((k * bi as i64) as u64, false), "s")?;
             acc = b.build_or(acc, bits, "acc")?;
         }
         let mem = b.build_bit_cast(acc, cg.mem_ty(o.ty)?, "m")?;
@@ -787,7 +796,10 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             } else {
                 let q = b.build_int_signed_div(t, cg.c64(step), "q")?;
                 let r = b.build_int_signed_rem(t, cg.c64(step), "r")?;
-                (q, b.build_int_compare(IntPredicate::EQ, r, cg.c64(0), "on")?)
+                (
+                    q,
+                    b.build_int_compare(IntPredicate::EQ, r, cg.c64(0), "on")?,
+                )
             };
             let lt = b.build_int_compare(IntPredicate::SLT, q, cg.c64(a.dims[d]), "lt")?;
             let ok = b.build_and(b.build_and(nonneg, on, "ok")?, lt, "ok")?;
@@ -805,7 +817,6 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
 
     fn gen_concat(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
         let m = self.m;
-        let cg = self.cg;
         let d = *self
             .ints(id, AttrKey::Dimensions)?
             .first()
@@ -844,9 +855,8 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             return at_part(self);
         }
         let next_off = parts[1].1;
-        let c = cg
-            .b
-            .build_int_compare(IntPredicate::SLT, idx.multi[d], cg.c64(next_off), "in")?;
+        let c =
+            cg.b.build_int_compare(IntPredicate::SLT, idx.multi[d], cg.c64(next_off), "in")?;
         let v = cg.if_else_with(
             self,
             c,
@@ -1143,7 +1153,10 @@ pub(crate) fn window_pos<'ctx>(
         } else {
             let q = b.build_int_signed_div(p, cg.c64(w.lhs_dilate), "q")?;
             let r = b.build_int_signed_rem(p, cg.c64(w.lhs_dilate), "r")?;
-            (q, b.build_int_compare(IntPredicate::EQ, r, cg.c64(0), "on")?)
+            (
+                q,
+                b.build_int_compare(IntPredicate::EQ, r, cg.c64(0), "on")?,
+            )
         };
         let lt = b.build_int_compare(IntPredicate::SLT, q, cg.c64(in_dims[d]), "lt")?;
         let here = b.build_and(b.build_and(ge, on, "h")?, lt, "h")?;
@@ -1193,11 +1206,7 @@ pub(crate) fn scalar_const<'ctx>(cg: &Cg<'ctx>, ty: ElementType, bytes: &[u8]) -
 }
 
 /// The global holding a constant's bytes (created once per instruction).
-pub(crate) fn const_global<'ctx>(
-    cg: &Cg<'ctx>,
-    id: InstId,
-    data: &[u8],
-) -> R<PointerValue<'ctx>> {
+pub(crate) fn const_global<'ctx>(cg: &Cg<'ctx>, id: InstId, data: &[u8]) -> R<PointerValue<'ctx>> {
     let name = format!("const.{}", id.index());
     if let Some(g) = cg.module.get_global(&name) {
         return Ok(g.as_pointer_value());

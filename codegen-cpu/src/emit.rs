@@ -40,12 +40,18 @@ pub(crate) fn build(cg: &Cg, m: &Module, prog: &Program, name: &str, export: boo
         .ctx
         .void_type()
         .fn_type(&[ptr.into(), ptr.into(), ptr.into(), ptr.into()], false);
-    let linkage = if export { Linkage::External } else { Linkage::External };
+    let linkage = if export {
+        Linkage::External
+    } else {
+        Linkage::External
+    };
     let f = cg.add_fn(name, fty, Some(linkage));
     let entry = cg.ctx.append_basic_block(f, "entry");
     cg.b.position_at_end(entry);
     let p = |i: u32| -> R<PointerValue> {
-        Ok(f.get_nth_param(i).ok_or("entry without parameters")?.into_pointer_value())
+        Ok(f.get_nth_param(i)
+            .ok_or("entry without parameters")?
+            .into_pointer_value())
     };
     let arr_ty = ptr.array_type(max_bufs as u32);
     let bufs_array = cg.b.build_alloca(arr_ty, "bufs")?;
@@ -219,8 +225,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                 let k: IntValue = if sty == ElementType::Pred {
                     let v = cg.load(sty, sp, cg.c64(0))?.into_int_value();
                     // True runs the first branch.
-                    cg.b
-                        .build_select(v, cg.c64(0), cg.c64(1), "k")?
+                    cg.b.build_select(v, cg.c64(0), cg.c64(1), "k")?
                         .into_int_value()
                 } else if sty.is_int() {
                     let v = cg.load(sty, sp, cg.c64(0))?;
@@ -230,12 +235,13 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                         sty.is_signed_int(),
                         "k",
                     )?;
-                    let bad_lo = cg.b.build_int_compare(IntPredicate::SLT, v, cg.c64(0), "lo")?;
-                    let bad_hi = cg.b.build_int_compare(IntPredicate::SGE, v, cg.c64(n), "hi")?;
+                    let bad_lo =
+                        cg.b.build_int_compare(IntPredicate::SLT, v, cg.c64(0), "lo")?;
+                    let bad_hi =
+                        cg.b.build_int_compare(IntPredicate::SGE, v, cg.c64(n), "hi")?;
                     let bad = cg.b.build_or(bad_lo, bad_hi, "bad")?;
                     // An out-of-range index runs the last branch.
-                    cg.b
-                        .build_select(bad, cg.c64(n - 1), v, "k")?
+                    cg.b.build_select(bad, cg.c64(n - 1), v, "k")?
                         .into_int_value()
                 } else {
                     return Err("conditional selector must be pred or an integer".into());

@@ -350,10 +350,16 @@ pub(crate) fn compile(m: &Module, opts: &CpuOptions) -> Result<CpuExecutable, Co
     };
     drop(module);
     let addr = addr.map_err(|e| {
-        CodegenError::general(&m.name, format!("JIT lookup of the entry point failed: {e:?}"))
+        CodegenError::general(
+            &m.name,
+            format!("JIT lookup of the entry point failed: {e:?}"),
+        )
     })?;
     // SAFETY: `axle_entry` was emitted with exactly this signature.
     let entry: EntryFn = unsafe { std::mem::transmute::<usize, EntryFn>(addr) };
+    if std::env::var_os("AXLE_CPU_TIMINGS").is_some() {
+        eprintln!("cpu compile timings: {timings:?}, total {:?}", t0.elapsed());
+    }
     let threads = thread_count(opts);
     let pool = if threads > 1 { pool(threads) } else { None };
     let kernels = count_kernels(&prog.body);
@@ -425,17 +431,21 @@ impl CpuExecutable {
     }
 
     /// Fresh zeroed output buffers of the right sizes (aligned for every element type).
-    pub fn alloc_outputs(&self) -> Vec<OutputBuffer> {
+    pub fn alloc_outputs(&self) -> Vec<HostBuffer> {
         self.outputs
             .iter()
-            .map(|s| OutputBuffer(AlignedBuf::zeroed(shape_bytes(s))))
+            .map(|s| HostBuffer::zeroed(shape_bytes(s)))
             .collect()
     }
 
     /// Runs the program: `inputs` hold the parameter leaves' row-major bytes, `outputs` receive
     /// the result leaves (buffers from [`CpuExecutable::alloc_outputs`] can be reused across
     /// runs). Sizes are checked; inputs that are not aligned to their element size are copied.
-    pub fn execute(&self, inputs: &[&[u8]], outputs: &mut [OutputBuffer]) -> Result<(), CodegenError> {
+    pub fn execute(
+        &self,
+        inputs: &[&[u8]],
+        outputs: &mut [HostBuffer],
+    ) -> Result<(), CodegenError> {
         let err = |msg: String| CodegenError::general("cpu executable", msg);
         if inputs.len() != self.params.len() {
             return Err(err(format!(
@@ -548,10 +558,25 @@ impl CpuExecutable {
     }
 }
 
-/// An output buffer of a [`CpuExecutable`]: zeroed, 64-byte aligned memory.
-pub struct OutputBuffer(AlignedBuf);
+/// Host memory for the CPU backend's values: 64-byte aligned bytes.
+pub struct HostBuffer(AlignedBuf);
 
-impl OutputBuffer {
+impl HostBuffer {
+    /// `len` zero bytes.
+    pub fn zeroed(len: usize) -> HostBuffer {
+        HostBuffer(AlignedBuf::zeroed(len))
+    }
+
+    /// A copy of `bytes`.
+    pub fn from_bytes(bytes: &[u8]) -> HostBuffer {
+        let b = HostBuffer::zeroed(bytes.len());
+        if !bytes.is_empty() {
+            // SAFETY: both ranges are `bytes.len()` long and distinct.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), b.0.ptr(), bytes.len()) };
+        }
+        b
+    }
+
     /// The bytes.
     pub fn bytes(&self) -> &[u8] {
         if self.0.len == 0 {
@@ -572,8 +597,8 @@ impl OutputBuffer {
     }
 }
 
-impl std::fmt::Debug for OutputBuffer {
+impl std::fmt::Debug for HostBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "OutputBuffer({} bytes)", self.0.len)
+        write!(f, "HostBuffer({} bytes)", self.0.len)
     }
 }

@@ -50,13 +50,31 @@ pub(crate) fn emit_kernel<'ctx>(
 ) -> R<Emitted<'ctx>> {
     let ptr = cg.ptr();
     let i64t = cg.i64();
-    let fty = cg.ctx.void_type().fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
+    let fty = cg
+        .ctx
+        .void_type()
+        .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
     let f = cg.add_fn(name, fty, Some(Linkage::Internal));
+    // Kernels stay functions of their own: the runtime takes their address, and one function
+    // per kernel keeps instruction selection linear in the number of kernels.
+    f.add_attribute(
+        inkwell::attributes::AttributeLoc::Function,
+        cg.enum_attr("noinline"),
+    );
     let entry = cg.ctx.append_basic_block(f, "entry");
     cg.b.position_at_end(entry);
-    let bufs = f.get_nth_param(0).ok_or("kernel without parameters")?.into_pointer_value();
-    let start = f.get_nth_param(1).ok_or("kernel without start")?.into_int_value();
-    let end = f.get_nth_param(2).ok_or("kernel without end")?.into_int_value();
+    let bufs = f
+        .get_nth_param(0)
+        .ok_or("kernel without parameters")?
+        .into_pointer_value();
+    let start = f
+        .get_nth_param(1)
+        .ok_or("kernel without start")?
+        .into_int_value();
+    let end = f
+        .get_nth_param(2)
+        .ok_or("kernel without end")?
+        .into_int_value();
     let mut slot = 0i64;
     let mut next_ptr = || -> R<PointerValue<'ctx>> {
         let p = cg.gep(ptr.into(), bufs, cg.c64(slot))?;
@@ -102,21 +120,6 @@ pub(crate) fn emit_kernel<'ctx>(
     })
 }
 
-/// Bytes of scratch a kernel needs (sorts: two `u32` index arrays per row).
-pub(crate) fn scratch_bytes(m: &Module, k: &Kernel) -> R<u64> {
-    Ok(match k.kind {
-        KernelKind::Sort => {
-            let s = arr_of(m, m.operands(k.root)[0])?;
-            8 * numel(&s.dims) as u64
-        }
-        KernelKind::TopK => {
-            let s = arr_of(m, m.operands(k.root)[0])?;
-            8 * numel(&s.dims) as u64
-        }
-        _ => 0,
-    })
-}
-
 /// The state of one kernel being emitted.
 struct Kc<'a, 'ctx> {
     g: Gen<'a, 'ctx>,
@@ -158,13 +161,20 @@ fn flat_ok(m: &Module, g: &Gen, id: InstId, dims: &[i64], depth: usize) -> bool 
                 && m.array_shape(m.operands(id)[0])
                     .is_some_and(|a| flat_ok(m, g, m.operands(id)[0], &a.dims.clone(), depth + 1))
         }
-        Broadcast if s.rank() == 0 || m.array_shape(m.operands(id)[0]).is_some_and(|a| a.rank() == 0) => {
-            m.operands(id).iter().all(|o| flat_ok(m, g, *o, &[], depth + 1))
+        Broadcast
+            if s.rank() == 0
+                || m.array_shape(m.operands(id)[0])
+                    .is_some_and(|a| a.rank() == 0) =>
+        {
+            m.operands(id)
+                .iter()
+                .all(|o| flat_ok(m, g, *o, &[], depth + 1))
         }
         Copy => m.operands(id).iter().all(same_or_scalar),
         BitcastConvert => {
             let a = m.array_shape(m.operands(id)[0]);
-            a.is_some_and(|a| a.ty.bits() == s.ty.bits()) && m.operands(id).iter().all(same_or_scalar)
+            a.is_some_and(|a| a.ty.bits() == s.ty.bits())
+                && m.operands(id).iter().all(same_or_scalar)
         }
         _ if op.is_elementwise() && op != Opcode::Map => m.operands(id).iter().all(same_or_scalar),
         _ => false,
@@ -177,7 +187,12 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
     }
 
     /// Stores leaf values at linear offset `lin` of the outputs.
-    fn store_leaves(&self, shapes: &[ArrayShape], vals: &[Val<'ctx>], lin: IntValue<'ctx>) -> R<()> {
+    fn store_leaves(
+        &self,
+        shapes: &[ArrayShape],
+        vals: &[Val<'ctx>],
+        lin: IntValue<'ctx>,
+    ) -> R<()> {
         for ((s, p), v) in shapes.iter().zip(&self.outs).zip(vals) {
             self.cg().store(s.ty, *p, lin, *v)?;
         }
@@ -372,9 +387,8 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
     /// Runs `body` once, on the work item that starts at 0 (sequential kernels have one item).
     fn once(&mut self, body: impl FnOnce(&mut Self) -> R<()>) -> R<()> {
         let cg = self.cg();
-        let first = cg
-            .b
-            .build_int_compare(IntPredicate::EQ, self.start, cg.c64(0), "first")?;
+        let first =
+            cg.b.build_int_compare(IntPredicate::EQ, self.start, cg.c64(0), "first")?;
         let then = cg.block("once")?;
         let done = cg.block("done")?;
         cg.b.build_conditional_branch(first, then, done)?;
@@ -568,8 +582,12 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             if wd.iter().any(|w| w.lhs_dilate != 1 || w.rhs_dilate != 1) {
                 return Err("select-and-scatter does not take dilated windows".into());
             }
-            let sel = m.comp_attr(root, &AttrKey::Select).ok_or("missing select")?;
-            let sc = m.comp_attr(root, &AttrKey::Scatter).ok_or("missing scatter")?;
+            let sel = m
+                .comp_attr(root, &AttrKey::Select)
+                .ok_or("missing select")?;
+            let sc = m
+                .comp_attr(root, &AttrKey::Scatter)
+                .ok_or("missing scatter")?;
             let out = kc.outs[0];
             let g = &mut kc.g;
             let s = g.scalar_index();
@@ -580,18 +598,17 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             let elem_ty = cg.reg_ty(a.ty)?;
             g.nest(&src.dims, Vec::new(), &mut |g, om, _| {
                 let om = om.to_vec();
-                let init = vec![
-                    bv(cg.i1().const_zero()),
-                    bv(cg.c64(0)),
-                    zero_of(elem_ty),
-                ];
+                let init = vec![bv(cg.i1().const_zero()), bv(cg.c64(0)), zero_of(elem_ty)];
                 let best = g.nest(&wsizes, init, &mut |g, wm, st| {
                     let b = &cg.b;
                     let (pos, ok) = window_pos(cg, &wd, &a.dims, &om, wm)?;
                     let pi = g.index_multi(&a.dims, pos)?;
                     let x = g.gen1(ops[0], &pi)?;
                     let keep = g.apply(sel, &[st[2], x])?;
-                    let keep = keep.first().ok_or("select returns nothing")?.into_int_value();
+                    let keep = keep
+                        .first()
+                        .ok_or("select returns nothing")?
+                        .into_int_value();
                     let not_keep = b.build_not(keep, "nk")?;
                     let have = st[0].into_int_value();
                     let fresh = b.build_not(have, "fresh")?;
@@ -609,7 +626,12 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 cg.if_then(have, || {
                     let cur = cg.load(out_ty, out, lin)?;
                     let r = g.apply(sc, &[cur, sv])?;
-                    cg.store(out_ty, out, lin, *r.first().ok_or("scatter returns nothing")?)
+                    cg.store(
+                        out_ty,
+                        out,
+                        lin,
+                        *r.first().ok_or("scatter returns nothing")?,
+                    )
                 })?;
                 Ok(Vec::new())
             })?;
@@ -626,8 +648,18 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         dims: &[i64],
         d: usize,
         scratch: PointerValue<'ctx>,
-        less: &mut dyn FnMut(&mut Gen<'a, 'ctx>, &[IntValue<'ctx>], IntValue<'ctx>, IntValue<'ctx>) -> R<IntValue<'ctx>>,
-        finish: &mut dyn FnMut(&mut Gen<'a, 'ctx>, &[IntValue<'ctx>], IntValue<'ctx>, PointerValue<'ctx>) -> R<()>,
+        less: &mut dyn FnMut(
+            &mut Gen<'a, 'ctx>,
+            &[IntValue<'ctx>],
+            IntValue<'ctx>,
+            IntValue<'ctx>,
+        ) -> R<IntValue<'ctx>>,
+        finish: &mut dyn FnMut(
+            &mut Gen<'a, 'ctx>,
+            &[IntValue<'ctx>],
+            IntValue<'ctx>,
+            PointerValue<'ctx>,
+        ) -> R<()>,
     ) -> R<(i64, i64)> {
         let cg = self.cg();
         let len = dims[d];
@@ -720,7 +752,8 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 cg.for_range(cg.c64(0), cg.c64(pairs), |pi| {
                     let s = b.build_int_nsw_mul(pi, cg.c64(2 * width), "s")?;
                     let clamp = |v: IntValue<'ctx>| -> R<IntValue<'ctx>> {
-                        let lt = cg.b.build_int_compare(IntPredicate::SLT, v, cg.c64(len), "lt")?;
+                        let lt =
+                            cg.b.build_int_compare(IntPredicate::SLT, v, cg.c64(len), "lt")?;
                         Ok(cg.b.build_select(lt, v, cg.c64(len), "c")?.into_int_value())
                     };
                     let mid = clamp(b.build_int_nsw_add(s, cg.c64(width), "mid")?)?;
@@ -769,8 +802,10 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                     })?;
                     let left = cg.b.build_int_nsw_sub(mid, i, "left")?;
                     let left = {
-                        let neg = cg.b.build_int_compare(IntPredicate::SLT, left, cg.c64(0), "n")?;
-                        cg.b.build_select(neg, cg.c64(0), left, "l")?.into_int_value()
+                        let neg =
+                            cg.b.build_int_compare(IntPredicate::SLT, left, cg.c64(0), "n")?;
+                        cg.b.build_select(neg, cg.c64(0), left, "l")?
+                            .into_int_value()
                     };
                     let o2 = cg.b.build_int_nsw_add(o, left, "o2")?;
                     cg.for_range(j, e, |t| {
@@ -797,8 +832,13 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         let shape = arr_of(m, ops[0])?.clone();
         let dims = shape.dims.to_vec();
         let rank = dims.len();
-        let comp = m.comp_attr(root, &AttrKey::ToApply).ok_or("sort needs to_apply")?;
-        let shapes: Vec<ArrayShape> = ops.iter().map(|&o| arr_of(m, o).cloned()).collect::<R<_>>()?;
+        let comp = m
+            .comp_attr(root, &AttrKey::ToApply)
+            .ok_or("sort needs to_apply")?;
+        let shapes: Vec<ArrayShape> = ops
+            .iter()
+            .map(|&o| arr_of(m, o).cloned())
+            .collect::<R<_>>()?;
         for s in &shapes {
             if s.dims != shape.dims {
                 return Err("sort operands must have the same dimensions".into());
@@ -814,25 +854,33 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             })?;
             return Ok((1, 1));
         }
-        let d = match m.ints_attr(root, &AttrKey::Dimensions).and_then(|v| v.first()) {
+        let d = match m
+            .ints_attr(root, &AttrKey::Dimensions)
+            .and_then(|v| v.first())
+        {
             Some(&d) if (d as usize) < rank => d as usize,
             _ => return Err("sort dimension out of range".into()),
         };
-        let at_pos = |g: &mut Gen<'a, 'ctx>, rm: &[IntValue<'ctx>], p: IntValue<'ctx>| -> R<Index<'ctx>> {
-            let mut multi = Vec::with_capacity(rank);
-            let mut r = 0;
-            for k in 0..rank {
-                if k == d {
-                    multi.push(p);
-                } else {
-                    multi.push(rm[r]);
-                    r += 1;
+        let at_pos =
+            |g: &mut Gen<'a, 'ctx>, rm: &[IntValue<'ctx>], p: IntValue<'ctx>| -> R<Index<'ctx>> {
+                let mut multi = Vec::with_capacity(rank);
+                let mut r = 0;
+                for k in 0..rank {
+                    if k == d {
+                        multi.push(p);
+                    } else {
+                        multi.push(rm[r]);
+                        r += 1;
+                    }
                 }
-            }
-            g.index_multi(&dims, multi)
-        };
+                g.index_multi(&dims, multi)
+            };
         let ops2 = ops.clone();
-        let mut less = |g: &mut Gen<'a, 'ctx>, rm: &[IntValue<'ctx>], x: IntValue<'ctx>, y: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+        let mut less = |g: &mut Gen<'a, 'ctx>,
+                        rm: &[IntValue<'ctx>],
+                        x: IntValue<'ctx>,
+                        y: IntValue<'ctx>|
+         -> R<IntValue<'ctx>> {
             let xi = at_pos(g, rm, x)?;
             let yi = at_pos(g, rm, y)?;
             let mut args = Vec::with_capacity(2 * ops2.len());
@@ -847,7 +895,11 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             }
             Ok(r.into_int_value())
         };
-        let mut finish = |g: &mut Gen<'a, 'ctx>, rm: &[IntValue<'ctx>], _row: IntValue<'ctx>, perm: PointerValue<'ctx>| -> R<()> {
+        let mut finish = |g: &mut Gen<'a, 'ctx>,
+                          rm: &[IntValue<'ctx>],
+                          _row: IntValue<'ctx>,
+                          perm: PointerValue<'ctx>|
+         -> R<()> {
             cg.for_range(cg.c64(0), cg.c64(dims[d]), |i| {
                 g.push_scope();
                 let q = cg.gep(cg.i32().into(), perm, i)?;
@@ -903,13 +955,18 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             None
         };
         let largest = m.bool_attr(root, &AttrKey::Largest).unwrap_or(true);
-        let at_pos = |g: &mut Gen<'a, 'ctx>, rm: &[IntValue<'ctx>], p: IntValue<'ctx>| -> R<Index<'ctx>> {
-            let mut multi = rm.to_vec();
-            multi.push(p);
-            g.index_multi(&dims, multi)
-        };
+        let at_pos =
+            |g: &mut Gen<'a, 'ctx>, rm: &[IntValue<'ctx>], p: IntValue<'ctx>| -> R<Index<'ctx>> {
+                let mut multi = rm.to_vec();
+                multi.push(p);
+                g.index_multi(&dims, multi)
+            };
         let ty = shape.ty;
-        let mut less = |g: &mut Gen<'a, 'ctx>, rm: &[IntValue<'ctx>], a: IntValue<'ctx>, b: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+        let mut less = |g: &mut Gen<'a, 'ctx>,
+                        rm: &[IntValue<'ctx>],
+                        a: IntValue<'ctx>,
+                        b: IntValue<'ctx>|
+         -> R<IntValue<'ctx>> {
             let ai = at_pos(g, rm, a)?;
             let bi = at_pos(g, rm, b)?;
             let va = g.gen1(x, &ai)?;
@@ -925,7 +982,9 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                         vec![va, vb]
                     };
                     let r = g.apply(c, &args)?;
-                    Ok(r.first().ok_or("comparator returns nothing")?.into_int_value())
+                    Ok(r.first()
+                        .ok_or("comparator returns nothing")?
+                        .into_int_value())
                 }
                 None => {
                     let dir = if largest {
@@ -933,13 +992,20 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                     } else {
                         ComparisonDirection::Lt
                     };
-                    Ok(ops::compare(cg, dir, ComparisonType::TotalOrder, ty, va, vb)?.into_int_value())
+                    Ok(
+                        ops::compare(cg, dir, ComparisonType::TotalOrder, ty, va, vb)?
+                            .into_int_value(),
+                    )
                 }
             }
         };
         let outs = self.outs.clone();
         let kdims = leaves[0].dims.to_vec();
-        let mut finish = |g: &mut Gen<'a, 'ctx>, rm: &[IntValue<'ctx>], _row: IntValue<'ctx>, perm: PointerValue<'ctx>| -> R<()> {
+        let mut finish = |g: &mut Gen<'a, 'ctx>,
+                          rm: &[IntValue<'ctx>],
+                          _row: IntValue<'ctx>,
+                          perm: PointerValue<'ctx>|
+         -> R<()> {
             cg.for_range(cg.c64(0), cg.c64(k), |i| {
                 g.push_scope();
                 let q = cg.gep(cg.i32().into(), perm, i)?;

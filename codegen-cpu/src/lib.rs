@@ -28,7 +28,7 @@ mod ops;
 
 pub use aot::{c_identifier, compile_aot, AotOutput};
 pub use error::CodegenError;
-pub use jit::{AxleRuntime, CompileTimings, CpuExecutable, KernelFn, OutputBuffer};
+pub use jit::{AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn};
 
 use axle_ir::Module;
 use inkwell::context::Context;
@@ -69,7 +69,9 @@ pub fn emit_text(m: &Module, opts: &CpuOptions, what: Emit) -> Result<String, Co
             let buf = built
                 .tm
                 .write_to_memory_buffer(&built.cg.module, FileType::Assembly)
-                .map_err(|e| CodegenError::general(&m.name, format!("assembly emission failed: {e}")))?;
+                .map_err(|e| {
+                    CodegenError::general(&m.name, format!("assembly emission failed: {e}"))
+                })?;
             Ok(String::from_utf8_lossy(buf.as_slice()).into_owned())
         }
     }

@@ -14,7 +14,9 @@
 
 use std::collections::HashMap;
 
-use axle_ir::{ArrayShape, AttrKey, AttrValue, CompId, ElementType, InstId, Literal, Module, Opcode};
+use axle_ir::{
+    ArrayShape, AttrKey, AttrValue, CompId, ElementType, InstId, Literal, Module, Opcode,
+};
 
 use crate::buffers::{assign, BufferPlan, Interval};
 use crate::elemental::{bitcast_is_reshape, comp_is_elemental, inst_leaves, is_elemental};
@@ -254,7 +256,10 @@ fn subgraph_elemental(m: &Module, id: InstId) -> bool {
         if !is_elemental(m, i) {
             return false;
         }
-        if matches!(m.opcode(i), Opcode::Reduce | Opcode::ReduceWindow | Opcode::Map) {
+        if matches!(
+            m.opcode(i),
+            Opcode::Reduce | Opcode::ReduceWindow | Opcode::Map
+        ) {
             match m.comp_attr(i, &AttrKey::ToApply) {
                 Some(c) if comp_is_elemental(m, c) => {}
                 _ => return false,
@@ -328,9 +333,7 @@ impl<'m> Lower<'m> {
             if vals.contains_key(&id) {
                 continue;
             }
-            let v = self
-                .lower_inst(id, &vals, out)
-                .map_err(|f| at(m, id, f))?;
+            let v = self.lower_inst(id, &vals, out).map_err(|f| at(m, id, f))?;
             vals.insert(id, v);
         }
         self.depth -= 1;
@@ -359,7 +362,9 @@ impl<'m> Lower<'m> {
                     if !crate::cg::supported_type(a.ty()) {
                         return Err(crate::cg::unsupported_type(a.ty()));
                     }
-                    Ok(VTree::Leaf(self.new_buf(BufKind::Const(id), a.shape.clone())))
+                    Ok(VTree::Leaf(
+                        self.new_buf(BufKind::Const(id), a.shape.clone()),
+                    ))
                 }
                 Some(Literal::Tuple(_)) => Err("tuple constants are not supported".into()),
                 None => Err("the constant's value was elided from the text".into()),
@@ -384,12 +389,16 @@ impl<'m> Lower<'m> {
             Reshape => self.alias_view(id, val(&ops[0])?),
             Bitcast if bitcast_is_reshape(m, id)? => self.alias_view(id, val(&ops[0])?),
             Call => {
-                let c = m.comp_attr(id, &AttrKey::ToApply).ok_or("call needs to_apply")?;
+                let c = m
+                    .comp_attr(id, &AttrKey::ToApply)
+                    .ok_or("call needs to_apply")?;
                 let args = ops.iter().map(val).collect::<R<Vec<_>>>()?;
                 self.lower_comp(c, args, out)
             }
             Fusion => {
-                let c = m.comp_attr(id, &AttrKey::Calls).ok_or("fusion needs calls")?;
+                let c = m
+                    .comp_attr(id, &AttrKey::Calls)
+                    .ok_or("fusion needs calls")?;
                 let args = ops.iter().map(val).collect::<R<Vec<_>>>()?;
                 match fusion_kernel_kind(m, c) {
                     Some(kind) => {
@@ -409,6 +418,15 @@ impl<'m> Lower<'m> {
             Conditional => {
                 let args = ops.iter().map(val).collect::<R<Vec<_>>>()?;
                 self.lower_conditional(id, args, out)
+            }
+            CustomCall if !is_topk_custom_call(m, id) => {
+                let target = match m.attr(id, &AttrKey::CustomCallTarget) {
+                    Some(AttrValue::Str(s))
+                    | Some(AttrValue::Raw(s))
+                    | Some(AttrValue::Ident(s)) => s.to_string(),
+                    _ => String::new(),
+                };
+                Err(format!("unsupported custom-call target \"{target}\"").into())
             }
             op => {
                 let kind = root_kind(m, id).ok_or_else(|| {
@@ -471,10 +489,7 @@ impl<'m> Lower<'m> {
             KernelKind::Sort | KernelKind::TopK => {
                 let s = crate::elemental::arr_of(m, m.operands(root)[0])?;
                 let bytes = 8 * s.num_elements().max(0);
-                Some(self.new_buf(
-                    BufKind::Temp,
-                    ArrayShape::new(ElementType::U8, &[bytes]),
-                ))
+                Some(self.new_buf(BufKind::Temp, ArrayShape::new(ElementType::U8, &[bytes])))
             }
             _ => None,
         };
@@ -500,8 +515,12 @@ impl<'m> Lower<'m> {
 
     fn lower_while(&mut self, id: InstId, init: VTree, out: &mut Vec<Thunk>) -> R<VTree> {
         let m = self.m;
-        let cond_c = m.comp_attr(id, &AttrKey::Condition).ok_or("while needs a condition")?;
-        let body_c = m.comp_attr(id, &AttrKey::Body).ok_or("while needs a body")?;
+        let cond_c = m
+            .comp_attr(id, &AttrKey::Condition)
+            .ok_or("while needs a condition")?;
+        let body_c = m
+            .comp_attr(id, &AttrKey::Body)
+            .ok_or("while needs a body")?;
         let state_tree = self.temps_for(id)?;
         let state = state_tree.leaves();
         let init_leaves = init.leaves();
@@ -535,7 +554,12 @@ impl<'m> Lower<'m> {
         Ok(state_tree)
     }
 
-    fn lower_conditional(&mut self, id: InstId, args: Vec<VTree>, out: &mut Vec<Thunk>) -> R<VTree> {
+    fn lower_conditional(
+        &mut self,
+        id: InstId,
+        args: Vec<VTree>,
+        out: &mut Vec<Thunk>,
+    ) -> R<VTree> {
         let m = self.m;
         let branches: Vec<CompId> = match m.attr(id, &AttrKey::BranchComputations) {
             Some(AttrValue::Comps(cs)) => cs.to_vec(),

@@ -120,12 +120,7 @@ fn float_unary<'ctx>(
     })
 }
 
-fn int_unary<'ctx>(
-    cg: &Cg<'ctx>,
-    op: Opcode,
-    ty: ElementType,
-    v: IntValue<'ctx>,
-) -> R<Val<'ctx>> {
+fn int_unary<'ctx>(cg: &Cg<'ctx>, op: Opcode, ty: ElementType, v: IntValue<'ctx>) -> R<Val<'ctx>> {
     use Opcode::*;
     let b = &cg.b;
     let it = v.get_type();

@@ -6,7 +6,9 @@
 //! One named test per case and file: `NAME.hlo` and `NAME.opt.hlo`.
 
 use axle_codegen_cpu::{compile, CpuOptions};
-use axle_ir::{compare_arrays, ArrayLiteral, ConstValue, ElementType, Literal, Module, Opcode, Tolerance};
+use axle_ir::{
+    compare_arrays, ArrayLiteral, ConstValue, ElementType, Literal, Module, Opcode, Tolerance,
+};
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -42,7 +44,9 @@ fn tolerance(v: &Value) -> Result<Tolerance, String> {
 fn inputs(dir: &Path, case: &Value) -> Result<Vec<Literal>, String> {
     let mut args = Vec::new();
     for input in case["inputs"].as_array().ok_or("manifest: no inputs")? {
-        let f = input["file"].as_str().ok_or("manifest: input without file")?;
+        let f = input["file"]
+            .as_str()
+            .ok_or("manifest: input without file")?;
         let lit = axle_ir::read_npy_as(dir.join(f), dtype(&input["dtype"])?)
             .map_err(|e| format!("{f}: {e}"))?;
         args.push(Literal::Array(lit));
@@ -52,7 +56,9 @@ fn inputs(dir: &Path, case: &Value) -> Result<Vec<Literal>, String> {
 
 fn check_output(dir: &Path, case: &Value, k: usize, got: &ArrayLiteral) -> Result<(), String> {
     let out = &case["outputs"][k];
-    let f = out["file"].as_str().ok_or("manifest: output without file")?;
+    let f = out["file"]
+        .as_str()
+        .ok_or("manifest: output without file")?;
     let want = axle_ir::read_npy_as(dir.join(f), dtype(&out["dtype"])?)
         .map_err(|e| format!("{f}: {e}"))?;
     compare_arrays(&want, got, tolerance(&out["tolerance"])?).map_err(|e| format!("out{k}: {e}"))
@@ -69,14 +75,21 @@ fn run_case(dir: &Path, case: &Value, file: &str) -> Result<(), Failed> {
     let module = axle_ir::parse_module(&text).map_err(|e| format!("{file}: {e}"))?;
     axle_ir::verify(&module).map_err(|e| format!("{file}: {e}"))?;
     let args = inputs(dir, case)?;
-    let n_out = case["outputs"].as_array().ok_or("manifest: no outputs")?.len();
+    let n_out = case["outputs"]
+        .as_array()
+        .ok_or("manifest: no outputs")?
+        .len();
     if has_elided_constant(&module) {
         return run_per_output(&module, &args, dir, case, n_out);
     }
     let exe = compile(&module, &CpuOptions::default()).map_err(|e| e.to_string())?;
     let got = exe.run_literals(&args).map_err(|e| e.to_string())?;
     if got.len() != n_out {
-        return Err(format!("got {} result leaves, the manifest lists {n_out}", got.len()).into());
+        return Err(format!(
+            "got {} result leaves, the manifest lists {n_out}",
+            got.len()
+        )
+        .into());
     }
     let errors: Vec<String> = got
         .iter()
@@ -142,7 +155,9 @@ fn harness_detects_mismatch(dir: &Path, case: &Value) -> Result<(), Failed> {
     let text = std::fs::read_to_string(dir.join(&file)).map_err(|e| e.to_string())?;
     let module = axle_ir::parse_module(&text).map_err(|e| e.to_string())?;
     let exe = compile(&module, &CpuOptions::default()).map_err(|e| e.to_string())?;
-    let got = exe.run_literals(&inputs(dir, case)?).map_err(|e| e.to_string())?;
+    let got = exe
+        .run_literals(&inputs(dir, case)?)
+        .map_err(|e| e.to_string())?;
     match check_output(dir, case, 1, &got[0]) {
         Err(_) => Ok(()),
         Ok(()) => Err("out0 compared equal to out1's expectation".into()),
