@@ -181,6 +181,8 @@ pub trait TransferManager: Send + Sync {
     /// Copies a literal to device memory.
     fn to_device(&self, lit: &Literal, device: usize) -> Result<DeviceBuffer, BackendError>;
     /// Copies a device buffer back to a host literal.
+    // Named after XLA's TransferManager, whose readers know it by this name.
+    #[allow(clippy::wrong_self_convention)]
     fn from_device(&self, buf: &DeviceBuffer) -> Result<Literal, BackendError>;
 }
 

@@ -1,7 +1,7 @@
 //! Axle: an ML compiler for XLA's HLO, rebuilt on an ECS-style arena IR.
 //!
 //! This facade re-exports the IR and analysis crates and holds the backend plug-in interface
-//! ([`backend`]), the built-in backends ([`interpreter`], [`cpu`]), `axle bench` ([`bench`]), the `run` driver ([`run`]) and what the
+//! ([`backend`]), the built-in backends ([`interpreter`], [`cpu`]), `axle bench` ([`mod@bench`]), the `run` driver ([`run`]) and what the
 //! `axle` command-line tool shares with library users.
 #![deny(missing_docs)]
 

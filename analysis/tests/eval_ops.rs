@@ -604,12 +604,12 @@ fn float_to_int_convert_saturates_and_maps_nan_to_zero() {
     let x = f32s(&[8], &[nan, inf, -inf, 3e9, -3e9, 2.7, -2.7, -0.0]);
     let t = module("", &["f32[8]"], "r = s32[8] convert(p0)");
     assert_eq!(
-        as_s32(&run(&t, &[x.clone()])),
+        as_s32(&run(&t, std::slice::from_ref(&x))),
         vec![0, i32::MAX, i32::MIN, i32::MAX, i32::MIN, 2, -2, 0]
     );
     let t = module("", &["f32[8]"], "r = u8[8] convert(p0)");
     assert_eq!(
-        as_u8(&run(&t, &[x.clone()])),
+        as_u8(&run(&t, std::slice::from_ref(&x))),
         vec![0, 255, 0, 255, 0, 2, 0, 0]
     );
     let t = module("", &["f32[8]"], "r = pred[8] convert(p0)");
@@ -1291,7 +1291,7 @@ fn rng_bit_generator_threefry_and_philox_shapes_and_state() {
     let state = lit(ElementType::U64, &[2], &[5u64, 100], |x: u64| {
         x.to_le_bytes().to_vec()
     });
-    let r = run(&t, &[state.clone()]);
+    let r = run(&t, std::slice::from_ref(&state));
     let r = tuple(&r);
     // Six 32-bit values come from three counter values (the shape split in halves).
     assert_eq!(as_u64(&r[0]), vec![5, 103]);

@@ -392,7 +392,7 @@ impl<'ctx> Cg<'ctx> {
         if let Some(i) = v.as_instruction_value() {
             let _ = i.set_alignment(t.byte_size() as u32);
         }
-        self.from_mem(t, v)
+        self.load_form(t, v)
     }
 
     /// Stores a register value as element `offset` of an array of `t` at `ptr`.
@@ -412,7 +412,7 @@ impl<'ctx> Cg<'ctx> {
     }
 
     /// A loaded memory value in register form.
-    pub fn from_mem(&self, t: ElementType, v: Val<'ctx>) -> R<Val<'ctx>> {
+    pub fn load_form(&self, t: ElementType, v: Val<'ctx>) -> R<Val<'ctx>> {
         use ElementType::*;
         Ok(match t {
             Pred => self
@@ -483,7 +483,7 @@ impl<'ctx> Cg<'ctx> {
         match t {
             ElementType::F16 | ElementType::BF16 => {
                 let m = self.to_mem(t, v)?;
-                self.from_mem(t, m)
+                self.load_form(t, m)
             }
             _ => Ok(v),
         }

@@ -47,6 +47,10 @@ pub(crate) enum Ext<'ctx> {
     Vals(Vec<Val<'ctx>>),
 }
 
+/// The body of a loop nest: `(generator, coordinates, loop-carried values) -> next values`.
+pub(crate) type NestBody<'f, 'a, 'ctx> =
+    dyn FnMut(&mut Gen<'a, 'ctx>, &[IntValue<'ctx>], Vec<Val<'ctx>>) -> R<Vec<Val<'ctx>>> + 'f;
+
 /// The element generator of one kernel (or of one application of a scalar computation).
 pub(crate) struct Gen<'a, 'ctx> {
     pub cg: &'a Cg<'ctx>,
@@ -748,7 +752,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             let part = b.build_right_shift(bits, sh, false, "part")?;
             let part = b.build_int_truncate(part, cg.int_ty(bo), "part")?;
             let mem = b.build_bit_cast(part, cg.mem_ty(o.ty)?, "m")?;
-            return cg.from_mem(o.ty, mem);
+            return cg.load_form(o.ty, mem);
         }
         // Narrow to wide: the input's last dimension holds bo/bi parts.
         let r = (bo / bi) as i64;
@@ -768,7 +772,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             acc = b.build_or(acc, bits, "acc")?;
         }
         let mem = b.build_bit_cast(acc, cg.mem_ty(o.ty)?, "m")?;
-        cg.from_mem(o.ty, mem)
+        cg.load_form(o.ty, mem)
     }
 
     fn gen_pad(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
@@ -989,7 +993,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         &mut self,
         dims: &[i64],
         accs: Vec<Val<'ctx>>,
-        body: &mut dyn FnMut(&mut Self, &[IntValue<'ctx>], Vec<Val<'ctx>>) -> R<Vec<Val<'ctx>>>,
+        body: &mut NestBody<'_, 'a, 'ctx>,
     ) -> R<Vec<Val<'ctx>>> {
         let mut multi = Vec::with_capacity(dims.len());
         self.nest_rec(dims, &mut multi, accs, body)
@@ -1000,7 +1004,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         dims: &[i64],
         multi: &mut Vec<IntValue<'ctx>>,
         accs: Vec<Val<'ctx>>,
-        body: &mut dyn FnMut(&mut Self, &[IntValue<'ctx>], Vec<Val<'ctx>>) -> R<Vec<Val<'ctx>>>,
+        body: &mut NestBody<'_, 'a, 'ctx>,
     ) -> R<Vec<Val<'ctx>>> {
         let k = multi.len();
         if k == dims.len() {
@@ -1198,7 +1202,7 @@ pub(crate) fn scalar_const<'ctx>(cg: &Cg<'ctx>, ty: ElementType, bytes: &[u8]) -
         if matches!(ty, ElementType::F16 | ElementType::BF16) {
             let bits = u16::from_le_bytes([bytes[0], bytes[1]]);
             let c = cg.ctx.i16_type().const_int(bits as u64, false);
-            return cg.from_mem(ty, bv(c));
+            return cg.load_form(ty, bv(c));
         }
         return cg.const_f(ty, element_to_f64(ty, bytes));
     }

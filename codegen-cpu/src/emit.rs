@@ -34,7 +34,7 @@ struct Entry<'a, 'ctx> {
 pub(crate) fn build(cg: &Cg, m: &Module, prog: &Program, name: &str, export: bool) -> R<()> {
     let mut kernels = Vec::new();
     let mut max_bufs = 1usize;
-    emit_kernels(cg, m, prog, &prog.body, &mut kernels, &mut max_bufs)?;
+    emit_kernels(cg, m, &prog.body, &mut kernels, &mut max_bufs)?;
     let ptr = cg.ptr();
     let fty = cg
         .ctx
@@ -43,7 +43,7 @@ pub(crate) fn build(cg: &Cg, m: &Module, prog: &Program, name: &str, export: boo
     let linkage = if export {
         Linkage::External
     } else {
-        Linkage::External
+        Linkage::Internal
     };
     let f = cg.add_fn(name, fty, Some(linkage));
     let entry = cg.ctx.append_basic_block(f, "entry");
@@ -75,7 +75,6 @@ pub(crate) fn build(cg: &Cg, m: &Module, prog: &Program, name: &str, export: boo
 fn emit_kernels<'ctx>(
     cg: &Cg<'ctx>,
     m: &Module,
-    prog: &Program,
     thunks: &[Thunk],
     out: &mut Vec<Emitted<'ctx>>,
     max_bufs: &mut usize,
@@ -94,12 +93,12 @@ fn emit_kernels<'ctx>(
             }
             Thunk::Copy { .. } => {}
             Thunk::While { cond, body, .. } => {
-                emit_kernels(cg, m, prog, cond, out, max_bufs)?;
-                emit_kernels(cg, m, prog, body, out, max_bufs)?;
+                emit_kernels(cg, m, cond, out, max_bufs)?;
+                emit_kernels(cg, m, body, out, max_bufs)?;
             }
             Thunk::Cond { branches, .. } => {
                 for (b, _) in branches {
-                    emit_kernels(cg, m, prog, b, out, max_bufs)?;
+                    emit_kernels(cg, m, b, out, max_bufs)?;
                 }
             }
         }

@@ -68,7 +68,8 @@ unsafe extern "C" fn rt_parallel_for(
 
 /// The shared thread pool for `threads` threads.
 fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
-    static POOLS: OnceLock<Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>> = OnceLock::new();
+    type Pools = Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>;
+    static POOLS: OnceLock<Pools> = OnceLock::new();
     let pools = POOLS.get_or_init(|| Mutex::new(Vec::new()));
     let mut v = pools.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, p)) = v.iter().find(|(n, _)| *n == threads) {
@@ -471,7 +472,7 @@ impl CpuExecutable {
                     shape_bytes(s)
                 )));
             }
-            if (i.as_ptr() as usize) % s.ty.byte_size().max(1) != 0 {
+            if !(i.as_ptr() as usize).is_multiple_of(s.ty.byte_size().max(1)) {
                 let c = AlignedBuf::zeroed(i.len());
                 // SAFETY: both ranges are `i.len()` bytes and do not overlap.
                 unsafe { std::ptr::copy_nonoverlapping(i.as_ptr(), c.ptr(), i.len()) };

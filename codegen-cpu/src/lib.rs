@@ -1,7 +1,7 @@
 //! The CPU backend: LLVM IR emission through inkwell, elemental emitters, the JIT executable, the
 //! threaded runtime and ahead-of-time object + C header output.
 //!
-//! The pipeline: [`lower`](crate::lower) turns the entry computation into a program of thunks over
+//! The pipeline: lowering turns the entry computation into a program of thunks over
 //! buffers (kernels, copies, loops and branches; `call` inlined, tuples resolved at compile
 //! time), with a buffer plan for the temporaries ([`buffers`]); each kernel's LLVM function is
 //! built from elemental emitters (a generator from an output index to the value at that index,
@@ -13,6 +13,8 @@
 //! Anything the backend cannot compile is a [`CodegenError`] naming the instruction, never a
 //! wrong answer.
 #![deny(missing_docs)]
+// Index loops over several parallel arrays of per-dimension values read better than zips.
+#![allow(clippy::needless_range_loop)]
 
 mod aot;
 pub mod buffers;

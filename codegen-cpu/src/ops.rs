@@ -600,7 +600,7 @@ pub(crate) fn bitcast_same_width<'ctx>(
 ) -> R<Val<'ctx>> {
     let m = cg.to_mem(from, v)?;
     let bits = cg.b.build_bit_cast(m, cg.mem_ty(to)?, "bc")?;
-    cg.from_mem(to, bits)
+    cg.load_form(to, bits)
 }
 
 /// XLA's `reduce-precision` to `eb` exponent and `mb` mantissa bits.
@@ -653,7 +653,7 @@ pub(crate) fn reduce_precision<'ctx>(
     let nan_val = if mb > 0 { x } else { k(exp_mask) };
     let r = b.build_select(is_nan, nan_val, r, "rp")?;
     let m = b.build_bit_cast(r, cg.mem_ty(ty)?, "m")?;
-    cg.from_mem(ty, m)
+    cg.load_form(ty, m)
 }
 
 fn mask(bits: u32) -> u64 {

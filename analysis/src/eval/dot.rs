@@ -251,7 +251,11 @@ pub(crate) fn convolution(
     if od[dn.output_feature as usize] as usize != o_ch {
         return Err("convolution output features do not match the kernel".into());
     }
-    if c_in != k_in * fgc || o_ch % fgc != 0 || o_ch % bgc != 0 || n_in != n_out * bgc {
+    if c_in != k_in * fgc
+        || !o_ch.is_multiple_of(fgc)
+        || !o_ch.is_multiple_of(bgc)
+        || n_in != n_out * bgc
+    {
         return Err("convolution feature or batch group sizes do not divide evenly".into());
     }
     let in_sp: Vec<i64> = dn.input_spatial.iter().map(|&d| ld[d as usize]).collect();
@@ -397,6 +401,7 @@ fn conv_canonical<T: Acc>(input: &[T], kernel: &[T], g: &ConvGeometry) -> Vec<T>
                 }
                 // Kernel spatial index, honoring window reversal.
                 let mut kq = 0i64;
+                #[allow(clippy::needless_range_loop)]
                 for d in 0..nsp {
                     let k = if g.reversal[d] {
                         g.k_sp[d] - 1 - kc[d]

@@ -983,10 +983,8 @@ impl<F: Float> Complex<F> {
         if (self.re == F::ONE && self.im == F::ZERO) || (o.re == F::ZERO && o.im == F::ZERO) {
             return Complex::new(F::ONE, F::ZERO);
         }
-        if self.re == F::ZERO && self.im == F::ZERO {
-            if o.re > F::ZERO {
-                return Complex::new(F::ZERO, F::ZERO);
-            }
+        if self.re == F::ZERO && self.im == F::ZERO && o.re > F::ZERO {
+            return Complex::new(F::ZERO, F::ZERO);
         }
         o.mul(self.ln()).exp()
     }

@@ -264,15 +264,10 @@ fn int_unary<T: Int>(op: Opcode, x: &[u8], out: &mut [u8]) -> Result<(), String>
     Ok(())
 }
 
-fn complex_unary<F: Float>(
-    op: Opcode,
-    out_ty: ElementType,
-    x: &[u8],
-    out: &mut [u8],
-) -> Result<(), String>
+fn complex_unary<F>(op: Opcode, out_ty: ElementType, x: &[u8], out: &mut [u8]) -> Result<(), String>
 where
     Complex<F>: Elem,
-    F: Elem,
+    F: Float + Elem,
 {
     use Opcode::*;
     type C<F> = super::elem::Complex<F>;
@@ -345,8 +340,8 @@ fn complex_from_parts<S: FloatStorage>(
     out: &mut [u8],
 ) -> Result<(), String> {
     match ty {
-        ElementType::F32 => map2::<f32, Complex<f32>>(a, b, out, |x, y| Complex::new(x, y)),
-        ElementType::F64 => map2::<f64, Complex<f64>>(a, b, out, |x, y| Complex::new(x, y)),
+        ElementType::F32 => map2::<f32, Complex<f32>>(a, b, out, Complex::new),
+        ElementType::F64 => map2::<f64, Complex<f64>>(a, b, out, Complex::new),
         _ => return Err(format!("complex is not defined for {}", ty.name())),
     }
     Ok(())

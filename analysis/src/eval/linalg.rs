@@ -47,7 +47,7 @@ fn matrix_dims(a: &ArrayLiteral) -> R<(usize, usize, usize)> {
         return Err("expected an operand of rank >= 2".into());
     }
     let (r, cc) = (d[d.len() - 2] as usize, d[d.len() - 1] as usize);
-    let batch = if r * cc == 0 { 0 } else { a.len() / (r * cc) };
+    let batch = a.len().checked_div(r * cc).unwrap_or(0);
     Ok((batch, r, cc))
 }
 
@@ -205,7 +205,7 @@ pub(crate) fn triangular_solve(
 fn smallest_factor(n: usize) -> usize {
     let mut p = 2;
     while p * p <= n {
-        if n % p == 0 {
+        if n.is_multiple_of(p) {
             return p;
         }
         p += 1;
@@ -328,7 +328,7 @@ pub(crate) fn fft(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R<Literal
             }
             let n = out_dims[rank - 1] as usize;
             let half = in_dims[rank - 1] as usize;
-            let rows = if half == 0 { 0 } else { v.len() / half };
+            let rows = v.len().checked_div(half).unwrap_or(0);
             let mut out = Vec::with_capacity(rows * n);
             for r in 0..rows {
                 let h = &v[r * half..(r + 1) * half];

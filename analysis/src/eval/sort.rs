@@ -204,7 +204,7 @@ pub(crate) fn sort(ev: &mut Evaluator, id: InstId, ops: &[&Literal]) -> R<Litera
     let p = last_perm(rank, d);
     let moved: Vec<ArrayLiteral> = arrs.iter().map(|a| so::transpose(a, &p)).collect();
     let len = dims[d] as usize;
-    let rows = if len == 0 { 0 } else { so::numel(&dims) / len };
+    let rows = so::numel(&dims).checked_div(len).unwrap_or(0);
     let perm = sort_rows(ev, &mut c, &moved, rows, len)?;
     let inv = inverse(&p);
     let sorted = moved.iter().map(|a| {
@@ -226,7 +226,7 @@ fn ops_literal(tuple: bool, arrs: impl Iterator<Item = ArrayLiteral>) -> Literal
 /// Takes the first `k` of each sorted row: values and their `s32` indices.
 fn take_k(a: &ArrayLiteral, perm: &[u32], len: usize, k: usize) -> (ArrayLiteral, ArrayLiteral) {
     let w = a.ty().byte_size();
-    let rows = if len == 0 { 0 } else { a.len() / len };
+    let rows = a.len().checked_div(len).unwrap_or(0);
     let mut vals = Vec::with_capacity(rows * k * w);
     let mut idxs = Vec::with_capacity(rows * k * 4);
     for r in 0..rows {
@@ -258,7 +258,7 @@ pub(crate) fn topk(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R<Litera
     if k > len {
         return Err("k exceeds the size of the last dimension".into());
     }
-    let rows = if len == 0 { 0 } else { a.len() / len };
+    let rows = a.len().checked_div(len).unwrap_or(0);
     let dir = if largest {
         ComparisonDirection::Gt
     } else {
@@ -310,7 +310,7 @@ pub(crate) fn custom_topk(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R
     if k > len {
         return Err("k exceeds the size of the last dimension".into());
     }
-    let rows = if len == 0 { 0 } else { a.len() / len };
+    let rows = a.len().checked_div(len).unwrap_or(0);
     let mut c = ev.callable(comp)?;
     let iota: Vec<u8> = (0..a.len())
         .flat_map(|i| ((i % len.max(1)) as i32).to_le_bytes())
