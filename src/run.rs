@@ -36,7 +36,7 @@ pub struct RunOptions {
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
-            backend: "interpreter".into(),
+            backend: "cpu".into(),
             inputs: Vec::new(),
             out_dir: None,
             repeat: 1,

@@ -266,3 +266,105 @@ fn compare_reports_mismatches() {
     ]);
     assert_fails(&o, &["mismatch"]);
 }
+
+#[test]
+fn run_defaults_to_the_cpu_backend_and_matches_the_interpreter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("cpu"), tmp.path().join("interp"));
+    let mut args = vec!["run".to_string(), corpus("mlp_forward.hlo")];
+    args.extend(mlp_inputs());
+    let mut cpu = args.clone();
+    cpu.extend(["--out-dir".into(), a.display().to_string()]);
+    let o = axle(&cpu.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("backend cpu"));
+    let mut it = args;
+    it.extend([
+        "--backend".into(),
+        "interpreter".into(),
+        "--out-dir".into(),
+        b.display().to_string(),
+    ]);
+    let o = axle(&it.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    assert!(o.status.success());
+    let o = axle(&[
+        "compare",
+        &b.join("out0.npy").display().to_string(),
+        &a.join("out0.npy").display().to_string(),
+        "--rtol",
+        "1e-5",
+        "--atol",
+        "1e-6",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn compile_emits_llvm_ir_and_assembly() {
+    let o = axle(&["compile", &corpus("ew_binary_f32.hlo"), "--emit", "llvm"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ir = String::from_utf8_lossy(&o.stdout);
+    assert!(ir.contains("define void @axle_entry("), "{ir}");
+    assert!(ir.contains(" x float>"), "no vector code");
+    let o = axle(&["compile", &corpus("ew_binary_f32.hlo"), "--emit", "asm"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("axle_entry:"));
+}
+
+#[test]
+fn compile_aot_writes_an_object_and_a_header() {
+    let tmp = tempfile::tempdir().unwrap();
+    let obj = tmp.path().join("model.o");
+    let h = tmp.path().join("model.h");
+    let o = axle(&[
+        "compile",
+        &corpus("mlp_forward.hlo"),
+        "--aot",
+        "-o",
+        &obj.display().to_string(),
+        "--header",
+        &h.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let header = std::fs::read_to_string(&h).unwrap();
+    assert!(
+        header.contains("void model_run(void *const *inputs"),
+        "{header}"
+    );
+    assert!(header.contains("#define MODEL_TEMP_BYTES"));
+    assert!(header.contains("#define MODEL_INPUT0_BYTES 1024 /* f32[8,32] as float */"));
+    let bytes = std::fs::read(&obj).unwrap();
+    assert_eq!(&bytes[..4], b"\x7fELF");
+    // --aot needs an object path; --emit needs the cpu backend.
+    let o = axle(&["compile", &corpus("mlp_forward.hlo"), "--aot"]);
+    assert_fails(&o, &["--aot needs -o"]);
+    let o = axle(&[
+        "compile",
+        &corpus("mlp_forward.hlo"),
+        "--backend",
+        "interpreter",
+        "--emit",
+        "llvm",
+    ]);
+    assert_fails(&o, &["need --backend cpu"]);
+}
+
+#[test]
+fn bench_states_the_output_buffer_policy() {
+    let o = axle(&[
+        "bench",
+        &corpus("mlp_forward.hlo"),
+        "--repeat",
+        "3",
+        "--warmup",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("compile:"), "{s}");
+    assert!(s.contains("run (fresh outputs): median"), "{s}");
+    assert!(s.contains("run (reused outputs): median"), "{s}");
+    assert!(s.contains("over 3 runs"), "{s}");
+    let o = axle(&["bench", &corpus("mlp_forward.hlo"), "--repeat", "0"]);
+    assert_fails(&o, &["--repeat must be at least 1"]);
+}

@@ -1,7 +1,7 @@
 //! Every case of the shared corpus (`NAME.hlo` and XLA's optimized `NAME.opt.hlo`) under the
 //! full `simplify` pipeline: the pipeline verifies after every pass and checks every pass's
-//! changed flag, and the reference evaluator gives bit-identical results before and after, on the
-//! corpus's own inputs. One named test per file. (Files whose constants XLA elided cannot be
+//! changed flag, and the reference evaluator gives bit-identical results before and after (IEEE
+//! arithmetic), on the corpus's own inputs. One named test per file. (Files whose constants XLA elided cannot be
 //! evaluated; for them the pipeline and the verifier are still checked.)
 
 use std::path::{Path, PathBuf};
@@ -40,7 +40,8 @@ fn run_case(dir: &Path, case: &Value, file: &str) -> Result<(), Failed> {
     };
     let pipeline = axle::passes::standard_pipeline("simplify").ok_or("no simplify pipeline")?;
     axle::passes::optimize(&mut out, pipeline, opts).map_err(|e| e.to_string())?;
-    let before = match axle_analysis::evaluate(&m, &args) {
+    let ieee = axle_analysis::equivalence::ieee();
+    let before = match axle_analysis::evaluate_with(&m, &args, &ieee) {
         Ok(v) => v,
         Err(e) if text.contains("{...}") => {
             // XLA elided a constant: nothing to evaluate, the pipeline was still checked.
@@ -49,7 +50,7 @@ fn run_case(dir: &Path, case: &Value, file: &str) -> Result<(), Failed> {
         }
         Err(e) => return Err(format!("the input does not evaluate: {e}").into()),
     };
-    let after = axle_analysis::evaluate(&out, &args)
+    let after = axle_analysis::evaluate_with(&out, &args, &ieee)
         .map_err(|e| format!("the simplified module does not evaluate: {e}"))?;
     compare_literals(&before, &after, Tolerance::Exact).map_err(|e| {
         format!(

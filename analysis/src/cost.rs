@@ -2,11 +2,11 @@
 //! and in total, without running it.
 //!
 //! Per instruction: elementwise ops count one operation per result element (transcendental ones,
-//! `exp`, `log`, `tanh`, ..., also count in `transcendentals`); `dot` counts `2 * result elements
-//! * contracted elements`; `convolution` counts `2 * result elements * kernel elements / output
-//! features`; `reduce` and `reduce-window` count one operation per input element (per window
-//! element); data movement counts none. Bytes are what an unfused execution reads and writes:
-//! every array operand and the array result, once (parameters, constants, tuples and
+//! `exp`, `log`, `tanh`, ..., also count in `transcendentals`); `dot` counts two operations per
+//! result element and contracted element; `convolution` counts two per result element and kernel
+//! element, divided by the output features; `reduce` and `reduce-window` count one operation per
+//! input element; data movement counts none. Bytes are what an unfused execution reads and
+//! writes: every array operand and the array result, once (parameters, constants, tuples and
 //! `get-tuple-element`s move nothing). Called computations are counted once per call, so a loop
 //! body counts as one trip. It is a ranking signal for pass-ordering experiments, not a
 //! performance prediction.

@@ -5,9 +5,21 @@
 //! huge and tiny powers of two, integer minima and maxima, `-1`, `0` and `1`.
 //! [`same_results`] evaluates both modules on several such input sets and compares the results
 //! with the corpus rules ([`axle_ir::compare_literals`]).
+//!
+//! Evaluation uses IEEE semantics (gradual underflow, [`ieee`]), not the evaluator's default
+//! model of XLA CPU's flush-to-zero mode: passes keep IEEE semantics (as XLA's simplifier does),
+//! and under flush-to-zero even `x * 1 -> x` would differ on subnormal inputs.
 
 use axle_ir::literal::{complex_to_element, f64_to_element, i128_to_element};
 use axle_ir::{compare_literals, ArrayLiteral, ArrayShape, Literal, Module, Shape, Tolerance};
+
+/// The evaluator options passes are checked (and constants folded) with: IEEE arithmetic, no
+/// flushing of subnormals.
+pub fn ieee() -> crate::EvalOptions {
+    crate::EvalOptions {
+        flush_denormals: false,
+    }
+}
 
 /// A small deterministic generator (SplitMix64).
 #[derive(Clone, Debug)]
@@ -140,11 +152,11 @@ pub fn same_results(
 ) -> Result<Equivalence, String> {
     for k in 0..sets {
         let inputs = adversarial_inputs(before, seed.wrapping_add(k as u64));
-        let expected = match crate::evaluate(before, &inputs) {
+        let expected = match crate::evaluate_with(before, &inputs, &ieee()) {
             Ok(v) => v,
             Err(e) => return Ok(Equivalence::NotComparable(e.to_string())),
         };
-        let actual = crate::evaluate(after, &inputs)
+        let actual = crate::evaluate_with(after, &inputs, &ieee())
             .map_err(|e| format!("the rewritten module does not evaluate: {e}"))?;
         compare_literals(&expected, &actual, tol)
             .map_err(|e| format!("results differ on input set {k} (seed {seed}): {e}"))?;

@@ -9,5 +9,8 @@ pub mod users;
 
 pub use cost::{inst_cost, module_cost, Cost};
 pub use equivalence::{adversarial_inputs, same_results, Equivalence};
-pub use eval::{evaluate, evaluate_computation, EvalError};
+pub use eval::{
+    evaluate, evaluate_computation, evaluate_computation_with, evaluate_with, EvalError,
+    EvalOptions,
+};
 pub use users::{LazyUsers, Users};

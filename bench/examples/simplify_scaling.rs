@@ -84,7 +84,7 @@ fn main() {
                         None => per.push((r.pass.clone(), r.wall_ns, 1)),
                     }
                 }
-                per.sort_by(|a, b| b.1.cmp(&a.1));
+                per.sort_by_key(|p| std::cmp::Reverse(p.1));
                 for (p, ns, runs) in per {
                     println!("    {p:<24} {runs:>3} runs {:>9.1} ms", ns as f64 / 1e6);
                 }

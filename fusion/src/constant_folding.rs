@@ -12,7 +12,8 @@
 //!
 //! Each instruction is evaluated in a small module holding constants for its operands, the
 //! instruction and copies of the computations it calls, so folding computes exactly what the
-//! evaluator computes at run time.
+//! evaluator computes (with IEEE arithmetic, the semantics every pass keeps; see
+//! `axle_analysis::equivalence`).
 //!
 //! Read phase: a parallel sweep finds the seeds (instructions whose operands are all constants,
 //! and iotas), then evaluation spreads from them through users, each instruction evaluated once
@@ -133,7 +134,7 @@ fn evaluate_one(
     let l = copy_layout(m, &mut t, m.layout_id(id));
     let r = t.push_inst_parts(e, m.opcode(id), s, l, &ops, &mut attrs, "fold.result");
     t.set_root(e, r);
-    axle_analysis::evaluate(&t, &[]).ok()
+    axle_analysis::evaluate_with(&t, &[], &axle_analysis::equivalence::ieee()).ok()
 }
 
 impl Pass for ConstantFolding {

@@ -1686,7 +1686,9 @@ impl<'a> Cx<'a> {
         Ok(())
     }
 
-    fn reduce(&self) -> R<OwnedShape> {
+    /// Checks the operands of a variadic reduction (`N` inputs of equal dimensions followed by `N`
+    /// scalar init values) and returns `N`, the inputs' and the inits' element types.
+    fn inputs_and_inits(&self) -> R<(usize, Vec<ElementType>, Vec<ElementType>)> {
         if self.n() < 2 || self.n() % 2 == 1 {
             bail!(
                 self,
@@ -1702,6 +1704,11 @@ impl<'a> Cx<'a> {
             inputs.push(self.array(i)?.ty);
             inits.push(self.scalar(n + i, "an init value")?.ty);
         }
+        Ok((n, inputs, inits))
+    }
+
+    fn reduce(&self) -> R<OwnedShape> {
+        let (_, inputs, inits) = self.inputs_and_inits()?;
         let a = self.array(0)?;
         let dims = self.ints(&AttrKey::Dimensions)?;
         self.check_dims("dimensions", dims, a.rank(), false)?;
@@ -1772,21 +1779,7 @@ impl<'a> Cx<'a> {
     }
 
     fn reduce_window(&self) -> R<OwnedShape> {
-        if self.n() < 2 || self.n() % 2 == 1 {
-            bail!(
-                self,
-                "expects N inputs followed by N init values, got {} operands",
-                self.n()
-            );
-        }
-        let n = self.n() / 2;
-        self.same_dims_all(0..n)?;
-        let mut inits = Vec::with_capacity(n);
-        let mut inputs = Vec::with_capacity(n);
-        for i in 0..n {
-            inputs.push(self.array(i)?.ty);
-            inits.push(self.scalar(n + i, "an init value")?.ty);
-        }
+        let (n, inputs, inits) = self.inputs_and_inits()?;
         let (_, is_tuple) = self.reducer(&AttrKey::ToApply, &inits, &inputs)?;
         let w = self.window()?;
         let mut shapes = Vec::with_capacity(n);

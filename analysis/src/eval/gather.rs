@@ -157,7 +157,7 @@ pub(crate) fn gather(
 /// `scatter` (variadic).
 pub(crate) fn scatter(ev: &mut Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
     let m = ev.m;
-    if ops.len() < 3 || ops.len() % 2 == 0 {
+    if ops.len() < 3 || ops.len().is_multiple_of(2) {
         return Err("scatter needs operands, indices and as many updates".into());
     }
     let n = (ops.len() - 1) / 2;

@@ -339,6 +339,9 @@ fn slice_rules(cx: &Cx<'_>, id: InstId, out: &[i64]) -> Hit {
     }
 }
 
+/// A stride-1 slice: its operand and its `[start, limit, stride]` per dimension.
+type SliceOf = (InstId, Vec<[i64; 3]>);
+
 fn concat_rules(cx: &Cx<'_>, id: InstId) -> Hit {
     let m = cx.m;
     let ops = m.operands(id);
@@ -389,7 +392,7 @@ fn concat_rules(cx: &Cx<'_>, id: InstId) -> Hit {
         }
     }
     // Adjacent stride-1 slices of one value along the concatenated dimension merge.
-    let slice_of = |o: InstId| -> Option<(InstId, Vec<[i64; 3]>)> {
+    let slice_of = |o: InstId| -> Option<SliceOf> {
         if m.opcode(o) != Opcode::Slice {
             return None;
         }
@@ -398,7 +401,7 @@ fn concat_rules(cx: &Cx<'_>, id: InstId) -> Hit {
             .all(|e| e[2] == 1)
             .then(|| (m.operands(o)[0], s.to_vec()))
     };
-    let mut groups: Vec<(Option<(InstId, Vec<[i64; 3]>)>, InstId)> = Vec::new();
+    let mut groups: Vec<(Option<SliceOf>, InstId)> = Vec::new();
     let mut merged = false;
     for &o in ops {
         let cur = slice_of(o);
