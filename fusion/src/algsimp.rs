@@ -2,16 +2,20 @@
 //! `AlgebraicSimplifier`.
 //!
 //! Every rule is exact for every input, NaN, infinities, `-0.0` and integer overflow included
-//! (the reference evaluator's semantics): float rules are only the IEEE-safe ones (`x * 1 -> x`,
-//! `x + (-0.0) -> x`, `x - 0.0 -> x`, `x / 2^k -> x * 2^-k`; never `x + 0.0 -> x` nor `x * 0 -> 0`
-//! nor `x - x -> 0` on floats), integer identities and absorbing elements hold under wrapping.
+//! (the reference evaluator's IEEE semantics): float rules are only the IEEE-safe ones
+//! (`x * 1 -> x`, `x + (-0.0) -> x`, `x - 0.0 -> x`, `x / 2^k -> x * 2^-k`; never `x + 0.0 -> x`
+//! nor `x * 0 -> 0` nor `x - x -> 0` on floats), integer identities and absorbing elements hold
+//! under wrapping. Sign algebra (`x + (-y) -> x - y`, `x * -1 -> -x`, ...) is applied to
+//! integers only: on floats it changes the sign of a NaN result, which total-order compares
+//! and bitcasts can observe. (Signaling NaNs are not modelled: the evaluator quiets them like
+//! any arithmetic, and a removed `x * 1` no longer does.)
 //! The rules, by family (the counter of each is its name):
 //!
 //! - arithmetic (`arith`): `add-zero`, `add-neg-zero`, `add-negate`, `sub-zero`, `sub-self`,
 //!   `sub-negate`, `zero-sub`, `mul-one`, `mul-zero`, `mul-neg-one`, `mul-negate-negate`,
 //!   `div-one`, `div-pow2`, `max-self`, `max-identity`, `max-absorb`, `pow-one`, `pow-zero`,
 //!   `neg-neg`, `abs-abs`, `abs-neg`, `idempotent-unary`, `shift-zero`;
-//! - logic (`logic`): `and-self`, `and-ones`, `and-zero`, `or-zero`, `or-ones`, `xor-zero`,
+//! - logic (`logic`): `and-self`, `or-self`, `and-ones`, `and-zero`, `or-zero`, `or-ones`, `xor-zero`,
 //!   `xor-self`, `not-not`, `select-same`, `select-const-pred`, `select-not-pred`,
 //!   `compare-self`, `compare-pred-const`;
 //! - conversions (`convert`): `convert-same-type`, `convert-convert`, `bitcast-convert-same-type`,

@@ -52,6 +52,11 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
                     return hit("add-neg-zero", forward(m, id, x));
                 }
             }
+            // Integers only: on floats `x + (-y)` and `x - y` differ in the sign of a NaN
+            // result, which total-order compares and bitcasts can see.
+            if float {
+                return None;
+            }
             if let Some(y) = negated(m, b) {
                 return hit("add-negate", Some(build1(Subtract, id, &[a, y])));
             }
@@ -71,10 +76,14 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
                     splat_nodes(m, id, Num::Int(0)).map(Rewrite::Build),
                 );
             }
+            // Integers only (the sign of a NaN result would change on floats).
+            if float {
+                return None;
+            }
             if let Some(y) = negated(m, b) {
                 return hit("sub-negate", Some(build1(Add, id, &[a, y])));
             }
-            if (!float && is_int_splat(m, a, 0)) || (float && is_float_zero(m, a, true)) {
+            if is_int_splat(m, a, 0) {
                 return hit("zero-sub", Some(build1(Negate, id, &[b])));
             }
             None
@@ -88,11 +97,13 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
                 if !float && is_int_splat(m, c, 0) {
                     return hit("mul-zero", forward(m, id, c));
                 }
-                if (float && is_float_splat(m, c, -1.0))
-                    || (ty.is_signed_int() && is_int_splat(m, c, -1))
-                {
+                // Integers only (on floats `x * -1` keeps a NaN's sign, `-x` flips it).
+                if ty.is_signed_int() && is_int_splat(m, c, -1) {
                     return hit("mul-neg-one", Some(build1(Negate, id, &[x])));
                 }
+            }
+            if float {
+                return None;
             }
             if let (Some(x), Some(y)) = (negated(m, a), negated(m, b)) {
                 return hit("mul-negate-negate", Some(build1(Multiply, id, &[x, y])));
