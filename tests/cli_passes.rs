@@ -20,7 +20,8 @@ fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
 
-const MODULE: &str = "HloModule m, entry_computation_layout={(f32[4]{0}, s32[4]{0})->(f32[4]{0}, s32[4]{0})}
+const MODULE: &str =
+    "HloModule m, entry_computation_layout={(f32[4]{0}, s32[4]{0})->(f32[4]{0}, s32[4]{0})}
 
 ENTRY main {
   x = f32[4]{0} parameter(0)
@@ -64,7 +65,12 @@ fn passes_lists_every_pass_and_pipeline() {
 fn opt_runs_a_pipeline_and_prints_canonical_text() {
     let (dir, f) = setup();
     let o = axle(
-        &["opt", f.to_str().unwrap(), "--passes", "fixpoint(max=4)[algsimp,cse,dce]"],
+        &[
+            "opt",
+            f.to_str().unwrap(),
+            "--passes",
+            "fixpoint(max=4)[algsimp,cse,dce]",
+        ],
         dir.path(),
     );
     assert!(o.status.success(), "{}", err(&o));
@@ -74,7 +80,10 @@ fn opt_runs_a_pipeline_and_prints_canonical_text() {
     assert!(!text.contains("multiply"), "{text}");
     assert!(!text.contains("negate"), "{text}");
     assert_eq!(text.matches("exponential").count(), 1, "{text}");
-    assert!(text.contains("ROOT t = (f32[4]{0}, s32[4]{0}) tuple(s, i)"), "{text}");
+    assert!(
+        text.contains("ROOT t = (f32[4]{0}, s32[4]{0}) tuple(s, i)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -183,7 +192,10 @@ fn opt_errors_are_clear() {
             &["opt", file, "--pipeline", "nope"],
             "error: unknown pipeline 'nope' (standard pipelines: simplify)",
         ),
-        (&["opt", file], "error: give the passes to run with --passes PIPELINE or --pipeline NAME"),
+        (
+            &["opt", file],
+            "error: give the passes to run with --passes PIPELINE or --pipeline NAME",
+        ),
         (
             &["opt", file, "--passes", "dce", "--verify", "sometimes"],
             "error: --verify takes each, end or off, found 'sometimes'",
@@ -200,7 +212,10 @@ fn opt_errors_are_clear() {
             &["opt", file, "--passes", "constant-folding{max_elements=-1}"],
             "option 'max_elements' must be an int >= 0, found -1",
         ),
-        (&["opt", "missing.hlo", "--passes", "dce"], "missing.hlo: error: cannot read file"),
+        (
+            &["opt", "missing.hlo", "--passes", "dce"],
+            "missing.hlo: error: cannot read file",
+        ),
     ];
     for (args, want) in cases {
         let o = axle(args, dir.path());
@@ -283,7 +298,12 @@ fn explore_prints_a_table_and_writes_every_row() {
 fn explore_rejects_unknown_passes() {
     let (dir, f) = setup();
     let o = axle(
-        &["explore", f.to_str().unwrap(), "--passes-from", "algsimp,nope"],
+        &[
+            "explore",
+            f.to_str().unwrap(),
+            "--passes-from",
+            "algsimp,nope",
+        ],
         dir.path(),
     );
     assert!(!o.status.success());
