@@ -12,6 +12,7 @@
 //! (see `scalar`), with typed fast paths for the common one-op forms; `dot` and `convolution`
 //! run tight typed loops, parallel over output rows.
 
+mod batchnorm;
 mod dot;
 mod elem;
 mod elementwise;
@@ -617,6 +618,14 @@ impl<'m> Evaluator<'m> {
     fn check_attrs(&self, id: InstId) -> R<()> {
         for (k, v) in self.m.attrs(id) {
             match k {
+                AttrKey::Other(name)
+                    if matches!(name.as_ref(), "epsilon" | "feature_index")
+                        && matches!(
+                            self.m.opcode(id),
+                            Opcode::BatchNormInference
+                                | Opcode::BatchNormTraining
+                                | Opcode::BatchNormGrad
+                        ) => {}
                 AttrKey::Other(name) if !benign_other_attr(name) => {
                     return Err(format!("unsupported attribute {name}").into());
                 }
@@ -684,6 +693,9 @@ impl<'m> Evaluator<'m> {
             CustomCall => return self.eval_custom_call(id, ops),
             Fft => return linalg::fft(self, id, arr(ops[0])?),
             RngBitGenerator => return rng::rng_bit_generator(self, id, arr(ops[0])?),
+            BatchNormInference | BatchNormTraining | BatchNormGrad => {
+                return batchnorm::batch_norm(self, id, ops)
+            }
             _ => self.eval_array_op(id, op, ops)?,
         };
         Ok(Literal::Array(out))

@@ -427,6 +427,30 @@ ew("complex_c64", "c64", 2, [("c64", "add(p0, p1)"), ("c64", "multiply(p0, p1)")
                               ("f32", "real(p0)"), ("f32", "imag(p0)"), ("c64", "negate(p1)")],
    [za, zb], tol={"rtol": 1e-5, "atol": 1e-6})
 
+# --- batch norm (XLA expands it; the evaluator uses the expander's formulas).
+bx = rng.standard_normal((4, 3, 5)).astype(np.float32)
+case("batch_norm", """
+ENTRY main {
+  x = f32[4,3,5] parameter(0)
+  s = f32[3] parameter(1)
+  o = f32[3] parameter(2)
+  m = f32[3] parameter(3)
+  v = f32[3] parameter(4)
+  g = f32[4,3,5] parameter(5)
+  i = f32[4,3,5] batch-norm-inference(x, s, o, m, v), epsilon=0.001, feature_index=1
+  t = (f32[4,3,5], f32[3], f32[3]) batch-norm-training(x, s, o), epsilon=0.001, feature_index=1
+  ty = f32[4,3,5] get-tuple-element(t), index=0
+  tm = f32[3] get-tuple-element(t), index=1
+  tv = f32[3] get-tuple-element(t), index=2
+  d = (f32[4,3,5], f32[3], f32[3]) batch-norm-grad(x, s, m, v, g), epsilon=0.001, feature_index=1
+  dx = f32[4,3,5] get-tuple-element(d), index=0
+  ds = f32[3] get-tuple-element(d), index=1
+  do = f32[3] get-tuple-element(d), index=2
+  ROOT r = (f32[4,3,5], f32[4,3,5], f32[3], f32[3], f32[4,3,5], f32[3], f32[3]) tuple(i, ty, tm, tv, dx, ds, do)
+}""", [bx, np.array([1.5, -0.5, 2.0], np.float32), np.array([0.1, 0.2, -0.3], np.float32),
+       np.array([0.05, -0.1, 0.2], np.float32), np.array([1.2, 0.8, 1.1], np.float32),
+       rng.standard_normal((4, 3, 5)).astype(np.float32)], tol={"rtol": 1e-5, "atol": 1e-5})
+
 # --- a long f32 sum: a left-to-right fold drifts past rtol 1e-5; XLA's does not.
 case("reduce_long_f32_sum", """
 add {
