@@ -2,15 +2,27 @@
 //!
 //! It is the oracle every later test compares against, so it follows XLA's semantics op by op
 //! (see the submodules for the details of each family) and refuses, with an [`EvalError`]
-//! naming the instruction, anything it does not implement rather than guessing.
+//! naming the instruction, anything it does not implement rather than guessing. Where XLA's
+//! CPU backend (whose outputs are the corpus's reference) and XLA's own evaluator disagree, it
+//! follows the CPU backend, and `tests/xla` pins each such point against XLA CPU:
+//! - float arithmetic flushes subnormals (x86 DAZ/FTZ; [`EvalOptions::flush_denormals`]);
+//! - `maximum`/`minimum` order `-0` below `+0`;
+//! - integer `power` uses the low six bits of the exponent (and `(-1)^-n` is `±1`);
+//! - `f16`/`bf16`/f8 arithmetic is computed in `f32` and rounded after every op, and converts
+//!   round or saturate per format as XLA does.
+//!
+//! Float sum and product reductions fold as a balanced tree (HLO leaves the order open; XLA's
+//! vectorized reductions are close to exact, a left-to-right `f32` fold of millions of values
+//! is not). Every result is checked against its instruction's declared shape.
 //!
 //! Values are logical row-major literals whatever their layout; only `bitcast` looks at
 //! layouts (a bitcast reinterprets the physical buffer), and `copy` between layouts is a no-op.
 //! Each computation is run in a topological order of the instructions its root depends on,
 //! freeing every value after its last use. Computations applied per element (reducers,
 //! comparators, scatter and select functions, `map` bodies) are compiled into scalar programs
-//! (see `scalar`), with typed fast paths for the common one-op forms; `dot` and `convolution`
-//! run tight typed loops, parallel over output rows.
+//! (see `scalar`), with typed fast paths for the common one-op forms and one key per element
+//! for comparators of the form `compare(f(lhs), f(rhs))`; `dot` and `convolution` run tight
+//! typed loops, parallel over output rows. Results do not depend on the thread count.
 
 mod batchnorm;
 mod dot;
