@@ -339,6 +339,29 @@ fn describe(l: &Literal) -> String {
     }
 }
 
+/// Whether `op` can take `n` operands (the verifier's business, checked again so that a
+/// malformed module is an error rather than a panic).
+fn arity_ok(op: Opcode, n: usize) -> bool {
+    use Opcode::*;
+    match op {
+        Iota | AfterAll | PartitionId | ReplicaId => n == 0,
+        Select | Clamp | SelectAndScatter => n == 3,
+        Dot | Convolution | Gather | Pad | TriangularSolve | Complex | Compare => n == 2,
+        BatchNormInference | BatchNormGrad => n == 5,
+        BatchNormTraining => n == 3,
+        Broadcast | Reshape | Transpose | Reverse | Slice | Convert | BitcastConvert
+        | ReducePrecision | Bitcast | Cholesky | Fft | TopK | GetTupleElement | RngBitGenerator
+        | GetDimensionSize | While | Copy => n == 1,
+        DynamicSlice => n >= 1,
+        DynamicUpdateSlice | AddDependency | Scatter => n >= 2,
+        Conditional | Concatenate | Sort | CustomCall | Map => n >= 1,
+        Reduce | ReduceWindow => n >= 2 && n.is_multiple_of(2),
+        _ if op.is_elementwise_binary() => n == 2,
+        _ if op.is_elementwise_unary() => n == 1,
+        _ => true,
+    }
+}
+
 /// Attribute keys that carry no semantics the evaluator must honor.
 fn benign_other_attr(name: &str) -> bool {
     matches!(
@@ -663,6 +686,9 @@ impl<'m> Evaluator<'m> {
         let m = self.m;
         let op = m.opcode(id);
         self.check_attrs(id)?;
+        if !arity_ok(op, ops.len()) {
+            return Err(format!("{} does not take {} operands", op.name(), ops.len()).into());
+        }
         let out = match op {
             Copy | OptBarrier | Domain => {
                 if op == Copy {
