@@ -24,8 +24,8 @@ CARGO ?= cargo
 # CI checks that Cargo.lock is committed and up to date.
 LOCKED := $(if $(CI),--locked)
 EXAMPLE ?= examples/mlp.hlo
-# What `make run` does with the example; becomes `run $(EXAMPLE)` once the evaluator lands.
-RUN_ARGS ?= parse $(EXAMPLE)
+# What `make run` does with the example: run it on the default backend with generated inputs.
+RUN_ARGS ?= run $(EXAMPLE)
 
 # The steps of `make test`, in order; each is also a target of its own.
 FMT_CHECK = $(strip $(CARGO) fmt --all --check)

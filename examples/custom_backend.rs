@@ -37,7 +37,11 @@ impl Platform for CountingPlatform {
         NAME
     }
     fn devices(&self) -> Vec<DeviceInfo> {
-        vec![DeviceInfo { ordinal: 0, description: "host memory, counted runs".into(), memory_bytes: None }]
+        vec![DeviceInfo {
+            ordinal: 0,
+            description: "host memory, counted runs".into(),
+            memory_bytes: None,
+        }]
     }
     fn compiler(&self) -> &dyn Compiler {
         &self.compiler
@@ -48,9 +52,16 @@ impl Platform for CountingPlatform {
 }
 
 impl Compiler for CountingCompiler {
-    fn compile(&self, m: Module, _opts: &CompileOptions) -> Result<Box<dyn Executable>, BackendError> {
+    fn compile(
+        &self,
+        m: Module,
+        _opts: &CompileOptions,
+    ) -> Result<Box<dyn Executable>, BackendError> {
         axle::verify_module(&m).map_err(|e| BackendError::new(NAME, e))?;
-        Ok(Box::new(CountingExecutable { module: m, runs: AtomicUsize::new(0) }))
+        Ok(Box::new(CountingExecutable {
+            module: m,
+            runs: AtomicUsize::new(0),
+        }))
     }
 }
 
@@ -64,8 +75,10 @@ fn literal_of(buf: &DeviceBuffer) -> Result<Arc<Literal>, BackendError> {
 impl Executable for CountingExecutable {
     fn run(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError> {
         let n = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
-        let lits: Vec<Literal> =
-            args.iter().map(|b| literal_of(b).map(|l| (*l).clone())).collect::<Result<_, _>>()?;
+        let lits: Vec<Literal> = args
+            .iter()
+            .map(|b| literal_of(b).map(|l| (*l).clone()))
+            .collect::<Result<_, _>>()?;
         let out = axle::analysis::eval::evaluate(&self.module, &lits)
             .map_err(|e| BackendError::new(NAME, e.to_string()))?;
         eprintln!("[{NAME}] run #{n} of module '{}'", self.module.name);
@@ -83,7 +96,10 @@ impl Executable for CountingExecutable {
         axle::ir::print_module(&self.module)
     }
     fn stats(&self) -> ExecutableStats {
-        ExecutableStats { instructions: self.module.num_live_insts(), ..Default::default() }
+        ExecutableStats {
+            instructions: self.module.num_live_insts(),
+            ..Default::default()
+        }
     }
 }
 
@@ -102,13 +118,21 @@ impl TransferManager for CountingTransfer {
 }
 
 fn main() -> Result<(), String> {
-    registry().register(Arc::new(CountingPlatform { compiler: CountingCompiler, transfer: CountingTransfer }));
+    registry().register(Arc::new(CountingPlatform {
+        compiler: CountingCompiler,
+        transfer: CountingTransfer,
+    }));
     println!("backends: {}", registry().names().join(", "));
     let text = "HloModule axpy\n\nENTRY main {\n  a = f32[] parameter(0)\n  x = f32[4]{0} parameter(1)\n  \
                 y = f32[4]{0} parameter(2)\n  ab = f32[4]{0} broadcast(a), dimensions={}\n  \
                 ax = f32[4]{0} multiply(ab, x)\n  ROOT r = f32[4]{0} add(ax, y)\n}\n";
     let m = axle::ir::parse_module(text).map_err(|e| e.render("axpy.hlo"))?;
-    let opts = axle::run::RunOptions { backend: NAME.into(), repeat: 3, seed: 7, ..Default::default() };
+    let opts = axle::run::RunOptions {
+        backend: NAME.into(),
+        repeat: 3,
+        seed: 7,
+        ..Default::default()
+    };
     let report = axle::run::run_module(m, &opts)?;
     print!("{}", axle::run::summary(&report));
     Ok(())

@@ -2,7 +2,7 @@
 //! lists its devices; its [`Compiler`] turns a module into an [`Executable`], running the
 //! backend's own pipeline; its [`TransferManager`] moves literals to and from device memory as
 //! [`DeviceBuffer`]s. Backends are found by name in a [`BackendRegistry`]; the built-in ones are
-//! `interpreter` (the reference evaluator) and, where built, the code generators.
+//! `interpreter` (the reference evaluator) and `cpu` (native code through LLVM).
 //!
 //! A third-party backend implements the three traits in its own crate and registers its platform
 //! with [`BackendRegistry::register`]; `examples/custom_backend.rs` is a worked example.
@@ -26,7 +26,10 @@ pub struct BackendError {
 impl BackendError {
     /// An error of backend `backend`.
     pub fn new(backend: &str, message: impl Into<String>) -> Self {
-        BackendError { backend: backend.to_string(), message: message.into() }
+        BackendError {
+            backend: backend.to_string(),
+            message: message.into(),
+        }
     }
 }
 
@@ -65,7 +68,9 @@ impl ValueShape {
     pub fn of_literal(l: &Literal) -> ValueShape {
         match l {
             Literal::Array(a) => ValueShape::Array(a.shape.clone()),
-            Literal::Tuple(es) => ValueShape::Tuple(es.iter().map(ValueShape::of_literal).collect()),
+            Literal::Tuple(es) => {
+                ValueShape::Tuple(es.iter().map(ValueShape::of_literal).collect())
+            }
         }
     }
 
@@ -73,9 +78,11 @@ impl ValueShape {
     pub fn of_shape(m: &Module, s: &Shape) -> ValueShape {
         match s {
             Shape::Array(a) => ValueShape::Array(a.clone()),
-            Shape::Tuple(es) => {
-                ValueShape::Tuple(es.iter().map(|e| ValueShape::of_shape(m, m.shape_of(*e))).collect())
-            }
+            Shape::Tuple(es) => ValueShape::Tuple(
+                es.iter()
+                    .map(|e| ValueShape::of_shape(m, m.shape_of(*e)))
+                    .collect(),
+            ),
             Shape::Token | Shape::Opaque => ValueShape::Token,
         }
     }
@@ -141,7 +148,11 @@ pub struct ExecutableStats {
 /// Turns modules into executables for one platform.
 pub trait Compiler: Send + Sync {
     /// Compiles `m` (already verified) with `opts`, running the backend's own pipeline.
-    fn compile(&self, m: Module, opts: &CompileOptions) -> Result<Box<dyn Executable>, BackendError>;
+    fn compile(
+        &self,
+        m: Module,
+        opts: &CompileOptions,
+    ) -> Result<Box<dyn Executable>, BackendError>;
 }
 
 /// A compiled program.
@@ -149,6 +160,13 @@ pub trait Executable: Send + Sync {
     /// Runs the program on argument buffers (one per entry parameter) and returns the result
     /// buffer (a tuple root gives a tuple buffer).
     fn run(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError>;
+    /// Runs the program writing its result into `out`, the result buffer of an earlier run of
+    /// this executable, so repeated runs can reuse their output memory. Backends that cannot
+    /// reuse it return a fresh result in `out`.
+    fn run_into(&self, args: &[&DeviceBuffer], out: &mut DeviceBuffer) -> Result<(), BackendError> {
+        *out = self.run(args)?;
+        Ok(())
+    }
     /// The module as compiled (after the backend's pipeline).
     fn module(&self) -> &Module;
     /// The compiled form as text (HLO for the interpreter, LLVM IR or assembly for code
@@ -162,7 +180,9 @@ pub trait Executable: Send + Sync {
 pub trait TransferManager: Send + Sync {
     /// Copies a literal to device memory.
     fn to_device(&self, lit: &Literal, device: usize) -> Result<DeviceBuffer, BackendError>;
-    /// Copies a device buffer back to a host literal.
+    /// Copies a device buffer back to a host literal. (Named after XLA's
+    /// `TransferLiteralFromDevice`; it is a method of the manager, not a constructor.)
+    #[allow(clippy::wrong_self_convention)]
     fn from_device(&self, buf: &DeviceBuffer) -> Result<Literal, BackendError>;
 }
 
@@ -189,6 +209,7 @@ impl BackendRegistry {
     pub fn with_builtins() -> Self {
         let r = BackendRegistry::default();
         r.register(Arc::new(crate::interpreter::InterpreterPlatform::new()));
+        r.register(Arc::new(crate::cpu::CpuPlatform::new()));
         r
     }
 
@@ -204,7 +225,10 @@ impl BackendRegistry {
         let v = self.platforms.read().unwrap_or_else(|e| e.into_inner());
         v.iter().find(|p| p.name() == name).cloned().ok_or_else(|| {
             let names: Vec<&str> = v.iter().map(|p| p.name()).collect();
-            BackendError::new(name, format!("no such backend (available: {})", names.join(", ")))
+            BackendError::new(
+                name,
+                format!("no such backend (available: {})", names.join(", ")),
+            )
         })
     }
 

@@ -33,7 +33,11 @@ impl Platform for InterpreterPlatform {
     }
 
     fn devices(&self) -> Vec<DeviceInfo> {
-        vec![DeviceInfo { ordinal: 0, description: "host (reference evaluator)".into(), memory_bytes: None }]
+        vec![DeviceInfo {
+            ordinal: 0,
+            description: "host (reference evaluator)".into(),
+            memory_bytes: None,
+        }]
     }
 
     fn compiler(&self) -> &dyn Compiler {
@@ -50,19 +54,33 @@ impl Platform for InterpreterPlatform {
 pub struct InterpreterCompiler;
 
 impl Compiler for InterpreterCompiler {
-    fn compile(&self, m: Module, opts: &CompileOptions) -> Result<Box<dyn Executable>, BackendError> {
+    fn compile(
+        &self,
+        m: Module,
+        opts: &CompileOptions,
+    ) -> Result<Box<dyn Executable>, BackendError> {
         let t0 = Instant::now();
         if opts.device != 0 {
-            return Err(BackendError::new(NAME, format!("no device {}", opts.device)));
+            return Err(BackendError::new(
+                NAME,
+                format!("no device {}", opts.device),
+            ));
         }
         if let Some(p) = &opts.pipeline {
-            return Err(BackendError::new(NAME, format!("pipelines are not supported yet (asked for '{p}')")));
+            return Err(BackendError::new(
+                NAME,
+                format!("pipelines are not supported yet (asked for '{p}')"),
+            ));
         }
         crate::verify_module(&m).map_err(|e| BackendError::new(NAME, e))?;
         let instructions = m.num_live_insts();
         Ok(Box::new(InterpreterExecutable {
             module: m,
-            stats: ExecutableStats { compile_time: t0.elapsed(), instructions, temp_bytes: None },
+            stats: ExecutableStats {
+                compile_time: t0.elapsed(),
+                instructions,
+                temp_bytes: None,
+            },
         }))
     }
 }
@@ -75,7 +93,10 @@ pub struct InterpreterExecutable {
 
 fn host_literal(buf: &DeviceBuffer) -> Result<&Literal, BackendError> {
     if buf.platform != NAME {
-        return Err(BackendError::new(NAME, format!("buffer belongs to backend '{}'", buf.platform)));
+        return Err(BackendError::new(
+            NAME,
+            format!("buffer belongs to backend '{}'", buf.platform),
+        ));
     }
     buf.payload
         .downcast_ref::<Literal>()
@@ -84,10 +105,18 @@ fn host_literal(buf: &DeviceBuffer) -> Result<&Literal, BackendError> {
 
 impl Executable for InterpreterExecutable {
     fn run(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError> {
-        let lits: Vec<Literal> =
-            args.iter().map(|b| host_literal(b).cloned()).collect::<Result<_, _>>()?;
-        let out = evaluate(&self.module, &lits).map_err(|e| BackendError::new(NAME, e.to_string()))?;
-        Ok(DeviceBuffer { platform: NAME.into(), device: 0, shape: ValueShape::of_literal(&out), payload: Box::new(out) })
+        let lits: Vec<Literal> = args
+            .iter()
+            .map(|b| host_literal(b).cloned())
+            .collect::<Result<_, _>>()?;
+        let out =
+            evaluate(&self.module, &lits).map_err(|e| BackendError::new(NAME, e.to_string()))?;
+        Ok(DeviceBuffer {
+            platform: NAME.into(),
+            device: 0,
+            shape: ValueShape::of_literal(&out),
+            payload: Box::new(out),
+        })
     }
 
     fn module(&self) -> &Module {
@@ -112,7 +141,12 @@ impl TransferManager for InterpreterTransfer {
         if device != 0 {
             return Err(BackendError::new(NAME, format!("no device {device}")));
         }
-        Ok(DeviceBuffer { platform: NAME.into(), device, shape: ValueShape::of_literal(lit), payload: Box::new(lit.clone()) })
+        Ok(DeviceBuffer {
+            platform: NAME.into(),
+            device,
+            shape: ValueShape::of_literal(lit),
+            payload: Box::new(lit.clone()),
+        })
     }
 
     fn from_device(&self, buf: &DeviceBuffer) -> Result<Literal, BackendError> {

@@ -1,11 +1,13 @@
 //! Axle: an ML compiler for XLA's HLO, rebuilt on an ECS-style arena IR.
 //!
 //! This facade re-exports the IR and analysis crates and holds the backend plug-in interface
-//! ([`backend`]), the built-in backends ([`interpreter`]), the `run` driver ([`run`]) and what the
+//! ([`backend`]), the built-in backends ([`interpreter`], [`cpu`]), `axle bench` ([`mod@bench`]), the `run` driver ([`run`]) and what the
 //! `axle` command-line tool shares with library users.
 #![deny(missing_docs)]
 
 pub mod backend;
+pub mod bench;
+pub mod cpu;
 pub mod interpreter;
 pub mod run;
 
@@ -36,7 +38,11 @@ pub fn verify_for_cli(m: &Module, text: &str, file: &str) -> Result<(), String> 
             Some(l) if l.line >= 1 && (l.line as usize) <= lines.len() => {
                 let src = lines[l.line as usize - 1];
                 let caret = " ".repeat(l.col.saturating_sub(1) as usize);
-                let _ = writeln!(out, "{file}:{}:{}: error: {}\n{src}\n{caret}^", l.line, l.col, e.message);
+                let _ = writeln!(
+                    out,
+                    "{file}:{}:{}: error: {}\n{src}\n{caret}^",
+                    l.line, l.col, e.message
+                );
             }
             _ => {
                 let _ = writeln!(out, "{file}: error: {}", e.message);

@@ -32,8 +32,8 @@ enum Command {
     Run {
         /// The HLO file.
         file: PathBuf,
-        /// The backend.
-        #[arg(long, default_value = "interpreter")]
+        /// The backend (`cpu` compiles to native code, `interpreter` runs the reference evaluator).
+        #[arg(long, default_value = "cpu")]
         backend: String,
         /// An input `.npy` per array leaf of the entry parameters, in order (repeat the flag).
         #[arg(long = "input")]
@@ -45,6 +45,55 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         repeat: usize,
         /// Seed for generated inputs (used when no --input is given).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Compile a module: report the compile time, print the optimized LLVM IR or assembly
+    /// (`--emit`), or write an object file and a C header (`--aot`).
+    Compile {
+        /// The HLO file.
+        file: PathBuf,
+        /// The backend (only `cpu` compiles ahead of time or emits LLVM IR and assembly).
+        #[arg(long, default_value = "cpu")]
+        backend: String,
+        /// Write an object file (`-o`) and a C header (`--header`) instead of running the JIT.
+        #[arg(long)]
+        aot: bool,
+        /// The output file: the object with `--aot`, the text with `--emit` (default: stdout).
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
+        /// The C header to write with `--aot` (default: the object's path with `.h`).
+        #[arg(long)]
+        header: Option<PathBuf>,
+        /// The name of the entry point, `NAME_run` (default: the object file's stem).
+        #[arg(long)]
+        name: Option<String>,
+        /// The target triple (default: the host, with its CPU's features).
+        #[arg(long)]
+        target_triple: Option<String>,
+        /// Print the optimized LLVM IR (`llvm`) or the assembly (`asm`).
+        #[arg(long, value_parser = ["llvm", "asm"])]
+        emit: Option<String>,
+    },
+    /// Compile a module and time repeated runs on generated inputs: compile time, then median
+    /// and minimum run time per output-buffer policy (`fresh` result buffers per run, as XLA
+    /// does by default, or the previous run's buffers `reused`).
+    Bench {
+        /// The HLO file.
+        file: PathBuf,
+        /// The backend.
+        #[arg(long, default_value = "cpu")]
+        backend: String,
+        /// Timed runs per policy.
+        #[arg(long, default_value_t = 10)]
+        repeat: usize,
+        /// Untimed warm-up runs per policy.
+        #[arg(long, default_value_t = 3)]
+        warmup: usize,
+        /// The output-buffer policy: fresh, reused or both.
+        #[arg(long, default_value = "both", value_parser = ["fresh", "reused", "both"])]
+        outputs: String,
+        /// Seed for the generated inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
@@ -71,11 +120,71 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Parse { file } => cmd_parse(&file),
         Command::Stats { file } => cmd_stats(&file),
-        Command::Run { file, backend, inputs, out_dir, repeat, seed } => {
-            let opts = axle::run::RunOptions { backend, inputs, out_dir, repeat, seed };
+        Command::Run {
+            file,
+            backend,
+            inputs,
+            out_dir,
+            repeat,
+            seed,
+        } => {
+            let opts = axle::run::RunOptions {
+                backend,
+                inputs,
+                out_dir,
+                repeat,
+                seed,
+            };
             cmd_run(&file, &opts)
         }
-        Command::Compare { expected, actual, rtol, atol } => cmd_compare(&expected, &actual, rtol, atol),
+        Command::Compile {
+            file,
+            backend,
+            aot,
+            output,
+            header,
+            name,
+            target_triple,
+            emit,
+        } => cmd_compile(CompileArgs {
+            file,
+            backend,
+            aot,
+            output,
+            header,
+            name,
+            target_triple,
+            emit,
+        }),
+        Command::Bench {
+            file,
+            backend,
+            repeat,
+            warmup,
+            outputs,
+            seed,
+        } => {
+            use axle::bench::OutputPolicy;
+            let policies = match outputs.as_str() {
+                "fresh" => vec![OutputPolicy::Fresh],
+                "reused" => vec![OutputPolicy::Reused],
+                _ => vec![OutputPolicy::Fresh, OutputPolicy::Reused],
+            };
+            let opts = axle::bench::BenchOptions {
+                backend,
+                repeat,
+                warmup,
+                seed,
+                policies,
+            };
+            cmd_bench(&file, &opts)
+        }
+        Command::Compare {
+            expected,
+            actual,
+            rtol,
+            atol,
+        } => cmd_compare(&expected, &actual, rtol, atol),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -146,18 +255,139 @@ fn cmd_run(path: &Path, opts: &axle::run::RunOptions) -> Result<(), Reported> {
         return Err(Reported("error: --repeat must be at least 1".into()));
     }
     let m = load(path)?;
-    let report = axle::run::run_module(m, opts).map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
+    let report = axle::run::run_module(m, opts)
+        .map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
     print!("{}", axle::run::summary(&report));
     Ok(())
 }
 
-fn cmd_compare(expected: &Path, actual: &Path, rtol: Option<f64>, atol: Option<f64>) -> Result<(), Reported> {
+struct CompileArgs {
+    file: PathBuf,
+    backend: String,
+    aot: bool,
+    output: Option<PathBuf>,
+    header: Option<PathBuf>,
+    name: Option<String>,
+    target_triple: Option<String>,
+    emit: Option<String>,
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Reported> {
+    std::fs::write(path, bytes)
+        .map_err(|e| Reported(format!("{}: error: cannot write: {e}", path.display())))
+}
+
+fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
+    let shown = a.file.display().to_string();
+    if a.backend != "cpu" && (a.aot || a.emit.is_some() || a.target_triple.is_some()) {
+        return Err(Reported(format!(
+            "error: --aot, --emit and --target-triple need --backend cpu (got '{}')",
+            a.backend
+        )));
+    }
+    if a.aot && a.emit.is_some() {
+        return Err(Reported(
+            "error: --aot and --emit cannot be combined".into(),
+        ));
+    }
+    let m = load(&a.file)?;
+    let opts = axle_codegen_cpu::CpuOptions {
+        threads: 0,
+        target_triple: a.target_triple.clone(),
+    };
+    if a.aot {
+        let obj = a
+            .output
+            .clone()
+            .ok_or_else(|| Reported("error: --aot needs -o FILE for the object file".into()))?;
+        let name = a.name.clone().unwrap_or_else(|| {
+            obj.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "model".into())
+        });
+        let header = a.header.clone().unwrap_or_else(|| obj.with_extension("h"));
+        let t0 = Instant::now();
+        let out = axle_codegen_cpu::compile_aot(&m, &opts, &name)
+            .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+        write_file(&obj, &out.object)?;
+        write_file(&header, out.header.as_bytes())?;
+        println!(
+            "wrote {} and {} (entry point {}, {} temporary bytes) in {:.3} ms",
+            obj.display(),
+            header.display(),
+            out.symbol,
+            out.temp_bytes,
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        return Ok(());
+    }
+    if let Some(e) = &a.emit {
+        let what = if e == "asm" {
+            axle_codegen_cpu::Emit::Asm
+        } else {
+            axle_codegen_cpu::Emit::LlvmIr
+        };
+        let text = axle_codegen_cpu::emit_text(&m, &opts, what)
+            .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+        return match &a.output {
+            Some(p) => write_file(p, text.as_bytes()),
+            None => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(text.as_bytes())
+                    .and_then(|_| out.flush())
+                    .map_err(|e| Reported(format!("error: writing output: {e}")))
+            }
+        };
+    }
+    let platform = axle::backend::registry()
+        .get(&a.backend)
+        .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+    let t0 = Instant::now();
+    let exe = platform
+        .compiler()
+        .compile(m, &axle::backend::CompileOptions::default())
+        .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+    let stats = exe.stats();
+    println!(
+        "compiled {} ({} instructions) on {} in {:.3} ms{}",
+        shown,
+        stats.instructions,
+        a.backend,
+        t0.elapsed().as_secs_f64() * 1e3,
+        stats
+            .temp_bytes
+            .map(|t| format!(", {t} temporary bytes"))
+            .unwrap_or_default()
+    );
+    Ok(())
+}
+
+fn cmd_bench(path: &Path, opts: &axle::bench::BenchOptions) -> Result<(), Reported> {
+    if opts.repeat == 0 {
+        return Err(Reported("error: --repeat must be at least 1".into()));
+    }
+    let m = load(path)?;
+    let r = axle::bench::bench_module(m, opts)
+        .map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
+    print!("{}", axle::bench::report(&r));
+    Ok(())
+}
+
+fn cmd_compare(
+    expected: &Path,
+    actual: &Path,
+    rtol: Option<f64>,
+    atol: Option<f64>,
+) -> Result<(), Reported> {
     use axle::ir::Tolerance;
     let e = axle::ir::read_npy(expected).map_err(|e| Reported(format!("error: {e}")))?;
     let a = axle::ir::read_npy(actual).map_err(|e| Reported(format!("error: {e}")))?;
     let tol = match (rtol, atol) {
         (None, None) => Tolerance::Exact,
-        (r, a) => Tolerance::Close { rtol: r.unwrap_or(0.0), atol: a.unwrap_or(0.0) },
+        (r, a) => Tolerance::Close {
+            rtol: r.unwrap_or(0.0),
+            atol: a.unwrap_or(0.0),
+        },
     };
     match axle::ir::compare_arrays(&e, &a, tol) {
         Ok(()) => {

@@ -35,7 +35,13 @@ pub struct RunOptions {
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { backend: "interpreter".into(), inputs: Vec::new(), out_dir: None, repeat: 1, seed: 0 }
+        RunOptions {
+            backend: "cpu".into(),
+            inputs: Vec::new(),
+            out_dir: None,
+            repeat: 1,
+            seed: 0,
+        }
     }
 }
 
@@ -65,10 +71,17 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
         bind_inputs(&m, &opts.inputs)?
     };
     let t0 = Instant::now();
-    let exe = platform.compiler().compile(m, &CompileOptions::default()).map_err(|e| e.to_string())?;
+    let exe = platform
+        .compiler()
+        .compile(m, &CompileOptions::default())
+        .map_err(|e| e.to_string())?;
     let compile_time = t0.elapsed();
     let tm = platform.transfer_manager();
-    let bufs = inputs.iter().map(|l| tm.to_device(l, 0)).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+    let bufs = inputs
+        .iter()
+        .map(|l| tm.to_device(l, 0))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
     let args: Vec<&_> = bufs.iter().collect();
     let mut run_times = Vec::new();
     let mut result = None;
@@ -85,7 +98,14 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
         Some(dir) => write_outputs(dir, &outputs)?,
         None => Vec::new(),
     };
-    Ok(RunReport { backend: opts.backend.clone(), inputs, outputs, compile_time, run_times, written })
+    Ok(RunReport {
+        backend: opts.backend.clone(),
+        inputs,
+        outputs,
+        compile_time,
+        run_times,
+        written,
+    })
 }
 
 /// The array leaves of a literal, depth-first.
@@ -104,13 +124,17 @@ fn param_desc(m: &Module, k: usize) -> String {
 /// Reads `.npy` inputs and binds them to the entry parameters' array leaves.
 pub fn bind_inputs(m: &Module, files: &[PathBuf]) -> Result<Vec<Literal>, String> {
     let params = m.params(m.entry()).to_vec();
-    let shapes: Vec<ValueShape> = params.iter().map(|&p| ValueShape::of_shape(m, m.shape(p))).collect();
+    let shapes: Vec<ValueShape> = params
+        .iter()
+        .map(|&p| ValueShape::of_shape(m, m.shape(p)))
+        .collect();
     let total: usize = shapes.iter().map(|s| s.leaves().len()).sum();
     if files.len() != total {
         return Err(format!(
-            "the entry computation takes {total} input array{} but {} were given",
+            "the entry computation takes {total} input array{} but {} {} given",
             if total == 1 { "" } else { "s" },
-            files.len()
+            files.len(),
+            if files.len() == 1 { "was" } else { "were" }
         ));
     }
     let mut next = 0;
@@ -121,12 +145,19 @@ pub fn bind_inputs(m: &Module, files: &[PathBuf]) -> Result<Vec<Literal>, String
     Ok(out)
 }
 
-fn bind_one(m: &Module, k: usize, s: &ValueShape, files: &[PathBuf], next: &mut usize) -> Result<Literal, String> {
+fn bind_one(
+    m: &Module,
+    k: usize,
+    s: &ValueShape,
+    files: &[PathBuf],
+    next: &mut usize,
+) -> Result<Literal, String> {
     match s {
         ValueShape::Array(a) => {
             let f = &files[*next];
             *next += 1;
-            let lit = axle_ir::read_npy_as(f, a.ty).map_err(|e| format!("{}: {e}", param_desc(m, k)))?;
+            let lit =
+                axle_ir::read_npy_as(f, a.ty).map_err(|e| format!("{}: {e}", param_desc(m, k)))?;
             if lit.shape.dims != a.dims {
                 return Err(format!(
                     "{}: {} has shape {:?} but the parameter needs {}{:?}",
@@ -139,10 +170,15 @@ fn bind_one(m: &Module, k: usize, s: &ValueShape, files: &[PathBuf], next: &mut 
             }
             Ok(Literal::Array(lit))
         }
-        ValueShape::Tuple(es) => {
-            Ok(Literal::Tuple(es.iter().map(|e| bind_one(m, k, e, files, next)).collect::<Result<_, _>>()?))
-        }
-        ValueShape::Token => Err(format!("{}: token parameters cannot be bound to inputs", param_desc(m, k))),
+        ValueShape::Tuple(es) => Ok(Literal::Tuple(
+            es.iter()
+                .map(|e| bind_one(m, k, e, files, next))
+                .collect::<Result<_, _>>()?,
+        )),
+        ValueShape::Token => Err(format!(
+            "{}: token parameters cannot be bound to inputs",
+            param_desc(m, k)
+        )),
     }
 }
 
@@ -170,24 +206,35 @@ fn random_array(a: &ArrayShape, rng: &mut ChaCha8Rng) -> ArrayLiteral {
     for _ in 0..n {
         let bytes = match a.ty {
             ElementType::Pred => vec![rng.random::<bool>() as u8],
-            t if t.is_complex() => complex_to_element(t, rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0)),
+            t if t.is_complex() => {
+                complex_to_element(t, rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0))
+            }
             t if t.is_float() => f64_to_element(t, rng.random_range(-1.0..1.0)),
             t if t.is_signed_int() => i128_to_element(t, rng.random_range(-8..8)),
             t => i128_to_element(t, rng.random_range(0..16)),
         };
         data.extend(bytes);
     }
-    ArrayLiteral { shape: a.clone(), data }
+    ArrayLiteral {
+        shape: a.clone(),
+        data,
+    }
 }
 
 /// Writes `outK.npy` into `dir`: all files go to a temporary directory inside `dir` first and are
 /// moved into place only when every one was written.
 pub fn write_outputs(dir: &Path, outputs: &[ArrayLiteral]) -> Result<Vec<PathBuf>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create directory: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("{}: cannot create directory: {e}", dir.display()))?;
     let tmp = tempfile::Builder::new()
         .prefix(".axle-out-")
         .tempdir_in(dir)
-        .map_err(|e| format!("{}: cannot create a temporary directory: {e}", dir.display()))?;
+        .map_err(|e| {
+            format!(
+                "{}: cannot create a temporary directory: {e}",
+                dir.display()
+            )
+        })?;
     let mut staged = Vec::new();
     for (k, o) in outputs.iter().enumerate() {
         let p = tmp.path().join(format!("out{k}.npy"));
@@ -201,7 +248,10 @@ pub fn write_outputs(dir: &Path, outputs: &[ArrayLiteral]) -> Result<Vec<PathBuf
             for w in &written {
                 let _ = std::fs::remove_file(w);
             }
-            return Err(format!("{}: cannot move output into place: {e}", dst.display()));
+            return Err(format!(
+                "{}: cannot move output into place: {e}",
+                dst.display()
+            ));
         }
         written.push(dst);
     }
@@ -219,7 +269,13 @@ pub fn summary(r: &RunReport) -> String {
             .map(|i| axle_ir::literal::format_element(o.ty(), o.element_bytes(i)))
             .collect();
         let more = if n > 6 { ", ..." } else { "" };
-        let _ = writeln!(s, "out{k}: {}[{}] = [{}{more}]", o.ty().name(), dims.join(","), shown.join(", "));
+        let _ = writeln!(
+            s,
+            "out{k}: {}[{}] = [{}{more}]",
+            o.ty().name(),
+            dims.join(","),
+            shown.join(", ")
+        );
     }
     let mut times = r.run_times.clone();
     times.sort();

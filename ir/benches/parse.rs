@@ -58,3 +58,16 @@ fn print(bencher: Bencher, name: &str) {
         .counter(ItemsCount::new(m.num_live_insts()))
         .bench(|| axle_ir::print_module(divan::black_box(&m)));
 }
+
+#[divan::bench(args = GRAPHS, sample_count = 10)]
+fn parse_and_verify(bencher: Bencher, name: &str) {
+    let text = load(name);
+    let n = axle_ir::parse_module(&text)
+        .expect("parses")
+        .num_live_insts();
+    bencher.counter(ItemsCount::new(n)).bench(|| {
+        let m = axle_ir::parse_module(divan::black_box(&text)).unwrap();
+        axle_ir::verify::verify(&m).unwrap();
+        m
+    });
+}

@@ -363,19 +363,27 @@ impl<'b> CompBuilder<'b> {
 
     /// Adds any instruction: `declared` gives the result shape where it cannot be inferred
     /// (`custom-call`, `rng`, `infeed`, ...) and is ignored otherwise, except as the result
-    /// element type of `dot` and `convolution`.
+    /// element type of `dot` and `convolution`. See [`Self::op_shaped`] to pass a [`Shape`].
     pub fn op(
         &mut self,
         opcode: Opcode,
         operands: &[InstId],
         attrs: Vec<Attr>,
-        declared: Option<impl IntoShape>,
+        declared: Option<OwnedShape>,
     ) -> Result<InstId, BuildError> {
-        let declared = match declared {
-            Some(d) => Some(d.into_owned_shape(&self.b.m)?),
-            None => None,
-        };
         self.push(opcode, operands, attrs, declared, None)
+    }
+
+    /// [`Self::op`] with a declared shape of any kind ([`Shape`], [`ArrayShape`], ...).
+    pub fn op_shaped(
+        &mut self,
+        opcode: Opcode,
+        operands: &[InstId],
+        attrs: Vec<Attr>,
+        declared: impl IntoShape,
+    ) -> Result<InstId, BuildError> {
+        let declared = declared.into_owned_shape(&self.b.m)?;
+        self.push(opcode, operands, attrs, Some(declared), None)
     }
 
     /// Renames an instruction (to `name.N` if `name` is taken) and returns the name given.

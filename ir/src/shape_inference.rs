@@ -150,8 +150,8 @@ impl OwnedShape {
         }
     }
 
-    /// Whether the shape is well formed: non-negative dimension sizes, one dynamic flag per
-    /// dimension, at every level.
+    /// Whether the shape is well formed: non-negative dimension sizes (or -1 for an unbounded
+    /// dynamic dimension), one dynamic flag per dimension, at every level.
     pub fn is_valid(&self) -> bool {
         match self {
             OwnedShape::Array(a) => array_is_valid(a),
@@ -167,16 +167,31 @@ impl From<ArrayShape> for OwnedShape {
     }
 }
 
+/// Non-negative sizes (or -1 for an unbounded dynamic dimension, `?` in text) and one dynamic
+/// flag per dimension.
 fn array_is_valid(a: &ArrayShape) -> bool {
-    a.dims.iter().all(|&d| d >= 0) && a.dynamic.len() == a.dims.len()
+    a.dynamic.len() == a.dims.len()
+        && a.dims
+            .iter()
+            .zip(a.dynamic.iter())
+            .all(|(&d, &dy)| d >= 0 || (dy && d == -1))
+}
+
+/// Whether some dimension is unbounded dynamic (`?`).
+fn is_unbounded(a: &ArrayShape) -> bool {
+    a.dims.iter().any(|&d| d < 0)
 }
 
 /// Writes an array shape in HLO text form: `f32[4,<=8]`.
-pub fn fmt_array(a: &ArrayShape, f: &mut impl fmt::Write) -> fmt::Result {
+fn fmt_array(a: &ArrayShape, f: &mut impl fmt::Write) -> fmt::Result {
     write!(f, "{}[", a.ty)?;
     for (i, d) in a.dims.iter().enumerate() {
         if i > 0 {
             f.write_char(',')?;
+        }
+        if *d < 0 {
+            f.write_char('?')?;
+            continue;
         }
         if a.dynamic.get(i).copied().unwrap_or(false) {
             f.write_str("<=")?;
@@ -208,7 +223,7 @@ impl fmt::Display for OwnedShape {
 
 /// A module shape in HLO text form, resolving tuple elements in `m` (`<invalid shape>` where an
 /// id is out of range).
-pub fn shape_to_string(m: &Module, id: ShapeId) -> String {
+pub(crate) fn shape_to_string(m: &Module, id: ShapeId) -> String {
     match OwnedShape::from_id(m, id) {
         Some(s) => s.to_string(),
         None => "<invalid shape>".to_string(),
@@ -1211,7 +1226,7 @@ impl<'a> Cx<'a> {
             );
         }
         let (n, m) = (elements(a), elements(out));
-        if n != m {
+        if n != m && !is_unbounded(a) && !is_unbounded(out) {
             bail!(
                 self,
                 "cannot reshape {} ({} elements) to {} ({} elements)",
@@ -1671,7 +1686,9 @@ impl<'a> Cx<'a> {
         Ok(())
     }
 
-    fn reduce(&self) -> R<OwnedShape> {
+    /// Checks the operands of a variadic reduction (`N` inputs of equal dimensions followed by `N`
+    /// scalar init values) and returns `N`, the inputs' and the inits' element types.
+    fn inputs_and_inits(&self) -> R<(usize, Vec<ElementType>, Vec<ElementType>)> {
         if self.n() < 2 || self.n() % 2 == 1 {
             bail!(
                 self,
@@ -1687,6 +1704,11 @@ impl<'a> Cx<'a> {
             inputs.push(self.array(i)?.ty);
             inits.push(self.scalar(n + i, "an init value")?.ty);
         }
+        Ok((n, inputs, inits))
+    }
+
+    fn reduce(&self) -> R<OwnedShape> {
+        let (_, inputs, inits) = self.inputs_and_inits()?;
         let a = self.array(0)?;
         let dims = self.ints(&AttrKey::Dimensions)?;
         self.check_dims("dimensions", dims, a.rank(), false)?;
@@ -1757,21 +1779,7 @@ impl<'a> Cx<'a> {
     }
 
     fn reduce_window(&self) -> R<OwnedShape> {
-        if self.n() < 2 || self.n() % 2 == 1 {
-            bail!(
-                self,
-                "expects N inputs followed by N init values, got {} operands",
-                self.n()
-            );
-        }
-        let n = self.n() / 2;
-        self.same_dims_all(0..n)?;
-        let mut inits = Vec::with_capacity(n);
-        let mut inputs = Vec::with_capacity(n);
-        for i in 0..n {
-            inputs.push(self.array(i)?.ty);
-            inits.push(self.scalar(n + i, "an init value")?.ty);
-        }
+        let (n, inputs, inits) = self.inputs_and_inits()?;
         let (_, is_tuple) = self.reducer(&AttrKey::ToApply, &inits, &inputs)?;
         let w = self.window()?;
         let mut shapes = Vec::with_capacity(n);
@@ -2689,6 +2697,9 @@ impl<'a> Cx<'a> {
         let len = self.ints(&AttrKey::FftLength)?;
         if len.is_empty() || len.len() > 3 {
             bail!(self, "fft_length {} must have 1 to 3 entries", join(len));
+        }
+        if len.iter().any(|&l| l < 0) {
+            bail!(self, "fft_length {} must not be negative", join(len));
         }
         if a.rank() < len.len() {
             bail!(

@@ -42,6 +42,7 @@
 use std::fmt;
 
 use hashbrown::HashMap;
+use rayon::prelude::*;
 
 use crate::literal::Literal;
 use crate::module::{CompId, ConstValue, InstId, LayoutId, Module, SrcLoc};
@@ -460,7 +461,13 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
     // 2-4. Per-instruction structure. `sound[i]`: the instruction's own shape and every id it
     // refers to are valid, so shape inference can run on it.
     let mut sound = vec![false; n_insts];
-    let mut shapes: Vec<Option<OwnedShape>> = vec![None; n_insts];
+    // Shapes are interned, so convert each once; `shapes[i]` is instruction `i`'s if valid.
+    let shape_cache: Vec<Option<OwnedShape>> = (0..m.num_shapes())
+        .map(|s| OwnedShape::from_id(m, crate::ShapeId::new(s)))
+        .collect();
+    let mut layout_checked: HashMap<(crate::ShapeId, LayoutId), Result<(), String>> =
+        HashMap::new();
+    let mut shapes: Vec<Option<&OwnedShape>> = vec![None; n_insts];
     for &i in &live {
         let mut ok = true;
         let parent = m.parent(i);
@@ -474,7 +481,10 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
             );
             ok = false;
         }
-        match OwnedShape::from_id(m, m.shape_id(i)) {
+        match shape_cache
+            .get(m.shape_id(i).index())
+            .and_then(|s| s.as_ref())
+        {
             None => {
                 ck.inst_err(
                     i,
@@ -490,8 +500,12 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
                 ok = false;
             }
             Some(s) => {
-                if let Err(msg) = check_layout(m, &s, m.layout_id(i), 0) {
-                    ck.inst_err(i, msg);
+                let key = (m.shape_id(i), m.layout_id(i));
+                let checked = layout_checked
+                    .entry(key)
+                    .or_insert_with(|| check_layout(m, s, key.1, 0));
+                if let Err(msg) = checked {
+                    ck.inst_err(i, msg.clone());
                 }
                 shapes[i.index()] = Some(s);
             }
@@ -509,7 +523,7 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
                 ck.inst_err(i, format!("control predecessor {why}"));
             }
         }
-        for c in m.called_comps(i) {
+        for c in m.called_comps_iter(i) {
             if !m.is_live_comp(c) {
                 ck.inst_err(
                     i,
@@ -660,7 +674,7 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
         if m.opcode(i) == Opcode::Fusion {
             continue;
         }
-        for c in m.called_comps(i) {
+        for c in m.called_comps_iter(i) {
             if !m.is_live_comp(c) {
                 continue;
             }
@@ -685,7 +699,7 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
         if !m.is_live_comp(p) {
             continue;
         }
-        for c in m.called_comps(i) {
+        for c in m.called_comps_iter(i) {
             if m.is_live_comp(c) && !callees[p.index()].contains(&c.index()) {
                 callees[p.index()].push(c.index());
             }
@@ -704,17 +718,22 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
     }
 
     // 10. The instruction graph is acyclic.
-    let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n_insts];
-    for &i in &live {
-        let p = m.parent(i);
-        let d = &mut deps[i.index()];
-        for &op in m.operands(i).iter().chain(m.control_predecessors(i)) {
-            if ck.valid_ref(op, p) {
-                d.push(op.index());
+    // Dependencies (operands and control predecessors in the same computation) as CSR rows.
+    let mut dep_start = vec![0usize; n_insts + 1];
+    let mut deps: Vec<usize> = Vec::new();
+    for i in 0..n_insts {
+        let id = InstId::new(i);
+        if m.is_live(id) {
+            let p = m.parent(id);
+            for &op in m.operands(id).iter().chain(m.control_predecessors(id)) {
+                if ck.valid_ref(op, p) {
+                    deps.push(op.index());
+                }
             }
         }
+        dep_start[i + 1] = deps.len();
     }
-    for cycle in find_cycles(n_insts, |i| &deps[i]) {
+    for cycle in find_cycles(n_insts, |i| &deps[dep_start[i]..dep_start[i + 1]]) {
         let mut path: Vec<String> = cycle
             .iter()
             .chain(std::iter::once(&cycle[0]))
@@ -727,36 +746,38 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
         );
     }
 
-    // 12. Shapes: declared == inferred.
-    for &i in &live {
-        if !sound[i.index()] {
-            continue;
-        }
-        let ops = m.operands(i);
-        if ops.iter().any(|o| shapes[o.index()].is_none()) {
-            continue;
-        }
-        if m.called_comps(i).iter().any(|c| !comp_ok[c.index()]) {
-            continue;
-        }
-        let Some(declared) = &shapes[i.index()] else {
-            continue;
-        };
-        match infer_shape(m, m.opcode(i), ops, m.attrs(i), Some(declared)) {
-            Err(e) => ck.inst_err(i, e.message().to_string()),
-            Ok(inferred) => {
-                if !inferred.compatible(declared) {
-                    ck.inst_err(
-                        i,
-                        format!(
-                            "{}: declared shape {declared} does not match the inferred shape \
-                             {inferred}",
-                            m.opcode(i)
-                        ),
-                    );
-                }
+    // 12. Shapes: declared == inferred. Instructions are independent: infer in parallel, keep
+    // the order.
+    let shape_errors: Vec<(InstId, String)> = live
+        .par_iter()
+        .filter_map(|&i| {
+            if !sound[i.index()] {
+                return None;
             }
-        }
+            let ops = m.operands(i);
+            if ops.iter().any(|o| shapes[o.index()].is_none()) {
+                return None;
+            }
+            if m.called_comps_iter(i).any(|c| !comp_ok[c.index()]) {
+                return None;
+            }
+            let declared = shapes[i.index()]?;
+            match infer_shape(m, m.opcode(i), ops, m.attrs(i), Some(declared)) {
+                Err(e) => Some((i, e.message().to_string())),
+                Ok(inferred) if !inferred.compatible(declared) => Some((
+                    i,
+                    format!(
+                        "{}: declared shape {declared} does not match the inferred shape \
+                         {inferred}",
+                        m.opcode(i)
+                    ),
+                )),
+                Ok(_) => None,
+            }
+        })
+        .collect();
+    for (i, msg) in shape_errors {
+        ck.inst_err(i, msg);
     }
 
     // 13. Constants.
@@ -764,7 +785,7 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
         if m.opcode(i) != Opcode::Constant {
             continue;
         }
-        let Some(declared) = &shapes[i.index()] else {
+        let Some(declared) = shapes[i.index()] else {
             continue;
         };
         match m.constant(i) {
@@ -829,7 +850,7 @@ fn check_entry_layout_item(
     sid: crate::ShapeId,
     lid: LayoutId,
     inst: InstId,
-    shapes: &[Option<OwnedShape>],
+    shapes: &[Option<&OwnedShape>],
 ) -> Option<String> {
     let s = match OwnedShape::from_id(m, sid) {
         Some(s) => s,
@@ -838,7 +859,7 @@ fn check_entry_layout_item(
     if let Err(msg) = check_layout(m, &s, lid, 0) {
         return Some(msg);
     }
-    let declared = shapes.get(inst.index())?.as_ref()?;
+    let declared = (*shapes.get(inst.index())?)?;
     if !s.compatible(declared) {
         return Some(format!(
             "shape {s} does not match {} {declared}",

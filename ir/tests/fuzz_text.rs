@@ -1,5 +1,5 @@
-//! quickcheck: no mutation of real HLO text makes the parser (or the printer on what it accepts)
-//! panic. Mutations: byte flips, truncations, deleted, duplicated and swapped lines, and splices
+//! quickcheck: no mutation of real HLO text makes the parser, or the verifier and the printer on
+//! what it accepts, panic. Mutations: byte flips, truncations, deleted, duplicated and swapped lines, and splices
 //! of random tokens, over every corpus file.
 
 mod common;

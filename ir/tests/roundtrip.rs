@@ -1,9 +1,10 @@
-//! Every HLO file in the shared corpus and baseline parses, and printing is a fixed point:
-//! print(parse(print(parse(text)))) == print(parse(text)), with the instruction count unchanged.
+//! Every HLO file in the shared corpus and baseline (gzipped 100k/300k graphs included) parses and
+//! verifies clean, and printing is a fixed point: print(parse(print(parse(text)))) ==
+//! print(parse(text)), with the instruction count unchanged.
 
 mod common;
 
-use axle_ir::{parse_module, print_module};
+use axle_ir::{parse_module, print_module, verify};
 
 #[test]
 fn corpus_and_baseline_round_trip() {
@@ -23,6 +24,10 @@ fn corpus_and_baseline_round_trip() {
                 continue;
             }
         };
+        if let Err(errs) = verify(&m) {
+            failures.push(format!("{}: does not verify:\n{errs}", f.display()));
+            continue;
+        }
         let printed = print_module(&m);
         let m2 = match parse_module(&printed) {
             Ok(m) => m,

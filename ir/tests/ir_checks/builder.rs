@@ -206,20 +206,13 @@ fn errors_are_values() -> Result<(), BuildError> {
         ),
         "{e}"
     );
-    let e = c
-        .op(Opcode::CustomCall, &[x], vec![], None::<OwnedShape>)
-        .unwrap_err();
+    let e = c.op(Opcode::CustomCall, &[x], vec![], None).unwrap_err();
     assert!(
         e.to_string()
             .contains("custom-call: the result shape cannot be inferred and must be given"),
         "{e}"
     );
-    let cc = c.op(
-        Opcode::CustomCall,
-        &[x],
-        vec![],
-        Some(Shape::array(S32, &[2])),
-    )?;
+    let cc = c.op_shaped(Opcode::CustomCall, &[x], vec![], Shape::array(S32, &[2]))?;
     let main = c.finish(cc)?;
     let e = ModuleBuilder::new("no_entry").build().unwrap_err();
     assert!(matches!(e, BuildError::Invalid(_)), "{e}");

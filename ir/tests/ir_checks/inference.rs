@@ -1284,6 +1284,11 @@ fn linear_algebra_fft_topk_batchnorm() {
         fx.infer(Opcode::Fft, &[r], &ft("FFT", &[16]), None),
         "needs a complex operand",
     );
+    let c1 = fx.p(arr(C64, &[8, 1]));
+    err(
+        fx.infer(Opcode::Fft, &[c1], &ft("IRFFT", &[-1]), None),
+        "must not be negative",
+    );
     err(
         fx.infer(Opcode::Fft, &[c], &ft("FFT", &[8]), None),
         "must be 8",
@@ -1480,9 +1485,18 @@ fn dynamic_dimensions_are_carried() {
         ),
         "f32[<=4]",
     );
+    // Unbounded dynamic dimensions (`?`) are accepted and carried.
+    let mut u = axle_ir::ArrayShape::new(F32, &[-1, 4]);
+    u.dynamic = vec![true, false].into();
+    let q = fx.p(OwnedShape::Array(u));
+    ok(fx.infer(Opcode::Negate, &[q], &[], None), "f32[?,4]");
+    let text = "HloModule m\n\nENTRY main {\n  x = f32[?,4]{1,0} parameter(0)\n  ROOT y = f32[?,4]{1,0} negate(x)\n}\n";
+    let m = axle_ir::parse_module(text).expect("parses");
+    assert_eq!(axle_ir::verify(&m), Ok(()));
 }
 
-/// Inference must return an error, never panic, on any combination of operands and attributes.
+/// Inference must return an error, never panic, on any combination of operands and attributes,
+/// and what it returns is a valid shape.
 #[test]
 fn never_panics_on_garbage() {
     let shapes = [
@@ -1592,7 +1606,9 @@ fn never_panics_on_garbage() {
                     .collect();
                 for attrs in attr_sets.iter().chain(std::iter::once(&Vec::new())) {
                     for declared in [None, Some(&shapes[1]), Some(&shapes[7]), Some(&shapes[10])] {
-                        let _ = infer_shape_from(op, &operands, attrs, declared, &sig);
+                        if let Ok(s) = infer_shape_from(op, &operands, attrs, declared, &sig) {
+                            assert!(s.is_valid(), "{op} returned the invalid shape {s}");
+                        }
                         n += 1;
                     }
                 }

@@ -4,6 +4,7 @@ mod builder;
 #[path = "../common/mod.rs"]
 mod common;
 mod corpus;
+mod filetests;
 mod fixtures;
 mod inference;
 mod verifier;

@@ -553,3 +553,27 @@ fn comp_attr(rng: &mut Lcg, n_comps: usize) -> (AttrKey, AttrValue) {
         AttrValue::Comp(CompId::new(rng.next(n_comps as u64 + 1) as usize)),
     )
 }
+
+/// Every module the recipe generator builds verifies clean, before and after a print/parse round
+/// trip.
+#[test]
+fn generated_modules_verify() {
+    use quickcheck::{QuickCheck, TestResult};
+    fn prop(r: axle_ir::gen::Recipe) -> TestResult {
+        let m = r.build();
+        if let Err(e) = verify(&m) {
+            return TestResult::error(format!("{e}\n{}", axle_ir::print_module(&m)));
+        }
+        let text = axle_ir::print_module(&m);
+        match axle_ir::parse_module(&text) {
+            Ok(m2) => match verify(&m2) {
+                Ok(()) => TestResult::passed(),
+                Err(e) => TestResult::error(e.annotate_source(&text)),
+            },
+            Err(e) => TestResult::error(e.render("generated")),
+        }
+    }
+    QuickCheck::new()
+        .tests(300)
+        .quickcheck(prop as fn(axle_ir::gen::Recipe) -> TestResult);
+}

@@ -1,0 +1,1225 @@
+//! Elemental emitters: for each op, a generator from an output index to the value at that
+//! index, composed across operands.
+//!
+//! [`Gen::gen`] emits the LLVM code computing instruction `id` at [`Index`] `idx` by asking its
+//! operands for the elements it needs. Instructions bound to memory (kernel inputs: fusion
+//! parameters, or the operands of an unfused instruction) are loads; scalar values bound by a
+//! caller (the parameters of a reducer or comparator) are used as they are. A fused computation
+//! therefore becomes one expression per output element, and an unfused instruction is the same
+//! thing with its operands bound to buffers: a fusion of one.
+//!
+//! Values are memoized per (instruction, index) so a shared operand is computed once per element;
+//! every loop body and branch arm opens a memo scope, so a value is only reused where it
+//! dominates. Buffers are logical row-major whatever their layout (as in the evaluator); only
+//! `bitcast` looks at layouts.
+
+use std::collections::HashMap;
+
+use axle_ir::{
+    ArrayShape, AttrKey, AttrValue, CompId, ComparisonType, ElementType, InstId, Layout, Literal,
+    Module, Opcode, Shape,
+};
+use inkwell::module::Linkage;
+use inkwell::values::{IntValue, PointerValue};
+use inkwell::IntPredicate;
+
+use crate::cg::{bv, strides, Cg, Val};
+use crate::error::{at, Fail, R};
+use crate::ops;
+
+/// A position in an array: one `i64` per dimension and the row-major linear offset.
+#[derive(Clone, Debug)]
+pub(crate) struct Index<'ctx> {
+    /// Identity for memoization: derived indices get new ids.
+    pub id: u32,
+    /// Per-dimension coordinates.
+    pub multi: Vec<IntValue<'ctx>>,
+    /// Row-major linear offset.
+    pub linear: IntValue<'ctx>,
+}
+
+/// What an instruction is bound to in a kernel.
+#[derive(Clone, Debug)]
+pub(crate) enum Ext<'ctx> {
+    /// Array leaves in memory (one pointer per leaf; an array has one).
+    Bufs(Vec<PointerValue<'ctx>>),
+    /// Scalar leaf values (a computation applied per element).
+    Vals(Vec<Val<'ctx>>),
+}
+
+/// The body of a loop nest: `(generator, coordinates, loop-carried values) -> next values`.
+pub(crate) type NestBody<'f, 'a, 'ctx> =
+    dyn FnMut(&mut Gen<'a, 'ctx>, &[IntValue<'ctx>], Vec<Val<'ctx>>) -> R<Vec<Val<'ctx>>> + 'f;
+
+/// The element generator of one kernel (or of one application of a scalar computation).
+pub(crate) struct Gen<'a, 'ctx> {
+    pub cg: &'a Cg<'ctx>,
+    pub m: &'a Module,
+    ext: HashMap<InstId, Ext<'ctx>>,
+    memo: Vec<HashMap<(InstId, u32), Vec<Val<'ctx>>>>,
+    next: u32,
+}
+
+/// The array leaves of a shape, depth-first.
+pub(crate) fn leaves(m: &Module, s: &Shape, out: &mut Vec<ArrayShape>) -> R<()> {
+    match s {
+        Shape::Array(a) => out.push(a.clone()),
+        Shape::Tuple(ids) => {
+            for &i in ids.iter() {
+                leaves(m, m.shape_of(i), out)?;
+            }
+        }
+        Shape::Token | Shape::Opaque => {}
+    }
+    Ok(())
+}
+
+/// The array leaves of instruction `id`'s shape.
+pub(crate) fn inst_leaves(m: &Module, id: InstId) -> R<Vec<ArrayShape>> {
+    let mut v = Vec::new();
+    leaves(m, m.shape(id), &mut v)?;
+    Ok(v)
+}
+
+/// The minor-to-major order of `id`'s layout (row-major when it has none).
+pub(crate) fn minor_to_major(m: &Module, id: InstId, rank: usize) -> R<Vec<i64>> {
+    match m.layout_of(m.layout_id(id)) {
+        Layout::Array(l) if !l.minor_to_major.is_empty() || rank == 0 => {
+            if !l.tiles.is_empty() {
+                return Err("tiled layouts are not supported".into());
+            }
+            if l.minor_to_major.len() != rank {
+                return Err("layout rank does not match the shape".into());
+            }
+            Ok(l.minor_to_major.to_vec())
+        }
+        _ => Ok((0..rank as i64).rev().collect()),
+    }
+}
+
+/// Whether a minor-to-major order is row-major once size-1 dimensions are ignored.
+pub(crate) fn is_row_major(m2m: &[i64], dims: &[i64]) -> bool {
+    let order: Vec<i64> = m2m
+        .iter()
+        .rev()
+        .copied()
+        .filter(|&d| dims[d as usize] != 1)
+        .collect();
+    order.windows(2).all(|w| w[0] < w[1])
+}
+
+/// Whether `bitcast` `id` is a plain reshape of the logical row-major bytes.
+pub(crate) fn bitcast_is_reshape(m: &Module, id: InstId) -> R<bool> {
+    let op = m.operands(id)[0];
+    let (a, o) = (arr_of(m, op)?, arr_of(m, id)?);
+    if a.ty != o.ty {
+        return Ok(false);
+    }
+    let mi = minor_to_major(m, op, a.rank())?;
+    let mo = minor_to_major(m, id, o.rank())?;
+    Ok(is_row_major(&mi, &a.dims) && is_row_major(&mo, &o.dims))
+}
+
+pub(crate) fn arr_of(m: &Module, id: InstId) -> R<&ArrayShape> {
+    m.array_shape(id)
+        .ok_or_else(|| Fail::Msg("expected an array-shaped value".into()))
+}
+
+/// Whether `gen` can emit instruction `id` (its own op; operands are checked separately).
+pub(crate) fn is_elemental(m: &Module, id: InstId) -> bool {
+    use Opcode::*;
+    let op = m.opcode(id);
+    op.is_elementwise()
+        && !matches!(op, StochasticConvert | Complex)
+        && !m.array_shape(id).is_some_and(|s| s.ty.is_complex())
+        || matches!(
+            op,
+            Parameter
+                | Constant
+                | Broadcast
+                | Reshape
+                | Bitcast
+                | Transpose
+                | Slice
+                | Reverse
+                | Pad
+                | Concatenate
+                | Iota
+                | DynamicSlice
+                | DynamicUpdateSlice
+                | Gather
+                | Map
+                | Reduce
+                | ReduceWindow
+                | Dot
+                | Convolution
+                | Tuple
+                | GetTupleElement
+                | OptBarrier
+                | Copy
+                | AddDependency
+        )
+}
+
+/// Whether the whole computation `comp` can be emitted elementally (every instruction its
+/// root depends on), its applied computations included.
+pub(crate) fn comp_is_elemental(m: &Module, comp: CompId) -> bool {
+    let mut stack = vec![m.root(comp)];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(id) = stack.pop() {
+        if id.is_none() || !seen.insert(id) {
+            continue;
+        }
+        if !is_elemental(m, id) {
+            return false;
+        }
+        if let Some(s) = m.array_shape(id) {
+            if !crate::cg::supported_type(s.ty) {
+                return false;
+            }
+        }
+        if matches!(
+            m.opcode(id),
+            Opcode::Reduce | Opcode::ReduceWindow | Opcode::Map
+        ) {
+            match m.comp_attr(id, &AttrKey::ToApply) {
+                Some(c) if comp_is_elemental(m, c) => {}
+                _ => return false,
+            }
+        }
+        stack.extend_from_slice(m.operands(id));
+    }
+    true
+}
+
+impl<'a, 'ctx> Gen<'a, 'ctx> {
+    pub fn new(cg: &'a Cg<'ctx>, m: &'a Module) -> Self {
+        Gen {
+            cg,
+            m,
+            ext: HashMap::new(),
+            memo: vec![HashMap::new()],
+            next: 0,
+        }
+    }
+
+    /// Binds instruction `id` to memory or values.
+    pub fn bind(&mut self, id: InstId, e: Ext<'ctx>) {
+        self.ext.insert(id, e);
+    }
+
+    /// Opens a memo scope (a loop body or a branch arm).
+    pub fn push_scope(&mut self) {
+        self.memo.push(HashMap::new());
+    }
+
+    /// Closes the innermost memo scope.
+    pub fn pop_scope(&mut self) {
+        self.memo.pop();
+    }
+
+    fn new_id(&mut self) -> u32 {
+        self.next += 1;
+        self.next
+    }
+
+    /// A fresh index identity (for indices built by hand).
+    pub fn fresh_id(&mut self) -> u32 {
+        self.new_id()
+    }
+
+    /// Whether `id` is bound to memory or values in this generator.
+    pub fn is_bound(&self, id: InstId) -> bool {
+        self.ext.contains_key(&id)
+    }
+
+    /// The index of a rank-0 array.
+    pub fn scalar_index(&mut self) -> Index<'ctx> {
+        Index {
+            id: self.new_id(),
+            multi: Vec::new(),
+            linear: self.cg.c64(0),
+        }
+    }
+
+    /// An index from per-dimension coordinates (the linear offset is derived).
+    pub fn index_multi(&mut self, dims: &[i64], multi: Vec<IntValue<'ctx>>) -> R<Index<'ctx>> {
+        let cg = self.cg;
+        let st = strides(dims);
+        let mut lin = cg.c64(0);
+        for (k, &c) in multi.iter().enumerate() {
+            if dims[k] == 1 {
+                continue;
+            }
+            let t = cg.b.build_int_nsw_mul(c, cg.c64(st[k]), "t")?;
+            lin = cg.b.build_int_nsw_add(lin, t, "lin")?;
+        }
+        let multi = multi
+            .into_iter()
+            .zip(dims)
+            .map(|(c, &d)| if d == 1 { cg.c64(0) } else { c })
+            .collect();
+        Ok(Index {
+            id: self.new_id(),
+            multi,
+            linear: lin,
+        })
+    }
+
+    /// An index from a linear offset (the coordinates are derived).
+    pub fn index_linear(&mut self, dims: &[i64], linear: IntValue<'ctx>) -> R<Index<'ctx>> {
+        let cg = self.cg;
+        let st = strides(dims);
+        let mut multi = Vec::with_capacity(dims.len());
+        for k in 0..dims.len() {
+            if dims[k] == 1 {
+                multi.push(cg.c64(0));
+                continue;
+            }
+            let q = if st[k] == 1 {
+                linear
+            } else {
+                cg.b.build_int_unsigned_div(linear, cg.c64(st[k]), "q")?
+            };
+            let c = if k == 0 {
+                q
+            } else {
+                cg.b.build_int_unsigned_rem(q, cg.c64(dims[k]), "c")?
+            };
+            multi.push(c);
+        }
+        Ok(Index {
+            id: self.new_id(),
+            multi,
+            linear,
+        })
+    }
+
+    fn arr(&self, id: InstId) -> R<&'a ArrayShape> {
+        arr_of(self.m, id)
+    }
+
+    fn ints(&self, id: InstId, key: AttrKey) -> R<&'a [i64]> {
+        self.m
+            .ints_attr(id, &key)
+            .ok_or_else(|| format!("missing attribute {}", key.name()).into())
+    }
+
+    fn int(&self, id: InstId, key: AttrKey) -> R<i64> {
+        self.m
+            .int_attr(id, &key)
+            .ok_or_else(|| format!("missing attribute {}", key.name()).into())
+    }
+
+    /// The single value of array instruction `id` at `idx`.
+    pub fn gen1(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
+        let v = self.gen(id, idx)?;
+        v.into_iter()
+            .next()
+            .ok_or_else(|| "expected an array value".into())
+    }
+
+    /// The leaf values of instruction `id` at `idx` (one for an array).
+    pub fn gen(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Vec<Val<'ctx>>> {
+        let key = (id, idx.id);
+        for scope in self.memo.iter().rev() {
+            if let Some(v) = scope.get(&key) {
+                return Ok(v.clone());
+            }
+        }
+        let v = match self.ext.get(&id) {
+            Some(Ext::Vals(v)) => v.clone(),
+            Some(Ext::Bufs(ptrs)) => {
+                let ptrs = ptrs.clone();
+                let shapes = inst_leaves(self.m, id)?;
+                let mut out = Vec::with_capacity(ptrs.len());
+                for (p, s) in ptrs.iter().zip(&shapes) {
+                    out.push(self.cg.load(s.ty, *p, idx.linear)?);
+                }
+                out
+            }
+            None => self.gen_op(id, idx).map_err(|f| at(self.m, id, f))?,
+        };
+        if let Some(scope) = self.memo.last_mut() {
+            scope.insert(key, v.clone());
+        }
+        Ok(v)
+    }
+
+    /// Operand `op` at the result index `idx`: a rank-0 operand of a non-scalar result is
+    /// broadcast.
+    fn operand_at(&mut self, op: InstId, rank: usize, idx: &Index<'ctx>) -> R<Val<'ctx>> {
+        let r = self.arr(op)?.rank();
+        if r == 0 && rank > 0 {
+            let s = self.scalar_index();
+            self.gen1(op, &s)
+        } else {
+            self.gen1(op, idx)
+        }
+    }
+
+    /// Applies computation `comp` to scalar arguments and returns its root's leaf values.
+    pub fn apply(&mut self, comp: CompId, args: &[Val<'ctx>]) -> R<Vec<Val<'ctx>>> {
+        let m = self.m;
+        let params = m.params(comp);
+        if params.len() != args.len() {
+            return Err(format!(
+                "computation {} takes {} parameters, got {}",
+                m.comp_name(comp),
+                params.len(),
+                args.len()
+            )
+            .into());
+        }
+        let mut child = Gen::new(self.cg, m);
+        for (&p, &a) in params.iter().zip(args) {
+            match m.array_shape(p) {
+                Some(s) if s.num_elements() == 1 => child.bind(p, Ext::Vals(vec![a])),
+                _ => {
+                    return Err(format!(
+                        "computation {} applied per element must take scalars",
+                        m.comp_name(comp)
+                    )
+                    .into())
+                }
+            }
+        }
+        let root = m.root(comp);
+        let idx = child.scalar_index();
+        // Parameters declared with unit dimensions: every leaf is one element.
+        for l in inst_leaves(m, root)? {
+            if l.num_elements() != 1 {
+                return Err(format!(
+                    "computation {} applied per element must return scalars",
+                    m.comp_name(comp)
+                )
+                .into());
+            }
+        }
+        child.gen_unit(root, &idx)
+    }
+
+    /// `gen` for an instruction whose leaves all have one element, at index zero whatever its
+    /// rank.
+    fn gen_unit(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Vec<Val<'ctx>>> {
+        let rank = self.m.array_shape(id).map(|s| s.rank()).unwrap_or(0);
+        if rank == 0 {
+            return self.gen(id, idx);
+        }
+        let zeros = vec![self.cg.c64(0); rank];
+        let dims = self.arr(id)?.dims.to_vec();
+        let i = self.index_multi(&dims, zeros)?;
+        self.gen(id, &i)
+    }
+
+    /// The start indices of a dynamic slice or update (`ops` are scalars or one vector),
+    /// sign- or zero-extended to `i64`.
+    pub fn dynamic_starts_pub(&mut self, ops: &[InstId], rank: usize) -> R<Vec<IntValue<'ctx>>> {
+        let mut starts = Vec::with_capacity(rank);
+        for &o in ops {
+            let s = self.arr(o)?.clone();
+            if !s.ty.is_int() {
+                return Err("start indices must be integers".into());
+            }
+            let n = s.num_elements();
+            for k in 0..n {
+                let i = if s.rank() == 0 {
+                    self.scalar_index()
+                } else {
+                    let lin = self.cg.c64(k);
+                    self.index_linear(&s.dims, lin)?
+                };
+                let v = self.gen1(o, &i)?;
+                starts.push(self.to_i64(s.ty, v)?);
+            }
+        }
+        if starts.len() != rank {
+            return Err(format!("expected {rank} start indices, found {}", starts.len()).into());
+        }
+        Ok(starts)
+    }
+
+    /// An integer register value as `i64`.
+    pub fn to_i64(&self, ty: ElementType, v: Val<'ctx>) -> R<IntValue<'ctx>> {
+        Ok(self.cg.b.build_int_cast_sign_flag(
+            v.into_int_value(),
+            self.cg.i64(),
+            ty.is_signed_int(),
+            "i64",
+        )?)
+    }
+
+    /// `clamp(v, lo, hi)` on `i64` (signed).
+    pub fn clamp64_pub(&self, v: IntValue<'ctx>, lo: i64, hi: i64) -> R<IntValue<'ctx>> {
+        let cg = self.cg;
+        let b = &cg.b;
+        let c = b.build_int_compare(IntPredicate::SLT, v, cg.c64(lo), "lt")?;
+        let v = b.build_select(c, cg.c64(lo), v, "cl")?.into_int_value();
+        let c = b.build_int_compare(IntPredicate::SGT, v, cg.c64(hi), "gt")?;
+        Ok(b.build_select(c, cg.c64(hi), v, "cl")?.into_int_value())
+    }
+
+    fn gen_op(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Vec<Val<'ctx>>> {
+        use Opcode::*;
+        let m = self.m;
+        let cg = self.cg;
+        let op = m.opcode(id);
+        let ops = m.operands(id);
+        match op {
+            Tuple => {
+                let mut out = Vec::new();
+                for &o in ops {
+                    out.extend(self.gen(o, idx)?);
+                }
+                return Ok(out);
+            }
+            GetTupleElement => {
+                let k = self.int(id, AttrKey::Index)? as usize;
+                let all = self.gen(ops[0], idx)?;
+                let Shape::Tuple(elems) = m.shape(ops[0]) else {
+                    return Err("get-tuple-element of a non-tuple".into());
+                };
+                let mut start = 0;
+                for &e in elems.iter().take(k) {
+                    let mut l = Vec::new();
+                    leaves(m, m.shape_of(e), &mut l)?;
+                    start += l.len();
+                }
+                let mut l = Vec::new();
+                leaves(
+                    m,
+                    m.shape_of(*elems.get(k).ok_or("tuple index out of range")?),
+                    &mut l,
+                )?;
+                return Ok(all[start..start + l.len()].to_vec());
+            }
+            OptBarrier | Copy | AddDependency => {
+                if op == OptBarrier && ops.len() > 1 {
+                    let mut out = Vec::new();
+                    for &o in ops {
+                        out.extend(self.gen(o, idx)?);
+                    }
+                    return Ok(out);
+                }
+                return self.gen(ops[0], idx);
+            }
+            Reduce => return self.gen_reduce(id, idx),
+            ReduceWindow => return self.gen_reduce_window(id, idx),
+            Parameter => return Err("parameter is not bound in this kernel".into()),
+            _ => {}
+        }
+        let shape = self.arr(id)?;
+        let ty = shape.ty;
+        if !crate::cg::supported_type(ty) {
+            return Err(crate::cg::unsupported_type(ty));
+        }
+        let rank = shape.rank();
+        let dims = &shape.dims[..];
+        let v = match op {
+            Constant => self.gen_constant(id, idx)?,
+            Convert => {
+                let a = self.operand_at(ops[0], rank, idx)?;
+                ops::convert(cg, self.arr(ops[0])?.ty, ty, a)?
+            }
+            BitcastConvert => self.gen_bitcast_convert(id, idx)?,
+            ReducePrecision => {
+                let a = self.operand_at(ops[0], rank, idx)?;
+                let eb = self.int(id, AttrKey::ExponentBits)?;
+                let mb = self.int(id, AttrKey::MantissaBits)?;
+                if eb < 1 || mb < 0 {
+                    return Err("reduce-precision needs exponent_bits >= 1".into());
+                }
+                ops::reduce_precision(cg, ty, eb as u32, mb as u32, a)?
+            }
+            Compare => {
+                let a = self.operand_at(ops[0], rank, idx)?;
+                let c = self.operand_at(ops[1], rank, idx)?;
+                let dir = match m.attr(id, &AttrKey::Direction) {
+                    Some(AttrValue::Direction(d)) => *d,
+                    _ => return Err("compare needs a direction".into()),
+                };
+                let in_ty = self.arr(ops[0])?.ty;
+                let cty = match m.attr(id, &AttrKey::Type) {
+                    Some(AttrValue::CmpType(t)) => *t,
+                    _ => ComparisonType::default_for(in_ty),
+                };
+                ops::compare(cg, dir, cty, in_ty, a, c)?
+            }
+            Select => {
+                let p = self.operand_at(ops[0], rank, idx)?;
+                let a = self.operand_at(ops[1], rank, idx)?;
+                let c = self.operand_at(ops[2], rank, idx)?;
+                ops::select(cg, p, a, c)?
+            }
+            Clamp => {
+                let lo = self.operand_at(ops[0], rank, idx)?;
+                let x = self.operand_at(ops[1], rank, idx)?;
+                let hi = self.operand_at(ops[2], rank, idx)?;
+                ops::clamp(cg, ty, lo, x, hi)?
+            }
+            _ if op.is_elementwise_unary() => {
+                let a = self.operand_at(ops[0], rank, idx)?;
+                ops::unary(cg, op, self.arr(ops[0])?.ty, a)?
+            }
+            _ if op.is_elementwise_binary() => {
+                let a = self.operand_at(ops[0], rank, idx)?;
+                let c = self.operand_at(ops[1], rank, idx)?;
+                ops::binary(cg, op, ty, a, c)?
+            }
+            Broadcast => {
+                let map = self.ints(id, AttrKey::Dimensions)?;
+                let od = self.arr(ops[0])?.dims.clone();
+                if map.len() != od.len() {
+                    return Err("broadcast dimensions do not match the operand rank".into());
+                }
+                let multi: Vec<IntValue> = map
+                    .iter()
+                    .zip(od.iter())
+                    .map(|(&d, &n)| {
+                        if n == 1 {
+                            cg.c64(0)
+                        } else {
+                            idx.multi[d as usize]
+                        }
+                    })
+                    .collect();
+                let i = self.index_multi(&od, multi)?;
+                self.gen1(ops[0], &i)?
+            }
+            Reshape => {
+                let od = self.arr(ops[0])?.dims.clone();
+                let i = self.index_linear(&od, idx.linear)?;
+                self.gen1(ops[0], &i)?
+            }
+            Bitcast => self.gen_bitcast(id, idx)?,
+            Transpose => {
+                let perm = self.ints(id, AttrKey::Dimensions)?;
+                let od = self.arr(ops[0])?.dims.clone();
+                let mut multi = vec![cg.c64(0); od.len()];
+                for (k, &p) in perm.iter().enumerate() {
+                    multi[p as usize] = idx.multi[k];
+                }
+                let i = self.index_multi(&od, multi)?;
+                self.gen1(ops[0], &i)?
+            }
+            Slice => {
+                let Some(AttrValue::Slice(bounds)) = m.attr(id, &AttrKey::Slice) else {
+                    return Err("slice needs slice bounds".into());
+                };
+                let od = self.arr(ops[0])?.dims.clone();
+                let mut multi = Vec::with_capacity(rank);
+                for (k, &[start, _, stride]) in bounds.iter().enumerate() {
+                    let t = cg.b.build_int_nsw_mul(idx.multi[k], cg.c64(stride), "s")?;
+                    multi.push(cg.b.build_int_nsw_add(t, cg.c64(start), "s")?);
+                }
+                let i = self.index_multi(&od, multi)?;
+                self.gen1(ops[0], &i)?
+            }
+            Reverse => {
+                let rev = self.ints(id, AttrKey::Dimensions)?;
+                let mut multi = idx.multi.clone();
+                for &d in rev {
+                    let d = d as usize;
+                    multi[d] =
+                        cg.b.build_int_nsw_sub(cg.c64(dims[d] - 1), idx.multi[d], "rev")?;
+                }
+                let i = self.index_multi(dims, multi)?;
+                self.gen1(ops[0], &i)?
+            }
+            Pad => self.gen_pad(id, idx)?,
+            Concatenate => self.gen_concat(id, idx)?,
+            Iota => {
+                let d = self.int(id, AttrKey::IotaDimension)? as usize;
+                let c = *idx.multi.get(d).ok_or("iota dimension out of range")?;
+                ops::convert(cg, ElementType::S64, ty, bv(c))?
+            }
+            DynamicSlice => {
+                let od = self.arr(ops[0])?.dims.clone();
+                let sizes = self.ints(id, AttrKey::DynamicSliceSizes)?.to_vec();
+                let starts = self.dynamic_starts_pub(&ops[1..], od.len())?;
+                let mut multi = Vec::with_capacity(rank);
+                for k in 0..rank {
+                    let s = self.clamp64_pub(starts[k], 0, (od[k] - sizes[k]).max(0))?;
+                    multi.push(cg.b.build_int_nsw_add(s, idx.multi[k], "ds")?);
+                }
+                let i = self.index_multi(&od, multi)?;
+                self.gen1(ops[0], &i)?
+            }
+            DynamicUpdateSlice => self.gen_dus(id, idx)?,
+            Gather => self.gen_gather(id, idx)?,
+            Map => {
+                let c = m
+                    .comp_attr(id, &AttrKey::ToApply)
+                    .ok_or("map needs to_apply")?;
+                let mut args = Vec::with_capacity(ops.len());
+                for &o in ops {
+                    args.push(self.operand_at(o, rank, idx)?);
+                }
+                let r = self.apply(c, &args)?;
+                *r.first().ok_or("map computation returns nothing")?
+            }
+            Dot => crate::conv::gen_dot(self, id, idx)?,
+            Convolution => crate::conv::gen_convolution(self, id, idx)?,
+            _ => {
+                return Err(format!(
+                    "the cpu backend does not support {} instructions",
+                    op.name()
+                )
+                .into())
+            }
+        };
+        Ok(vec![v])
+    }
+
+    fn gen_constant(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
+        let m = self.m;
+        let cg = self.cg;
+        let lit = match m.literal(id) {
+            Some(Literal::Array(a)) => a,
+            Some(Literal::Tuple(_)) => return Err("tuple constants are not supported".into()),
+            None => return Err("the constant's value was elided from the text".into()),
+        };
+        let ty = lit.ty();
+        if lit.len() == 1 {
+            return scalar_const(cg, ty, lit.element_bytes(0));
+        }
+        let ptr = const_global(cg, id, &lit.data)?;
+        cg.load(ty, ptr, idx.linear)
+    }
+
+    fn gen_bitcast(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
+        let m = self.m;
+        let cg = self.cg;
+        let op = m.operands(id)[0];
+        let (a, o) = (self.arr(op)?.clone(), self.arr(id)?.clone());
+        if a.ty.byte_size() != o.ty.byte_size() || a.num_elements() != o.num_elements() {
+            return Err("bitcast changes the buffer size".into());
+        }
+        let mi = minor_to_major(m, op, a.rank())?;
+        let mo = minor_to_major(m, id, o.rank())?;
+        let v = if is_row_major(&mi, &a.dims) && is_row_major(&mo, &o.dims) {
+            let i = self.index_linear(&a.dims, idx.linear)?;
+            self.gen1(op, &i)?
+        } else {
+            // Physical offset of the output index, then the input index with that offset.
+            let ps_out = phys_strides(&o.dims, &mo);
+            let mut lin = cg.c64(0);
+            for (d, &c) in idx.multi.iter().enumerate() {
+                let t = cg.b.build_int_nsw_mul(c, cg.c64(ps_out[d]), "p")?;
+                lin = cg.b.build_int_nsw_add(lin, t, "p")?;
+            }
+            let ps_in = phys_strides(&a.dims, &mi);
+            let mut multi = Vec::with_capacity(a.rank());
+            for d in 0..a.rank() {
+                let q = cg.b.build_int_unsigned_div(lin, cg.c64(ps_in[d]), "q")?;
+                multi.push(cg.b.build_int_unsigned_rem(q, cg.c64(a.dims[d].max(1)), "c")?);
+            }
+            let i = self.index_multi(&a.dims, multi)?;
+            self.gen1(op, &i)?
+        };
+        if a.ty == o.ty {
+            Ok(v)
+        } else {
+            ops::bitcast_same_width(cg, a.ty, o.ty, v)
+        }
+    }
+
+    fn gen_bitcast_convert(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
+        let cg = self.cg;
+        let b = &cg.b;
+        let op = self.m.operands(id)[0];
+        let (a, o) = (self.arr(op)?.clone(), self.arr(id)?.clone());
+        let (bi, bo) = (a.ty.bits(), o.ty.bits());
+        if bi % 8 != 0 || bo % 8 != 0 {
+            return Err("bitcast-convert of sub-byte types is not supported".into());
+        }
+        if bi == bo {
+            let v = self.gen1(op, idx)?;
+            return ops::bitcast_same_width(cg, a.ty, o.ty, v);
+        }
+        if bi > bo {
+            // Each input element becomes the last dimension's bi/bo narrow elements.
+            let k = *idx.multi.last().ok_or("bitcast-convert to a wider rank")?;
+            let multi = idx.multi[..idx.multi.len() - 1].to_vec();
+            let i = self.index_multi(&a.dims, multi)?;
+            let v = self.gen1(op, &i)?;
+            let wide = cg.int_ty(bi);
+            let bits = b
+                .build_bit_cast(cg.to_mem(a.ty, v)?, wide, "w")?
+                .into_int_value();
+            let k = b.build_int_truncate_or_bit_cast(k, wide, "k")?;
+            let sh = b.build_int_mul(k, wide.const_int(bo as u64, false), "sh")?;
+            let part = b.build_right_shift(bits, sh, false, "part")?;
+            let part = b.build_int_truncate(part, cg.int_ty(bo), "part")?;
+            let mem = b.build_bit_cast(part, cg.mem_ty(o.ty)?, "m")?;
+            return cg.load_form(o.ty, mem);
+        }
+        // Narrow to wide: the input's last dimension holds bo/bi parts.
+        let r = (bo / bi) as i64;
+        let wide = cg.int_ty(bo);
+        let mut acc = wide.const_zero();
+        for k in 0..r {
+            let mut multi = idx.multi.clone();
+            multi.push(cg.c64(k));
+            let i = self.index_multi(&a.dims, multi)?;
+            let v = self.gen1(op, &i)?;
+            let bits = b
+                .build_bit_cast(cg.to_mem(a.ty, v)?, cg.int_ty(bi), "n")?
+                .into_int_value();
+            let bits = b.build_int_z_extend(bits, wide, "z")?;
+            let bits =
+                b.build_left_shift(bits, wide.const_int((k * bi as i64) as u64, false), "s")?;
+            acc = b.build_or(acc, bits, "acc")?;
+        }
+        let mem = b.build_bit_cast(acc, cg.mem_ty(o.ty)?, "m")?;
+        cg.load_form(o.ty, mem)
+    }
+
+    fn gen_pad(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
+        let m = self.m;
+        let cg = self.cg;
+        let b = &cg.b;
+        let ops = m.operands(id);
+        let Some(AttrValue::Padding(cfg)) = m.attr(id, &AttrKey::Padding) else {
+            return Err("pad needs a padding configuration".into());
+        };
+        let a = self.arr(ops[0])?.clone();
+        let s = self.scalar_index();
+        let pv = self.gen1(ops[1], &s)?;
+        if a.num_elements() == 0 {
+            return Ok(pv);
+        }
+        let mut inb = cg.i1().const_all_ones();
+        let mut multi = Vec::with_capacity(a.rank());
+        for (d, &[lo, _, interior]) in cfg.iter().enumerate() {
+            let t = b.build_int_nsw_sub(idx.multi[d], cg.c64(lo), "t")?;
+            let nonneg = b.build_int_compare(IntPredicate::SGE, t, cg.c64(0), "nn")?;
+            let step = interior + 1;
+            let (q, on) = if step == 1 {
+                (t, cg.i1().const_all_ones())
+            } else {
+                let q = b.build_int_signed_div(t, cg.c64(step), "q")?;
+                let r = b.build_int_signed_rem(t, cg.c64(step), "r")?;
+                (
+                    q,
+                    b.build_int_compare(IntPredicate::EQ, r, cg.c64(0), "on")?,
+                )
+            };
+            let lt = b.build_int_compare(IntPredicate::SLT, q, cg.c64(a.dims[d]), "lt")?;
+            let ok = b.build_and(b.build_and(nonneg, on, "ok")?, lt, "ok")?;
+            inb = b.build_and(inb, ok, "inb")?;
+            multi.push(q);
+        }
+        let mut safe = Vec::with_capacity(multi.len());
+        for q in multi {
+            safe.push(b.build_select(inb, q, cg.c64(0), "q")?.into_int_value());
+        }
+        let i = self.index_multi(&a.dims, safe)?;
+        let v = self.gen1(ops[0], &i)?;
+        Ok(b.build_select(inb, v, pv, "pad")?)
+    }
+
+    fn gen_concat(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
+        let m = self.m;
+        let d = *self
+            .ints(id, AttrKey::Dimensions)?
+            .first()
+            .ok_or("missing dimension")? as usize;
+        let parts: Vec<(InstId, i64, Vec<i64>)> = {
+            let mut off = 0;
+            let mut v = Vec::new();
+            for &o in m.operands(id) {
+                let od = self.arr(o)?.dims.to_vec();
+                let n = od[d];
+                if n > 0 {
+                    v.push((o, off, od));
+                }
+                off += n;
+            }
+            v
+        };
+        self.concat_rec(&parts, d, idx)
+    }
+
+    fn concat_rec(
+        &mut self,
+        parts: &[(InstId, i64, Vec<i64>)],
+        d: usize,
+        idx: &Index<'ctx>,
+    ) -> R<Val<'ctx>> {
+        let cg = self.cg;
+        let (o, off, od) = &parts[0];
+        let at_part = |g: &mut Self| -> R<Val<'ctx>> {
+            let mut multi = idx.multi.clone();
+            multi[d] = cg.b.build_int_nsw_sub(idx.multi[d], cg.c64(*off), "c")?;
+            let i = g.index_multi(od, multi)?;
+            g.gen1(*o, &i)
+        };
+        if parts.len() == 1 {
+            return at_part(self);
+        }
+        let next_off = parts[1].1;
+        let c =
+            cg.b.build_int_compare(IntPredicate::SLT, idx.multi[d], cg.c64(next_off), "in")?;
+        let v = cg.if_else_with(
+            self,
+            c,
+            |g| {
+                g.push_scope();
+                let r = at_part(g);
+                g.pop_scope();
+                Ok(vec![r?])
+            },
+            |g| {
+                g.push_scope();
+                let r = g.concat_rec(&parts[1..], d, idx);
+                g.pop_scope();
+                Ok(vec![r?])
+            },
+        )?;
+        Ok(v[0])
+    }
+
+    fn gen_dus(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
+        let m = self.m;
+        let cg = self.cg;
+        let b = &cg.b;
+        let ops = m.operands(id);
+        let a = self.arr(ops[0])?.clone();
+        let u = self.arr(ops[1])?.clone();
+        let base = self.gen1(ops[0], idx)?;
+        if u.num_elements() == 0 {
+            return Ok(base);
+        }
+        let starts = self.dynamic_starts_pub(&ops[2..], a.rank())?;
+        let mut inside = cg.i1().const_all_ones();
+        let mut multi = Vec::with_capacity(a.rank());
+        for k in 0..a.rank() {
+            let s = self.clamp64_pub(starts[k], 0, (a.dims[k] - u.dims[k]).max(0))?;
+            let t = b.build_int_nsw_sub(idx.multi[k], s, "t")?;
+            let ge = b.build_int_compare(IntPredicate::SGE, t, cg.c64(0), "ge")?;
+            let lt = b.build_int_compare(IntPredicate::SLT, t, cg.c64(u.dims[k]), "lt")?;
+            inside = b.build_and(inside, b.build_and(ge, lt, "in")?, "in")?;
+            multi.push(t);
+        }
+        let mut safe = Vec::with_capacity(multi.len());
+        for t in multi {
+            safe.push(b.build_select(inside, t, cg.c64(0), "t")?.into_int_value());
+        }
+        let i = self.index_multi(&u.dims, safe)?;
+        let uv = self.gen1(ops[1], &i)?;
+        Ok(b.build_select(inside, uv, base, "dus")?)
+    }
+
+    fn gen_gather(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
+        let m = self.m;
+        let cg = self.cg;
+        let b = &cg.b;
+        let ops = m.operands(id);
+        let empty: &[i64] = &[];
+        let offset_dims = self.ints(id, AttrKey::OffsetDims)?.to_vec();
+        let collapsed = m
+            .ints_attr(id, &AttrKey::CollapsedSliceDims)
+            .unwrap_or(empty)
+            .to_vec();
+        let start_map = self.ints(id, AttrKey::StartIndexMap)?.to_vec();
+        let op_batch = m
+            .ints_attr(id, &AttrKey::OperandBatchingDims)
+            .unwrap_or(empty)
+            .to_vec();
+        let idx_batch = m
+            .ints_attr(id, &AttrKey::StartIndicesBatchingDims)
+            .unwrap_or(empty)
+            .to_vec();
+        let slice_sizes = self.ints(id, AttrKey::SliceSizes)?.to_vec();
+        let ivd = self.int(id, AttrKey::IndexVectorDim)? as usize;
+        let a = self.arr(ops[0])?.clone();
+        let ind = self.arr(ops[1])?.clone();
+        let out_rank = idx.multi.len();
+        let op_rank = a.rank();
+        let batch_out: Vec<usize> = (0..out_rank)
+            .filter(|d| !offset_dims.contains(&(*d as i64)))
+            .collect();
+        let offset_operand: Vec<usize> = (0..op_rank)
+            .filter(|d| !collapsed.contains(&(*d as i64)) && !op_batch.contains(&(*d as i64)))
+            .collect();
+        let ind_batch: Vec<usize> = (0..ind.rank()).filter(|&d| d != ivd).collect();
+        let vec_len = if ivd < ind.rank() {
+            ind.dims[ivd] as usize
+        } else {
+            1
+        };
+        if vec_len != start_map.len()
+            || offset_operand.len() != offset_dims.len()
+            || batch_out.len() != ind_batch.len()
+        {
+            return Err("gather dimension numbers do not match the shapes".into());
+        }
+        let g: Vec<IntValue> = batch_out.iter().map(|&d| idx.multi[d]).collect();
+        let mut start = vec![cg.c64(0); op_rank];
+        for (k, &d) in start_map.iter().enumerate() {
+            let mut multi = vec![cg.c64(0); ind.rank()];
+            for (j, &bd) in ind_batch.iter().enumerate() {
+                multi[bd] = g[j];
+            }
+            if ivd < ind.rank() {
+                multi[ivd] = cg.c64(k as i64);
+            }
+            let i = self.index_multi(&ind.dims, multi)?;
+            let v = self.gen1(ops[1], &i)?;
+            start[d as usize] = self.to_i64(ind.ty, v)?;
+        }
+        for (k, &d) in op_batch.iter().enumerate() {
+            let pos = ind_batch
+                .iter()
+                .position(|&x| x as i64 == idx_batch[k])
+                .ok_or("batching dimension is the index vector dimension")?;
+            start[d as usize] = g[pos];
+        }
+        let mut multi = Vec::with_capacity(op_rank);
+        for d in 0..op_rank {
+            multi.push(self.clamp64_pub(start[d], 0, (a.dims[d] - slice_sizes[d]).max(0))?);
+        }
+        for (k, &d) in offset_dims.iter().enumerate() {
+            let od = offset_operand[k];
+            multi[od] = b.build_int_nsw_add(multi[od], idx.multi[d as usize], "g")?;
+        }
+        let i = self.index_multi(&a.dims, multi)?;
+        self.gen1(ops[0], &i)
+    }
+
+    /// Loops over `dims` in row-major order, threading `accs` through `body(multi, accs)`.
+    pub fn nest(
+        &mut self,
+        dims: &[i64],
+        accs: Vec<Val<'ctx>>,
+        body: &mut NestBody<'_, 'a, 'ctx>,
+    ) -> R<Vec<Val<'ctx>>> {
+        let mut multi = Vec::with_capacity(dims.len());
+        self.nest_rec(dims, &mut multi, accs, body)
+    }
+
+    fn nest_rec(
+        &mut self,
+        dims: &[i64],
+        multi: &mut Vec<IntValue<'ctx>>,
+        accs: Vec<Val<'ctx>>,
+        body: &mut NestBody<'_, 'a, 'ctx>,
+    ) -> R<Vec<Val<'ctx>>> {
+        let k = multi.len();
+        if k == dims.len() {
+            return body(self, multi, accs);
+        }
+        let cg = self.cg;
+        if dims[k] == 1 {
+            multi.push(cg.c64(0));
+            let r = self.nest_rec(dims, multi, accs, body);
+            multi.pop();
+            return r;
+        }
+        let mut multi_in = multi.clone();
+        let r = cg.for_range_acc(cg.c64(0), cg.c64(dims[k]), &accs, |i, a| {
+            self.push_scope();
+            multi_in.push(i);
+            let r = self.nest_rec(dims, &mut multi_in, a.to_vec(), body);
+            self.pop_scope();
+            r
+        });
+        r
+    }
+
+    fn gen_reduce(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Vec<Val<'ctx>>> {
+        let m = self.m;
+        let ops = m.operands(id);
+        let n = ops.len() / 2;
+        if n == 0 || ops.len() != 2 * n {
+            return Err("reduce needs pairs of operands and init values".into());
+        }
+        let rdims = self.ints(id, AttrKey::Dimensions)?.to_vec();
+        let in_dims = self.arr(ops[0])?.dims.to_vec();
+        let rank = in_dims.len();
+        let mut reduced = vec![false; rank];
+        for &d in &rdims {
+            *reduced
+                .get_mut(d as usize)
+                .ok_or("reduce dimension out of range")? = true;
+        }
+        let comp = m
+            .comp_attr(id, &AttrKey::ToApply)
+            .ok_or("reduce needs to_apply")?;
+        let s = self.scalar_index();
+        let mut init = Vec::with_capacity(n);
+        for &o in &ops[n..] {
+            init.push(self.gen1(o, &s)?);
+        }
+        let red_dims: Vec<i64> = (0..rank)
+            .filter(|&d| reduced[d])
+            .map(|d| in_dims[d])
+            .collect();
+        let inputs = ops[..n].to_vec();
+        let kept_multi = idx.multi.clone();
+        self.nest(&red_dims, init, &mut |g, rmulti, accs| {
+            let mut multi = Vec::with_capacity(rank);
+            let (mut ki, mut ri) = (0, 0);
+            for &red in reduced.iter() {
+                if red {
+                    multi.push(rmulti[ri]);
+                    ri += 1;
+                } else {
+                    multi.push(kept_multi[ki]);
+                    ki += 1;
+                }
+            }
+            let i = g.index_multi(&in_dims, multi)?;
+            let mut args = accs;
+            for &o in &inputs {
+                args.push(g.gen1(o, &i)?);
+            }
+            g.apply(comp, &args)
+        })
+    }
+
+    fn gen_reduce_window(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Vec<Val<'ctx>>> {
+        let m = self.m;
+        let cg = self.cg;
+        let ops = m.operands(id);
+        let n = ops.len() / 2;
+        if n == 0 || ops.len() != 2 * n {
+            return Err("reduce-window needs pairs of operands and init values".into());
+        }
+        let in_dims = self.arr(ops[0])?.dims.to_vec();
+        let rank = in_dims.len();
+        let wd = window(m, id, rank)?;
+        let comp = m
+            .comp_attr(id, &AttrKey::ToApply)
+            .ok_or("reduce-window needs to_apply")?;
+        let s = self.scalar_index();
+        let mut init = Vec::with_capacity(n);
+        for &o in &ops[n..] {
+            init.push(self.gen1(o, &s)?);
+        }
+        let wsizes: Vec<i64> = wd.iter().map(|w| w.size).collect();
+        let inputs = ops[..n].to_vec();
+        let out_multi = idx.multi.clone();
+        self.nest(&wsizes, init, &mut |g, wmulti, accs| {
+            let b = &cg.b;
+            let (pos, ok) = window_pos(cg, &wd, &in_dims, &out_multi, wmulti)?;
+            let i = g.index_multi(&in_dims, pos)?;
+            let mut args = accs.clone();
+            for &o in &inputs {
+                args.push(g.gen1(o, &i)?);
+            }
+            let r = g.apply(comp, &args)?;
+            let mut out = Vec::with_capacity(r.len());
+            for (new, old) in r.into_iter().zip(accs) {
+                out.push(b.build_select(ok, new, old, "rw")?);
+            }
+            Ok(out)
+        })
+    }
+}
+
+/// The window of a windowed op (`reduce-window`, `select-and-scatter`).
+pub(crate) fn window(m: &Module, id: InstId, rank: usize) -> R<Vec<axle_ir::WindowDim>> {
+    match m.attr(id, &AttrKey::Window) {
+        Some(AttrValue::Window(w)) if w.len() == rank => Ok(w.to_vec()),
+        Some(AttrValue::Window(_)) => Err("window rank does not match the operand".into()),
+        _ if rank == 0 => Ok(Vec::new()),
+        _ => Err("missing window".into()),
+    }
+}
+
+/// The input position of window element `wmulti` of output `out_multi` (clamped into range so
+/// it can always be read) and whether it is a real element (not padding or a dilation hole).
+pub(crate) fn window_pos<'ctx>(
+    cg: &Cg<'ctx>,
+    wd: &[axle_ir::WindowDim],
+    in_dims: &[i64],
+    out_multi: &[IntValue<'ctx>],
+    wmulti: &[IntValue<'ctx>],
+) -> R<(Vec<IntValue<'ctx>>, IntValue<'ctx>)> {
+    let b = &cg.b;
+    let mut ok = cg.i1().const_all_ones();
+    let mut pos = Vec::with_capacity(wd.len());
+    for (d, w) in wd.iter().enumerate() {
+        let k = if w.reversal {
+            b.build_int_nsw_sub(cg.c64(w.size - 1), wmulti[d], "k")?
+        } else {
+            wmulti[d]
+        };
+        let p = b.build_int_nsw_mul(out_multi[d], cg.c64(w.stride), "p")?;
+        let p = b.build_int_nsw_sub(p, cg.c64(w.pad_lo), "p")?;
+        let kk = b.build_int_nsw_mul(k, cg.c64(w.rhs_dilate), "kk")?;
+        let p = b.build_int_nsw_add(p, kk, "p")?;
+        let ge = b.build_int_compare(IntPredicate::SGE, p, cg.c64(0), "ge")?;
+        let (q, on) = if w.lhs_dilate == 1 {
+            (p, cg.i1().const_all_ones())
+        } else {
+            let q = b.build_int_signed_div(p, cg.c64(w.lhs_dilate), "q")?;
+            let r = b.build_int_signed_rem(p, cg.c64(w.lhs_dilate), "r")?;
+            (
+                q,
+                b.build_int_compare(IntPredicate::EQ, r, cg.c64(0), "on")?,
+            )
+        };
+        let lt = b.build_int_compare(IntPredicate::SLT, q, cg.c64(in_dims[d]), "lt")?;
+        let here = b.build_and(b.build_and(ge, on, "h")?, lt, "h")?;
+        ok = b.build_and(ok, here, "ok")?;
+        pos.push(q);
+    }
+    let mut safe = Vec::with_capacity(pos.len());
+    for q in pos {
+        safe.push(b.build_select(ok, q, cg.c64(0), "q")?.into_int_value());
+    }
+    Ok((safe, ok))
+}
+
+/// Strides of each logical dimension in the physical order given by `m2m`.
+fn phys_strides(dims: &[i64], m2m: &[i64]) -> Vec<i64> {
+    let mut s = vec![0i64; dims.len()];
+    let mut acc = 1i64;
+    for &d in m2m {
+        s[d as usize] = acc;
+        acc *= dims[d as usize].max(1);
+    }
+    s
+}
+
+/// A register constant from one element's literal bytes.
+pub(crate) fn scalar_const<'ctx>(cg: &Cg<'ctx>, ty: ElementType, bytes: &[u8]) -> R<Val<'ctx>> {
+    use axle_ir::literal::{element_to_f64, element_to_i128};
+    if ty.is_float() {
+        if ty == ElementType::F32 {
+            let bits = u32::from_le_bytes(bytes[..4].try_into().unwrap());
+            let c = cg.i32().const_int(bits as u64, false);
+            return Ok(cg.b.build_bit_cast(c, cg.f32(), "f")?);
+        }
+        if ty == ElementType::F64 {
+            let bits = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+            let c = cg.i64().const_int(bits, false);
+            return Ok(cg.b.build_bit_cast(c, cg.f64(), "d")?);
+        }
+        if matches!(ty, ElementType::F16 | ElementType::BF16) {
+            let bits = u16::from_le_bytes([bytes[0], bytes[1]]);
+            let c = cg.ctx.i16_type().const_int(bits as u64, false);
+            return cg.load_form(ty, bv(c));
+        }
+        return cg.const_f(ty, element_to_f64(ty, bytes));
+    }
+    cg.const_i(ty, element_to_i128(ty, bytes))
+}
+
+/// The global holding a constant's bytes (created once per instruction).
+pub(crate) fn const_global<'ctx>(cg: &Cg<'ctx>, id: InstId, data: &[u8]) -> R<PointerValue<'ctx>> {
+    let name = format!("const.{}", id.index());
+    if let Some(g) = cg.module.get_global(&name) {
+        return Ok(g.as_pointer_value());
+    }
+    let init = cg.ctx.const_string(data, false);
+    let g = cg.module.add_global(init.get_type(), None, &name);
+    g.set_initializer(&init);
+    g.set_constant(true);
+    g.set_linkage(Linkage::Private);
+    g.set_alignment(64);
+    Ok(g.as_pointer_value())
+}

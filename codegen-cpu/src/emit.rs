@@ -1,0 +1,315 @@
+//! The LLVM module of a program: one function per kernel and the entry point that runs the
+//! thunks in order, with `while` and `conditional` as control flow.
+//!
+//! The entry point is `void NAME(void *const *params, void *const *outputs, void *temp,
+//! const AxleRuntime *rt)`: one pointer per array leaf of the entry parameters and of the result,
+//! the temporary block, and the runtime (`NULL` runs every kernel on the calling thread). A
+//! kernel with enough work items is handed to `rt->parallel_for(rt, kernel, bufs, items,
+//! grain)`, which may split `[0, items)` across threads.
+
+use axle_ir::{ElementType, Module};
+use inkwell::module::Linkage;
+use inkwell::values::{FunctionValue, IntValue, PointerValue};
+use inkwell::IntPredicate;
+
+use crate::cg::Cg;
+use crate::error::{Fail, R};
+use crate::kernels::{attribute, emit_kernel, Emitted};
+use crate::lower::{BufId, BufKind, Program, Thunk};
+
+struct Entry<'a, 'ctx> {
+    cg: &'a Cg<'ctx>,
+    m: &'a Module,
+    prog: &'a Program,
+    kernels: Vec<Emitted<'ctx>>,
+    next_kernel: usize,
+    params: PointerValue<'ctx>,
+    outputs: PointerValue<'ctx>,
+    temp: PointerValue<'ctx>,
+    rt: PointerValue<'ctx>,
+    bufs_array: PointerValue<'ctx>,
+}
+
+/// Emits every kernel and the entry point `name` into `cg`'s module.
+pub(crate) fn build(cg: &Cg, m: &Module, prog: &Program, name: &str, export: bool) -> R<()> {
+    let mut kernels = Vec::new();
+    let mut max_bufs = 1usize;
+    emit_kernels(cg, m, &prog.body, &mut kernels, &mut max_bufs)?;
+    let ptr = cg.ptr();
+    let fty = cg
+        .ctx
+        .void_type()
+        .fn_type(&[ptr.into(), ptr.into(), ptr.into(), ptr.into()], false);
+    let linkage = if export {
+        Linkage::External
+    } else {
+        Linkage::Internal
+    };
+    let f = cg.add_fn(name, fty, Some(linkage));
+    let entry = cg.ctx.append_basic_block(f, "entry");
+    cg.b.position_at_end(entry);
+    let p = |i: u32| -> R<PointerValue> {
+        Ok(f.get_nth_param(i)
+            .ok_or("entry without parameters")?
+            .into_pointer_value())
+    };
+    let arr_ty = ptr.array_type(max_bufs as u32);
+    let bufs_array = cg.b.build_alloca(arr_ty, "bufs")?;
+    let mut e = Entry {
+        cg,
+        m,
+        prog,
+        kernels,
+        next_kernel: 0,
+        params: p(0)?,
+        outputs: p(1)?,
+        temp: p(2)?,
+        rt: p(3)?,
+        bufs_array,
+    };
+    e.thunks(&prog.body)?;
+    cg.b.build_return(None)?;
+    Ok(())
+}
+
+fn emit_kernels<'ctx>(
+    cg: &Cg<'ctx>,
+    m: &Module,
+    thunks: &[Thunk],
+    out: &mut Vec<Emitted<'ctx>>,
+    max_bufs: &mut usize,
+) -> R<()> {
+    for t in thunks {
+        match t {
+            Thunk::Kernel(k) => {
+                let n = k.outputs.len()
+                    + k.bindings.iter().map(|(_, b)| b.len()).sum::<usize>()
+                    + k.scratch.is_some() as usize;
+                *max_bufs = (*max_bufs).max(n);
+                let name = format!("k{}.{}", out.len(), sanitize(m.name(k.origin)));
+                let e = emit_kernel(cg, m, k, &name, k.scratch.is_some())
+                    .map_err(|f| attribute(m, k, f))?;
+                out.push(e);
+            }
+            Thunk::Copy { .. } => {}
+            Thunk::While { cond, body, .. } => {
+                emit_kernels(cg, m, cond, out, max_bufs)?;
+                emit_kernels(cg, m, body, out, max_bufs)?;
+            }
+            Thunk::Cond { branches, .. } => {
+                for (b, _) in branches {
+                    emit_kernels(cg, m, b, out, max_bufs)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A symbol-safe version of an instruction name.
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(40)
+        .collect()
+}
+
+impl<'a, 'ctx> Entry<'a, 'ctx> {
+    /// The address of buffer `b`.
+    fn buf(&self, b: BufId) -> R<PointerValue<'ctx>> {
+        let cg = self.cg;
+        let b = self.prog.find(b);
+        let buf = &self.prog.bufs[b as usize];
+        let slot = |base: PointerValue<'ctx>, k: u32| -> R<PointerValue<'ctx>> {
+            let p = cg.gep(cg.ptr().into(), base, cg.c64(k as i64))?;
+            Ok(cg.b.build_load(cg.ptr(), p, "arg")?.into_pointer_value())
+        };
+        match &buf.kind {
+            BufKind::Param(k) => slot(self.params, *k),
+            BufKind::Output(k) => slot(self.outputs, *k),
+            BufKind::Const(id) => {
+                let lit = self
+                    .m
+                    .literal(*id)
+                    .and_then(|l| l.as_array())
+                    .ok_or_else(|| Fail::Msg("constant without a value".into()))?;
+                crate::elemental::const_global(cg, *id, &lit.data)
+            }
+            BufKind::Temp => {
+                let off = self.prog.plan.offsets[b as usize]
+                    .ok_or_else(|| Fail::Msg("temporary without an offset".into()))?;
+                cg.byte_gep(self.temp, off as i64)
+            }
+        }
+    }
+
+    fn copy(&self, src: BufId, dst: BufId) -> R<()> {
+        let (s, d) = (self.prog.find(src), self.prog.find(dst));
+        if s == d {
+            return Ok(());
+        }
+        let bytes = self.prog.bufs[d as usize].bytes;
+        let (sp, dp) = (self.buf(s)?, self.buf(d)?);
+        self.cg.memcpy(dp, sp, bytes)
+    }
+
+    fn thunks(&mut self, thunks: &[Thunk]) -> R<()> {
+        for t in thunks {
+            self.thunk(t)?;
+        }
+        Ok(())
+    }
+
+    fn thunk(&mut self, t: &Thunk) -> R<()> {
+        let cg = self.cg;
+        match t {
+            Thunk::Kernel(k) => {
+                let e = &self.kernels[self.next_kernel];
+                self.next_kernel += 1;
+                let (func, items, grain) = (e.func, e.items, e.grain);
+                if items == 0 {
+                    return Ok(());
+                }
+                let mut all: Vec<BufId> = k.outputs.clone();
+                for (_, bs) in &k.bindings {
+                    all.extend_from_slice(bs);
+                }
+                all.extend(k.scratch.iter());
+                for (i, &b) in all.iter().enumerate() {
+                    let p = self.buf(b)?;
+                    let slot = cg.gep(cg.ptr().into(), self.bufs_array, cg.c64(i as i64))?;
+                    cg.b.build_store(slot, p)?;
+                }
+                self.call_kernel(func, items, grain)
+            }
+            Thunk::Copy { src, dst } => self.copy(*src, *dst),
+            Thunk::While {
+                init,
+                state,
+                cond,
+                pred,
+                body,
+                result,
+            } => {
+                for (&i, &s) in init.iter().zip(state) {
+                    self.copy(i, s)?;
+                }
+                let head = cg.block("while.cond")?;
+                let bodyb = cg.block("while.body")?;
+                let exit = cg.block("while.exit")?;
+                cg.b.build_unconditional_branch(head)?;
+                cg.b.position_at_end(head);
+                self.thunks(cond)?;
+                let pp = self.buf(*pred)?;
+                let go = cg.load(ElementType::Pred, pp, cg.c64(0))?.into_int_value();
+                cg.b.build_conditional_branch(go, bodyb, exit)?;
+                cg.b.position_at_end(bodyb);
+                self.thunks(body)?;
+                for (&r, &s) in result.iter().zip(state) {
+                    self.copy(r, s)?;
+                }
+                cg.b.build_unconditional_branch(head)?;
+                cg.b.position_at_end(exit);
+                Ok(())
+            }
+            Thunk::Cond {
+                selector,
+                branches,
+                outputs,
+            } => {
+                let sb = self.prog.find(*selector);
+                let sty = self.prog.bufs[sb as usize].shape.ty;
+                let sp = self.buf(sb)?;
+                let n = branches.len() as i64;
+                let k: IntValue = if sty == ElementType::Pred {
+                    let v = cg.load(sty, sp, cg.c64(0))?.into_int_value();
+                    // True runs the first branch.
+                    cg.b.build_select(v, cg.c64(0), cg.c64(1), "k")?
+                        .into_int_value()
+                } else if sty.is_int() {
+                    let v = cg.load(sty, sp, cg.c64(0))?;
+                    let v = cg.b.build_int_cast_sign_flag(
+                        v.into_int_value(),
+                        cg.i64(),
+                        sty.is_signed_int(),
+                        "k",
+                    )?;
+                    let bad_lo =
+                        cg.b.build_int_compare(IntPredicate::SLT, v, cg.c64(0), "lo")?;
+                    let bad_hi =
+                        cg.b.build_int_compare(IntPredicate::SGE, v, cg.c64(n), "hi")?;
+                    let bad = cg.b.build_or(bad_lo, bad_hi, "bad")?;
+                    // An out-of-range index runs the last branch.
+                    cg.b.build_select(bad, cg.c64(n - 1), v, "k")?
+                        .into_int_value()
+                } else {
+                    return Err("conditional selector must be pred or an integer".into());
+                };
+                let done = cg.block("cond.done")?;
+                let blocks: Vec<_> = (0..branches.len())
+                    .map(|i| cg.block(&format!("branch{i}")))
+                    .collect::<R<_>>()?;
+                let cases: Vec<_> = blocks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &b)| (cg.c64(i as i64), b))
+                    .collect();
+                cg.b.build_switch(k, blocks[blocks.len() - 1], &cases)?;
+                for ((thunks, res), &bb) in branches.iter().zip(&blocks) {
+                    cg.b.position_at_end(bb);
+                    self.thunks(thunks)?;
+                    for (&r, &o) in res.iter().zip(outputs) {
+                        self.copy(r, o)?;
+                    }
+                    cg.b.build_unconditional_branch(done)?;
+                }
+                cg.b.position_at_end(done);
+                Ok(())
+            }
+        }
+    }
+
+    fn call_kernel(&self, func: FunctionValue<'ctx>, items: i64, grain: i64) -> R<()> {
+        let cg = self.cg;
+        let args = [
+            self.bufs_array.into(),
+            cg.c64(0).into(),
+            cg.c64(items).into(),
+        ];
+        if items < 2 * grain {
+            cg.b.build_call(func, &args, "")?;
+            return Ok(());
+        }
+        let ptr = cg.ptr();
+        let has_rt = cg.b.build_is_not_null(self.rt, "has_rt")?;
+        let par = cg.block("par")?;
+        let seq = cg.block("seq")?;
+        let done = cg.block("called")?;
+        cg.b.build_conditional_branch(has_rt, par, seq)?;
+        cg.b.position_at_end(par);
+        let pf = cg.b.build_load(ptr, self.rt, "pf")?.into_pointer_value();
+        let i64t = cg.i64();
+        let pfty = cg.ctx.void_type().fn_type(
+            &[ptr.into(), ptr.into(), ptr.into(), i64t.into(), i64t.into()],
+            false,
+        );
+        cg.b.build_indirect_call(
+            pfty,
+            pf,
+            &[
+                self.rt.into(),
+                func.as_global_value().as_pointer_value().into(),
+                self.bufs_array.into(),
+                cg.c64(items).into(),
+                cg.c64(grain).into(),
+            ],
+            "",
+        )?;
+        cg.b.build_unconditional_branch(done)?;
+        cg.b.position_at_end(seq);
+        cg.b.build_call(func, &args, "")?;
+        cg.b.build_unconditional_branch(done)?;
+        cg.b.position_at_end(done);
+        Ok(())
+    }
+}

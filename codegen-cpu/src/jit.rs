@@ -1,0 +1,605 @@
+//! The compilation pipeline (lower, emit, verify, optimize) and the JIT executable with its
+//! threaded runtime.
+
+use std::mem::ManuallyDrop;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use axle_ir::{ArrayShape, Module};
+use inkwell::context::Context;
+use inkwell::execution_engine::ExecutionEngine;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{
+    CodeModel, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
+};
+use inkwell::OptimizationLevel;
+use rayon::prelude::*;
+
+use crate::cg::Cg;
+use crate::error::{finish, CodegenError};
+use crate::lower::{lower, Program};
+use crate::CpuOptions;
+
+/// The runtime hooks generated code calls, laid out as the C header declares them.
+#[repr(C)]
+pub struct AxleRuntime {
+    /// Runs `kernel(bufs, s, e)` over a partition of `[0, n)` into ranges of at least `grain`.
+    pub parallel_for: unsafe extern "C" fn(*const AxleRuntime, KernelFn, *const *mut u8, i64, i64),
+    /// The runtime's own data (here: the thread pool).
+    pub user: *const std::ffi::c_void,
+}
+
+/// A kernel's entry point.
+pub type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
+
+/// A program's entry point.
+type EntryFn = unsafe extern "C" fn(*const *mut u8, *const *mut u8, *mut u8, *const AxleRuntime);
+
+struct SendPtr(*const *mut u8);
+// SAFETY: the buffer table is only read by the kernels, and outlives the parallel call.
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+/// Splits `[0, n)` into at most four ranges per thread (each of at least `grain` items) and runs
+/// the kernel on them in the pool. Which thread runs which range never changes a result: every
+/// output element is computed by exactly one range with the same code.
+unsafe extern "C" fn rt_parallel_for(
+    rt: *const AxleRuntime,
+    kernel: KernelFn,
+    bufs: *const *mut u8,
+    n: i64,
+    grain: i64,
+) {
+    // SAFETY: `rt` is the runtime `CpuExecutable::execute` built, whose `user` is a live pool.
+    let pool = unsafe { &*((*rt).user as *const rayon::ThreadPool) };
+    let threads = pool.current_num_threads() as i64;
+    let chunks = (n / grain.max(1)).clamp(1, threads * 4);
+    let (per, rem) = (n / chunks, n % chunks);
+    let bufs = SendPtr(bufs);
+    let run = |c: i64| {
+        let s = c * per + c.min(rem);
+        let e = s + per + (c < rem) as i64;
+        let b = &bufs;
+        // SAFETY: the kernel reads the buffer table and writes disjoint output ranges.
+        unsafe { kernel(b.0, s, e) };
+    };
+    pool.install(|| (0..chunks).into_par_iter().for_each(run));
+}
+
+/// The shared thread pool for `threads` threads.
+fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
+    type Pools = Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>;
+    static POOLS: OnceLock<Pools> = OnceLock::new();
+    let pools = POOLS.get_or_init(|| Mutex::new(Vec::new()));
+    let mut v = pools.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = v.iter().find(|(n, _)| *n == threads) {
+        return Some(p.clone());
+    }
+    let p = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("axle-cpu-{i}"))
+            .build()
+            .ok()?,
+    );
+    v.push((threads, p.clone()));
+    Some(p)
+}
+
+/// The number of threads `opts` asks for.
+fn thread_count(opts: &CpuOptions) -> usize {
+    if opts.threads > 0 {
+        return opts.threads;
+    }
+    if let Some(n) = std::env::var("AXLE_CPU_THREADS")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+    {
+        return n;
+    }
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+pub(crate) fn init_llvm() {
+    static INIT: OnceLock<()> = OnceLock::new();
+    INIT.get_or_init(|| {
+        let cfg = InitializationConfig::default();
+        let _ = Target::initialize_native(&cfg);
+        Target::initialize_x86(&cfg);
+        Target::initialize_aarch64(&cfg);
+    });
+}
+
+/// A target: triple, CPU name and feature string.
+pub(crate) struct TargetSpec {
+    pub triple: TargetTriple,
+    pub cpu: String,
+    pub features: String,
+}
+
+pub(crate) fn target_spec(opts: &CpuOptions) -> TargetSpec {
+    init_llvm();
+    match &opts.target_triple {
+        Some(t) if !is_host_triple(t) => TargetSpec {
+            triple: TargetTriple::create(t),
+            cpu: String::new(),
+            features: String::new(),
+        },
+        _ => TargetSpec {
+            triple: TargetMachine::get_default_triple(),
+            cpu: TargetMachine::get_host_cpu_name().to_string(),
+            features: TargetMachine::get_host_cpu_features().to_string(),
+        },
+    }
+}
+
+fn is_host_triple(t: &str) -> bool {
+    let host = TargetMachine::get_default_triple();
+    let host = host.as_str().to_string_lossy();
+    let norm = TargetMachine::normalize_triple(&TargetTriple::create(t));
+    norm.as_str().to_string_lossy() == host
+}
+
+pub(crate) fn target_machine(spec: &TargetSpec, reloc: RelocMode) -> Result<TargetMachine, String> {
+    let target = Target::from_triple(&spec.triple).map_err(|e| e.to_string())?;
+    target
+        .create_target_machine(
+            &spec.triple,
+            &spec.cpu,
+            &spec.features,
+            OptimizationLevel::Aggressive,
+            reloc,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| format!("cannot create a target machine for {}", spec.triple))
+}
+
+/// Timings of one compilation.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CompileTimings {
+    /// Lowering to thunks and buffer assignment.
+    pub lower: Duration,
+    /// LLVM IR emission.
+    pub emit: Duration,
+    /// LLVM's optimization pipeline.
+    pub optimize: Duration,
+    /// Machine code generation (JIT) or object emission.
+    pub codegen: Duration,
+}
+
+/// A lowered and optimized LLVM module.
+pub(crate) struct Built<'ctx> {
+    pub cg: Cg<'ctx>,
+    pub prog: Program,
+    pub tm: TargetMachine,
+    pub timings: CompileTimings,
+}
+
+/// Lowers `m`, emits its LLVM module with entry point `entry` and optimizes it.
+pub(crate) fn build<'ctx>(
+    ctx: &'ctx Context,
+    m: &Module,
+    opts: &CpuOptions,
+    entry: &str,
+    reloc: RelocMode,
+) -> Result<Built<'ctx>, CodegenError> {
+    let mut timings = CompileTimings::default();
+    let t = Instant::now();
+    let prog = lower(m).map_err(|f| finish(m, f))?;
+    timings.lower = t.elapsed();
+    let spec = target_spec(opts);
+    let tm = target_machine(&spec, reloc).map_err(|e| CodegenError::general(&m.name, e))?;
+    let t = Instant::now();
+    let cg = Cg::new(ctx, &m.name, &spec.cpu, &spec.features);
+    cg.module.set_triple(&spec.triple);
+    cg.module
+        .set_data_layout(&tm.get_target_data().get_data_layout());
+    crate::emit::build(&cg, m, &prog, entry, true).map_err(|f| finish(m, f))?;
+    cg.module.verify().map_err(|e| {
+        CodegenError::general(&m.name, format!("internal error: invalid LLVM IR: {e}"))
+    })?;
+    timings.emit = t.elapsed();
+    let t = Instant::now();
+    let po = PassBuilderOptions::create();
+    po.set_loop_vectorization(true);
+    po.set_loop_slp_vectorization(true);
+    po.set_loop_interleaving(true);
+    po.set_loop_unrolling(true);
+    cg.module
+        .run_passes("default<O3>", &tm, po)
+        .map_err(|e| CodegenError::general(&m.name, format!("LLVM optimization failed: {e}")))?;
+    timings.optimize = t.elapsed();
+    Ok(Built {
+        cg,
+        prog,
+        tm,
+        timings,
+    })
+}
+
+/// Memory aligned for any element type (and 512-bit vectors).
+pub(crate) struct AlignedBuf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: an owned allocation.
+unsafe impl Send for AlignedBuf {}
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// `len` zeroed bytes.
+    pub fn zeroed(len: usize) -> AlignedBuf {
+        if len == 0 {
+            return AlignedBuf {
+                ptr: std::ptr::NonNull::<u64>::dangling().as_ptr() as *mut u8,
+                len,
+            };
+        }
+        let layout = std::alloc::Layout::from_size_align(len, 64).expect("buffer layout");
+        // SAFETY: non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        AlignedBuf { ptr, len }
+    }
+
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            let layout = std::alloc::Layout::from_size_align(self.len, 64).expect("buffer layout");
+            // SAFETY: allocated with this layout.
+            unsafe { std::alloc::dealloc(self.ptr, layout) };
+        }
+    }
+}
+
+/// The LLVM objects that own the machine code, dropped in order.
+struct Jit {
+    ee: ManuallyDrop<ExecutionEngine<'static>>,
+    ctx: *mut Context,
+}
+
+// SAFETY: after construction the engine and context are never used again except by `Drop`; the
+// machine code they own is immutable and safe to call from any thread.
+unsafe impl Send for Jit {}
+unsafe impl Sync for Jit {}
+
+impl Drop for Jit {
+    fn drop(&mut self) {
+        // SAFETY: the engine borrows the context, so it goes first; both are dropped once.
+        unsafe {
+            ManuallyDrop::drop(&mut self.ee);
+            drop(Box::from_raw(self.ctx));
+        }
+    }
+}
+
+/// A JIT-compiled module, ready to run.
+pub struct CpuExecutable {
+    _jit: Jit,
+    entry: EntryFn,
+    params: Vec<ArrayShape>,
+    outputs: Vec<ArrayShape>,
+    temp_bytes: u64,
+    pool: Option<Arc<rayon::ThreadPool>>,
+    temps: Mutex<Vec<AlignedBuf>>,
+    kernels: usize,
+    compile_time: Duration,
+    timings: CompileTimings,
+}
+
+impl std::fmt::Debug for CpuExecutable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuExecutable")
+            .field("params", &self.params)
+            .field("outputs", &self.outputs)
+            .field("temp_bytes", &self.temp_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn compile(m: &Module, opts: &CpuOptions) -> Result<CpuExecutable, CodegenError> {
+    let t0 = Instant::now();
+    let ctx: *mut Context = Box::into_raw(Box::new(Context::create()));
+    // SAFETY: the context lives until `Jit::drop` (or the error path below) frees it.
+    let ctx_ref: &'static Context = unsafe { &*ctx };
+    let built = match build(ctx_ref, m, opts, "axle_entry", RelocMode::Default) {
+        Ok(b) => b,
+        Err(e) => {
+            // SAFETY: nothing borrows the context any more.
+            unsafe { drop(Box::from_raw(ctx)) };
+            return Err(e);
+        }
+    };
+    let Built {
+        cg,
+        prog,
+        tm,
+        mut timings,
+    } = built;
+    drop(tm);
+    let Cg { module, b, .. } = cg;
+    drop(b);
+    let t = Instant::now();
+    let ee = match module.create_jit_execution_engine(OptimizationLevel::Aggressive) {
+        Ok(ee) => ee,
+        Err(e) => {
+            drop(module);
+            // SAFETY: nothing borrows the context any more.
+            unsafe { drop(Box::from_raw(ctx)) };
+            return Err(CodegenError::general(
+                &m.name,
+                format!("cannot create the JIT: {e}"),
+            ));
+        }
+    };
+    let addr = ee.get_function_address("axle_entry");
+    timings.codegen = t.elapsed();
+    let jit = Jit {
+        ee: ManuallyDrop::new(ee),
+        ctx,
+    };
+    drop(module);
+    let addr = addr.map_err(|e| {
+        CodegenError::general(
+            &m.name,
+            format!("JIT lookup of the entry point failed: {e:?}"),
+        )
+    })?;
+    // SAFETY: `axle_entry` was emitted with exactly this signature.
+    let entry: EntryFn = unsafe { std::mem::transmute::<usize, EntryFn>(addr) };
+    if std::env::var_os("AXLE_CPU_TIMINGS").is_some() {
+        eprintln!("cpu compile timings: {timings:?}, total {:?}", t0.elapsed());
+    }
+    let threads = thread_count(opts);
+    let pool = if threads > 1 { pool(threads) } else { None };
+    let kernels = count_kernels(&prog.body);
+    Ok(CpuExecutable {
+        _jit: jit,
+        entry,
+        params: prog.params,
+        outputs: prog.outputs,
+        temp_bytes: prog.plan.temp_bytes,
+        pool,
+        temps: Mutex::new(Vec::new()),
+        kernels,
+        compile_time: t0.elapsed(),
+        timings,
+    })
+}
+
+fn count_kernels(thunks: &[crate::lower::Thunk]) -> usize {
+    use crate::lower::Thunk;
+    thunks
+        .iter()
+        .map(|t| match t {
+            Thunk::Kernel(_) => 1,
+            Thunk::Copy { .. } => 0,
+            Thunk::While { cond, body, .. } => count_kernels(cond) + count_kernels(body),
+            Thunk::Cond { branches, .. } => branches.iter().map(|(b, _)| count_kernels(b)).sum(),
+        })
+        .sum()
+}
+
+fn shape_bytes(s: &ArrayShape) -> usize {
+    s.num_elements().max(0) as usize * s.ty.byte_size()
+}
+
+impl CpuExecutable {
+    /// The array leaves of the entry parameters, in order.
+    pub fn param_shapes(&self) -> &[ArrayShape] {
+        &self.params
+    }
+
+    /// The array leaves of the result, in order.
+    pub fn output_shapes(&self) -> &[ArrayShape] {
+        &self.outputs
+    }
+
+    /// Bytes of the temporary block a run needs.
+    pub fn temp_bytes(&self) -> u64 {
+        self.temp_bytes
+    }
+
+    /// The number of kernels.
+    pub fn kernels(&self) -> usize {
+        self.kernels
+    }
+
+    /// Wall time of the whole compilation.
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time
+    }
+
+    /// Where the compilation time went.
+    pub fn timings(&self) -> &CompileTimings {
+        &self.timings
+    }
+
+    /// The number of threads kernels run on.
+    pub fn threads(&self) -> usize {
+        self.pool.as_ref().map_or(1, |p| p.current_num_threads())
+    }
+
+    /// Fresh zeroed output buffers of the right sizes (aligned for every element type).
+    pub fn alloc_outputs(&self) -> Vec<HostBuffer> {
+        self.outputs
+            .iter()
+            .map(|s| HostBuffer::zeroed(shape_bytes(s)))
+            .collect()
+    }
+
+    /// Runs the program: `inputs` hold the parameter leaves' row-major bytes, `outputs` receive
+    /// the result leaves (buffers from [`CpuExecutable::alloc_outputs`] can be reused across
+    /// runs). Sizes are checked; inputs that are not aligned to their element size are copied.
+    pub fn execute(
+        &self,
+        inputs: &[&[u8]],
+        outputs: &mut [HostBuffer],
+    ) -> Result<(), CodegenError> {
+        let err = |msg: String| CodegenError::general("cpu executable", msg);
+        if inputs.len() != self.params.len() {
+            return Err(err(format!(
+                "expected {} input arrays, got {}",
+                self.params.len(),
+                inputs.len()
+            )));
+        }
+        if outputs.len() != self.outputs.len() {
+            return Err(err(format!(
+                "expected {} output buffers, got {}",
+                self.outputs.len(),
+                outputs.len()
+            )));
+        }
+        let mut copies = Vec::new();
+        let mut in_ptrs: Vec<*mut u8> = Vec::with_capacity(inputs.len());
+        for (k, (i, s)) in inputs.iter().zip(&self.params).enumerate() {
+            if i.len() != shape_bytes(s) {
+                return Err(err(format!(
+                    "input {k} has {} bytes, its shape needs {}",
+                    i.len(),
+                    shape_bytes(s)
+                )));
+            }
+            if !(i.as_ptr() as usize).is_multiple_of(s.ty.byte_size().max(1)) {
+                let c = AlignedBuf::zeroed(i.len());
+                // SAFETY: both ranges are `i.len()` bytes and do not overlap.
+                unsafe { std::ptr::copy_nonoverlapping(i.as_ptr(), c.ptr(), i.len()) };
+                in_ptrs.push(c.ptr());
+                copies.push(c);
+            } else {
+                in_ptrs.push(i.as_ptr() as *mut u8);
+            }
+        }
+        let mut out_ptrs: Vec<*mut u8> = Vec::with_capacity(outputs.len());
+        for (k, (o, s)) in outputs.iter().zip(&self.outputs).enumerate() {
+            if o.0.len != shape_bytes(s) {
+                return Err(err(format!(
+                    "output buffer {k} has {} bytes, the result needs {}",
+                    o.0.len,
+                    shape_bytes(s)
+                )));
+            }
+            out_ptrs.push(o.0.ptr());
+        }
+        let temp = {
+            let mut pool = self.temps.lock().unwrap_or_else(|e| e.into_inner());
+            pool.pop()
+        }
+        .unwrap_or_else(|| AlignedBuf::zeroed(self.temp_bytes as usize));
+        let rt = self.pool.as_ref().map(|p| AxleRuntime {
+            parallel_for: rt_parallel_for,
+            user: Arc::as_ptr(p) as *const std::ffi::c_void,
+        });
+        let rt_ptr = rt
+            .as_ref()
+            .map_or(std::ptr::null(), |r| r as *const AxleRuntime);
+        // SAFETY: the pointers cover buffers of exactly the sizes the program was compiled
+        // for, outputs are distinct allocations, and the runtime outlives the call.
+        unsafe { (self.entry)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), temp.ptr(), rt_ptr) };
+        drop(copies);
+        self.temps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(temp);
+        Ok(())
+    }
+}
+
+impl CpuExecutable {
+    /// Runs the program on host literals (one per entry parameter) and returns the result's
+    /// array leaves, depth-first.
+    pub fn run_literals(
+        &self,
+        args: &[axle_ir::Literal],
+    ) -> Result<Vec<axle_ir::ArrayLiteral>, CodegenError> {
+        fn flat<'l>(l: &'l axle_ir::Literal, out: &mut Vec<&'l axle_ir::ArrayLiteral>) {
+            match l {
+                axle_ir::Literal::Array(a) => out.push(a),
+                axle_ir::Literal::Tuple(es) => es.iter().for_each(|e| flat(e, out)),
+            }
+        }
+        let mut leaves = Vec::new();
+        for a in args {
+            flat(a, &mut leaves);
+        }
+        for (k, (l, s)) in leaves.iter().zip(&self.params).enumerate() {
+            if l.shape.ty != s.ty || l.shape.dims != s.dims {
+                return Err(CodegenError::general(
+                    "cpu executable",
+                    format!(
+                        "input {k} is {}{:?}, the parameter needs {}{:?}",
+                        l.shape.ty, l.shape.dims, s.ty, s.dims
+                    ),
+                ));
+            }
+        }
+        let inputs: Vec<&[u8]> = leaves.iter().map(|l| &l.data[..]).collect();
+        let mut outs = self.alloc_outputs();
+        self.execute(&inputs, &mut outs)?;
+        Ok(outs
+            .iter()
+            .zip(&self.outputs)
+            .map(|(o, s)| axle_ir::ArrayLiteral {
+                shape: s.clone(),
+                data: o.bytes().to_vec(),
+            })
+            .collect())
+    }
+}
+
+/// Host memory for the CPU backend's values: 64-byte aligned bytes.
+pub struct HostBuffer(AlignedBuf);
+
+impl HostBuffer {
+    /// `len` zero bytes.
+    pub fn zeroed(len: usize) -> HostBuffer {
+        HostBuffer(AlignedBuf::zeroed(len))
+    }
+
+    /// A copy of `bytes`.
+    pub fn from_bytes(bytes: &[u8]) -> HostBuffer {
+        let b = HostBuffer::zeroed(bytes.len());
+        if !bytes.is_empty() {
+            // SAFETY: both ranges are `bytes.len()` long and distinct.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), b.0.ptr(), bytes.len()) };
+        }
+        b
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        if self.0.len == 0 {
+            return &[];
+        }
+        // SAFETY: an initialized allocation of `len` bytes owned by `self`.
+        unsafe { std::slice::from_raw_parts(self.0.ptr, self.0.len) }
+    }
+
+    /// The number of bytes.
+    pub fn len(&self) -> usize {
+        self.0.len
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.len == 0
+    }
+}
+
+impl std::fmt::Debug for HostBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HostBuffer({} bytes)", self.0.len)
+    }
+}

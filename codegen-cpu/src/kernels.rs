@@ -1,0 +1,1040 @@
+//! Kernels: the LLVM function of each kernel thunk.
+//!
+//! Every kernel has the signature `void kernel(void *const *bufs, int64_t start, int64_t end)`:
+//! `bufs` holds its output buffers, then the buffers of its bindings (then its scratch buffer),
+//! and `[start, end)` is the part of its work items to do, so the runtime can split the items
+//! across threads. Results never depend on the split: every output element is computed by one
+//! item with the same code.
+//!
+//! - `Loop`: items are output elements (a flat loop when every index is the linear one, so the
+//!   loop vectorizes with no index arithmetic) or output rows (an outer loop over rows and a
+//!   vectorizable inner loop over the last dimension).
+//! - `Reduce`: when the last input dimension is kept, items are output rows and the loops run
+//!   over the input in row-major order, accumulating into the output row: the inner loop is
+//!   contiguous and vectorizes, and each output element still sees its inputs in the
+//!   evaluator's order. Otherwise it is a `Loop` over the elemental reduce.
+//! - `Dus` in place writes only the update window; `Scatter` and `SelectAndScatter` are
+//!   sequential; `Sort` and `TopK` sort each row's indices with a stable merge sort (the
+//!   evaluator's algorithm, so any comparator gives the same permutation).
+
+use axle_ir::{
+    ArrayShape, AttrKey, ComparisonDirection, ComparisonType, ElementType, InstId, Module, Opcode,
+};
+use inkwell::module::Linkage;
+use inkwell::values::{FunctionValue, IntValue, PointerValue};
+use inkwell::IntPredicate;
+
+use crate::cg::{bv, numel, Cg, Val};
+use crate::elemental::{arr_of, inst_leaves, window, window_pos, Ext, Gen, Index};
+use crate::error::{at, R};
+use crate::lower::{Kernel, KernelKind};
+use crate::ops;
+
+/// Elements per work item group below which a kernel is not worth splitting.
+pub(crate) const GRAIN_ELEMS: i64 = 1 << 15;
+
+/// An emitted kernel: its function, its number of work items and the smallest useful group.
+pub(crate) struct Emitted<'ctx> {
+    pub func: FunctionValue<'ctx>,
+    pub items: i64,
+    pub grain: i64,
+}
+
+/// Emits the function of kernel `k`; `ptrs` is the number of buffers it takes.
+pub(crate) fn emit_kernel<'ctx>(
+    cg: &Cg<'ctx>,
+    m: &Module,
+    k: &Kernel,
+    name: &str,
+    scratch: bool,
+) -> R<Emitted<'ctx>> {
+    let ptr = cg.ptr();
+    let i64t = cg.i64();
+    let fty = cg
+        .ctx
+        .void_type()
+        .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
+    let f = cg.add_fn(name, fty, Some(Linkage::Internal));
+    // Kernels stay functions of their own: the runtime takes their address, and one function
+    // per kernel keeps instruction selection linear in the number of kernels.
+    f.add_attribute(
+        inkwell::attributes::AttributeLoc::Function,
+        cg.enum_attr("noinline"),
+    );
+    let entry = cg.ctx.append_basic_block(f, "entry");
+    cg.b.position_at_end(entry);
+    let bufs = f
+        .get_nth_param(0)
+        .ok_or("kernel without parameters")?
+        .into_pointer_value();
+    let start = f
+        .get_nth_param(1)
+        .ok_or("kernel without start")?
+        .into_int_value();
+    let end = f
+        .get_nth_param(2)
+        .ok_or("kernel without end")?
+        .into_int_value();
+    let mut slot = 0i64;
+    let mut next_ptr = || -> R<PointerValue<'ctx>> {
+        let p = cg.gep(ptr.into(), bufs, cg.c64(slot))?;
+        slot += 1;
+        Ok(cg.b.build_load(ptr, p, "buf")?.into_pointer_value())
+    };
+    let mut outs = Vec::with_capacity(k.outputs.len());
+    for _ in &k.outputs {
+        outs.push(next_ptr()?);
+    }
+    let mut g = Gen::new(cg, m);
+    for (inst, bs) in &k.bindings {
+        let mut ps = Vec::with_capacity(bs.len());
+        for _ in bs {
+            ps.push(next_ptr()?);
+        }
+        g.bind(*inst, Ext::Bufs(ps));
+    }
+    let scratch_ptr = if scratch { Some(next_ptr()?) } else { None };
+    let mut kc = Kc {
+        g,
+        m,
+        root: k.root,
+        outs,
+        start,
+        end,
+    };
+    let (items, grain) = match k.kind {
+        KernelKind::Loop => kc.emit_loop()?,
+        KernelKind::Reduce => kc.emit_reduce()?,
+        KernelKind::Dus if k.in_place => kc.emit_dus_in_place()?,
+        KernelKind::Dus => kc.emit_loop()?,
+        KernelKind::Scatter => kc.emit_scatter(k.in_place)?,
+        KernelKind::SelectAndScatter => kc.emit_select_and_scatter()?,
+        KernelKind::Sort => kc.emit_sort(scratch_ptr.ok_or("sort without scratch")?)?,
+        KernelKind::TopK => kc.emit_topk(scratch_ptr.ok_or("topk without scratch")?)?,
+    };
+    cg.b.build_return(None)?;
+    Ok(Emitted {
+        func: f,
+        items,
+        grain,
+    })
+}
+
+/// The state of one kernel being emitted.
+struct Kc<'a, 'ctx> {
+    g: Gen<'a, 'ctx>,
+    m: &'a Module,
+    root: InstId,
+    outs: Vec<PointerValue<'ctx>>,
+    start: IntValue<'ctx>,
+    end: IntValue<'ctx>,
+}
+
+/// Whether every index `gen` needs below `id` is the linear index of a same-sized array, so a
+/// flat loop with no coordinate arithmetic computes it.
+fn flat_ok(m: &Module, g: &Gen, id: InstId, dims: &[i64], depth: usize) -> bool {
+    use Opcode::*;
+    if depth > 64 {
+        return false;
+    }
+    if g.is_bound(id) {
+        return true;
+    }
+    let op = m.opcode(id);
+    let Some(s) = m.array_shape(id) else {
+        return false;
+    };
+    let same_or_scalar = |o: &InstId| -> bool {
+        match m.array_shape(*o) {
+            Some(a) if a.rank() == 0 => flat_ok(m, g, *o, &[], depth + 1),
+            Some(a) if a.dims[..] == *dims => flat_ok(m, g, *o, dims, depth + 1),
+            _ => false,
+        }
+    };
+    match op {
+        Constant => true,
+        Reshape => m
+            .array_shape(m.operands(id)[0])
+            .is_some_and(|a| flat_ok(m, g, m.operands(id)[0], &a.dims.clone(), depth + 1)),
+        Bitcast => {
+            crate::elemental::bitcast_is_reshape(m, id).unwrap_or(false)
+                && m.array_shape(m.operands(id)[0])
+                    .is_some_and(|a| flat_ok(m, g, m.operands(id)[0], &a.dims.clone(), depth + 1))
+        }
+        Broadcast
+            if s.rank() == 0
+                || m.array_shape(m.operands(id)[0])
+                    .is_some_and(|a| a.rank() == 0) =>
+        {
+            m.operands(id)
+                .iter()
+                .all(|o| flat_ok(m, g, *o, &[], depth + 1))
+        }
+        Copy => m.operands(id).iter().all(same_or_scalar),
+        BitcastConvert => {
+            let a = m.array_shape(m.operands(id)[0]);
+            a.is_some_and(|a| a.ty.bits() == s.ty.bits())
+                && m.operands(id).iter().all(same_or_scalar)
+        }
+        _ if op.is_elementwise() && op != Opcode::Map => m.operands(id).iter().all(same_or_scalar),
+        _ => false,
+    }
+}
+
+impl<'a, 'ctx> Kc<'a, 'ctx> {
+    fn cg(&self) -> &'a Cg<'ctx> {
+        self.g.cg
+    }
+
+    /// Stores leaf values at linear offset `lin` of the outputs.
+    fn store_leaves(
+        &self,
+        shapes: &[ArrayShape],
+        vals: &[Val<'ctx>],
+        lin: IntValue<'ctx>,
+    ) -> R<()> {
+        for ((s, p), v) in shapes.iter().zip(&self.outs).zip(vals) {
+            self.cg().store(s.ty, *p, lin, *v)?;
+        }
+        Ok(())
+    }
+
+    fn emit_loop(&mut self) -> R<(i64, i64)> {
+        let m = self.m;
+        let cg = self.cg();
+        let root = self.root;
+        let shapes = inst_leaves(m, root)?;
+        let dims = shapes.first().map(|s| s.dims.to_vec()).unwrap_or_default();
+        let n = numel(&dims);
+        if n == 0 {
+            return Ok((0, 1));
+        }
+        let rank = dims.len();
+        let flat = rank <= 1 || {
+            let ops_flat = |id: InstId| flat_ok(m, &self.g, id, &dims, 0);
+            match m.opcode(root) {
+                Opcode::Tuple => m.operands(root).iter().all(|&o| ops_flat(o)),
+                _ => ops_flat(root),
+            }
+        };
+        if flat {
+            let (start, end) = (self.start, self.end);
+            cg.for_range(start, end, |i| {
+                self.g.push_scope();
+                let idx = self.g.index_linear(&dims, i)?;
+                let v = self.g.gen(root, &idx)?;
+                self.g.pop_scope();
+                self.store_leaves(&shapes, &v, i)
+            })?;
+            return Ok((n, GRAIN_ELEMS));
+        }
+        let last = dims[rank - 1];
+        let rows = n / last;
+        let outer = dims[..rank - 1].to_vec();
+        let (start, end) = (self.start, self.end);
+        cg.for_range(start, end, |row| {
+            self.g.push_scope();
+            let oi = self.g.index_linear(&outer, row)?;
+            let base = cg.b.build_int_nsw_mul(row, cg.c64(last), "base")?;
+            cg.for_range(cg.c64(0), cg.c64(last), |j| {
+                self.g.push_scope();
+                let mut multi = oi.multi.clone();
+                multi.push(j);
+                let lin = cg.b.build_int_nsw_add(base, j, "lin")?;
+                let idx = Index {
+                    id: self.g.fresh_id(),
+                    multi,
+                    linear: lin,
+                };
+                let v = self.g.gen(root, &idx)?;
+                self.g.pop_scope();
+                self.store_leaves(&shapes, &v, lin)
+            })?;
+            self.g.pop_scope();
+            Ok(())
+        })?;
+        Ok((rows, (GRAIN_ELEMS / last).max(1)))
+    }
+
+    fn emit_reduce(&mut self) -> R<(i64, i64)> {
+        let m = self.m;
+        let root = self.root;
+        let ops = m.operands(root);
+        let nin = ops.len() / 2;
+        let in_shape = arr_of(m, ops[0])?.clone();
+        let rank = in_shape.rank();
+        let rdims = m
+            .ints_attr(root, &AttrKey::Dimensions)
+            .ok_or("reduce needs dimensions")?
+            .to_vec();
+        let mut reduced = vec![false; rank];
+        for &d in &rdims {
+            *reduced
+                .get_mut(d as usize)
+                .ok_or("reduce dimension out of range")? = true;
+        }
+        if rank == 0 || reduced[rank - 1] || numel(&in_shape.dims) == 0 {
+            return self.emit_loop();
+        }
+        let cg = self.cg();
+        let comp = m
+            .comp_attr(root, &AttrKey::ToApply)
+            .ok_or("reduce needs to_apply")?;
+        let shapes = inst_leaves(m, root)?;
+        let out_dims = shapes[0].dims.to_vec();
+        let dl = *out_dims.last().ok_or("reduce output of rank 0")?;
+        let outer = out_dims[..out_dims.len() - 1].to_vec();
+        let rows = numel(&outer);
+        let red_dims: Vec<i64> = (0..rank)
+            .filter(|&d| reduced[d])
+            .map(|d| in_shape.dims[d])
+            .collect();
+        let inputs = ops[..nin].to_vec();
+        let inits = ops[nin..].to_vec();
+        let in_dims = in_shape.dims.to_vec();
+        let outs = self.outs.clone();
+        let (start, end) = (self.start, self.end);
+        cg.for_range(start, end, |row| {
+            let g = &mut self.g;
+            g.push_scope();
+            let oi = g.index_linear(&outer, row)?;
+            let base = cg.b.build_int_nsw_mul(row, cg.c64(dl), "base")?;
+            let s = g.scalar_index();
+            let mut init = Vec::with_capacity(nin);
+            for &o in &inits {
+                init.push(g.gen1(o, &s)?);
+            }
+            cg.for_range(cg.c64(0), cg.c64(dl), |j| {
+                let lin = cg.b.build_int_nsw_add(base, j, "lin")?;
+                for (k, sh) in shapes.iter().enumerate() {
+                    cg.store(sh.ty, outs[k], lin, init[k])?;
+                }
+                Ok(())
+            })?;
+            g.nest(&red_dims, Vec::new(), &mut |g, rmulti, _| {
+                cg.for_range(cg.c64(0), cg.c64(dl), |j| {
+                    g.push_scope();
+                    let lin = cg.b.build_int_nsw_add(base, j, "lin")?;
+                    let mut multi = Vec::with_capacity(rank);
+                    let (mut ki, mut ri) = (0, 0);
+                    for &red in &reduced {
+                        if red {
+                            multi.push(rmulti[ri]);
+                            ri += 1;
+                        } else {
+                            multi.push(if ki < oi.multi.len() { oi.multi[ki] } else { j });
+                            ki += 1;
+                        }
+                    }
+                    let idx = g.index_multi(&in_dims, multi)?;
+                    let mut args = Vec::with_capacity(2 * nin);
+                    for (k, sh) in shapes.iter().enumerate() {
+                        args.push(cg.load(sh.ty, outs[k], lin)?);
+                    }
+                    for &o in &inputs {
+                        args.push(g.gen1(o, &idx)?);
+                    }
+                    let r = g.apply(comp, &args)?;
+                    for (k, sh) in shapes.iter().enumerate() {
+                        cg.store(sh.ty, outs[k], lin, r[k])?;
+                    }
+                    g.pop_scope();
+                    Ok(())
+                })?;
+                Ok(Vec::new())
+            })?;
+            g.pop_scope();
+            Ok(())
+        })?;
+        let per_row = numel(&red_dims).max(1) * dl;
+        Ok((rows, (GRAIN_ELEMS / per_row).max(1)))
+    }
+
+    fn emit_dus_in_place(&mut self) -> R<(i64, i64)> {
+        let m = self.m;
+        let cg = self.cg();
+        let root = self.root;
+        let ops = m.operands(root);
+        let a = arr_of(m, ops[0])?.clone();
+        let u = arr_of(m, ops[1])?.clone();
+        let n = numel(&u.dims);
+        if n == 0 {
+            return Ok((0, 1));
+        }
+        let out = self.outs[0];
+        let (start, end) = (self.start, self.end);
+        let g = &mut self.g;
+        let starts = g.dynamic_starts_pub(&ops[2..], a.rank())?;
+        let mut clamped = Vec::with_capacity(a.rank());
+        for k in 0..a.rank() {
+            clamped.push(g.clamp64_pub(starts[k], 0, (a.dims[k] - u.dims[k]).max(0))?);
+        }
+        cg.for_range(start, end, |i| {
+            g.push_scope();
+            let ui = g.index_linear(&u.dims, i)?;
+            let v = g.gen1(ops[1], &ui)?;
+            let mut multi = Vec::with_capacity(a.rank());
+            for k in 0..a.rank() {
+                multi.push(cg.b.build_int_nsw_add(clamped[k], ui.multi[k], "o")?);
+            }
+            let oi = g.index_multi(&a.dims, multi)?;
+            g.pop_scope();
+            cg.store(a.ty, out, oi.linear, v)
+        })?;
+        Ok((n, GRAIN_ELEMS))
+    }
+
+    /// Runs `body` once, on the work item that starts at 0 (sequential kernels have one item).
+    fn once(&mut self, body: impl FnOnce(&mut Self) -> R<()>) -> R<()> {
+        let cg = self.cg();
+        let first =
+            cg.b.build_int_compare(IntPredicate::EQ, self.start, cg.c64(0), "first")?;
+        let then = cg.block("once")?;
+        let done = cg.block("done")?;
+        cg.b.build_conditional_branch(first, then, done)?;
+        cg.b.position_at_end(then);
+        body(self)?;
+        cg.b.build_unconditional_branch(done)?;
+        cg.b.position_at_end(done);
+        Ok(())
+    }
+
+    /// Writes operand `op` (computed elementally) into output `k`.
+    fn copy_in(&mut self, op: InstId, k: usize) -> R<()> {
+        let m = self.m;
+        let cg = self.cg();
+        let s = arr_of(m, op)?.clone();
+        let n = numel(&s.dims);
+        let out = self.outs[k];
+        let g = &mut self.g;
+        cg.for_range(cg.c64(0), cg.c64(n), |i| {
+            g.push_scope();
+            let idx = g.index_linear(&s.dims, i)?;
+            let v = g.gen1(op, &idx)?;
+            g.pop_scope();
+            cg.store(s.ty, out, i, v)
+        })
+    }
+
+    fn emit_scatter(&mut self, in_place: bool) -> R<(i64, i64)> {
+        self.once(|kc| {
+            let m = kc.m;
+            let root = kc.root;
+            let ops = m.operands(root).to_vec();
+            let n = (ops.len() - 1) / 2;
+            if ops.len() < 3 || ops.len() % 2 == 0 {
+                return Err("scatter needs operands, indices and as many updates".into());
+            }
+            if !in_place {
+                for k in 0..n {
+                    kc.copy_in(ops[k], k)?;
+                }
+            } else {
+                for k in 1..n {
+                    kc.copy_in(ops[k], k)?;
+                }
+            }
+            kc.scatter_updates(&ops, n)
+        })?;
+        Ok((1, 1))
+    }
+
+    fn scatter_updates(&mut self, ops: &[InstId], n: usize) -> R<()> {
+        let m = self.m;
+        let cg = self.cg();
+        let root = self.root;
+        let empty: &[i64] = &[];
+        let ints = |k: AttrKey| m.ints_attr(root, &k).unwrap_or(empty).to_vec();
+        let window_dims = ints(AttrKey::UpdateWindowDims);
+        let inserted = ints(AttrKey::InsertedWindowDims);
+        let to_operand = ints(AttrKey::ScatterDimsToOperandDims);
+        let in_batch = ints(AttrKey::InputBatchingDims);
+        let idx_batch = ints(AttrKey::ScatterIndicesBatchingDims);
+        let ivd = m
+            .int_attr(root, &AttrKey::IndexVectorDim)
+            .ok_or("scatter needs index_vector_dim")? as usize;
+        let comp = m
+            .comp_attr(root, &AttrKey::ToApply)
+            .ok_or("scatter needs to_apply")?;
+        let op_shapes: Vec<ArrayShape> = ops[..n]
+            .iter()
+            .map(|&o| arr_of(m, o).cloned())
+            .collect::<R<_>>()?;
+        let ind = arr_of(m, ops[n])?.clone();
+        let up = arr_of(m, ops[n + 1])?.clone();
+        let op_dims = op_shapes[0].dims.to_vec();
+        let op_rank = op_dims.len();
+        let up_rank = up.rank();
+        let scatter_dims: Vec<usize> = (0..up_rank)
+            .filter(|d| !window_dims.contains(&(*d as i64)))
+            .collect();
+        let window_operand: Vec<usize> = (0..op_rank)
+            .filter(|d| !inserted.contains(&(*d as i64)) && !in_batch.contains(&(*d as i64)))
+            .collect();
+        let ind_batch: Vec<usize> = (0..ind.rank()).filter(|&d| d != ivd).collect();
+        let vec_len = if ivd < ind.rank() {
+            ind.dims[ivd] as usize
+        } else {
+            1
+        };
+        if vec_len != to_operand.len()
+            || window_operand.len() != window_dims.len()
+            || scatter_dims.len() != ind_batch.len()
+        {
+            return Err("scatter dimension numbers do not match the shapes".into());
+        }
+        let mut win_size = vec![1i64; op_rank];
+        for (k, &d) in window_operand.iter().enumerate() {
+            win_size[d] = up.dims[window_dims[k] as usize];
+        }
+        let sdims: Vec<i64> = scatter_dims.iter().map(|&d| up.dims[d]).collect();
+        let wdims: Vec<i64> = window_dims.iter().map(|&d| up.dims[d as usize]).collect();
+        if numel(&wdims) == 0 {
+            return Ok(());
+        }
+        let outs = self.outs.clone();
+        let g = &mut self.g;
+        g.nest(&sdims, Vec::new(), &mut |g, gm, _| {
+            let b = &cg.b;
+            let mut start = vec![cg.c64(0); op_rank];
+            for (k, &d) in to_operand.iter().enumerate() {
+                let mut multi = vec![cg.c64(0); ind.rank()];
+                for (j, &bd) in ind_batch.iter().enumerate() {
+                    multi[bd] = gm[j];
+                }
+                if ivd < ind.rank() {
+                    multi[ivd] = cg.c64(k as i64);
+                }
+                let i = g.index_multi(&ind.dims, multi)?;
+                let v = g.gen1(ops[n], &i)?;
+                start[d as usize] = g.to_i64(ind.ty, v)?;
+            }
+            for (k, &d) in in_batch.iter().enumerate() {
+                let pos = ind_batch
+                    .iter()
+                    .position(|&x| x as i64 == idx_batch[k])
+                    .ok_or("batching dimension is the index vector dimension")?;
+                start[d as usize] = gm[pos];
+            }
+            let mut ok = cg.i1().const_all_ones();
+            for d in 0..op_rank {
+                let ge = b.build_int_compare(IntPredicate::SGE, start[d], cg.c64(0), "ge")?;
+                let le = b.build_int_compare(
+                    IntPredicate::SLE,
+                    start[d],
+                    cg.c64(op_dims[d] - win_size[d]),
+                    "le",
+                )?;
+                ok = b.build_and(ok, b.build_and(ge, le, "in")?, "ok")?;
+            }
+            let gm = gm.to_vec();
+            let then = cg.block("scatter.in")?;
+            let done = cg.block("scatter.next")?;
+            b.build_conditional_branch(ok, then, done)?;
+            b.position_at_end(then);
+            g.push_scope();
+            g.nest(&wdims, Vec::new(), &mut |g, wm, _| {
+                let mut om = start.clone();
+                for (k, &x) in wm.iter().enumerate() {
+                    let d = window_operand[k];
+                    om[d] = cg.b.build_int_nsw_add(om[d], x, "o")?;
+                }
+                let mut um = vec![cg.c64(0); up_rank];
+                for (j, &d) in scatter_dims.iter().enumerate() {
+                    um[d] = gm[j];
+                }
+                for (k, &d) in window_dims.iter().enumerate() {
+                    um[d as usize] = wm[k];
+                }
+                let oi = g.index_multi(&op_dims, om)?;
+                let ui = g.index_multi(&up.dims, um)?;
+                let mut args = Vec::with_capacity(2 * n);
+                for k in 0..n {
+                    args.push(cg.load(op_shapes[k].ty, outs[k], oi.linear)?);
+                }
+                for k in 0..n {
+                    args.push(g.gen1(ops[n + 1 + k], &ui)?);
+                }
+                let r = g.apply(comp, &args)?;
+                for k in 0..n {
+                    cg.store(op_shapes[k].ty, outs[k], oi.linear, r[k])?;
+                }
+                Ok(Vec::new())
+            })?;
+            g.pop_scope();
+            cg.b.build_unconditional_branch(done)?;
+            cg.b.position_at_end(done);
+            Ok(Vec::new())
+        })?;
+        Ok(())
+    }
+
+    fn emit_select_and_scatter(&mut self) -> R<(i64, i64)> {
+        self.once(|kc| {
+            let m = kc.m;
+            let cg = kc.cg();
+            let root = kc.root;
+            let ops = m.operands(root).to_vec();
+            let a = arr_of(m, ops[0])?.clone();
+            let src = arr_of(m, ops[1])?.clone();
+            let out_ty = arr_of(m, root)?.ty;
+            let wd = window(m, root, a.rank())?;
+            if wd.iter().any(|w| w.lhs_dilate != 1 || w.rhs_dilate != 1) {
+                return Err("select-and-scatter does not take dilated windows".into());
+            }
+            let sel = m
+                .comp_attr(root, &AttrKey::Select)
+                .ok_or("missing select")?;
+            let sc = m
+                .comp_attr(root, &AttrKey::Scatter)
+                .ok_or("missing scatter")?;
+            let out = kc.outs[0];
+            let g = &mut kc.g;
+            let s = g.scalar_index();
+            let init = g.gen1(ops[2], &s)?;
+            let n = numel(&a.dims);
+            cg.for_range(cg.c64(0), cg.c64(n), |i| cg.store(out_ty, out, i, init))?;
+            let wsizes: Vec<i64> = wd.iter().map(|w| w.size).collect();
+            let elem_ty = cg.reg_ty(a.ty)?;
+            g.nest(&src.dims, Vec::new(), &mut |g, om, _| {
+                let om = om.to_vec();
+                let init = vec![bv(cg.i1().const_zero()), bv(cg.c64(0)), zero_of(elem_ty)];
+                let best = g.nest(&wsizes, init, &mut |g, wm, st| {
+                    let b = &cg.b;
+                    let (pos, ok) = window_pos(cg, &wd, &a.dims, &om, wm)?;
+                    let pi = g.index_multi(&a.dims, pos)?;
+                    let x = g.gen1(ops[0], &pi)?;
+                    let keep = g.apply(sel, &[st[2], x])?;
+                    let keep = keep
+                        .first()
+                        .ok_or("select returns nothing")?
+                        .into_int_value();
+                    let not_keep = b.build_not(keep, "nk")?;
+                    let have = st[0].into_int_value();
+                    let fresh = b.build_not(have, "fresh")?;
+                    let take = b.build_and(ok, b.build_or(fresh, not_keep, "t")?, "take")?;
+                    Ok(vec![
+                        bv(b.build_or(have, ok, "have")?),
+                        b.build_select(take, bv(pi.linear), st[1], "best")?,
+                        b.build_select(take, x, st[2], "bv")?,
+                    ])
+                })?;
+                let have = best[0].into_int_value();
+                let lin = best[1].into_int_value();
+                let si = g.index_multi(&src.dims, om.clone())?;
+                let sv = g.gen1(ops[1], &si)?;
+                cg.if_then(have, || {
+                    let cur = cg.load(out_ty, out, lin)?;
+                    let r = g.apply(sc, &[cur, sv])?;
+                    cg.store(
+                        out_ty,
+                        out,
+                        lin,
+                        *r.first().ok_or("scatter returns nothing")?,
+                    )
+                })?;
+                Ok(Vec::new())
+            })?;
+            Ok(())
+        })?;
+        Ok((1, 1))
+    }
+
+    /// Sorts the indices `0..len` of each row with `less` (a stable merge sort: insertion sort
+    /// on runs of 16, then pairwise merges), then calls `finish(row multi, perm)`.
+    #[allow(clippy::type_complexity)]
+    fn sort_rows(
+        &mut self,
+        dims: &[i64],
+        d: usize,
+        scratch: PointerValue<'ctx>,
+        less: &mut dyn FnMut(
+            &mut Gen<'a, 'ctx>,
+            &[IntValue<'ctx>],
+            IntValue<'ctx>,
+            IntValue<'ctx>,
+        ) -> R<IntValue<'ctx>>,
+        finish: &mut dyn FnMut(
+            &mut Gen<'a, 'ctx>,
+            &[IntValue<'ctx>],
+            IntValue<'ctx>,
+            PointerValue<'ctx>,
+        ) -> R<()>,
+    ) -> R<(i64, i64)> {
+        let cg = self.cg();
+        let len = dims[d];
+        let row_dims: Vec<i64> = dims
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| k != d)
+            .map(|(_, &x)| x)
+            .collect();
+        let rows = numel(&row_dims);
+        if rows == 0 || len == 0 {
+            return Ok((0, 1));
+        }
+        let i32t = cg.i32();
+        let (start, end) = (self.start, self.end);
+        let g = &mut self.g;
+        cg.for_range(start, end, |row| {
+            let b = &cg.b;
+            g.push_scope();
+            let ri = g.index_linear(&row_dims, row)?;
+            let rm = ri.multi.clone();
+            let off = b.build_int_nsw_mul(row, cg.c64(2 * len), "off")?;
+            let a_ptr = cg.gep(i32t.into(), scratch, off)?;
+            let b_ptr = cg.gep(i32t.into(), a_ptr, cg.c64(len))?;
+            let ld = |p: PointerValue<'ctx>, i: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+                let q = cg.gep(i32t.into(), p, i)?;
+                let v = cg.b.build_load(i32t, q, "ix")?.into_int_value();
+                Ok(cg.b.build_int_z_extend(v, cg.i64(), "ix")?)
+            };
+            let st = |p: PointerValue<'ctx>, i: IntValue<'ctx>, v: IntValue<'ctx>| -> R<()> {
+                let q = cg.gep(i32t.into(), p, i)?;
+                let v = cg.b.build_int_truncate(v, i32t, "ix")?;
+                cg.b.build_store(q, v)?;
+                Ok(())
+            };
+            cg.for_range(cg.c64(0), cg.c64(len), |i| st(a_ptr, i, i))?;
+            // Insertion sort of each run of 16.
+            let runs = (len + 15) / 16;
+            cg.for_range(cg.c64(0), cg.c64(runs), |r| {
+                let s = b.build_int_nsw_mul(r, cg.c64(16), "s")?;
+                let e = b.build_int_nsw_add(s, cg.c64(16), "e")?;
+                let lt = b.build_int_compare(IntPredicate::SLT, e, cg.c64(len), "lt")?;
+                let e = b.build_select(lt, e, cg.c64(len), "e")?.into_int_value();
+                let s1 = b.build_int_nsw_add(s, cg.c64(1), "s1")?;
+                cg.for_range(s1, e, |i| {
+                    cg.while_loop(
+                        &[bv(i)],
+                        |st_| {
+                            let j = st_[0].into_int_value();
+                            let gt = cg.b.build_int_compare(IntPredicate::SGT, j, s, "gt")?;
+                            // Only ask the comparator when j > s (a short-circuit `&&`).
+                            let pre = cg.cur_block()?;
+                            let ask = cg.block("ask")?;
+                            let join = cg.block("join")?;
+                            cg.b.build_conditional_branch(gt, ask, join)?;
+                            cg.b.position_at_end(ask);
+                            g.push_scope();
+                            let jm1 = cg.b.build_int_nsw_sub(j, cg.c64(1), "jm1")?;
+                            let x = ld(a_ptr, j)?;
+                            let y = ld(a_ptr, jm1)?;
+                            let l = less(g, &rm, x, y)?;
+                            g.pop_scope();
+                            let ask_end = cg.cur_block()?;
+                            cg.b.build_unconditional_branch(join)?;
+                            cg.b.position_at_end(join);
+                            let p = cg.b.build_phi(cg.i1(), "go")?;
+                            p.add_incoming(&[(&cg.i1().const_zero(), pre), (&l, ask_end)]);
+                            Ok(p.as_basic_value().into_int_value())
+                        },
+                        |st_| {
+                            let j = st_[0].into_int_value();
+                            let jm1 = cg.b.build_int_nsw_sub(j, cg.c64(1), "jm1")?;
+                            let x = ld(a_ptr, j)?;
+                            let y = ld(a_ptr, jm1)?;
+                            st(a_ptr, j, y)?;
+                            st(a_ptr, jm1, x)?;
+                            Ok(vec![bv(jm1)])
+                        },
+                    )?;
+                    Ok(())
+                })
+            })?;
+            // Merge passes: runs of `width` from `src` into `dst`, then swap.
+            let mut src = a_ptr;
+            let mut dst = b_ptr;
+            let mut width = 16i64;
+            while width < len {
+                let (sp, dp) = (src, dst);
+                let pairs = (len + 2 * width - 1) / (2 * width);
+                cg.for_range(cg.c64(0), cg.c64(pairs), |pi| {
+                    let s = b.build_int_nsw_mul(pi, cg.c64(2 * width), "s")?;
+                    let clamp = |v: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+                        let lt =
+                            cg.b.build_int_compare(IntPredicate::SLT, v, cg.c64(len), "lt")?;
+                        Ok(cg.b.build_select(lt, v, cg.c64(len), "c")?.into_int_value())
+                    };
+                    let mid = clamp(b.build_int_nsw_add(s, cg.c64(width), "mid")?)?;
+                    let e = clamp(b.build_int_nsw_add(s, cg.c64(2 * width), "e")?)?;
+                    let out = cg.while_loop(
+                        &[bv(s), bv(mid), bv(s)],
+                        |st_| {
+                            let (i, j) = (st_[0].into_int_value(), st_[1].into_int_value());
+                            let a1 = cg.b.build_int_compare(IntPredicate::SLT, i, mid, "a")?;
+                            let a2 = cg.b.build_int_compare(IntPredicate::SLT, j, e, "b")?;
+                            Ok(cg.b.build_and(a1, a2, "both")?)
+                        },
+                        |st_| {
+                            let (i, j, o) = (
+                                st_[0].into_int_value(),
+                                st_[1].into_int_value(),
+                                st_[2].into_int_value(),
+                            );
+                            let x = ld(sp, i)?;
+                            let y = ld(sp, j)?;
+                            g.push_scope();
+                            let take_j = less(g, &rm, y, x)?;
+                            g.pop_scope();
+                            let v = cg.b.build_select(take_j, y, x, "v")?.into_int_value();
+                            st(dp, o, v)?;
+                            let one = cg.c64(1);
+                            let j1 = cg.b.build_int_nsw_add(j, one, "j1")?;
+                            let i1 = cg.b.build_int_nsw_add(i, one, "i1")?;
+                            Ok(vec![
+                                cg.b.build_select(take_j, bv(i), bv(i1), "i")?,
+                                cg.b.build_select(take_j, bv(j1), bv(j), "j")?,
+                                bv(cg.b.build_int_nsw_add(o, one, "o")?),
+                            ])
+                        },
+                    )?;
+                    let (i, j, o) = (
+                        out[0].into_int_value(),
+                        out[1].into_int_value(),
+                        out[2].into_int_value(),
+                    );
+                    // Copy what is left of either run.
+                    cg.for_range(i, mid, |t| {
+                        let d = cg.b.build_int_nsw_sub(t, i, "d")?;
+                        let oo = cg.b.build_int_nsw_add(o, d, "oo")?;
+                        st(dp, oo, ld(sp, t)?)
+                    })?;
+                    let left = cg.b.build_int_nsw_sub(mid, i, "left")?;
+                    let left = {
+                        let neg =
+                            cg.b.build_int_compare(IntPredicate::SLT, left, cg.c64(0), "n")?;
+                        cg.b.build_select(neg, cg.c64(0), left, "l")?
+                            .into_int_value()
+                    };
+                    let o2 = cg.b.build_int_nsw_add(o, left, "o2")?;
+                    cg.for_range(j, e, |t| {
+                        let d = cg.b.build_int_nsw_sub(t, j, "d")?;
+                        let oo = cg.b.build_int_nsw_add(o2, d, "oo")?;
+                        st(dp, oo, ld(sp, t)?)
+                    })
+                })?;
+                std::mem::swap(&mut src, &mut dst);
+                width *= 2;
+            }
+            finish(g, &rm, row, src)?;
+            g.pop_scope();
+            Ok(())
+        })?;
+        Ok((rows, (GRAIN_ELEMS / len.max(1)).max(1)))
+    }
+
+    fn emit_sort(&mut self, scratch: PointerValue<'ctx>) -> R<(i64, i64)> {
+        let m = self.m;
+        let cg = self.cg();
+        let root = self.root;
+        let ops = m.operands(root).to_vec();
+        let shape = arr_of(m, ops[0])?.clone();
+        let dims = shape.dims.to_vec();
+        let rank = dims.len();
+        let comp = m
+            .comp_attr(root, &AttrKey::ToApply)
+            .ok_or("sort needs to_apply")?;
+        let shapes: Vec<ArrayShape> = ops
+            .iter()
+            .map(|&o| arr_of(m, o).cloned())
+            .collect::<R<_>>()?;
+        for s in &shapes {
+            if s.dims != shape.dims {
+                return Err("sort operands must have the same dimensions".into());
+            }
+        }
+        let outs = self.outs.clone();
+        if rank == 0 {
+            self.once(|kc| {
+                for (k, &o) in ops.iter().enumerate() {
+                    kc.copy_in(o, k)?;
+                }
+                Ok(())
+            })?;
+            return Ok((1, 1));
+        }
+        let d = match m
+            .ints_attr(root, &AttrKey::Dimensions)
+            .and_then(|v| v.first())
+        {
+            Some(&d) if (d as usize) < rank => d as usize,
+            _ => return Err("sort dimension out of range".into()),
+        };
+        let at_pos =
+            |g: &mut Gen<'a, 'ctx>, rm: &[IntValue<'ctx>], p: IntValue<'ctx>| -> R<Index<'ctx>> {
+                let mut multi = Vec::with_capacity(rank);
+                let mut r = 0;
+                for k in 0..rank {
+                    if k == d {
+                        multi.push(p);
+                    } else {
+                        multi.push(rm[r]);
+                        r += 1;
+                    }
+                }
+                g.index_multi(&dims, multi)
+            };
+        let ops2 = ops.clone();
+        let mut less = |g: &mut Gen<'a, 'ctx>,
+                        rm: &[IntValue<'ctx>],
+                        x: IntValue<'ctx>,
+                        y: IntValue<'ctx>|
+         -> R<IntValue<'ctx>> {
+            let xi = at_pos(g, rm, x)?;
+            let yi = at_pos(g, rm, y)?;
+            let mut args = Vec::with_capacity(2 * ops2.len());
+            for &o in &ops2 {
+                args.push(g.gen1(o, &xi)?);
+                args.push(g.gen1(o, &yi)?);
+            }
+            let r = g.apply(comp, &args)?;
+            let r = r.first().ok_or("comparator returns nothing")?;
+            if r.get_type() != cg.i1().into() {
+                return Err("sort comparator must return pred".into());
+            }
+            Ok(r.into_int_value())
+        };
+        let mut finish = |g: &mut Gen<'a, 'ctx>,
+                          rm: &[IntValue<'ctx>],
+                          _row: IntValue<'ctx>,
+                          perm: PointerValue<'ctx>|
+         -> R<()> {
+            cg.for_range(cg.c64(0), cg.c64(dims[d]), |i| {
+                g.push_scope();
+                let q = cg.gep(cg.i32().into(), perm, i)?;
+                let p = cg.b.build_load(cg.i32(), q, "p")?.into_int_value();
+                let p = cg.b.build_int_z_extend(p, cg.i64(), "p")?;
+                let src = at_pos(g, rm, p)?;
+                let dst = at_pos(g, rm, i)?;
+                for (k, &o) in ops.iter().enumerate() {
+                    let v = g.gen1(o, &src)?;
+                    cg.store(shapes[k].ty, outs[k], dst.linear, v)?;
+                }
+                g.pop_scope();
+                Ok(())
+            })
+        };
+        self.sort_rows(&dims, d, scratch, &mut less, &mut finish)
+    }
+
+    fn emit_topk(&mut self, scratch: PointerValue<'ctx>) -> R<(i64, i64)> {
+        let m = self.m;
+        let cg = self.cg();
+        let root = self.root;
+        let x = m.operands(root)[0];
+        let shape = arr_of(m, x)?.clone();
+        let dims = shape.dims.to_vec();
+        let rank = dims.len();
+        if rank == 0 {
+            return Err("topk needs an operand of rank >= 1".into());
+        }
+        let d = rank - 1;
+        let len = dims[d];
+        let leaves = inst_leaves(m, root)?;
+        if leaves.len() != 2 {
+            return Err("topk must return (values, indices)".into());
+        }
+        let k = *leaves[0].dims.last().ok_or("topk result of rank 0")?;
+        if k > len {
+            return Err("k exceeds the size of the last dimension".into());
+        }
+        if leaves[1].ty != ElementType::S32 {
+            return Err("topk indices must be s32".into());
+        }
+        let custom = m.opcode(root) == Opcode::CustomCall;
+        let comp = if custom {
+            match m.attr(root, &AttrKey::CalledComputations) {
+                Some(axle_ir::AttrValue::Comps(c)) if c.len() == 1 => Some(c[0]),
+                _ => Some(
+                    m.comp_attr(root, &AttrKey::ToApply)
+                        .ok_or("TopK custom call needs a comparator")?,
+                ),
+            }
+        } else {
+            None
+        };
+        let largest = m.bool_attr(root, &AttrKey::Largest).unwrap_or(true);
+        let at_pos =
+            |g: &mut Gen<'a, 'ctx>, rm: &[IntValue<'ctx>], p: IntValue<'ctx>| -> R<Index<'ctx>> {
+                let mut multi = rm.to_vec();
+                multi.push(p);
+                g.index_multi(&dims, multi)
+            };
+        let ty = shape.ty;
+        let mut less = |g: &mut Gen<'a, 'ctx>,
+                        rm: &[IntValue<'ctx>],
+                        a: IntValue<'ctx>,
+                        b: IntValue<'ctx>|
+         -> R<IntValue<'ctx>> {
+            let ai = at_pos(g, rm, a)?;
+            let bi = at_pos(g, rm, b)?;
+            let va = g.gen1(x, &ai)?;
+            let vb = g.gen1(x, &bi)?;
+            match comp {
+                Some(c) => {
+                    let n = m.params(c).len();
+                    let args = if n == 4 {
+                        let ia = bv(cg.b.build_int_truncate(a, cg.i32(), "ia")?);
+                        let ib = bv(cg.b.build_int_truncate(b, cg.i32(), "ib")?);
+                        vec![va, vb, ia, ib]
+                    } else {
+                        vec![va, vb]
+                    };
+                    let r = g.apply(c, &args)?;
+                    Ok(r.first()
+                        .ok_or("comparator returns nothing")?
+                        .into_int_value())
+                }
+                None => {
+                    let dir = if largest {
+                        ComparisonDirection::Gt
+                    } else {
+                        ComparisonDirection::Lt
+                    };
+                    Ok(
+                        ops::compare(cg, dir, ComparisonType::TotalOrder, ty, va, vb)?
+                            .into_int_value(),
+                    )
+                }
+            }
+        };
+        let outs = self.outs.clone();
+        let kdims = leaves[0].dims.to_vec();
+        let mut finish = |g: &mut Gen<'a, 'ctx>,
+                          rm: &[IntValue<'ctx>],
+                          _row: IntValue<'ctx>,
+                          perm: PointerValue<'ctx>|
+         -> R<()> {
+            cg.for_range(cg.c64(0), cg.c64(k), |i| {
+                g.push_scope();
+                let q = cg.gep(cg.i32().into(), perm, i)?;
+                let p32 = cg.b.build_load(cg.i32(), q, "p")?.into_int_value();
+                let p = cg.b.build_int_z_extend(p32, cg.i64(), "p")?;
+                let src = at_pos(g, rm, p)?;
+                let mut multi = rm.to_vec();
+                multi.push(i);
+                let dst = g.index_multi(&kdims, multi)?;
+                let v = g.gen1(x, &src)?;
+                cg.store(ty, outs[0], dst.linear, v)?;
+                cg.store(ElementType::S32, outs[1], dst.linear, bv(p32))?;
+                g.pop_scope();
+                Ok(())
+            })
+        };
+        self.sort_rows(&dims, d, scratch, &mut less, &mut finish)
+    }
+}
+
+fn zero_of(t: inkwell::types::BasicTypeEnum<'_>) -> Val<'_> {
+    match t {
+        inkwell::types::BasicTypeEnum::FloatType(f) => bv(f.const_zero()),
+        inkwell::types::BasicTypeEnum::IntType(i) => bv(i.const_zero()),
+        other => other.const_zero(),
+    }
+}
+
+/// Attributes a kernel failure to its instruction.
+pub(crate) fn attribute(m: &Module, k: &Kernel, f: crate::error::Fail) -> crate::error::Fail {
+    at(m, k.origin, f)
+}

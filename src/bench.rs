@@ -1,0 +1,183 @@
+//! `axle bench`: compile a module on a backend and time repeated runs on generated inputs, with
+//! the output-buffer policy stated: `fresh` (every run allocates its result, as XLA does by
+//! default) or `reused` (every run writes into the result buffer of the previous one).
+
+use std::fmt::Write;
+use std::time::{Duration, Instant};
+
+use axle_ir::Module;
+
+use crate::backend::{registry, CompileOptions};
+use crate::run::generate_inputs;
+
+/// How output buffers are handled across runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputPolicy {
+    /// A fresh result buffer per run.
+    Fresh,
+    /// The previous run's result buffer is reused.
+    Reused,
+}
+
+impl OutputPolicy {
+    /// The policy's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputPolicy::Fresh => "fresh",
+            OutputPolicy::Reused => "reused",
+        }
+    }
+}
+
+/// Options of a benchmark.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// The backend's name.
+    pub backend: String,
+    /// Timed runs per policy.
+    pub repeat: usize,
+    /// Untimed runs before the timed ones, per policy.
+    pub warmup: usize,
+    /// Seed for the generated inputs.
+    pub seed: u64,
+    /// The policies to time, in order.
+    pub policies: Vec<OutputPolicy>,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        BenchOptions {
+            backend: "cpu".into(),
+            repeat: 10,
+            warmup: 3,
+            seed: 0,
+            policies: vec![OutputPolicy::Fresh, OutputPolicy::Reused],
+        }
+    }
+}
+
+/// Run times under one policy.
+#[derive(Clone, Debug)]
+pub struct Timing {
+    /// The policy.
+    pub policy: OutputPolicy,
+    /// Every timed run, in order.
+    pub runs: Vec<Duration>,
+}
+
+impl Timing {
+    /// The median run time.
+    pub fn median(&self) -> Duration {
+        let mut v = self.runs.clone();
+        v.sort();
+        v[v.len() / 2]
+    }
+
+    /// The fastest run.
+    pub fn min(&self) -> Duration {
+        self.runs.iter().copied().min().unwrap_or_default()
+    }
+}
+
+/// What a benchmark measured.
+#[derive(Clone, Debug)]
+pub struct BenchReport {
+    /// The module's name.
+    pub module: String,
+    /// The backend.
+    pub backend: String,
+    /// Instructions in the module.
+    pub instructions: usize,
+    /// Compilation time.
+    pub compile_time: Duration,
+    /// Temporary memory per run, when the backend knows.
+    pub temp_bytes: Option<u64>,
+    /// One timing per policy.
+    pub timings: Vec<Timing>,
+}
+
+/// Compiles `m` on the backend and times it.
+pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, String> {
+    let platform = registry().get(&opts.backend).map_err(|e| e.to_string())?;
+    let name = m.name.clone();
+    let inputs = generate_inputs(&m, opts.seed);
+    let t0 = Instant::now();
+    let exe = platform
+        .compiler()
+        .compile(m, &CompileOptions::default())
+        .map_err(|e| e.to_string())?;
+    let compile_time = t0.elapsed();
+    let tm = platform.transfer_manager();
+    let bufs = inputs
+        .iter()
+        .map(|l| tm.to_device(l, 0))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let args: Vec<&_> = bufs.iter().collect();
+    let mut timings = Vec::new();
+    for &policy in &opts.policies {
+        let mut runs = Vec::with_capacity(opts.repeat);
+        match policy {
+            OutputPolicy::Fresh => {
+                for k in 0..opts.warmup + opts.repeat.max(1) {
+                    let t = Instant::now();
+                    let out = exe.run(&args).map_err(|e| e.to_string())?;
+                    let d = t.elapsed();
+                    drop(out);
+                    if k >= opts.warmup {
+                        runs.push(d);
+                    }
+                }
+            }
+            OutputPolicy::Reused => {
+                let mut out = exe.run(&args).map_err(|e| e.to_string())?;
+                for k in 0..opts.warmup + opts.repeat.max(1) {
+                    let t = Instant::now();
+                    exe.run_into(&args, &mut out).map_err(|e| e.to_string())?;
+                    if k >= opts.warmup {
+                        runs.push(t.elapsed());
+                    }
+                }
+            }
+        }
+        timings.push(Timing { policy, runs });
+    }
+    let stats = exe.stats();
+    Ok(BenchReport {
+        module: name,
+        backend: opts.backend.clone(),
+        instructions: stats.instructions,
+        compile_time,
+        temp_bytes: stats.temp_bytes,
+        timings,
+    })
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The report `axle bench` prints.
+pub fn report(r: &BenchReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "module {} ({} instructions), backend {}",
+        r.module, r.instructions, r.backend
+    );
+    let _ = writeln!(s, "compile: {:.3} ms", ms(r.compile_time));
+    if let Some(t) = r.temp_bytes {
+        let _ = writeln!(s, "temp:    {t} bytes");
+    }
+    for t in &r.timings {
+        let _ = writeln!(
+            s,
+            "run ({} outputs): median {:.3} ms, min {:.3} ms over {} runs",
+            t.policy.name(),
+            ms(t.median()),
+            ms(t.min()),
+            t.runs.len()
+        );
+    }
+    s
+}

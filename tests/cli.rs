@@ -1,0 +1,370 @@
+//! The `axle` command line: canonical output on success; on bad input a clear error on stderr
+//! (`FILE:LINE:COL: error: ...` with the source line and a caret where there is a position), a
+//! non-zero exit, nothing on stdout, and no partial output files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn axle(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_axle"))
+        .args(args)
+        .output()
+        .expect("runs axle")
+}
+
+fn shared() -> PathBuf {
+    if let Ok(p) = std::env::var("AXLE_SHARED") {
+        return PathBuf::from(p);
+    }
+    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    if beside.exists() {
+        beside
+    } else {
+        PathBuf::from("/work/shared")
+    }
+}
+
+fn corpus(name: &str) -> String {
+    shared().join("corpus").join(name).display().to_string()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+/// Asserts a failure: exit 1, nothing on stdout, stderr containing every fragment.
+fn assert_fails(o: &Output, fragments: &[&str]) {
+    assert_eq!(o.status.code(), Some(1), "stderr: {}", stderr(o));
+    assert!(o.stdout.is_empty(), "stdout not empty: {}", stdout(o));
+    let e = stderr(o);
+    for f in fragments {
+        assert!(e.contains(f), "stderr lacks {f:?}:\n{e}");
+    }
+}
+
+#[test]
+fn parse_prints_canonical_text_that_reparses_identically() {
+    let o = axle(&["parse", &corpus("lstm_scan.opt.hlo")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.stderr.is_empty());
+    let tmp = tempfile::tempdir().unwrap();
+    let f = write(tmp.path(), "c.hlo", &stdout(&o));
+    let o2 = axle(&["parse", &f]);
+    assert!(o2.status.success());
+    assert_eq!(stdout(&o), stdout(&o2));
+}
+
+#[test]
+fn parse_error_has_file_line_column_and_caret() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = write(tmp.path(), "bad.hlo", "HloModule m\n\nENTRY e {\n  p = f32[4]{0} parameter(0)\n  ROOT r = f32[4]{0} nonsense(p)\n}\n");
+    let o = axle(&["parse", &f]);
+    assert_fails(&o, &[&format!("{f}:5:22: error: unknown opcode 'nonsense'\n  ROOT r = f32[4]{{0}} nonsense(p)\n                     ^\n")]);
+}
+
+#[test]
+fn verifier_error_has_file_line_column() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = write(tmp.path(), "bad.hlo", "HloModule m\n\nENTRY e {\n  p = f32[4]{0} parameter(0)\n  q = f32[8]{0} parameter(1)\n  ROOT r = f32[4]{0} add(p, q)\n}\n");
+    let o = axle(&["parse", &f]);
+    assert_fails(
+        &o,
+        &[&format!(
+            "{f}:6:8: error: %r: add: operand 1 has shape f32[8] but operand 0 has f32[4]\n  ROOT r = f32[4]{{0}} add(p, q)\n       ^\n"
+        )],
+    );
+}
+
+#[test]
+fn missing_file_is_a_clear_error() {
+    let o = axle(&["parse", "/nonexistent/x.hlo"]);
+    assert_fails(&o, &["/nonexistent/x.hlo: error: cannot read file"]);
+    let o = axle(&["run", "/nonexistent/x.hlo"]);
+    assert_fails(&o, &["/nonexistent/x.hlo: error: cannot read file"]);
+}
+
+#[test]
+fn binary_file_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("bin.hlo");
+    std::fs::write(&p, [0xff, 0xfe, 0x00, 0x41]).unwrap();
+    let o = axle(&["parse", &p.display().to_string()]);
+    assert_fails(&o, &["error: file is not UTF-8 text"]);
+}
+
+#[test]
+fn stats_reports_counts_and_times() {
+    let o = axle(&["stats", &corpus("mlp_forward.hlo")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    for f in [
+        "instructions per opcode:",
+        "instructions per computation:",
+        "parse:",
+        "verify:",
+        "(ENTRY)",
+        "dot",
+    ] {
+        assert!(s.contains(f), "{f} missing in\n{s}");
+    }
+}
+
+fn mlp_inputs() -> Vec<String> {
+    (0..7)
+        .flat_map(|i| {
+            [
+                "--input".to_string(),
+                corpus(&format!("mlp_forward.in{i}.npy")),
+            ]
+        })
+        .collect()
+}
+
+#[test]
+fn run_writes_outputs_that_match_xla() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let mut args = vec!["run".to_string(), corpus("mlp_forward.hlo")];
+    args.extend(mlp_inputs());
+    args.extend(["--out-dir".into(), out.display().to_string()]);
+    let o = axle(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("out0: f32[8,10]"));
+    let got = out.join("out0.npy").display().to_string();
+    let o = axle(&[
+        "compare",
+        &corpus("mlp_forward.out0.npy"),
+        &got,
+        "--rtol",
+        "1e-5",
+        "--atol",
+        "1e-5",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Only the output file is left in the directory: no temporary files.
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into())
+        .collect();
+    assert_eq!(names, vec!["out0.npy".to_string()]);
+}
+
+#[test]
+fn run_without_inputs_is_deterministic() {
+    let a = axle(&["run", &corpus("mlp_forward.hlo"), "--seed", "3"]);
+    let b = axle(&["run", &corpus("mlp_forward.hlo"), "--seed", "3"]);
+    let c = axle(&["run", &corpus("mlp_forward.hlo"), "--seed", "4"]);
+    let first = |o: &Output| stdout(o).lines().next().unwrap_or("").to_string();
+    assert!(a.status.success());
+    assert_eq!(first(&a), first(&b));
+    assert_ne!(first(&a), first(&c));
+}
+
+#[test]
+fn run_wrong_input_count_names_the_count() {
+    let o = axle(&[
+        "run",
+        &corpus("mlp_forward.hlo"),
+        "--input",
+        &corpus("mlp_forward.in0.npy"),
+    ]);
+    assert_fails(
+        &o,
+        &["the entry computation takes 7 input arrays but 1 was given"],
+    );
+}
+
+#[test]
+fn run_wrong_shape_names_the_parameter() {
+    let mut args = vec!["run".to_string(), corpus("mlp_forward.hlo")];
+    let mut ins = mlp_inputs();
+    ins.swap(1, 3); // in0 <-> in1
+    args.extend(ins);
+    let o = axle(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    assert_fails(
+        &o,
+        &[
+            "parameter 0 ('x.1')",
+            "has shape [32, 64] but the parameter needs f32[8, 32]",
+        ],
+    );
+}
+
+#[test]
+fn run_wrong_dtype_names_the_parameter() {
+    // int_arith_s32 takes s32 inputs; feed it f32 files of another case.
+    let o = axle(&[
+        "run",
+        &corpus("int_arith_s32.hlo"),
+        "--input",
+        &corpus("ew_binary_f32.in0.npy"),
+        "--input",
+        &corpus("ew_binary_f32.in1.npy"),
+        "--input",
+        &corpus("ew_binary_f32.in2.npy"),
+    ]);
+    assert_fails(&o, &["parameter 0", "s32", "f32"]);
+}
+
+#[test]
+fn run_corrupt_npy_is_a_clear_error_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.npy");
+    std::fs::write(&bad, b"\x93NUMPY\x01\x00garbage").unwrap();
+    let out = tmp.path().join("out");
+    let mut args = vec![
+        "run".to_string(),
+        corpus("mlp_forward.hlo"),
+        "--input".into(),
+        bad.display().to_string(),
+    ];
+    args.extend(mlp_inputs().into_iter().skip(2));
+    args.extend(["--out-dir".into(), out.display().to_string()]);
+    let o = axle(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    assert_fails(&o, &["parameter 0 ('x.1')", "bad.npy"]);
+    assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
+}
+
+#[test]
+fn run_unsupported_op_names_the_instruction_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = write(tmp.path(), "cc.hlo", "HloModule m\n\nENTRY e {\n  p = f32[4]{0} parameter(0)\n  ROOT r = f32[4]{0} custom-call(p), custom_call_target=\"my_mystery_kernel\"\n}\n");
+    let out = tmp.path().join("out");
+    let o = axle(&["run", &f, "--out-dir", &out.display().to_string()]);
+    assert_fails(&o, &["custom-call", "my_mystery_kernel"]);
+    assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
+}
+
+#[test]
+fn run_unknown_backend_lists_the_available_ones() {
+    let o = axle(&["run", &corpus("mlp_forward.hlo"), "--backend", "tpu9000"]);
+    assert_fails(&o, &["tpu9000: no such backend (available: interpreter"]);
+}
+
+#[test]
+fn compare_reports_mismatches() {
+    let o = axle(&[
+        "compare",
+        &corpus("mlp_forward.in0.npy"),
+        &corpus("mlp_forward.in0.npy"),
+    ]);
+    assert!(o.status.success());
+    let o = axle(&[
+        "compare",
+        &corpus("ew_binary_f32.in0.npy"),
+        &corpus("ew_binary_f32.in1.npy"),
+    ]);
+    assert_fails(&o, &["mismatch"]);
+}
+
+#[test]
+fn run_defaults_to_the_cpu_backend_and_matches_the_interpreter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("cpu"), tmp.path().join("interp"));
+    let mut args = vec!["run".to_string(), corpus("mlp_forward.hlo")];
+    args.extend(mlp_inputs());
+    let mut cpu = args.clone();
+    cpu.extend(["--out-dir".into(), a.display().to_string()]);
+    let o = axle(&cpu.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("backend cpu"));
+    let mut it = args;
+    it.extend([
+        "--backend".into(),
+        "interpreter".into(),
+        "--out-dir".into(),
+        b.display().to_string(),
+    ]);
+    let o = axle(&it.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    assert!(o.status.success());
+    let o = axle(&[
+        "compare",
+        &b.join("out0.npy").display().to_string(),
+        &a.join("out0.npy").display().to_string(),
+        "--rtol",
+        "1e-5",
+        "--atol",
+        "1e-6",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn compile_emits_llvm_ir_and_assembly() {
+    let o = axle(&["compile", &corpus("ew_binary_f32.hlo"), "--emit", "llvm"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ir = String::from_utf8_lossy(&o.stdout);
+    assert!(ir.contains("define void @axle_entry("), "{ir}");
+    assert!(ir.contains(" x float>"), "no vector code");
+    let o = axle(&["compile", &corpus("ew_binary_f32.hlo"), "--emit", "asm"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("axle_entry:"));
+}
+
+#[test]
+fn compile_aot_writes_an_object_and_a_header() {
+    let tmp = tempfile::tempdir().unwrap();
+    let obj = tmp.path().join("model.o");
+    let h = tmp.path().join("model.h");
+    let o = axle(&[
+        "compile",
+        &corpus("mlp_forward.hlo"),
+        "--aot",
+        "-o",
+        &obj.display().to_string(),
+        "--header",
+        &h.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let header = std::fs::read_to_string(&h).unwrap();
+    assert!(
+        header.contains("void model_run(void *const *inputs"),
+        "{header}"
+    );
+    assert!(header.contains("#define MODEL_TEMP_BYTES"));
+    assert!(header.contains("#define MODEL_INPUT0_BYTES 1024 /* f32[8,32] as float */"));
+    let bytes = std::fs::read(&obj).unwrap();
+    assert_eq!(&bytes[..4], b"\x7fELF");
+    // --aot needs an object path; --emit needs the cpu backend.
+    let o = axle(&["compile", &corpus("mlp_forward.hlo"), "--aot"]);
+    assert_fails(&o, &["--aot needs -o"]);
+    let o = axle(&[
+        "compile",
+        &corpus("mlp_forward.hlo"),
+        "--backend",
+        "interpreter",
+        "--emit",
+        "llvm",
+    ]);
+    assert_fails(&o, &["need --backend cpu"]);
+}
+
+#[test]
+fn bench_states_the_output_buffer_policy() {
+    let o = axle(&[
+        "bench",
+        &corpus("mlp_forward.hlo"),
+        "--repeat",
+        "3",
+        "--warmup",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("compile:"), "{s}");
+    assert!(s.contains("run (fresh outputs): median"), "{s}");
+    assert!(s.contains("run (reused outputs): median"), "{s}");
+    assert!(s.contains("over 3 runs"), "{s}");
+    let o = axle(&["bench", &corpus("mlp_forward.hlo"), "--repeat", "0"]);
+    assert_fails(&o, &["--repeat must be at least 1"]);
+}

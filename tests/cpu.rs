@@ -1,0 +1,304 @@
+//! The `cpu` backend against the reference evaluator and from C: a differential quickcheck
+//! property over generated modules, thread-count determinism, clear errors for what it cannot
+//! compile, vector code for elementwise loops, and an ahead-of-time object linked into a C
+//! program with gcc.
+
+use std::process::Command;
+
+use axle::backend::{registry, CompileOptions};
+use axle::ir::gen::Recipe;
+use axle::ir::{compare_arrays, parse_module, ArrayLiteral, Literal, Module, Tolerance};
+use axle_codegen_cpu::{compile, compile_aot, emit_text, CpuOptions, Emit};
+use quickcheck::{QuickCheck, TestResult};
+
+/// Runs `m` on `backend` through the backend interface and returns the result's leaves.
+fn run_on(backend: &str, m: &Module, args: &[Literal]) -> Result<Vec<ArrayLiteral>, String> {
+    let p = registry().get(backend).map_err(|e| e.to_string())?;
+    let exe = p
+        .compiler()
+        .compile(m.clone(), &CompileOptions::default())
+        .map_err(|e| e.to_string())?;
+    let tm = p.transfer_manager();
+    let bufs = args
+        .iter()
+        .map(|a| tm.to_device(a, 0))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let refs: Vec<_> = bufs.iter().collect();
+    let out = exe.run(&refs).map_err(|e| e.to_string())?;
+    Ok(axle::run::flatten(
+        tm.from_device(&out).map_err(|e| e.to_string())?,
+    ))
+}
+
+/// Floats within a few ulps of the evaluator (libm and LLVM may round transcendentals
+/// differently), everything else bit for bit.
+fn tolerance(a: &ArrayLiteral) -> Tolerance {
+    if a.ty().is_floating() {
+        Tolerance::Close {
+            rtol: 1e-5,
+            atol: 1e-6,
+        }
+    } else {
+        Tolerance::Exact
+    }
+}
+
+fn same_results(r: Recipe, seed: u64) -> TestResult {
+    let m = r.build();
+    let args = axle::run::generate_inputs(&m, seed);
+    let want = match run_on("interpreter", &m, &args) {
+        Ok(w) => w,
+        Err(e) => return TestResult::error(format!("interpreter: {e}")),
+    };
+    let got = match run_on("cpu", &m, &args) {
+        Ok(g) => g,
+        Err(e) => return TestResult::error(format!("cpu: {e}\n{}", axle::ir::print_module(&m))),
+    };
+    if got.len() != want.len() {
+        return TestResult::error("different numbers of results");
+    }
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        if let Err(e) = compare_arrays(w, g, tolerance(w)) {
+            return TestResult::error(format!("result {k}: {e}\n{}", axle::ir::print_module(&m)));
+        }
+    }
+    TestResult::passed()
+}
+
+#[test]
+fn generated_modules_give_the_interpreters_results() {
+    QuickCheck::new()
+        .tests(60)
+        .quickcheck(same_results as fn(Recipe, u64) -> TestResult);
+}
+
+const BIG: &str = r#"
+HloModule big
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[512,1024] parameter(0)
+  y = f32[1024] parameter(1)
+  yb = f32[512,1024] broadcast(y), dimensions={1}
+  t = f32[512,1024] tanh(x)
+  e = f32[512,1024] exponential(t)
+  m = f32[512,1024] multiply(e, yb)
+  z = f32[] constant(0)
+  rows = f32[512] reduce(m, z), dimensions={1}, to_apply=add
+  cols = f32[1024] reduce(m, z), dimensions={0}, to_apply=add
+  tr = f32[1024,512] transpose(m), dimensions={1,0}
+  ROOT out = (f32[512,1024], f32[512], f32[1024], f32[1024,512]) tuple(m, rows, cols, tr)
+}
+"#;
+
+#[test]
+fn results_do_not_depend_on_the_thread_count() {
+    let m = parse_module(BIG).expect("parses");
+    let args = axle::run::generate_inputs(&m, 7);
+    let run = |threads| {
+        let exe = compile(
+            &m,
+            &CpuOptions {
+                threads,
+                target_triple: None,
+            },
+        )
+        .expect("compiles");
+        assert_eq!(exe.threads(), threads);
+        exe.run_literals(&args).expect("runs")
+    };
+    let one = run(1);
+    for threads in [2, 3, 8] {
+        assert_eq!(run(threads), one, "{threads} threads differ from 1");
+    }
+    let want = axle::analysis::eval::evaluate(&m, &args).expect("evaluates");
+    for (g, w) in one.iter().zip(axle::run::flatten(want)) {
+        compare_arrays(&w, g, tolerance(&w)).expect("matches the evaluator");
+    }
+}
+
+#[test]
+fn unsupported_instructions_are_errors_naming_them() {
+    let text = r#"
+HloModule m
+ENTRY main {
+  x = f32[4] parameter(0)
+  ROOT weird.7 = f32[4] custom-call(x), custom_call_target="NoSuchTarget"
+}
+"#;
+    let m = parse_module(text).expect("parses");
+    let e = compile(&m, &CpuOptions::default()).expect_err("must not compile");
+    assert_eq!(e.instruction, "weird.7");
+    assert_eq!(e.opcode, "custom-call");
+    assert!(e.to_string().contains("%weird.7"), "{e}");
+    let text = r#"
+HloModule m
+ENTRY main {
+  x = c64[4] parameter(0)
+  ROOT n = c64[4] negate(x)
+}
+"#;
+    let m = parse_module(text).expect("parses");
+    let e = compile(&m, &CpuOptions::default()).expect_err("complex is not supported");
+    assert!(e.message.contains("c64"), "{e}");
+    // Through the backend interface too.
+    let e = registry()
+        .get("cpu")
+        .unwrap()
+        .compiler()
+        .compile(m, &CompileOptions::default())
+        .err()
+        .expect("must not compile");
+    assert_eq!(e.backend, "cpu");
+}
+
+#[test]
+fn elementwise_loops_are_vectorized() {
+    let text = r#"
+HloModule ew
+ENTRY main {
+  x = f32[4096] parameter(0)
+  y = f32[4096] parameter(1)
+  m = f32[4096] multiply(x, y)
+  ROOT a = f32[4096] add(m, x)
+}
+"#;
+    let m = parse_module(text).expect("parses");
+    let ir = emit_text(&m, &CpuOptions::default(), Emit::LlvmIr).expect("compiles");
+    let (_, _, features) = axle_codegen_cpu::host_target();
+    let width = if features.contains("+avx512f") {
+        "<16 x float>"
+    } else if features.contains("+avx") {
+        "<8 x float>"
+    } else {
+        "<4 x float>"
+    };
+    for op in ["fmul", "fadd"] {
+        assert!(
+            ir.lines().any(|l| l.contains(&format!("{op} {width}"))
+                || l.contains(&format!("{op} fast {width}"))),
+            "no `{op} {width}` in the optimized IR:\n{ir}"
+        );
+    }
+    let asm = emit_text(&m, &CpuOptions::default(), Emit::Asm).expect("compiles");
+    if features.contains("+avx512f") {
+        assert!(asm.contains("zmm"), "no 512-bit registers in the assembly");
+    }
+}
+
+const AOT_MODULE: &str = r#"
+HloModule aot
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[3,4] parameter(0)
+  w = f32[4,2] parameter(1)
+  d = f32[3,2] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[3,2] tanh(d)
+  z = f32[] constant(0)
+  rs = f32[3] reduce(x, z), dimensions={1}, to_apply=add
+  i = s32[3] convert(rs)
+  ROOT r = (f32[3,2], s32[3]) tuple(t, i)
+}
+"#;
+
+const AOT_MAIN: &str = r#"
+#include <stdio.h>
+#include "model.h"
+
+/* A runtime that splits the work into ranges of `grain` and runs them in order. */
+static void pfor(const AxleRuntime *rt, void (*k)(void *const *, int64_t, int64_t),
+                 void *const *bufs, int64_t n, int64_t grain) {
+  (void)rt;
+  for (int64_t s = 0; s < n; s += grain) k(bufs, s, s + grain < n ? s + grain : n);
+}
+
+int main(void) {
+  float x[12], w[8], t[6], t2[6];
+  int32_t s[3], s2[3];
+  static unsigned char temp[MODEL_TEMP_BYTES + 1] __attribute__((aligned(64)));
+  for (int i = 0; i < 12; i++) x[i] = (float)i * 0.25f - 1.0f;
+  for (int i = 0; i < 8; i++) w[i] = (float)(i % 3) - 0.5f;
+  void *in[MODEL_NUM_INPUTS] = {x, w};
+  void *out[MODEL_NUM_OUTPUTS] = {t, s};
+  model_run(in, out, temp, NULL);
+  AxleRuntime rt = {pfor, NULL};
+  void *out2[MODEL_NUM_OUTPUTS] = {t2, s2};
+  model_run(in, out2, temp, &rt);
+  for (int i = 0; i < 6; i++) printf("%.9g\n", t[i]);
+  for (int i = 0; i < 3; i++) printf("%d\n", s[i]);
+  for (int i = 0; i < 6; i++) if (t[i] != t2[i]) return 2;
+  for (int i = 0; i < 3; i++) if (s[i] != s2[i]) return 3;
+  return MODEL_INPUT0_BYTES == 48 && MODEL_OUTPUT1_BYTES == 12 ? 0 : 4;
+}
+"#;
+
+#[test]
+fn aot_object_links_into_a_c_program() {
+    let m = parse_module(AOT_MODULE).expect("parses");
+    let out = compile_aot(&m, &CpuOptions::default(), "model").expect("compiles");
+    assert_eq!(out.symbol, "model_run");
+    assert!(out.header.contains("void model_run(void *const *inputs"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("model.o"), &out.object).unwrap();
+    std::fs::write(d.join("model.h"), &out.header).unwrap();
+    std::fs::write(d.join("main.c"), AOT_MAIN).unwrap();
+    let cc = if Command::new("gcc").arg("--version").output().is_ok() {
+        "gcc"
+    } else {
+        "cc"
+    };
+    let exe = d.join("main");
+    let st = Command::new(cc)
+        .args(["-O1", "-o"])
+        .arg(&exe)
+        .arg(d.join("main.c"))
+        .arg(d.join("model.o"))
+        .arg("-lm")
+        .current_dir(d)
+        .output()
+        .expect("gcc runs");
+    assert!(
+        st.status.success(),
+        "gcc failed: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let run = Command::new(&exe).output().expect("the program runs");
+    assert!(run.status.success(), "exit status {:?}", run.status);
+    let text = String::from_utf8(run.stdout).unwrap();
+    let vals: Vec<f64> = text.lines().map(|l| l.parse().unwrap()).collect();
+    // The same inputs through the evaluator.
+    let xs: Vec<f32> = (0..12).map(|i| i as f32 * 0.25 - 1.0).collect();
+    let ws: Vec<f32> = (0..8).map(|i| (i % 3) as f32 - 0.5).collect();
+    let args = [
+        Literal::Array(ArrayLiteral::from_slice(&[3, 4], &xs)),
+        Literal::Array(ArrayLiteral::from_slice(&[4, 2], &ws)),
+    ];
+    let want = axle::run::flatten(axle::analysis::eval::evaluate(&m, &args).unwrap());
+    let t = want[0].to_vec::<f32>().unwrap();
+    let s = want[1].to_vec::<i32>().unwrap();
+    assert_eq!(vals.len(), 9);
+    for i in 0..6 {
+        assert!(
+            (vals[i] - t[i] as f64).abs() <= 1e-6,
+            "t[{i}]: {} vs {}",
+            vals[i],
+            t[i]
+        );
+    }
+    for i in 0..3 {
+        assert_eq!(vals[6 + i], s[i] as f64, "s[{i}]");
+    }
+}
