@@ -228,6 +228,14 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         self.new_id()
     }
 
+    /// The memory `id` is bound to, if it is one array in memory.
+    pub fn bound_ptr(&self, id: InstId) -> Option<PointerValue<'ctx>> {
+        match self.ext.get(&id) {
+            Some(Ext::Bufs(p)) if p.len() == 1 => Some(p[0]),
+            _ => None,
+        }
+    }
+
     /// Whether `id` is bound to memory or values in this generator.
     pub fn is_bound(&self, id: InstId) -> bool {
         self.ext.contains_key(&id)

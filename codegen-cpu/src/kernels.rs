@@ -111,6 +111,7 @@ pub(crate) fn emit_kernel<'ctx>(
         KernelKind::SelectAndScatter => kc.emit_select_and_scatter()?,
         KernelKind::Sort => kc.emit_sort(scratch_ptr.ok_or("sort without scratch")?)?,
         KernelKind::TopK => kc.emit_topk(scratch_ptr.ok_or("topk without scratch")?)?,
+        KernelKind::Gemm => kc.emit_gemm(scratch_ptr.ok_or("gemm without scratch")?)?,
     };
     cg.b.build_return(None)?;
     Ok(Emitted {
@@ -348,6 +349,31 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         })?;
         let per_row = numel(&red_dims).max(1) * dl;
         Ok((rows, (GRAIN_ELEMS / per_row).max(1)))
+    }
+
+    fn emit_gemm(&mut self, scratch: PointerValue<'ctx>) -> R<(i64, i64)> {
+        let m = self.m;
+        let geo = crate::gemm::gemm_geo(m, self.root).ok_or("dot is not a GEMM")?;
+        let ops = m.operands(self.root);
+        let a = self
+            .g
+            .bound_ptr(ops[0])
+            .ok_or("gemm operand is not in memory")?;
+        let b = self
+            .g
+            .bound_ptr(ops[1])
+            .ok_or("gemm operand is not in memory")?;
+        crate::gemm::emit_gemm(
+            self.cg(),
+            &geo,
+            a,
+            b,
+            self.outs[0],
+            scratch,
+            self.start,
+            self.end,
+        )?;
+        Ok((geo.items(), 1))
     }
 
     fn emit_dus_in_place(&mut self) -> R<(i64, i64)> {

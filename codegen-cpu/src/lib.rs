@@ -23,6 +23,7 @@ mod conv;
 mod elemental;
 mod emit;
 mod error;
+mod gemm;
 mod jit;
 mod kernels;
 mod lower;
