@@ -117,9 +117,14 @@ fn results_do_not_depend_on_the_thread_count() {
     for threads in [2, 3, 8] {
         assert_eq!(run(threads), one, "{threads} threads differ from 1");
     }
+    // Sums of 512 and 1024 terms: a few ulps per term (tanh, exp) add up.
     let want = axle::analysis::eval::evaluate(&m, &args).expect("evaluates");
     for (g, w) in one.iter().zip(axle::run::flatten(want)) {
-        compare_arrays(&w, g, tolerance(&w)).expect("matches the evaluator");
+        let tol = Tolerance::Close {
+            rtol: 1e-4,
+            atol: 1e-4,
+        };
+        compare_arrays(&w, g, tol).expect("matches the evaluator");
     }
 }
 

@@ -27,6 +27,7 @@ mod gemm;
 mod jit;
 mod kernels;
 mod lower;
+mod math;
 mod ops;
 
 pub use aot::{c_identifier, compile_aot, AotOutput};
