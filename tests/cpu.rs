@@ -31,13 +31,13 @@ fn run_on(backend: &str, m: &Module, args: &[Literal]) -> Result<Vec<ArrayLitera
     ))
 }
 
-/// Floats within a few ulps of the evaluator (libm and LLVM may round transcendentals
-/// differently), everything else bit for bit.
+/// Floats close to the evaluator's (transcendentals are polynomial approximations a few ulps
+/// from libm's, and small sums of them can cancel), everything else bit for bit.
 fn tolerance(a: &ArrayLiteral) -> Tolerance {
     if a.ty().is_floating() {
         Tolerance::Close {
-            rtol: 1e-5,
-            atol: 1e-6,
+            rtol: 1e-4,
+            atol: 1e-5,
         }
     } else {
         Tolerance::Exact
@@ -238,7 +238,7 @@ int main(void) {
   void *in[MODEL_NUM_INPUTS] = {x, w};
   void *out[MODEL_NUM_OUTPUTS] = {t, s};
   model_run(in, out, temp, NULL);
-  AxleRuntime rt = {pfor, NULL};
+  AxleRuntime rt = {pfor, NULL, NULL};
   void *out2[MODEL_NUM_OUTPUTS] = {t2, s2};
   model_run(in, out2, temp, &rt);
   for (int i = 0; i < 6; i++) printf("%.9g\n", t[i]);

@@ -30,8 +30,15 @@ struct Entry<'a, 'ctx> {
     bufs_array: PointerValue<'ctx>,
 }
 
-/// Emits every kernel and the entry point `name` into `cg`'s module.
-pub(crate) fn build(cg: &Cg, m: &Module, prog: &Program, name: &str, export: bool) -> R<()> {
+/// Emits every kernel and the entry point `name` into `cg`'s module; returns a description of
+/// each kernel (`kN.name (opcode)`), in kernel number order.
+pub(crate) fn build(
+    cg: &Cg,
+    m: &Module,
+    prog: &Program,
+    name: &str,
+    export: bool,
+) -> R<Vec<String>> {
     let mut kernels = Vec::new();
     let mut max_bufs = 1usize;
     emit_kernels(cg, m, &prog.body, &mut kernels, &mut max_bufs)?;
@@ -69,7 +76,7 @@ pub(crate) fn build(cg: &Cg, m: &Module, prog: &Program, name: &str, export: boo
     };
     e.thunks(&prog.body)?;
     cg.b.build_return(None)?;
-    Ok(())
+    Ok(e.kernels.iter().map(|k| k.name.clone()).collect())
 }
 
 fn emit_kernels<'ctx>(
@@ -87,8 +94,9 @@ fn emit_kernels<'ctx>(
                     + k.scratch.is_some() as usize;
                 *max_bufs = (*max_bufs).max(n);
                 let name = format!("k{}.{}", out.len(), sanitize(m.name(k.origin)));
-                let e = emit_kernel(cg, m, k, &name, k.scratch.is_some())
+                let mut e = emit_kernel(cg, m, k, &name, k.scratch.is_some())
                     .map_err(|f| attribute(m, k, f))?;
+                e.name = format!("{name} ({})", m.opcode(k.root).name());
                 out.push(e);
             }
             Thunk::Copy { .. } => {}
@@ -164,7 +172,8 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
         let cg = self.cg;
         match t {
             Thunk::Kernel(k) => {
-                let e = &self.kernels[self.next_kernel];
+                let id = self.next_kernel;
+                let e = &self.kernels[id];
                 self.next_kernel += 1;
                 let (func, items, grain) = (e.func, e.items, e.grain);
                 if items == 0 {
@@ -180,7 +189,9 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                     let slot = cg.gep(cg.ptr().into(), self.bufs_array, cg.c64(i as i64))?;
                     cg.b.build_store(slot, p)?;
                 }
-                self.call_kernel(func, items, grain)
+                self.trace(id, 0)?;
+                self.call_kernel(func, items, grain)?;
+                self.trace(id, 1)
             }
             Thunk::Copy { src, dst } => self.copy(*src, *dst),
             Thunk::While {
@@ -267,6 +278,41 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                 Ok(())
             }
         }
+    }
+
+    /// Calls `rt->trace(rt, kernel, phase)` when there is a runtime with a trace hook.
+    fn trace(&self, kernel: usize, phase: i64) -> R<()> {
+        let cg = self.cg;
+        let ptr = cg.ptr();
+        let has_rt = cg.b.build_is_not_null(self.rt, "has_rt")?;
+        let check = cg.block("trace.check")?;
+        let call = cg.block("trace.call")?;
+        let done = cg.block("trace.done")?;
+        cg.b.build_conditional_branch(has_rt, check, done)?;
+        cg.b.position_at_end(check);
+        let slot = cg.byte_gep(self.rt, 16)?;
+        let tf = cg.b.build_load(ptr, slot, "trace")?.into_pointer_value();
+        let has = cg.b.build_is_not_null(tf, "has_trace")?;
+        cg.b.build_conditional_branch(has, call, done)?;
+        cg.b.position_at_end(call);
+        let i64t = cg.i64();
+        let fty = cg
+            .ctx
+            .void_type()
+            .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
+        cg.b.build_indirect_call(
+            fty,
+            tf,
+            &[
+                self.rt.into(),
+                cg.c64(kernel as i64).into(),
+                cg.c64(phase).into(),
+            ],
+            "",
+        )?;
+        cg.b.build_unconditional_branch(done)?;
+        cg.b.position_at_end(done);
+        Ok(())
     }
 
     fn call_kernel(&self, func: FunctionValue<'ctx>, items: i64, grain: i64) -> R<()> {

@@ -36,6 +36,8 @@ pub(crate) const GRAIN_ELEMS: i64 = 1 << 15;
 /// An emitted kernel: its function, its number of work items and the smallest useful group.
 pub(crate) struct Emitted<'ctx> {
     pub func: FunctionValue<'ctx>,
+    /// `kN.name (opcode)`, for profiles.
+    pub name: String,
     pub items: i64,
     pub grain: i64,
 }
@@ -116,6 +118,7 @@ pub(crate) fn emit_kernel<'ctx>(
     cg.b.build_return(None)?;
     Ok(Emitted {
         func: f,
+        name: name.to_string(),
         items,
         grain,
     })

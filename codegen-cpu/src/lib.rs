@@ -32,7 +32,7 @@ mod ops;
 
 pub use aot::{c_identifier, compile_aot, AotOutput};
 pub use error::CodegenError;
-pub use jit::{AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn};
+pub use jit::{AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn, KernelProfile};
 
 use axle_ir::Module;
 use inkwell::context::Context;

@@ -82,7 +82,10 @@ pub(crate) fn exp_f32<'ctx>(cg: &Cg<'ctx>, x: FloatValue<'ctx>) -> R<Val<'ctx>> 
     let lo = f.cmp(FloatPredicate::OLT, x, f.c(-104.0))?;
     let x = f.sel(lo, f.c(-104.0), x)?;
     let fx = cg
-        .call_intrinsic("llvm.roundeven", &[bv(f.mul(x, f.c(std::f64::consts::LOG2_E))?)])?
+        .call_intrinsic(
+            "llvm.roundeven",
+            &[bv(f.mul(x, f.c(std::f64::consts::LOG2_E))?)],
+        )?
         .into_float_value();
     let r = f.fma(fx, f.c(-0.693359375), x)?;
     let r = f.fma(fx, f.c(2.121_944_4e-4), r)?;
@@ -132,11 +135,7 @@ pub(crate) fn log_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>>
     let m = b.build_bit_cast(mbits, cg.f32(), "m")?.into_float_value();
     // m in [0.5, 1): fold to [sqrt(1/2), sqrt(2)) - 1.
     let small = f.cmp(FloatPredicate::OLT, m, f.c(std::f64::consts::FRAC_1_SQRT_2))?;
-    let e = b.build_int_sub(
-        e,
-        b.build_int_z_extend(small, i32t, "s")?,
-        "e",
-    )?;
+    let e = b.build_int_sub(e, b.build_int_z_extend(small, i32t, "s")?, "e")?;
     let m = f.sel(small, f.add(m, m)?, m)?;
     let m = f.sub(m, f.c(1.0))?;
     let ef = b.build_signed_int_to_float(e, cg.f32(), "ef")?;
@@ -167,11 +166,7 @@ pub(crate) fn log_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>>
         r,
     )?;
     let r = f.sel(f.cmp(FloatPredicate::OLT, x0, f.c(0.0))?, f.c(f64::NAN), r)?;
-    let r = f.sel(
-        f.cmp(FloatPredicate::OEQ, x0, f.c(f64::INFINITY))?,
-        x0,
-        r,
-    )?;
+    let r = f.sel(f.cmp(FloatPredicate::OEQ, x0, f.c(f64::INFINITY))?, x0, r)?;
     let r = f.sel(f.cmp(FloatPredicate::UNO, x0, x0)?, x0, r)?;
     Ok(bv(r))
 }
@@ -208,7 +203,9 @@ pub(crate) fn tanh_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>
     )?;
     let r = cg.b.build_float_div(p, q, "tanh")?;
     // Tiny inputs: tanh(x) = x (keeps the sign of zero).
-    let a = cg.call_intrinsic("llvm.fabs", &[bv(x0)])?.into_float_value();
+    let a = cg
+        .call_intrinsic("llvm.fabs", &[bv(x0)])?
+        .into_float_value();
     let small = f.cmp(FloatPredicate::OLT, a, f.c(4e-4))?;
     Ok(bv(f.sel(small, x0, r)?))
 }

@@ -69,7 +69,10 @@ fn check(op: &str, f: fn(f32) -> f32, max_ulps: u64, abs: f32) {
     for (&x, &g) in xs.iter().zip(&got) {
         let w = f(x);
         if w.is_nan() || g.is_nan() {
-            assert!(w.is_nan() && g.is_nan(), "{op}({x:e}) = {g:e}, libm says {w:e}");
+            assert!(
+                w.is_nan() && g.is_nan(),
+                "{op}({x:e}) = {g:e}, libm says {w:e}"
+            );
             continue;
         }
         if w.is_infinite() || w == 0.0 {
