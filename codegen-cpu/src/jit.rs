@@ -498,7 +498,7 @@ impl CpuExecutable {
                 total,
             })
             .collect();
-        v.sort_by(|a, b| b.total.cmp(&a.total));
+        v.sort_by_key(|k| std::cmp::Reverse(k.total));
         v
     }
 
