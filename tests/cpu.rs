@@ -371,3 +371,42 @@ fn gemm_dots_match_the_evaluator() {
         .unwrap_or_else(|e| panic!("{text}: {e}"));
     }
 }
+
+/// Convolutions the register-tiled kernel takes (output features innermost in the output and
+/// the kernel; padding, strides, window dilation, reversal, odd feature counts, another input
+/// layout, one and two spatial dimensions, f32 and f64) match the evaluator.
+#[test]
+fn tiled_convolutions_match_the_evaluator() {
+    let cases = [
+        "f32[2,9,9,5] parameter(0)|f32[3,3,5,7] parameter(1)|f32[2,9,9,7]|window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f",
+        "f32[1,10,11,3] parameter(0)|f32[3,2,3,40] parameter(1)|f32[1,5,6,40]|window={size=3x2 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f",
+        "f32[2,4,8,8] parameter(0)|f32[3,3,4,33] parameter(1)|f32[2,4,4,33]|window={size=3x3 pad=0_0x0_0 rhs_dilate=2x2}, dim_labels=bf01_01io->b01f",
+        "f32[3,17,6] parameter(0)|f32[4,6,18] parameter(1)|f32[3,17,18]|window={size=4 pad=2_1 rhs_reversal=1}, dim_labels=b0f_0io->b0f",
+        "f64[1,7,7,2] parameter(0)|f64[2,2,2,9] parameter(1)|f64[1,6,6,9]|window={size=2x2}, dim_labels=b01f_01io->b01f",
+    ];
+    for (i, case) in cases.iter().enumerate() {
+        let parts: Vec<&str> = case.split('|').collect();
+        let text = format!(
+            "HloModule c\nENTRY main {{\n  x = {}\n  k = {}\n  ROOT y = {} convolution(x, k), {}\n}}\n",
+            parts[0], parts[1], parts[2], parts[3]
+        );
+        let module = match parse_module(&text) {
+            Ok(m) => m,
+            Err(e) => panic!("{text}: {e}"),
+        };
+        axle::verify_module(&module).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let args = axle::run::generate_inputs(&module, i as u64);
+        let exe = compile(&module, &CpuOptions::default()).expect("compiles");
+        let got = exe.run_literals(&args).expect("runs");
+        let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
+        compare_arrays(
+            &want[0],
+            &got[0],
+            Tolerance::Close {
+                rtol: 1e-5,
+                atol: 1e-5,
+            },
+        )
+        .unwrap_or_else(|e| panic!("{text}: {e}"));
+    }
+}

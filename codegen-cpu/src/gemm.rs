@@ -196,12 +196,20 @@ pub(crate) fn emit_gemm<'ctx>(
     })
 }
 
-fn min64<'ctx>(cg: &Cg<'ctx>, a: IntValue<'ctx>, b: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+pub(crate) fn min64<'ctx>(
+    cg: &Cg<'ctx>,
+    a: IntValue<'ctx>,
+    b: IntValue<'ctx>,
+) -> R<IntValue<'ctx>> {
     let lt = cg.b.build_int_compare(IntPredicate::SLT, a, b, "lt")?;
     Ok(cg.b.build_select(lt, a, b, "min")?.into_int_value())
 }
 
-fn delinearize<'ctx>(cg: &Cg<'ctx>, dims: &[i64], lin: IntValue<'ctx>) -> R<Vec<IntValue<'ctx>>> {
+pub(crate) fn delinearize<'ctx>(
+    cg: &Cg<'ctx>,
+    dims: &[i64],
+    lin: IntValue<'ctx>,
+) -> R<Vec<IntValue<'ctx>>> {
     let st = strides(dims);
     let mut out = Vec::with_capacity(dims.len());
     for d in 0..dims.len() {
@@ -399,7 +407,7 @@ fn tile<'ctx>(
     })
 }
 
-fn splat_float<'ctx>(
+pub(crate) fn splat_float<'ctx>(
     cg: &Cg<'ctx>,
     v: inkwell::values::FloatValue<'ctx>,
     lanes: i64,
@@ -411,7 +419,11 @@ fn splat_float<'ctx>(
     Ok(cg.b.build_shuffle_vector(ins, undef, zeros, "splat")?)
 }
 
-fn splat_int<'ctx>(cg: &Cg<'ctx>, v: IntValue<'ctx>, lanes: i64) -> R<VectorValue<'ctx>> {
+pub(crate) fn splat_int<'ctx>(
+    cg: &Cg<'ctx>,
+    v: IntValue<'ctx>,
+    lanes: i64,
+) -> R<VectorValue<'ctx>> {
     let vty = v.get_type().vec_type(lanes as u32);
     let undef = vty.get_poison();
     let ins = cg.b.build_insert_element(undef, v, cg.c32(0), "ins")?;

@@ -114,6 +114,7 @@ pub(crate) fn emit_kernel<'ctx>(
         KernelKind::Sort => kc.emit_sort(scratch_ptr.ok_or("sort without scratch")?)?,
         KernelKind::TopK => kc.emit_topk(scratch_ptr.ok_or("topk without scratch")?)?,
         KernelKind::Gemm => kc.emit_gemm(scratch_ptr.ok_or("gemm without scratch")?)?,
+        KernelKind::Conv => kc.emit_conv()?,
     };
     cg.b.build_return(None)?;
     Ok(Emitted {
@@ -377,6 +378,23 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             self.end,
         )?;
         Ok((geo.items(), 1))
+    }
+
+    fn emit_conv(&mut self) -> R<(i64, i64)> {
+        let m = self.m;
+        let geo = crate::conv_fast::conv_fast(m, self.root).ok_or("not a tiled convolution")?;
+        let ops = m.operands(self.root);
+        let a = self
+            .g
+            .bound_ptr(ops[0])
+            .ok_or("convolution operand is not in memory")?;
+        let b = self
+            .g
+            .bound_ptr(ops[1])
+            .ok_or("convolution operand is not in memory")?;
+        crate::conv_fast::emit_conv(self.cg(), &geo, a, b, self.outs[0], self.start, self.end)?;
+        let per_item = 6 * geo.o * geo.c * geo.k_sp.iter().product::<i64>();
+        Ok((geo.items(), (GRAIN_ELEMS * 64 / per_item.max(1)).max(1)))
     }
 
     fn emit_dus_in_place(&mut self) -> R<(i64, i64)> {

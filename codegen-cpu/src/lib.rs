@@ -20,6 +20,7 @@ mod aot;
 pub mod buffers;
 mod cg;
 mod conv;
+mod conv_fast;
 mod elemental;
 mod emit;
 mod error;

@@ -92,6 +92,8 @@ pub(crate) enum KernelKind {
     TopK,
     /// An `f32`/`f64` `dot` of buffers, as a blocked GEMM.
     Gemm,
+    /// An `f32`/`f64` `convolution` of buffers, register-tiled.
+    Conv,
 }
 
 /// A kernel: computes `root` with `bindings` read from buffers and writes `outputs`.
@@ -200,6 +202,7 @@ fn root_kind(m: &Module, id: InstId) -> Option<KernelKind> {
         TopK => KernelKind::TopK,
         CustomCall if is_topk_custom_call(m, id) => KernelKind::TopK,
         Dot if crate::gemm::gemm_geo(m, id).is_some() => KernelKind::Gemm,
+        Convolution if crate::conv_fast::conv_fast(m, id).is_some() => KernelKind::Conv,
         _ if is_elemental(m, id) => KernelKind::Loop,
         _ => return None,
     })
@@ -226,7 +229,7 @@ fn applied_comps(m: &Module, id: InstId) -> Vec<CompId> {
 fn fusion_kernel_kind(m: &Module, comp: CompId) -> Option<KernelKind> {
     let root = m.root(comp);
     let mut kind = root_kind(m, root)?;
-    if kind == KernelKind::Gemm
+    if matches!(kind, KernelKind::Gemm | KernelKind::Conv)
         && !m
             .operands(root)
             .iter()
