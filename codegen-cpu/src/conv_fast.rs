@@ -103,13 +103,16 @@ pub(crate) fn conv_fast(m: &Module, id: InstId) -> Option<ConvFast> {
     })
 }
 
+/// The body of [`nest_acc`]: `(coordinates, loop-carried values) -> next values`.
+type NestFn<'f, 'ctx> = dyn FnMut(&[IntValue<'ctx>], Vec<Val<'ctx>>) -> R<Vec<Val<'ctx>>> + 'f;
+
 /// Loops over `dims` threading `accs` through `body(coordinates, accs)`.
 fn nest_acc<'ctx>(
     cg: &Cg<'ctx>,
     dims: &[i64],
     multi: &mut Vec<IntValue<'ctx>>,
     accs: Vec<Val<'ctx>>,
-    body: &mut dyn FnMut(&[IntValue<'ctx>], Vec<Val<'ctx>>) -> R<Vec<Val<'ctx>>>,
+    body: &mut NestFn<'_, 'ctx>,
 ) -> R<Vec<Val<'ctx>>> {
     let k = multi.len();
     if k == dims.len() {
