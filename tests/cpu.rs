@@ -410,3 +410,70 @@ fn tiled_convolutions_match_the_evaluator() {
         .unwrap_or_else(|e| panic!("{text}: {e}"));
     }
 }
+
+/// A long program (more thunks than one entry-point function holds) inside and outside a
+/// `while` body, with many structurally identical kernels (which share code), gives the
+/// evaluator's results.
+#[test]
+fn long_programs_with_repeated_kernels_match_the_evaluator() {
+    let mut body = String::new();
+    let mut prev = "x".to_string();
+    for i in 0..80 {
+        let op = ["add", "multiply", "subtract", "maximum"][i % 4];
+        body.push_str(&format!("  v{i} = f32[64] {op}({prev}, c)\n"));
+        prev = format!("v{i}");
+    }
+    let text = format!(
+        r#"HloModule long
+
+cond {{
+  cp = (s32[], f32[64], f32[64]) parameter(0)
+  ci = s32[] get-tuple-element(cp), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(ci, n), direction=LT
+}}
+
+body {{
+  bp = (s32[], f32[64], f32[64]) parameter(0)
+  i = s32[] get-tuple-element(bp), index=0
+  x = f32[64] get-tuple-element(bp), index=1
+  c = f32[64] get-tuple-element(bp), index=2
+{body}  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  ROOT t = (s32[], f32[64], f32[64]) tuple(i2, {prev}, c)
+}}
+
+ENTRY main {{
+  a = f32[64] parameter(0)
+  b = f32[64] parameter(1)
+  zero = s32[] constant(0)
+  init = (s32[], f32[64], f32[64]) tuple(zero, a, b)
+  w = (s32[], f32[64], f32[64]) while(init), condition=cond, body=body
+  r = f32[64] get-tuple-element(w), index=1
+{outer}  ROOT out = (f32[64], f32[64]) tuple(r, {last})
+}}
+"#,
+        outer = (0..70)
+            .map(|i| format!(
+                "  u{i} = f32[64] {}({}, b)\n",
+                ["add", "multiply"][i % 2],
+                if i == 0 {
+                    "a".to_string()
+                } else {
+                    format!("u{}", i - 1)
+                }
+            ))
+            .collect::<String>(),
+        last = "u69",
+    );
+    let module = parse_module(&text).unwrap_or_else(|e| panic!("{e}"));
+    axle::verify_module(&module).unwrap_or_else(|e| panic!("{e}"));
+    let args = axle::run::generate_inputs(&module, 3);
+    let exe = compile(&module, &CpuOptions::default()).expect("compiles");
+    assert!(exe.kernels() > 150, "{} kernels", exe.kernels());
+    let got = exe.run_literals(&args).expect("runs");
+    let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
+    for (w, g) in want.iter().zip(&got) {
+        compare_arrays(w, g, Tolerance::Exact).expect("matches the evaluator");
+    }
+}
