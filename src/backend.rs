@@ -180,8 +180,8 @@ pub trait Executable: Send + Sync {
 pub trait TransferManager: Send + Sync {
     /// Copies a literal to device memory.
     fn to_device(&self, lit: &Literal, device: usize) -> Result<DeviceBuffer, BackendError>;
-    /// Copies a device buffer back to a host literal.
-    // Named after XLA's TransferManager, whose readers know it by this name.
+    /// Copies a device buffer back to a host literal. (Named after XLA's
+    /// `TransferLiteralFromDevice`; it is a method of the manager, not a constructor.)
     #[allow(clippy::wrong_self_convention)]
     fn from_device(&self, buf: &DeviceBuffer) -> Result<Literal, BackendError>;
 }

@@ -16,6 +16,7 @@ mod dot;
 mod elem;
 mod elementwise;
 mod gather;
+mod lapack;
 mod linalg;
 mod reduce;
 mod rng;
@@ -63,9 +64,38 @@ impl fmt::Display for EvalError {
 
 impl std::error::Error for EvalError {}
 
-/// Evaluates the entry computation of `m` on `args` (one literal per entry parameter). The
-/// result is the root's value; a tuple root gives a [`Literal::Tuple`].
+/// Evaluation options.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EvalOptions {
+    /// Run float arithmetic as XLA's CPU backend does, with x86's DAZ and FTZ modes on:
+    /// subnormal operands read as zero and subnormal `f32`/`f64` results are written as zero
+    /// (keeping the sign). Sign-bit ops (`negate`, `abs`), total-order compares,
+    /// `reduce-precision` and bit-level converts stay exact. On by default, since XLA's
+    /// outputs are the reference; off gives IEEE gradual underflow.
+    pub flush_denormals: bool,
+}
+
+impl Default for EvalOptions {
+    fn default() -> Self {
+        EvalOptions {
+            flush_denormals: true,
+        }
+    }
+}
+
+/// Evaluates the entry computation of `m` on `args` (one literal per entry parameter) with the
+/// default [`EvalOptions`]. The result is the root's value; a tuple root gives a
+/// [`Literal::Tuple`].
 pub fn evaluate(m: &Module, args: &[Literal]) -> Result<Literal, EvalError> {
+    evaluate_with(m, args, &EvalOptions::default())
+}
+
+/// [`evaluate`] with explicit options.
+pub fn evaluate_with(
+    m: &Module,
+    args: &[Literal],
+    opts: &EvalOptions,
+) -> Result<Literal, EvalError> {
     let entry = m.entry();
     if entry.is_none() {
         return Err(EvalError {
@@ -75,16 +105,27 @@ pub fn evaluate(m: &Module, args: &[Literal]) -> Result<Literal, EvalError> {
             message: "the module has no entry computation".into(),
         });
     }
-    evaluate_computation(m, entry, args)
+    evaluate_computation_with(m, entry, args, opts)
 }
 
-/// Evaluates computation `comp` of `m` on `args` (one literal per parameter).
+/// Evaluates computation `comp` of `m` on `args` (one literal per parameter) with the default
+/// [`EvalOptions`].
 pub fn evaluate_computation(
     m: &Module,
     comp: CompId,
     args: &[Literal],
 ) -> Result<Literal, EvalError> {
-    let mut ev = Evaluator::new(m);
+    evaluate_computation_with(m, comp, args, &EvalOptions::default())
+}
+
+/// [`evaluate_computation`] with explicit options.
+pub fn evaluate_computation_with(
+    m: &Module,
+    comp: CompId,
+    args: &[Literal],
+    opts: &EvalOptions,
+) -> Result<Literal, EvalError> {
+    let mut ev = Evaluator::new(m, opts);
     ev.run(comp, args.to_vec()).map_err(|f| match f {
         Fail::Eval(e) => *e,
         Fail::Msg(msg) => EvalError {
@@ -223,6 +264,11 @@ pub(crate) struct Callable {
 }
 
 impl Callable {
+    /// The comparator's key split, if it has one (see [`scalar::KeySplit`]).
+    pub fn key_split(&self) -> Option<scalar::KeySplit> {
+        self.prog.as_ref().and_then(|p| p.key_split())
+    }
+
     /// The recognized simple form of the computation.
     pub fn fast(&self) -> scalar::Fast {
         self.prog
@@ -235,6 +281,8 @@ impl Callable {
 /// The evaluator state: the module and caches of plans and scalar programs.
 pub(crate) struct Evaluator<'m> {
     m: &'m Module,
+    /// [`EvalOptions::flush_denormals`].
+    pub ftz: bool,
     plans: HashMap<CompId, Rc<Plan>>,
     progs: HashMap<CompId, Option<Rc<ScalarProg>>>,
     depth: usize,
@@ -302,9 +350,10 @@ fn benign_other_attr(name: &str) -> bool {
 }
 
 impl<'m> Evaluator<'m> {
-    pub(crate) fn new(m: &'m Module) -> Self {
+    pub(crate) fn new(m: &'m Module, opts: &EvalOptions) -> Self {
         Evaluator {
             m,
+            ftz: opts.flush_denormals,
             plans: HashMap::new(),
             progs: HashMap::new(),
             depth: 0,
@@ -395,6 +444,15 @@ impl<'m> Evaluator<'m> {
                     let r = self
                         .eval_inst(id, &ops)
                         .map_err(|f| self.attribute(id, f))?;
+                    // A result without the declared shape is a bug or a malformed module;
+                    // either way, never hand it on.
+                    if !shape_matches(m, &r, m.shape(id)) {
+                        let msg = format!(
+                            "evaluated to {}, which does not match the declared shape",
+                            describe(&r)
+                        );
+                        return Err(self.attribute(id, msg.into()));
+                    }
                     Val::Own(r)
                 }
             };
@@ -476,7 +534,7 @@ impl<'m> Evaluator<'m> {
             for (k, a) in args.iter().enumerate() {
                 c.regs[p.params[k] as usize][..a.len()].copy_from_slice(a);
             }
-            p.run(&mut c.regs)?;
+            p.run(&mut c.regs, self.ftz)?;
             for (o, &r) in out.iter_mut().zip(&p.outputs) {
                 *o = c.regs[r as usize];
             }
@@ -512,6 +570,17 @@ impl<'m> Evaluator<'m> {
         }
         put(&r, out, &mut k);
         Ok(())
+    }
+
+    /// Runs the compiled program of `c` on `args` and returns register `reg` (for key
+    /// extraction; `c` must have a program).
+    pub(crate) fn call_reg(&mut self, c: &mut Callable, args: &[&[u8]], reg: u32) -> R<Reg> {
+        let p = c.prog.as_ref().ok_or("no scalar program")?;
+        for (k, a) in args.iter().enumerate() {
+            c.regs[p.params[k] as usize][..a.len()].copy_from_slice(a);
+        }
+        p.run(&mut c.regs, self.ftz)?;
+        Ok(c.regs[reg as usize])
     }
 
     fn out_array(&self, id: InstId) -> R<&'m ArrayShape> {
@@ -628,16 +697,26 @@ impl<'m> Evaluator<'m> {
         let (ty, dims) = (shape.ty, &shape.dims[..]);
         let n = so::numel(dims);
         let a0 = || arr(ops[0]);
+        // Elementwise results have their operand's element count.
+        let same_n = |a: &ArrayLiteral| -> R<()> {
+            if a.len() == n {
+                Ok(())
+            } else {
+                Err("the operand's dimensions do not match the result's".into())
+            }
+        };
         Ok(match op {
             Convert => {
                 let a = a0()?;
+                same_n(a)?;
                 let mut data = vec![0u8; n * ty.byte_size()];
-                elementwise::convert(a.ty(), ty, &a.data, &mut data)?;
+                elementwise::convert(a.ty(), ty, &a.data, &mut data, self.ftz)?;
                 so::array(ty, dims, data)
             }
             BitcastConvert => so::bitcast_convert(a0()?, ty, dims)?,
             ReducePrecision => {
                 let a = a0()?;
+                same_n(a)?;
                 let eb = self.int(id, AttrKey::ExponentBits)?;
                 let mb = self.int(id, AttrKey::MantissaBits)?;
                 if eb < 1 || mb < 0 {
@@ -649,12 +728,14 @@ impl<'m> Evaluator<'m> {
             }
             _ if op.is_elementwise_unary() => {
                 let a = a0()?;
+                same_n(a)?;
                 let mut data = vec![0u8; n * ty.byte_size()];
-                elementwise::unary(op, a.ty(), ty, &a.data, &mut data)?;
+                elementwise::unary(op, a.ty(), ty, &a.data, &mut data, self.ftz)?;
                 so::array(ty, dims, data)
             }
             Compare => {
                 let (a, b) = self.same_size(ops)?;
+                same_n(&a)?;
                 let dir = match m.attr(id, &AttrKey::Direction) {
                     Some(AttrValue::Direction(d)) => *d,
                     _ => return Err("compare needs a direction".into()),
@@ -664,14 +745,15 @@ impl<'m> Evaluator<'m> {
                     _ => ComparisonType::default_for(a.ty()),
                 };
                 let mut data = vec![0u8; n];
-                elementwise::compare(dir, cty, a.ty(), &a.data, &b.data, &mut data)?;
+                elementwise::compare(dir, cty, a.ty(), &a.data, &b.data, &mut data, self.ftz)?;
                 so::array(ty, dims, data)
             }
             StochasticConvert => return Err("stochastic-convert is not supported".into()),
             _ if op.is_elementwise_binary() => {
                 let (a, b) = self.same_size(ops)?;
+                same_n(&a)?;
                 let mut data = vec![0u8; n * ty.byte_size()];
-                elementwise::binary(op, a.ty(), &a.data, &b.data, &mut data)?;
+                elementwise::binary(op, a.ty(), &a.data, &b.data, &mut data, self.ftz)?;
                 so::array(ty, dims, data)
             }
             Select => {
@@ -689,20 +771,26 @@ impl<'m> Evaluator<'m> {
             }
             Clamp => {
                 let (lo, x, hi) = (a0()?, arr(ops[1])?, arr(ops[2])?);
+                same_n(x)?;
                 for b in [lo, hi] {
                     if b.len() != 1 && b.len() != x.len() {
                         return Err("clamp bounds must be scalars or match the operand".into());
                     }
                 }
                 let mut data = vec![0u8; n * ty.byte_size()];
-                elementwise::clamp(ty, &lo.data, &x.data, &hi.data, &mut data)?;
+                elementwise::clamp(ty, &lo.data, &x.data, &hi.data, &mut data, self.ftz)?;
                 so::array(ty, dims, data)
             }
             Broadcast => {
                 let a = a0()?;
                 let map = self.ints(id, AttrKey::Dimensions)?;
-                if map.len() != a.shape.rank() {
-                    return Err("broadcast dimensions do not match the operand rank".into());
+                let fits = map.len() == a.shape.rank()
+                    && map.iter().zip(a.shape.dims.iter()).all(|(&d, &sz)| {
+                        usize::try_from(d)
+                            .is_ok_and(|d| d < dims.len() && (sz == dims[d] || sz == 1))
+                    });
+                if !fits {
+                    return Err("broadcast dimensions do not fit the operand and result".into());
                 }
                 so::broadcast(a, dims, map)
             }
@@ -713,15 +801,52 @@ impl<'m> Evaluator<'m> {
                 }
                 so::array(ty, dims, a.data.clone())
             }
-            Transpose => so::transpose(a0()?, self.ints(id, AttrKey::Dimensions)?),
-            Reverse => so::reverse(a0()?, self.ints(id, AttrKey::Dimensions)?),
+            Transpose => {
+                let (a, perm) = (a0()?, self.ints(id, AttrKey::Dimensions)?);
+                let mut seen = vec![false; a.shape.rank()];
+                for &p in perm {
+                    match usize::try_from(p).ok().and_then(|p| seen.get_mut(p)) {
+                        Some(s) if !*s => *s = true,
+                        _ => return Err("transpose dimensions are not a permutation".into()),
+                    }
+                }
+                if perm.len() != a.shape.rank() {
+                    return Err("transpose dimensions are not a permutation".into());
+                }
+                so::transpose(a, perm)
+            }
+            Reverse => {
+                let (a, rev) = (a0()?, self.ints(id, AttrKey::Dimensions)?);
+                if rev.iter().any(|&d| d < 0 || d as usize >= a.shape.rank()) {
+                    return Err("reverse dimension out of range".into());
+                }
+                so::reverse(a, rev)
+            }
             Slice => match m.attr(id, &AttrKey::Slice) {
-                Some(AttrValue::Slice(b)) => so::slice(a0()?, b),
+                Some(AttrValue::Slice(b)) => {
+                    let a = a0()?;
+                    let ok = b.len() == a.shape.rank()
+                        && b.iter()
+                            .zip(a.shape.dims.iter())
+                            .all(|(&[lo, hi, st], &d)| 0 <= lo && lo <= hi && hi <= d && st >= 1);
+                    if !ok {
+                        return Err("slice bounds do not fit the operand".into());
+                    }
+                    so::slice(a, b)
+                }
                 _ => return Err("slice needs slice bounds".into()),
             },
             DynamicSlice => {
                 let a = a0()?;
                 let sizes = self.ints(id, AttrKey::DynamicSliceSizes)?;
+                if sizes.len() != a.shape.rank()
+                    || sizes
+                        .iter()
+                        .zip(a.shape.dims.iter())
+                        .any(|(&z, &d)| z < 0 || z > d)
+                {
+                    return Err("dynamic_slice_sizes do not fit the operand".into());
+                }
                 let starts = self.starts(&ops[1..], a.shape.rank())?;
                 let starts = so::clamp_starts(&starts, &a.shape.dims, sizes);
                 so::dynamic_slice(a, &starts, sizes)
@@ -729,24 +854,61 @@ impl<'m> Evaluator<'m> {
             DynamicUpdateSlice => {
                 let a = a0()?;
                 let u = arr(ops[1])?;
+                let fits = u.shape.rank() == a.shape.rank()
+                    && u.ty() == a.ty()
+                    && u.shape
+                        .dims
+                        .iter()
+                        .zip(a.shape.dims.iter())
+                        .all(|(&x, &d)| x <= d);
+                if !fits {
+                    return Err("the update does not fit the operand".into());
+                }
                 let starts = self.starts(&ops[2..], a.shape.rank())?;
                 let starts = so::clamp_starts(&starts, &a.shape.dims, &u.shape.dims);
                 so::dynamic_update_slice(a, u, &starts)
             }
             Concatenate => {
                 let d = self.ints(id, AttrKey::Dimensions)?;
+                let d = *d.first().ok_or("missing dimension")? as usize;
                 let arrs = ops.iter().map(|&l| arr(l)).collect::<R<Vec<_>>>()?;
-                so::concatenate(&arrs, *d.first().ok_or("missing dimension")? as usize, dims)
+                let fits = d < dims.len()
+                    && arrs.iter().all(|a| {
+                        a.ty() == ty
+                            && a.shape.rank() == dims.len()
+                            && (0..dims.len()).all(|k| k == d || a.shape.dims[k] == dims[k])
+                    })
+                    && arrs.iter().map(|a| a.shape.dims[d]).sum::<i64>() == dims[d];
+                if !fits {
+                    return Err("concatenate operands do not fit the result".into());
+                }
+                so::concatenate(&arrs, d, dims)
             }
             Pad => {
                 let a = a0()?;
                 let v = arr(ops[1])?;
                 match m.attr(id, &AttrKey::Padding) {
-                    Some(AttrValue::Padding(cfg)) => so::pad(a, &v.data, cfg),
+                    Some(AttrValue::Padding(cfg))
+                        if cfg.len() == a.shape.rank()
+                            && cfg.iter().all(|c| c[2] >= 0)
+                            && v.len() == 1
+                            && v.ty() == a.ty() =>
+                    {
+                        so::pad(a, &v.data, cfg)
+                    }
+                    Some(AttrValue::Padding(_)) => {
+                        return Err("the padding does not fit the operand".into())
+                    }
                     _ => return Err("pad needs a padding configuration".into()),
                 }
             }
-            Iota => so::iota(ty, dims, self.int(id, AttrKey::IotaDimension)? as usize)?,
+            Iota => {
+                let d = self.int(id, AttrKey::IotaDimension)?;
+                if d < 0 || d as usize >= dims.len() {
+                    return Err("iota_dimension out of range".into());
+                }
+                so::iota(ty, dims, d as usize)?
+            }
             Bitcast => {
                 let a = a0()?;
                 let m_in = self.m2m(m.operands(id)[0], a.shape.rank())?;
@@ -933,6 +1095,9 @@ impl<'m> Evaluator<'m> {
             }
             _ => return Err("custom-call without a target".into()),
         };
+        if let Some(r) = lapack::lapack(self, id, &target, ops) {
+            return r;
+        }
         match target.as_str() {
             "TopK" => sort::custom_topk(self, id, arr(ops[0])?),
             _ => Err(format!("unsupported custom-call target \"{target}\"").into()),

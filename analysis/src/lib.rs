@@ -4,4 +4,7 @@
 
 pub mod eval;
 
-pub use eval::{evaluate, evaluate_computation, EvalError};
+pub use eval::{
+    evaluate, evaluate_computation, evaluate_computation_with, evaluate_with, EvalError,
+    EvalOptions,
+};

@@ -3,7 +3,7 @@
 //! at least the bit width, convert saturation, f16/bf16 rounding ties, out-of-range dynamic
 //! starts, zero-sized dimensions and scalars.
 
-use axle_analysis::{evaluate, EvalError};
+use axle_analysis::{evaluate, evaluate_with, EvalError, EvalOptions};
 use axle_ir::{ArrayLiteral, ArrayShape, ElementType, Literal};
 use half::{bf16, f16};
 
@@ -292,6 +292,15 @@ fn integer_power_min_max_and_bit_counts() {
         as_s32(&binary("s32", "power", a.clone(), b.clone())),
         vec![1024, 3i32.wrapping_pow(21), 1, -8, 0]
     );
+    // As on XLA's CPU backend: only the low six exponent bits count, and -1 to a negative
+    // power is ±1 by parity.
+    let p = binary(
+        "s32",
+        "power",
+        s32s(&[4], &[3, 3, -1, -1]),
+        s32s(&[4], &[64, 65, -5, -4]),
+    );
+    assert_eq!(as_s32(&p), vec![1, 3, -1, 1]);
     assert_eq!(
         as_s32(&binary("s32", "maximum", a.clone(), b.clone())),
         vec![10, 21, 1, 3, 5]
@@ -321,14 +330,22 @@ fn maximum_and_minimum_propagate_nan() {
     let nan = f32::NAN;
     let a = f32s(&[6], &[nan, 1.0, nan, 2.0, f32::NEG_INFINITY, -0.0]);
     let b = f32s(&[6], &[1.0, nan, nan, -3.0, 5.0, 0.0]);
+    // Zeros compare as -0 < +0 (IEEE 754-2019 maximum and minimum, as XLA's CPU backend).
     same_f32(
         &as_f32(&binary("f32", "maximum", a.clone(), b.clone())),
-        &[nan, nan, nan, 2.0, 5.0, -0.0],
+        &[nan, nan, nan, 2.0, 5.0, 0.0],
     );
     same_f32(
         &as_f32(&binary("f32", "minimum", a, b)),
         &[nan, nan, nan, -3.0, f32::NEG_INFINITY, -0.0],
     );
+    let a = f32s(&[2], &[0.0, -0.0]);
+    let b = f32s(&[2], &[-0.0, -0.0]);
+    same_f32(
+        &as_f32(&binary("f32", "maximum", a.clone(), b.clone())),
+        &[0.0, -0.0],
+    );
+    same_f32(&as_f32(&binary("f32", "minimum", a, b)), &[-0.0, -0.0]);
 }
 
 #[test]
@@ -382,7 +399,8 @@ fn sign_abs_negate_and_is_finite_on_special_values() {
     let x = [nan, inf, -inf, 0.0, -0.0, -2.5, 1e-45];
     same_f32(
         &unary_f32("sign", &x),
-        &[nan, 1.0, -1.0, 0.0, -0.0, -1.0, 1.0],
+        // The subnormal reads as zero (XLA's CPU backend runs with DAZ).
+        &[nan, 1.0, -1.0, 0.0, -0.0, -1.0, 0.0],
     );
     same_f32(
         &unary_f32("abs", &x),
@@ -400,25 +418,57 @@ fn sign_abs_negate_and_is_finite_on_special_values() {
 }
 
 #[test]
-fn subnormals_are_not_flushed() {
+fn subnormals_flush_like_xla_cpu_by_default() {
+    // XLA's CPU backend runs float arithmetic with DAZ and FTZ: subnormal operands read as
+    // zero, subnormal results are written as zero. Sign-bit ops stay exact.
     let tiny = f32::from_bits(1);
     let a = f32s(&[3], &[tiny, 1e-38, -tiny]);
-    let b = f32s(&[3], &[tiny, 0.5, tiny]);
+    let b = f32s(&[3], &[tiny, 0.5, 0.0]);
+    // 1e-38 is subnormal too; -0 + +0 is +0.
     same_f32(
         &as_f32(&binary("f32", "add", a.clone(), b.clone())),
-        &[f32::from_bits(2), 1e-38 + 0.5, 0.0],
+        &[0.0, 0.5, 0.0],
+    );
+    same_f32(&as_f32(&binary("f32", "multiply", a, b)), &[0.0, 0.0, -0.0]);
+    same_f32(&unary_f32("negate", &[tiny]), &[-tiny]);
+    same_f32(&unary_f32("abs", &[-tiny]), &[tiny]);
+    same_f32(&unary_f32("floor", &[-tiny]), &[-0.0]);
+    let t = module(
+        "",
+        &["f32[1]", "f32[1]"],
+        "r = pred[1] compare(p0, p1), direction=EQ",
+    );
+    let r = run(&t, &[f32s(&[1], &[tiny]), f32s(&[1], &[0.0])]);
+    assert_eq!(as_pred(&r), vec![true]);
+}
+
+#[test]
+fn subnormals_survive_without_flushing() {
+    let opts = EvalOptions {
+        flush_denormals: false,
+    };
+    let ieee = |text: &str, args: &[Literal]| evaluate_with(&parse(text), args, &opts).unwrap();
+    let tiny = f32::from_bits(1);
+    let t = module(
+        "",
+        &["f32[3]", "f32[3]"],
+        "a = f32[3] add(p0, p1)\nm = f32[3] multiply(p0, p1)\nr = (f32[3], f32[3]) tuple(a, m)",
+    );
+    let r = ieee(
+        &t,
+        &[
+            f32s(&[3], &[tiny, 1e-38, -tiny]),
+            f32s(&[3], &[tiny, 0.5, tiny]),
+        ],
     );
     same_f32(
-        &as_f32(&binary("f32", "multiply", a, b)),
-        &[0.0, 1e-38 * 0.5, -0.0],
+        &as_f32(&tuple(&r)[0]),
+        &[f32::from_bits(2), 1e-38 + 0.5, 0.0],
     );
-    // f16 subnormals survive a convert.
-    let t = module("", &["f32[2]"], "r = f16[2] convert(p0)");
-    let r = run(&t, &[f32s(&[2], &[5.960_464_5e-8, 1e-5])]);
-    assert_eq!(
-        as_f16(&r),
-        vec![5.960_464_5e-8, f16::from_f32(1e-5).to_f32()]
-    );
+    same_f32(&as_f32(&tuple(&r)[1]), &[0.0, 1e-38 * 0.5, -0.0]);
+    let t = module("", &["f32[2]"], "r = f64[2] convert(p0)");
+    let r = ieee(&t, &[f32s(&[2], &[tiny, -1e-40])]);
+    assert_eq!(as_f64(&r), vec![tiny as f64, -1e-40f32 as f64]);
 }
 
 #[test]
@@ -1343,4 +1393,66 @@ fn errors_inside_nested_computations_name_the_inner_instruction() {
     let e = run_err(&t, &[f32s(&[2], &[0.0, 1.0])]);
     assert_eq!(e.instruction, "bad");
     assert_eq!(e.computation, "inner");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Determinism.
+
+#[test]
+fn results_do_not_depend_on_the_thread_count() {
+    let t = module(
+        ADD,
+        &["f32[1200000]", "f32[96,80]", "f32[80,64]"],
+        "e = f32[1200000] exponential(p0)\n\
+         m = f32[1200000] multiply(e, p0)\n\
+         z = f32[] constant(0)\n\
+         s = f32[] reduce(m, z), dimensions={0}, to_apply=add\n\
+         d = f32[96,64] dot(p1, p2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n\
+         r = (f32[1200000], f32[], f32[96,64]) tuple(m, s, d)",
+    );
+    let m = parse(&t);
+    let mut x = 0x2545_f491u32;
+    let mut gen = |n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 2000) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    };
+    let args = [
+        f32s(&[1_200_000], &gen(1_200_000)),
+        f32s(&[96, 80], &gen(96 * 80)),
+        f32s(&[80, 64], &gen(80 * 64)),
+    ];
+    let on = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| evaluate(&m, &args).unwrap())
+    };
+    assert_eq!(on(1), on(8));
+}
+
+#[test]
+fn malformed_shapes_are_errors_not_wrong_answers() {
+    // The declared result has more elements than the operand.
+    let t = module("", &["f32[2]"], "r = f32[3] negate(p0)");
+    let e = run_err(&t, &[f32s(&[2], &[1.0, 2.0])]);
+    assert_eq!(e.instruction, "r");
+    // Slice bounds past the end.
+    let t = module("", &["f32[4]"], "r = f32[3] slice(p0), slice={[2:5]}");
+    let e = run_err(&t, &[f32s(&[4], &[0.0; 4])]);
+    assert!(e.message.contains("slice bounds"), "{e}");
+    // A declared shape that disagrees with what the op computes.
+    let t = module(
+        "",
+        &["f32[2,3]"],
+        "r = f32[2,3] transpose(p0), dimensions={1,0}",
+    );
+    let e = run_err(&t, &[f32s(&[2, 3], &[0.0; 6])]);
+    assert!(e.message.contains("declared shape"), "{e}");
 }

@@ -508,15 +508,19 @@ impl Module {
 
     /// Every computation `id` calls, in attribute order.
     pub fn called_comps(&self, id: InstId) -> Vec<CompId> {
-        let mut out = Vec::new();
-        for (_, v) in self.attrs(id) {
-            match v {
-                AttrValue::Comp(c) => out.push(*c),
-                AttrValue::Comps(cs) => out.extend_from_slice(cs),
-                _ => {}
-            }
-        }
-        out
+        self.called_comps_iter(id).collect()
+    }
+
+    /// Every computation `id` calls, in attribute order, without allocating.
+    pub fn called_comps_iter(&self, id: InstId) -> impl Iterator<Item = CompId> + '_ {
+        self.attrs(id)
+            .iter()
+            .flat_map(|(_, v)| match v {
+                AttrValue::Comp(c) => std::slice::from_ref(c),
+                AttrValue::Comps(cs) => &cs[..],
+                _ => &[],
+            })
+            .copied()
     }
 
     /// Control predecessors of `id`.

@@ -65,7 +65,7 @@ pub fn computation_order(m: &Module) -> Vec<CompId> {
         .map(|c| {
             let mut v = Vec::new();
             for &i in &by_comp[c] {
-                for cc in m.called_comps(i) {
+                for cc in m.called_comps_iter(i) {
                     if !cc.is_none() && cc.index() < n && m.is_live_comp(cc) {
                         v.push(cc);
                     }

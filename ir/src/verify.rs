@@ -523,7 +523,7 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
                 ck.inst_err(i, format!("control predecessor {why}"));
             }
         }
-        for c in m.called_comps(i) {
+        for c in m.called_comps_iter(i) {
             if !m.is_live_comp(c) {
                 ck.inst_err(
                     i,
@@ -674,7 +674,7 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
         if m.opcode(i) == Opcode::Fusion {
             continue;
         }
-        for c in m.called_comps(i) {
+        for c in m.called_comps_iter(i) {
             if !m.is_live_comp(c) {
                 continue;
             }
@@ -699,7 +699,7 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
         if !m.is_live_comp(p) {
             continue;
         }
-        for c in m.called_comps(i) {
+        for c in m.called_comps_iter(i) {
             if m.is_live_comp(c) && !callees[p.index()].contains(&c.index()) {
                 callees[p.index()].push(c.index());
             }
@@ -758,7 +758,7 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
             if ops.iter().any(|o| shapes[o.index()].is_none()) {
                 return None;
             }
-            if m.called_comps(i).iter().any(|c| !comp_ok[c.index()]) {
+            if m.called_comps_iter(i).any(|c| !comp_ok[c.index()]) {
                 return None;
             }
             let declared = shapes[i.index()]?;

@@ -8,7 +8,7 @@
 //! once at the end. Both ops canonicalize their operands with one transpose and then run tight
 //! loops over typed slices, parallel over output rows.
 
-use super::elem::{from_slice, to_vec, Complex, Elem};
+use super::elem::{from_slice, to_vec, Complex, Elem, Float};
 use super::elementwise::convert;
 use super::shape_ops as so;
 use super::{Evaluator, R};
@@ -21,6 +21,8 @@ trait Acc: Elem + Default + Send + Sync {
     const TY: ElementType;
     /// `self + a * b` (wrapping for integers).
     fn mul_add(self, a: Self, b: Self) -> Self;
+    /// The value with subnormals flushed to zero (identity for integers).
+    fn flush(self) -> Self;
 }
 
 impl Acc for f32 {
@@ -28,6 +30,10 @@ impl Acc for f32 {
     #[inline(always)]
     fn mul_add(self, a: f32, b: f32) -> f32 {
         self + a * b
+    }
+    #[inline(always)]
+    fn flush(self) -> f32 {
+        Float::flush(self)
     }
 }
 
@@ -37,6 +43,10 @@ impl Acc for f64 {
     fn mul_add(self, a: f64, b: f64) -> f64 {
         self + a * b
     }
+    #[inline(always)]
+    fn flush(self) -> f64 {
+        Float::flush(self)
+    }
 }
 
 impl Acc for i64 {
@@ -44,6 +54,10 @@ impl Acc for i64 {
     #[inline(always)]
     fn mul_add(self, a: i64, b: i64) -> i64 {
         self.wrapping_add(a.wrapping_mul(b))
+    }
+    #[inline(always)]
+    fn flush(self) -> i64 {
+        self
     }
 }
 
@@ -58,6 +72,10 @@ impl Acc for Complex<f64> {
     #[inline(always)]
     fn mul_add(self, a: Self, b: Self) -> Self {
         self.add(a.mul(b))
+    }
+    #[inline(always)]
+    fn flush(self) -> Self {
+        Complex::new(Float::flush(self.re), Float::flush(self.im))
     }
 }
 
@@ -86,21 +104,30 @@ fn acc_kind(out: ElementType, a: ElementType, b: ElementType) -> R<AccKind> {
     }
 }
 
-/// Converts an array to the accumulation type.
-fn load<T: Acc>(a: &ArrayLiteral) -> R<Vec<T>> {
-    if a.ty() == T::TY {
-        return Ok(to_vec(&a.data));
+/// Converts an array to the accumulation type (flushing subnormal operands with `ftz`).
+fn load<T: Acc>(a: &ArrayLiteral, ftz: bool) -> R<Vec<T>> {
+    let mut v: Vec<T> = if a.ty() == T::TY {
+        to_vec(&a.data)
+    } else {
+        let mut bytes = vec![0u8; a.len() * T::SIZE];
+        convert(a.ty(), T::TY, &a.data, &mut bytes, false)?;
+        to_vec(&bytes)
+    };
+    if ftz {
+        v.iter_mut().for_each(|x| *x = x.flush());
     }
-    let mut bytes = vec![0u8; a.len() * T::SIZE];
-    convert(a.ty(), T::TY, &a.data, &mut bytes)?;
-    Ok(to_vec(&bytes))
+    Ok(v)
 }
 
-/// Rounds accumulated values to the result type.
-fn store<T: Acc>(v: &[T], shape: &ArrayShape) -> R<ArrayLiteral> {
-    let bytes = from_slice(v);
+/// Rounds accumulated values to the result type (flushing subnormal results with `ftz`).
+fn store<T: Acc>(v: &[T], shape: &ArrayShape, ftz: bool) -> R<ArrayLiteral> {
+    let bytes = if ftz {
+        from_slice(&v.iter().map(|x| x.flush()).collect::<Vec<_>>())
+    } else {
+        from_slice(v)
+    };
     let mut data = vec![0u8; v.len() * shape.ty.byte_size()];
-    convert(T::TY, shape.ty, &bytes, &mut data)?;
+    convert(T::TY, shape.ty, &bytes, &mut data, ftz)?;
     Ok(so::array(shape.ty, &shape.dims, data))
 }
 
@@ -189,13 +216,14 @@ pub(crate) fn dot(
     }
     let lperm: Vec<i64> = lb.iter().chain(&lfree).chain(lc).copied().collect();
     let rperm: Vec<i64> = rb.iter().chain(rc).chain(&rfree).copied().collect();
-    let lt = so::transpose(lhs, &lperm);
-    let rt = so::transpose(rhs, &rperm);
+    let lt = so::transpose_cow(lhs, &lperm);
+    let rt = so::transpose_cow(rhs, &rperm);
+    let ftz = ev.ftz;
     macro_rules! run {
         ($T:ty) => {{
-            let a = load::<$T>(&lt)?;
-            let b = load::<$T>(&rt)?;
-            store::<$T>(&matmul(&a, &b, bsz, mm, kk, nn), shape)
+            let a = load::<$T>(&lt, ftz)?;
+            let b = load::<$T>(&rt, ftz)?;
+            store::<$T>(&matmul(&a, &b, bsz, mm, kk, nn), shape, ftz)
         }};
     }
     match acc_kind(shape.ty, lhs.ty(), rhs.ty())? {
@@ -276,8 +304,8 @@ pub(crate) fn convolution(
     let mut kperm = dn.kernel_spatial.to_vec();
     kperm.push(dn.kernel_input_feature);
     kperm.push(dn.kernel_output_feature);
-    let it = so::transpose(lhs, &iperm);
-    let kt = so::transpose(rhs, &kperm);
+    let it = so::transpose_cow(lhs, &iperm);
+    let kt = so::transpose_cow(rhs, &kperm);
     // For each spatial dimension, the input position of (output position, kernel position).
     let tables: Vec<Vec<i64>> = (0..nsp)
         .map(|d| {
@@ -318,11 +346,12 @@ pub(crate) fn convolution(
     canon_dims.extend_from_slice(&out_sp);
     canon_dims.push(o_ch as i64);
     let canon_shape = ArrayShape::new(shape.ty, &canon_dims);
+    let ftz = ev.ftz;
     macro_rules! run {
         ($T:ty) => {{
-            let a = load::<$T>(&it)?;
-            let b = load::<$T>(&kt)?;
-            store::<$T>(&conv_canonical(&a, &b, &geo), &canon_shape)?
+            let a = load::<$T>(&it, ftz)?;
+            let b = load::<$T>(&kt, ftz)?;
+            store::<$T>(&conv_canonical(&a, &b, &geo), &canon_shape, ftz)?
         }};
     }
     let canon = match acc_kind(shape.ty, lhs.ty(), rhs.ty())? {
@@ -401,13 +430,8 @@ fn conv_canonical<T: Acc>(input: &[T], kernel: &[T], g: &ConvGeometry) -> Vec<T>
                 }
                 // Kernel spatial index, honoring window reversal.
                 let mut kq = 0i64;
-                #[allow(clippy::needless_range_loop)]
-                for d in 0..nsp {
-                    let k = if g.reversal[d] {
-                        g.k_sp[d] - 1 - kc[d]
-                    } else {
-                        kc[d]
-                    };
+                for (d, &c) in kc.iter().enumerate() {
+                    let k = if g.reversal[d] { g.k_sp[d] - 1 - c } else { c };
                     kq = kq * g.k_sp[d] + k;
                 }
                 let kbase = kq as usize * cg * g.o_ch;

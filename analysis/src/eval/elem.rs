@@ -10,6 +10,7 @@
 use axle_ir::literal::minifloat_to_f64;
 use axle_ir::ElementType;
 use half::{bf16, f16};
+use rayon::prelude::*;
 
 /// A value that can be loaded from and stored to little-endian element bytes.
 pub(crate) trait Elem: Copy + Send + Sync + 'static {
@@ -92,23 +93,58 @@ pub(crate) fn from_slice<T: Elem>(v: &[T]) -> Vec<u8> {
     out
 }
 
-/// Applies `f` to every element of `x`, writing `out`.
+/// Arrays at least this long are mapped in parallel chunks.
+const PAR_MIN: usize = 1 << 16;
+/// Elements per parallel chunk.
+const PAR_CHUNK: usize = 1 << 14;
+
 #[inline(always)]
-pub(crate) fn map1<T: Elem, U: Elem>(x: &[u8], out: &mut [u8], f: impl Fn(T) -> U) {
+fn seq_map1<T: Elem, U: Elem>(x: &[u8], out: &mut [u8], f: &impl Fn(T) -> U) {
     for (o, i) in out.chunks_exact_mut(U::SIZE).zip(x.chunks_exact(T::SIZE)) {
         f(T::load(i)).store(o);
     }
 }
 
-/// Applies `f` to every pair of elements of `a` and `b`, writing `out`.
 #[inline(always)]
-pub(crate) fn map2<T: Elem, U: Elem>(a: &[u8], b: &[u8], out: &mut [u8], f: impl Fn(T, T) -> U) {
+fn seq_map2<T: Elem, U: Elem>(a: &[u8], b: &[u8], out: &mut [u8], f: &impl Fn(T, T) -> U) {
     for ((o, x), y) in out
         .chunks_exact_mut(U::SIZE)
         .zip(a.chunks_exact(T::SIZE))
         .zip(b.chunks_exact(T::SIZE))
     {
         f(T::load(x), T::load(y)).store(o);
+    }
+}
+
+/// Applies `f` to every element of `x`, writing `out` (in parallel chunks for long arrays;
+/// every element is independent, so the result does not depend on the thread count).
+#[inline(always)]
+pub(crate) fn map1<T: Elem, U: Elem>(x: &[u8], out: &mut [u8], f: impl Fn(T) -> U + Sync) {
+    if out.len() / U::SIZE >= PAR_MIN {
+        out.par_chunks_mut(PAR_CHUNK * U::SIZE)
+            .zip(x.par_chunks(PAR_CHUNK * T::SIZE))
+            .for_each(|(o, i)| seq_map1(i, o, &f));
+    } else {
+        seq_map1(x, out, &f);
+    }
+}
+
+/// Applies `f` to every pair of elements of `a` and `b`, writing `out` (in parallel chunks for
+/// long arrays).
+#[inline(always)]
+pub(crate) fn map2<T: Elem, U: Elem>(
+    a: &[u8],
+    b: &[u8],
+    out: &mut [u8],
+    f: impl Fn(T, T) -> U + Sync,
+) {
+    if out.len() / U::SIZE >= PAR_MIN {
+        out.par_chunks_mut(PAR_CHUNK * U::SIZE)
+            .zip(a.par_chunks(PAR_CHUNK * T::SIZE))
+            .zip(b.par_chunks(PAR_CHUNK * T::SIZE))
+            .for_each(|((o, x), y)| seq_map2(x, y, o, &f));
+    } else {
+        seq_map2(a, b, out, &f);
     }
 }
 
@@ -156,6 +192,19 @@ pub(crate) trait Float:
     fn powf(self, y: Self) -> Self;
     /// Maps the value to an integer whose order is XLA's total order on this type.
     fn total_order_key(self) -> i64;
+    /// The value with a subnormal flushed to a zero of the same sign (what x86's DAZ and FTZ
+    /// modes do to operands and results).
+    fn flush(self) -> Self;
+}
+
+/// `v` flushed when `FTZ`.
+#[inline(always)]
+pub(crate) fn fl<F: Float, const FTZ: bool>(v: F) -> F {
+    if FTZ {
+        v.flush()
+    } else {
+        v
+    }
 }
 
 macro_rules! float_impl {
@@ -254,6 +303,14 @@ macro_rules! float_impl {
             #[inline(always)]
             fn powf(self, y: Self) -> Self {
                 <$t>::powf(self, y)
+            }
+            #[inline(always)]
+            fn flush(self) -> Self {
+                if <$t>::abs(self) < <$t>::MIN_POSITIVE {
+                    <$t>::copysign(0.0, self)
+                } else {
+                    self
+                }
             }
             #[inline(always)]
             fn total_order_key(self) -> i64 {
@@ -533,11 +590,13 @@ pub(crate) fn round_f64_to_format(v: f64, f: &FloatFormat) -> u32 {
     let total = f.eb + f.mb + f.signed as u32;
     let sign_bit = if f.signed { 1u32 << (total - 1) } else { 0 };
     if v.is_nan() {
-        return if f.has_nan { f.nan_bits() } else { 0 };
+        // Formats without NaN (f4e2m1fn) get negative zero, as XLA converts it.
+        return if f.has_nan { f.nan_bits() } else { sign_bit };
     }
     let neg = v.is_sign_negative();
     let a = v.abs();
-    if !f.signed && neg && a != 0.0 {
+    if !f.signed && (neg || a == 0.0) {
+        // Unsigned exponent-only formats have neither negative values nor zero.
         return f.nan_bits();
     }
     let signed = |bits: u32| {
@@ -562,9 +621,6 @@ pub(crate) fn round_f64_to_format(v: f64, f: &FloatFormat) -> u32 {
     }
     if !f.subnormals {
         // Exponent-only format: round the mantissa of `a` to zero bits.
-        if a == 0.0 {
-            return 0;
-        }
         let e = a.log2().floor() as i32;
         let q = 2f64.powi(e);
         let r = (a / q).round_ties_even() * q;
@@ -643,6 +699,8 @@ pub(crate) trait Int: Elem + Ord + Eq {
     fn popcnt(self) -> Self;
     fn clz(self) -> Self;
     fn is_negative(self) -> bool;
+    /// Whether the most significant bit is set (the sign bit read as if the type were signed).
+    fn sign_bit(self) -> bool;
     fn to_i128(self) -> i128;
     /// The value `v` wrapped to this type.
     fn from_i128(v: i128) -> Self;
@@ -725,6 +783,10 @@ macro_rules! int_impl {
             #[allow(unused_comparisons)]
             fn is_negative(self) -> bool {
                 self < 0
+            }
+            #[inline(always)]
+            fn sign_bit(self) -> bool {
+                (self as $s) < 0
             }
             #[inline(always)]
             fn to_i128(self) -> i128 {
@@ -847,6 +909,9 @@ impl<const B: u32, const S: bool> Int for Narrow<B, S> {
     }
     fn is_negative(self) -> bool {
         self.0 < 0
+    }
+    fn sign_bit(self) -> bool {
+        self.bits() >> (B - 1) == 1
     }
     fn to_i128(self) -> i128 {
         self.0 as i128

@@ -8,6 +8,12 @@
 //! shifts by at least the bit width give `0` (or the sign for arithmetic right shifts),
 //! `maximum`/`minimum` propagate NaN, float-to-int `convert` saturates and maps NaN to `0`,
 //! and `f16`/`bf16`/f8 arithmetic is computed in `f32` and rounded after every op.
+//!
+//! With `ftz` set, float arithmetic runs the way XLA's CPU backend runs it, with x86's DAZ and
+//! FTZ modes: subnormal operands read as zero and subnormal `f32`/`f64` results are written as
+//! zero (same sign). Ops XLA implements with integer instructions are exact either way:
+//! `negate`, `abs`, total-order compares, `reduce-precision`, and converts between `f32` and
+//! `bf16` or from `f16`.
 
 use super::elem::*;
 use axle_ir::{ComparisonDirection, ComparisonType, ElementType, Opcode};
@@ -177,6 +183,7 @@ pub(crate) fn unary(
     out_ty: ElementType,
     x: &[u8],
     out: &mut [u8],
+    ftz: bool,
 ) -> Result<(), String> {
     if op == Opcode::Copy {
         out.copy_from_slice(x);
@@ -191,15 +198,32 @@ pub(crate) fn unary(
             _ => Err(unsupported(op, in_ty)),
         };
     }
-    with_float!(in_ty, S => return float_unary::<S>(op, x, out), else ());
+    with_float!(in_ty, S => return if ftz {
+        float_unary::<S, true>(op, x, out)
+    } else {
+        float_unary::<S, false>(op, x, out)
+    }, else ());
     with_int!(in_ty, T => return int_unary::<T>(op, x, out), else ());
     with_complex!(in_ty, F => return complex_unary::<F>(op, out_ty, x, out), else ());
     Err(unsupported(op, in_ty))
 }
 
-fn float_unary<S: FloatStorage>(op: Opcode, x: &[u8], out: &mut [u8]) -> Result<(), String> {
+fn float_unary<S: FloatStorage, const FTZ: bool>(
+    op: Opcode,
+    x: &[u8],
+    out: &mut [u8],
+) -> Result<(), String> {
     use Opcode::*;
     macro_rules! m {
+        (|$v:ident| $e:expr) => {
+            map1::<S, S>(x, out, |s: S| {
+                let $v = fl::<_, FTZ>(s.up());
+                S::down(fl::<_, FTZ>($e))
+            })
+        };
+    }
+    // Sign-bit operations, exact on subnormals.
+    macro_rules! exact {
         (|$v:ident| $e:expr) => {
             map1::<S, S>(x, out, |s: S| {
                 let $v = s.up();
@@ -210,8 +234,8 @@ fn float_unary<S: FloatStorage>(op: Opcode, x: &[u8], out: &mut [u8]) -> Result<
     let one = <S::C as Float>::ONE;
     let zero = <S::C as Float>::ZERO;
     match op {
-        Abs => m!(|v| v.abs()),
-        Negate => m!(|v| -v),
+        Abs => exact!(|v| v.abs()),
+        Negate => exact!(|v| -v),
         Sign => m!(|v| if v.is_nan() || v == zero {
             v
         } else {
@@ -234,8 +258,8 @@ fn float_unary<S: FloatStorage>(op: Opcode, x: &[u8], out: &mut [u8]) -> Result<
         Tan => m!(|v| v.tan()),
         Tanh => m!(|v| v.tanh()),
         Erf => m!(|v| v.erf()),
-        Real => m!(|v| v),
-        Imag => m!(|_v| zero),
+        Real => exact!(|v| v),
+        Imag => exact!(|_v| zero),
         IsFinite => map1::<S, Pred>(x, out, |s| Pred(s.up().is_finite())),
         _ => return Err(format!("{} is not defined for float types", op.name())),
     }
@@ -264,10 +288,14 @@ fn int_unary<T: Int>(op: Opcode, x: &[u8], out: &mut [u8]) -> Result<(), String>
     Ok(())
 }
 
-fn complex_unary<F>(op: Opcode, out_ty: ElementType, x: &[u8], out: &mut [u8]) -> Result<(), String>
+fn complex_unary<F: Float + Elem>(
+    op: Opcode,
+    out_ty: ElementType,
+    x: &[u8],
+    out: &mut [u8],
+) -> Result<(), String>
 where
     Complex<F>: Elem,
-    F: Float + Elem,
 {
     use Opcode::*;
     type C<F> = super::elem::Complex<F>;
@@ -310,6 +338,7 @@ pub(crate) fn binary(
     a: &[u8],
     b: &[u8],
     out: &mut [u8],
+    ftz: bool,
 ) -> Result<(), String> {
     if op == Opcode::Complex {
         return with_float!(ty, S => {
@@ -327,7 +356,11 @@ pub(crate) fn binary(
         map2::<Pred, Pred>(a, b, out, |x, y| Pred(f(x.0, y.0)));
         return Ok(());
     }
-    with_float!(ty, S => return float_binary::<S>(op, a, b, out), else ());
+    with_float!(ty, S => return if ftz {
+        float_binary::<S, true>(op, a, b, out)
+    } else {
+        float_binary::<S, false>(op, a, b, out)
+    }, else ());
     with_int!(ty, T => return int_binary::<T>(op, a, b, out), else ());
     with_complex!(ty, F => return complex_binary::<F>(op, a, b, out), else ());
     Err(unsupported(op, ty))
@@ -347,32 +380,46 @@ fn complex_from_parts<S: FloatStorage>(
     Ok(())
 }
 
-/// XLA's `maximum`: NaN if either side is NaN (the first NaN), else the larger value, the left
-/// operand on ties.
+/// XLA's `maximum` (IEEE 754-2019 `maximum`, as XLA's CPU backend computes it): NaN if either
+/// side is NaN, else the larger value, with `+0` above `-0`.
 #[inline(always)]
 pub(crate) fn fmax<F: Float>(a: F, b: F) -> F {
     if a.is_nan() {
         a
     } else if b.is_nan() || a < b {
         b
+    } else if a == b && a == F::ZERO {
+        // Equal zeros: +0 wins unless both are -0.
+        if F::ONE.copysign(a) < F::ZERO {
+            b
+        } else {
+            a
+        }
     } else {
         a
     }
 }
 
-/// XLA's `minimum`: NaN if either side is NaN, else the smaller value, the left operand on ties.
+/// XLA's `minimum` (IEEE 754-2019 `minimum`): NaN if either side is NaN, else the smaller
+/// value, with `-0` below `+0`.
 #[inline(always)]
 pub(crate) fn fmin<F: Float>(a: F, b: F) -> F {
     if a.is_nan() {
         a
     } else if b.is_nan() || b < a {
         b
+    } else if a == b && a == F::ZERO {
+        if F::ONE.copysign(a) < F::ZERO {
+            a
+        } else {
+            b
+        }
     } else {
         a
     }
 }
 
-fn float_binary<S: FloatStorage>(
+fn float_binary<S: FloatStorage, const FTZ: bool>(
     op: Opcode,
     a: &[u8],
     b: &[u8],
@@ -382,9 +429,9 @@ fn float_binary<S: FloatStorage>(
     macro_rules! m {
         (|$x:ident, $y:ident| $e:expr) => {
             map2::<S, S>(a, b, out, |p: S, q: S| {
-                let $x = p.up();
-                let $y = q.up();
-                S::down($e)
+                let $x = fl::<_, FTZ>(p.up());
+                let $y = fl::<_, FTZ>(q.up());
+                S::down(fl::<_, FTZ>($e))
             })
         };
     }
@@ -409,26 +456,33 @@ fn float_binary<S: FloatStorage>(
     Ok(())
 }
 
-/// XLA's integer power: exponentiation by squaring with wraparound; a negative exponent gives
-/// `1` for a base of `1` and `0` otherwise.
+/// Integer power as XLA's CPU backend computes it: exponentiation by squaring over the low six
+/// bits of the exponent (wrapping); an exponent whose sign bit is set (unsigned types included)
+/// gives `1` for a base of `1`, `±1` by parity for a base of `-1`, and `0` otherwise.
 fn ipow<T: Int>(base: T, exp: T) -> T {
-    if base == T::ONE || exp == T::ZERO {
-        return T::ONE;
-    }
-    if exp.is_negative() {
-        return T::ZERO;
-    }
     let mut acc = T::ONE;
     let mut b = base;
-    let mut e = exp.to_i128();
-    while e > 0 {
+    let mut e = exp.amount();
+    for _ in 0..6 {
         if e & 1 == 1 {
             acc = acc.wmul(b);
         }
         b = b.wmul(b);
         e >>= 1;
     }
-    acc
+    if !exp.sign_bit() {
+        acc
+    } else if base == T::ONE {
+        T::ONE
+    } else if base == T::ZERO.wsub(T::ONE) {
+        if exp.amount() & 1 == 1 {
+            base
+        } else {
+            T::ONE
+        }
+    } else {
+        T::ZERO
+    }
 }
 
 fn int_binary<T: Int>(op: Opcode, a: &[u8], b: &[u8], out: &mut [u8]) -> Result<(), String> {
@@ -518,6 +572,7 @@ pub(crate) fn compare(
     a: &[u8],
     b: &[u8],
     out: &mut [u8],
+    ftz: bool,
 ) -> Result<(), String> {
     use ComparisonDirection as D;
     macro_rules! each_dir {
@@ -569,6 +624,8 @@ pub(crate) fn compare(
     with_float!(ty, S => {
         if cty == ComparisonType::TotalOrder {
             each_dir!(S, |v| v.up().total_order_key());
+        } else if ftz {
+            each_dir!(S, |v| v.up().flush());
         } else {
             each_dir!(S, |v| v.up());
         }
@@ -629,6 +686,7 @@ pub(crate) fn clamp(
     x: &[u8],
     hi: &[u8],
     out: &mut [u8],
+    ftz: bool,
 ) -> Result<(), String> {
     fn run<T: Elem>(lo: &[u8], x: &[u8], hi: &[u8], out: &mut [u8], f: impl Fn(T, T, T) -> T) {
         let w = T::SIZE;
@@ -647,6 +705,7 @@ pub(crate) fn clamp(
     with_float!(ty, S => {
         run::<S>(lo, x, hi, out, |l, v, h| {
             let (l, v, h) = (l.up(), v.up(), h.up());
+            let (l, v, h) = if ftz { (l.flush(), v.flush(), h.flush()) } else { (l, v, h) };
             let r = if l.is_nan() {
                 l
             } else if v.is_nan() {
@@ -654,8 +713,7 @@ pub(crate) fn clamp(
             } else if h.is_nan() {
                 h
             } else {
-                let t = if v < l { l } else { v };
-                if t < h { t } else { h }
+                fmin(fmax(v, l), h)
             };
             S::down(r)
         });
@@ -718,12 +776,16 @@ fn f64_to_int<T: Int>(v: f64) -> T {
     }
 }
 
-/// Converts `x` of type `from` into `out` of type `to`.
+/// Converts `x` of type `from` into `out` of type `to`. With `ftz`, conversions XLA's CPU
+/// backend performs with float instructions flush subnormals: `f64` sources converted to
+/// narrower floats or to `pred`, `f32`-computed sources converted to `f64` or `pred`, and the
+/// `f32` results of `f64` to `f32`/`bf16` conversions.
 pub(crate) fn convert(
     from: ElementType,
     to: ElementType,
     x: &[u8],
     out: &mut [u8],
+    ftz: bool,
 ) -> Result<(), String> {
     if from == to {
         out.copy_from_slice(x);
@@ -737,18 +799,26 @@ pub(crate) fn convert(
         )
     };
     if from.is_pred() {
-        return convert_from(to, x, out, |b: Pred| Value::Int(b.0 as i128)).ok_or_else(err);
+        return convert_from(to, x, out, false, |b: Pred| Value::Int(b.0 as i128)).ok_or_else(err);
     }
     with_float!(from, S => {
         return if S::SIZE == 8 {
-            convert_from(to, x, out, |v: S| Value::F64(v.up().to_f64()))
+            let flush = ftz && (to.is_float() || to.is_pred());
+            convert_from(to, x, out, ftz, |v: S| {
+                let f = v.up().to_f64();
+                Value::F64(if flush { f.flush() } else { f })
+            })
         } else {
-            convert_from(to, x, out, |v: S| Value::F32(v.up().to_f64() as f32))
+            let flush = ftz && (to == ElementType::F64 || to.is_pred());
+            convert_from(to, x, out, ftz, |v: S| {
+                let f = v.up().to_f64() as f32;
+                Value::F32(if flush { f.flush() } else { f })
+            })
         }
         .ok_or_else(err);
     }, else ());
     with_int!(from, T => {
-        return convert_from(to, x, out, |v: T| Value::Int(v.to_i128())).ok_or_else(err);
+        return convert_from(to, x, out, false, |v: T| Value::Int(v.to_i128())).ok_or_else(err);
     }, else ());
     with_complex!(from, F => {
         return match to {
@@ -779,12 +849,23 @@ enum Value {
 }
 
 impl Value {
+    /// The value as float type `D`; with `ftz`, an `f64` narrowed through `f32` (to `f32` or
+    /// `bf16`) has a subnormal `f32` result flushed.
     #[inline(always)]
-    fn to_float<D: ConvertTo>(self) -> D {
+    fn to_float<D: ConvertTo>(self, ftz: bool) -> D {
+        use std::any::TypeId;
         match self {
             Value::Int(i) => D::from_i128_convert(i),
             Value::F32(f) => D::from_f32_convert(f),
-            Value::F64(f) => D::from_f64_convert(f),
+            Value::F64(f) => {
+                let via_f32 = TypeId::of::<D>() == TypeId::of::<f32>()
+                    || TypeId::of::<D>() == TypeId::of::<half::bf16>();
+                if ftz && via_f32 {
+                    D::from_f32_convert((f as f32).flush())
+                } else {
+                    D::from_f64_convert(f)
+                }
+            }
         }
     }
     #[inline(always)]
@@ -812,14 +893,15 @@ fn convert_from<T: Elem>(
     to: ElementType,
     x: &[u8],
     out: &mut [u8],
-    read: impl Fn(T) -> Value,
+    ftz: bool,
+    read: impl Fn(T) -> Value + Sync,
 ) -> Option<()> {
     if to.is_pred() {
         map1::<T, Pred>(x, out, |v| read(v).to_pred());
         return Some(());
     }
     with_float!(to, D => {
-        map1::<T, D>(x, out, |v| read(v).to_float::<D>());
+        map1::<T, D>(x, out, |v| read(v).to_float::<D>(ftz));
         return Some(());
     }, else ());
     with_int!(to, I => {
@@ -828,10 +910,10 @@ fn convert_from<T: Elem>(
     }, else ());
     match to {
         ElementType::C64 => {
-            map1::<T, Complex<f32>>(x, out, |v| Complex::new(read(v).to_float::<f32>(), 0.0))
+            map1::<T, Complex<f32>>(x, out, |v| Complex::new(read(v).to_float::<f32>(ftz), 0.0))
         }
         ElementType::C128 => {
-            map1::<T, Complex<f64>>(x, out, |v| Complex::new(read(v).to_float::<f64>(), 0.0))
+            map1::<T, Complex<f64>>(x, out, |v| Complex::new(read(v).to_float::<f64>(ftz), 0.0))
         }
         _ => return None,
     }
@@ -883,12 +965,9 @@ pub(crate) fn reduce_precision_bits(
             v = signed_zero;
         }
     }
+    // NaN stays NaN (XLA's CPU backend keeps the input, even with no mantissa bits left).
     if is_nan {
-        if mb > 0 {
-            x
-        } else {
-            exp_mask
-        }
+        x
     } else {
         v
     }

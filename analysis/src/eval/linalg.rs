@@ -25,7 +25,7 @@ fn conj(x: C) -> C {
 /// Loads an array as complex `f64` values (reals get a zero imaginary part).
 fn load_c(a: &ArrayLiteral) -> R<Vec<C>> {
     let mut bytes = vec![0u8; a.len() * 16];
-    convert(a.ty(), ElementType::C128, &a.data, &mut bytes)?;
+    convert(a.ty(), ElementType::C128, &a.data, &mut bytes, false)?;
     Ok(to_vec(&bytes))
 }
 
@@ -33,10 +33,10 @@ fn load_c(a: &ArrayLiteral) -> R<Vec<C>> {
 fn store_c(v: &[C], ty: ElementType, dims: &[i64]) -> R<ArrayLiteral> {
     let mut data = vec![0u8; v.len() * ty.byte_size()];
     if ty.is_complex() {
-        convert(ElementType::C128, ty, &from_slice(v), &mut data)?;
+        convert(ElementType::C128, ty, &from_slice(v), &mut data, false)?;
     } else {
         let re: Vec<f64> = v.iter().map(|x| x.re).collect();
-        convert(ElementType::F64, ty, &from_slice(&re), &mut data)?;
+        convert(ElementType::F64, ty, &from_slice(&re), &mut data, false)?;
     }
     Ok(so::array(ty, dims, data))
 }
@@ -133,6 +133,52 @@ pub(crate) fn triangular_solve(
     }
     let av = load_c(a)?;
     let bv = load_c(b)?;
+    let out = solve_triangular(
+        &av,
+        &bv,
+        TriSolve {
+            batch,
+            m,
+            rows: br,
+            cols: bc,
+            left,
+            lower,
+            unit,
+            transpose,
+            adjoint,
+        },
+    );
+    store_c(&out, b.ty(), &b.shape.dims)
+}
+
+/// A batched triangular solve: `op(T) X = B` (`left`) or `X op(T) = B`, where `T` is the
+/// `lower` or upper triangle of the `m`-by-`m` matrices (unit diagonal if `unit`), `op` is the
+/// identity, the transpose or the conjugate transpose, and `B` is `rows`-by-`cols`.
+pub(crate) struct TriSolve {
+    pub batch: usize,
+    pub m: usize,
+    pub rows: usize,
+    pub cols: usize,
+    pub left: bool,
+    pub lower: bool,
+    pub unit: bool,
+    pub transpose: bool,
+    pub adjoint: bool,
+}
+
+/// Solves [`TriSolve`] by substitution; `av` and `bv` are the batched matrices, row-major.
+pub(crate) fn solve_triangular(av: &[C], bv: &[C], p: TriSolve) -> Vec<C> {
+    let TriSolve {
+        batch,
+        m,
+        rows: br,
+        cols: bc,
+        left,
+        lower,
+        unit,
+        transpose,
+        adjoint,
+    } = p;
     let mut out = vec![c(0.0, 0.0); bv.len()];
     for k in 0..batch {
         let am = &av[k * m * m..(k + 1) * m * m];
@@ -180,7 +226,7 @@ pub(crate) fn triangular_solve(
                 }
             }
         } else {
-            // X T = B, row by row: x[r][j] = (b[r][j] - Σ_i≠j x[r][i] T[i][j]) / T[j][j].
+            // X T = B, row by row: x[r][j] = (b[r][j] - sum over i != j of x[r][i] T[i][j]) / T[j][j].
             for row in 0..br {
                 let order: Vec<usize> = if t_lower {
                     (0..m).rev().collect()
@@ -199,7 +245,7 @@ pub(crate) fn triangular_solve(
             }
         }
     }
-    store_c(&out, b.ty(), &b.shape.dims)
+    out
 }
 
 fn smallest_factor(n: usize) -> usize {

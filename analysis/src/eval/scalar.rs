@@ -6,7 +6,8 @@
 //! elementwise kernels as whole arrays do, on one element, so per-element semantics cannot
 //! drift between arrays and scalars. Computations that do not compile run through the general
 //! evaluator instead (slower, same results). [`Fast`] recognizes the shapes common enough to
-//! deserve typed loops of their own (`add(p0, p1)`, `compare(p0, p1)`).
+//! deserve typed loops of their own (`add(p0, p1)`, `p1`), and [`KeySplit`] the comparators
+//! that compare one key per element (`compare(f(p0), f(p1))`).
 
 use super::elementwise;
 use super::plan_order;
@@ -26,13 +27,11 @@ pub(crate) enum Fast {
     None,
     /// `root = op(p0, p1)` for a commutative or order-preserving binary op.
     Binary(Opcode),
-    /// `root = compare(p0, p1)` (or `compare(p1, p0)` with the direction mirrored).
-    Compare(ComparisonDirection, ComparisonType),
     /// `root = p(k)`.
     Param(usize),
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 enum SInst {
     Unary {
         op: Opcode,
@@ -86,6 +85,70 @@ enum SInst {
         hi: u32,
         dst: u32,
     },
+}
+
+impl SInst {
+    /// The registers read, and the one written.
+    fn regs(&self) -> (Vec<u32>, u32) {
+        match *self {
+            SInst::Unary { a, dst, .. }
+            | SInst::Convert { a, dst, .. }
+            | SInst::Move { a, dst }
+            | SInst::ReducePrecision { a, dst, .. } => (vec![a], dst),
+            SInst::Binary { a, b, dst, .. } | SInst::Compare { a, b, dst, .. } => (vec![a, b], dst),
+            SInst::Select { p, a, b, dst } => (vec![p, a, b], dst),
+            SInst::Clamp { lo, x, hi, dst, .. } => (vec![lo, x, hi], dst),
+        }
+    }
+
+    /// The instruction with every register renamed to 0, to compare what it computes.
+    fn op_only(&self) -> SInst {
+        let mut c = self.clone();
+        match &mut c {
+            SInst::Unary { a, dst, .. }
+            | SInst::Convert { a, dst, .. }
+            | SInst::Move { a, dst }
+            | SInst::ReducePrecision { a, dst, .. } => {
+                *a = 0;
+                *dst = 0;
+            }
+            SInst::Binary { a, b, dst, .. } | SInst::Compare { a, b, dst, .. } => {
+                *a = 0;
+                *b = 0;
+                *dst = 0;
+            }
+            SInst::Select { p, a, b, dst } => {
+                *p = 0;
+                *a = 0;
+                *b = 0;
+                *dst = 0;
+            }
+            SInst::Clamp { lo, x, hi, dst, .. } => {
+                *lo = 0;
+                *x = 0;
+                *hi = 0;
+                *dst = 0;
+            }
+        }
+        c
+    }
+}
+
+/// A comparator of the form `compare(f(lhs...), f(rhs...))`: both sides apply the same
+/// computation, one to the left-hand parameters (even numbers), the other to the right-hand
+/// ones (odd numbers). Sorting can then compute one key per element and compare keys.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeySplit {
+    /// The register holding the left-hand key once the program ran.
+    pub lhs: u32,
+    /// The comparison direction.
+    pub dir: ComparisonDirection,
+    /// The comparison type.
+    pub cty: ComparisonType,
+    /// The key's element type.
+    pub ty: ElementType,
+    /// `Some(k)` when the key is operand `k` itself (no program run needed).
+    pub operand: Option<usize>,
 }
 
 /// A compiled scalar computation.
@@ -346,13 +409,79 @@ impl ScalarProg {
         })
     }
 
+    /// Whether the program is a comparator `compare(f(lhs...), f(rhs...))`; see [`KeySplit`].
+    pub(crate) fn key_split(&self) -> Option<KeySplit> {
+        if self.outputs.len() != 1 {
+            return None;
+        }
+        let def: HashMap<u32, usize> = self
+            .insts
+            .iter()
+            .enumerate()
+            .map(|(i, inst)| (inst.regs().1, i))
+            .collect();
+        let pidx: HashMap<u32, usize> = self
+            .params
+            .iter()
+            .enumerate()
+            .map(|(k, &r)| (r, k))
+            .collect();
+        let SInst::Compare {
+            dir, cty, ty, a, b, ..
+        } = *self.insts.get(*def.get(&self.outputs[0])?)?
+        else {
+            return None;
+        };
+        fn same(
+            p: &ScalarProg,
+            def: &HashMap<u32, usize>,
+            pidx: &HashMap<u32, usize>,
+            a: u32,
+            b: u32,
+            depth: usize,
+        ) -> bool {
+            if depth > 64 {
+                return false;
+            }
+            match (pidx.get(&a), pidx.get(&b)) {
+                (Some(&ka), Some(&kb)) => ka % 2 == 0 && kb == ka + 1,
+                (None, None) => match (def.get(&a), def.get(&b)) {
+                    (Some(&ia), Some(&ib)) => {
+                        let (x, y) = (&p.insts[ia], &p.insts[ib]);
+                        let (xa, ya) = (x.regs().0, y.regs().0);
+                        x.op_only() == y.op_only()
+                            && xa
+                                .iter()
+                                .zip(&ya)
+                                .all(|(&u, &v)| same(p, def, pidx, u, v, depth + 1))
+                    }
+                    // Constants.
+                    (None, None) => p.init[a as usize] == p.init[b as usize],
+                    _ => false,
+                },
+                _ => false,
+            }
+        }
+        if !same(self, &def, &pidx, a, b, 0) {
+            return None;
+        }
+        Some(KeySplit {
+            lhs: a,
+            dir,
+            cty,
+            ty,
+            operand: pidx.get(&a).map(|k| k / 2),
+        })
+    }
+
     /// Fresh registers with the constants in place.
     pub(crate) fn regs(&self) -> Vec<Reg> {
         self.init.clone()
     }
 
-    /// Runs the program on `regs`, whose parameter registers are filled in.
-    pub(crate) fn run(&self, regs: &mut [Reg]) -> Result<(), String> {
+    /// Runs the program on `regs`, whose parameter registers are filled in; `ftz` as for the
+    /// elementwise kernels.
+    pub(crate) fn run(&self, regs: &mut [Reg], ftz: bool) -> Result<(), String> {
         let w = |r: u32| self.widths[r as usize];
         for inst in &self.insts {
             match *inst {
@@ -370,11 +499,18 @@ impl ScalarProg {
                         out_ty,
                         &x[..w(a)],
                         &mut regs[dst as usize][..w(dst)],
+                        ftz,
                     )?;
                 }
                 SInst::Convert { from, to, a, dst } => {
                     let x = regs[a as usize];
-                    elementwise::convert(from, to, &x[..w(a)], &mut regs[dst as usize][..w(dst)])?;
+                    elementwise::convert(
+                        from,
+                        to,
+                        &x[..w(a)],
+                        &mut regs[dst as usize][..w(dst)],
+                        ftz,
+                    )?;
                 }
                 SInst::Move { a, dst } => regs[dst as usize] = regs[a as usize],
                 SInst::ReducePrecision { ty, eb, mb, a, dst } => {
@@ -395,6 +531,7 @@ impl ScalarProg {
                         &x[..w(a)],
                         &y[..w(b)],
                         &mut regs[dst as usize][..w(dst)],
+                        ftz,
                     )?;
                 }
                 SInst::Compare {
@@ -413,6 +550,7 @@ impl ScalarProg {
                         &x[..w(a)],
                         &y[..w(b)],
                         &mut regs[dst as usize][..1],
+                        ftz,
                     )?;
                 }
                 SInst::Select { p, a, b, dst } => {
@@ -431,6 +569,7 @@ impl ScalarProg {
                         &v[..n],
                         &h[..n],
                         &mut regs[dst as usize][..n],
+                        ftz,
                     )?;
                 }
             }
@@ -457,30 +596,6 @@ fn recognize(insts: &[SInst], params: &[u32], outputs: &[u32]) -> Fast {
             let swapped = a == p1 && b == p0;
             if direct || (swapped && op.is_commutative()) {
                 Fast::Binary(op)
-            } else {
-                Fast::None
-            }
-        }
-        SInst::Compare {
-            dir,
-            cty,
-            a,
-            b,
-            dst,
-            ..
-        } if dst == out => {
-            use ComparisonDirection::*;
-            if a == p0 && b == p1 {
-                Fast::Compare(dir, cty)
-            } else if a == p1 && b == p0 {
-                let mirrored = match dir {
-                    Lt => Gt,
-                    Gt => Lt,
-                    Le => Ge,
-                    Ge => Le,
-                    d => d,
-                };
-                Fast::Compare(mirrored, cty)
             } else {
                 Fast::None
             }

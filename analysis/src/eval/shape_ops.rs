@@ -10,6 +10,7 @@
 use super::elem::{map1, Elem};
 use super::elementwise::{with_float, with_int};
 use axle_ir::{ArrayLiteral, ArrayShape, ElementType, Layout};
+use std::borrow::Cow;
 
 /// Row-major strides (in elements) of an array with dimensions `dims`.
 pub(crate) fn strides(dims: &[i64]) -> Vec<i64> {
@@ -115,6 +116,15 @@ pub(crate) fn transpose(a: &ArrayLiteral, perm: &[i64]) -> ArrayLiteral {
     let out_strides: Vec<i64> = perm.iter().map(|&p| st[p as usize]).collect();
     let data = strided_copy(&a.data, a.ty().byte_size(), &out_dims, &out_strides, 0);
     array(a.ty(), &out_dims, data)
+}
+
+/// [`transpose`] that borrows `a` when `perm` is the identity.
+pub(crate) fn transpose_cow<'a>(a: &'a ArrayLiteral, perm: &[i64]) -> Cow<'a, ArrayLiteral> {
+    if perm.iter().enumerate().all(|(i, &p)| i as i64 == p) {
+        Cow::Borrowed(a)
+    } else {
+        Cow::Owned(transpose(a, perm))
+    }
 }
 
 /// `broadcast`: operand dimension `i` becomes output dimension `map[i]`.
@@ -304,7 +314,7 @@ pub(crate) fn iota(ty: ElementType, dims: &[i64], dim: usize) -> Result<ArrayLit
         .collect();
     let src = super::elem::from_slice(&idx);
     let mut data = vec![0u8; n * ty.byte_size()];
-    super::elementwise::convert(ElementType::S64, ty, &src, &mut data)?;
+    super::elementwise::convert(ElementType::S64, ty, &src, &mut data, false)?;
     Ok(array(ty, dims, data))
 }
 

@@ -9,7 +9,6 @@
 
 use super::elem::{Elem, Float, FloatStorage, Int};
 use super::elementwise::{with_float, with_int};
-use super::scalar::Fast;
 use super::shape_ops as so;
 use super::{arr, Callable, Evaluator, R};
 use axle_ir::{
@@ -65,25 +64,53 @@ enum Keys {
     Ord(Vec<i128>),
 }
 
-fn keys(a: &ArrayLiteral, cty: ComparisonType) -> Option<Keys> {
-    let ty = a.ty();
+/// Typed keys of the elements in `data` (type `ty`), compared as comparison type `cty`.
+fn keys(data: &[u8], ty: ElementType, cty: ComparisonType, ftz: bool) -> Option<Keys> {
     if ty.is_pred() {
-        return Some(Keys::Ord(
-            a.data.iter().map(|&b| (b != 0) as i128).collect(),
-        ));
+        return Some(Keys::Ord(data.iter().map(|&b| (b != 0) as i128).collect()));
     }
     with_float!(ty, S => {
-        let vals = a.data.chunks_exact(S::SIZE).map(|b| S::load(b).up());
+        let vals = data.chunks_exact(S::SIZE).map(|b| S::load(b).up());
         return Some(if cty == ComparisonType::TotalOrder {
             Keys::Ord(vals.map(|v| v.total_order_key() as i128).collect())
         } else {
-            Keys::Float(vals.map(|v| v.to_f64()).collect())
+            Keys::Float(vals.map(|v| if ftz { v.flush() } else { v }.to_f64()).collect())
         });
     }, else ());
     with_int!(ty, T => {
-        return Some(Keys::Ord(a.data.chunks_exact(T::SIZE).map(|b| T::load(b).to_i128()).collect()));
+        return Some(Keys::Ord(data.chunks_exact(T::SIZE).map(|b| T::load(b).to_i128()).collect()));
     }, else ());
     None
+}
+
+/// For a comparator `compare(f(lhs), f(rhs))`: the keys `f(x)` of every element, computed once
+/// per element by running the comparator with both sides bound to the same element.
+fn split_keys(
+    ev: &mut Evaluator,
+    c: &mut Callable,
+    ops: &[ArrayLiteral],
+) -> R<Option<(ComparisonDirection, Keys)>> {
+    let Some(ks) = c.key_split() else {
+        return Ok(None);
+    };
+    if let Some(k) = ks.operand {
+        return Ok(keys(&ops[k].data, ops[k].ty(), ks.cty, ev.ftz).map(|keys| (ks.dir, keys)));
+    }
+    let n = ops[0].len();
+    let w = ks.ty.byte_size();
+    let widths: Vec<usize> = ops.iter().map(|a| a.ty().byte_size()).collect();
+    let mut data = vec![0u8; n * w];
+    for (e, key) in data.chunks_exact_mut(w).enumerate() {
+        let mut args: Vec<&[u8]> = Vec::with_capacity(2 * ops.len());
+        for (o, &ow) in ops.iter().zip(&widths) {
+            let x = &o.data[e * ow..(e + 1) * ow];
+            args.push(x);
+            args.push(x);
+        }
+        let r = ev.call_reg(c, &args, ks.lhs)?;
+        key.copy_from_slice(&r[..w]);
+    }
+    Ok(keys(&data, ks.ty, ks.cty, ev.ftz).map(|keys| (ks.dir, keys)))
 }
 
 #[inline(always)]
@@ -109,10 +136,7 @@ fn sort_rows(
     len: usize,
 ) -> R<Vec<u32>> {
     let mut perm = Vec::with_capacity(rows * len);
-    let fast = match c.fast() {
-        Fast::Compare(dir, cty) => keys(&ops[0], cty).map(|k| (dir, k)),
-        _ => None,
-    };
+    let fast = split_keys(ev, c, ops)?;
     let widths: Vec<usize> = ops.iter().map(|a| a.ty().byte_size()).collect();
     let mut out = [[0u8; 16]; 1];
     for r in 0..rows {
@@ -264,7 +288,8 @@ pub(crate) fn topk(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R<Litera
     } else {
         ComparisonDirection::Lt
     };
-    let keys = keys(a, ComparisonType::TotalOrder).ok_or("topk needs a real element type")?;
+    let keys = keys(&a.data, a.ty(), ComparisonType::TotalOrder, false)
+        .ok_or("topk needs a real element type")?;
     let mut perm = Vec::with_capacity(a.len());
     for r in 0..rows {
         let mut idx: Vec<u32> = (0..len as u32).collect();

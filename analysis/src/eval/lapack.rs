@@ -1,0 +1,349 @@
+//! The LAPACK custom calls JAX emits for linear algebra on CPU (they stay in XLA's optimized
+//! CPU dumps): `lapack_?potrf_ffi` (Cholesky), `lapack_?getrf_ffi` (LU with partial pivoting),
+//! `lapack_?trsm_ffi` (triangular solve), `lapack_?geqrf_ffi` and `lapack_?orgqr_ffi` /
+//! `lapack_?ungqr_ffi` (Householder QR), for `s`, `d`, `c` and `z` types (QR for `s` and `d`).
+//!
+//! Each follows its LAPACK routine's contract, batched over leading dimensions: `potrf` leaves
+//! the other triangle as it was and reports the first non-positive leading minor in `info`;
+//! `getrf` picks the first largest pivot (`i?amax`), returns 1-based pivots and the first zero
+//! pivot in `info`; `geqrf` builds reflectors with `?larfg`'s conventions. Arithmetic runs in
+//! `f64` (complex `f64`), so results agree with LAPACK's up to rounding. The eigenvalue and SVD
+//! routines (`syevd`, `gesdd`, `geev`) are refused: their outputs are only defined up to the
+//! signs LAPACK's particular algorithm picks.
+
+use super::elem::{from_slice, to_vec, Complex};
+use super::elementwise::convert;
+use super::shape_ops as so;
+use super::{arr, Evaluator, R};
+use axle_ir::{ArrayLiteral, AttrKey, AttrValue, ElementType, InstId, Literal};
+
+type C = Complex<f64>;
+
+fn c(re: f64) -> C {
+    Complex::new(re, 0.0)
+}
+
+fn conj(x: C) -> C {
+    Complex::new(x.re, -x.im)
+}
+
+fn abs2(x: C) -> f64 {
+    x.re * x.re + x.im * x.im
+}
+
+fn load(a: &ArrayLiteral) -> R<Vec<C>> {
+    let mut bytes = vec![0u8; a.len() * 16];
+    convert(a.ty(), ElementType::C128, &a.data, &mut bytes, false)?;
+    Ok(to_vec(&bytes))
+}
+
+fn store(v: &[C], ty: ElementType, dims: &[i64]) -> R<ArrayLiteral> {
+    let mut data = vec![0u8; v.len() * ty.byte_size()];
+    if ty.is_complex() {
+        convert(ElementType::C128, ty, &from_slice(v), &mut data, false)?;
+    } else {
+        let re: Vec<f64> = v.iter().map(|x| x.re).collect();
+        convert(ElementType::F64, ty, &from_slice(&re), &mut data, false)?;
+    }
+    Ok(so::array(ty, dims, data))
+}
+
+fn s32s(v: &[i32], dims: &[i64]) -> ArrayLiteral {
+    so::array(
+        ElementType::S32,
+        dims,
+        v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    )
+}
+
+/// A byte attribute of the FFI backend config (`{uplo = 76 : ui8, ...}`) as a character.
+fn config_char(ev: &Evaluator, id: InstId, key: &str) -> Option<char> {
+    let text = match ev.m.attr(id, &AttrKey::BackendConfig) {
+        Some(AttrValue::Raw(s)) | Some(AttrValue::Str(s)) => s.to_string(),
+        _ => return None,
+    };
+    let start = text.find(&format!("{key} ="))? + key.len() + 2;
+    let num: String = text[start..]
+        .trim_start()
+        .chars()
+        .take_while(|ch| ch.is_ascii_digit())
+        .collect();
+    num.parse::<u8>().ok().map(|b| b as char)
+}
+
+/// `(batch, rows, cols)` of an operand of rank >= 2.
+fn mat(a: &ArrayLiteral) -> R<(usize, usize, usize)> {
+    let d = &a.shape.dims;
+    if d.len() < 2 {
+        return Err("expected an operand of rank >= 2".into());
+    }
+    let (r, cc) = (d[d.len() - 2] as usize, d[d.len() - 1] as usize);
+    Ok((a.len().checked_div(r * cc).unwrap_or(0), r, cc))
+}
+
+fn batch_dims(a: &ArrayLiteral, drop: usize) -> Vec<i64> {
+    a.shape.dims[..a.shape.rank() - drop].to_vec()
+}
+
+/// Evaluates a LAPACK custom call, or `None` if `target` is not one.
+pub(crate) fn lapack(
+    ev: &mut Evaluator,
+    id: InstId,
+    target: &str,
+    ops: &[&Literal],
+) -> Option<R<Literal>> {
+    let name = target.strip_prefix("lapack_")?.strip_suffix("_ffi")?;
+    let (prefix, routine) = name.split_at(1);
+    if !matches!(prefix, "s" | "d" | "c" | "z") {
+        return None;
+    }
+    Some(match routine {
+        "potrf" => potrf(ev, id, ops),
+        "getrf" => getrf(ops),
+        "trsm" => trsm(ev, id, ops),
+        "geqrf" if matches!(prefix, "s" | "d") => geqrf(ops),
+        "orgqr" if matches!(prefix, "s" | "d") => orgqr(ops),
+        _ => Err(format!("the evaluator does not support the LAPACK call {target}").into()),
+    })
+}
+
+fn potrf(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
+    let a = arr(ops[0])?;
+    let lower = match config_char(ev, id, "uplo") {
+        Some('L') => true,
+        Some('U') => false,
+        _ => return Err("potrf needs uplo = L or U".into()),
+    };
+    let (batch, n, n2) = mat(a)?;
+    if n != n2 {
+        return Err("potrf needs square matrices".into());
+    }
+    let mut v = load(a)?;
+    let mut info = vec![0i32; batch];
+    for (b, inf) in info.iter_mut().enumerate() {
+        let m = &mut v[b * n * n..(b + 1) * n * n];
+        // Work on the lower factor L (for uplo=U, U = L^H lives in the upper triangle).
+        let idx = |i: usize, j: usize| if lower { i * n + j } else { j * n + i };
+        let get = |m: &[C], i: usize, j: usize| {
+            if lower {
+                m[idx(i, j)]
+            } else {
+                conj(m[idx(i, j)])
+            }
+        };
+        for j in 0..n {
+            let mut s = get(m, j, j).re;
+            for k in 0..j {
+                s -= abs2(get(m, j, k));
+            }
+            if s.is_nan() || s <= 0.0 {
+                m[idx(j, j)] = c(s);
+                *inf = j as i32 + 1;
+                break;
+            }
+            let d = s.sqrt();
+            m[idx(j, j)] = c(d);
+            for i in j + 1..n {
+                let mut t = get(m, i, j);
+                for k in 0..j {
+                    t = t.sub(get(m, i, k).mul(conj(get(m, j, k))));
+                }
+                let l = Complex::new(t.re / d, t.im / d);
+                m[idx(i, j)] = if lower { l } else { conj(l) };
+            }
+        }
+    }
+    Ok(Literal::Tuple(vec![
+        Literal::Array(store(&v, a.ty(), &a.shape.dims)?),
+        Literal::Array(s32s(&info, &batch_dims(a, 2))),
+    ]))
+}
+
+fn getrf(ops: &[&Literal]) -> R<Literal> {
+    let a = arr(ops[0])?;
+    let (batch, m, n) = mat(a)?;
+    let k = m.min(n);
+    let mut v = load(a)?;
+    let mut piv = vec![0i32; batch * k];
+    let mut info = vec![0i32; batch];
+    for b in 0..batch {
+        let x = &mut v[b * m * n..(b + 1) * m * n];
+        for j in 0..k {
+            // First row with the largest |re| + |im| (i?amax's measure).
+            let mut p = j;
+            let mut best = -1.0;
+            for i in j..m {
+                let e = x[i * n + j];
+                let mag = e.re.abs() + e.im.abs();
+                if mag > best {
+                    best = mag;
+                    p = i;
+                }
+            }
+            piv[b * k + j] = p as i32 + 1;
+            if x[p * n + j].re == 0.0 && x[p * n + j].im == 0.0 {
+                if info[b] == 0 {
+                    info[b] = j as i32 + 1;
+                }
+                continue;
+            }
+            if p != j {
+                for col in 0..n {
+                    x.swap(j * n + col, p * n + col);
+                }
+            }
+            let inv = Complex::new(1.0, 0.0).div(x[j * n + j]);
+            for i in j + 1..m {
+                x[i * n + j] = x[i * n + j].mul(inv);
+            }
+            for i in j + 1..m {
+                let l = x[i * n + j];
+                for col in j + 1..n {
+                    x[i * n + col] = x[i * n + col].sub(l.mul(x[j * n + col]));
+                }
+            }
+        }
+    }
+    let bd = batch_dims(a, 2);
+    let mut pd = bd.clone();
+    pd.push(k as i64);
+    Ok(Literal::Tuple(vec![
+        Literal::Array(store(&v, a.ty(), &a.shape.dims)?),
+        Literal::Array(s32s(&piv, &pd)),
+        Literal::Array(s32s(&info, &bd)),
+    ]))
+}
+
+fn trsm(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
+    if ops.len() < 2 {
+        return Err("trsm takes the triangular matrix and the right-hand sides".into());
+    }
+    let (a, b) = (arr(ops[0])?, arr(ops[1])?);
+    let left = matches!(config_char(ev, id, "side"), Some('L') | None);
+    let lower = matches!(config_char(ev, id, "uplo"), Some('L') | None);
+    let unit = matches!(config_char(ev, id, "diag"), Some('U'));
+    let (transpose, adjoint) = match config_char(ev, id, "trans_x") {
+        Some('N') | None => (false, false),
+        Some('T') => (true, false),
+        Some('C') => (true, true),
+        Some(t) => return Err(format!("unknown trans_x {t}").into()),
+    };
+    let (batch, m, m2) = mat(a)?;
+    let (bb, br, bc) = mat(b)?;
+    if m != m2 || bb != batch || (left && br != m) || (!left && bc != m) {
+        return Err("trsm operand shapes do not match".into());
+    }
+    let av = load(a)?;
+    let bv = load(b)?;
+    let out = super::linalg::solve_triangular(
+        &av,
+        &bv,
+        super::linalg::TriSolve {
+            batch,
+            m,
+            rows: br,
+            cols: bc,
+            left,
+            lower,
+            unit,
+            transpose,
+            adjoint,
+        },
+    );
+    Ok(Literal::Array(store(&out, b.ty(), &b.shape.dims)?))
+}
+
+fn geqrf(ops: &[&Literal]) -> R<Literal> {
+    let a = arr(ops[0])?;
+    let (batch, m, n) = mat(a)?;
+    let k = m.min(n);
+    let mut v = load(a)?;
+    let mut tau = vec![c(0.0); batch * k];
+    for b in 0..batch {
+        let x = &mut v[b * m * n..(b + 1) * m * n];
+        for i in 0..k {
+            // ?larfg on (x[i][i], x[i+1..m][i]).
+            let alpha = x[i * n + i].re;
+            let xnorm = (i + 1..m)
+                .map(|r| x[r * n + i].re)
+                .fold(0.0f64, |s, e| s.hypot(e));
+            let t = if xnorm == 0.0 {
+                0.0
+            } else {
+                let beta = -alpha.hypot(xnorm).copysign(alpha);
+                let t = (beta - alpha) / beta;
+                let scale = 1.0 / (alpha - beta);
+                for r in i + 1..m {
+                    x[r * n + i] = c(x[r * n + i].re * scale);
+                }
+                x[i * n + i] = c(beta);
+                t
+            };
+            tau[b * k + i] = c(t);
+            // Apply H = I - t v v^T (v = [1; x[i+1..m][i]]) to the columns right of i.
+            if t != 0.0 {
+                for col in i + 1..n {
+                    let mut w = x[i * n + col].re;
+                    for r in i + 1..m {
+                        w += x[r * n + i].re * x[r * n + col].re;
+                    }
+                    let tw = t * w;
+                    x[i * n + col] = c(x[i * n + col].re - tw);
+                    for r in i + 1..m {
+                        x[r * n + col] = c(x[r * n + col].re - tw * x[r * n + i].re);
+                    }
+                }
+            }
+        }
+    }
+    let mut td = batch_dims(a, 2);
+    td.push(k as i64);
+    Ok(Literal::Tuple(vec![
+        Literal::Array(store(&v, a.ty(), &a.shape.dims)?),
+        Literal::Array(store(&tau, a.ty(), &td)?),
+    ]))
+}
+
+fn orgqr(ops: &[&Literal]) -> R<Literal> {
+    let (a, t) = (arr(ops[0])?, arr(ops[1])?);
+    let (batch, m, n) = mat(a)?;
+    let k = *t.shape.dims.last().ok_or("orgqr needs tau")? as usize;
+    if k > n || n > m {
+        return Err("orgqr needs m >= n >= k".into());
+    }
+    let mut v = load(a)?;
+    let tau = load(t)?;
+    for b in 0..batch {
+        let x = &mut v[b * m * n..(b + 1) * m * n];
+        // ?org2r: columns k..n start as unit vectors.
+        for j in k..n {
+            for r in 0..m {
+                x[r * n + j] = c(if r == j { 1.0 } else { 0.0 });
+            }
+        }
+        for i in (0..k).rev() {
+            let ti = tau[b * k + i].re;
+            if i + 1 < n {
+                x[i * n + i] = c(1.0);
+                for col in i + 1..n {
+                    let mut w = 0.0;
+                    for r in i..m {
+                        w += x[r * n + i].re * x[r * n + col].re;
+                    }
+                    let tw = ti * w;
+                    for r in i..m {
+                        x[r * n + col] = c(x[r * n + col].re - tw * x[r * n + i].re);
+                    }
+                }
+            }
+            for r in i + 1..m {
+                x[r * n + i] = c(-ti * x[r * n + i].re);
+            }
+            x[i * n + i] = c(1.0 - ti);
+            for r in 0..i {
+                x[r * n + i] = c(0.0);
+            }
+        }
+    }
+    Ok(Literal::Array(store(&v, a.ty(), &a.shape.dims)?))
+}

@@ -1,0 +1,475 @@
+"""Differential reference cases for the evaluator: small HLO modules on edge-case inputs, run
+through XLA CPU (jax/jaxlib 0.10.2, the corpus's version). Writes NAME.hlo, NAME.inK.npy,
+NAME.outK.npy and manifest.json next to this file.
+
+    python gen.py        (needs the jax venv: python3 -m venv .venv-jax &&
+                          .venv-jax/bin/pip install jax==0.10.2 jaxlib==0.10.2 numpy)
+
+Each case covers semantics the corpus does not pin down: IEEE maximum/minimum on signed zeros,
+integer power and division edge cases, shifts, saturating converts and double rounding,
+f16/bf16 arithmetic, reduce-precision, total-order compares, bit counts, rng-bit-generator
+(ThreeFry and Philox, several shapes and types), FFT, Cholesky, triangular solve, convolution
+with batch groups, gather and scatter out of bounds, windows with dilation, sort, top-k,
+conditionals and complex arithmetic.
+"""
+import json, os, re
+import numpy as np
+import ml_dtypes
+import jax
+import jax.numpy as jnp
+from jax._src.lib import _jax, xla_client as xc
+import jax._src.lib as L
+import jax._src.xla_bridge as xb
+
+jax.config.update("jax_enable_x64", True)
+HERE = os.path.dirname(os.path.abspath(__file__))
+BF16 = np.dtype(ml_dtypes.bfloat16)
+CASES = []
+
+
+def run_xla(text, ins):
+    mod = L.hlo.hlo_module_from_text(text)
+    shlo = _jax.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
+    exe = xb.get_backend("cpu").compile_and_load(shlo, jax.devices("cpu")[:1], xc.CompileOptions())
+    dev = jax.devices("cpu")[0]
+    return [np.asarray(o) for o in exe.execute([jax.device_put(x, dev) for x in ins])]
+
+
+def dname(x):
+    if x.dtype == BF16:
+        return "bf16"
+    return {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "s8", "int16": "s16",
+            "int32": "s32", "int64": "s64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
+            "uint64": "u64", "bool": "pred", "complex64": "c64", "complex128": "c128"}[x.dtype.name]
+
+
+def save(x, path):
+    np.save(path, x.view(np.uint16) if x.dtype == BF16 else x)
+
+
+def case(name, text, ins, tol="exact", view=None):
+    """One case; `view` reinterprets outputs as the declared types where XLA returns the
+    bits with another dtype (rng-bit-generator returns unsigned bits for every type)."""
+    if not text.startswith("HloModule"):
+        text = "HloModule " + name + "\n\n" + text.strip() + "\n"
+    outs = run_xla(text, ins)
+    if view:
+        outs = [o.view(v) if v is not None else o for o, v in zip(outs, view)]
+    with open(os.path.join(HERE, name + ".hlo"), "w") as f:
+        f.write(text)
+    entry = {"name": name, "hlo": name + ".hlo", "inputs": [], "outputs": []}
+    for k, x in enumerate(ins):
+        save(x, os.path.join(HERE, f"{name}.in{k}.npy"))
+        entry["inputs"].append({"file": f"{name}.in{k}.npy", "dtype": dname(x), "shape": list(x.shape)})
+    for k, x in enumerate(outs):
+        save(x, os.path.join(HERE, f"{name}.out{k}.npy"))
+        t = tol[k] if isinstance(tol, list) else tol
+        entry["outputs"].append({"file": f"{name}.out{k}.npy", "dtype": dname(x), "shape": list(x.shape), "tolerance": t})
+    CASES.append(entry)
+
+
+def ew(name, ty, n_in, exprs, ins, tol="exact"):
+    """Elementwise ops: exprs are (result type, op text using p0, p1, ...)."""
+    n = ins[0].shape[0]
+    lines = [f"  p{i} = {ty}[{n}] parameter({i})" for i in range(n_in)]
+    names = []
+    for i, (rt, e) in enumerate(exprs):
+        lines.append(f"  r{i} = {rt}[{n}] {e}")
+        names.append(f"r{i}")
+    shapes = ", ".join(f"{rt}[{n}]" for rt, _ in exprs)
+    lines.append(f"  ROOT t = ({shapes}) tuple({', '.join(names)})")
+    case(name, "ENTRY main {\n" + "\n".join(lines) + "\n}", ins, tol)
+
+
+nan, inf = np.nan, np.inf
+rel = {"rtol": 1e-6, "atol": 1e-7}
+
+# --- maximum/minimum/clamp on signed zeros and NaN, per float type.
+for ty, dt in [("f32", np.float32), ("f64", np.float64), ("f16", np.float16), ("bf16", BF16)]:
+    a = np.array([-0.0, 0.0, -0.0, nan, 1.0, -inf, 2.5, nan], dt)
+    b = np.array([0.0, -0.0, -0.0, 1.0, nan, 3.0, 2.5, nan], dt)
+    ew(f"minmax_{ty}", ty, 2, [(ty, "maximum(p0, p1)"), (ty, "minimum(p0, p1)")], [a, b])
+x = np.array([-0.0, 0.0, 5.0, -5.0, nan, 0.5], np.float32)
+case("clamp_zeros_nan", """
+ENTRY main {
+  lo = f32[6] parameter(0)
+  x = f32[6] parameter(1)
+  hi = f32[6] parameter(2)
+  ROOT c = f32[6] clamp(lo, x, hi)
+}""", [np.array([0.0, -0.0, -1.0, -1.0, 0.0, nan], np.float32), x,
+       np.array([1.0, 1.0, 1.0, 1.0, 1.0, 1.0], np.float32)])
+
+# --- integer division, remainder, power, shifts, bit counts.
+for ty, dt in [("s8", np.int8), ("s16", np.int16), ("s32", np.int32), ("s64", np.int64),
+               ("u8", np.uint8), ("u32", np.uint32), ("u64", np.uint64)]:
+    info = np.iinfo(dt)
+    a = np.array([7, info.min, info.max, 0, 5, info.min, 3, 100, 2], dt)
+    if info.min < 0:
+        b = np.array([0, -1, -1, 0, -2, 1, 2, -7, 65], dt)
+    else:
+        b = np.array([0, 1, 3, 0, 2, 1, 2, 7, 65], dt)
+    ew(f"intdiv_{ty}", ty, 2, [(ty, "divide(p0, p1)"), (ty, "remainder(p0, p1)"),
+                                (ty, "power(p0, p1)"), (ty, "maximum(p0, p1)"),
+                                (ty, "add(p0, p1)"), (ty, "multiply(p0, p1)")], [a, b])
+    bits = info.bits
+    amounts = np.array([0, 1, bits - 1, bits, bits + 1, 2 * bits, 3, min(100, info.max), 7], dt)
+    if info.min < 0:
+        amounts[-1] = -1
+    xs = np.array([1, -1 if info.min < 0 else info.max, info.min, info.max, 5, 3, info.min, 9, 12], dt)
+    ew(f"shift_{ty}", ty, 2, [(ty, "shift-left(p0, p1)"), (ty, "shift-right-arithmetic(p0, p1)"),
+                               (ty, "shift-right-logical(p0, p1)")], [xs, amounts])
+    signed_ops = [(ty, "negate(p0)"), (ty, "abs(p0)"), (ty, "sign(p0)")] if info.min < 0 else []
+    ew(f"bits_{ty}", ty, 1, [(ty, "count-leading-zeros(p0)"), (ty, "popcnt(p0)"), (ty, "not(p0)")]
+       + signed_ops, [xs])
+
+ew("power_s32_edges", "s32", 2, [("s32", "power(p0, p1)")],
+   [np.array([3, 2, -2, -1, -1, 5, 7, 0, 3, 3, 1, -1], np.int32),
+    np.array([-5, -1, -3, -5, -6, -64, -65, 0, 64, 65, -7, 63], np.int32)])
+ew("power_u8_edges", "u8", 2, [("u8", "power(p0, p1)")],
+   [np.array([3, 2, 255, 255, 1, 5, 7, 0, 3, 3], np.uint8),
+    np.array([251, 255, 253, 251, 200, 128, 129, 0, 64, 127], np.uint8)])
+
+# --- subnormals: XLA CPU runs float arithmetic with DAZ and FTZ.
+sa = np.array([1e-45, -1e-45, 1e-40, 3e-5, 1e-38, 3e-39], np.float32)
+sb = np.array([1e-45, 0.0, -100.0, -90.0, 0.5, 0.0], np.float32)
+ew("subnormal_f32", "f32", 2, [("f32", "add(p0, p1)"), ("f32", "multiply(p0, p1)"), ("f32", "maximum(p0, p1)"),
+                               ("f32", "minimum(p0, p1)"), ("f32", "negate(p0)"), ("f32", "abs(p0)"),
+                               ("f32", "floor(p0)"), ("f32", "ceil(p0)"), ("f32", "sign(p0)"), ("f32", "sqrt(p0)"),
+                               ("f32", "exponential(p1)"), ("f16", "convert(p0)"), ("bf16", "convert(p0)"),
+                               ("f64", "convert(p0)"), ("pred", "compare(p0, p1), direction=EQ"),
+                               ("pred", "compare(p0, p1), direction=LT, type=TOTALORDER"), ("pred", "convert(p0)"),
+                               ("f32", "divide(p0, p1)")], [sa, sb])
+ew("subnormal_f64", "f64", 2, [("f64", "add(p0, p1)"), ("f64", "multiply(p0, p1)"), ("f32", "convert(p0)"),
+                               ("bf16", "convert(p0)")],
+   [np.array([5e-324, 1e-300, 1e-310, 1e-40], np.float64), np.array([5e-324, 1e-10, 1.0, 1.0], np.float64)])
+ew("subnormal_bf16", "bf16", 2, [("bf16", "add(p0, p1)"), ("f32", "convert(p0)"), ("f64", "convert(p0)")],
+   [np.array([1e-40, 1e-39, 1.0], BF16), np.array([1e-40, 0, 0], BF16)])
+case("subnormal_reduce_dot", """
+add {
+  add.x = f32[] parameter(0)
+  add.y = f32[] parameter(1)
+  ROOT add.s = f32[] add(add.x, add.y)
+}
+
+ENTRY main {
+  a = f32[4] parameter(0)
+  b = f32[4,1] parameter(1)
+  z = f32[] constant(0)
+  r = f32[] reduce(a, z), dimensions={0}, to_apply=add
+  d = f32[1] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ROOT t = (f32[], f32[1]) tuple(r, d)
+}""", [np.full(4, 1e-40, np.float32), np.ones((4, 1), np.float32)])
+
+# --- converts.
+fx = np.array([nan, inf, -inf, 3e9, -3e9, 2.7, -2.7, -0.0, 255.5, 65535.9, 1e20, -1e20, 127.5, -128.9], np.float32)
+ew("convert_f32_to_ints", "f32", 1, [(t, "convert(p0)") for t in
+   ["s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "pred"]], [fx])
+dx = np.array([nan, inf, -inf, 1e300, 9.3e18, -9.3e18, 1.8e19, 2.5, -0.5, 1 + 2.0 ** -9 + 2.0 ** -30,
+               1 + 2.0 ** -8, 3.0000001, 65520.0, 6e-8, 1e-45, 1e-320], np.float64)
+ew("convert_f64", "f64", 1, [(t, "convert(p0)") for t in
+   ["f32", "f16", "bf16", "s32", "s64", "u64", "u8"]], [dx])
+ix = np.array([0, 1, -1, 2 ** 24 + 1, 2 ** 53 + 1, -(2 ** 63), 2 ** 63 - 1, 257, 65519, 65520, 2 ** 31], np.int64)
+ew("convert_s64", "s64", 1, [(t, "convert(p0)") for t in
+   ["f32", "f64", "f16", "bf16", "s8", "u32", "pred"]], [ix])
+ux = np.array([0, 1, 2 ** 64 - 1, 2 ** 63, 2 ** 24 + 1, 3], np.uint64)
+ew("convert_u64", "u64", 1, [(t, "convert(p0)") for t in ["f32", "f64", "s32", "bf16"]], [ux])
+hx = np.array([nan, inf, 65504.0, -0.0, 6e-8, 1.0009765625, 3.14], np.float16)
+ew("convert_f16", "f16", 1, [(t, "convert(p0)") for t in ["bf16", "f32", "s8", "u16", "pred"]], [hx])
+bx = np.array([nan, inf, 3.0e38, -0.0, 1e-40, 1.0078125, 257.0, 65536.0], BF16)
+ew("convert_bf16", "bf16", 1, [(t, "convert(p0)") for t in ["f16", "f32", "f64", "s32", "u8"]], [bx])
+px = np.array([True, False, True], np.bool_)
+ew("convert_pred", "pred", 1, [(t, "convert(p0)") for t in ["f32", "bf16", "s8", "u64"]], [px])
+
+# --- 8-bit and 4-bit floats: converts (overflow to inf, NaN or saturation per format) and
+# arithmetic computed in f32 and rounded back.
+f8x = np.array([0.1, 1.0, 1.0625, 1.1875, -3.3, 448, 460, 500, 1e6, nan, -inf, 1e-5, -0.0, 0.3, 2.5e-3, 17.0],
+               np.float32)
+for ty in ["f8e5m2", "f8e4m3fn", "f8e4m3", "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e3m4", "f8e8m0fnu",
+           "f4e2m1fn"]:
+    case(f"f8_{ty}", f"""
+ENTRY main {{
+  a = f32[16] parameter(0)
+  c = {ty}[16] convert(a)
+  s = {ty}[16] add(c, c)
+  m = {ty}[16] multiply(c, c)
+  b = f32[16] convert(c)
+  d = f32[16] convert(s)
+  e = f32[16] convert(m)
+  h = f16[16] convert(c)
+  ROOT t = (f32[16], f32[16], f32[16], f16[16]) tuple(b, d, e, h)
+}}""", [f8x])
+
+# --- f16 / bf16 arithmetic rounded after each op.
+for ty, dt in [("f16", np.float16), ("bf16", BF16)]:
+    a = np.array([1.0, 1.0009765625, 65504.0, 3.0, 1e-3, -2.5, 0.1, 7.0], dt)
+    b = np.array([0.00048828125, 0.00048828125, 16.0, 7.0, 3e-4, 0.3, 0.2, 3.0], dt)
+    ew(f"arith_{ty}", ty, 2, [(ty, "add(p0, p1)"), (ty, "subtract(p0, p1)"), (ty, "multiply(p0, p1)"),
+                              (ty, "divide(p0, p1)"), (ty, "remainder(p0, p1)"), (ty, "power(p0, p1)")],
+       [a, b], tol=["exact", "exact", "exact", "exact", "exact", {"rtol": 1e-2, "atol": 1e-3}])
+    ew(f"unary_{ty}", ty, 1, [(ty, "sqrt(p0)"), (ty, "round-nearest-even(p0)"), (ty, "round-nearest-afz(p0)"),
+                              (ty, "floor(p0)"), (ty, "sign(p0)"), (ty, "negate(p0)"), (ty, "abs(p0)")],
+       [np.array([0.5, 1.5, 2.5, -0.5, -2.5, 4.0, 2.0, -0.0], dt)])
+    ew(f"chain_{ty}", ty, 2, [(ty, "add(p0, p1)")], [np.array([1.0, 2.0], dt), np.array([1e-3, 1e-3], dt)])
+
+# --- reduce-precision.
+rx = np.array([1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, nan, -nan, inf, 1e-40, 70000.0, -1e-6, 1e-38, 3.4e38,
+               np.float32(1.0) + np.float32(2.0 ** -23)], np.float32)
+ew("reduce_precision", "f32", 1, [("f32", "reduce-precision(p0), exponent_bits=8, mantissa_bits=7"),
+                                   ("f32", "reduce-precision(p0), exponent_bits=5, mantissa_bits=10"),
+                                   ("f32", "reduce-precision(p0), exponent_bits=4, mantissa_bits=3"),
+                                   ("f32", "reduce-precision(p0), exponent_bits=5, mantissa_bits=0")], [rx])
+
+# --- compares.
+ca = np.array([nan, -nan, 1.0, -0.0, 0.0, -inf, nan, 2.0], np.float32)
+cb = np.array([nan, nan, nan, 0.0, -0.0, -nan, -inf, 2.0], np.float32)
+ew("compare_f32", "f32", 2, [("pred", f"compare(p0, p1), direction={d}") for d in ["EQ", "NE", "LT", "LE", "GT", "GE"]] +
+   [("pred", f"compare(p0, p1), direction={d}, type=TOTALORDER") for d in ["EQ", "NE", "LT", "LE", "GT", "GE"]], [ca, cb])
+
+# --- transcendentals (XLA's are approximations: compare with a tolerance).
+tx = np.array([0.5, -1.25, 2.0, 1e-4, -30.0, 10.0, 0.0, -0.0], np.float32)
+ew("transcendental_f32", "f32", 1, [("f32", f"{op}(p0)") for op in
+   ["exponential", "exponential-minus-one", "tanh", "logistic", "erf", "cbrt", "sine", "cosine", "tan"]],
+   [tx], tol={"rtol": 2e-6, "atol": 1e-6})
+lx = np.array([0.5, 1.25, 2.0, 1e-4, 30.0, 0.0, -0.5, 1e-30], np.float32)
+ew("log_f32", "f32", 1, [("f32", "log(p0)"), ("f32", "log-plus-one(p0)"), ("f32", "rsqrt(p0)"), ("f32", "sqrt(p0)")],
+   [lx], tol={"rtol": 2e-6, "atol": 1e-6})
+ew("atan2_pow_f32", "f32", 2, [("f32", "atan2(p0, p1)"), ("f32", "power(p0, p1)")],
+   [np.array([0.0, -0.0, 1.0, -1.0, 2.0, -8.0, 0.0, inf], np.float32),
+    np.array([-1.0, -1.0, 0.0, 0.0, 0.5, 1.0 / 3, 0.0, -2.0], np.float32)], tol={"rtol": 2e-6, "atol": 1e-6})
+ew("is_finite", "f32", 1, [("pred", "is-finite(p0)")], [np.array([nan, inf, -inf, 0.0, 1e-45, 3e38], np.float32)])
+
+# --- rng-bit-generator.
+for algo in ["rng_three_fry", "rng_philox", "rng_default"]:
+    for shape in ["u32[]", "u32[7]", "u32[3,5]", "u32[2,3]", "u32[5,1,3]", "u64[5]", "u64[2,2]", "u8[9]",
+                  "u16[2,5]", "s32[4]", "f32[3]", "f64[3]", "s64[3]"]:
+        st = "u64[3]" if algo == "rng_philox" and shape == "u32[7]" else "u64[2]"
+        sname = re.sub(r"[^a-z0-9]+", "_", shape).strip("_")
+        state = np.array([0x1234567890abcdef, 0xfffffffffffffffe, 7][: 3 if st == "u64[3]" else 2], np.uint64)
+        np_ty = {"u32": np.uint32, "u64": np.uint64, "u8": np.uint8, "u16": np.uint16, "s32": np.int32,
+                 "f32": np.float32, "f64": np.float64, "s64": np.int64}[shape.split("[")[0]]
+        case(f"rng_{algo[4:]}_{sname}", f"""
+ENTRY main {{
+  s = {st} parameter(0)
+  ROOT r = ({st}, {shape}) rng-bit-generator(s), algorithm={algo}
+}}""", [state], view=[None, np_ty])
+
+# --- FFT, Cholesky, triangular solve.
+rng = np.random.default_rng(0)
+fx = rng.standard_normal((2, 4, 6)).astype(np.float32)
+case("fft_all", """
+ENTRY main {
+  x = f32[2,4,6] parameter(0)
+  r = c64[2,4,4] fft(x), fft_type=RFFT, fft_length={4,6}
+  c = c64[2,4,6] convert(x)
+  f = c64[2,4,6] fft(c), fft_type=FFT, fft_length={6}
+  i = c64[2,4,6] fft(f), fft_type=IFFT, fft_length={4,6}
+  b = f32[2,4,6] fft(r), fft_type=IRFFT, fft_length={4,6}
+  ROOT t = (c64[2,4,4], c64[2,4,6], c64[2,4,6], f32[2,4,6]) tuple(r, f, i, b)
+}""", [fx], tol={"rtol": 1e-5, "atol": 1e-5})
+m = rng.standard_normal((2, 4, 4))
+spd = (m @ np.swapaxes(m, 1, 2) + 4 * np.eye(4)).astype(np.float32)
+bb = rng.standard_normal((2, 4, 3)).astype(np.float32)
+case("cholesky_solve", """
+ENTRY main {
+  a = f32[2,4,4] parameter(0)
+  b = f32[2,4,3] parameter(1)
+  l = f32[2,4,4] cholesky(a), lower=true
+  u = f32[2,4,4] cholesky(a), lower=false
+  x = f32[2,4,3] triangular-solve(l, b), left_side=true, lower=true, transpose_a=NO_TRANSPOSE
+  y = f32[2,4,3] triangular-solve(l, b), left_side=true, lower=true, transpose_a=TRANSPOSE, unit_diagonal=true
+  bt = f32[2,3,4] transpose(b), dimensions={0,2,1}
+  z = f32[2,3,4] triangular-solve(u, bt), left_side=false, lower=false, transpose_a=NO_TRANSPOSE
+  w = f32[2,3,4] triangular-solve(u, bt), left_side=false, lower=false, transpose_a=ADJOINT
+  ROOT t = (f32[2,4,4], f32[2,4,4], f32[2,4,3], f32[2,4,3], f32[2,3,4], f32[2,3,4]) tuple(l, u, x, y, z, w)
+}""", [spd, bb], tol={"rtol": 1e-4, "atol": 1e-5})
+
+# --- convolution with batch groups and window reversal, integer conv.
+case("conv_groups", """
+ENTRY main {
+  x = f32[4,5,3] parameter(0)
+  k = f32[3,3,4] parameter(1)
+  k2 = f32[3,1,6] parameter(2)
+  a = f32[2,5,4] convolution(x, k), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f, batch_group_count=2
+  b = f32[4,5,6] convolution(x, k2), window={size=3 stride=2 pad=2_1 lhs_dilate=2 rhs_dilate=1}, dim_labels=b0f_0io->b0f, feature_group_count=3
+  ROOT t = (f32[2,5,4], f32[4,5,6]) tuple(a, b)
+}""", [rng.standard_normal((4, 5, 3)).astype(np.float32), rng.standard_normal((3, 3, 4)).astype(np.float32),
+       rng.standard_normal((3, 1, 6)).astype(np.float32)], tol={"rtol": 1e-5, "atol": 1e-5})
+case("conv_int8", """
+ENTRY main {
+  x = s8[1,6,2] parameter(0)
+  k = s8[3,2,2] parameter(1)
+  ROOT a = s32[1,4,2] convolution(x, k), window={size=3}, dim_labels=b0f_0io->b0f
+}""", [rng.integers(-128, 127, (1, 6, 2)).astype(np.int8), rng.integers(-128, 127, (3, 2, 2)).astype(np.int8)])
+case("dot_mixed", """
+ENTRY main {
+  a = s8[3,4] parameter(0)
+  b = s8[4,2] parameter(1)
+  c = f16[3,4] parameter(2)
+  d = f16[4,2] parameter(3)
+  x = s32[3,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  y = f16[3,2] dot(c, d), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  z = f32[3,2] dot(c, d), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (s32[3,2], f16[3,2], f32[3,2]) tuple(x, y, z)
+}""", [rng.integers(-128, 127, (3, 4)).astype(np.int8), rng.integers(-128, 127, (4, 2)).astype(np.int8),
+       (rng.standard_normal((3, 4)) * 100).astype(np.float16), (rng.standard_normal((4, 2)) * 100).astype(np.float16)],
+     tol=["exact", {"rtol": 1e-3, "atol": 1e-2}, {"rtol": 1e-5, "atol": 1e-4}])
+
+# --- gather/scatter out of bounds, windows.
+case("scatter_oob", """
+add {
+  add.a = f32[] parameter(0)
+  add.b = f32[] parameter(1)
+  ROOT add.c = f32[] add(add.a, add.b)
+}
+
+ENTRY main {
+  x = f32[5,3] parameter(0)
+  i = s32[4,2] parameter(1)
+  u = f32[4,2,2] parameter(2)
+  ROOT s = f32[5,3] scatter(x, i, u), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, to_apply=add
+}""", [np.zeros((5, 3), np.float32), np.array([[0, 0], [4, 0], [3, 1], [-1, 0]], np.int32),
+       np.arange(16, dtype=np.float32).reshape(4, 2, 2) + 1])
+case("gather_oob", """
+ENTRY main {
+  x = f32[5,3] parameter(0)
+  i = s32[4,2] parameter(1)
+  ROOT g = f32[4,2,2] gather(x, i), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={2,2}
+}""", [np.arange(15, dtype=np.float32).reshape(5, 3), np.array([[0, 0], [4, 2], [-3, 1], [2, 7]], np.int32)])
+case("windows", """
+max {
+  max.a = f32[] parameter(0)
+  max.b = f32[] parameter(1)
+  ROOT max.c = f32[] maximum(max.a, max.b)
+}
+
+ge {
+  ge.a = f32[] parameter(0)
+  ge.b = f32[] parameter(1)
+  ROOT ge.c = pred[] compare(ge.a, ge.b), direction=GE
+}
+
+add {
+  add.a = f32[] parameter(0)
+  add.b = f32[] parameter(1)
+  ROOT add.c = f32[] add(add.a, add.b)
+}
+
+ENTRY main {
+  x = f32[6,5] parameter(0)
+  s = f32[3,3] parameter(1)
+  ninf = f32[] constant(-inf)
+  zero = f32[] constant(0)
+  a = f32[6,4] reduce-window(x, ninf), window={size=3x2 stride=1x1 pad=1_1x0_1 lhs_dilate=1x1 rhs_dilate=1x2}, to_apply=max
+  b = f32[10,5] reduce-window(x, zero), window={size=2x2 pad=0_0x1_0 lhs_dilate=2x1}, to_apply=add
+  c = f32[6,5] select-and-scatter(x, s, zero), window={size=3x2 stride=2x2 pad=1_1x0_1}, select=ge, scatter=add
+  ROOT t = (f32[6,4], f32[10,5], f32[6,5]) tuple(a, b, c)
+}""", [np.round(rng.standard_normal((6, 5)), 1).astype(np.float32), rng.standard_normal((3, 3)).astype(np.float32)],
+     tol=["exact", {"rtol": 1e-6, "atol": 1e-6}, {"rtol": 1e-6, "atol": 1e-6}])
+
+# --- sort and top-k with NaN and ties.
+sx = np.array([[3.0, nan, -0.0, 0.0, -inf, 3.0, -nan, 1.0]], np.float32)
+case("sort_topk", """
+lt {
+  lt.a = f32[] parameter(0)
+  lt.b = f32[] parameter(1)
+  lt.i = s32[] parameter(2)
+  lt.j = s32[] parameter(3)
+  ROOT lt.c = pred[] compare(lt.a, lt.b), direction=LT, type=TOTALORDER
+}
+
+ENTRY main {
+  x = f32[1,8] parameter(0)
+  io = s32[1,8] iota(), iota_dimension=1
+  s = (f32[1,8], s32[1,8]) sort(x, io), dimensions={1}, is_stable=true, to_apply=lt
+  sv = f32[1,8] get-tuple-element(s), index=0
+  si = s32[1,8] get-tuple-element(s), index=1
+  k = (f32[1,5], s32[1,5]) topk(x), k=5, largest=true
+  kv = f32[1,5] get-tuple-element(k), index=0
+  ki = s32[1,5] get-tuple-element(k), index=1
+  ROOT t = (f32[1,8], s32[1,8], f32[1,5], s32[1,5]) tuple(sv, si, kv, ki)
+}""", [sx])
+
+# --- conditional on a predicate, dynamic slices with unsigned and negative starts.
+case("cond_pred", """
+t {
+  t.x = f32[3] parameter(0)
+  ROOT t.y = f32[3] negate(t.x)
+}
+
+f {
+  f.x = f32[3] parameter(0)
+  ROOT f.y = f32[3] add(f.x, f.x)
+}
+
+ENTRY main {
+  p = pred[] parameter(0)
+  x = f32[3] parameter(1)
+  ROOT c = f32[3] conditional(p, x, x), true_computation=t, false_computation=f
+}""", [np.array(False), np.array([1.0, 2.0, 3.0], np.float32)])
+for ity, idt, iv, jv in [("u32", np.uint32, 4000000000, 1), ("s32", np.int32, -7, 3)]:
+    case(f"dynamic_slices_{ity}", f"""
+ENTRY main {{
+  x = f32[4,5] parameter(0)
+  i = {ity}[] parameter(1)
+  j = {ity}[] parameter(2)
+  u = f32[2,2] parameter(3)
+  a = f32[2,3] dynamic-slice(x, i, j), dynamic_slice_sizes={{2,3}}
+  b = f32[4,5] dynamic-update-slice(x, u, i, j)
+  ROOT t = (f32[2,3], f32[4,5]) tuple(a, b)
+}}""", [np.arange(20, dtype=np.float32).reshape(4, 5), np.array(iv, idt), np.array(jv, idt),
+           np.array([[-1, -2], [-3, -4]], np.float32)])
+
+# --- complex arithmetic.
+za = np.array([1 + 2j, -3 + 0.5j, 0j, 2 - 1j], np.complex64)
+zb = np.array([0.5 - 1j, 2 + 2j, 1 + 0j, -1j], np.complex64)
+ew("complex_c64", "c64", 2, [("c64", "add(p0, p1)"), ("c64", "multiply(p0, p1)"), ("c64", "divide(p0, p1)"),
+                              ("f32", "abs(p0)"), ("c64", "exponential(p0)"), ("c64", "sqrt(p0)"),
+                              ("f32", "real(p0)"), ("f32", "imag(p0)"), ("c64", "negate(p1)")],
+   [za, zb], tol={"rtol": 1e-5, "atol": 1e-6})
+
+# --- a long f32 sum: a left-to-right fold drifts past rtol 1e-5; XLA's does not.
+case("reduce_long_f32_sum", """
+add {
+  add.x = f32[] parameter(0)
+  add.y = f32[] parameter(1)
+  ROOT add.s = f32[] add(add.x, add.y)
+}
+
+ENTRY main {
+  a = f32[262144] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(a, z), dimensions={0}, to_apply=add
+}""", [np.random.default_rng(7).uniform(0, 1, 262144).astype(np.float32)], tol={"rtol": 1e-6, "atol": 1e-6})
+
+# --- LAPACK custom calls JAX emits for linear algebra on CPU.
+def jcase(name, f, ins, tol):
+    case(name, jax.jit(f).lower(*ins).as_text(dialect="hlo"), ins, tol)
+
+
+lin = {"rtol": 2e-4, "atol": 2e-5}
+g = rng.standard_normal((2, 5, 5))
+spd5 = (g @ np.swapaxes(g, 1, 2) + 5 * np.eye(5)).astype(np.float32)
+jcase("lapack_potrf", lambda x: (jnp.linalg.cholesky(x), jax.lax.linalg.cholesky(x, symmetrize_input=False)),
+      [spd5], lin)
+jcase("lapack_potrf_f64_upper", lambda x: jnp.linalg.cholesky(x, upper=True), [spd5.astype(np.float64)], lin)
+sq = rng.standard_normal((2, 5, 5)).astype(np.float32)
+jcase("lapack_getrf", lambda x: jax.lax.linalg.lu(x), [sq], lin)
+jcase("lapack_getrf_rect", lambda x: jax.lax.linalg.lu(x), [rng.standard_normal((3, 6, 4)).astype(np.float64)], lin)
+jcase("lapack_solve_inv_det", lambda x: (jnp.linalg.solve(x, x[..., :2]), jnp.linalg.inv(x), jnp.linalg.det(x)),
+      [sq], lin)
+jcase("lapack_trsm", lambda a, b: (
+    jax.scipy.linalg.solve_triangular(a, b, lower=True),
+    jax.scipy.linalg.solve_triangular(a, b, lower=False, trans=1, unit_diagonal=True),
+    jax.lax.linalg.triangular_solve(a, b, left_side=False, lower=True, transpose_a=True)),
+    [sq + 5 * np.eye(5, dtype=np.float32), rng.standard_normal((2, 5, 5)).astype(np.float32)], lin)
+jcase("lapack_qr", lambda x: jnp.linalg.qr(x), [rng.standard_normal((2, 6, 4)).astype(np.float32)], lin)
+jcase("lapack_qr_complete", lambda x: jnp.linalg.qr(x, mode="complete"),
+      [rng.standard_normal((5, 3)).astype(np.float64)], lin)
+zc = (rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4))).astype(np.complex64)
+zspd = (zc @ zc.conj().T + 4 * np.eye(4)).astype(np.complex64)
+jcase("lapack_complex", lambda x, y: (jnp.linalg.cholesky(x), jax.lax.linalg.lu(y)), [zspd, zc],
+      {"rtol": 2e-4, "atol": 2e-4})
+
+with open(os.path.join(HERE, "manifest.json"), "w") as f:
+    json.dump({"generator": "gen.py", "jax_version": jax.__version__, "cases": CASES}, f, indent=1)
+print(len(CASES), "cases")
