@@ -96,6 +96,9 @@ enum Command {
         /// Seed for the generated inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Also time each kernel (cpu backend) and list the slowest ones.
+        #[arg(long)]
+        profile: bool,
     },
     /// Compare two `.npy` files: exact, or within --rtol/--atol (numpy allclose), NaN matching NaN.
     Compare {
@@ -163,6 +166,7 @@ fn main() -> ExitCode {
             warmup,
             outputs,
             seed,
+            profile,
         } => {
             use axle::bench::OutputPolicy;
             let policies = match outputs.as_str() {
@@ -176,6 +180,7 @@ fn main() -> ExitCode {
                 warmup,
                 seed,
                 policies,
+                profile,
             };
             cmd_bench(&file, &opts)
         }

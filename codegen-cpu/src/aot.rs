@@ -117,6 +117,8 @@ typedef struct AxleRuntime {\n\
                        void (*kernel)(void *const *bufs, int64_t start, int64_t end),\n\
                        void *const *bufs, int64_t n, int64_t grain);\n\
   void *user;\n\
+  /* Optional: called before (phase 0) and after (phase 1) each kernel; may be NULL. */\n\
+  void (*trace)(const struct AxleRuntime *rt, int64_t kernel, int64_t phase);\n\
 } AxleRuntime;\n#endif\n\n",
     );
     let _ = writeln!(h, "#define {up}_NUM_INPUTS {}", params.len());

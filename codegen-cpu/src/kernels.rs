@@ -36,6 +36,8 @@ pub(crate) const GRAIN_ELEMS: i64 = 1 << 15;
 /// An emitted kernel: its function, its number of work items and the smallest useful group.
 pub(crate) struct Emitted<'ctx> {
     pub func: FunctionValue<'ctx>,
+    /// `kN.name (opcode)`, for profiles.
+    pub name: String,
     pub items: i64,
     pub grain: i64,
 }
@@ -111,10 +113,13 @@ pub(crate) fn emit_kernel<'ctx>(
         KernelKind::SelectAndScatter => kc.emit_select_and_scatter()?,
         KernelKind::Sort => kc.emit_sort(scratch_ptr.ok_or("sort without scratch")?)?,
         KernelKind::TopK => kc.emit_topk(scratch_ptr.ok_or("topk without scratch")?)?,
+        KernelKind::Gemm => kc.emit_gemm(scratch_ptr.ok_or("gemm without scratch")?)?,
+        KernelKind::Conv => kc.emit_conv()?,
     };
     cg.b.build_return(None)?;
     Ok(Emitted {
         func: f,
+        name: name.to_string(),
         items,
         grain,
     })
@@ -348,6 +353,48 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         })?;
         let per_row = numel(&red_dims).max(1) * dl;
         Ok((rows, (GRAIN_ELEMS / per_row).max(1)))
+    }
+
+    fn emit_gemm(&mut self, scratch: PointerValue<'ctx>) -> R<(i64, i64)> {
+        let m = self.m;
+        let geo = crate::gemm::gemm_geo(m, self.root).ok_or("dot is not a GEMM")?;
+        let ops = m.operands(self.root);
+        let a = self
+            .g
+            .bound_ptr(ops[0])
+            .ok_or("gemm operand is not in memory")?;
+        let b = self
+            .g
+            .bound_ptr(ops[1])
+            .ok_or("gemm operand is not in memory")?;
+        crate::gemm::emit_gemm(
+            self.cg(),
+            &geo,
+            a,
+            b,
+            self.outs[0],
+            scratch,
+            self.start,
+            self.end,
+        )?;
+        Ok((geo.items(), 1))
+    }
+
+    fn emit_conv(&mut self) -> R<(i64, i64)> {
+        let m = self.m;
+        let geo = crate::conv_fast::conv_fast(m, self.root).ok_or("not a tiled convolution")?;
+        let ops = m.operands(self.root);
+        let a = self
+            .g
+            .bound_ptr(ops[0])
+            .ok_or("convolution operand is not in memory")?;
+        let b = self
+            .g
+            .bound_ptr(ops[1])
+            .ok_or("convolution operand is not in memory")?;
+        crate::conv_fast::emit_conv(self.cg(), &geo, a, b, self.outs[0], self.start, self.end)?;
+        let per_item = 6 * geo.o * geo.c * geo.k_sp.iter().product::<i64>();
+        Ok((geo.items(), (GRAIN_ELEMS * 64 / per_item.max(1)).max(1)))
     }
 
     fn emit_dus_in_place(&mut self) -> R<(i64, i64)> {

@@ -20,17 +20,21 @@ mod aot;
 pub mod buffers;
 mod cg;
 mod conv;
+mod conv_fast;
 mod elemental;
 mod emit;
 mod error;
+mod gemm;
 mod jit;
 mod kernels;
 mod lower;
+mod math;
 mod ops;
+mod signature;
 
 pub use aot::{c_identifier, compile_aot, AotOutput};
 pub use error::CodegenError;
-pub use jit::{AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn};
+pub use jit::{AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn, KernelProfile};
 
 use axle_ir::Module;
 use inkwell::context::Context;
