@@ -106,7 +106,7 @@ fn results_do_not_depend_on_the_thread_count() {
             &m,
             &CpuOptions {
                 threads,
-                target_triple: None,
+                ..Default::default()
             },
         )
         .expect("compiles");
