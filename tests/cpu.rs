@@ -477,3 +477,28 @@ ENTRY main {{
         compare_arrays(w, g, Tolerance::Exact).expect("matches the evaluator");
     }
 }
+
+/// Transposes that swap the last two dimensions (the tiled path), with odd sizes and a batch
+/// dimension, and one that does not (the elemental path), move every element where it belongs.
+#[test]
+fn transposes_match_the_evaluator() {
+    for (shape, out, perm) in [
+        ("f32[37,70]", "f32[70,37]", "1,0"),
+        ("s32[3,33,65]", "s32[3,65,33]", "0,2,1"),
+        ("f64[1,1]", "f64[1,1]", "1,0"),
+        ("pred[5,6,7]", "pred[7,5,6]", "2,0,1"),
+    ] {
+        let text = format!(
+            "HloModule t\nENTRY main {{\n  x = {shape} parameter(0)\n  ROOT y = {out} transpose(x), dimensions={{{perm}}}\n}}\n"
+        );
+        let module = parse_module(&text).unwrap_or_else(|e| panic!("{e}"));
+        let args = axle::run::generate_inputs(&module, 5);
+        let got = compile(&module, &CpuOptions::default())
+            .expect("compiles")
+            .run_literals(&args)
+            .expect("runs");
+        let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
+        compare_arrays(&want[0], &got[0], Tolerance::Exact)
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+    }
+}

@@ -204,7 +204,80 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         Ok(())
     }
 
+    /// A transpose of a buffer that swaps its last two dimensions (leading ones in place):
+    /// copied in 32 x 32 tiles, so both sides stay within a few cache lines per tile.
+    fn emit_tiled_transpose(&mut self) -> R<Option<(i64, i64)>> {
+        const T: i64 = 32;
+        let m = self.m;
+        let root = self.root;
+        if m.opcode(root) != Opcode::Transpose {
+            return Ok(None);
+        }
+        let op = m.operands(root)[0];
+        let Some(src) = self.g.bound_ptr(op) else {
+            return Ok(None);
+        };
+        let perm = m
+            .ints_attr(root, &AttrKey::Dimensions)
+            .unwrap_or(&[])
+            .to_vec();
+        let r = perm.len();
+        let swaps_last_two = r >= 2
+            && perm[r - 1] == r as i64 - 2
+            && perm[r - 2] == r as i64 - 1
+            && (0..r - 2).all(|d| perm[d] == d as i64);
+        let s = arr_of(m, root)?.clone();
+        if !swaps_last_two || numel(&s.dims) == 0 {
+            return Ok(None);
+        }
+        let cg = self.cg();
+        let b = &cg.b;
+        let (a_dim, b_dim) = (s.dims[r - 2], s.dims[r - 1]);
+        let batch = numel(&s.dims[..r - 2]);
+        let row_blocks = (a_dim as u64).div_ceil(T as u64) as i64;
+        let col_blocks = (b_dim as u64).div_ceil(T as u64) as i64;
+        let out = self.outs[0];
+        let ty = s.ty;
+        cg.for_range(self.start, self.end, |item| {
+            let bi = b.build_int_unsigned_div(item, cg.c64(row_blocks), "b")?;
+            let rb = b.build_int_unsigned_rem(item, cg.c64(row_blocks), "rb")?;
+            let base = b.build_int_nsw_mul(bi, cg.c64(a_dim * b_dim), "base")?;
+            let i0 = b.build_int_nsw_mul(rb, cg.c64(T), "i0")?;
+            let i1 =
+                crate::gemm::min64(cg, b.build_int_nsw_add(i0, cg.c64(T), "i1")?, cg.c64(a_dim))?;
+            cg.for_range(cg.c64(0), cg.c64(col_blocks), |cb| {
+                let j0 = b.build_int_nsw_mul(cb, cg.c64(T), "j0")?;
+                let j1 = crate::gemm::min64(
+                    cg,
+                    b.build_int_nsw_add(j0, cg.c64(T), "j1")?,
+                    cg.c64(b_dim),
+                )?;
+                cg.for_range(j0, j1, |j| {
+                    let src_row = b.build_int_nsw_add(
+                        base,
+                        b.build_int_nsw_mul(j, cg.c64(a_dim), "sr")?,
+                        "sr",
+                    )?;
+                    cg.for_range(i0, i1, |i| {
+                        let v = cg.load(ty, src, b.build_int_nsw_add(src_row, i, "si")?)?;
+                        let dst = b.build_int_nsw_add(
+                            base,
+                            b.build_int_nsw_mul(i, cg.c64(b_dim), "dr")?,
+                            "d",
+                        )?;
+                        cg.store(ty, out, b.build_int_nsw_add(dst, j, "di")?, v)
+                    })
+                })
+            })
+        })?;
+        let items = batch * row_blocks;
+        Ok(Some((items, (GRAIN_ELEMS / (T * b_dim)).max(1))))
+    }
+
     fn emit_loop(&mut self) -> R<(i64, i64)> {
+        if let Some(r) = self.emit_tiled_transpose()? {
+            return Ok(r);
+        }
         let m = self.m;
         let cg = self.cg();
         let root = self.root;
