@@ -502,3 +502,14 @@ fn transposes_match_the_evaluator() {
             .unwrap_or_else(|e| panic!("{text}: {e}"));
     }
 }
+
+/// A module that does not verify is an error from the code generator itself, not a crash.
+#[test]
+fn unverified_modules_are_refused() {
+    let text = "HloModule m\nENTRY main {\n  x = f32[4,8] parameter(0)\n  ROOT t = f32[8,4] transpose(x), dimensions={1,7}\n}\n";
+    let m = parse_module(text).expect("parses");
+    let e = compile(&m, &CpuOptions::default()).expect_err("does not verify");
+    assert!(e.message.contains("does not verify"), "{e}");
+    let e = emit_text(&m, &CpuOptions::default(), Emit::LlvmIr).expect_err("does not verify");
+    assert!(e.message.contains("does not verify"), "{e}");
+}

@@ -265,6 +265,9 @@ pub(crate) fn build<'ctx>(
 ) -> Result<Built<'ctx>, CodegenError> {
     let mut timings = CompileTimings::default();
     let t = Instant::now();
+    // Everything below relies on the verifier's invariants (shapes agree with attributes).
+    axle_ir::verify(m)
+        .map_err(|e| CodegenError::general(&m.name, format!("the module does not verify: {e}")))?;
     let prog = lower(m).map_err(|f| finish(m, f))?;
     timings.lower = t.elapsed();
     let spec = target_spec(opts);

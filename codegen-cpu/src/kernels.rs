@@ -541,10 +541,10 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             let m = kc.m;
             let root = kc.root;
             let ops = m.operands(root).to_vec();
-            let n = (ops.len() - 1) / 2;
-            if ops.len() < 3 || ops.len() % 2 == 0 {
+            if ops.len() < 3 || ops.len().is_multiple_of(2) {
                 return Err("scatter needs operands, indices and as many updates".into());
             }
+            let n = (ops.len() - 1) / 2;
             if !in_place {
                 for k in 0..n {
                     kc.copy_in(ops[k], k)?;
