@@ -64,11 +64,7 @@ impl GemmGeo {
     /// Columns of a packed panel.
     pub fn nc(&self) -> i64 {
         // A packed panel stays in L2 while its strips run (256 KiB for f32, 512 KiB for f64).
-        let nc = if self.ty == ElementType::F64 {
-            256
-        } else {
-            256
-        };
+        let nc = 256;
         nc.min((self.n as u64).div_ceil(self.nr() as u64) as i64 * self.nr())
             .max(self.nr())
     }
