@@ -393,8 +393,8 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
     }
     let m = load(&a.file)?;
     let opts = axle_codegen_cpu::CpuOptions {
-        threads: 0,
         target_triple: a.target_triple.clone(),
+        ..Default::default()
     };
     if a.aot {
         let obj = a

@@ -106,7 +106,7 @@ fn results_do_not_depend_on_the_thread_count() {
             &m,
             &CpuOptions {
                 threads,
-                target_triple: None,
+                ..Default::default()
             },
         )
         .expect("compiles");
@@ -475,5 +475,92 @@ ENTRY main {{
     let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
     for (w, g) in want.iter().zip(&got) {
         compare_arrays(w, g, Tolerance::Exact).expect("matches the evaluator");
+    }
+}
+
+/// Transposes that swap the last two dimensions (the tiled path), with odd sizes and a batch
+/// dimension, and one that does not (the elemental path), move every element where it belongs.
+#[test]
+fn transposes_match_the_evaluator() {
+    for (shape, out, perm) in [
+        ("f32[37,70]", "f32[70,37]", "1,0"),
+        ("s32[3,33,65]", "s32[3,65,33]", "0,2,1"),
+        ("f64[1,1]", "f64[1,1]", "1,0"),
+        ("pred[5,6,7]", "pred[7,5,6]", "2,0,1"),
+    ] {
+        let text = format!(
+            "HloModule t\nENTRY main {{\n  x = {shape} parameter(0)\n  ROOT y = {out} transpose(x), dimensions={{{perm}}}\n}}\n"
+        );
+        let module = parse_module(&text).unwrap_or_else(|e| panic!("{e}"));
+        let args = axle::run::generate_inputs(&module, 5);
+        let got = compile(&module, &CpuOptions::default())
+            .expect("compiles")
+            .run_literals(&args)
+            .expect("runs");
+        let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
+        compare_arrays(&want[0], &got[0], Tolerance::Exact)
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+    }
+}
+
+/// A module that does not verify is an error from the code generator itself, not a crash.
+#[test]
+fn unverified_modules_are_refused() {
+    let text = "HloModule m\nENTRY main {\n  x = f32[4,8] parameter(0)\n  ROOT t = f32[8,4] transpose(x), dimensions={1,7}\n}\n";
+    let m = parse_module(text).expect("parses");
+    let e = compile(&m, &CpuOptions::default()).expect_err("does not verify");
+    assert!(e.message.contains("does not verify"), "{e}");
+    let e = emit_text(&m, &CpuOptions::default(), Emit::LlvmIr).expect_err("does not verify");
+    assert!(e.message.contains("does not verify"), "{e}");
+}
+
+/// Stable multi-operand sorts (ties in the keys, payloads of other types, rows along either
+/// dimension, lengths around the merge sizes) and top-k match the evaluator exactly.
+#[test]
+fn sorts_match_the_evaluator() {
+    for (dims, d) in [("37,5", 0), ("3,1000", 1), ("2,16", 1), ("1,17", 1)] {
+        let text = format!(
+            r#"HloModule s
+
+less {{
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  c = f32[] parameter(2)
+  e = f32[] parameter(3)
+  f = u8[] parameter(4)
+  h = u8[] parameter(5)
+  ROOT lt = pred[] compare(a, b), direction=LT
+}}
+
+ENTRY main {{
+  k = s32[{dims}] parameter(0)
+  x = f32[{dims}] parameter(1)
+  y = u8[{dims}] parameter(2)
+  ROOT s = (s32[{dims}], f32[{dims}], u8[{dims}]) sort(k, x, y), dimensions={{{d}}}, is_stable=true, to_apply=less
+}}
+"#
+        );
+        let module = parse_module(&text).unwrap_or_else(|e| panic!("{e}"));
+        axle::verify_module(&module).unwrap_or_else(|e| panic!("{e}"));
+        let args = axle::run::generate_inputs(&module, 9);
+        let got = compile(&module, &CpuOptions::default())
+            .expect("compiles")
+            .run_literals(&args)
+            .expect("runs");
+        let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
+        for (w, g) in want.iter().zip(&got) {
+            compare_arrays(w, g, Tolerance::Exact).unwrap_or_else(|e| panic!("{dims}: {e}"));
+        }
+    }
+    let text = "HloModule t\nENTRY main {\n  x = f32[4,100] parameter(0)\n  ROOT t = (f32[4,7], s32[4,7]) topk(x), k=7, largest=true\n}\n";
+    let module = parse_module(text).unwrap_or_else(|e| panic!("{e}"));
+    let args = axle::run::generate_inputs(&module, 4);
+    let got = compile(&module, &CpuOptions::default())
+        .expect("compiles")
+        .run_literals(&args)
+        .expect("runs");
+    let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
+    for (w, g) in want.iter().zip(&got) {
+        compare_arrays(w, g, Tolerance::Exact).expect("top-k matches");
     }
 }

@@ -153,7 +153,9 @@ typedef struct AxleRuntime {\n\
    row-major array of the type and size above (pred is one byte 0/1, f16/bf16 are bit patterns)\n\
    aligned to its element size; outputs must not overlap inputs. temp points to\n\
    {up}_TEMP_BYTES bytes of scratch (may be NULL when that is 0). rt may be NULL to run every\n\
-   kernel on the calling thread. The function is reentrant given distinct temp and outputs. */"
+   kernel on the calling thread. The function is reentrant given distinct temp and outputs.\n\
+   Like XLA's CPU backend, the JIT runs with subnormals flushed to zero; for identical results\n\
+   set the FTZ and DAZ bits of MXCSR (0x8040) on every thread that runs kernels. */"
     );
     let _ = writeln!(
         h,

@@ -2,7 +2,7 @@
 //!
 //! `dot` with at most one free dimension per side and at most one contracting dimension (any
 //! number of batch dimensions, any operand layout) is `C[b] = A[b] @ B[b]` with `A` read through
-//! strides and `C` row-major. Work items are blocks of `MC` rows of one batch; each item walks
+//! strides and `C` row-major. Work items are blocks of up to `MC_MAX` rows of one batch; each item walks
 //! `B` in panels of `KC x NC`, packs the panel into its own scratch (`NR`-wide column strips,
 //! zero-padded, so transposed right-hand sides cost one copy), and runs an `MR x NR` register
 //! tile over it: `MR` broadcast loads of `A` and two vector loads of the packed panel feed
@@ -18,16 +18,16 @@ use inkwell::types::VectorType;
 use inkwell::values::{BasicValue, IntValue, PointerValue, VectorValue};
 use inkwell::IntPredicate;
 
-use crate::cg::{bv, strides, Cg, Val};
+use crate::cg::{bv, strides, Cg};
 use crate::conv::dot_dims;
 use crate::error::R;
 
 /// Rows of the register tile.
-const MR: i64 = 8;
+const MR: i64 = 12;
 /// Depth of a packed panel.
 const KC: i64 = 256;
-/// Rows per work item.
-const MC: i64 = 128;
+/// Rows per work item, at most (fewer when `M` is small, so there are items for every core).
+const MC_MAX: i64 = 240;
 
 /// The geometry of a dot the GEMM handles.
 #[derive(Clone, Debug)]
@@ -63,24 +63,34 @@ impl GemmGeo {
     }
     /// Columns of a packed panel.
     pub fn nc(&self) -> i64 {
-        let nc = if self.ty == ElementType::F64 {
-            256
-        } else {
-            512
-        };
+        // A packed panel stays in L2 while its strips run (256 KiB for f32, 512 KiB for f64).
+        let nc = 256;
         nc.min((self.n as u64).div_ceil(self.nr() as u64) as i64 * self.nr())
             .max(self.nr())
     }
+    /// Rows per work item: a multiple of `MR`, at most `MC_MAX`, and small enough that `M`
+    /// splits into at least four items when it can.
+    pub fn mc(&self) -> i64 {
+        let quarter = (self.m + 3) / 4;
+        let mc = (quarter + MR - 1) / MR * MR;
+        mc.clamp(MR, MC_MAX)
+    }
     fn mtiles(&self) -> i64 {
-        ((self.m as u64).div_ceil(MC as u64) as i64).max(1)
+        ((self.m as u64).div_ceil(self.mc() as u64) as i64).max(1)
     }
     /// Work items: row blocks times batches.
     pub fn items(&self) -> i64 {
         self.batch.iter().product::<i64>() * self.mtiles()
     }
-    /// Scratch bytes: one packed panel per item.
+    /// Elements of one item's scratch: a packed `KC x NC` panel of `B` and a packed
+    /// `MC x KC` block of `A`.
+    fn scratch_elems(&self) -> i64 {
+        let kc = KC.min(self.k.max(1));
+        kc * self.nc() + self.mc() * kc
+    }
+    /// Scratch bytes: one pair of packed blocks per item.
     pub fn scratch_bytes(&self) -> i64 {
-        self.items() * KC.min(self.k.max(1)) * self.nc() * self.ty.byte_size() as i64
+        self.items() * self.scratch_elems() * self.ty.byte_size() as i64
     }
 }
 
@@ -160,10 +170,18 @@ pub(crate) fn emit_gemm<'ctx>(
         let pack = cg.gep(
             ety.into(),
             scratch,
-            bb.build_int_nsw_mul(item, cg.c64(kc_max * nc), "po")?,
+            bb.build_int_nsw_mul(item, cg.c64(geo.scratch_elems()), "po")?,
         )?;
-        let i0 = bb.build_int_nsw_mul(mt, cg.c64(MC), "i0")?;
-        let i1 = min64(cg, bb.build_int_nsw_add(i0, cg.c64(MC), "i1")?, cg.c64(m))?;
+        let apack = cg.gep(ety.into(), pack, cg.c64(kc_max * nc))?;
+        let mc = geo.mc();
+        let i0 = bb.build_int_nsw_mul(mt, cg.c64(mc), "i0")?;
+        let i1 = min64(cg, bb.build_int_nsw_add(i0, cg.c64(mc), "i1")?, cg.c64(m))?;
+        let rows = bb.build_int_nsw_sub(i1, i0, "rows")?;
+        let strips = bb.build_int_unsigned_div(
+            bb.build_int_nsw_add(rows, cg.c64(MR - 1), "r")?,
+            cg.c64(MR),
+            "strips",
+        )?;
         let jcs = (n as u64).div_ceil(nc as u64) as i64;
         cg.for_range(cg.c64(0), cg.c64(jcs), |jci| {
             let jc = bb.build_int_nsw_mul(jci, cg.c64(nc), "jc")?;
@@ -176,23 +194,66 @@ pub(crate) fn emit_gemm<'ctx>(
                 let kc = min64(cg, bb.build_int_nsw_sub(cg.c64(k), pc, "kl")?, cg.c64(KC))?;
                 let first = bb.build_int_compare(IntPredicate::EQ, pci, cg.c64(0), "first")?;
                 pack_panel(cg, geo, ety, bbase, pack, pc, kc, jc, ncur, panels)?;
-                // Full tiles of MR rows, then single rows.
-                let rows = bb.build_int_nsw_sub(i1, i0, "rows")?;
-                let full = bb.build_int_unsigned_div(rows, cg.c64(MR), "full")?;
-                cg.for_range(cg.c64(0), full, |t| {
-                    let ir =
-                        bb.build_int_nsw_add(i0, bb.build_int_nsw_mul(t, cg.c64(MR), "t")?, "ir")?;
-                    tile(
-                        cg, geo, vty, MR, ab, pack, cb, ir, pc, kc, jc, panels, first,
-                    )
-                })?;
-                let done =
-                    bb.build_int_nsw_add(i0, bb.build_int_nsw_mul(full, cg.c64(MR), "d")?, "d")?;
-                cg.for_range(done, i1, |ir| {
-                    tile(cg, geo, vty, 1, ab, pack, cb, ir, pc, kc, jc, panels, first)
+                pack_a(cg, geo, ety, ab, apack, pc, kc, i0, i1, strips)?;
+                // Each strip of B stays in L1 while every row tile of A runs over it.
+                cg.for_range(cg.c64(0), panels, |p| {
+                    cg.for_range(cg.c64(0), strips, |s| {
+                        tile(
+                            cg, geo, vty, apack, pack, cb, s, i0, i1, pc, kc, jc, p, first,
+                        )
+                    })
                 })
             })
         })
+    })
+}
+
+/// Packs rows `i0..i1` of `A[.., pc..pc+kc]` as strips of `MR` rows, each `kc x MR` with the
+/// rows innermost, zero beyond `i1`.
+#[allow(clippy::too_many_arguments)]
+fn pack_a<'ctx>(
+    cg: &Cg<'ctx>,
+    geo: &GemmGeo,
+    ety: inkwell::types::FloatType<'ctx>,
+    a: PointerValue<'ctx>,
+    apack: PointerValue<'ctx>,
+    pc: IntValue<'ctx>,
+    kc: IntValue<'ctx>,
+    i0: IntValue<'ctx>,
+    i1: IntValue<'ctx>,
+    strips: IntValue<'ctx>,
+) -> R<()> {
+    let bb = &cg.b;
+    cg.for_range(cg.c64(0), strips, |s| {
+        let sbase = bb.build_int_nsw_mul(bb.build_int_nsw_mul(s, kc, "sb")?, cg.c64(MR), "sb")?;
+        let row0 = bb.build_int_nsw_add(i0, bb.build_int_nsw_mul(s, cg.c64(MR), "r0")?, "r0")?;
+        let copy = |kk: IntValue<'ctx>, r: IntValue<'ctx>| -> R<()> {
+            let row = bb.build_int_nsw_add(row0, r, "row")?;
+            let inside = bb.build_int_compare(IntPredicate::SLT, row, i1, "in")?;
+            let safe = bb.build_select(inside, row, i0, "sr")?.into_int_value();
+            let kabs = bb.build_int_nsw_add(pc, kk, "k")?;
+            let off = bb.build_int_nsw_add(
+                bb.build_int_nsw_mul(safe, cg.c64(geo.a_sm), "am")?,
+                bb.build_int_nsw_mul(kabs, cg.c64(geo.a_sk), "ak")?,
+                "ao",
+            )?;
+            let v = bb.build_load(ety, cg.gep(ety.into(), a, off)?, "av")?;
+            let v = bb.build_select(inside, v, ety.const_zero().into(), "az")?;
+            let d =
+                bb.build_int_nsw_add(sbase, bb.build_int_nsw_mul(kk, cg.c64(MR), "dk")?, "d")?;
+            let d = bb.build_int_nsw_add(d, r, "d")?;
+            bb.build_store(cg.gep(ety.into(), apack, d)?, v)?;
+            Ok(())
+        };
+        if geo.a_sk == 1 {
+            cg.for_range(cg.c64(0), cg.c64(MR), |r| {
+                cg.for_range(cg.c64(0), kc, |kk| copy(kk, r))
+            })
+        } else {
+            cg.for_range(cg.c64(0), kc, |kk| {
+                cg.for_range(cg.c64(0), cg.c64(MR), |r| copy(kk, r))
+            })
+        }
     })
 }
 
@@ -285,21 +346,23 @@ fn pack_panel<'ctx>(
     })
 }
 
-/// One `rows x NR` register tile per column strip of the panel.
+/// One `MR x NR` register tile: rows `i0 + s*MR ..` (stores masked beyond `i1`) and column
+/// strip `p` of the panel.
 #[allow(clippy::too_many_arguments)]
 fn tile<'ctx>(
     cg: &Cg<'ctx>,
     geo: &GemmGeo,
     vty: VectorType<'ctx>,
-    rows: i64,
-    a: PointerValue<'ctx>,
+    apack: PointerValue<'ctx>,
     pack: PointerValue<'ctx>,
     c: PointerValue<'ctx>,
-    ir: IntValue<'ctx>,
+    s: IntValue<'ctx>,
+    i0: IntValue<'ctx>,
+    i1: IntValue<'ctx>,
     pc: IntValue<'ctx>,
     kc: IntValue<'ctx>,
     jc: IntValue<'ctx>,
-    panels: IntValue<'ctx>,
+    p: IntValue<'ctx>,
     first: IntValue<'ctx>,
 ) -> R<()> {
     let bb = &cg.b;
@@ -314,97 +377,100 @@ fn tile<'ctx>(
         .map(|i| cg.i64().const_int(i as u64, false))
         .collect();
     let lane_vec = VectorType::const_vector(&lane_ids);
-    cg.for_range(cg.c64(0), panels, |p| {
-        let jr = bb.build_int_nsw_add(jc, bb.build_int_nsw_mul(p, cg.c64(nr), "j")?, "jr")?;
-        let w = min64(
-            cg,
-            bb.build_int_nsw_sub(cg.c64(geo.n), jr, "w")?,
-            cg.c64(nr),
-        )?;
-        // Masks of the two vectors of the strip.
+    let _ = pc;
+    let jr = bb.build_int_nsw_add(jc, bb.build_int_nsw_mul(p, cg.c64(nr), "j")?, "jr")?;
+    let w = min64(
+        cg,
+        bb.build_int_nsw_sub(cg.c64(geo.n), jr, "w")?,
+        cg.c64(nr),
+    )?;
+    let mut colmask = Vec::with_capacity(2);
+    for v in 0..2 {
+        let lim = bb.build_int_nsw_sub(w, cg.c64(v * lanes), "lim")?;
+        let splat = splat_int(cg, lim, lanes)?;
+        colmask.push(bb.build_int_compare(IntPredicate::SLT, lane_vec, splat, "mask")?);
+    }
+    let row0 = bb.build_int_nsw_add(i0, bb.build_int_nsw_mul(s, cg.c64(MR), "r0")?, "r0")?;
+    let none = colmask[0].get_type().const_zero();
+    // Per row: its C pointer and masks (all off for rows past the end).
+    let mut rowsel = Vec::with_capacity(MR as usize);
+    for r in 0..MR {
+        let row = bb.build_int_nsw_add(row0, cg.c64(r), "row")?;
+        let inside = bb.build_int_compare(IntPredicate::SLT, row, i1, "in")?;
+        let safe = bb.build_select(inside, row, i0, "sr")?.into_int_value();
+        let off =
+            bb.build_int_nsw_add(bb.build_int_nsw_mul(safe, cg.c64(geo.n), "ro")?, jr, "co")?;
+        let cp = cg.gep(ety.into(), c, off)?;
         let mut masks = Vec::with_capacity(2);
-        for v in 0..2 {
-            let lim = bb.build_int_nsw_sub(w, cg.c64(v * lanes), "lim")?;
-            let splat = splat_int(cg, lim, lanes)?;
-            masks.push(bb.build_int_compare(IntPredicate::SLT, lane_vec, splat, "mask")?);
+        for m in &colmask {
+            masks.push(bb.build_select(inside, *m, none, "rm")?.into_vector_value());
         }
-        // C row pointers and the initial accumulators.
-        let mut cptrs = Vec::with_capacity(rows as usize);
-        let mut init: Vec<Val> = Vec::with_capacity(2 * rows as usize);
-        for r in 0..rows {
-            let row = bb.build_int_nsw_add(ir, cg.c64(r), "row")?;
-            let off =
-                bb.build_int_nsw_add(bb.build_int_nsw_mul(row, cg.c64(geo.n), "ro")?, jr, "co")?;
-            let cp = cg.gep(ety.into(), c, off)?;
-            cptrs.push(cp);
-        }
-        let zero = vty.const_zero();
-        let loaded = cg.if_else_with(
-            &mut (),
-            first,
-            |_| Ok((0..2 * rows).map(|_| bv(zero)).collect()),
-            |_| {
-                let mut v = Vec::new();
-                for cp in &cptrs {
-                    for (h, mask) in masks.iter().enumerate() {
-                        let p = cg.gep(ety.into(), *cp, cg.c64(h as i64 * lanes))?;
-                        let x = cg
-                            .call(mload, &[bv(p), bv(align), bv(*mask), bv(zero)])?
-                            .ok_or("masked load returned nothing")?;
-                        v.push(x);
-                    }
-                }
-                Ok(v)
-            },
-        )?;
-        init.extend(loaded);
-        let pbase = bb.build_int_nsw_mul(bb.build_int_nsw_mul(p, kc, "pb")?, cg.c64(nr), "pb")?;
-        let accs = cg.for_range_acc(cg.c64(0), kc, &init, |kk, acc| {
-            let boff =
-                bb.build_int_nsw_add(pbase, bb.build_int_nsw_mul(kk, cg.c64(nr), "bk")?, "bo")?;
-            let mut bvs: Vec<VectorValue> = Vec::with_capacity(2);
-            for h in 0..2 {
-                let q = cg.gep(
-                    ety.into(),
-                    pack,
-                    bb.build_int_nsw_add(boff, cg.c64(h * lanes), "q")?,
-                )?;
-                let l = bb.build_load(vty, q, "bvec")?;
-                if let Some(i) = l.as_instruction_value() {
-                    let _ = i.set_alignment(geo.ty.byte_size() as u32);
-                }
-                bvs.push(l.into_vector_value());
-            }
-            let kabs = bb.build_int_nsw_add(pc, kk, "k")?;
-            let kterm = bb.build_int_nsw_mul(kabs, cg.c64(geo.a_sk), "kt")?;
-            let mut out = Vec::with_capacity(acc.len());
-            for r in 0..rows {
-                let row = bb.build_int_nsw_add(ir, cg.c64(r), "row")?;
-                let off = bb.build_int_nsw_add(
-                    bb.build_int_nsw_mul(row, cg.c64(geo.a_sm), "am")?,
-                    kterm,
-                    "ao",
-                )?;
-                let ap = cg.gep(ety.into(), a, off)?;
-                let av = bb.build_load(ety, ap, "a")?.into_float_value();
-                let s = splat_float(cg, av, lanes)?;
-                for h in 0..2 {
+        rowsel.push((cp, masks));
+    }
+    let zero = vty.const_zero();
+    let init = cg.if_else_with(
+        &mut (),
+        first,
+        |_| Ok((0..2 * MR).map(|_| bv(zero)).collect()),
+        |_| {
+            let mut v = Vec::new();
+            for (cp, masks) in &rowsel {
+                for (h, mask) in masks.iter().enumerate() {
+                    let q = cg.gep(ety.into(), *cp, cg.c64(h as i64 * lanes))?;
                     let x = cg
-                        .call(fma, &[bv(s), bv(bvs[h]), acc[(2 * r + h as i64) as usize]])?
-                        .ok_or("fmuladd returned nothing")?;
-                    out.push(x);
+                        .call(mload, &[bv(q), bv(align), bv(*mask), bv(zero)])?
+                        .ok_or("masked load returned nothing")?;
+                    v.push(x);
                 }
             }
-            Ok(out)
-        })?;
-        for (r, cp) in cptrs.iter().enumerate() {
-            for (h, mask) in masks.iter().enumerate() {
-                let p = cg.gep(ety.into(), *cp, cg.c64(h as i64 * lanes))?;
-                cg.call(mstore, &[accs[2 * r + h], bv(p), bv(align), bv(*mask)])?;
+            Ok(v)
+        },
+    )?;
+    let pbase = bb.build_int_nsw_mul(bb.build_int_nsw_mul(p, kc, "pb")?, cg.c64(nr), "pb")?;
+    let abase = bb.build_int_nsw_mul(bb.build_int_nsw_mul(s, kc, "ab")?, cg.c64(MR), "ab")?;
+    let accs = cg.for_range_acc(cg.c64(0), kc, &init, |kk, acc| {
+        let boff =
+            bb.build_int_nsw_add(pbase, bb.build_int_nsw_mul(kk, cg.c64(nr), "bk")?, "bo")?;
+        let mut bvs: Vec<VectorValue> = Vec::with_capacity(2);
+        for h in 0..2 {
+            let q = cg.gep(
+                ety.into(),
+                pack,
+                bb.build_int_nsw_add(boff, cg.c64(h * lanes), "q")?,
+            )?;
+            let l = bb.build_load(vty, q, "bvec")?;
+            if let Some(i) = l.as_instruction_value() {
+                let _ = i.set_alignment(geo.ty.byte_size() as u32);
+            }
+            bvs.push(l.into_vector_value());
+        }
+        let aoff =
+            bb.build_int_nsw_add(abase, bb.build_int_nsw_mul(kk, cg.c64(MR), "ak")?, "ao")?;
+        let mut out = Vec::with_capacity(acc.len());
+        for r in 0..MR {
+            let ap = cg.gep(
+                ety.into(),
+                apack,
+                bb.build_int_nsw_add(aoff, cg.c64(r), "ar")?,
+            )?;
+            let av = bb.build_load(ety, ap, "a")?.into_float_value();
+            let sa = splat_float(cg, av, lanes)?;
+            for h in 0..2 {
+                let x = cg
+                    .call(fma, &[bv(sa), bv(bvs[h]), acc[(2 * r + h as i64) as usize]])?
+                    .ok_or("fmuladd returned nothing")?;
+                out.push(x);
             }
         }
-        Ok(())
-    })
+        Ok(out)
+    })?;
+    for (r, (cp, masks)) in rowsel.iter().enumerate() {
+        for (h, mask) in masks.iter().enumerate() {
+            let q = cg.gep(ety.into(), *cp, cg.c64(h as i64 * lanes))?;
+            cg.call(mstore, &[accs[2 * r + h], bv(q), bv(align), bv(*mask)])?;
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn splat_float<'ctx>(

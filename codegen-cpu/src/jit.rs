@@ -34,6 +34,8 @@ pub struct AxleRuntime {
 /// What `AxleRuntime::user` points to in the JIT runtime.
 struct RtData<'a> {
     pool: Option<&'a rayon::ThreadPool>,
+    /// Whether worker threads flush subnormals too.
+    ftz: bool,
     profile: Option<&'a Mutex<Profile>>,
 }
 
@@ -107,14 +109,36 @@ unsafe extern "C" fn rt_parallel_for(
     let chunks = (n / grain.max(1)).clamp(1, threads * 4);
     let (per, rem) = (n / chunks, n % chunks);
     let bufs = SendPtr(bufs);
+    let ftz = data.ftz;
     let run = |c: i64| {
         let s = c * per + c.min(rem);
         let e = s + per + (c < rem) as i64;
         let b = &bufs;
         // SAFETY: the kernel reads the buffer table and writes disjoint output ranges.
-        unsafe { kernel(b.0, s, e) };
+        with_float_mode(ftz, || unsafe { kernel(b.0, s, e) });
     };
     pool.install(|| (0..chunks).into_par_iter().for_each(run));
+}
+
+/// Runs `f` with x86's flush-to-zero and denormals-are-zero modes on (when `ftz`), restoring
+/// the thread's floating-point control register afterwards.
+fn with_float_mode<T>(ftz: bool, f: impl FnOnce() -> T) -> T {
+    #[cfg(target_arch = "x86_64")]
+    if ftz {
+        let mut saved: u32 = 0;
+        // SAFETY: stmxcsr/ldmxcsr read and write this thread's SSE control register only.
+        unsafe {
+            std::arch::asm!("stmxcsr [{}]", in(reg) &mut saved, options(nostack));
+            let on: u32 = saved | 0x8040;
+            std::arch::asm!("ldmxcsr [{}]", in(reg) &on, options(nostack, readonly));
+        }
+        let r = f();
+        // SAFETY: as above.
+        unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &saved, options(nostack, readonly)) };
+        return r;
+    }
+    let _ = ftz;
+    f()
 }
 
 /// The shared thread pool for `threads` threads.
@@ -241,6 +265,9 @@ pub(crate) fn build<'ctx>(
 ) -> Result<Built<'ctx>, CodegenError> {
     let mut timings = CompileTimings::default();
     let t = Instant::now();
+    // Everything below relies on the verifier's invariants (shapes agree with attributes).
+    axle_ir::verify(m)
+        .map_err(|e| CodegenError::general(&m.name, format!("the module does not verify: {e}")))?;
     let prog = lower(m).map_err(|f| finish(m, f))?;
     timings.lower = t.elapsed();
     let spec = target_spec(opts);
@@ -348,6 +375,7 @@ pub struct CpuExecutable {
     pool: Option<Arc<rayon::ThreadPool>>,
     temps: Mutex<Vec<AlignedBuf>>,
     kernels: usize,
+    flush_denormals: bool,
     kernel_names: Vec<String>,
     profiling: std::sync::atomic::AtomicBool,
     profile: Mutex<Profile>,
@@ -431,6 +459,7 @@ pub(crate) fn compile(m: &Module, opts: &CpuOptions) -> Result<CpuExecutable, Co
         pool,
         temps: Mutex::new(Vec::new()),
         kernels,
+        flush_denormals: opts.flush_denormals,
         kernel_names,
         profiling: std::sync::atomic::AtomicBool::new(false),
         profile: Mutex::new(Profile::default()),
@@ -592,6 +621,7 @@ impl CpuExecutable {
         let profiling = self.profiling.load(std::sync::atomic::Ordering::Relaxed);
         let data = RtData {
             pool: self.pool.as_deref(),
+            ftz: self.flush_denormals,
             profile: profiling.then_some(&self.profile),
         };
         let rt = (data.pool.is_some() || profiling).then(|| AxleRuntime {
@@ -604,7 +634,9 @@ impl CpuExecutable {
             .map_or(std::ptr::null(), |r| r as *const AxleRuntime);
         // SAFETY: the pointers cover buffers of exactly the sizes the program was compiled
         // for, outputs are distinct allocations, and the runtime outlives the call.
-        unsafe { (self.entry)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), temp.ptr(), rt_ptr) };
+        with_float_mode(self.flush_denormals, || unsafe {
+            (self.entry)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), temp.ptr(), rt_ptr)
+        });
         drop(copies);
         self.temps
             .lock()

@@ -41,7 +41,7 @@ use inkwell::context::Context;
 use inkwell::targets::{FileType, RelocMode};
 
 /// Options of a CPU compilation.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpuOptions {
     /// Threads for parallel kernels: 0 uses `AXLE_CPU_THREADS` or every core, 1 runs everything
     /// on the calling thread.
@@ -49,6 +49,19 @@ pub struct CpuOptions {
     /// The target triple; `None` (or the host's triple) compiles for the host CPU, its name and
     /// features included.
     pub target_triple: Option<String>,
+    /// Run with subnormal floats flushed to zero (x86's FTZ and DAZ modes), as XLA's CPU backend
+    /// does; on by default. Off gives IEEE gradual underflow.
+    pub flush_denormals: bool,
+}
+
+impl Default for CpuOptions {
+    fn default() -> Self {
+        CpuOptions {
+            threads: 0,
+            target_triple: None,
+            flush_denormals: true,
+        }
+    }
 }
 
 /// Text forms of a compiled module.

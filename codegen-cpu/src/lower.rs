@@ -501,8 +501,7 @@ impl<'m> Lower<'m> {
         };
         let scratch = match kind {
             KernelKind::Sort | KernelKind::TopK => {
-                let s = crate::elemental::arr_of(m, m.operands(root)[0])?;
-                let bytes = 8 * s.num_elements().max(0);
+                let bytes = crate::kernels::sort_scratch_bytes(m, root)?;
                 Some(self.new_buf(BufKind::Temp, ArrayShape::new(ElementType::U8, &[bytes])))
             }
             KernelKind::Gemm => {

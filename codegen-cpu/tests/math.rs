@@ -42,7 +42,12 @@ fn run(op: &str, xs: &[f32]) -> Vec<f32> {
         "HloModule m\nENTRY main {{\n  x = f32[{n}] parameter(0)\n  ROOT y = f32[{n}] {op}(x)\n}}\n"
     );
     let m = parse_module(&text).expect("parses");
-    let exe = compile(&m, &CpuOptions::default()).expect("compiles");
+    // Gradual underflow, as libm computes it.
+    let opts = CpuOptions {
+        flush_denormals: false,
+        ..Default::default()
+    };
+    let exe = compile(&m, &opts).expect("compiles");
     let out = exe
         .run_literals(&[Literal::Array(ArrayLiteral::from_slice(&[n as i64], xs))])
         .expect("runs");
@@ -92,6 +97,41 @@ fn check(op: &str, f: fn(f32) -> f32, max_ulps: u64, abs: f32) {
         );
     }
     eprintln!("{op}: worst {} ulps at {:e}", worst.0, worst.1);
+}
+
+/// By default subnormals are flushed (XLA's CPU semantics) on every thread; without the flag,
+/// gradual underflow.
+#[test]
+fn subnormals_are_flushed_by_default() {
+    let n = 1 << 17;
+    let text = format!(
+        "HloModule m\nENTRY main {{\n  x = f32[{n}] parameter(0)\n  y = f32[{n}] parameter(1)\n  ROOT z = f32[{n}] multiply(x, y)\n}}\n"
+    );
+    let m = parse_module(&text).expect("parses");
+    let xs = vec![1e-20f32; n];
+    let ys = vec![1e-20f32; n];
+    let args = [
+        Literal::Array(ArrayLiteral::from_slice(&[n as i64], &xs)),
+        Literal::Array(ArrayLiteral::from_slice(&[n as i64], &ys)),
+    ];
+    for (flush, threads) in [(true, 1), (true, 4), (false, 1), (false, 4)] {
+        let opts = CpuOptions {
+            threads,
+            flush_denormals: flush,
+            ..Default::default()
+        };
+        let exe = compile(&m, &opts).expect("compiles");
+        let out = exe.run_literals(&args).expect("runs")[0]
+            .to_vec::<f32>()
+            .unwrap();
+        let want = if flush { 0.0 } else { 1e-20f32 * 1e-20f32 };
+        assert!(want == 0.0 || want.is_subnormal());
+        assert!(
+            out.iter().all(|&v| v == want),
+            "flush={flush} threads={threads}: {}",
+            out[n - 1]
+        );
+    }
 }
 
 #[test]
