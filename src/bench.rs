@@ -42,6 +42,8 @@ pub struct BenchOptions {
     pub seed: u64,
     /// The policies to time, in order.
     pub policies: Vec<OutputPolicy>,
+    /// Also time every kernel (`cpu` only): the report lists the slowest ones.
+    pub profile: bool,
 }
 
 impl Default for BenchOptions {
@@ -52,6 +54,7 @@ impl Default for BenchOptions {
             warmup: 3,
             seed: 0,
             policies: vec![OutputPolicy::Fresh, OutputPolicy::Reused],
+            profile: false,
         }
     }
 }
@@ -94,6 +97,9 @@ pub struct BenchReport {
     pub temp_bytes: Option<u64>,
     /// One timing per policy.
     pub timings: Vec<Timing>,
+    /// Per-kernel times per run (name, calls per run, time per run), slowest first, when
+    /// profiled.
+    pub kernels: Vec<(String, f64, Duration)>,
 }
 
 /// Compiles `m` on the backend and times it.
@@ -143,6 +149,11 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
         timings.push(Timing { policy, runs });
     }
     let stats = exe.stats();
+    let kernels = if opts.profile && opts.backend == "cpu" {
+        profile_kernels(exe.module(), &inputs, opts)?
+    } else {
+        Vec::new()
+    };
     Ok(BenchReport {
         module: name,
         backend: opts.backend.clone(),
@@ -150,7 +161,40 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
         compile_time,
         temp_bytes: stats.temp_bytes,
         timings,
+        kernels,
     })
+}
+
+/// Runs the module on the CPU code generator with kernel timing on (outputs reused).
+fn profile_kernels(
+    m: &Module,
+    inputs: &[axle_ir::Literal],
+    opts: &BenchOptions,
+) -> Result<Vec<(String, f64, Duration)>, String> {
+    let exe = axle_codegen_cpu::compile(m, &axle_codegen_cpu::CpuOptions::default())
+        .map_err(|e| e.to_string())?;
+    let leaves: Vec<&axle_ir::ArrayLiteral> = inputs
+        .iter()
+        .flat_map(|l| match l {
+            axle_ir::Literal::Array(a) => vec![a],
+            axle_ir::Literal::Tuple(_) => Vec::new(),
+        })
+        .collect();
+    let data: Vec<&[u8]> = leaves.iter().map(|a| &a.data[..]).collect();
+    let mut outs = exe.alloc_outputs();
+    for _ in 0..opts.warmup {
+        exe.execute(&data, &mut outs).map_err(|e| e.to_string())?;
+    }
+    exe.set_profiling(true);
+    let runs = opts.repeat.max(1);
+    for _ in 0..runs {
+        exe.execute(&data, &mut outs).map_err(|e| e.to_string())?;
+    }
+    Ok(exe
+        .profile()
+        .into_iter()
+        .map(|k| (k.name, k.calls as f64 / runs as f64, k.total / runs as u32))
+        .collect())
 }
 
 fn ms(d: Duration) -> f64 {
@@ -178,6 +222,27 @@ pub fn report(r: &BenchReport) -> String {
             ms(t.min()),
             t.runs.len()
         );
+    }
+    if !r.kernels.is_empty() {
+        let total: Duration = r.kernels.iter().map(|k| k.2).sum();
+        let _ = writeln!(
+            s,
+            "kernels (reused outputs, per run; {:.3} ms in kernels):",
+            ms(total)
+        );
+        for (name, calls, t) in r.kernels.iter().take(12) {
+            let _ = writeln!(
+                s,
+                "  {:>9.3} ms {:>5.1}%  {name}{}",
+                ms(*t),
+                100.0 * t.as_secs_f64() / total.as_secs_f64().max(1e-12),
+                if *calls != 1.0 {
+                    format!(" x{calls}")
+                } else {
+                    String::new()
+                }
+            );
+        }
     }
     s
 }

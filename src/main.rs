@@ -156,6 +156,9 @@ enum Command {
         /// Seed for the generated inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Also time each kernel (cpu backend) and list the slowest ones.
+        #[arg(long)]
+        profile: bool,
     },
     /// Compare two `.npy` files: exact, or within --rtol/--atol (numpy allclose), NaN matching NaN.
     Compare {
@@ -223,6 +226,7 @@ fn main() -> ExitCode {
             warmup,
             outputs,
             seed,
+            profile,
         } => {
             use axle::bench::OutputPolicy;
             let policies = match outputs.as_str() {
@@ -236,6 +240,7 @@ fn main() -> ExitCode {
                 warmup,
                 seed,
                 policies,
+                profile,
             };
             cmd_bench(&file, &opts)
         }
@@ -388,8 +393,8 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
     }
     let m = load(&a.file)?;
     let opts = axle_codegen_cpu::CpuOptions {
-        threads: 0,
         target_triple: a.target_triple.clone(),
+        ..Default::default()
     };
     if a.aot {
         let obj = a

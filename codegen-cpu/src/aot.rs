@@ -117,6 +117,8 @@ typedef struct AxleRuntime {\n\
                        void (*kernel)(void *const *bufs, int64_t start, int64_t end),\n\
                        void *const *bufs, int64_t n, int64_t grain);\n\
   void *user;\n\
+  /* Optional: called before (phase 0) and after (phase 1) each kernel; may be NULL. */\n\
+  void (*trace)(const struct AxleRuntime *rt, int64_t kernel, int64_t phase);\n\
 } AxleRuntime;\n#endif\n\n",
     );
     let _ = writeln!(h, "#define {up}_NUM_INPUTS {}", params.len());
@@ -151,7 +153,9 @@ typedef struct AxleRuntime {\n\
    row-major array of the type and size above (pred is one byte 0/1, f16/bf16 are bit patterns)\n\
    aligned to its element size; outputs must not overlap inputs. temp points to\n\
    {up}_TEMP_BYTES bytes of scratch (may be NULL when that is 0). rt may be NULL to run every\n\
-   kernel on the calling thread. The function is reentrant given distinct temp and outputs. */"
+   kernel on the calling thread. The function is reentrant given distinct temp and outputs.\n\
+   Like XLA's CPU backend, the JIT runs with subnormals flushed to zero; for identical results\n\
+   set the FTZ and DAZ bits of MXCSR (0x8040) on every thread that runs kernels. */"
     );
     let _ = writeln!(
         h,

@@ -228,6 +228,14 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         self.new_id()
     }
 
+    /// The memory `id` is bound to, if it is one array in memory.
+    pub fn bound_ptr(&self, id: InstId) -> Option<PointerValue<'ctx>> {
+        match self.ext.get(&id) {
+            Some(Ext::Bufs(p)) if p.len() == 1 => Some(p[0]),
+            _ => None,
+        }
+    }
+
     /// Whether `id` is bound to memory or values in this generator.
     pub fn is_bound(&self, id: InstId) -> bool {
         self.ext.contains_key(&id)
@@ -1058,6 +1066,16 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             .collect();
         let inputs = ops[..n].to_vec();
         let kept_multi = idx.multi.clone();
+        let in_ty = self.arr(ops[0])?.ty;
+        let minmax = if n == 1 && in_ty.is_float() {
+            match simple_binary(m, comp) {
+                Some(Opcode::Maximum) => Some("llvm.maximum"),
+                Some(Opcode::Minimum) => Some("llvm.minimum"),
+                _ => None,
+            }
+        } else {
+            None
+        };
         self.nest(&red_dims, init, &mut |g, rmulti, accs| {
             let mut multi = Vec::with_capacity(rank);
             let (mut ki, mut ri) = (0, 0);
@@ -1075,7 +1093,19 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             for &o in &inputs {
                 args.push(g.gen1(o, &i)?);
             }
-            g.apply(comp, &args)
+            if let Some(name) = minmax {
+                // max/min of floats: the IEEE maximum/minimum intrinsics propagate NaN like
+                // XLA's and vectorize as reductions (they order -0 below +0 where XLA keeps
+                // the first of two equal zeros).
+                return Ok(vec![g.cg.call_intrinsic(name, &[args[0], args[1]])?]);
+            }
+            let r = g.apply(comp, &args)?;
+            // A plain float sum or product may be reassociated, so the innermost loop
+            // vectorizes (partial sums in vector lanes, combined in a fixed order).
+            for v in &r {
+                mark_reassoc(*v);
+            }
+            Ok(r)
         })
     }
 
@@ -1172,6 +1202,32 @@ pub(crate) fn window_pos<'ctx>(
         safe.push(b.build_select(ok, q, cg.c64(0), "q")?.into_int_value());
     }
     Ok((safe, ok))
+}
+
+/// The opcode of a computation that is one binary op of its two parameters, in either order.
+pub(crate) fn simple_binary(m: &Module, comp: CompId) -> Option<Opcode> {
+    let root = m.root(comp);
+    let params = m.params(comp);
+    if params.len() != 2 || m.operands(root).len() != 2 {
+        return None;
+    }
+    let ops = m.operands(root);
+    let both = (ops[0] == params[0] && ops[1] == params[1])
+        || (ops[0] == params[1] && ops[1] == params[0]);
+    both.then(|| m.opcode(root))
+}
+
+/// Allows reassociation on a float `fadd`/`fmul` (a reduction step), nothing else.
+fn mark_reassoc(v: Val<'_>) {
+    use inkwell::values::{BasicValue, FastMathFlags, InstructionOpcode};
+    if let Some(i) = v.as_instruction_value() {
+        if matches!(
+            i.get_opcode(),
+            InstructionOpcode::FAdd | InstructionOpcode::FMul
+        ) {
+            let _ = i.set_fast_math_flags(FastMathFlags::AllowReassoc);
+        }
+    }
 }
 
 /// Strides of each logical dimension in the physical order given by `m2m`.

@@ -7,6 +7,8 @@
 //! kernel with enough work items is handed to `rt->parallel_for(rt, kernel, bufs, items,
 //! grain)`, which may split `[0, items)` across threads.
 
+use std::collections::HashMap;
+
 use axle_ir::{ElementType, Module};
 use inkwell::module::Linkage;
 use inkwell::values::{FunctionValue, IntValue, PointerValue};
@@ -16,6 +18,7 @@ use crate::cg::Cg;
 use crate::error::{Fail, R};
 use crate::kernels::{attribute, emit_kernel, Emitted};
 use crate::lower::{BufId, BufKind, Program, Thunk};
+use crate::signature::kernel_signature;
 
 struct Entry<'a, 'ctx> {
     cg: &'a Cg<'ctx>,
@@ -28,13 +31,132 @@ struct Entry<'a, 'ctx> {
     temp: PointerValue<'ctx>,
     rt: PointerValue<'ctx>,
     bufs_array: PointerValue<'ctx>,
+    bufs_ty: inkwell::types::ArrayType<'ctx>,
+    dispatch: FunctionValue<'ctx>,
+    parts: usize,
 }
 
-/// Emits every kernel and the entry point `name` into `cg`'s module.
-pub(crate) fn build(cg: &Cg, m: &Module, prog: &Program, name: &str, export: bool) -> R<()> {
+/// Thunks per function of the entry point.
+const PART: usize = 32;
+
+/// Emits `dispatch(rt, kernel, bufs, items, grain, id)`: traces the kernel when the runtime
+/// asks, hands it to `rt->parallel_for` when there is a runtime and enough work, and otherwise
+/// calls it on this thread.
+fn emit_dispatch<'ctx>(cg: &Cg<'ctx>) -> R<FunctionValue<'ctx>> {
+    let ptr = cg.ptr();
+    let i64t = cg.i64();
+    let fty = cg.ctx.void_type().fn_type(
+        &[
+            ptr.into(),
+            ptr.into(),
+            ptr.into(),
+            i64t.into(),
+            i64t.into(),
+            i64t.into(),
+        ],
+        false,
+    );
+    let f = cg.add_fn("axle.dispatch", fty, Some(Linkage::Internal));
+    f.add_attribute(
+        inkwell::attributes::AttributeLoc::Function,
+        cg.enum_attr("noinline"),
+    );
+    let entry = cg.ctx.append_basic_block(f, "entry");
+    cg.b.position_at_end(entry);
+    let arg = |i: u32| f.get_nth_param(i).ok_or("dispatch without parameters");
+    let rt = arg(0)?.into_pointer_value();
+    let kernel = arg(1)?.into_pointer_value();
+    let bufs = arg(2)?.into_pointer_value();
+    let items = arg(3)?.into_int_value();
+    let grain = arg(4)?.into_int_value();
+    let id = arg(5)?.into_int_value();
+    let kty = cg
+        .ctx
+        .void_type()
+        .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
+    let tty = cg
+        .ctx
+        .void_type()
+        .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
+    let has_rt = cg.b.build_is_not_null(rt, "has_rt")?;
+    let trace = |phase: i64| -> R<()> {
+        cg.if_then(has_rt, || {
+            let slot = cg.byte_gep(rt, 16)?;
+            let tf = cg.b.build_load(ptr, slot, "trace")?.into_pointer_value();
+            let has = cg.b.build_is_not_null(tf, "has_trace")?;
+            cg.if_then(has, || {
+                cg.b.build_indirect_call(
+                    tty,
+                    tf,
+                    &[rt.into(), id.into(), cg.c64(phase).into()],
+                    "",
+                )?;
+                Ok(())
+            })
+        })
+    };
+    trace(0)?;
+    let twice = cg.b.build_int_nsw_mul(grain, cg.c64(2), "twice")?;
+    let enough =
+        cg.b.build_int_compare(IntPredicate::SGE, items, twice, "enough")?;
+    let par = cg.b.build_and(has_rt, enough, "par")?;
+    let pb = cg.block("par")?;
+    let sb = cg.block("seq")?;
+    let done = cg.block("done")?;
+    cg.b.build_conditional_branch(par, pb, sb)?;
+    cg.b.position_at_end(pb);
+    let pf = cg.b.build_load(ptr, rt, "pf")?.into_pointer_value();
+    let pfty = cg.ctx.void_type().fn_type(
+        &[ptr.into(), ptr.into(), ptr.into(), i64t.into(), i64t.into()],
+        false,
+    );
+    cg.b.build_indirect_call(
+        pfty,
+        pf,
+        &[
+            rt.into(),
+            kernel.into(),
+            bufs.into(),
+            items.into(),
+            grain.into(),
+        ],
+        "",
+    )?;
+    cg.b.build_unconditional_branch(done)?;
+    cg.b.position_at_end(sb);
+    cg.b.build_indirect_call(
+        kty,
+        kernel,
+        &[bufs.into(), cg.c64(0).into(), items.into()],
+        "",
+    )?;
+    cg.b.build_unconditional_branch(done)?;
+    cg.b.position_at_end(done);
+    trace(1)?;
+    cg.b.build_return(None)?;
+    Ok(f)
+}
+
+/// Emits every kernel and the entry point `name` into `cg`'s module; returns a description of
+/// each kernel (`kN.name (opcode)`), in kernel number order.
+pub(crate) fn build(
+    cg: &Cg,
+    m: &Module,
+    prog: &Program,
+    name: &str,
+    export: bool,
+) -> R<Vec<String>> {
     let mut kernels = Vec::new();
     let mut max_bufs = 1usize;
-    emit_kernels(cg, m, &prog.body, &mut kernels, &mut max_bufs)?;
+    emit_kernels(
+        cg,
+        m,
+        &prog.body,
+        &mut kernels,
+        &mut max_bufs,
+        &mut HashMap::new(),
+    )?;
+    let dispatch = emit_dispatch(cg)?;
     let ptr = cg.ptr();
     let fty = cg
         .ctx
@@ -66,10 +188,13 @@ pub(crate) fn build(cg: &Cg, m: &Module, prog: &Program, name: &str, export: boo
         temp: p(2)?,
         rt: p(3)?,
         bufs_array,
+        bufs_ty: arr_ty,
+        dispatch,
+        parts: 0,
     };
     e.thunks(&prog.body)?;
     cg.b.build_return(None)?;
-    Ok(())
+    Ok(e.kernels.iter().map(|k| k.name.clone()).collect())
 }
 
 fn emit_kernels<'ctx>(
@@ -78,6 +203,7 @@ fn emit_kernels<'ctx>(
     thunks: &[Thunk],
     out: &mut Vec<Emitted<'ctx>>,
     max_bufs: &mut usize,
+    seen: &mut HashMap<String, usize>,
 ) -> R<()> {
     for t in thunks {
         match t {
@@ -87,18 +213,34 @@ fn emit_kernels<'ctx>(
                     + k.scratch.is_some() as usize;
                 *max_bufs = (*max_bufs).max(n);
                 let name = format!("k{}.{}", out.len(), sanitize(m.name(k.origin)));
-                let e = emit_kernel(cg, m, k, &name, k.scratch.is_some())
+                let label = format!("{name} ({})", m.opcode(k.root).name());
+                let sig = kernel_signature(m, k);
+                if let Some(&first) = seen.get(&sig) {
+                    // The same code as an earlier kernel: share its function.
+                    let e = &out[first];
+                    let shared = Emitted {
+                        func: e.func,
+                        name: label,
+                        items: e.items,
+                        grain: e.grain,
+                    };
+                    out.push(shared);
+                    continue;
+                }
+                let mut e = emit_kernel(cg, m, k, &name, k.scratch.is_some())
                     .map_err(|f| attribute(m, k, f))?;
+                e.name = label;
+                seen.insert(sig, out.len());
                 out.push(e);
             }
             Thunk::Copy { .. } => {}
             Thunk::While { cond, body, .. } => {
-                emit_kernels(cg, m, cond, out, max_bufs)?;
-                emit_kernels(cg, m, body, out, max_bufs)?;
+                emit_kernels(cg, m, cond, out, max_bufs, seen)?;
+                emit_kernels(cg, m, body, out, max_bufs, seen)?;
             }
             Thunk::Cond { branches, .. } => {
                 for (b, _) in branches {
-                    emit_kernels(cg, m, b, out, max_bufs)?;
+                    emit_kernels(cg, m, b, out, max_bufs, seen)?;
                 }
             }
         }
@@ -153,10 +295,81 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
         self.cg.memcpy(dp, sp, bytes)
     }
 
+    /// Emits a thunk list; long lists go into functions of at most [`PART`] thunks each, so
+    /// no function grows with the program (LLVM's passes are superlinear in function size).
     fn thunks(&mut self, thunks: &[Thunk]) -> R<()> {
-        for t in thunks {
+        if thunks.len() <= PART {
+            for t in thunks {
+                self.thunk(t)?;
+            }
+            return Ok(());
+        }
+        for chunk in thunks.chunks(PART) {
+            self.part(chunk)?;
+        }
+        Ok(())
+    }
+
+    /// Emits `chunk` as a function of its own and calls it.
+    fn part(&mut self, chunk: &[Thunk]) -> R<()> {
+        let cg = self.cg;
+        let ptr = cg.ptr();
+        let fty = cg
+            .ctx
+            .void_type()
+            .fn_type(&[ptr.into(), ptr.into(), ptr.into(), ptr.into()], false);
+        let f = cg.add_fn(
+            &format!("axle.part{}", self.parts),
+            fty,
+            Some(Linkage::Internal),
+        );
+        self.parts += 1;
+        f.add_attribute(
+            inkwell::attributes::AttributeLoc::Function,
+            cg.enum_attr("noinline"),
+        );
+        let here = cg.cur_block()?;
+        let saved = (
+            self.params,
+            self.outputs,
+            self.temp,
+            self.rt,
+            self.bufs_array,
+        );
+        let entry = cg.ctx.append_basic_block(f, "entry");
+        cg.b.position_at_end(entry);
+        let p = |i: u32| -> R<PointerValue<'ctx>> {
+            Ok(f.get_nth_param(i)
+                .ok_or("part without parameters")?
+                .into_pointer_value())
+        };
+        self.params = p(0)?;
+        self.outputs = p(1)?;
+        self.temp = p(2)?;
+        self.rt = p(3)?;
+        self.bufs_array = cg.b.build_alloca(self.bufs_ty, "bufs")?;
+        for t in chunk {
             self.thunk(t)?;
         }
+        cg.b.build_return(None)?;
+        (
+            self.params,
+            self.outputs,
+            self.temp,
+            self.rt,
+            self.bufs_array,
+        ) = saved;
+        cg.b.position_at_end(here);
+        cg.b.build_call(
+            f,
+            &[
+                self.params.into(),
+                self.outputs.into(),
+                self.temp.into(),
+                self.rt.into(),
+            ],
+            "",
+        )?;
         Ok(())
     }
 
@@ -164,7 +377,8 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
         let cg = self.cg;
         match t {
             Thunk::Kernel(k) => {
-                let e = &self.kernels[self.next_kernel];
+                let id = self.next_kernel;
+                let e = &self.kernels[id];
                 self.next_kernel += 1;
                 let (func, items, grain) = (e.func, e.items, e.grain);
                 if items == 0 {
@@ -180,7 +394,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                     let slot = cg.gep(cg.ptr().into(), self.bufs_array, cg.c64(i as i64))?;
                     cg.b.build_store(slot, p)?;
                 }
-                self.call_kernel(func, items, grain)
+                self.call_kernel(func, items, grain, id)
             }
             Thunk::Copy { src, dst } => self.copy(*src, *dst),
             Thunk::While {
@@ -269,47 +483,20 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
         }
     }
 
-    fn call_kernel(&self, func: FunctionValue<'ctx>, items: i64, grain: i64) -> R<()> {
+    fn call_kernel(&self, func: FunctionValue<'ctx>, items: i64, grain: i64, id: usize) -> R<()> {
         let cg = self.cg;
-        let args = [
-            self.bufs_array.into(),
-            cg.c64(0).into(),
-            cg.c64(items).into(),
-        ];
-        if items < 2 * grain {
-            cg.b.build_call(func, &args, "")?;
-            return Ok(());
-        }
-        let ptr = cg.ptr();
-        let has_rt = cg.b.build_is_not_null(self.rt, "has_rt")?;
-        let par = cg.block("par")?;
-        let seq = cg.block("seq")?;
-        let done = cg.block("called")?;
-        cg.b.build_conditional_branch(has_rt, par, seq)?;
-        cg.b.position_at_end(par);
-        let pf = cg.b.build_load(ptr, self.rt, "pf")?.into_pointer_value();
-        let i64t = cg.i64();
-        let pfty = cg.ctx.void_type().fn_type(
-            &[ptr.into(), ptr.into(), ptr.into(), i64t.into(), i64t.into()],
-            false,
-        );
-        cg.b.build_indirect_call(
-            pfty,
-            pf,
+        cg.b.build_call(
+            self.dispatch,
             &[
                 self.rt.into(),
                 func.as_global_value().as_pointer_value().into(),
                 self.bufs_array.into(),
                 cg.c64(items).into(),
                 cg.c64(grain).into(),
+                cg.c64(id as i64).into(),
             ],
             "",
         )?;
-        cg.b.build_unconditional_branch(done)?;
-        cg.b.position_at_end(seq);
-        cg.b.build_call(func, &args, "")?;
-        cg.b.build_unconditional_branch(done)?;
-        cg.b.position_at_end(done);
         Ok(())
     }
 }

@@ -25,8 +25,56 @@ use crate::CpuOptions;
 pub struct AxleRuntime {
     /// Runs `kernel(bufs, s, e)` over a partition of `[0, n)` into ranges of at least `grain`.
     pub parallel_for: unsafe extern "C" fn(*const AxleRuntime, KernelFn, *const *mut u8, i64, i64),
-    /// The runtime's own data (here: the thread pool).
+    /// The runtime's own data.
     pub user: *const std::ffi::c_void,
+    /// Called before (`phase` 0) and after (`phase` 1) kernel number `kernel`, if not null.
+    pub trace: Option<unsafe extern "C" fn(*const AxleRuntime, i64, i64)>,
+}
+
+/// What `AxleRuntime::user` points to in the JIT runtime.
+struct RtData<'a> {
+    pool: Option<&'a rayon::ThreadPool>,
+    /// Whether worker threads flush subnormals too.
+    ftz: bool,
+    profile: Option<&'a Mutex<Profile>>,
+}
+
+/// Per-kernel wall times.
+#[derive(Default)]
+struct Profile {
+    started: Vec<Option<Instant>>,
+    calls: Vec<u64>,
+    total: Vec<Duration>,
+}
+
+unsafe extern "C" fn rt_trace(rt: *const AxleRuntime, kernel: i64, phase: i64) {
+    // SAFETY: `rt` is the runtime `CpuExecutable::execute` built.
+    let data = unsafe { &*((*rt).user as *const RtData) };
+    let Some(p) = data.profile else { return };
+    let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
+    let k = kernel as usize;
+    if p.calls.len() <= k {
+        p.started.resize(k + 1, None);
+        p.calls.resize(k + 1, 0);
+        p.total.resize(k + 1, Duration::ZERO);
+    }
+    if phase == 0 {
+        p.started[k] = Some(Instant::now());
+    } else if let Some(t) = p.started[k].take() {
+        p.calls[k] += 1;
+        p.total[k] += t.elapsed();
+    }
+}
+
+/// Time spent in one kernel over the profiled runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelProfile {
+    /// `kN.name (opcode)`.
+    pub name: String,
+    /// Calls (a kernel in a loop body runs once per iteration).
+    pub calls: u64,
+    /// Total wall time.
+    pub total: Duration,
 }
 
 /// A kernel's entry point.
@@ -50,20 +98,47 @@ unsafe extern "C" fn rt_parallel_for(
     n: i64,
     grain: i64,
 ) {
-    // SAFETY: `rt` is the runtime `CpuExecutable::execute` built, whose `user` is a live pool.
-    let pool = unsafe { &*((*rt).user as *const rayon::ThreadPool) };
+    // SAFETY: `rt` is the runtime `CpuExecutable::execute` built.
+    let data = unsafe { &*((*rt).user as *const RtData) };
+    let Some(pool) = data.pool else {
+        // SAFETY: the whole range on this thread.
+        unsafe { kernel(bufs, 0, n) };
+        return;
+    };
     let threads = pool.current_num_threads() as i64;
     let chunks = (n / grain.max(1)).clamp(1, threads * 4);
     let (per, rem) = (n / chunks, n % chunks);
     let bufs = SendPtr(bufs);
+    let ftz = data.ftz;
     let run = |c: i64| {
         let s = c * per + c.min(rem);
         let e = s + per + (c < rem) as i64;
         let b = &bufs;
         // SAFETY: the kernel reads the buffer table and writes disjoint output ranges.
-        unsafe { kernel(b.0, s, e) };
+        with_float_mode(ftz, || unsafe { kernel(b.0, s, e) });
     };
     pool.install(|| (0..chunks).into_par_iter().for_each(run));
+}
+
+/// Runs `f` with x86's flush-to-zero and denormals-are-zero modes on (when `ftz`), restoring
+/// the thread's floating-point control register afterwards.
+fn with_float_mode<T>(ftz: bool, f: impl FnOnce() -> T) -> T {
+    #[cfg(target_arch = "x86_64")]
+    if ftz {
+        let mut saved: u32 = 0;
+        // SAFETY: stmxcsr/ldmxcsr read and write this thread's SSE control register only.
+        unsafe {
+            std::arch::asm!("stmxcsr [{}]", in(reg) &mut saved, options(nostack));
+            let on: u32 = saved | 0x8040;
+            std::arch::asm!("ldmxcsr [{}]", in(reg) &on, options(nostack, readonly));
+        }
+        let r = f();
+        // SAFETY: as above.
+        unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &saved, options(nostack, readonly)) };
+        return r;
+    }
+    let _ = ftz;
+    f()
 }
 
 /// The shared thread pool for `threads` threads.
@@ -176,6 +251,8 @@ pub(crate) struct Built<'ctx> {
     pub prog: Program,
     pub tm: TargetMachine,
     pub timings: CompileTimings,
+    /// Kernel descriptions, by kernel number.
+    pub kernel_names: Vec<String>,
 }
 
 /// Lowers `m`, emits its LLVM module with entry point `entry` and optimizes it.
@@ -188,6 +265,9 @@ pub(crate) fn build<'ctx>(
 ) -> Result<Built<'ctx>, CodegenError> {
     let mut timings = CompileTimings::default();
     let t = Instant::now();
+    // Everything below relies on the verifier's invariants (shapes agree with attributes).
+    axle_ir::verify(m)
+        .map_err(|e| CodegenError::general(&m.name, format!("the module does not verify: {e}")))?;
     let prog = lower(m).map_err(|f| finish(m, f))?;
     timings.lower = t.elapsed();
     let spec = target_spec(opts);
@@ -197,7 +277,7 @@ pub(crate) fn build<'ctx>(
     cg.module.set_triple(&spec.triple);
     cg.module
         .set_data_layout(&tm.get_target_data().get_data_layout());
-    crate::emit::build(&cg, m, &prog, entry, true).map_err(|f| finish(m, f))?;
+    let kernel_names = crate::emit::build(&cg, m, &prog, entry, true).map_err(|f| finish(m, f))?;
     cg.module.verify().map_err(|e| {
         CodegenError::general(&m.name, format!("internal error: invalid LLVM IR: {e}"))
     })?;
@@ -217,6 +297,7 @@ pub(crate) fn build<'ctx>(
         prog,
         tm,
         timings,
+        kernel_names,
     })
 }
 
@@ -294,6 +375,10 @@ pub struct CpuExecutable {
     pool: Option<Arc<rayon::ThreadPool>>,
     temps: Mutex<Vec<AlignedBuf>>,
     kernels: usize,
+    flush_denormals: bool,
+    kernel_names: Vec<String>,
+    profiling: std::sync::atomic::AtomicBool,
+    profile: Mutex<Profile>,
     compile_time: Duration,
     timings: CompileTimings,
 }
@@ -326,6 +411,7 @@ pub(crate) fn compile(m: &Module, opts: &CpuOptions) -> Result<CpuExecutable, Co
         prog,
         tm,
         mut timings,
+        kernel_names,
     } = built;
     drop(tm);
     let Cg { module, b, .. } = cg;
@@ -373,6 +459,10 @@ pub(crate) fn compile(m: &Module, opts: &CpuOptions) -> Result<CpuExecutable, Co
         pool,
         temps: Mutex::new(Vec::new()),
         kernels,
+        flush_denormals: opts.flush_denormals,
+        kernel_names,
+        profiling: std::sync::atomic::AtomicBool::new(false),
+        profile: Mutex::new(Profile::default()),
         compile_time: t0.elapsed(),
         timings,
     })
@@ -414,6 +504,36 @@ impl CpuExecutable {
     /// The number of kernels.
     pub fn kernels(&self) -> usize {
         self.kernels
+    }
+
+    /// Turns per-kernel timing on or off for the following runs.
+    pub fn set_profiling(&self, on: bool) {
+        self.profiling
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Per-kernel times accumulated over the profiled runs, slowest first.
+    pub fn profile(&self) -> Vec<KernelProfile> {
+        let p = self.profile.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<KernelProfile> = p
+            .calls
+            .iter()
+            .zip(&p.total)
+            .enumerate()
+            .filter(|(_, (c, _))| **c > 0)
+            .map(|(k, (&calls, &total))| KernelProfile {
+                name: self.kernel_names.get(k).cloned().unwrap_or_default(),
+                calls,
+                total,
+            })
+            .collect();
+        v.sort_by_key(|k| std::cmp::Reverse(k.total));
+        v
+    }
+
+    /// Forgets the accumulated profile.
+    pub fn reset_profile(&self) {
+        *self.profile.lock().unwrap_or_else(|e| e.into_inner()) = Profile::default();
     }
 
     /// Wall time of the whole compilation.
@@ -498,16 +618,25 @@ impl CpuExecutable {
             pool.pop()
         }
         .unwrap_or_else(|| AlignedBuf::zeroed(self.temp_bytes as usize));
-        let rt = self.pool.as_ref().map(|p| AxleRuntime {
+        let profiling = self.profiling.load(std::sync::atomic::Ordering::Relaxed);
+        let data = RtData {
+            pool: self.pool.as_deref(),
+            ftz: self.flush_denormals,
+            profile: profiling.then_some(&self.profile),
+        };
+        let rt = (data.pool.is_some() || profiling).then(|| AxleRuntime {
             parallel_for: rt_parallel_for,
-            user: Arc::as_ptr(p) as *const std::ffi::c_void,
+            user: &data as *const RtData as *const std::ffi::c_void,
+            trace: profiling.then_some(rt_trace as unsafe extern "C" fn(_, _, _)),
         });
         let rt_ptr = rt
             .as_ref()
             .map_or(std::ptr::null(), |r| r as *const AxleRuntime);
         // SAFETY: the pointers cover buffers of exactly the sizes the program was compiled
         // for, outputs are distinct allocations, and the runtime outlives the call.
-        unsafe { (self.entry)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), temp.ptr(), rt_ptr) };
+        with_float_mode(self.flush_denormals, || unsafe {
+            (self.entry)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), temp.ptr(), rt_ptr)
+        });
         drop(copies);
         self.temps
             .lock()

@@ -36,6 +36,8 @@ pub(crate) const GRAIN_ELEMS: i64 = 1 << 15;
 /// An emitted kernel: its function, its number of work items and the smallest useful group.
 pub(crate) struct Emitted<'ctx> {
     pub func: FunctionValue<'ctx>,
+    /// `kN.name (opcode)`, for profiles.
+    pub name: String,
     pub items: i64,
     pub grain: i64,
 }
@@ -111,10 +113,13 @@ pub(crate) fn emit_kernel<'ctx>(
         KernelKind::SelectAndScatter => kc.emit_select_and_scatter()?,
         KernelKind::Sort => kc.emit_sort(scratch_ptr.ok_or("sort without scratch")?)?,
         KernelKind::TopK => kc.emit_topk(scratch_ptr.ok_or("topk without scratch")?)?,
+        KernelKind::Gemm => kc.emit_gemm(scratch_ptr.ok_or("gemm without scratch")?)?,
+        KernelKind::Conv => kc.emit_conv()?,
     };
     cg.b.build_return(None)?;
     Ok(Emitted {
         func: f,
+        name: name.to_string(),
         items,
         grain,
     })
@@ -199,7 +204,80 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         Ok(())
     }
 
+    /// A transpose of a buffer that swaps its last two dimensions (leading ones in place):
+    /// copied in 32 x 32 tiles, so both sides stay within a few cache lines per tile.
+    fn emit_tiled_transpose(&mut self) -> R<Option<(i64, i64)>> {
+        const T: i64 = 32;
+        let m = self.m;
+        let root = self.root;
+        if m.opcode(root) != Opcode::Transpose {
+            return Ok(None);
+        }
+        let op = m.operands(root)[0];
+        let Some(src) = self.g.bound_ptr(op) else {
+            return Ok(None);
+        };
+        let perm = m
+            .ints_attr(root, &AttrKey::Dimensions)
+            .unwrap_or(&[])
+            .to_vec();
+        let r = perm.len();
+        let swaps_last_two = r >= 2
+            && perm[r - 1] == r as i64 - 2
+            && perm[r - 2] == r as i64 - 1
+            && (0..r - 2).all(|d| perm[d] == d as i64);
+        let s = arr_of(m, root)?.clone();
+        if !swaps_last_two || numel(&s.dims) == 0 {
+            return Ok(None);
+        }
+        let cg = self.cg();
+        let b = &cg.b;
+        let (a_dim, b_dim) = (s.dims[r - 2], s.dims[r - 1]);
+        let batch = numel(&s.dims[..r - 2]);
+        let row_blocks = (a_dim as u64).div_ceil(T as u64) as i64;
+        let col_blocks = (b_dim as u64).div_ceil(T as u64) as i64;
+        let out = self.outs[0];
+        let ty = s.ty;
+        cg.for_range(self.start, self.end, |item| {
+            let bi = b.build_int_unsigned_div(item, cg.c64(row_blocks), "b")?;
+            let rb = b.build_int_unsigned_rem(item, cg.c64(row_blocks), "rb")?;
+            let base = b.build_int_nsw_mul(bi, cg.c64(a_dim * b_dim), "base")?;
+            let i0 = b.build_int_nsw_mul(rb, cg.c64(T), "i0")?;
+            let i1 =
+                crate::gemm::min64(cg, b.build_int_nsw_add(i0, cg.c64(T), "i1")?, cg.c64(a_dim))?;
+            cg.for_range(cg.c64(0), cg.c64(col_blocks), |cb| {
+                let j0 = b.build_int_nsw_mul(cb, cg.c64(T), "j0")?;
+                let j1 = crate::gemm::min64(
+                    cg,
+                    b.build_int_nsw_add(j0, cg.c64(T), "j1")?,
+                    cg.c64(b_dim),
+                )?;
+                cg.for_range(j0, j1, |j| {
+                    let src_row = b.build_int_nsw_add(
+                        base,
+                        b.build_int_nsw_mul(j, cg.c64(a_dim), "sr")?,
+                        "sr",
+                    )?;
+                    cg.for_range(i0, i1, |i| {
+                        let v = cg.load(ty, src, b.build_int_nsw_add(src_row, i, "si")?)?;
+                        let dst = b.build_int_nsw_add(
+                            base,
+                            b.build_int_nsw_mul(i, cg.c64(b_dim), "dr")?,
+                            "d",
+                        )?;
+                        cg.store(ty, out, b.build_int_nsw_add(dst, j, "di")?, v)
+                    })
+                })
+            })
+        })?;
+        let items = batch * row_blocks;
+        Ok(Some((items, (GRAIN_ELEMS / (T * b_dim)).max(1))))
+    }
+
     fn emit_loop(&mut self) -> R<(i64, i64)> {
+        if let Some(r) = self.emit_tiled_transpose()? {
+            return Ok(r);
+        }
         let m = self.m;
         let cg = self.cg();
         let root = self.root;
@@ -350,6 +428,48 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         Ok((rows, (GRAIN_ELEMS / per_row).max(1)))
     }
 
+    fn emit_gemm(&mut self, scratch: PointerValue<'ctx>) -> R<(i64, i64)> {
+        let m = self.m;
+        let geo = crate::gemm::gemm_geo(m, self.root).ok_or("dot is not a GEMM")?;
+        let ops = m.operands(self.root);
+        let a = self
+            .g
+            .bound_ptr(ops[0])
+            .ok_or("gemm operand is not in memory")?;
+        let b = self
+            .g
+            .bound_ptr(ops[1])
+            .ok_or("gemm operand is not in memory")?;
+        crate::gemm::emit_gemm(
+            self.cg(),
+            &geo,
+            a,
+            b,
+            self.outs[0],
+            scratch,
+            self.start,
+            self.end,
+        )?;
+        Ok((geo.items(), 1))
+    }
+
+    fn emit_conv(&mut self) -> R<(i64, i64)> {
+        let m = self.m;
+        let geo = crate::conv_fast::conv_fast(m, self.root).ok_or("not a tiled convolution")?;
+        let ops = m.operands(self.root);
+        let a = self
+            .g
+            .bound_ptr(ops[0])
+            .ok_or("convolution operand is not in memory")?;
+        let b = self
+            .g
+            .bound_ptr(ops[1])
+            .ok_or("convolution operand is not in memory")?;
+        crate::conv_fast::emit_conv(self.cg(), &geo, a, b, self.outs[0], self.start, self.end)?;
+        let per_item = 6 * geo.o * geo.c * geo.k_sp.iter().product::<i64>();
+        Ok((geo.items(), (GRAIN_ELEMS * 64 / per_item.max(1)).max(1)))
+    }
+
     fn emit_dus_in_place(&mut self) -> R<(i64, i64)> {
         let m = self.m;
         let cg = self.cg();
@@ -421,10 +541,10 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             let m = kc.m;
             let root = kc.root;
             let ops = m.operands(root).to_vec();
-            let n = (ops.len() - 1) / 2;
-            if ops.len() < 3 || ops.len() % 2 == 0 {
+            if ops.len() < 3 || ops.len().is_multiple_of(2) {
                 return Err("scatter needs operands, indices and as many updates".into());
             }
+            let n = (ops.len() - 1) / 2;
             if !in_place {
                 for k in 0..n {
                     kc.copy_in(ops[k], k)?;
@@ -640,25 +760,35 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         Ok((1, 1))
     }
 
-    /// Sorts the indices `0..len` of each row with `less` (a stable merge sort: insertion sort
-    /// on runs of 16, then pairwise merges), then calls `finish(row multi, perm)`.
-    #[allow(clippy::type_complexity)]
+    /// Sorts each row of `len` records (an `i32` index and one value per entry of `tys`,
+    /// loaded by `load(g, row coordinates, position)`) with `less(g, x values, y values, x
+    /// index, y index)`: a stable merge sort (insertion sort on runs of 16, then pairwise
+    /// merges, the evaluator's algorithm) that moves whole records, so every pass streams
+    /// through memory. Then `finish(g, row coordinates, index plane, value planes)`.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
     fn sort_rows(
         &mut self,
         dims: &[i64],
         d: usize,
         scratch: PointerValue<'ctx>,
-        less: &mut dyn FnMut(
+        tys: &[ElementType],
+        load: &mut dyn FnMut(
             &mut Gen<'a, 'ctx>,
             &[IntValue<'ctx>],
+            IntValue<'ctx>,
+        ) -> R<Vec<Val<'ctx>>>,
+        less: &mut dyn FnMut(
+            &mut Gen<'a, 'ctx>,
+            &[Val<'ctx>],
+            &[Val<'ctx>],
             IntValue<'ctx>,
             IntValue<'ctx>,
         ) -> R<IntValue<'ctx>>,
         finish: &mut dyn FnMut(
             &mut Gen<'a, 'ctx>,
             &[IntValue<'ctx>],
-            IntValue<'ctx>,
             PointerValue<'ctx>,
+            &[PointerValue<'ctx>],
         ) -> R<()>,
     ) -> R<(i64, i64)> {
         let cg = self.cg();
@@ -673,6 +803,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         if rows == 0 || len == 0 {
             return Ok((0, 1));
         }
+        let layout = SortLayout::new(tys, len);
         let i32t = cg.i32();
         let (start, end) = (self.start, self.end);
         let g = &mut self.g;
@@ -681,21 +812,49 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             g.push_scope();
             let ri = g.index_linear(&row_dims, row)?;
             let rm = ri.multi.clone();
-            let off = b.build_int_nsw_mul(row, cg.c64(2 * len), "off")?;
-            let a_ptr = cg.gep(i32t.into(), scratch, off)?;
-            let b_ptr = cg.gep(i32t.into(), a_ptr, cg.c64(len))?;
-            let ld = |p: PointerValue<'ctx>, i: IntValue<'ctx>| -> R<IntValue<'ctx>> {
-                let q = cg.gep(i32t.into(), p, i)?;
-                let v = cg.b.build_load(i32t, q, "ix")?.into_int_value();
-                Ok(cg.b.build_int_z_extend(v, cg.i64(), "ix")?)
+            let off = b.build_int_nsw_mul(row, cg.c64(layout.row_bytes), "off")?;
+            let base = cg.gep(cg.i8().into(), scratch, off)?;
+            let planes = |half: i64| -> R<(PointerValue<'ctx>, Vec<PointerValue<'ctx>>)> {
+                let h = half * layout.half_bytes;
+                let idx = cg.byte_gep(base, h)?;
+                let vals = layout
+                    .val_offsets
+                    .iter()
+                    .map(|&o| cg.byte_gep(base, h + o))
+                    .collect::<R<Vec<_>>>()?;
+                Ok((idx, vals))
             };
-            let st = |p: PointerValue<'ctx>, i: IntValue<'ctx>, v: IntValue<'ctx>| -> R<()> {
+            let (a_idx, a_vals) = planes(0)?;
+            let (b_idx, b_vals) = planes(1)?;
+            let ld_idx = |p: PointerValue<'ctx>, i: IntValue<'ctx>| -> R<IntValue<'ctx>> {
                 let q = cg.gep(i32t.into(), p, i)?;
-                let v = cg.b.build_int_truncate(v, i32t, "ix")?;
+                Ok(cg.b.build_load(i32t, q, "ix")?.into_int_value())
+            };
+            let st_idx = |p: PointerValue<'ctx>, i: IntValue<'ctx>, v: IntValue<'ctx>| -> R<()> {
+                let q = cg.gep(i32t.into(), p, i)?;
                 cg.b.build_store(q, v)?;
                 Ok(())
             };
-            cg.for_range(cg.c64(0), cg.c64(len), |i| st(a_ptr, i, i))?;
+            let ld_vals = |ps: &[PointerValue<'ctx>], i: IntValue<'ctx>| -> R<Vec<Val<'ctx>>> {
+                ps.iter()
+                    .zip(tys)
+                    .map(|(&p, &t)| cg.load(t, p, i))
+                    .collect()
+            };
+            let st_vals =
+                |ps: &[PointerValue<'ctx>], i: IntValue<'ctx>, vs: &[Val<'ctx>]| -> R<()> {
+                    for ((&p, &t), &v) in ps.iter().zip(tys).zip(vs) {
+                        cg.store(t, p, i, v)?;
+                    }
+                    Ok(())
+                };
+            cg.for_range(cg.c64(0), cg.c64(len), |i| {
+                g.push_scope();
+                let vs = load(g, &rm, i)?;
+                g.pop_scope();
+                st_idx(a_idx, i, cg.b.build_int_truncate(i, i32t, "i")?)?;
+                st_vals(&a_vals, i, &vs)
+            })?;
             // Insertion sort of each run of 16.
             let runs = (len + 15) / 16;
             cg.for_range(cg.c64(0), cg.c64(runs), |r| {
@@ -718,9 +877,11 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                             cg.b.position_at_end(ask);
                             g.push_scope();
                             let jm1 = cg.b.build_int_nsw_sub(j, cg.c64(1), "jm1")?;
-                            let x = ld(a_ptr, j)?;
-                            let y = ld(a_ptr, jm1)?;
-                            let l = less(g, &rm, x, y)?;
+                            let xv = ld_vals(&a_vals, j)?;
+                            let yv = ld_vals(&a_vals, jm1)?;
+                            let xi = ld_idx(a_idx, j)?;
+                            let yi = ld_idx(a_idx, jm1)?;
+                            let l = less(g, &xv, &yv, xi, yi)?;
                             g.pop_scope();
                             let ask_end = cg.cur_block()?;
                             cg.b.build_unconditional_branch(join)?;
@@ -732,92 +893,145 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                         |st_| {
                             let j = st_[0].into_int_value();
                             let jm1 = cg.b.build_int_nsw_sub(j, cg.c64(1), "jm1")?;
-                            let x = ld(a_ptr, j)?;
-                            let y = ld(a_ptr, jm1)?;
-                            st(a_ptr, j, y)?;
-                            st(a_ptr, jm1, x)?;
+                            let (xi, yi) = (ld_idx(a_idx, j)?, ld_idx(a_idx, jm1)?);
+                            let (xv, yv) = (ld_vals(&a_vals, j)?, ld_vals(&a_vals, jm1)?);
+                            st_idx(a_idx, j, yi)?;
+                            st_idx(a_idx, jm1, xi)?;
+                            st_vals(&a_vals, j, &yv)?;
+                            st_vals(&a_vals, jm1, &xv)?;
                             Ok(vec![bv(jm1)])
                         },
                     )?;
                     Ok(())
                 })
             })?;
-            // Merge passes: runs of `width` from `src` into `dst`, then swap.
-            let mut src = a_ptr;
-            let mut dst = b_ptr;
-            let mut width = 16i64;
-            while width < len {
-                let (sp, dp) = (src, dst);
-                let pairs = (len + 2 * width - 1) / (2 * width);
-                cg.for_range(cg.c64(0), cg.c64(pairs), |pi| {
-                    let s = b.build_int_nsw_mul(pi, cg.c64(2 * width), "s")?;
+            // Merge passes, a runtime loop: runs of `width` from one half into the other.
+            let state = cg.while_loop(
+                &[bv(cg.c64(16)), bv(cg.i1().const_zero())],
+                |st_| {
+                    Ok(cg.b.build_int_compare(
+                        IntPredicate::SLT,
+                        st_[0].into_int_value(),
+                        cg.c64(len),
+                        "more",
+                    )?)
+                },
+                |st_| {
+                    let width = st_[0].into_int_value();
+                    let flipped = st_[1].into_int_value();
+                    let pick =
+                        |x: PointerValue<'ctx>, y: PointerValue<'ctx>| -> R<PointerValue<'ctx>> {
+                            Ok(cg.b.build_select(flipped, y, x, "pl")?.into_pointer_value())
+                        };
+                    let s_idx = pick(a_idx, b_idx)?;
+                    let d_idx = pick(b_idx, a_idx)?;
+                    let s_vals = a_vals
+                        .iter()
+                        .zip(&b_vals)
+                        .map(|(&x, &y)| pick(x, y))
+                        .collect::<R<Vec<_>>>()?;
+                    let d_vals = a_vals
+                        .iter()
+                        .zip(&b_vals)
+                        .map(|(&x, &y)| pick(y, x))
+                        .collect::<R<Vec<_>>>()?;
+                    let w2 = b.build_int_nsw_mul(width, cg.c64(2), "w2")?;
+                    let pairs = b.build_int_unsigned_div(
+                        b.build_int_nsw_add(
+                            cg.c64(len),
+                            b.build_int_nsw_sub(w2, cg.c64(1), "w")?,
+                            "p",
+                        )?,
+                        w2,
+                        "pairs",
+                    )?;
                     let clamp = |v: IntValue<'ctx>| -> R<IntValue<'ctx>> {
                         let lt =
                             cg.b.build_int_compare(IntPredicate::SLT, v, cg.c64(len), "lt")?;
                         Ok(cg.b.build_select(lt, v, cg.c64(len), "c")?.into_int_value())
                     };
-                    let mid = clamp(b.build_int_nsw_add(s, cg.c64(width), "mid")?)?;
-                    let e = clamp(b.build_int_nsw_add(s, cg.c64(2 * width), "e")?)?;
-                    let out = cg.while_loop(
-                        &[bv(s), bv(mid), bv(s)],
-                        |st_| {
-                            let (i, j) = (st_[0].into_int_value(), st_[1].into_int_value());
-                            let a1 = cg.b.build_int_compare(IntPredicate::SLT, i, mid, "a")?;
-                            let a2 = cg.b.build_int_compare(IntPredicate::SLT, j, e, "b")?;
-                            Ok(cg.b.build_and(a1, a2, "both")?)
-                        },
-                        |st_| {
-                            let (i, j, o) = (
-                                st_[0].into_int_value(),
-                                st_[1].into_int_value(),
-                                st_[2].into_int_value(),
-                            );
-                            let x = ld(sp, i)?;
-                            let y = ld(sp, j)?;
-                            g.push_scope();
-                            let take_j = less(g, &rm, y, x)?;
-                            g.pop_scope();
-                            let v = cg.b.build_select(take_j, y, x, "v")?.into_int_value();
-                            st(dp, o, v)?;
-                            let one = cg.c64(1);
-                            let j1 = cg.b.build_int_nsw_add(j, one, "j1")?;
-                            let i1 = cg.b.build_int_nsw_add(i, one, "i1")?;
-                            Ok(vec![
-                                cg.b.build_select(take_j, bv(i), bv(i1), "i")?,
-                                cg.b.build_select(take_j, bv(j1), bv(j), "j")?,
-                                bv(cg.b.build_int_nsw_add(o, one, "o")?),
-                            ])
-                        },
-                    )?;
-                    let (i, j, o) = (
-                        out[0].into_int_value(),
-                        out[1].into_int_value(),
-                        out[2].into_int_value(),
-                    );
-                    // Copy what is left of either run.
-                    cg.for_range(i, mid, |t| {
-                        let d = cg.b.build_int_nsw_sub(t, i, "d")?;
-                        let oo = cg.b.build_int_nsw_add(o, d, "oo")?;
-                        st(dp, oo, ld(sp, t)?)
-                    })?;
-                    let left = cg.b.build_int_nsw_sub(mid, i, "left")?;
-                    let left = {
+                    let copy = |from: IntValue<'ctx>, to: IntValue<'ctx>| -> R<()> {
+                        st_idx(d_idx, to, ld_idx(s_idx, from)?)?;
+                        let vs = ld_vals(&s_vals, from)?;
+                        st_vals(&d_vals, to, &vs)
+                    };
+                    cg.for_range(cg.c64(0), pairs, |pi| {
+                        let s = b.build_int_nsw_mul(pi, w2, "s")?;
+                        let mid = clamp(b.build_int_nsw_add(s, width, "mid")?)?;
+                        let e = clamp(b.build_int_nsw_add(s, w2, "e")?)?;
+                        let out = cg.while_loop(
+                            &[bv(s), bv(mid), bv(s)],
+                            |st_| {
+                                let (i, j) = (st_[0].into_int_value(), st_[1].into_int_value());
+                                let a1 = cg.b.build_int_compare(IntPredicate::SLT, i, mid, "a")?;
+                                let a2 = cg.b.build_int_compare(IntPredicate::SLT, j, e, "b")?;
+                                Ok(cg.b.build_and(a1, a2, "both")?)
+                            },
+                            |st_| {
+                                let (i, j, o) = (
+                                    st_[0].into_int_value(),
+                                    st_[1].into_int_value(),
+                                    st_[2].into_int_value(),
+                                );
+                                let (xi, yi) = (ld_idx(s_idx, i)?, ld_idx(s_idx, j)?);
+                                let (xv, yv) = (ld_vals(&s_vals, i)?, ld_vals(&s_vals, j)?);
+                                g.push_scope();
+                                let take_j = less(g, &yv, &xv, yi, xi)?;
+                                g.pop_scope();
+                                let vi = cg.b.build_select(take_j, yi, xi, "vi")?.into_int_value();
+                                st_idx(d_idx, o, vi)?;
+                                let mut vv = Vec::with_capacity(xv.len());
+                                for (x, y) in xv.iter().zip(&yv) {
+                                    vv.push(cg.b.build_select(take_j, *y, *x, "vv")?);
+                                }
+                                st_vals(&d_vals, o, &vv)?;
+                                let one = cg.c64(1);
+                                let j1 = cg.b.build_int_nsw_add(j, one, "j1")?;
+                                let i1 = cg.b.build_int_nsw_add(i, one, "i1")?;
+                                Ok(vec![
+                                    cg.b.build_select(take_j, bv(i), bv(i1), "i")?,
+                                    cg.b.build_select(take_j, bv(j1), bv(j), "j")?,
+                                    bv(cg.b.build_int_nsw_add(o, one, "o")?),
+                                ])
+                            },
+                        )?;
+                        let (i, j, o) = (
+                            out[0].into_int_value(),
+                            out[1].into_int_value(),
+                            out[2].into_int_value(),
+                        );
+                        // Copy what is left of either run.
+                        cg.for_range(i, mid, |t| {
+                            let dd = cg.b.build_int_nsw_sub(t, i, "d")?;
+                            copy(t, cg.b.build_int_nsw_add(o, dd, "oo")?)
+                        })?;
+                        let left = cg.b.build_int_nsw_sub(mid, i, "left")?;
                         let neg =
                             cg.b.build_int_compare(IntPredicate::SLT, left, cg.c64(0), "n")?;
-                        cg.b.build_select(neg, cg.c64(0), left, "l")?
-                            .into_int_value()
-                    };
-                    let o2 = cg.b.build_int_nsw_add(o, left, "o2")?;
-                    cg.for_range(j, e, |t| {
-                        let d = cg.b.build_int_nsw_sub(t, j, "d")?;
-                        let oo = cg.b.build_int_nsw_add(o2, d, "oo")?;
-                        st(dp, oo, ld(sp, t)?)
-                    })
-                })?;
-                std::mem::swap(&mut src, &mut dst);
-                width *= 2;
+                        let left =
+                            cg.b.build_select(neg, cg.c64(0), left, "l")?
+                                .into_int_value();
+                        let o2 = cg.b.build_int_nsw_add(o, left, "o2")?;
+                        cg.for_range(j, e, |t| {
+                            let dd = cg.b.build_int_nsw_sub(t, j, "d")?;
+                            copy(t, cg.b.build_int_nsw_add(o2, dd, "oo")?)
+                        })
+                    })?;
+                    Ok(vec![bv(w2), bv(cg.b.build_not(flipped, "flip")?)])
+                },
+            )?;
+            let flipped = state[1].into_int_value();
+            let idx =
+                cg.b.build_select(flipped, b_idx, a_idx, "res")?
+                    .into_pointer_value();
+            let mut vals = Vec::with_capacity(a_vals.len());
+            for (&x, &y) in a_vals.iter().zip(&b_vals) {
+                vals.push(
+                    cg.b.build_select(flipped, y, x, "res")?
+                        .into_pointer_value(),
+                );
             }
-            finish(g, &rm, row, src)?;
+            finish(g, &rm, idx, &vals)?;
             g.pop_scope();
             Ok(())
         })?;
@@ -875,18 +1089,25 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 }
                 g.index_multi(&dims, multi)
             };
+        let tys: Vec<ElementType> = shapes.iter().map(|s| s.ty).collect();
         let ops2 = ops.clone();
-        let mut less = |g: &mut Gen<'a, 'ctx>,
+        let mut load = |g: &mut Gen<'a, 'ctx>,
                         rm: &[IntValue<'ctx>],
-                        x: IntValue<'ctx>,
-                        y: IntValue<'ctx>|
+                        p: IntValue<'ctx>|
+         -> R<Vec<Val<'ctx>>> {
+            let i = at_pos(g, rm, p)?;
+            ops2.iter().map(|&o| g.gen1(o, &i)).collect()
+        };
+        let mut less = |g: &mut Gen<'a, 'ctx>,
+                        xs: &[Val<'ctx>],
+                        ys: &[Val<'ctx>],
+                        _xi: IntValue<'ctx>,
+                        _yi: IntValue<'ctx>|
          -> R<IntValue<'ctx>> {
-            let xi = at_pos(g, rm, x)?;
-            let yi = at_pos(g, rm, y)?;
-            let mut args = Vec::with_capacity(2 * ops2.len());
-            for &o in &ops2 {
-                args.push(g.gen1(o, &xi)?);
-                args.push(g.gen1(o, &yi)?);
+            let mut args = Vec::with_capacity(2 * xs.len());
+            for (x, y) in xs.iter().zip(ys) {
+                args.push(*x);
+                args.push(*y);
             }
             let r = g.apply(comp, &args)?;
             let r = r.first().ok_or("comparator returns nothing")?;
@@ -897,25 +1118,21 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         };
         let mut finish = |g: &mut Gen<'a, 'ctx>,
                           rm: &[IntValue<'ctx>],
-                          _row: IntValue<'ctx>,
-                          perm: PointerValue<'ctx>|
+                          _idx: PointerValue<'ctx>,
+                          vals: &[PointerValue<'ctx>]|
          -> R<()> {
             cg.for_range(cg.c64(0), cg.c64(dims[d]), |i| {
                 g.push_scope();
-                let q = cg.gep(cg.i32().into(), perm, i)?;
-                let p = cg.b.build_load(cg.i32(), q, "p")?.into_int_value();
-                let p = cg.b.build_int_z_extend(p, cg.i64(), "p")?;
-                let src = at_pos(g, rm, p)?;
                 let dst = at_pos(g, rm, i)?;
-                for (k, &o) in ops.iter().enumerate() {
-                    let v = g.gen1(o, &src)?;
-                    cg.store(shapes[k].ty, outs[k], dst.linear, v)?;
+                for (k, s) in shapes.iter().enumerate() {
+                    let v = cg.load(s.ty, vals[k], i)?;
+                    cg.store(s.ty, outs[k], dst.linear, v)?;
                 }
                 g.pop_scope();
                 Ok(())
             })
         };
-        self.sort_rows(&dims, d, scratch, &mut less, &mut finish)
+        self.sort_rows(&dims, d, scratch, &tys, &mut load, &mut less, &mut finish)
     }
 
     fn emit_topk(&mut self, scratch: PointerValue<'ctx>) -> R<(i64, i64)> {
@@ -955,29 +1172,28 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             None
         };
         let largest = m.bool_attr(root, &AttrKey::Largest).unwrap_or(true);
-        let at_pos =
-            |g: &mut Gen<'a, 'ctx>, rm: &[IntValue<'ctx>], p: IntValue<'ctx>| -> R<Index<'ctx>> {
-                let mut multi = rm.to_vec();
-                multi.push(p);
-                g.index_multi(&dims, multi)
-            };
         let ty = shape.ty;
-        let mut less = |g: &mut Gen<'a, 'ctx>,
+        let mut load = |g: &mut Gen<'a, 'ctx>,
                         rm: &[IntValue<'ctx>],
-                        a: IntValue<'ctx>,
-                        b: IntValue<'ctx>|
+                        p: IntValue<'ctx>|
+         -> R<Vec<Val<'ctx>>> {
+            let mut multi = rm.to_vec();
+            multi.push(p);
+            let i = g.index_multi(&dims, multi)?;
+            Ok(vec![g.gen1(x, &i)?])
+        };
+        let mut less = |g: &mut Gen<'a, 'ctx>,
+                        xs: &[Val<'ctx>],
+                        ys: &[Val<'ctx>],
+                        xi: IntValue<'ctx>,
+                        yi: IntValue<'ctx>|
          -> R<IntValue<'ctx>> {
-            let ai = at_pos(g, rm, a)?;
-            let bi = at_pos(g, rm, b)?;
-            let va = g.gen1(x, &ai)?;
-            let vb = g.gen1(x, &bi)?;
+            let (va, vb) = (xs[0], ys[0]);
             match comp {
                 Some(c) => {
                     let n = m.params(c).len();
                     let args = if n == 4 {
-                        let ia = bv(cg.b.build_int_truncate(a, cg.i32(), "ia")?);
-                        let ib = bv(cg.b.build_int_truncate(b, cg.i32(), "ib")?);
-                        vec![va, vb, ia, ib]
+                        vec![va, vb, bv(xi), bv(yi)]
                     } else {
                         vec![va, vb]
                     };
@@ -1003,27 +1219,77 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         let kdims = leaves[0].dims.to_vec();
         let mut finish = |g: &mut Gen<'a, 'ctx>,
                           rm: &[IntValue<'ctx>],
-                          _row: IntValue<'ctx>,
-                          perm: PointerValue<'ctx>|
+                          idx: PointerValue<'ctx>,
+                          vals: &[PointerValue<'ctx>]|
          -> R<()> {
             cg.for_range(cg.c64(0), cg.c64(k), |i| {
                 g.push_scope();
-                let q = cg.gep(cg.i32().into(), perm, i)?;
+                let q = cg.gep(cg.i32().into(), idx, i)?;
                 let p32 = cg.b.build_load(cg.i32(), q, "p")?.into_int_value();
-                let p = cg.b.build_int_z_extend(p32, cg.i64(), "p")?;
-                let src = at_pos(g, rm, p)?;
                 let mut multi = rm.to_vec();
                 multi.push(i);
                 let dst = g.index_multi(&kdims, multi)?;
-                let v = g.gen1(x, &src)?;
+                let v = cg.load(ty, vals[0], i)?;
                 cg.store(ty, outs[0], dst.linear, v)?;
                 cg.store(ElementType::S32, outs[1], dst.linear, bv(p32))?;
                 g.pop_scope();
                 Ok(())
             })
         };
-        self.sort_rows(&dims, d, scratch, &mut less, &mut finish)
+        self.sort_rows(&dims, d, scratch, &[ty], &mut load, &mut less, &mut finish)
     }
+}
+
+/// Where the planes of a sort's scratch live: per row, two halves, each an `i32` index plane
+/// and one value plane per operand (8-byte aligned).
+pub(crate) struct SortLayout {
+    pub val_offsets: Vec<i64>,
+    pub half_bytes: i64,
+    pub row_bytes: i64,
+}
+
+impl SortLayout {
+    pub fn new(tys: &[ElementType], len: i64) -> SortLayout {
+        let up = |x: i64| (x + 7) / 8 * 8;
+        let mut off = up(4 * len);
+        let mut val_offsets = Vec::with_capacity(tys.len());
+        for t in tys {
+            val_offsets.push(off);
+            off = up(off + t.byte_size() as i64 * len);
+        }
+        SortLayout {
+            val_offsets,
+            half_bytes: off,
+            row_bytes: 2 * off,
+        }
+    }
+}
+
+/// Scratch bytes of a sort or top-k kernel rooted at `root`.
+pub(crate) fn sort_scratch_bytes(m: &Module, root: InstId) -> R<i64> {
+    let ops = m.operands(root);
+    let shape = arr_of(m, ops[0])?;
+    let (tys, d): (Vec<ElementType>, usize) = match m.opcode(root) {
+        Opcode::Sort => (
+            ops.iter()
+                .map(|&o| arr_of(m, o).map(|s| s.ty))
+                .collect::<R<_>>()?,
+            m.ints_attr(root, &AttrKey::Dimensions)
+                .and_then(|v| v.first())
+                .map_or(0, |&d| d.max(0) as usize),
+        ),
+        _ => (vec![shape.ty], shape.rank().saturating_sub(1)),
+    };
+    if shape.rank() == 0 {
+        return Ok(0);
+    }
+    let len = *shape.dims.get(d).ok_or("sort dimension out of range")?;
+    let rows = if len == 0 {
+        0
+    } else {
+        numel(&shape.dims) / len
+    };
+    Ok(rows * SortLayout::new(&tys, len).row_bytes)
 }
 
 fn zero_of(t: inkwell::types::BasicTypeEnum<'_>) -> Val<'_> {

@@ -20,24 +20,28 @@ mod aot;
 pub mod buffers;
 mod cg;
 mod conv;
+mod conv_fast;
 mod elemental;
 mod emit;
 mod error;
+mod gemm;
 mod jit;
 mod kernels;
 mod lower;
+mod math;
 mod ops;
+mod signature;
 
 pub use aot::{c_identifier, compile_aot, AotOutput};
 pub use error::CodegenError;
-pub use jit::{AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn};
+pub use jit::{AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn, KernelProfile};
 
 use axle_ir::Module;
 use inkwell::context::Context;
 use inkwell::targets::{FileType, RelocMode};
 
 /// Options of a CPU compilation.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpuOptions {
     /// Threads for parallel kernels: 0 uses `AXLE_CPU_THREADS` or every core, 1 runs everything
     /// on the calling thread.
@@ -45,6 +49,19 @@ pub struct CpuOptions {
     /// The target triple; `None` (or the host's triple) compiles for the host CPU, its name and
     /// features included.
     pub target_triple: Option<String>,
+    /// Run with subnormal floats flushed to zero (x86's FTZ and DAZ modes), as XLA's CPU backend
+    /// does; on by default. Off gives IEEE gradual underflow.
+    pub flush_denormals: bool,
+}
+
+impl Default for CpuOptions {
+    fn default() -> Self {
+        CpuOptions {
+            threads: 0,
+            target_triple: None,
+            flush_denormals: true,
+        }
+    }
 }
 
 /// Text forms of a compiled module.

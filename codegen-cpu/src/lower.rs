@@ -90,6 +90,10 @@ pub(crate) enum KernelKind {
     Sort,
     /// A `topk` root or the `TopK` custom call.
     TopK,
+    /// An `f32`/`f64` `dot` of buffers, as a blocked GEMM.
+    Gemm,
+    /// An `f32`/`f64` `convolution` of buffers, register-tiled.
+    Conv,
 }
 
 /// A kernel: computes `root` with `bindings` read from buffers and writes `outputs`.
@@ -197,6 +201,8 @@ fn root_kind(m: &Module, id: InstId) -> Option<KernelKind> {
         Sort => KernelKind::Sort,
         TopK => KernelKind::TopK,
         CustomCall if is_topk_custom_call(m, id) => KernelKind::TopK,
+        Dot if crate::gemm::gemm_geo(m, id).is_some() => KernelKind::Gemm,
+        Convolution if crate::conv_fast::conv_fast(m, id).is_some() => KernelKind::Conv,
         _ if is_elemental(m, id) => KernelKind::Loop,
         _ => return None,
     })
@@ -222,7 +228,15 @@ fn applied_comps(m: &Module, id: InstId) -> Vec<CompId> {
 /// else is elemental, and a tuple root's leaves share their dimensions.
 fn fusion_kernel_kind(m: &Module, comp: CompId) -> Option<KernelKind> {
     let root = m.root(comp);
-    let kind = root_kind(m, root)?;
+    let mut kind = root_kind(m, root)?;
+    if matches!(kind, KernelKind::Gemm | KernelKind::Conv)
+        && !m
+            .operands(root)
+            .iter()
+            .all(|&o| m.opcode(o) == Opcode::Parameter)
+    {
+        kind = KernelKind::Loop;
+    }
     for c in applied_comps(m, root) {
         if !comp_is_elemental(m, c) {
             return None;
@@ -487,9 +501,15 @@ impl<'m> Lower<'m> {
         };
         let scratch = match kind {
             KernelKind::Sort | KernelKind::TopK => {
-                let s = crate::elemental::arr_of(m, m.operands(root)[0])?;
-                let bytes = 8 * s.num_elements().max(0);
+                let bytes = crate::kernels::sort_scratch_bytes(m, root)?;
                 Some(self.new_buf(BufKind::Temp, ArrayShape::new(ElementType::U8, &[bytes])))
+            }
+            KernelKind::Gemm => {
+                let geo = crate::gemm::gemm_geo(m, root).ok_or("dot is not a GEMM")?;
+                Some(self.new_buf(
+                    BufKind::Temp,
+                    ArrayShape::new(ElementType::U8, &[geo.scratch_bytes()]),
+                ))
             }
             _ => None,
         };

@@ -92,21 +92,27 @@ fn float_unary<'ctx>(
             bv(b.build_float_div(one, s, "rsqrt")?)
         }
         Cbrt => libm("cbrt")?,
+        Exp if !is64 => crate::math::exp_f32(cg, v)?,
         Exp => libm("exp")?,
         Expm1 => libm("expm1")?,
+        Log if !is64 => crate::math::log_f32(cg, v)?,
         Log => libm("log")?,
         Log1p => libm("log1p")?,
         Logistic => {
             let n = b.build_float_neg(v, "n")?;
-            let e = cg
-                .call_libm(&libm_name("exp", is64), &[bv(n)])?
-                .into_float_value();
+            let e = if is64 {
+                cg.call_libm("exp", &[bv(n)])?
+            } else {
+                crate::math::exp_f32(cg, n)?
+            }
+            .into_float_value();
             let d = b.build_float_add(one, e, "d")?;
             bv(b.build_float_div(one, d, "logistic")?)
         }
         Sin => libm("sin")?,
         Cos => libm("cos")?,
         Tan => libm("tan")?,
+        Tanh if !is64 => crate::math::tanh_f32(cg, v)?,
         Tanh => libm("tanh")?,
         Erf => libm("erf")?,
         Real => bv(v),

@@ -1,0 +1,211 @@
+//! `f32` transcendentals as inline polynomial code, so loops that use them vectorize (a libm
+//! call per element does not). The approximations are the ones XLA's CPU backend and Eigen use:
+//! Cephes' `expf` and `logf` with Cody-Waite range reduction (about 1 ulp), and Eigen's rational
+//! `tanh` on `[-9, 9]` (a few ulps). NaN, infinities, zeros and subnormal results are handled
+//! like libm does. `f64` and the other functions call libm.
+
+use inkwell::values::FloatValue;
+use inkwell::FloatPredicate;
+
+use crate::cg::{bv, Cg, Val};
+use crate::error::R;
+
+struct F<'a, 'ctx> {
+    cg: &'a Cg<'ctx>,
+}
+
+impl<'a, 'ctx> F<'a, 'ctx> {
+    fn c(&self, v: f64) -> FloatValue<'ctx> {
+        self.cg.f32().const_float(v)
+    }
+    fn add(&self, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        Ok(self.cg.b.build_float_add(a, b, "a")?)
+    }
+    fn sub(&self, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        Ok(self.cg.b.build_float_sub(a, b, "s")?)
+    }
+    fn mul(&self, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        Ok(self.cg.b.build_float_mul(a, b, "m")?)
+    }
+    /// `a * b + c`, fused where the target has it.
+    fn fma(
+        &self,
+        a: FloatValue<'ctx>,
+        b: FloatValue<'ctx>,
+        c: FloatValue<'ctx>,
+    ) -> R<FloatValue<'ctx>> {
+        Ok(self
+            .cg
+            .call_intrinsic("llvm.fmuladd", &[bv(a), bv(b), bv(c)])?
+            .into_float_value())
+    }
+    /// Horner's rule: `((c0 * x + c1) * x + ...) + cn`.
+    fn poly(&self, x: FloatValue<'ctx>, cs: &[f64]) -> R<FloatValue<'ctx>> {
+        let mut acc = self.c(cs[0]);
+        for &c in &cs[1..] {
+            acc = self.fma(acc, x, self.c(c))?;
+        }
+        Ok(acc)
+    }
+    fn sel(
+        &self,
+        p: inkwell::values::IntValue<'ctx>,
+        a: FloatValue<'ctx>,
+        b: FloatValue<'ctx>,
+    ) -> R<FloatValue<'ctx>> {
+        Ok(self.cg.b.build_select(p, a, b, "sel")?.into_float_value())
+    }
+    fn cmp(
+        &self,
+        p: FloatPredicate,
+        a: FloatValue<'ctx>,
+        b: FloatValue<'ctx>,
+    ) -> R<inkwell::values::IntValue<'ctx>> {
+        Ok(self.cg.b.build_float_compare(p, a, b, "c")?)
+    }
+    /// `2^n` for an integer `n` in `[-126, 127]`.
+    fn pow2(&self, n: inkwell::values::IntValue<'ctx>) -> R<FloatValue<'ctx>> {
+        let b = &self.cg.b;
+        let e = b.build_int_add(n, self.cg.c32(127), "e")?;
+        let e = b.build_left_shift(e, self.cg.c32(23), "e")?;
+        Ok(b.build_bit_cast(e, self.cg.f32(), "p2")?.into_float_value())
+    }
+}
+
+/// `exp(x)` for `f32`.
+pub(crate) fn exp_f32<'ctx>(cg: &Cg<'ctx>, x: FloatValue<'ctx>) -> R<Val<'ctx>> {
+    let f = F { cg };
+    let b = &cg.b;
+    // Keep NaN (ordered compares are false for it); beyond these bounds the result is inf or 0.
+    let hi = f.cmp(FloatPredicate::OGT, x, f.c(89.0))?;
+    let x = f.sel(hi, f.c(89.0), x)?;
+    let lo = f.cmp(FloatPredicate::OLT, x, f.c(-104.0))?;
+    let x = f.sel(lo, f.c(-104.0), x)?;
+    let fx = cg
+        .call_intrinsic(
+            "llvm.roundeven",
+            &[bv(f.mul(x, f.c(std::f64::consts::LOG2_E))?)],
+        )?
+        .into_float_value();
+    let r = f.fma(fx, f.c(-0.693359375), x)?;
+    let r = f.fma(fx, f.c(2.121_944_4e-4), r)?;
+    let p = f.poly(
+        r,
+        &[
+            1.987_569_15e-4,
+            1.398_199_950_7e-3,
+            8.333_451_907_3e-3,
+            4.166_579_589_4e-2,
+            1.666_666_545_9e-1,
+            5.000_000_120_1e-1,
+        ],
+    )?;
+    let r2 = f.mul(r, r)?;
+    let p = f.fma(p, r2, r)?;
+    let p = f.add(p, f.c(1.0))?;
+    // p * 2^n with n split in two so subnormal and overflowing results come out right.
+    let sat = cg.intrinsic("llvm.fptosi.sat", &[cg.i32().into(), cg.f32().into()])?;
+    let n = cg
+        .call(sat, &[bv(fx)])?
+        .ok_or("fptosi.sat returned nothing")?
+        .into_int_value();
+    let n1 = b.build_right_shift(n, cg.c32(1), true, "n1")?;
+    let n2 = b.build_int_sub(n, n1, "n2")?;
+    let y = f.mul(f.mul(p, f.pow2(n1)?)?, f.pow2(n2)?)?;
+    Ok(bv(y))
+}
+
+/// `log(x)` for `f32`.
+pub(crate) fn log_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>> {
+    let f = F { cg };
+    let b = &cg.b;
+    let i32t = cg.i32();
+    // Subnormals: scale into the normal range first.
+    let tiny = f.cmp(FloatPredicate::OLT, x0, f.c(1.175_494_4e-38))?;
+    let x = f.sel(tiny, f.mul(x0, f.c(8_388_608.0))?, x0)?;
+    let bias = b
+        .build_select(tiny, cg.c32(23), cg.c32(0), "bias")?
+        .into_int_value();
+    let bits = b.build_bit_cast(x, i32t, "bits")?.into_int_value();
+    let e = b.build_right_shift(bits, cg.c32(23), false, "e")?;
+    let e = b.build_int_sub(e, cg.c32(126), "e")?;
+    let e = b.build_int_sub(e, bias, "e")?;
+    let mbits = b.build_and(bits, cg.c32(0x007f_ffff), "m")?;
+    let mbits = b.build_or(mbits, cg.c32(0x3f00_0000), "m")?;
+    let m = b.build_bit_cast(mbits, cg.f32(), "m")?.into_float_value();
+    // m in [0.5, 1): fold to [sqrt(1/2), sqrt(2)) - 1.
+    let small = f.cmp(FloatPredicate::OLT, m, f.c(std::f64::consts::FRAC_1_SQRT_2))?;
+    let e = b.build_int_sub(e, b.build_int_z_extend(small, i32t, "s")?, "e")?;
+    let m = f.sel(small, f.add(m, m)?, m)?;
+    let m = f.sub(m, f.c(1.0))?;
+    let ef = b.build_signed_int_to_float(e, cg.f32(), "ef")?;
+    let z = f.mul(m, m)?;
+    let y = f.poly(
+        m,
+        &[
+            7.037_683_629_2e-2,
+            -1.151_461_031_0e-1,
+            1.167_699_874_0e-1,
+            -1.242_014_084_6e-1,
+            1.424_932_278_7e-1,
+            -1.666_805_766_5e-1,
+            2.000_071_476_5e-1,
+            -2.499_999_399_3e-1,
+            3.333_333_117_4e-1,
+        ],
+    )?;
+    let y = f.mul(f.mul(y, m)?, z)?;
+    let y = f.fma(ef, f.c(-2.121_944_4e-4), y)?;
+    let y = f.fma(z, f.c(-0.5), y)?;
+    let r = f.add(m, y)?;
+    let r = f.fma(ef, f.c(0.693_359_375), r)?;
+    // Special values: log(0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN stays NaN.
+    let r = f.sel(
+        f.cmp(FloatPredicate::OEQ, x0, f.c(0.0))?,
+        f.c(f64::NEG_INFINITY),
+        r,
+    )?;
+    let r = f.sel(f.cmp(FloatPredicate::OLT, x0, f.c(0.0))?, f.c(f64::NAN), r)?;
+    let r = f.sel(f.cmp(FloatPredicate::OEQ, x0, f.c(f64::INFINITY))?, x0, r)?;
+    let r = f.sel(f.cmp(FloatPredicate::UNO, x0, x0)?, x0, r)?;
+    Ok(bv(r))
+}
+
+/// `tanh(x)` for `f32`: Eigen's rational approximation.
+pub(crate) fn tanh_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>> {
+    let f = F { cg };
+    let hi = f.cmp(FloatPredicate::OGT, x0, f.c(9.0))?;
+    let x = f.sel(hi, f.c(9.0), x0)?;
+    let lo = f.cmp(FloatPredicate::OLT, x, f.c(-9.0))?;
+    let x = f.sel(lo, f.c(-9.0), x)?;
+    let x2 = f.mul(x, x)?;
+    let p = f.poly(
+        x2,
+        &[
+            -2.760_768_477_423_55e-16,
+            2.000_187_904_824_77e-13,
+            -8.604_671_522_137_35e-11,
+            5.122_297_090_371_14e-8,
+            1.485_722_357_179_79e-5,
+            6.372_619_288_754_36e-4,
+            4.893_524_558_917_86e-3,
+        ],
+    )?;
+    let p = f.mul(p, x)?;
+    let q = f.poly(
+        x2,
+        &[
+            1.198_258_394_667_02e-6,
+            1.185_347_056_866_54e-4,
+            2.268_434_632_439e-3,
+            4.893_525_185_543_85e-3,
+        ],
+    )?;
+    let r = cg.b.build_float_div(p, q, "tanh")?;
+    // Tiny inputs: tanh(x) = x (keeps the sign of zero).
+    let a = cg
+        .call_intrinsic("llvm.fabs", &[bv(x0)])?
+        .into_float_value();
+    let small = f.cmp(FloatPredicate::OLT, a, f.c(4e-4))?;
+    Ok(bv(f.sel(small, x0, r)?))
+}
