@@ -50,7 +50,7 @@ pub fn register(reg: &mut PassRegistry) {
     });
     reg.register(PassInfo {
         name: "while-simplify",
-        doc: "loops with 0 or 1 trips, pass-through and dead loop state, loop-invariant constants sunk into the body",
+        doc: "loops with 0 or 1 trips, pass-through and dead loop state, constants sunk into and invariant code hoisted out of the body",
         options: &[],
         create: |_| Box::new(while_simplify::WhileSimplify),
     });

@@ -14,7 +14,12 @@
 //!   condition, and none among the other elements' next values or the body's effects) leave the
 //!   state: the loop, its initial value, both parameters and the body's root take the smaller
 //!   tuple, every `get-tuple-element` is renumbered and the work that computed them goes (the
-//!   counter counts removed elements).
+//!   counter counts removed elements);
+//! - `invariant-hoist`: loop-invariant code motion: computations of the body whose operands are
+//!   all invariant (elements passed through unchanged, constants, other invariants) and that
+//!   have no effect are computed once before the loop; each value the rest of the body uses
+//!   becomes a new pass-through state element (constants, broadcasts, iotas and reshapes, as
+//!   cheap to recompute as to carry, are not hoisted by themselves).
 //!
 //! An induction variable is element `k` of a tuple state whose initial value is a tuple with an
 //! integer constant at `k`, whose body adds an integer constant to it, and which the condition
@@ -504,6 +509,217 @@ fn remove_dead_elements(
     true
 }
 
+/// The plan of `invariant-hoist` for one loop: the body's loop-invariant computations to move
+/// out (in topological order), and which of them become new state elements.
+struct Hoist {
+    w: InstId,
+    /// Every invariant instruction to copy out, in topological order.
+    copy: Vec<InstId>,
+    /// The copied instructions the rest of the body uses: each becomes a state element.
+    roots: Vec<InstId>,
+}
+
+/// Whether hoisting `op` out of a loop is worth a state element: not for what is as cheap to
+/// recompute as to carry (constants, broadcasts, iotas, reshapes, get-tuple-elements).
+fn worth_hoisting(op: Opcode) -> bool {
+    !matches!(
+        op,
+        Opcode::Constant
+            | Opcode::Broadcast
+            | Opcode::Iota
+            | Opcode::Reshape
+            | Opcode::Bitcast
+            | Opcode::GetTupleElement
+            | Opcode::Parameter
+            | Opcode::Tuple
+    )
+}
+
+/// Loop-invariant computations of loop `w`'s body: instructions without effects whose operands
+/// are all invariant, starting from the elements the body passes through unchanged and from
+/// constants. Needs the loop to be the only user of its body and condition, a tuple initial
+/// value, a tuple root, and every use of the loop to be a `get-tuple-element` (the state grows).
+fn invariants(cx: &Cx<'_>, users: &Users, s: &Structure, w: InstId) -> Option<Hoist> {
+    let m = cx.m;
+    let l = loop_parts(m, w)?;
+    if cx.sole_loop.get(&l.body) != Some(&w)
+        || cx.sole_loop.get(&l.cond) != Some(&w)
+        || !m.control_predecessors(w).is_empty()
+        || users.is_root(w)
+        || m.opcode(l.init) != Opcode::Tuple
+        || !users
+            .users(w)
+            .iter()
+            .all(|&u| m.opcode(u) == Opcode::GetTupleElement)
+    {
+        return None;
+    }
+    let Shape::Tuple(elems) = m.shape(w) else {
+        return None;
+    };
+    let n = elems.len();
+    let bp = param(m, l.body)?;
+    let br = m.root(l.body);
+    if m.opcode(br) != Opcode::Tuple || users.is_root(bp) {
+        return None;
+    }
+    let mut inv: hashbrown::HashSet<InstId> = hashbrown::HashSet::new();
+    for &i in &s.topo[l.body.index()] {
+        let op = m.opcode(i);
+        let base = match gte_of(m, i, bp) {
+            Some(j) => j < n && passes_through(m, &l, j),
+            None => {
+                op == Opcode::Constant
+                    || (op != Opcode::Parameter
+                        && op != Opcode::Tuple
+                        && !is_effectful(m, i, &cx.effectful)
+                        && m.control_predecessors(i).is_empty()
+                        && matches!(m.shape(i), Shape::Array(_))
+                        && !m.operands(i).is_empty()
+                        && m.operands(i).iter().all(|o| inv.contains(o)))
+            }
+        };
+        if base {
+            inv.insert(i);
+        }
+    }
+    // Hoist the invariant computations something variant (or the root) uses.
+    let mut roots: Vec<InstId> = s.topo[l.body.index()]
+        .iter()
+        .copied()
+        .filter(|&i| {
+            inv.contains(&i)
+                && worth_hoisting(m.opcode(i))
+                && users.users(i).iter().any(|u| !inv.contains(u))
+        })
+        .collect();
+    roots.dedup();
+    if roots.is_empty() {
+        return None;
+    }
+    // Everything they need, in topological order.
+    let mut need: hashbrown::HashSet<InstId> = hashbrown::HashSet::new();
+    let mut stack = roots.clone();
+    while let Some(i) = stack.pop() {
+        if need.insert(i) && gte_of(m, i, bp).is_none() {
+            stack.extend(m.operands(i).iter().copied());
+        }
+    }
+    let copy: Vec<InstId> = s.topo[l.body.index()]
+        .iter()
+        .copied()
+        .filter(|i| need.contains(i))
+        .collect();
+    Some(Hoist { w, copy, roots })
+}
+
+/// Moves a loop's invariant computations out: copies them before the loop (reading the initial
+/// value where the body read its pass-through elements), appends their values to the state as
+/// pass-through elements, and makes the body read them from there.
+fn hoist(rw: &mut axle_ir::Rewriter<'_>, h: &Hoist) -> bool {
+    let m = rw.module();
+    let Some(l) = loop_parts(m, h.w) else {
+        return false;
+    };
+    let (Some(bp), Some(cp)) = (param(m, l.body), param(m, l.cond)) else {
+        return false;
+    };
+    let br = m.root(l.body);
+    let Shape::Tuple(elems) = m.shape(h.w).clone() else {
+        return false;
+    };
+    let n = elems.len();
+    let outer = m.parent(h.w);
+    let init = l.init;
+    let init_ops: Vec<InstId> = m.operands(init).iter().map(|&o| rw.resolve(o)).collect();
+    let tuple_layouts: Option<Vec<LayoutId>> = match m.layout_of(m.layout_id(h.w)) {
+        Layout::Tuple(ls) if ls.len() == n => Some(ls.to_vec()),
+        _ => None,
+    };
+    // Copy the invariant computations out of the loop.
+    let mut map: HashMap<InstId, InstId> = HashMap::new();
+    for &i in &h.copy {
+        let md = rw.module();
+        if let Some(j) = gte_of(md, i, bp) {
+            map.insert(i, init_ops[j]);
+            continue;
+        }
+        let ops: Vec<InstId> = md
+            .operands(i)
+            .iter()
+            .map(|o| map.get(&rw.resolve(*o)).or_else(|| map.get(o)).copied())
+            .collect::<Option<_>>()
+            .unwrap_or_default();
+        if ops.len() != md.operands(i).len() {
+            return false;
+        }
+        let mut attrs = md.attrs(i).to_vec();
+        let (op, sh, la) = (md.opcode(i), md.shape_id(i), md.layout_id(i));
+        let value = md.constant(i).cloned();
+        let mm = rw.module_mut();
+        let c = mm.push_inst_parts(outer, op, sh, la, &ops, &mut attrs, "");
+        if let Some(v) = value {
+            mm.set_constant(c, v);
+        }
+        map.insert(i, c);
+    }
+    // The new state: the old elements, then the hoisted values.
+    let md = rw.module();
+    let mut shapes: Vec<ShapeId> = elems.to_vec();
+    let mut layouts = tuple_layouts.clone();
+    for &r in &h.roots {
+        shapes.push(md.shape_id(r));
+        if let Some(ls) = layouts.as_mut() {
+            ls.push(md.layout_id(r));
+        }
+    }
+    let root_ops: Vec<InstId> = md.operands(br).iter().map(|&o| rw.resolve(o)).collect();
+    let mut init_parts = init_ops.clone();
+    init_parts.extend(h.roots.iter().map(|r| map[r]));
+    let mm = rw.module_mut();
+    let s = mm.intern_shape(Shape::Tuple(shapes.into()));
+    let lay = match layouts {
+        Some(ls) => mm.intern_layout(Layout::Tuple(ls.into())),
+        None => mm.no_layout(),
+    };
+    let new_init = mm.push_inst_parts(
+        outer,
+        Opcode::Tuple,
+        s,
+        lay,
+        &init_parts,
+        &mut Vec::new(),
+        "",
+    );
+    mm.set_operands(h.w, &[new_init]);
+    mm.set_shape(h.w, s, lay);
+    mm.set_shape(bp, s, lay);
+    mm.set_shape(cp, s, lay);
+    // Inside the body, each hoisted value is read from its state element, passed through.
+    let mut reads = Vec::with_capacity(h.roots.len());
+    for (t, &r) in h.roots.iter().enumerate() {
+        let (sh, la) = (mm.shape_id(r), mm.layout_id(r));
+        let g = mm.push_inst_parts(
+            l.body,
+            Opcode::GetTupleElement,
+            sh,
+            la,
+            &[bp],
+            &mut vec![(AttrKey::Index, AttrValue::Int((n + t) as i64))],
+            "",
+        );
+        reads.push(g);
+    }
+    let mut new_root_ops = root_ops;
+    new_root_ops.extend(reads.iter().copied());
+    mm.set_operands(br, &new_root_ops);
+    mm.set_shape(br, s, lay);
+    for (&r, &g) in h.roots.iter().zip(&reads) {
+        rw.replace_all_uses(r, g);
+    }
+    true
+}
+
 impl Pass for WhileSimplify {
     fn run(&mut self, m: &mut Module, pcx: &mut PassCx<'_>) -> Result<Changed, PassError> {
         let live = m.live_ids();
@@ -554,7 +770,13 @@ impl Pass for WhileSimplify {
             .filter(|w| !settled.contains(*w))
             .filter_map(|&w| dead_elements(&cx, &users, &structure.by_comp, w))
             .collect();
-        if plan.is_empty() && dead.is_empty() {
+        // A loop changes shape once per run: invariants move out of loops that lose no element.
+        let hoists: Vec<Hoist> = loops
+            .par_iter()
+            .filter(|w| !settled.contains(*w) && !dead.iter().any(|d| d.w == **w))
+            .filter_map(|&w| invariants(&cx, &users, &structure, w))
+            .collect();
+        if plan.is_empty() && dead.is_empty() && hoists.is_empty() {
             return Ok(false);
         }
         let effectful = cx.effectful;
@@ -567,6 +789,11 @@ impl Pass for WhileSimplify {
         for d in &dead {
             if remove_dead_elements(&mut rw, &users, &structure.by_comp, &effectful, d) {
                 pcx.count("dead-element", d.dead.len() as u64);
+            }
+        }
+        for h in &hoists {
+            if hoist(&mut rw, h) {
+                pcx.count("invariant-hoist", h.roots.len() as u64);
             }
         }
         Ok(rw.finish())
