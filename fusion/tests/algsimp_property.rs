@@ -57,6 +57,8 @@ struct Gen {
     pools: Vec<Vec<String>>,
     n: usize,
     reducers: Vec<String>,
+    /// Extra computations (loop bodies and conditions), as text.
+    comps: Vec<String>,
 }
 
 impl Gen {
@@ -106,6 +108,7 @@ fn build(steps: &[(u8, u8, u8, u8)]) -> String {
         pools: vec![Vec::new(); CLASSES.len()],
         n: 0,
         reducers: Vec::new(),
+        comps: Vec::new(),
     };
     for (k, class) in [F, I, U, P, F].iter().enumerate() {
         g.text
@@ -367,6 +370,34 @@ fn build(steps: &[(u8, u8, u8, u8)]) -> String {
                     g.emit(fc, format!("abs({ny})"));
                 }
             }
+            _ if c % 2 == 1 => {
+                // A counted loop: an accumulator (variant), a pass-through element with an
+                // invariant computation on it, and an element the result may or may not read.
+                if let (Some(x), Some(y), Some(z)) = (g.pick(F, a), g.pick(F, b), g.pick(F, c)) {
+                    g.n += 1;
+                    let k = g.n;
+                    let st = format!("(s32[], {f}, {f}, {f})", f = CLASSES[F]);
+                    let trips = [0, 1, 2, 3][(b / 2) as usize % 4];
+                    let inv_op = ["exponential", "negate", "floor"][a as usize % 3];
+                    g.comps.push(format!(
+                        "cond_{k} {{\n  l{k}.cp = {st} parameter(0)\n  l{k}.ci = s32[] get-tuple-element(l{k}.cp), index=0\n  l{k}.lim = s32[] constant({trips})\n  ROOT l{k}.lt = pred[] compare(l{k}.ci, l{k}.lim), direction=LT\n}}\n\nbody_{k} {{\n  l{k}.bp = {st} parameter(0)\n  l{k}.bi = s32[] get-tuple-element(l{k}.bp), index=0\n  l{k}.one = s32[] constant(1)\n  l{k}.nx = s32[] add(l{k}.bi, l{k}.one)\n  l{k}.ac = {f} get-tuple-element(l{k}.bp), index=1\n  l{k}.kk = {f} get-tuple-element(l{k}.bp), index=2\n  l{k}.dd = {f} get-tuple-element(l{k}.bp), index=3\n  l{k}.iv = {f} {inv_op}(l{k}.kk)\n  l{k}.ac2 = {f} add(l{k}.ac, l{k}.iv)\n  l{k}.dd2 = {f} sine(l{k}.dd)\n  ROOT l{k}.bt = {st} tuple(l{k}.nx, l{k}.ac2, l{k}.kk, l{k}.dd2)\n}}\n",
+                        f = CLASSES[F]
+                    ));
+                    g.text.push(format!("  l{k}.z = s32[] constant(0)"));
+                    g.text
+                        .push(format!("  l{k}.in = {st} tuple(l{k}.z, {x}, {y}, {z})"));
+                    g.text.push(format!(
+                        "  l{k}.w = {st} while(l{k}.in), condition=cond_{k}, body=body_{k}"
+                    ));
+                    g.emit(F, format!("get-tuple-element(l{k}.w), index=1"));
+                    if a % 2 == 0 {
+                        g.emit(F, format!("get-tuple-element(l{k}.w), index=3"));
+                    }
+                    if a % 3 == 1 {
+                        g.emit(F, format!("get-tuple-element(l{k}.w), index=2"));
+                    }
+                }
+            }
             _ => {
                 // A tuple taken apart again.
                 if let (Some(x), Some(y)) = (g.pick(F, a), g.pick(I, b)) {
@@ -394,6 +425,10 @@ fn build(steps: &[(u8, u8, u8, u8)]) -> String {
             "{r} {{\n  {r}.a = f32[] parameter(0)\n  {r}.b = f32[] parameter(1)\n  ROOT {r}.r = f32[] {op}({r}.a, {r}.b)\n}}\n\n"
         ));
     }
+    for c in &g.comps {
+        text.push_str(c);
+        text.push('\n');
+    }
     text.push_str("ENTRY main {\n");
     for l in &g.text {
         text.push_str(l);
@@ -415,6 +450,8 @@ fn registry() -> PassRegistry {
 }
 
 const PIPELINES: &[&str] = &[
+    "while-simplify,dce",
+    "fixpoint(max=6)[while-simplify,inline,tuple-simplify,algsimp,cse,dce]",
     "algsimp",
     "algsimp,dce",
     "fixpoint(max=6)[algsimp,cse,dce]",
@@ -470,6 +507,7 @@ fn the_generator_reaches_most_rules() {
     // as good as the patterns its generator makes.
     let reg = registry();
     let mut fired: std::collections::BTreeSet<String> = Default::default();
+    let mut loop_rules: std::collections::BTreeSet<String> = Default::default();
     let mut rng = axle_analysis::equivalence::SplitMix::new(5);
     for _ in 0..300 {
         let n = 5 + rng.below(40) as usize;
@@ -492,6 +530,31 @@ fn the_generator_reaches_most_rules() {
                 fired.insert(k.clone());
             }
         }
+        let mut m = parse_module(&build(&steps)).expect("parses");
+        let mut pm = axle_ir::PassManager::new(
+            &reg,
+            "fixpoint(max=6)[while-simplify,inline,tuple-simplify,dce]",
+            axle_ir::PassManagerOptions::default(),
+        )
+        .expect("pipeline");
+        pm.run(&mut m).expect("runs");
+        for r in pm.stats().iter().filter(|r| r.pass == "while-simplify") {
+            for (k, _) in &r.counters {
+                loop_rules.insert(k.clone());
+            }
+        }
+    }
+    for rule in [
+        "trip-count-zero",
+        "trip-count-one",
+        "dead-element",
+        "invariant-hoist",
+        "pass-through",
+    ] {
+        assert!(
+            loop_rules.contains(rule),
+            "{rule} never fired: {loop_rules:?}"
+        );
     }
     assert!(
         fired.len() >= 35,
