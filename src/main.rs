@@ -179,6 +179,13 @@ enum Command {
 struct Reported(String);
 
 fn main() -> ExitCode {
+    // Like other Unix tools, end quietly when stdout is a closed pipe (`axle stats F | head`)
+    // instead of panicking in `print!`.
+    #[cfg(unix)]
+    // SAFETY: resetting a signal disposition to its default before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Parse { file } => cmd_parse(&file),
