@@ -564,3 +564,24 @@ ENTRY main {{
         compare_arrays(w, g, Tolerance::Exact).expect("top-k matches");
     }
 }
+
+/// `--target-triple` cross-compiles: an aarch64 object for the same module, with the host's
+/// CPU features left out.
+#[test]
+fn aot_cross_compiles_for_another_triple() {
+    let m = parse_module(AOT_MODULE).expect("parses");
+    let opts = CpuOptions {
+        target_triple: Some("aarch64-unknown-linux-gnu".into()),
+        ..Default::default()
+    };
+    let out = compile_aot(&m, &opts, "model").expect("compiles");
+    let o = &out.object;
+    assert_eq!(&o[..4], b"\x7fELF");
+    // e_machine (bytes 18..20, little-endian): 183 is AArch64, 62 is x86-64.
+    assert_eq!(u16::from_le_bytes([o[18], o[19]]), 183);
+    let asm = emit_text(&m, &opts, Emit::Asm).expect("assembly");
+    assert!(
+        !asm.contains("zmm") && !asm.contains("%rax"),
+        "x86 code in an aarch64 build"
+    );
+}
