@@ -1,17 +1,22 @@
 //! Axle: an ML compiler for XLA's HLO, rebuilt on an ECS-style arena IR.
 //!
 //! This facade re-exports the IR and analysis crates and holds the backend plug-in interface
-//! ([`backend`]), the built-in backends ([`interpreter`], [`cpu`]), `axle bench` ([`mod@bench`]), the `run` driver ([`run`]) and what the
-//! `axle` command-line tool shares with library users.
+//! ([`backend`]), the built-in backends ([`interpreter`], [`cpu`]), `axle bench` ([`mod@bench`]),
+//! the `run` driver ([`run`]), the full pass registry and standard pipelines ([`passes`]),
+//! pass-order exploration ([`explore`]) and what the `axle` command-line tool shares with library
+//! users.
 #![deny(missing_docs)]
 
 pub mod backend;
 pub mod bench;
 pub mod cpu;
+pub mod explore;
 pub mod interpreter;
+pub mod passes;
 pub mod run;
 
 pub use axle_analysis as analysis;
+pub use axle_fusion as fusion;
 pub use axle_ir as ir;
 
 use std::fmt::Write;

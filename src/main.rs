@@ -48,6 +48,66 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Run a pass pipeline on a module and print the result (or write it with -o).
+    Opt {
+        /// The HLO file (`.hlo`, or gzipped `.hlo.gz`).
+        file: PathBuf,
+        /// The pipeline, e.g. `fixpoint(max=8)[algsimp,cse,dce]` (`axle passes` lists passes).
+        #[arg(long, conflicts_with = "pipeline")]
+        passes: Option<String>,
+        /// A standard pipeline by name (`axle passes` lists them).
+        #[arg(long)]
+        pipeline: Option<String>,
+        /// Write the optimized module here instead of standard output.
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
+        /// Dump the module after passes into this directory as NNN.PASS.hlo (and the input of a
+        /// failing pass as NNN.PASS.input.hlo).
+        #[arg(long)]
+        dump_dir: Option<PathBuf>,
+        /// Dump only after passes whose name matches this regular expression (default: all).
+        #[arg(long)]
+        dump_after: Option<String>,
+        /// Write one JSON line of statistics per pass run to this file.
+        #[arg(long)]
+        stats: Option<PathBuf>,
+        /// Print the time spent in each pass to standard error.
+        #[arg(long)]
+        time_passes: bool,
+        /// When to run the verifier: each (after every changing pass), end or off.
+        #[arg(long)]
+        verify: Option<String>,
+        /// Skip this pass wherever the pipeline names it (repeat for more).
+        #[arg(long = "disable-pass")]
+        disable_pass: Vec<String>,
+    },
+    /// List the registered passes with their docs and options, and the standard pipelines.
+    Passes,
+    /// Run random pass orders drawn from some passes, check each against the evaluator, and
+    /// print a table (instructions, compile time, cost) plus a JSON-lines file of every row.
+    Explore {
+        /// The HLO file (`.hlo`, or gzipped `.hlo.gz`).
+        file: PathBuf,
+        /// The passes to draw from, comma separated (pipeline items, options allowed).
+        #[arg(long)]
+        passes_from: String,
+        /// How many random orders.
+        #[arg(long, default_value_t = 10)]
+        orders: usize,
+        /// The seed of the orders and of the generated inputs.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Passes per order (default: twice the number of passes given).
+        #[arg(long)]
+        length: Option<usize>,
+        /// Input sets each result is checked on with the evaluator (0: no check).
+        #[arg(long, default_value_t = 2)]
+        inputs: usize,
+        /// The JSON-lines output (default: FILE's stem + `.explore.jsonl` in the current
+        /// directory).
+        #[arg(long)]
+        jsonl: Option<PathBuf>,
+    },
     /// Compile a module: report the compile time, print the optimized LLVM IR or assembly
     /// (`--emit`), or write an object file and a C header (`--aot`).
     Compile {
@@ -190,6 +250,42 @@ fn main() -> ExitCode {
             rtol,
             atol,
         } => cmd_compare(&expected, &actual, rtol, atol),
+        Command::Opt {
+            file,
+            passes,
+            pipeline,
+            output,
+            dump_dir,
+            dump_after,
+            stats,
+            time_passes,
+            verify,
+            disable_pass,
+        } => cmd_opt(OptArgs {
+            file,
+            passes,
+            pipeline,
+            output,
+            dump_dir,
+            dump_after,
+            stats,
+            time_passes,
+            verify,
+            disable_pass,
+        }),
+        Command::Passes => {
+            print!("{}", axle::passes::describe_passes());
+            Ok(())
+        }
+        Command::Explore {
+            file,
+            passes_from,
+            orders,
+            seed,
+            length,
+            inputs,
+            jsonl,
+        } => cmd_explore(&file, &passes_from, orders, seed, length, inputs, jsonl),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -401,4 +497,193 @@ fn cmd_compare(
         }
         Err(m) => Err(Reported(format!("mismatch: {m}"))),
     }
+}
+
+/// The arguments of `axle opt`.
+struct OptArgs {
+    file: PathBuf,
+    passes: Option<String>,
+    pipeline: Option<String>,
+    output: Option<PathBuf>,
+    dump_dir: Option<PathBuf>,
+    dump_after: Option<String>,
+    stats: Option<PathBuf>,
+    time_passes: bool,
+    verify: Option<String>,
+    disable_pass: Vec<String>,
+}
+
+fn cmd_opt(a: OptArgs) -> Result<(), Reported> {
+    use axle::ir::{PassManagerOptions, VerifyMode};
+    let text = match (&a.passes, &a.pipeline) {
+        (Some(p), None) => p.clone(),
+        (None, Some(name)) => axle::passes::standard_pipeline(name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = axle::passes::PIPELINES.iter().map(|p| p.name).collect();
+                Reported(format!(
+                    "error: unknown pipeline '{name}' (standard pipelines: {})",
+                    names.join(", ")
+                ))
+            })?
+            .to_string(),
+        _ => {
+            return Err(Reported(
+                "error: give the passes to run with --passes PIPELINE or --pipeline NAME".into(),
+            ))
+        }
+    };
+    let registry = axle::passes::registry();
+    for d in &a.disable_pass {
+        if registry.get(d).is_none() {
+            return Err(Reported(format!(
+                "error: --disable-pass: unknown pass '{d}' (`axle passes` lists them)"
+            )));
+        }
+    }
+    let verify = match &a.verify {
+        Some(v) => VerifyMode::parse(v).map_err(|e| Reported(format!("error: {e}")))?,
+        None => VerifyMode::default_for_build(),
+    };
+    let dump_after = match (&a.dump_after, &a.dump_dir) {
+        (Some(re), Some(_)) => {
+            Some(regex_lite::Regex::new(re).map_err(|e| {
+                Reported(format!("error: --dump-after: bad regular expression: {e}"))
+            })?)
+        }
+        (Some(_), None) => return Err(Reported("error: --dump-after needs --dump-dir DIR".into())),
+        (None, Some(_)) => Some(regex_lite::Regex::new(".*").expect("a valid regex")),
+        (None, None) => None,
+    };
+    let opts = PassManagerOptions {
+        verify,
+        dump_after,
+        dump_dir: a.dump_dir.clone(),
+        disabled: a.disable_pass.clone(),
+        ..Default::default()
+    };
+    let mut m = load(&a.file)?;
+    let result = axle::passes::optimize(&mut m, &text, opts);
+    let (rows, err) = match result {
+        Ok(rows) => (rows, None),
+        Err(axle::passes::OptimizeError::Pipeline(e)) => return Err(Reported(e.render())),
+        Err(axle::passes::OptimizeError::Pass(e, rows)) => (rows, Some(e)),
+    };
+    if let Some(path) = &a.stats {
+        std::fs::write(path, axle::ir::pass_manager::stats_to_jsonl(&rows)).map_err(|e| {
+            Reported(format!(
+                "{}: error: cannot write stats: {e}",
+                path.display()
+            ))
+        })?;
+    }
+    if a.time_passes {
+        eprint!("{}", time_passes_table(&rows));
+    }
+    if let Some(e) = err {
+        return Err(Reported(format!("{}: error: {e}", a.file.display())));
+    }
+    let printed = print_module(&m);
+    match &a.output {
+        Some(p) => std::fs::write(p, printed)
+            .map_err(|e| Reported(format!("{}: error: cannot write: {e}", p.display()))),
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(printed.as_bytes())
+                .and_then(|_| out.flush())
+                .map_err(|e| Reported(format!("error: writing output: {e}")))
+        }
+    }
+}
+
+/// Time per pass (summed over its runs), most expensive first.
+fn time_passes_table(rows: &[axle::ir::StatsRow]) -> String {
+    let mut per: Vec<(String, u64, u32, u32)> = Vec::new();
+    let mut total = 0u64;
+    for r in rows.iter().filter(|r| r.pass != "fixpoint") {
+        total += r.wall_ns;
+        match per.iter_mut().find(|p| p.0 == r.pass) {
+            Some(p) => {
+                p.1 += r.wall_ns;
+                p.2 += 1;
+                p.3 += r.changed as u32;
+            }
+            None => per.push((r.pass.clone(), r.wall_ns, 1, r.changed as u32)),
+        }
+    }
+    per.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut out = format!(
+        "{:<24} {:>6} {:>8} {:>11} {:>7}\n",
+        "pass", "runs", "changed", "time_ms", "share"
+    );
+    for (name, ns, runs, changed) in &per {
+        out.push_str(&format!(
+            "{name:<24} {runs:>6} {changed:>8} {:>11.3} {:>6.1}%\n",
+            *ns as f64 / 1e6,
+            100.0 * *ns as f64 / total.max(1) as f64
+        ));
+    }
+    out.push_str(&format!(
+        "{:<24} {:>6} {:>8} {:>11.3}\n",
+        "total",
+        per.iter().map(|p| p.2).sum::<u32>(),
+        per.iter().map(|p| p.3).sum::<u32>(),
+        total as f64 / 1e6
+    ));
+    out
+}
+
+fn cmd_explore(
+    path: &Path,
+    passes_from: &str,
+    orders: usize,
+    seed: u64,
+    length: Option<usize>,
+    inputs: usize,
+    jsonl: Option<PathBuf>,
+) -> Result<(), Reported> {
+    let items = axle::ir::Pipeline::parse(passes_from)
+        .map_err(|e| Reported(format!("error: --passes-from:\n{}", e.render())))?;
+    let passes: Vec<String> = items.items.iter().map(|i| i.to_string()).collect();
+    let m = load(path)?;
+    let opts = axle::explore::ExploreOptions {
+        passes,
+        orders,
+        seed,
+        length,
+        input_sets: inputs,
+    };
+    let rows = axle::explore::explore(&m, &opts).map_err(|e| Reported(format!("error: {e}")))?;
+    let out = jsonl.unwrap_or_else(|| {
+        let stem = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| "module".into());
+        let stem = stem
+            .trim_end_matches(".gz")
+            .trim_end_matches(".hlo")
+            .to_string();
+        PathBuf::from(format!("{stem}.explore.jsonl"))
+    });
+    let mut text = String::new();
+    for r in &rows {
+        text.push_str(&r.to_json());
+        text.push('\n');
+    }
+    std::fs::write(&out, text)
+        .map_err(|e| Reported(format!("{}: error: cannot write: {e}", out.display())))?;
+    print!("{}", axle::explore::explore_table(&rows));
+    println!("rows: {}", out.display());
+    let bad: Vec<String> = rows
+        .iter()
+        .filter(|r| matches!(r.check, axle::explore::Check::Differs(_)))
+        .map(|r| format!("order {}: {}", r.order, r.pipeline))
+        .collect();
+    if !bad.is_empty() {
+        return Err(Reported(format!(
+            "error: {} order(s) changed the program's results:\n{}",
+            bad.len(),
+            bad.join("\n")
+        )));
+    }
+    Ok(())
 }

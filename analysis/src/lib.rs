@@ -2,9 +2,15 @@
 //! model (flops and bytes), the reference evaluator, and alias and liveness analyses.
 #![deny(missing_docs)]
 
+pub mod cost;
+pub mod equivalence;
 pub mod eval;
+pub mod users;
 
+pub use cost::{inst_cost, module_cost, Cost};
+pub use equivalence::{adversarial_inputs, same_results, Equivalence};
 pub use eval::{
     evaluate, evaluate_computation, evaluate_computation_with, evaluate_with, EvalError,
     EvalOptions,
 };
+pub use users::{LazyUsers, Users};

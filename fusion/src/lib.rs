@@ -1,5 +1,75 @@
-//! Graph rewriting that feeds fusion (algebraic simplification, constant folding, inlining, tuple and
-//! reshape simplification) and fusion itself (loop, input/reduction, output, multi-output).
+//! Graph rewriting that feeds fusion: algebraic simplification, constant folding, inlining,
+//! tuple, while-loop and reshape simplification, zero-sized-array elimination and broadcast
+//! canonicalization, one pass per file, named as the pass. Fusion itself comes later.
 //!
-//! Not built yet: this crate will hold those passes, one per file.
+//! [`register`] adds every pass of this crate to a [`PassRegistry`].
 #![deny(missing_docs)]
+
+pub mod algsimp;
+pub mod broadcast_canonicalize;
+pub mod clone;
+pub mod constant_folding;
+pub mod inline;
+pub mod reshape_mover;
+pub mod rewrite;
+pub mod tuple_simplify;
+pub mod while_simplify;
+pub mod zero_sized_elim;
+
+use axle_ir::{PassInfo, PassRegistry};
+
+/// Registers the passes of this crate.
+pub fn register(reg: &mut PassRegistry) {
+    reg.register(PassInfo {
+        name: "algsimp",
+        doc: "algebraic simplification: IEEE-safe identities, absorbing elements, shape-op chains, trivial reduces and dots",
+        options: &[],
+        create: |_| Box::new(algsimp::AlgSimp),
+    });
+    reg.register(PassInfo {
+        name: "constant-folding",
+        doc: "evaluates instructions with constant operands through the reference evaluator",
+        options: constant_folding::OPTIONS,
+        create: |o| {
+            Box::new(constant_folding::ConstantFolding {
+                max_elements: o.int("max_elements") as usize,
+            })
+        },
+    });
+    reg.register(PassInfo {
+        name: "inline",
+        doc: "inlines every call into its caller",
+        options: &[],
+        create: |_| Box::new(inline::Inline),
+    });
+    reg.register(PassInfo {
+        name: "tuple-simplify",
+        doc: "get-tuple-element of tuple, tuple of all get-tuple-elements",
+        options: &[],
+        create: |_| Box::new(tuple_simplify::TupleSimplify),
+    });
+    reg.register(PassInfo {
+        name: "while-simplify",
+        doc: "loops with 0 or 1 trips, pass-through and dead loop state, loop-invariant constants sunk into the body",
+        options: &[],
+        create: |_| Box::new(while_simplify::WhileSimplify),
+    });
+    reg.register(PassInfo {
+        name: "reshape-mover",
+        doc: "sinks reshapes and transposes below elementwise operations",
+        options: &[],
+        create: |_| Box::new(reshape_mover::ReshapeMover),
+    });
+    reg.register(PassInfo {
+        name: "zero-sized-elim",
+        doc: "replaces computations of arrays with no elements by empty constants",
+        options: &[],
+        create: |_| Box::new(zero_sized_elim::ZeroSizedElim),
+    });
+    reg.register(PassInfo {
+        name: "broadcast-canonicalize",
+        doc: "sorts broadcast dimensions (adding a transpose) and drops degenerate reshapes under broadcasts",
+        options: &[],
+        create: |_| Box::new(broadcast_canonicalize::BroadcastCanonicalize),
+    });
+}

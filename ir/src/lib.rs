@@ -9,12 +9,17 @@
 pub mod attrs;
 pub mod builder;
 pub mod compare;
+pub mod filetest;
 pub mod gen;
 pub mod literal;
 pub mod module;
 pub mod npy;
 pub mod opcode;
 pub mod parser;
+pub mod pass;
+pub mod pass_manager;
+pub mod passes;
+pub mod pipeline;
 pub mod printer;
 pub mod shape_inference;
 pub mod types;
@@ -30,6 +35,14 @@ pub use module::{
 pub use npy::{read_npy, read_npy_as, write_npy, NpyError, NpyErrorKind};
 pub use opcode::Opcode;
 pub use parser::{parse_module, ParseError};
+pub use pass::{
+    Analysis, AnalysisCache, Changed, Counters, OptKind, OptSpec, OptValue, Pass, PassCx,
+    PassError, PassInfo, PassOptions, PassRegistry,
+};
+pub use pass_manager::{
+    CompactPolicy, PassManager, PassManagerError, PassManagerOptions, StatsRow, VerifyMode,
+};
+pub use pipeline::{Pipeline, PipelineError, PipelineItem};
 pub use printer::print_module;
 pub use shape_inference::{infer_shape, OwnedShape, ProgramShape, ShapeError};
 pub use types::{

@@ -116,14 +116,24 @@ fn seq_map2<T: Elem, U: Elem>(a: &[u8], b: &[u8], out: &mut [u8], f: &impl Fn(T,
     }
 }
 
+/// Runs `work(chunk index, chunk)` over `out` in chunks of `chunk` bytes, in parallel. Not
+/// generic, so the rayon machinery is instantiated once; `work` is called once per chunk.
+fn par_chunks(out: &mut [u8], chunk: usize, work: &(dyn Fn(usize, &mut [u8]) + Sync)) {
+    out.par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(i, o)| work(i, o));
+}
+
 /// Applies `f` to every element of `x`, writing `out` (in parallel chunks for long arrays;
 /// every element is independent, so the result does not depend on the thread count).
 #[inline(always)]
 pub(crate) fn map1<T: Elem, U: Elem>(x: &[u8], out: &mut [u8], f: impl Fn(T) -> U + Sync) {
     if out.len() / U::SIZE >= PAR_MIN {
-        out.par_chunks_mut(PAR_CHUNK * U::SIZE)
-            .zip(x.par_chunks(PAR_CHUNK * T::SIZE))
-            .for_each(|(o, i)| seq_map1(i, o, &f));
+        par_chunks(out, PAR_CHUNK * U::SIZE, &|i, o| {
+            let start = i * PAR_CHUNK * T::SIZE;
+            let xi = &x[start..start + o.len() / U::SIZE * T::SIZE];
+            seq_map1(xi, o, &f);
+        });
     } else {
         seq_map1(x, out, &f);
     }
@@ -139,10 +149,11 @@ pub(crate) fn map2<T: Elem, U: Elem>(
     f: impl Fn(T, T) -> U + Sync,
 ) {
     if out.len() / U::SIZE >= PAR_MIN {
-        out.par_chunks_mut(PAR_CHUNK * U::SIZE)
-            .zip(a.par_chunks(PAR_CHUNK * T::SIZE))
-            .zip(b.par_chunks(PAR_CHUNK * T::SIZE))
-            .for_each(|((o, x), y)| seq_map2(x, y, o, &f));
+        par_chunks(out, PAR_CHUNK * U::SIZE, &|i, o| {
+            let start = i * PAR_CHUNK * T::SIZE;
+            let end = start + o.len() / U::SIZE * T::SIZE;
+            seq_map2(&a[start..end], &b[start..end], o, &f);
+        });
     } else {
         seq_map2(a, b, out, &f);
     }

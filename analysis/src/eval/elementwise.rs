@@ -83,6 +83,50 @@ macro_rules! with_float {
 }
 pub(crate) use with_float;
 
+/// Runs `$body` with `$S` bound to the storage type of `f32`, `f64`, `f16` or `bf16` (the
+/// types with kernels of their own; the 8- and 4-bit floats go through `f32`).
+macro_rules! with_native_float {
+    ($ty:expr, $S:ident => $body:expr, else $other:expr) => {{
+        use axle_ir::ElementType as ET;
+        match $ty {
+            ET::F32 => {
+                type $S = f32;
+                $body
+            }
+            ET::F64 => {
+                type $S = f64;
+                $body
+            }
+            ET::F16 => {
+                type $S = half::f16;
+                $body
+            }
+            ET::BF16 => {
+                type $S = half::bf16;
+                $body
+            }
+            _ => $other,
+        }
+    }};
+}
+pub(crate) use with_native_float;
+
+/// Whether `t` is an 8- or 4-bit float (computed through `f32`).
+pub(crate) fn is_small_float(t: ElementType) -> bool {
+    t.is_float()
+        && !matches!(
+            t,
+            ElementType::F32 | ElementType::F64 | ElementType::F16 | ElementType::BF16
+        )
+}
+
+/// `x` (type `ty`) converted to `f32` bytes.
+fn to_f32(ty: ElementType, x: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = vec![0u8; x.len() / ty.byte_size() * 4];
+    convert(ty, ElementType::F32, x, &mut out, false)?;
+    Ok(out)
+}
+
 /// Runs `$body` with `$T` bound to the [`Int`] type of integer element type `$ty`.
 macro_rules! with_int {
     ($ty:expr, $T:ident => $body:expr, else $other:expr) => {{
@@ -198,7 +242,22 @@ pub(crate) fn unary(
             _ => Err(unsupported(op, in_ty)),
         };
     }
-    with_float!(in_ty, S => return if ftz {
+    if is_small_float(in_ty) {
+        // Computed in f32 and rounded back.
+        let x32 = to_f32(in_ty, x)?;
+        let n = x32.len() / 4;
+        let out32_ty = if out_ty.is_pred() {
+            out_ty
+        } else {
+            ElementType::F32
+        };
+        let mut out32 = vec![0u8; n * out32_ty.byte_size()];
+        unary(op, ElementType::F32, out32_ty, &x32, &mut out32, false)?;
+        return convert(out32_ty, out_ty, &out32, out, false);
+    }
+    // f16 values are normal in f32, so flushing never changes them.
+    let ftz = ftz && in_ty != ElementType::F16;
+    with_native_float!(in_ty, S => return if ftz {
         float_unary::<S, true>(op, x, out)
     } else {
         float_unary::<S, false>(op, x, out)
@@ -356,7 +415,14 @@ pub(crate) fn binary(
         map2::<Pred, Pred>(a, b, out, |x, y| Pred(f(x.0, y.0)));
         return Ok(());
     }
-    with_float!(ty, S => return if ftz {
+    if is_small_float(ty) {
+        let (a32, b32) = (to_f32(ty, a)?, to_f32(ty, b)?);
+        let mut out32 = vec![0u8; a32.len()];
+        binary(op, ElementType::F32, &a32, &b32, &mut out32, false)?;
+        return convert(ElementType::F32, ty, &out32, out, false);
+    }
+    let ftz = ftz && ty != ElementType::F16;
+    with_native_float!(ty, S => return if ftz {
         float_binary::<S, true>(op, a, b, out)
     } else {
         float_binary::<S, false>(op, a, b, out)
@@ -798,10 +864,28 @@ pub(crate) fn convert(
             to.name()
         )
     };
+    // 8- and 4-bit floats convert through f32 (exact for them as sources).
+    if is_small_float(from) || is_small_float(to) {
+        let mid_ty = ElementType::F32;
+        let n = x.len() / from.byte_size().max(1);
+        let mut mid = vec![0u8; n * 4];
+        if is_small_float(from) {
+            with_float!(from, S => map1::<S, f32>(x, &mut mid, |v| v.up().to_f64() as f32), else ());
+        } else {
+            convert(from, mid_ty, x, &mut mid, ftz)?;
+        }
+        if is_small_float(to) {
+            with_float!(to, D => {
+                map1::<f32, D>(&mid, out, |v| D::from_f64_convert(v as f64));
+                return Ok(());
+            }, else ());
+        }
+        return convert(mid_ty, to, &mid, out, ftz);
+    }
     if from.is_pred() {
         return convert_from(to, x, out, false, |b: Pred| Value::Int(b.0 as i128)).ok_or_else(err);
     }
-    with_float!(from, S => {
+    with_native_float!(from, S => {
         return if S::SIZE == 8 {
             let flush = ftz && (to.is_float() || to.is_pred());
             convert_from(to, x, out, ftz, |v: S| {
@@ -900,7 +984,7 @@ fn convert_from<T: Elem>(
         map1::<T, Pred>(x, out, |v| read(v).to_pred());
         return Some(());
     }
-    with_float!(to, D => {
+    with_native_float!(to, D => {
         map1::<T, D>(x, out, |v| read(v).to_float::<D>(ftz));
         return Some(());
     }, else ());

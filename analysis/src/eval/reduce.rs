@@ -7,7 +7,7 @@
 //! typed loop; anything else runs its scalar program per element.
 
 use super::elem::{fl, Elem, FloatStorage, Int, Pred};
-use super::elementwise::{fmax, fmin, with_float, with_int};
+use super::elementwise::{fmax, fmin, with_int, with_native_float};
 use super::scalar::{Fast, Reg};
 use super::shape_ops as so;
 use super::{arr, Callable, Evaluator, R};
@@ -69,7 +69,7 @@ fn fast_fold(op: Opcode, ty: axle_ir::ElementType, ftz: bool) -> Option<(FoldFn,
             _ => None,
         };
     }
-    with_float!(ty, S => return float_fold!(S), else ());
+    with_native_float!(ty, S => return float_fold!(S), else ());
     with_int!(ty, T => return int_fold!(T), else ());
     None
 }

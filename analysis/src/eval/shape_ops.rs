@@ -8,7 +8,7 @@
 //! specialized by element width.
 
 use super::elem::{map1, Elem};
-use super::elementwise::{with_float, with_int};
+use super::elementwise::with_int;
 use axle_ir::{ArrayLiteral, ArrayShape, ElementType, Layout};
 use std::borrow::Cow;
 
@@ -440,13 +440,6 @@ pub(crate) fn to_i64s(a: &ArrayLiteral) -> Result<Vec<i64>, String> {
         }
         Ok(out)
     }, else Err(format!("expected integer indices, found {}", a.ty().name())))
-}
-
-/// Reads one float-like element as `f64` (used for diagnostics and small linear algebra).
-#[allow(dead_code)]
-pub(crate) fn elem_f64(ty: ElementType, b: &[u8]) -> Option<f64> {
-    use super::elem::{Float, FloatStorage};
-    with_float!(ty, S => Some(S::load(b).up().to_f64()), else None)
 }
 
 use super::elem::Int;

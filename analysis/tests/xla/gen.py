@@ -366,6 +366,53 @@ ENTRY main {
 }""", [np.round(rng.standard_normal((6, 5)), 1).astype(np.float32), rng.standard_normal((3, 3)).astype(np.float32)],
      tol=["exact", {"rtol": 1e-6, "atol": 1e-6}, {"rtol": 1e-6, "atol": 1e-6}])
 
+# --- variadic scatter and reduce-window (argmax over windows).
+case("variadic_scatter_window", """
+sum2 {
+  a0 = f32[] parameter(0)
+  a1 = s32[] parameter(1)
+  b0 = f32[] parameter(2)
+  b1 = s32[] parameter(3)
+  sum.0 = f32[] add(a0, b0)
+  prod.1 = s32[] multiply(a1, b1)
+  ROOT sum.t = (f32[], s32[]) tuple(sum.0, prod.1)
+}
+
+argmax {
+  x0 = f32[] parameter(0)
+  i0 = s32[] parameter(1)
+  x1 = f32[] parameter(2)
+  i1 = s32[] parameter(3)
+  gt = pred[] compare(x0, x1), direction=GT
+  eq = pred[] compare(x0, x1), direction=EQ
+  lt = pred[] compare(i0, i1), direction=LT
+  tie = pred[] and(eq, lt)
+  take = pred[] or(gt, tie)
+  v = f32[] select(take, x0, x1)
+  k = s32[] select(take, i0, i1)
+  ROOT r = (f32[], s32[]) tuple(v, k)
+}
+
+ENTRY main {
+  x = f32[6] parameter(0)
+  y = s32[6] parameter(1)
+  idx = s32[4,1] parameter(2)
+  u = f32[4] parameter(3)
+  w = s32[4] parameter(4)
+  sc = (f32[6], s32[6]) scatter(x, y, idx, u, w), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=sum2
+  io = s32[6] iota(), iota_dimension=0
+  ninf = f32[] constant(-inf)
+  m1 = s32[] constant(-1)
+  rw = (f32[3], s32[3]) reduce-window(x, io, ninf, m1), window={size=3 stride=2 pad=1_0}, to_apply=argmax
+  a = f32[6] get-tuple-element(sc), index=0
+  b = s32[6] get-tuple-element(sc), index=1
+  c = f32[3] get-tuple-element(rw), index=0
+  d = s32[3] get-tuple-element(rw), index=1
+  ROOT t = (f32[6], s32[6], f32[3], s32[3]) tuple(a, b, c, d)
+}""", [np.array([1, 5, 5, -2, 7, 7], np.float32), np.array([1, 2, 3, 4, 5, 6], np.int32),
+       np.array([[1], [1], [4], [9]], np.int32), np.array([10, 20, 30, 40], np.float32),
+       np.array([2, 3, 4, 5], np.int32)])
+
 # --- sort and top-k with NaN and ties.
 sx = np.array([[3.0, nan, -0.0, 0.0, -inf, 3.0, -nan, 1.0]], np.float32)
 case("sort_topk", """
@@ -424,8 +471,43 @@ za = np.array([1 + 2j, -3 + 0.5j, 0j, 2 - 1j], np.complex64)
 zb = np.array([0.5 - 1j, 2 + 2j, 1 + 0j, -1j], np.complex64)
 ew("complex_c64", "c64", 2, [("c64", "add(p0, p1)"), ("c64", "multiply(p0, p1)"), ("c64", "divide(p0, p1)"),
                               ("f32", "abs(p0)"), ("c64", "exponential(p0)"), ("c64", "sqrt(p0)"),
-                              ("f32", "real(p0)"), ("f32", "imag(p0)"), ("c64", "negate(p1)")],
+                              ("f32", "real(p0)"), ("f32", "imag(p0)"), ("c64", "negate(p1)"),
+                              ("c64", "subtract(p0, p1)"), ("c64", "sign(p0)"), ("c64", "power(p0, p1)"),
+                              ("c64", "tanh(p0)"), ("c64", "sine(p0)"), ("c64", "cosine(p0)"),
+                              ("pred", "compare(p0, p1), direction=EQ"), ("pred", "compare(p0, p1), direction=NE")],
    [za, zb], tol={"rtol": 1e-5, "atol": 1e-6})
+zl = np.array([1 + 2j, -3 + 0.5j, 0.5 - 0.25j, 2 - 1j], np.complex64)
+ew("complex_log", "c64", 1, [("c64", "log(p0)"), ("c64", "log-plus-one(p0)"), ("c64", "exponential-minus-one(p0)"),
+                             ("c64", "rsqrt(p0)")], [zl], tol={"rtol": 1e-5, "atol": 1e-6})
+ew("complex_c128", "c128", 2, [("c128", "multiply(p0, p1)"), ("c128", "divide(p0, p1)"), ("f64", "abs(p0)"),
+                                ("c128", "sqrt(p0)")],
+   [za.astype(np.complex128), zb.astype(np.complex128)], tol={"rtol": 1e-12, "atol": 1e-14})
+ew("complex_build", "f32", 2, [("c64", "complex(p0, p1)")], [np.array([1, -2, 0], np.float32),
+                                                              np.array([0.5, 3, -0.0], np.float32)])
+
+# --- batch norm (XLA expands it; the evaluator uses the expander's formulas).
+bx = rng.standard_normal((4, 3, 5)).astype(np.float32)
+case("batch_norm", """
+ENTRY main {
+  x = f32[4,3,5] parameter(0)
+  s = f32[3] parameter(1)
+  o = f32[3] parameter(2)
+  m = f32[3] parameter(3)
+  v = f32[3] parameter(4)
+  g = f32[4,3,5] parameter(5)
+  i = f32[4,3,5] batch-norm-inference(x, s, o, m, v), epsilon=0.001, feature_index=1
+  t = (f32[4,3,5], f32[3], f32[3]) batch-norm-training(x, s, o), epsilon=0.001, feature_index=1
+  ty = f32[4,3,5] get-tuple-element(t), index=0
+  tm = f32[3] get-tuple-element(t), index=1
+  tv = f32[3] get-tuple-element(t), index=2
+  d = (f32[4,3,5], f32[3], f32[3]) batch-norm-grad(x, s, m, v, g), epsilon=0.001, feature_index=1
+  dx = f32[4,3,5] get-tuple-element(d), index=0
+  ds = f32[3] get-tuple-element(d), index=1
+  do = f32[3] get-tuple-element(d), index=2
+  ROOT r = (f32[4,3,5], f32[4,3,5], f32[3], f32[3], f32[4,3,5], f32[3], f32[3]) tuple(i, ty, tm, tv, dx, ds, do)
+}""", [bx, np.array([1.5, -0.5, 2.0], np.float32), np.array([0.1, 0.2, -0.3], np.float32),
+       np.array([0.05, -0.1, 0.2], np.float32), np.array([1.2, 0.8, 1.1], np.float32),
+       rng.standard_normal((4, 3, 5)).astype(np.float32)], tol={"rtol": 1e-5, "atol": 1e-5})
 
 # --- a long f32 sum: a left-to-right fold drifts past rtol 1e-5; XLA's does not.
 case("reduce_long_f32_sum", """

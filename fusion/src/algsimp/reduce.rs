@@ -1,0 +1,196 @@
+//! Reduction and dot rules: reductions over empty or size-1 dimensions, and dots whose
+//! contraction has zero or one element.
+
+use axle_ir::{AttrKey, InstId, Module, Opcode};
+
+use super::{Cx, Hit};
+use crate::rewrite::{
+    dims, elem_ty, forward, ints, ints_value, reducer_identity, simple_reducer, splat, splat_nodes,
+    Node, Num, Rewrite, ShapeSpec, Val,
+};
+
+/// Whether two splat values are the same bits (so `0.0` and `-0.0` differ; NaN never matches).
+fn identical(a: Num, b: Num) -> bool {
+    match (a, b) {
+        (Num::Int(x), Num::Int(y)) => x == y,
+        (Num::Float(x), Num::Float(y)) => x.to_bits() == y.to_bits(),
+        _ => false,
+    }
+}
+
+fn broadcast_to(src: Val, shape: ShapeSpec, dims: &[i64]) -> Node {
+    Node::new(Opcode::Broadcast, shape, vec![src]).attr(AttrKey::Dimensions, ints_value(dims))
+}
+
+pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
+    let m = cx.m;
+    match m.opcode(id) {
+        Opcode::Reduce => reduce(m, id),
+        Opcode::Dot => dot(m, id),
+        _ => None,
+    }
+}
+
+fn reduce(m: &Module, id: InstId) -> Hit {
+    let ops = m.operands(id);
+    if ops.len() != 2 {
+        return None;
+    }
+    let (x, init) = (ops[0], ops[1]);
+    let out = dims(m, id)?.to_vec();
+    let xd = dims(m, x)?;
+    let rd = ints(m, id, &AttrKey::Dimensions).unwrap_or(&[]);
+    let reduced: i64 = rd
+        .iter()
+        .map(|&d| xd.get(d as usize).copied().unwrap_or(1))
+        .product();
+    let ty = elem_ty(m, id)?;
+    if out.iter().product::<i64>() == 0 || ty.is_complex() {
+        return None;
+    }
+    if reduced == 0 {
+        // Nothing to reduce: every result element is the initial value.
+        let node = if out.is_empty() {
+            return forward(m, id, init).map(|r| ("reduce-empty", r));
+        } else {
+            broadcast_to(Val::Old(init), ShapeSpec::Of(id), &[])
+        };
+        return Some(("reduce-empty", Rewrite::Build(vec![node])));
+    }
+    if reduced != 1 {
+        return None;
+    }
+    let op = simple_reducer(m, m.comp_attr(id, &AttrKey::ToApply)?)?;
+    let init_is_identity = match (splat(m, init), reducer_identity(op, ty)) {
+        (Some(v), Some(e)) => identical(v, e),
+        _ => false,
+    };
+    let same_dims = xd == &out[..];
+    if init_is_identity {
+        if same_dims {
+            return forward(m, id, x).map(|r| ("reduce-trivial", r));
+        }
+        return Some((
+            "reduce-trivial",
+            Rewrite::Build(vec![Node::new(
+                Opcode::Reshape,
+                ShapeSpec::Of(id),
+                vec![Val::Old(x)],
+            )]),
+        ));
+    }
+    // One element per result: the reducer applied once, to the initial value and the element.
+    let mut nodes = Vec::new();
+    let xv = if same_dims {
+        Val::Old(x)
+    } else {
+        nodes.push(Node::new(
+            Opcode::Reshape,
+            ShapeSpec::Array(ty, out.clone()),
+            vec![Val::Old(x)],
+        ));
+        Val::New(0)
+    };
+    let iv = if out.is_empty() {
+        Val::Old(init)
+    } else {
+        nodes.push(broadcast_to(
+            Val::Old(init),
+            ShapeSpec::Array(ty, out.clone()),
+            &[],
+        ));
+        Val::New(nodes.len() as u32 - 1)
+    };
+    nodes.push(Node::new(op, ShapeSpec::Of(id), vec![iv, xv]));
+    Some(("reduce-trivial", Rewrite::Build(nodes)))
+}
+
+fn dot(m: &Module, id: InstId) -> Hit {
+    let ops = m.operands(id);
+    let (a, b) = (ops[0], ops[1]);
+    let ty = elem_ty(m, id)?;
+    if ty.is_complex() || elem_ty(m, a)? != ty || elem_ty(m, b)? != ty {
+        return None;
+    }
+    let empty: &[i64] = &[];
+    let lb = ints(m, id, &AttrKey::LhsBatchDims).unwrap_or(empty);
+    let rb = ints(m, id, &AttrKey::RhsBatchDims).unwrap_or(empty);
+    if !lb.is_empty() || !rb.is_empty() {
+        return None;
+    }
+    let lc = ints(m, id, &AttrKey::LhsContractingDims).unwrap_or(empty);
+    let rc = ints(m, id, &AttrKey::RhsContractingDims).unwrap_or(empty);
+    let (ad, bd) = (dims(m, a)?, dims(m, b)?);
+    let out = dims(m, id)?.to_vec();
+    let k: i64 = lc
+        .iter()
+        .map(|&d| ad.get(d as usize).copied().unwrap_or(1))
+        .product();
+    if out.iter().product::<i64>() == 0 {
+        return None;
+    }
+    let zero = if ty.is_float() {
+        Num::Float(0.0)
+    } else {
+        Num::Int(0)
+    };
+    if k == 0 {
+        return splat_nodes(m, id, zero).map(|n| ("dot-empty-contract", Rewrite::Build(n)));
+    }
+    if k != 1 {
+        return None;
+    }
+    // dot = 0 + a * b: multiply of broadcasts, then (floats) + 0.0, which turns -0.0 into 0.0
+    // exactly as the accumulation does.
+    let free = |d: &[i64], c: &[i64]| -> Vec<i64> {
+        d.iter()
+            .enumerate()
+            .filter(|(i, _)| !c.contains(&(*i as i64)))
+            .map(|(_, &s)| s)
+            .collect()
+    };
+    let (af, bf) = (free(ad, lc), free(bd, rc));
+    let (nl, nr) = (af.len(), bf.len());
+    if nl + nr != out.len() {
+        return None;
+    }
+    let mut nodes = Vec::new();
+    let mut side = |x: InstId, xd: &[i64], f: Vec<i64>, at: std::ops::Range<usize>| -> Val {
+        let v = if xd == &f[..] {
+            Val::Old(x)
+        } else {
+            nodes.push(Node::new(
+                Opcode::Reshape,
+                ShapeSpec::Array(ty, f),
+                vec![Val::Old(x)],
+            ));
+            Val::New(nodes.len() as u32 - 1)
+        };
+        let bdims: Vec<i64> = at.map(|i| i as i64).collect();
+        nodes.push(broadcast_to(v, ShapeSpec::Of(id), &bdims));
+        Val::New(nodes.len() as u32 - 1)
+    };
+    let av = side(a, ad, af, 0..nl);
+    let bv = side(b, bd, bf, nl..nl + nr);
+    nodes.push(Node::new(Opcode::Multiply, ShapeSpec::Of(id), vec![av, bv]));
+    if ty.is_float() {
+        let p = nodes.len() as u32 - 1;
+        let mut z = splat_nodes(m, id, zero)?;
+        let base = nodes.len() as u32;
+        for n in z.iter_mut() {
+            for o in n.operands.iter_mut() {
+                if let Val::New(j) = o {
+                    *j += base;
+                }
+            }
+        }
+        nodes.extend(z);
+        let zv = Val::New(nodes.len() as u32 - 1);
+        nodes.push(Node::new(
+            Opcode::Add,
+            ShapeSpec::Of(id),
+            vec![Val::New(p), zv],
+        ));
+    }
+    Some(("dot-trivial-contract", Rewrite::Build(nodes)))
+}

@@ -1,0 +1,64 @@
+//! `zero-sized-elim`: replaces every array value with no elements by an empty constant.
+//!
+//! An instruction whose result is a static array with a zero-sized dimension computes nothing;
+//! unless it is a parameter, a constant already, or has an effect (its own or through a called
+//! computation), it becomes `constant({})` of its shape, and what it used may become dead.
+//!
+//! Read phase: a parallel sweep over the shape column. Write phase: one constant per match,
+//! forwarded through the rewriter. Linear in the module.
+//!
+//! Pre-conditions: a valid module. Post-conditions: the same values; no side-effect-free
+//! computation of an empty array is left.
+//!
+//! Counters: `replaced`.
+
+use axle_ir::passes::{is_effectful, Structure};
+use axle_ir::{ArrayLiteral, Changed, InstId, Module, Opcode, Pass, PassCx, PassError};
+use rayon::prelude::*;
+
+use crate::rewrite::{apply, array, Node, Rewrite, ShapeSpec};
+
+/// The `zero-sized-elim` pass.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ZeroSizedElim;
+
+impl Pass for ZeroSizedElim {
+    fn run(&mut self, m: &mut Module, cx: &mut PassCx<'_>) -> Result<Changed, PassError> {
+        let empty = |id: InstId| {
+            array(m, id).is_some_and(|a| a.num_elements() == 0)
+                && !matches!(m.opcode(id), Opcode::Parameter | Opcode::Constant)
+                && m.control_predecessors(id).is_empty()
+        };
+        let candidates: Vec<InstId> = m
+            .live_ids()
+            .into_par_iter()
+            .filter(|&id| empty(id))
+            .collect();
+        if candidates.is_empty() {
+            return Ok(false);
+        }
+        let s = cx.analysis::<Structure>(m);
+        let plan: Vec<(InstId, Rewrite)> = candidates
+            .into_iter()
+            .filter_map(|id| {
+                if is_effectful(m, id, &s.effectful) {
+                    return None;
+                }
+                let a = array(m, id)?;
+                let mut c = Node::constant(ArrayLiteral::zeros(a.clone()));
+                c.shape = ShapeSpec::Of(id);
+                Some((id, Rewrite::Build(vec![c])))
+            })
+            .collect();
+        if plan.is_empty() {
+            return Ok(false);
+        }
+        let mut rw = m.rewriter();
+        for (id, r) in plan {
+            if apply(&mut rw, id, r) {
+                cx.count("replaced", 1);
+            }
+        }
+        Ok(rw.finish())
+    }
+}
