@@ -585,3 +585,18 @@ fn aot_cross_compiles_for_another_triple() {
         "x86 code in an aarch64 build"
     );
 }
+
+/// Ops that read only static facts: dimension sizes, partition and replica ids.
+#[test]
+fn static_facts_match_the_evaluator() {
+    let text = "HloModule s\nENTRY main {\n  x = f32[3,5] parameter(0)\n  d = s32[] get-dimension-size(x), dimensions={1}\n  p = u32[] partition-id()\n  r = u32[] replica-id()\n  ROOT t = (s32[], u32[], u32[]) tuple(d, p, r)\n}\n";
+    let module = parse_module(text).unwrap_or_else(|e| panic!("{e}"));
+    let args = axle::run::generate_inputs(&module, 1);
+    let got = compile(&module, &CpuOptions::default())
+        .expect("compiles")
+        .run_literals(&args)
+        .expect("runs");
+    let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
+    assert_eq!(got, want);
+    assert_eq!(got[0].to_vec::<i32>(), Some(vec![5]));
+}
