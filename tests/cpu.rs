@@ -31,8 +31,8 @@ fn run_on(backend: &str, m: &Module, args: &[Literal]) -> Result<Vec<ArrayLitera
     ))
 }
 
-/// Floats close to the evaluator's (transcendentals are polynomial approximations a few ulps
-/// from libm's, and small sums of them can cancel), everything else bit for bit.
+/// Floats close to the evaluator's (dots use fused multiply-adds, float sums are reassociated
+/// for vector lanes), everything else bit for bit.
 fn tolerance(a: &ArrayLiteral) -> Tolerance {
     if a.ty().is_floating() {
         Tolerance::Close {
@@ -44,6 +44,21 @@ fn tolerance(a: &ArrayLiteral) -> Tolerance {
     }
 }
 
+/// Runs `m` on the CPU code generator with the C library's transcendentals (the evaluator's).
+fn run_cpu_libm(m: &Module, args: &[Literal]) -> Result<Vec<ArrayLiteral>, String> {
+    let opts = CpuOptions {
+        libm_math: true,
+        ..Default::default()
+    };
+    compile(m, &opts)
+        .map_err(|e| e.to_string())?
+        .run_literals(args)
+        .map_err(|e| e.to_string())
+}
+
+/// Generated modules give the evaluator's results: through the backend interface (default
+/// options), and with the evaluator's transcendentals, where compositions that cancel (say
+/// `x / (tanh(x) - x)`) cannot amplify a few ulps of approximation.
 fn same_results(r: Recipe, seed: u64) -> TestResult {
     let m = r.build();
     let args = axle::run::generate_inputs(&m, seed);
@@ -51,16 +66,34 @@ fn same_results(r: Recipe, seed: u64) -> TestResult {
         Ok(w) => w,
         Err(e) => return TestResult::error(format!("interpreter: {e}")),
     };
-    let got = match run_on("cpu", &m, &args) {
+    let default = match run_on("cpu", &m, &args) {
         Ok(g) => g,
-        Err(e) => return TestResult::error(format!("cpu: {e}\n{}", axle::ir::print_module(&m))),
+        Err(e) => {
+            return TestResult::error(format!("cpu: {e}\n{}", axle::ir::print_module(&m)))
+        }
     };
-    if got.len() != want.len() {
+    let got = match run_cpu_libm(&m, &args) {
+        Ok(g) => g,
+        Err(e) => {
+            return TestResult::error(format!("cpu: {e}\n{}", axle::ir::print_module(&m)))
+        }
+    };
+    if got.len() != want.len() || default.len() != want.len() {
         return TestResult::error("different numbers of results");
     }
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         if let Err(e) = compare_arrays(w, g, tolerance(w)) {
-            return TestResult::error(format!("result {k}: {e}\n{}", axle::ir::print_module(&m)));
+            return TestResult::error(format!(
+                "result {k}: {e}\n{}",
+                axle::ir::print_module(&m)
+            ));
+        }
+    }
+    // The default build differs from libm in the last bits of exp, log and tanh (tested against
+    // libm in codegen-cpu/tests/math.rs and against XLA by the corpus): here, the same shapes.
+    for (k, (d, w)) in default.iter().zip(&want).enumerate() {
+        if d.shape != w.shape {
+            return TestResult::error(format!("result {k} (default options): shape differs"));
         }
     }
     TestResult::passed()
@@ -68,8 +101,13 @@ fn same_results(r: Recipe, seed: u64) -> TestResult {
 
 #[test]
 fn generated_modules_give_the_interpreters_results() {
+    // AXLE_QC_TESTS raises the count for a longer search.
+    let tests = std::env::var("AXLE_QC_TESTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
     QuickCheck::new()
-        .tests(60)
+        .tests(tests)
         .quickcheck(same_results as fn(Recipe, u64) -> TestResult);
 }
 
@@ -563,4 +601,40 @@ ENTRY main {{
     for (w, g) in want.iter().zip(&got) {
         compare_arrays(w, g, Tolerance::Exact).expect("top-k matches");
     }
+}
+
+/// `--target-triple` cross-compiles: an aarch64 object for the same module, with the host's
+/// CPU features left out.
+#[test]
+fn aot_cross_compiles_for_another_triple() {
+    let m = parse_module(AOT_MODULE).expect("parses");
+    let opts = CpuOptions {
+        target_triple: Some("aarch64-unknown-linux-gnu".into()),
+        ..Default::default()
+    };
+    let out = compile_aot(&m, &opts, "model").expect("compiles");
+    let o = &out.object;
+    assert_eq!(&o[..4], b"\x7fELF");
+    // e_machine (bytes 18..20, little-endian): 183 is AArch64, 62 is x86-64.
+    assert_eq!(u16::from_le_bytes([o[18], o[19]]), 183);
+    let asm = emit_text(&m, &opts, Emit::Asm).expect("assembly");
+    assert!(
+        !asm.contains("zmm") && !asm.contains("%rax"),
+        "x86 code in an aarch64 build"
+    );
+}
+
+/// Ops that read only static facts: dimension sizes, partition and replica ids.
+#[test]
+fn static_facts_match_the_evaluator() {
+    let text = "HloModule s\nENTRY main {\n  x = f32[3,5] parameter(0)\n  d = s32[] get-dimension-size(x), dimensions={1}\n  p = u32[] partition-id()\n  r = u32[] replica-id()\n  ROOT t = (s32[], u32[], u32[]) tuple(d, p, r)\n}\n";
+    let module = parse_module(text).unwrap_or_else(|e| panic!("{e}"));
+    let args = axle::run::generate_inputs(&module, 1);
+    let got = compile(&module, &CpuOptions::default())
+        .expect("compiles")
+        .run_literals(&args)
+        .expect("runs");
+    let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
+    assert_eq!(got, want);
+    assert_eq!(got[0].to_vec::<i32>(), Some(vec![5]));
 }

@@ -45,6 +45,8 @@ pub(crate) struct Cg<'ctx> {
     pub cpu: String,
     /// `target-features` put on every function.
     pub features: String,
+    /// Whether `f32` `exp`, `log` and `tanh` call libm instead of the inline approximations.
+    pub libm_math: bool,
     libm: RefCell<HashMap<String, FunctionValue<'ctx>>>,
 }
 
@@ -56,6 +58,7 @@ impl<'ctx> Cg<'ctx> {
             b: ctx.create_builder(),
             cpu: cpu.to_string(),
             features: features.to_string(),
+            libm_math: false,
             libm: RefCell::new(HashMap::new()),
         }
     }

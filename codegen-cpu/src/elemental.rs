@@ -158,6 +158,9 @@ pub(crate) fn is_elemental(m: &Module, id: InstId) -> bool {
                 | OptBarrier
                 | Copy
                 | AddDependency
+                | GetDimensionSize
+                | PartitionId
+                | ReplicaId
         )
 }
 
@@ -667,6 +670,23 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
                 *r.first().ok_or("map computation returns nothing")?
             }
             Dot => crate::conv::gen_dot(self, id, idx)?,
+            GetDimensionSize => {
+                let d = m
+                    .int_attr(id, &AttrKey::Dimensions)
+                    .or_else(|| {
+                        m.ints_attr(id, &AttrKey::Dimensions)
+                            .and_then(|v| v.first().copied())
+                    })
+                    .ok_or("get-dimension-size needs a dimension")?;
+                let a = self.arr(ops[0])?;
+                let size = *a
+                    .dims
+                    .get(usize::try_from(d).map_err(|_| "dimension out of range")?)
+                    .ok_or("dimension out of range")?;
+                cg.const_i(ty, size as i128)?
+            }
+            // One partition and one replica.
+            PartitionId | ReplicaId => cg.const_i(ty, 0)?,
             Convolution => crate::conv::gen_convolution(self, id, idx)?,
             _ => {
                 return Err(format!(

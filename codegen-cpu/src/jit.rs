@@ -273,7 +273,8 @@ pub(crate) fn build<'ctx>(
     let spec = target_spec(opts);
     let tm = target_machine(&spec, reloc).map_err(|e| CodegenError::general(&m.name, e))?;
     let t = Instant::now();
-    let cg = Cg::new(ctx, &m.name, &spec.cpu, &spec.features);
+    let mut cg = Cg::new(ctx, &m.name, &spec.cpu, &spec.features);
+    cg.libm_math = opts.libm_math;
     cg.module.set_triple(&spec.triple);
     cg.module
         .set_data_layout(&tm.get_target_data().get_data_layout());

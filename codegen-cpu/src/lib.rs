@@ -52,6 +52,10 @@ pub struct CpuOptions {
     /// Run with subnormal floats flushed to zero (x86's FTZ and DAZ modes), as XLA's CPU backend
     /// does; on by default. Off gives IEEE gradual underflow.
     pub flush_denormals: bool,
+    /// Call the C library for `f32` `exp`, `log` and `tanh` (as the reference evaluator does)
+    /// instead of the inline vectorizable approximations (a few ulps from libm, as XLA's).
+    /// Off by default; differential tests turn it on so ill-conditioned compositions compare.
+    pub libm_math: bool,
 }
 
 impl Default for CpuOptions {
@@ -60,6 +64,7 @@ impl Default for CpuOptions {
             threads: 0,
             target_triple: None,
             flush_denormals: true,
+            libm_math: false,
         }
     }
 }

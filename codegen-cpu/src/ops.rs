@@ -92,16 +92,16 @@ fn float_unary<'ctx>(
             bv(b.build_float_div(one, s, "rsqrt")?)
         }
         Cbrt => libm("cbrt")?,
-        Exp if !is64 => crate::math::exp_f32(cg, v)?,
+        Exp if !is64 && !cg.libm_math => crate::math::exp_f32(cg, v)?,
         Exp => libm("exp")?,
         Expm1 => libm("expm1")?,
-        Log if !is64 => crate::math::log_f32(cg, v)?,
+        Log if !is64 && !cg.libm_math => crate::math::log_f32(cg, v)?,
         Log => libm("log")?,
         Log1p => libm("log1p")?,
         Logistic => {
             let n = b.build_float_neg(v, "n")?;
-            let e = if is64 {
-                cg.call_libm("exp", &[bv(n)])?
+            let e = if is64 || cg.libm_math {
+                cg.call_libm(&libm_name("exp", is64), &[bv(n)])?
             } else {
                 crate::math::exp_f32(cg, n)?
             }
@@ -112,7 +112,7 @@ fn float_unary<'ctx>(
         Sin => libm("sin")?,
         Cos => libm("cos")?,
         Tan => libm("tan")?,
-        Tanh if !is64 => crate::math::tanh_f32(cg, v)?,
+        Tanh if !is64 && !cg.libm_math => crate::math::tanh_f32(cg, v)?,
         Tanh => libm("tanh")?,
         Erf => libm("erf")?,
         Real => bv(v),
