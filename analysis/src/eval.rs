@@ -481,8 +481,6 @@ fn benign_other_attr(name: &str) -> bool {
             | "schedule"
             | "custom_call_schedule"
             | "result_accuracy"
-            | "true_computation"
-            | "false_computation"
             | "channel_id"
             | "is_host_transfer"
             | "recursive"
@@ -1212,25 +1210,9 @@ impl<'m> Evaluator<'m> {
     fn eval_conditional(&mut self, id: InstId, ops: &[&Literal]) -> R<Literal> {
         let m = self.m;
         let sel = arr(ops[0])?;
-        let branches: Vec<CompId> = match m.attr(id, &AttrKey::BranchComputations) {
-            Some(AttrValue::Comps(cs)) => cs.to_vec(),
-            _ => {
-                let find = |key: &str| -> R<CompId> {
-                    let name = match m.attr(id, &AttrKey::Other(key.into())) {
-                        Some(AttrValue::Raw(s)) | Some(AttrValue::Str(s)) => {
-                            s.trim_start_matches('%').to_string()
-                        }
-                        Some(AttrValue::Comp(c)) => return Ok(*c),
-                        _ => return Err(format!("conditional needs {key}").into()),
-                    };
-                    m.computations()
-                        .into_iter()
-                        .find(|&c| m.comp_name(c) == name)
-                        .ok_or_else(|| format!("no computation named {name}").into())
-                };
-                vec![find("true_computation")?, find("false_computation")?]
-            }
-        };
+        let branches: Vec<CompId> = m
+            .branch_computations(id)
+            .ok_or("conditional needs branch_computations or true_computation and false_computation")?;
         if branches.is_empty() {
             return Err("conditional has no branches".into());
         }

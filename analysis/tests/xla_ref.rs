@@ -4,33 +4,26 @@
 //! type, saturating converts and double rounding, f16/bf16 arithmetic, reduce-precision,
 //! total-order compares, rng-bit-generator bit for bit, FFT, Cholesky, triangular solve,
 //! convolution groups, out-of-bounds gather/scatter, windows, sort, top-k, complex numbers.
+//! The CPU backend runs the same cases (`codegen-cpu/tests/xla_ref.rs`).
 //!
 //! One named test per case.
 
-mod common;
-
-use common::run_case;
-use libtest_mimic::{Arguments, Trial};
-use serde_json::Value;
+use axle_analysis::evaluate;
+use axle_testkit::{leaves, trials, RunFailure};
+use libtest_mimic::Arguments;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 fn main() {
     let args = Arguments::from_args();
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/xla");
-    let manifest: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("manifest.json")).expect("tests/xla/manifest.json"),
-    )
-    .expect("manifest.json parses");
-    let trials = manifest["cases"]
-        .as_array()
-        .expect("manifest cases")
-        .iter()
-        .map(|case| {
-            let name = case["name"].as_str().expect("case name").to_string();
-            let (dir, case) = (dir.clone(), case.clone());
-            let file = format!("{name}.hlo");
-            Trial::test(name, move || run_case(&dir, &case, &file))
-        })
-        .collect();
-    libtest_mimic::run(&args, trials).exit();
+    let run = Arc::new(|m: &axle_ir::Module, args: &[axle_ir::Literal]| {
+        evaluate(m, args)
+            .map(|l| leaves(&l))
+            .map_err(|e| RunFailure {
+                opcode: e.opcode.to_string(),
+                message: e.to_string(),
+            })
+    });
+    libtest_mimic::run(&args, trials(&dir, false, false, run)).exit();
 }

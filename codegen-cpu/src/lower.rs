@@ -581,25 +581,9 @@ impl<'m> Lower<'m> {
         out: &mut Vec<Thunk>,
     ) -> R<VTree> {
         let m = self.m;
-        let branches: Vec<CompId> = match m.attr(id, &AttrKey::BranchComputations) {
-            Some(AttrValue::Comps(cs)) => cs.to_vec(),
-            _ => {
-                let find = |key: &str| -> R<CompId> {
-                    match m.attr(id, &AttrKey::Other(key.into())) {
-                        Some(AttrValue::Comp(c)) => Ok(*c),
-                        Some(AttrValue::Raw(s)) | Some(AttrValue::Str(s)) => {
-                            let name = s.trim_start_matches('%');
-                            m.computations()
-                                .into_iter()
-                                .find(|&c| m.comp_name(c) == name)
-                                .ok_or_else(|| format!("no computation named {name}").into())
-                        }
-                        _ => Err(format!("conditional needs {key}").into()),
-                    }
-                };
-                vec![find("true_computation")?, find("false_computation")?]
-            }
-        };
+        let branches: Vec<CompId> = m
+            .branch_computations(id)
+            .ok_or("conditional needs branch_computations or true_computation and false_computation")?;
         if branches.is_empty() || args.len() != branches.len() + 1 {
             return Err("conditional needs one operand per branch".into());
         }

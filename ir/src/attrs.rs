@@ -159,6 +159,8 @@ attr_keys! {
     Select => "select": Comp,
     Scatter => "scatter": Comp,
     BranchComputations => "branch_computations": Comps,
+    TrueComputation => "true_computation": Comp,
+    FalseComputation => "false_computation": Comp,
     CalledComputations => "called_computations": Comps,
 }
 

@@ -531,6 +531,22 @@ impl Module {
             .copied()
     }
 
+    /// The branch computations of a `conditional`: `branch_computations={...}`, or the
+    /// predicate form's `true_computation` and `false_computation` (in that order, branch 0
+    /// running when the predicate is true). `None` when neither form is complete.
+    pub fn branch_computations(&self, id: InstId) -> Option<Vec<CompId>> {
+        if let Some(AttrValue::Comps(cs)) = self.attr(id, &AttrKey::BranchComputations) {
+            return Some(cs.to_vec());
+        }
+        match (
+            self.attr(id, &AttrKey::TrueComputation),
+            self.attr(id, &AttrKey::FalseComputation),
+        ) {
+            (Some(AttrValue::Comp(t)), Some(AttrValue::Comp(f))) => Some(vec![*t, *f]),
+            _ => None,
+        }
+    }
+
     /// Control predecessors of `id`.
     pub fn control_predecessors(&self, id: InstId) -> &[InstId] {
         match self.attr(id, &AttrKey::ControlPredecessors) {

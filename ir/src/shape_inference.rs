@@ -1982,10 +1982,12 @@ impl<'a> Cx<'a> {
             Some(AttrValue::Comps(cs)) => cs.to_vec(),
             Some(_) => bail!(self, "attribute `branch_computations` is malformed"),
             None => match (
-                self.other("true_computation"),
-                self.other("false_computation"),
+                self.attr(&AttrKey::TrueComputation),
+                self.attr(&AttrKey::FalseComputation),
             ) {
                 (Some(AttrValue::Comp(t)), Some(AttrValue::Comp(f))) => vec![*t, *f],
+                (Some(_), None) => bail!(self, "missing attribute `false_computation`"),
+                (None, Some(_)) => bail!(self, "missing attribute `true_computation`"),
                 _ => bail!(self, "missing attribute `branch_computations`"),
             },
         };
