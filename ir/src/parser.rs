@@ -5,11 +5,14 @@
 //! `/*index=N*/` comments, metadata, backend configs, and the `FileNames`/`FunctionNames`/
 //! `FileLocations`/`StackFrames` debug tables before or after the computations). Computations may
 //! come in any order and the ENTRY anywhere; instructions may refer to operands defined later in
-//! their computation. Attributes the IR does not type are kept verbatim.
+//! their computation. Instruction names are scoped by computation, as in XLA: two computations
+//! may both define `x` (the later one is renamed `x.N`, keeping names unique module-wide);
+//! within one computation a duplicate is an error. Attributes the IR does not type are kept
+//! verbatim.
 //!
 //! Errors are [`ParseError`] values with a 1-based line and column; the parser never panics.
 
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 use std::fmt;
 
 use crate::attrs::{Attr, AttrKey, AttrKind, AttrValue, ConvDims, WindowDim};
@@ -113,6 +116,36 @@ struct Parser<'a> {
     last_shape: (&'a str, (ShapeId, LayoutId)),
     ops_buf: Vec<InstId>,
     attrs_buf: Vec<Attr>,
+    /// Whether two computations define an instruction of the same name (allowed, as in XLA;
+    /// the later ones are renamed once the module is parsed).
+    shared_names: bool,
+}
+
+/// Renames instructions whose name an earlier instruction (in another computation) already has,
+/// as XLA's name uniquer does: `name.N` with the smallest `N >= 1` that no instruction of the
+/// module uses, so names are unique module-wide and printing re-parses to the same module.
+fn uniquify_names(m: &mut Module) {
+    let n = m.inst_capacity();
+    let ids: Vec<InstId> = (0..n).map(InstId::new).collect();
+    let mut taken: HashSet<String> = ids.iter().map(|&i| m.name(i).to_string()).collect();
+    let mut seen: HashSet<String> = HashSet::with_capacity(n);
+    for id in ids {
+        let name = m.name(id).to_string();
+        if seen.insert(name.clone()) {
+            continue;
+        }
+        let mut k = 1u64;
+        let fresh = loop {
+            let cand = format!("{name}.{k}");
+            if !taken.contains(&cand) {
+                break cand;
+            }
+            k += 1;
+        };
+        taken.insert(fresh.clone());
+        seen.insert(fresh.clone());
+        m.set_name(id, &fresh);
+    }
 }
 
 fn is_name_byte(c: u8) -> bool {
@@ -131,6 +164,7 @@ impl<'a> Parser<'a> {
             last_shape: ("", (ShapeId::NONE, LayoutId::NONE)),
             ops_buf: Vec::new(),
             attrs_buf: Vec::new(),
+            shared_names: false,
         }
     }
 
@@ -818,26 +852,9 @@ impl<'a> Parser<'a> {
             }
             m.set_attrs(inst, attrs);
         }
-        for pc in &pending_ctrl {
-            let Some(&target) = inst_by_name.get(pc.name) else {
-                return Err(self.err_at(pc.loc, format!("unknown instruction '{}'", pc.name)));
-            };
-            if m.parent(target) != m.parent(pc.inst) {
-                return Err(self.err_at(
-                    pc.loc,
-                    format!(
-                        "control predecessor '{}' is in another computation",
-                        pc.name
-                    ),
-                ));
-            }
-            let mut attrs = m.attrs(pc.inst).to_vec();
-            for (k, v) in attrs.iter_mut() {
-                if let (AttrKey::ControlPredecessors, AttrValue::Insts(xs)) = (k, v) {
-                    xs[pc.index as usize] = target;
-                }
-            }
-            m.set_attrs(pc.inst, attrs);
+        debug_assert!(pending_ctrl.is_empty());
+        if self.shared_names {
+            uniquify_names(&mut m);
         }
         Ok(m)
     }
@@ -934,6 +951,7 @@ impl<'a> Parser<'a> {
             signature = Some((params, r, rl));
         }
         self.expect(b'{', "to open the computation body")?;
+        let ctrl_start = pending_ctrl.len();
         let mut pending: Vec<PendingOperand<'a>> = Vec::new();
         let mut root: Option<(InstId, SrcLoc)> = None;
         let mut last: Option<InstId> = None;
@@ -996,6 +1014,31 @@ impl<'a> Parser<'a> {
                 }
             };
             m.set_operand(po.inst, po.index as usize, target);
+        }
+        // Control predecessors, also within this computation.
+        for pc in pending_ctrl.drain(ctrl_start..) {
+            let target = match inst_by_name.get(pc.name) {
+                Some(&t) if m.parent(t) == c => t,
+                Some(_) => {
+                    return Err(self.err_at(
+                        pc.loc,
+                        format!(
+                            "control predecessor '{}' is in another computation",
+                            pc.name
+                        ),
+                    ))
+                }
+                None => {
+                    return Err(self.err_at(pc.loc, format!("unknown instruction '{}'", pc.name)))
+                }
+            };
+            let mut attrs = m.attrs(pc.inst).to_vec();
+            for (k, v) in attrs.iter_mut() {
+                if let (AttrKey::ControlPredecessors, AttrValue::Insts(xs)) = (k, v) {
+                    xs[pc.index as usize] = target;
+                }
+            }
+            m.set_attrs(pc.inst, attrs);
         }
         let Some(root) = root.map(|r| r.0).or(last) else {
             return Err(self.err_at(loc, format!("computation '{name}' has no instructions")));
@@ -1146,11 +1189,16 @@ impl<'a> Parser<'a> {
             m.set_constant(id, v);
         }
         if let Some(prev) = inst_by_name.insert(name, id) {
-            let pl = m.src_loc(prev).map(|l| l.line).unwrap_or(0);
-            return Err(self.err_at(
-                loc,
-                format!("duplicate instruction name '{name}' (first defined at line {pl})"),
-            ));
+            if m.parent(prev) == c {
+                let pl = m.src_loc(prev).map(|l| l.line).unwrap_or(0);
+                return Err(self.err_at(
+                    loc,
+                    format!("duplicate instruction name '{name}' (first defined at line {pl})"),
+                ));
+            }
+            // Names are scoped by computation in the text (this computation's operands now
+            // resolve to the new instruction); the module renames the later one.
+            self.shared_names = true;
         }
         Ok(id)
     }

@@ -7,4 +7,5 @@ mod corpus;
 mod filetests;
 mod fixtures;
 mod inference;
+mod names;
 mod verifier;
