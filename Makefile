@@ -46,7 +46,7 @@ help:
 	@echo 'make run     install what is missing, build release, run axle on $(EXAMPLE)'
 	@echo 'make test    install what is missing, then fmt check, clippy, tests and docs (what CI runs)'
 	@echo 'make deps    install what is missing (LLVM 19, Rust toolchain, rustfmt, clippy)'
-	@echo 'make bench   cargo bench -p axle-ir'
+	@echo 'make bench   divan benches: parse/verify/print (axle-ir), simplify at scale (axle-bench)'
 	@echo 'make fmt     format the workspace'
 	@echo 'steps of make test: fmt-check clippy unit doc'
 	@echo 'AXLE_SHARED=$(AXLE_SHARED)'
@@ -78,14 +78,10 @@ doc: deps
 fmt:
 	$(CARGO) fmt --all
 
-# Divan benches live in ir/benches/; with none yet there is nothing to run.
+# Divan benches: parsing, verification and printing (ir/benches/) and the simplification
+# pipeline at scale (bench/benches/). `axle bench FILE` measures compiled programs.
 bench: deps
-	@if compgen -G '$(ROOT)/ir/benches/*.rs' >/dev/null || grep -q '^\[\[bench\]\]' '$(ROOT)/ir/Cargo.toml'; then \
-		echo '+ $(CARGO) bench $(LOCKED) -p axle-ir --benches'; \
-		$(CARGO) bench $(LOCKED) -p axle-ir --benches; \
-	else \
-		echo 'bench: axle-ir has no benches yet (ir/benches/*.rs); nothing to run'; \
-	fi
+	$(strip $(CARGO) bench $(LOCKED) -p axle-ir -p axle-bench --benches)
 
 clean:
 	$(CARGO) clean
