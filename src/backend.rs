@@ -130,8 +130,43 @@ impl fmt::Debug for DeviceBuffer {
 pub struct CompileOptions {
     /// The device to compile for.
     pub device: usize,
-    /// A pipeline string to run instead of the backend's standard pipeline, if any.
+    /// A pass pipeline to run on the module before code generation: a standard pipeline's name
+    /// (`simplify`) or pipeline text (`fixpoint(max=4)[algsimp,cse,dce]`); `None` runs none.
     pub pipeline: Option<String>,
+}
+
+/// What every compiler does first: checks the device ordinal (each built-in backend has one
+/// device), verifies the module, runs `opts.pipeline` (verifying after it) and returns the
+/// module to generate code for. Errors name `backend`.
+pub fn prepare_module(
+    backend: &str,
+    mut m: Module,
+    opts: &CompileOptions,
+) -> Result<Module, BackendError> {
+    if opts.device != 0 {
+        return Err(BackendError::new(
+            backend,
+            format!("no device {}", opts.device),
+        ));
+    }
+    crate::verify_module(&m).map_err(|e| BackendError::new(backend, e))?;
+    if let Some(p) = &opts.pipeline {
+        let text = crate::passes::standard_pipeline(p).unwrap_or(p);
+        let pm_opts = axle_ir::PassManagerOptions {
+            verify: axle_ir::VerifyMode::default_for_build(),
+            ..Default::default()
+        };
+        crate::passes::optimize(&mut m, text, pm_opts).map_err(|e| {
+            let msg = match e {
+                crate::passes::OptimizeError::Pipeline(e) => {
+                    format!("pipeline '{p}': {}", e.render())
+                }
+                crate::passes::OptimizeError::Pass(e, _) => format!("pipeline '{p}': {e}"),
+            };
+            BackendError::new(backend, msg)
+        })?;
+    }
+    Ok(m)
 }
 
 /// What an executable reports about itself.

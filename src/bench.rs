@@ -44,6 +44,9 @@ pub struct BenchOptions {
     pub policies: Vec<OutputPolicy>,
     /// Also time every kernel (`cpu` only): the report lists the slowest ones.
     pub profile: bool,
+    /// A pass pipeline (standard name or text) to run before code generation; its time counts
+    /// as compile time.
+    pub pipeline: Option<String>,
 }
 
 impl Default for BenchOptions {
@@ -55,6 +58,7 @@ impl Default for BenchOptions {
             seed: 0,
             policies: vec![OutputPolicy::Fresh, OutputPolicy::Reused],
             profile: false,
+            pipeline: None,
         }
     }
 }
@@ -110,7 +114,13 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
     let t0 = Instant::now();
     let exe = platform
         .compiler()
-        .compile(m, &CompileOptions::default())
+        .compile(
+            m,
+            &CompileOptions {
+                pipeline: opts.pipeline.clone(),
+                ..Default::default()
+            },
+        )
         .map_err(|e| e.to_string())?;
     let compile_time = t0.elapsed();
     let tm = platform.transfer_manager();

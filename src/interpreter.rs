@@ -60,19 +60,7 @@ impl Compiler for InterpreterCompiler {
         opts: &CompileOptions,
     ) -> Result<Box<dyn Executable>, BackendError> {
         let t0 = Instant::now();
-        if opts.device != 0 {
-            return Err(BackendError::new(
-                NAME,
-                format!("no device {}", opts.device),
-            ));
-        }
-        if let Some(p) = &opts.pipeline {
-            return Err(BackendError::new(
-                NAME,
-                format!("pipelines are not supported yet (asked for '{p}')"),
-            ));
-        }
-        crate::verify_module(&m).map_err(|e| BackendError::new(NAME, e))?;
+        let m = crate::backend::prepare_module(NAME, m, opts)?;
         let instructions = m.num_live_insts();
         Ok(Box::new(InterpreterExecutable {
             module: m,

@@ -47,6 +47,10 @@ enum Command {
         /// Seed for generated inputs (used when no --input is given).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Run this pass pipeline before compiling: a standard pipeline's name (`simplify`) or
+        /// pipeline text (`axle passes` lists both).
+        #[arg(long)]
+        passes: Option<String>,
     },
     /// Run a pass pipeline on a module and print the result (or write it with -o).
     Opt {
@@ -159,6 +163,10 @@ enum Command {
         /// Also time each kernel (cpu backend) and list the slowest ones.
         #[arg(long)]
         profile: bool,
+        /// Run this pass pipeline before compiling (a standard pipeline's name or pipeline
+        /// text); its time counts as compile time.
+        #[arg(long)]
+        passes: Option<String>,
     },
     /// Compare two `.npy` files: exact, or within --rtol/--atol (numpy allclose), NaN matching NaN.
     Compare {
@@ -197,6 +205,7 @@ fn main() -> ExitCode {
             out_dir,
             repeat,
             seed,
+            passes,
         } => {
             let opts = axle::run::RunOptions {
                 backend,
@@ -204,6 +213,7 @@ fn main() -> ExitCode {
                 out_dir,
                 repeat,
                 seed,
+                pipeline: passes,
             };
             cmd_run(&file, &opts)
         }
@@ -234,6 +244,7 @@ fn main() -> ExitCode {
             outputs,
             seed,
             profile,
+            passes,
         } => {
             use axle::bench::OutputPolicy;
             let policies = match outputs.as_str() {
@@ -248,6 +259,7 @@ fn main() -> ExitCode {
                 seed,
                 policies,
                 profile,
+                pipeline: passes,
             };
             cmd_bench(&file, &opts)
         }

@@ -31,6 +31,8 @@ pub struct RunOptions {
     pub repeat: usize,
     /// Seed for generated inputs.
     pub seed: u64,
+    /// A pass pipeline (standard name or text) to run before code generation.
+    pub pipeline: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -41,6 +43,7 @@ impl Default for RunOptions {
             out_dir: None,
             repeat: 1,
             seed: 0,
+            pipeline: None,
         }
     }
 }
@@ -73,7 +76,13 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
     let t0 = Instant::now();
     let exe = platform
         .compiler()
-        .compile(m, &CompileOptions::default())
+        .compile(
+            m,
+            &CompileOptions {
+                pipeline: opts.pipeline.clone(),
+                ..Default::default()
+            },
+        )
         .map_err(|e| e.to_string())?;
     let compile_time = t0.elapsed();
     let tm = platform.transfer_manager();

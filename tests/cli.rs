@@ -160,6 +160,60 @@ fn run_writes_outputs_that_match_xla() {
 }
 
 #[test]
+fn run_with_a_pipeline_matches_xla_on_both_backends() {
+    for backend in ["cpu", "interpreter"] {
+        for passes in ["simplify", "fixpoint(max=3)[algsimp,cse,dce]"] {
+            let tmp = tempfile::tempdir().unwrap();
+            let out = tmp.path().join("out");
+            let mut args = vec!["run".to_string(), corpus("mlp_forward.hlo")];
+            args.extend(mlp_inputs());
+            args.extend([
+                "--backend".into(),
+                backend.into(),
+                "--passes".into(),
+                passes.into(),
+            ]);
+            args.extend(["--out-dir".into(), out.display().to_string()]);
+            let o = axle(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+            assert!(o.status.success(), "{backend} {passes}: {}", stderr(&o));
+            let got = out.join("out0.npy").display().to_string();
+            let expected = corpus("mlp_forward.out0.npy");
+            let o = axle(&[
+                "compare", &expected, &got, "--rtol", "1e-5", "--atol", "1e-5",
+            ]);
+            assert!(o.status.success(), "{backend} {passes}: {}", stderr(&o));
+        }
+    }
+}
+
+#[test]
+fn run_with_a_bad_pipeline_is_a_clear_error_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let file = corpus("mlp_forward.hlo");
+    let out_s = out.display().to_string();
+    let o = axle(&[
+        "run",
+        &file,
+        "--passes",
+        "algsimp,bogus",
+        "--out-dir",
+        &out_s,
+    ]);
+    assert_fails(&o, &["unknown pass 'bogus'", "algsimp,bogus", "^"]);
+    assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
+    let o = axle(&[
+        "bench",
+        &file,
+        "--passes",
+        "fixpoint(max=0)[dce]",
+        "--repeat",
+        "1",
+    ]);
+    assert_fails(&o, &["fixpoint"]);
+}
+
+#[test]
 fn run_without_inputs_is_deterministic() {
     let a = axle(&["run", &corpus("mlp_forward.hlo"), "--seed", "3"]);
     let b = axle(&["run", &corpus("mlp_forward.hlo"), "--seed", "3"]);

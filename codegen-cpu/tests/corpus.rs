@@ -6,22 +6,11 @@
 //! One named test per case and file: `NAME.hlo` and `NAME.opt.hlo`, plus a trial proving the
 //! harness notices a wrong answer.
 
-use axle_codegen_cpu::{compile, CpuOptions};
-use axle_testkit::{shared_dir, trials, RunFailure, Runner};
-use libtest_mimic::Arguments;
-use std::sync::Arc;
+mod common;
 
-/// The CPU backend with default options as a [`Runner`].
-fn cpu() -> Runner {
-    Arc::new(|m, args| {
-        let exe = compile(m, &CpuOptions::default()).map_err(|e| RunFailure {
-            opcode: e.opcode.clone(),
-            message: e.to_string(),
-        })?;
-        exe.run_literals(args)
-            .map_err(|e| RunFailure::msg(e.to_string()))
-    })
-}
+use axle_testkit::{shared_dir, trials};
+use common::cpu;
+use libtest_mimic::Arguments;
 
 fn main() {
     let args = Arguments::from_args();

@@ -7,23 +7,12 @@
 //!
 //! One named test per case.
 
-use axle_codegen_cpu::{compile, CpuOptions};
-use axle_testkit::{trials, RunFailure, Runner};
+mod common;
+
+use axle_testkit::trials;
+use common::cpu;
 use libtest_mimic::Arguments;
 use std::path::PathBuf;
-use std::sync::Arc;
-
-/// The CPU backend with default options as a [`Runner`].
-fn cpu() -> Runner {
-    Arc::new(|m, args| {
-        let exe = compile(m, &CpuOptions::default()).map_err(|e| RunFailure {
-            opcode: e.opcode.clone(),
-            message: e.to_string(),
-        })?;
-        exe.run_literals(args)
-            .map_err(|e| RunFailure::msg(e.to_string()))
-    })
-}
 
 fn main() {
     let args = Arguments::from_args();
