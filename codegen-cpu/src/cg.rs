@@ -6,7 +6,8 @@
 //! Registers hold `pred` as `i1`, integers as `iN`, `f32`, `f16` and `bf16` as `float` (a
 //! narrow float in a register is always a value its own type can represent, rounded after every
 //! operation) and `f64` as `double`. In memory `pred` is one byte (0 or 1) and `f16`/`bf16` are
-//! their 16-bit patterns.
+//! their 16-bit patterns. Complex values are `{F, F}` structs in registers and interleaved
+//! `(re, im)` pairs in memory (see [`crate::complex`]).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -106,6 +107,7 @@ impl<'ctx> Cg<'ctx> {
             S64 | U64 => self.ctx.i64_type().into(),
             F16 | BF16 | F32 => self.f32().into(),
             F64 => self.f64().into(),
+            C64 | C128 => crate::complex::struct_ty(self, t).into(),
             _ => return Err(unsupported_type(t)),
         })
     }
@@ -135,6 +137,9 @@ impl<'ctx> Cg<'ctx> {
 
     /// A constant of element type `t` from an `f64` (floats) or an `i128` (integers, pred).
     pub fn const_f(&self, t: ElementType, v: f64) -> R<Val<'ctx>> {
+        if t.is_complex() {
+            return Ok(crate::complex::constant(self, t, v, 0.0));
+        }
         Ok(match self.reg_ty(t)? {
             BasicTypeEnum::FloatType(ft) => {
                 let v = match t {
@@ -389,6 +394,9 @@ impl<'ctx> Cg<'ctx> {
         ptr: PointerValue<'ctx>,
         offset: IntValue<'ctx>,
     ) -> R<Val<'ctx>> {
+        if t.is_complex() {
+            return crate::complex::load(self, t, ptr, offset);
+        }
         let mty = self.mem_ty(t)?;
         let p = self.gep(mty, ptr, offset)?;
         let v = self.b.build_load(mty, p, "ld")?;
@@ -406,6 +414,9 @@ impl<'ctx> Cg<'ctx> {
         offset: IntValue<'ctx>,
         v: Val<'ctx>,
     ) -> R<()> {
+        if t.is_complex() {
+            return crate::complex::store(self, t, ptr, offset, v);
+        }
         let mty = self.mem_ty(t)?;
         let p = self.gep(mty, ptr, offset)?;
         let m = self.to_mem(t, v)?;
@@ -560,7 +571,7 @@ pub(crate) fn supported_type(t: ElementType) -> bool {
     use ElementType::*;
     matches!(
         t,
-        Pred | S8 | S16 | S32 | S64 | U8 | U16 | U32 | U64 | F16 | BF16 | F32 | F64
+        Pred | S8 | S16 | S32 | S64 | U8 | U16 | U32 | U64 | F16 | BF16 | F32 | F64 | C64 | C128
     )
 }
 

@@ -1,6 +1,7 @@
 //! Elemental `dot` and `convolution`: the value of one output element as a loop over the
 //! contraction, accumulated in the evaluator's order and type (`f32` for `f32` and narrower
-//! floats, `f64`, wrapping `i64` for integers) and rounded to the result type once.
+//! floats, `f64`, wrapping `i64` for integers, `c128` for complex) and rounded to the result
+//! type once.
 
 use axle_ir::{AttrKey, AttrValue, ElementType, InstId};
 use inkwell::values::IntValue;
@@ -14,7 +15,7 @@ use crate::ops;
 /// The accumulation type of a dot or convolution with result `out` and operands `a`, `b`.
 pub(crate) fn acc_type(out: ElementType, a: ElementType, b: ElementType) -> R<ElementType> {
     if out.is_complex() || a.is_complex() || b.is_complex() {
-        Err("complex dot and convolution are not supported by the cpu backend".into())
+        Ok(ElementType::C128)
     } else if out.is_float() {
         if out == ElementType::F64 || a == ElementType::F64 || b == ElementType::F64 {
             Ok(ElementType::F64)

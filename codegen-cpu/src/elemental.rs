@@ -129,9 +129,7 @@ pub(crate) fn arr_of(m: &Module, id: InstId) -> R<&ArrayShape> {
 pub(crate) fn is_elemental(m: &Module, id: InstId) -> bool {
     use Opcode::*;
     let op = m.opcode(id);
-    op.is_elementwise()
-        && !matches!(op, StochasticConvert | Complex)
-        && !m.array_shape(id).is_some_and(|s| s.ty.is_complex())
+    op.is_elementwise() && op != StochasticConvert
         || matches!(
             op,
             Parameter
@@ -758,6 +756,9 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         let op = self.m.operands(id)[0];
         let (a, o) = (self.arr(op)?.clone(), self.arr(id)?.clone());
         let (bi, bo) = (a.ty.bits(), o.ty.bits());
+        if a.ty.is_complex() || o.ty.is_complex() {
+            return Err("bitcast-convert of complex types is not supported".into());
+        }
         if bi % 8 != 0 || bo % 8 != 0 {
             return Err("bitcast-convert of sub-byte types is not supported".into());
         }
@@ -1264,6 +1265,9 @@ fn phys_strides(dims: &[i64], m2m: &[i64]) -> Vec<i64> {
 /// A register constant from one element's literal bytes.
 pub(crate) fn scalar_const<'ctx>(cg: &Cg<'ctx>, ty: ElementType, bytes: &[u8]) -> R<Val<'ctx>> {
     use axle_ir::literal::{element_to_f64, element_to_i128};
+    if ty.is_complex() {
+        return crate::complex::constant_bytes(cg, ty, bytes);
+    }
     if ty.is_float() {
         if ty == ElementType::F32 {
             let bits = u32::from_le_bytes(bytes[..4].try_into().unwrap());

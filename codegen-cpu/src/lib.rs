@@ -19,6 +19,7 @@
 mod aot;
 pub mod buffers;
 mod cg;
+mod complex;
 mod conv;
 mod conv_fast;
 mod elemental;

@@ -40,6 +40,9 @@ pub(crate) fn unary<'ctx>(
     in_ty: ElementType,
     v: Val<'ctx>,
 ) -> R<Val<'ctx>> {
+    if in_ty.is_complex() {
+        return crate::complex::unary(cg, op, in_ty, v);
+    }
     if in_ty.is_pred() {
         return match op {
             Opcode::Not => Ok(bv(cg.b.build_not(v.into_int_value(), "not")?)),
@@ -179,6 +182,9 @@ pub(crate) fn binary<'ctx>(
 ) -> R<Val<'ctx>> {
     use Opcode::*;
     let b = &cg.b;
+    if ty.is_complex() {
+        return crate::complex::binary(cg, op, ty, a, c);
+    }
     if ty.is_pred() {
         let (x, y) = (a.into_int_value(), c.into_int_value());
         return Ok(bv(match op {
@@ -418,6 +424,9 @@ pub(crate) fn compare<'ctx>(
 ) -> R<Val<'ctx>> {
     use ComparisonDirection as D;
     let b = &cg.b;
+    if ty.is_complex() {
+        return crate::complex::compare(cg, dir, ty, a, c);
+    }
     if ty.is_float() {
         let (x, y) = (a.into_float_value(), c.into_float_value());
         if cty == ComparisonType::TotalOrder {
@@ -529,6 +538,9 @@ pub(crate) fn convert<'ctx>(
     if from == to {
         return Ok(v);
     }
+    if from.is_complex() || to.is_complex() {
+        return crate::complex::convert(cg, from, to, v);
+    }
     let to_reg = cg.reg_ty(to)?;
     if to.is_pred() {
         return Ok(bv(if from.is_float() {
@@ -604,6 +616,9 @@ pub(crate) fn bitcast_same_width<'ctx>(
     to: ElementType,
     v: Val<'ctx>,
 ) -> R<Val<'ctx>> {
+    if from.is_complex() || to.is_complex() {
+        return Err("bitcast-convert of complex types is not supported".into());
+    }
     let m = cg.to_mem(from, v)?;
     let bits = cg.b.build_bit_cast(m, cg.mem_ty(to)?, "bc")?;
     cg.load_form(to, bits)

@@ -1,0 +1,592 @@
+//! Complex element types (`c64`, `c128`): their register form, loads and stores, constants and
+//! the scalar semantics of every op the reference evaluator defines on them.
+//!
+//! A complex value is an LLVM struct `{F, F}` (real part first, `F` = `float` for `c64` and
+//! `double` for `c128`) in a register. In memory it is the IR literal's layout, interleaved
+//! `(re, im)` component pairs; it is loaded and stored as two scalar component accesses, so
+//! after LLVM folds the struct's `insertvalue`/`extractvalue` pairs away an elementwise loop is
+//! plain float code over an interleaved array, which the loop vectorizer handles.
+//!
+//! The formulas are the evaluator's: arithmetic in the component type without fused
+//! multiply-adds; division by Smith's algorithm with a zero divisor dividing each part by the
+//! divisor's (zero) real part; `abs` as an overflow-free `hypot` (for `c64` in `f64`, where the
+//! squares of `f32` parts can neither overflow nor underflow; for `c128` libm's `hypot`);
+//! `sqrt`, `sin` and `cos` in `f64` and rounded to the component type once; `log` as
+//! `(log |z|, atan2(im, re))`; `tanh` with the overflow case `(copysign(1, re), copysign(0, im))`;
+//! `power` as `exp(y log x)` with `x^0 = 1^y = 1` and `0^y = 0` for `re(y) > 0`. Branches are
+//! selects, so everything stays branch-free. `convert` widens or narrows the parts of a complex
+//! value and makes a complex value from a real one (imaginary part zero); complex to real is an
+//! error, as in the evaluator.
+
+use axle_ir::{ComparisonDirection, ElementType, Opcode};
+use inkwell::types::{FloatType, StructType};
+use inkwell::values::{BasicValue, FloatValue, IntValue, PointerValue};
+use inkwell::FloatPredicate;
+
+use crate::cg::{bv, Cg, Val};
+use crate::error::R;
+use crate::ops;
+
+/// A complex value split into its parts.
+#[derive(Clone, Copy)]
+struct Cx<'ctx> {
+    re: FloatValue<'ctx>,
+    im: FloatValue<'ctx>,
+}
+
+/// The component type's register type (`float` or `double`).
+fn part_ty<'ctx>(cg: &Cg<'ctx>, t: ElementType) -> FloatType<'ctx> {
+    if t == ElementType::C128 {
+        cg.f64()
+    } else {
+        cg.f32()
+    }
+}
+
+/// The register and memory type of complex element type `t`: `{F, F}`.
+pub(crate) fn struct_ty<'ctx>(cg: &Cg<'ctx>, t: ElementType) -> StructType<'ctx> {
+    let f = part_ty(cg, t);
+    cg.ctx.struct_type(&[f.into(), f.into()], false)
+}
+
+fn split<'ctx>(cg: &Cg<'ctx>, v: Val<'ctx>) -> R<Cx<'ctx>> {
+    if !v.is_struct_value() {
+        return Err("expected a complex value".into());
+    }
+    let s = v.into_struct_value();
+    let re = cg.b.build_extract_value(s, 0, "re")?.into_float_value();
+    let im = cg.b.build_extract_value(s, 1, "im")?.into_float_value();
+    Ok(Cx { re, im })
+}
+
+fn join<'ctx>(cg: &Cg<'ctx>, t: ElementType, c: Cx<'ctx>) -> R<Val<'ctx>> {
+    let s = struct_ty(cg, t).get_poison();
+    let s = cg.b.build_insert_value(s, c.re, 0, "c")?;
+    let s = cg.b.build_insert_value(s, c.im, 1, "c")?;
+    Ok(s.into_struct_value().as_basic_value_enum())
+}
+
+/// The constant `re + im i` of complex type `t`.
+pub(crate) fn constant<'ctx>(cg: &Cg<'ctx>, t: ElementType, re: f64, im: f64) -> Val<'ctx> {
+    let f = part_ty(cg, t);
+    let (re, im) = if t == ElementType::C64 {
+        (re as f32 as f64, im as f32 as f64)
+    } else {
+        (re, im)
+    };
+    bv(struct_ty(cg, t).const_named_struct(&[bv(f.const_float(re)), bv(f.const_float(im))]))
+}
+
+/// The complex value of type `t` from one element's literal bytes (real part first), exact to
+/// the bit (NaN payloads included).
+pub(crate) fn constant_bytes<'ctx>(cg: &Cg<'ctx>, t: ElementType, bytes: &[u8]) -> R<Val<'ctx>> {
+    let f = part_ty(cg, t);
+    let w = t.component_type().byte_size();
+    let part = |k: usize| -> R<FloatValue<'ctx>> {
+        let b = bytes.get(w * k..w * k + w).ok_or("short complex literal")?;
+        let mut le = [0u8; 8];
+        le[..w].copy_from_slice(b);
+        let c = cg
+            .int_ty(8 * w as u32)
+            .const_int(u64::from_le_bytes(le), false);
+        Ok(cg.b.build_bit_cast(c, f, "part")?.into_float_value())
+    };
+    let (re, im) = (part(0)?, part(1)?);
+    join(cg, t, Cx { re, im })
+}
+
+/// The component pointers of element `offset` of a complex array at `ptr`.
+fn part_ptrs<'ctx>(
+    cg: &Cg<'ctx>,
+    t: ElementType,
+    ptr: PointerValue<'ctx>,
+    offset: IntValue<'ctx>,
+) -> R<(PointerValue<'ctx>, PointerValue<'ctx>)> {
+    let f = part_ty(cg, t);
+    let k = cg.b.build_int_nsw_mul(offset, cg.c64(2), "k")?;
+    let pre = cg.gep(f.into(), ptr, k)?;
+    let pim = cg.gep(f.into(), pre, cg.c64(1))?;
+    Ok((pre, pim))
+}
+
+/// Loads element `offset` of a complex array at `ptr`.
+pub(crate) fn load<'ctx>(
+    cg: &Cg<'ctx>,
+    t: ElementType,
+    ptr: PointerValue<'ctx>,
+    offset: IntValue<'ctx>,
+) -> R<Val<'ctx>> {
+    let f = part_ty(cg, t);
+    let align = t.component_type().byte_size() as u32;
+    let (pre, pim) = part_ptrs(cg, t, ptr, offset)?;
+    let mut parts = [f.const_zero(); 2];
+    for (k, p) in [pre, pim].into_iter().enumerate() {
+        let v = cg.b.build_load(f, p, "ld")?;
+        if let Some(i) = v.as_instruction_value() {
+            let _ = i.set_alignment(align);
+        }
+        parts[k] = v.into_float_value();
+    }
+    join(
+        cg,
+        t,
+        Cx {
+            re: parts[0],
+            im: parts[1],
+        },
+    )
+}
+
+/// Stores a complex value as element `offset` of an array at `ptr`.
+pub(crate) fn store<'ctx>(
+    cg: &Cg<'ctx>,
+    t: ElementType,
+    ptr: PointerValue<'ctx>,
+    offset: IntValue<'ctx>,
+    v: Val<'ctx>,
+) -> R<()> {
+    let align = t.component_type().byte_size() as u32;
+    let c = split(cg, v)?;
+    let (pre, pim) = part_ptrs(cg, t, ptr, offset)?;
+    for (p, x) in [(pre, c.re), (pim, c.im)] {
+        let s = cg.b.build_store(p, x)?;
+        let _ = s.set_alignment(align);
+    }
+    Ok(())
+}
+
+/// Float arithmetic in one component type, and the complex operations built on it.
+struct K<'a, 'ctx> {
+    cg: &'a Cg<'ctx>,
+    /// The complex type.
+    t: ElementType,
+    /// Its component type.
+    ft: ElementType,
+}
+
+impl<'a, 'ctx> K<'a, 'ctx> {
+    fn new(cg: &'a Cg<'ctx>, t: ElementType) -> Self {
+        K {
+            cg,
+            t,
+            ft: t.component_type(),
+        }
+    }
+    fn k(&self, v: f64) -> FloatValue<'ctx> {
+        part_ty(self.cg, self.t).const_float(v)
+    }
+    fn add(&self, a: FloatValue<'ctx>, c: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        Ok(self.cg.b.build_float_add(a, c, "add")?)
+    }
+    fn sub(&self, a: FloatValue<'ctx>, c: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        Ok(self.cg.b.build_float_sub(a, c, "sub")?)
+    }
+    fn mul(&self, a: FloatValue<'ctx>, c: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        Ok(self.cg.b.build_float_mul(a, c, "mul")?)
+    }
+    fn div(&self, a: FloatValue<'ctx>, c: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        Ok(self.cg.b.build_float_div(a, c, "div")?)
+    }
+    fn cmp(
+        &self,
+        p: FloatPredicate,
+        a: FloatValue<'ctx>,
+        c: FloatValue<'ctx>,
+    ) -> R<IntValue<'ctx>> {
+        Ok(self.cg.b.build_float_compare(p, a, c, "cmp")?)
+    }
+    fn sel(
+        &self,
+        p: IntValue<'ctx>,
+        a: FloatValue<'ctx>,
+        c: FloatValue<'ctx>,
+    ) -> R<FloatValue<'ctx>> {
+        Ok(self.cg.b.build_select(p, a, c, "sel")?.into_float_value())
+    }
+    fn csel(&self, p: IntValue<'ctx>, a: Cx<'ctx>, c: Cx<'ctx>) -> R<Cx<'ctx>> {
+        Ok(Cx {
+            re: self.sel(p, a.re, c.re)?,
+            im: self.sel(p, a.im, c.im)?,
+        })
+    }
+    fn and(&self, a: IntValue<'ctx>, c: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        Ok(self.cg.b.build_and(a, c, "and")?)
+    }
+    fn or(&self, a: IntValue<'ctx>, c: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        Ok(self.cg.b.build_or(a, c, "or")?)
+    }
+    fn fabs(&self, a: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        Ok(self
+            .cg
+            .call_intrinsic("llvm.fabs", &[bv(a)])?
+            .into_float_value())
+    }
+    fn copysign(&self, mag: FloatValue<'ctx>, sign: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        Ok(self
+            .cg
+            .call_intrinsic("llvm.copysign", &[bv(mag), bv(sign)])?
+            .into_float_value())
+    }
+    /// A real unary op of the component type, with the backend's real semantics.
+    fn real1(&self, op: Opcode, a: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        Ok(ops::unary(self.cg, op, self.ft, bv(a))?.into_float_value())
+    }
+    /// `f64` from a component value.
+    fn wide(&self, a: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        if self.t == ElementType::C128 {
+            Ok(a)
+        } else {
+            Ok(self.cg.b.build_float_ext(a, self.cg.f64(), "w")?)
+        }
+    }
+    /// A component value from an `f64` (rounded once).
+    fn narrow(&self, a: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        if self.t == ElementType::C128 {
+            Ok(a)
+        } else {
+            Ok(self.cg.b.build_float_trunc(a, self.cg.f32(), "n")?)
+        }
+    }
+    fn libm64(&self, name: &str, a: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        Ok(self.cg.call_libm(name, &[bv(a)])?.into_float_value())
+    }
+
+    fn cadd(&self, a: Cx<'ctx>, c: Cx<'ctx>) -> R<Cx<'ctx>> {
+        Ok(Cx {
+            re: self.add(a.re, c.re)?,
+            im: self.add(a.im, c.im)?,
+        })
+    }
+    fn csub(&self, a: Cx<'ctx>, c: Cx<'ctx>) -> R<Cx<'ctx>> {
+        Ok(Cx {
+            re: self.sub(a.re, c.re)?,
+            im: self.sub(a.im, c.im)?,
+        })
+    }
+    fn cmul(&self, a: Cx<'ctx>, c: Cx<'ctx>) -> R<Cx<'ctx>> {
+        let re = self.sub(self.mul(a.re, c.re)?, self.mul(a.im, c.im)?)?;
+        let im = self.add(self.mul(a.re, c.im)?, self.mul(a.im, c.re)?)?;
+        Ok(Cx { re, im })
+    }
+    /// Smith's algorithm; a zero divisor divides both parts by its real part.
+    fn cdiv(&self, a: Cx<'ctx>, c: Cx<'ctx>) -> R<Cx<'ctx>> {
+        use FloatPredicate::*;
+        let zero = self.k(0.0);
+        let re_big = self.cmp(OGE, self.fabs(c.re)?, self.fabs(c.im)?)?;
+        let c_zero = self.and(self.cmp(OEQ, c.re, zero)?, self.cmp(OEQ, c.im, zero)?)?;
+        // |re| >= |im|, nonzero.
+        let r = self.div(c.im, c.re)?;
+        let d = self.add(c.re, self.mul(c.im, r)?)?;
+        let big = Cx {
+            re: self.div(self.add(a.re, self.mul(a.im, r)?)?, d)?,
+            im: self.div(self.sub(a.im, self.mul(a.re, r)?)?, d)?,
+        };
+        // Zero divisor.
+        let z = Cx {
+            re: self.div(a.re, c.re)?,
+            im: self.div(a.im, c.re)?,
+        };
+        // |re| < |im| (or NaN).
+        let r = self.div(c.re, c.im)?;
+        let d = self.add(self.mul(c.re, r)?, c.im)?;
+        let small = Cx {
+            re: self.div(self.add(self.mul(a.re, r)?, a.im)?, d)?,
+            im: self.div(self.sub(self.mul(a.im, r)?, a.re)?, d)?,
+        };
+        let big = self.csel(c_zero, z, big)?;
+        self.csel(re_big, big, small)
+    }
+    /// `hypot(re, im)` in `f64` (of `f64`-widened parts).
+    fn hypot64(&self, x: FloatValue<'ctx>, y: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        let cg = self.cg;
+        if self.t == ElementType::C128 {
+            return Ok(cg.call_libm("hypot", &[bv(x), bv(y)])?.into_float_value());
+        }
+        // Squares of f32 values are exact in f64 and cannot overflow or underflow.
+        let b = &cg.b;
+        let s = b.build_float_add(
+            b.build_float_mul(x, x, "xx")?,
+            b.build_float_mul(y, y, "yy")?,
+            "s",
+        )?;
+        let h = cg.call_intrinsic("llvm.sqrt", &[bv(s)])?.into_float_value();
+        // An infinite part makes the result infinite even when the other is NaN.
+        let inf = cg.f64().const_float(f64::INFINITY);
+        let xi = b.build_float_compare(FloatPredicate::OEQ, self.wabs(x)?, inf, "xi")?;
+        let yi = b.build_float_compare(FloatPredicate::OEQ, self.wabs(y)?, inf, "yi")?;
+        let any = b.build_or(xi, yi, "inf")?;
+        Ok(b.build_select(any, inf, h, "hypot")?.into_float_value())
+    }
+    fn wabs(&self, a: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        Ok(self
+            .cg
+            .call_intrinsic("llvm.fabs", &[bv(a)])?
+            .into_float_value())
+    }
+    /// `|z|` in the component type.
+    fn cabs(&self, a: Cx<'ctx>) -> R<FloatValue<'ctx>> {
+        let h = self.hypot64(self.wide(a.re)?, self.wide(a.im)?)?;
+        self.narrow(h)
+    }
+    fn cexp(&self, a: Cx<'ctx>) -> R<Cx<'ctx>> {
+        let e = self.real1(Opcode::Exp, a.re)?;
+        Ok(Cx {
+            re: self.mul(e, self.real1(Opcode::Cos, a.im)?)?,
+            im: self.mul(e, self.real1(Opcode::Sin, a.im)?)?,
+        })
+    }
+    fn cln(&self, a: Cx<'ctx>) -> R<Cx<'ctx>> {
+        let re = self.real1(Opcode::Log, self.cabs(a)?)?;
+        let im = ops::binary(self.cg, Opcode::Atan2, self.ft, bv(a.im), bv(a.re))?;
+        Ok(Cx {
+            re,
+            im: im.into_float_value(),
+        })
+    }
+    fn csqrt(&self, a: Cx<'ctx>) -> R<Cx<'ctx>> {
+        use FloatPredicate::*;
+        let cg = self.cg;
+        let (x, y) = (self.wide(a.re)?, self.wide(a.im)?);
+        let f = cg.f64();
+        let (zero, half, two) = (f.const_zero(), f.const_float(0.5), f.const_float(2.0));
+        let b = &cg.b;
+        let r = self.hypot64(x, y)?;
+        let sqrt = |v: FloatValue<'ctx>| -> R<FloatValue<'ctx>> {
+            Ok(cg.call_intrinsic("llvm.sqrt", &[bv(v)])?.into_float_value())
+        };
+        // re >= 0: t = sqrt((r + re) / 2), (t, im / 2t).
+        let tp = sqrt(b.build_float_mul(b.build_float_add(r, x, "t")?, half, "t")?)?;
+        let bp = b.build_float_div(y, b.build_float_mul(two, tp, "2t")?, "b")?;
+        // re < 0: t = sqrt((r - re) / 2), (|im| / 2t, copysign(t, im)).
+        let tn = sqrt(b.build_float_mul(b.build_float_sub(r, x, "t")?, half, "t")?)?;
+        let an = b.build_float_div(self.wabs(y)?, b.build_float_mul(two, tn, "2t")?, "a")?;
+        let bn = cg
+            .call_intrinsic("llvm.copysign", &[bv(tn), bv(y)])?
+            .into_float_value();
+        let pos = b.build_float_compare(OGE, x, zero, "pos")?;
+        let r0 = b.build_float_compare(OEQ, r, zero, "r0")?;
+        let sel = |p: IntValue<'ctx>, u: FloatValue<'ctx>, v: FloatValue<'ctx>| -> R<FloatValue> {
+            Ok(b.build_select(p, u, v, "sq")?.into_float_value())
+        };
+        let re = sel(r0, zero, sel(pos, tp, an)?)?;
+        let im = sel(r0, y, sel(pos, bp, bn)?)?;
+        Ok(Cx {
+            re: self.narrow(re)?,
+            im: self.narrow(im)?,
+        })
+    }
+    /// `sin` (`cos == false`) or `cos` in `f64`, rounded once.
+    fn csincos(&self, a: Cx<'ctx>, cos: bool) -> R<Cx<'ctx>> {
+        let b = &self.cg.b;
+        let (x, y) = (self.wide(a.re)?, self.wide(a.im)?);
+        let (sx, cx) = (self.libm64("sin", x)?, self.libm64("cos", x)?);
+        let (chy, shy) = (self.libm64("cosh", y)?, self.libm64("sinh", y)?);
+        let (re, im) = if cos {
+            let im = b.build_float_mul(sx, shy, "im")?;
+            (
+                b.build_float_mul(cx, chy, "re")?,
+                b.build_float_neg(im, "im")?,
+            )
+        } else {
+            (
+                b.build_float_mul(sx, chy, "re")?,
+                b.build_float_mul(cx, shy, "im")?,
+            )
+        };
+        Ok(Cx {
+            re: self.narrow(re)?,
+            im: self.narrow(im)?,
+        })
+    }
+    fn ctanh(&self, a: Cx<'ctx>) -> R<Cx<'ctx>> {
+        use FloatPredicate::*;
+        let two = Cx {
+            re: self.add(a.re, a.re)?,
+            im: self.add(a.im, a.im)?,
+        };
+        let e = self.cexp(two)?;
+        let one = Cx {
+            re: self.k(1.0),
+            im: self.k(0.0),
+        };
+        let q = self.cdiv(self.csub(e, one)?, self.cadd(e, one)?)?;
+        let limit = Cx {
+            re: self.copysign(self.k(1.0), a.re)?,
+            im: self.copysign(self.k(0.0), a.im)?,
+        };
+        let finite = self.cmp(OLT, self.fabs(e.re)?, self.k(f64::INFINITY))?;
+        self.csel(finite, q, limit)
+    }
+    fn cpow(&self, a: Cx<'ctx>, c: Cx<'ctx>) -> R<Cx<'ctx>> {
+        use FloatPredicate::*;
+        let (zero, one) = (self.k(0.0), self.k(1.0));
+        let a_one = self.and(self.cmp(OEQ, a.re, one)?, self.cmp(OEQ, a.im, zero)?)?;
+        let c_zero = self.and(self.cmp(OEQ, c.re, zero)?, self.cmp(OEQ, c.im, zero)?)?;
+        let a_zero = self.and(self.cmp(OEQ, a.re, zero)?, self.cmp(OEQ, a.im, zero)?)?;
+        let to_zero = self.and(a_zero, self.cmp(OGT, c.re, zero)?)?;
+        let p = self.cexp(self.cmul(c, self.cln(a)?)?)?;
+        let p = self.csel(to_zero, Cx { re: zero, im: zero }, p)?;
+        let trivial = self.or(a_one, c_zero)?;
+        self.csel(trivial, Cx { re: one, im: zero }, p)
+    }
+}
+
+fn not_defined(op: Opcode, ty: ElementType) -> crate::error::Fail {
+    format!(
+        "{} is not defined for element type {}",
+        op.name(),
+        ty.name()
+    )
+    .into()
+}
+
+/// A unary op on a complex operand of type `ty`: `abs`, `real` and `imag` give the component
+/// type, the rest `ty`.
+pub(crate) fn unary<'ctx>(
+    cg: &Cg<'ctx>,
+    op: Opcode,
+    ty: ElementType,
+    v: Val<'ctx>,
+) -> R<Val<'ctx>> {
+    use Opcode::*;
+    let k = K::new(cg, ty);
+    let z = split(cg, v)?;
+    let one = Cx {
+        re: k.k(1.0),
+        im: k.k(0.0),
+    };
+    let c = match op {
+        Abs => return Ok(bv(k.cabs(z)?)),
+        Real => return Ok(bv(z.re)),
+        Imag => return Ok(bv(z.im)),
+        Negate => Cx {
+            re: cg.b.build_float_neg(z.re, "neg")?,
+            im: cg.b.build_float_neg(z.im, "neg")?,
+        },
+        Exp => k.cexp(z)?,
+        Expm1 => k.csub(k.cexp(z)?, one)?,
+        Log => k.cln(z)?,
+        Log1p => k.cln(k.cadd(z, one)?)?,
+        Sqrt => k.csqrt(z)?,
+        Rsqrt => k.cdiv(one, k.csqrt(z)?)?,
+        Sin => k.csincos(z, false)?,
+        Cos => k.csincos(z, true)?,
+        Tanh => k.ctanh(z)?,
+        Sign => {
+            let a = k.cabs(z)?;
+            let zero = k.k(0.0);
+            let a0 = k.cmp(FloatPredicate::OEQ, a, zero)?;
+            Cx {
+                re: k.sel(a0, zero, k.div(z.re, a)?)?,
+                im: k.sel(a0, zero, k.div(z.im, a)?)?,
+            }
+        }
+        _ => return Err(not_defined(op, ty)),
+    };
+    join(cg, ty, c)
+}
+
+/// A binary op with result type `ty` (complex): arithmetic on two complex operands, or
+/// `complex` of two real parts.
+pub(crate) fn binary<'ctx>(
+    cg: &Cg<'ctx>,
+    op: Opcode,
+    ty: ElementType,
+    a: Val<'ctx>,
+    c: Val<'ctx>,
+) -> R<Val<'ctx>> {
+    use Opcode::*;
+    if op == Complex {
+        if !a.is_float_value() || !c.is_float_value() {
+            return Err("complex takes two real parts".into());
+        }
+        let (re, im) = (a.into_float_value(), c.into_float_value());
+        if re.get_type() != part_ty(cg, ty) || im.get_type() != part_ty(cg, ty) {
+            return Err(format!("complex parts do not match {}", ty.name()).into());
+        }
+        return join(cg, ty, Cx { re, im });
+    }
+    let k = K::new(cg, ty);
+    let (x, y) = (split(cg, a)?, split(cg, c)?);
+    let r = match op {
+        Add => k.cadd(x, y)?,
+        Subtract => k.csub(x, y)?,
+        Multiply => k.cmul(x, y)?,
+        Divide => k.cdiv(x, y)?,
+        Power => k.cpow(x, y)?,
+        _ => return Err(not_defined(op, ty)),
+    };
+    join(cg, ty, r)
+}
+
+/// `compare` of complex operands: `EQ` and `NE` compare both parts by the float rules.
+pub(crate) fn compare<'ctx>(
+    cg: &Cg<'ctx>,
+    dir: ComparisonDirection,
+    ty: ElementType,
+    a: Val<'ctx>,
+    c: Val<'ctx>,
+) -> R<Val<'ctx>> {
+    let k = K::new(cg, ty);
+    let (x, y) = (split(cg, a)?, split(cg, c)?);
+    Ok(bv(match dir {
+        ComparisonDirection::Eq => k.and(
+            k.cmp(FloatPredicate::OEQ, x.re, y.re)?,
+            k.cmp(FloatPredicate::OEQ, x.im, y.im)?,
+        )?,
+        ComparisonDirection::Ne => k.or(
+            k.cmp(FloatPredicate::UNE, x.re, y.re)?,
+            k.cmp(FloatPredicate::UNE, x.im, y.im)?,
+        )?,
+        _ => return Err(format!("compare {} is not defined for complex types", dir.name()).into()),
+    }))
+}
+
+/// `convert` where `from` or `to` is complex.
+pub(crate) fn convert<'ctx>(
+    cg: &Cg<'ctx>,
+    from: ElementType,
+    to: ElementType,
+    v: Val<'ctx>,
+) -> R<Val<'ctx>> {
+    if from == to {
+        return Ok(v);
+    }
+    let unsupported = || -> crate::error::Fail {
+        format!(
+            "convert from {} to {} is not supported",
+            from.name(),
+            to.name()
+        )
+        .into()
+    };
+    if !to.is_complex() {
+        return Err(unsupported());
+    }
+    let ft = to.component_type();
+    let c = if from.is_complex() {
+        let z = split(cg, v)?;
+        let f = part_ty(cg, to);
+        let cast = |x: FloatValue<'ctx>| -> R<FloatValue<'ctx>> {
+            Ok(if to == ElementType::C128 {
+                cg.b.build_float_ext(x, f, "ext")?
+            } else {
+                cg.b.build_float_trunc(x, f, "trunc")?
+            })
+        };
+        Cx {
+            re: cast(z.re)?,
+            im: cast(z.im)?,
+        }
+    } else {
+        let re = ops::convert(cg, from, ft, v)?;
+        if !re.is_float_value() {
+            return Err(unsupported());
+        }
+        Cx {
+            re: re.into_float_value(),
+            im: part_ty(cg, to).const_zero(),
+        }
+    };
+    join(cg, to, c)
+}
