@@ -112,8 +112,11 @@ fn special_pairs(ty: ElementType) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Complex values as `(re, im)` pairs.
+type Pairs = Vec<(f64, f64)>;
+
 /// Binary operands: every special value against every other.
-fn special_cross(ty: ElementType) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+fn special_cross(ty: ElementType) -> (Pairs, Pairs) {
     let p = special_pairs(ty);
     let x = p
         .iter()
@@ -405,7 +408,9 @@ fn reductions_with_complex_reducers() {
 
 #[test]
 fn complex_dots() {
-    let cases: [(&str, &str, &str, &str, &[i64], &[i64]); 4] = [
+    /// Operand, result shapes, dimension numbers and operand dimensions.
+    type Case<'a> = (&'a str, &'a str, &'a str, &'a str, &'a [i64], &'a [i64]);
+    let cases: [Case; 4] = [
         ("c64[3,4]", "c64[4,5]", "c64[3,5]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", &[3, 4], &[4, 5]),
         ("c64[7]", "c64[7]", "c64[]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}", &[7], &[7]),
         (
@@ -555,4 +560,19 @@ fn undefined_complex_ops_are_errors() {
             "{op}: {e}"
         );
     }
+}
+
+#[test]
+fn complex_elementwise_loops_are_vectorized() {
+    let text =
+        "HloModule m\nENTRY main {\n  x = c64[4096] parameter(0)\n  y = c64[4096] parameter(1)\n  \
+         ROOT p = c64[4096] multiply(x, y)\n}\n";
+    let m = parse_module(text).expect("parses");
+    let ir =
+        axle_codegen_cpu::emit_text(&m, &CpuOptions::default(), axle_codegen_cpu::Emit::LlvmIr)
+            .expect("compiles");
+    let vector_mul = ir
+        .lines()
+        .any(|l| l.contains("fmul <") && l.contains(" x float>"));
+    assert!(vector_mul, "no vector fmul in the optimized IR:\n{ir}");
 }
