@@ -46,6 +46,8 @@ fn c_type(t: axle_ir::ElementType) -> &'static str {
         U64 => "uint64_t",
         F32 => "float",
         F64 => "double",
+        C64 => "float (re, im) pairs",
+        C128 => "double (re, im) pairs",
         _ => "uint8_t",
     }
 }

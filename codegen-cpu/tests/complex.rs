@@ -576,3 +576,21 @@ fn complex_elementwise_loops_are_vectorized() {
         .any(|l| l.contains("fmul <") && l.contains(" x float>"));
     assert!(vector_mul, "no vector fmul in the optimized IR:\n{ir}");
 }
+
+#[test]
+fn scatter_sort_and_map_on_complex_values() {
+    let text = "HloModule m\nadd {\n  a = c64[] parameter(0)\n  b = c64[] parameter(1)\n  ROOT r = c64[] add(a, b)\n}\n\
+         less {\n  p = c64[] parameter(0)\n  q = c64[] parameter(1)\n  pr = f32[] real(p)\n  qr = f32[] real(q)\n  \
+         ROOT l = pred[] compare(pr, qr), direction=LT\n}\n\
+         sq {\n  z = c64[] parameter(0)\n  ROOT s = c64[] multiply(z, z)\n}\n\
+         ENTRY main {\n  x = c64[6] parameter(0)\n  u = c64[3] parameter(1)\n  \
+         i = s32[3,1] constant({{4}, {0}, {4}})\n  \
+         sc = c64[6] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n  \
+         so = c64[6] sort(x), dimensions={0}, to_apply=less\n  mp = c64[6] map(x), dimensions={0}, to_apply=sq\n  \
+         ROOT o = (c64[6], c64[6], c64[6]) tuple(sc, so, mp)\n}\n";
+    let args = [
+        complex(ElementType::C64, &[6], &pairs(6, 50)),
+        complex(ElementType::C64, &[3], &pairs(3, 51)),
+    ];
+    check(text, &args, ieee(), Tolerance::Exact);
+}
