@@ -25,7 +25,7 @@ use inkwell::FloatPredicate;
 
 use crate::cg::{bv, Cg, Val};
 use crate::error::R;
-use crate::ops;
+use crate::ops::{self, not_defined};
 
 /// A complex value split into its parts.
 #[derive(Clone, Copy)]
@@ -429,15 +429,6 @@ impl<'a, 'ctx> K<'a, 'ctx> {
         let trivial = self.or(a_one, c_zero)?;
         self.csel(trivial, Cx { re: one, im: zero }, p)
     }
-}
-
-fn not_defined(op: Opcode, ty: ElementType) -> crate::error::Fail {
-    format!(
-        "{} is not defined for element type {}",
-        op.name(),
-        ty.name()
-    )
-    .into()
 }
 
 /// A unary op on a complex operand of type `ty`: `abs`, `real` and `imag` give the component

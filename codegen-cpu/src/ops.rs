@@ -15,7 +15,8 @@ use inkwell::{FloatPredicate, IntPredicate};
 use crate::cg::{bv, Cg, Val};
 use crate::error::R;
 
-fn not_defined(op: Opcode, ty: ElementType) -> crate::error::Fail {
+/// The error for an op that is not defined on element type `ty`.
+pub(crate) fn not_defined(op: Opcode, ty: ElementType) -> crate::error::Fail {
     format!(
         "{} is not defined for element type {}",
         op.name(),

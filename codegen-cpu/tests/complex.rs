@@ -424,28 +424,14 @@ fn complex_dots() {
         ("c64[5,3]", "c64[3]", "c64[5]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", &[5, 3], &[3]),
     ];
     for (k, (ls, rs, os, dn, ld, rd)) in cases.iter().enumerate() {
-        let ty = if ls.starts_with("c128") {
-            ElementType::C128
-        } else {
-            ElementType::C64
-        };
-        let text = format!(
-            "HloModule m\nENTRY main {{\n  a = {ls} parameter(0)\n  b = {rs} parameter(1)\n  \
-             ROOT d = {os} dot(a, b), {dn}\n}}\n"
-        );
-        let (nl, nr) = (ld.iter().product::<i64>(), rd.iter().product::<i64>());
-        let args = [
-            complex(ty, ld, &pairs(nl as usize, 10 + k as u64)),
-            complex(ty, rd, &pairs(nr as usize, 20 + k as u64)),
-        ];
-        check(
-            &text,
-            &args,
-            ieee(),
-            Tolerance::Close {
-                rtol: 1e-6,
-                atol: 1e-6,
-            },
+        check_contraction(
+            ls,
+            rs,
+            os,
+            &format!("dot(a, b), {dn}"),
+            ld,
+            rd,
+            10 + k as u64,
         );
     }
 }
@@ -482,30 +468,33 @@ fn complex_convolutions() {
         ),
     ];
     for (k, (ls, rs, os, attrs, ld, rd)) in cases.iter().enumerate() {
-        let ty = if ls.starts_with("c128") {
-            ElementType::C128
-        } else {
-            ElementType::C64
-        };
-        let text = format!(
-            "HloModule m\nENTRY main {{\n  a = {ls} parameter(0)\n  b = {rs} parameter(1)\n  \
-             ROOT c = {os} convolution(a, b), {attrs}\n}}\n"
-        );
-        let (nl, nr) = (ld.iter().product::<i64>(), rd.iter().product::<i64>());
-        let args = [
-            complex(ty, ld, &pairs(nl as usize, 30 + k as u64)),
-            complex(ty, rd, &pairs(nr as usize, 40 + k as u64)),
-        ];
-        check(
-            &text,
-            &args,
-            ieee(),
-            Tolerance::Close {
-                rtol: 1e-6,
-                atol: 1e-6,
-            },
-        );
+        let op = format!("convolution(a, b), {attrs}");
+        check_contraction(ls, rs, os, &op, ld, rd, 30 + k as u64);
     }
+}
+
+/// Checks `ROOT {os} {op}` of complex parameters `a: {ls}` and `b: {rs}` (dimensions `ld`,
+/// `rd`) on random values.
+fn check_contraction(ls: &str, rs: &str, os: &str, op: &str, ld: &[i64], rd: &[i64], seed: u64) {
+    let ty = if ls.starts_with("c128") {
+        ElementType::C128
+    } else {
+        ElementType::C64
+    };
+    let text = format!(
+        "HloModule m\nENTRY main {{\n  a = {ls} parameter(0)\n  b = {rs} parameter(1)\n  \
+         ROOT r = {os} {op}\n}}\n"
+    );
+    let (nl, nr) = (ld.iter().product::<i64>(), rd.iter().product::<i64>());
+    let args = [
+        complex(ty, ld, &pairs(nl as usize, seed)),
+        complex(ty, rd, &pairs(nr as usize, seed + 100)),
+    ];
+    let tol = Tolerance::Close {
+        rtol: 1e-6,
+        atol: 1e-6,
+    };
+    check(&text, &args, ieee(), tol);
 }
 
 #[test]
