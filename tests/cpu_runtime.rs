@@ -4,9 +4,9 @@
 //! host calls inside loops, clear errors for what the library does not do, and the refusal of
 //! ahead-of-time objects that would need it.
 
+use axle::ir::literal::{complex_to_element, f64_to_element};
 use axle::ir::{
-    compare_arrays, complex_to_element, f64_to_element, parse_module, ArrayLiteral, ArrayShape,
-    ElementType, Literal, Module, Tolerance,
+    compare_arrays, parse_module, ArrayLiteral, ArrayShape, ElementType, Literal, Module, Tolerance,
 };
 use axle_codegen_cpu::{compile, compile_aot, CpuOptions};
 
@@ -339,11 +339,14 @@ fn singular_matrices_follow_lapack() {
         "",
     );
     let m = parse_module(&text).unwrap();
-    let a = [
+    let a: [f32; 18] = [
         0.0, 0.0, 1.0, 0.0, 0.0, 2.0, 0.0, 0.0, -3.0, // zero first column
         1.0, 2.0, 0.0, -4.0, 4.0, 1.0, 4.0, 0.0, 2.0, // ties: the first largest wins
     ];
-    let got = run_cpu(&m, &[array(ElementType::F32, &[2, 3, 3], |k| (a[k], 0.0))]);
+    let got = run_cpu(
+        &m,
+        &[array(ElementType::F32, &[2, 3, 3], |k| (a[k] as f64, 0.0))],
+    );
     assert_eq!(s32s(&got[2]), vec![1, 0]);
     assert_eq!(s32s(&got[1]), vec![1, 2, 3, 2, 3, 3]);
     let lu = f32s(&got[0]);
@@ -362,10 +365,10 @@ fn host_calls_run_inside_loops() {
     let text = r#"
 HloModule w
 cond {
-  s = (s32[], f64[2,3,3], f64[2,3,2]) parameter(0)
-  i = s32[] get-tuple-element(s), index=0
+  cs = (s32[], f64[2,3,3], f64[2,3,2]) parameter(0)
+  ci = s32[] get-tuple-element(cs), index=0
   n = s32[] constant(3)
-  ROOT c = pred[] compare(i, n), direction=LT
+  ROOT c = pred[] compare(ci, n), direction=LT
 }
 body {
   s = (s32[], f64[2,3,3], f64[2,3,2]) parameter(0)
@@ -378,12 +381,12 @@ body {
   ROOT t = (s32[], f64[2,3,3], f64[2,3,2]) tuple(j, a, x)
 }
 ENTRY main {
-  a = f64[2,3,3] parameter(0)
-  b = f64[2,3,2] parameter(1)
+  a0 = f64[2,3,3] parameter(0)
+  b0 = f64[2,3,2] parameter(1)
   z = s32[] constant(0)
-  t = (s32[], f64[2,3,3], f64[2,3,2]) tuple(z, a, b)
-  w = (s32[], f64[2,3,3], f64[2,3,2]) while(t), condition=cond, body=body
-  ROOT x = f64[2,3,2] get-tuple-element(w), index=2
+  t0 = (s32[], f64[2,3,3], f64[2,3,2]) tuple(z, a0, b0)
+  w = (s32[], f64[2,3,3], f64[2,3,2]) while(t0), condition=cond, body=body
+  ROOT r = f64[2,3,2] get-tuple-element(w), index=2
 }
 "#;
     check(
@@ -425,7 +428,11 @@ fn aot_refuses_modules_that_need_the_runtime_library() {
         "{e}"
     );
     // The JIT runs the same module.
-    let got = run_cpu(&m, &[positive_definite(ElementType::F64, 1, 3, 1)]);
+    let Literal::Array(mut a) = positive_definite(ElementType::F64, 1, 3, 1) else {
+        unreachable!()
+    };
+    a.shape = ArrayShape::new(ElementType::F64, &[3, 3]);
+    let got = run_cpu(&m, &[Literal::Array(a)]);
     assert_eq!(s32s(&got[1]), vec![0]);
 }
 
