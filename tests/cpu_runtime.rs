@@ -477,3 +477,36 @@ fn what_the_runtime_library_does_not_do_is_an_error_naming_the_instruction() {
         assert!(e.message.contains(needle), "{text}: {e}");
     }
 }
+
+/// XLA's own outputs of the `fft_all` reference case (RFFT, FFT, IFFT and IRFFT of one input),
+/// with its `convert` to `c64` done on the host so the case does not depend on complex kernels.
+#[test]
+fn ffts_give_xla_outputs() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("analysis/tests/xla");
+    let x = axle::ir::npy::read_npy(dir.join("fft_all.in0.npy")).expect("input");
+    let re = x.to_vec::<f32>().expect("f32");
+    let c = array(ElementType::C64, &x.shape.dims, |k| (re[k] as f64, 0.0));
+    let text = r#"
+HloModule fft_all_host_convert
+ENTRY main {
+  x = f32[2,4,6] parameter(0)
+  c = c64[2,4,6] parameter(1)
+  r = c64[2,4,4] fft(x), fft_type=RFFT, fft_length={4,6}
+  f = c64[2,4,6] fft(c), fft_type=FFT, fft_length={6}
+  i = c64[2,4,6] fft(f), fft_type=IFFT, fft_length={4,6}
+  b = f32[2,4,6] fft(r), fft_type=IRFFT, fft_length={4,6}
+  ROOT t = (c64[2,4,4], c64[2,4,6], c64[2,4,6], f32[2,4,6]) tuple(r, f, i, b)
+}
+"#;
+    let m = parse_module(text).unwrap();
+    let got = run_cpu(&m, &[Literal::Array(x), c]);
+    for (k, g) in got.iter().enumerate() {
+        let want =
+            axle::ir::npy::read_npy(dir.join(format!("fft_all.out{k}.npy"))).expect("output");
+        let tol = Tolerance::Close {
+            rtol: 1e-5,
+            atol: 1e-5,
+        };
+        compare_arrays(&want, g, tol).unwrap_or_else(|e| panic!("out{k}: {e}"));
+    }
+}

@@ -450,6 +450,15 @@ impl<'m> Lower<'m> {
             }
             op => {
                 let kind = root_kind(m, id).ok_or_else(|| {
+                    // An element type kernels do not handle (complex values reach here as
+                    // parameters and host-call results) is the clearer reason.
+                    let types = std::iter::once(id).chain(ops.iter().copied());
+                    if let Some(t) = types
+                        .filter_map(|i| m.array_shape(i).map(|s| s.ty))
+                        .find(|&t| !crate::cg::supported_type(t))
+                    {
+                        return crate::cg::unsupported_type(t);
+                    }
                     Fail::Msg(format!(
                         "the cpu backend does not support {} instructions",
                         op.name()
