@@ -234,6 +234,7 @@ fn emit_kernels<'ctx>(
                 out.push(e);
             }
             Thunk::Copy { .. } => {}
+            Thunk::HostCall(h) => *max_bufs = (*max_bufs).max(h.buffers().len()),
             Thunk::While { cond, body, .. } => {
                 emit_kernels(cg, m, cond, out, max_bufs, seen)?;
                 emit_kernels(cg, m, body, out, max_bufs, seen)?;
@@ -397,6 +398,14 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                 self.call_kernel(func, items, grain, id)
             }
             Thunk::Copy { src, dst } => self.copy(*src, *dst),
+            Thunk::HostCall(h) => {
+                let ptrs = h
+                    .buffers()
+                    .into_iter()
+                    .map(|b| self.buf(b))
+                    .collect::<R<Vec<_>>>()?;
+                crate::host::emit(cg, h, &ptrs, self.bufs_array)
+            }
             Thunk::While {
                 init,
                 state,

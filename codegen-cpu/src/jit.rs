@@ -430,6 +430,12 @@ pub(crate) fn compile(m: &Module, opts: &CpuOptions) -> Result<CpuExecutable, Co
             ));
         }
     };
+    // The runtime library's functions, for the host calls the module makes.
+    for (sym, addr) in crate::runtime::symbols() {
+        if let Some(f) = module.get_function(sym) {
+            ee.add_global_mapping(&f, addr);
+        }
+    }
     let addr = ee.get_function_address("axle_entry");
     timings.codegen = t.elapsed();
     let jit = Jit {
@@ -475,7 +481,7 @@ fn count_kernels(thunks: &[crate::lower::Thunk]) -> usize {
         .iter()
         .map(|t| match t {
             Thunk::Kernel(_) => 1,
-            Thunk::Copy { .. } => 0,
+            Thunk::Copy { .. } | Thunk::HostCall(_) => 0,
             Thunk::While { cond, body, .. } => count_kernels(cond) + count_kernels(body),
             Thunk::Cond { branches, .. } => branches.iter().map(|(b, _)| count_kernels(b)).sum(),
         })

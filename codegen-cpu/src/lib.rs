@@ -10,6 +10,12 @@
 //! host CPU (its name and features are put on every function, so loops vectorize for AVX-512
 //! where the host has it); MCJIT makes machine code, or the target machine writes an object file.
 //!
+//! The operations XLA's CPU backend also leaves to a library (`fft`, `cholesky`,
+//! `triangular-solve` and JAX's LAPACK custom calls) are host calls: the generated code calls
+//! the Rust runtime library with the buffers and a constant descriptor (`host`, `runtime`).
+//! The JIT maps its symbols; ahead-of-time objects do not include it, so `compile_aot` refuses
+//! modules that need it.
+//!
 //! Anything the backend cannot compile is a [`CodegenError`] naming the instruction, never a
 //! wrong answer.
 #![deny(missing_docs)]
@@ -26,11 +32,13 @@ mod elemental;
 mod emit;
 mod error;
 mod gemm;
+mod host;
 mod jit;
 mod kernels;
 mod lower;
 mod math;
 mod ops;
+mod runtime;
 mod signature;
 
 pub use aot::{c_identifier, compile_aot, AotOutput};

@@ -21,6 +21,7 @@ use axle_ir::{
 use crate::buffers::{assign, BufferPlan, Interval};
 use crate::elemental::{bitcast_is_reshape, comp_is_elemental, inst_leaves, is_elemental};
 use crate::error::{at, Fail, R};
+use crate::host::HostCall;
 
 /// A buffer id.
 pub(crate) type BufId = u32;
@@ -136,6 +137,8 @@ pub(crate) enum Thunk {
         branches: Vec<(Vec<Thunk>, Vec<BufId>)>,
         outputs: Vec<BufId>,
     },
+    /// A call into the runtime library ([`crate::host`]).
+    HostCall(Box<HostCall>),
 }
 
 /// A lowered module.
@@ -369,6 +372,9 @@ impl<'m> Lower<'m> {
                 .cloned()
                 .ok_or_else(|| Fail::Msg(format!("operand %{} has no value", m.name(*o))))
         };
+        if let Some(call) = crate::host::plan(m, id) {
+            return self.host_call(id, call?, vals, out);
+        }
         match m.opcode(id) {
             Parameter => Err("parameter without an argument".into()),
             Constant => match m.literal(id) {
@@ -444,6 +450,15 @@ impl<'m> Lower<'m> {
             }
             op => {
                 let kind = root_kind(m, id).ok_or_else(|| {
+                    // An element type kernels do not handle (complex values reach here as
+                    // parameters and host-call results) is the clearer reason.
+                    let types = std::iter::once(id).chain(ops.iter().copied());
+                    if let Some(t) = types
+                        .filter_map(|i| m.array_shape(i).map(|s| s.ty))
+                        .find(|&t| !crate::cg::supported_type(t))
+                    {
+                        return crate::cg::unsupported_type(t);
+                    }
                     Fail::Msg(format!(
                         "the cpu backend does not support {} instructions",
                         op.name()
@@ -468,6 +483,44 @@ impl<'m> Lower<'m> {
                 self.kernel(kind, id, id, bindings, out)
             }
         }
+    }
+
+    /// A call into the runtime library. Its results may be complex: the library writes them,
+    /// and kernels that read complex buffers refuse them when they cannot.
+    fn host_call(
+        &mut self,
+        id: InstId,
+        call: crate::runtime::Call,
+        vals: &HashMap<InstId, VTree>,
+        out: &mut Vec<Thunk>,
+    ) -> R<VTree> {
+        let m = self.m;
+        let mut inputs = Vec::new();
+        for o in m.operands(id) {
+            let v = vals
+                .get(o)
+                .ok_or_else(|| Fail::Msg(format!("operand %{} has no value", m.name(*o))))?;
+            inputs.extend(v.leaves());
+        }
+        let mut outputs = Vec::new();
+        let mut shapes = Vec::new();
+        crate::elemental::leaves(m, m.shape(id), &mut shapes)?;
+        for a in shapes {
+            outputs.push(self.new_buf(BufKind::Temp, a));
+        }
+        let tree = match m.shape(id) {
+            axle_ir::Shape::Tuple(_) => {
+                VTree::Tuple(outputs.iter().map(|&b| VTree::Leaf(b)).collect())
+            }
+            _ => VTree::Leaf(outputs[0]),
+        };
+        out.push(Thunk::HostCall(Box::new(HostCall {
+            call,
+            inputs,
+            outputs,
+            origin: id,
+        })));
+        Ok(tree)
     }
 
     /// A view of the same bytes with `id`'s shape.
@@ -655,7 +708,9 @@ fn param_tree(l: &mut Lower, s: &axle_ir::Shape, params: &mut Vec<ArrayShape>) -
     let m = l.m;
     Ok(match s {
         axle_ir::Shape::Array(a) => {
-            if !crate::cg::supported_type(a.ty) {
+            // Complex parameters are bytes until a kernel reads them (and refuses them if it
+            // cannot); host calls and copies take them as they are.
+            if !crate::cg::supported_type(a.ty) && !a.ty.is_complex() {
                 return Err(crate::cg::unsupported_type(a.ty));
             }
             params.push(a.clone());
@@ -865,6 +920,14 @@ fn walk(p: &Program, thunks: &[Thunk], pos: &mut u32, live: &mut Live, kpos: &mu
                     use_at(p, b, *pos, live);
                 }
             }
+            Thunk::HostCall(h) => {
+                for &b in &h.inputs {
+                    use_at(p, b, here, live);
+                }
+                for &b in &h.outputs {
+                    def_at(p, b, here, live);
+                }
+            }
         }
     }
 }
@@ -873,7 +936,7 @@ fn visit_kernels(thunks: &[Thunk], f: &mut dyn FnMut(&Kernel)) {
     for t in thunks {
         match t {
             Thunk::Kernel(k) => f(k),
-            Thunk::Copy { .. } => {}
+            Thunk::Copy { .. } | Thunk::HostCall(_) => {}
             Thunk::While { cond, body, .. } => {
                 visit_kernels(cond, f);
                 visit_kernels(body, f);
@@ -891,7 +954,7 @@ fn visit_kernels_mut(thunks: &mut [Thunk], f: &mut dyn FnMut(&mut Kernel)) {
     for t in thunks {
         match t {
             Thunk::Kernel(k) => f(k),
-            Thunk::Copy { .. } => {}
+            Thunk::Copy { .. } | Thunk::HostCall(_) => {}
             Thunk::While { cond, body, .. } => {
                 visit_kernels_mut(cond, f);
                 visit_kernels_mut(body, f);

@@ -1,0 +1,454 @@
+//! Host calls: the instructions the runtime library ([`crate::runtime`]) runs instead of
+//! generated loops (`fft`, `cholesky`, `triangular-solve` and JAX's `lapack_*_ffi` custom
+//! calls), how lowering recognizes and checks them, and the LLVM call a host-call thunk
+//! becomes: the buffer pointers go into the entry point's buffer table and the routine's
+//! descriptor is a private constant, so the call is `axle_rt_NAME(desc, bufs)`.
+//!
+//! Everything is checked here, at compile time (element types, shapes, attributes); the
+//! runtime trusts its descriptor.
+
+use axle_ir::{ArrayShape, AttrKey, AttrValue, ElementType, InstId, Module, Opcode, Shape};
+use inkwell::module::Linkage;
+use inkwell::values::PointerValue;
+
+use crate::cg::Cg;
+use crate::error::R;
+use crate::lower::BufId;
+use crate::runtime::{Call, Elem, FftKind};
+
+/// A call into the runtime library: `call` reads `inputs` (the operands' leaves) and writes
+/// `outputs` (the result's leaves).
+#[derive(Clone, Debug)]
+pub(crate) struct HostCall {
+    pub call: Call,
+    pub inputs: Vec<BufId>,
+    pub outputs: Vec<BufId>,
+    /// The instruction it comes from.
+    pub origin: InstId,
+}
+
+impl HostCall {
+    /// Every buffer of the call, operands first, as the runtime's buffer table lists them.
+    pub fn buffers(&self) -> Vec<BufId> {
+        self.inputs.iter().chain(&self.outputs).copied().collect()
+    }
+}
+
+/// The first host call of a program, nested regions included (for the AOT refusal).
+pub(crate) fn first_host_call(thunks: &[crate::lower::Thunk]) -> Option<InstId> {
+    use crate::lower::Thunk;
+    thunks.iter().find_map(|t| match t {
+        Thunk::HostCall(h) => Some(h.origin),
+        Thunk::Kernel(_) | Thunk::Copy { .. } => None,
+        Thunk::While { cond, body, .. } => first_host_call(cond).or_else(|| first_host_call(body)),
+        Thunk::Cond { branches, .. } => branches.iter().find_map(|(b, _)| first_host_call(b)),
+    })
+}
+
+/// The error for a module that needs the runtime library in an ahead-of-time object.
+pub(crate) fn aot_refusal(m: &Module, id: InstId) -> crate::CodegenError {
+    let msg = format!(
+        "{} needs the Axle runtime library, which ahead-of-time objects do not include",
+        describe(m, id)
+    );
+    crate::error::finish(m, crate::error::at(m, id, msg.into()))
+}
+
+/// What the AOT refusal calls an instruction the runtime library runs.
+pub(crate) fn describe(m: &Module, id: InstId) -> String {
+    match m.opcode(id) {
+        Opcode::CustomCall => format!("the custom call {}", target(m, id)),
+        op => op.name().to_string(),
+    }
+}
+
+fn target(m: &Module, id: InstId) -> String {
+    match m.attr(id, &AttrKey::CustomCallTarget) {
+        Some(AttrValue::Str(s)) | Some(AttrValue::Raw(s)) | Some(AttrValue::Ident(s)) => {
+            s.to_string()
+        }
+        _ => String::new(),
+    }
+}
+
+/// The runtime call for `id` if the runtime library runs it (an error if it should but
+/// cannot), `None` for every other instruction.
+pub(crate) fn plan(m: &Module, id: InstId) -> Option<R<Call>> {
+    match m.opcode(id) {
+        Opcode::Fft => Some(fft(m, id)),
+        Opcode::Cholesky => Some(cholesky(m, id)),
+        Opcode::TriangularSolve => Some(triangular_solve(m, id)),
+        Opcode::CustomCall => {
+            let t = target(m, id);
+            let name = t.strip_prefix("lapack_")?.strip_suffix("_ffi")?;
+            Some(lapack(m, id, name))
+        }
+        _ => None,
+    }
+}
+
+fn array(s: &Shape) -> R<&ArrayShape> {
+    match s {
+        Shape::Array(a) => Ok(a),
+        _ => Err("expected an array".into()),
+    }
+}
+
+fn operand(m: &Module, id: InstId, k: usize) -> R<&ArrayShape> {
+    let o = *m
+        .operands(id)
+        .get(k)
+        .ok_or_else(|| format!("missing operand {k}"))?;
+    array(m.shape(o))
+}
+
+/// The element type of a linear-algebra operand, which the library must handle.
+fn elem(a: &ArrayShape) -> R<Elem> {
+    Elem::of(a.ty).ok_or_else(|| {
+        format!(
+            "the runtime library computes in f32, f64, c64 or c128, not {}",
+            a.ty.name()
+        )
+        .into()
+    })
+}
+
+/// `(batch, rows, cols)` of a batch of matrices.
+fn matrices(a: &ArrayShape) -> R<(usize, usize, usize)> {
+    let r = a.rank();
+    if r < 2 {
+        return Err("expected a (batch of) matrices".into());
+    }
+    let d: Vec<usize> = a.dims.iter().map(|&x| x.max(0) as usize).collect();
+    Ok((d[..r - 2].iter().product(), d[r - 2], d[r - 1]))
+}
+
+fn fft(m: &Module, id: InstId) -> R<Call> {
+    let a = operand(m, id, 0)?;
+    let out = array(m.shape(id))?;
+    let kind = match m.attr(id, &AttrKey::FftType) {
+        Some(AttrValue::Ident(s)) => match &**s {
+            "FFT" => FftKind::Fft,
+            "IFFT" => FftKind::Ifft,
+            "RFFT" => FftKind::Rfft,
+            "IRFFT" => FftKind::Irfft,
+            k => return Err(format!("unknown fft_type {k}").into()),
+        },
+        _ => return Err("fft needs fft_type".into()),
+    };
+    let lengths = m
+        .ints_attr(id, &AttrKey::FftLength)
+        .ok_or("fft needs fft_length")?;
+    let axes = lengths.len();
+    if axes == 0 || axes > 3 || axes > a.rank() || out.rank() != a.rank() {
+        return Err("fft_length must name 1 to 3 of the operand's dimensions".into());
+    }
+    // The transformed dimensions of the full (not half-spectrum) side.
+    let full = if kind == FftKind::Irfft { out } else { a };
+    if full.dims[full.rank() - axes..] != *lengths {
+        return Err("fft_length does not match the operand's dimensions".into());
+    }
+    let complex = match kind {
+        FftKind::Fft | FftKind::Ifft | FftKind::Irfft => a.ty,
+        FftKind::Rfft => out.ty,
+    };
+    let elem = match complex {
+        ElementType::C64 => Elem::C64,
+        ElementType::C128 => Elem::C128,
+        t => return Err(format!("fft of {} is not supported", t.name()).into()),
+    };
+    Ok(Call::Fft {
+        elem,
+        kind,
+        axes,
+        in_dims: a.dims.to_vec(),
+        out_dims: out.dims.to_vec(),
+    })
+}
+
+fn cholesky(m: &Module, id: InstId) -> R<Call> {
+    let a = operand(m, id, 0)?;
+    let (batch, n, n2) = matrices(a)?;
+    if n != n2 {
+        return Err("cholesky needs square matrices".into());
+    }
+    Ok(Call::Potrf {
+        elem: elem(a)?,
+        batch,
+        n,
+        lower: m.bool_attr(id, &AttrKey::Lower).unwrap_or(false),
+        lapack: false,
+    })
+}
+
+fn triangular_solve(m: &Module, id: InstId) -> R<Call> {
+    let (a, b) = (operand(m, id, 0)?, operand(m, id, 1)?);
+    let transpose = match m.attr(id, &AttrKey::TransposeA) {
+        None => "NO_TRANSPOSE".to_string(),
+        Some(AttrValue::Ident(s)) => s.to_string(),
+        Some(_) => return Err("bad transpose_a".into()),
+    };
+    let (transpose, conjugate) = match transpose.as_str() {
+        "NO_TRANSPOSE" => (false, false),
+        "TRANSPOSE" => (true, false),
+        "ADJOINT" => (true, true),
+        t => return Err(format!("unknown transpose_a {t}").into()),
+    };
+    let flag = |k: AttrKey| m.bool_attr(id, &k).unwrap_or(false);
+    trsm_call(
+        a,
+        b,
+        flag(AttrKey::LeftSide),
+        flag(AttrKey::Lower),
+        flag(AttrKey::UnitDiagonal),
+        transpose,
+        conjugate,
+    )
+}
+
+fn trsm_call(
+    a: &ArrayShape,
+    b: &ArrayShape,
+    left: bool,
+    lower: bool,
+    unit: bool,
+    transpose: bool,
+    conjugate: bool,
+) -> R<Call> {
+    let (batch, mm, m2) = matrices(a)?;
+    let (bb, rows, cols) = matrices(b)?;
+    if mm != m2
+        || a.ty != b.ty
+        || a.rank() != b.rank()
+        || a.dims[..a.rank() - 2] != b.dims[..b.rank() - 2]
+        || bb != batch
+        || (left && rows != mm)
+        || (!left && cols != mm)
+    {
+        return Err("the triangular solve's operand shapes do not match".into());
+    }
+    Ok(Call::Trsm {
+        elem: elem(a)?,
+        batch,
+        m: mm,
+        rows,
+        cols,
+        left,
+        lower,
+        unit,
+        transpose,
+        conjugate,
+    })
+}
+
+/// A byte field of the FFI backend config (`{uplo = 76 : ui8, ...}`) as a character.
+fn config_char(m: &Module, id: InstId, key: &str) -> Option<char> {
+    let text = match m.attr(id, &AttrKey::BackendConfig) {
+        Some(AttrValue::Raw(s)) | Some(AttrValue::Str(s)) => s.to_string(),
+        _ => return None,
+    };
+    let pat = format!("{key} =");
+    let at = text.match_indices(&pat).map(|(i, _)| i).find(|&i| {
+        // The key itself, not the end of a longer one.
+        let before = text.as_bytes()[..i].last().copied();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
+    })?;
+    let rest = text[at + pat.len()..].trim_start();
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse::<u8>().ok().map(char::from)
+}
+
+/// The leaves of a result shape.
+fn results(m: &Module, id: InstId) -> Vec<ArrayShape> {
+    match m.shape(id) {
+        Shape::Array(a) => vec![a.clone()],
+        Shape::Tuple(ids) => ids
+            .iter()
+            .filter_map(|&i| match m.shape_of(i) {
+                Shape::Array(a) => Some(a.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
+    let full = format!("lapack_{name}_ffi");
+    let (prefix, routine) = name.split_at(name.len().min(1));
+    let want = match prefix {
+        "s" => ElementType::F32,
+        "d" => ElementType::F64,
+        "c" => ElementType::C64,
+        "z" => ElementType::C128,
+        _ => return Err(format!("unsupported custom-call target \"{full}\"").into()),
+    };
+    let ops = m.operands(id).len();
+    let a = operand(m, id, 0)?;
+    if a.ty != want {
+        return Err(format!("{full} takes {} operands, got {}", want.name(), a.ty.name()).into());
+    }
+    let elem = elem(a)?;
+    let (batch, rows, cols) = matrices(a)?;
+    let bdims = &a.dims[..a.rank() - 2];
+    let with = |tail: &[i64]| [bdims, tail].concat();
+    let res = results(m, id);
+    let expect = |shapes: &[(ElementType, Vec<i64>)]| -> R<()> {
+        let ok = res.len() == shapes.len()
+            && res
+                .iter()
+                .zip(shapes)
+                .all(|(r, (t, d))| r.ty == *t && r.dims[..] == d[..]);
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("{full}'s result shape does not match its operand").into())
+        }
+    };
+    let operands = |n: usize| -> R<()> {
+        if ops == n {
+            Ok(())
+        } else {
+            Err(format!("{full} takes {n} operands, got {ops}").into())
+        }
+    };
+    let k = rows.min(cols) as i64;
+    match routine {
+        "potrf" => {
+            operands(1)?;
+            if rows != cols {
+                return Err(format!("{full} needs square matrices").into());
+            }
+            let lower = match config_char(m, id, "uplo") {
+                Some('L') => true,
+                Some('U') => false,
+                _ => return Err(format!("{full} needs uplo = L or U").into()),
+            };
+            expect(&[(a.ty, a.dims.to_vec()), (ElementType::S32, bdims.to_vec())])?;
+            Ok(Call::Potrf {
+                elem,
+                batch,
+                n: rows,
+                lower,
+                lapack: true,
+            })
+        }
+        "getrf" => {
+            operands(1)?;
+            expect(&[
+                (a.ty, a.dims.to_vec()),
+                (ElementType::S32, with(&[k])),
+                (ElementType::S32, bdims.to_vec()),
+            ])?;
+            Ok(Call::Getrf {
+                elem,
+                batch,
+                m: rows,
+                n: cols,
+            })
+        }
+        "trsm" => {
+            operands(2)?;
+            let b = operand(m, id, 1)?;
+            let flag = |key: &str, yes: char, no: char, default: bool| -> R<bool> {
+                match config_char(m, id, key) {
+                    None => Ok(default),
+                    Some(c) if c == yes => Ok(true),
+                    Some(c) if c == no => Ok(false),
+                    Some(c) => Err(format!("{full}: unknown {key} {c}").into()),
+                }
+            };
+            let left = flag("side", 'L', 'R', true)?;
+            let lower = flag("uplo", 'L', 'U', true)?;
+            let unit = flag("diag", 'U', 'N', false)?;
+            let (transpose, conjugate) = match config_char(m, id, "trans_x") {
+                None | Some('N') => (false, false),
+                Some('T') => (true, false),
+                Some('C') => (true, true),
+                Some(c) => return Err(format!("{full}: unknown trans_x {c}").into()),
+            };
+            expect(&[(b.ty, b.dims.to_vec())])?;
+            trsm_call(a, b, left, lower, unit, transpose, conjugate)
+        }
+        "geqrf" | "orgqr" if elem == Elem::C64 || elem == Elem::C128 => {
+            Err(format!("{full}: complex QR is not supported").into())
+        }
+        "geqrf" => {
+            operands(1)?;
+            expect(&[(a.ty, a.dims.to_vec()), (a.ty, with(&[k]))])?;
+            Ok(Call::Geqrf {
+                elem,
+                batch,
+                m: rows,
+                n: cols,
+            })
+        }
+        "orgqr" => {
+            operands(2)?;
+            let tau = operand(m, id, 1)?;
+            let kk = tau.dims.last().copied().unwrap_or(-1);
+            if tau.ty != a.ty
+                || tau.rank() != a.rank() - 1
+                || tau.dims[..tau.rank() - 1] != *bdims
+                || kk < 0
+                || kk as usize > cols
+                || cols > rows
+            {
+                return Err(format!("{full} needs m >= n >= k and tau of a's type").into());
+            }
+            expect(&[(a.ty, a.dims.to_vec())])?;
+            Ok(Call::Orgqr {
+                elem,
+                batch,
+                m: rows,
+                n: cols,
+                k: kk as usize,
+            })
+        }
+        _ => Err(format!(
+            "the LAPACK call {full} is not supported by the cpu backend (potrf, getrf, trsm, \
+             geqrf and orgqr are)"
+        )
+        .into()),
+    }
+}
+
+/// Emits the call of `hc` at the builder's position: stores the buffer pointers `ptrs` into the
+/// table `bufs` and calls the runtime function with the call's descriptor.
+pub(crate) fn emit<'ctx>(
+    cg: &Cg<'ctx>,
+    hc: &HostCall,
+    ptrs: &[PointerValue<'ctx>],
+    bufs: PointerValue<'ctx>,
+) -> R<()> {
+    for (i, &p) in ptrs.iter().enumerate() {
+        let slot = cg.gep(cg.ptr().into(), bufs, cg.c64(i as i64))?;
+        cg.b.build_store(slot, p)?;
+    }
+    let desc = hc.call.encode();
+    let vals: Vec<_> = desc.iter().map(|&v| cg.c64(v)).collect();
+    let init = cg.i64().const_array(&vals);
+    let g = cg.module.add_global(init.get_type(), None, "axle.rt.desc");
+    g.set_initializer(&init);
+    g.set_constant(true);
+    g.set_linkage(Linkage::Private);
+    g.set_unnamed_addr(true);
+    let sym = hc.call.symbol();
+    let f = match cg.module.get_function(sym) {
+        Some(f) => f,
+        None => {
+            let fty = cg
+                .ctx
+                .void_type()
+                .fn_type(&[cg.ptr().into(), cg.ptr().into()], false);
+            let f = cg.module.add_function(sym, fty, Some(Linkage::External));
+            f.add_attribute(
+                inkwell::attributes::AttributeLoc::Function,
+                cg.enum_attr("nounwind"),
+            );
+            f
+        }
+    };
+    cg.b.build_call(f, &[g.as_pointer_value().into(), bufs.into()], "")?;
+    Ok(())
+}

@@ -1,0 +1,525 @@
+//! The runtime library: the operations XLA's CPU backend also runs as calls into a library
+//! rather than as generated loops (FFT, Cholesky, triangular solves and the LAPACK custom calls
+//! JAX emits), written in Rust and called from generated code through a host-call thunk.
+//!
+//! The ABI of every entry point is `void axle_rt_NAME(const int64_t *desc, void *const *bufs)`:
+//! `desc` is a constant array the compiler emits (its first entry is its own length, then the
+//! routine's element type, sizes and flags, see [`Call::encode`]) and `bufs` holds the operand
+//! buffers followed by the result buffers, dense and row-major. The JIT maps the symbols to
+//! these functions ([`symbols`]); ahead-of-time objects do not include the library, so
+//! `compile_aot` refuses modules that need it.
+//!
+//! Every routine computes in the operation's own precision (`f32` for `f32`/`c64`, like
+//! LAPACK's `s` and `c` routines) on a private copy of its operands, on the calling thread, so
+//! results are deterministic at any thread count. The numerics live in [`fft`] (through the
+//! `rustfft` crate) and [`linalg`] (LAPACK's unblocked algorithms).
+
+pub(crate) mod fft;
+pub(crate) mod linalg;
+
+use std::ops::{Add, Div, Mul, Neg, Sub};
+
+use num_complex::Complex;
+use num_traits::Float;
+
+/// The element type of a runtime call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Elem {
+    F32 = 0,
+    F64 = 1,
+    C64 = 2,
+    C128 = 3,
+}
+
+impl Elem {
+    /// The runtime element type for an HLO element type, if the library handles it.
+    pub fn of(t: axle_ir::ElementType) -> Option<Elem> {
+        use axle_ir::ElementType as E;
+        Some(match t {
+            E::F32 => Elem::F32,
+            E::F64 => Elem::F64,
+            E::C64 => Elem::C64,
+            E::C128 => Elem::C128,
+            _ => return None,
+        })
+    }
+
+    fn from_code(c: i64) -> Option<Elem> {
+        Some(match c {
+            0 => Elem::F32,
+            1 => Elem::F64,
+            2 => Elem::C64,
+            3 => Elem::C128,
+            _ => return None,
+        })
+    }
+}
+
+/// The four transforms of the `fft` instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FftKind {
+    Fft = 0,
+    Ifft = 1,
+    Rfft = 2,
+    Irfft = 3,
+}
+
+/// One runtime call with its sizes and flags (what the descriptor encodes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// `fft`: buffers `[operand, result]`; transforms the last `axes` dimensions. `elem` is
+    /// the complex type of the transform (`C64` or `C128`).
+    Fft {
+        elem: Elem,
+        kind: FftKind,
+        axes: usize,
+        in_dims: Vec<i64>,
+        out_dims: Vec<i64>,
+    },
+    /// Cholesky factorization of `batch` `n`-by-`n` matrices. `lapack` (`?potrf`): buffers
+    /// `[a, factor, info]`, the other triangle is kept and the first non-positive leading minor
+    /// stops the factorization and is reported in `info`. Otherwise (the `cholesky`
+    /// instruction): buffers `[a, factor]`, the other triangle is zeroed and a matrix that is
+    /// not positive definite yields NaNs.
+    Potrf {
+        elem: Elem,
+        batch: usize,
+        n: usize,
+        lower: bool,
+        lapack: bool,
+    },
+    /// `?getrf`: buffers `[a, lu, pivots (s32, 1-based), info (s32)]` for `batch` `m`-by-`n`
+    /// matrices.
+    Getrf {
+        elem: Elem,
+        batch: usize,
+        m: usize,
+        n: usize,
+    },
+    /// A triangular solve (`triangular-solve`, `?trsm`): buffers `[a, b, x]`; solves
+    /// `op(T) X = B` (`left`) or `X op(T) = B` with `T` the `lower` or upper triangle of the
+    /// `m`-by-`m` matrices of `a` (unit diagonal if `unit`) and `B` `rows`-by-`cols`; `op`
+    /// transposes if `transpose`, and conjugates too if `conjugate`.
+    Trsm {
+        elem: Elem,
+        batch: usize,
+        m: usize,
+        rows: usize,
+        cols: usize,
+        left: bool,
+        lower: bool,
+        unit: bool,
+        transpose: bool,
+        conjugate: bool,
+    },
+    /// `?geqrf`: buffers `[a, qr, tau]` for `batch` `m`-by-`n` matrices.
+    Geqrf {
+        elem: Elem,
+        batch: usize,
+        m: usize,
+        n: usize,
+    },
+    /// `?orgqr`: buffers `[a, tau, q]`, `k` reflectors of `batch` `m`-by-`n` matrices.
+    Orgqr {
+        elem: Elem,
+        batch: usize,
+        m: usize,
+        n: usize,
+        k: usize,
+    },
+}
+
+impl Call {
+    /// The runtime function's symbol.
+    pub fn symbol(&self) -> &'static str {
+        match self {
+            Call::Fft { .. } => "axle_rt_fft",
+            Call::Potrf { .. } => "axle_rt_potrf",
+            Call::Getrf { .. } => "axle_rt_getrf",
+            Call::Trsm { .. } => "axle_rt_trsm",
+            Call::Geqrf { .. } => "axle_rt_geqrf",
+            Call::Orgqr { .. } => "axle_rt_orgqr",
+        }
+    }
+
+    /// The descriptor: its length, then the fields in declaration order (flags as 0/1, a
+    /// dimension list as its length and entries).
+    pub fn encode(&self) -> Vec<i64> {
+        let mut d = vec![0i64];
+        let b = |x: bool| x as i64;
+        match self {
+            Call::Fft {
+                elem,
+                kind,
+                axes,
+                in_dims,
+                out_dims,
+            } => {
+                d.extend([*elem as i64, *kind as i64, *axes as i64]);
+                d.push(in_dims.len() as i64);
+                d.extend_from_slice(in_dims);
+                d.push(out_dims.len() as i64);
+                d.extend_from_slice(out_dims);
+            }
+            Call::Potrf {
+                elem,
+                batch,
+                n,
+                lower,
+                lapack,
+            } => d.extend([
+                *elem as i64,
+                *batch as i64,
+                *n as i64,
+                b(*lower),
+                b(*lapack),
+            ]),
+            Call::Getrf { elem, batch, m, n } | Call::Geqrf { elem, batch, m, n } => {
+                d.extend([*elem as i64, *batch as i64, *m as i64, *n as i64])
+            }
+            Call::Trsm {
+                elem,
+                batch,
+                m,
+                rows,
+                cols,
+                left,
+                lower,
+                unit,
+                transpose,
+                conjugate,
+            } => d.extend([
+                *elem as i64,
+                *batch as i64,
+                *m as i64,
+                *rows as i64,
+                *cols as i64,
+                b(*left),
+                b(*lower),
+                b(*unit),
+                b(*transpose),
+                b(*conjugate),
+            ]),
+            Call::Orgqr {
+                elem,
+                batch,
+                m,
+                n,
+                k,
+            } => d.extend([*elem as i64, *batch as i64, *m as i64, *n as i64, *k as i64]),
+        }
+        d[0] = d.len() as i64;
+        d
+    }
+
+    /// Reads a descriptor written by [`Call::encode`] for the routine `symbol`.
+    fn decode(symbol: &str, d: &[i64]) -> Option<Call> {
+        let mut it = d.iter().copied().skip(1);
+        let mut next = || it.next();
+        let elem = Elem::from_code(next()?)?;
+        let u = |x: i64| usize::try_from(x).ok();
+        Some(match symbol {
+            "axle_rt_fft" => {
+                let kind = match next()? {
+                    0 => FftKind::Fft,
+                    1 => FftKind::Ifft,
+                    2 => FftKind::Rfft,
+                    3 => FftKind::Irfft,
+                    _ => return None,
+                };
+                let axes = u(next()?)?;
+                let r = u(next()?)?;
+                let in_dims = (0..r).map(|_| next()).collect::<Option<Vec<_>>>()?;
+                let r = u(next()?)?;
+                let out_dims = (0..r).map(|_| next()).collect::<Option<Vec<_>>>()?;
+                Call::Fft {
+                    elem,
+                    kind,
+                    axes,
+                    in_dims,
+                    out_dims,
+                }
+            }
+            "axle_rt_potrf" => Call::Potrf {
+                elem,
+                batch: u(next()?)?,
+                n: u(next()?)?,
+                lower: next()? != 0,
+                lapack: next()? != 0,
+            },
+            "axle_rt_getrf" => Call::Getrf {
+                elem,
+                batch: u(next()?)?,
+                m: u(next()?)?,
+                n: u(next()?)?,
+            },
+            "axle_rt_geqrf" => Call::Geqrf {
+                elem,
+                batch: u(next()?)?,
+                m: u(next()?)?,
+                n: u(next()?)?,
+            },
+            "axle_rt_trsm" => Call::Trsm {
+                elem,
+                batch: u(next()?)?,
+                m: u(next()?)?,
+                rows: u(next()?)?,
+                cols: u(next()?)?,
+                left: next()? != 0,
+                lower: next()? != 0,
+                unit: next()? != 0,
+                transpose: next()? != 0,
+                conjugate: next()? != 0,
+            },
+            "axle_rt_orgqr" => Call::Orgqr {
+                elem,
+                batch: u(next()?)?,
+                m: u(next()?)?,
+                n: u(next()?)?,
+                k: u(next()?)?,
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// A scalar the linear-algebra routines compute with: `f32`, `f64` or a complex of either.
+pub(crate) trait Scalar:
+    Copy
+    + PartialEq
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Neg<Output = Self>
+    + 'static
+{
+    /// The real type of the components.
+    type Real: Float;
+    /// A value with real part `r` and no imaginary part.
+    fn real(r: Self::Real) -> Self;
+    /// The real part.
+    fn re(self) -> Self::Real;
+    /// The complex conjugate (the value itself for reals).
+    fn conj(self) -> Self;
+    /// `|re| + |im|`, the magnitude BLAS's `i?amax` compares.
+    fn abs1(self) -> Self::Real;
+    /// The modulus.
+    fn modulus(self) -> Self::Real;
+    /// `self * r` for a real `r`.
+    fn scale(self, r: Self::Real) -> Self;
+}
+
+macro_rules! real_scalar {
+    ($t:ty) => {
+        impl Scalar for $t {
+            type Real = $t;
+            fn real(r: $t) -> $t {
+                r
+            }
+            fn re(self) -> $t {
+                self
+            }
+            fn conj(self) -> $t {
+                self
+            }
+            fn abs1(self) -> $t {
+                self.abs()
+            }
+            fn modulus(self) -> $t {
+                self.abs()
+            }
+            fn scale(self, r: $t) -> $t {
+                self * r
+            }
+        }
+    };
+}
+
+macro_rules! complex_scalar {
+    ($t:ty) => {
+        impl Scalar for Complex<$t> {
+            type Real = $t;
+            fn real(r: $t) -> Self {
+                Complex::new(r, 0.0)
+            }
+            fn re(self) -> $t {
+                self.re
+            }
+            fn conj(self) -> Self {
+                Complex::new(self.re, -self.im)
+            }
+            fn abs1(self) -> $t {
+                self.re.abs() + self.im.abs()
+            }
+            fn modulus(self) -> $t {
+                self.re.hypot(self.im)
+            }
+            fn scale(self, r: $t) -> Self {
+                Complex::new(self.re * r, self.im * r)
+            }
+        }
+    };
+}
+
+real_scalar!(f32);
+real_scalar!(f64);
+complex_scalar!(f32);
+complex_scalar!(f64);
+
+/// A copy of the `n` elements of type `T` at `p` (which need not be aligned).
+///
+/// # Safety
+/// `p` must point to `n` initialized elements of `T`'s layout.
+pub(crate) unsafe fn read<T: Copy + Default>(p: *const u8, n: usize) -> Vec<T> {
+    let mut v = vec![T::default(); n];
+    if n > 0 {
+        // SAFETY: `p` holds `n` elements (the caller's contract); `v` is a distinct allocation.
+        unsafe { std::ptr::copy_nonoverlapping(p, v.as_mut_ptr() as *mut u8, n * size_of::<T>()) };
+    }
+    v
+}
+
+/// Writes `v` to `p` (which need not be aligned).
+///
+/// # Safety
+/// `p` must be valid for writing `v.len()` elements of `T`'s layout.
+pub(crate) unsafe fn write<T: Copy>(p: *mut u8, v: &[T]) {
+    if !v.is_empty() {
+        // SAFETY: the caller's contract; `v` is a distinct allocation.
+        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr() as *const u8, p, size_of_val(v)) };
+    }
+}
+
+/// Runs a decoded call on the buffer table `bufs`.
+///
+/// # Safety
+/// `bufs` must hold the buffers the call's documentation lists, of the sizes its fields imply.
+unsafe fn run(call: &Call, bufs: *const *mut u8) {
+    // SAFETY: the caller's contract, forwarded to the routine.
+    let buf = |i: usize| unsafe { *bufs.add(i) };
+    // SAFETY: each routine reads and writes exactly the buffers and sizes of its call.
+    unsafe {
+        match call {
+            Call::Fft { .. } => fft::run(call, buf(0), buf(1)),
+            Call::Potrf { .. } => linalg::potrf(call, buf(0), buf(1), buf(2)),
+            Call::Getrf { .. } => linalg::getrf(call, buf(0), buf(1), buf(2), buf(3)),
+            Call::Trsm { .. } => linalg::trsm(call, buf(0), buf(1), buf(2)),
+            Call::Geqrf { .. } => linalg::geqrf(call, buf(0), buf(1), buf(2)),
+            Call::Orgqr { .. } => linalg::orgqr(call, buf(0), buf(1), buf(2)),
+        }
+    }
+}
+
+/// Decodes the descriptor and runs the call; a descriptor the compiler did not write, or a
+/// failure inside the routine, aborts the process rather than return a wrong answer.
+///
+/// # Safety
+/// `desc` must be a descriptor [`Call::encode`] wrote for `symbol`, `bufs` its buffer table.
+unsafe fn entry(symbol: &str, desc: *const i64, bufs: *const *mut u8) {
+    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: the first entry of a descriptor is its length.
+        let len = unsafe { *desc } as usize;
+        // SAFETY: a descriptor of `len` entries.
+        let d = unsafe { std::slice::from_raw_parts(desc, len) };
+        let call = Call::decode(symbol, d)?;
+        // SAFETY: the buffer table of this call (the caller's contract).
+        unsafe { run(&call, bufs) };
+        Some(())
+    }));
+    if !matches!(done, Ok(Some(()))) {
+        eprintln!("axle runtime: {symbol} failed on a descriptor the compiler did not write");
+        std::process::abort();
+    }
+}
+
+macro_rules! entry_points {
+    ($($name:ident),*) => {
+        $(
+            #[doc = concat!("The runtime entry point `", stringify!($name), "`.")]
+            ///
+            /// # Safety
+            /// `desc` must be a descriptor the compiler emitted for this routine and `bufs`
+            /// its buffer table.
+            pub(crate) unsafe extern "C" fn $name(desc: *const i64, bufs: *const *mut u8) {
+                // SAFETY: forwarded from the caller.
+                unsafe { entry(stringify!($name), desc, bufs) }
+            }
+        )*
+        /// The runtime's symbols and the addresses of their functions, for the JIT.
+        pub(crate) fn symbols() -> Vec<(&'static str, usize)> {
+            vec![$((stringify!($name), $name as unsafe extern "C" fn(*const i64, *const *mut u8) as usize)),*]
+        }
+    };
+}
+
+entry_points!(
+    axle_rt_fft,
+    axle_rt_potrf,
+    axle_rt_getrf,
+    axle_rt_trsm,
+    axle_rt_geqrf,
+    axle_rt_orgqr
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_round_trip() {
+        let calls = [
+            Call::Fft {
+                elem: Elem::C64,
+                kind: FftKind::Irfft,
+                axes: 2,
+                in_dims: vec![2, 4, 4],
+                out_dims: vec![2, 4, 6],
+            },
+            Call::Potrf {
+                elem: Elem::C128,
+                batch: 3,
+                n: 5,
+                lower: false,
+                lapack: true,
+            },
+            Call::Getrf {
+                elem: Elem::F32,
+                batch: 1,
+                m: 6,
+                n: 4,
+            },
+            Call::Trsm {
+                elem: Elem::F64,
+                batch: 2,
+                m: 3,
+                rows: 3,
+                cols: 5,
+                left: true,
+                lower: false,
+                unit: true,
+                transpose: true,
+                conjugate: false,
+            },
+            Call::Geqrf {
+                elem: Elem::F64,
+                batch: 2,
+                m: 5,
+                n: 3,
+            },
+            Call::Orgqr {
+                elem: Elem::F32,
+                batch: 2,
+                m: 6,
+                n: 4,
+                k: 4,
+            },
+        ];
+        for c in calls {
+            let d = c.encode();
+            assert_eq!(d[0] as usize, d.len());
+            assert_eq!(Call::decode(c.symbol(), &d), Some(c.clone()));
+        }
+        assert_eq!(Call::decode("axle_rt_nothing", &[2, 0]), None);
+    }
+}

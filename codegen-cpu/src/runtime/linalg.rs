@@ -1,0 +1,494 @@
+//! Dense linear algebra with LAPACK's unblocked algorithms and output conventions, batched over
+//! leading dimensions, on row-major matrices (`A(i, j)` is element `i * cols + j`):
+//!
+//! - `potrf`: `?potf2` (the factor overwrites its triangle; `info` is the first non-positive
+//!   leading minor, where the factorization stops); the `cholesky` instruction runs the same
+//!   recurrence to the end (NaNs past a failure) and zeroes the other triangle.
+//! - `getrf`: `?getf2`, partial pivoting on the first largest `|re| + |im|` (`i?amax`),
+//!   pivots 1-based, `info` the first exactly zero pivot.
+//! - `trsm`: substitution for every side, triangle, transpose and diagonal.
+//! - `geqrf`: `?geqr2` with `?larfg`'s reflectors (`beta = -sign(alpha) * norm`,
+//!   `tau = (beta - alpha) / beta`, `v(0) = 1`); `orgqr`: `?org2r`. Real types only.
+
+use num_complex::Complex;
+use num_traits::Float;
+
+use super::{read, write, Call, Elem, Scalar};
+
+/// Runs `$f::<T>(..)` with `T` the scalar type of element type `$e`.
+macro_rules! by_elem {
+    ($e:expr, $f:ident ( $($arg:expr),* )) => {
+        match $e {
+            Elem::F32 => $f::<f32>($($arg),*),
+            Elem::F64 => $f::<f64>($($arg),*),
+            Elem::C64 => $f::<Complex<f32>>($($arg),*),
+            Elem::C128 => $f::<Complex<f64>>($($arg),*),
+        }
+    };
+}
+
+/// Runs a [`Call::Potrf`].
+///
+/// # Safety
+/// `a` and `out` hold the batch of matrices, `info` (LAPACK form only) one `s32` per matrix.
+pub(crate) unsafe fn potrf(call: &Call, a: *mut u8, out: *mut u8, info: *mut u8) {
+    let &Call::Potrf {
+        elem,
+        batch,
+        n,
+        lower,
+        lapack,
+    } = call
+    else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { by_elem!(elem, potrf_t(a, out, info, batch, n, lower, lapack)) }
+}
+
+/// # Safety
+/// As [`potrf`].
+unsafe fn potrf_t<T: Scalar + Default>(
+    a: *mut u8,
+    out: *mut u8,
+    info: *mut u8,
+    batch: usize,
+    n: usize,
+    lower: bool,
+    lapack: bool,
+) {
+    // SAFETY: the operand holds `batch` matrices.
+    let mut x: Vec<T> = unsafe { read(a, batch * n * n) };
+    let mut infos = vec![0i32; batch];
+    for (b, inf) in infos.iter_mut().enumerate() {
+        let m = &mut x[b * n * n..(b + 1) * n * n];
+        *inf = potf2(m, n, lower, lapack);
+        if !lapack {
+            for i in 0..n {
+                for j in 0..n {
+                    if (lower && j > i) || (!lower && j < i) {
+                        m[i * n + j] = T::real(num_traits::zero::<T::Real>());
+                    }
+                }
+            }
+        }
+    }
+    // SAFETY: the result has the operand's size; `info` one `s32` per matrix.
+    unsafe {
+        write(out, &x);
+        if lapack {
+            write(info, &infos);
+        }
+    }
+}
+
+/// Factors one `n`-by-`n` matrix in place (`A = L L^H` in the lower triangle, or `U^H U` in
+/// the upper one); returns LAPACK's `info`. With `stop`, the first non-positive (or NaN)
+/// diagonal is stored and ends the factorization.
+fn potf2<T: Scalar>(m: &mut [T], n: usize, lower: bool, stop: bool) -> i32 {
+    // Both triangles are handled as the lower factor L; for `U`, L(i, j) = conj(U(j, i)).
+    let at = |i: usize, j: usize| if lower { i * n + j } else { j * n + i };
+    let get = |m: &[T], i: usize, j: usize| {
+        let v = m[at(i, j)];
+        if lower {
+            v
+        } else {
+            v.conj()
+        }
+    };
+    let zero = num_traits::zero::<T::Real>();
+    for j in 0..n {
+        let mut dot = zero;
+        for k in 0..j {
+            dot = dot + (get(m, j, k).conj() * get(m, j, k)).re();
+        }
+        let ajj = m[at(j, j)].re() - dot;
+        if stop && (ajj <= zero || ajj.is_nan()) {
+            m[at(j, j)] = T::real(ajj);
+            return j as i32 + 1;
+        }
+        let ajj = ajj.sqrt();
+        m[at(j, j)] = T::real(ajj);
+        let r = num_traits::one::<T::Real>() / ajj;
+        for i in j + 1..n {
+            let mut s = get(m, i, j);
+            for k in 0..j {
+                s = s - get(m, i, k) * get(m, j, k).conj();
+            }
+            let l = s.scale(r);
+            m[at(i, j)] = if lower { l } else { l.conj() };
+        }
+    }
+    0
+}
+
+/// Runs a [`Call::Getrf`].
+///
+/// # Safety
+/// `a` and `lu` hold the batch of matrices, `piv` `min(m, n)` `s32`s and `info` one `s32` per
+/// matrix.
+pub(crate) unsafe fn getrf(call: &Call, a: *mut u8, lu: *mut u8, piv: *mut u8, info: *mut u8) {
+    let &Call::Getrf { elem, batch, m, n } = call else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { by_elem!(elem, getrf_t(a, lu, piv, info, batch, m, n)) }
+}
+
+/// # Safety
+/// As [`getrf`].
+unsafe fn getrf_t<T: Scalar + Default>(
+    a: *mut u8,
+    lu: *mut u8,
+    piv: *mut u8,
+    info: *mut u8,
+    batch: usize,
+    m: usize,
+    n: usize,
+) {
+    let k = m.min(n);
+    // SAFETY: the operand holds `batch` matrices.
+    let mut x: Vec<T> = unsafe { read(a, batch * m * n) };
+    let mut pivots = vec![0i32; batch * k];
+    let mut infos = vec![0i32; batch];
+    for b in 0..batch {
+        infos[b] = getf2(
+            &mut x[b * m * n..(b + 1) * m * n],
+            m,
+            n,
+            &mut pivots[b * k..(b + 1) * k],
+        );
+    }
+    // SAFETY: the results' sizes.
+    unsafe {
+        write(lu, &x);
+        write(piv, &pivots);
+        write(info, &infos);
+    }
+}
+
+/// LU-factors one `m`-by-`n` matrix in place with row interchanges; returns LAPACK's `info`.
+fn getf2<T: Scalar>(x: &mut [T], m: usize, n: usize, piv: &mut [i32]) -> i32 {
+    let zero = T::real(num_traits::zero::<T::Real>());
+    let sfmin = <T::Real as Float>::min_positive_value();
+    let mut info = 0;
+    let k = m.min(n);
+    for j in 0..k {
+        let mut p = j;
+        let mut best = x[j * n + j].abs1();
+        for i in j + 1..m {
+            let v = x[i * n + j].abs1();
+            if v > best {
+                best = v;
+                p = i;
+            }
+        }
+        piv[j] = p as i32 + 1;
+        if x[p * n + j] != zero {
+            if p != j {
+                for c in 0..n {
+                    x.swap(j * n + c, p * n + c);
+                }
+            }
+            let d = x[j * n + j];
+            if d.modulus() >= sfmin {
+                let r = T::real(num_traits::one::<T::Real>()) / d;
+                for i in j + 1..m {
+                    x[i * n + j] = x[i * n + j] * r;
+                }
+            } else {
+                for i in j + 1..m {
+                    x[i * n + j] = x[i * n + j] / d;
+                }
+            }
+        } else if info == 0 {
+            info = j as i32 + 1;
+        }
+        if j + 1 < k {
+            for i in j + 1..m {
+                let l = x[i * n + j];
+                for c in j + 1..n {
+                    x[i * n + c] = x[i * n + c] - l * x[j * n + c];
+                }
+            }
+        }
+    }
+    info
+}
+
+/// Runs a [`Call::Trsm`].
+///
+/// # Safety
+/// `a` holds the batch of `m`-by-`m` matrices, `b` and `x` the right-hand sides.
+pub(crate) unsafe fn trsm(call: &Call, a: *mut u8, b: *mut u8, x: *mut u8) {
+    let Call::Trsm { elem, .. } = call else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { by_elem!(*elem, trsm_t(call, a, b, x)) }
+}
+
+/// # Safety
+/// As [`trsm`].
+unsafe fn trsm_t<T: Scalar + Default>(call: &Call, a: *mut u8, b: *mut u8, x: *mut u8) {
+    let &Call::Trsm {
+        batch,
+        m,
+        rows,
+        cols,
+        left,
+        lower,
+        unit,
+        transpose,
+        conjugate,
+        ..
+    } = call
+    else {
+        return;
+    };
+    // SAFETY: the operands' sizes.
+    let (av, mut bv): (Vec<T>, Vec<T>) =
+        unsafe { (read(a, batch * m * m), read(b, batch * rows * cols)) };
+    for k in 0..batch {
+        let t = &av[k * m * m..(k + 1) * m * m];
+        let xb = &mut bv[k * rows * cols..(k + 1) * rows * cols];
+        // op(T)(i, j), read from the stored triangle only.
+        let op = |i: usize, j: usize| -> T {
+            if !transpose {
+                t[i * m + j]
+            } else if conjugate {
+                t[j * m + i].conj()
+            } else {
+                t[j * m + i]
+            }
+        };
+        // Whether op(T) is lower triangular.
+        let op_lower = lower != transpose;
+        if left {
+            // op(T) X = B, one column at a time; X overwrites B.
+            for c in 0..cols {
+                for step in 0..m {
+                    let i = if op_lower { step } else { m - 1 - step };
+                    let mut s = xb[i * cols + c];
+                    let range = if op_lower { 0..i } else { i + 1..m };
+                    for j in range {
+                        s = s - op(i, j) * xb[j * cols + c];
+                    }
+                    xb[i * cols + c] = if unit { s } else { s / op(i, i) };
+                }
+            }
+        } else {
+            // X op(T) = B, one row at a time.
+            for r in 0..rows {
+                for step in 0..m {
+                    let j = if op_lower { m - 1 - step } else { step };
+                    let mut s = xb[r * cols + j];
+                    let range = if op_lower { j + 1..m } else { 0..j };
+                    for i in range {
+                        s = s - xb[r * cols + i] * op(i, j);
+                    }
+                    xb[r * cols + j] = if unit { s } else { s / op(j, j) };
+                }
+            }
+        }
+    }
+    // SAFETY: the result has `b`'s size.
+    unsafe { write(x, &bv) };
+}
+
+/// Runs `$f::<T>(..)` for the real element types (QR is real-only).
+macro_rules! by_real {
+    ($e:expr, $f:ident ( $($arg:expr),* )) => {
+        match $e {
+            Elem::F32 => $f::<f32>($($arg),*),
+            Elem::F64 => $f::<f64>($($arg),*),
+            // Lowering refuses complex QR; nothing is written rather than a wrong answer.
+            Elem::C64 | Elem::C128 => {}
+        }
+    };
+}
+
+/// Runs a [`Call::Geqrf`].
+///
+/// # Safety
+/// `a` and `qr` hold the batch of matrices, `tau` `min(m, n)` scalars per matrix.
+pub(crate) unsafe fn geqrf(call: &Call, a: *mut u8, qr: *mut u8, tau: *mut u8) {
+    let &Call::Geqrf { elem, batch, m, n } = call else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { by_real!(elem, geqrf_t(a, qr, tau, batch, m, n)) }
+}
+
+/// # Safety
+/// As [`geqrf`].
+unsafe fn geqrf_t<T: Float + Default>(
+    a: *mut u8,
+    qr: *mut u8,
+    tau: *mut u8,
+    batch: usize,
+    m: usize,
+    n: usize,
+) {
+    let k = m.min(n);
+    // SAFETY: the operand's size.
+    let mut x: Vec<T> = unsafe { read(a, batch * m * n) };
+    let mut taus = vec![T::zero(); batch * k];
+    for b in 0..batch {
+        let x = &mut x[b * m * n..(b + 1) * m * n];
+        for i in 0..k {
+            let t = larfg(x, n, i, m);
+            taus[b * k + i] = t;
+            if i + 1 < n {
+                let aii = x[i * n + i];
+                x[i * n + i] = T::one();
+                larf_left(x, n, i, m, i + 1, t);
+                x[i * n + i] = aii;
+            }
+        }
+    }
+    // SAFETY: the results' sizes.
+    unsafe {
+        write(qr, &x);
+        write(tau, &taus);
+    }
+}
+
+/// The 2-norm of column `col`, rows `r0..m`, with `dnrm2`'s scaling against overflow.
+fn nrm2<T: Float>(x: &[T], n: usize, col: usize, r0: usize, m: usize) -> T {
+    let (mut scale, mut ssq) = (T::zero(), T::one());
+    for r in r0..m {
+        let v = x[r * n + col];
+        if v != T::zero() {
+            let a = v.abs();
+            if scale < a {
+                ssq = T::one() + ssq * (scale / a) * (scale / a);
+                scale = a;
+            } else {
+                ssq = ssq + (a / scale) * (a / scale);
+            }
+        }
+    }
+    scale * ssq.sqrt()
+}
+
+/// `?larfg` on `alpha = A(i, i)` and `x = A(i+1..m, i)`: overwrites them with `beta` and the
+/// reflector's tail `v(1..)`, returns `tau`.
+fn larfg<T: Float>(x: &mut [T], n: usize, i: usize, m: usize) -> T {
+    if m - i <= 1 {
+        return T::zero();
+    }
+    let mut xnorm = nrm2(x, n, i, i + 1, m);
+    if xnorm == T::zero() {
+        return T::zero();
+    }
+    let mut alpha = x[i * n + i];
+    let mut beta = -alpha.hypot(xnorm).copysign(alpha);
+    // LAPACK's safe minimum: the smallest normal over half the machine epsilon.
+    let two = T::one() + T::one();
+    let safmin = T::min_positive_value() / (T::epsilon() / two);
+    let mut knt = 0;
+    if beta.abs() < safmin {
+        let rsafmn = T::one() / safmin;
+        loop {
+            knt += 1;
+            for r in i + 1..m {
+                x[r * n + i] = x[r * n + i] * rsafmn;
+            }
+            beta = beta * rsafmn;
+            alpha = alpha * rsafmn;
+            if !(beta.abs() < safmin && knt < 20) {
+                break;
+            }
+        }
+        xnorm = nrm2(x, n, i, i + 1, m);
+        beta = -alpha.hypot(xnorm).copysign(alpha);
+    }
+    let tau = (beta - alpha) / beta;
+    let s = T::one() / (alpha - beta);
+    for r in i + 1..m {
+        x[r * n + i] = x[r * n + i] * s;
+    }
+    for _ in 0..knt {
+        beta = beta * safmin;
+    }
+    x[i * n + i] = beta;
+    tau
+}
+
+/// `?larf` from the left: applies `I - tau v v^T`, with `v = A(i..m, i)`, to the columns
+/// `c0..n` of rows `i..m`.
+fn larf_left<T: Float>(x: &mut [T], n: usize, i: usize, m: usize, c0: usize, tau: T) {
+    if tau == T::zero() {
+        return;
+    }
+    for c in c0..n {
+        let mut w = T::zero();
+        for r in i..m {
+            w = w + x[r * n + c] * x[r * n + i];
+        }
+        let t = -tau * w;
+        for r in i..m {
+            x[r * n + c] = x[r * n + c] + x[r * n + i] * t;
+        }
+    }
+}
+
+/// Runs a [`Call::Orgqr`].
+///
+/// # Safety
+/// `a` and `q` hold the batch of matrices, `tau` `k` scalars per matrix.
+pub(crate) unsafe fn orgqr(call: &Call, a: *mut u8, tau: *mut u8, q: *mut u8) {
+    let &Call::Orgqr {
+        elem,
+        batch,
+        m,
+        n,
+        k,
+    } = call
+    else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { by_real!(elem, orgqr_t(a, tau, q, batch, m, n, k)) }
+}
+
+/// # Safety
+/// As [`orgqr`].
+unsafe fn orgqr_t<T: Float + Default>(
+    a: *mut u8,
+    tau: *mut u8,
+    q: *mut u8,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+) {
+    // SAFETY: the operands' sizes.
+    let (mut x, taus): (Vec<T>, Vec<T>) = unsafe { (read(a, batch * m * n), read(tau, batch * k)) };
+    for b in 0..batch {
+        let x = &mut x[b * m * n..(b + 1) * m * n];
+        // Columns k..n start as those of the identity.
+        for j in k..n {
+            for r in 0..m {
+                x[r * n + j] = if r == j { T::one() } else { T::zero() };
+            }
+        }
+        for i in (0..k).rev() {
+            let t = taus[b * k + i];
+            if i + 1 < n {
+                x[i * n + i] = T::one();
+                larf_left(x, n, i, m, i + 1, t);
+            }
+            for r in i + 1..m {
+                x[r * n + i] = x[r * n + i] * -t;
+            }
+            x[i * n + i] = T::one() - t;
+            for r in 0..i {
+                x[r * n + i] = T::zero();
+            }
+        }
+    }
+    // SAFETY: the result has the operand's size.
+    unsafe { write(q, &x) };
+}
