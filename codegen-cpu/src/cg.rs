@@ -47,6 +47,9 @@ pub(crate) struct Cg<'ctx> {
     pub features: String,
     /// Whether `f32` `exp`, `log` and `tanh` call libm instead of the inline approximations.
     pub libm_math: bool,
+    /// Whether kernels run with subnormals flushed (x86's FTZ and DAZ modes): functions say so
+    /// to LLVM, and ops whose results are not produced by float arithmetic flush explicitly.
+    pub ftz: bool,
     libm: RefCell<HashMap<String, FunctionValue<'ctx>>>,
 }
 
@@ -59,6 +62,7 @@ impl<'ctx> Cg<'ctx> {
             cpu: cpu.to_string(),
             features: features.to_string(),
             libm_math: false,
+            ftz: false,
             libm: RefCell::new(HashMap::new()),
         }
     }
@@ -180,6 +184,13 @@ impl<'ctx> Cg<'ctx> {
             );
         }
         f.add_attribute(AttributeLoc::Function, self.enum_attr("nounwind"));
+        if self.ftz {
+            // Tell LLVM's folds that subnormal inputs and outputs read as zero (same sign).
+            f.add_attribute(
+                AttributeLoc::Function,
+                attr("denormal-fp-math", "preserve-sign,preserve-sign"),
+            );
+        }
         // 512-bit vectors: znver4/5 otherwise prefer 256-bit ones.
         f.add_attribute(AttributeLoc::Function, attr("prefer-vector-width", "512"));
         f.add_attribute(

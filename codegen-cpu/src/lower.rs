@@ -581,9 +581,9 @@ impl<'m> Lower<'m> {
         out: &mut Vec<Thunk>,
     ) -> R<VTree> {
         let m = self.m;
-        let branches: Vec<CompId> = m
-            .branch_computations(id)
-            .ok_or("conditional needs branch_computations or true_computation and false_computation")?;
+        let branches: Vec<CompId> = m.branch_computations(id).ok_or(
+            "conditional needs branch_computations or true_computation and false_computation",
+        )?;
         if branches.is_empty() || args.len() != branches.len() + 1 {
             return Err("conditional needs one operand per branch".into());
         }
