@@ -29,6 +29,7 @@ mod jit;
 mod kernels;
 mod lower;
 mod math;
+mod minifloat;
 mod ops;
 mod signature;
 
