@@ -233,7 +233,15 @@ pub(crate) fn flush<'ctx>(
     ty: ElementType,
     v: FloatValue<'ctx>,
 ) -> R<FloatValue<'ctx>> {
-    if !cg.ftz || !matches!(ty, ElementType::F32 | ElementType::F64 | ElementType::BF16) {
+    if !matches!(ty, ElementType::F32 | ElementType::F64 | ElementType::BF16) {
+        return Ok(v);
+    }
+    flush_reg(cg, v)
+}
+
+/// [`flush`] of any `f32` or `f64` register value, whatever type it holds.
+fn flush_reg<'ctx>(cg: &Cg<'ctx>, v: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+    if !cg.ftz {
         return Ok(v);
     }
     let b = &cg.b;
@@ -597,7 +605,8 @@ pub(crate) fn convert<'ctx>(
     let to_reg = cg.reg_ty(to)?;
     if to.is_pred() {
         return Ok(bv(if from.is_float() {
-            let x = v.into_float_value();
+            // XLA compares with a float instruction: subnormals read as zero.
+            let x = flush_reg(cg, v.into_float_value())?;
             b.build_float_compare(FloatPredicate::UNE, x, x.get_type().const_zero(), "ne0")?
         } else {
             let x = v.into_int_value();
@@ -640,7 +649,10 @@ pub(crate) fn convert<'ctx>(
         }
         if to.is_float() {
             return Ok(match (from == ElementType::F64, to) {
-                (false, ElementType::F64) => bv(b.build_float_ext(x, cg.f64(), "ext")?),
+                // A float instruction in XLA, so subnormal sources read as zero.
+                (false, ElementType::F64) => {
+                    bv(b.build_float_ext(flush_reg(cg, x)?, cg.f64(), "ext")?)
+                }
                 (false, _) => cg.round(to, v)?,
                 (true, ElementType::F16) => {
                     // One rounding straight from f64, as LLVM's fptrunc double -> half does.
@@ -648,8 +660,9 @@ pub(crate) fn convert<'ctx>(
                     bv(b.build_float_ext(h, cg.f32(), "h2f")?)
                 }
                 (true, _) => {
+                    // Through f32 (a float instruction in XLA, flushing a subnormal result).
                     let f = b.build_float_trunc(x, cg.f32(), "d2f")?;
-                    cg.round(to, bv(f))?
+                    cg.round(to, bv(flush_reg(cg, f)?))?
                 }
             });
         }
