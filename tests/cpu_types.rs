@@ -70,9 +70,9 @@ fn f32s(v: &[f32]) -> Literal {
 fn minifloat_bit_patterns() {
     for t in MINIFLOATS {
         let (n, bits_out) = if t.bits() == 8 {
-            (256, format!("u8[256] bitcast-convert(r)"))
+            (256, "u8[256] bitcast-convert(r)")
         } else {
-            (16, format!("u8[8] bitcast-convert(r2)"))
+            (16, "u8[8] bitcast-convert(r2)")
         };
         let ty = t.name();
         let hlo = format!(

@@ -1278,7 +1278,7 @@ fn phys_strides(dims: &[i64], m2m: &[i64]) -> Vec<i64> {
 fn elem_bits<'ctx>(cg: &Cg<'ctx>, ty: ElementType, v: Val<'ctx>) -> R<IntValue<'ctx>> {
     let m = cg.to_mem(ty, v)?;
     let it = cg.int_ty(ty.bits());
-    Ok(if ty.bits() % 8 == 0 {
+    Ok(if ty.bits().is_multiple_of(8) {
         cg.b.build_bit_cast(m, it, "bits")?.into_int_value()
     } else {
         // Sub-byte types are their bits zero-extended in a byte.
@@ -1288,7 +1288,7 @@ fn elem_bits<'ctx>(cg: &Cg<'ctx>, ty: ElementType, v: Val<'ctx>) -> R<IntValue<'
 
 /// The register value of type `ty` whose bits are `bits` (`ty.bits()` wide).
 fn bits_elem<'ctx>(cg: &Cg<'ctx>, ty: ElementType, bits: IntValue<'ctx>) -> R<Val<'ctx>> {
-    let mem = if ty.bits() % 8 == 0 {
+    let mem = if ty.bits().is_multiple_of(8) {
         cg.b.build_bit_cast(bits, cg.mem_ty(ty)?, "m")?
     } else {
         bv(cg.b.build_int_z_extend(bits, cg.i8(), "m")?)
