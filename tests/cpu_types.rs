@@ -355,3 +355,124 @@ fn tuple_constants() {
                ROOT t = (s32[], f32[3], f32[3], (f32[3], (s32[], f32[3]))) tuple(n, w, f, k)\n}\n";
     assert_eq!(same_as_evaluator(hlo, &[f32s(&[1.0, -2.0, 0.25])]), 6);
 }
+
+/// The scalar semantics inside reducers and `map` bodies: signed zeros and NaN in
+/// `maximum`/`minimum`/`clamp`, subnormals flushed, integer power and division edge cases.
+#[test]
+fn semantics_inside_reductions_and_maps() {
+    let hlo = "HloModule m\n\nmax {\n  ma = f32[] parameter(0)\n  mb = f32[] parameter(1)\n  \
+               ROOT mr = f32[] maximum(ma, mb)\n}\n\nmin {\n  na = f32[] parameter(0)\n  \
+               nb = f32[] parameter(1)\n  ROOT nr = f32[] minimum(na, nb)\n}\n\nbody {\n  \
+               ba = f32[] parameter(0)\n  bb = f32[] parameter(1)\n  lo = f32[] constant(-0)\n  \
+               hi = f32[] constant(0)\n  bc = f32[] clamp(lo, ba, hi)\n  bs = f32[] sign(bb)\n  \
+               ROOT br = f32[] add(bc, bs)\n}\n\nipow {\n  pa = s8[] parameter(0)\n  \
+               pb = s8[] parameter(1)\n  pp = s8[] power(pa, pb)\n  pd = s8[] divide(pa, pb)\n  \
+               ROOT pr = s8[] add(pp, pd)\n}\n\nENTRY main {\n  x = f32[4,6] parameter(0)\n  \
+               y = f32[4,6] parameter(1)\n  i = s8[24] parameter(2)\n  j = s8[24] parameter(3)\n  \
+               ninf = f32[] constant(-inf)\n  pinf = f32[] constant(inf)\n  \
+               a = f32[4] reduce(x, ninf), dimensions={1}, to_apply=max\n  \
+               b = f32[4] reduce(x, pinf), dimensions={1}, to_apply=min\n  \
+               c = f32[4,6] map(x, y), dimensions={0,1}, to_apply=body\n  \
+               d = s8[24] map(i, j), dimensions={0}, to_apply=ipow\n  \
+               ROOT t = (f32[4], f32[4], f32[4,6], s8[24]) tuple(a, b, c, d)\n}\n";
+    let sub = f32::from_bits(5);
+    let x = [
+        -0.0,
+        0.0,
+        -0.0,
+        -0.0,
+        -sub,
+        -0.0, // max +0, min -0
+        sub,
+        -sub,
+        1e-40,
+        -1e-40,
+        -0.0,
+        -0.0, // all flush to zeros
+        f32::NAN,
+        1.0,
+        -1.0,
+        0.0,
+        2.0,
+        3.0, // NaN propagates
+        -5.0,
+        -0.0,
+        -3.0,
+        sub,
+        0.0,
+        -1e-39, // zeros and subnormals beside negatives
+    ];
+    let y = [
+        sub,
+        -sub,
+        0.0,
+        -0.0,
+        1e-39,
+        -1e-39,
+        1.0,
+        -1.0,
+        f32::NAN,
+        2.0,
+        -2.0,
+        0.5,
+        1e-45,
+        -1e-45,
+        3.0,
+        -3.0,
+        0.25,
+        -0.25,
+        f32::MIN_POSITIVE,
+        -f32::MIN_POSITIVE,
+        1e-38,
+        7.0,
+        -7.0,
+        0.0,
+    ];
+    let i: Vec<u8> = [
+        -128i8, -128, 127, 0, 5, -1, -1, 2, 2, 3, -2, 1, 0, 7, -7, 100, -100, 1, -1, 2, 3, 4, -3,
+        16,
+    ]
+    .iter()
+    .map(|&v| v as u8)
+    .collect();
+    let j: Vec<u8> = [
+        -1i8, 0, 0, 0, 0, 7, 8, -1, 64, 65, 7, -128, -5, -2, 2, 63, 3, 127, -127, 6, 5, 3, -3, -16,
+    ]
+    .iter()
+    .map(|&v| v as u8)
+    .collect();
+    let shaped = |v: &[f32]| {
+        Literal::Array(ArrayLiteral {
+            shape: ArrayShape::new(ElementType::F32, &[4, 6]),
+            data: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        })
+    };
+    assert_eq!(
+        same_as_evaluator(
+            hlo,
+            &[
+                shaped(&x),
+                shaped(&y),
+                array(ElementType::S8, i),
+                array(ElementType::S8, j)
+            ]
+        ),
+        4
+    );
+}
+
+/// What the backend cannot compile for these types is an error naming the instruction.
+#[test]
+fn unsupported_narrow_type_ops_are_errors() {
+    let hlo = "HloModule m\n\nENTRY main {\n  p = f8e4m3fn[4] parameter(0)\n  \
+               ROOT r = f8e4m3fn[4] reduce-precision(p), exponent_bits=2, mantissa_bits=1\n}\n";
+    let m = parse_module(hlo).expect("parses");
+    let e = compile(&m, &CpuOptions::default())
+        .err()
+        .expect("reduce-precision of an 8-bit float is refused");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("reduce-precision") && msg.contains("f8e4m3fn"),
+        "{msg}"
+    );
+}
