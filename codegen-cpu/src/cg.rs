@@ -3,11 +3,13 @@
 //! loads and stores in each element type's storage form, counted loops with loop-carried values,
 //! branches that merge values, intrinsics and libm calls.
 //!
-//! Registers hold `pred` as `i1`, integers as `iN`, `f32`, `f16` and `bf16` as `float` (a
-//! narrow float in a register is always a value its own type can represent, rounded after every
-//! operation) and `f64` as `double`. In memory `pred` is one byte (0 or 1) and `f16`/`bf16` are
-//! their 16-bit patterns. Complex values are `{F, F}` structs in registers and interleaved
-//! `(re, im)` pairs in memory (see [`crate::complex`]).
+//! Registers hold `pred` as `i1`, integers as `iN` (`i2` and `i4` for the sub-byte types),
+//! `f32`, `f16`, `bf16` and the 8- and 4-bit floats as `float` (a narrow float in a register is
+//! always a value its own type can represent, rounded after every operation) and `f64` as
+//! `double`. In memory, as in literals, `pred` is one byte (0 or 1), `f16`/`bf16` are their
+//! 16-bit patterns and every sub-byte type takes one byte holding its bits zero-extended (the
+//! 8- and 4-bit float conversions are in [`crate::minifloat`]). Complex values are `{F, F}`
+//! structs in registers and interleaved `(re, im)` pairs in memory (see [`crate::complex`]).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -48,6 +50,9 @@ pub(crate) struct Cg<'ctx> {
     pub features: String,
     /// Whether `f32` `exp`, `log` and `tanh` call libm instead of the inline approximations.
     pub libm_math: bool,
+    /// Whether kernels run with subnormals flushed (x86's FTZ and DAZ modes): functions say so
+    /// to LLVM, and ops whose results are not produced by float arithmetic flush explicitly.
+    pub ftz: bool,
     libm: RefCell<HashMap<String, FunctionValue<'ctx>>>,
 }
 
@@ -60,6 +65,7 @@ impl<'ctx> Cg<'ctx> {
             cpu: cpu.to_string(),
             features: features.to_string(),
             libm_math: false,
+            ftz: false,
             libm: RefCell::new(HashMap::new()),
         }
     }
@@ -105,9 +111,11 @@ impl<'ctx> Cg<'ctx> {
             S16 | U16 => self.ctx.i16_type().into(),
             S32 | U32 => self.ctx.i32_type().into(),
             S64 | U64 => self.ctx.i64_type().into(),
+            S2 | U2 | S4 | U4 => self.int_ty(t.bits()).into(),
             F16 | BF16 | F32 => self.f32().into(),
             F64 => self.f64().into(),
             C64 | C128 => crate::complex::struct_ty(self, t).into(),
+            t if crate::minifloat::is_minifloat(t) => self.f32().into(),
             _ => return Err(unsupported_type(t)),
         })
     }
@@ -118,6 +126,8 @@ impl<'ctx> Cg<'ctx> {
         Ok(match t {
             Pred => self.i8().into(),
             F16 | BF16 => self.ctx.i16_type().into(),
+            S2 | U2 | S4 | U4 => self.i8().into(),
+            t if crate::minifloat::is_minifloat(t) => self.i8().into(),
             _ => self.reg_ty(t)?,
         })
     }
@@ -131,7 +141,10 @@ impl<'ctx> Cg<'ctx> {
             32 => self.ctx.i32_type(),
             64 => self.ctx.i64_type(),
             128 => self.ctx.i128_type(),
-            _ => self.ctx.i64_type(),
+            // Any other width LLVM has (the sub-byte types' `i2` and `i4`).
+            _ => std::num::NonZeroU32::new(bits)
+                .and_then(|n| self.ctx.custom_width_int_type(n).ok())
+                .unwrap_or_else(|| self.ctx.i64_type()),
         }
     }
 
@@ -146,6 +159,10 @@ impl<'ctx> Cg<'ctx> {
                     ElementType::F16 => half::f16::from_f64(v).to_f64(),
                     ElementType::BF16 => half::bf16::from_f64(v).to_f64(),
                     ElementType::F32 => v as f32 as f64,
+                    t if crate::minifloat::is_minifloat(t) => {
+                        use axle_ir::literal::{f64_to_minifloat, minifloat_to_f64};
+                        minifloat_to_f64(t, f64_to_minifloat(t, v))
+                    }
                     _ => v,
                 };
                 ft.const_float(v).into()
@@ -158,6 +175,11 @@ impl<'ctx> Cg<'ctx> {
     /// An integer or pred constant.
     pub fn const_i(&self, t: ElementType, v: i128) -> R<Val<'ctx>> {
         Ok(match self.reg_ty(t)? {
+            // Sub-byte types: the value's low bits.
+            BasicTypeEnum::IntType(it) if it.get_bit_width() < 8 => {
+                let mask = (1u64 << it.get_bit_width()) - 1;
+                it.const_int(v as u64 & mask, false).into()
+            }
             BasicTypeEnum::IntType(it) => it.const_int(v as u64, true).into(),
             BasicTypeEnum::FloatType(_) => self.const_f(t, v as f64)?,
             _ => return Err("unexpected register type".into()),
@@ -185,6 +207,13 @@ impl<'ctx> Cg<'ctx> {
             );
         }
         f.add_attribute(AttributeLoc::Function, self.enum_attr("nounwind"));
+        if self.ftz {
+            // Tell LLVM's folds that subnormal inputs and outputs read as zero (same sign).
+            f.add_attribute(
+                AttributeLoc::Function,
+                attr("denormal-fp-math", "preserve-sign,preserve-sign"),
+            );
+        }
         // 512-bit vectors: znver4/5 otherwise prefer 256-bit ones.
         f.add_attribute(AttributeLoc::Function, attr("prefer-vector-width", "512"));
         f.add_attribute(
@@ -452,6 +481,13 @@ impl<'ctx> Cg<'ctx> {
                 let w = self.b.build_left_shift(w, self.c32(16), "bf")?;
                 self.b.build_bit_cast(w, self.f32(), "bf2f")?
             }
+            S2 | U2 | S4 | U4 => self
+                .b
+                .build_int_truncate(v.into_int_value(), self.reg_ty(t)?.into_int_type(), "sub")?
+                .into(),
+            t if crate::minifloat::is_minifloat(t) => {
+                crate::minifloat::to_f32(self, t, v.into_int_value())?.into()
+            }
             _ => v,
         })
     }
@@ -471,6 +507,14 @@ impl<'ctx> Cg<'ctx> {
                 self.b.build_bit_cast(h, self.ctx.i16_type(), "hb")?
             }
             BF16 => self.f32_to_bf16_bits(v.into_float_value())?.into(),
+            // The literal form: the value's bits, zero-extended.
+            S2 | U2 | S4 | U4 => self
+                .b
+                .build_int_z_extend(v.into_int_value(), self.i8(), "sub")?
+                .into(),
+            t if crate::minifloat::is_minifloat(t) => {
+                crate::minifloat::from_f32(self, t, v.into_float_value())?.into()
+            }
             _ => v,
         })
     }
@@ -495,7 +539,9 @@ impl<'ctx> Cg<'ctx> {
     /// Rounds a register value of a narrow float type to that type (a no-op for others).
     pub fn round(&self, t: ElementType, v: Val<'ctx>) -> R<Val<'ctx>> {
         match t {
-            ElementType::F16 | ElementType::BF16 => {
+            t if matches!(t, ElementType::F16 | ElementType::BF16)
+                || crate::minifloat::is_minifloat(t) =>
+            {
                 let m = self.to_mem(t, v)?;
                 self.load_form(t, m)
             }
@@ -571,8 +617,25 @@ pub(crate) fn supported_type(t: ElementType) -> bool {
     use ElementType::*;
     matches!(
         t,
-        Pred | S8 | S16 | S32 | S64 | U8 | U16 | U32 | U64 | F16 | BF16 | F32 | F64 | C64 | C128
-    )
+        Pred | S2
+            | S4
+            | S8
+            | S16
+            | S32
+            | S64
+            | U2
+            | U4
+            | U8
+            | U16
+            | U32
+            | U64
+            | F16
+            | BF16
+            | F32
+            | F64
+            | C64
+            | C128
+    ) || crate::minifloat::is_minifloat(t)
 }
 
 /// Row-major strides (in elements) of `dims`.

@@ -512,6 +512,27 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
                 }
                 return self.gen(ops[0], idx);
             }
+            Constant if matches!(m.literal(id), Some(Literal::Tuple(_))) => {
+                // Every leaf at this index, as for `tuple`.
+                let mut leaves = Vec::new();
+                literal_leaves(
+                    m.literal(id).ok_or("constant without a value")?,
+                    &mut leaves,
+                );
+                let mut out = Vec::with_capacity(leaves.len());
+                for (k, leaf) in leaves.iter().enumerate() {
+                    if !crate::cg::supported_type(leaf.ty()) {
+                        return Err(crate::cg::unsupported_type(leaf.ty()));
+                    }
+                    out.push(if leaf.len() == 1 {
+                        scalar_const(cg, leaf.ty(), leaf.element_bytes(0))?
+                    } else {
+                        let p = const_leaf_global(cg, m, id, k as u32)?;
+                        cg.load(leaf.ty(), p, idx.linear)?
+                    });
+                }
+                return Ok(out);
+            }
             Reduce => return self.gen_reduce(id, idx),
             ReduceWindow => return self.gen_reduce_window(id, idx),
             Parameter => return Err("parameter is not bound in this kernel".into()),
@@ -702,7 +723,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         let cg = self.cg;
         let lit = match m.literal(id) {
             Some(Literal::Array(a)) => a,
-            Some(Literal::Tuple(_)) => return Err("tuple constants are not supported".into()),
+            Some(Literal::Tuple(_)) => return Err("a tuple constant used as an array".into()),
             None => return Err("the constant's value was elided from the text".into()),
         };
         let ty = lit.ty();
@@ -759,13 +780,11 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         if a.ty.is_complex() || o.ty.is_complex() {
             return Err("bitcast-convert of complex types is not supported".into());
         }
-        if bi % 8 != 0 || bo % 8 != 0 {
-            return Err("bitcast-convert of sub-byte types is not supported".into());
-        }
         if bi == bo {
             let v = self.gen1(op, idx)?;
             return ops::bitcast_same_width(cg, a.ty, o.ty, v);
         }
+        // Elements are packed bit by bit, little-endian (sub-byte types by their own width).
         if bi > bo {
             // Each input element becomes the last dimension's bi/bo narrow elements.
             let k = *idx.multi.last().ok_or("bitcast-convert to a wider rank")?;
@@ -773,15 +792,12 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             let i = self.index_multi(&a.dims, multi)?;
             let v = self.gen1(op, &i)?;
             let wide = cg.int_ty(bi);
-            let bits = b
-                .build_bit_cast(cg.to_mem(a.ty, v)?, wide, "w")?
-                .into_int_value();
+            let bits = elem_bits(cg, a.ty, v)?;
             let k = b.build_int_truncate_or_bit_cast(k, wide, "k")?;
             let sh = b.build_int_mul(k, wide.const_int(bo as u64, false), "sh")?;
             let part = b.build_right_shift(bits, sh, false, "part")?;
             let part = b.build_int_truncate(part, cg.int_ty(bo), "part")?;
-            let mem = b.build_bit_cast(part, cg.mem_ty(o.ty)?, "m")?;
-            return cg.load_form(o.ty, mem);
+            return bits_elem(cg, o.ty, part);
         }
         // Narrow to wide: the input's last dimension holds bo/bi parts.
         let r = (bo / bi) as i64;
@@ -792,16 +808,13 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             multi.push(cg.c64(k));
             let i = self.index_multi(&a.dims, multi)?;
             let v = self.gen1(op, &i)?;
-            let bits = b
-                .build_bit_cast(cg.to_mem(a.ty, v)?, cg.int_ty(bi), "n")?
-                .into_int_value();
+            let bits = elem_bits(cg, a.ty, v)?;
             let bits = b.build_int_z_extend(bits, wide, "z")?;
             let bits =
                 b.build_left_shift(bits, wide.const_int((k * bi as i64) as u64, false), "s")?;
             acc = b.build_or(acc, bits, "acc")?;
         }
-        let mem = b.build_bit_cast(acc, cg.mem_ty(o.ty)?, "m")?;
-        cg.load_form(o.ty, mem)
+        bits_elem(cg, o.ty, acc)
     }
 
     fn gen_pad(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
@@ -1262,6 +1275,28 @@ fn phys_strides(dims: &[i64], m2m: &[i64]) -> Vec<i64> {
     s
 }
 
+/// The bits of a register value of type `ty` as an integer of `ty.bits()` bits.
+fn elem_bits<'ctx>(cg: &Cg<'ctx>, ty: ElementType, v: Val<'ctx>) -> R<IntValue<'ctx>> {
+    let m = cg.to_mem(ty, v)?;
+    let it = cg.int_ty(ty.bits());
+    Ok(if ty.bits().is_multiple_of(8) {
+        cg.b.build_bit_cast(m, it, "bits")?.into_int_value()
+    } else {
+        // Sub-byte types are their bits zero-extended in a byte.
+        cg.b.build_int_truncate(m.into_int_value(), it, "bits")?
+    })
+}
+
+/// The register value of type `ty` whose bits are `bits` (`ty.bits()` wide).
+fn bits_elem<'ctx>(cg: &Cg<'ctx>, ty: ElementType, bits: IntValue<'ctx>) -> R<Val<'ctx>> {
+    let mem = if ty.bits().is_multiple_of(8) {
+        cg.b.build_bit_cast(bits, cg.mem_ty(ty)?, "m")?
+    } else {
+        bv(cg.b.build_int_z_extend(bits, cg.i8(), "m")?)
+    };
+    cg.load_form(ty, mem)
+}
+
 /// A register constant from one element's literal bytes.
 pub(crate) fn scalar_const<'ctx>(cg: &Cg<'ctx>, ty: ElementType, bytes: &[u8]) -> R<Val<'ctx>> {
     use axle_ir::literal::{element_to_f64, element_to_i128};
@@ -1291,12 +1326,42 @@ pub(crate) fn scalar_const<'ctx>(cg: &Cg<'ctx>, ty: ElementType, bytes: &[u8]) -
 
 /// The global holding a constant's bytes (created once per instruction).
 pub(crate) fn const_global<'ctx>(cg: &Cg<'ctx>, id: InstId, data: &[u8]) -> R<PointerValue<'ctx>> {
-    let name = format!("const.{}", id.index());
-    if let Some(g) = cg.module.get_global(&name) {
+    bytes_global(cg, &format!("const.{}", id.index()), data)
+}
+
+/// The array leaves of a literal, depth-first.
+pub(crate) fn literal_leaves<'l>(l: &'l Literal, out: &mut Vec<&'l axle_ir::ArrayLiteral>) {
+    match l {
+        Literal::Array(a) => out.push(a),
+        Literal::Tuple(es) => es.iter().for_each(|e| literal_leaves(e, out)),
+    }
+}
+
+/// The global holding leaf `k` (depth-first) of constant `id`'s value; an array constant's one
+/// leaf is the global [`const_global`] makes.
+pub(crate) fn const_leaf_global<'ctx>(
+    cg: &Cg<'ctx>,
+    m: &Module,
+    id: InstId,
+    k: u32,
+) -> R<PointerValue<'ctx>> {
+    let lit = m.literal(id).ok_or("constant without a value")?;
+    if let Literal::Array(a) = lit {
+        return const_global(cg, id, &a.data);
+    }
+    let mut leaves = Vec::new();
+    literal_leaves(lit, &mut leaves);
+    let leaf = leaves.get(k as usize).ok_or("constant leaf out of range")?;
+    bytes_global(cg, &format!("const.{}.{k}", id.index()), &leaf.data)
+}
+
+/// A private constant global named `name` holding `data` (created once).
+fn bytes_global<'ctx>(cg: &Cg<'ctx>, name: &str, data: &[u8]) -> R<PointerValue<'ctx>> {
+    if let Some(g) = cg.module.get_global(name) {
         return Ok(g.as_pointer_value());
     }
     let init = cg.ctx.const_string(data, false);
-    let g = cg.module.add_global(init.get_type(), None, &name);
+    let g = cg.module.add_global(init.get_type(), None, name);
     g.set_initializer(&init);
     g.set_constant(true);
     g.set_linkage(Linkage::Private);

@@ -270,14 +270,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
         match &buf.kind {
             BufKind::Param(k) => slot(self.params, *k),
             BufKind::Output(k) => slot(self.outputs, *k),
-            BufKind::Const(id) => {
-                let lit = self
-                    .m
-                    .literal(*id)
-                    .and_then(|l| l.as_array())
-                    .ok_or_else(|| Fail::Msg("constant without a value".into()))?;
-                crate::elemental::const_global(cg, *id, &lit.data)
-            }
+            BufKind::Const(id, k) => crate::elemental::const_leaf_global(cg, self.m, *id, *k),
             BufKind::Temp => {
                 let off = self.prog.plan.offsets[b as usize]
                     .ok_or_else(|| Fail::Msg("temporary without an offset".into()))?;

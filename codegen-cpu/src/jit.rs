@@ -275,6 +275,7 @@ pub(crate) fn build<'ctx>(
     let t = Instant::now();
     let mut cg = Cg::new(ctx, &m.name, &spec.cpu, &spec.features);
     cg.libm_math = opts.libm_math;
+    cg.ftz = opts.flush_denormals;
     cg.module.set_triple(&spec.triple);
     cg.module
         .set_data_layout(&tm.get_target_data().get_data_layout());

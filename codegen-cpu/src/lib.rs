@@ -37,6 +37,7 @@ mod jit;
 mod kernels;
 mod lower;
 mod math;
+mod minifloat;
 mod ops;
 mod runtime;
 mod signature;

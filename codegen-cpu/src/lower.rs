@@ -33,8 +33,8 @@ pub(crate) enum BufKind {
     Param(u32),
     /// Leaf `k` of the entry result.
     Output(u32),
-    /// The value of a constant instruction (read-only global).
-    Const(InstId),
+    /// Leaf `k` (depth-first) of the value of a constant instruction (read-only global).
+    Const(InstId, u32),
     /// Part of the temporary block.
     Temp,
 }
@@ -300,6 +300,24 @@ impl<'m> Lower<'m> {
         (self.bufs.len() - 1) as BufId
     }
 
+    /// The buffers of a constant's literal, a global per leaf (numbered depth-first from `k`).
+    fn const_tree(&mut self, id: InstId, l: &Literal, k: &mut u32) -> R<VTree> {
+        Ok(match l {
+            Literal::Array(a) => {
+                if !crate::cg::supported_type(a.ty()) {
+                    return Err(crate::cg::unsupported_type(a.ty()));
+                }
+                *k += 1;
+                VTree::Leaf(self.new_buf(BufKind::Const(id, *k - 1), a.shape.clone()))
+            }
+            Literal::Tuple(es) => VTree::Tuple(
+                es.iter()
+                    .map(|e| self.const_tree(id, e, k))
+                    .collect::<R<_>>()?,
+            ),
+        })
+    }
+
     /// Temporary buffers for every leaf of `id`'s shape, as a tree.
     fn temps_for(&mut self, id: InstId) -> R<VTree> {
         let m = self.m;
@@ -378,15 +396,10 @@ impl<'m> Lower<'m> {
         match m.opcode(id) {
             Parameter => Err("parameter without an argument".into()),
             Constant => match m.literal(id) {
-                Some(Literal::Array(a)) => {
-                    if !crate::cg::supported_type(a.ty()) {
-                        return Err(crate::cg::unsupported_type(a.ty()));
-                    }
-                    Ok(VTree::Leaf(
-                        self.new_buf(BufKind::Const(id), a.shape.clone()),
-                    ))
+                Some(l) => {
+                    let mut k = 0;
+                    self.const_tree(id, l, &mut k)
                 }
-                Some(Literal::Tuple(_)) => Err("tuple constants are not supported".into()),
                 None => Err("the constant's value was elided from the text".into()),
             },
             Tuple => Ok(VTree::Tuple(ops.iter().map(val).collect::<R<_>>()?)),

@@ -1,12 +1,19 @@
 //! Scalar semantics of every elementwise op on register values, following XLA (and the
 //! reference evaluator): integer arithmetic wraps, `x / 0` is `-1` (signed) or all ones
-//! (unsigned), `INT_MIN / -1` is `INT_MIN`, `x % 0` is `x`, shifts by at least the bit width give
-//! `0` (or the sign for arithmetic right shifts), `maximum`/`minimum` propagate NaN (the left
-//! operand on ties), float-to-int `convert` saturates and maps NaN to `0`, and `f16`/`bf16`
-//! arithmetic is done in `f32` and rounded after every op.
+//! (unsigned), `INT_MIN / -1` is `INT_MIN`, `x % 0` is `x`, `INT_MIN % -1` is `0`, shifts by at
+//! least the bit width give `0` (or the sign for arithmetic right shifts), integer `power`
+//! squares over the exponent's low six bits, float `maximum`/`minimum` propagate NaN (the left
+//! one first) and order `-0` below `+0`, float-to-int `convert` saturates and maps NaN to `0`,
+//! and the floats narrower than `f32` (`f16`, `bf16`, the 8- and 4-bit formats) are computed in
+//! `f32` and rounded after every op.
 //!
-//! Everything here is branch-free (selects, intrinsics, libm calls), so loops stay vectorizable;
-//! the one exception is integer `power`, a small loop.
+//! Subnormals: with FTZ (the default, as XLA's CPU backend runs) the hardware flushes operands
+//! and results of float instructions; ops whose results come from anything else (selects,
+//! libm calls, rounding intrinsics) flush their `f32`/`f64`/`bf16` operands and results
+//! explicitly ([`flush`]), with integer instructions. `abs`, `negate`, total-order compares,
+//! `reduce-precision` and bit-level converts stay exact, as in XLA.
+//!
+//! Everything here is branch-free (selects, intrinsics, libm calls), so loops stay vectorizable.
 
 use axle_ir::{ComparisonDirection, ComparisonType, ElementType, Opcode};
 use inkwell::values::{FloatValue, IntValue};
@@ -51,9 +58,18 @@ pub(crate) fn unary<'ctx>(
         };
     }
     if in_ty.is_float() {
-        let r = float_unary(cg, op, in_ty, v.into_float_value())?;
-        return if op == Opcode::IsFinite {
+        use Opcode::*;
+        // Ops not computed by one float instruction flush explicitly under FTZ: a select
+        // passes its operand's bits through, a libm function may return a tiny input as is.
+        let flushes = !matches!(op, Abs | Negate | Real | Imag | IsFinite | Sqrt | Rsqrt);
+        let x = v.into_float_value();
+        let x = if flushes { flush(cg, in_ty, x)? } else { x };
+        let r = float_unary(cg, op, in_ty, x)?;
+        return if op == IsFinite {
             Ok(r)
+        } else if flushes {
+            let r = flush(cg, in_ty, r.into_float_value())?;
+            cg.round(in_ty, bv(r))
         } else {
             cg.round(in_ty, r)
         };
@@ -196,7 +212,17 @@ pub(crate) fn binary<'ctx>(
         }));
     }
     if ty.is_float() {
-        let r = float_binary(cg, op, ty, a.into_float_value(), c.into_float_value())?;
+        use Opcode::*;
+        // As for unary ops: only the single-instruction arithmetic is flushed by the hardware.
+        let flushes = !matches!(op, Add | Subtract | Multiply | Divide);
+        let (x, y) = (a.into_float_value(), c.into_float_value());
+        let r = if flushes {
+            let (x, y) = (flush(cg, ty, x)?, flush(cg, ty, y)?);
+            let r = float_binary(cg, op, ty, x, y)?;
+            bv(flush(cg, ty, r.into_float_value())?)
+        } else {
+            float_binary(cg, op, ty, x, y)?
+        };
         return cg.round(ty, r);
     }
     if ty.is_int() {
@@ -205,8 +231,68 @@ pub(crate) fn binary<'ctx>(
     Err(not_defined(op, ty))
 }
 
-/// XLA's `maximum` on floats: NaN if either is NaN (the left one first), else the larger, the
-/// left operand on ties.
+/// A subnormal `f32`/`f64` register value replaced by a zero of its sign when the module runs
+/// with FTZ (as XLA's CPU backend does); integer operations, so the result does not depend on
+/// the float mode. `f16` values are never subnormal in an `f32` register, and the 8- and 4-bit
+/// floats compute without flushing (as the evaluator does), so those pass through.
+pub(crate) fn flush<'ctx>(
+    cg: &Cg<'ctx>,
+    ty: ElementType,
+    v: FloatValue<'ctx>,
+) -> R<FloatValue<'ctx>> {
+    if !matches!(ty, ElementType::F32 | ElementType::F64 | ElementType::BF16) {
+        return Ok(v);
+    }
+    flush_reg(cg, v)
+}
+
+/// [`flush`] of any `f32` or `f64` register value, whatever type it holds.
+fn flush_reg<'ctx>(cg: &Cg<'ctx>, v: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+    if !cg.ftz {
+        return Ok(v);
+    }
+    let b = &cg.b;
+    let (it, exp, sign) = if v.get_type() == cg.f64() {
+        (cg.i64(), 0x7ff0_0000_0000_0000u64, 1u64 << 63)
+    } else {
+        (cg.i32(), 0x7f80_0000, 1 << 31)
+    };
+    let x = b.build_bit_cast(v, it, "fb")?.into_int_value();
+    let e = b.build_and(x, it.const_int(exp, false), "fe")?;
+    let sub = b.build_int_compare(IntPredicate::EQ, e, it.const_zero(), "sub")?;
+    let z = b.build_and(x, it.const_int(sign, false), "fz")?;
+    let r = b.build_select(sub, z, x, "ftz")?;
+    Ok(b.build_bit_cast(r, v.get_type(), "f")?.into_float_value())
+}
+
+/// The result of `maximum` (`max`) or `minimum` on two equal zeros: `+0` wins `maximum` unless
+/// both are `-0`, `-0` wins `minimum` (the bits' AND or OR). Equal non-zero values have equal
+/// bits, so this is right whenever the operands compare equal.
+fn zero_tie<'ctx>(
+    cg: &Cg<'ctx>,
+    max: bool,
+    a: FloatValue<'ctx>,
+    c: FloatValue<'ctx>,
+) -> R<FloatValue<'ctx>> {
+    let b = &cg.b;
+    let it = if a.get_type() == cg.f64() {
+        cg.i64()
+    } else {
+        cg.i32()
+    };
+    let x = b.build_bit_cast(a, it, "xb")?.into_int_value();
+    let y = b.build_bit_cast(c, it, "yb")?.into_int_value();
+    let r = if max {
+        b.build_and(x, y, "tie")?
+    } else {
+        b.build_or(x, y, "tie")?
+    };
+    Ok(b.build_bit_cast(r, a.get_type(), "tie")?.into_float_value())
+}
+
+/// XLA's `maximum` on floats (IEEE 754-2019 `maximum`, as XLA's CPU backend computes it): NaN
+/// if either is NaN (the left one first), else the larger, with `+0` above `-0`. Operands are
+/// already flushed where the module flushes.
 pub(crate) fn fmax<'ctx>(
     cg: &Cg<'ctx>,
     a: FloatValue<'ctx>,
@@ -215,11 +301,14 @@ pub(crate) fn fmax<'ctx>(
     let b = &cg.b;
     let take_c = b.build_float_compare(FloatPredicate::ULT, a, c, "ult")?;
     let r = b.build_select(take_c, c, a, "max")?.into_float_value();
+    let eq = b.build_float_compare(FloatPredicate::OEQ, a, c, "eq")?;
+    let tie = zero_tie(cg, true, a, c)?;
+    let r = b.build_select(eq, tie, r, "max")?.into_float_value();
     let anan = b.build_float_compare(FloatPredicate::UNO, a, a, "anan")?;
     Ok(b.build_select(anan, a, r, "max")?.into_float_value())
 }
 
-/// XLA's `minimum` on floats.
+/// XLA's `minimum` on floats: as [`fmax`], with `-0` below `+0`.
 pub(crate) fn fmin<'ctx>(
     cg: &Cg<'ctx>,
     a: FloatValue<'ctx>,
@@ -228,6 +317,9 @@ pub(crate) fn fmin<'ctx>(
     let b = &cg.b;
     let take_c = b.build_float_compare(FloatPredicate::UGT, a, c, "ugt")?;
     let r = b.build_select(take_c, c, a, "min")?.into_float_value();
+    let eq = b.build_float_compare(FloatPredicate::OEQ, a, c, "eq")?;
+    let tie = zero_tie(cg, false, a, c)?;
+    let r = b.build_select(eq, tie, r, "min")?.into_float_value();
     let anan = b.build_float_compare(FloatPredicate::UNO, a, a, "anan")?;
     Ok(b.build_select(anan, a, r, "min")?.into_float_value())
 }
@@ -346,61 +438,44 @@ fn int_binary<'ctx>(
                 }
             }
         }
-        Power => return int_power(cg, ty, x, y),
+        Power => return int_power(cg, x, y),
         _ => return Err(not_defined(op, ty)),
     }))
 }
 
-/// XLA's integer power: exponentiation by squaring with wraparound; a negative exponent gives
-/// `1` for a base of `1` and `0` otherwise.
-fn int_power<'ctx>(
-    cg: &Cg<'ctx>,
-    ty: ElementType,
-    x: IntValue<'ctx>,
-    y: IntValue<'ctx>,
-) -> R<Val<'ctx>> {
+/// XLA's integer power, as its CPU backend computes it: exponentiation by squaring over the
+/// low six bits of the exponent, wrapping; an exponent whose top bit is set (unsigned types
+/// included) gives `1` for a base of `1`, `±1` by the exponent's parity for a base of `-1`
+/// (all ones), and `0` otherwise. Unrolled, so branch-free.
+fn int_power<'ctx>(cg: &Cg<'ctx>, x: IntValue<'ctx>, y: IntValue<'ctx>) -> R<Val<'ctx>> {
     let b = &cg.b;
     let it = x.get_type();
     let zero = it.const_zero();
     let one = it.const_int(1, false);
-    let init = [bv(one), bv(x), bv(y)];
-    let out = cg.while_loop(
-        &init,
-        |s| {
-            let e = s[2].into_int_value();
-            let pred = if ty.is_signed_int() {
-                IntPredicate::SGT
-            } else {
-                IntPredicate::UGT
-            };
-            Ok(b.build_int_compare(pred, e, zero, "more")?)
-        },
-        |s| {
-            let (acc, base, e) = (
-                s[0].into_int_value(),
-                s[1].into_int_value(),
-                s[2].into_int_value(),
-            );
-            let odd = b.build_and(e, one, "odd")?;
-            let odd = b.build_int_compare(IntPredicate::NE, odd, zero, "odd")?;
-            let m = b.build_int_mul(acc, base, "m")?;
-            let acc = b.build_select(odd, m, acc, "acc")?;
-            let base = b.build_int_mul(base, base, "sq")?;
-            let e = b.build_right_shift(e, one, false, "e")?;
-            Ok(vec![acc, bv(base), bv(e)])
-        },
-    )?;
-    let r = out[0].into_int_value();
+    let ones = it.const_all_ones();
+    let bits = it.get_bit_width();
+    let mut acc = one;
+    let mut base = x;
+    for k in 0..6u32 {
+        if k >= bits {
+            break;
+        }
+        let bit = b.build_right_shift(y, it.const_int(k as u64, false), false, "eb")?;
+        let bit = b.build_and(bit, one, "eb")?;
+        let odd = b.build_int_compare(IntPredicate::NE, bit, zero, "odd")?;
+        let m = b.build_int_mul(acc, base, "m")?;
+        acc = b.build_select(odd, m, acc, "acc")?.into_int_value();
+        base = b.build_int_mul(base, base, "sq")?;
+    }
+    let top = b.build_int_compare(IntPredicate::SLT, y, zero, "top")?;
+    let y_odd = b.build_and(y, one, "yodd")?;
+    let y_odd = b.build_int_compare(IntPredicate::NE, y_odd, zero, "yodd")?;
+    let m1 = b.build_select(y_odd, ones, one, "m1")?.into_int_value();
     let x1 = b.build_int_compare(IntPredicate::EQ, x, one, "x1")?;
-    let y0 = b.build_int_compare(IntPredicate::EQ, y, zero, "y0")?;
-    let triv = b.build_or(x1, y0, "triv")?;
-    let r = if ty.is_signed_int() {
-        let neg = b.build_int_compare(IntPredicate::SLT, y, zero, "neg")?;
-        b.build_select(neg, zero, r, "pow")?.into_int_value()
-    } else {
-        r
-    };
-    Ok(b.build_select(triv, one, r, "pow")?)
+    let xm1 = b.build_int_compare(IntPredicate::EQ, x, ones, "xm1")?;
+    let neg = b.build_select(xm1, m1, zero, "neg")?.into_int_value();
+    let neg = b.build_select(x1, one, neg, "neg")?.into_int_value();
+    Ok(b.build_select(top, neg, acc, "pow")?)
 }
 
 /// The integer key whose signed order is XLA's total order on floats.
@@ -506,10 +581,8 @@ pub(crate) fn clamp<'ctx>(
             x.into_float_value(),
             hi.into_float_value(),
         );
-        let lt = b.build_float_compare(FloatPredicate::OLT, v, l, "lt")?;
-        let t = b.build_select(lt, l, v, "t")?.into_float_value();
-        let lt = b.build_float_compare(FloatPredicate::OLT, t, h, "lt")?;
-        let r = b.build_select(lt, t, h, "r")?;
+        let (l, v, h) = (flush(cg, ty, l)?, flush(cg, ty, v)?, flush(cg, ty, h)?);
+        let r = bv(fmin(cg, fmax(cg, v, l)?, h)?);
         let hn = b.build_float_compare(FloatPredicate::UNO, h, h, "hn")?;
         let r = b.build_select(hn, bv(h), r, "r")?;
         let vn = b.build_float_compare(FloatPredicate::UNO, v, v, "vn")?;
@@ -545,7 +618,8 @@ pub(crate) fn convert<'ctx>(
     let to_reg = cg.reg_ty(to)?;
     if to.is_pred() {
         return Ok(bv(if from.is_float() {
-            let x = v.into_float_value();
+            // XLA compares with a float instruction: subnormals read as zero.
+            let x = flush_reg(cg, v.into_float_value())?;
             b.build_float_compare(FloatPredicate::UNE, x, x.get_type().const_zero(), "ne0")?
         } else {
             let x = v.into_int_value();
@@ -588,7 +662,10 @@ pub(crate) fn convert<'ctx>(
         }
         if to.is_float() {
             return Ok(match (from == ElementType::F64, to) {
-                (false, ElementType::F64) => bv(b.build_float_ext(x, cg.f64(), "ext")?),
+                // A float instruction in XLA, so subnormal sources read as zero.
+                (false, ElementType::F64) => {
+                    bv(b.build_float_ext(flush_reg(cg, x)?, cg.f64(), "ext")?)
+                }
                 (false, _) => cg.round(to, v)?,
                 (true, ElementType::F16) => {
                     // One rounding straight from f64, as LLVM's fptrunc double -> half does.
@@ -596,8 +673,9 @@ pub(crate) fn convert<'ctx>(
                     bv(b.build_float_ext(h, cg.f32(), "h2f")?)
                 }
                 (true, _) => {
+                    // Through f32 (a float instruction in XLA, flushing a subnormal result).
                     let f = b.build_float_trunc(x, cg.f32(), "d2f")?;
-                    cg.round(to, bv(f))?
+                    cg.round(to, bv(flush_reg(cg, f)?))?
                 }
             });
         }
@@ -672,8 +750,8 @@ pub(crate) fn reduce_precision<'ctx>(
         let under = b.build_int_compare(IntPredicate::ULE, e, k(min_e << src_mb), "under")?;
         r = b.build_select(under, signed_zero, r, "r")?.into_int_value();
     }
-    let nan_val = if mb > 0 { x } else { k(exp_mask) };
-    let r = b.build_select(is_nan, nan_val, r, "rp")?;
+    // NaN stays the input NaN, even with no mantissa bits left (as XLA's CPU backend does).
+    let r = b.build_select(is_nan, x, r, "rp")?;
     let m = b.build_bit_cast(r, cg.mem_ty(ty)?, "m")?;
     cg.load_form(ty, m)
 }
