@@ -68,25 +68,18 @@ fn same_results(r: Recipe, seed: u64) -> TestResult {
     };
     let default = match run_on("cpu", &m, &args) {
         Ok(g) => g,
-        Err(e) => {
-            return TestResult::error(format!("cpu: {e}\n{}", axle::ir::print_module(&m)))
-        }
+        Err(e) => return TestResult::error(format!("cpu: {e}\n{}", axle::ir::print_module(&m))),
     };
     let got = match run_cpu_libm(&m, &args) {
         Ok(g) => g,
-        Err(e) => {
-            return TestResult::error(format!("cpu: {e}\n{}", axle::ir::print_module(&m)))
-        }
+        Err(e) => return TestResult::error(format!("cpu: {e}\n{}", axle::ir::print_module(&m))),
     };
     if got.len() != want.len() || default.len() != want.len() {
         return TestResult::error("different numbers of results");
     }
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         if let Err(e) = compare_arrays(w, g, tolerance(w)) {
-            return TestResult::error(format!(
-                "result {k}: {e}\n{}",
-                axle::ir::print_module(&m)
-            ));
+            return TestResult::error(format!("result {k}: {e}\n{}", axle::ir::print_module(&m)));
         }
     }
     // The default build differs from libm in the last bits of exp, log and tanh (tested against

@@ -1210,9 +1210,9 @@ impl<'m> Evaluator<'m> {
     fn eval_conditional(&mut self, id: InstId, ops: &[&Literal]) -> R<Literal> {
         let m = self.m;
         let sel = arr(ops[0])?;
-        let branches: Vec<CompId> = m
-            .branch_computations(id)
-            .ok_or("conditional needs branch_computations or true_computation and false_computation")?;
+        let branches: Vec<CompId> = m.branch_computations(id).ok_or(
+            "conditional needs branch_computations or true_computation and false_computation",
+        )?;
         if branches.is_empty() {
             return Err("conditional has no branches".into());
         }

@@ -30,6 +30,7 @@ mod kernels;
 mod lower;
 mod math;
 mod ops;
+mod rng;
 mod signature;
 
 pub use aot::{c_identifier, compile_aot, AotOutput};

@@ -205,10 +205,9 @@ pub fn run_per_output(
 /// The cases of `dir/manifest.json`.
 pub fn manifest_cases(dir: &Path) -> Vec<Value> {
     let path = dir.join("manifest.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let manifest: Value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let manifest: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     manifest["cases"]
         .as_array()
         .unwrap_or_else(|| panic!("{}: no cases", path.display()))
