@@ -79,9 +79,9 @@ fn matches_the_evaluator_at_every_thread_count() {
 #[test]
 fn unsupported_element_type_is_an_error() {
     let m = module("rng_philox", 2, "pred[4]");
-    let err = compile(&m, &CpuOptions::default())
-        .err()
-        .expect("pred bits are refused");
+    let Err(err) = compile(&m, &CpuOptions::default()) else {
+        panic!("pred bits are refused");
+    };
     let text = err.to_string();
     assert!(text.contains("rng-bit-generator"), "{text}");
     assert!(text.contains("pred"), "{text}");
