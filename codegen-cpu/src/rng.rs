@@ -5,8 +5,8 @@
 //! so the kernel's work items are the block calls: each item computes one block of 32-bit words
 //! from its counter and stores the elements those words make. Results never depend on how the
 //! items are split across threads. The new state is written by the item range that starts at
-//! 0 (the kernel always has at least one item, so an empty output still advances nothing but
-//! still writes the state).
+//! 0 (the kernel always has at least one item, so the state is written even for an empty
+//! output).
 //!
 //! Layout (the evaluator's `analysis/src/eval/rng.rs`, checked against XLA):
 //! - the state is `u64[k]`, `k >= 2`; `state[0]` is the key, split into two 32-bit words;
