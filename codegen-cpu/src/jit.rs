@@ -268,6 +268,16 @@ pub(crate) fn build<'ctx>(
     // Everything below relies on the verifier's invariants (shapes agree with attributes).
     axle_ir::verify(m)
         .map_err(|e| CodegenError::general(&m.name, format!("the module does not verify: {e}")))?;
+    // Batch-norm ops run as on XLA's CPU backend: expanded into ordinary HLO first.
+    use axle_fusion::batchnorm_expander::{expand_batch_norm, has_batch_norm};
+    let expanded = if has_batch_norm(m) {
+        Some(expand_batch_norm(m).map_err(|e| {
+            CodegenError::general(&m.name, format!("batch-norm expansion failed: {e}"))
+        })?)
+    } else {
+        None
+    };
+    let m = expanded.as_ref().unwrap_or(m);
     let prog = lower(m).map_err(|f| finish(m, f))?;
     timings.lower = t.elapsed();
     let spec = target_spec(opts);

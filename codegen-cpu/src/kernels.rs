@@ -115,6 +115,7 @@ pub(crate) fn emit_kernel<'ctx>(
         KernelKind::TopK => kc.emit_topk(scratch_ptr.ok_or("topk without scratch")?)?,
         KernelKind::Gemm => kc.emit_gemm(scratch_ptr.ok_or("gemm without scratch")?)?,
         KernelKind::Conv => kc.emit_conv()?,
+        KernelKind::Rng => crate::rng::emit_rng(&mut kc.g, m, k.root, &kc.outs, kc.start, kc.end)?,
     };
     cg.b.build_return(None)?;
     Ok(Emitted {

@@ -39,6 +39,7 @@ mod lower;
 mod math;
 mod minifloat;
 mod ops;
+mod rng;
 mod runtime;
 mod signature;
 

@@ -95,6 +95,8 @@ pub(crate) enum KernelKind {
     Gemm,
     /// An `f32`/`f64` `convolution` of buffers, register-tiled.
     Conv,
+    /// An `rng-bit-generator` root: items are block calls of its generator.
+    Rng,
 }
 
 /// A kernel: computes `root` with `bindings` read from buffers and writes `outputs`.
@@ -203,6 +205,7 @@ fn root_kind(m: &Module, id: InstId) -> Option<KernelKind> {
         SelectAndScatter => KernelKind::SelectAndScatter,
         Sort => KernelKind::Sort,
         TopK => KernelKind::TopK,
+        RngBitGenerator => KernelKind::Rng,
         CustomCall if is_topk_custom_call(m, id) => KernelKind::TopK,
         Dot if crate::gemm::gemm_geo(m, id).is_some() => KernelKind::Gemm,
         Convolution if crate::conv_fast::conv_fast(m, id).is_some() => KernelKind::Conv,

@@ -1,11 +1,12 @@
 //! Graph rewriting that feeds fusion: algebraic simplification, constant folding, inlining,
-//! tuple, while-loop and reshape simplification, zero-sized-array elimination and broadcast
-//! canonicalization, one pass per file, named as the pass. Fusion itself comes later.
+//! tuple, while-loop and reshape simplification, zero-sized-array elimination, broadcast
+//! canonicalization and the expansion of batch-norm ops, one pass per file, named as the pass. Fusion itself comes later.
 //!
 //! [`register`] adds every pass of this crate to a [`PassRegistry`].
 #![deny(missing_docs)]
 
 pub mod algsimp;
+pub mod batchnorm_expander;
 pub mod broadcast_canonicalize;
 pub mod clone;
 pub mod constant_folding;
@@ -71,5 +72,11 @@ pub fn register(reg: &mut PassRegistry) {
         doc: "sorts broadcast dimensions (adding a transpose) and drops degenerate reshapes under broadcasts",
         options: &[],
         create: |_| Box::new(broadcast_canonicalize::BroadcastCanonicalize),
+    });
+    reg.register(PassInfo {
+        name: "batchnorm-expander",
+        doc: "expands batch-norm-inference/training/grad into broadcasts, reduces and elementwise ops, as XLA's BatchNormExpander",
+        options: &[],
+        create: |_| Box::new(batchnorm_expander::BatchNormExpander),
     });
 }
