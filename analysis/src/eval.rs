@@ -100,7 +100,7 @@ impl Default for EvalOptions {
 /// default [`EvalOptions`]. The result is the root's value; a tuple root gives a
 /// [`Literal::Tuple`].
 ///
-/// The module is expected to verify ([`axle_ir::verify`]): the evaluator trusts declared
+/// The module is expected to verify ([`axle_ir::verify()`]): the evaluator trusts declared
 /// shapes where an op's result shape is not determined by its operands alone (a `reduce-window`
 /// whose declared shape disagrees with its window is evaluated over the declared shape).
 pub fn evaluate(m: &Module, args: &[Literal]) -> Result<Literal, EvalError> {
