@@ -1537,3 +1537,42 @@ fn malformed_shapes_are_errors_not_wrong_answers() {
     let e = run_err(&t, &[f32s(&[2, 3], &[0.0; 6])]);
     assert!(e.message.contains("declared shape"), "{e}");
 }
+
+#[test]
+fn calls_fusions_and_conditionals_inside_applied_computations() {
+    // A reducer that calls a computation, a map whose body is a fusion, a sort-free
+    // conditional on a pred and on an s32 index (out of range: the last branch).
+    let comps = "inner {\n  inner.a = f32[] parameter(0)\n  inner.b = f32[] parameter(1)\n  ROOT inner.s = f32[] add(inner.a, inner.b)\n}\n\n\
+         red {\n  red.x = f32[] parameter(0)\n  red.y = f32[] parameter(1)\n  ROOT red.c = f32[] call(red.x, red.y), to_apply=inner\n}\n\n\
+         fused {\n  fused.p = f32[] parameter(0)\n  fused.q = f32[] multiply(fused.p, fused.p)\n  ROOT fused.r = f32[] negate(fused.q)\n}\n\n\
+         body {\n  body.x = f32[] parameter(0)\n  ROOT body.f = f32[] fusion(body.x), kind=kLoop, calls=fused\n}\n\n\
+         neg {\n  neg.x = f32[] parameter(0)\n  ROOT neg.r = f32[] negate(neg.x)\n}\n\n\
+         dbl {\n  dbl.x = f32[] parameter(0)\n  ROOT dbl.r = f32[] add(dbl.x, dbl.x)\n}\n\n\
+         sq {\n  sq.x = f32[] parameter(0)\n  ROOT sq.r = f32[] multiply(sq.x, sq.x)\n}\n\n\
+         pick {\n  pick.x = f32[] parameter(0)\n  pick.z = f32[] constant(0)\n  pick.p = pred[] compare(pick.x, pick.z), direction=LT\n  ROOT pick.c = f32[] conditional(pick.p, pick.x, pick.x), true_computation=neg, false_computation=dbl\n}\n\n\
+         pick3 {\n  pick3.x = f32[] parameter(0)\n  pick3.i = s32[] convert(pick3.x)\n  ROOT pick3.c = f32[] conditional(pick3.i, pick3.x, pick3.x, pick3.x), branch_computations={neg, dbl, sq}\n}\n";
+    let t = module(
+        comps,
+        &["f32[2,3]", "f32[5]"],
+        "z = f32[] constant(0)\n\
+         s = f32[2] reduce(p0, z), dimensions={1}, to_apply=red\n\
+         m = f32[5] map(p1), dimensions={0}, to_apply=body\n\
+         c = f32[5] map(p1), dimensions={0}, to_apply=pick\n\
+         k = f32[5] map(p1), dimensions={0}, to_apply=pick3\n\
+         r = (f32[2], f32[5], f32[5], f32[5]) tuple(s, m, c, k)",
+    );
+    let x = [-1.0, 0.0, 1.0, 2.0, 7.0];
+    let r = run(
+        &t,
+        &[
+            f32s(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+            f32s(&[5], &x),
+        ],
+    );
+    let r = tuple(&r);
+    assert_eq!(as_f32(&r[0]), vec![6.0, 15.0]);
+    assert_eq!(as_f32(&r[1]), vec![-1.0, -0.0, -1.0, -4.0, -49.0]);
+    assert_eq!(as_f32(&r[2]), vec![1.0, 0.0, 2.0, 4.0, 14.0]);
+    // Index -1 and 7 are out of range: the last branch (square).
+    assert_eq!(as_f32(&r[3]), vec![1.0, -0.0, 2.0, 4.0, 49.0]);
+}

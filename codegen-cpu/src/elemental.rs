@@ -160,6 +160,28 @@ pub(crate) fn is_elemental(m: &Module, id: InstId) -> bool {
                 | PartitionId
                 | ReplicaId
         )
+        || matches!(op, Call | Fusion | Conditional) && scalar_call(m, id)
+}
+
+/// Whether every array leaf of `s` has one element (and it has no tokens).
+fn single_elements(m: &Module, s: &Shape) -> bool {
+    match s {
+        Shape::Array(a) => a.num_elements() == 1,
+        Shape::Tuple(ids) => ids.iter().all(|&e| single_elements(m, m.shape_of(e))),
+        Shape::Token | Shape::Opaque => false,
+    }
+}
+
+/// A `call`, `fusion` or `conditional` on single-element arrays with a single-element result,
+/// as in reducer, comparator and `map` bodies: emitted by applying the called computations to
+/// the operand values (a conditional computes every branch and selects, which is exact since
+/// the emitted arithmetic never traps).
+fn scalar_call(m: &Module, id: InstId) -> bool {
+    single_elements(m, m.shape(id))
+        && m.operands(id).iter().all(|&o| match m.shape(o) {
+            Shape::Array(a) => a.num_elements() == 1,
+            _ => false,
+        })
 }
 
 /// Whether the whole computation `comp` can be emitted elementally (every instruction its
@@ -187,6 +209,13 @@ pub(crate) fn comp_is_elemental(m: &Module, comp: CompId) -> bool {
                 Some(c) if comp_is_elemental(m, c) => {}
                 _ => return false,
             }
+        }
+        if matches!(
+            m.opcode(id),
+            Opcode::Call | Opcode::Fusion | Opcode::Conditional
+        ) && !m.called_comps_iter(id).all(|c| comp_is_elemental(m, c))
+        {
+            return false;
         }
         stack.extend_from_slice(m.operands(id));
     }
@@ -408,6 +437,76 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         child.gen_unit(root, &idx)
     }
 
+    /// A `call`, `fusion` or `conditional` on single-element values (see [`scalar_call`]).
+    fn gen_scalar_call(&mut self, id: InstId) -> R<Vec<Val<'ctx>>> {
+        let m = self.m;
+        if !scalar_call(m, id) {
+            return Err(format!(
+                "{} is emitted per element only on single-element values",
+                m.opcode(id).name()
+            )
+            .into());
+        }
+        let ops = m.operands(id);
+        let s = self.scalar_index();
+        let mut vals = Vec::with_capacity(ops.len());
+        for &o in ops {
+            let v = self.gen_unit(o, &s)?;
+            vals.push(*v.first().ok_or("an operand without a value")?);
+        }
+        let key = match m.opcode(id) {
+            Opcode::Call => AttrKey::ToApply,
+            Opcode::Fusion => AttrKey::Calls,
+            _ => {
+                let branches = m
+                    .branch_computations(id)
+                    .ok_or("conditional needs branch computations")?;
+                if branches.is_empty() || vals.len() != branches.len() + 1 {
+                    return Err("conditional needs one operand per branch".into());
+                }
+                let outs = branches
+                    .iter()
+                    .enumerate()
+                    .map(|(b, &c)| self.apply(c, &vals[b + 1..b + 2]))
+                    .collect::<R<Vec<_>>>()?;
+                return self.select_branch(id, vals[0], outs);
+            }
+        };
+        let c = m
+            .comp_attr(id, &key)
+            .ok_or_else(|| format!("{} needs {}", m.opcode(id).name(), key.name()))?;
+        self.apply(c, &vals)
+    }
+
+    /// The leaves of the branch a conditional's selector picks: a `pred` picks branch 0 when
+    /// true; an `s32` index picks its branch, out-of-range indices the last one (as XLA).
+    fn select_branch(
+        &mut self,
+        id: InstId,
+        sel: Val<'ctx>,
+        mut outs: Vec<Vec<Val<'ctx>>>,
+    ) -> R<Vec<Val<'ctx>>> {
+        let cg = self.cg;
+        let sel = sel.into_int_value();
+        let sel_ty = self.arr(self.m.operands(id)[0])?.ty;
+        let mut acc = outs.pop().ok_or("conditional without branches")?;
+        for (b, out) in outs.into_iter().enumerate().rev() {
+            let take = if sel_ty.is_pred() {
+                // Branch 0 when true; `acc` is branch 1.
+                sel
+            } else {
+                let k = sel.get_type().const_int(b as u64, false);
+                cg.b.build_int_compare(inkwell::IntPredicate::EQ, sel, k, "br")?
+            };
+            acc = out
+                .into_iter()
+                .zip(acc)
+                .map(|(t, e)| cg.b.build_select(take, t, e, "branch"))
+                .collect::<Result<_, _>>()?;
+        }
+        Ok(acc)
+    }
+
     /// `gen` for an instruction whose leaves all have one element, at index zero whatever its
     /// rank.
     fn gen_unit(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Vec<Val<'ctx>>> {
@@ -535,6 +634,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             }
             Reduce => return self.gen_reduce(id, idx),
             ReduceWindow => return self.gen_reduce_window(id, idx),
+            Call | Fusion | Conditional => return self.gen_scalar_call(id),
             Parameter => return Err("parameter is not bound in this kernel".into()),
             _ => {}
         }
