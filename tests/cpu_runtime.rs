@@ -464,10 +464,10 @@ fn what_the_runtime_library_does_not_do_is_an_error_naming_the_instruction() {
             lapack_text("f32", "getrf", &["f32[3,3]".into()], "(f32[3,3], s32[2], s32[])", ""),
             "result shape",
         ),
-        // Half-precision Cholesky.
+        // An 8-bit float Cholesky (f16 and bf16 run in f32 through `linalg-upcast`).
         (
-            "HloModule c\nENTRY main {\n  a = f16[3,3] parameter(0)\n  ROOT r = f16[3,3] cholesky(a), lower=true\n}\n".to_string(),
-            "f16",
+            "HloModule c\nENTRY main {\n  a = f8e5m2[3,3] parameter(0)\n  ROOT r = f8e5m2[3,3] cholesky(a), lower=true\n}\n".to_string(),
+            "f8e5m2",
         ),
     ];
     for (text, needle) in cases {

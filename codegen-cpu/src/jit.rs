@@ -255,6 +255,15 @@ pub(crate) struct Built<'ctx> {
     pub kernel_names: Vec<String>,
 }
 
+/// The rewrites the backend needs before lowering (see [`needs_expansion`]).
+const BACKEND_EXPANSIONS: &str = "batchnorm-expander,linalg-upcast,dce";
+
+/// Whether `m` has an instruction that [`BACKEND_EXPANSIONS`] rewrites.
+fn needs_expansion(m: &Module) -> bool {
+    axle_fusion::batchnorm_expander::has_batch_norm(m)
+        || axle_fusion::linalg_upcast::has_narrow_linalg(m)
+}
+
 /// Lowers `m`, emits its LLVM module with entry point `entry` and optimizes it.
 pub(crate) fn build<'ctx>(
     ctx: &'ctx Context,
@@ -268,12 +277,15 @@ pub(crate) fn build<'ctx>(
     // Everything below relies on the verifier's invariants (shapes agree with attributes).
     axle_ir::verify(m)
         .map_err(|e| CodegenError::general(&m.name, format!("the module does not verify: {e}")))?;
-    // Batch-norm ops run as on XLA's CPU backend: expanded into ordinary HLO first.
-    use axle_fusion::batchnorm_expander::{expand_batch_norm, has_batch_norm};
-    let expanded = if has_batch_norm(m) {
-        Some(expand_batch_norm(m).map_err(|e| {
-            CodegenError::general(&m.name, format!("batch-norm expansion failed: {e}"))
-        })?)
+    // Ops the backend has no kernels for are rewritten first, as XLA's CPU pipeline does:
+    // batch-norm ops into ordinary HLO, f16/bf16 linear algebra into f32 between converts. A
+    // module that needs neither is used as it is (no copy).
+    let expanded = if needs_expansion(m) {
+        Some(
+            axle_fusion::run_on_copy(m, BACKEND_EXPANSIONS).map_err(|e| {
+                CodegenError::general(&m.name, format!("the backend's expansions failed: {e}"))
+            })?,
+        )
     } else {
         None
     };

@@ -402,16 +402,5 @@ pub fn has_batch_norm(m: &Module) -> bool {
 /// (`batchnorm-expander,dce` under the pass manager, so the result is verified), for backends
 /// that have no batch-norm kernels.
 pub fn expand_batch_norm(m: &Module) -> Result<Module, String> {
-    let mut reg = axle_ir::PassRegistry::new();
-    axle_ir::passes::register(&mut reg);
-    crate::register(&mut reg);
-    let opts = axle_ir::PassManagerOptions {
-        verify: axle_ir::VerifyMode::End,
-        ..Default::default()
-    };
-    let mut pm =
-        axle_ir::PassManager::new(&reg, "batchnorm-expander,dce", opts).map_err(|e| e.render())?;
-    let mut out = m.clone();
-    pm.run(&mut out).map_err(|e| e.to_string())?;
-    Ok(out)
+    crate::run_on_copy(m, "batchnorm-expander,dce")
 }

@@ -1,6 +1,7 @@
 //! Graph rewriting that feeds fusion: algebraic simplification, constant folding, inlining,
 //! tuple, while-loop and reshape simplification, zero-sized-array elimination, broadcast
-//! canonicalization and the expansion of batch-norm ops, one pass per file, named as the pass. Fusion itself comes later.
+//! canonicalization, the expansion of batch-norm ops and the `f32` upcast of narrow-typed linear
+//! algebra, one pass per file, named as the pass. Fusion itself comes later.
 //!
 //! [`register`] adds every pass of this crate to a [`PassRegistry`].
 #![deny(missing_docs)]
@@ -11,13 +12,14 @@ pub mod broadcast_canonicalize;
 pub mod clone;
 pub mod constant_folding;
 pub mod inline;
+pub mod linalg_upcast;
 pub mod reshape_mover;
 pub mod rewrite;
 pub mod tuple_simplify;
 pub mod while_simplify;
 pub mod zero_sized_elim;
 
-use axle_ir::{PassInfo, PassRegistry};
+use axle_ir::{Module, PassInfo, PassRegistry};
 
 /// Registers the passes of this crate.
 pub fn register(reg: &mut PassRegistry) {
@@ -79,4 +81,26 @@ pub fn register(reg: &mut PassRegistry) {
         options: &[],
         create: |_| Box::new(batchnorm_expander::BatchNormExpander),
     });
+    reg.register(PassInfo {
+        name: "linalg-upcast",
+        doc: "runs f16/bf16 cholesky and triangular-solve in f32 between converts, as XLA's float normalization",
+        options: &[],
+        create: |_| Box::new(linalg_upcast::LinalgUpcast),
+    });
+}
+
+/// A copy of `m` after `pipeline` (passes of `axle_ir` and of this crate) under the pass manager,
+/// verified at the end: how a backend applies the rewrites it needs before lowering.
+pub fn run_on_copy(m: &Module, pipeline: &str) -> Result<Module, String> {
+    let mut reg = PassRegistry::new();
+    axle_ir::passes::register(&mut reg);
+    register(&mut reg);
+    let opts = axle_ir::PassManagerOptions {
+        verify: axle_ir::VerifyMode::End,
+        ..Default::default()
+    };
+    let mut pm = axle_ir::PassManager::new(&reg, pipeline, opts).map_err(|e| e.render())?;
+    let mut out = m.clone();
+    pm.run(&mut out).map_err(|e| e.to_string())?;
+    Ok(out)
 }

@@ -28,12 +28,13 @@ fn main() {
         .into_iter()
         .map(|p| {
             let reg = Arc::clone(&reg);
-            // The batch-norm expansion computes in the element type where the evaluator's
-            // batch-norm ops compute in f64, so it is not exact; `tests/batchnorm_expander.rs`
-            // compares it with the evaluator within a tolerance instead.
+            // The batch-norm expansion computes in the element type and the linalg upcast in
+            // f32 where the evaluator's ops compute in f64, so they are not exact;
+            // `tests/batchnorm_expander.rs` and `tests/linalg_upcast.rs` compare them with the
+            // evaluator within a tolerance instead.
             let extra: Option<ExtraCheck> = if p
                 .parent()
-                .is_some_and(|d| d.ends_with("batchnorm-expander"))
+                .is_some_and(|d| d.ends_with("batchnorm-expander") || d.ends_with("linalg-upcast"))
             {
                 None
             } else {
