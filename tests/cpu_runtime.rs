@@ -446,28 +446,47 @@ fn what_the_runtime_library_does_not_do_is_an_error_naming_the_instruction() {
         ),
         // Complex QR.
         (
-            lapack_text("c64", "geqrf", &["c64[3,3]".into()], "(c64[3,3], c64[3])", ""),
+            lapack_text(
+                "c64",
+                "geqrf",
+                &["c64[3,3]".into()],
+                "(c64[3,3], c64[3])",
+                "",
+            ),
             "complex QR",
         ),
         // potrf without uplo.
         (
-            lapack_text("f32", "potrf", &["f32[3,3]".into()], "(f32[3,3], s32[])", ""),
+            lapack_text(
+                "f32",
+                "potrf",
+                &["f32[3,3]".into()],
+                "(f32[3,3], s32[])",
+                "",
+            ),
             "uplo",
         ),
         // A target whose type letter does not match the operand.
         (
-            lapack_text("f32", "getrf", &["f64[3,3]".into()], "(f64[3,3], s32[3], s32[])", ""),
+            lapack_text(
+                "f32",
+                "getrf",
+                &["f64[3,3]".into()],
+                "(f64[3,3], s32[3], s32[])",
+                "",
+            ),
             "takes f32 operands",
         ),
         // A result shape that does not match.
         (
-            lapack_text("f32", "getrf", &["f32[3,3]".into()], "(f32[3,3], s32[2], s32[])", ""),
+            lapack_text(
+                "f32",
+                "getrf",
+                &["f32[3,3]".into()],
+                "(f32[3,3], s32[2], s32[])",
+                "",
+            ),
             "result shape",
-        ),
-        // An 8-bit float Cholesky (f16 and bf16 run in f32 through `linalg-upcast`).
-        (
-            "HloModule c\nENTRY main {\n  a = f8e5m2[3,3] parameter(0)\n  ROOT r = f8e5m2[3,3] cholesky(a), lower=true\n}\n".to_string(),
-            "f8e5m2",
         ),
     ];
     for (text, needle) in cases {

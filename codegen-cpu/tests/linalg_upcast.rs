@@ -1,8 +1,7 @@
 //! `cholesky` and `triangular-solve` on `f16` and `bf16` arrays on the CPU backend (run in
 //! `f32` between converts by `linalg-upcast` before lowering) against the reference evaluator
 //! (which computes in `f64` and rounds once), within one unit in the last place of the narrow
-//! type, over batch dimensions and the ops' attributes; and the refusal, naming the
-//! instruction, of a narrow type the pass leaves alone.
+//! type, over batch dimensions and the ops' attributes; the 8-bit float formats likewise.
 
 use axle_analysis::evaluate;
 use axle_codegen_cpu::{compile, CpuOptions};
@@ -64,7 +63,10 @@ fn dominant(ty: ElementType, dims: &[i64], seed: u64) -> Literal {
 fn tolerance(ty: ElementType, ulps: f64) -> Tolerance {
     let ulp = match ty {
         ElementType::F16 => 1.0 / 1024.0,
-        _ => 1.0 / 128.0,
+        ElementType::BF16 => 1.0 / 128.0,
+        ElementType::F8E5M2 | ElementType::F8E5M2FNUZ => 1.0 / 4.0,
+        ElementType::F8E3M4 => 1.0 / 16.0,
+        _ => 1.0 / 8.0,
     };
     Tolerance::Close {
         rtol: ulps * ulp,
@@ -144,14 +146,28 @@ fn narrow_cholesky_feeding_a_solve_matches_the_evaluator() {
 }
 
 #[test]
-fn f8_cholesky_is_an_error_naming_the_instruction() {
-    // The upcast covers f16 and bf16; a narrower float still reaches the runtime library,
-    // which refuses it by name.
-    let text = "HloModule c\nENTRY main {\n  a = f8e4m3fn[3,3] parameter(0)\n  ROOT r = f8e4m3fn[3,3] cholesky(a), lower=true\n}\n";
-    let m = parse_module(text).expect("parses");
-    let Err(e) = compile(&m, &CpuOptions::default()) else {
-        panic!("an f8 cholesky must be refused");
-    };
-    assert_eq!(e.instruction, "r", "{e}");
-    assert!(e.message.contains("f8e4m3fn"), "{e}");
+fn minifloat_cholesky_and_solve_match_the_evaluator() {
+    // Every 8- and 4-bit float format the evaluator computes (in f64) runs in f32 too.
+    for (ty, name) in [
+        (ElementType::F8E4M3FN, "f8e4m3fn"),
+        (ElementType::F8E5M2, "f8e5m2"),
+        (ElementType::F8E4M3, "f8e4m3"),
+        (ElementType::F8E3M4, "f8e3m4"),
+        (ElementType::F8E4M3FNUZ, "f8e4m3fnuz"),
+        (ElementType::F8E5M2FNUZ, "f8e5m2fnuz"),
+        (ElementType::F8E4M3B11FNUZ, "f8e4m3b11fnuz"),
+    ] {
+        let text = format!(
+            "HloModule c\nENTRY main {{\n  a = {name}[2,3,3] parameter(0)\n  ROOT l = {name}[2,3,3] cholesky(a), lower=true\n}}\n"
+        );
+        check(ty, &text, &[positive_definite(ty, &[2, 3, 3], 11)]);
+        let text = format!(
+            "HloModule c\nENTRY main {{\n  a = {name}[3,3] parameter(0)\n  b = {name}[3,2] parameter(1)\n  ROOT x = {name}[3,2] triangular-solve(a, b), left_side=true, lower=true, transpose_a=NO_TRANSPOSE\n}}\n"
+        );
+        let args = [
+            dominant(ty, &[3, 3], 4),
+            array(ty, &[3, 2], |k| noise(9, k as u64)),
+        ];
+        check(ty, &text, &args);
+    }
 }

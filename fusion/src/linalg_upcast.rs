@@ -1,4 +1,5 @@
-//! `linalg-upcast`: runs `cholesky` and `triangular-solve` on `f16` or `bf16` arrays in `f32`,
+//! `linalg-upcast`: runs `cholesky` and `triangular-solve` on `f16`, `bf16` and the 8- and 4-bit
+//! float types in `f32`,
 //! as XLA's float-normalization passes do for ops a backend cannot compute in a narrow type.
 //! Each such instruction becomes `convert` of its operands to `f32`, the same op (same
 //! attributes, same dimensions and layout) in `f32`, and a `convert` back to the original
@@ -13,8 +14,8 @@
 //! the rewriter's forwarding).
 //!
 //! Pre-conditions: a valid module. Post-conditions: the same values up to rounding of the
-//! element type; no `cholesky` or `triangular-solve` with an `f16` or `bf16` array operand or
-//! result is left; other instructions are untouched.
+//! element type; no `cholesky` or `triangular-solve` with an array operand or result of a float
+//! type narrower than 32 bits is left; other instructions are untouched.
 //!
 //! Counters: `cholesky`, `triangular-solve` (instructions upcast).
 
@@ -30,7 +31,7 @@ pub struct LinalgUpcast;
 
 /// The element types this pass computes in `f32` instead.
 fn narrow(ty: ElementType) -> bool {
-    matches!(ty, ElementType::F16 | ElementType::BF16)
+    ty.is_float() && ty.bits() < 32
 }
 
 /// The array shape of `id` if it is one with a narrow element type.
