@@ -10,7 +10,8 @@
 //! Subnormals: with FTZ (the default, as XLA's CPU backend runs) the hardware flushes operands
 //! and results of float instructions; ops whose results come from anything else (selects,
 //! libm calls, rounding intrinsics) flush their `f32`/`f64`/`bf16` operands and results
-//! explicitly ([`flush`]), with integer instructions. `abs`, `negate`, total-order compares,
+//! explicitly ([`flush`]), with integer instructions; `power` flushes only its result and
+//! `remainder` reads only its divisor flushed (XLA's libm calls). `abs`, `negate`, total-order compares,
 //! `reduce-precision` and bit-level converts stay exact, as in XLA.
 //!
 //! Everything here is branch-free (selects, intrinsics, libm calls), so loops stay vectorizable.
@@ -214,9 +215,26 @@ pub(crate) fn binary<'ctx>(
     if ty.is_float() {
         use Opcode::*;
         // As for unary ops: only the single-instruction arithmetic is flushed by the hardware.
-        let flushes = !matches!(op, Add | Subtract | Multiply | Divide);
+        let flushes = !matches!(op, Add | Subtract | Multiply | Divide | Remainder | Power);
         let (x, y) = (a.into_float_value(), c.into_float_value());
-        let r = if flushes {
+        let r = if op == Remainder {
+            // XLA's `fmod` call tests the divisor for zero with a float compare (DAZ) and
+            // computes the rest exactly: NaN for a divisor that flushes to zero, else the
+            // remainder of the unflushed operands.
+            let r = float_binary(cg, op, ty, x, y)?.into_float_value();
+            let y0 = b.build_float_compare(
+                FloatPredicate::OEQ,
+                flush(cg, ty, y)?,
+                y.get_type().const_zero(),
+                "y0",
+            )?;
+            let nan = y.get_type().const_float(f64::NAN);
+            b.build_select(y0, nan, r, "rem")?
+        } else if op == Power {
+            // `powf`/`pow` read their operands exactly; the result is flushed.
+            let r = float_binary(cg, op, ty, x, y)?;
+            bv(flush(cg, ty, r.into_float_value())?)
+        } else if flushes {
             let (x, y) = (flush(cg, ty, x)?, flush(cg, ty, y)?);
             let r = float_binary(cg, op, ty, x, y)?;
             bv(flush(cg, ty, r.into_float_value())?)
