@@ -543,6 +543,9 @@ fn float_binary<S: FloatStorage, const FTZ: bool>(
     }
     let one = <S::C as Float>::ONE;
     let zero = <S::C as Float>::ZERO;
+    // The hardware's default NaN, as `fmod` returns it for a zero divisor.
+    #[allow(clippy::eq_op)]
+    let nan = zero / zero;
     match op {
         Add => m!(|x, y| x + y),
         Subtract => m!(|x, y| x - y),
@@ -554,7 +557,7 @@ fn float_binary<S: FloatStorage, const FTZ: bool>(
         Remainder => map2::<S, S>(a, b, out, |p: S, q: S| {
             let (x, y) = (p.up(), q.up());
             S::down(if fl::<_, FTZ>(y) == zero {
-                zero / zero
+                nan
             } else {
                 x % y
             })
