@@ -11,10 +11,18 @@
 //! multiply-adds; division by Smith's algorithm with a zero divisor dividing each part by the
 //! divisor's (zero) real part; `abs` as an overflow-free `hypot` (for `c64` in `f64`, where the
 //! squares of `f32` parts can neither overflow nor underflow; for `c128` libm's `hypot`);
-//! `sqrt`, `sin` and `cos` in `f64` and rounded to the component type once; `log` as
-//! `(log |z|, atan2(im, re))`; `tanh` with the overflow case `(copysign(1, re), copysign(0, im))`;
-//! `power` as `exp(y log x)` with `x^0 = 1^y = 1` and `0^y = 0` for `re(y) > 0`. Branches are
-//! selects, so everything stays branch-free. `convert` widens or narrows the parts of a complex
+//! `sqrt`, `sin`, `cos`, `tanh` and `expm1` in `f64` and rounded to the component type once
+//! (`expm1` and `tanh` by cancellation-free formulas, `sinh` in `sin` from `exp(b)` and
+//! `exp(-b)` as XLA computes it); `log` as `(log |z|, atan2(im, re))`; `power` as
+//! `exp(y log x)` with `x^0 = 1^y = 1` and `0^y = 0` for `re(y) > 0`. Branches are selects, so
+//! everything stays branch-free.
+//!
+//! Subnormals follow XLA's CPU backend under FTZ: arithmetic (`add` to `tanh`, `multiply` with
+//! each real product flushed) reads its operands' parts flushed and writes its result's parts
+//! flushed, explicitly with integer instructions ([`ops::flush`]); `abs` and `compare` read
+//! flushed parts (`abs` flushes its result); `sign` is `select(abs(x) == 0, x, x / abs(x))`, so
+//! an operand that flushes to zero comes back unchanged; `real`, `imag`, `negate` and `complex`
+//! are exact; `c64`/`c128` converts flush as the `f32`/`f64` ones do. `convert` widens or narrows the parts of a complex
 //! value and makes a complex value from a real one (imaginary part zero); complex to real is an
 //! error, as in the evaluator.
 
@@ -221,12 +229,6 @@ impl<'a, 'ctx> K<'a, 'ctx> {
             .call_intrinsic("llvm.fabs", &[bv(a)])?
             .into_float_value())
     }
-    fn copysign(&self, mag: FloatValue<'ctx>, sign: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
-        Ok(self
-            .cg
-            .call_intrinsic("llvm.copysign", &[bv(mag), bv(sign)])?
-            .into_float_value())
-    }
     /// A real unary op of the component type, with the backend's real semantics.
     fn real1(&self, op: Opcode, a: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
         Ok(ops::unary(self.cg, op, self.ft, bv(a))?.into_float_value())
@@ -250,6 +252,21 @@ impl<'a, 'ctx> K<'a, 'ctx> {
     fn libm64(&self, name: &str, a: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
         Ok(self.cg.call_libm(name, &[bv(a)])?.into_float_value())
     }
+    /// A component flushed to zero if subnormal (under FTZ), with integer instructions.
+    fn fl(&self, a: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        ops::flush(self.cg, self.ft, a)
+    }
+    /// Both parts flushed ([`K::fl`]).
+    fn cfl(&self, a: Cx<'ctx>) -> R<Cx<'ctx>> {
+        Ok(Cx {
+            re: self.fl(a.re)?,
+            im: self.fl(a.im)?,
+        })
+    }
+    /// The `f64` constant `v`.
+    fn k64(&self, v: f64) -> FloatValue<'ctx> {
+        self.cg.f64().const_float(v)
+    }
 
     fn cadd(&self, a: Cx<'ctx>, c: Cx<'ctx>) -> R<Cx<'ctx>> {
         Ok(Cx {
@@ -263,9 +280,11 @@ impl<'a, 'ctx> K<'a, 'ctx> {
             im: self.sub(a.im, c.im)?,
         })
     }
+    /// Each real product rounded (and flushed) on its own, as XLA emits them.
     fn cmul(&self, a: Cx<'ctx>, c: Cx<'ctx>) -> R<Cx<'ctx>> {
-        let re = self.sub(self.mul(a.re, c.re)?, self.mul(a.im, c.im)?)?;
-        let im = self.add(self.mul(a.re, c.im)?, self.mul(a.im, c.re)?)?;
+        let p = |x: FloatValue<'ctx>, y: FloatValue<'ctx>| self.fl(self.mul(x, y)?);
+        let re = self.sub(p(a.re, c.re)?, p(a.im, c.im)?)?;
+        let im = self.add(p(a.re, c.im)?, p(a.im, c.re)?)?;
         Ok(Cx { re, im })
     }
     /// Smith's algorithm; a zero divisor divides both parts by its real part.
@@ -375,12 +394,24 @@ impl<'a, 'ctx> K<'a, 'ctx> {
             im: self.narrow(im)?,
         })
     }
-    /// `sin` (`cos == false`) or `cos` in `f64`, rounded once.
+    /// `sin` (`cos == false`) or `cos` in `f64`, rounded once. `sin` takes `sinh` and `cosh`
+    /// from `exp(b)` and `exp(-b)` as XLA does (so `sinh` of a tiny `b` is `0`), `cos` from
+    /// libm.
     fn csincos(&self, a: Cx<'ctx>, cos: bool) -> R<Cx<'ctx>> {
         let b = &self.cg.b;
         let (x, y) = (self.wide(a.re)?, self.wide(a.im)?);
         let (sx, cx) = (self.libm64("sin", x)?, self.libm64("cos", x)?);
-        let (chy, shy) = (self.libm64("cosh", y)?, self.libm64("sinh", y)?);
+        let (chy, shy) = if cos {
+            (self.libm64("cosh", y)?, self.libm64("sinh", y)?)
+        } else {
+            let ep = self.libm64("exp", y)?;
+            let em = self.libm64("exp", b.build_float_neg(y, "ny")?)?;
+            let half = self.k64(0.5);
+            (
+                self.mul(self.add(ep, em)?, half)?,
+                self.mul(self.sub(ep, em)?, half)?,
+            )
+        };
         let (re, im) = if cos {
             let im = b.build_float_mul(sx, shy, "im")?;
             (
@@ -398,8 +429,23 @@ impl<'a, 'ctx> K<'a, 'ctx> {
             im: self.narrow(im)?,
         })
     }
+    /// `(t(1 + u²) + i u(1 - t²)) / (1 + t²u²)` with `t = tanh(re)`, `u = tan(im)`, in `f64`
+    /// and rounded once: accurate for tiny arguments and `±1` for large `|re|`. Where the
+    /// denominator is not finite (NaN or infinite parts) it is `(e - 1) / (e + 1)` with
+    /// `e = exp(2z)` instead.
     fn ctanh(&self, a: Cx<'ctx>) -> R<Cx<'ctx>> {
         use FloatPredicate::*;
+        let (x, y) = (self.wide(a.re)?, self.wide(a.im)?);
+        let (t, u) = (self.libm64("tanh", x)?, self.libm64("tan", y)?);
+        let one = self.k64(1.0);
+        let (tt, uu) = (self.mul(t, t)?, self.mul(u, u)?);
+        let d = self.add(one, self.mul(self.mul(tt, u)?, u)?)?;
+        let re = self.div(self.mul(t, self.add(one, uu)?)?, d)?;
+        let im = self.div(self.mul(u, self.sub(one, tt)?)?, d)?;
+        let precise = Cx {
+            re: self.narrow(re)?,
+            im: self.narrow(im)?,
+        };
         let two = Cx {
             re: self.add(a.re, a.re)?,
             im: self.add(a.im, a.im)?,
@@ -410,12 +456,24 @@ impl<'a, 'ctx> K<'a, 'ctx> {
             im: self.k(0.0),
         };
         let q = self.cdiv(self.csub(e, one)?, self.cadd(e, one)?)?;
-        let limit = Cx {
-            re: self.copysign(self.k(1.0), a.re)?,
-            im: self.copysign(self.k(0.0), a.im)?,
-        };
-        let finite = self.cmp(OLT, self.fabs(e.re)?, self.k(f64::INFINITY))?;
-        self.csel(finite, q, limit)
+        let finite = self.cmp(OLT, self.fabs(d)?, self.k64(f64::INFINITY))?;
+        self.csel(finite, precise, q)
+    }
+    /// `exp(z) - 1` without cancellation, in `f64` and rounded once:
+    /// `expm1(re)cos(im) - 2sin²(im/2) + i exp(re)sin(im)`.
+    fn cexpm1(&self, a: Cx<'ctx>) -> R<Cx<'ctx>> {
+        let (x, y) = (self.wide(a.re)?, self.wide(a.im)?);
+        let h = self.libm64("sin", self.mul(y, self.k64(0.5))?)?;
+        let hh = self.mul(self.mul(self.k64(2.0), h)?, h)?;
+        let re = self.sub(
+            self.mul(self.libm64("expm1", x)?, self.libm64("cos", y)?)?,
+            hh,
+        )?;
+        let im = self.mul(self.libm64("exp", x)?, self.libm64("sin", y)?)?;
+        Ok(Cx {
+            re: self.narrow(re)?,
+            im: self.narrow(im)?,
+        })
     }
     fn cpow(&self, a: Cx<'ctx>, c: Cx<'ctx>) -> R<Cx<'ctx>> {
         use FloatPredicate::*;
@@ -446,35 +504,45 @@ pub(crate) fn unary<'ctx>(
         re: k.k(1.0),
         im: k.k(0.0),
     };
+    // Arithmetic reads its operand's parts flushed and writes its result's parts flushed.
+    let f = k.cfl(z)?;
     let c = match op {
-        Abs => return Ok(bv(k.cabs(z)?)),
+        Abs => return Ok(bv(k.fl(k.cabs(f)?)?)),
         Real => return Ok(bv(z.re)),
         Imag => return Ok(bv(z.im)),
-        Negate => Cx {
-            re: cg.b.build_float_neg(z.re, "neg")?,
-            im: cg.b.build_float_neg(z.im, "neg")?,
-        },
-        Exp => k.cexp(z)?,
-        Expm1 => k.csub(k.cexp(z)?, one)?,
-        Log => k.cln(z)?,
-        Log1p => k.cln(k.cadd(z, one)?)?,
-        Sqrt => k.csqrt(z)?,
-        Rsqrt => k.cdiv(one, k.csqrt(z)?)?,
-        Sin => k.csincos(z, false)?,
-        Cos => k.csincos(z, true)?,
-        Tanh => k.ctanh(z)?,
+        Negate => {
+            return join(
+                cg,
+                ty,
+                Cx {
+                    re: cg.b.build_float_neg(z.re, "neg")?,
+                    im: cg.b.build_float_neg(z.im, "neg")?,
+                },
+            )
+        }
+        Exp => k.cexp(f)?,
+        Expm1 => k.cexpm1(f)?,
+        Log => k.cln(f)?,
+        Log1p => k.cln(k.cadd(f, one)?)?,
+        Sqrt => k.csqrt(f)?,
+        Rsqrt => k.cdiv(one, k.csqrt(f)?)?,
+        Sin => k.csincos(f, false)?,
+        Cos => k.csincos(f, true)?,
+        Tanh => k.ctanh(f)?,
         Sign => {
-            let a = k.cabs(z)?;
-            let zero = k.k(0.0);
-            let a0 = k.cmp(FloatPredicate::OEQ, a, zero)?;
-            Cx {
-                re: k.sel(a0, zero, k.div(z.re, a)?)?,
-                im: k.sel(a0, zero, k.div(z.im, a)?)?,
-            }
+            // XLA: select(abs(x) == 0, x, x / abs(x)) with `abs` flushed, so an operand that
+            // flushes to zero comes back as it was.
+            let a = k.fl(k.cabs(f)?)?;
+            let a0 = k.cmp(FloatPredicate::OEQ, a, k.k(0.0))?;
+            let q = k.cfl(Cx {
+                re: k.div(f.re, a)?,
+                im: k.div(f.im, a)?,
+            })?;
+            return join(cg, ty, k.csel(a0, z, q)?);
         }
         _ => return Err(not_defined(op, ty)),
     };
-    join(cg, ty, c)
+    join(cg, ty, k.cfl(c)?)
 }
 
 /// A binary op with result type `ty` (complex): arithmetic on two complex operands, or
@@ -498,7 +566,7 @@ pub(crate) fn binary<'ctx>(
         return join(cg, ty, Cx { re, im });
     }
     let k = K::new(cg, ty);
-    let (x, y) = (split(cg, a)?, split(cg, c)?);
+    let (x, y) = (k.cfl(split(cg, a)?)?, k.cfl(split(cg, c)?)?);
     let r = match op {
         Add => k.cadd(x, y)?,
         Subtract => k.csub(x, y)?,
@@ -507,7 +575,7 @@ pub(crate) fn binary<'ctx>(
         Power => k.cpow(x, y)?,
         _ => return Err(not_defined(op, ty)),
     };
-    join(cg, ty, r)
+    join(cg, ty, k.cfl(r)?)
 }
 
 /// `compare` of complex operands: `EQ` and `NE` compare both parts by the float rules.
@@ -519,7 +587,8 @@ pub(crate) fn compare<'ctx>(
     c: Val<'ctx>,
 ) -> R<Val<'ctx>> {
     let k = K::new(cg, ty);
-    let (x, y) = (split(cg, a)?, split(cg, c)?);
+    // Float compares: subnormal parts read as zero.
+    let (x, y) = (k.cfl(split(cg, a)?)?, k.cfl(split(cg, c)?)?);
     Ok(bv(match dir {
         ComparisonDirection::Eq => k.and(
             k.cmp(FloatPredicate::OEQ, x.re, y.re)?,
@@ -556,13 +625,16 @@ pub(crate) fn convert<'ctx>(
     }
     let ft = to.component_type();
     let c = if from.is_complex() {
-        let z = split(cg, v)?;
+        // As the real converts: widening reads the parts flushed, narrowing reads and writes
+        // them flushed.
+        let z = K::new(cg, from).cfl(split(cg, v)?)?;
         let f = part_ty(cg, to);
         let cast = |x: FloatValue<'ctx>| -> R<FloatValue<'ctx>> {
             Ok(if to == ElementType::C128 {
                 cg.b.build_float_ext(x, f, "ext")?
             } else {
-                cg.b.build_float_trunc(x, f, "trunc")?
+                let n = cg.b.build_float_trunc(x, f, "trunc")?;
+                ops::flush(cg, ElementType::F32, n)?
             })
         };
         Cx {

@@ -9,9 +9,12 @@
 //!
 //! Subnormals: with FTZ (the default, as XLA's CPU backend runs) the hardware flushes operands
 //! and results of float instructions; ops whose results come from anything else (selects,
-//! libm calls, rounding intrinsics) flush their `f32`/`f64`/`bf16` operands and results
-//! explicitly ([`flush`]), with integer instructions. `abs`, `negate`, total-order compares,
-//! `reduce-precision` and bit-level converts stay exact, as in XLA.
+//! libm calls, rounding intrinsics) flush their `f32`/`f64`/`bf16`/`f8e8m0fnu` operands and
+//! results explicitly ([`flush`]), with integer instructions; `power` reads its operands exactly
+//! (its `y == 0` test is a bit test) and flushes only its result, `remainder` reads only its
+//! divisor flushed (XLA's libm calls). `abs`, `negate`, total-order compares,
+//! `reduce-precision`, bit-level converts and converts from the 8- and 4-bit floats stay exact,
+//! as in XLA. For `f8e8m0fnu` (no zero) a result that flushes to zero is stored as NaN.
 //!
 //! Everything here is branch-free (selects, intrinsics, libm calls), so loops stay vectorizable.
 
@@ -21,6 +24,7 @@ use inkwell::{FloatPredicate, IntPredicate};
 
 use crate::cg::{bv, Cg, Val};
 use crate::error::R;
+use crate::minifloat::is_minifloat;
 
 /// The error for an op that is not defined on element type `ty`.
 pub(crate) fn not_defined(op: Opcode, ty: ElementType) -> crate::error::Fail {
@@ -214,9 +218,26 @@ pub(crate) fn binary<'ctx>(
     if ty.is_float() {
         use Opcode::*;
         // As for unary ops: only the single-instruction arithmetic is flushed by the hardware.
-        let flushes = !matches!(op, Add | Subtract | Multiply | Divide);
+        let flushes = !matches!(op, Add | Subtract | Multiply | Divide | Remainder | Power);
         let (x, y) = (a.into_float_value(), c.into_float_value());
-        let r = if flushes {
+        let r = if op == Remainder {
+            // XLA's `fmod` call tests the divisor for zero with a float compare (DAZ) and
+            // computes the rest exactly: NaN for a divisor that flushes to zero, else the
+            // remainder of the unflushed operands.
+            let r = float_binary(cg, op, ty, x, y)?.into_float_value();
+            let y0 = b.build_float_compare(
+                FloatPredicate::OEQ,
+                flush(cg, ty, y)?,
+                y.get_type().const_zero(),
+                "y0",
+            )?;
+            let nan = y.get_type().const_float(f64::NAN);
+            b.build_select(y0, nan, r, "rem")?
+        } else if op == Power {
+            // `powf`/`pow` read their operands exactly; the result is flushed.
+            let r = float_binary(cg, op, ty, x, y)?;
+            bv(flush(cg, ty, r.into_float_value())?)
+        } else if flushes {
             let (x, y) = (flush(cg, ty, x)?, flush(cg, ty, y)?);
             let r = float_binary(cg, op, ty, x, y)?;
             bv(flush(cg, ty, r.into_float_value())?)
@@ -233,14 +254,15 @@ pub(crate) fn binary<'ctx>(
 
 /// A subnormal `f32`/`f64` register value replaced by a zero of its sign when the module runs
 /// with FTZ (as XLA's CPU backend does); integer operations, so the result does not depend on
-/// the float mode. `f16` values are never subnormal in an `f32` register, and the 8- and 4-bit
-/// floats compute without flushing (as the evaluator does), so those pass through.
+/// the float mode. The narrower floats compute in `f32` under the same rules, but only `bf16`
+/// and `f8e8m0fnu` (`2^-127`) hold values that are subnormal there; the others pass through.
 pub(crate) fn flush<'ctx>(
     cg: &Cg<'ctx>,
     ty: ElementType,
     v: FloatValue<'ctx>,
 ) -> R<FloatValue<'ctx>> {
-    if !matches!(ty, ElementType::F32 | ElementType::F64 | ElementType::BF16) {
+    use ElementType::*;
+    if !matches!(ty, F32 | F64 | BF16 | F8E8M0FNU) {
         return Ok(v);
     }
     flush_reg(cg, v)
@@ -347,7 +369,15 @@ fn float_binary<'ctx>(
             let one = ft.const_float(1.0);
             let p = cg.call_libm(&libm_name("pow", is64), &[bv(a), bv(c)])?;
             let x1 = b.build_float_compare(FloatPredicate::OEQ, a, one, "x1")?;
-            let y0 = b.build_float_compare(FloatPredicate::OEQ, c, ft.const_zero(), "y0")?;
+            // A bit test, not a float compare: `pow` reads a subnormal exponent exactly.
+            let (it, mag) = if is64 {
+                (cg.i64(), cg.i64().const_int(u64::MAX >> 1, false))
+            } else {
+                (cg.i32(), cg.i32().const_int(u32::MAX as u64 >> 1, false))
+            };
+            let cb = b.build_bit_cast(c, it, "yb")?.into_int_value();
+            let cm = b.build_and(cb, mag, "ym")?;
+            let y0 = b.build_int_compare(IntPredicate::EQ, cm, it.const_zero(), "y0")?;
             let t = b.build_or(x1, y0, "trivial")?;
             b.build_select(t, bv(one), p, "pow")?
         }
@@ -618,9 +648,18 @@ pub(crate) fn convert<'ctx>(
     let to_reg = cg.reg_ty(to)?;
     if to.is_pred() {
         return Ok(bv(if from.is_float() {
-            // XLA compares with a float instruction: subnormals read as zero.
-            let x = flush_reg(cg, v.into_float_value())?;
-            b.build_float_compare(FloatPredicate::UNE, x, x.get_type().const_zero(), "ne0")?
+            let x = v.into_float_value();
+            if is_minifloat(from) {
+                // Exact, as the evaluator has it (`2^-127` in `f8e8m0fnu` is true): a bit
+                // test of the `f32` value, so the hardware's DAZ does not apply.
+                let bits = b.build_bit_cast(x, cg.i32(), "mb")?.into_int_value();
+                let mag = b.build_and(bits, cg.i32().const_int(0x7fff_ffff, false), "mag")?;
+                b.build_int_compare(IntPredicate::NE, mag, cg.i32().const_zero(), "ne0")?
+            } else {
+                // XLA compares with a float instruction: subnormals read as zero.
+                let x = flush_reg(cg, x)?;
+                b.build_float_compare(FloatPredicate::UNE, x, x.get_type().const_zero(), "ne0")?
+            }
         } else {
             let x = v.into_int_value();
             b.build_int_compare(IntPredicate::NE, x, x.get_type().const_zero(), "ne0")?
@@ -663,6 +702,10 @@ pub(crate) fn convert<'ctx>(
         if to.is_float() {
             return Ok(match (from == ElementType::F64, to) {
                 // A float instruction in XLA, so subnormal sources read as zero.
+                // Widening an 8- or 4-bit float is exact (XLA converts the bits).
+                (false, ElementType::F64) if is_minifloat(from) => {
+                    bv(b.build_float_ext(x, cg.f64(), "ext")?)
+                }
                 (false, ElementType::F64) => {
                     bv(b.build_float_ext(flush_reg(cg, x)?, cg.f64(), "ext")?)
                 }

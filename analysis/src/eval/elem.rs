@@ -1032,11 +1032,14 @@ impl<F: Float> Complex<F> {
         };
         Complex::new(F::from_f64(a), F::from_f64(b))
     }
+    /// `sin(a)cosh(b) + i cos(a)sinh(b)`, with `sinh` and `cosh` from `exp(b)` and `exp(-b)`
+    /// as XLA computes them (so `sinh` of a tiny `b` is `0`).
     pub fn sin(self) -> Self {
         let (re, im) = (self.re.to_f64(), self.im.to_f64());
+        let (ep, em) = (im.exp(), (-im).exp());
         Complex::new(
-            F::from_f64(re.sin() * im.cosh()),
-            F::from_f64(re.cos() * im.sinh()),
+            F::from_f64(re.sin() * ((ep + em) / 2.0)),
+            F::from_f64(re.cos() * ((ep - em) / 2.0)),
         )
     }
     pub fn cos(self) -> Self {
@@ -1046,14 +1049,31 @@ impl<F: Float> Complex<F> {
             F::from_f64(-(re.sin() * im.sinh())),
         )
     }
+    /// `exp(z) - 1` without cancellation: `expm1(a)cos(b) - 2sin²(b/2) + i exp(a)sin(b)`.
+    pub fn exp_m1(self) -> Self {
+        let (re, im) = (self.re.to_f64(), self.im.to_f64());
+        let h = (im / 2.0).sin();
+        Complex::new(
+            F::from_f64(re.exp_m1() * im.cos() - 2.0 * h * h),
+            F::from_f64(re.exp() * im.sin()),
+        )
+    }
+    /// `(t(1 + u²) + i u(1 - t²)) / (1 + t²u²)` with `t = tanh(a)`, `u = tan(b)`: accurate
+    /// for tiny arguments and `±1` for large `|a|`.
     pub fn tanh(self) -> Self {
-        let two = Complex::new(self.re + self.re, self.im + self.im);
-        let e = two.exp();
-        let one = Complex::new(F::ONE, F::ZERO);
-        if !e.re.is_finite() {
-            return Complex::new(F::ONE.copysign(self.re), F::ZERO.copysign(self.im));
+        let (re, im) = (self.re.to_f64(), self.im.to_f64());
+        let (t, u) = (re.tanh(), im.tan());
+        let d = 1.0 + t * t * u * u;
+        if !d.is_finite() {
+            let two = Complex::new(self.re + self.re, self.im + self.im);
+            let e = two.exp();
+            let one = Complex::new(F::ONE, F::ZERO);
+            return e.sub(one).div(e.add(one));
         }
-        e.sub(one).div(e.add(one))
+        Complex::new(
+            F::from_f64(t * (1.0 + u * u) / d),
+            F::from_f64(u * (1.0 - t * t) / d),
+        )
     }
     pub fn pow(self, o: Self) -> Self {
         if (self.re == F::ONE && self.im == F::ZERO) || (o.re == F::ZERO && o.im == F::ZERO) {

@@ -13,7 +13,23 @@
 //! FTZ modes: subnormal operands read as zero and subnormal `f32`/`f64` results are written as
 //! zero (same sign). Ops XLA implements with integer instructions are exact either way:
 //! `negate`, `abs`, total-order compares, `reduce-precision`, and converts between `f32` and
-//! `bf16` or from `f16`.
+//! `bf16` or from `f16` or the 8- and 4-bit floats. `power` (a `powf`/`pow` call) reads
+//! its operands exactly and flushes only its result. `remainder` (a `fmod` call) reads only its divisor flushed: a divisor
+//! that flushes to zero gives NaN, otherwise the exact remainder of the unflushed operands.
+//! The 8- and 4-bit floats compute in `f32` under the same rules, which matters for
+//! `f8e8m0fnu`: `2^-127` is an `f32` subnormal, so it reads as zero in arithmetic and an
+//! arithmetic result of `2^-127` or below flushes to zero, which the format (no zero) stores
+//! as NaN.
+//!
+//! Complex arithmetic is real arithmetic on the components, flushed the same way: operand
+//! components read flushed and result components are written flushed (`multiply` flushes
+//! each real product too); `abs` and `compare` read flushed components; complex `sign` is
+//! `select(abs(x) == 0, x, x / abs(x))` with `abs` flushed, so an operand that flushes to zero
+//! comes back unchanged; `real`, `imag`, `negate` and `complex` are exact; converts between
+//! `c64` and `c128` flush their components as the `f32`/`f64` converts do. Inside the
+//! transcendental complex ops (`log`, `sqrt`, `sin`, ...) intermediate values are not flushed
+//! one by one, and XLA's own `atan2` keeps some subnormals (so `log`/`log1p` of operands with
+//! subnormal components can differ from XLA).
 
 use super::elem::*;
 use axle_ir::{ComparisonDirection, ComparisonType, ElementType, Opcode};
@@ -252,7 +268,7 @@ pub(crate) fn unary(
             ElementType::F32
         };
         let mut out32 = vec![0u8; n * out32_ty.byte_size()];
-        unary(op, ElementType::F32, out32_ty, &x32, &mut out32, false)?;
+        unary(op, ElementType::F32, out32_ty, &x32, &mut out32, ftz)?;
         return convert(out32_ty, out_ty, &out32, out, false);
     }
     // f16 values are normal in f32, so flushing never changes them.
@@ -263,7 +279,11 @@ pub(crate) fn unary(
         float_unary::<S, false>(op, x, out)
     }, else ());
     with_int!(in_ty, T => return int_unary::<T>(op, x, out), else ());
-    with_complex!(in_ty, F => return complex_unary::<F>(op, out_ty, x, out), else ());
+    with_complex!(in_ty, F => return if ftz {
+        complex_unary::<F, true>(op, x, out)
+    } else {
+        complex_unary::<F, false>(op, x, out)
+    }, else ());
     Err(unsupported(op, in_ty))
 }
 
@@ -347,9 +367,14 @@ fn int_unary<T: Int>(op: Opcode, x: &[u8], out: &mut [u8]) -> Result<(), String>
     Ok(())
 }
 
-fn complex_unary<F: Float + Elem>(
+/// `v` with both components flushed when `FTZ`.
+#[inline(always)]
+fn cfl<F: Float, const FTZ: bool>(v: Complex<F>) -> Complex<F> {
+    Complex::new(fl::<_, FTZ>(v.re), fl::<_, FTZ>(v.im))
+}
+
+fn complex_unary<F: Float + Elem, const FTZ: bool>(
     op: Opcode,
-    out_ty: ElementType,
     x: &[u8],
     out: &mut [u8],
 ) -> Result<(), String>
@@ -358,27 +383,38 @@ where
 {
     use Opcode::*;
     type C<F> = super::elem::Complex<F>;
-    let _ = out_ty;
+    // Arithmetic: operand components read flushed, result components written flushed.
+    macro_rules! m {
+        (|$v:ident| $e:expr) => {
+            map1::<C<F>, C<F>>(x, out, |s: C<F>| {
+                let $v = cfl::<F, FTZ>(s);
+                cfl::<F, FTZ>($e)
+            })
+        };
+    }
     match op {
-        Abs => map1::<C<F>, F>(x, out, |v| v.abs()),
+        Abs => map1::<C<F>, F>(x, out, |v| fl::<_, FTZ>(cfl::<F, FTZ>(v).abs())),
         Real => map1::<C<F>, F>(x, out, |v| v.re),
         Imag => map1::<C<F>, F>(x, out, |v| v.im),
         Negate => map1::<C<F>, C<F>>(x, out, |v| v.neg()),
-        Exp => map1::<C<F>, C<F>>(x, out, |v| v.exp()),
-        Expm1 => map1::<C<F>, C<F>>(x, out, |v| v.exp().sub(C::new(F::ONE, F::ZERO))),
-        Log => map1::<C<F>, C<F>>(x, out, |v| v.ln()),
-        Log1p => map1::<C<F>, C<F>>(x, out, |v| v.add(C::new(F::ONE, F::ZERO)).ln()),
-        Sqrt => map1::<C<F>, C<F>>(x, out, |v| v.sqrt()),
-        Rsqrt => map1::<C<F>, C<F>>(x, out, |v| C::new(F::ONE, F::ZERO).div(v.sqrt())),
-        Sin => map1::<C<F>, C<F>>(x, out, |v| v.sin()),
-        Cos => map1::<C<F>, C<F>>(x, out, |v| v.cos()),
-        Tanh => map1::<C<F>, C<F>>(x, out, |v| v.tanh()),
-        Sign => map1::<C<F>, C<F>>(x, out, |v| {
-            let a = v.abs();
+        Exp => m!(|v| v.exp()),
+        Expm1 => m!(|v| v.exp_m1()),
+        Log => m!(|v| v.ln()),
+        Log1p => m!(|v| v.add(C::new(F::ONE, F::ZERO)).ln()),
+        Sqrt => m!(|v| v.sqrt()),
+        Rsqrt => m!(|v| C::new(F::ONE, F::ZERO).div(v.sqrt())),
+        Sin => m!(|v| v.sin()),
+        Cos => m!(|v| v.cos()),
+        Tanh => m!(|v| v.tanh()),
+        // XLA: select(abs(x) == 0, x, x / abs(x)), with `abs` flushed; an operand whose
+        // flushed magnitude is zero comes back as it was (subnormal components included).
+        Sign => map1::<C<F>, C<F>>(x, out, |s| {
+            let v = cfl::<F, FTZ>(s);
+            let a = fl::<_, FTZ>(v.abs());
             if a == F::ZERO {
-                C::new(F::ZERO, F::ZERO)
+                s
             } else {
-                C::new(v.re / a, v.im / a)
+                cfl::<F, FTZ>(C::new(v.re / a, v.im / a))
             }
         }),
         _ => return Err(format!("{} is not defined for complex types", op.name())),
@@ -418,7 +454,7 @@ pub(crate) fn binary(
     if is_small_float(ty) {
         let (a32, b32) = (to_f32(ty, a)?, to_f32(ty, b)?);
         let mut out32 = vec![0u8; a32.len()];
-        binary(op, ElementType::F32, &a32, &b32, &mut out32, false)?;
+        binary(op, ElementType::F32, &a32, &b32, &mut out32, ftz)?;
         return convert(ElementType::F32, ty, &out32, out, false);
     }
     let ftz = ftz && ty != ElementType::F16;
@@ -428,7 +464,11 @@ pub(crate) fn binary(
         float_binary::<S, false>(op, a, b, out)
     }, else ());
     with_int!(ty, T => return int_binary::<T>(op, a, b, out), else ());
-    with_complex!(ty, F => return complex_binary::<F>(op, a, b, out), else ());
+    with_complex!(ty, F => return if ftz {
+        complex_binary::<F, true>(op, a, b, out)
+    } else {
+        complex_binary::<F, false>(op, a, b, out)
+    }, else ());
     Err(unsupported(op, ty))
 }
 
@@ -503,18 +543,36 @@ fn float_binary<S: FloatStorage, const FTZ: bool>(
     }
     let one = <S::C as Float>::ONE;
     let zero = <S::C as Float>::ZERO;
+    // The hardware's default NaN, as `fmod` returns it for a zero divisor.
+    #[allow(clippy::eq_op)]
+    let nan = zero / zero;
     match op {
         Add => m!(|x, y| x + y),
         Subtract => m!(|x, y| x - y),
         Multiply => m!(|x, y| x * y),
         Divide => m!(|x, y| x / y),
-        Remainder => m!(|x, y| x % y),
+        // XLA calls `fmodf`/`fmod`, which tests the divisor for zero with a float compare (so
+        // a subnormal divisor gives NaN under DAZ) but computes the rest with integer
+        // instructions: a subnormal dividend or result is kept.
+        Remainder => map2::<S, S>(a, b, out, |p: S, q: S| {
+            let (x, y) = (p.up(), q.up());
+            S::down(if fl::<_, FTZ>(y) == zero {
+                nan
+            } else {
+                x % y
+            })
+        }),
         Maximum => m!(|x, y| fmax(x, y)),
         Minimum => m!(|x, y| fmin(x, y)),
-        Power => m!(|x, y| if x == one || y == zero {
-            one
-        } else {
-            x.powf(y)
+        // `powf`/`pow` read their operands exactly (libm tests them with integer
+        // instructions); only the result is flushed.
+        Power => map2::<S, S>(a, b, out, |p: S, q: S| {
+            let (x, y) = (p.up(), q.up());
+            S::down(fl::<_, FTZ>(if x == one || y == zero {
+                one
+            } else {
+                x.powf(y)
+            }))
         }),
         Atan2 => m!(|x, y| x.atan2(y)),
         _ => return Err(format!("{} is not defined for float types", op.name())),
@@ -610,18 +668,36 @@ fn int_binary<T: Int>(op: Opcode, a: &[u8], b: &[u8], out: &mut [u8]) -> Result<
     Ok(())
 }
 
-fn complex_binary<F: Float>(op: Opcode, a: &[u8], b: &[u8], out: &mut [u8]) -> Result<(), String>
+fn complex_binary<F: Float, const FTZ: bool>(
+    op: Opcode,
+    a: &[u8],
+    b: &[u8],
+    out: &mut [u8],
+) -> Result<(), String>
 where
     Complex<F>: Elem,
 {
     use Opcode::*;
     type C<F> = super::elem::Complex<F>;
+    macro_rules! m {
+        (|$x:ident, $y:ident| $e:expr) => {
+            map2::<C<F>, C<F>>(a, b, out, |p: C<F>, q: C<F>| {
+                let ($x, $y) = (cfl::<F, FTZ>(p), cfl::<F, FTZ>(q));
+                cfl::<F, FTZ>($e)
+            })
+        };
+    }
+    // Each real product and sum rounded (and flushed) on its own, as XLA emits them.
+    let f = |v: F| fl::<_, FTZ>(v);
     match op {
-        Add => map2::<C<F>, C<F>>(a, b, out, |x, y| x.add(y)),
-        Subtract => map2::<C<F>, C<F>>(a, b, out, |x, y| x.sub(y)),
-        Multiply => map2::<C<F>, C<F>>(a, b, out, |x, y| x.mul(y)),
-        Divide => map2::<C<F>, C<F>>(a, b, out, |x, y| x.div(y)),
-        Power => map2::<C<F>, C<F>>(a, b, out, |x, y| x.pow(y)),
+        Add => m!(|x, y| x.add(y)),
+        Subtract => m!(|x, y| x.sub(y)),
+        Multiply => m!(|x, y| C::new(
+            f(x.re * y.re) - f(x.im * y.im),
+            f(x.re * y.im) + f(x.im * y.re)
+        )),
+        Divide => m!(|x, y| x.div(y)),
+        Power => m!(|x, y| x.pow(y)),
         _ => return Err(format!("{} is not defined for complex types", op.name())),
     }
     Ok(())
@@ -702,9 +778,15 @@ pub(crate) fn compare(
         return Ok(());
     }, else ());
     with_complex!(ty, F => {
+        // Compares read subnormal components as zero (DAZ) like real compares.
+        let cf = move |v: F| if ftz { v.flush() } else { v };
         match dir {
-            D::Eq => map2::<Complex<F>, Pred>(a, b, out, |x, y| Pred(x.re == y.re && x.im == y.im)),
-            D::Ne => map2::<Complex<F>, Pred>(a, b, out, |x, y| Pred(x.re != y.re || x.im != y.im)),
+            D::Eq => map2::<Complex<F>, Pred>(a, b, out, |x, y| {
+                Pred(cf(x.re) == cf(y.re) && cf(x.im) == cf(y.im))
+            }),
+            D::Ne => map2::<Complex<F>, Pred>(a, b, out, |x, y| {
+                Pred(cf(x.re) != cf(y.re) || cf(x.im) != cf(y.im))
+            }),
             _ => return Err(format!("compare {} is not defined for complex types", dir.name())),
         }
         return Ok(());
@@ -880,20 +962,23 @@ pub(crate) fn convert(
                 return Ok(());
             }, else ());
         }
-        return convert(mid_ty, to, &mid, out, ftz);
+        // Widening a small float is exact (XLA converts the bits), so only a narrowing
+        // source reads flushed.
+        return convert(mid_ty, to, &mid, out, ftz && !is_small_float(from));
     }
     if from.is_pred() {
         return convert_from(to, x, out, false, |b: Pred| Value::Int(b.0 as i128)).ok_or_else(err);
     }
     with_native_float!(from, S => {
         return if S::SIZE == 8 {
-            let flush = ftz && (to.is_float() || to.is_pred());
+            let flush = ftz && (to.is_float() || to.is_pred() || to == ElementType::C64);
             convert_from(to, x, out, ftz, |v: S| {
                 let f = v.up().to_f64();
                 Value::F64(if flush { f.flush() } else { f })
             })
         } else {
-            let flush = ftz && (to == ElementType::F64 || to.is_pred());
+            let flush = ftz
+                && matches!(to, ElementType::F64 | ElementType::C128 | ElementType::Pred);
             convert_from(to, x, out, ftz, |v: S| {
                 let f = v.up().to_f64() as f32;
                 Value::F32(if flush { f.flush() } else { f })
@@ -905,16 +990,23 @@ pub(crate) fn convert(
         return convert_from(to, x, out, false, |v: T| Value::Int(v.to_i128())).ok_or_else(err);
     }, else ());
     with_complex!(from, F => {
+        // Component by component, flushed the way the real conversions are (f32 to f64
+        // reads flushed; f64 to f32 reads and writes flushed).
+        let f = move |v: F| if ftz { v.flush() } else { v };
         return match to {
             ElementType::C64 => {
                 map1::<Complex<F>, Complex<f32>>(x, out, |v| {
-                    Complex::new(v.re.to_f64() as f32, v.im.to_f64() as f32)
+                    let g = |c: F| {
+                        let r = f(c).to_f64() as f32;
+                        if ftz { r.flush() } else { r }
+                    };
+                    Complex::new(g(v.re), g(v.im))
                 });
                 Ok(())
             }
             ElementType::C128 => {
                 map1::<Complex<F>, Complex<f64>>(x, out, |v| {
-                    Complex::new(v.re.to_f64(), v.im.to_f64())
+                    Complex::new(f(v.re).to_f64(), f(v.im).to_f64())
                 });
                 Ok(())
             }

@@ -10,7 +10,8 @@ integer power and division edge cases, shifts, saturating converts and double ro
 f16/bf16 arithmetic, reduce-precision, total-order compares, bit counts, rng-bit-generator
 (ThreeFry and Philox, several shapes and types), FFT, Cholesky, triangular solve, convolution
 with batch groups, gather and scatter out of bounds, windows with dilation, sort, top-k,
-conditionals and complex arithmetic.
+conditionals and complex arithmetic, and flush-to-zero of complex components, f8e8m0fnu and
+remainder.
 """
 import json, os, re
 import numpy as np
@@ -551,6 +552,78 @@ zc = (rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4))).astype(np.
 zspd = (zc @ zc.conj().T + 4 * np.eye(4)).astype(np.complex64)
 jcase("lapack_complex", lambda x, y: (jnp.linalg.cholesky(x), jax.lax.linalg.lu(y)), [zspd, zc],
       {"rtol": 2e-4, "atol": 2e-4})
+
+# --- flush-to-zero (DAZ/FTZ) beyond real f32/f64: complex components, f8e8m0fnu computed in
+# f32 (2^-127 is an f32 subnormal), and remainder's fmod. Appended after the cases above.
+strict = {"rtol": 1e-5, "atol": 0.0}
+for ty, dt, s in [("c64", np.complex64, 1e-39), ("c128", np.complex128, 1e-309)]:
+    rt = "f32" if ty == "c64" else "f64"
+    tiny = 1e-20 if ty == "c64" else 1e-160
+    za = np.array([s + 3 * s * 1j, 2 + s * 1j, -0.1 * s - 0j, tiny + tiny * 1j, 3 + 4j, s * 1j, -s + 0j,
+                   1 + 1j, 0j, 1 + 1j], dt)
+    zb = np.array([1 + 0j, s + s * 1j, 2 + 2j, tiny + tiny * 1j, s + 0j, 1 + 0j, 1j, 2 + 0j, s + s * 1j,
+                   tiny + 0j], dt)
+    ew(f"ftz_complex_{ty}", ty, 2, [(ty, "add(p0, p1)"), (ty, "subtract(p0, p1)"), (ty, "multiply(p0, p1)"),
+                                     (ty, "divide(p0, p1)"), (rt, "abs(p0)"), (ty, "sign(p0)"), (ty, "sqrt(p0)"),
+                                     (ty, "rsqrt(p0)"), (ty, "exponential(p0)"), (ty, "exponential-minus-one(p0)"),
+                                     (ty, "sine(p0)"), (ty, "cosine(p0)"), (ty, "tanh(p0)"),
+                                     ("pred", "compare(p0, p1), direction=EQ"),
+                                     ("pred", "compare(p0, p1), direction=NE"), (rt, "real(p0)"), (rt, "imag(p0)"),
+                                     (ty, "negate(p0)")], [za, zb], tol=strict)
+case("ftz_complex_convert", """
+ENTRY main {
+  a = c64[4] parameter(0)
+  b = c128[4] parameter(1)
+  f = f32[4] parameter(2)
+  ab = c128[4] convert(a)
+  ba = c64[4] convert(b)
+  fa = c64[4] convert(f)
+  fb = c128[4] convert(f)
+  ROOT t = (c128[4], c64[4], c64[4], c128[4]) tuple(ab, ba, fa, fb)
+}""", [np.array([1e-39 + 3e-39j, 2 + 1e-39j, 1e-40 - 2j, 1 + 1j], np.complex64),
+       np.array([1e-39 + 3e-39j, 2 + 1e-39j, 1e-300 - 2j, 1e-310 + 1j], np.complex128),
+       np.array([1e-39, 2, -1e-40, 1e-45], np.float32)])
+case("ftz_complex_dot_reduce", """
+add {
+  a = c64[] parameter(0)
+  b = c64[] parameter(1)
+  ROOT s = c64[] add(a, b)
+}
+
+ENTRY main {
+  x = c64[2,2] parameter(0)
+  d = c64[2,2] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  z = c64[] constant((0, 0))
+  r = c64[2] reduce(x, z), dimensions={1}, to_apply=add
+  ROOT t = (c64[2,2], c64[2]) tuple(d, r)
+}""", [np.array([[1e-20 + 1e-20j, 1e-39 + 0j], [1 + 1e-39j, 3e-39 + 0j]], np.complex64)], tol=strict)
+# f8e8m0fnu as bits: 0 is 2^-127, 127 is 1, 255 is NaN.
+e8a = np.array([0, 0, 1, 126, 127, 0, 1, 27, 200, 255, 0, 2], np.uint8)
+e8b = np.array([0, 127, 127, 1, 0, 1, 0, 100, 200, 0, 254, 1], np.uint8)
+e8ops = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "remainder"]
+e8un = ["sqrt", "rsqrt", "exponential", "log", "abs", "negate", "floor"]
+lines = ["  pa = u8[12] parameter(0)", "  pb = u8[12] parameter(1)",
+         "  a = f8e8m0fnu[12] bitcast-convert(pa)", "  b = f8e8m0fnu[12] bitcast-convert(pb)"]
+outs = []
+for i, op in enumerate(e8ops):
+    lines += [f"  x{i} = f8e8m0fnu[12] {op}(a, b)", f"  q{i} = u8[12] bitcast-convert(x{i})"]
+    outs.append((f"q{i}", "u8"))
+for i, op in enumerate(e8un):
+    lines += [f"  y{i} = f8e8m0fnu[12] {op}(a)", f"  w{i} = u8[12] bitcast-convert(y{i})"]
+    outs.append((f"w{i}", "u8"))
+for d in ["EQ", "NE", "LT", "GE"]:
+    lines.append(f"  c{d} = pred[12] compare(a, b), direction={d}")
+    outs.append((f"c{d}", "pred"))
+for t in ["f32", "f16", "f64"]:
+    lines.append(f"  v{t} = {t}[12] convert(a)")
+    outs.append((f"v{t}", t))
+lines.append(f"  ROOT t = ({', '.join(t + '[12]' for _, t in outs)}) tuple({', '.join(n for n, _ in outs)})")
+case("ftz_f8e8m0fnu", "ENTRY main {\n" + "\n".join(lines) + "\n}", [e8a, e8b])
+ew("ftz_remainder_f32", "f32", 2, [("f32", "remainder(p0, p1)")],
+   [np.array([1e-39, 1e-39, 5.877471754111438e-39, 2.0, -1e-39, 3e-39, 1.5e-38, 7.0], np.float32),
+    np.array([1.0, 2e-39, 1.0, 1e-39, 1.0, 1e-39, 1e-38, 0.0], np.float32)])
+ew("ftz_remainder_f64", "f64", 2, [("f64", "remainder(p0, p1)")],
+   [np.array([1e-309, 1e-309, 2.0, -1e-309, 3e-308, 7.0]), np.array([1.0, 2e-309, 1e-309, 1.0, 2e-308, 0.0])])
 
 with open(os.path.join(HERE, "manifest.json"), "w") as f:
     json.dump({"generator": "gen.py", "jax_version": jax.__version__, "cases": CASES}, f, indent=1)
