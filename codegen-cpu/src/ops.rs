@@ -649,17 +649,10 @@ pub(crate) fn convert<'ctx>(
     if to.is_pred() {
         return Ok(bv(if from.is_float() {
             let x = v.into_float_value();
-            if is_minifloat(from) {
-                // Exact, as the evaluator has it (`2^-127` in `f8e8m0fnu` is true): a bit
-                // test of the `f32` value, so the hardware's DAZ does not apply.
-                let bits = b.build_bit_cast(x, cg.i32(), "mb")?.into_int_value();
-                let mag = b.build_and(bits, cg.i32().const_int(0x7fff_ffff, false), "mag")?;
-                b.build_int_compare(IntPredicate::NE, mag, cg.i32().const_zero(), "ne0")?
-            } else {
-                // XLA compares with a float instruction: subnormals read as zero.
-                let x = flush_reg(cg, x)?;
-                b.build_float_compare(FloatPredicate::UNE, x, x.get_type().const_zero(), "ne0")?
-            }
+            // XLA compares with a float instruction: subnormals (f8e8m0fnu's 2^-127 among
+            // them) read as zero.
+            let x = flush_reg(cg, x)?;
+            b.build_float_compare(FloatPredicate::UNE, x, x.get_type().const_zero(), "ne0")?
         } else {
             let x = v.into_int_value();
             b.build_int_compare(IntPredicate::NE, x, x.get_type().const_zero(), "ne0")?

@@ -13,8 +13,9 @@
 //! FTZ modes: subnormal operands read as zero and subnormal `f32`/`f64` results are written as
 //! zero (same sign). Ops XLA implements with integer instructions are exact either way:
 //! `negate`, `abs`, total-order compares, `reduce-precision`, and converts between `f32` and
-//! `bf16` or from `f16` or the 8- and 4-bit floats. `power` (a `powf`/`pow` call) reads
-//! its operands exactly and flushes only its result. `remainder` (a `fmod` call) reads only its divisor flushed: a divisor
+//! `bf16` or from `f16` or the 8- and 4-bit floats (except to `pred`, a float compare).
+//! `power` (a `powf`/`pow` call) reads its operands exactly and flushes only its result.
+//! `remainder` (a `fmod` call) reads only its divisor flushed: a divisor
 //! that flushes to zero gives NaN, otherwise the exact remainder of the unflushed operands.
 //! The 8- and 4-bit floats compute in `f32` under the same rules, which matters for
 //! `f8e8m0fnu`: `2^-127` is an `f32` subnormal, so it reads as zero in arithmetic and an
@@ -556,11 +557,7 @@ fn float_binary<S: FloatStorage, const FTZ: bool>(
         // instructions: a subnormal dividend or result is kept.
         Remainder => map2::<S, S>(a, b, out, |p: S, q: S| {
             let (x, y) = (p.up(), q.up());
-            S::down(if fl::<_, FTZ>(y) == zero {
-                nan
-            } else {
-                x % y
-            })
+            S::down(if fl::<_, FTZ>(y) == zero { nan } else { x % y })
         }),
         Maximum => m!(|x, y| fmax(x, y)),
         Minimum => m!(|x, y| fmin(x, y)),
@@ -963,8 +960,15 @@ pub(crate) fn convert(
             }, else ());
         }
         // Widening a small float is exact (XLA converts the bits), so only a narrowing
-        // source reads flushed.
-        return convert(mid_ty, to, &mid, out, ftz && !is_small_float(from));
+        // source reads flushed; a conversion to pred is a float compare, which reads
+        // f8e8m0fnu's 2^-127 (an f32 subnormal) as zero.
+        return convert(
+            mid_ty,
+            to,
+            &mid,
+            out,
+            ftz && (!is_small_float(from) || to.is_pred()),
+        );
     }
     if from.is_pred() {
         return convert_from(to, x, out, false, |b: Pred| Value::Int(b.0 as i128)).ok_or_else(err);

@@ -625,6 +625,17 @@ ew("ftz_remainder_f32", "f32", 2, [("f32", "remainder(p0, p1)")],
 ew("ftz_remainder_f64", "f64", 2, [("f64", "remainder(p0, p1)")],
    [np.array([1e-309, 1e-309, 2.0, -1e-309, 3e-308, 7.0]), np.array([1.0, 2e-309, 1e-309, 1.0, 2e-308, 0.0])])
 
+# Converts of the 8-bit floats to pred compare in f32 under DAZ: f8e8m0fnu's 2^-127 (bits 0) is
+# an f32 subnormal and converts to false.
+lines = ["  pa = u8[6] parameter(0)"]
+outs = []
+for i, t in enumerate(["f8e8m0fnu", "f8e4m3fn", "f8e5m2"]):
+    lines += [f"  a{i} = {t}[6] bitcast-convert(pa)", f"  p{i} = pred[6] convert(a{i})"]
+    outs.append(f"p{i}")
+lines.append(f"  ROOT t = ({', '.join('pred[6]' for _ in outs)}) tuple({', '.join(outs)})")
+case("ftz_minifloat_to_pred", "ENTRY main {\n" + "\n".join(lines) + "\n}",
+     [np.array([0, 1, 127, 255, 128, 0x80], np.uint8)])
+
 with open(os.path.join(HERE, "manifest.json"), "w") as f:
     json.dump({"generator": "gen.py", "jax_version": jax.__version__, "cases": CASES}, f, indent=1)
 print(len(CASES), "cases")
