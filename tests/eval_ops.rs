@@ -1576,3 +1576,19 @@ fn calls_fusions_and_conditionals_inside_applied_computations() {
     // Index -1 and 7 are out of range: the last branch (square).
     assert_eq!(as_f32(&r[3]), vec![1.0, -0.0, 2.0, 4.0, 49.0]);
 }
+
+#[test]
+fn while_loops_inside_applied_computations() {
+    // A map whose body counts Collatz steps with a data-dependent while loop over a
+    // (value, steps) tuple state.
+    let comps = "cond {\n  cond.s = (s32[], s32[]) parameter(0)\n  cond.x = s32[] get-tuple-element(cond.s), index=0\n  cond.one = s32[] constant(1)\n  ROOT cond.c = pred[] compare(cond.x, cond.one), direction=GT\n}\n\n\
+         step {\n  step.s = (s32[], s32[]) parameter(0)\n  step.x = s32[] get-tuple-element(step.s), index=0\n  step.n = s32[] get-tuple-element(step.s), index=1\n  step.one = s32[] constant(1)\n  step.two = s32[] constant(2)\n  step.three = s32[] constant(3)\n  step.r = s32[] remainder(step.x, step.two)\n  step.z = s32[] constant(0)\n  step.even = pred[] compare(step.r, step.z), direction=EQ\n  step.h = s32[] divide(step.x, step.two)\n  step.t = s32[] multiply(step.x, step.three)\n  step.t1 = s32[] add(step.t, step.one)\n  step.nx = s32[] select(step.even, step.h, step.t1)\n  step.nn = s32[] add(step.n, step.one)\n  ROOT step.out = (s32[], s32[]) tuple(step.nx, step.nn)\n}\n\n\
+         steps {\n  steps.x = s32[] parameter(0)\n  steps.z = s32[] constant(0)\n  steps.init = (s32[], s32[]) tuple(steps.x, steps.z)\n  steps.w = (s32[], s32[]) while(steps.init), condition=cond, body=step\n  ROOT steps.n = s32[] get-tuple-element(steps.w), index=1\n}\n";
+    let t = module(
+        comps,
+        &["s32[6]"],
+        "r = s32[6] map(p0), dimensions={0}, to_apply=steps",
+    );
+    let r = run(&t, &[s32s(&[6], &[1, 2, 3, 6, 7, 27])]);
+    assert_eq!(as_s32(&r), vec![0, 1, 7, 8, 16, 111]);
+}

@@ -161,6 +161,13 @@ pub(crate) fn is_elemental(m: &Module, id: InstId) -> bool {
                 | ReplicaId
         )
         || matches!(op, Call | Fusion | Conditional) && scalar_call(m, id)
+        || op == While && scalar_while(m, id)
+}
+
+/// A `while` whose state has single-element leaves (a tuple of scalars, say), inside a
+/// reducer, comparator or `map` body: a loop in the kernel with the state in registers.
+fn scalar_while(m: &Module, id: InstId) -> bool {
+    single_elements(m, m.shape(id))
 }
 
 /// Whether every array leaf of `s` has one element (and it has no tokens).
@@ -212,7 +219,7 @@ pub(crate) fn comp_is_elemental(m: &Module, comp: CompId) -> bool {
         }
         if matches!(
             m.opcode(id),
-            Opcode::Call | Opcode::Fusion | Opcode::Conditional
+            Opcode::Call | Opcode::Fusion | Opcode::Conditional | Opcode::While
         ) && !m.called_comps_iter(id).all(|c| comp_is_elemental(m, c))
         {
             return false;
@@ -220,6 +227,31 @@ pub(crate) fn comp_is_elemental(m: &Module, comp: CompId) -> bool {
         stack.extend_from_slice(m.operands(id));
     }
     true
+}
+
+/// Applies computation `comp`, whose one parameter (an array or a tuple) has single-element
+/// leaves, to those leaves' values; returns its root's leaf values.
+fn apply_state<'ctx>(
+    cg: &Cg<'ctx>,
+    m: &Module,
+    comp: CompId,
+    leaves: &[Val<'ctx>],
+) -> R<Vec<Val<'ctx>>> {
+    let params = m.params(comp);
+    let [p] = params else {
+        return Err(format!("computation {} must take one parameter", m.comp_name(comp)).into());
+    };
+    if !single_elements(m, m.shape(*p)) || !single_elements(m, m.shape(m.root(comp))) {
+        return Err(format!(
+            "computation {} applied per element must take and return single elements",
+            m.comp_name(comp)
+        )
+        .into());
+    }
+    let mut child = Gen::new(cg, m);
+    child.bind(*p, Ext::Vals(leaves.to_vec()));
+    let idx = child.scalar_index();
+    child.gen_unit(m.root(comp), &idx)
 }
 
 impl<'a, 'ctx> Gen<'a, 'ctx> {
@@ -478,6 +510,33 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         self.apply(c, &vals)
     }
 
+    /// A `while` on single-element state (see [`scalar_while`]): the condition and body are
+    /// applied to the state's leaves in a loop of the kernel.
+    fn gen_scalar_while(&mut self, id: InstId) -> R<Vec<Val<'ctx>>> {
+        let (m, cg) = (self.m, self.cg);
+        if !scalar_while(m, id) {
+            return Err("while is emitted per element only on single-element state".into());
+        }
+        let cond = m
+            .comp_attr(id, &AttrKey::Condition)
+            .ok_or("while needs a condition")?;
+        let body = m
+            .comp_attr(id, &AttrKey::Body)
+            .ok_or("while needs a body")?;
+        let s = self.scalar_index();
+        let init = self.gen_unit(m.operands(id)[0], &s)?;
+        cg.while_loop(
+            &init,
+            |st| {
+                let r = apply_state(cg, m, cond, st)?;
+                Ok(r.first()
+                    .ok_or("while condition returns nothing")?
+                    .into_int_value())
+            },
+            |st| apply_state(cg, m, body, st),
+        )
+    }
+
     /// The leaves of the branch a conditional's selector picks: a `pred` picks branch 0 when
     /// true; an `s32` index picks its branch, out-of-range indices the last one (as XLA).
     fn select_branch(
@@ -635,6 +694,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             Reduce => return self.gen_reduce(id, idx),
             ReduceWindow => return self.gen_reduce_window(id, idx),
             Call | Fusion | Conditional => return self.gen_scalar_call(id),
+            While => return self.gen_scalar_while(id),
             Parameter => return Err("parameter is not bound in this kernel".into()),
             _ => {}
         }
