@@ -9,17 +9,7 @@ use axle::ir::{
     compare_arrays, parse_module, ArrayLiteral, ArrayShape, ElementType, Literal, Module, Tolerance,
 };
 use axle_codegen_cpu::{compile, compile_aot, CpuOptions};
-
-/// A deterministic value in [-1, 1) from a seed and an index.
-fn noise(seed: u64, i: u64) -> f64 {
-    let mut x = seed
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add(i.wrapping_mul(0xBF58_476D_1CE4_E5B9));
-    x ^= x >> 31;
-    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^= x >> 29;
-    (x >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-}
+use axle_testkit::noise;
 
 /// An array of type `ty` whose element at flat index `k` is `f(k)` (`(re, im)`; the imaginary
 /// part is dropped for real types).

@@ -5,38 +5,13 @@
 
 use axle_analysis::evaluate;
 use axle_codegen_cpu::{compile, CpuOptions};
-use axle_ir::literal::f64_to_element;
-use axle_ir::{
-    compare_literals, parse_module, ArrayLiteral, ArrayShape, ElementType, Literal, Tolerance,
-};
-
-/// A deterministic value in [-1, 1) from a seed and an index.
-fn noise(seed: u64, i: u64) -> f64 {
-    let mut x = seed
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add(i.wrapping_mul(0xBF58_476D_1CE4_E5B9));
-    x ^= x >> 31;
-    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^= x >> 29;
-    (x >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-}
-
-/// An array of `ty` whose element at flat index `k` is `f(k)` rounded to `ty`.
-fn array(ty: ElementType, dims: &[i64], f: impl Fn(usize) -> f64) -> Literal {
-    let n: i64 = dims.iter().product();
-    let data = (0..n as usize)
-        .flat_map(|k| f64_to_element(ty, f(k)))
-        .collect();
-    Literal::Array(ArrayLiteral {
-        shape: ArrayShape::new(ty, dims),
-        data,
-    })
-}
+use axle_ir::{compare_literals, parse_module, ElementType, Literal, Tolerance};
+use axle_testkit::{noise, real_array};
 
 /// Batches of symmetric positive definite `n`-by-`n` matrices `B B^T + n I`.
 fn positive_definite(ty: ElementType, dims: &[i64], seed: u64) -> Literal {
     let n = dims[dims.len() - 1] as usize;
-    array(ty, dims, |k| {
+    real_array(ty, dims, |k| {
         let (bt, i, j) = (k / (n * n), k / n % n, k % n);
         let b = |r: usize, t: usize| noise(seed, ((bt * n + r) * n + t) as u64);
         let dot: f64 = (0..n).map(|t| b(i, t) * b(j, t)).sum();
@@ -47,7 +22,7 @@ fn positive_definite(ty: ElementType, dims: &[i64], seed: u64) -> Literal {
 /// Random matrices with a dominant diagonal (well-conditioned triangles).
 fn dominant(ty: ElementType, dims: &[i64], seed: u64) -> Literal {
     let (r, c) = (dims[dims.len() - 2] as usize, dims[dims.len() - 1] as usize);
-    array(ty, dims, |k| {
+    real_array(ty, dims, |k| {
         let v = noise(seed, k as u64);
         if k / c % r == k % c {
             v + 2.0 + c as f64
@@ -126,7 +101,7 @@ fn narrow_triangular_solves_match_the_evaluator() {
             let seed = seed as u64;
             let args = [
                 dominant(ty, &[2, 4, 4], seed),
-                array(ty, &bd, |k| 4.0 * noise(seed + 100, k as u64)),
+                real_array(ty, &bd, |k| 4.0 * noise(seed + 100, k as u64)),
             ];
             check(ty, &text, &args);
         }
@@ -140,7 +115,7 @@ fn narrow_cholesky_feeding_a_solve_matches_the_evaluator() {
     let ty = ElementType::F16;
     let args = [
         positive_definite(ty, &[2, 4, 4], 3),
-        array(ty, &[2, 4, 3], |k| noise(5, k as u64)),
+        real_array(ty, &[2, 4, 3], |k| noise(5, k as u64)),
     ];
     check_within(ty, text, &args, 4.0);
 }
@@ -166,7 +141,7 @@ fn minifloat_cholesky_and_solve_match_the_evaluator() {
         );
         let args = [
             dominant(ty, &[3, 3], 4),
-            array(ty, &[3, 2], |k| noise(9, k as u64)),
+            real_array(ty, &[3, 2], |k| noise(9, k as u64)),
         ];
         check(ty, &text, &args);
     }

@@ -6,37 +6,12 @@
 use axle_analysis::evaluate;
 use axle_fusion::linalg_upcast::has_narrow_linalg;
 use axle_fusion::run_on_copy;
-use axle_ir::literal::f64_to_element;
-use axle_ir::{
-    compare_literals, parse_module, ArrayLiteral, ArrayShape, ElementType, Literal, Opcode,
-    Tolerance,
-};
-
-/// A deterministic value in [-1, 1) from a seed and an index.
-fn noise(seed: u64, i: u64) -> f64 {
-    let mut x = seed
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add(i.wrapping_mul(0xBF58_476D_1CE4_E5B9));
-    x ^= x >> 31;
-    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^= x >> 29;
-    (x >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-}
-
-fn array(ty: ElementType, dims: &[i64], f: impl Fn(usize) -> f64) -> Literal {
-    let n: i64 = dims.iter().product();
-    let data = (0..n as usize)
-        .flat_map(|k| f64_to_element(ty, f(k)))
-        .collect();
-    Literal::Array(ArrayLiteral {
-        shape: ArrayShape::new(ty, dims),
-        data,
-    })
-}
+use axle_ir::{compare_literals, parse_module, ElementType, Literal, Opcode, Tolerance};
+use axle_testkit::{noise, real_array};
 
 /// `B B^T + n I` for a batch of `n`-by-`n` matrices: symmetric positive definite.
 fn positive_definite(ty: ElementType, batch: usize, n: usize, seed: u64) -> Literal {
-    array(ty, &[batch as i64, n as i64, n as i64], |k| {
+    real_array(ty, &[batch as i64, n as i64, n as i64], |k| {
         let (bt, i, j) = (k / (n * n), k / n % n, k % n);
         let b = |r: usize, t: usize| noise(seed, ((bt * n + r) * n + t) as u64);
         let dot: f64 = (0..n).map(|t| b(i, t) * b(j, t)).sum();
@@ -84,8 +59,8 @@ fn upcast_matches_the_evaluator() {
             // units of the result.
             let args = vec![
                 positive_definite(ty, 2, 4, seed),
-                array(ty, &[2, 4, 3], |k| noise(seed + 10, k as u64)),
-                array(ty, &[2, 3, 4], |k| noise(seed + 20, k as u64)),
+                real_array(ty, &[2, 4, 3], |k| noise(seed + 10, k as u64)),
+                real_array(ty, &[2, 3, 4], |k| noise(seed + 20, k as u64)),
             ];
             let want = evaluate(&m, &args).expect("the original evaluates");
             let got = evaluate(&e, &args).expect("the rewrite evaluates");

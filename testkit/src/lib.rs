@@ -257,3 +257,27 @@ fn harness_detects_mismatch(dir: &Path, case: &Value, run: &Runner) -> Result<()
         Ok(()) => Err("out0 compared equal to out1's expectation".into()),
     }
 }
+
+/// A deterministic value in `[-1, 1)` from a seed and an index (a splitmix-style hash), for
+/// test inputs that must not depend on a random number generator's version.
+pub fn noise(seed: u64, i: u64) -> f64 {
+    let mut x = seed
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(i.wrapping_mul(0xBF58_476D_1CE4_E5B9));
+    x ^= x >> 31;
+    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 29;
+    (x >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+}
+
+/// An array of real element type `ty` whose element at flat index `k` is `f(k)` rounded to `ty`.
+pub fn real_array(ty: ElementType, dims: &[i64], f: impl Fn(usize) -> f64) -> Literal {
+    let n: i64 = dims.iter().product();
+    let data = (0..n.max(0) as usize)
+        .flat_map(|k| axle_ir::literal::f64_to_element(ty, f(k)))
+        .collect();
+    Literal::Array(ArrayLiteral {
+        shape: axle_ir::ArrayShape::new(ty, dims),
+        data,
+    })
+}
