@@ -23,8 +23,8 @@
 //! flushed parts (`abs` flushes its result); `sign` is `select(abs(x) == 0, x, x / abs(x))`, so
 //! an operand that flushes to zero comes back unchanged; `real`, `imag`, `negate` and `complex`
 //! are exact; `c64`/`c128` converts flush as the `f32`/`f64` ones do. `convert` widens or narrows the parts of a complex
-//! value and makes a complex value from a real one (imaginary part zero); complex to real is an
-//! error, as in the evaluator.
+//! value and makes a complex value from a real one (imaginary part zero); complex to real takes
+//! the real part and converts it as a real value (as XLA and the evaluator do).
 
 use axle_ir::{ComparisonDirection, ElementType, Opcode};
 use inkwell::types::{FloatType, StructType};
@@ -621,7 +621,11 @@ pub(crate) fn convert<'ctx>(
         .into()
     };
     if !to.is_complex() {
-        return Err(unsupported());
+        if !from.is_complex() || to.is_pred() {
+            return Err(unsupported());
+        }
+        let re = split(cg, v)?.re;
+        return crate::ops::convert(cg, from.component_type(), to, crate::cg::bv(re));
     }
     let ft = to.component_type();
     let c = if from.is_complex() {

@@ -615,7 +615,7 @@ fn compile_error(text: &str) -> String {
 fn undefined_complex_ops_are_errors() {
     // Each is refused by the verifier or the code generator, naming the instruction.
     let cases = [
-        ("f32[2] convert(x)", "convert"),
+        ("pred[2] convert(x)", "convert"),
         ("pred[2] compare(x, x), direction=LT", "compare"),
         ("s64[2] bitcast-convert(x)", "bitcast-convert"),
         ("c64[2] maximum(x, x)", "maximum"),

@@ -948,10 +948,11 @@ impl<'a> Cx<'a> {
             Some(t) => t,
             None => bail!(self, "the result element type must be given"),
         };
-        if a.ty.is_complex() && !ty.is_complex() {
+        // Complex to real takes the real part, as XLA does; not to pred.
+        if a.ty.is_complex() && ty.is_pred() {
             bail!(
                 self,
-                "conversion from complex to real type {} => {} is not allowed (use real/imag)",
+                "conversion from complex to pred {} => {} is not allowed (compare with zero)",
                 a.ty,
                 ty
             );

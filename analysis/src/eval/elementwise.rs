@@ -932,6 +932,22 @@ pub(crate) fn convert(
     out: &mut [u8],
     ftz: bool,
 ) -> Result<(), String> {
+    // Complex to real takes the real part (as XLA does), then converts it like a real value.
+    if from.is_complex() && !to.is_complex() {
+        if to.is_pred() {
+            return Err(format!(
+                "convert from {} to pred is not defined",
+                from.name()
+            ));
+        }
+        let part = from.component_type();
+        let w = part.byte_size();
+        let re: Vec<u8> = x
+            .chunks_exact(2 * w)
+            .flat_map(|c| c[..w].iter().copied())
+            .collect();
+        return convert(part, to, &re, out, ftz);
+    }
     if from == to {
         out.copy_from_slice(x);
         return Ok(());

@@ -636,6 +636,14 @@ lines.append(f"  ROOT t = ({', '.join('pred[6]' for _ in outs)}) tuple({', '.joi
 case("ftz_minifloat_to_pred", "ENTRY main {\n" + "\n".join(lines) + "\n}",
      [np.array([0, 1, 127, 255, 128, 0x80], np.uint8)])
 
+# Complex to real converts take the real part (subnormal, NaN, infinite and out-of-range parts).
+cre = np.array([2.7, -3.5, 1e-39, -1e-40, 3e9, -3e9, nan, inf, -inf, 70000.0, -0.0, 255.5])
+cim = np.array([5.0, 1.0, 1e-39, 2.0, -1.0, 0.0, 1.0, nan, 3.0, 1.0, 7.0, -2.0])
+for ty, dt in [("c64", np.complex64), ("c128", np.complex128)]:
+    ew(f"convert_{ty}_to_real", ty, 1,
+       [(t, "convert(p0)") for t in ["f32", "f64", "f16", "bf16", "s32", "u8", "s64"]],
+       [(cre + 1j * cim).astype(dt)])
+
 with open(os.path.join(HERE, "manifest.json"), "w") as f:
     json.dump({"generator": "gen.py", "jax_version": jax.__version__, "cases": CASES}, f, indent=1)
 print(len(CASES), "cases")

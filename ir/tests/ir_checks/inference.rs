@@ -198,9 +198,13 @@ fn conversions() {
         fx.infer(Opcode::Convert, &[f], &[], None),
         "convert: the result element type must be given",
     );
-    err(
+    ok(
         fx.infer(Opcode::Convert, &[c], &[], Some(arr(F32, &[4]))),
-        "from complex to real",
+        "f32[4]",
+    );
+    err(
+        fx.infer(Opcode::Convert, &[c], &[], Some(arr(Pred, &[4]))),
+        "from complex to pred",
     );
     ok(
         fx.infer(Opcode::BitcastConvert, &[f], &[], Some(arr(S32, &[4]))),
