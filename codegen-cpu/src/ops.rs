@@ -320,14 +320,7 @@ pub(crate) fn fmax<'ctx>(
     a: FloatValue<'ctx>,
     c: FloatValue<'ctx>,
 ) -> R<FloatValue<'ctx>> {
-    let b = &cg.b;
-    let take_c = b.build_float_compare(FloatPredicate::ULT, a, c, "ult")?;
-    let r = b.build_select(take_c, c, a, "max")?.into_float_value();
-    let eq = b.build_float_compare(FloatPredicate::OEQ, a, c, "eq")?;
-    let tie = zero_tie(cg, true, a, c)?;
-    let r = b.build_select(eq, tie, r, "max")?.into_float_value();
-    let anan = b.build_float_compare(FloatPredicate::UNO, a, a, "anan")?;
-    Ok(b.build_select(anan, a, r, "max")?.into_float_value())
+    extremum(cg, true, a, c)
 }
 
 /// XLA's `minimum` on floats: as [`fmax`], with `-0` below `+0`.
@@ -336,14 +329,30 @@ pub(crate) fn fmin<'ctx>(
     a: FloatValue<'ctx>,
     c: FloatValue<'ctx>,
 ) -> R<FloatValue<'ctx>> {
+    extremum(cg, false, a, c)
+}
+
+/// [`fmax`] (`max`) or [`fmin`].
+fn extremum<'ctx>(
+    cg: &Cg<'ctx>,
+    max: bool,
+    a: FloatValue<'ctx>,
+    c: FloatValue<'ctx>,
+) -> R<FloatValue<'ctx>> {
     let b = &cg.b;
-    let take_c = b.build_float_compare(FloatPredicate::UGT, a, c, "ugt")?;
-    let r = b.build_select(take_c, c, a, "min")?.into_float_value();
+    // Unordered: a NaN `c` is taken here, a NaN `a` below.
+    let pred = if max {
+        FloatPredicate::ULT
+    } else {
+        FloatPredicate::UGT
+    };
+    let take_c = b.build_float_compare(pred, a, c, "take")?;
+    let r = b.build_select(take_c, c, a, "ext")?.into_float_value();
     let eq = b.build_float_compare(FloatPredicate::OEQ, a, c, "eq")?;
-    let tie = zero_tie(cg, false, a, c)?;
-    let r = b.build_select(eq, tie, r, "min")?.into_float_value();
+    let tie = zero_tie(cg, max, a, c)?;
+    let r = b.build_select(eq, tie, r, "ext")?.into_float_value();
     let anan = b.build_float_compare(FloatPredicate::UNO, a, a, "anan")?;
-    Ok(b.build_select(anan, a, r, "min")?.into_float_value())
+    Ok(b.build_select(anan, a, r, "ext")?.into_float_value())
 }
 
 fn float_binary<'ctx>(
