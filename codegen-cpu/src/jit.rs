@@ -278,7 +278,7 @@ pub(crate) fn build<'ctx>(
     axle_ir::verify(m)
         .map_err(|e| CodegenError::general(&m.name, format!("the module does not verify: {e}")))?;
     // Ops the backend has no kernels for are rewritten first, as XLA's CPU pipeline does:
-    // batch-norm ops into ordinary HLO, f16/bf16 linear algebra into f32 between converts. A
+    // batch-norm ops into ordinary HLO, f16/bf16/f8 linear algebra into f32 between converts. A
     // module that needs neither is used as it is (no copy).
     let expanded = if needs_expansion(m) {
         Some(

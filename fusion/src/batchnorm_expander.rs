@@ -397,10 +397,3 @@ pub fn has_batch_norm(m: &Module) -> bool {
         )
     })
 }
-
-/// A copy of `m` with its batch-norm instructions expanded and what they leave unused removed
-/// (`batchnorm-expander,dce` under the pass manager, so the result is verified), for backends
-/// that have no batch-norm kernels.
-pub fn expand_batch_norm(m: &Module) -> Result<Module, String> {
-    crate::run_on_copy(m, "batchnorm-expander,dce")
-}

@@ -83,7 +83,7 @@ pub fn register(reg: &mut PassRegistry) {
     });
     reg.register(PassInfo {
         name: "linalg-upcast",
-        doc: "runs f16/bf16 cholesky and triangular-solve in f32 between converts, as XLA's float normalization",
+        doc: "runs f16/bf16/f8 cholesky and triangular-solve in f32 between converts, as XLA's float normalization",
         options: &[],
         create: |_| Box::new(linalg_upcast::LinalgUpcast),
     });
