@@ -53,6 +53,9 @@ pub(crate) struct Cg<'ctx> {
     /// Whether kernels run with subnormals flushed (x86's FTZ and DAZ modes): functions say so
     /// to LLVM, and ops whose results are not produced by float arithmetic flush explicitly.
     pub ftz: bool,
+    /// The target and thread count the GEMM's blocking is chosen for (the same the lowering
+    /// used).
+    pub gemm: crate::gemm::GemmTarget,
     libm: RefCell<HashMap<String, FunctionValue<'ctx>>>,
 }
 
@@ -66,6 +69,7 @@ impl<'ctx> Cg<'ctx> {
             features: features.to_string(),
             libm_math: false,
             ftz: false,
+            gemm: crate::gemm::GemmTarget::default(),
             libm: RefCell::new(HashMap::new()),
         }
     }
