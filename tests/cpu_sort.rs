@@ -45,14 +45,14 @@ fn values(a: &ArrayShape, seed: u64) -> ArrayLiteral {
     for i in 0..n {
         let h = hash(i, seed);
         let bytes = if a.ty.is_float() {
-            let v = if h % 3 == 0 {
+            let v = if h.is_multiple_of(3) {
                 SPECIAL[(h >> 8) as usize % SPECIAL.len()]
             } else {
                 ((h >> 16) % 41) as f64 / 4.0 - 5.0
             };
             let mut b = f64_to_element(a.ty, v);
             // A NaN with a payload of its own, to see that values move bit for bit.
-            if v.is_nan() && h % 2 == 0 && a.ty == axle::ir::ElementType::F32 {
+            if v.is_nan() && h.is_multiple_of(2) && a.ty == axle::ir::ElementType::F32 {
                 let bits = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) | 0x1234;
                 b = bits.to_le_bytes().to_vec();
             }

@@ -72,7 +72,10 @@ fn gemm_attention_heads(bencher: Bencher) {
     let p = prepare(
         "HloModule att\nENTRY main {\n  q = f32[8,512,64] parameter(0)\n  k = f32[8,512,64] parameter(1)\n  ROOT s = f32[8,512,512] dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}\n}\n",
     );
-    run(bencher.counter(ItemsCount::new(2 * 8 * 512 * 512 * 64)), &p);
+    run(
+        bencher.counter(ItemsCount::new(2u64 * 8 * 512 * 512 * 64)),
+        &p,
+    );
 }
 
 const JAX_F32_LT: &str = "cmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  nan = f32[] constant(nan)\n  zero = f32[] constant(0)\n  ane = pred[] compare(a, a), direction=NE\n  aeq = pred[] compare(a, zero), direction=EQ\n  az = f32[] select(aeq, zero, a)\n  x = f32[] select(ane, nan, az)\n  bne = pred[] compare(b, b), direction=NE\n  beq = pred[] compare(b, zero), direction=EQ\n  bz = f32[] select(beq, zero, b)\n  y = f32[] select(bne, nan, bz)\n  ROOT lt = pred[] compare(x, y), direction=LT, type=TOTALORDER\n}\n";
@@ -117,5 +120,5 @@ fn reduce_rows_f32(bencher: Bencher) {
     let p = prepare(&format!(
         "HloModule r\n{ADD}\nENTRY main {{\n  x = f32[4096,4096] parameter(0)\n  z = f32[] constant(0)\n  ROOT r = f32[4096] reduce(x, z), dimensions={{1}}, to_apply=add\n}}\n"
     ));
-    run(bencher.counter(BytesCount::new(4 * 4096 * 4096)), &p);
+    run(bencher.counter(BytesCount::new(4u64 * 4096 * 4096)), &p);
 }

@@ -404,7 +404,7 @@ fn order_key<'ctx>(
         let bits = if p.x_ty == ElementType::F64 { 64 } else { 32 };
         sign_flip(k, bits)?
     } else if p.x_ty.is_signed_int() {
-        sign_flip(x.into_int_value(), p.x_ty.bits() as u32)?
+        sign_flip(x.into_int_value(), p.x_ty.bits())?
     } else {
         x.into_int_value()
     };
