@@ -5,7 +5,8 @@
 //! (stability shows in the carried values), along the last and a leading dimension; and the
 //! radix sort against the comparator merge sort on the same keys (the comparator wrapped in
 //! `and(.., true)`, which the radix sort does not recognize, so the merge sort runs), which
-//! must give identical output.
+//! must give identical output. `topk` (largest and smallest first, floats and integers, small
+//! and large `k`) takes the first `k` of the radix order and must match the evaluator too.
 
 use axle::analysis::eval::evaluate;
 use axle::ir::literal::{f64_to_element, i128_to_element};
@@ -238,4 +239,31 @@ fn total_order_without_canonicalization() {
         format!("cmp {{\n  p0 = f32[] parameter(0)\n  p1 = f32[] parameter(1)\n{root}}}\n")
     };
     check(&|w| module(&cmp(w), "f32", "1000", 0, 0));
+}
+
+#[test]
+fn topk_takes_the_first_k_in_total_order() {
+    for (ty, largest) in [
+        ("f32", true),
+        ("f32", false),
+        ("f64", true),
+        ("s32", true),
+        ("u16", false),
+    ] {
+        for k in [5, 300] {
+            let text = format!(
+                "HloModule t\nENTRY main {{\n  x = {ty}[3,700] parameter(0)\n  ROOT t = ({ty}[3,{k}], s32[3,{k}]) topk(x), k={k}, largest={largest}\n}}\n"
+            );
+            let m = parse_module(&text).unwrap_or_else(|e| panic!("{text}\n{e}"));
+            let args = inputs(&m);
+            let expected = leaves(evaluate(&m, &args).unwrap_or_else(|e| panic!("{e}")));
+            let got = run_cpu(&m, &args);
+            for (k, e) in expected.iter().enumerate() {
+                assert!(
+                    e.data == got[k].data,
+                    "{text}: output {k} differs from the evaluator"
+                );
+            }
+        }
+    }
 }

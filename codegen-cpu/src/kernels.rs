@@ -1101,6 +1101,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 ops: &ops,
                 tys: &tys,
                 outs: &outs,
+                topk: None,
             };
             return crate::radix::emit(&mut self.g, &p, &rows, scratch, self.start, self.end);
         }
@@ -1187,6 +1188,20 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         };
         let largest = m.bool_attr(root, &AttrKey::Largest).unwrap_or(true);
         let ty = shape.ty;
+        if let Some(p) =
+            crate::radix::plan_topk(m, root).filter(|_| len >= crate::radix::RADIX_MIN_LEN)
+        {
+            let outs = self.outs.clone();
+            let rows = crate::radix::Rows {
+                dims: &dims,
+                d,
+                ops: &[x],
+                tys: &[ty],
+                outs: &outs,
+                topk: Some(k),
+            };
+            return crate::radix::emit(&mut self.g, &p, &rows, scratch, self.start, self.end);
+        }
         let mut load = |g: &mut Gen<'a, 'ctx>,
                         rm: &[IntValue<'ctx>],
                         p: IntValue<'ctx>|
@@ -1303,8 +1318,9 @@ pub(crate) fn sort_scratch_bytes(m: &Module, root: InstId) -> R<i64> {
     } else {
         numel(&shape.dims) / len
     };
-    let radix =
-        crate::radix::plan(m, root).map_or(0, |p| crate::radix::scratch_bytes(&p, rows, len));
+    let radix = crate::radix::plan(m, root)
+        .or_else(|| crate::radix::plan_topk(m, root))
+        .map_or(0, |p| crate::radix::scratch_bytes(&p, rows, len));
     Ok((rows * SortLayout::new(&tys, len).row_bytes).max(radix))
 }
 

@@ -1,4 +1,5 @@
-//! Radix sort for `sort` instructions whose comparator is a strict order on one key operand.
+//! Radix sort for `sort` instructions whose comparator is a strict order on one key operand,
+//! and for `topk` (the first `k` of each row in the descending or ascending total order).
 //!
 //! Recognized comparators: the root is `compare(X, Y)` with direction `LT` (ascending) or `GT`
 //! (descending), where `X` depends only on the parameter of key operand `i` (`2i`), `Y` is the
@@ -37,15 +38,22 @@ pub(crate) const RADIX_MIN_LEN: i64 = 256;
 const DIGIT: u32 = 8;
 const BUCKETS: i64 = 1 << DIGIT;
 
-/// A sort the radix sort handles.
+/// What the key is computed from.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum KeyExpr {
+    /// The comparator's key expression `x` of its parameter `2 * key_op`.
+    Comparator { comp: CompId, x: InstId },
+    /// The key operand's value itself (`topk`'s total order).
+    Value,
+}
+
+/// A sort (or `topk`) the radix sort handles.
 #[derive(Clone, Debug)]
 pub(crate) struct RadixPlan {
-    /// The sort's comparator.
-    pub comp: CompId,
+    /// How the key is computed.
+    pub key: KeyExpr,
     /// The key operand.
     pub key_op: usize,
-    /// The comparator's key expression of its parameter `2 * key_op`.
-    pub x: InstId,
     /// The type of `x`.
     pub x_ty: ElementType,
     /// Descending (`GT`).
@@ -112,13 +120,32 @@ pub(crate) fn plan(m: &Module, id: InstId) -> Option<RadixPlan> {
     let key_bits = if x_ty.bits() <= 32 { 32 } else { 64 };
     let t0 = m.array_shape(ops[0])?.ty;
     Some(RadixPlan {
-        comp,
+        key: KeyExpr::Comparator { comp, x },
         key_op,
-        x,
         x_ty,
         descending,
         key_bits,
         payload_is_value: ops.len() == 1 && t0.bits() <= 32 && !t0.is_complex(),
+    })
+}
+
+/// The radix plan of a `topk` instruction (values in the total order, largest first when
+/// `largest`), if its element type has a key.
+pub(crate) fn plan_topk(m: &Module, id: InstId) -> Option<RadixPlan> {
+    if m.opcode(id) != Opcode::TopK {
+        return None;
+    }
+    let ty = m.array_shape(m.operands(id)[0])?.ty;
+    if !(ty.is_float() || ty.is_int()) || ty.bits() > 64 {
+        return None;
+    }
+    Some(RadixPlan {
+        key: KeyExpr::Value,
+        key_op: 0,
+        x_ty: ty,
+        descending: m.bool_attr(id, &AttrKey::Largest).unwrap_or(true),
+        key_bits: if ty.bits() <= 32 { 32 } else { 64 },
+        payload_is_value: false,
     })
 }
 
@@ -177,8 +204,10 @@ pub(crate) struct Rows<'s, 'ctx> {
     /// The sort's operands and their element types.
     pub ops: &'s [InstId],
     pub tys: &'s [ElementType],
-    /// One output buffer per operand.
+    /// One output buffer per operand; for `topk`, the values and the `s32` indices.
     pub outs: &'s [PointerValue<'ctx>],
+    /// For `topk`: `k` (the results are the first `k` of each sorted row).
+    pub topk: Option<i64>,
 }
 
 /// Emits the radix sort of rows `start..end` (each with its scratch at `scratch + row *
@@ -341,15 +370,32 @@ pub(crate) fn emit<'a, 'ctx>(
             src = moved[0].into_pointer_value();
             dst = moved[1].into_pointer_value();
         }
-        // Results: the payload itself, or the operands gathered by position.
-        cg.for_range(cg.c64(0), cg.c64(len), |i| {
+        // Results: the payload itself, or the operands gathered by position (for `topk`, the
+        // first `k` values and their positions).
+        let out_dims: Vec<i64> = match rows_of.topk {
+            Some(k) => dims
+                .iter()
+                .enumerate()
+                .map(|(j, &x)| if j == d { k } else { x })
+                .collect(),
+            None => dims.to_vec(),
+        };
+        cg.for_range(cg.c64(0), cg.c64(out_dims[d]), |i| {
             g.push_scope();
             let r = b
                 .build_load(rt, cg.gep(rt.into(), src, i)?, "r")?
                 .into_int_value();
             let payload = b.build_int_truncate(r, kt, "pl")?;
             let dst_idx = at(g, i)?;
-            if p.payload_is_value {
+            if rows_of.topk.is_some() {
+                let out_idx = g.index_multi(&out_dims, dst_idx.multi.clone())?;
+                let pos = b.build_int_z_extend_or_bit_cast(payload, cg.i64(), "pos")?;
+                let src_idx = at(g, pos)?;
+                let v = g.gen1(rows_of.ops[0], &src_idx)?;
+                cg.store(rows_of.tys[0], rows_of.outs[0], out_idx.linear, v)?;
+                let p32 = b.build_int_truncate_or_bit_cast(payload, cg.i32(), "p32")?;
+                cg.store(ElementType::S32, rows_of.outs[1], out_idx.linear, bv(p32))?;
+            } else if p.payload_is_value {
                 let ty = rows_of.tys[0];
                 let iw = cg.int_ty(ty.byte_size() as u32 * 8);
                 let bits = b.build_int_truncate_or_bit_cast(payload, iw, "bits")?;
@@ -390,18 +436,25 @@ fn order_key<'ctx>(
     let m = g.m;
     let b = &cg.b;
     // X of the value, emitted as the comparator would.
-    let mut child = Gen::new(cg, m);
-    child.bind(m.params(p.comp)[2 * p.key_op], Ext::Vals(vec![v]));
-    let idx = child.scalar_index();
-    let x = child.gen1(p.x, &idx)?;
+    let x = match &p.key {
+        KeyExpr::Comparator { comp, x } => {
+            let mut child = Gen::new(cg, m);
+            child.bind(m.params(*comp)[2 * p.key_op], Ext::Vals(vec![v]));
+            let idx = child.scalar_index();
+            child.gen1(*x, &idx)?
+        }
+        KeyExpr::Value => v,
+    };
     let kt = cg.int_ty(p.key_bits);
     let sign_flip = |k: IntValue<'ctx>, bits: u32| -> R<IntValue<'ctx>> {
         let t = cg.int_ty(bits);
         Ok(b.build_xor(k, t.const_int(1u64 << (bits - 1), false), "flip")?)
     };
     let key = if p.x_ty.is_float() {
-        let k = crate::ops::total_order_key(cg, x.into_float_value())?;
-        let bits = if p.x_ty == ElementType::F64 { 64 } else { 32 };
+        // Floats narrower than f32 are in f32 registers; widening keeps their order.
+        let f = x.into_float_value();
+        let k = crate::ops::total_order_key(cg, f)?;
+        let bits = if f.get_type() == cg.f64() { 64 } else { 32 };
         sign_flip(k, bits)?
     } else if p.x_ty.is_signed_int() {
         sign_flip(x.into_int_value(), p.x_ty.bits())?
@@ -453,6 +506,7 @@ ENTRY main {
         let (m, s) = sort_of(JAX_SORT);
         let p = plan(&m, s).expect("a radix plan");
         assert_eq!((p.key_op, p.key_bits, p.descending), (0, 32, false));
+        assert!(matches!(p.key, KeyExpr::Comparator { .. }));
         assert!(p.payload_is_value);
     }
 
