@@ -101,6 +101,17 @@ fn run_cpu(m: &Module, args: &[Literal]) -> Vec<ArrayLiteral> {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The comparator's root `compare`, or (`wrap`) the same compare behind `and(.., true)`.
+fn root(cmp: &str, wrap: bool) -> String {
+    if wrap {
+        format!(
+            "  c = pred[] {cmp}\n  t = pred[] constant(true)\n  ROOT r = pred[] and(c, t)\n}}\n"
+        )
+    } else {
+        format!("  ROOT c = pred[] {cmp}\n}}\n")
+    }
+}
+
 /// The JAX comparator of key type `ty` (NaN and -0 canonicalized, total order) over `n`
 /// operands, the key first; `dir` LT or GT; `wrap` hides it from the radix sort.
 fn jax_comparator(ty: &str, n: usize, dir: &str, wrap: bool) -> String {
@@ -120,14 +131,7 @@ fn jax_comparator(ty: &str, n: usize, dir: &str, wrap: bool) -> String {
         );
     }
     let cmp = format!("compare(x, y), direction={dir}, type=TOTALORDER");
-    if wrap {
-        s += &format!(
-            "  c = pred[] {cmp}\n  t = pred[] constant(true)\n  ROOT r = pred[] and(c, t)\n}}\n"
-        );
-    } else {
-        s += &format!("  ROOT c = pred[] {cmp}\n}}\n");
-    }
-    s
+    s + &root(&cmp, wrap)
 }
 
 /// A comparator comparing operand 0 directly (integers: signed or unsigned by type).
@@ -138,14 +142,7 @@ fn plain_comparator(ty: &str, n: usize, dir: &str, wrap: bool) -> String {
         s += &format!("  p{k} = s32[] parameter({k})\n");
     }
     let cmp = format!("compare(p0, p1), direction={dir}");
-    if wrap {
-        s += &format!(
-            "  c = pred[] {cmp}\n  t = pred[] constant(true)\n  ROOT r = pred[] and(c, t)\n}}\n"
-        );
-    } else {
-        s += &format!("  ROOT c = pred[] {cmp}\n}}\n");
-    }
-    s
+    s + &root(&cmp, wrap)
 }
 
 /// A module sorting `key` (shape text) along `dim`, with `extra` s32 operands of the same
@@ -231,12 +228,8 @@ fn integer_keys_of_every_width() {
 #[test]
 fn total_order_without_canonicalization() {
     let cmp = |w: bool| {
-        let root = if w {
-            "  c = pred[] compare(p0, p1), direction=LT, type=TOTALORDER\n  t = pred[] constant(true)\n  ROOT r = pred[] and(c, t)\n"
-        } else {
-            "  ROOT c = pred[] compare(p0, p1), direction=LT, type=TOTALORDER\n"
-        };
-        format!("cmp {{\n  p0 = f32[] parameter(0)\n  p1 = f32[] parameter(1)\n{root}}}\n")
+        "cmp {\n  p0 = f32[] parameter(0)\n  p1 = f32[] parameter(1)\n".to_string()
+            + &root("compare(p0, p1), direction=LT, type=TOTALORDER", w)
     };
     check(&|w| module(&cmp(w), "f32", "1000", 0, 0));
 }

@@ -652,6 +652,15 @@ pub(crate) fn strides(dims: &[i64]) -> Vec<i64> {
 }
 
 /// The number of elements of `dims`.
+/// `dims` without dimension `d` (the rows of an operation along `d`).
+pub(crate) fn dims_without(dims: &[i64], d: usize) -> Vec<i64> {
+    dims.iter()
+        .enumerate()
+        .filter(|&(k, _)| k != d)
+        .map(|(_, &x)| x)
+        .collect()
+}
+
 pub(crate) fn numel(dims: &[i64]) -> i64 {
     dims.iter().product::<i64>().max(0)
 }

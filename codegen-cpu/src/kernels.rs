@@ -795,12 +795,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
     ) -> R<(i64, i64)> {
         let cg = self.cg();
         let len = dims[d];
-        let row_dims: Vec<i64> = dims
-            .iter()
-            .enumerate()
-            .filter(|&(k, _)| k != d)
-            .map(|(_, &x)| x)
-            .collect();
+        let row_dims = crate::cg::dims_without(dims, d);
         let rows = numel(&row_dims);
         if rows == 0 || len == 0 {
             return Ok((0, 1));

@@ -224,12 +224,7 @@ pub(crate) fn emit<'a, 'ctx>(
     let m = g.m;
     let (dims, d) = (rows_of.dims, rows_of.d);
     let len = dims[d];
-    let row_dims: Vec<i64> = dims
-        .iter()
-        .enumerate()
-        .filter(|&(k, _)| k != d)
-        .map(|(_, &x)| x)
-        .collect();
+    let row_dims = crate::cg::dims_without(dims, d);
     let rows = numel(&row_dims);
     if rows == 0 || len == 0 {
         return Ok((0, 1));
