@@ -48,7 +48,7 @@ pub const PIPELINES: &[StandardPipeline] = &[
         doc: "the cpu backend's default: simplify, then producer-consumer and multi-output fusion for the cpu target",
         text: concat!(
             simplify_text!(),
-            ",fusion{target=cpu},multi-output-fusion{target=cpu}"
+            ",fusion{target=cpu},multi-output-fusion{target=cpu},dce"
         ),
     },
 ];
