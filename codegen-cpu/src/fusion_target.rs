@@ -51,11 +51,17 @@ fn plain(m: &Module, i: InstId) -> bool {
             };
             let root = m.root(body);
             let mut stack = vec![root];
-            let mut seen = std::collections::HashSet::new();
+            // Fused bodies are small: a list is the cheapest visited set; a body too large to
+            // walk cheaply counts as not plain.
+            let mut seen: Vec<InstId> = Vec::new();
             while let Some(x) = stack.pop() {
-                if !seen.insert(x) {
+                if seen.contains(&x) {
                     continue;
                 }
+                if seen.len() >= 512 {
+                    return false;
+                }
+                seen.push(x);
                 let op = m.opcode(x);
                 if matches!(op, Opcode::Dot | Opcode::Convolution)
                     || (op == Opcode::Reduce && x != root)
@@ -68,6 +74,17 @@ fn plain(m: &Module, i: InstId) -> bool {
         }
         _ => true,
     }
+}
+
+/// Whether reducer `c` is one elementwise operation of its two parameters (the common case,
+/// answered without walking the computation).
+fn simple_reducer(m: &Module, c: axle_ir::CompId) -> bool {
+    let root = m.root(c);
+    let params = m.params(c);
+    !root.is_none()
+        && params.len() == 2
+        && m.opcode(root).is_elementwise()
+        && m.operands(root).iter().all(|o| params.contains(o))
 }
 
 impl FusionTarget for CpuFusionTarget {
@@ -95,7 +112,7 @@ impl FusionTarget for CpuFusionTarget {
             && m.array_shape(id)
                 .is_some_and(|a| crate::cg::supported_type(a.ty))
             && m.comp_attr(id, &AttrKey::ToApply)
-                .is_some_and(|c| comp_is_elemental(m, c))
+                .is_some_and(|c| simple_reducer(m, c) || comp_is_elemental(m, c))
     }
 
     fn can_emit_output_fusion(&self, m: &Module, id: InstId) -> bool {

@@ -69,7 +69,7 @@ use axle_ir::{
 use bitvec::vec::BitVec;
 use rayon::prelude::*;
 
-use crate::outline::Outliner;
+use crate::outline::{Outliner, Placement};
 use crate::target::{FusionRule, FusionTarget};
 
 /// The options of the fusion passes.
@@ -168,12 +168,20 @@ fn elements(m: &Module, i: InstId) -> u64 {
         .map_or(0, |a| a.num_elements().max(0) as u64)
 }
 
-/// Whether `dims` are exactly the last `dims.len()` of `rank` dimensions.
+/// Whether `dims` are exactly the last `dims.len()` of `rank` dimensions (each once).
 fn trailing(dims: &[i64], rank: usize) -> bool {
-    let mut d = dims.to_vec();
-    d.sort_unstable();
-    let k = d.len();
-    k <= rank && d.iter().enumerate().all(|(j, &x)| x == (rank - k + j) as i64)
+    let k = dims.len();
+    if k > rank || rank > 64 {
+        return false;
+    }
+    let mut seen = 0u64;
+    for &d in dims {
+        if d < (rank - k) as i64 || d >= rank as i64 || seen & (1 << d) != 0 {
+            return false;
+        }
+        seen |= 1 << d;
+    }
+    true
 }
 
 /// How `u` reads its operand `slot` (which is `p`).
@@ -263,43 +271,45 @@ fn gcd(mut a: u128, mut b: u128) -> u128 {
 }
 
 /// Computations fusion runs in: the entry and those run as control flow.
-pub(crate) fn eligible_computations(m: &Module, by_comp: &[Vec<InstId>]) -> Vec<bool> {
+pub(crate) fn eligible_computations(m: &Module, live: &[InstId]) -> Vec<bool> {
     let n = m.comp_capacity();
-    let mut control = vec![false; n];
-    let mut other = vec![false; n];
-    for insts in by_comp {
-        for &i in insts {
-            let op = m.opcode(i);
-            let as_control = matches!(op, Opcode::While | Opcode::Conditional | Opcode::Call);
-            for c in m.called_comps_iter(i) {
-                if !c.is_none() && c.index() < n {
-                    if as_control {
-                        control[c.index()] = true;
-                    } else {
-                        other[c.index()] = true;
-                    }
-                }
-            }
-        }
+    // Per computation: called as control flow (bit 0), called otherwise (bit 1).
+    let calls: Vec<(u32, u8)> = live
+        .par_iter()
+        .flat_map_iter(|&i| {
+            let as_control = matches!(
+                m.opcode(i),
+                Opcode::While | Opcode::Conditional | Opcode::Call
+            );
+            m.called_comps_iter(i)
+                .filter(move |c| !c.is_none() && c.index() < n)
+                .map(move |c| (c.index() as u32, if as_control { 1 } else { 2 }))
+        })
+        .collect();
+    let mut how = vec![0u8; n];
+    for (c, bit) in calls {
+        how[c as usize] |= bit;
     }
     let entry = m.entry();
     (0..n)
         .map(|c| {
             m.is_live_comp(CompId::new(c))
-                && ((!entry.is_none() && c == entry.index()) || control[c])
-                && !other[c]
+                && ((!entry.is_none() && c == entry.index()) || how[c] & 1 != 0)
+                && how[c] & 2 == 0
         })
         .collect()
 }
 
 /// Instructions that are control predecessors of others.
 pub(crate) fn control_predecessors(m: &Module, live: &[InstId]) -> BitVec {
+    let preds: Vec<InstId> = live
+        .par_iter()
+        .flat_map_iter(|&i| m.control_predecessors(i).iter().copied())
+        .collect();
     let mut out: BitVec = BitVec::repeat(false, m.inst_capacity());
-    for &i in live {
-        for &p in m.control_predecessors(i) {
-            if p.index() < out.len() {
-                out.set(p.index(), true);
-            }
+    for p in preds {
+        if p.index() < out.len() {
+            out.set(p.index(), true);
         }
     }
     out
@@ -432,13 +442,15 @@ impl Ctx<'_> {
                 {
                     return None;
                 }
-                let trade = FusionTradeoff::of_producer(self.m, p, uses.len(), evals);
-                if trade.flops_duplicated > 0.0
-                    && (evals > costs.max_evaluations
-                        || !trade.worth_it(costs.byte_cost, costs.transcendental_cost))
-                {
-                    *rejected += 1;
-                    return None;
+                if evals > 1.0 {
+                    let trade = FusionTradeoff::of_producer(self.m, p, uses.len(), evals);
+                    if trade.flops_duplicated > 0.0
+                        && (evals > costs.max_evaluations
+                            || !trade.worth_it(costs.byte_cost, costs.transcendental_cost))
+                    {
+                        *rejected += 1;
+                        return None;
+                    }
                 }
             }
             Class::Reduce => {
@@ -487,6 +499,7 @@ impl Ctx<'_> {
         let max_dups = self.target.costs().max_duplicates;
         let mut uses: Vec<Use> = Vec::new();
         let mut groups: Vec<(usize, usize)> = Vec::new();
+        let mut distinct: Vec<u32> = Vec::new();
         for k in (0..n).rev() {
             let p = order[k];
             let class = self.class[p.index()];
@@ -510,15 +523,37 @@ impl Ctx<'_> {
                         nd = node.next;
                     }
                 }
-                uses.sort_by_key(|u| u.cluster);
             }
+            // Group the uses by cluster: one group is the common case; several matter only
+            // for a cheap producer that may be copied into a few of them.
             groups.clear();
-            let mut s = 0;
-            while s < uses.len() {
-                let c = uses[s].cluster;
-                let e = s + uses[s..].iter().take_while(|u| u.cluster == c).count();
-                groups.push((s, e));
-                s = e;
+            if let Some(first) = uses.first() {
+                let c0 = first.cluster;
+                if uses.iter().all(|u| u.cluster == c0) {
+                    groups.push((0, uses.len()));
+                } else if class == Class::Dup {
+                    distinct.clear();
+                    for u in &uses {
+                        if !distinct.contains(&u.cluster) {
+                            distinct.push(u.cluster);
+                            if distinct.len() > max_dups {
+                                break;
+                            }
+                        }
+                    }
+                    if distinct.len() <= max_dups {
+                        uses.sort_by_key(|u| u.cluster);
+                        let mut s = 0;
+                        while s < uses.len() {
+                            let c = uses[s].cluster;
+                            let e = s + uses[s..].iter().take_while(|u| u.cluster == c).count();
+                            groups.push((s, e));
+                            s = e;
+                        }
+                    }
+                }
+                // Otherwise the uses sit in several clusters (or too many for copies): the
+                // producer stays on its own, and `groups` stays empty.
             }
             let mut standalone = true;
             if groups.len() == 1 && !external {
@@ -534,7 +569,7 @@ impl Ctx<'_> {
                     add_node(&mut plan, k, c as u32, scale, evals, class, is_constant);
                     standalone = false;
                 }
-            } else if class == Class::Dup && !groups.is_empty() && groups.len() <= max_dups {
+            } else if class == Class::Dup && !groups.is_empty() {
                 let mut all = !external;
                 for &(s, e) in &groups {
                     let c = uses[s].cluster as usize;
@@ -612,8 +647,8 @@ impl Pass for Fusion {
         let target = self.target.clone().map_err(PassError::new)?;
         let s = cx.analysis::<Structure>(m);
         let users = cx.analysis::<Users>(m);
-        let eligible = eligible_computations(m, &s.by_comp);
         let live = m.live_ids();
+        let eligible = eligible_computations(m, &live);
         let ctrl = control_predecessors(m, &live);
         // Read phase: classes and the read table, in parallel.
         let (class, reads) = rayon::join(
@@ -663,6 +698,17 @@ impl Pass for Fusion {
             return Ok(false);
         }
         // Write phase.
+        // Room for the parameters, copies and fusions (bounded by the members' operands plus
+        // two per member), so no column grows while writing.
+        let mut n_new = 0usize;
+        for plan in &plans {
+            for nd in &plan.nodes {
+                if plan.clusters[nd.cluster as usize].work > 0 {
+                    n_new += 2 + m.operands(plan.order[nd.pos as usize]).len();
+                }
+            }
+        }
+        m.reserve(n_new, 2 * n_new, 0);
         let mut outliner = Outliner::new(m);
         let mut rw = m.rewriter();
         let mut dead = Vec::new();
@@ -745,10 +791,17 @@ fn write_plan(
             cx.count("loop_fusions", 1);
             FusionKind::Loop
         };
-        // A copy keeps the original's name when it is the only placement (the original goes).
-        let keep = |i: InstId| {
+        // A member placed only here moves into the fusion; the root (forwarded to the fusion)
+        // and cheap producers placed in several clusters are copied.
+        let placement = |i: InstId| {
             let (fused, stays) = placements(pos[i.index()] as usize);
-            i == root || (fused == 1 && !stays)
+            if i == root {
+                Placement::Copy { keep_name: true }
+            } else if fused == 1 && !stays {
+                Placement::Move
+            } else {
+                Placement::Copy { keep_name: false }
+            }
         };
         let f = outliner.outline(
             rw,
@@ -756,20 +809,21 @@ fn write_plan(
             &insts,
             &[root],
             kind,
-            keep,
+            placement,
             |_| Vec::new(),
         );
         cx.count("fusions", 1);
         cx.count("fused_insts", insts.len() as u64);
         rw.replace_all_uses(root, f);
     }
-    // Originals placed only inside fusions go; copies beyond the first are duplicates.
+    // Originals copied into every cluster they are placed in go; copies beyond the first are
+    // duplicates.
     for (k, &i) in plan.order.iter().enumerate() {
         let (fused, stays) = placements(k);
-        if fused > 0 && !stays {
+        if fused > 1 && !stays {
             dead.push(i);
             cx.count("duplicated_insts", fused as u64 - 1);
-        } else {
+        } else if stays {
             cx.count("duplicated_insts", fused as u64);
         }
     }

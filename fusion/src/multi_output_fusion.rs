@@ -45,7 +45,7 @@ use rayon::prelude::*;
 use slotmap::{new_key_type, SlotMap};
 
 use crate::fusion::{classify, control_predecessors, read_of, Class, Read};
-use crate::outline::Outliner;
+use crate::outline::{Outliner, Placement};
 use crate::target::{FusionRule, FusionTarget};
 
 /// The `multi-output-fusion` pass.
@@ -138,6 +138,9 @@ struct Merger<'a> {
     group_of: Vec<Option<GroupKey>>,
     producer_merges: u64,
     sibling_merges: u64,
+    /// Scratch of the sibling search, reused from operand to operand.
+    heads: hashbrown::HashMap<u32, Vec<GroupKey>>,
+    seen: hashbrown::HashSet<GroupKey>,
 }
 
 impl Merger<'_> {
@@ -180,12 +183,23 @@ impl Merger<'_> {
         g.label = label;
     }
 
-    /// Merges producer `p` into the first consumer that allows it.
+    /// Merges producer `p` into the first consumer that allows it. Only producers with at most
+    /// [`MAX_PRODUCER_USES`] uses are considered, and at most [`MAX_TRIES`] consumers each, so
+    /// the checks stay linear in the module.
     fn producer(&mut self, p: InstId, candidate: &impl Fn(InstId) -> bool) {
         let us = self.users.users(p);
+        if us.len() > MAX_PRODUCER_USES {
+            return;
+        }
+        let mut tries = 0;
         for (t, &f) in us.iter().enumerate() {
-            if us[..t].contains(&f) || !candidate(f) {
+            // A user appears once per use, its uses side by side.
+            if (t > 0 && us[t - 1] == f) || !candidate(f) {
                 continue;
+            }
+            tries += 1;
+            if tries > MAX_TRIES {
+                return;
             }
             let gp = self.group(p);
             let gf = self.group(f);
@@ -209,33 +223,50 @@ impl Merger<'_> {
         }
     }
 
-    /// Merges the candidate users of `x` that sit at equal labels.
+    /// Merges the candidate users of `x` that sit at equal labels (each user is compared with
+    /// at most [`MAX_TRIES`] earlier groups of its label).
     fn siblings(&mut self, x: InstId, candidate: &impl Fn(InstId) -> bool) {
         let us = self.users.users(x);
-        let mut heads: Vec<GroupKey> = Vec::new();
+        if us.len() < 2 {
+            return;
+        }
+        let mut heads = std::mem::take(&mut self.heads);
+        let mut seen = std::mem::take(&mut self.seen);
+        heads.clear();
+        seen.clear();
         for (t, &u) in us.iter().enumerate() {
-            if us[..t].contains(&u) || !candidate(u) {
+            if (t > 0 && us[t - 1] == u) || !candidate(u) {
                 continue;
             }
             let gu = self.group(u);
-            if heads.contains(&gu) {
+            if !seen.insert(gu) {
                 continue;
             }
             let lu = self.groups[gu].label;
-            let into = heads
+            let list = heads.entry(lu).or_default();
+            let into = list
                 .iter()
+                .take(MAX_TRIES)
                 .copied()
-                .find(|&h| self.groups[h].label == lu && self.compatible(gu, h));
+                .find(|&h| self.groups.contains_key(h) && self.compatible(gu, h));
             match into {
                 Some(h) => {
                     self.merge(gu, h, lu);
                     self.sibling_merges += 1;
                 }
-                None => heads.push(gu),
+                None => list.push(gu),
             }
         }
+        self.heads = heads;
+        self.seen = seen;
     }
 }
+
+/// The most uses a producer may have for a producer merge to be tried.
+const MAX_PRODUCER_USES: usize = 32;
+
+/// The most merge partners tried per producer or sibling.
+const MAX_TRIES: usize = 4;
 
 impl Pass for MultiOutputFusion {
     fn run(&mut self, m: &mut Module, cx: &mut PassCx<'_>) -> Result<Changed, PassError> {
@@ -247,8 +278,8 @@ impl Pass for MultiOutputFusion {
         }
         let s = cx.analysis::<Structure>(m);
         let users = cx.analysis::<Users>(m);
-        let eligible = crate::fusion::eligible_computations(m, &s.by_comp);
         let live = m.live_ids();
+        let eligible = crate::fusion::eligible_computations(m, &live);
         let ctrl = control_predecessors(m, &live);
         // Fused computations with control dependencies inside, and how many fusions call each.
         let mut calls = vec![0u32; m.comp_capacity()];
@@ -306,6 +337,8 @@ impl Pass for MultiOutputFusion {
             group_of: vec![None; m.inst_capacity()],
             producer_merges: 0,
             sibling_merges: 0,
+            heads: hashbrown::HashMap::new(),
+            seen: hashbrown::HashSet::new(),
         };
         let candidate = |i: InstId| cand[i.index()];
         let min_bytes = target.costs().sibling_min_bytes as f64;
@@ -385,11 +418,11 @@ impl Pass for MultiOutputFusion {
                 }
             }
             let keep: Vec<bool> = members.iter().map(|&i| keep(i)).collect();
-            let keep_name = |i: InstId| {
-                members
+            let placement = |i: InstId| Placement::Copy {
+                keep_name: members
                     .iter()
                     .position(|&x| x == i)
-                    .is_some_and(|k| keep[k])
+                    .is_some_and(|k| keep[k]),
             };
             let f = outliner.outline(
                 &mut rw,
@@ -397,7 +430,7 @@ impl Pass for MultiOutputFusion {
                 &members,
                 &outputs,
                 kind,
-                keep_name,
+                placement,
                 body_order,
             );
             cx.count("multi_output_fusions", 1);
