@@ -456,7 +456,12 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
 
 /// `axle compile --aot` and `--emit`: the code generator on the (already optimized) module;
 /// `t0` is when compilation started.
-fn compile_cpu_output(a: &CompileArgs, shown: &str, m: Module, t0: Instant) -> Result<(), Reported> {
+fn compile_cpu_output(
+    a: &CompileArgs,
+    shown: &str,
+    m: Module,
+    t0: Instant,
+) -> Result<(), Reported> {
     let opts = axle_codegen_cpu::CpuOptions {
         target_triple: a.target_triple.clone(),
         ..Default::default()

@@ -14,8 +14,8 @@ use axle_fusion::fusion::Fusion;
 use axle_fusion::multi_output_fusion::MultiOutputFusion;
 use axle_fusion::target::FusionTarget;
 use axle_ir::{
-    Module, PassManager, PassManagerError, PassManagerOptions, PassOptions, PassRegistry,
-    Pipeline, PipelineError, StatsRow,
+    Module, PassManager, PassManagerError, PassManagerOptions, PassOptions, PassRegistry, Pipeline,
+    PipelineError, StatsRow,
 };
 
 /// A named standard pipeline.

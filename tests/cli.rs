@@ -162,7 +162,12 @@ fn run_writes_outputs_that_match_xla() {
 #[test]
 fn run_with_a_pipeline_matches_xla_on_both_backends() {
     for backend in ["cpu", "interpreter"] {
-        for passes in ["simplify", "cpu", "none", "fixpoint(max=3)[algsimp,cse,dce]"] {
+        for passes in [
+            "simplify",
+            "cpu",
+            "none",
+            "fixpoint(max=3)[algsimp,cse,dce]",
+        ] {
             let tmp = tempfile::tempdir().unwrap();
             let out = tmp.path().join("out");
             let mut args = vec!["run".to_string(), corpus("mlp_forward.hlo")];

@@ -112,7 +112,9 @@ fn fusion_keeps_results(r: Recipe, target: u8, seed: u64) -> TestResult {
             .to_string(),
         1 => "fusion{target=cpu},multi-output-fusion{target=cpu}".to_string(),
         2 => "fusion{target=generic},multi-output-fusion{target=generic},dce".to_string(),
-        _ => "fusion{target=gpu},cse,fusion{target=gpu},multi-output-fusion{target=gpu}".to_string(),
+        _ => {
+            "fusion{target=gpu},cse,fusion{target=gpu},multi-output-fusion{target=gpu}".to_string()
+        }
     };
     let out = match run(&m, &pipeline, 1) {
         Ok(o) => o,
@@ -148,7 +150,10 @@ fn fusion_keeps_evaluator_results() {
         .quickcheck(fusion_keeps_results as fn(Recipe, u8, u64) -> TestResult);
     // The property means something only if the generated modules do get fused.
     let fused = FUSED_MODULES.load(std::sync::atomic::Ordering::Relaxed);
-    assert!(fused >= 50, "only {fused} of 200 generated modules were fused");
+    assert!(
+        fused >= 50,
+        "only {fused} of 200 generated modules were fused"
+    );
 }
 
 #[test]

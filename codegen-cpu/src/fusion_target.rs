@@ -102,8 +102,7 @@ impl FusionTarget for CpuFusionTarget {
 
     fn can_fuse(&self, m: &Module, id: InstId) -> bool {
         is_elemental(m, id)
-            && m
-                .array_shape(id)
+            && m.array_shape(id)
                 .is_none_or(|a| crate::cg::supported_type(a.ty))
     }
 

@@ -63,8 +63,8 @@ use std::sync::Arc;
 use axle_analysis::{FusionTradeoff, Users};
 use axle_ir::passes::Structure;
 use axle_ir::{
-    AttrKey, Changed, CompId, FusionKind, InstId, Module, OptKind, OptSpec, Opcode,
-    Pass, PassCx, PassError,
+    AttrKey, Changed, CompId, FusionKind, InstId, Module, Opcode, OptKind, OptSpec, Pass, PassCx,
+    PassError,
 };
 use bitvec::vec::BitVec;
 use rayon::prelude::*;
@@ -693,8 +693,7 @@ impl Pass for Fusion {
             "rejected_by_cost",
             plans.iter().map(|p| p.rejected_by_cost).sum(),
         );
-        if plans.iter().all(|p| p.clusters.iter().all(|c| c.work == 0))
-        {
+        if plans.iter().all(|p| p.clusters.iter().all(|c| c.work == 0)) {
             return Ok(false);
         }
         // Write phase.
@@ -803,15 +802,9 @@ fn write_plan(
                 Placement::Copy { keep_name: false }
             }
         };
-        let f = outliner.outline(
-            rw,
-            plan.comp,
-            &insts,
-            &[root],
-            kind,
-            placement,
-            |_| Vec::new(),
-        );
+        let f = outliner.outline(rw, plan.comp, &insts, &[root], kind, placement, |_| {
+            Vec::new()
+        });
         cx.count("fusions", 1);
         cx.count("fused_insts", insts.len() as u64);
         rw.replace_all_uses(root, f);

@@ -37,8 +37,8 @@ use std::sync::Arc;
 use axle_analysis::Users;
 use axle_ir::passes::Structure;
 use axle_ir::{
-    AttrKey, AttrValue, Changed, CompId, FusionKind, InstId, Module, NewInst, Opcode, Pass,
-    PassCx, PassError,
+    AttrKey, AttrValue, Changed, CompId, FusionKind, InstId, Module, NewInst, Opcode, Pass, PassCx,
+    PassError,
 };
 use bitvec::vec::BitVec;
 use rayon::prelude::*;
@@ -104,9 +104,7 @@ fn reads_in_place(m: &Module, users: &Users, f: InstId, p: InstId) -> bool {
         .filter(|(_, &o)| o == p)
         .map(|(k, _)| k);
     if m.opcode(f) != Opcode::Fusion {
-        return slots
-            .into_iter()
-            .all(|k| read_of(m, f, k, p) == Read::Same);
+        return slots.into_iter().all(|k| read_of(m, f, k, p) == Read::Same);
     }
     let Some(body) = m.comp_attr(f, &AttrKey::Calls) else {
         return false;
@@ -425,13 +423,7 @@ impl Pass for MultiOutputFusion {
                     .is_some_and(|k| keep[k]),
             };
             let f = outliner.outline(
-                &mut rw,
-                comp,
-                &members,
-                &outputs,
-                kind,
-                placement,
-                body_order,
+                &mut rw, comp, &members, &outputs, kind, placement, body_order,
             );
             cx.count("multi_output_fusions", 1);
             cx.count("outputs", outputs.len() as u64);

@@ -20,7 +20,6 @@
 
 use hashbrown::{HashMap, HashSet};
 
-
 use axle_ir::{
     AttrKey, AttrValue, CompId, FusionKind, InstId, Layout, Module, NewInst, Opcode, Rewriter,
     Shape,
@@ -150,7 +149,16 @@ impl Outliner {
             let c = match placement(i) {
                 _ if md.opcode(i) == Opcode::Fusion => {
                     let keep = placement(i) != Placement::Copy { keep_name: false };
-                    splice(md, fc, i, &ops, keep, &body_order, &mut self.name, &mut self.attrs)
+                    splice(
+                        md,
+                        fc,
+                        i,
+                        &ops,
+                        keep,
+                        &body_order,
+                        &mut self.name,
+                        &mut self.attrs,
+                    )
                 }
                 Placement::Move => {
                     md.set_parent(i, fc);
@@ -274,7 +282,11 @@ fn splice(
             continue;
         }
         bops.clear();
-        bops.extend(m.operands(b).iter().map(|o| map.get(o).copied().unwrap_or(*o)));
+        bops.extend(
+            m.operands(b)
+                .iter()
+                .map(|o| map.get(o).copied().unwrap_or(*o)),
+        );
         let c = copy_inst(m, fc, b, &bops, keep_names, name, attrs);
         map.insert(b, c);
     }
