@@ -41,28 +41,45 @@ fn run(m: &axle::ir::Module, pipeline: &str, threads: usize) -> Result<axle::ir:
     Ok(out)
 }
 
-fn pipelines_keep_results(r: Recipe, picks: Vec<u8>, seed: u64) -> TestResult {
-    let m = r.build();
-    let pipeline = pipeline_from(&picks);
-    let out = match run(&m, &pipeline, 1) {
-        Ok(o) => o,
-        Err(e) => return TestResult::error(format!("{pipeline}: {e}\n{}", print_module(&m))),
-    };
-    match run(&m, &pipeline, 8) {
-        Ok(o8) if print_module(&o8) == print_module(&out) => {}
-        Ok(_) => return TestResult::error(format!("{pipeline}: output differs at 8 threads")),
-        Err(e) => return TestResult::error(format!("{pipeline} at 8 threads: {e}")),
+/// `pipeline` on `m` at 1 and at 8 threads, which must agree.
+fn run_both(m: &axle::ir::Module, pipeline: &str) -> Result<axle::ir::Module, TestResult> {
+    let out = run(m, pipeline, 1)
+        .map_err(|e| TestResult::error(format!("{pipeline}: {e}\n{}", print_module(m))))?;
+    match run(m, pipeline, 8) {
+        Ok(o8) if print_module(&o8) == print_module(&out) => Ok(out),
+        Ok(_) => Err(TestResult::error(format!(
+            "{pipeline}: output differs at 8 threads"
+        ))),
+        Err(e) => Err(TestResult::error(format!("{pipeline} at 8 threads: {e}"))),
     }
-    match same_results(&m, &out, seed, 2, Tolerance::Exact) {
+}
+
+/// Whether `m` and `out` (after `pipeline`) give identical evaluator results.
+fn same_values(
+    m: &axle::ir::Module,
+    out: &axle::ir::Module,
+    pipeline: &str,
+    seed: u64,
+) -> TestResult {
+    match same_results(m, out, seed, 2, Tolerance::Exact) {
         Ok(Equivalence::Same(_)) => TestResult::passed(),
         Ok(Equivalence::NotComparable(e)) => {
             TestResult::error(format!("generated modules always evaluate: {e}"))
         }
         Err(e) => TestResult::error(format!(
             "{pipeline}: {e}\n--- before ---\n{}\n--- after ---\n{}",
-            print_module(&m),
-            print_module(&out)
+            print_module(m),
+            print_module(out)
         )),
+    }
+}
+
+fn pipelines_keep_results(r: Recipe, picks: Vec<u8>, seed: u64) -> TestResult {
+    let m = r.build();
+    let pipeline = pipeline_from(&picks);
+    match run_both(&m, &pipeline) {
+        Ok(out) => same_values(&m, &out, &pipeline, seed),
+        Err(e) => e,
     }
 }
 
@@ -116,15 +133,10 @@ fn fusion_keeps_results(r: Recipe, target: u8, seed: u64) -> TestResult {
             "fusion{target=gpu},cse,fusion{target=gpu},multi-output-fusion{target=gpu}".to_string()
         }
     };
-    let out = match run(&m, &pipeline, 1) {
+    let out = match run_both(&m, &pipeline) {
         Ok(o) => o,
-        Err(e) => return TestResult::error(format!("{pipeline}: {e}\n{}", print_module(&m))),
+        Err(e) => return e,
     };
-    match run(&m, &pipeline, 8) {
-        Ok(o8) if print_module(&o8) == print_module(&out) => {}
-        Ok(_) => return TestResult::error(format!("{pipeline}: output differs at 8 threads")),
-        Err(e) => return TestResult::error(format!("{pipeline} at 8 threads: {e}")),
-    }
     if out
         .live_ids()
         .iter()
@@ -132,15 +144,7 @@ fn fusion_keeps_results(r: Recipe, target: u8, seed: u64) -> TestResult {
     {
         FUSED_MODULES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
-    match same_results(&m, &out, seed, 2, Tolerance::Exact) {
-        Ok(Equivalence::Same(_)) => TestResult::passed(),
-        Ok(Equivalence::NotComparable(e)) => TestResult::error(e),
-        Err(e) => TestResult::error(format!(
-            "{pipeline}: {e}\n--- before ---\n{}\n--- after ---\n{}",
-            print_module(&m),
-            print_module(&out)
-        )),
-    }
+    same_values(&m, &out, &pipeline, seed)
 }
 
 #[test]

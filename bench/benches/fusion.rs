@@ -6,7 +6,6 @@
 //! with `cargo bench -p axle-bench --bench fusion`.
 
 use std::io::Read;
-use std::path::PathBuf;
 
 use axle::ir::{parse_module, Module, PassManagerOptions, VerifyMode};
 use divan::counter::ItemsCount;
@@ -26,14 +25,8 @@ fn opts() -> PassManagerOptions {
     }
 }
 
-fn shared() -> PathBuf {
-    std::env::var("AXLE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"))
-}
-
 fn baseline(name: &str) -> Module {
-    let p = shared().join("baseline").join(name);
+    let p = axle_bench::shared_dir().join("baseline").join(name);
     let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     let text = if name.ends_with(".gz") {
         let mut text = String::new();
