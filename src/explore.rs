@@ -7,6 +7,12 @@
 //! model's estimate and whether the evaluator's results agree with the input module's on
 //! generated inputs (bit for bit: every pass is exact). Row 0 is the empty pipeline, the
 //! baseline the others compare with.
+//!
+//! With [`ExploreOptions::measure`] every order's result is also compiled on a backend exactly
+//! as the order left it (no default pipeline on top) and timed as `axle bench` times it (fresh
+//! outputs, median of the timed runs after the warm-up), so each row holds the measured run
+//! time beside the cost model's estimate: the data to check the cost model against real time.
+//! A module the backend cannot compile gets `measure_error` in its row, not a failed command.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -15,7 +21,46 @@ use axle_analysis::equivalence::SplitMix;
 use axle_analysis::{same_results, Cost, Equivalence};
 use axle_ir::{Module, PassManagerOptions, Tolerance, VerifyMode};
 
+use crate::bench::{bench_module, BenchOptions, OutputPolicy};
 use crate::passes::{observe, optimize};
+
+/// How to measure every order (`axle explore --measure`).
+#[derive(Clone, Debug)]
+pub struct MeasureOptions {
+    /// The backend to compile and run on.
+    pub backend: String,
+    /// Timed runs per order.
+    pub repeat: usize,
+    /// Untimed runs before them.
+    pub warmup: usize,
+}
+
+impl Default for MeasureOptions {
+    fn default() -> Self {
+        MeasureOptions {
+            backend: "cpu".into(),
+            repeat: 5,
+            warmup: 1,
+        }
+    }
+}
+
+/// What measuring one order found.
+#[derive(Clone, Debug)]
+pub struct Measured {
+    /// The backend.
+    pub backend: String,
+    /// Code generation time (the order's passes are not in it), in nanoseconds.
+    pub codegen_ns: u64,
+    /// The median run time with fresh outputs, in nanoseconds.
+    pub run_ns: u64,
+    /// The fastest run, in nanoseconds.
+    pub run_min_ns: u64,
+    /// Timed runs.
+    pub runs: usize,
+    /// Temporary bytes per run, when the backend knows.
+    pub temp_bytes: Option<u64>,
+}
 
 /// What to explore.
 #[derive(Clone, Debug)]
@@ -31,6 +76,8 @@ pub struct ExploreOptions {
     pub length: Option<usize>,
     /// How many generated input sets each result is checked on (0: no check).
     pub input_sets: usize,
+    /// Compile and time every order on a backend (`None`: estimate only).
+    pub measure: Option<MeasureOptions>,
 }
 
 /// How an order's result compared with the input module under the evaluator.
@@ -76,6 +123,9 @@ pub struct ExploreRow {
     pub check: Check,
     /// The error, when the pipeline failed (a pass error or a verifier failure).
     pub error: Option<String>,
+    /// The measurement, when asked for: the run time, or why the backend could not compile or
+    /// run the order's result.
+    pub measured: Option<Result<Measured, String>>,
 }
 
 fn json_str(s: &str) -> String {
@@ -115,6 +165,26 @@ impl ExploreRow {
         }
         if let Some(e) = &self.error {
             let _ = write!(o, ",\"error\":{}", json_str(e));
+        }
+        match &self.measured {
+            Some(Ok(r)) => {
+                let _ = write!(
+                    o,
+                    ",\"backend\":{},\"codegen_ns\":{},\"run_ns\":{},\"run_min_ns\":{},\"runs\":{}",
+                    json_str(&r.backend),
+                    r.codegen_ns,
+                    r.run_ns,
+                    r.run_min_ns,
+                    r.runs
+                );
+                if let Some(t) = r.temp_bytes {
+                    let _ = write!(o, ",\"temp_bytes\":{t}");
+                }
+            }
+            Some(Err(e)) => {
+                let _ = write!(o, ",\"measure_error\":{}", json_str(e));
+            }
+            None => {}
         }
         o.push('}');
         o
@@ -167,6 +237,10 @@ pub fn explore(m: &Module, opts: &ExploreOptions) -> Result<Vec<ExploreRow>, Str
             }
         };
         let obs = observe(&out);
+        let measured = match (&opts.measure, &error) {
+            (Some(mo), None) => Some(measure(&out, mo, opts.seed)),
+            _ => None,
+        };
         rows.push(ExploreRow {
             order,
             pipeline: canon,
@@ -176,21 +250,65 @@ pub fn explore(m: &Module, opts: &ExploreOptions) -> Result<Vec<ExploreRow>, Str
             cost: obs.cost,
             check,
             error,
+            measured,
         });
     }
     Ok(rows)
 }
 
-/// The rows as a table: order, instructions, compile time, cost, check, pipeline.
+/// Compiles `m` on the backend as it is and times it with fresh outputs.
+fn measure(m: &Module, mo: &MeasureOptions, seed: u64) -> Result<Measured, String> {
+    let r = bench_module(
+        m.clone(),
+        &BenchOptions {
+            backend: mo.backend.clone(),
+            repeat: mo.repeat.max(1),
+            warmup: mo.warmup,
+            seed,
+            policies: vec![OutputPolicy::Fresh],
+            profile: false,
+            pipeline: Some(crate::backend::NO_PIPELINE.to_string()),
+        },
+    )?;
+    let t = &r.timings[0];
+    Ok(Measured {
+        backend: mo.backend.clone(),
+        codegen_ns: r.compile_time.as_nanos() as u64,
+        run_ns: t.median().as_nanos() as u64,
+        run_min_ns: t.min().as_nanos() as u64,
+        runs: t.runs.len(),
+        temp_bytes: r.temp_bytes,
+    })
+}
+
+/// The rows as a table: order, instructions, compile time, cost, measured run time (when
+/// measured), check, pipeline.
 pub fn explore_table(rows: &[ExploreRow]) -> String {
+    let measured = rows.iter().any(|r| r.measured.is_some());
     let mut out = format!(
-        "{:>5} {:>9} {:>11} {:>12} {:>12} {:>8}  pipeline\n",
-        "order", "insts", "compile_ms", "mflops", "mbytes", "check"
+        "{:>5} {:>9} {:>11} {:>12} {:>12} {}{:>8}  pipeline\n",
+        "order",
+        "insts",
+        "compile_ms",
+        "mflops",
+        "mbytes",
+        if measured {
+            format!("{:>11} ", "run_ms")
+        } else {
+            String::new()
+        },
+        "check"
     );
     for r in rows {
+        let run = match (&r.measured, measured) {
+            (_, false) => String::new(),
+            (Some(Ok(t)), true) => format!("{:>11.3} ", t.run_ns as f64 / 1e6),
+            (Some(Err(_)), true) => format!("{:>11} ", "n/a"),
+            (None, true) => format!("{:>11} ", "-"),
+        };
         let _ = writeln!(
             out,
-            "{:>5} {:>9} {:>11.3} {:>12.3} {:>12.3} {:>8}  {}",
+            "{:>5} {:>9} {:>11.3} {:>12.3} {:>12.3} {run}{:>8}  {}",
             r.order,
             r.insts_after,
             r.compile_ns as f64 / 1e6,

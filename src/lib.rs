@@ -3,7 +3,7 @@
 //! This facade re-exports the IR and analysis crates and holds the backend plug-in interface
 //! ([`backend`]), the built-in backends ([`interpreter`], [`cpu`]), `axle bench` ([`mod@bench`]),
 //! the `run` driver ([`run`]), the full pass registry and standard pipelines ([`passes`]),
-//! pass-order exploration ([`explore`]) and what the `axle` command-line tool shares with library
+//! pass-order exploration ([`explore`]), module drawings ([`graph`]) and what the `axle` command-line tool shares with library
 //! users.
 #![deny(missing_docs)]
 
@@ -11,6 +11,7 @@ pub mod backend;
 pub mod bench;
 pub mod cpu;
 pub mod explore;
+pub mod graph;
 pub mod interpreter;
 pub mod passes;
 pub mod run;

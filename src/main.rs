@@ -112,7 +112,24 @@ enum Command {
         /// directory).
         #[arg(long)]
         jsonl: Option<PathBuf>,
+        /// Also compile every order's result on --backend as it stands and time it (fresh
+        /// outputs, median): the run time goes beside the cost estimate.
+        #[arg(long)]
+        measure: bool,
+        /// The backend --measure compiles and runs on.
+        #[arg(long, default_value = "cpu", requires = "measure")]
+        backend: String,
+        /// Timed runs per order with --measure.
+        #[arg(long, default_value_t = 5, requires = "measure")]
+        repeat: usize,
+        /// Untimed runs per order before the timed ones with --measure.
+        #[arg(long, default_value_t = 1, requires = "measure")]
+        warmup: usize,
     },
+    /// Draw a module as a graph (each fusion a cluster coloured by its kind): Graphviz text
+    /// (`.dot`), SVG laid out by Graphviz (`.svg`) or a page with pan, zoom and search
+    /// (`.html`).
+    Graph(axle::graph::cli::GraphArgs),
     /// Compile a module: report the compile time, print the optimized LLVM IR or assembly
     /// (`--emit`), or write an object file and a C header (`--aot`).
     Compile {
@@ -312,7 +329,30 @@ fn main() -> ExitCode {
             length,
             inputs,
             jsonl,
-        } => cmd_explore(&file, &passes_from, orders, seed, length, inputs, jsonl),
+            measure,
+            backend,
+            repeat,
+            warmup,
+        } => {
+            let measure = measure.then_some(axle::explore::MeasureOptions {
+                backend,
+                repeat,
+                warmup,
+            });
+            cmd_explore(
+                &file,
+                &passes_from,
+                orders,
+                seed,
+                length,
+                inputs,
+                jsonl,
+                measure,
+            )
+        }
+        Command::Graph(args) => axle::graph::cli::run(&args, |p| load(p).map_err(|r| r.0))
+            .map(|summary| print!("{summary}"))
+            .map_err(Reported),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -678,6 +718,7 @@ fn time_passes_table(rows: &[axle::ir::StatsRow]) -> String {
     out
 }
 
+#[allow(clippy::too_many_arguments)]
 fn cmd_explore(
     path: &Path,
     passes_from: &str,
@@ -686,7 +727,16 @@ fn cmd_explore(
     length: Option<usize>,
     inputs: usize,
     jsonl: Option<PathBuf>,
+    measure: Option<axle::explore::MeasureOptions>,
 ) -> Result<(), Reported> {
+    if let Some(mo) = &measure {
+        if mo.repeat == 0 {
+            return Err(Reported("error: --repeat must be at least 1".into()));
+        }
+        axle::backend::registry()
+            .get(&mo.backend)
+            .map_err(|e| Reported(format!("error: --backend: {e}")))?;
+    }
     let items = axle::ir::Pipeline::parse(passes_from)
         .map_err(|e| Reported(format!("error: --passes-from:\n{}", e.render())))?;
     let passes: Vec<String> = items.items.iter().map(|i| i.to_string()).collect();
@@ -697,6 +747,7 @@ fn cmd_explore(
         seed,
         length,
         input_sets: inputs,
+        measure,
     };
     let rows = axle::explore::explore(&m, &opts).map_err(|e| Reported(format!("error: {e}")))?;
     let out = jsonl.unwrap_or_else(|| {
@@ -718,6 +769,11 @@ fn cmd_explore(
     std::fs::write(&out, text)
         .map_err(|e| Reported(format!("{}: error: cannot write: {e}", out.display())))?;
     print!("{}", axle::explore::explore_table(&rows));
+    for r in &rows {
+        if let Some(Err(e)) = &r.measured {
+            println!("order {}: not measured: {e}", r.order);
+        }
+    }
     println!("rows: {}", out.display());
     let bad: Vec<String> = rows
         .iter()

@@ -295,6 +295,112 @@ fn explore_prints_a_table_and_writes_every_row() {
 }
 
 #[test]
+fn explore_measures_every_order_with_the_fusion_passes_taking_part() {
+    let (dir, f) = setup();
+    let rows = dir.path().join("rows.jsonl");
+    let o = axle(
+        &[
+            "explore",
+            f.to_str().unwrap(),
+            "--passes-from",
+            "algsimp,fusion{target=cpu},multi-output-fusion{target=cpu},dce",
+            "--orders",
+            "3",
+            "--seed",
+            "1",
+            "--measure",
+            "--backend",
+            "cpu",
+            "--repeat",
+            "2",
+            "--warmup",
+            "0",
+            "--jsonl",
+            rows.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(out(&o).contains("run_ms"), "{}", out(&o));
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&rows)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(lines.len(), 4);
+    for l in &lines {
+        assert_eq!(l["check"], "same", "{l}");
+        assert_eq!(l["backend"], "cpu", "{l}");
+        assert_eq!(l["runs"], 2, "{l}");
+        assert!(l["run_ns"].as_u64().unwrap() > 0, "{l}");
+        assert!(l["run_min_ns"].as_u64() <= l["run_ns"].as_u64(), "{l}");
+        assert!(l["codegen_ns"].as_u64().unwrap() > 0, "{l}");
+        assert!(
+            l["flops"].as_f64().is_some() && l.get("measure_error").is_none(),
+            "{l}"
+        );
+    }
+    // The fusion passes are drawn like any other, and fuse: some order has fewer entry
+    // instructions than the input and a fusion pass in it.
+    let fused = lines[1..].iter().any(|l| {
+        l["pipeline"]
+            .as_str()
+            .unwrap()
+            .contains("fusion{target=cpu}")
+            && l["insts_after"].as_u64() != l["insts_before"].as_u64()
+    });
+    assert!(fused, "{lines:?}");
+    // Without --measure there are no run times; --backend alone needs --measure.
+    let o = axle(
+        &[
+            "explore",
+            f.to_str().unwrap(),
+            "--passes-from",
+            "dce",
+            "--orders",
+            "1",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(!out(&o).contains("run_ms"));
+    let o = axle(
+        &[
+            "explore",
+            f.to_str().unwrap(),
+            "--passes-from",
+            "dce",
+            "--backend",
+            "cpu",
+        ],
+        dir.path(),
+    );
+    assert!(
+        !o.status.success() && err(&o).contains("--measure"),
+        "{}",
+        err(&o)
+    );
+    let o = axle(
+        &[
+            "explore",
+            f.to_str().unwrap(),
+            "--passes-from",
+            "dce",
+            "--measure",
+            "--backend",
+            "tpu",
+        ],
+        dir.path(),
+    );
+    assert!(!o.status.success() && out(&o).is_empty());
+    assert!(
+        err(&o).contains("--backend") && err(&o).contains("tpu"),
+        "{}",
+        err(&o)
+    );
+}
+
+#[test]
 fn explore_rejects_unknown_passes() {
     let (dir, f) = setup();
     let o = axle(
