@@ -266,6 +266,14 @@ fn svg_and_html_come_from_graphviz() {
     );
     assert!(o.status.success(), "{}", err(&o));
     let text = std::fs::read_to_string(&svg).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&svg).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            mode, 0o644,
+            "the output is not private like a temporary file"
+        );
+    }
     assert!(text.contains("<svg") && text.contains("cluster_0") && text.contains(">negate<"));
     let html = dir.path().join("g.html");
     let o = axle(
@@ -318,6 +326,11 @@ fn errors_are_clear_and_leave_no_file() {
             "unknown pass 'nosuchpass'",
         ),
         (
+            vec!["graph", fs, "-o", "g.svg", "--layout-timeout", "0"],
+            "g.svg",
+            "--layout-timeout must be a positive number",
+        ),
+        (
             vec!["graph", "missing.hlo", "-o", "g.svg"],
             "g.svg",
             "missing.hlo: error: cannot read file",
@@ -341,6 +354,23 @@ fn errors_are_clear_and_leave_no_file() {
         assert!(!o.status.success());
         assert!(err(&o).contains("cannot run Graphviz"), "{}", err(&o));
     }
+    // A layout that takes too long is stopped: a clear error, nothing written.
+    let slow = d.join("slow-dot");
+    std::fs::write(&slow, "#!/bin/sh\nexec sleep 30\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let t0 = std::time::Instant::now();
+    let o = axle_env(
+        &["graph", fs, "-o", "g.svg", "--layout-timeout", "0.3"],
+        d,
+        &[("AXLE_DOT", slow.to_str().unwrap())],
+    );
+    assert!(!o.status.success());
+    assert!(err(&o).contains("within 0.3 s"), "{}", err(&o));
+    assert!(t0.elapsed().as_secs() < 20, "the layout was not stopped");
+    std::fs::remove_file(&slow).unwrap();
     assert!(!d.join("g.svg").exists());
     assert_eq!(std::fs::read_to_string(d.join("old.html")).unwrap(), "old");
     let left: Vec<_> = std::fs::read_dir(d)

@@ -549,13 +549,15 @@ fn write_nested(
     out.push('}');
 }
 
-/// Unique printed names for every instruction: its own name where it has one, else `opcode.N`.
-struct InstNames {
+/// Unique printed names for every instruction: its own name where it has one, else `opcode.N`
+/// (the names [`print_module`] prints, so tools such as `axle graph` can use them too).
+pub struct InstNames {
     generated: hashbrown::HashMap<InstId, String>,
 }
 
 impl InstNames {
-    fn new(m: &Module) -> InstNames {
+    /// The names of `m`'s live instructions.
+    pub fn new(m: &Module) -> InstNames {
         let mut generated = hashbrown::HashMap::new();
         let unnamed: Vec<InstId> = m
             .live_ids()
@@ -589,7 +591,8 @@ impl InstNames {
         InstNames { generated }
     }
 
-    fn get<'m>(&'m self, m: &'m Module, i: InstId) -> &'m str {
+    /// The printed name of `i`.
+    pub fn get<'m>(&'m self, m: &'m Module, i: InstId) -> &'m str {
         let n = m.name(i);
         if n.is_empty() {
             self.generated

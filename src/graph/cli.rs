@@ -9,6 +9,7 @@
 //! written before it.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use axle_ir::{Module, PassManagerOptions, VerifyMode};
 
@@ -37,6 +38,10 @@ pub struct GraphArgs {
     /// neighbourhood there).
     #[arg(long, default_value_t = DEFAULT_MAX_NODES)]
     pub max_nodes: usize,
+    /// Give up when Graphviz takes longer than this many seconds to lay the graph out (.svg and
+    /// .html).
+    #[arg(long, default_value_t = 60.0)]
+    pub layout_timeout: f64,
 }
 
 /// Runs `axle graph`; `load` reads, parses and verifies a module. Returns the line to print.
@@ -45,6 +50,12 @@ pub fn run(
     load: impl FnOnce(&Path) -> Result<Module, String>,
 ) -> Result<String, String> {
     let format = GraphFormat::from_path(&args.output).map_err(|e| e.0)?;
+    let timeout = Duration::try_from_secs_f64(args.layout_timeout)
+        .ok()
+        .filter(|t| !t.is_zero())
+        .ok_or_else(|| {
+            "error: --layout-timeout must be a positive number of seconds".to_string()
+        })?;
     let mut m = load(&args.file)?;
     let shown = args.file.display();
     if args.passes != NO_PIPELINE {
@@ -66,7 +77,7 @@ pub fn run(
         max_nodes: args.max_nodes,
     };
     let view = build_view(&m, &opts).map_err(|e| format!("{shown}: error: {e}"))?;
-    let r = write_graph(&view, format, &args.output).map_err(|e| e.0)?;
+    let r = write_graph(&view, format, &args.output, timeout).map_err(|e| e.0)?;
     let form = match &r.form {
         ViewForm::Full => String::new(),
         ViewForm::Around { truncated, .. } => {

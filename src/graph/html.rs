@@ -1,8 +1,10 @@
 //! The HTML view of `axle graph`: one self-contained page (no file or network access) holding
 //! the SVG Graphviz drew, a bar with the module's name, the fusion-kind legend and a search
-//! box, and a short script: the wheel zooms around the pointer, dragging pans, typing in the
+//! box, and a short script: a graph larger than the window opens at its natural size (top,
+//! centred) rather than shrunk to fit, the wheel zooms around the pointer, dragging pans, typing in the
 //! search box highlights the nodes and clusters whose text (name, opcode, shape) contains it and
-//! dims the rest, Enter centres the next hit, and the `fit` button shows the whole graph.
+//! dims the rest, Enter centres the next hit, and the `fit` button shows the whole graph. A URL
+//! ending in `#search=TEXT` opens with that search.
 
 use std::fmt::Write as _;
 
@@ -52,6 +54,8 @@ const b=svg.viewBox.baseVal,full={x:b.x,y:b.y,w:b.width,h:b.height};
 function set(x,y,w,h){svg.setAttribute('viewBox',x+' '+y+' '+w+' '+h);}
 function pt(cx,cy){const p=svg.createSVGPoint();p.x=cx;p.y=cy;return p.matrixTransform(svg.getScreenCTM().inverse());}
 document.getElementById('fit').onclick=function(){set(full.x,full.y,full.w,full.h);};
+const W=svg.clientWidth,H=svg.clientHeight;
+if(full.w>W||full.h>H){set(full.x+Math.max(0,(full.w-W)/2),full.y,W,H);}
 svg.addEventListener('wheel',function(e){e.preventDefault();const f=e.deltaY<0?0.8:1.25;
 const p=pt(e.clientX,e.clientY),v=svg.viewBox.baseVal;
 set(p.x-(p.x-v.x)*f,p.y-(p.y-v.y)*f,v.width*f,v.height*f);},{passive:false});
@@ -72,6 +76,8 @@ q.addEventListener('keydown',function(e){if(e.key!=='Enter'||!hits.length)return
 cur=(cur+1)%hits.length;const r=hits[cur].getBoundingClientRect();
 const c=pt(r.x+r.width/2,r.y+r.height/2),v=svg.viewBox.baseVal;
 set(c.x-v.width/2,c.y-v.height/2,v.width,v.height);});
+const m=/^#search=(.*)$/.exec(location.hash);
+if(m){q.value=decodeURIComponent(m[1]);q.dispatchEvent(new Event('input'));}
 })();"#;
 
 /// The page for `view`, drawn by Graphviz as `svg`.
