@@ -146,9 +146,15 @@ pub fn dot_to_svg(dot_text: &str, fast: bool, timeout: Duration) -> Result<Strin
     let err = stderr.join().expect("the reader thread does not panic");
     let written = writer.join().expect("the writer thread does not panic");
     if !status.success() {
+        // Graphviz can print a line per node; the first few say enough.
+        let text = String::from_utf8_lossy(&err);
+        let mut lines: Vec<&str> = text.trim().lines().take(10).collect();
+        if text.trim().lines().count() > 10 {
+            lines.push("...");
+        }
         return Err(GraphError(format!(
-            "error: Graphviz '{prog}' failed ({status}): {}",
-            String::from_utf8_lossy(&err).trim()
+            "error: Graphviz '{prog}' failed ({status}):\n{}",
+            lines.join("\n")
         )));
     }
     written.map_err(|e| GraphError(format!("error: writing to Graphviz '{prog}': {e}")))?;
