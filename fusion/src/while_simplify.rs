@@ -765,14 +765,23 @@ impl Pass for WhileSimplify {
             .filter(|(_, rule, _)| rule.starts_with("trip-count"))
             .map(|(id, _, _)| *id)
             .collect();
-        let dead: Vec<DeadElements> = loops
+        let mut dead: Vec<DeadElements> = loops
             .par_iter()
             .filter(|w| !settled.contains(*w))
             .filter_map(|&w| dead_elements(&cx, &users, &structure.by_comp, w))
             .collect();
+        // A loop in the body of a loop that loses elements waits for the next run: that
+        // removal deletes the body's dead work from a list taken before the run, which would
+        // miss the instructions the inner loop's rewrite adds (its new initial tuple).
+        let busy: hashbrown::HashSet<CompId> = dead
+            .iter()
+            .filter_map(|d| loop_parts(cx.m, d.w).map(|l| l.body))
+            .collect();
+        dead.retain(|d| !busy.contains(&cx.m.parent(d.w)));
         // A loop changes shape once per run: invariants move out of loops that lose no element.
         let hoists: Vec<Hoist> = loops
             .par_iter()
+            .filter(|w| !busy.contains(&cx.m.parent(**w)))
             .filter(|w| !settled.contains(*w) && !dead.iter().any(|d| d.w == **w))
             .filter_map(|&w| invariants(&cx, &users, &structure, w))
             .collect();
