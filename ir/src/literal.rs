@@ -320,6 +320,11 @@ pub fn minifloat_to_f64(t: ElementType, b: u8) -> f64 {
 
 /// Encodes a small float by searching the nearest representable value (ties to even).
 pub fn f64_to_minifloat(t: ElementType, v: f64) -> u8 {
+    // f8e8m0fnu has neither zero nor a sign: zero and negative values are NaN, as ml_dtypes
+    // (and so XLA) converts them, and as the evaluator's `convert` does.
+    if t == ElementType::F8E8M0FNU && v <= 0.0 {
+        return 0xff;
+    }
     let (eb, mb, _, _, _) = minifloat_params(t);
     let total = 1 + eb + mb;
     let count = 1u32 << total;
