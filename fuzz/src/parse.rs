@@ -1,8 +1,9 @@
 //! The `parse` target: bytes as HLO text through the parser, the verifier and the printer.
 //!
-//! Property: nothing panics (errors are values); a module that parses prints to text that
-//! parses again and prints identically (printing is a fixed point after one round), and a
-//! module that verifies still verifies after the round trip.
+//! Property: nothing panics (errors are values), and a module that parses and verifies prints
+//! to text that parses, verifies and prints identically (printing is a fixed point after one
+//! round). Invalid modules are only printed: their text need not read back the same (say, an
+//! instruction used before its definition is printed where it was created).
 
 use axle_ir::{parse_module, print_module, verify};
 
@@ -14,13 +15,13 @@ pub fn check(data: &[u8]) -> Result<(), String> {
     let Ok(m) = parse_module(text) else {
         return Ok(());
     };
-    let valid = verify(&m).is_ok();
     let printed = print_module(&m);
+    if verify(&m).is_err() {
+        return Ok(());
+    }
     let m2 = parse_module(&printed)
         .map_err(|e| format!("printed text does not parse: {}", e.render("printed")))?;
-    if valid {
-        verify(&m2).map_err(|e| format!("verified before the round trip, not after: {e}"))?;
-    }
+    verify(&m2).map_err(|e| format!("verified before the round trip, not after: {e}"))?;
     let again = print_module(&m2);
     if again != printed {
         return Err(format!(
