@@ -1,7 +1,7 @@
 //! Reduction and dot rules: reductions over empty or size-1 dimensions, and dots whose
 //! contraction has zero or one element.
 
-use axle_ir::{AttrKey, InstId, Module, Opcode};
+use axle_ir::{AttrKey, ElementType, InstId, Module, Opcode};
 
 use super::{Cx, Hit};
 use crate::rewrite::{
@@ -173,7 +173,8 @@ fn dot(m: &Module, id: InstId) -> Hit {
     let av = side(a, ad, af, 0..nl);
     let bv = side(b, bd, bf, nl..nl + nr);
     nodes.push(Node::new(Opcode::Multiply, ShapeSpec::Of(id), vec![av, bv]));
-    if ty.is_float() {
+    // f8e8m0fnu has no zero (a zero constant is NaN) and no sign to fix: the product is the dot.
+    if ty.is_float() && ty != ElementType::F8E8M0FNU {
         let p = nodes.len() as u32 - 1;
         let mut z = splat_nodes(m, id, zero)?;
         let base = nodes.len() as u32;
