@@ -6,10 +6,12 @@
 //! the optimized module is the same at 1 and 4 threads; it round-trips through text; and on two
 //! sets of adversarial inputs (`±0.0`, `±inf`, NaN, subnormals, integer extremes) the
 //! evaluator's results before and after agree bit for bit (NaN matching NaN), with IEEE
-//! arithmetic. The evaluator must run every generated module.
+//! arithmetic. The evaluator must run every generated module. The one exception is a pass
+//! documented as inexact, `linalg-upcast` on narrow-float linear algebra (see [`inexact`]),
+//! where every check but the comparison of results applies.
 
 use axle::ir::{
-    parse_module, print_module, verify, Module, PassManagerOptions, Tolerance, VerifyMode,
+    parse_module, print_module, verify, Module, Opcode, PassManagerOptions, Tolerance, VerifyMode,
 };
 use axle_analysis::{same_results, Equivalence};
 use rayon::ThreadPool;
@@ -58,6 +60,9 @@ pub fn check_module(m: &Module, pipeline: &str, seed: u64) -> Result<(), String>
         return Err(format!("{pipeline}: the output differs at 1 and 4 threads"));
     }
     round_trip(&out).map_err(|e| format!("{pipeline}: optimized module: {e}"))?;
+    if inexact(m, pipeline) {
+        return Ok(());
+    }
     match same_results(m, &out, seed, INPUT_SETS, Tolerance::Exact) {
         Ok(Equivalence::Same(_)) => Ok(()),
         Ok(Equivalence::NotComparable(e)) => {
@@ -65,6 +70,20 @@ pub fn check_module(m: &Module, pipeline: &str, seed: u64) -> Result<(), String>
         }
         Err(e) => Err(format!("{pipeline}: {e}\n--- after ---\n{text}")),
     }
+}
+
+/// Whether `pipeline` runs a pass whose documented contract is not bit-exactness on an
+/// instruction of `m` it rewrites: `linalg-upcast` computes narrow-float `cholesky` and
+/// `triangular-solve` in `f32` (as XLA does), which the evaluator computes in `f64` and rounds
+/// once, so results agree only up to rounding, and on the inputs that make these factorizations
+/// break down (NaN, zero pivots) not even that. Such cases keep every other check.
+fn inexact(m: &Module, pipeline: &str) -> bool {
+    pipeline.contains("linalg-upcast")
+        && m.live_ids().iter().any(|&i| {
+            matches!(m.opcode(i), Opcode::Cholesky | Opcode::TriangularSolve)
+                && m.array_shape(i)
+                    .is_some_and(|a| a.ty.is_float() && a.ty.bits() < 32)
+        })
 }
 
 fn optimize(m: &Module, pipeline: &str) -> Result<Module, String> {

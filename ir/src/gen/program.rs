@@ -1221,13 +1221,22 @@ impl Builder {
                         None,
                     );
                 } else {
+                    // The right-hand sides: same type and batch dimensions, and the matrix's
+                    // size in the solved dimension (rows on the left side, columns on the right).
                     let xa = self.array(x);
-                    let Some(y) = self.pick_where(s, b, |o| o.ty == xa.ty && o.rank() == xa.rank())
-                    else {
+                    let r = xa.rank();
+                    let left = d % 2 == 0;
+                    let n = xa.dims[r - 1];
+                    let Some(y) = self.pick_where(s, b, |o| {
+                        o.ty == xa.ty
+                            && o.rank() == r
+                            && o.dims[..r - 2] == xa.dims[..r - 2]
+                            && o.dims[if left { r - 2 } else { r - 1 }] == n
+                    }) else {
                         return;
                     };
                     let attrs = vec![
-                        (AttrKey::LeftSide, AttrValue::Bool(d % 2 == 0)),
+                        (AttrKey::LeftSide, AttrValue::Bool(left)),
                         (AttrKey::Lower, AttrValue::Bool(d / 2 % 2 == 0)),
                         (AttrKey::UnitDiagonal, AttrValue::Bool(d / 4 % 2 == 0)),
                         (
