@@ -19,9 +19,14 @@ pub fn check(data: &[u8]) -> Result<(), String> {
     if verify(&m).is_err() {
         return Ok(());
     }
-    let m2 = parse_module(&printed)
+    round_trip(&printed)
+}
+
+/// `printed`, the text of a valid module, parses, verifies and prints identically.
+pub fn round_trip(printed: &str) -> Result<(), String> {
+    let m2 = parse_module(printed)
         .map_err(|e| format!("printed text does not parse: {}", e.render("printed")))?;
-    verify(&m2).map_err(|e| format!("verified before the round trip, not after: {e}"))?;
+    verify(&m2).map_err(|e| format!("printed text does not verify: {e}"))?;
     let again = print_module(&m2);
     if again != printed {
         return Err(format!(

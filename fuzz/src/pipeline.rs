@@ -10,9 +10,7 @@
 //! documented as inexact, `linalg-upcast` on narrow-float linear algebra (see [`inexact`]),
 //! where every check but the comparison of results applies.
 
-use axle::ir::{
-    parse_module, print_module, verify, Module, Opcode, PassManagerOptions, Tolerance, VerifyMode,
-};
+use axle::ir::{print_module, verify, Module, Opcode, PassManagerOptions, Tolerance, VerifyMode};
 use axle_analysis::{same_results, Equivalence};
 use rayon::ThreadPool;
 
@@ -99,15 +97,5 @@ fn optimize(m: &Module, pipeline: &str) -> Result<Module, String> {
 
 /// Printing `m` gives text that parses, verifies and prints identically.
 fn round_trip(m: &Module) -> Result<(), String> {
-    let text = print_module(m);
-    let m2 = parse_module(&text)
-        .map_err(|e| format!("printed text does not parse: {}", e.render("printed")))?;
-    verify(&m2).map_err(|e| format!("printed text does not verify: {e}"))?;
-    let again = print_module(&m2);
-    if again != text {
-        return Err(format!(
-            "printing is not a fixed point:\n{text}\n--- reprinted ---\n{again}"
-        ));
-    }
-    Ok(())
+    crate::parse::round_trip(&print_module(m))
 }

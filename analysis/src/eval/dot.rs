@@ -62,41 +62,30 @@ impl Acc for i64 {
     }
 }
 
-impl Default for Complex<f32> {
-    fn default() -> Self {
-        Complex::new(0.0, 0.0)
-    }
+/// Complex accumulators: each product and sum rounded in the component type.
+macro_rules! complex_acc {
+    ($($f:ty => $ty:ident),*) => {$(
+        impl Default for Complex<$f> {
+            fn default() -> Self {
+                Complex::new(0.0, 0.0)
+            }
+        }
+
+        impl Acc for Complex<$f> {
+            const TY: ElementType = ElementType::$ty;
+            #[inline(always)]
+            fn mul_add(self, a: Self, b: Self) -> Self {
+                self.add(a.mul(b))
+            }
+            #[inline(always)]
+            fn flush(self) -> Self {
+                Complex::new(Float::flush(self.re), Float::flush(self.im))
+            }
+        }
+    )*};
 }
 
-impl Acc for Complex<f32> {
-    const TY: ElementType = ElementType::C64;
-    #[inline(always)]
-    fn mul_add(self, a: Self, b: Self) -> Self {
-        self.add(a.mul(b))
-    }
-    #[inline(always)]
-    fn flush(self) -> Self {
-        Complex::new(Float::flush(self.re), Float::flush(self.im))
-    }
-}
-
-impl Default for Complex<f64> {
-    fn default() -> Self {
-        Complex::new(0.0, 0.0)
-    }
-}
-
-impl Acc for Complex<f64> {
-    const TY: ElementType = ElementType::C128;
-    #[inline(always)]
-    fn mul_add(self, a: Self, b: Self) -> Self {
-        self.add(a.mul(b))
-    }
-    #[inline(always)]
-    fn flush(self) -> Self {
-        Complex::new(Float::flush(self.re), Float::flush(self.im))
-    }
-}
+complex_acc!(f32 => C64, f64 => C128);
 
 /// Which accumulation type serves a result of type `out` with operands `a` and `b`.
 #[derive(Clone, Copy, PartialEq)]

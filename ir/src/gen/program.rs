@@ -384,6 +384,25 @@ fn evaluable(op: Opcode, ty: ElementType, attrs: &[Attr]) -> bool {
     }
 }
 
+/// Window dimensions drawn from `seed` (salted by `salt`): size 1..=3, stride 1..=2, padding
+/// 0..=1 on each side, some base and window dilation.
+fn window_dims(seed: u64, salt: u64, rank: usize) -> Vec<WindowDim> {
+    (0..rank)
+        .map(|i| {
+            let r = mix(seed, salt + i as u64);
+            WindowDim {
+                size: 1 + (r % 3) as i64,
+                stride: 1 + ((r >> 2) % 2) as i64,
+                pad_lo: ((r >> 3) % 2) as i64,
+                pad_hi: ((r >> 4) % 2) as i64,
+                lhs_dilate: 1 + ((r >> 5) % 4 / 3) as i64,
+                rhs_dilate: 1 + ((r >> 7) % 4 / 3) as i64,
+                reversal: false,
+            }
+        })
+        .collect()
+}
+
 /// Computations not called from the entry (left by ops that did not fit).
 fn unreachable(m: &Module) -> Vec<CompId> {
     let mut seen = vec![false; m.comp_capacity()];
@@ -1343,21 +1362,7 @@ impl Builder {
 
     /// A window per dimension: size 1..=3, stride 1..=2, padding 0..=1, some dilation.
     fn window(&self, seed: u64, rank: usize) -> AttrValue {
-        let w: Vec<WindowDim> = (0..rank)
-            .map(|i| {
-                let r = mix(seed, 200 + i as u64);
-                WindowDim {
-                    size: 1 + (r % 3) as i64,
-                    stride: 1 + ((r >> 2) % 2) as i64,
-                    pad_lo: ((r >> 3) % 2) as i64,
-                    pad_hi: ((r >> 4) % 2) as i64,
-                    lhs_dilate: 1 + ((r >> 5) % 4 / 3) as i64,
-                    rhs_dilate: 1 + ((r >> 7) % 4 / 3) as i64,
-                    reversal: false,
-                }
-            })
-            .collect();
-        AttrValue::Window(w.into())
+        AttrValue::Window(window_dims(seed, 200, rank).into())
     }
 
     /// An argmax-style reduce of `x` with an iota of its shape: two results, two inits.
@@ -1674,20 +1679,7 @@ impl Builder {
         };
         let out_f = groups * (1 + (op.c % 2) as i64);
         let mut kdims = vec![out_f, features / groups];
-        let w: Vec<WindowDim> = (0..ns)
-            .map(|i| {
-                let r = mix(seed, 300 + i as u64);
-                WindowDim {
-                    size: 1 + (r % 3) as i64,
-                    stride: 1 + ((r >> 2) % 2) as i64,
-                    pad_lo: ((r >> 3) % 2) as i64,
-                    pad_hi: ((r >> 4) % 2) as i64,
-                    lhs_dilate: 1 + ((r >> 5) % 4 / 3) as i64,
-                    rhs_dilate: 1 + ((r >> 7) % 4 / 3) as i64,
-                    reversal: false,
-                }
-            })
-            .collect();
+        let w = window_dims(seed, 300, ns);
         kdims.extend(w.iter().map(|d| d.size));
         let k = self.constant(s, literal(xa.ty, &kdims, seed));
         let dn = ConvDims {
