@@ -7,7 +7,7 @@
 //! sets of adversarial inputs (`±0.0`, `±inf`, NaN, subnormals, integer extremes) the
 //! evaluator's results before and after agree bit for bit (NaN matching NaN), with IEEE
 //! arithmetic. The evaluator must run every generated module. The one exception is a pass
-//! documented as inexact, `linalg-upcast` on narrow-float linear algebra (see [`inexact`]),
+//! documented as inexact, `linalg-upcast` on narrow-float linear algebra (`inexact` below),
 //! where every check but the comparison of results applies.
 
 use axle::ir::{print_module, verify, Module, Opcode, PassManagerOptions, Tolerance, VerifyMode};
