@@ -1,7 +1,7 @@
 //! Reduction and dot rules: reductions over empty or size-1 dimensions, and dots whose
 //! contraction has zero or one element.
 
-use axle_ir::{AttrKey, ElementType, InstId, Module, Opcode};
+use axle_ir::{AttrKey, InstId, Module, Opcode};
 
 use super::{Cx, Hit};
 use crate::rewrite::{
@@ -140,6 +140,11 @@ fn dot(m: &Module, id: InstId) -> Hit {
     if k != 1 {
         return None;
     }
+    // In a float type narrower than f32 the dot rounds its f32 sum once: a product that
+    // underflows to -0.0 there stays -0.0, where `a * b + 0.0` in the narrow type gives +0.0.
+    if ty.is_float() && ty.bits() < 32 {
+        return None;
+    }
     // dot = 0 + a * b: multiply of broadcasts, then (floats) + 0.0, which turns -0.0 into 0.0
     // exactly as the accumulation does.
     let free = |d: &[i64], c: &[i64]| -> Vec<i64> {
@@ -173,8 +178,7 @@ fn dot(m: &Module, id: InstId) -> Hit {
     let av = side(a, ad, af, 0..nl);
     let bv = side(b, bd, bf, nl..nl + nr);
     nodes.push(Node::new(Opcode::Multiply, ShapeSpec::Of(id), vec![av, bv]));
-    // f8e8m0fnu has no zero (a zero constant is NaN) and no sign to fix: the product is the dot.
-    if ty.is_float() && ty != ElementType::F8E8M0FNU {
+    if ty.is_float() {
         let p = nodes.len() as u32 - 1;
         let mut z = splat_nodes(m, id, zero)?;
         let base = nodes.len() as u32;
