@@ -27,7 +27,7 @@ pub mod verify;
 
 pub use attrs::{Attr, AttrKey, AttrValue, ConvDims, WindowDim};
 pub use compare::{compare_arrays, compare_literals, Mismatch, MismatchKind, Tolerance};
-pub use literal::{ArrayLiteral, Literal, NativeElement};
+pub use literal::{ArrayLiteral, Literal, LiteralError, NativeElement};
 pub use module::{
     BufferId, CompId, ConstValue, DebugTable, EntryLayout, InstId, LayoutId, Module, NewInst,
     Remap, Rewriter, ShapeId, SrcLoc,
