@@ -7,17 +7,28 @@
 //! users.
 #![deny(missing_docs)]
 
+pub mod array;
 pub mod backend;
 pub mod bench;
+pub mod cache;
+pub mod compiled;
 pub mod cpu;
+pub mod error;
 pub mod explore;
 pub mod interpreter;
 pub mod passes;
 pub mod run;
 
 pub use axle_analysis as analysis;
+pub use axle_codegen_cpu as codegen_cpu;
 pub use axle_fusion as fusion;
 pub use axle_ir as ir;
+
+pub use array::{Array, ArrayError, ArrayRef, Element};
+pub use backend::{CacheMode, CompileOptions, OptLevel};
+pub use compiled::{compile, compile_text, Compiled};
+pub use error::Error;
+pub use half::{bf16, f16};
 
 use std::fmt::Write;
 use std::time::Duration;
