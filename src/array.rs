@@ -8,7 +8,6 @@
 //! ([`Array::as_slice`], [`ArrayRef::as_slice`]) checks the element type against the Rust type
 //! ([`Element`]) and never reinterprets bits of another type.
 
-use std::borrow::Cow;
 use std::fmt;
 
 use axle_codegen_cpu::HostBuffer;
@@ -146,19 +145,45 @@ fn length_error(ty: ElementType, dims: &[i64], expected: usize, got: usize) -> A
     })
 }
 
+/// Dimensions kept inline up to rank 8 (no allocation per view), on the heap beyond.
+#[derive(Clone, Debug, PartialEq)]
+enum Dims {
+    Inline(u8, [i64; 8]),
+    Heap(Vec<i64>),
+}
+
+impl Dims {
+    fn new(d: &[i64]) -> Dims {
+        if d.len() <= 8 {
+            let mut a = [0; 8];
+            a[..d.len()].copy_from_slice(d);
+            Dims::Inline(d.len() as u8, a)
+        } else {
+            Dims::Heap(d.to_vec())
+        }
+    }
+
+    fn as_slice(&self) -> &[i64] {
+        match self {
+            Dims::Inline(n, a) => &a[..*n as usize],
+            Dims::Heap(v) => v,
+        }
+    }
+}
+
 /// A borrowed array: an element type, dimensions and the caller's row-major bytes. A run reads
 /// it in place (the `cpu` backend copies only bytes that are not aligned for their type).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ArrayRef<'a> {
     ty: ElementType,
-    dims: Cow<'a, [i64]>,
+    dims: Dims,
     bytes: &'a [u8],
 }
 
 impl<'a> ArrayRef<'a> {
     /// A view of `values` as an array of dimensions `dims` (row-major); fails unless `dims` are
     /// non-negative and their product is `values.len()`.
-    pub fn new<T: Element>(values: &'a [T], dims: &'a [i64]) -> Result<ArrayRef<'a>, ArrayError> {
+    pub fn new<T: Element>(values: &'a [T], dims: &[i64]) -> Result<ArrayRef<'a>, ArrayError> {
         ArrayRef::from_bytes(T::TYPE, dims, slice_bytes(values))
     }
 
@@ -166,7 +191,7 @@ impl<'a> ArrayRef<'a> {
     pub fn vector<T: Element>(values: &'a [T]) -> ArrayRef<'a> {
         ArrayRef {
             ty: T::TYPE,
-            dims: Cow::Owned(vec![values.len() as i64]),
+            dims: Dims::new(&[values.len() as i64]),
             bytes: slice_bytes(values),
         }
     }
@@ -175,7 +200,7 @@ impl<'a> ArrayRef<'a> {
     pub fn scalar<T: Element>(value: &'a T) -> ArrayRef<'a> {
         ArrayRef {
             ty: T::TYPE,
-            dims: Cow::Borrowed(&[]),
+            dims: Dims::new(&[]),
             bytes: slice_bytes(std::slice::from_ref(value)),
         }
     }
@@ -185,15 +210,18 @@ impl<'a> ArrayRef<'a> {
     /// byte count is exactly what the shape needs.
     pub fn from_bytes(
         ty: ElementType,
-        dims: impl Into<Cow<'a, [i64]>>,
+        dims: &[i64],
         bytes: &'a [u8],
     ) -> Result<ArrayRef<'a>, ArrayError> {
-        let dims = dims.into();
-        let need = dims_bytes(ty, &dims)?;
+        let need = dims_bytes(ty, dims)?;
         if bytes.len() != need {
-            return Err(length_error(ty, &dims, need, bytes.len()));
+            return Err(length_error(ty, dims, need, bytes.len()));
         }
-        Ok(ArrayRef { ty, dims, bytes })
+        Ok(ArrayRef {
+            ty,
+            dims: Dims::new(dims),
+            bytes,
+        })
     }
 
     /// The element type.
@@ -203,12 +231,12 @@ impl<'a> ArrayRef<'a> {
 
     /// The dimensions.
     pub fn dims(&self) -> &[i64] {
-        &self.dims
+        self.dims.as_slice()
     }
 
     /// The shape.
     pub fn shape(&self) -> ArrayShape {
-        ArrayShape::new(self.ty, &self.dims)
+        ArrayShape::new(self.ty, self.dims())
     }
 
     /// The row-major bytes.
@@ -238,7 +266,7 @@ impl<'a> From<&'a ArrayLiteral> for ArrayRef<'a> {
     fn from(a: &'a ArrayLiteral) -> ArrayRef<'a> {
         ArrayRef {
             ty: a.ty(),
-            dims: Cow::Borrowed(&a.shape.dims),
+            dims: Dims::new(&a.shape.dims),
             bytes: &a.data,
         }
     }
@@ -351,7 +379,7 @@ impl Array {
     pub fn view(&self) -> ArrayRef<'_> {
         ArrayRef {
             ty: self.shape.ty,
-            dims: Cow::Borrowed(&self.shape.dims),
+            dims: Dims::new(&self.shape.dims),
             bytes: self.buf.bytes(),
         }
     }
@@ -401,13 +429,13 @@ mod ndarray_interop {
         ) -> Result<ArrayRef<'a>, ArrayError> {
             let dims: Vec<i64> = a.shape().iter().map(|&d| d as i64).collect();
             let values = a.to_slice().ok_or(ArrayError::NotContiguous)?;
-            ArrayRef::from_bytes(T::TYPE, dims, slice_bytes(values))
+            ArrayRef::from_bytes(T::TYPE, &dims, slice_bytes(values))
         }
 
         /// This view as an `ndarray` view, if it holds `T`.
         pub fn as_ndarray<T: Element>(&self) -> Result<ArrayViewD<'a, T>, ArrayError> {
             let s = self.as_slice::<T>()?;
-            Ok(ArrayViewD::from_shape(ix(&self.dims), s).expect("dims match the length"))
+            Ok(ArrayViewD::from_shape(ix(self.dims()), s).expect("dims match the length"))
         }
     }
 

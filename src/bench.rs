@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use axle_ir::Module;
 
-use crate::backend::{registry, CompileOptions};
+use crate::backend::{registry, CacheMode, CompileOptions};
 use crate::run::generate_inputs;
 
 /// How output buffers are handled across runs.
@@ -47,6 +47,8 @@ pub struct BenchOptions {
     /// A pass pipeline (standard name or text) to run before code generation; its time counts
     /// as compile time.
     pub pipeline: Option<String>,
+    /// The compilation cache (off by default; the CLI turns it on).
+    pub cache: CacheMode,
 }
 
 impl Default for BenchOptions {
@@ -59,6 +61,7 @@ impl Default for BenchOptions {
             policies: vec![OutputPolicy::Fresh, OutputPolicy::Reused],
             profile: false,
             pipeline: None,
+            cache: CacheMode::Off,
         }
     }
 }
@@ -118,6 +121,7 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
             m,
             &CompileOptions {
                 pipeline: opts.pipeline.clone(),
+                cache: opts.cache.clone(),
                 ..Default::default()
             },
         )

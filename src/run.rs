@@ -16,7 +16,7 @@ use axle_ir::{ArrayLiteral, ArrayShape, ElementType, Literal, Module};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::backend::{registry, CompileOptions, ValueShape};
+use crate::backend::{registry, CacheMode, CompileOptions, ValueShape};
 
 /// Options of a run.
 #[derive(Clone, Debug)]
@@ -33,6 +33,8 @@ pub struct RunOptions {
     pub seed: u64,
     /// A pass pipeline (standard name or text) to run before code generation.
     pub pipeline: Option<String>,
+    /// The compilation cache (off by default; the CLI turns it on).
+    pub cache: CacheMode,
 }
 
 impl Default for RunOptions {
@@ -44,6 +46,7 @@ impl Default for RunOptions {
             repeat: 1,
             seed: 0,
             pipeline: None,
+            cache: CacheMode::Off,
         }
     }
 }
@@ -80,6 +83,7 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
             m,
             &CompileOptions {
                 pipeline: opts.pipeline.clone(),
+                cache: opts.cache.clone(),
                 ..Default::default()
             },
         )

@@ -40,7 +40,9 @@ fn mlp() -> Result<Module, Error> {
 fn values(n: usize, seed: u32) -> Vec<f32> {
     (0..n)
         .map(|i| {
-            let k = (i as u32).wrapping_mul(2654435761).wrapping_add(seed.wrapping_mul(40503));
+            let k = (i as u32)
+                .wrapping_mul(2654435761)
+                .wrapping_add(seed.wrapping_mul(40503));
             ((k >> 8) % 2001) as f32 / 1000.0 - 1.0
         })
         .collect()
@@ -89,7 +91,9 @@ impl Inputs {
                 .collect();
             let y: Vec<f64> = (0..O)
                 .map(|j| {
-                    (0..H).map(|k| h[k] * self.w2[k * O + j] as f64).sum::<f64>()
+                    (0..H)
+                        .map(|k| h[k] * self.w2[k * O + j] as f64)
+                        .sum::<f64>()
                         + self.b2[j] as f64
                 })
                 .collect();
@@ -145,7 +149,9 @@ fn concurrent_calls_from_two_threads_agree() -> Result<(), Error> {
     let serial: Vec<Vec<f32>> = (0..2)
         .map(|t| {
             let inputs = Inputs::new(100 + t);
-            exe.call(&inputs.args()).unwrap()[0].to_vec::<f32>().unwrap()
+            exe.call(&inputs.args()).unwrap()[0]
+                .to_vec::<f32>()
+                .unwrap()
         })
         .collect();
     let handles: Vec<_> = (0..2u32)
@@ -165,6 +171,48 @@ fn concurrent_calls_from_two_threads_agree() -> Result<(), Error> {
     for (t, h) in handles.into_iter().enumerate() {
         let got = h.join().expect("the thread finished")?;
         assert_eq!(got, serial[t], "thread {t}");
+    }
+    Ok(())
+}
+
+#[test]
+fn concurrent_callers_of_a_split_kernel_agree() -> Result<(), Error> {
+    // A 256^3 product is worth splitting across the pool; two callers at once find it busy in
+    // turn and run on their own threads, with the same results.
+    let n = 256i64;
+    let mut b = ModuleBuilder::new("matmul");
+    let mut c = b.computation("main");
+    let x = c.parameter(0, Shape::array(ElementType::F32, &[n, n]), "x")?;
+    let y = c.parameter(1, Shape::array(ElementType::F32, &[n, n]), "y")?;
+    let p = c.matmul(x, y)?;
+    let main = c.finish(p)?;
+    b.entry(main);
+    let exe = Arc::new(axle::compile(
+        "cpu",
+        b.build()?,
+        &CompileOptions::default().threads(2),
+    )?);
+    let xs = values((n * n) as usize, 5);
+    let ys = values((n * n) as usize, 6);
+    let want = {
+        let args = [ArrayRef::new(&xs, &[n, n])?, ArrayRef::new(&ys, &[n, n])?];
+        exe.call(&args)?[0].to_vec::<f32>()?
+    };
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let (exe, xs, ys) = (Arc::clone(&exe), xs.clone(), ys.clone());
+            std::thread::spawn(move || -> Result<Vec<Vec<f32>>, Error> {
+                let args = [ArrayRef::new(&xs, &[n, n])?, ArrayRef::new(&ys, &[n, n])?];
+                (0..20)
+                    .map(|_| Ok(exe.call(&args)?[0].to_vec::<f32>()?))
+                    .collect()
+            })
+        })
+        .collect();
+    for h in handles {
+        for got in h.join().expect("the thread finished")? {
+            assert_eq!(got, want);
+        }
     }
     Ok(())
 }
@@ -332,9 +380,13 @@ fn walk(d: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn compile_text_reports_where_the_text_is_wrong() {
-    let e = axle::compile_text("cpu", "HloModule m\nENTRY e {\n  x = f32[2] bogus()\n}\n", &CompileOptions::default())
-        .err()
-        .expect("an error");
+    let e = axle::compile_text(
+        "cpu",
+        "HloModule m\nENTRY e {\n  x = f32[2] bogus()\n}\n",
+        &CompileOptions::default(),
+    )
+    .err()
+    .expect("an error");
     let msg = e.to_string();
     assert!(msg.starts_with("<hlo>:3:"), "{msg}");
 }

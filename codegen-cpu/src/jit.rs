@@ -13,13 +13,13 @@ use inkwell::targets::{
     CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
 };
 use inkwell::OptimizationLevel;
-use rayon::prelude::*;
 
 use crate::artifact::Artifact;
 use crate::cg::Cg;
 use crate::error::{finish, CodegenError};
 use crate::lower::{lower, Program};
 use crate::object_loader::LoadedObject;
+use crate::pool::SharedPool;
 use crate::CpuOptions;
 
 /// The runtime hooks generated code calls, laid out as the C header declares them.
@@ -35,7 +35,7 @@ pub struct AxleRuntime {
 
 /// What `AxleRuntime::user` points to in the JIT runtime.
 struct RtData<'a> {
-    pool: Option<&'a rayon::ThreadPool>,
+    pool: Option<&'a SharedPool>,
     /// Whether worker threads flush subnormals too.
     ftz: bool,
     profile: Option<&'a Mutex<Profile>>,
@@ -90,9 +90,9 @@ struct SendPtr(*const *mut u8);
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 
-/// Splits `[0, n)` into at most four ranges per thread (each of at least `grain` items) and runs
-/// the kernel on them in the pool. Which thread runs which range never changes a result: every
-/// output element is computed by exactly one range with the same code.
+/// Runs the kernel over `[0, n)` split into ranges of at least `grain` items on the shared pool
+/// ([`SharedPool::for_ranges`]; the kernel's grain says what splitting pays, see
+/// [`crate::parallel_cost`]). Which thread runs which range never changes a result.
 unsafe extern "C" fn rt_parallel_for(
     rt: *const AxleRuntime,
     kernel: KernelFn,
@@ -107,19 +107,13 @@ unsafe extern "C" fn rt_parallel_for(
         unsafe { kernel(bufs, 0, n) };
         return;
     };
-    let threads = pool.current_num_threads() as i64;
-    let chunks = (n / grain.max(1)).clamp(1, threads * 4);
-    let (per, rem) = (n / chunks, n % chunks);
     let bufs = SendPtr(bufs);
     let ftz = data.ftz;
-    let run = |c: i64| {
-        let s = c * per + c.min(rem);
-        let e = s + per + (c < rem) as i64;
+    pool.for_ranges(n, grain, |s, e| {
         let b = &bufs;
         // SAFETY: the kernel reads the buffer table and writes disjoint output ranges.
         with_float_mode(ftz, || unsafe { kernel(b.0, s, e) });
-    };
-    pool.install(|| (0..chunks).into_par_iter().for_each(run));
+    });
 }
 
 /// Runs `f` with x86's flush-to-zero and denormals-are-zero modes on (when `ftz`), restoring
@@ -141,26 +135,6 @@ fn with_float_mode<T>(ftz: bool, f: impl FnOnce() -> T) -> T {
     }
     let _ = ftz;
     f()
-}
-
-/// The shared thread pool for `threads` threads.
-fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
-    type Pools = Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>;
-    static POOLS: OnceLock<Pools> = OnceLock::new();
-    let pools = POOLS.get_or_init(|| Mutex::new(Vec::new()));
-    let mut v = pools.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, p)) = v.iter().find(|(n, _)| *n == threads) {
-        return Some(p.clone());
-    }
-    let p = Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("axle-cpu-{i}"))
-            .build()
-            .ok()?,
-    );
-    v.push((threads, p.clone()));
-    Some(p)
 }
 
 /// The number of threads `opts` asks for.
@@ -395,7 +369,7 @@ pub struct CpuExecutable {
     params: Vec<ArrayShape>,
     outputs: Vec<ArrayShape>,
     temp_bytes: u64,
-    pool: Option<Arc<rayon::ThreadPool>>,
+    pool: Option<Arc<SharedPool>>,
     temps: Mutex<Vec<AlignedBuf>>,
     kernels: usize,
     flush_denormals: bool,
@@ -503,7 +477,11 @@ impl CpuExecutable {
             eprintln!("cpu compile timings: {timings:?}, total {:?}", t0.elapsed());
         }
         let threads = thread_count(opts);
-        let pool = if threads > 1 { pool(threads) } else { None };
+        let pool = if threads > 1 {
+            SharedPool::get(threads)
+        } else {
+            None
+        };
         CpuExecutable {
             _code: code,
             entry,
@@ -603,7 +581,7 @@ impl CpuExecutable {
 
     /// The number of threads kernels run on.
     pub fn threads(&self) -> usize {
-        self.pool.as_ref().map_or(1, |p| p.current_num_threads())
+        self.pool.as_ref().map_or(1, |p| p.threads())
     }
 
     /// Fresh zeroed output buffers of the right sizes (aligned for every element type).

@@ -41,6 +41,8 @@ mod math;
 mod minifloat;
 mod object_loader;
 mod ops;
+mod parallel_cost;
+mod pool;
 mod rng;
 mod runtime;
 mod signature;
