@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use axle_ir::{ArrayShape, ElementType, Literal, Module, Shape};
 
-use crate::array::{Array, ArrayRef};
+use crate::array::ArrayRef;
 use crate::cache::CacheOutcome;
 
 /// An error from a backend: compilation, transfer or execution.
@@ -348,9 +348,10 @@ pub trait Executable: Send + Sync {
 /// parameters in the caller's memory, results are written into the caller's arrays.
 pub trait HostExecutable: Send + Sync {
     /// Runs on `args` (one per array leaf of the entry parameters, depth-first, already checked
-    /// against the parameters' types and dimensions) writing the result's array leaves into
-    /// `outs` (checked against the result's leaves).
-    fn execute(&self, args: &[ArrayRef<'_>], outs: &mut [Array]) -> Result<(), BackendError>;
+    /// against the parameters' types and dimensions) writing the result's array leaves, as
+    /// row-major bytes, into `outs` (one per leaf, of the leaf's byte size, aligned for its
+    /// element type).
+    fn execute(&self, args: &[ArrayRef<'_>], outs: &mut [&mut [u8]]) -> Result<(), BackendError>;
 }
 
 /// Moves literals between the host and a platform's devices.

@@ -126,9 +126,61 @@ impl Compiled {
             outs.iter().map(|a| (a.ty(), a.dims())),
         )?;
         if let Some(h) = self.exe.host() {
+            let mut slices: Vec<&mut [u8]> = outs.iter_mut().map(|o| o.bytes_mut()).collect();
+            return Ok(h.execute(args, &mut slices)?);
+        }
+        let mut results = self.run_transferred(args)?;
+        outs.swap_with_slice(&mut results);
+        Ok(())
+    }
+
+    /// [`Compiled::run`] writing the results as row-major bytes into caller memory of any kind
+    /// (a numpy array's buffer, ...): one slice per result leaf, of exactly the leaf's byte size
+    /// and aligned for its element type.
+    pub fn run_into_slices(
+        &self,
+        args: &[ArrayRef<'_>],
+        outs: &mut [&mut [u8]],
+    ) -> Result<(), Error> {
+        let backend = self.platform.name();
+        check_host_arrays(
+            backend,
+            "argument",
+            &self.param_leaves,
+            args.iter().map(|a| (a.ty(), a.dims())),
+        )?;
+        if outs.len() != self.output_leaves.len() {
+            return Err(BackendError::new(
+                backend,
+                format!(
+                    "{} output arrays expected, {} given",
+                    self.output_leaves.len(),
+                    outs.len()
+                ),
+            )
+            .into());
+        }
+        for (k, (o, s)) in outs.iter().zip(&self.output_leaves).enumerate() {
+            let need = axle_ir::literal::checked_size(s.ty, &s.dims)?.1;
+            let align = s.ty.byte_size().max(1);
+            if o.len() != need || !(o.as_ptr() as usize).is_multiple_of(align) {
+                return Err(BackendError::new(
+                    backend,
+                    format!(
+                        "output {k}: {need} bytes aligned to {align} expected, {} given",
+                        o.len()
+                    ),
+                )
+                .into());
+            }
+        }
+        if let Some(h) = self.exe.host() {
             return Ok(h.execute(args, outs)?);
         }
-        self.run_transferred(args, outs)
+        for (o, r) in outs.iter_mut().zip(self.run_transferred(args)?) {
+            o.copy_from_slice(r.bytes());
+        }
+        Ok(())
     }
 
     /// Runs on `args` and returns fresh result arrays.
@@ -138,8 +190,9 @@ impl Compiled {
         Ok(outs)
     }
 
-    /// [`Compiled::run`] through the transfer manager, for backends without a host run.
-    fn run_transferred(&self, args: &[ArrayRef<'_>], outs: &mut [Array]) -> Result<(), Error> {
+    /// The result leaves of a run through the transfer manager, for backends without a host
+    /// run.
+    fn run_transferred(&self, args: &[ArrayRef<'_>]) -> Result<Vec<Array>, Error> {
         let tm = self.platform.transfer_manager();
         let mut next = args.iter();
         let bufs = self
@@ -149,10 +202,10 @@ impl Compiled {
             .collect::<Result<Vec<_>, Error>>()?;
         let refs: Vec<&_> = bufs.iter().collect();
         let out = tm.from_device(&self.exe.run(&refs)?)?;
-        for (o, l) in outs.iter_mut().zip(crate::run::flatten(out)) {
-            *o = Array::from_literal(&l);
-        }
-        Ok(())
+        Ok(crate::run::flatten(out)
+            .iter()
+            .map(Array::from_literal)
+            .collect())
     }
 }
 

@@ -18,7 +18,7 @@ pub use axle_codegen_cpu::{
 use axle_codegen_cpu::{Emit, BACKEND_VERSION};
 use axle_ir::{ArrayLiteral, Literal, Module};
 
-use crate::array::{Array, ArrayRef};
+use crate::array::ArrayRef;
 use crate::backend::{
     BackendError, CacheMode, CompileOptions, Compiler, DeviceBuffer, DeviceInfo, Executable,
     ExecutableStats, HostExecutable, Platform, TransferManager, ValueShape,
@@ -241,7 +241,7 @@ impl CpuExecutable {
 }
 
 impl HostExecutable for CpuExecutable {
-    fn execute(&self, args: &[ArrayRef<'_>], outs: &mut [Array]) -> Result<(), BackendError> {
+    fn execute(&self, args: &[ArrayRef<'_>], outs: &mut [&mut [u8]]) -> Result<(), BackendError> {
         let mut inputs: [&[u8]; 8] = [&[]; 8];
         let spill: Vec<&[u8]>;
         let inputs: &[&[u8]] = if args.len() <= inputs.len() {

@@ -6,7 +6,7 @@ use std::time::Instant;
 use axle_analysis::eval::evaluate;
 use axle_ir::{Literal, Module};
 
-use crate::array::{Array, ArrayRef};
+use crate::array::ArrayRef;
 use crate::backend::{
     BackendError, CompileOptions, Compiler, DeviceBuffer, DeviceInfo, Executable, ExecutableStats,
     HostExecutable, Platform, TransferManager, ValueShape,
@@ -133,7 +133,7 @@ impl Executable for InterpreterExecutable {
 impl HostExecutable for InterpreterExecutable {
     /// The evaluator owns its values, so the arguments are copied once into literals (the
     /// transfer path copies them twice) and the result leaves once into `outs`.
-    fn execute(&self, args: &[ArrayRef<'_>], outs: &mut [Array]) -> Result<(), BackendError> {
+    fn execute(&self, args: &[ArrayRef<'_>], outs: &mut [&mut [u8]]) -> Result<(), BackendError> {
         let m = &self.module;
         let mut leaves = args.iter();
         let lits = m
@@ -170,20 +170,20 @@ fn rebuild<'a>(
 }
 
 /// Copies the array leaves of `l`, depth-first, into `outs[k..]`.
-fn copy_leaves(l: &Literal, outs: &mut [Array], k: &mut usize) -> Result<(), BackendError> {
+fn copy_leaves(l: &Literal, outs: &mut [&mut [u8]], k: &mut usize) -> Result<(), BackendError> {
     match l {
         Literal::Array(a) => {
             let o = outs
                 .get_mut(*k)
                 .ok_or_else(|| BackendError::new(NAME, "too few output arrays"))?;
             *k += 1;
-            if o.bytes().len() != a.data.len() {
+            if o.len() != a.data.len() {
                 return Err(BackendError::new(
                     NAME,
                     "an output array has the wrong size",
                 ));
             }
-            o.bytes_mut().copy_from_slice(&a.data);
+            o.copy_from_slice(&a.data);
             Ok(())
         }
         Literal::Tuple(es) => es.iter().try_for_each(|e| copy_leaves(e, outs, k)),
