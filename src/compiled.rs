@@ -202,10 +202,7 @@ impl Compiled {
             .collect::<Result<Vec<_>, Error>>()?;
         let refs: Vec<&_> = bufs.iter().collect();
         let out = tm.from_device(&self.exe.run(&refs)?)?;
-        Ok(crate::run::flatten(out)
-            .iter()
-            .map(Array::from_literal)
-            .collect())
+        Ok(out.into_leaves().iter().map(Array::from_literal).collect())
     }
 }
 

@@ -71,10 +71,18 @@
 //! [`CacheMode::from_env`] for `AXLE_CACHE_DIR`). With the `ndarray` feature, [`Array`] and
 //! [`ArrayRef`] convert to and from `ndarray` views. `examples/embed.rs` is the same path as a
 //! program.
+//!
+//! # Features
+//!
+//! - `cli` (default): the `axle` command-line tool and the modules only it needs, [`run`] and
+//!   [`mod@bench`] (with `clap`, `rand`, `tempfile`, `flate2` and `libc`). Embedders use
+//!   `default-features = false`: the library alone, which needs none of those crates.
+//! - `ndarray`: conversions between [`Array`]/[`ArrayRef`] and `ndarray` views.
 #![deny(missing_docs)]
 
 pub mod array;
 pub mod backend;
+#[cfg(feature = "cli")]
 pub mod bench;
 pub mod cache;
 pub mod compiled;
@@ -83,6 +91,7 @@ pub mod error;
 pub mod explore;
 pub mod interpreter;
 pub mod passes;
+#[cfg(feature = "cli")]
 pub mod run;
 
 pub use axle_analysis as analysis;

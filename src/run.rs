@@ -123,10 +123,7 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
 
 /// The array leaves of a literal, depth-first.
 pub fn flatten(l: Literal) -> Vec<ArrayLiteral> {
-    match l {
-        Literal::Array(a) => vec![a],
-        Literal::Tuple(es) => es.into_iter().flat_map(flatten).collect(),
-    }
+    l.into_leaves()
 }
 
 fn param_desc(m: &Module, k: usize) -> String {

@@ -208,6 +208,14 @@ impl ArrayLiteral {
 }
 
 impl Literal {
+    /// The array leaves, depth-first.
+    pub fn into_leaves(self) -> Vec<ArrayLiteral> {
+        match self {
+            Literal::Array(a) => vec![a],
+            Literal::Tuple(es) => es.into_iter().flat_map(Literal::into_leaves).collect(),
+        }
+    }
+
     /// The array, if this is one.
     pub fn as_array(&self) -> Option<&ArrayLiteral> {
         match self {

@@ -200,16 +200,19 @@ impl Session {
         axle::ir::print_module(self.inner.module())
     }
 
-    /// Compiles the module as it stands on `backend` and runs it `repeat` times on generated
-    /// inputs; returns the median run time in seconds.
+    /// Compiles the module as it stands on `backend` and runs it `repeat` times on inputs
+    /// generated from `seed` (the equivalence checker's, special values included); returns the
+    /// median run time in seconds.
     #[pyo3(signature = (backend = "cpu", repeat = 5, seed = 0))]
     fn measure(&self, py: Python<'_>, backend: &str, repeat: usize, seed: u64) -> PyResult<f64> {
         let m = self.inner.module().clone();
         py.allow_threads(|| {
-            let inputs = axle::run::generate_inputs(&m, seed);
+            let inputs = axle::analysis::adversarial_inputs(&m, seed);
             let exe = axle::compile(backend, m, &CompileOptions::default())?;
-            let leaves: Vec<axle::ir::ArrayLiteral> =
-                inputs.into_iter().flat_map(axle::run::flatten).collect();
+            let leaves: Vec<axle::ir::ArrayLiteral> = inputs
+                .into_iter()
+                .flat_map(axle::ir::Literal::into_leaves)
+                .collect();
             let args: Vec<ArrayRef<'_>> = leaves.iter().map(ArrayRef::from).collect();
             let mut outs = exe.alloc_outputs()?;
             let mut times = Vec::with_capacity(repeat.max(1));
