@@ -218,17 +218,6 @@ pub fn layer_stack(layers: usize) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn layer_stack_parses_and_verifies_at_the_expected_size() {
-        let m = axle_ir::parse_module(&super::layer_stack(10)).expect("parses");
-        axle_ir::verify::verify(&m).expect("verifies");
-        let n = m.num_live_insts();
-        assert!((10 * super::INSTS_PER_LAYER).abs_diff(n) < 30, "{n}");
-    }
-}
-
 /// A 2-layer MLP built with the builder: `softmax(relu(x @ w1 + b1) @ w2 + b2)` with `x` of
 /// `[batch, input]`, hidden width `hidden`, `output` classes (all `f32`); parameters in that
 /// order.
@@ -255,4 +244,15 @@ pub fn tiny_mlp(
     let main = c.finish(y)?;
     b.entry(main);
     b.build()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn layer_stack_parses_and_verifies_at_the_expected_size() {
+        let m = axle_ir::parse_module(&super::layer_stack(10)).expect("parses");
+        axle_ir::verify::verify(&m).expect("verifies");
+        let n = m.num_live_insts();
+        assert!((10 * super::INSTS_PER_LAYER).abs_diff(n) < 30, "{n}");
+    }
 }

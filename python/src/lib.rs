@@ -44,21 +44,36 @@ fn specs(shapes: &[axle::ir::ArrayShape]) -> Vec<(String, Vec<i64>)> {
         .collect()
 }
 
-/// A buffer's bytes as a slice, if it is C-contiguous (and writable when `write`).
-fn buffer_bytes<'a>(b: &'a PyBuffer<u8>, write: bool, what: &str) -> PyResult<&'a mut [u8]> {
+/// Checks that a buffer is C-contiguous (and writable when `write`); returns its length.
+fn check_buffer(b: &PyBuffer<u8>, write: bool, what: &str) -> PyResult<usize> {
     if !b.is_c_contiguous() {
         return Err(err(format!("{what} is not a contiguous buffer")));
     }
     if write && b.readonly() {
         return Err(err(format!("{what} is read-only")));
     }
-    let n = b.len_bytes();
+    Ok(b.len_bytes())
+}
+
+/// An argument buffer's bytes.
+fn arg_bytes<'a>(b: &'a PyBuffer<u8>, what: &str) -> PyResult<&'a [u8]> {
+    let n = check_buffer(b, false, what)?;
+    if n == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: the buffer stays exported (so its memory stays put) while `b` lives, which
+    // outlives the slice; it is `n` contiguous bytes. Python code could write to it from
+    // another thread during the run, as with any buffer handed to native code.
+    Ok(unsafe { std::slice::from_raw_parts(b.buf_ptr() as *const u8, n) })
+}
+
+/// A writable output buffer's bytes.
+fn out_bytes<'a>(b: &'a mut PyBuffer<u8>, what: &str) -> PyResult<&'a mut [u8]> {
+    let n = check_buffer(b, true, what)?;
     if n == 0 {
         return Ok(&mut []);
     }
-    // SAFETY: the buffer stays exported (so its memory stays put) while `b` lives, which
-    // outlives the slice; it is `n` contiguous bytes. Python code could write to an argument's
-    // memory from another thread during the run, as with any buffer handed to native code.
+    // SAFETY: as in `arg_bytes`; the buffer is writable and borrowed mutably for the slice.
     Ok(unsafe { std::slice::from_raw_parts_mut(b.buf_ptr() as *mut u8, n) })
 }
 
@@ -102,16 +117,16 @@ impl Executable {
         &self,
         py: Python<'_>,
         args: Vec<(String, Vec<i64>, PyBuffer<u8>)>,
-        outs: Vec<PyBuffer<u8>>,
+        mut outs: Vec<PyBuffer<u8>>,
     ) -> PyResult<()> {
         let mut refs = Vec::with_capacity(args.len());
         for (k, (ty, dims, b)) in args.iter().enumerate() {
-            let bytes = buffer_bytes(b, false, &format!("argument {k}"))?;
+            let bytes = arg_bytes(b, &format!("argument {k}"))?;
             refs.push(ArrayRef::from_bytes(element_type(ty)?, dims, bytes).map_err(err)?);
         }
         let mut slices = Vec::with_capacity(outs.len());
-        for (k, b) in outs.iter().enumerate() {
-            slices.push(buffer_bytes(b, true, &format!("output {k}"))?);
+        for (k, b) in outs.iter_mut().enumerate() {
+            slices.push(out_bytes(b, &format!("output {k}"))?);
         }
         let exe = &self.inner;
         py.allow_threads(|| exe.run_into_slices(&refs, &mut slices))
