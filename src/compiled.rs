@@ -112,13 +112,7 @@ impl Compiled {
     /// A wrong number, element type or dimensions of an argument or output is an error, and
     /// nothing runs.
     pub fn run(&self, args: &[ArrayRef<'_>], outs: &mut [Array]) -> Result<(), Error> {
-        let backend = self.platform.name();
-        check_host_arrays(
-            backend,
-            "argument",
-            &self.param_leaves,
-            args.iter().map(|a| (a.ty(), a.dims())),
-        )?;
+        let backend = self.check_args(args)?;
         check_host_arrays(
             backend,
             "output",
@@ -142,13 +136,7 @@ impl Compiled {
         args: &[ArrayRef<'_>],
         outs: &mut [&mut [u8]],
     ) -> Result<(), Error> {
-        let backend = self.platform.name();
-        check_host_arrays(
-            backend,
-            "argument",
-            &self.param_leaves,
-            args.iter().map(|a| (a.ty(), a.dims())),
-        )?;
+        let backend = self.check_args(args)?;
         if outs.len() != self.output_leaves.len() {
             return Err(BackendError::new(
                 backend,
@@ -181,6 +169,18 @@ impl Compiled {
             o.copy_from_slice(r.bytes());
         }
         Ok(())
+    }
+
+    /// Checks `args` against the parameters; returns the backend's name.
+    fn check_args(&self, args: &[ArrayRef<'_>]) -> Result<&str, Error> {
+        let backend = self.platform.name();
+        check_host_arrays(
+            backend,
+            "argument",
+            &self.param_leaves,
+            args.iter().map(|a| (a.ty(), a.dims())),
+        )?;
+        Ok(backend)
     }
 
     /// Runs on `args` and returns fresh result arrays.

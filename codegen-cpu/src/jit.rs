@@ -318,6 +318,18 @@ pub(crate) fn build<'ctx>(
     })
 }
 
+impl Built<'_> {
+    /// The object file of the built module.
+    pub(crate) fn object(&self, m: &Module) -> Result<Vec<u8>, CodegenError> {
+        Ok(self
+            .tm
+            .write_to_memory_buffer(&self.cg.module, FileType::Object)
+            .map_err(|e| CodegenError::general(&m.name, format!("object emission failed: {e}")))?
+            .as_slice()
+            .to_vec())
+    }
+}
+
 /// Memory aligned for any element type (and 512-bit vectors).
 pub(crate) struct AlignedBuf {
     ptr: *mut u8,
@@ -404,12 +416,7 @@ pub(crate) fn compile_object(
     let ctx = Context::create();
     let built = build(&ctx, m, opts, "axle_entry", RelocMode::PIC)?;
     let t = Instant::now();
-    let object = built
-        .tm
-        .write_to_memory_buffer(&built.cg.module, FileType::Object)
-        .map_err(|e| CodegenError::general(&m.name, format!("object emission failed: {e}")))?
-        .as_slice()
-        .to_vec();
+    let object = built.object(m)?;
     let Built {
         prog,
         mut timings,
