@@ -94,6 +94,7 @@ python: deps
 	@'$(PY_VENV)/bin/python' -c 'import maturin, numpy, pytest, ml_dtypes, jax' 2>/dev/null \
 		|| '$(PY_VENV)/bin/python' -m pip install -q --disable-pip-version-check $(PY_REQS)
 	$(strip '$(PY_VENV)/bin/maturin' build --release $(LOCKED) -q -m python/Cargo.toml \
+		--compatibility linux --auditwheel skip \
 		-i '$(PY_VENV)/bin/python' -o '$(ROOT)/target/wheels')
 	'$(PY_VENV)/bin/python' -m pip install -q --disable-pip-version-check --force-reinstall \
 		--no-deps '$(ROOT)'/target/wheels/axle-*.whl
