@@ -3,8 +3,8 @@
 //! executes the JIT-compiled entry point on a thread pool.
 //!
 //! With a compilation cache ([`CacheMode::Dir`]), the key covers the module's fingerprint (the
-//! SHA-256 of its canonical text), the pass pipeline, the code generator's options (all but the
-//! thread count, which is a run setting), the backend's version (a hash of the compiler's
+//! SHA-256 of its canonical text), the pass pipeline, the code generator's options (the thread
+//! count too: the GEMM splits its work by it), the backend's version (a hash of the compiler's
 //! sources, [`axle_codegen_cpu::BACKEND_VERSION`]) and the target (triple, CPU name and
 //! features); an entry holds the object file with the facts to run it, and the module's text
 //! after the pipeline when there is one. A hit links the object code and skips verification,
@@ -87,11 +87,9 @@ impl CpuCompiler {
 /// The cache key of compiling `m` with `opts` and code generator options `cpu`.
 fn cache_key(m: &Module, opts: &CompileOptions, cpu: &CpuOptions) -> CacheKey {
     let (triple, name, features) = axle_codegen_cpu::host_target();
-    let code_opts = CpuOptions {
-        threads: 0,
-        ..cpu.clone()
-    };
-    let settings = format!("{code_opts:?} pipeline={:?}", opts.pipeline);
+    // Every code generator option counts, the thread count included: the GEMM's work split
+    // depends on it.
+    let settings = format!("{cpu:?} pipeline={:?}", opts.pipeline);
     CacheKey::new(&[
         NAME.as_bytes(),
         BACKEND_VERSION.as_bytes(),

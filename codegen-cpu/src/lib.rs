@@ -43,6 +43,7 @@ mod object_loader;
 mod ops;
 mod parallel_cost;
 mod pool;
+mod radix;
 mod rng;
 mod runtime;
 mod signature;
@@ -50,7 +51,10 @@ mod signature;
 pub use aot::{c_identifier, compile_aot, AotOutput};
 pub use artifact::Artifact;
 pub use error::CodegenError;
-pub use jit::{AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn, KernelProfile};
+pub use jit::{
+    AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn, KernelProfile,
+    RECYCLE_MAX_BYTES, RECYCLE_MIN_BYTES,
+};
 
 use axle_ir::Module;
 use inkwell::context::Context;
