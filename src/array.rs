@@ -92,6 +92,9 @@ fn slice_bytes<T: Element>(values: &[T]) -> &[u8] {
 /// `bool`) every byte is 0 or 1.
 fn typed<T: Element>(ty: ElementType, bytes: &[u8]) -> Result<&[T], ArrayError> {
     check_typed::<T>(ty, bytes)?;
+    if bytes.is_empty() {
+        return Ok(&[]);
+    }
     // SAFETY: checked above: the type matches (so the length is a whole number of elements),
     // the pointer is aligned for `T`, and every bit pattern is a valid `T` (bytes of a `bool`
     // checked to be 0 or 1).
@@ -105,6 +108,9 @@ fn typed<T: Element>(ty: ElementType, bytes: &[u8]) -> Result<&[T], ArrayError> 
 
 fn typed_mut<T: Element>(ty: ElementType, bytes: &mut [u8]) -> Result<&mut [T], ArrayError> {
     check_typed::<T>(ty, bytes)?;
+    if bytes.is_empty() {
+        return Ok(&mut []);
+    }
     // SAFETY: as in `typed`; the slice is borrowed mutably for the result's lifetime, and any
     // `T` written back is a valid element.
     Ok(unsafe {
@@ -122,7 +128,7 @@ fn check_typed<T: Element>(ty: ElementType, bytes: &[u8]) -> Result<(), ArrayErr
             actual: ty,
         });
     }
-    if !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) {
+    if !bytes.is_empty() && !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) {
         return Err(ArrayError::Misaligned(ty));
     }
     if ty == ElementType::Pred && bytes.iter().any(|&b| b > 1) {

@@ -660,7 +660,7 @@ impl CpuExecutable {
                     shape_bytes(s)
                 )));
             }
-            if !(o.as_ptr() as usize).is_multiple_of(s.ty.byte_size().max(1)) {
+            if !o.is_empty() && !(o.as_ptr() as usize).is_multiple_of(s.ty.byte_size().max(1)) {
                 return Err(err(format!(
                     "output buffer {k} is not aligned for {} elements",
                     s.ty
