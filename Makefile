@@ -93,6 +93,7 @@ python: deps
 	@[ -x '$(PY_VENV)/bin/python' ] || $(PYTHON) -m venv '$(PY_VENV)'
 	@'$(PY_VENV)/bin/python' -c 'import maturin, numpy, pytest, ml_dtypes, jax' 2>/dev/null \
 		|| '$(PY_VENV)/bin/python' -m pip install -q --disable-pip-version-check $(PY_REQS)
+	rm -f '$(ROOT)'/target/wheels/axle-*.whl
 	$(strip '$(PY_VENV)/bin/maturin' build --release $(LOCKED) -q -m python/Cargo.toml \
 		--compatibility linux --auditwheel skip \
 		-i '$(PY_VENV)/bin/python' -o '$(ROOT)/target/wheels')

@@ -85,6 +85,11 @@ def type_name_of(dtype):
         raise AxleError(f"numpy dtype {np.dtype(dtype)} has no Axle element type") from None
 
 
+def _describe(ty, dims):
+    """``f32[2,3]``, as Axle's messages write shapes."""
+    return f"{ty}[{','.join(str(d) for d in dims)}]"
+
+
 def _byte_view(a):
     """A C-contiguous array's bytes as a flat uint8 array sharing its memory."""
     return a.reshape(-1).view(np.uint8)
@@ -118,8 +123,9 @@ class Executable:
         for k, (a, (ty, dims)) in enumerate(zip(arrays, self.param_specs)):
             a = np.asarray(a)
             if a.dtype != dtype_of(ty):
-                raise AxleError(f"argument {k}: {ty}{list(dims)} expected, "
-                                f"{a.dtype}{list(a.shape)} given")
+                got = _TYPE_NAMES.get(a.dtype, str(a.dtype))
+                raise AxleError(f"argument {k}: {_describe(ty, dims)} expected, "
+                                f"{_describe(got, a.shape)} given")
             a = np.ascontiguousarray(a)
             args.append((ty, list(a.shape), _byte_view(a)))
         outs = [np.empty(dims, dtype) for dtype, dims in self._out_dtypes]
