@@ -9,6 +9,9 @@
 //! features); an entry holds the object file with the facts to run it, and the module's text
 //! after the pipeline when there is one. A hit links the object code and skips verification,
 //! the pipeline and LLVM.
+//!
+//! Its default pipeline (what `axle run`, `bench` and `compile` run unless told otherwise) is the
+//! standard `cpu` pipeline: simplification, then fusion for the cpu target.
 
 use std::time::Instant;
 
@@ -62,6 +65,10 @@ impl Platform for CpuPlatform {
 
     fn transfer_manager(&self) -> &dyn TransferManager {
         &self.transfer
+    }
+
+    fn default_pipeline(&self) -> Option<&str> {
+        Some("cpu")
     }
 }
 

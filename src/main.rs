@@ -51,8 +51,9 @@ enum Command {
         /// Seed for generated inputs (used when no --input is given).
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Run this pass pipeline before compiling: a standard pipeline's name (`simplify`) or
-        /// pipeline text (`axle passes` lists both).
+        /// The pass pipeline to run before compiling: a standard pipeline's name (`simplify`,
+        /// `cpu`) or pipeline text (`axle passes` lists both); default: the backend's own (`cpu`
+        /// on the cpu backend); `none` compiles the module exactly as given.
         #[arg(long)]
         passes: Option<String>,
     },
@@ -142,6 +143,10 @@ enum Command {
         /// Print the optimized LLVM IR (`llvm`) or the assembly (`asm`).
         #[arg(long, value_parser = ["llvm", "asm"])]
         emit: Option<String>,
+        /// The pass pipeline to run before compiling (default: the backend's own, `cpu` on the
+        /// cpu backend; `none` compiles the module exactly as given).
+        #[arg(long)]
+        passes: Option<String>,
     },
     /// Compile a module and time repeated runs on generated inputs: compile time, then median
     /// and minimum run time per output-buffer policy (`fresh` result buffers per run, as XLA
@@ -168,8 +173,9 @@ enum Command {
         /// Also time each kernel (cpu backend) and list the slowest ones.
         #[arg(long)]
         profile: bool,
-        /// Run this pass pipeline before compiling (a standard pipeline's name or pipeline
-        /// text); its time counts as compile time.
+        /// The pass pipeline to run before compiling (a standard pipeline's name or pipeline
+        /// text; default: the backend's own, `cpu` on the cpu backend; `none` runs nothing); its
+        /// time counts as compile time.
         #[arg(long)]
         passes: Option<String>,
     },
@@ -237,6 +243,7 @@ fn main() -> ExitCode {
             name,
             target_triple,
             emit,
+            passes,
         } => cmd_compile(CompileArgs {
             file,
             backend,
@@ -247,6 +254,7 @@ fn main() -> ExitCode {
             target_triple,
             emit,
             cache,
+            passes,
         }),
         Command::Bench {
             file,
@@ -405,6 +413,7 @@ struct CompileArgs {
     target_triple: Option<String>,
     emit: Option<String>,
     cache: axle::CacheMode,
+    passes: Option<String>,
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Reported> {
@@ -426,61 +435,25 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
         ));
     }
     let m = load(&a.file)?;
-    let opts = axle_codegen_cpu::CpuOptions {
-        target_triple: a.target_triple.clone(),
-        ..Default::default()
-    };
-    if a.aot {
-        let obj = a
-            .output
-            .clone()
-            .ok_or_else(|| Reported("error: --aot needs -o FILE for the object file".into()))?;
-        let name = a.name.clone().unwrap_or_else(|| {
-            obj.file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "model".into())
-        });
-        let header = a.header.clone().unwrap_or_else(|| obj.with_extension("h"));
-        let t0 = Instant::now();
-        let out = axle_codegen_cpu::compile_aot(&m, &opts, &name)
-            .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
-        write_file(&obj, &out.object)?;
-        write_file(&header, out.header.as_bytes())?;
-        println!(
-            "wrote {} and {} (entry point {}, {} temporary bytes) in {:.3} ms",
-            obj.display(),
-            header.display(),
-            out.symbol,
-            out.temp_bytes,
-            t0.elapsed().as_secs_f64() * 1e3
-        );
-        return Ok(());
-    }
-    if let Some(e) = &a.emit {
-        let what = if e == "asm" {
-            axle_codegen_cpu::Emit::Asm
-        } else {
-            axle_codegen_cpu::Emit::LlvmIr
-        };
-        let text = axle_codegen_cpu::emit_text(&m, &opts, what)
-            .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
-        return match &a.output {
-            Some(p) => write_file(p, text.as_bytes()),
-            None => {
-                let mut out = std::io::stdout().lock();
-                out.write_all(text.as_bytes())
-                    .and_then(|_| out.flush())
-                    .map_err(|e| Reported(format!("error: writing output: {e}")))
-            }
-        };
-    }
     let platform = axle::backend::registry()
         .get(&a.backend)
         .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+    let compile_opts = axle::backend::CompileOptions {
+        pipeline: axle::backend::pipeline_for(&*platform, a.passes.as_deref()),
+        cache: a.cache.clone(),
+        ..Default::default()
+    };
+    if a.aot || a.emit.is_some() {
+        // The code generator is called directly below; the pipeline runs here first.
+        let t0 = Instant::now();
+        let m = axle::backend::prepare_module("cpu", m, &compile_opts)
+            .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+        return compile_cpu_output(&a, &shown, m, t0);
+    }
     let t0 = Instant::now();
     let exe = platform
         .compiler()
-        .compile(m, &axle::CompileOptions::default().cache(a.cache))
+        .compile(m, &compile_opts)
         .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
     let stats = exe.stats();
     println!(
@@ -499,6 +472,61 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
             .unwrap_or_default()
     );
     Ok(())
+}
+
+/// `axle compile --aot` and `--emit`: the code generator on the (already optimized) module;
+/// `t0` is when compilation started.
+fn compile_cpu_output(
+    a: &CompileArgs,
+    shown: &str,
+    m: Module,
+    t0: Instant,
+) -> Result<(), Reported> {
+    let opts = axle_codegen_cpu::CpuOptions {
+        target_triple: a.target_triple.clone(),
+        ..Default::default()
+    };
+    if a.aot {
+        let obj = a
+            .output
+            .clone()
+            .ok_or_else(|| Reported("error: --aot needs -o FILE for the object file".into()))?;
+        let name = a.name.clone().unwrap_or_else(|| {
+            obj.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "model".into())
+        });
+        let header = a.header.clone().unwrap_or_else(|| obj.with_extension("h"));
+        let out = axle_codegen_cpu::compile_aot(&m, &opts, &name)
+            .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+        write_file(&obj, &out.object)?;
+        write_file(&header, out.header.as_bytes())?;
+        println!(
+            "wrote {} and {} (entry point {}, {} temporary bytes) in {:.3} ms",
+            obj.display(),
+            header.display(),
+            out.symbol,
+            out.temp_bytes,
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        return Ok(());
+    }
+    let what = if a.emit.as_deref() == Some("asm") {
+        axle_codegen_cpu::Emit::Asm
+    } else {
+        axle_codegen_cpu::Emit::LlvmIr
+    };
+    let text = axle_codegen_cpu::emit_text(&m, &opts, what)
+        .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+    match &a.output {
+        Some(p) => write_file(p, text.as_bytes()),
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())
+                .and_then(|_| out.flush())
+                .map_err(|e| Reported(format!("error: writing output: {e}")))
+        }
+    }
 }
 
 fn cmd_bench(path: &Path, opts: &axle::bench::BenchOptions) -> Result<(), Reported> {
