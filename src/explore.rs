@@ -268,6 +268,8 @@ fn measure(m: &Module, mo: &MeasureOptions, seed: u64) -> Result<Measured, Strin
             policies: vec![OutputPolicy::Fresh],
             profile: false,
             pipeline: Some(crate::backend::NO_PIPELINE.to_string()),
+            // Off, so that `codegen_ns` is a real compilation every time.
+            cache: crate::CacheMode::Off,
         },
     )?;
     let t = &r.timings[0];
