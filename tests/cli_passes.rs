@@ -40,6 +40,15 @@ ENTRY main {
 }
 ";
 
+/// The rows of a JSON-lines file.
+fn json_rows(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect()
+}
+
 fn setup() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let f = dir.path().join("m.hlo");
@@ -248,11 +257,7 @@ fn explore_prints_a_table_and_writes_every_row() {
     let table = out(&o);
     assert!(table.contains("compile_ms"), "{table}");
     assert!(table.contains("(none)"), "{table}");
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&rows)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON"))
-        .collect();
+    let lines = json_rows(&rows);
     assert_eq!(lines.len(), 5);
     assert_eq!(lines[0]["pipeline"], "");
     assert_eq!(lines[0]["insts_after"], lines[0]["insts_before"]);
@@ -322,11 +327,7 @@ fn explore_measures_every_order_with_the_fusion_passes_taking_part() {
     );
     assert!(o.status.success(), "{}", err(&o));
     assert!(out(&o).contains("run_ms"), "{}", out(&o));
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&rows)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON"))
-        .collect();
+    let lines = json_rows(&rows);
     assert_eq!(lines.len(), 4);
     for l in &lines {
         assert_eq!(l["check"], "same", "{l}");
