@@ -92,7 +92,11 @@ fn host_literal(buf: &DeviceBuffer) -> Result<&Literal, BackendError> {
 }
 
 impl Executable for InterpreterExecutable {
-    fn run(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError> {
+    fn backend(&self) -> &str {
+        NAME
+    }
+
+    fn execute(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError> {
         let lits: Vec<Literal> = args
             .iter()
             .map(|b| host_literal(b).cloned())

@@ -120,6 +120,14 @@ impl ArrayLiteral {
 }
 
 impl Literal {
+    /// The bytes of data its array leaves hold.
+    pub fn byte_len(&self) -> usize {
+        match self {
+            Literal::Array(a) => a.data.len(),
+            Literal::Tuple(es) => es.iter().map(Literal::byte_len).sum(),
+        }
+    }
+
     /// The array, if this is one.
     pub fn as_array(&self) -> Option<&ArrayLiteral> {
         match self {
