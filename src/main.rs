@@ -15,7 +15,13 @@ struct Cli {
     /// The most memory a run may hold at once (bytes, or a number with K, M, G or T); a run
     /// that would need more fails before allocating. Overrides AXLE_MEMORY_LIMIT; without
     /// either, the memory the system has available.
-    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_memory_size)]
+    #[arg(
+        long,
+        global = true,
+        value_name = "SIZE",
+        value_parser = parse_memory_size,
+        allow_negative_numbers = true
+    )]
     memory_limit: Option<u64>,
     #[command(subcommand)]
     command: Command,
@@ -200,10 +206,10 @@ enum Command {
         /// The actual values.
         actual: PathBuf,
         /// Relative tolerance (floats): a finite number >= 0.
-        #[arg(long, value_parser = parse_tolerance)]
+        #[arg(long, value_parser = parse_tolerance, allow_negative_numbers = true)]
         rtol: Option<f64>,
         /// Absolute tolerance (floats): a finite number >= 0.
-        #[arg(long, value_parser = parse_tolerance)]
+        #[arg(long, value_parser = parse_tolerance, allow_negative_numbers = true)]
         atol: Option<f64>,
     },
 }

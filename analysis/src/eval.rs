@@ -149,6 +149,9 @@ pub fn evaluate_computation_with(
         computation: m.comp_name(comp).to_string(),
         message,
     })?;
+    let mut budget = budget;
+    // The arguments are the caller's memory, held for the whole run.
+    budget.force(args.iter().map(|a| a.byte_len() as u64).sum());
     let mut ev = Evaluator::new(m, opts, budget);
     let args = args.iter().map(Val::Ref).collect();
     ev.run(comp, args)
@@ -474,7 +477,8 @@ fn forward<'a>(
 fn arity_ok(op: Opcode, n: usize) -> bool {
     use Opcode::*;
     match op {
-        Iota | AfterAll | PartitionId | ReplicaId => n == 0,
+        Iota | PartitionId | ReplicaId => n == 0,
+        AfterAll => true,
         Select | Clamp | SelectAndScatter => n == 3,
         Dot | Convolution | Gather | Pad | TriangularSolve | Complex | Compare => n == 2,
         BatchNormInference | BatchNormGrad => n == 5,

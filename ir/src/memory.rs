@@ -85,7 +85,7 @@ impl std::error::Error for MemoryError {}
 
 /// `n` bytes in the largest binary unit that keeps one digit before the point (`1.5 GiB`).
 pub fn human(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     let mut v = n as f64;
     let mut u = 0;
     while v >= 1024.0 && u + 1 < UNITS.len() {
