@@ -282,7 +282,11 @@ impl dyn Executable + '_ {
 /// dynamic dimensions run at their bound). A token parameter takes a token buffer or an empty
 /// tuple (tokens carry no data). A buffer whose bytes would fit but whose element type or
 /// dimensions differ is refused: backends never reinterpret bits.
-pub fn check_arguments(backend: &str, m: &Module, args: &[&DeviceBuffer]) -> Result<(), BackendError> {
+pub fn check_arguments(
+    backend: &str,
+    m: &Module,
+    args: &[&DeviceBuffer],
+) -> Result<(), BackendError> {
     let params = m.params(m.entry());
     if args.len() != params.len() {
         return Err(BackendError::new(

@@ -122,9 +122,8 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
         ));
     }
     let name = m.name.clone();
-    axle_ir::check_runnable(&m).map_err(|e| {
-        crate::backend::BackendError::new(&opts.backend, e.to_string()).to_string()
-    })?;
+    axle_ir::check_runnable(&m)
+        .map_err(|e| crate::backend::BackendError::new(&opts.backend, e.to_string()).to_string())?;
     let inputs = generate_inputs(&m, opts.seed)?;
     let t0 = Instant::now();
     let exe = platform

@@ -45,7 +45,11 @@ pub fn check_runnable_for_cli(m: &Module, text: &str, file: &str) -> Result<(), 
 /// line and a caret where the error has a location, `FILE: error: MESSAGE` otherwise.
 pub fn render_errors(errs: &axle_ir::VerifyErrors, text: &str, file: &str) -> String {
     // Only the lines errors point at are looked up, in one pass over the text.
-    let mut wanted: Vec<u32> = errs.errors.iter().filter_map(|e| e.loc.map(|l| l.line)).collect();
+    let mut wanted: Vec<u32> = errs
+        .errors
+        .iter()
+        .filter_map(|e| e.loc.map(|l| l.line))
+        .collect();
     wanted.sort_unstable();
     wanted.dedup();
     let mut lines: std::collections::HashMap<u32, &str> = std::collections::HashMap::new();

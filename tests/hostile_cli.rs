@@ -80,7 +80,8 @@ fn files_in(dir: &Path) -> Vec<String> {
     v
 }
 
-const UNBOUNDED: &str = "('?'); no backend runs unbounded dynamic shapes (bounded ones, '<=N', run at their bound)";
+const UNBOUNDED: &str =
+    "('?'); no backend runs unbounded dynamic shapes (bounded ones, '<=N', run at their bound)";
 
 // ---- 1. Unbounded dynamic dimensions ----
 
@@ -137,13 +138,19 @@ fn c1_unbounded_reduce_iota_broadcast_transpose_reshape_are_refused() {
         ("reshape", "ENTRY e {\n  a = f32[?] parameter(0)\n  ROOT r = f32[?] reshape(a)\n}\n", "%r: f32[?]"),
     ];
     for (name, body, what) in cases {
-        let f = write(d.path(), &format!("{name}.hlo"), &format!("HloModule m\n{body}"));
+        let f = write(
+            d.path(),
+            &format!("{name}.hlo"),
+            &format!("HloModule m\n{body}"),
+        );
         for b in BACKENDS {
             let o = axle(&["run", &f, "--backend", b]);
             fails_with(
                 &o,
                 1,
-                &[&format!("{what} has an unbounded dynamic dimension {UNBOUNDED}")],
+                &[&format!(
+                    "{what} has an unbounded dynamic dimension {UNBOUNDED}"
+                )],
             );
             assert!(!stdout(&o).contains("-1"));
         }
@@ -198,13 +205,26 @@ fn c1_bounded_dynamic_dimensions_run_at_their_bound() {
     );
     for b in BACKENDS {
         let out = succeeds(&axle(&["run", &f, "--backend", b, "--input", &x]));
-        assert!(out.starts_with("out0: f32[4] = [-1, 2, -3.5, -0]\nout1: s32[] = [4]\n"), "{b}: {out}");
+        assert!(
+            out.starts_with("out0: f32[4] = [-1, 2, -3.5, -0]\nout1: s32[] = [4]\n"),
+            "{b}: {out}"
+        );
     }
     // An input of another size does not bind to the bound.
-    let y = npy(d.path(), "y.npy", &axle::ir::ArrayLiteral::from_slice(&[3], &[1.0f32, 2.0, 3.0]));
+    let y = npy(
+        d.path(),
+        "y.npy",
+        &axle::ir::ArrayLiteral::from_slice(&[3], &[1.0f32, 2.0, 3.0]),
+    );
     for b in BACKENDS {
         let o = axle(&["run", &f, "--backend", b, "--input", &y]);
-        fails_with(&o, 1, &[&format!("parameter 0 ('a'): {y} has shape [3] but the parameter needs f32[4]")]);
+        fails_with(
+            &o,
+            1,
+            &[&format!(
+                "parameter 0 ('a'): {y} has shape [3] but the parameter needs f32[4]"
+            )],
+        );
     }
 }
 
@@ -221,11 +241,31 @@ fn reduce_module(input: &str, init: &str) -> String {
 fn c2_reduce_float_type_mismatches_are_verifier_errors() {
     let d = tmp();
     let cases = [
-        ("f32", "bf16", "operands mix floating-point types f32 and bf16"),
-        ("f32", "f8e4m3fn", "operands mix floating-point types f32 and f8e4m3fn"),
-        ("f64", "f64", "to_apply computation %add: accumulator 0 is f32[] but the init value is f64[]"),
-        ("bf16", "bf16", "to_apply computation %add: accumulator 0 is f32[] but the init value is bf16[]"),
-        ("f16", "f32", "operands mix floating-point types f16 and f32"),
+        (
+            "f32",
+            "bf16",
+            "operands mix floating-point types f32 and bf16",
+        ),
+        (
+            "f32",
+            "f8e4m3fn",
+            "operands mix floating-point types f32 and f8e4m3fn",
+        ),
+        (
+            "f64",
+            "f64",
+            "to_apply computation %add: accumulator 0 is f32[] but the init value is f64[]",
+        ),
+        (
+            "bf16",
+            "bf16",
+            "to_apply computation %add: accumulator 0 is f32[] but the init value is bf16[]",
+        ),
+        (
+            "f16",
+            "f32",
+            "operands mix floating-point types f16 and f32",
+        ),
     ];
     for (k, (input, init, msg)) in cases.iter().enumerate() {
         let f = write(d.path(), &format!("r{k}.hlo"), &reduce_module(input, init));
@@ -239,7 +279,9 @@ fn c2_reduce_float_type_mismatches_are_verifier_errors() {
 #[test]
 fn c2_scatter_reduce_window_select_and_scatter_sort_map_type_mismatches() {
     let d = tmp();
-    let add = |t: &str| format!("add_{t} {{\n  x = {t}[] parameter(0)\n  y = {t}[] parameter(1)\n  ROOT s = {t}[] add(x, y)\n}}\n");
+    let add = |t: &str| {
+        format!("add_{t} {{\n  x = {t}[] parameter(0)\n  y = {t}[] parameter(1)\n  ROOT s = {t}[] add(x, y)\n}}\n")
+    };
     let cases = [
         (
             "scatter",
@@ -268,7 +310,11 @@ fn c2_scatter_reduce_window_select_and_scatter_sort_map_type_mismatches() {
         ),
     ];
     for (name, text, msg) in cases {
-        let f = write(d.path(), &format!("{name}.hlo"), &format!("HloModule m\n{text}"));
+        let f = write(
+            d.path(),
+            &format!("{name}.hlo"),
+            &format!("HloModule m\n{text}"),
+        );
         for b in BACKENDS {
             let o = axle(&["run", &f, "--backend", b]);
             fails_with(&o, 1, &[&format!("{name}: {msg}")]);
@@ -319,7 +365,10 @@ fn c2_tuples_nest_up_to_256_levels_and_deeper_is_a_clear_error() {
     fails_with(
         &o,
         1,
-        &[&format!("{deep}:260:"), "error: tuple shapes nested more than 256 levels deep are not supported"],
+        &[
+            &format!("{deep}:260:"),
+            "error: tuple shapes nested more than 256 levels deep are not supported",
+        ],
     );
     assert!(!stderr(&o).contains("shape id"));
     let ok = write(d.path(), "ok.hlo", &nested_tuple(256));
@@ -337,7 +386,11 @@ fn c2_token_parameters_bind_without_input_on_every_backend() {
         "tok.hlo",
         "HloModule m\nENTRY e {\n  t = token[] parameter(0)\n  a = f32[2] parameter(1)\n  u = token[] after-all(t)\n  n = f32[2] negate(a)\n  ROOT r = (f32[2], token[]) tuple(n, u)\n}\n",
     );
-    let x = npy(d.path(), "x.npy", &axle::ir::ArrayLiteral::from_slice(&[2], &[1.0f32, -4.0]));
+    let x = npy(
+        d.path(),
+        "x.npy",
+        &axle::ir::ArrayLiteral::from_slice(&[2], &[1.0f32, -4.0]),
+    );
     for b in BACKENDS {
         // One input file: the token takes none.
         let out = succeeds(&axle(&["run", &f, "--backend", b, "--input", &x]));
@@ -375,12 +428,30 @@ fn c2_opaque_parameters_are_refused_on_every_backend() {
 fn c3_overflowing_shapes_are_parse_errors_with_the_position() {
     let d = tmp();
     let cases = [
-        ("f32[4294967296,4294967296,4]", "has more than 9223372036854775807 elements"),
-        ("f32[9223372036854775807,4]", "has more than 9223372036854775807 elements"),
-        ("f32[9223372036854775807]", "takes more than 9223372036854775807 bytes"),
-        ("c128[1152921504606846976]", "takes more than 9223372036854775807 bytes"),
-        ("f32[0,4611686018427387904,4611686018427387904]", "has more than 9223372036854775807 elements"),
-        ("f32[<=9223372036854775807,2]", "has more than 9223372036854775807 elements"),
+        (
+            "f32[4294967296,4294967296,4]",
+            "has more than 9223372036854775807 elements",
+        ),
+        (
+            "f32[9223372036854775807,4]",
+            "has more than 9223372036854775807 elements",
+        ),
+        (
+            "f32[9223372036854775807]",
+            "takes more than 9223372036854775807 bytes",
+        ),
+        (
+            "c128[1152921504606846976]",
+            "takes more than 9223372036854775807 bytes",
+        ),
+        (
+            "f32[0,4611686018427387904,4611686018427387904]",
+            "has more than 9223372036854775807 elements",
+        ),
+        (
+            "f32[<=9223372036854775807,2]",
+            "has more than 9223372036854775807 elements",
+        ),
     ];
     for (k, (shape, why)) in cases.iter().enumerate() {
         let f = write(
@@ -410,7 +481,14 @@ fn c3_overflow_inside_tuples_signatures_and_layouts_is_caught() {
     for (k, text) in cases.iter().enumerate() {
         let f = write(d.path(), &format!("t{k}.hlo"), text);
         let o = axle(&["parse", &f]);
-        fails_with(&o, 1, &["error: shape ", "has more than 9223372036854775807 elements"]);
+        fails_with(
+            &o,
+            1,
+            &[
+                "error: shape ",
+                "has more than 9223372036854775807 elements",
+            ],
+        );
     }
 }
 
@@ -454,7 +532,14 @@ fn c4_inputs_too_large_for_the_ceiling_fail_before_allocating() {
     // Without a limit, the memory the system has available is the ceiling.
     for b in BACKENDS {
         let o = axle(&["run", &f, "--backend", b]);
-        fails_with(&o, 1, &["parameter 0 ('a') needs 400000000000 bytes", "the memory the system has available"]);
+        fails_with(
+            &o,
+            1,
+            &[
+                "parameter 0 ('a') needs 400000000000 bytes",
+                "the memory the system has available",
+            ],
+        );
     }
 }
 
@@ -480,7 +565,14 @@ fn c4_results_and_temporaries_too_large_fail_before_allocating() {
     let o = axle_env(&["run", &temp, "--backend", "interpreter"], &lim);
     fails_with(&o, 1, &["%b (broadcast) needs 40000000000 bytes"]);
     let o = axle_env(&["run", &temp, "--backend", "cpu"], &lim);
-    fails_with(&o, 1, &["a temporary block of 40000000000 bytes", "needs 40000000004 bytes"]);
+    fails_with(
+        &o,
+        1,
+        &[
+            "a temporary block of 40000000000 bytes",
+            "needs 40000000004 bytes",
+        ],
+    );
 }
 
 #[test]
@@ -505,7 +597,11 @@ fn c4_huge_parameter_numbers_are_reported_without_allocating() {
 #[test]
 fn c4_dev_zero_is_refused_at_once_as_input_and_as_text() {
     let d = tmp();
-    let f = write(d.path(), "n.hlo", "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n");
+    let f = write(
+        d.path(),
+        "n.hlo",
+        "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n",
+    );
     for b in BACKENDS {
         let o = axle(&["run", &f, "--backend", b, "--input", "/dev/zero"]);
         fails_exactly(
@@ -515,9 +611,14 @@ fn c4_dev_zero_is_refused_at_once_as_input_and_as_text() {
         );
     }
     let o = axle(&["parse", "/dev/zero"]);
-    fails_with(&o, 1, &["/dev/zero:1:1: error: expected 'HloModule', found '\u{0}'"]);
+    fails_with(
+        &o,
+        1,
+        &["/dev/zero:1:1: error: expected 'HloModule', found '\u{0}'"],
+    );
     // A .npy header whose shape needs more data than the file has is refused before reading it.
-    let mut lie = axle::ir::npy::encode_npy(&axle::ir::ArrayLiteral::from_slice(&[4], &[0f32; 4])).unwrap();
+    let mut lie =
+        axle::ir::npy::encode_npy(&axle::ir::ArrayLiteral::from_slice(&[4], &[0f32; 4])).unwrap();
     let at = lie.windows(4).position(|w| w == b"(4,)").unwrap();
     lie[at + 1] = b'9';
     let p = d.path().join("lie.npy");
@@ -537,16 +638,27 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 #[test]
 fn c4_gzip_text_is_bounded_and_read_across_members() {
     let d = tmp();
-    let text = "HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT n = f32[2] negate(a)\n}\n";
+    let text =
+        "HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT n = f32[2] negate(a)\n}\n";
     // Two members, split inside a line: read whole, as `cat a.gz b.gz` makes it.
     let mut two = gzip(&text.as_bytes()[..30]);
     two.extend(gzip(&text.as_bytes()[30..]));
     let p = d.path().join("two.hlo.gz");
     std::fs::write(&p, &two).unwrap();
     let out = succeeds(&axle(&["parse", p.to_str().unwrap()]));
-    assert!(out.contains("ROOT n = f32[2]{0} negate(a)") || out.contains("negate(a)"), "{out}");
+    assert!(
+        out.contains("ROOT n = f32[2]{0} negate(a)") || out.contains("negate(a)"),
+        "{out}"
+    );
     for b in BACKENDS {
-        let out = succeeds(&axle(&["run", p.to_str().unwrap(), "--backend", b, "--seed", "1"]));
+        let out = succeeds(&axle(&[
+            "run",
+            p.to_str().unwrap(),
+            "--backend",
+            b,
+            "--seed",
+            "1",
+        ]));
         assert!(out.starts_with("out0: f32[2] = ["), "{out}");
     }
     // A small file inflating past the bound (a quarter of the ceiling) stops with an error.
@@ -585,7 +697,10 @@ fn c4_memory_limit_makes_runs_fail_cleanly_or_succeed() {
             1,
             &format!("{f}: error: parameter 0 ('a') needs 4194304 bytes (4.0 MiB) but only 1048576 bytes (1.0 MiB) are available under the memory limit\n"),
         );
-        let o = axle_env(&["run", &f, "--backend", b], &[("AXLE_MEMORY_LIMIT", "lots")]);
+        let o = axle_env(
+            &["run", &f, "--backend", b],
+            &[("AXLE_MEMORY_LIMIT", "lots")],
+        );
         fails_exactly(
             &o,
             1,
@@ -604,23 +719,42 @@ fn c5_columns_on_a_long_line_are_exact() {
     // 20,000 instructions on one line, then an error at its very end.
     let mut line = String::from("p0 = f32[4] parameter(0)");
     for i in 1..20_000 {
-        let prev = if i == 1 { "p0".to_string() } else { format!("a{}", i - 1) };
+        let prev = if i == 1 {
+            "p0".to_string()
+        } else {
+            format!("a{}", i - 1)
+        };
         line.push_str(&format!(" a{i} = f32[4] add({prev}, p0)"));
     }
     // "ENTRY e { " (10 characters), the line, " ROOT r = f32[4] " (17), then the opcode.
     let col = 10 + line.chars().count() + 17 + 1;
     line.push_str(" ROOT r = f32[4] frobnicate(a19999)");
-    let f = write(d.path(), "long.hlo", &format!("HloModule m\nENTRY e {{ {line}\n}}\n"));
+    let f = write(
+        d.path(),
+        "long.hlo",
+        &format!("HloModule m\nENTRY e {{ {line}\n}}\n"),
+    );
     let o = axle(&["parse", &f]);
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(1));
     let first = e.lines().next().unwrap();
-    assert_eq!(first, format!("{f}:2:{col}: error: unknown opcode 'frobnicate'"));
+    assert_eq!(
+        first,
+        format!("{f}:2:{col}: error: unknown opcode 'frobnicate'")
+    );
     // Characters, not bytes: the three two-byte characters before the error count one each
     // (59, where bytes would give 62).
-    let f2 = write(d.path(), "utf8.hlo", "HloModule m\nENTRY e { p = f32[] parameter(0) /* ééé */ ROOT r = f32[] frob(p) }\n");
+    let f2 = write(
+        d.path(),
+        "utf8.hlo",
+        "HloModule m\nENTRY e { p = f32[] parameter(0) /* ééé */ ROOT r = f32[] frob(p) }\n",
+    );
     let o = axle(&["parse", &f2]);
-    fails_with(&o, 1, &[&format!("{f2}:2:59: error: unknown opcode 'frob'")]);
+    fails_with(
+        &o,
+        1,
+        &[&format!("{f2}:2:59: error: unknown opcode 'frob'")],
+    );
 }
 
 #[test]
@@ -628,12 +762,24 @@ fn c5_long_lines_and_many_computations_parse_and_run() {
     let d = tmp();
     let mut line = String::from("p0 = f32[2] parameter(0)");
     for i in 1..5_000 {
-        let prev = if i == 1 { "p0".to_string() } else { format!("a{}", i - 1) };
+        let prev = if i == 1 {
+            "p0".to_string()
+        } else {
+            format!("a{}", i - 1)
+        };
         let root = if i == 4_999 { "ROOT " } else { "" };
         line.push_str(&format!(" {root}a{i} = f32[2] add({prev}, p0)"));
     }
-    let f = write(d.path(), "line.hlo", &format!("HloModule m\nENTRY e {{ {line} }}\n"));
-    let x = npy(d.path(), "x.npy", &axle::ir::ArrayLiteral::from_slice(&[2], &[1.0f32, -0.5]));
+    let f = write(
+        d.path(),
+        "line.hlo",
+        &format!("HloModule m\nENTRY e {{ {line} }}\n"),
+    );
+    let x = npy(
+        d.path(),
+        "x.npy",
+        &axle::ir::ArrayLiteral::from_slice(&[2], &[1.0f32, -0.5]),
+    );
     for b in BACKENDS {
         let out = succeeds(&axle(&["run", &f, "--backend", b, "--input", &x]));
         assert!(out.starts_with("out0: f32[2] = [5000, -2500]\n"), "{out}");
@@ -641,21 +787,36 @@ fn c5_long_lines_and_many_computations_parse_and_run() {
     // 3,000 computations all defining `x` and `y`: renamed uniquely, in order.
     let mut text = String::from("HloModule m\n");
     for i in 0..3_000 {
-        text.push_str(&format!("c{i} {{\n  x = f32[] parameter(0)\n  ROOT y = f32[] negate(x)\n}}\n"));
+        text.push_str(&format!(
+            "c{i} {{\n  x = f32[] parameter(0)\n  ROOT y = f32[] negate(x)\n}}\n"
+        ));
     }
     text.push_str("ENTRY e {\n  p = f32[] parameter(0)\n");
     for i in 0..3_000 {
-        let prev = if i == 0 { "p".to_string() } else { format!("k{}", i - 1) };
+        let prev = if i == 0 {
+            "p".to_string()
+        } else {
+            format!("k{}", i - 1)
+        };
         let root = if i == 2_999 { "ROOT " } else { "" };
-        text.push_str(&format!("  {root}k{i} = f32[] call({prev}), to_apply=c{i}\n"));
+        text.push_str(&format!(
+            "  {root}k{i} = f32[] call({prev}), to_apply=c{i}\n"
+        ));
     }
     text.push_str("}\n");
     let f = write(d.path(), "comps.hlo", &text);
     let out = succeeds(&axle(&["parse", &f]));
     assert!(out.contains("  x.2999 = f32[] parameter(0)\n"), "renaming");
-    assert!(out.contains("  ROOT y.2999 = f32[] negate(x.2999)\n"), "renaming");
+    assert!(
+        out.contains("  ROOT y.2999 = f32[] negate(x.2999)\n"),
+        "renaming"
+    );
     assert!(!out.contains("x.3000"));
-    let s = npy(d.path(), "s.npy", &axle::ir::ArrayLiteral::from_slice(&[], &[2.0f32]));
+    let s = npy(
+        d.path(),
+        "s.npy",
+        &axle::ir::ArrayLiteral::from_slice(&[], &[2.0f32]),
+    );
     for b in BACKENDS {
         let out = succeeds(&axle(&["run", &f, "--backend", b, "--input", &s]));
         assert!(out.starts_with("out0: f32[] = [2]\n"), "{out}");
@@ -669,13 +830,36 @@ fn c5_long_pipelines_and_explorations_stream() {
     // A pipeline of 3,000 passes, with its statistics file.
     let passes = vec!["dce"; 3_000].join(",");
     let stats = d.path().join("stats.jsonl");
-    let out = succeeds(&axle(&["opt", &f, "--passes", &passes, "--stats", stats.to_str().unwrap(), "--verify", "end"]));
+    let out = succeeds(&axle(&[
+        "opt",
+        &f,
+        "--passes",
+        &passes,
+        "--stats",
+        stats.to_str().unwrap(),
+        "--verify",
+        "end",
+    ]));
     assert!(out.contains("negate"));
-    assert_eq!(std::fs::read_to_string(&stats).unwrap().lines().count(), 3_000);
+    assert_eq!(
+        std::fs::read_to_string(&stats).unwrap().lines().count(),
+        3_000
+    );
     // An exploration of 2^64-1 orders prints rows as it goes: reading three and closing the
     // pipe ends it (SIGPIPE), with no memory growth before the first row.
     let mut child = Command::new(env!("CARGO_BIN_EXE_axle"))
-        .args(["explore", &f, "--passes-from", "dce,cse", "--orders", "18446744073709551615", "--inputs", "0", "--jsonl", d.path().join("rows.jsonl").to_str().unwrap()])
+        .args([
+            "explore",
+            &f,
+            "--passes-from",
+            "dce,cse",
+            "--orders",
+            "18446744073709551615",
+            "--inputs",
+            "0",
+            "--jsonl",
+            d.path().join("rows.jsonl").to_str().unwrap(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -693,7 +877,18 @@ fn c5_long_pipelines_and_explorations_stream() {
     assert!(!status.success());
     assert!(seen.starts_with("order"), "{seen}");
     // A long order: 5,000 passes per order.
-    let o = axle(&["explore", &f, "--passes-from", "dce", "--orders", "1", "--length", "5000", "--jsonl", d.path().join("long.jsonl").to_str().unwrap()]);
+    let o = axle(&[
+        "explore",
+        &f,
+        "--passes-from",
+        "dce",
+        "--orders",
+        "1",
+        "--length",
+        "5000",
+        "--jsonl",
+        d.path().join("long.jsonl").to_str().unwrap(),
+    ]);
     let out = succeeds(&o);
     assert_eq!(out.lines().count(), 4, "{out}");
 }
@@ -703,24 +898,51 @@ fn c5_long_pipelines_and_explorations_stream() {
 #[test]
 fn c6_a_full_stdout_is_an_error_for_every_command() {
     let d = tmp();
-    let f = write(d.path(), "m.hlo", "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n");
-    let x = npy(d.path(), "x.npy", &axle::ir::ArrayLiteral::from_slice(&[4], &[1.0f32, 2.0, 3.0, 4.0]));
+    let f = write(
+        d.path(),
+        "m.hlo",
+        "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n",
+    );
+    let x = npy(
+        d.path(),
+        "x.npy",
+        &axle::ir::ArrayLiteral::from_slice(&[4], &[1.0f32, 2.0, 3.0, 4.0]),
+    );
     let rows = d.path().join("rows.jsonl");
     let out_dir = d.path().join("outs");
     let commands: Vec<Vec<&str>> = vec![
         vec!["parse", &f],
         vec!["stats", &f],
         vec!["run", &f, "--backend", "interpreter"],
-        vec!["run", &f, "--backend", "cpu", "--out-dir", out_dir.to_str().unwrap()],
+        vec![
+            "run",
+            &f,
+            "--backend",
+            "cpu",
+            "--out-dir",
+            out_dir.to_str().unwrap(),
+        ],
         vec!["bench", &f, "--repeat", "1", "--warmup", "0"],
         vec!["compare", &x, &x],
         vec!["passes"],
         vec!["opt", &f, "--passes", "dce"],
         vec!["compile", &f, "--emit", "llvm"],
-        vec!["explore", &f, "--passes-from", "dce", "--orders", "1", "--jsonl", rows.to_str().unwrap()],
+        vec![
+            "explore",
+            &f,
+            "--passes-from",
+            "dce",
+            "--orders",
+            "1",
+            "--jsonl",
+            rows.to_str().unwrap(),
+        ],
     ];
     for args in commands {
-        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
         let o = Command::new(env!("CARGO_BIN_EXE_axle"))
             .args(&args)
             .stdout(full)
@@ -740,14 +962,35 @@ fn c6_a_full_stdout_is_an_error_for_every_command() {
 fn c6_an_output_directory_never_mixes_two_runs() {
     let d = tmp();
     let three = write(d.path(), "three.hlo", "HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2] negate(a)\n  c = f32[2] abs(a)\n  ROOT t = (f32[2], f32[2], f32[2]) tuple(a, b, c)\n}\n");
-    let one = write(d.path(), "one.hlo", "HloModule m\nENTRY e {\n  a = f32[3] parameter(0)\n  ROOT n = f32[3] negate(a)\n}\n");
+    let one = write(
+        d.path(),
+        "one.hlo",
+        "HloModule m\nENTRY e {\n  a = f32[3] parameter(0)\n  ROOT n = f32[3] negate(a)\n}\n",
+    );
     let out = d.path().join("out");
     std::fs::create_dir(&out).unwrap();
     std::fs::write(out.join("notes.txt"), "mine").unwrap();
     for b in BACKENDS {
-        succeeds(&axle(&["run", &three, "--backend", b, "--out-dir", out.to_str().unwrap()]));
-        assert_eq!(files_in(&out), ["notes.txt", "out0.npy", "out1.npy", "out2.npy"]);
-        succeeds(&axle(&["run", &one, "--backend", b, "--out-dir", out.to_str().unwrap()]));
+        succeeds(&axle(&[
+            "run",
+            &three,
+            "--backend",
+            b,
+            "--out-dir",
+            out.to_str().unwrap(),
+        ]));
+        assert_eq!(
+            files_in(&out),
+            ["notes.txt", "out0.npy", "out1.npy", "out2.npy"]
+        );
+        succeeds(&axle(&[
+            "run",
+            &one,
+            "--backend",
+            b,
+            "--out-dir",
+            out.to_str().unwrap(),
+        ]));
         assert_eq!(files_in(&out), ["notes.txt", "out0.npy"]);
         let o0 = axle::ir::read_npy(out.join("out0.npy")).unwrap();
         assert_eq!(o0.shape.dims.to_vec(), vec![3]);
@@ -757,38 +1000,97 @@ fn c6_an_output_directory_never_mixes_two_runs() {
 #[test]
 fn c6_aot_leaves_nothing_half_written() {
     let d = tmp();
-    let f = write(d.path(), "m.hlo", "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n");
+    let f = write(
+        d.path(),
+        "m.hlo",
+        "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n",
+    );
     let obj = d.path().join("ok.o");
     // The header cannot be written: neither file is left.
-    let o = axle(&["compile", &f, "--aot", "-o", obj.to_str().unwrap(), "--header", "/nonexistent-dir/x.h"]);
+    let o = axle(&[
+        "compile",
+        &f,
+        "--aot",
+        "-o",
+        obj.to_str().unwrap(),
+        "--header",
+        "/nonexistent-dir/x.h",
+    ]);
     fails_with(&o, 1, &["/nonexistent-dir/x.h: error: cannot write: "]);
     assert!(!obj.exists());
     // The header named as the object: refused before compiling.
-    let o = axle(&["compile", &f, "--aot", "-o", obj.to_str().unwrap(), "--header", obj.to_str().unwrap()]);
-    fails_exactly(&o, 1, &format!("error: --header {0} is the object file -o {0}; give them different paths\n", obj.display()));
+    let o = axle(&[
+        "compile",
+        &f,
+        "--aot",
+        "-o",
+        obj.to_str().unwrap(),
+        "--header",
+        obj.to_str().unwrap(),
+    ]);
+    fails_exactly(
+        &o,
+        1,
+        &format!(
+            "error: --header {0} is the object file -o {0}; give them different paths\n",
+            obj.display()
+        ),
+    );
     assert!(!obj.exists());
     // The same file through another spelling of the path.
     let other = d.path().join(".").join("ok.o");
-    let o = axle(&["compile", &f, "--aot", "-o", obj.to_str().unwrap(), "--header", other.to_str().unwrap()]);
+    let o = axle(&[
+        "compile",
+        &f,
+        "--aot",
+        "-o",
+        obj.to_str().unwrap(),
+        "--header",
+        other.to_str().unwrap(),
+    ]);
     fails_with(&o, 1, &["is the object file -o"]);
     // An object file named like the default header (`ok.h` from `ok.h`): refused.
     let h = d.path().join("ok.h");
     let o = axle(&["compile", &f, "--aot", "-o", h.to_str().unwrap()]);
     fails_with(&o, 1, &["would overwrite the object file"]);
     // A good run writes both, and nothing else.
-    succeeds(&axle(&["compile", &f, "--aot", "-o", obj.to_str().unwrap()]));
+    succeeds(&axle(&[
+        "compile",
+        &f,
+        "--aot",
+        "-o",
+        obj.to_str().unwrap(),
+    ]));
     assert_eq!(files_in(d.path()), ["m.hlo", "ok.h", "ok.o"]);
 }
 
 #[test]
 fn c6_failed_writes_leave_no_partial_files() {
     let d = tmp();
-    let f = write(d.path(), "m.hlo", "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n");
+    let f = write(
+        d.path(),
+        "m.hlo",
+        "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n",
+    );
     let o = axle(&["opt", &f, "--passes", "dce", "-o", "/nonexistent-dir/o.hlo"]);
     fails_with(&o, 1, &["/nonexistent-dir/o.hlo: error: cannot write: "]);
-    let o = axle(&["compile", &f, "--emit", "llvm", "-o", "/nonexistent-dir/o.ll"]);
+    let o = axle(&[
+        "compile",
+        &f,
+        "--emit",
+        "llvm",
+        "-o",
+        "/nonexistent-dir/o.ll",
+    ]);
     fails_with(&o, 1, &["/nonexistent-dir/o.ll: error: cannot write: "]);
-    let o = axle(&["explore", &f, "--passes-from", "dce", "--jsonl", "/nonexistent-dir/r.jsonl"]);
+    let o = axle(&[
+        "explore",
+        &f,
+        "--passes-from",
+        "dce",
+        "--jsonl",
+        "/nonexistent-dir/r.jsonl",
+    ]);
     fails_with(&o, 1, &["/nonexistent-dir/r.jsonl: error: cannot write: "]);
     for b in BACKENDS {
         let o = axle(&["run", &f, "--backend", b, "--out-dir", f.as_str()]);
@@ -802,52 +1104,127 @@ fn c6_failed_writes_leave_no_partial_files() {
 #[test]
 fn c7_tolerances_must_be_finite_and_non_negative() {
     let d = tmp();
-    let x = npy(d.path(), "x.npy", &axle::ir::ArrayLiteral::from_slice(&[2], &[1.0f32, 2.0]));
-    for (flag, v) in [("--rtol", "-1"), ("--rtol", "NaN"), ("--atol", "inf"), ("--atol", "-0.5"), ("--rtol", "x")] {
+    let x = npy(
+        d.path(),
+        "x.npy",
+        &axle::ir::ArrayLiteral::from_slice(&[2], &[1.0f32, 2.0]),
+    );
+    for (flag, v) in [
+        ("--rtol", "-1"),
+        ("--rtol", "NaN"),
+        ("--atol", "inf"),
+        ("--atol", "-0.5"),
+        ("--rtol", "x"),
+    ] {
         let o = axle(&["compare", &x, &x, flag, v]);
         assert_eq!(o.status.code(), Some(2), "{flag} {v}");
         assert!(o.stdout.is_empty());
-        assert!(stderr(&o).contains(&format!("invalid value '{v}' for '{flag} <RTOL>'").replace("<RTOL>", if flag == "--rtol" { "<RTOL>" } else { "<ATOL>" })), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(
+                &format!("invalid value '{v}' for '{flag} <RTOL>'")
+                    .replace("<RTOL>", if flag == "--rtol" { "<RTOL>" } else { "<ATOL>" })
+            ),
+            "{}",
+            stderr(&o)
+        );
     }
-    assert_eq!(succeeds(&axle(&["compare", &x, &x, "--rtol", "0", "--atol", "1e-6"])), "match: 2 elements\n");
+    assert_eq!(
+        succeeds(&axle(&["compare", &x, &x, "--rtol", "0", "--atol", "1e-6"])),
+        "match: 2 elements\n"
+    );
 }
 
 #[test]
 fn c7_compile_options_that_would_be_ignored_are_refused() {
     let d = tmp();
-    let f = write(d.path(), "m.hlo", "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n");
-    let o = axle(&["compile", &f, "--target-triple", "aarch64-unknown-linux-gnu"]);
-    fails_exactly(&o, 1, "error: --target-triple needs --aot or --emit (the JIT compiles for the host only)\n");
+    let f = write(
+        d.path(),
+        "m.hlo",
+        "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n",
+    );
+    let o = axle(&[
+        "compile",
+        &f,
+        "--target-triple",
+        "aarch64-unknown-linux-gnu",
+    ]);
+    fails_exactly(
+        &o,
+        1,
+        "error: --target-triple needs --aot or --emit (the JIT compiles for the host only)\n",
+    );
     let o = axle(&["compile", &f, "-o", "x.o"]);
-    fails_exactly(&o, 1, "error: -o names the object of --aot or the text of --emit; give one of them\n");
+    fails_exactly(
+        &o,
+        1,
+        "error: -o names the object of --aot or the text of --emit; give one of them\n",
+    );
     for extra in [["--header", "x.h"], ["--name", "model"]] {
         let o = axle(&["compile", &f, extra[0], extra[1]]);
         assert_eq!(o.status.code(), Some(2), "{extra:?}");
         assert!(stderr(&o).contains("--aot"), "{}", stderr(&o));
     }
     let o = axle(&["compile", &f, "--backend", "interpreter", "--emit", "asm"]);
-    fails_exactly(&o, 1, "error: --aot, --emit and --target-triple need --backend cpu (got 'interpreter')\n");
+    fails_exactly(
+        &o,
+        1,
+        "error: --aot, --emit and --target-triple need --backend cpu (got 'interpreter')\n",
+    );
 }
 
 #[test]
 fn c7_run_bench_and_explore_refuse_meaningless_arguments() {
     let d = tmp();
-    let f = write(d.path(), "m.hlo", "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n");
-    let x = npy(d.path(), "x.npy", &axle::ir::ArrayLiteral::from_slice(&[4], &[1.0f32, 2.0, 3.0, 4.0]));
+    let f = write(
+        d.path(),
+        "m.hlo",
+        "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n",
+    );
+    let x = npy(
+        d.path(),
+        "x.npy",
+        &axle::ir::ArrayLiteral::from_slice(&[4], &[1.0f32, 2.0, 3.0, 4.0]),
+    );
     let o = axle(&["run", &f, "--input", &x, "--seed", "3"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("the argument '--input <INPUTS>' cannot be used with '--seed <SEED>'"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the argument '--input <INPUTS>' cannot be used with '--seed <SEED>'"),
+        "{}",
+        stderr(&o)
+    );
     for b in BACKENDS {
         let o = axle(&["run", &f, "--backend", b, "--repeat", "0"]);
         fails_exactly(&o, 1, "error: --repeat must be at least 1\n");
     }
-    let o = axle(&["bench", &f, "--backend", "interpreter", "--profile", "--repeat", "1"]);
-    fails_exactly(&o, 1, &format!("{f}: error: --profile times the kernels of the cpu backend, not of 'interpreter'\n"));
+    let o = axle(&[
+        "bench",
+        &f,
+        "--backend",
+        "interpreter",
+        "--profile",
+        "--repeat",
+        "1",
+    ]);
+    fails_exactly(
+        &o,
+        1,
+        &format!(
+            "{f}: error: --profile times the kernels of the cpu backend, not of 'interpreter'\n"
+        ),
+    );
     let o = axle(&["explore", &f, "--passes-from", "dce", "--length", "0"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("invalid value '0' for '--length <LENGTH>'"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("invalid value '0' for '--length <LENGTH>'"),
+        "{}",
+        stderr(&o)
+    );
     let o = axle(&["run", &f, "--backend", "tpu"]);
-    fails_with(&o, 1, &["tpu: no such backend (available: interpreter, cpu)"]);
+    fails_with(
+        &o,
+        1,
+        &["tpu: no such backend (available: interpreter, cpu)"],
+    );
 }
 
 // ---- 8. Inputs are checked the same way on every backend ----
@@ -855,10 +1232,26 @@ fn c7_run_bench_and_explore_refuse_meaningless_arguments() {
 #[test]
 fn c8_inputs_of_the_wrong_type_or_dimensions_are_refused_on_every_backend() {
     let d = tmp();
-    let f = write(d.path(), "m.hlo", "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n");
-    let ints = npy(d.path(), "i.npy", &axle::ir::ArrayLiteral::from_slice(&[4], &[1i32, 2, 3, 4]));
-    let square = npy(d.path(), "sq.npy", &axle::ir::ArrayLiteral::from_slice(&[2, 2], &[1f32, 2.0, 3.0, 4.0]));
-    let short = npy(d.path(), "sh.npy", &axle::ir::ArrayLiteral::from_slice(&[3], &[1f32, 2.0, 3.0]));
+    let f = write(
+        d.path(),
+        "m.hlo",
+        "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n",
+    );
+    let ints = npy(
+        d.path(),
+        "i.npy",
+        &axle::ir::ArrayLiteral::from_slice(&[4], &[1i32, 2, 3, 4]),
+    );
+    let square = npy(
+        d.path(),
+        "sq.npy",
+        &axle::ir::ArrayLiteral::from_slice(&[2, 2], &[1f32, 2.0, 3.0, 4.0]),
+    );
+    let short = npy(
+        d.path(),
+        "sh.npy",
+        &axle::ir::ArrayLiteral::from_slice(&[3], &[1f32, 2.0, 3.0]),
+    );
     for b in BACKENDS {
         let o = axle(&["run", &f, "--backend", b, "--input", &ints]);
         fails_exactly(&o, 1, &format!("{f}: error: parameter 0 ('a'): {ints}: expected element type f32 ('<f4') but the file holds s32 ('<i4')\n"));
@@ -868,7 +1261,20 @@ fn c8_inputs_of_the_wrong_type_or_dimensions_are_refused_on_every_backend() {
         fails_exactly(&o, 1, &format!("{f}: error: parameter 0 ('a'): {short} has shape [3] but the parameter needs f32[4]\n"));
         let o = axle(&["run", &f, "--backend", b]);
         succeeds(&o);
-        let o = axle(&["run", &f, "--backend", b, "--input", &short, "--input", &short]);
-        fails_exactly(&o, 1, &format!("{f}: error: the entry computation takes 1 input array but 2 were given\n"));
+        let o = axle(&[
+            "run",
+            &f,
+            "--backend",
+            b,
+            "--input",
+            &short,
+            "--input",
+            &short,
+        ]);
+        fails_exactly(
+            &o,
+            1,
+            &format!("{f}: error: the entry computation takes 1 input array but 2 were given\n"),
+        );
     }
 }

@@ -607,7 +607,9 @@ impl CpuExecutable {
     /// temporary block a run needs must fit under the memory ceiling
     /// ([`axle_ir::memory::limit`]), and the allocator's refusal is an error, not an abort.
     pub fn try_alloc_outputs(&self) -> Result<Vec<HostBuffer>, CodegenError> {
-        let err = |e: axle_ir::memory::MemoryError| CodegenError::general("cpu executable", e.to_string());
+        let err = |e: axle_ir::memory::MemoryError| {
+            CodegenError::general("cpu executable", e.to_string())
+        };
         let mut budget = axle_ir::memory::MemoryBudget::new()
             .map_err(|e| CodegenError::general("cpu executable", e))?;
         let outs: u64 = self.outputs.iter().map(|s| shape_bytes(s) as u64).sum();
@@ -698,8 +700,8 @@ impl CpuExecutable {
             None => {
                 // The run holds its inputs and outputs already; the temporary block must fit
                 // beside them under the memory ceiling, and is allocated fallibly.
-                let mut budget = axle_ir::memory::MemoryBudget::new()
-                    .map_err(|e| err(e.to_string()))?;
+                let mut budget =
+                    axle_ir::memory::MemoryBudget::new().map_err(|e| err(e.to_string()))?;
                 let held: usize = inputs.iter().map(|i| i.len()).sum::<usize>()
                     + outputs.iter().map(|o| o.len()).sum::<usize>();
                 budget.force(held as u64);

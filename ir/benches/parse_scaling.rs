@@ -65,7 +65,9 @@ fn computations_text(n: usize) -> String {
             format!("k{}", i - 1)
         };
         let root = if i + 1 == n { "ROOT " } else { "" };
-        s.push_str(&format!("  {root}k{i} = f32[] call({prev}), to_apply=c{i}\n"));
+        s.push_str(&format!(
+            "  {root}k{i} = f32[] call({prev}), to_apply=c{i}\n"
+        ));
     }
     s.push_str("}\n");
     s

@@ -41,7 +41,9 @@ const DIMS: &[(&str, u32)] = &[
 ];
 
 /// Element types, as HLO text.
-const TYPES: &[&str] = &["f32", "f32", "f32", "s32", "bf16", "f64", "f16", "u8", "pred"];
+const TYPES: &[&str] = &[
+    "f32", "f32", "f32", "s32", "bf16", "f64", "f16", "u8", "pred",
+];
 
 /// A value defined so far: its name, element type and dimensions (as text).
 #[derive(Clone)]
@@ -59,6 +61,10 @@ impl Value {
 
 fn shape_text(ty: &str, dims: &[&str]) -> String {
     format!("{ty}[{}]", dims.join(","))
+}
+
+fn element_type(g: &mut Gen) -> &'static str {
+    TYPES[below(g, TYPES.len())]
 }
 
 fn pick<'a, T>(g: &mut Gen, xs: &'a [T]) -> &'a T {
@@ -151,7 +157,7 @@ impl Arbitrary for HostileModule {
         for k in 0..1 + below(g, 3) {
             let v = Value {
                 name: format!("p{k}"),
-                ty: *pick(g, TYPES),
+                ty: element_type(g),
                 dims: dims_between(g, 0, 4),
             };
             lines.push(format!("  {} = {} parameter({k})", v.name, v.shape()));
@@ -169,7 +175,10 @@ impl Arbitrary for HostileModule {
                         *pick(g, &["negate", "abs", "exponential"])
                     };
                     let n = name("u");
-                    let mut v = Value { name: n, ..a.clone() };
+                    let mut v = Value {
+                        name: n,
+                        ..a.clone()
+                    };
                     if wrong(g) {
                         v.dims = dims_between(g, 0, 4);
                     }
@@ -177,9 +186,16 @@ impl Arbitrary for HostileModule {
                     v
                 }
                 1 => {
-                    let o = if a.ty == "pred" { "and" } else { *pick(g, &["add", "multiply", "maximum"]) };
+                    let o = if a.ty == "pred" {
+                        "and"
+                    } else {
+                        *pick(g, &["add", "multiply", "maximum"])
+                    };
                     let rhs = if bool::arbitrary(g) { &a } else { &b };
-                    let v = Value { name: name("b"), ..a.clone() };
+                    let v = Value {
+                        name: name("b"),
+                        ..a.clone()
+                    };
                     lines.push(format!(
                         "  {} = {} {o}({}, {})",
                         v.name,
@@ -194,7 +210,11 @@ impl Arbitrary for HostileModule {
                     let lead = d.len();
                     d.extend(a.dims.iter().copied());
                     let mapping: Vec<String> = (lead..d.len()).map(|i| i.to_string()).collect();
-                    let v = Value { name: name("bc"), ty: a.ty, dims: d };
+                    let v = Value {
+                        name: name("bc"),
+                        ty: a.ty,
+                        dims: d,
+                    };
                     lines.push(format!(
                         "  {} = {} broadcast({}), dimensions={{{}}}",
                         v.name,
@@ -205,21 +225,29 @@ impl Arbitrary for HostileModule {
                     v
                 }
                 3 => {
-                    let v = Value { name: name("rs"), ty: a.ty, dims: dims_between(g, 0, 4) };
+                    let v = Value {
+                        name: name("rs"),
+                        ty: a.ty,
+                        dims: dims_between(g, 0, 4),
+                    };
                     lines.push(format!("  {} = {} reshape({})", v.name, v.shape(), a.name));
                     v
                 }
                 4 => {
                     // A reduction over every dimension; the reducer's type is now and then not
                     // the operand's (a verifier error), and the init value's too.
-                    let rty = if wrong(g) { *pick(g, TYPES) } else { a.ty };
-                    let ity = if wrong(g) { *pick(g, TYPES) } else { a.ty };
+                    let rty = if wrong(g) { element_type(g) } else { a.ty };
+                    let ity = if wrong(g) { element_type(g) } else { a.ty };
                     let comp = add_comp(&mut comps, rty);
                     let init = name("z");
                     let zero = if ity == "pred" { "false" } else { "0" };
                     lines.push(format!("  {init} = {ity}[] constant({zero})"));
                     let all: Vec<String> = (0..a.dims.len()).map(|i| i.to_string()).collect();
-                    let v = Value { name: name("red"), ty: rty, dims: Vec::new() };
+                    let v = Value {
+                        name: name("red"),
+                        ty: rty,
+                        dims: Vec::new(),
+                    };
                     lines.push(format!(
                         "  {} = {} reduce({}, {init}), dimensions={{{}}}, to_apply={comp}",
                         v.name,
@@ -232,27 +260,48 @@ impl Arbitrary for HostileModule {
                 5 => {
                     let d = dims_between(g, 1, 4);
                     let ty = *pick(g, &["f32", "s32", "u8"]);
-                    let v = Value { name: name("io"), ty, dims: d };
-                    lines.push(format!("  {} = {} iota(), iota_dimension=0", v.name, v.shape()));
+                    let v = Value {
+                        name: name("io"),
+                        ty,
+                        dims: d,
+                    };
+                    lines.push(format!(
+                        "  {} = {} iota(), iota_dimension=0",
+                        v.name,
+                        v.shape()
+                    ));
                     v
                 }
                 6 => {
-                    let ty = *pick(g, TYPES);
+                    let ty = element_type(g);
                     let d = dims_between(g, 0, 3);
                     let lit = match small_count(&d) {
                         Some(_) if !wrong(g) => literal(ty, &d, g),
                         Some(_) => "{1, 2}".to_string(),
                         None => "{...}".to_string(),
                     };
-                    let lit = if d.is_empty() && lit.starts_with('{') { literal(ty, &[], g) } else { lit };
-                    let v = Value { name: name("c"), ty, dims: d };
+                    let lit = if d.is_empty() && lit.starts_with('{') {
+                        literal(ty, &[], g)
+                    } else {
+                        lit
+                    };
+                    let v = Value {
+                        name: name("c"),
+                        ty,
+                        dims: d,
+                    };
                     lines.push(format!("  {} = {} constant({lit})", v.name, v.shape()));
                     v
                 }
                 7 => {
-                    let perm: Vec<String> = (0..a.dims.len()).rev().map(|i| i.to_string()).collect();
+                    let perm: Vec<String> =
+                        (0..a.dims.len()).rev().map(|i| i.to_string()).collect();
                     let d: Vec<&str> = a.dims.iter().rev().copied().collect();
-                    let v = Value { name: name("t"), ty: a.ty, dims: d };
+                    let v = Value {
+                        name: name("t"),
+                        ty: a.ty,
+                        dims: d,
+                    };
                     lines.push(format!(
                         "  {} = {} transpose({}), dimensions={{{}}}",
                         v.name,
@@ -266,11 +315,16 @@ impl Arbitrary for HostileModule {
                     // Concatenating a value with itself doubles dimension 0 (when it is small).
                     let mut d = a.dims.clone();
                     d[0] = match d[0].parse::<u64>() {
-                        Ok(n) if n <= 16 => ["0", "2", "4", "6", "8", "10", "12", "14", "16"]
-                            [(n as usize).min(8)],
+                        Ok(n) if n <= 16 => {
+                            ["0", "2", "4", "6", "8", "10", "12", "14", "16"][(n as usize).min(8)]
+                        }
                         _ => d[0],
                     };
-                    let v = Value { name: name("cat"), ty: a.ty, dims: d };
+                    let v = Value {
+                        name: name("cat"),
+                        ty: a.ty,
+                        dims: d,
+                    };
                     lines.push(format!(
                         "  {} = {} concatenate({}, {}), dimensions={{0}}",
                         v.name,
@@ -295,7 +349,11 @@ impl Arbitrary for HostileModule {
                         w.name,
                         w.shape()
                     ));
-                    let v = Value { name: name("dot"), ty: a.ty, dims: vec![a.dims[0], n] };
+                    let v = Value {
+                        name: name("dot"),
+                        ty: a.ty,
+                        dims: vec![a.dims[0], n],
+                    };
                     lines.push(format!(
                         "  {} = {} dot({}, {}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
                         v.name,
@@ -308,7 +366,11 @@ impl Arbitrary for HostileModule {
                 }
                 10 => {
                     // Nested tuples: usually a few levels, now and then past the 256-level limit.
-                    let depth = if below(g, 10) == 0 { 255 + below(g, 4) } else { 1 + below(g, 3) };
+                    let depth = if below(g, 10) == 0 {
+                        255 + below(g, 4)
+                    } else {
+                        1 + below(g, 3)
+                    };
                     let mut inner = a.name.clone();
                     let mut shape = a.shape();
                     for _ in 0..depth {
@@ -318,7 +380,10 @@ impl Arbitrary for HostileModule {
                         inner = n;
                     }
                     // Unwrap the outermost level again so later steps get an array.
-                    let v = Value { name: name("g"), ..a.clone() };
+                    let v = Value {
+                        name: name("g"),
+                        ..a.clone()
+                    };
                     if depth == 1 {
                         lines.push(format!(
                             "  {} = {} get-tuple-element({inner}), index=0",
@@ -332,14 +397,20 @@ impl Arbitrary for HostileModule {
                 }
                 _ => {
                     let comp = add_comp(&mut comps, a.ty);
-                    let v = Value { name: name("map"), ..a.clone() };
+                    let v = Value {
+                        name: name("map"),
+                        ..a.clone()
+                    };
                     lines.push(format!(
                         "  {} = {} map({}, {}), dimensions={{{}}}, to_apply={comp}",
                         v.name,
                         v.shape(),
                         a.name,
                         b.name,
-                        (0..a.dims.len()).map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+                        (0..a.dims.len())
+                            .map(|i| i.to_string())
+                            .collect::<Vec<_>>()
+                            .join(",")
                     ));
                     v
                 }
@@ -357,7 +428,11 @@ impl Arbitrary for HostileModule {
                 other.name
             ));
         } else {
-            lines.push(format!("  ROOT root = {} copy({})", last.shape(), last.name));
+            lines.push(format!(
+                "  ROOT root = {} copy({})",
+                last.shape(),
+                last.name
+            ));
         }
         let mut text = String::from("HloModule hostile\n\n");
         for (_, c) in &comps {

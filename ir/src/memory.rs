@@ -103,7 +103,8 @@ pub fn human(n: u64) -> String {
 /// optional `B` or `iB` after the suffix is accepted), e.g. `8G`, `512MiB`, `1000000`.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
-    let bad = || format!("invalid memory size '{text}' (expected bytes or a number with K, M, G or T)");
+    let bad =
+        || format!("invalid memory size '{text}' (expected bytes or a number with K, M, G or T)");
     let upper = t.to_ascii_uppercase();
     let digits_end = upper
         .find(|c: char| !c.is_ascii_digit())
@@ -274,7 +275,10 @@ pub fn try_zeroed(bytes: u64, what: impl FnOnce() -> String) -> Result<Vec<u8>, 
 }
 
 /// A `Vec` with room for `n` elements, allocated fallibly (see [`try_zeroed`]).
-pub fn try_with_capacity<T>(n: usize, what: impl FnOnce() -> String) -> Result<Vec<T>, MemoryError> {
+pub fn try_with_capacity<T>(
+    n: usize,
+    what: impl FnOnce() -> String,
+) -> Result<Vec<T>, MemoryError> {
     let mut v = Vec::new();
     if v.try_reserve_exact(n).is_err() {
         return Err(MemoryError {

@@ -666,10 +666,7 @@ impl<'a> Parser<'a> {
             dynamic: dynamic.into(),
         };
         if let Err(why) = array.validate() {
-            return Err(self.err_at(
-                loc,
-                format!("shape {} {why}", &self.src[start..self.pos]),
-            ));
+            return Err(self.err_at(loc, format!("shape {} {why}", &self.src[start..self.pos])));
         }
         let shape = Shape::Array(array);
         // A layout follows immediately, with no whitespace: `f32[2,3]{1,0}`.

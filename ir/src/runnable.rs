@@ -40,9 +40,8 @@ pub fn check_runnable(m: &Module) -> Result<(), VerifyErrors> {
         let Some(slot) = unbounded.get_mut(sid.index()) else {
             continue;
         };
-        let has = *slot.get_or_insert_with(|| {
-            OwnedShape::from_id(m, sid).is_some_and(|s| has_unbounded(&s))
-        });
+        let has = *slot
+            .get_or_insert_with(|| OwnedShape::from_id(m, sid).is_some_and(|s| has_unbounded(&s)));
         if has {
             let shape = crate::shape_inference::shape_to_string(m, sid);
             err(

@@ -1887,11 +1887,7 @@ impl<'a> Cx<'a> {
         let init = self.scalar(2, "the init value")?;
         let sel = self.signature(&AttrKey::Select)?;
         let scalar_a = OwnedShape::scalar(a.ty);
-        let ok_params = sel.params.len() == 2
-            && sel
-                .params
-                .iter()
-                .all(|p| p.compatible(&scalar_a));
+        let ok_params = sel.params.len() == 2 && sel.params.iter().all(|p| p.compatible(&scalar_a));
         if !ok_params {
             bail!(
                 self,
@@ -3237,7 +3233,6 @@ fn tuple_or_single(mut shapes: Vec<OwnedShape>, tuple: bool) -> OwnedShape {
         shapes.pop().unwrap_or(OwnedShape::Tuple(Vec::new()))
     }
 }
-
 
 /// The number of elements, or `None` if it overflows.
 fn elements(a: &ArrayShape) -> Option<i128> {

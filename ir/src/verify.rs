@@ -850,7 +850,11 @@ fn broken_shape(m: &Module, id: crate::ShapeId) -> String {
     for k in 0..=id.index() {
         if let crate::Shape::Tuple(es) = m.shape_of(crate::ShapeId::new(k)) {
             depth[k] = es.iter().try_fold(1usize, |d, &e| {
-                let de = depth.get(e.index()).filter(|_| e.index() < k).copied().flatten()?;
+                let de = depth
+                    .get(e.index())
+                    .filter(|_| e.index() < k)
+                    .copied()
+                    .flatten()?;
                 Some(d.max(de + 1))
             });
         }

@@ -172,7 +172,10 @@ fn hostile_generated_modules_never_panic() {
             axle_ir::parse_module(&h.text).is_ok_and(|m| axle_ir::verify::verify(&m).is_ok())
         })
         .count();
-    assert!(verified >= 20, "only {verified} of 200 generated modules verify");
+    assert!(
+        verified >= 20,
+        "only {verified} of 200 generated modules verify"
+    );
     QuickCheck::new()
         .tests(1500)
         .quickcheck(hostile_prop as fn(axle_ir::hostile::HostileModule) -> TestResult);
