@@ -117,22 +117,22 @@ impl ValueShape {
     }
 }
 
+impl ValueShape {
+    /// The same shape as an [`axle_ir::OwnedShape`] (which prints it in HLO text form).
+    pub fn to_owned_shape(&self) -> axle_ir::OwnedShape {
+        match self {
+            ValueShape::Array(a) => axle_ir::OwnedShape::Array(a.clone()),
+            ValueShape::Tuple(es) => {
+                axle_ir::OwnedShape::Tuple(es.iter().map(ValueShape::to_owned_shape).collect())
+            }
+            ValueShape::Token => axle_ir::OwnedShape::Token,
+        }
+    }
+}
+
 impl fmt::Display for ValueShape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ValueShape::Array(a) => write!(f, "{}", axle_ir::OwnedShape::Array(a.clone())),
-            ValueShape::Tuple(es) => {
-                f.write_str("(")?;
-                for (i, e) in es.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{e}")?;
-                }
-                f.write_str(")")
-            }
-            ValueShape::Token => f.write_str("token[]"),
-        }
+        write!(f, "{}", self.to_owned_shape())
     }
 }
 
@@ -225,8 +225,8 @@ pub trait Compiler: Send + Sync {
     ) -> Result<Box<dyn Executable>, BackendError>;
 }
 
-/// A compiled program. Callers run it with [`run`](trait.Executable.html#method.run) and
-/// [`run_into`](trait.Executable.html#method.run_into), which check the arguments against the
+/// A compiled program. Callers run it with `run` and `run_into` (methods of
+/// `dyn Executable`, so no backend can replace them), which check the arguments against the
 /// entry parameters ([`check_arguments`]) on every backend before calling the backend's
 /// [`Executable::execute`]; a backend implements `execute` and may rely on that check.
 pub trait Executable: Send + Sync {

@@ -46,6 +46,37 @@ fn to_device(backend: &str, l: &Literal) -> DeviceBuffer {
         .unwrap()
 }
 
+fn from_device(backend: &str, b: &DeviceBuffer) -> Literal {
+    registry()
+        .get(backend)
+        .unwrap()
+        .transfer_manager()
+        .from_device(b)
+        .unwrap()
+}
+
+/// Pushes `parameter(n)` of `shape` named `name` into computation `c`.
+fn push_param(
+    m: &mut Module,
+    c: axle::ir::CompId,
+    shape: axle::ir::ShapeId,
+    n: i64,
+    name: &str,
+) -> axle::ir::InstId {
+    let layout = m.no_layout();
+    m.push_inst(
+        c,
+        NewInst {
+            opcode: Opcode::Parameter,
+            shape,
+            layout,
+            operands: vec![],
+            attrs: vec![(AttrKey::ParameterNumber, AttrValue::Int(n))],
+            name: Some(name.into()),
+        },
+    )
+}
+
 fn arr<T: axle::ir::NativeElement>(dims: &[i64], v: &[T]) -> Literal {
     Literal::Array(ArrayLiteral::from_slice(dims, v))
 }
@@ -127,8 +158,7 @@ fn l1_bounded_dimensions_run_at_their_bound_on_every_backend() {
         let exe = compile(b, parse(text)).unwrap();
         let x = to_device(b, &arr(&[3], &[1f32, 2.0, 3.0]));
         let out = exe.run(&[&x]).unwrap();
-        let tm = registry().get(b).unwrap();
-        let l = tm.transfer_manager().from_device(&out).unwrap();
+        let l = from_device(b, &out);
         assert_eq!(l, arr(&[], &[3i32]), "{b}");
     }
 }
@@ -211,17 +241,7 @@ fn deep_tuple_module(depth: usize) -> Module {
     let c = m.add_computation("e");
     let mut shape = m.intern_shape(Shape::array(ElementType::F32, &[2]));
     let l = m.no_layout();
-    let mut prev = m.push_inst(
-        c,
-        NewInst {
-            opcode: Opcode::Parameter,
-            shape,
-            layout: l,
-            operands: vec![],
-            attrs: vec![(AttrKey::ParameterNumber, AttrValue::Int(0))],
-            name: Some("a".into()),
-        },
-    );
+    let mut prev = push_param(&mut m, c, shape, 0, "a");
     for k in 0..depth {
         shape = m.intern_shape(Shape::Tuple(vec![shape].into()));
         prev = m.push_inst(
@@ -259,12 +279,7 @@ fn l2_token_parameters_take_the_empty_tuple_on_every_backend() {
         let tok = to_device(b, &Literal::Tuple(vec![]));
         let x = to_device(b, &arr(&[2], &[1f32, -3.0]));
         let out = exe.run(&[&tok, &x]).unwrap();
-        let l = registry()
-            .get(b)
-            .unwrap()
-            .transfer_manager()
-            .from_device(&out)
-            .unwrap();
+        let l = from_device(b, &out);
         assert_eq!(
             l,
             Literal::Tuple(vec![arr(&[2], &[-1f32, 3.0]), Literal::Tuple(vec![])]),
@@ -350,17 +365,7 @@ fn l4_huge_parameter_numbers_allocate_nothing() {
     let c = m.add_computation("e");
     let s = m.intern_shape(Shape::array(ElementType::F32, &[4]));
     for n in [i64::MAX, 2147483647, 5] {
-        m.push_inst(
-            c,
-            NewInst {
-                opcode: Opcode::Parameter,
-                shape: s,
-                layout: m.no_layout(),
-                operands: vec![],
-                attrs: vec![(AttrKey::ParameterNumber, AttrValue::Int(n))],
-                name: Some(format!("p{n}")),
-            },
-        );
+        push_param(&mut m, c, s, n, &format!("p{n}"));
     }
     // No parameter number is below the three instructions the module has: none is entered.
     assert!(m.params(c).is_empty());
@@ -375,17 +380,7 @@ fn l4_huge_parameter_numbers_allocate_nothing() {
     let mut m = Module::new("m");
     let c = m.add_computation("e");
     for (k, n) in [1i64, 0].into_iter().enumerate() {
-        m.push_inst(
-            c,
-            NewInst {
-                opcode: Opcode::Parameter,
-                shape: s,
-                layout: m.no_layout(),
-                operands: vec![],
-                attrs: vec![(AttrKey::ParameterNumber, AttrValue::Int(n))],
-                name: Some(format!("q{k}")),
-            },
-        );
+        push_param(&mut m, c, s, n, &format!("q{k}"));
     }
     assert_eq!(m.params(c).len(), 2);
     assert_eq!(m.name(m.params(c)[0]), "q1");

@@ -313,24 +313,7 @@ fn read_stream(
         }
     }
     let expected = header.num_elements * header.ty.byte_size(); // Checked in `parse_header`.
-    let size_error = |actual: usize| {
-        let (dims, descr) = (header.dims.clone(), header.descr.clone());
-        if actual < expected {
-            NpyErrorKind::TruncatedData {
-                dims,
-                descr,
-                expected,
-                actual,
-            }
-        } else {
-            NpyErrorKind::TrailingData {
-                dims,
-                descr,
-                expected,
-                actual,
-            }
-        }
-    };
+    let size_error = |actual: usize| size_mismatch(&header, expected, actual);
     if let Some(len) = file_len {
         let actual = len.saturating_sub(header.data_offset as u64);
         if actual != expected as u64 {
@@ -631,8 +614,13 @@ fn decode_data(header: &Header, bytes: &[u8]) -> Result<ArrayLiteral, NpyErrorKi
     if data.len() == expected {
         return decode_payload(header, data.to_vec());
     }
-    let (dims, descr, actual) = (header.dims.clone(), header.descr.clone(), data.len());
-    Err(if data.len() < expected {
+    Err(size_mismatch(header, expected, data.len()))
+}
+
+/// The error for `actual` bytes of data where the header's shape and dtype need `expected`.
+fn size_mismatch(header: &Header, expected: usize, actual: usize) -> NpyErrorKind {
+    let (dims, descr) = (header.dims.clone(), header.descr.clone());
+    if actual < expected {
         NpyErrorKind::TruncatedData {
             dims,
             descr,
@@ -646,7 +634,7 @@ fn decode_data(header: &Header, bytes: &[u8]) -> Result<ArrayLiteral, NpyErrorKi
             expected,
             actual,
         }
-    })
+    }
 }
 
 /// Converts `data`, exactly the bytes the header's shape and dtype need, into a row-major
