@@ -9,6 +9,8 @@ use clap::{Parser, Subcommand};
 
 use axle::ir::{parse_module, print_module, Module};
 
+mod interrupt;
+
 #[derive(Parser)]
 #[command(name = "axle", version, about = "Axle: an ML compiler for XLA's HLO")]
 struct Cli {
@@ -225,6 +227,7 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    interrupt::install();
     let cli = Cli::parse();
     axle::ir::memory::set_limit(cli.memory_limit);
     if let Err(e) = axle::ir::memory::limit() {
@@ -379,10 +382,12 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Reported> {
     stage_file(path, bytes)?.commit()
 }
 
-/// A file written in full beside its destination, not yet moved there.
+/// A file written in full beside its destination, not yet moved there (deleted if the process
+/// is interrupted first).
 struct Staged {
     tmp: tempfile::NamedTempFile,
     path: PathBuf,
+    _cleanup: interrupt::Registration,
 }
 
 impl Staged {
@@ -412,12 +417,14 @@ fn stage_file(path: &Path, bytes: &[u8]) -> Result<Staged, Reported> {
         b.permissions(std::fs::Permissions::from_mode(0o666));
     }
     let mut tmp = b.tempfile_in(dir).map_err(err)?;
+    let cleanup = interrupt::register(tmp.path());
     tmp.write_all(bytes)
         .and_then(|_| tmp.flush())
         .map_err(err)?;
     Ok(Staged {
         tmp,
         path: path.to_path_buf(),
+        _cleanup: cleanup,
     })
 }
 
@@ -662,21 +669,15 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
                 .into(),
         ));
     }
+    distinct_outputs(
+        &a.file,
+        &[("-o", a.output.as_ref()), ("--header", a.header.as_ref())],
+        &[],
+    )?;
     if a.output.is_some() && !a.aot && a.emit.is_none() {
         return Err(Reported(
             "error: -o names the object of --aot or the text of --emit; give one of them".into(),
         ));
-    }
-    if a.aot {
-        if let (Some(obj), Some(h)) = (&a.output, &a.header) {
-            if same_file(obj, h) {
-                return Err(Reported(format!(
-                    "error: --header {} is the object file -o {}; give them different paths",
-                    h.display(),
-                    obj.display()
-                )));
-            }
-        }
     }
     let m = load_checked(&a.file, true)?;
     let opts = axle_codegen_cpu::CpuOptions {
@@ -802,8 +803,41 @@ struct OptArgs {
     disable_pass: Vec<String>,
 }
 
+/// Refuses two output options naming one file (the second write would destroy the first), and
+/// an output option naming the input file where the output is not a module (it would destroy
+/// the input with something else).
+fn distinct_outputs(
+    input: &Path,
+    outputs: &[(&str, Option<&PathBuf>)],
+    module_outputs: &[&str],
+) -> Result<(), Reported> {
+    for (i, (flag, p)) in outputs.iter().enumerate() {
+        let Some(p) = p else { continue };
+        if !module_outputs.contains(flag) && same_file(p, input) {
+            return Err(Reported(format!(
+                "error: {flag} {} is the input file; give another path",
+                p.display()
+            )));
+        }
+        for (other, q) in &outputs[i + 1..] {
+            if q.is_some_and(|q| same_file(p, q)) {
+                return Err(Reported(format!(
+                    "error: {flag} and {other} name the same file {}; give them different paths",
+                    p.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn cmd_opt(a: OptArgs) -> Result<(), Reported> {
     use axle::ir::{PassManagerOptions, VerifyMode};
+    distinct_outputs(
+        &a.file,
+        &[("-o", a.output.as_ref()), ("--stats", a.stats.as_ref())],
+        &["-o"],
+    )?;
     let text = match (&a.passes, &a.pipeline) {
         (Some(p), None) => p.clone(),
         (None, Some(name)) => axle::passes::standard_pipeline(name)
@@ -936,6 +970,7 @@ fn cmd_explore(
     inputs: usize,
     jsonl: Option<PathBuf>,
 ) -> Result<(), Reported> {
+    distinct_outputs(path, &[("--jsonl", jsonl.as_ref())], &[])?;
     let items = axle::ir::Pipeline::parse(passes_from)
         .map_err(|e| Reported(format!("error: --passes-from:\n{}", e.render())))?;
     let passes: Vec<String> = items.items.iter().map(|i| i.to_string()).collect();

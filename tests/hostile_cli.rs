@@ -876,6 +876,45 @@ fn c5_long_pipelines_and_explorations_stream() {
     let status = child.wait().unwrap();
     assert!(!status.success());
     assert!(seen.starts_with("order"), "{seen}");
+    // Ended by the signal: neither the rows file nor its temporary file is left.
+    let left: Vec<String> = files_in(d.path())
+        .into_iter()
+        .filter(|n| n.starts_with(".axle-") || n == "rows.jsonl")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // The same for an interruption (Ctrl-C) while rows are being written.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_axle"))
+        .args([
+            "explore",
+            &f,
+            "--passes-from",
+            "dce,cse",
+            "--orders",
+            "18446744073709551615",
+            "--inputs",
+            "0",
+            "--jsonl",
+            d.path().join("rows.jsonl").to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let n = std::io::Read::read(&mut out, &mut buf).unwrap();
+    assert!(n > 0);
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    let left: Vec<String> = files_in(d.path())
+        .into_iter()
+        .filter(|n| n.starts_with(".axle-") || n == "rows.jsonl")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     // A long order: 5,000 passes per order.
     let o = axle(&[
         "explore",
@@ -1024,7 +1063,7 @@ fn c6_aot_leaves_nothing_half_written() {
         &o,
         1,
         &format!(
-            "error: --header {0} is the object file -o {0}; give them different paths\n",
+            "error: -o and --header name the same file {}; give them different paths\n",
             obj.display()
         ),
     );
@@ -1040,7 +1079,7 @@ fn c6_aot_leaves_nothing_half_written() {
         "--header",
         other.to_str().unwrap(),
     ]);
-    fails_with(&o, 1, &["is the object file -o"]);
+    fails_with(&o, 1, &["name the same file"]);
     // An object file named like the default header (`ok.h` from `ok.h`): refused.
     let h = d.path().join("ok.h");
     let o = axle(&["compile", &f, "--aot", "-o", h.to_str().unwrap()]);
@@ -1084,6 +1123,54 @@ fn c6_failed_writes_leave_no_partial_files() {
         let o = axle(&["run", &f, "--backend", b, "--out-dir", f.as_str()]);
         fails_with(&o, 1, &["cannot create directory"]);
     }
+    assert_eq!(files_in(d.path()), ["m.hlo"]);
+}
+
+#[test]
+fn c6_outputs_never_overwrite_each_other_or_the_input() {
+    let d = tmp();
+    let f = write(d.path(), "m.hlo", NEGATE4);
+    let stats = d.path().join("s.jsonl");
+    let o = axle(&[
+        "opt",
+        &f,
+        "--passes",
+        "dce",
+        "-o",
+        stats.to_str().unwrap(),
+        "--stats",
+        stats.to_str().unwrap(),
+    ]);
+    fails_exactly(
+        &o,
+        1,
+        &format!(
+            "error: -o and --stats name the same file {}; give them different paths\n",
+            stats.display()
+        ),
+    );
+    let o = axle(&["opt", &f, "--passes", "dce", "--stats", &f]);
+    fails_exactly(
+        &o,
+        1,
+        &format!("error: --stats {f} is the input file; give another path\n"),
+    );
+    let o = axle(&["explore", &f, "--passes-from", "dce", "--jsonl", &f]);
+    fails_exactly(
+        &o,
+        1,
+        &format!("error: --jsonl {f} is the input file; give another path\n"),
+    );
+    let o = axle(&["compile", &f, "--emit", "llvm", "-o", &f]);
+    fails_exactly(
+        &o,
+        1,
+        &format!("error: -o {f} is the input file; give another path\n"),
+    );
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), NEGATE4);
+    // Optimizing a module in place is a module output: allowed, and written whole.
+    succeeds(&axle(&["opt", &f, "--passes", "dce", "-o", &f]));
+    assert!(axle::ir::parse_module(&std::fs::read_to_string(&f).unwrap()).is_ok());
     assert_eq!(files_in(d.path()), ["m.hlo"]);
 }
 
