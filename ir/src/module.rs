@@ -6,6 +6,11 @@
 //! [`Module::push_inst`] that grows every column together, deleted by tombstone, and replaced
 //! through a [`Rewriter`] whose forwarding entries are resolved in one sweep when it finishes.
 //! [`Module::compact`] renumbers live entities in creation order and bumps the epoch.
+//!
+//! A computation's parameter table (indexed by parameter number) only holds numbers below the
+//! module's instruction count: a `parameter` whose number is not (yet) below it waits aside and
+//! is entered once enough instructions exist, so a hostile `parameter(2147483647)` allocates
+//! nothing (and the verifier reports it out of range).
 
 use bitvec::vec::BitVec;
 use hashbrown::{HashMap, HashTable};
