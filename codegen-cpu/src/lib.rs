@@ -35,6 +35,7 @@ mod conv_fast;
 mod elemental;
 mod emit;
 mod error;
+pub mod fusion_target;
 mod gemm;
 mod host;
 mod jit;
