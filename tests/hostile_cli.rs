@@ -568,7 +568,11 @@ fn c4_results_and_temporaries_too_large_fail_before_allocating() {
     fails_exactly(&o, 1, &format!("{result}: error: cpu: compiling cpu executable: a run (40000000000 output bytes and a temporary block of 0 bytes) needs 40000000000 bytes (37.3 GiB) but only 268435456 bytes (256.0 MiB) are available under the memory limit AXLE_MEMORY_LIMIT\n"));
     let o = axle_env(&["run", &temp, "--backend", "interpreter"], &lim);
     fails_with(&o, 1, &["%b (broadcast) needs 40000000000 bytes"]);
-    let o = axle_env(&["run", &temp, "--backend", "cpu"], &lim);
+    // Unfused (`--passes none`), the broadcast is a temporary the cpu run cannot hold.
+    let o = axle_env(
+        &["run", &temp, "--backend", "cpu", "--passes", "none"],
+        &lim,
+    );
     fails_with(
         &o,
         1,
@@ -577,6 +581,47 @@ fn c4_results_and_temporaries_too_large_fail_before_allocating() {
             "needs 40000000004 bytes",
         ],
     );
+}
+
+#[test]
+fn c4_the_default_fused_pipeline_needs_no_temporary_for_a_fused_broadcast() {
+    // The cpu pipeline fuses the broadcast into the reduction: the 1.6 GB temporary of the
+    // unfused program is never allocated and the run fits a 256 MiB ceiling, with the exact
+    // integer sum; the interpreter (no pipeline) and unfused cpu still refuse it up front.
+    let d = tmp();
+    let f = write(
+        d.path(),
+        "t.hlo",
+        "HloModule m\nadd {\n  x = s32[] parameter(0)\n  y = s32[] parameter(1)\n  ROOT s = s32[] add(x, y)\n}\nENTRY e {\n  a = s32[] parameter(0)\n  b = s32[20000,20000] broadcast(a), dimensions={}\n  z = s32[] constant(0)\n  ROOT r = s32[] reduce(b, z), dimensions={0,1}, to_apply=add\n}\n",
+    );
+    let one = npy(
+        d.path(),
+        "one.npy",
+        &axle::ir::ArrayLiteral::from_slice(&[], &[1i32]),
+    );
+    let lim = [("AXLE_MEMORY_LIMIT", "256M")];
+    let o = axle_env(&["run", &f, "--backend", "cpu", "--input", &one], &lim);
+    let out = succeeds(&o);
+    assert!(out.starts_with("out0: s32[] = [400000000]\n"), "{out}");
+    let o = axle_env(
+        &[
+            "run",
+            &f,
+            "--backend",
+            "cpu",
+            "--passes",
+            "none",
+            "--input",
+            &one,
+        ],
+        &lim,
+    );
+    fails_with(&o, 1, &["a temporary block of 1600000000 bytes"]);
+    let o = axle_env(
+        &["run", &f, "--backend", "interpreter", "--input", &one],
+        &lim,
+    );
+    fails_with(&o, 1, &["%b (broadcast) needs 1600000000 bytes"]);
 }
 
 #[test]
@@ -820,6 +865,41 @@ fn c5_long_lines_and_many_computations_parse_and_run() {
     for b in BACKENDS {
         let out = succeeds(&axle(&["run", &f, "--backend", b, "--input", &s]));
         assert!(out.starts_with("out0: f32[] = [2]\n"), "{out}");
+    }
+}
+
+#[test]
+fn c5_deep_operand_chains_compile_without_overflowing_the_stack() {
+    // A fusion written in the text whose root is 3,000 operands deep: code generation follows
+    // the chain (once overflowing the stack at about 600 levels), and so does the default
+    // pipeline's fusion of a long unfused chain (the one-line test above).
+    let d = tmp();
+    let mut text = String::from("HloModule m\nfc {\n  p0 = f32[2] parameter(0)\n");
+    for i in 1..3_000 {
+        let prev = if i == 1 {
+            "p0".to_string()
+        } else {
+            format!("a{}", i - 1)
+        };
+        let root = if i == 2_999 { "ROOT " } else { "" };
+        text.push_str(&format!("  {root}a{i} = f32[2] add({prev}, p0)\n"));
+    }
+    text.push_str(
+        "}\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT f = f32[2] fusion(p), kind=kLoop, calls=fc\n}\n",
+    );
+    let f = write(d.path(), "deep.hlo", &text);
+    let x = npy(
+        d.path(),
+        "x.npy",
+        &axle::ir::ArrayLiteral::from_slice(&[2], &[1.0f32, -0.5]),
+    );
+    for extra in [&[][..], &["--passes", "none"][..]] {
+        for b in BACKENDS {
+            let mut args = vec!["run", &f, "--backend", b, "--input", &x];
+            args.extend_from_slice(extra);
+            let out = succeeds(&axle(&args));
+            assert!(out.starts_with("out0: f32[2] = [3000, -1500]\n"), "{out}");
+        }
     }
 }
 

@@ -25,6 +25,7 @@ pub mod pipeline;
 pub mod printer;
 pub mod runnable;
 pub mod shape_inference;
+pub mod stack;
 pub mod types;
 pub mod verify;
 
