@@ -1421,3 +1421,46 @@ fn c8_inputs_of_the_wrong_type_or_dimensions_are_refused_on_every_backend() {
         );
     }
 }
+
+#[test]
+fn c8_pred_dot_runs_as_in_xla_on_every_backend_and_pipeline() {
+    // Found by the hostile fuzz: a zero-sized pred dot ran where the simplifier removed it and
+    // was refused elsewhere. XLA runs pred dots (true where some product is true); these
+    // expected values are XLA CPU's for the same inputs.
+    let d = tmp();
+    let f = write(
+        d.path(),
+        "pdot.hlo",
+        "HloModule m\nENTRY e {\n  a = pred[2,3] parameter(0)\n  b = pred[3,2] parameter(1)\n  ROOT d = pred[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+    );
+    let a = npy(
+        d.path(),
+        "a.npy",
+        &axle::ir::ArrayLiteral::from_slice(&[2, 3], &[true, false, true, false, false, false]),
+    );
+    let b = npy(
+        d.path(),
+        "b.npy",
+        &axle::ir::ArrayLiteral::from_slice(&[3, 2], &[true, false, false, true, true, true]),
+    );
+    for passes in ["cpu", "none"] {
+        for be in BACKENDS {
+            let out = succeeds(&axle(&[
+                "run",
+                &f,
+                "--backend",
+                be,
+                "--passes",
+                passes,
+                "--input",
+                &a,
+                "--input",
+                &b,
+            ]));
+            assert!(
+                out.starts_with("out0: pred[2,2] = [true, true, false, false]\n"),
+                "{be} {passes}: {out}"
+            );
+        }
+    }
+}
