@@ -37,6 +37,20 @@ fn compile(backend: &str, m: Module) -> Result<Box<dyn Executable>, BackendError
         .compile(m, &CompileOptions::default())
 }
 
+/// Compiles with the backend's default pipeline (what `axle run` uses: fusion on `cpu`).
+fn compile_default(backend: &str, m: Module) -> Result<Box<dyn Executable>, BackendError> {
+    let platform = registry().get(backend).unwrap();
+    let opts = CompileOptions {
+        pipeline: axle::backend::pipeline_for(&*platform, None),
+        ..Default::default()
+    };
+    platform.compiler().compile(m, &opts)
+}
+
+/// Both ways of compiling: as given, and through the backend's default pipeline.
+const COMPILES: [fn(&str, Module) -> Result<Box<dyn Executable>, BackendError>; 2] =
+    [compile, compile_default];
+
 fn to_device(backend: &str, l: &Literal) -> DeviceBuffer {
     registry()
         .get(backend)
@@ -406,7 +420,7 @@ fn l4_results_over_the_ceiling_fail_before_allocating_on_every_backend() {
          bytes) needs 17179869184 bytes (16.0 GiB) but only 1073741824 bytes (1.0 GiB) are \
          available under the memory limit"
     );
-    for b in BACKENDS {
+    for (b, compile) in BACKENDS.iter().flat_map(|b| COMPILES.map(|c| (*b, c))) {
         let exe = compile(b, parse(text)).unwrap();
         let e = exe.run(&[&to_device(b, &x)]).unwrap_err();
         assert!(
@@ -633,7 +647,8 @@ fn l8_arguments_that_only_match_in_bytes_are_refused_alike() {
             "argument 0 is (f32[4]) but parameter 0 ('a') is f32[4]",
         ),
     ];
-    for b in BACKENDS {
+    // Passes keep the entry parameters, so the check is the same whatever the pipeline.
+    for (b, compile) in BACKENDS.iter().flat_map(|b| COMPILES.map(|c| (*b, c))) {
         let exe = compile(b, parse(NEGATE4)).unwrap();
         for (lit, want) in &cases {
             let buf = to_device(b, lit);
@@ -662,6 +677,35 @@ fn l8_arguments_that_only_match_in_bytes_are_refused_alike() {
         exe.run(&[&foreign]).unwrap_err().message,
         "argument 0 is a buffer of backend 'interpreter', not of 'cpu'"
     );
+}
+
+#[test]
+fn l8_the_default_pipeline_keeps_the_entry_parameters_checked() {
+    // An unused parameter and parameters read only inside a fused kernel: the fused program
+    // still takes (and checks) every parameter as written.
+    let text = "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  u = s32[2,2] parameter(1)\n  b = f32[4] parameter(2)\n  s = f32[4] add(a, b)\n  ROOT n = f32[4] negate(s)\n}\n";
+    let a = arr(&[4], &[1f32, 2.0, 3.0, 4.0]);
+    let u = arr(&[2, 2], &[0i32; 4]);
+    for b in BACKENDS {
+        let exe = compile_default(b, parse(text)).unwrap();
+        let (da, du) = (to_device(b, &a), to_device(b, &u));
+        let out = exe.run(&[&da, &du, &da]).unwrap();
+        assert_eq!(
+            from_device(b, &out),
+            arr(&[4], &[-2f32, -4.0, -6.0, -8.0]),
+            "{b}"
+        );
+        let e = exe.run(&[&da, &da, &da]).unwrap_err();
+        assert_eq!(
+            e.message, "argument 1 is f32[4] but parameter 1 ('u') is s32[2,2]",
+            "{b}"
+        );
+        let e = exe.run(&[&da, &du]).unwrap_err();
+        assert_eq!(
+            e.message, "the entry computation takes 3 arguments but 2 were given",
+            "{b}"
+        );
+    }
 }
 
 /// A backend from outside the crate: it gets the interface's argument check without doing
