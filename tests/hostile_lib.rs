@@ -47,9 +47,11 @@ fn compile_default(backend: &str, m: Module) -> Result<Box<dyn Executable>, Back
     platform.compiler().compile(m, &opts)
 }
 
+/// A way of compiling a module on a backend.
+type CompileFn = fn(&str, Module) -> Result<Box<dyn Executable>, BackendError>;
+
 /// Both ways of compiling: as given, and through the backend's default pipeline.
-const COMPILES: [fn(&str, Module) -> Result<Box<dyn Executable>, BackendError>; 2] =
-    [compile, compile_default];
+const COMPILES: [CompileFn; 2] = [compile, compile_default];
 
 fn to_device(backend: &str, l: &Literal) -> DeviceBuffer {
     registry()
