@@ -27,6 +27,10 @@ struct Cli {
     memory_limit: Option<u64>,
     #[command(subcommand)]
     command: Command,
+    /// Compile without the compilation cache (on by default, in AXLE_CACHE_DIR or else
+    /// ~/.cache/axle: a module compiled before with the same options loads its code from there).
+    #[arg(long, global = true)]
+    no_cache: bool,
 }
 
 fn parse_memory_size(s: &str) -> Result<u64, String> {
@@ -179,7 +183,8 @@ enum Command {
     },
     /// Compile a module and time repeated runs on generated inputs: compile time, then median
     /// and minimum run time per output-buffer policy (`fresh` result buffers per run, as XLA
-    /// does by default, or the previous run's buffers `reused`).
+    /// does by default, or the previous run's buffers `reused`). It compiles without the
+    /// compilation cache, so the compile time is always the compiler's.
     Bench {
         /// The HLO file.
         file: PathBuf,
@@ -239,6 +244,11 @@ fn main() -> ExitCode {
     if let Err(e) = axle::ir::memory::limit() {
         return fail(&format!("error: {e}"));
     }
+    let cache = if cli.no_cache {
+        axle::CacheMode::Off
+    } else {
+        axle::CacheMode::Dir(axle::cache::DiskCache::default_dir())
+    };
     let result = match cli.command {
         Command::Parse { file } => cmd_parse(&file),
         Command::Stats { file } => cmd_stats(&file),
@@ -258,6 +268,7 @@ fn main() -> ExitCode {
                 repeat,
                 seed: seed.unwrap_or(0),
                 pipeline: passes,
+                cache,
             };
             cmd_run(&file, &opts)
         }
@@ -280,6 +291,7 @@ fn main() -> ExitCode {
             name,
             target_triple,
             emit,
+            cache,
             passes,
         }),
         Command::Bench {
@@ -306,6 +318,8 @@ fn main() -> ExitCode {
                 policies,
                 profile,
                 pipeline: passes,
+                // A benchmark measures compilation too, so it never loads code from the cache.
+                cache: axle::CacheMode::Off,
             };
             cmd_bench(&file, &opts)
         }
@@ -656,6 +670,7 @@ struct CompileArgs {
     name: Option<String>,
     target_triple: Option<String>,
     emit: Option<String>,
+    cache: axle::CacheMode,
     passes: Option<String>,
 }
 
@@ -694,6 +709,7 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
         .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
     let compile_opts = axle::backend::CompileOptions {
         pipeline: axle::backend::pipeline_for(&*platform, a.passes.as_deref()),
+        cache: a.cache.clone(),
         ..Default::default()
     };
     if a.aot || a.emit.is_some() {
@@ -710,11 +726,15 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
         .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
     let stats = exe.stats();
     write_stdout(&format!(
-        "compiled {} ({} instructions) on {} in {:.3} ms{}\n",
+        "compiled {} ({} instructions) on {} in {:.3} ms{}{}\n",
         shown,
         stats.instructions,
         a.backend,
         t0.elapsed().as_secs_f64() * 1e3,
+        match stats.cache {
+            axle::cache::CacheOutcome::Hit => " (from the cache)",
+            _ => "",
+        },
         stats
             .temp_bytes
             .map(|t| format!(", {t} temporary bytes"))

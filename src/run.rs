@@ -21,7 +21,7 @@ use axle_ir::{ArrayLiteral, ArrayShape, ElementType, Literal, Module};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::backend::{pipeline_for, registry, BackendError, CompileOptions, ValueShape};
+use crate::backend::{pipeline_for, registry, BackendError, CacheMode, CompileOptions, ValueShape};
 use axle_ir::memory::MemoryBudget;
 
 /// Options of a run.
@@ -40,6 +40,8 @@ pub struct RunOptions {
     /// A pass pipeline (standard name or text) to run before code generation; `None` runs the
     /// backend's default (the `cpu` pipeline on `cpu`), `none` runs nothing.
     pub pipeline: Option<String>,
+    /// The compilation cache (off by default; the CLI turns it on).
+    pub cache: CacheMode,
 }
 
 impl Default for RunOptions {
@@ -51,6 +53,7 @@ impl Default for RunOptions {
             repeat: 1,
             seed: 0,
             pipeline: None,
+            cache: CacheMode::Off,
         }
     }
 }
@@ -91,6 +94,7 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
             m,
             &CompileOptions {
                 pipeline: pipeline_for(&*platform, opts.pipeline.as_deref()),
+                cache: opts.cache.clone(),
                 ..Default::default()
             },
         )
@@ -130,10 +134,7 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
 
 /// The array leaves of a literal, depth-first.
 pub fn flatten(l: Literal) -> Vec<ArrayLiteral> {
-    match l {
-        Literal::Array(a) => vec![a],
-        Literal::Tuple(es) => es.into_iter().flat_map(flatten).collect(),
-    }
+    l.into_leaves()
 }
 
 fn param_desc(m: &Module, k: usize) -> String {

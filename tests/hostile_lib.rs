@@ -710,6 +710,41 @@ fn l8_the_default_pipeline_keeps_the_entry_parameters_checked() {
     }
 }
 
+#[test]
+fn l8_host_runs_check_types_even_when_called_directly() {
+    // `Executable::host` is public: its run checks element types and dimensions itself, so
+    // bytes of the right count never run as another type, through `Compiled` or not.
+    let wrong = [1i32, 2, 3, 4];
+    let square = [1f32, 2.0, 3.0, 4.0];
+    let cases = [
+        (
+            axle::ArrayRef::vector(&wrong),
+            "argument 0: f32[4] expected, s32[4] given",
+        ),
+        (
+            axle::ArrayRef::new(&square, &[2, 2]).unwrap(),
+            "argument 0: f32[4] expected, f32[2,2] given",
+        ),
+    ];
+    for (b, compile) in BACKENDS.iter().flat_map(|b| COMPILES.map(|c| (*b, c))) {
+        let exe = compile(b, parse(NEGATE4)).unwrap();
+        let host = exe.host().expect("a host backend");
+        for (arg, want) in &cases {
+            let mut out = [0u8; 16];
+            let e = host
+                .execute(std::slice::from_ref(arg), &mut [&mut out[..]])
+                .unwrap_err();
+            assert_eq!(e, BackendError::new(b, *want), "{b}");
+            assert_eq!(out, [0u8; 16], "{b}: nothing ran");
+        }
+        let c = axle::compile_text(b, NEGATE4, &CompileOptions::default()).unwrap();
+        for (arg, want) in &cases {
+            let e = c.call(std::slice::from_ref(arg)).unwrap_err();
+            assert!(e.to_string().contains(want), "{b}: {e}");
+        }
+    }
+}
+
 /// A backend from outside the crate: it gets the interface's argument check without doing
 /// anything, and its `execute` never sees unchecked arguments.
 struct Outside {
