@@ -9,6 +9,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+mod common;
+use common::{fails_with, stderr, stdout, write};
+
 const BACKENDS: [&str; 2] = ["interpreter", "cpu"];
 
 fn axle_env(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -24,20 +27,6 @@ fn axle(args: &[&str]) -> Output {
     axle_env(args, &[])
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p.display().to_string()
-}
-
 fn npy(dir: &Path, name: &str, lit: &axle::ir::ArrayLiteral) -> String {
     let p = dir.join(name);
     axle::ir::write_npy(&p, lit).unwrap();
@@ -49,16 +38,6 @@ fn fails_exactly(o: &Output, code: i32, expected: &str) {
     assert_eq!(o.status.code(), Some(code), "stderr: {}", stderr(o));
     assert!(o.stdout.is_empty(), "stdout not empty: {}", stdout(o));
     assert_eq!(stderr(o), expected);
-}
-
-/// Asserts a failure with `code`, nothing on stdout, and every fragment on stderr.
-fn fails_with(o: &Output, code: i32, fragments: &[&str]) {
-    assert_eq!(o.status.code(), Some(code), "stderr: {}", stderr(o));
-    assert!(o.stdout.is_empty(), "stdout not empty: {}", stdout(o));
-    let e = stderr(o);
-    for f in fragments {
-        assert!(e.contains(f), "stderr lacks {f:?}:\n{e}");
-    }
 }
 
 /// Asserts success and returns stdout.
