@@ -2,7 +2,7 @@
 //! (`FILE:LINE:COL: error: ...` with the source line and a caret where there is a position), a
 //! non-zero exit, nothing on stdout, and no partial output files.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 mod common;

@@ -547,7 +547,7 @@ ENTRY main {
 "#;
     let module = parse_module(text).unwrap_or_else(|e| panic!("{e}"));
     axle::verify_module(&module).unwrap_or_else(|e| panic!("{e}"));
-    let args = axle::run::generate_inputs(&module, 5);
+    let args = axle::run::generate_inputs(&module, 5).expect("inputs");
     let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
     for threads in [1, 4] {
         let opts = CpuOptions {
