@@ -270,6 +270,11 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         self.ext.insert(id, e);
     }
 
+    /// Forgets what instruction `id` is bound to.
+    pub fn unbind(&mut self, id: InstId) {
+        self.ext.remove(&id);
+    }
+
     /// Opens a memo scope (a loop body or a branch arm).
     pub fn push_scope(&mut self) {
         self.memo.push(HashMap::new());
@@ -1260,16 +1265,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             .collect();
         let inputs = ops[..n].to_vec();
         let kept_multi = idx.multi.clone();
-        let in_ty = self.arr(ops[0])?.ty;
-        let minmax = if n == 1 && in_ty.is_float() {
-            match simple_binary(m, comp) {
-                Some(Opcode::Maximum) => Some("llvm.maximum"),
-                Some(Opcode::Minimum) => Some("llvm.minimum"),
-                _ => None,
-            }
-        } else {
-            None
-        };
+        let minmax = minmax_intrinsic(m, id);
         self.nest(&red_dims, init, &mut |g, rmulti, accs| {
             let mut multi = Vec::with_capacity(rank);
             let (mut ki, mut ri) = (0, 0);
@@ -1287,20 +1283,31 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             for &o in &inputs {
                 args.push(g.gen1(o, &i)?);
             }
-            if let Some(name) = minmax {
-                // max/min of floats: the IEEE maximum/minimum intrinsics propagate NaN like
-                // XLA's and vectorize as reductions (they order -0 below +0 where XLA keeps
-                // the first of two equal zeros).
-                return Ok(vec![g.cg.call_intrinsic(name, &[args[0], args[1]])?]);
-            }
-            let r = g.apply(comp, &args)?;
-            // A plain float sum or product may be reassociated, so the innermost loop
-            // vectorizes (partial sums in vector lanes, combined in a fixed order).
-            for v in &r {
-                mark_reassoc(*v);
-            }
-            Ok(r)
+            g.reduce_step(comp, minmax, &args)
         })
+    }
+
+    /// One step of a reduction: the reducer `comp` applied to the accumulators followed by
+    /// the new elements (`minmax`, from [`minmax_intrinsic`], replaces it by an intrinsic).
+    pub fn reduce_step(
+        &mut self,
+        comp: CompId,
+        minmax: Option<&str>,
+        args: &[Val<'ctx>],
+    ) -> R<Vec<Val<'ctx>>> {
+        if let Some(name) = minmax {
+            // max/min of floats: the IEEE maximum/minimum intrinsics propagate NaN like
+            // XLA's and vectorize as reductions (they order -0 below +0 where XLA keeps
+            // the first of two equal zeros).
+            return Ok(vec![self.cg.call_intrinsic(name, &[args[0], args[1]])?]);
+        }
+        let r = self.apply(comp, args)?;
+        // A plain float sum or product may be reassociated, so the innermost loop
+        // vectorizes (partial sums in vector lanes, combined in a fixed order).
+        for v in &r {
+            mark_reassoc(*v);
+        }
+        Ok(r)
     }
 
     fn gen_reduce_window(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Vec<Val<'ctx>>> {
@@ -1396,6 +1403,21 @@ pub(crate) fn window_pos<'ctx>(
         safe.push(b.build_select(ok, q, cg.c64(0), "q")?.into_int_value());
     }
     Ok((safe, ok))
+}
+
+/// The intrinsic that replaces the reducer of `reduce` `id` in [`Gen::reduce_step`]: the IEEE
+/// maximum or minimum for a one-input float reduction by `maximum` or `minimum`.
+pub(crate) fn minmax_intrinsic(m: &Module, id: InstId) -> Option<&'static str> {
+    let ops = m.operands(id);
+    let comp = m.comp_attr(id, &AttrKey::ToApply)?;
+    if ops.len() != 2 || !m.array_shape(ops[0])?.ty.is_float() {
+        return None;
+    }
+    match simple_binary(m, comp) {
+        Some(Opcode::Maximum) => Some("llvm.maximum"),
+        Some(Opcode::Minimum) => Some("llvm.minimum"),
+        _ => None,
+    }
 }
 
 /// The opcode of a computation that is one binary op of its two parameters, in either order.

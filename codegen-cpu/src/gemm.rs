@@ -75,7 +75,8 @@ impl GemmGeo {
         let mc = (quarter + MR - 1) / MR * MR;
         mc.clamp(MR, MC_MAX)
     }
-    fn mtiles(&self) -> i64 {
+    /// Row blocks per batch (work items per batch).
+    pub(crate) fn mtiles(&self) -> i64 {
         ((self.m as u64).div_ceil(self.mc() as u64) as i64).max(1)
     }
     /// Work items: row blocks times batches.

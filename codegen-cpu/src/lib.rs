@@ -30,7 +30,9 @@ mod conv;
 mod conv_fast;
 mod elemental;
 mod emit;
+mod epilogue;
 mod error;
+mod fused;
 mod gemm;
 mod host;
 mod jit;
@@ -40,6 +42,7 @@ mod math;
 mod minifloat;
 mod ops;
 mod rng;
+mod row;
 mod runtime;
 mod signature;
 

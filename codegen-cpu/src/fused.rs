@@ -1,0 +1,839 @@
+//! Fusion kernel planning: how the CPU backend runs one `fusion` instruction, whoever made it
+//! (Axle's fusion passes, or XLA's optimized dumps: `kLoop`, `kInput`, `kOutput`, `kCustom`).
+//!
+//! The elemental emitter computes an instruction at an index by asking its operands for the
+//! elements it needs, so inside one loop nest every value is recomputed wherever it is read.
+//! That is right for elementwise work and ruinous for a `reduce` read through a `broadcast`
+//! (recomputed for every element of the row). The planner decides, per fused computation:
+//!
+//! - which inner values are *staged*: computed first into buffers of their own, in order,
+//!   each by a kernel of its own (or lowered as an unfused instruction), then read from
+//!   memory by everything after them;
+//! - how each staged value and the fused root are computed: a [`KernelKind`] plus a
+//!   [`KernelPlan`] — element by element (`Loop`), by rows ([`RowPlan`]: each reduction over
+//!   the minor dimensions computed once per row, in passes, then the row's outputs), a
+//!   column reduction (`Reduce`), a dot or convolution with its elementwise epilogue applied
+//!   to each finished block ([`Epilogue`]), or a kernel-only root (sort, scatter, ...).
+//!
+//! How a value is read decides what a kernel may absorb. Walking from the kernel's root
+//! leaves towards the parameters, every value gets a [`Reach`]: `Identity` (read at the
+//! root's own index, through ops that pass the index on unchanged), `Aligned` (read at an
+//! index whose first `k` coordinates are the row's) or `Other`.
+//!
+//! Invariants of every plan:
+//! - A heavy value (`reduce`, `reduce-window`, `dot`, `convolution`) is absorbed into a kernel
+//!   only where it is computed at most once per element it has: a row reduction reached only
+//!   `Aligned` (computed once per row, read from registers), a heavy value reached only
+//!   `Identity` (once per root element, memoized), the core of an epilogue (by the GEMM or
+//!   convolution kernel), or the root reductions of a column kernel. Every other heavy value
+//!   is staged. No heavy value is absorbed by two kernels.
+//! - Sorts, scatters and other kernel-only ops are staged; instructions the kernels cannot
+//!   emit (nested fusions, loops, host calls) are staged and lowered as unfused instructions,
+//!   with their operands staged too.
+//! - A stage reads only parameters and earlier stages; stages are in instruction order.
+//! - A multi-output root is one kernel when its leaves fit one loop nest (same dimensions,
+//!   or the full dimensions and the row dimensions of a row kernel, or sibling column
+//!   reductions, or a dot's epilogue); otherwise each leaf is staged on its own.
+//! - The plan depends only on the fused computation, so it is deterministic.
+
+use std::collections::{HashMap, HashSet};
+
+use axle_ir::{AttrKey, AttrValue, CompId, InstId, Module, Opcode};
+
+use crate::elemental::{bitcast_is_reshape, comp_is_elemental, inst_leaves, is_elemental};
+use crate::error::R;
+use crate::lower::{order, root_kind, KernelKind};
+
+/// How a kernel computes its root beyond what its [`KernelKind`] says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum KernelPlan {
+    /// Element by element, or as the kind's own kernel does.
+    Plain,
+    /// Row by row, reductions first.
+    Row(RowPlan),
+    /// A dot or convolution, then an elementwise epilogue over each finished block.
+    Epilogue(Epilogue),
+}
+
+/// A row kernel: items are rows (the first `k` dimensions of the root); for each row the
+/// absorbed reductions run in passes over the row (a pass reads each input element once,
+/// several independent reductions share it), their results stay in registers, then one pass
+/// writes the row's outputs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RowPlan {
+    /// The row dimensions: the first `k` dimensions of every full-size root leaf, and all of
+    /// the dimensions of every row-size leaf.
+    pub rows: Vec<i64>,
+    /// The full dimensions of the root's leaves (`rows` followed by the inner dimensions).
+    pub full: Vec<i64>,
+    /// The reductions of each pass, in order; those of one pass reduce inputs of the same
+    /// dimensions and read only reductions of earlier passes.
+    pub passes: Vec<Vec<InstId>>,
+}
+
+/// An output fusion: the `core` dot or convolution runs as its blocked kernel; each work
+/// item then applies the root's elementwise epilogue to the block it has just written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Epilogue {
+    /// The dot or convolution.
+    pub core: InstId,
+    /// The output leaf the core writes its result into (the epilogue then reads it there and
+    /// overwrites it in place), or `None` for a scratch buffer of the core's shape.
+    pub c_leaf: Option<usize>,
+}
+
+/// How one stage is computed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum StageHow {
+    /// A kernel rooted at the stage's instruction.
+    Kernel(KernelKind, KernelPlan),
+    /// Lowered as an unfused instruction (its operands are parameters or earlier stages):
+    /// views (tuples, reshapes) move no data, anything else is lowered as usual.
+    Unfused,
+}
+
+/// One value of a fused computation computed into buffers of its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Stage {
+    /// The instruction computed.
+    pub inst: InstId,
+    /// How.
+    pub how: StageHow,
+}
+
+/// The plan of one fused computation: its stages, in order; the last one computes the root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FusionPlan {
+    /// The stages in instruction order, ending with the root.
+    pub stages: Vec<Stage>,
+}
+
+/// What a value costs to compute per element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    /// Cheap per element: recomputed wherever it is read.
+    Cheap,
+    /// A loop per element (`reduce`, `reduce-window`, `dot`, `convolution`).
+    Heavy,
+    /// Emitted only as a kernel root (sort, scatter, top-k, ...), reading its operands
+    /// elementally.
+    RootOnly,
+    /// Not emitted by kernels at all: lowered as an unfused instruction.
+    Opaque,
+}
+
+/// How a value is read from a kernel's root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Reach {
+    /// At the root's own index (the same index value: memoized).
+    Identity,
+    /// At an index whose first `k` coordinates are the current row's.
+    Aligned,
+    /// Anywhere.
+    Other,
+}
+
+/// How a kernel absorbs a heavy value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Absorb {
+    /// Once per row, in a pass before the row's outputs.
+    Row,
+    /// Once per element, where it is read (or as a column kernel's root).
+    Element,
+    /// As the core of an epilogue (its operands must be in memory).
+    Core,
+}
+
+/// The kind of kernel a walk plans for.
+#[derive(Clone, Copy, Debug)]
+enum Mode<'a> {
+    /// Element or row loops with rows of `k` dimensions `rows` (`k` = rank: no rows).
+    Rows { k: usize, rows: &'a [i64] },
+    /// An epilogue around `core`.
+    Epilogue { core: InstId },
+    /// Column reductions at the root.
+    Column { roots: &'a [InstId] },
+    /// A kernel-only root: every operand is read anywhere.
+    RootOnly,
+}
+
+/// The outcome of one walk.
+#[derive(Default, Debug)]
+struct Walked {
+    absorbed: Vec<(InstId, Absorb)>,
+    needs: Vec<InstId>,
+}
+
+/// The planner of one fused computation.
+struct Planner<'m> {
+    m: &'m Module,
+    /// Every instruction the root depends on, operands before users.
+    ord: Vec<InstId>,
+    /// Position of each instruction in `ord`.
+    pos: HashMap<InstId, usize>,
+}
+
+/// Whether `id` is a `dot` the GEMM kernel runs or a `convolution` the tiled kernel runs.
+pub(crate) fn blocked_core(m: &Module, id: InstId) -> bool {
+    match m.opcode(id) {
+        Opcode::Dot => crate::gemm::gemm_geo(m, id).is_some(),
+        Opcode::Convolution => crate::conv_fast::conv_fast(m, id).is_some(),
+        _ => false,
+    }
+}
+
+/// Whether every array leaf of `id`'s shape has a type the kernels handle.
+fn types_ok(m: &Module, id: InstId) -> bool {
+    inst_leaves(m, id)
+        .map(|ls| ls.iter().all(|l| crate::cg::supported_type(l.ty)))
+        .unwrap_or(false)
+}
+
+fn class(m: &Module, id: InstId) -> Class {
+    use Opcode::*;
+    if crate::host::plan(m, id).is_some() || !types_ok(m, id) {
+        return Class::Opaque;
+    }
+    let applied_ok = || {
+        m.comp_attr(id, &AttrKey::ToApply)
+            .is_some_and(|c| comp_is_elemental(m, c))
+    };
+    match m.opcode(id) {
+        Reduce | ReduceWindow if applied_ok() => Class::Heavy,
+        Reduce | ReduceWindow => Class::Opaque,
+        Dot | Convolution => Class::Heavy,
+        Map if !applied_ok() => Class::Opaque,
+        Parameter => Class::Cheap,
+        _ if is_elemental(m, id) => {
+            if matches!(m.opcode(id), Call | Fusion | Conditional | While)
+                && !m.called_comps_iter(id).all(|c| comp_is_elemental(m, c))
+            {
+                Class::Opaque
+            } else {
+                Class::Cheap
+            }
+        }
+        _ if root_kind(m, id).is_some() => {
+            let applied = match m.opcode(id) {
+                Fusion | Call | While | Conditional => true,
+                _ => m.called_comps(id).iter().all(|&c| comp_is_elemental(m, c)),
+            };
+            if applied {
+                Class::RootOnly
+            } else {
+                Class::Opaque
+            }
+        }
+        _ => Class::Opaque,
+    }
+}
+
+/// Whether an instruction only rearranges its operands' buffers (lowering moves no data).
+fn is_view(m: &Module, id: InstId) -> bool {
+    use Opcode::*;
+    match m.opcode(id) {
+        Tuple | GetTupleElement | Copy | OptBarrier | AddDependency | Reshape => true,
+        Bitcast => bitcast_is_reshape(m, id).unwrap_or(false),
+        _ => false,
+    }
+}
+
+/// The dimensions of array instruction `id` (empty for tuples).
+fn dims(m: &Module, id: InstId) -> &[i64] {
+    m.array_shape(id).map(|a| &a.dims[..]).unwrap_or(&[])
+}
+
+/// Whether reduce `id` reduces exactly the dimensions after the first `k` of inputs whose
+/// first `k` dimensions are `rows` (so its result has one element per row).
+fn is_row_reduce(m: &Module, id: InstId, k: usize, rows: &[i64]) -> bool {
+    let ops = m.operands(id);
+    let Some(input) = ops.first() else {
+        return false;
+    };
+    let in_dims = dims(m, *input);
+    let Some(rd) = m.ints_attr(id, &AttrKey::Dimensions) else {
+        return false;
+    };
+    let rank = in_dims.len();
+    rank > k
+        && in_dims[..k] == *rows
+        && rd.len() == rank - k
+        && (k..rank).all(|d| rd.contains(&(d as i64)))
+}
+
+/// Whether heavy `id`, read once per root element, runs an inner loop that is fast there:
+/// reductions over the last input dimension (contiguous), windows, and dots or convolutions
+/// that the blocked kernels do not run anyway.
+fn element_ok(m: &Module, id: InstId) -> bool {
+    match m.opcode(id) {
+        Opcode::Reduce => {
+            let rank = m.operands(id).first().map_or(0, |&i| dims(m, i).len());
+            let rd = m.ints_attr(id, &AttrKey::Dimensions).unwrap_or(&[]);
+            rd.is_empty() || rd.contains(&(rank as i64 - 1))
+        }
+        Opcode::ReduceWindow => true,
+        _ => !blocked_core(m, id),
+    }
+}
+
+/// How operand `i` of cheap instruction `id` is reached when `id` is reached by `s`, with
+/// rows of `k` dimensions.
+fn operand_reach(m: &Module, id: InstId, i: usize, s: Reach, k: usize) -> Reach {
+    use Opcode::*;
+    if s == Reach::Other {
+        return Reach::Other;
+    }
+    let o = m.operands(id)[i];
+    let (out, od) = (dims(m, id), dims(m, o));
+    let prefix_same = out.len() >= k && od.len() >= k && out[..k] == od[..k];
+    let r = match m.opcode(id) {
+        Tuple | GetTupleElement | OptBarrier | Copy | AddDependency => s,
+        op if (op.is_elementwise() || op == Map)
+            && m.array_shape(o).is_some()
+            && m.array_shape(id).is_some() =>
+        {
+            if od == out {
+                s
+            } else {
+                // A rank-0 operand (read at the scalar index) or a bitcast-convert that
+                // changes the element width.
+                Reach::Other
+            }
+        }
+        Broadcast => {
+            let map = m.ints_attr(id, &AttrKey::Dimensions).unwrap_or(&[]);
+            let keeps = od.len() >= k && (0..k).all(|d| map.get(d) == Some(&(d as i64)));
+            if keeps {
+                Reach::Aligned
+            } else {
+                Reach::Other
+            }
+        }
+        Transpose => {
+            let perm = m.ints_attr(id, &AttrKey::Dimensions).unwrap_or(&[]);
+            if (0..k).all(|d| perm.get(d) == Some(&(d as i64))) {
+                Reach::Aligned
+            } else {
+                Reach::Other
+            }
+        }
+        Reshape => {
+            if prefix_same {
+                Reach::Aligned
+            } else {
+                Reach::Other
+            }
+        }
+        Bitcast if bitcast_is_reshape(m, id).unwrap_or(false) && prefix_same => Reach::Aligned,
+        Slice => match m.attr(id, &AttrKey::Slice) {
+            Some(AttrValue::Slice(b))
+                if prefix_same
+                    && (0..k).all(|d| b.get(d).is_some_and(|&[st, _, sd]| st == 0 && sd == 1)) =>
+            {
+                Reach::Aligned
+            }
+            _ => Reach::Other,
+        },
+        Pad if i == 0 => match m.attr(id, &AttrKey::Padding) {
+            Some(AttrValue::Padding(p))
+                if prefix_same && (0..k).all(|d| p.get(d).is_some_and(|c| *c == [0, 0, 0])) =>
+            {
+                Reach::Aligned
+            }
+            _ => Reach::Other,
+        },
+        Concatenate => {
+            let d = m
+                .ints_attr(id, &AttrKey::Dimensions)
+                .and_then(|v| v.first().copied())
+                .unwrap_or(0);
+            if d as usize >= k && prefix_same {
+                Reach::Aligned
+            } else {
+                Reach::Other
+            }
+        }
+        Reverse => {
+            let rev = m.ints_attr(id, &AttrKey::Dimensions).unwrap_or(&[]);
+            if rev.iter().all(|&d| d as usize >= k) && prefix_same {
+                Reach::Aligned
+            } else {
+                Reach::Other
+            }
+        }
+        _ => Reach::Other,
+    };
+    // One row holds everything: every read stays in it.
+    if r == Reach::Other && k == 0 {
+        Reach::Aligned
+    } else {
+        r
+    }
+}
+
+impl<'m> Planner<'m> {
+    fn new(m: &'m Module, comp: CompId) -> R<Self> {
+        let ord = order(m, comp)?;
+        let pos = ord.iter().enumerate().map(|(k, &i)| (i, k)).collect();
+        Ok(Planner { m, ord, pos })
+    }
+
+    /// Walks from `seeds` towards the parameters, deciding for every heavy value met whether
+    /// the kernel absorbs it (given `mode`) or it must be staged; `bound` values are in memory.
+    fn walk(&self, seeds: &[(InstId, Reach)], mode: Mode, bound: &HashSet<InstId>) -> Walked {
+        let m = self.m;
+        let mut state: HashMap<InstId, Reach> = HashMap::new();
+        let join = |state: &mut HashMap<InstId, Reach>, id: InstId, r: Reach| {
+            let e = state.entry(id).or_insert(r);
+            *e = (*e).max(r);
+        };
+        for &(s, r) in seeds {
+            join(&mut state, s, r);
+        }
+        let k = match mode {
+            Mode::Rows { k, .. } => k,
+            _ => usize::MAX,
+        };
+        let mut out = Walked::default();
+        let mut staged: HashSet<InstId> = HashSet::new();
+        for &id in self.ord.iter().rev() {
+            let Some(&s) = state.get(&id) else { continue };
+            if bound.contains(&id) || staged.contains(&id) || m.opcode(id) == Opcode::Parameter {
+                continue;
+            }
+            let ops = m.operands(id);
+            let stage = |out: &mut Walked, staged: &mut HashSet<InstId>, id: InstId| {
+                if staged.insert(id) {
+                    out.needs.push(id);
+                }
+            };
+            match class(m, id) {
+                Class::Opaque | Class::RootOnly => stage(&mut out, &mut staged, id),
+                Class::Heavy => {
+                    let how = match mode {
+                        Mode::Column { roots } if roots.contains(&id) => Some(Absorb::Element),
+                        Mode::Epilogue { core } if core == id => {
+                            (s == Reach::Identity).then_some(Absorb::Core)
+                        }
+                        Mode::Rows { k, rows }
+                            if m.opcode(id) == Opcode::Reduce
+                                && s <= Reach::Aligned
+                                && is_row_reduce(m, id, k, rows) =>
+                        {
+                            Some(Absorb::Row)
+                        }
+                        _ if s == Reach::Identity && element_ok(m, id) => Some(Absorb::Element),
+                        _ => None,
+                    };
+                    let Some(how) = how else {
+                        stage(&mut out, &mut staged, id);
+                        continue;
+                    };
+                    out.absorbed.push((id, how));
+                    match how {
+                        Absorb::Row => {
+                            let n = ops.len() / 2;
+                            for (j, &o) in ops.iter().enumerate() {
+                                let r = if j < n { Reach::Aligned } else { Reach::Other };
+                                join(&mut state, o, r);
+                            }
+                        }
+                        Absorb::Element => {
+                            for &o in ops {
+                                join(&mut state, o, Reach::Other);
+                            }
+                        }
+                        Absorb::Core => {
+                            for &o in ops {
+                                if !bound.contains(&o) && m.opcode(o) != Opcode::Parameter {
+                                    stage(&mut out, &mut staged, o);
+                                }
+                            }
+                        }
+                    }
+                }
+                Class::Cheap => {
+                    for (j, &o) in ops.iter().enumerate() {
+                        let r = if matches!(mode, Mode::RootOnly) {
+                            Reach::Other
+                        } else {
+                            operand_reach(m, id, j, s, k)
+                        };
+                        join(&mut state, o, r);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Plans the kernel that computes `x` (with `bound` in memory), or says it is lowered as
+    /// an unfused instruction; returns the stages it needs first.
+    fn plan_stage(&self, x: InstId, bound: &HashSet<InstId>) -> (StageHow, Walked) {
+        let m = self.m;
+        let unbound_operands = |x: InstId| Walked {
+            absorbed: Vec::new(),
+            needs: m
+                .operands(x)
+                .iter()
+                .copied()
+                .filter(|o| !bound.contains(o) && m.opcode(*o) != Opcode::Parameter)
+                .collect(),
+        };
+        let views_of_bound = is_view(m, x)
+            && m.operands(x)
+                .iter()
+                .all(|o| bound.contains(o) || m.opcode(*o) == Opcode::Parameter);
+        if views_of_bound {
+            return (StageHow::Unfused, Walked::default());
+        }
+        match class(m, x) {
+            Class::Opaque => return (StageHow::Unfused, unbound_operands(x)),
+            Class::RootOnly => {
+                let Some(kind) = root_kind(m, x) else {
+                    return (StageHow::Unfused, unbound_operands(x));
+                };
+                let seeds: Vec<_> = m.operands(x).iter().map(|&o| (o, Reach::Other)).collect();
+                let w = self.walk(&seeds, Mode::RootOnly, bound);
+                return (StageHow::Kernel(kind, KernelPlan::Plain), w);
+            }
+            _ => {}
+        }
+        if blocked_core(m, x) {
+            let kind = if m.opcode(x) == Opcode::Dot {
+                KernelKind::Gemm
+            } else {
+                KernelKind::Conv
+            };
+            return (
+                StageHow::Kernel(kind, KernelPlan::Plain),
+                unbound_operands(x),
+            );
+        }
+        let leaves: Vec<InstId> = if m.opcode(x) == Opcode::Tuple {
+            m.operands(x).to_vec()
+        } else {
+            vec![x]
+        };
+        let all_arrays = leaves.iter().all(|&l| m.array_shape(l).is_some());
+        if !all_arrays {
+            // A nested tuple: each part on its own.
+            return (StageHow::Unfused, unbound_operands(x));
+        }
+        if m.opcode(x) == Opcode::DynamicUpdateSlice {
+            let seeds: Vec<_> = m.operands(x).iter().map(|&o| (o, Reach::Other)).collect();
+            let w = self.walk(&seeds, Mode::RootOnly, bound);
+            return (StageHow::Kernel(KernelKind::Dus, KernelPlan::Plain), w);
+        }
+        if let Some(p) = self.plan_column(&leaves, bound) {
+            return p;
+        }
+        // Rows that absorb reductions beat an epilogue (whose core is then staged); an
+        // epilogue beats plain element loops (which would stage the core).
+        let rows = self.plan_rows(&leaves, bound);
+        if let Some((how, w, true)) = rows {
+            return (how, w);
+        }
+        if let Some(p) = self.plan_epilogue(x, &leaves, bound) {
+            return p;
+        }
+        if let Some((how, w, _)) = rows {
+            return (how, w);
+        }
+        // Leaves that fit no single loop nest: each is staged on its own.
+        (StageHow::Unfused, unbound_operands(x))
+    }
+
+    /// Sibling column reductions (the last input dimension kept) at the root.
+    fn plan_column(
+        &self,
+        leaves: &[InstId],
+        bound: &HashSet<InstId>,
+    ) -> Option<(StageHow, Walked)> {
+        let m = self.m;
+        let geo = |r: InstId| -> Option<(Vec<i64>, Vec<i64>)> {
+            if m.opcode(r) != Opcode::Reduce || class(m, r) != Class::Heavy {
+                return None;
+            }
+            let input = *m.operands(r).first()?;
+            let in_dims = dims(m, input).to_vec();
+            let rd = m.ints_attr(r, &AttrKey::Dimensions)?.to_vec();
+            let last_kept = !in_dims.is_empty() && !rd.contains(&(in_dims.len() as i64 - 1));
+            last_kept.then_some((in_dims, rd))
+        };
+        let first = geo(*leaves.first()?)?;
+        let mut roots: Vec<InstId> = Vec::new();
+        for &l in leaves {
+            if geo(l)? != first {
+                return None;
+            }
+            if !roots.contains(&l) {
+                roots.push(l);
+            }
+        }
+        let seeds: Vec<_> = roots.iter().map(|&r| (r, Reach::Identity)).collect();
+        let w = self.walk(&seeds, Mode::Column { roots: &roots }, bound);
+        Some((StageHow::Kernel(KernelKind::Reduce, KernelPlan::Plain), w))
+    }
+
+    /// A blocked dot or convolution read at the root's index, with an elementwise epilogue.
+    fn plan_epilogue(
+        &self,
+        x: InstId,
+        leaves: &[InstId],
+        bound: &HashSet<InstId>,
+    ) -> Option<(StageHow, Walked)> {
+        let m = self.m;
+        let full = dims(m, leaves[0]);
+        if leaves.iter().any(|&l| dims(m, l) != full) {
+            return None;
+        }
+        let seeds: Vec<_> = leaves.iter().map(|&l| (l, Reach::Identity)).collect();
+        let upto = self.pos.get(&x).copied().unwrap_or(self.ord.len());
+        let candidates = self.ord[..=upto.min(self.ord.len() - 1)]
+            .iter()
+            .copied()
+            .filter(|&c| !bound.contains(&c) && blocked_core(m, c) && dims(m, c) == full);
+        for core in candidates {
+            let w = self.walk(&seeds, Mode::Epilogue { core }, bound);
+            if !w.absorbed.contains(&(core, Absorb::Core)) {
+                continue;
+            }
+            let cty = m.array_shape(core)?.ty;
+            let c_leaf = leaves.iter().position(|&l| l == core).or_else(|| {
+                leaves
+                    .iter()
+                    .position(|&l| m.array_shape(l).map(|a| a.ty) == Some(cty))
+            });
+            let kind = if m.opcode(core) == Opcode::Dot {
+                KernelKind::Gemm
+            } else {
+                KernelKind::Conv
+            };
+            return Some((
+                StageHow::Kernel(kind, KernelPlan::Epilogue(Epilogue { core, c_leaf })),
+                w,
+            ));
+        }
+        None
+    }
+
+    /// Element or row loops: the row dimensions are chosen to absorb the most reductions.
+    /// The flag says whether any reduction is absorbed by rows.
+    fn plan_rows(
+        &self,
+        leaves: &[InstId],
+        bound: &HashSet<InstId>,
+    ) -> Option<(StageHow, Walked, bool)> {
+        let m = self.m;
+        let full: Vec<i64> = leaves
+            .iter()
+            .map(|&l| dims(m, l))
+            .max_by_key(|d| d.len())?
+            .to_vec();
+        let short: Vec<&[i64]> = leaves
+            .iter()
+            .map(|&l| dims(m, l))
+            .filter(|d| d.len() < full.len())
+            .collect();
+        // Leaves shorter than the full ones must all be the same row prefix of them.
+        let forced_k = match short.first() {
+            Some(s) => {
+                let k = s.len();
+                if short.iter().any(|d| *d != *s) || full[..k] != **s {
+                    return None;
+                }
+                Some(k)
+            }
+            None => None,
+        };
+        if leaves
+            .iter()
+            .any(|&l| dims(m, l).len() == full.len() && dims(m, l) != full)
+        {
+            return None;
+        }
+        let mut ks: Vec<usize> = match forced_k {
+            Some(k) => vec![k],
+            None => {
+                let mut ks: Vec<usize> = self
+                    .ord
+                    .iter()
+                    .filter(|&&r| m.opcode(r) == Opcode::Reduce && !bound.contains(&r))
+                    .filter_map(|&r| {
+                        let k = dims(m, r).len();
+                        (k <= full.len() && dims(m, r) == &full[..k]).then_some(k)
+                    })
+                    .collect();
+                ks.push(full.len());
+                ks
+            }
+        };
+        ks.sort_unstable();
+        ks.dedup();
+        let mut best: Option<(usize, usize, Walked)> = None;
+        for k in ks {
+            let rows = &full[..k];
+            let seeds: Vec<_> = leaves
+                .iter()
+                .map(|&l| {
+                    let r = if dims(m, l).len() == full.len() {
+                        Reach::Identity
+                    } else {
+                        Reach::Aligned
+                    };
+                    (l, r)
+                })
+                .collect();
+            let w = self.walk(&seeds, Mode::Rows { k, rows }, bound);
+            let n = w.absorbed.iter().filter(|a| a.1 == Absorb::Row).count();
+            if best.as_ref().is_none_or(|b| n >= b.1) {
+                best = Some((k, n, w));
+            }
+        }
+        let (k, n, w) = best?;
+        if n == 0 && forced_k.is_none() {
+            return Some((
+                StageHow::Kernel(KernelKind::Loop, KernelPlan::Plain),
+                w,
+                false,
+            ));
+        }
+        let row_reduces: Vec<InstId> = w
+            .absorbed
+            .iter()
+            .filter(|a| a.1 == Absorb::Row)
+            .map(|a| a.0)
+            .collect();
+        let passes = self.passes(&row_reduces);
+        let plan = RowPlan {
+            rows: full[..k].to_vec(),
+            full,
+            passes,
+        };
+        Some((
+            StageHow::Kernel(KernelKind::Row, KernelPlan::Row(plan)),
+            w,
+            n > 0,
+        ))
+    }
+
+    /// Groups row reductions into passes: a reduction runs in the pass after the last one it
+    /// reads; reductions of one pass share their input dimensions.
+    fn passes(&self, reduces: &[InstId]) -> Vec<Vec<InstId>> {
+        let m = self.m;
+        let set: HashSet<InstId> = reduces.iter().copied().collect();
+        // The pass of each reduction: one more than the deepest reduction below it.
+        let mut depth: HashMap<InstId, usize> = HashMap::new();
+        for &id in &self.ord {
+            let below = m
+                .operands(id)
+                .iter()
+                .map(|o| depth.get(o).copied().unwrap_or(0))
+                .max()
+                .unwrap_or(0);
+            let d = if set.contains(&id) { below + 1 } else { below };
+            depth.insert(id, d);
+        }
+        let mut in_order: Vec<InstId> = reduces.to_vec();
+        in_order.sort_by_key(|r| self.pos[r]);
+        let mut passes: Vec<(usize, Vec<i64>, Vec<InstId>)> = Vec::new();
+        for r in in_order {
+            let d = depth[&r];
+            let in_dims = dims(m, m.operands(r)[0]).to_vec();
+            match passes.iter_mut().find(|p| p.0 == d && p.1 == in_dims) {
+                Some(p) => p.2.push(r),
+                None => passes.push((d, in_dims, vec![r])),
+            }
+        }
+        passes.sort_by_key(|p| p.0);
+        passes.into_iter().map(|p| p.2).collect()
+    }
+}
+
+/// Plans fused computation `comp`: which values are staged and how each stage and the root
+/// are computed (see the module documentation).
+pub(crate) fn plan_fusion(m: &Module, comp: CompId) -> R<FusionPlan> {
+    let p = Planner::new(m, comp)?;
+    let root = m.root(comp);
+    let params: HashSet<InstId> = m.params(comp).iter().copied().collect();
+    let mut staged: HashSet<InstId> = HashSet::new();
+    staged.insert(root);
+    // Staging only grows (by at most every instruction), so this ends.
+    loop {
+        let mut plans: Vec<(InstId, StageHow, Walked)> = Vec::new();
+        let mut grew = false;
+        let mut todo: Vec<InstId> = staged.iter().copied().collect();
+        todo.sort_by_key(|i| std::cmp::Reverse(p.pos[i]));
+        let mut done: HashSet<InstId> = HashSet::new();
+        while let Some(x) = todo.first().copied() {
+            todo.remove(0);
+            if !done.insert(x) {
+                continue;
+            }
+            let mut bound: HashSet<InstId> = staged.clone();
+            bound.remove(&x);
+            bound.extend(params.iter().copied());
+            let (how, w) = p.plan_stage(x, &bound);
+            for &n in &w.needs {
+                if staged.insert(n) {
+                    grew = true;
+                    todo.push(n);
+                }
+            }
+            todo.sort_by_key(|i| std::cmp::Reverse(p.pos[i]));
+            plans.push((x, how, w));
+        }
+        if grew {
+            continue;
+        }
+        // A heavy value absorbed by two kernels is staged instead.
+        let mut count: HashMap<InstId, usize> = HashMap::new();
+        for (_, _, w) in &plans {
+            for &(h, _) in &w.absorbed {
+                *count.entry(h).or_default() += 1;
+            }
+        }
+        let mut dup: Vec<InstId> = count
+            .into_iter()
+            .filter(|&(_, c)| c > 1)
+            .map(|(h, _)| h)
+            .collect();
+        dup.sort_by_key(|i| p.pos[i]);
+        if !dup.is_empty() {
+            staged.extend(dup);
+            continue;
+        }
+        plans.sort_by_key(|(x, _, _)| p.pos[x]);
+        return Ok(FusionPlan {
+            stages: plans
+                .into_iter()
+                .map(|(inst, how, _)| Stage { inst, how })
+                .collect(),
+        });
+    }
+}
+
+/// The instructions a kernel rooted at `root` reads from memory: the `bound` ones it reaches
+/// (it reads nothing below them), in instruction order.
+pub(crate) fn reached_bound(
+    m: &Module,
+    root: InstId,
+    bound: &dyn Fn(InstId) -> bool,
+) -> Vec<InstId> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let mut stack = vec![root];
+    while let Some(i) = stack.pop() {
+        if !seen.insert(i) {
+            continue;
+        }
+        if bound(i) {
+            out.push(i);
+            continue;
+        }
+        stack.extend_from_slice(m.operands(i));
+    }
+    out.sort_by_key(|i| i.index());
+    out
+}
