@@ -42,7 +42,7 @@ use axle_ir::{AttrKey, AttrValue, CompId, InstId, Module, Opcode};
 
 use crate::elemental::{bitcast_is_reshape, comp_is_elemental, inst_leaves, is_elemental};
 use crate::error::R;
-use crate::lower::{order, root_kind, KernelKind};
+use crate::lower::{order, root_kind, Kernel, KernelKind};
 
 /// How a kernel computes its root beyond what its [`KernelKind`] says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -836,4 +836,36 @@ pub(crate) fn reached_bound(
     }
     out.sort_by_key(|i| i.index());
     out
+}
+
+/// A one-line description of kernel `k`: its kind, the instruction it came from, its root
+/// and its plan (with instructions by name), as [`crate::kernel_plan`] lists it.
+pub(crate) fn describe(m: &Module, k: &Kernel) -> String {
+    let name = |i: &InstId| m.name(*i).to_string();
+    let mut s = format!(
+        "{:?} {} root={} ({})",
+        k.kind,
+        m.name(k.origin),
+        m.name(k.root),
+        m.opcode(k.root).name()
+    );
+    match &k.plan {
+        KernelPlan::Plain => {}
+        KernelPlan::Row(p) => {
+            let passes: Vec<String> = p
+                .passes
+                .iter()
+                .map(|pass| format!("[{}]", pass.iter().map(name).collect::<Vec<_>>().join(",")))
+                .collect();
+            s += &format!(" rows={:?} passes={}", p.rows, passes.join(""));
+        }
+        KernelPlan::Epilogue(e) => {
+            let into = match e.c_leaf {
+                Some(l) => format!("output {l}"),
+                None => "scratch".to_string(),
+            };
+            s += &format!(" epilogue core={} into {into}", name(&e.core));
+        }
+    }
+    s
 }

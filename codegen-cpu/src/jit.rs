@@ -265,6 +265,37 @@ fn needs_expansion(m: &Module) -> bool {
 }
 
 /// Lowers `m`, emits its LLVM module with entry point `entry` and optimizes it.
+/// Verifies `m` and rewrites the ops the backend has no kernels for; `None` when `m` is used
+/// as it is.
+fn prepare(m: &Module) -> Result<Option<Module>, CodegenError> {
+    // Everything below relies on the verifier's invariants (shapes agree with attributes).
+    axle_ir::verify(m)
+        .map_err(|e| CodegenError::general(&m.name, format!("the module does not verify: {e}")))?;
+    // Ops the backend has no kernels for are rewritten first, as XLA's CPU pipeline does:
+    // batch-norm ops into ordinary HLO, f16/bf16/f8 linear algebra into f32 between converts. A
+    // module that needs neither is used as it is (no copy).
+    if !needs_expansion(m) {
+        return Ok(None);
+    }
+    axle_fusion::run_on_copy(m, BACKEND_EXPANSIONS)
+        .map(Some)
+        .map_err(|e| {
+            CodegenError::general(&m.name, format!("the backend's expansions failed: {e}"))
+        })
+}
+
+/// One line per kernel `m` lowers to, in program order (see [`crate::kernel_plan`]).
+pub(crate) fn kernel_plan(m: &Module) -> Result<Vec<String>, CodegenError> {
+    let expanded = prepare(m)?;
+    let m = expanded.as_ref().unwrap_or(m);
+    let prog = lower(m).map_err(|f| finish(m, f))?;
+    let mut lines = Vec::new();
+    crate::lower::visit_kernels(&prog.body, &mut |k| {
+        lines.push(crate::fused::describe(m, k));
+    });
+    Ok(lines)
+}
+
 pub(crate) fn build<'ctx>(
     ctx: &'ctx Context,
     m: &Module,
@@ -274,21 +305,7 @@ pub(crate) fn build<'ctx>(
 ) -> Result<Built<'ctx>, CodegenError> {
     let mut timings = CompileTimings::default();
     let t = Instant::now();
-    // Everything below relies on the verifier's invariants (shapes agree with attributes).
-    axle_ir::verify(m)
-        .map_err(|e| CodegenError::general(&m.name, format!("the module does not verify: {e}")))?;
-    // Ops the backend has no kernels for are rewritten first, as XLA's CPU pipeline does:
-    // batch-norm ops into ordinary HLO, f16/bf16/f8 linear algebra into f32 between converts. A
-    // module that needs neither is used as it is (no copy).
-    let expanded = if needs_expansion(m) {
-        Some(
-            axle_fusion::run_on_copy(m, BACKEND_EXPANSIONS).map_err(|e| {
-                CodegenError::general(&m.name, format!("the backend's expansions failed: {e}"))
-            })?,
-        )
-    } else {
-        None
-    };
+    let expanded = prepare(m)?;
     let m = expanded.as_ref().unwrap_or(m);
     let prog = lower(m).map_err(|f| finish(m, f))?;
     timings.lower = t.elapsed();

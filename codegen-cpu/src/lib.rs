@@ -115,6 +115,15 @@ pub fn emit_text(m: &Module, opts: &CpuOptions, what: Emit) -> Result<String, Co
     }
 }
 
+/// How the backend runs a verified module, one line per kernel in program order (kernels of
+/// loop bodies and branches included): the kernel's kind, the instruction it comes from, the
+/// root it computes and its plan — the reductions each pass of a row kernel computes, the
+/// core of an output fusion's epilogue. Fusions appear as the kernels their stages became, so
+/// tests (and people) can see that no reduction is recomputed per element.
+pub fn kernel_plan(m: &Module) -> Result<Vec<String>, CodegenError> {
+    jit::kernel_plan(m)
+}
+
 /// The host's target triple, CPU name and features.
 pub fn host_target() -> (String, String, String) {
     let s = jit::target_spec(&CpuOptions::default());

@@ -949,7 +949,8 @@ fn walk(p: &Program, thunks: &[Thunk], pos: &mut u32, live: &mut Live, kpos: &mu
     }
 }
 
-fn visit_kernels(thunks: &[Thunk], f: &mut dyn FnMut(&Kernel)) {
+/// Calls `f` on every kernel of `thunks` in program order, nested ones included.
+pub(crate) fn visit_kernels(thunks: &[Thunk], f: &mut dyn FnMut(&Kernel)) {
     for t in thunks {
         match t {
             Thunk::Kernel(k) => f(k),
