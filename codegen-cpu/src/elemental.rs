@@ -45,6 +45,9 @@ pub(crate) enum Ext<'ctx> {
     Bufs(Vec<PointerValue<'ctx>>),
     /// Scalar leaf values (a computation applied per element).
     Vals(Vec<Val<'ctx>>),
+    /// One row of an array in a row buffer: element `linear` is at `linear - base` (row
+    /// kernels keep values computed by a pass there; every read is in the current row).
+    Row(PointerValue<'ctx>, IntValue<'ctx>),
 }
 
 /// The body of a loop nest: `(generator, coordinates, loop-carried values) -> next values`.
@@ -412,6 +415,12 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
                     out.push(self.cg.load(s.ty, *p, idx.linear)?);
                 }
                 out
+            }
+            Some(Ext::Row(p, base)) => {
+                let (p, base) = (*p, *base);
+                let ty = self.arr(id)?.ty;
+                let at = self.cg.b.build_int_nsw_sub(idx.linear, base, "at")?;
+                vec![self.cg.load(ty, p, at)?]
             }
             None => self.gen_op(id, idx).map_err(|f| at(self.m, id, f))?,
         };

@@ -69,6 +69,11 @@ pub(crate) struct RowPlan {
     /// The reductions of each pass, in order; those of one pass reduce inputs of the same
     /// dimensions and read only reductions of earlier passes.
     pub passes: Vec<Vec<InstId>>,
+    /// Values kept for the rest of the row in a row-sized buffer on the stack, with the pass
+    /// that computes them: transcendental values of the full dimensions that a pass computes
+    /// for every element of the row anyway (softmax's `exp`), so later passes and the outputs
+    /// load them instead of computing them again.
+    pub cached: Vec<(usize, InstId)>,
 }
 
 /// An output fusion: the `core` dot or convolution runs as its blocked kernel; each work
@@ -162,6 +167,8 @@ enum Mode<'a> {
 struct Walked {
     absorbed: Vec<(InstId, Absorb)>,
     needs: Vec<InstId>,
+    /// How each value the kernel computes is read.
+    reach: HashMap<InstId, Reach>,
 }
 
 /// The planner of one fused computation.
@@ -226,6 +233,18 @@ fn class(m: &Module, id: InstId) -> Class {
         }
         _ => Class::Opaque,
     }
+}
+
+/// The largest row buffer a row kernel keeps on the stack.
+pub(crate) const ROW_CACHE_BYTES: i64 = 64 << 10;
+
+/// Whether `op` costs far more than a load per element (a polynomial or a loop).
+fn is_transcendental(op: Opcode) -> bool {
+    use Opcode::*;
+    matches!(
+        op,
+        Exp | Expm1 | Log | Log1p | Logistic | Tanh | Power | Sin | Cos | Tan | Atan2 | Erf | Cbrt
+    )
 }
 
 /// Whether an instruction only rearranges its operands' buffers (lowering moves no data).
@@ -464,6 +483,7 @@ impl<'m> Planner<'m> {
                 }
             }
         }
+        out.reach = state;
         out
     }
 
@@ -473,6 +493,7 @@ impl<'m> Planner<'m> {
         let m = self.m;
         let unbound_operands = |x: InstId| Walked {
             absorbed: Vec::new(),
+            reach: HashMap::new(),
             needs: m
                 .operands(x)
                 .iter()
@@ -706,16 +727,74 @@ impl<'m> Planner<'m> {
             .map(|a| a.0)
             .collect();
         let passes = self.passes(&row_reduces);
+        let cached = self.row_cache(&passes, &full, k, &w, bound);
         let plan = RowPlan {
             rows: full[..k].to_vec(),
             full,
             passes,
+            cached,
         };
         Some((
             StageHow::Kernel(KernelKind::Row, KernelPlan::Row(plan)),
             w,
             n > 0,
         ))
+    }
+
+    /// The values a row kernel keeps in a row buffer (see [`RowPlan::cached`]): walking from
+    /// each pass's inputs through elementwise ops of the full dimensions (which read their
+    /// operands at the pass's own index), the first transcendental value met that every
+    /// reader reads in the current row. Rows longer than [`ROW_CACHE_BYTES`] keep nothing.
+    fn row_cache(
+        &self,
+        passes: &[Vec<InstId>],
+        full: &[i64],
+        k: usize,
+        w: &Walked,
+        bound: &HashSet<InstId>,
+    ) -> Vec<(usize, InstId)> {
+        let m = self.m;
+        let absorbed: HashSet<InstId> = w.absorbed.iter().map(|a| a.0).collect();
+        let inner: i64 = full[k..].iter().product();
+        let mut seen: HashSet<InstId> = HashSet::new();
+        let mut out = Vec::new();
+        for (pi, pass) in passes.iter().enumerate() {
+            let input = m.operands(pass[0])[0];
+            if dims(m, input) != full {
+                continue;
+            }
+            let mut stack: Vec<InstId> = pass
+                .iter()
+                .flat_map(|&r| {
+                    let ops = m.operands(r);
+                    ops[..ops.len() / 2].to_vec()
+                })
+                .collect();
+            while let Some(v) = stack.pop() {
+                if !seen.insert(v)
+                    || bound.contains(&v)
+                    || absorbed.contains(&v)
+                    || m.opcode(v) == Opcode::Parameter
+                    || class(m, v) != Class::Cheap
+                    || dims(m, v) != full
+                {
+                    continue;
+                }
+                let op = m.opcode(v);
+                let bytes = m.array_shape(v).map_or(0, |a| a.ty.byte_size() as i64) * inner;
+                if is_transcendental(op)
+                    && w.reach.get(&v).is_some_and(|&r| r <= Reach::Aligned)
+                    && bytes <= ROW_CACHE_BYTES
+                {
+                    out.push((pi, v));
+                    continue;
+                }
+                if op.is_elementwise() && op != Opcode::BitcastConvert || op == Opcode::Map {
+                    stack.extend_from_slice(m.operands(v));
+                }
+            }
+        }
+        out
     }
 
     /// Groups row reductions into passes: a reduction runs in the pass after the last one it
@@ -858,6 +937,10 @@ pub(crate) fn describe(m: &Module, k: &Kernel) -> String {
                 .map(|pass| format!("[{}]", pass.iter().map(name).collect::<Vec<_>>().join(",")))
                 .collect();
             s += &format!(" rows={:?} passes={}", p.rows, passes.join(""));
+            if !p.cached.is_empty() {
+                let c: Vec<String> = p.cached.iter().map(|(_, v)| name(v)).collect();
+                s += &format!(" cached={}", c.join(","));
+            }
         }
         KernelPlan::Epilogue(e) => {
             let into = match e.c_leaf {

@@ -343,10 +343,23 @@ pub(crate) fn build<'ctx>(
 }
 
 /// Memory aligned for any element type (and 512-bit vectors).
+///
+/// Buffers of at least [`HUGE_BYTES`] are anonymous mappings aligned to 2 MiB and advised
+/// for transparent huge pages (where the system has them): their zero pages arrive lazily,
+/// 2 MiB per fault, so a fresh result buffer costs a few hundred faults instead of one per
+/// 4 KiB page, and nothing is written before the kernels write it. Smaller ones come from the
+/// global allocator.
 pub(crate) struct AlignedBuf {
     ptr: *mut u8,
     len: usize,
+    /// The whole mapping (start and length) when the buffer is mapped.
+    map: Option<(*mut u8, usize)>,
 }
+
+/// The smallest buffer that gets a mapping of its own.
+const HUGE_BYTES: usize = 4 << 20;
+/// The size (and alignment) of a transparent huge page.
+const HUGE_PAGE: usize = 2 << 20;
 
 // SAFETY: an owned allocation.
 unsafe impl Send for AlignedBuf {}
@@ -359,7 +372,13 @@ impl AlignedBuf {
             return AlignedBuf {
                 ptr: std::ptr::NonNull::<u64>::dangling().as_ptr() as *mut u8,
                 len,
+                map: None,
             };
+        }
+        if len >= HUGE_BYTES {
+            if let Some(b) = Self::mapped(len) {
+                return b;
+            }
         }
         let layout = std::alloc::Layout::from_size_align(len, 64).expect("buffer layout");
         // SAFETY: non-zero size.
@@ -367,7 +386,47 @@ impl AlignedBuf {
         if ptr.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
-        AlignedBuf { ptr, len }
+        AlignedBuf {
+            ptr,
+            len,
+            map: None,
+        }
+    }
+
+    /// A zeroed anonymous mapping of `len` bytes starting on a huge-page boundary, advised
+    /// for huge pages; `None` when the system refuses the mapping.
+    #[cfg(unix)]
+    fn mapped(len: usize) -> Option<AlignedBuf> {
+        let size = len.div_ceil(HUGE_PAGE) * HUGE_PAGE + HUGE_PAGE;
+        // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return None;
+        }
+        let base = base as *mut u8;
+        let ptr = base.wrapping_add((HUGE_PAGE - base as usize % HUGE_PAGE) % HUGE_PAGE);
+        // SAFETY: `[ptr, ptr + len)` lies inside the mapping. The advice is only a hint: a
+        // system without transparent huge pages keeps 4 KiB pages.
+        unsafe { libc::madvise(ptr as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+        Some(AlignedBuf {
+            ptr,
+            len,
+            map: Some((base, size)),
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn mapped(_len: usize) -> Option<AlignedBuf> {
+        None
     }
 
     pub fn ptr(&self) -> *mut u8 {
@@ -377,6 +436,14 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        if let Some((_base, _size)) = self.map {
+            // SAFETY: the mapping this buffer made, unmapped once.
+            #[cfg(unix)]
+            unsafe {
+                libc::munmap(_base as *mut libc::c_void, _size)
+            };
+            return;
+        }
         if self.len > 0 {
             let layout = std::alloc::Layout::from_size_align(self.len, 64).expect("buffer layout");
             // SAFETY: allocated with this layout.

@@ -14,7 +14,7 @@
 //! across threads.
 
 use axle_ir::{AttrKey, InstId, Opcode};
-use inkwell::values::IntValue;
+use inkwell::values::{IntValue, PointerValue};
 
 use crate::cg::{numel, strides};
 use crate::elemental::{arr_of, inst_leaves, minmax_intrinsic, Ext, Index};
@@ -52,15 +52,44 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             let input = m.operands(pass[0])[0];
             per_row += numel(&arr_of(m, input)?.dims[k..]);
         }
+        // Row buffers of the cached values, on the stack (in the entry block, so they are
+        // allocated once per call).
+        let mut caches = Vec::with_capacity(plan.cached.len());
+        for &(pass, v) in &plan.cached {
+            let ty = arr_of(m, v)?.ty;
+            let mty = cg.mem_ty(ty)?;
+            let entry = cg
+                .cur_fn()?
+                .get_first_basic_block()
+                .ok_or("a kernel without an entry block")?;
+            let eb = cg.ctx.create_builder();
+            match entry.get_first_instruction() {
+                Some(i) => eb.position_before(&i),
+                None => eb.position_at_end(entry),
+            }
+            let p = eb.build_array_alloca(mty, cg.c64(inner_n.max(1)), "row.cache")?;
+            if let Some(i) = p.as_instruction() {
+                let _ = i.set_alignment(64);
+            }
+            caches.push((pass, v, ty, p));
+        }
         let (start, end) = (self.start, self.end);
         cg.for_range(start, end, |row| {
             self.g.push_scope();
             let ri = self.g.index_linear(&plan.rows, row)?;
-            for pass in &plan.passes {
-                self.row_pass(pass, &ri.multi)?;
+            let base = b.build_int_nsw_mul(row, cg.c64(inner_n), "base")?;
+            for (pi, pass) in plan.passes.iter().enumerate() {
+                let keep: Vec<_> = caches
+                    .iter()
+                    .filter(|c| c.0 == pi)
+                    .map(|&(_, v, ty, p)| (v, ty, p))
+                    .collect();
+                self.row_pass(pass, &ri.multi, base, &keep)?;
+                for (v, _, p) in keep {
+                    self.g.bind(v, Ext::Row(p, base));
+                }
             }
             // The row's outputs.
-            let base = b.build_int_nsw_mul(row, cg.c64(inner_n), "base")?;
             for (l, (&leaf, sh)) in leaves.iter().zip(&shapes).enumerate() {
                 if sh.dims.len() == k {
                     let v = self.g.gen1(leaf, &ri)?;
@@ -99,16 +128,28 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                     self.g.unbind(r);
                 }
             }
+            for &(_, v, _, _) in &caches {
+                self.g.unbind(v);
+            }
             self.g.pop_scope();
             Ok(())
         })?;
         Ok((rows, (GRAIN_ELEMS / per_row).max(1)))
     }
 
-    /// One pass over the current row (coordinates `row`) computing the reductions `pass`
-    /// (their inputs share their dimensions), then binding each to its result.
-    fn row_pass(&mut self, pass: &[InstId], row: &[IntValue<'ctx>]) -> R<()> {
+    /// One pass over the current row (coordinates `row`, starting at linear offset `base` of
+    /// the full dimensions) computing the reductions `pass` (their inputs share their
+    /// dimensions) and storing the values `keep` into their row buffers, then binding each
+    /// reduction to its result.
+    fn row_pass(
+        &mut self,
+        pass: &[InstId],
+        row: &[IntValue<'ctx>],
+        base: IntValue<'ctx>,
+        keep: &[(InstId, axle_ir::ElementType, PointerValue<'ctx>)],
+    ) -> R<()> {
         let m = self.m;
+        let cg = self.cg();
         let first_input = m.operands(pass[0])[0];
         let in_dims = arr_of(m, first_input)?.dims.to_vec();
         let k = row.len();
@@ -145,6 +186,11 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 }
                 let (comp, minmax) = steps[j];
                 next.extend(g.reduce_step(comp, minmax, &args)?);
+            }
+            for &(v, ty, p) in keep {
+                let x = g.gen1(v, &idx)?;
+                let at = cg.b.build_int_nsw_sub(idx.linear, base, "at")?;
+                cg.store(ty, p, at, x)?;
             }
             Ok(next)
         })?;

@@ -136,6 +136,9 @@ pub(crate) fn kernel_signature(m: &Module, k: &Kernel) -> String {
                 let names: Vec<String> = pass.iter().map(name).collect();
                 let _ = write!(out, " [{}]", names.join(","));
             }
+            for (pass, v) in &p.cached {
+                let _ = write!(out, " cache {} in {pass}", name(v));
+            }
         }
         KernelPlan::Epilogue(e) => {
             let _ = write!(out, " | epilogue of {} into {:?}", name(&e.core), e.c_leaf);
