@@ -219,80 +219,120 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         Ok(())
     }
 
-    /// A transpose of a buffer that swaps its last two dimensions (leading ones in place):
-    /// copied in 32 x 32 tiles, so both sides stay within a few cache lines per tile.
-    fn emit_tiled_transpose(&mut self) -> R<Option<(i64, i64)>> {
+    /// The output dimension to tile with the last one when the root reads an array through a
+    /// transpose that moves its last dimension elsewhere (reading it row by row would stride
+    /// through memory): the first such transpose met walking from the root's leaves through
+    /// elementwise ops of the root's dimensions.
+    fn transposed_dim(&self, dims: &[i64]) -> Option<usize> {
+        let m = self.m;
+        let rank = dims.len();
+        if rank < 2 {
+            return None;
+        }
+        let mut stack: Vec<InstId> = match m.opcode(self.root) {
+            Opcode::Tuple => m.operands(self.root).to_vec(),
+            _ => vec![self.root],
+        };
+        let mut seen = std::collections::HashSet::new();
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id)
+                || self.g.is_bound(id)
+                || m.array_shape(id).map(|a| &a.dims[..]) != Some(dims)
+            {
+                continue;
+            }
+            let op = m.opcode(id);
+            if op == Opcode::Transpose {
+                let perm = m.ints_attr(id, &AttrKey::Dimensions)?;
+                let a = perm.iter().position(|&p| p as usize == rank - 1)?;
+                if a != rank - 1 {
+                    return Some(a);
+                }
+            } else if op.is_elementwise() || matches!(op, Opcode::Copy | Opcode::Map) {
+                stack.extend_from_slice(m.operands(id));
+            }
+        }
+        None
+    }
+
+    /// The root's leaves in tiles of 32 x 32 over output dimensions `a` and the last one (the
+    /// others outermost): a transposed read and the row-major writes both stay within a few
+    /// cache lines per tile. Items are blocks of 32 along `a`.
+    fn emit_tiled(&mut self, dims: &[i64], a: usize) -> R<(i64, i64)> {
         const T: i64 = 32;
         let m = self.m;
-        let root = self.root;
-        if m.opcode(root) != Opcode::Transpose {
-            return Ok(None);
-        }
-        let op = m.operands(root)[0];
-        let Some(src) = self.g.bound_ptr(op) else {
-            return Ok(None);
-        };
-        let perm = m
-            .ints_attr(root, &AttrKey::Dimensions)
-            .unwrap_or(&[])
-            .to_vec();
-        let r = perm.len();
-        let swaps_last_two = r >= 2
-            && perm[r - 1] == r as i64 - 2
-            && perm[r - 2] == r as i64 - 1
-            && (0..r - 2).all(|d| perm[d] == d as i64);
-        let s = arr_of(m, root)?.clone();
-        if !swaps_last_two || numel(&s.dims) == 0 {
-            return Ok(None);
-        }
         let cg = self.cg();
         let b = &cg.b;
-        let (a_dim, b_dim) = (s.dims[r - 2], s.dims[r - 1]);
-        let batch = numel(&s.dims[..r - 2]);
-        let row_blocks = (a_dim as u64).div_ceil(T as u64) as i64;
-        let col_blocks = (b_dim as u64).div_ceil(T as u64) as i64;
-        let out = self.outs[0];
-        let ty = s.ty;
-        cg.for_range(self.start, self.end, |item| {
-            let bi = b.build_int_unsigned_div(item, cg.c64(row_blocks), "b")?;
-            let rb = b.build_int_unsigned_rem(item, cg.c64(row_blocks), "rb")?;
-            let base = b.build_int_nsw_mul(bi, cg.c64(a_dim * b_dim), "base")?;
-            let i0 = b.build_int_nsw_mul(rb, cg.c64(T), "i0")?;
-            let i1 =
-                crate::gemm::min64(cg, b.build_int_nsw_add(i0, cg.c64(T), "i1")?, cg.c64(a_dim))?;
+        let root = self.root;
+        let shapes = inst_leaves(m, root)?;
+        let rank = dims.len();
+        let last = rank - 1;
+        let others: Vec<usize> = (0..rank).filter(|&d| d != a && d != last).collect();
+        let odims: Vec<i64> = others.iter().map(|&d| dims[d]).collect();
+        let blocks = (dims[a] as u64).div_ceil(T as u64) as i64;
+        let col_blocks = (dims[last] as u64).div_ceil(T as u64) as i64;
+        let st = crate::cg::strides(dims);
+        let (start, end) = (self.start, self.end);
+        cg.for_range(start, end, |item| {
+            self.g.push_scope();
+            let ob = b.build_int_unsigned_div(item, cg.c64(blocks), "ob")?;
+            let ab = b.build_int_unsigned_rem(item, cg.c64(blocks), "ab")?;
+            let oc = self.g.index_linear(&odims, ob)?;
+            let mut base = cg.c64(0);
+            for (k, &d) in others.iter().enumerate() {
+                let t = b.build_int_nsw_mul(oc.multi[k], cg.c64(st[d]), "t")?;
+                base = b.build_int_nsw_add(base, t, "base")?;
+            }
+            let i0 = b.build_int_nsw_mul(ab, cg.c64(T), "i0")?;
+            let i1 = crate::gemm::min64(
+                cg,
+                b.build_int_nsw_add(i0, cg.c64(T), "i1")?,
+                cg.c64(dims[a]),
+            )?;
             cg.for_range(cg.c64(0), cg.c64(col_blocks), |cb| {
                 let j0 = b.build_int_nsw_mul(cb, cg.c64(T), "j0")?;
                 let j1 = crate::gemm::min64(
                     cg,
                     b.build_int_nsw_add(j0, cg.c64(T), "j1")?,
-                    cg.c64(b_dim),
+                    cg.c64(dims[last]),
                 )?;
-                cg.for_range(j0, j1, |j| {
-                    let src_row = b.build_int_nsw_add(
+                cg.for_range(i0, i1, |i| {
+                    self.g.push_scope();
+                    let row = b.build_int_nsw_add(
                         base,
-                        b.build_int_nsw_mul(j, cg.c64(a_dim), "sr")?,
-                        "sr",
+                        b.build_int_nsw_mul(i, cg.c64(st[a]), "r")?,
+                        "row",
                     )?;
-                    cg.for_range(i0, i1, |i| {
-                        let v = cg.load(ty, src, b.build_int_nsw_add(src_row, i, "si")?)?;
-                        let dst = b.build_int_nsw_add(
-                            base,
-                            b.build_int_nsw_mul(i, cg.c64(b_dim), "dr")?,
-                            "d",
-                        )?;
-                        cg.store(ty, out, b.build_int_nsw_add(dst, j, "di")?, v)
-                    })
+                    cg.for_range(j0, j1, |j| {
+                        self.g.push_scope();
+                        let mut multi = vec![cg.c64(0); rank];
+                        for (k, &d) in others.iter().enumerate() {
+                            multi[d] = oc.multi[k];
+                        }
+                        multi[a] = i;
+                        multi[last] = j;
+                        let lin = b.build_int_nsw_add(row, j, "lin")?;
+                        let idx = Index {
+                            id: self.g.fresh_id(),
+                            multi,
+                            linear: lin,
+                        };
+                        let v = self.g.gen(root, &idx)?;
+                        self.g.pop_scope();
+                        self.store_leaves(&shapes, &v, lin)
+                    })?;
+                    self.g.pop_scope();
+                    Ok(())
                 })
-            })
+            })?;
+            self.g.pop_scope();
+            Ok(())
         })?;
-        let items = batch * row_blocks;
-        Ok(Some((items, (GRAIN_ELEMS / (T * b_dim)).max(1))))
+        let items = numel(&odims) * blocks;
+        Ok((items, (GRAIN_ELEMS / (T * dims[last])).max(1)))
     }
 
     fn emit_loop(&mut self) -> R<(i64, i64)> {
-        if let Some(r) = self.emit_tiled_transpose()? {
-            return Ok(r);
-        }
         let m = self.m;
         let cg = self.cg();
         let shapes = inst_leaves(m, self.root)?;
@@ -300,6 +340,9 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         let n = numel(&dims);
         if n == 0 {
             return Ok((0, 1));
+        }
+        if let Some(a) = self.transposed_dim(&dims) {
+            return self.emit_tiled(&dims, a);
         }
         let (start, end) = (self.start, self.end);
         if self.loop_is_flat(&dims) {
