@@ -8,11 +8,14 @@
 //!
 //! - `Loop`: items are output elements (a flat loop when every index is the linear one, so the
 //!   loop vectorizes with no index arithmetic) or output rows (an outer loop over rows and a
-//!   vectorizable inner loop over the last dimension).
+//!   vectorizable inner loop over the last dimension); a root that reads an array through a
+//!   transpose moving its last dimension runs in 32 x 32 tiles instead (items: 32-row blocks).
 //! - `Reduce`: when the last input dimension is kept, items are output rows and the loops run
 //!   over the input in row-major order, accumulating into the output row: the inner loop is
 //!   contiguous and vectorizes, and each output element still sees its inputs in the
-//!   evaluator's order. Otherwise it is a `Loop` over the elemental reduce.
+//!   evaluator's order; sibling reductions of one geometry (a tuple root) share the loops.
+//!   Otherwise it is a `Loop` over the elemental reduce.
+//! - `Row`: see [`crate::row`]; `Gemm` and `Conv` with an epilogue: see [`crate::epilogue`].
 //! - `Dus` in place writes only the update window; `Scatter` and `SelectAndScatter` are
 //!   sequential; `Sort` and `TopK` sort each row's indices with a stable merge sort (the
 //!   evaluator's algorithm, so any comparator gives the same permutation).
