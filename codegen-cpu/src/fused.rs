@@ -836,60 +836,52 @@ pub(crate) fn plan_fusion(m: &Module, comp: CompId) -> R<FusionPlan> {
     let p = Planner::new(m, comp)?;
     let root = m.root(comp);
     let params: HashSet<InstId> = m.params(comp).iter().copied().collect();
-    let mut staged: HashSet<InstId> = HashSet::new();
-    staged.insert(root);
-    // Staging only grows (by at most every instruction), so this ends.
+    if params.contains(&root) {
+        // The fusion returns its operand: no stage at all.
+        return Ok(FusionPlan { stages: Vec::new() });
+    }
+    let mut staged: Vec<InstId> = vec![root];
+    // Every stage is planned with all the others in memory. Planning asks for more stages
+    // (values a kernel cannot absorb, heavy values two kernels would both absorb); staging
+    // only grows, by at most every instruction, so this ends.
     loop {
-        let mut plans: Vec<(InstId, StageHow, Walked)> = Vec::new();
-        let mut grew = false;
-        let mut todo: Vec<InstId> = staged.iter().copied().collect();
-        todo.sort_by_key(|i| std::cmp::Reverse(p.pos[i]));
-        let mut done: HashSet<InstId> = HashSet::new();
-        while let Some(x) = todo.first().copied() {
-            todo.remove(0);
-            if !done.insert(x) {
-                continue;
-            }
-            let mut bound: HashSet<InstId> = staged.clone();
-            bound.remove(&x);
-            bound.extend(params.iter().copied());
-            let (how, w) = p.plan_stage(x, &bound);
-            for &n in &w.needs {
-                if staged.insert(n) {
-                    grew = true;
-                    todo.push(n);
-                }
-            }
-            todo.sort_by_key(|i| std::cmp::Reverse(p.pos[i]));
-            plans.push((x, how, w));
-        }
-        if grew {
-            continue;
-        }
-        // A heavy value absorbed by two kernels is staged instead.
-        let mut count: HashMap<InstId, usize> = HashMap::new();
-        for (_, _, w) in &plans {
-            for &(h, _) in &w.absorbed {
-                *count.entry(h).or_default() += 1;
-            }
-        }
-        let mut dup: Vec<InstId> = count
-            .into_iter()
-            .filter(|&(_, c)| c > 1)
-            .map(|(h, _)| h)
+        let set: HashSet<InstId> = staged.iter().chain(&params).copied().collect();
+        let plans: Vec<(InstId, StageHow, Walked)> = staged
+            .iter()
+            .map(|&x| {
+                let mut bound = set.clone();
+                bound.remove(&x);
+                let (how, w) = p.plan_stage(x, &bound);
+                (x, how, w)
+            })
             .collect();
-        dup.sort_by_key(|i| p.pos[i]);
-        if !dup.is_empty() {
-            staged.extend(dup);
-            continue;
+        let mut more: Vec<InstId> = Vec::new();
+        let mut absorbed_by: HashMap<InstId, usize> = HashMap::new();
+        for (_, _, w) in &plans {
+            more.extend(w.needs.iter().filter(|n| !set.contains(n)));
+            for &(h, _) in &w.absorbed {
+                *absorbed_by.entry(h).or_default() += 1;
+            }
         }
-        plans.sort_by_key(|(x, _, _)| p.pos[x]);
-        return Ok(FusionPlan {
-            stages: plans
+        more.extend(
+            absorbed_by
                 .into_iter()
-                .map(|(inst, how, _)| Stage { inst, how })
-                .collect(),
-        });
+                .filter(|&(_, c)| c > 1)
+                .map(|(h, _)| h),
+        );
+        more.sort_by_key(|i| p.pos[i]);
+        more.dedup();
+        if more.is_empty() {
+            let mut plans = plans;
+            plans.sort_by_key(|(x, _, _)| p.pos[x]);
+            return Ok(FusionPlan {
+                stages: plans
+                    .into_iter()
+                    .map(|(inst, how, _)| Stage { inst, how })
+                    .collect(),
+            });
+        }
+        staged.extend(more);
     }
 }
 

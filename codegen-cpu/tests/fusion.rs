@@ -495,3 +495,33 @@ ENTRY main {{
         "{plan:?}"
     );
 }
+
+#[test]
+fn fusions_that_return_their_operands_move_nothing_they_need_not() {
+    let text = r#"HloModule pass
+same {
+  p = f32[5,3] parameter(0)
+  ROOT q = f32[5,3] parameter(1)
+}
+pair {
+  p = f32[5,3] parameter(0)
+  q = f32[5,3] parameter(1)
+  ROOT t = (f32[5,3], f32[5,3]) tuple(q, p)
+}
+some {
+  p = f32[5,3] parameter(0)
+  e = f32[5,3] exponential(p)
+  ROOT t2 = (f32[5,3], f32[5,3]) tuple(p, e)
+}
+ENTRY main {
+  x = f32[5,3] parameter(0)
+  y = f32[5,3] parameter(1)
+  a = f32[5,3] fusion(x, y), kind=kLoop, calls=same
+  b = (f32[5,3], f32[5,3]) fusion(x, a), kind=kLoop, calls=pair
+  c = (f32[5,3], f32[5,3]) fusion(y), kind=kLoop, calls=some
+  ROOT r = ((f32[5,3], f32[5,3]), (f32[5,3], f32[5,3])) tuple(b, c)
+}
+"#;
+    let plan = check(text);
+    assert_eq!(plan, ["Loop c root=t2 (tuple)"]);
+}
