@@ -41,6 +41,7 @@ mod lower;
 mod math;
 mod minifloat;
 mod ops;
+mod reach;
 mod rng;
 mod row;
 mod runtime;
