@@ -3,10 +3,10 @@
 //! applied to each block right after the block is finished, while it is still in cache.
 //!
 //! The hook is deliberately separate from the micro-kernels: each work item first runs the
-//! core kernel for that one item (its output block: a block of GEMM rows, or a tile of
-//! convolution output pixels, a contiguous range of the core's row-major result), then
-//! computes the root's leaves over that range with the core bound to the memory it was
-//! written to. When an output leaf has the core's element type the core writes straight into
+//! core kernel for that one item (its output block: a rectangle of GEMM rows and columns of one
+//! batch, [`crate::gemm::item_block`], or a tile of convolution output pixels, a contiguous
+//! range of the core's row-major result), then computes the root's leaves over that block with
+//! the core bound to the memory it was written to. When an output leaf has the core's element type the core writes straight into
 //! it and the epilogue overwrites it in place (it reads the core only at the index it writes,
 //! which the planner guarantees), so no scratch is needed; otherwise the core goes to a
 //! scratch buffer of its shape.
@@ -56,34 +56,31 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         let (start, end) = (self.start, self.end);
         let (items, grain) = match m.opcode(core) {
             Opcode::Dot => {
-                let geo = crate::gemm::gemm_geo(m, core).ok_or("dot is not a GEMM")?;
+                let geo = crate::gemm::gemm_geo(m, core, &cg.gemm).ok_or("dot is not a GEMM")?;
                 let pack = *scratch.first().ok_or("gemm without scratch")?;
-                let (mtiles, mc, mm, n) = (geo.mtiles(), geo.mc(), geo.m, geo.n);
+                let (mm, n) = (geo.m, geo.n);
+                let whole_rows = geo.cb == 1;
                 cg.for_range(start, end, |item| {
                     let next = b.build_int_nsw_add(item, cg.c64(1), "next")?;
                     crate::gemm::emit_gemm(cg, &geo, lhs, rhs, c, pack, item, next)?;
-                    // The item's rows of its batch.
-                    let bi = b.build_int_unsigned_div(item, cg.c64(mtiles), "bi")?;
-                    let mt = b.build_int_unsigned_rem(item, cg.c64(mtiles), "mt")?;
-                    let i0 = b.build_int_nsw_mul(mt, cg.c64(mc), "i0")?;
-                    let i1 = crate::gemm::min64(
-                        cg,
-                        b.build_int_nsw_add(i0, cg.c64(mc), "i1")?,
-                        cg.c64(mm),
-                    )?;
-                    let off = b.build_int_nsw_mul(bi, cg.c64(mm * n), "off")?;
-                    let at =
-                        |i: IntValue<'ctx>| -> R<IntValue<'ctx>> {
-                            Ok(b.build_int_nsw_add(
-                                off,
-                                b.build_int_nsw_mul(i, cg.c64(n), "r")?,
-                                "at",
-                            )?)
-                        };
-                    let (lo, hi) = (at(i0)?, at(i1)?);
-                    self.emit_elements(&dims, lo, hi)
+                    // The item's block: rows `i0..i1` and columns `j0..j1` of one batch.
+                    let blk = crate::gemm::item_block(cg, &geo, item)?;
+                    let off = b.build_int_nsw_mul(blk.batch, cg.c64(mm * n), "off")?;
+                    let at = |i: IntValue<'ctx>, j: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+                        let r = b.build_int_nsw_mul(i, cg.c64(n), "r")?;
+                        Ok(b.build_int_nsw_add(off, b.build_int_nsw_add(r, j, "rj")?, "at")?)
+                    };
+                    if whole_rows {
+                        // Whole rows: one contiguous range.
+                        let (lo, hi) = (at(blk.i0, cg.c64(0))?, at(blk.i1, cg.c64(0))?);
+                        return self.emit_elements(&dims, lo, hi);
+                    }
+                    cg.for_range(blk.i0, blk.i1, |i| {
+                        let (lo, hi) = (at(i, blk.j0)?, at(i, blk.j1)?);
+                        self.emit_elements(&dims, lo, hi)
+                    })
                 })?;
-                (geo.items(), 1)
+                (geo.items(), geo.grain())
             }
             Opcode::Convolution => {
                 let geo = crate::conv_fast::conv_fast(m, core).ok_or("not a tiled convolution")?;

@@ -167,6 +167,8 @@ pub(crate) struct Program {
 
 struct Lower<'m> {
     m: &'m Module,
+    /// What the GEMM's scratch size depends on.
+    gemm: &'m crate::gemm::GemmTarget,
     bufs: Vec<Buf>,
     region: u32,
     next_region: u32,
@@ -217,7 +219,7 @@ pub(crate) fn root_kind(m: &Module, id: InstId) -> Option<KernelKind> {
         TopK => KernelKind::TopK,
         RngBitGenerator => KernelKind::Rng,
         CustomCall if is_topk_custom_call(m, id) => KernelKind::TopK,
-        Dot if crate::gemm::gemm_geo(m, id).is_some() => KernelKind::Gemm,
+        Dot if crate::gemm::gemm_geo(m, id, &Default::default()).is_some() => KernelKind::Gemm,
         Convolution if crate::conv_fast::conv_fast(m, id).is_some() => KernelKind::Conv,
         _ if is_elemental(m, id) => KernelKind::Loop,
         _ => return None,
@@ -565,7 +567,7 @@ impl<'m> Lower<'m> {
                     .push(self.new_buf(BufKind::Temp, ArrayShape::new(ElementType::U8, &[bytes])));
             }
             KernelKind::Gemm => {
-                let geo = crate::gemm::gemm_geo(m, core).ok_or("dot is not a GEMM")?;
+                let geo = crate::gemm::gemm_geo(m, core, self.gemm).ok_or("dot is not a GEMM")?;
                 scratch.push(self.new_buf(
                     BufKind::Temp,
                     ArrayShape::new(ElementType::U8, &[geo.scratch_bytes()]),
@@ -685,13 +687,14 @@ impl<'m> Lower<'m> {
 }
 
 /// Lowers the entry computation of `m`.
-pub(crate) fn lower(m: &Module) -> R<Program> {
+pub(crate) fn lower(m: &Module, gemm: &crate::gemm::GemmTarget) -> R<Program> {
     let entry = m.entry();
     if entry.is_none() {
         return Err("the module has no entry computation".into());
     }
     let mut l = Lower {
         m,
+        gemm,
         bufs: Vec::new(),
         region: 0,
         next_region: 0,

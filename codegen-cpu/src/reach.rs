@@ -49,7 +49,7 @@ pub(crate) enum Reach {
 /// Whether `id` is a `dot` the GEMM kernel runs or a `convolution` the tiled kernel runs.
 pub(crate) fn blocked_core(m: &Module, id: InstId) -> bool {
     match m.opcode(id) {
-        Opcode::Dot => crate::gemm::gemm_geo(m, id).is_some(),
+        Opcode::Dot => crate::gemm::gemm_geo(m, id, &Default::default()).is_some(),
         Opcode::Convolution => crate::conv_fast::conv_fast(m, id).is_some(),
         _ => false,
     }

@@ -362,7 +362,9 @@ fn output_fusions_apply_every_kind_of_epilogue_to_finished_blocks() {
             "output 0",
         ),
     ];
-    for (m, k, n) in [(13, 17, 19), (100, 64, 70), (1, 5, 3)] {
+    // The largest splits into blocks of rows and of columns on 8 threads: each block gets
+    // its epilogue.
+    for (m, k, n) in [(13, 17, 19), (100, 64, 70), (1, 5, 3), (64, 128, 515)] {
         for (what, epi, op, into) in cases {
             let epi = epi
                 .replace('M', &m.to_string())
