@@ -145,16 +145,8 @@ fn a_reduction_feeding_a_broadcast_is_computed_once_per_row() {
         );
     }
     // The optimized IR: both reductions and the output loop are vector loops.
-    let m = parse_module(&softmax(&[64], 1024)).expect("parses");
-    let ir = emit_text(&m, &CpuOptions::default(), Emit::LlvmIr).expect("compiles");
-    let (_, _, features) = axle_codegen_cpu::host_target();
-    let v = if features.contains("+avx512f") {
-        "<16 x float>"
-    } else if features.contains("+avx") {
-        "<8 x float>"
-    } else {
-        "<4 x float>"
-    };
+    let ir = kernel_ir(&softmax(&[64], 1024), "f");
+    let v = f32_vector();
     for what in [
         format!("fadd reassoc {v}"),
         format!("@llvm.maximum.v{}f32", &v[1..v.find(' ').unwrap()]),
@@ -526,4 +518,113 @@ ENTRY main {
 "#;
     let plan = check(text);
     assert_eq!(plan, ["Loop c root=t2 (tuple)"]);
+}
+
+/// The vector type of `f32` on this host, as LLVM prints it.
+fn f32_vector() -> &'static str {
+    let (_, _, features) = axle_codegen_cpu::host_target();
+    if features.contains("+avx512f") {
+        "<16 x float>"
+    } else if features.contains("+avx") {
+        "<8 x float>"
+    } else {
+        "<4 x float>"
+    }
+}
+
+/// The optimized IR of kernel `name` (the function `@kN.name`) of `text`.
+fn kernel_ir(text: &str, name: &str) -> String {
+    let m = parse_module(text).expect("parses");
+    let ir = emit_text(&m, &CpuOptions::default(), Emit::LlvmIr).expect("compiles");
+    let mut out = String::new();
+    let mut inside = false;
+    for line in ir.lines() {
+        if line.starts_with("define") {
+            inside = line.contains(&format!(".{name}("));
+        }
+        if inside {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert!(!out.is_empty(), "no kernel {name} in:\n{ir}");
+    out
+}
+
+#[test]
+fn every_kind_of_fusion_kernel_runs_vector_loops() {
+    let v = f32_vector();
+    // A row kernel (layernorm): vector sums, vector stores of the normalized rows.
+    let ln = format!(
+        r#"HloModule ln
+{REDUCERS}
+fused {{
+  x = f32[64,256] parameter(0)
+  z = f32[] constant(0)
+  s1 = f32[64] reduce(x, z), dimensions={{1}}, to_apply=add_f32
+  inv = f32[] constant(0.00390625)
+  invb = f32[64] broadcast(inv), dimensions={{}}
+  mean = f32[64] multiply(s1, invb)
+  mb = f32[64,256] broadcast(mean), dimensions={{0}}
+  d = f32[64,256] subtract(x, mb)
+  d2 = f32[64,256] multiply(d, d)
+  s2 = f32[64] reduce(d2, z), dimensions={{1}}, to_apply=add_f32
+  rs = f32[64] rsqrt(s2)
+  rb = f32[64,256] broadcast(rs), dimensions={{0}}
+  ROOT o = f32[64,256] multiply(d, rb)
+}}
+ENTRY main {{
+  x = f32[64,256] parameter(0)
+  ROOT f = f32[64,256] fusion(x), kind=kInput, calls=fused
+}}
+"#
+    );
+    let ir = kernel_ir(&ln, "f");
+    for what in [
+        format!("fadd reassoc {v}"),
+        format!("fsub {v}"),
+        format!("store {v}"),
+    ] {
+        assert!(ir.contains(&what), "row kernel: no `{what}`:\n{ir}");
+    }
+    // Sibling column reductions: vector adds into the output rows.
+    let cols = format!(
+        r#"HloModule cols
+{REDUCERS}
+fused {{
+  x = f32[128,512] parameter(0)
+  z = f32[] constant(0)
+  a = f32[512] reduce(x, z), dimensions={{0}}, to_apply=add_f32
+  x2 = f32[128,512] multiply(x, x)
+  b = f32[512] reduce(x2, z), dimensions={{0}}, to_apply=add_f32
+  ROOT t = (f32[512], f32[512]) tuple(a, b)
+}}
+ENTRY main {{
+  x = f32[128,512] parameter(0)
+  ROOT f = (f32[512], f32[512]) fusion(x), kind=kInput, calls=fused
+}}
+"#
+    );
+    let ir = kernel_ir(&cols, "f");
+    for what in [format!("fadd {v}"), format!("fmul {v}"), format!("store {v}")] {
+        assert!(ir.contains(&what), "column kernel: no `{what}`:\n{ir}");
+    }
+    // A GEMM epilogue: bias and ReLU over each finished block in vector registers.
+    let epi = dot_epilogue(
+        64,
+        64,
+        256,
+        "  bb = f32[64,256] broadcast(bias), dimensions={1}\n  s = f32[64,256] add(d, bb)\n  \
+         z = f32[] constant(0)\n  zb = f32[64,256] broadcast(z), dimensions={}\n  \
+         ROOT o = f32[64,256] maximum(s, zb)",
+        "f32[64,256]",
+    );
+    let ir = kernel_ir(&epi, "f");
+    for what in [
+        format!("fadd {v}"),
+        format!("fcmp oge {v}"),
+        format!("store {v}"),
+    ] {
+        assert!(ir.contains(&what), "epilogue: no `{what}`:\n{ir}");
+    }
 }
