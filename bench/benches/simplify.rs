@@ -4,7 +4,6 @@
 //! is input instructions per second. Run with `cargo bench -p axle-bench`.
 
 use std::io::Read;
-use std::path::PathBuf;
 
 use axle::ir::{parse_module, Module, PassManagerOptions, VerifyMode};
 use divan::counter::ItemsCount;
@@ -14,14 +13,8 @@ fn main() {
     divan::main();
 }
 
-fn shared() -> PathBuf {
-    std::env::var("AXLE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"))
-}
-
 fn baseline(name: &str) -> Module {
-    let p = shared().join("baseline").join(name);
+    let p = axle_bench::shared_dir().join("baseline").join(name);
     let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     let mut text = String::new();
     flate2::read::GzDecoder::new(&bytes[..])

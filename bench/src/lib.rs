@@ -6,6 +6,14 @@
 #![deny(missing_docs)]
 
 use std::fmt::Write;
+use std::path::PathBuf;
+
+/// The shared reference data: `AXLE_SHARED`, or `../shared` beside the repository.
+pub fn shared_dir() -> PathBuf {
+    std::env::var("AXLE_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"))
+}
 
 /// About how many instructions [`layer_stack`] emits per layer (entry and reducers).
 pub const INSTS_PER_LAYER: usize = 51;

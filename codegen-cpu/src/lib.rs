@@ -33,6 +33,7 @@ mod emit;
 mod epilogue;
 mod error;
 mod fused;
+pub mod fusion_target;
 mod gemm;
 mod host;
 mod jit;
