@@ -606,7 +606,11 @@ ENTRY main {{
 "#
     );
     let ir = kernel_ir(&cols, "f");
-    for what in [format!("fadd {v}"), format!("fmul {v}"), format!("store {v}")] {
+    for what in [
+        format!("fadd {v}"),
+        format!("fmul {v}"),
+        format!("store {v}"),
+    ] {
         assert!(ir.contains(&what), "column kernel: no `{what}`:\n{ir}");
     }
     // A GEMM epilogue: bias and ReLU over each finished block in vector registers.
