@@ -212,7 +212,12 @@ fn emit_kernels<'ctx>(
                     + k.bindings.iter().map(|(_, b)| b.len()).sum::<usize>()
                     + k.scratch.len();
                 *max_bufs = (*max_bufs).max(n);
-                let name = format!("k{}.{}", out.len(), sanitize(m.name(k.origin)));
+                // Instructions the passes made may have no name: the opcode and id then.
+                let origin = match m.name(k.origin) {
+                    "" => format!("{}_{}", m.opcode(k.origin).name(), k.origin.index()),
+                    n => n.to_string(),
+                };
+                let name = format!("k{}.{}", out.len(), sanitize(&origin));
                 let label = format!("{name} ({})", m.opcode(k.root).name());
                 let sig = kernel_signature(m, k);
                 if let Some(&first) = seen.get(&sig) {
