@@ -679,6 +679,21 @@ fn the_cpu_pipeline_merges_row_fusions_into_one_row_kernel() {
         plan[0].starts_with("Row ") && plan[0].contains("passes=[mx,ss][s"),
         "{plan:?}"
     );
+    // A sibling read through a transpose stays a loop kernel of its own (tiled), and the
+    // softmax a row kernel: row kernels read rows, not tiles.
+    let transposed = ROW_SIBLINGS
+        .replace("[2048,256]", "[1024,1024]")
+        .replace("[2048]", "[1024]")
+        .replace(
+            "t = f32[1024,1024] tanh(x)",
+            "xt = f32[1024,1024] transpose(x), dimensions={1,0}\n  t = f32[1024,1024] tanh(xt)",
+        );
+    let mut split = parse_module(&transposed).expect("parses");
+    axle::passes::optimize(&mut split, pipeline, Default::default()).expect("optimizes");
+    let plan = axle_codegen_cpu::kernel_plan(&split).expect("plans");
+    assert_eq!(plan.len(), 2, "{plan:?}");
+    assert!(plan.iter().any(|k| k.starts_with("Loop ")), "{plan:?}");
+    assert!(plan.iter().any(|k| k.starts_with("Row ")), "{plan:?}");
     let args = axle::run::generate_inputs(&m, 3);
     let run = |threads| {
         let opts = CpuOptions {

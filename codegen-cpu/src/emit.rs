@@ -16,6 +16,7 @@ use inkwell::IntPredicate;
 
 use crate::cg::Cg;
 use crate::error::{Fail, R};
+use crate::fused::inst_label;
 use crate::kernels::{attribute, emit_kernel, Emitted};
 use crate::lower::{BufId, BufKind, Program, Thunk};
 use crate::signature::kernel_signature;
@@ -212,12 +213,7 @@ fn emit_kernels<'ctx>(
                     + k.bindings.iter().map(|(_, b)| b.len()).sum::<usize>()
                     + k.scratch.len();
                 *max_bufs = (*max_bufs).max(n);
-                // Instructions the passes made may have no name: the opcode and id then.
-                let origin = match m.name(k.origin) {
-                    "" => format!("{}_{}", m.opcode(k.origin).name(), k.origin.index()),
-                    n => n.to_string(),
-                };
-                let name = format!("k{}.{}", out.len(), sanitize(&origin));
+                let name = format!("k{}.{}", out.len(), sanitize(&inst_label(m, k.origin)));
                 let label = format!("{name} ({})", m.opcode(k.root).name());
                 let sig = kernel_signature(m, k);
                 if let Some(&first) = seen.get(&sig) {

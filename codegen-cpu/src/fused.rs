@@ -47,6 +47,15 @@ use crate::reach::{
     operand_reach, Class, Reach,
 };
 
+/// The name of instruction `id` in kernel names and plans: its own, or for instructions the
+/// passes made without one, its opcode and id (`fusion_81`).
+pub(crate) fn inst_label(m: &Module, id: InstId) -> String {
+    match m.name(id) {
+        "" => format!("{}_{}", m.opcode(id).name(), id.index()),
+        n => n.to_string(),
+    }
+}
+
 /// How a kernel computes its root beyond what its [`KernelKind`] says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum KernelPlan {
@@ -683,12 +692,12 @@ pub(crate) fn reached_bound(
 /// A one-line description of kernel `k`: its kind, the instruction it came from, its root
 /// and its plan (with instructions by name), as [`crate::kernel_plan`] lists it.
 pub(crate) fn describe(m: &Module, k: &Kernel) -> String {
-    let name = |i: &InstId| m.name(*i).to_string();
+    let name = |i: &InstId| inst_label(m, *i);
     let mut s = format!(
         "{:?} {} root={} ({})",
         k.kind,
-        m.name(k.origin),
-        m.name(k.root),
+        inst_label(m, k.origin),
+        inst_label(m, k.root),
         m.opcode(k.root).name()
     );
     match &k.plan {

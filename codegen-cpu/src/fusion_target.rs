@@ -53,12 +53,51 @@ fn computed(m: &Module, i: InstId) -> InstId {
     i
 }
 
-/// Whether `i` is a value the fusion planner can make one loop nest of together with others:
-/// an array that is not a `dot` or `convolution` (output fusions keep their epilogue to
-/// themselves; the planner would stage a second matrix kernel anyway).
-fn loop_value(m: &Module, i: InstId) -> bool {
-    m.array_shape(i).is_some()
-        && !matches!(m.opcode(computed(m, i)), Opcode::Dot | Opcode::Convolution)
+/// What a part of a would-be multi-output fusion computes.
+#[derive(Clone, Copy, Default)]
+struct Part {
+    /// A `dot` or `convolution` anywhere.
+    matrix: bool,
+    /// A `reduce` other than the root (a row fusion).
+    inner_reduce: bool,
+    /// A `transpose` that moves the last dimension (a loop kernel reads it in tiles; a row
+    /// kernel would stride through memory).
+    transposes_last: bool,
+}
+
+/// What `i` (an instruction, or a fusion's body) computes, or `None` for a body too large to
+/// walk cheaply (fused bodies are small: a list is the cheapest visited set).
+fn part(m: &Module, i: InstId) -> Option<Part> {
+    let root = computed(m, i);
+    let mut out = Part::default();
+    let mut stack = vec![root];
+    let mut seen: Vec<InstId> = Vec::new();
+    while let Some(x) = stack.pop() {
+        if seen.contains(&x) {
+            continue;
+        }
+        if seen.len() >= 512 {
+            return None;
+        }
+        seen.push(x);
+        match m.opcode(x) {
+            Opcode::Dot | Opcode::Convolution => out.matrix = true,
+            Opcode::Reduce if x != root => out.inner_reduce = true,
+            Opcode::Transpose => {
+                let last = m.ints_attr(x, &AttrKey::Dimensions).and_then(|p| {
+                    let n = p.len().checked_sub(1)?;
+                    Some(p[n] as usize != n)
+                });
+                out.transposes_last |= last.unwrap_or(true);
+            }
+            _ => {}
+        }
+        // An unfused instruction is the part itself: its operands are outside.
+        if root != i {
+            stack.extend_from_slice(m.operands(x));
+        }
+    }
+    Some(out)
 }
 
 /// Whether `short` is a reduction of an input of dimensions `full` over its minor dimensions
@@ -133,12 +172,25 @@ impl FusionTarget for CpuFusionTarget {
         let (Some(sa), Some(sb)) = (m.array_shape(a), m.array_shape(b)) else {
             return false;
         };
-        if !loop_value(m, a) || !loop_value(m, b) {
+        let (Some(pa), Some(pb)) = (part(m, a), part(m, b)) else {
+            return false;
+        };
+        if pa.matrix || pb.matrix {
             return false;
         }
-        // One loop nest over equal dimensions (element or row loops, or sibling column
-        // reductions), or a row kernel over the longer value's dimensions that also writes
-        // the shorter one, a reduction of its rows, once per row.
+        // Equal dimensions without row fusions: one element loop (tiled where it reads
+        // through a transpose) or sibling column reductions.
+        let rows = pa.inner_reduce || pb.inner_reduce;
+        if sa.dims == sb.dims && !rows {
+            return true;
+        }
+        // Otherwise one row kernel: over equal dimensions, computing every part's row
+        // reductions once per row, or over the longer value's dimensions, also writing the
+        // shorter one, a reduction of its rows. Row kernels are not tiled, so no part may
+        // read through a transpose of the last dimension.
+        if pa.transposes_last || pb.transposes_last {
+            return false;
+        }
         let (short, long) = if sa.dims.len() <= sb.dims.len() {
             (a, &sb.dims)
         } else {
