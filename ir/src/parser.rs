@@ -1222,6 +1222,14 @@ impl<'a> Parser<'a> {
         pending_comps: &mut Vec<PendingComp<'a>>,
         pending_ctrl: &mut Vec<PendingCtrl<'a>>,
     ) -> PResult<AttrValue> {
+        // A scalar's padding has no dimensions: the printer (like XLA's) writes `padding=` with
+        // nothing before the next attribute or the end of the line.
+        let rest = self.src[self.pos..].trim_start_matches([' ', '\t']);
+        if key.kind() == AttrKind::Padding
+            && (rest.is_empty() || rest.starts_with([',', '\n', '\r', '}']))
+        {
+            return Ok(AttrValue::Padding(Box::new([])));
+        }
         self.skip_ws();
         let vloc = self.loc();
         let bad = |p: &Self, what: &str| {
