@@ -223,6 +223,24 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         Ok(())
     }
 
+    /// Computes the root at coordinates `multi` (linear offset `lin`) inside the scope the
+    /// caller pushed, closes that scope, and stores the root's leaves at `lin`.
+    fn gen_and_store(
+        &mut self,
+        shapes: &[ArrayShape],
+        multi: Vec<IntValue<'ctx>>,
+        lin: IntValue<'ctx>,
+    ) -> R<()> {
+        let idx = Index {
+            id: self.g.fresh_id(),
+            multi,
+            linear: lin,
+        };
+        let v = self.g.gen(self.root, &idx)?;
+        self.g.pop_scope();
+        self.store_leaves(shapes, &v, lin)
+    }
+
     /// The output dimension to tile with the last one when the root reads an array through a
     /// transpose that moves its last dimension elsewhere (reading it row by row would stride
     /// through memory): the first such transpose met walking from the root's leaves through
@@ -316,14 +334,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                         multi[a] = i;
                         multi[last] = j;
                         let lin = b.build_int_nsw_add(row, j, "lin")?;
-                        let idx = Index {
-                            id: self.g.fresh_id(),
-                            multi,
-                            linear: lin,
-                        };
-                        let v = self.g.gen(root, &idx)?;
-                        self.g.pop_scope();
-                        self.store_leaves(&shapes, &v, lin)
+                        self.gen_and_store(&shapes, multi, lin)
                     })?;
                     self.g.pop_scope();
                     Ok(())
@@ -418,14 +429,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 let mut multi = oi.multi.clone();
                 multi.push(j);
                 let lin = b.build_int_nsw_add(base, j, "lin")?;
-                let idx = Index {
-                    id: self.g.fresh_id(),
-                    multi,
-                    linear: lin,
-                };
-                let v = self.g.gen(root, &idx)?;
-                self.g.pop_scope();
-                self.store_leaves(&shapes, &v, lin)
+                self.gen_and_store(&shapes, multi, lin)
             })?;
             self.g.pop_scope();
             Ok(())
