@@ -445,17 +445,20 @@ impl<'a> Parser<'a> {
                     return Ok(out);
                 }
                 b'\\' => {
-                    let c = self.peek_at(1);
-                    self.pos += 2;
+                    // The escaped character may take several bytes; the position stays on a
+                    // character boundary.
+                    self.pos += 1;
+                    let Some(c) = self.src[self.pos..].chars().next() else {
+                        return Err(self.err_at(start_loc, "unterminated string"));
+                    };
+                    self.pos += c.len_utf8();
                     match c {
-                        b'n' => out.push('\n'),
-                        b't' => out.push('\t'),
-                        b'"' => out.push('"'),
-                        b'\\' => out.push('\\'),
-                        b'\'' => out.push('\''),
+                        'n' => out.push('\n'),
+                        't' => out.push('\t'),
+                        '"' | '\\' | '\'' => out.push(c),
                         other => {
                             out.push('\\');
-                            out.push(other as char);
+                            out.push(other);
                         }
                     }
                 }
