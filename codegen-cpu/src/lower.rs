@@ -4,8 +4,9 @@
 //! `opt-barrier`, row-major `reshape`/`bitcast` and `call` move no data, they only rearrange
 //! trees (`call` is inlined, so every call site gets its own buffers). Every other instruction
 //! becomes a [`Thunk`]: a kernel (one loop nest writing the instruction's buffers), a copy, or
-//! control flow (`while`, `conditional`) holding nested thunk lists. A `fusion` whose computation
-//! can be emitted elementally is one kernel; any other fusion is inlined like a call.
+//! control flow (`while`, `conditional`) holding nested thunk lists. A `fusion` runs as
+//! [`crate::fused`] plans it: staged inner values first (each a kernel, or lowered as an
+//! unfused instruction), then the kernel of its root.
 //!
 //! After lowering, [`Program::finish`] computes buffer liveness over the program order (nested
 //! regions included), decides which `dynamic-update-slice` and `scatter` kernels update their
@@ -21,6 +22,7 @@ use axle_ir::{
 use crate::buffers::{assign, BufferPlan, Interval};
 use crate::elemental::{bitcast_is_reshape, comp_is_elemental, inst_leaves, is_elemental};
 use crate::error::{at, Fail, R};
+use crate::fused::{plan_fusion, reached_bound, KernelPlan, StageHow};
 use crate::host::HostCall;
 
 /// A buffer id.
@@ -79,8 +81,12 @@ impl VTree {
 pub(crate) enum KernelKind {
     /// One loop nest over the root's elements, every leaf computed elementally.
     Loop,
-    /// A `reduce` root, with a loop order that keeps the evaluator's accumulation order.
+    /// `reduce` roots keeping the last input dimension (siblings of one geometry), with a loop
+    /// order that keeps the evaluator's accumulation order.
     Reduce,
+    /// Rows: reductions over the minor dimensions once per row, then the row's outputs
+    /// ([`crate::fused::RowPlan`]).
+    Row,
     /// A `dynamic-update-slice` root (in place when allowed).
     Dus,
     /// A `scatter` root (in place when allowed).
@@ -91,9 +97,11 @@ pub(crate) enum KernelKind {
     Sort,
     /// A `topk` root or the `TopK` custom call.
     TopK,
-    /// An `f32`/`f64` `dot` of buffers, as a blocked GEMM.
+    /// An `f32`/`f64` `dot` of buffers, as a blocked GEMM (with an epilogue when its plan
+    /// says so).
     Gemm,
-    /// An `f32`/`f64` `convolution` of buffers, register-tiled.
+    /// An `f32`/`f64` `convolution` of buffers, register-tiled (with an epilogue when its plan
+    /// says so).
     Conv,
     /// An `rng-bit-generator` root: items are block calls of its generator.
     Rng,
@@ -103,6 +111,8 @@ pub(crate) enum KernelKind {
 #[derive(Clone, Debug)]
 pub(crate) struct Kernel {
     pub kind: KernelKind,
+    /// What the kind needs beyond the root (row passes, an epilogue's core).
+    pub plan: KernelPlan,
     pub root: InstId,
     /// Instructions bound to buffers (fusion parameters, or an unfused instruction's operands).
     pub bindings: Vec<(InstId, Vec<BufId>)>,
@@ -114,8 +124,8 @@ pub(crate) struct Kernel {
     pub in_place: bool,
     /// The HLO instruction it came from (for names and errors).
     pub origin: InstId,
-    /// Scratch memory the kernel needs (sorts).
-    pub scratch: Option<BufId>,
+    /// Scratch memory the kernel needs (sorts, GEMM packing, an epilogue's core result).
+    pub scratch: Vec<BufId>,
 }
 
 /// One step of the program.
@@ -198,7 +208,7 @@ pub(crate) fn order(m: &Module, comp: CompId) -> R<Vec<InstId>> {
 }
 
 /// The kernel kind for a root instruction, if it has one.
-fn root_kind(m: &Module, id: InstId) -> Option<KernelKind> {
+pub(crate) fn root_kind(m: &Module, id: InstId) -> Option<KernelKind> {
     use Opcode::*;
     Some(match m.opcode(id) {
         Reduce => KernelKind::Reduce,
@@ -230,66 +240,6 @@ fn applied_comps(m: &Module, id: InstId) -> Vec<CompId> {
         Opcode::Fusion | Opcode::Call | Opcode::While | Opcode::Conditional => Vec::new(),
         _ => m.called_comps(id),
     }
-}
-
-/// Whether a fused computation can become one kernel: its root has a kernel kind, everything
-/// else is elemental, and a tuple root's leaves share their dimensions.
-fn fusion_kernel_kind(m: &Module, comp: CompId) -> Option<KernelKind> {
-    let root = m.root(comp);
-    let mut kind = root_kind(m, root)?;
-    if matches!(kind, KernelKind::Gemm | KernelKind::Conv)
-        && !m
-            .operands(root)
-            .iter()
-            .all(|&o| m.opcode(o) == Opcode::Parameter)
-    {
-        kind = KernelKind::Loop;
-    }
-    for c in applied_comps(m, root) {
-        if !comp_is_elemental(m, c) {
-            return None;
-        }
-    }
-    for &o in m.operands(root) {
-        if !subgraph_elemental(m, o) {
-            return None;
-        }
-    }
-    if kind == KernelKind::Loop {
-        if !comp_is_elemental(m, comp) {
-            return None;
-        }
-        let leaves = inst_leaves(m, root).ok()?;
-        if leaves.is_empty() || leaves.iter().any(|l| l.dims != leaves[0].dims) {
-            return None;
-        }
-    }
-    Some(kind)
-}
-
-/// Whether everything `id` depends on is elemental.
-fn subgraph_elemental(m: &Module, id: InstId) -> bool {
-    let mut stack = vec![id];
-    let mut seen = std::collections::HashSet::new();
-    while let Some(i) = stack.pop() {
-        if !seen.insert(i) {
-            continue;
-        }
-        if !is_elemental(m, i) {
-            return false;
-        }
-        if matches!(
-            m.opcode(i),
-            Opcode::Reduce | Opcode::ReduceWindow | Opcode::Map
-        ) {
-            match m.comp_attr(i, &AttrKey::ToApply) {
-                Some(c) if comp_is_elemental(m, c) => {}
-                _ => return false,
-            }
-        }
-        stack.extend_from_slice(m.operands(i));
-    }
-    true
 }
 
 impl<'m> Lower<'m> {
@@ -438,19 +388,7 @@ impl<'m> Lower<'m> {
                     .comp_attr(id, &AttrKey::Calls)
                     .ok_or("fusion needs calls")?;
                 let args = ops.iter().map(val).collect::<R<Vec<_>>>()?;
-                match fusion_kernel_kind(m, c) {
-                    Some(kind) => {
-                        let params = m.params(c);
-                        let bindings: Vec<(InstId, Vec<BufId>)> = params
-                            .iter()
-                            .zip(&args)
-                            .filter(|(p, _)| !p.is_none())
-                            .map(|(&p, a)| (p, a.leaves()))
-                            .collect();
-                        self.kernel(kind, m.root(c), id, bindings, out)
-                    }
-                    None => self.lower_comp(c, args, out),
-                }
+                self.lower_fusion(id, c, args, out)
             }
             While => self.lower_while(id, val(&ops[0])?, out),
             Conditional => {
@@ -498,9 +436,53 @@ impl<'m> Lower<'m> {
                     }
                     bindings.push((*o, val(o)?.leaves()));
                 }
-                self.kernel(kind, id, id, bindings, out)
+                self.kernel(kind, KernelPlan::Plain, id, id, bindings, out)
             }
         }
+    }
+
+    /// A fusion as [`plan_fusion`] plans it: each stage in order, reading the parameters and
+    /// the earlier stages from their buffers.
+    fn lower_fusion(
+        &mut self,
+        id: InstId,
+        comp: CompId,
+        args: Vec<VTree>,
+        out: &mut Vec<Thunk>,
+    ) -> R<VTree> {
+        let m = self.m;
+        self.depth += 1;
+        if self.depth > 64 {
+            return Err("computations nest more than 64 deep".into());
+        }
+        let params = m.params(comp);
+        if args.len() != params.len() {
+            return Err("fusion operands do not match its computation's parameters".into());
+        }
+        let plan = plan_fusion(m, comp)?;
+        let mut vals: HashMap<InstId, VTree> = HashMap::new();
+        for (&p, a) in params.iter().zip(args) {
+            if !p.is_none() {
+                vals.insert(p, a);
+            }
+        }
+        for st in &plan.stages {
+            let v = match &st.how {
+                StageHow::Unfused => self
+                    .lower_inst(st.inst, &vals, out)
+                    .map_err(|f| at(m, st.inst, f))?,
+                StageHow::Kernel(kind, kplan) => {
+                    let x = st.inst;
+                    let reads = reached_bound(m, x, &|i| i != x && vals.contains_key(&i));
+                    let bindings = reads.iter().map(|&i| (i, vals[&i].leaves())).collect();
+                    self.kernel(*kind, kplan.clone(), x, id, bindings, out)?
+                }
+            };
+            vals.insert(st.inst, v);
+        }
+        self.depth -= 1;
+        vals.remove(&m.root(comp))
+            .ok_or_else(|| "the fused root was not lowered".into())
     }
 
     /// A call into the runtime library. Its results may be complex: the library writes them,
@@ -549,16 +531,19 @@ impl<'m> Lower<'m> {
         }
     }
 
+    /// A kernel computing `root` (the instruction whose shape its outputs have) from
+    /// `bindings`, attributed to `origin`.
     fn kernel(
         &mut self,
         kind: KernelKind,
+        plan: KernelPlan,
         root: InstId,
         origin: InstId,
         bindings: Vec<(InstId, Vec<BufId>)>,
         out: &mut Vec<Thunk>,
     ) -> R<VTree> {
         let m = self.m;
-        let tree = self.temps_for(origin)?;
+        let tree = self.temps_for(root)?;
         let outputs = tree.leaves();
         let in_place_candidate = match kind {
             KernelKind::Dus | KernelKind::Scatter => {
@@ -570,22 +555,38 @@ impl<'m> Lower<'m> {
             }
             _ => None,
         };
-        let scratch = match kind {
+        let mut scratch = Vec::new();
+        let core = match &plan {
+            KernelPlan::Epilogue(e) => e.core,
+            _ => root,
+        };
+        match kind {
             KernelKind::Sort | KernelKind::TopK => {
                 let bytes = crate::kernels::sort_scratch_bytes(m, root)?;
-                Some(self.new_buf(BufKind::Temp, ArrayShape::new(ElementType::U8, &[bytes])))
+                scratch
+                    .push(self.new_buf(BufKind::Temp, ArrayShape::new(ElementType::U8, &[bytes])));
             }
             KernelKind::Gemm => {
-                let geo = crate::gemm::gemm_geo(m, root, self.gemm).ok_or("dot is not a GEMM")?;
-                Some(self.new_buf(
+                let geo = crate::gemm::gemm_geo(m, core, self.gemm).ok_or("dot is not a GEMM")?;
+                scratch.push(self.new_buf(
                     BufKind::Temp,
                     ArrayShape::new(ElementType::U8, &[geo.scratch_bytes()]),
-                ))
+                ));
             }
-            _ => None,
-        };
+            _ => {}
+        }
+        if let KernelPlan::Epilogue(e) = &plan {
+            if e.c_leaf.is_none() {
+                let shape = m
+                    .array_shape(core)
+                    .ok_or("the core is not an array")?
+                    .clone();
+                scratch.push(self.new_buf(BufKind::Temp, shape));
+            }
+        }
         out.push(Thunk::Kernel(Box::new(Kernel {
             kind,
+            plan,
             root,
             bindings,
             outputs,
@@ -967,7 +968,8 @@ fn walk(p: &Program, thunks: &[Thunk], pos: &mut u32, live: &mut Live, kpos: &mu
     }
 }
 
-fn visit_kernels(thunks: &[Thunk], f: &mut dyn FnMut(&Kernel)) {
+/// Calls `f` on every kernel of `thunks` in program order, nested ones included.
+pub(crate) fn visit_kernels(thunks: &[Thunk], f: &mut dyn FnMut(&Kernel)) {
     for t in thunks {
         match t {
             Thunk::Kernel(k) => f(k),
