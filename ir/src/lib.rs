@@ -21,6 +21,7 @@ pub mod pass_manager;
 pub mod passes;
 pub mod pipeline;
 pub mod printer;
+pub mod schedule;
 pub mod shape_inference;
 pub mod types;
 pub mod verify;
@@ -44,6 +45,7 @@ pub use pass_manager::{
 };
 pub use pipeline::{Pipeline, PipelineError, PipelineItem};
 pub use printer::print_module;
+pub use schedule::Schedule;
 pub use shape_inference::{infer_shape, OwnedShape, ProgramShape, ShapeError};
 pub use types::{
     ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,
