@@ -2,6 +2,7 @@
 //!
 //! This facade re-exports the IR and analysis crates and holds the backend plug-in interface
 //! ([`backend`]), the built-in backends ([`interpreter`], [`cpu`]), `axle bench` ([`mod@bench`]),
+//! `axle buffers` ([`mod@buffers`]),
 //! the `run` driver ([`run`]), the full pass registry and standard pipelines ([`passes`]),
 //! pass-order exploration ([`explore`]) and what the `axle` command-line tool shares with library
 //! users.
@@ -9,6 +10,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod buffers;
 pub mod cpu;
 pub mod explore;
 pub mod interpreter;
@@ -18,6 +20,7 @@ pub mod run;
 pub use axle_analysis as analysis;
 pub use axle_fusion as fusion;
 pub use axle_ir as ir;
+pub use axle_schedule as schedule;
 
 use std::fmt::Write;
 use std::time::Duration;

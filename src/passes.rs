@@ -37,13 +37,15 @@ pub fn standard_pipeline(name: &str) -> Option<&'static str> {
     PIPELINES.iter().find(|p| p.name == name).map(|p| p.text)
 }
 
-/// Every registered pass: the IR crate's utility passes and the simplification passes.
+/// Every registered pass: the IR crate's utility passes, the simplification passes and the
+/// scheduling passes.
 pub fn registry() -> &'static PassRegistry {
     static REGISTRY: OnceLock<PassRegistry> = OnceLock::new();
     REGISTRY.get_or_init(|| {
         let mut reg = PassRegistry::new();
         axle_ir::passes::register(&mut reg);
         axle_fusion::register(&mut reg);
+        axle_schedule::register(&mut reg);
         reg
     })
 }
