@@ -350,3 +350,93 @@ impl IntervalTree {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quickcheck::{QuickCheck, TestResult};
+
+    fn blocks(raw: &[(u16, u8, u8)]) -> Vec<Block> {
+        raw.iter()
+            .map(|&(size, s, len)| Block {
+                size: size as u64 % 5000,
+                start: s as u32,
+                end: s as u32 + len as u32 % 40,
+            })
+            .collect()
+    }
+
+    /// Every strategy that finishes places blocks live together apart, aligned, within its
+    /// reported size, and no smaller than the peak of live bytes.
+    fn placements_are_valid(raw: Vec<(u16, u8, u8)>) -> TestResult {
+        let bs = blocks(&raw);
+        let peak = {
+            let mut best = 0;
+            for t in 0..300u32 {
+                let live: u64 = bs
+                    .iter()
+                    .filter(|b| b.start <= t && t <= b.end)
+                    .map(|b| b.size)
+                    .sum();
+                best = best.max(live);
+            }
+            best
+        };
+        let runs = [
+            best_fit(&bs, 64, Strategy::BestFitBySize),
+            best_fit(&bs, 64, Strategy::BestFitByLength),
+            first_fit(&bs, 64),
+        ];
+        for p in runs.into_iter().flatten() {
+            for (i, a) in bs.iter().enumerate() {
+                let oa = p.offsets[i];
+                if a.size > 0 && (oa % 64 != 0 || oa + a.size > p.size) {
+                    return TestResult::error(format!("block {i} misplaced: {p:?}"));
+                }
+                for (j, b) in bs.iter().enumerate().skip(i + 1) {
+                    let ob = p.offsets[j];
+                    let time = a.start <= b.end && b.start <= a.end;
+                    let space = oa < ob + b.size && ob < oa + a.size;
+                    if a.size > 0 && b.size > 0 && time && space {
+                        return TestResult::error(format!("blocks {i} and {j} overlap"));
+                    }
+                }
+            }
+            if p.size < peak {
+                return TestResult::error(format!("{} below the peak {peak}", p.size));
+            }
+        }
+        TestResult::passed()
+    }
+
+    #[test]
+    fn placements_never_overlap() {
+        QuickCheck::new()
+            .tests(300)
+            .quickcheck(placements_are_valid as fn(Vec<(u16, u8, u8)>) -> TestResult);
+    }
+
+    #[test]
+    fn disjoint_lifetimes_share_memory() {
+        let bs = [
+            Block {
+                size: 100,
+                start: 0,
+                end: 2,
+            },
+            Block {
+                size: 100,
+                start: 3,
+                end: 5,
+            },
+            Block {
+                size: 64,
+                start: 1,
+                end: 4,
+            },
+        ];
+        let r = simulate(&bs, 64);
+        assert_eq!(r.placement.size, 64 + 100);
+        assert_eq!(r.placement.offsets[0], r.placement.offsets[1]);
+    }
+}
