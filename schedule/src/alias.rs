@@ -51,7 +51,9 @@ pub struct Aliases {
     count: Vec<u32>,
     read_only: Vec<bool>,
     fixed: Vec<bool>,
-    handoffs: HashSet<(ValueId, ValueId, u32)>,
+    /// Registered handoffs by ending value (CSR): `(starting value, position)`.
+    handoff_off: Vec<u32>,
+    handoffs: Vec<(ValueId, u32)>,
     /// Merges made, by kind: in place, loop init, loop back, branch outputs.
     pub merged: [u64; 4],
 }
@@ -149,7 +151,8 @@ impl Aliases {
             count: vec![1; nv],
             read_only,
             fixed,
-            handoffs: HashSet::new(),
+            handoff_off: Vec::new(),
+            handoffs: Vec::new(),
             merged: [0; 4],
         };
         let by_comp = m.insts_by_comp();
@@ -165,9 +168,20 @@ impl Aliases {
         for &i in p.sequence() {
             plan.handoffs_at(i, &mut steps);
         }
-        for &(u, v, pos, _) in &steps {
-            a.handoffs.insert((u, v, pos));
+        let mut off = vec![0u32; nv + 1];
+        for &(u, ..) in &steps {
+            off[u as usize + 1] += 1;
         }
+        for k in 0..nv {
+            off[k + 1] += off[k];
+        }
+        let mut fill = off.clone();
+        a.handoffs = vec![(0, 0); steps.len()];
+        for &(u, v, pos, _) in &steps {
+            a.handoffs[fill[u as usize] as usize] = (v, pos);
+            fill[u as usize] += 1;
+        }
+        a.handoff_off = off;
         for (u, v, _, kind) in steps {
             if a.try_merge(p, live, u, v) {
                 a.merged[kind] += 1;
@@ -218,8 +232,17 @@ impl Aliases {
             return false;
         }
         // They touch at `lo`: one ends there and the other begins there, at a handoff.
-        (x.1 == lo && y.0 == lo && self.handoffs.contains(&(x.2, y.2, lo)))
-            || (y.1 == lo && x.0 == lo && self.handoffs.contains(&(y.2, x.2, lo)))
+        (x.1 == lo && y.0 == lo && self.is_handoff(x.2, y.2, lo))
+            || (y.1 == lo && x.0 == lo && self.is_handoff(y.2, x.2, lo))
+    }
+
+    /// Whether `u` ending at `pos` hands its memory to `v` there.
+    fn is_handoff(&self, u: ValueId, v: ValueId, pos: u32) -> bool {
+        let (s, e) = (
+            self.handoff_off[u as usize] as usize,
+            self.handoff_off[u as usize + 1] as usize,
+        );
+        self.handoffs[s..e].contains(&(v, pos))
     }
 
     /// Whether the sets `a` and `b` (roots) may share a buffer.

@@ -136,11 +136,11 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
 
     // 1. One buffer per set, numbered in order of the sets' first values.
     let mut value_buffer = vec![BufferId::NONE; nv];
-    let mut root_buffer: HashMap<ValueId, BufferId> = HashMap::new();
+    let mut root_buffer = vec![BufferId::NONE; nv];
     let mut buffers: Vec<Buffer> = Vec::new();
     for v in 0..nv as u32 {
         let r = aliases.find(v);
-        let b = *root_buffer.entry(r).or_insert_with(|| {
+        if root_buffer[r as usize].is_none() {
             buffers.push(Buffer {
                 memory: Memory::Temp { offset: 0 },
                 role: Role::Values,
@@ -148,8 +148,9 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
                 span: (u32::MAX, 0),
                 values: Vec::new(),
             });
-            BufferId::new(buffers.len() - 1)
-        });
+            root_buffer[r as usize] = BufferId::new(buffers.len() - 1);
+        }
+        let b = root_buffer[r as usize];
         value_buffer[v as usize] = b;
         let val = program.value(v);
         let buf = &mut buffers[b.index()];

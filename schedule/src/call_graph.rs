@@ -78,6 +78,7 @@ impl CallGraph {
         let mut sites: Vec<Vec<CallSite>> = vec![Vec::new(); n];
         let mut g: DiGraph<CompId, ()> = DiGraph::with_capacity(n, n);
         let nodes: Vec<NodeIndex> = (0..n).map(|c| g.add_node(CompId::new(c))).collect();
+        let mut edges: Vec<(u32, u32)> = Vec::new();
         for (c, insts) in m.insts_by_comp().iter().enumerate() {
             if !m.is_live_comp(CompId::new(c)) {
                 continue;
@@ -88,9 +89,15 @@ impl CallGraph {
                         continue;
                     }
                     sites[callee.index()].push(CallSite { inst: i, kind });
-                    g.update_edge(nodes[c], nodes[callee.index()], ());
+                    edges.push((c as u32, callee.index() as u32));
                 }
             }
+        }
+        // One edge per caller and callee (petgraph's update_edge would scan every edge).
+        edges.sort_unstable();
+        edges.dedup();
+        for (a, b) in edges {
+            g.add_edge(nodes[a as usize], nodes[b as usize], ());
         }
         let order = petgraph::algo::toposort(&g, None).map_err(|_| {
             let cycle = petgraph::algo::tarjan_scc(&g)

@@ -1,10 +1,9 @@
-//! A computation as the schedulers see it: its instructions with dense local indices, the
-//! module's dependency graph and memory model, and reusable scratch for one worker.
+//! A computation as the schedulers see it: its instructions with dense local indices, and the
+//! module's dependency graph and memory model.
 //!
 //! Local index `k` of an instruction is its position in the computation's creation-order list;
 //! per-computation arrays are indexed by it, so a scheduler's work is proportional to its
-//! computation, never to the module. [`Scratch`] is one worker's module-sized buffer table,
-//! left as it was found after every use.
+//! computation, never to the module.
 
 use axle_ir::{CompId, InstId, Module};
 
@@ -65,20 +64,5 @@ impl<'a, 'm> CompView<'a, 'm> {
     /// The computation's root.
     pub fn root(&self) -> InstId {
         self.view.m.root(self.comp)
-    }
-}
-
-/// A worker's scratch: one counter per memory-model buffer, all `u32::MAX` between uses.
-pub struct Scratch {
-    /// Remaining-user counters, indexed by buffer.
-    pub remaining: Vec<u32>,
-}
-
-impl Scratch {
-    /// Scratch for `model`.
-    pub fn new(model: &MemoryModel) -> Scratch {
-        Scratch {
-            remaining: vec![u32::MAX; model.num_buffers()],
-        }
     }
 }

@@ -2,13 +2,12 @@
 //! (operands and control predecessors) and successors (users and control successors), as flat
 //! CSR arrays indexed by instruction id.
 //!
-//! Successors come from the users table ([`axle_analysis::Users`]) plus the control edges.
-//! Both lists are deduplicated (`multiply(x, x)` is one edge) and keep only live instructions of
+//! Successors are the predecessor lists inverted: the users table (as [`axle_analysis::Users`]
+//! builds it, by counting then filling) plus the control edges. Both lists are deduplicated (`multiply(x, x)` is one edge) and keep only live instructions of
 //! the same computation, so a computation's graph is the restriction of the module's to its
 //! instructions. Predecessors are in operand order, control predecessors after; successors in
 //! instruction id order. Building it is linear in the module.
 
-use axle_analysis::Users;
 use axle_ir::{InstId, Module};
 
 /// Predecessors and successors of every instruction.
@@ -21,79 +20,91 @@ pub struct DepGraph {
 }
 
 impl DepGraph {
-    /// The dependency graph of `m`, with `users` the users table of `m`.
-    pub fn new(m: &Module, users: &Users) -> DepGraph {
+    /// The dependency graph of `m`. Successors are the predecessor lists inverted (the users
+    /// table restricted to live users of the same computation, plus control successors), in
+    /// instruction id order.
+    pub fn new(m: &Module) -> DepGraph {
         let cap = m.inst_capacity();
-        let live = m.live_ids();
-        let edge = |from: InstId, to: InstId| {
-            !from.is_none()
-                && from.index() < cap
-                && m.is_live(from)
-                && m.parent(from) == m.parent(to)
-        };
         let mut pred_off = vec![0u32; cap + 1];
-        let mut preds = Vec::with_capacity(live.len() * 2);
-        let mut ctrl_succ_count = vec![0u32; cap];
+        let mut preds = Vec::with_capacity(cap * 2);
         // `stamp[o] == i + 1` once `o` is a predecessor of `i` (deduplicates in operand order).
         let mut stamp = vec![0u32; cap];
-        let mut k = 0;
+        let mut succ_count = vec![0u32; cap + 1];
         for (i, off) in pred_off.iter_mut().enumerate().take(cap) {
             *off = preds.len() as u32;
-            if k < live.len() && live[k].index() == i {
-                k += 1;
-                let id = InstId::new(i);
-                for &o in m.operands(id).iter().chain(m.control_predecessors(id)) {
-                    if edge(o, id) && stamp[o.index()] != i as u32 + 1 {
-                        stamp[o.index()] = i as u32 + 1;
-                        preds.push(o);
-                    }
-                }
-                for &c in m.control_predecessors(id) {
-                    if edge(c, id) {
-                        ctrl_succ_count[c.index()] += 1;
-                    }
-                }
-            }
-        }
-        pred_off[cap] = preds.len() as u32;
-        let mut succ_off = vec![0u32; cap + 1];
-        let mut succs = Vec::with_capacity(preds.len());
-        let mut scratch: Vec<InstId> = Vec::new();
-        // Control successors, grouped by predecessor.
-        let mut ctrl_off = vec![0u32; cap + 1];
-        for i in 0..cap {
-            ctrl_off[i + 1] = ctrl_off[i] + ctrl_succ_count[i];
-        }
-        let mut ctrl = vec![InstId::NONE; ctrl_off[cap] as usize];
-        let mut fill = ctrl_off.clone();
-        for &id in &live {
-            for &c in m.control_predecessors(id) {
-                if edge(c, id) {
-                    ctrl[fill[c.index()] as usize] = id;
-                    fill[c.index()] += 1;
-                }
-            }
-        }
-        for i in 0..cap {
-            succ_off[i] = succs.len() as u32;
             let id = InstId::new(i);
             if !m.is_live(id) {
                 continue;
             }
-            scratch.clear();
-            scratch.extend(users.users(id).iter().copied().filter(|&u| edge(id, u)));
-            scratch.extend_from_slice(&ctrl[ctrl_off[i] as usize..ctrl_off[i + 1] as usize]);
-            scratch.sort_unstable();
-            scratch.dedup();
-            succs.extend_from_slice(&scratch);
+            let comp = m.parent(id);
+            let ctrl = if m.attrs(id).is_empty() {
+                &[][..]
+            } else {
+                m.control_predecessors(id)
+            };
+            for &o in m.operands(id).iter().chain(ctrl) {
+                if !o.is_none()
+                    && o.index() < cap
+                    && m.is_live(o)
+                    && m.parent(o) == comp
+                    && stamp[o.index()] != i as u32 + 1
+                {
+                    stamp[o.index()] = i as u32 + 1;
+                    preds.push(o);
+                    succ_count[o.index() + 1] += 1;
+                }
+            }
         }
-        succ_off[cap] = succs.len() as u32;
+        pred_off[cap] = preds.len() as u32;
+        for k in 0..cap {
+            succ_count[k + 1] += succ_count[k];
+        }
+        let succ_off = succ_count;
+        let mut fill = succ_off.clone();
+        let mut succs = vec![InstId::NONE; preds.len()];
+        for i in 0..cap {
+            for &p in &preds[pred_off[i] as usize..pred_off[i + 1] as usize] {
+                succs[fill[p.index()] as usize] = InstId::new(i);
+                fill[p.index()] += 1;
+            }
+        }
         DepGraph {
             pred_off,
             preds,
             succ_off,
             succs,
         }
+    }
+
+    /// `insts` (one computation's) in a depth-first post-order: every instruction after its
+    /// predecessors, otherwise in the given order. `state` is module-sized scratch, zero for
+    /// `insts` on entry; it is left marked.
+    pub fn post_order(&self, insts: &[InstId], state: &mut [u8]) -> Vec<InstId> {
+        let mut order = Vec::with_capacity(insts.len());
+        let mut stack: Vec<(InstId, u32)> = Vec::new();
+        for &r in insts {
+            if state[r.index()] != 0 {
+                continue;
+            }
+            state[r.index()] = 1;
+            stack.push((r, 0));
+            while let Some((i, k)) = stack.pop() {
+                match self.preds(i).get(k as usize) {
+                    Some(&p) => {
+                        stack.push((i, k + 1));
+                        if state[p.index()] == 0 {
+                            state[p.index()] = 1;
+                            stack.push((p, 0));
+                        }
+                    }
+                    None => {
+                        state[i.index()] = 2;
+                        order.push(i);
+                    }
+                }
+            }
+        }
+        order
     }
 
     /// Operands and control predecessors of `i` (deduplicated, same computation).

@@ -167,10 +167,11 @@ fn best_fit(blocks: &[Block], align: u64, strategy: Strategy) -> Option<Placemen
     let mut work = 0u64;
     let limit = budget(n);
     let mut found: Vec<(u64, u64)> = Vec::new();
+    let mut stack = Vec::new();
     for &b in &order {
         let blk = blocks[b as usize];
         found.clear();
-        tree.query(blk.start, blk.end, &mut |j| {
+        tree.query(blk.start, blk.end, &mut stack, &mut |j| {
             let o = offsets[j as usize];
             found.push((o, o + align_up(blocks[j as usize].size, align)));
         });
@@ -328,14 +329,21 @@ impl IntervalTree {
         }
     }
 
-    /// Calls `f` with every switched-on block live somewhere in `[s, e]`.
-    fn query(&self, s: u32, e: u32, f: &mut dyn FnMut(u32)) {
+    /// Calls `f` with every switched-on block live somewhere in `[s, e]`; `stack` is scratch.
+    fn query(
+        &self,
+        s: u32,
+        e: u32,
+        stack: &mut Vec<(usize, usize, usize)>,
+        f: &mut dyn FnMut(u32),
+    ) {
         // Blocks with start <= e are the ranks below `hi`.
         let hi = self.starts.partition_point(|&x| x <= e);
         if hi == 0 {
             return;
         }
-        let mut stack = vec![(1usize, 0usize, self.size)];
+        stack.clear();
+        stack.push((1usize, 0usize, self.size));
         while let Some((node, lo, len)) = stack.pop() {
             if lo >= hi || self.max_end[node] < s as i64 {
                 continue;

@@ -14,19 +14,20 @@ use std::collections::BinaryHeap;
 
 use axle_ir::InstId;
 
-use crate::computation_view::{CompView, Scratch};
+use crate::computation_view::CompView;
 
-/// `cv`'s instructions in greedy memory order; `scratch` is left as it was found.
-pub fn list(cv: CompView, scratch: &mut Scratch) -> Vec<InstId> {
+/// `cv`'s instructions in greedy memory order.
+pub fn list(cv: CompView) -> Vec<InstId> {
     let graph = cv.view.graph;
     let model = cv.view.model;
     let n = cv.insts.len();
-    let remaining = &mut scratch.remaining;
-    for &i in cv.insts {
-        for &v in model.uses(i) {
-            remaining[v as usize] = model.users(v).len() as u32;
-        }
+    // Remaining users per buffer of the computation (indexed from its first buffer id).
+    let (first, count) = model.comp_buffers(cv.comp);
+    let mut remaining = vec![0u32; count as usize];
+    for v in first..first + count {
+        remaining[(v - first) as usize] = model.users(v).len() as u32;
     }
+    let remaining = &mut remaining[..];
     let mut indeg: Vec<u32> = cv
         .insts
         .iter()
@@ -38,7 +39,7 @@ pub fn list(cv: CompView, scratch: &mut Scratch) -> Vec<InstId> {
         let freed: u64 = model
             .uses(i)
             .iter()
-            .filter(|&&v| remaining[v as usize] == 1 && !model.pinned(v))
+            .filter(|&&v| remaining[(v - first) as usize] == 1 && !model.pinned(v))
             .map(|&v| model.bytes(v))
             .sum();
         freed as i64 - model.defined_bytes(i) as i64
@@ -59,7 +60,7 @@ pub fn list(cv: CompView, scratch: &mut Scratch) -> Vec<InstId> {
         done[k] = true;
         order.push(i);
         for &v in model.uses(i) {
-            let r = &mut remaining[v as usize];
+            let r = &mut remaining[(v - first) as usize];
             *r -= 1;
             if *r == 1 && !model.pinned(v) {
                 // The one user left now frees `v`: raise its priority if it is ready.
@@ -82,11 +83,6 @@ pub fn list(cv: CompView, scratch: &mut Scratch) -> Vec<InstId> {
             if indeg[ks] == 0 {
                 ready.push((priority(s, remaining), Reverse(ks as u32), version[ks], s));
             }
-        }
-    }
-    for &i in cv.insts {
-        for &v in model.uses(i) {
-            remaining[v as usize] = u32::MAX;
         }
     }
     order

@@ -10,11 +10,12 @@
 //! Called computations are not looked into: a `while`, `conditional` or `call` costs its result.
 //!
 //! The model is built for the whole module in one linear sweep, as flat arrays indexed by
-//! instruction id (buffers of different computations are disjoint).
+//! instruction id; each computation's buffers have contiguous ids, so per-computation work
+//! (schedulers, simulation) uses arrays the size of the computation, not of the module.
 
-use axle_ir::printer::topo_order_with;
-use axle_ir::{InstId, Module};
+use axle_ir::{CompId, InstId, Module};
 
+use crate::dep_graph::DepGraph;
 use crate::leaves::ShapeLeaves;
 use crate::rules::HloRules;
 use crate::views::{def_kind, Def};
@@ -33,16 +34,19 @@ pub struct MemoryModel {
     pinned: Vec<bool>,
     user_off: Vec<u32>,
     users: Vec<InstId>,
+    /// Per computation: its buffers' ids, `(first, count)` (each computation's are contiguous).
+    comp_bufs: Vec<(u32, u32)>,
 }
 
 impl MemoryModel {
-    /// The model of every computation of `m`.
-    pub fn new(m: &Module) -> MemoryModel {
+    /// The model of every computation of `m`, whose dependency graph is `graph`.
+    pub fn new(m: &Module, graph: &DepGraph) -> MemoryModel {
         let cap = m.inst_capacity();
         let table = ShapeLeaves::new(m);
         let mut mm = MemoryModel {
             def_range: vec![(0, 0); cap],
             use_range: vec![(0, 0); cap],
+            comp_bufs: vec![(0, 0); m.comp_capacity()],
             ..Default::default()
         };
         // Per instruction: its leaves as a range of `pool` (views share their operand's).
@@ -52,7 +56,9 @@ impl MemoryModel {
         let mut scratch: Vec<u32> = Vec::new();
         let mut state = vec![0u8; cap];
         for c in m.computations() {
-            for i in topo_order_with(m, &by_comp[c.index()], &mut state) {
+            let first = mm.bytes.len() as u32;
+            for i in graph.post_order(&by_comp[c.index()], &mut state) {
+                let kind = def_kind(m, i, &HloRules);
                 let ops = m.operands(i);
                 let shape = m.shape_id(i);
                 let fresh = |mm: &mut MemoryModel, pool: &mut Vec<u32>, cost: bool| {
@@ -68,7 +74,7 @@ impl MemoryModel {
                     mm.def_range[i.index()] = (d0, mm.defs.len() as u32 - d0);
                     (start, pool.len() as u32 - start)
                 };
-                let range = match def_kind(m, i, &HloRules) {
+                let range = match kind {
                     Def::Parameter | Def::Constant => fresh(&mut mm, &mut pool, false),
                     Def::Fresh | Def::CalleeRoot | Def::While | Def::Conditional => {
                         fresh(&mut mm, &mut pool, true)
@@ -100,7 +106,7 @@ impl MemoryModel {
                 leaf_range[i.index()] = range;
                 // Uses: the buffers behind the operands (a get-tuple-element's element only).
                 scratch.clear();
-                if let Def::Element(_) = def_kind(m, i, &HloRules) {
+                if let Def::Element(_) = kind {
                     let (s, n) = range;
                     scratch.extend_from_slice(&pool[s as usize..(s + n) as usize]);
                 } else {
@@ -122,6 +128,7 @@ impl MemoryModel {
                     mm.pinned[v as usize] = true;
                 }
             }
+            mm.comp_bufs[c.index()] = (first, mm.bytes.len() as u32 - first);
         }
         // Users per buffer (CSR), in instruction id order.
         let nv = mm.bytes.len();
@@ -178,15 +185,16 @@ impl MemoryModel {
         self.defs(i).iter().map(|&v| self.bytes(v)).sum()
     }
 
-    /// The number of buffers (the length a [`MemoryModel::simulate`] scratch needs).
-    pub fn num_buffers(&self) -> usize {
-        self.bytes.len()
+    /// The buffers of computation `c`: ids `first..first + count`.
+    pub fn comp_buffers(&self, c: CompId) -> (u32, u32) {
+        self.comp_bufs[c.index()]
     }
 
-    /// The peak of live bytes when a computation's instructions run in `order` (all of them,
-    /// operands first). `remaining` is scratch of [`MemoryModel::num_buffers`] entries, all
-    /// `u32::MAX`; it is left that way.
-    pub fn simulate(&self, order: &[InstId], remaining: &mut [u32]) -> u64 {
+    /// The peak of live bytes when computation `c`'s instructions run in `order` (all of them,
+    /// operands first).
+    pub fn simulate(&self, c: CompId, order: &[InstId]) -> u64 {
+        let (first, count) = self.comp_buffers(c);
+        let mut remaining = vec![u32::MAX; count as usize];
         let mut mem = 0u64;
         let mut peak = 0u64;
         for &i in order {
@@ -195,7 +203,7 @@ impl MemoryModel {
             }
             peak = peak.max(mem);
             for &v in self.uses(i) {
-                let r = &mut remaining[v as usize];
+                let r = &mut remaining[(v - first) as usize];
                 if *r == u32::MAX {
                     *r = self.users(v).len() as u32;
                 }
@@ -208,11 +216,6 @@ impl MemoryModel {
                 if self.users(v).is_empty() && !self.pinned(v) {
                     mem -= self.bytes(v);
                 }
-            }
-        }
-        for &i in order {
-            for &v in self.uses(i) {
-                remaining[v as usize] = u32::MAX;
             }
         }
         peak

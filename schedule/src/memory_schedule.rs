@@ -19,10 +19,9 @@
 
 use rayon::prelude::*;
 
-use axle_analysis::Users;
 use axle_ir::{CompId, InstId, Module, OptKind, OptSpec, Pass, PassCx, PassError, Schedule};
 
-use crate::computation_view::{local_indices, CompView, ModuleView, Scratch};
+use crate::computation_view::{local_indices, CompView, ModuleView};
 use crate::dep_graph::DepGraph;
 use crate::dfs_scheduler::dfs;
 use crate::error::ScheduleError;
@@ -100,9 +99,8 @@ impl Choice {
 /// The schedule of every computation of `m` under `h`, and what was chosen per computation (in
 /// computation id order). `m` is not changed.
 pub fn compute_schedule(m: &Module, h: Heuristic) -> (Schedule, Vec<Choice>) {
-    let users = Users::new(m);
-    let graph = DepGraph::new(m, &users);
-    let model = MemoryModel::new(m);
+    let graph = DepGraph::new(m);
+    let model = MemoryModel::new(m, &graph);
     let by_comp = m.insts_by_comp();
     let local = local_indices(m, &by_comp);
     let view = ModuleView {
@@ -115,10 +113,7 @@ pub fn compute_schedule(m: &Module, h: Heuristic) -> (Schedule, Vec<Choice>) {
     let comps = m.computations();
     let results: Vec<(Vec<InstId>, Choice)> = comps
         .par_iter()
-        .map_init(
-            || Scratch::new(&model),
-            |scratch, &c| schedule_computation(&view, c, h, scratch),
-        )
+        .map(|&c| schedule_computation(&view, c, h))
         .collect();
     let mut s = Schedule::new();
     let mut choices = Vec::with_capacity(results.len());
@@ -129,15 +124,10 @@ pub fn compute_schedule(m: &Module, h: Heuristic) -> (Schedule, Vec<Choice>) {
     (s, choices)
 }
 
-fn schedule_computation(
-    view: &ModuleView,
-    c: CompId,
-    h: Heuristic,
-    scratch: &mut Scratch,
-) -> (Vec<InstId>, Choice) {
+fn schedule_computation(view: &ModuleView, c: CompId, h: Heuristic) -> (Vec<InstId>, Choice) {
     let cv = CompView::new(view, c);
-    let run = |h: Heuristic, scratch: &mut Scratch| match h {
-        Heuristic::List => list(cv, scratch),
+    let run = |h: Heuristic| match h {
+        Heuristic::List => list(cv),
         Heuristic::Dfs => dfs(cv),
         _ => post_order(cv),
     };
@@ -147,11 +137,18 @@ fn schedule_computation(
         Heuristic::Dfs => &[Heuristic::Dfs],
         Heuristic::PostOrder => &[Heuristic::PostOrder],
     };
+    // The heuristics of `best` run side by side (one computation can be the whole module).
+    let runs: Vec<(Heuristic, Vec<InstId>, u64)> = tried
+        .par_iter()
+        .map(|&t| {
+            let order = run(t);
+            let peak = view.model.simulate(c, &order);
+            (t, order, peak)
+        })
+        .collect();
+    let mut peaks = Vec::with_capacity(runs.len());
     let mut best: Option<(Vec<InstId>, Heuristic, u64)> = None;
-    let mut peaks = Vec::with_capacity(tried.len());
-    for &t in tried {
-        let order = run(t, scratch);
-        let peak = view.model.simulate(&order, &mut scratch.remaining);
+    for (t, order, peak) in runs {
         peaks.push((t, peak));
         let better = match &best {
             Some(b) => peak < b.2,
