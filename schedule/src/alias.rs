@@ -3,7 +3,8 @@
 //! Must-aliases are already one value ([`crate::program`]): views, call parameters and
 //! results, a loop's state in its condition, body and result. This file decides the *may*
 //! aliases, greedily in program order, each only where it is safe:
-//! - **in place**: an instruction writes an output over an operand that dies there: a
+//! - **in place** (never for the steps of a fusion run as steps): an instruction writes an
+//!   output over an operand that dies there: a
 //!   `dynamic-update-slice` or `scatter` over the array it updates; an element-wise op, or a
 //!   fusion whose parameter reaches its root through element-wise ops of the root's dimensions
 //!   only, over an operand of the output's shape (each element is read before the same
@@ -33,7 +34,7 @@ use axle_ir::{AttrKey, InstId, Module, Opcode};
 
 use crate::liveness::{loop_body_end, Liveness};
 use crate::program::{Program, ValueId, ValueKind};
-use crate::rules::BufferRules;
+use crate::rules::{BufferRules, FusionRun};
 use crate::views::{def_kind, Def};
 
 /// A set's intervals: its one value's, or a map from start to `(end, value)`.
@@ -345,6 +346,8 @@ impl Planner<'_> {
     fn handoffs_at(&self, i: InstId, out: &mut Vec<(ValueId, ValueId, u32, usize)>) {
         let (m, p) = (self.m, self.p);
         match def_kind(m, i, self.rules) {
+            // Steps of a fusion read through inline computation: never in place.
+            Def::Fresh if p.step_reads(i).is_some() => {}
             Def::Fresh => {
                 for (k, l) in in_place_candidates(m, i, self.rules, self.by_comp) {
                     let (Some(&u), Some(&v)) = (
@@ -425,7 +428,9 @@ fn in_place_candidates(
             .filter(|&k| same_shape(ops[k]))
             .map(|k| (k, 0))
             .collect(),
-        Opcode::Fusion if rules.fusion_is_kernel(m, i) => fusion_pairs(m, i, by_comp),
+        Opcode::Fusion if rules.fusion_run(m, i) == FusionRun::Kernel => {
+            fusion_pairs(m, i, by_comp)
+        }
         _ => Vec::new(),
     }
 }

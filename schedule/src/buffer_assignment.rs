@@ -488,11 +488,13 @@ impl BufferAssignment {
             .collect()
     }
 
-    /// The scratch buffer of `i`'s kernel.
-    pub fn scratch(&self, i: InstId) -> Option<BufferId> {
+    /// The scratch buffers of `i`'s kernel, in the order the rules asked for them.
+    pub fn scratch(&self, i: InstId) -> Vec<BufferId> {
         self.program
             .scratch(i)
-            .map(|v| self.value_buffer[v as usize])
+            .iter()
+            .map(|&v| self.value_buffer[v as usize])
+            .collect()
     }
 
     /// Copies into `while` `w`'s state before the loop, in order.

@@ -13,7 +13,9 @@
 //!   overlap an operand only if it is the very same bytes and the kernel is one that may update
 //!   that operand in place (element-wise ops; `dynamic-update-slice`, `scatter` on the updated
 //!   array; a fusion whose parameter only reaches the root through element-wise ops, or is the
-//!   array its root `dynamic-update-slice` or `scatter` updates);
+//!   array its root `dynamic-update-slice` or `scatter` updates); a fusion the backend runs as
+//!   steps runs each step as a kernel reading the parameters and earlier steps it reaches
+//!   through inline instructions, never over them;
 //! - a `while` copies in its initial value, runs condition and body twice (so that anything a
 //!   second iteration reads must survive the first), copies the body's root back after each
 //!   body, and runs the condition once more; a `conditional` runs every branch from the same
@@ -33,7 +35,7 @@ use hashbrown::HashMap;
 use axle_ir::{AttrKey, BufferId, CompId, InstId, Layout, Module, Opcode};
 
 use crate::buffer_assignment::{BufferAssignment, Memory, Move, ALIGN};
-use crate::rules::BufferRules;
+use crate::rules::{BufferRules, FusionRun};
 
 /// What a successful check did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -382,16 +384,13 @@ impl Checker<'_> {
                 let args: Vec<Vec<u64>> = ops.iter().map(|&o| self.operand_tokens(o)).collect();
                 self.run(c, &args)?
             }
-            Fusion if !self.rules.fusion_is_kernel(m, i) => {
-                let c = m
-                    .comp_attr(i, &AttrKey::Calls)
-                    .ok_or("fusion without calls")?;
-                let args: Vec<Vec<u64>> = ops.iter().map(|&o| self.operand_tokens(o)).collect();
-                self.run(c, &args)?
-            }
+            Fusion => match self.rules.fusion_run(m, i) {
+                FusionRun::Kernel => self.kernel(i, ops, true)?,
+                FusionRun::Steps(steps) => self.run_steps(i, &steps)?,
+            },
             While => self.run_while(i)?,
             Conditional => self.run_conditional(i)?,
-            _ => self.kernel(i)?,
+            _ => self.kernel(i, ops, true)?,
         })
     }
 
@@ -424,11 +423,18 @@ impl Checker<'_> {
             && row_major(i)
     }
 
-    fn kernel(&mut self, i: InstId) -> Result<Vec<u64>, String> {
-        let m = self.m;
+    /// A kernel computing `i` from `reads` (its operands, or what a fusion step reaches);
+    /// `own_operands` says whether `reads` are `i`'s operands (only then may an output take an
+    /// operand's bytes).
+    fn kernel(
+        &mut self,
+        i: InstId,
+        reads: &[InstId],
+        own_operands: bool,
+    ) -> Result<Vec<u64>, String> {
         let name = self.name(i);
         let mut in_slots: Vec<(usize, Slot)> = Vec::new();
-        for (k, &o) in m.operands(i).iter().enumerate() {
+        for (k, &o) in reads.iter().enumerate() {
             let toks = self.operand_tokens(o);
             let slots = self.leaf_slots(o)?;
             for (s, &t) in slots.iter().zip(&toks) {
@@ -444,23 +450,31 @@ impl Checker<'_> {
                 }
             }
             for &(k, s) in &in_slots {
-                if o.overlaps(&s) && !(*o == s && self.may_overwrite(i, k, l)) {
+                if o.overlaps(&s) && !(*o == s && own_operands && self.may_overwrite(i, k, l)) {
                     return Err(format!(
                         "{name}: output {l} overwrites operand {k} while the kernel reads it"
                     ));
                 }
             }
         }
-        if let Some(b) = self.a.scratch(i) {
-            let s = self.slot(b)?;
+        let scratch: Vec<Slot> = self
+            .a
+            .scratch(i)
+            .into_iter()
+            .map(|b| self.slot(b))
+            .collect::<Result<_, _>>()?;
+        for (k, s) in scratch.iter().enumerate() {
             if outs
                 .iter()
                 .chain(in_slots.iter().map(|(_, s)| s))
-                .any(|o| o.overlaps(&s))
+                .chain(&scratch[..k])
+                .any(|o| o.overlaps(s))
             {
-                return Err(format!("{name}: scratch overlaps an operand or output"));
+                return Err(format!(
+                    "{name}: scratch overlaps an operand, an output or other scratch"
+                ));
             }
-            self.write(s, GARBAGE, &|| format!("{name}'s scratch"))?;
+            self.write(*s, GARBAGE, &|| format!("{name}'s scratch"))?;
         }
         let mut toks = Vec::with_capacity(outs.len());
         for s in outs {
@@ -517,6 +531,71 @@ impl Checker<'_> {
             }
             _ => op.is_elementwise() && l == 0,
         }
+    }
+
+    /// A fusion run as steps: each step a kernel reading the fused parameters and earlier
+    /// steps it reaches through the instructions it computes inline (or a view of steps).
+    fn run_steps(&mut self, f: InstId, steps: &[InstId]) -> Result<Vec<u64>, String> {
+        let m = self.m;
+        let c = m
+            .comp_attr(f, &AttrKey::Calls)
+            .ok_or("fusion without calls")?;
+        let mut have: Vec<InstId> = Vec::new();
+        for (k, &p) in m.params(c).iter().enumerate() {
+            let toks = self.operand_tokens(m.operands(f)[k]);
+            let slots = self.leaf_slots(p)?;
+            for (s, &t) in slots.iter().zip(&toks) {
+                let n = self.name(f);
+                self.expect(*s, t, || format!("{n}'s parameter {k}"))?;
+            }
+            self.env.insert(p, toks);
+            have.push(p);
+        }
+        for &s in steps {
+            self.report.steps += 1;
+            use Opcode::*;
+            let toks = match m.opcode(s) {
+                Tuple | OptBarrier | Reshape | Copy | AddDependency | Domain | GetTupleElement => {
+                    self.step(s, &[])?
+                }
+                Bitcast if self.bitcast_moves_nothing(s) => self.step(s, &[])?,
+                _ => {
+                    // What the step's kernel reads: the values it reaches through
+                    // instructions it computes inline.
+                    let mut reads = Vec::new();
+                    let mut stack: Vec<InstId> = m.operands(s).to_vec();
+                    let mut seen = Vec::new();
+                    while let Some(x) = stack.pop() {
+                        if seen.contains(&x) {
+                            continue;
+                        }
+                        seen.push(x);
+                        if have.contains(&x) {
+                            reads.push(x);
+                        } else {
+                            stack.extend_from_slice(m.operands(x));
+                        }
+                    }
+                    self.kernel(s, &reads, false)?
+                }
+            };
+            let slots = self.leaf_slots(s)?;
+            if slots.len() != toks.len() {
+                return Err(format!(
+                    "step {}: assigned {} buffers for {} leaves",
+                    self.name(s),
+                    slots.len(),
+                    toks.len()
+                ));
+            }
+            for (sl, &t) in slots.iter().zip(&toks) {
+                let n = self.name(s);
+                self.expect(*sl, t, || n.clone())?;
+            }
+            self.env.insert(s, toks);
+            have.push(s);
+        }
+        Ok(self.operand_tokens(m.root(c)))
     }
 
     fn run_while(&mut self, w: InstId) -> Result<Vec<u64>, String> {

@@ -2,8 +2,8 @@
 //! as a few closed intervals `[first, last]`.
 //!
 //! A value is live from where it is written to its last read. Reads are uses by instructions
-//! (at their start; a `get-tuple-element` reads only its element) and roots (at their
-//! computation's end). A read inside a loop of a value written outside it counts at the loop's
+//! (at their start; a `get-tuple-element` reads only its element; a fusion step reads what it
+//! reaches, [`Program::step_reads`]) and roots (at their computation's end). A read inside a loop of a value written outside it counts at the loop's
 //! end (the next iteration reads it again). Special values:
 //! - a loop's state has a *head*, from the loop's start (where the initial value is copied in)
 //!   to its last read in the condition or body, and a *tail*, from the body's end (where the
@@ -73,7 +73,8 @@ impl Liveness {
             if m.opcode(j) == Opcode::Parameter {
                 continue;
             }
-            for &o in m.operands(j) {
+            let reads = p.step_reads(j).unwrap_or(m.operands(j));
+            for &o in reads {
                 for &v in p.leaves(o) {
                     read(v, here, comp);
                 }

@@ -76,7 +76,7 @@ impl MemoryModel {
                 };
                 let range = match kind {
                     Def::Parameter | Def::Constant => fresh(&mut mm, &mut pool, false),
-                    Def::Fresh | Def::CalleeRoot | Def::While | Def::Conditional => {
+                    Def::Fresh | Def::CalleeRoot | Def::Steps | Def::While | Def::Conditional => {
                         fresh(&mut mm, &mut pool, true)
                     }
                     Def::First => ops.first().map_or((0, 0), |o| leaf_range[o.index()]),

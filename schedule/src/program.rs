@@ -28,7 +28,7 @@ use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
 
 use crate::error::ScheduleError;
 use crate::leaves::ShapeLeaves;
-use crate::rules::BufferRules;
+use crate::rules::{BufferRules, FusionRun};
 use crate::views::{def_kind, Def};
 
 /// A value's id.
@@ -75,7 +75,8 @@ pub struct Program {
     comp_end: Vec<u32>,
     caller: Vec<InstId>,
     seq: Vec<InstId>,
-    scratch: HashMap<InstId, ValueId>,
+    scratch: HashMap<InstId, Vec<ValueId>>,
+    step_reads: HashMap<InstId, Vec<InstId>>,
     positions: u32,
     entry: CompId,
     param_leaves: u32,
@@ -123,6 +124,7 @@ impl Program {
                 caller: vec![InstId::NONE; nc],
                 seq: Vec::with_capacity(cap),
                 scratch: HashMap::new(),
+                step_reads: HashMap::new(),
                 positions: 0,
                 entry,
                 param_leaves: 0,
@@ -207,9 +209,15 @@ impl Program {
         &self.seq
     }
 
-    /// The scratch value of `i`'s kernel, if it needs scratch.
-    pub fn scratch(&self, i: InstId) -> Option<ValueId> {
-        self.scratch.get(&i).copied()
+    /// The scratch values of `i`'s kernel.
+    pub fn scratch(&self, i: InstId) -> &[ValueId] {
+        self.scratch.get(&i).map_or(&[], |v| &v[..])
+    }
+
+    /// For a step of a fusion run as steps, the parameters and earlier steps it reads (`None`
+    /// for every other instruction, which reads its operands).
+    pub fn step_reads(&self, i: InstId) -> Option<&[InstId]> {
+        self.step_reads.get(&i).map(|v| &v[..])
     }
 
     /// The number of positions.
@@ -298,6 +306,171 @@ impl Builder<'_> {
         Ok(())
     }
 
+    /// Runs the steps of fusion `f` ([`FusionRun::Steps`]): the fused parameters name the
+    /// operands' values; each step reads what it reaches through non-steps.
+    fn run_steps(&mut self, f: InstId) -> Result<(), ScheduleError> {
+        let m = self.m;
+        let FusionRun::Steps(steps) = self.rules.fusion_run(m, f) else {
+            return Ok(());
+        };
+        let c = m.comp_attr(f, &AttrKey::Calls).unwrap_or(CompId::NONE);
+        self.enter(c, f)?;
+        let pnums = m.params(c);
+        let ops = m.operands(f);
+        if pnums.len() != ops.len() {
+            return Err(ScheduleError::new(format!(
+                "fusion %{} has {} operands for {} parameters",
+                m.name(f),
+                ops.len(),
+                pnums.len()
+            )));
+        }
+        let mut done: hashbrown::HashSet<InstId> = hashbrown::HashSet::new();
+        for (&pi, &o) in pnums.iter().zip(ops) {
+            if !pi.is_none() {
+                self.p.leaf_range[pi.index()] = self.p.leaf_range[o.index()];
+                done.insert(pi);
+            }
+        }
+        let root = m.root(c);
+        for &s in &steps {
+            if !m.is_live(s) || m.parent(s) != c || done.contains(&s) {
+                return Err(ScheduleError::new(format!(
+                    "fusion %{}: step {s:?} is not a new instruction of its computation",
+                    m.name(f)
+                )));
+            }
+            let reads = reached(m, s, &done);
+            let views_only = !matches!(def_kind(m, s, self.rules), Def::Fresh | Def::Constant);
+            if views_only && m.operands(s).iter().any(|o| !done.contains(o)) {
+                return Err(ScheduleError::new(format!(
+                    "fusion %{}: step %{} names a value that no step computes",
+                    m.name(f),
+                    m.name(s)
+                )));
+            }
+            self.p.step_reads.insert(s, reads);
+            self.run_inst(s)?;
+            done.insert(s);
+        }
+        if !done.contains(&root) {
+            return Err(ScheduleError::new(format!(
+                "fusion %{}: the root is not a step",
+                m.name(f)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Gives `i` its positions and leaves (walking what it runs).
+    fn run_inst(&mut self, i: InstId) -> Result<(), ScheduleError> {
+        let m = self.m;
+        self.p.start[i.index()] = self.pos;
+        self.p.end[i.index()] = self.pos;
+        self.pos += 1;
+        self.p.seq.push(i);
+        let ops = m.operands(i);
+        let range_of = |p: &Program, o: InstId| p.leaf_range[o.index()];
+        let r = match def_kind(m, i, self.rules) {
+            Def::Parameter => self.p.leaf_range[i.index()],
+            Def::Constant => self.fresh(i, ValueKind::Constant),
+            Def::Fresh => {
+                let r = self.fresh(i, ValueKind::Defined);
+                let sizes = self.rules.scratch(m, i);
+                if !sizes.is_empty() {
+                    let mut vs = Vec::with_capacity(sizes.len());
+                    for (k, bytes) in sizes.into_iter().enumerate() {
+                        vs.push(self.p.values.len() as u32);
+                        self.p.values.push(Value {
+                            inst: i,
+                            leaf: k as u32,
+                            bytes,
+                            kind: ValueKind::Scratch,
+                        });
+                    }
+                    self.p.scratch.insert(i, vs);
+                }
+                r
+            }
+            Def::Steps => {
+                self.run_steps(i)?;
+                self.p.end[i.index()] = self.pos;
+                self.pos += 1;
+                let c = m.comp_attr(i, &AttrKey::Calls).unwrap_or(CompId::NONE);
+                range_of(&self.p, m.root(c))
+            }
+            Def::First => ops.first().map_or((0, 0), |&o| range_of(&self.p, o)),
+            Def::Element(k) => {
+                let o = ops[0];
+                let (s, _) = range_of(&self.p, o);
+                match self.table.element(m, m.shape_id(o), k) {
+                    Some((off, n)) => (s + off, n),
+                    None => {
+                        return Err(ScheduleError::new(format!(
+                            "%{} reads element {k} of a value without one",
+                            m.name(i)
+                        )))
+                    }
+                }
+            }
+            Def::Operands => {
+                if ops.len() == 1 {
+                    range_of(&self.p, ops[0])
+                } else {
+                    let start = self.p.pool.len() as u32;
+                    for &o in ops {
+                        let (s, n) = range_of(&self.p, o);
+                        self.p.pool.extend_from_within(s as usize..(s + n) as usize);
+                    }
+                    (start, self.p.pool.len() as u32 - start)
+                }
+            }
+            Def::CalleeRoot => {
+                let key = if m.opcode(i) == Opcode::Fusion {
+                    AttrKey::Calls
+                } else {
+                    AttrKey::ToApply
+                };
+                let callee = m.comp_attr(i, &key).unwrap_or(CompId::NONE);
+                let args: Vec<(u32, u32)> = ops.iter().map(|&o| range_of(&self.p, o)).collect();
+                self.walk(callee, i, &args)?;
+                self.p.end[i.index()] = self.pos;
+                self.pos += 1;
+                range_of(&self.p, m.root(callee))
+            }
+            Def::While => {
+                let cond = m.comp_attr(i, &AttrKey::Condition).unwrap_or(CompId::NONE);
+                let body = m.comp_attr(i, &AttrKey::Body).unwrap_or(CompId::NONE);
+                let init = ops.first().map_or((0, 0), |&o| range_of(&self.p, o));
+                let r = self.loop_state(i, body, init);
+                self.walk(cond, i, &[r])?;
+                self.walk(body, i, &[r])?;
+                self.p.end[i.index()] = self.pos;
+                self.pos += 1;
+                r
+            }
+            Def::Conditional => {
+                let r = self.fresh(i, ValueKind::BranchOutput);
+                let branches = m.branch_computations(i).unwrap_or_default();
+                if branches.len() + 1 != ops.len() {
+                    return Err(ScheduleError::new(format!(
+                        "%{} needs one operand per branch",
+                        m.name(i)
+                    )));
+                }
+                for (k, &b) in branches.iter().enumerate() {
+                    let arg = range_of(&self.p, ops[k + 1]);
+                    self.walk(b, i, &[arg])?;
+                }
+                self.p.end[i.index()] = self.pos;
+                self.pos += 1;
+                r
+            }
+        };
+        self.p.leaf_range[i.index()] = r;
+        Ok(())
+    }
+
     fn walk(
         &mut self,
         c: CompId,
@@ -331,99 +504,7 @@ impl Builder<'_> {
             )));
         };
         for &i in seq {
-            self.p.start[i.index()] = self.pos;
-            self.p.end[i.index()] = self.pos;
-            self.pos += 1;
-            self.p.seq.push(i);
-            let ops = m.operands(i);
-            let range_of = |p: &Program, o: InstId| p.leaf_range[o.index()];
-            let r = match def_kind(m, i, self.rules) {
-                Def::Parameter => self.p.leaf_range[i.index()],
-                Def::Constant => self.fresh(i, ValueKind::Constant),
-                Def::Fresh => {
-                    let r = self.fresh(i, ValueKind::Defined);
-                    let s = self.rules.scratch_bytes(m, i);
-                    if s > 0 {
-                        let v = self.p.values.len() as u32;
-                        self.p.values.push(Value {
-                            inst: i,
-                            leaf: 0,
-                            bytes: s,
-                            kind: ValueKind::Scratch,
-                        });
-                        self.p.scratch.insert(i, v);
-                    }
-                    r
-                }
-                Def::First => ops.first().map_or((0, 0), |&o| range_of(&self.p, o)),
-                Def::Element(k) => {
-                    let o = ops[0];
-                    let (s, _) = range_of(&self.p, o);
-                    match self.table.element(m, m.shape_id(o), k) {
-                        Some((off, n)) => (s + off, n),
-                        None => {
-                            return Err(ScheduleError::new(format!(
-                                "%{} reads element {k} of a value without one",
-                                m.name(i)
-                            )))
-                        }
-                    }
-                }
-                Def::Operands => {
-                    if ops.len() == 1 {
-                        range_of(&self.p, ops[0])
-                    } else {
-                        let start = self.p.pool.len() as u32;
-                        for &o in ops {
-                            let (s, n) = range_of(&self.p, o);
-                            self.p.pool.extend_from_within(s as usize..(s + n) as usize);
-                        }
-                        (start, self.p.pool.len() as u32 - start)
-                    }
-                }
-                Def::CalleeRoot => {
-                    let key = if m.opcode(i) == Opcode::Fusion {
-                        AttrKey::Calls
-                    } else {
-                        AttrKey::ToApply
-                    };
-                    let callee = m.comp_attr(i, &key).unwrap_or(CompId::NONE);
-                    let args: Vec<(u32, u32)> = ops.iter().map(|&o| range_of(&self.p, o)).collect();
-                    self.walk(callee, i, &args)?;
-                    self.p.end[i.index()] = self.pos;
-                    self.pos += 1;
-                    range_of(&self.p, m.root(callee))
-                }
-                Def::While => {
-                    let cond = m.comp_attr(i, &AttrKey::Condition).unwrap_or(CompId::NONE);
-                    let body = m.comp_attr(i, &AttrKey::Body).unwrap_or(CompId::NONE);
-                    let init = ops.first().map_or((0, 0), |&o| range_of(&self.p, o));
-                    let r = self.loop_state(i, body, init);
-                    self.walk(cond, i, &[r])?;
-                    self.walk(body, i, &[r])?;
-                    self.p.end[i.index()] = self.pos;
-                    self.pos += 1;
-                    r
-                }
-                Def::Conditional => {
-                    let r = self.fresh(i, ValueKind::BranchOutput);
-                    let branches = m.branch_computations(i).unwrap_or_default();
-                    if branches.len() + 1 != ops.len() {
-                        return Err(ScheduleError::new(format!(
-                            "%{} needs one operand per branch",
-                            m.name(i)
-                        )));
-                    }
-                    for (k, &b) in branches.iter().enumerate() {
-                        let arg = range_of(&self.p, ops[k + 1]);
-                        self.walk(b, i, &[arg])?;
-                    }
-                    self.p.end[i.index()] = self.pos;
-                    self.pos += 1;
-                    r
-                }
-            };
-            self.p.leaf_range[i.index()] = r;
+            self.run_inst(i)?;
         }
         self.p.comp_end[c.index()] = self.pos;
         self.pos += 1;
@@ -485,4 +566,23 @@ fn source_leaf(
         }
         _ => None,
     }
+}
+
+/// The instructions in `done` that `s` reaches through its operands without passing through
+/// `done` (the values a step kernel reads), in first-reached order.
+pub fn reached(m: &Module, s: InstId, done: &hashbrown::HashSet<InstId>) -> Vec<InstId> {
+    let mut out = Vec::new();
+    let mut seen: hashbrown::HashSet<InstId> = hashbrown::HashSet::new();
+    let mut stack: Vec<InstId> = m.operands(s).iter().rev().copied().collect();
+    while let Some(x) = stack.pop() {
+        if !seen.insert(x) {
+            continue;
+        }
+        if done.contains(&x) {
+            out.push(x);
+        } else {
+            stack.extend(m.operands(x).iter().rev());
+        }
+    }
+    out
 }

@@ -1,29 +1,40 @@
 //! [`BufferRules`]: what a backend decides about buffers that the IR does not say.
 //!
 //! Scheduling and buffer assignment are target-independent; the few facts that differ between
-//! backends are asked through this trait: whether a `fusion` runs as one kernel, how much
-//! scratch memory a kernel needs while it runs, whether a kernel may write an output over an
-//! operand that the analysis found could share its buffer, and whether donated parameters may
-//! be written. [`HloRules`] answers as XLA's model does (every fusion is a kernel, no scratch,
-//! every in-place update the analysis allows, donated parameters writable).
+//! backends are asked through this trait: how a `fusion` runs (one kernel, or some of its inner
+//! instructions as steps with buffers of their own), how much scratch memory a kernel needs
+//! while it runs, whether a kernel may write an output over an operand that the analysis found
+//! could share its buffer, and whether donated parameters may be written. [`HloRules`] answers
+//! as XLA's model does (every fusion is a kernel, no scratch, every in-place update the
+//! analysis allows, donated parameters writable).
 
 use axle_ir::{InstId, Module};
 
+/// How a backend runs a `fusion`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FusionRun {
+    /// One kernel computes the fusion's outputs from its operands.
+    Kernel,
+    /// These instructions of the fused computation run as steps, in this order, the root last:
+    /// each writes buffers of its own (or, a view, names a step's), reading the fusion's
+    /// parameters and the earlier steps it reaches through instructions that are not steps
+    /// (those it computes inline). Listing every instruction runs the fusion like a `call`.
+    Steps(Vec<InstId>),
+}
+
 /// Backend facts for buffer assignment. Every method has XLA's answer as its default.
 pub trait BufferRules: Sync {
-    /// Whether `fusion` runs as one kernel that writes its outputs. A backend that runs some
-    /// fusions instruction by instruction answers `false` for them; their computations are then
-    /// scheduled and given buffers like a `call`'s.
-    fn fusion_is_kernel(&self, m: &Module, fusion: InstId) -> bool {
+    /// How `fusion` runs (XLA: always one kernel).
+    fn fusion_run(&self, m: &Module, fusion: InstId) -> FusionRun {
         let _ = (m, fusion);
-        true
+        FusionRun::Kernel
     }
 
-    /// Bytes of scratch memory the kernel of `inst` needs while it runs (0: none). Scratch is
-    /// a temporary live only at `inst`.
-    fn scratch_bytes(&self, m: &Module, inst: InstId) -> u64 {
+    /// The sizes of the scratch buffers the kernel of `inst` (an instruction or a fusion step)
+    /// needs while it runs (none by default). Scratch is a temporary live at `inst` only.
+    fn scratch(&self, m: &Module, inst: InstId) -> Vec<u64> {
         let _ = (m, inst);
-        0
+        Vec::new()
     }
 
     /// Whether the kernel of `inst` may write output leaf `leaf` over operand `operand`, where

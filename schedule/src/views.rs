@@ -5,14 +5,14 @@
 //! array leaves are its operands' leaves. These are `tuple`, `get-tuple-element`, `reshape`,
 //! `copy`, `opt-barrier`, `add-dependency`, `domain`, a `bitcast` that keeps the element type
 //! and reinterprets row-major bytes ([`bitcast_is_view`]), `call` (its leaves are the callee
-//! root's), and a `fusion` the backend runs instruction by instruction. `while` and
+//! root's), and a `fusion` the backend runs as steps (its root step's). `while` and
 //! `conditional` define their result buffers (the loop state and the branch outputs);
 //! parameters of called computations name their call site's operands. Everything else writes
 //! new buffers.
 
 use axle_ir::{InstId, Layout, Module, Opcode};
 
-use crate::rules::BufferRules;
+use crate::rules::{BufferRules, FusionRun};
 
 /// How an instruction of a sequential computation gets its array leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,8 +30,10 @@ pub enum Def {
     Element(usize),
     /// Operand 0's leaves (`add-dependency`, `domain`).
     First,
-    /// The leaves of the called computation's root (`call`, a fusion run like a call).
+    /// The leaves of the called computation's root (`call`).
     CalleeRoot,
+    /// A fusion run as steps ([`crate::rules::FusionRun::Steps`]): the leaves of its root step.
+    Steps,
     /// The loop state of a `while`, shared by its condition's and body's parameters.
     While,
     /// The outputs of a `conditional`, written by whichever branch runs.
@@ -51,7 +53,7 @@ pub fn def_kind(m: &Module, i: InstId, rules: &dyn BufferRules) -> Def {
         }
         AddDependency | Domain => Def::First,
         Call => Def::CalleeRoot,
-        Fusion if !rules.fusion_is_kernel(m, i) => Def::CalleeRoot,
+        Fusion if rules.fusion_run(m, i) != FusionRun::Kernel => Def::Steps,
         While => Def::While,
         Conditional => Def::Conditional,
         _ => Def::Fresh,

@@ -5,7 +5,8 @@
 use axle_ir::{parse_module, InstId, Module};
 use axle_schedule::check::check;
 use axle_schedule::{
-    assign, schedule_module, BufferAssignment, BufferRules, Heuristic, HloRules, Memory, Role,
+    assign, schedule_module, BufferAssignment, BufferRules, FusionRun, Heuristic, HloRules, Memory,
+    Role,
 };
 
 fn prepared(text: &str) -> Module {
@@ -246,11 +247,11 @@ ENTRY main {
 fn scratch_is_a_temporary_live_at_its_kernel_only() {
     struct Scratchy;
     impl BufferRules for Scratchy {
-        fn scratch_bytes(&self, m: &Module, i: InstId) -> u64 {
+        fn scratch(&self, m: &Module, i: InstId) -> Vec<u64> {
             if m.opcode(i) == axle_ir::Opcode::Sort {
-                4096
+                vec![4096, 100]
             } else {
-                0
+                Vec::new()
             }
         }
     }
@@ -270,9 +271,12 @@ ENTRY main {
 }
 ";
     let (m, a) = assigned(text, &Scratchy);
-    let b = a.scratch(id(&m, "s")).expect("the sort has scratch");
-    assert_eq!(a.buffer(b).role, Role::Scratch);
-    assert_eq!(a.buffer(b).span.0, a.buffer(b).span.1);
+    let bs = a.scratch(id(&m, "s"));
+    assert_eq!(bs.len(), 2, "two scratch buffers");
+    for b in bs {
+        assert_eq!(a.buffer(b).role, Role::Scratch);
+        assert_eq!(a.buffer(b).span.0, a.buffer(b).span.1);
+    }
     // Without scratch rules nothing is temporary: the sort writes the output, negate updates
     // it in place.
     let (_, a) = assigned(text, &HloRules);
@@ -349,4 +353,67 @@ ENTRY main {
     let m = parse_module(rec).unwrap();
     let e = axle_schedule::call_graph::CallGraph::new(&m).unwrap_err();
     assert!(e.message.contains("recursive"), "{e}");
+}
+
+#[test]
+fn fusions_run_as_steps_get_buffers_for_their_steps() {
+    // A backend that runs this fusion in two steps: the row sums, then the division (which
+    // recomputes the exponential inline).
+    struct TwoSteps;
+    impl BufferRules for TwoSteps {
+        fn fusion_run(&self, m: &Module, f: InstId) -> FusionRun {
+            let c = m.comp_attr(f, &axle_ir::AttrKey::Calls).unwrap();
+            let named = |n: &str| {
+                m.comp_insts(c)
+                    .into_iter()
+                    .find(|&i| m.name(i) == n)
+                    .unwrap()
+            };
+            FusionRun::Steps(vec![named("sum"), named("div")])
+        }
+    }
+    let text = "\
+HloModule steps
+
+add {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT s = f32[] add(p, q)
+}
+
+fused {
+  x = f32[8,16]{1,0} parameter(0)
+  e = f32[8,16]{1,0} exponential(x)
+  zero = f32[] constant(0)
+  sum = f32[8]{0} reduce(e, zero), dimensions={1}, to_apply=add
+  b = f32[8,16]{1,0} broadcast(sum), dimensions={0}
+  ROOT div = f32[8,16]{1,0} divide(e, b)
+}
+
+ENTRY main {
+  x = f32[8,16]{1,0} parameter(0)
+  f = f32[8,16]{1,0} fusion(x), kind=kLoop, calls=fused
+  ROOT n = f32[8,16]{1,0} negate(f)
+}
+";
+    let (m, a) = assigned(text, &TwoSteps);
+    let f = id(&m, "f");
+    let sum = m
+        .live_ids()
+        .into_iter()
+        .find(|&i| m.name(i) == "sum")
+        .unwrap();
+    let div = m
+        .live_ids()
+        .into_iter()
+        .find(|&i| m.name(i) == "div")
+        .unwrap();
+    assert_eq!(a.program().step_reads(div).unwrap().len(), 2, "x and sum");
+    assert_eq!(a.leaf_buffers(f), a.leaf_buffers(div));
+    let sb = a.leaf_buffers(sum)[0];
+    assert_eq!(a.buffer(sb).size, 32);
+    // The fusion's result is the output (negate updates it in place); the sums are the only
+    // temporary, read by the step that writes the output, so they cannot live in it.
+    assert!(matches!(a.buffer(sb).memory, Memory::Temp { .. }));
+    assert_eq!(a.temp_bytes, 32);
 }
