@@ -168,3 +168,20 @@ impl Session {
         self.module
     }
 }
+
+/// A pipeline of up to `max` registered passes picked by `picks` (each pick indexes the
+/// registry's names, wrapping around); `dce` when there are no picks. Property tests draw
+/// random pipelines with it.
+pub fn pipeline_from_picks(picks: &[u8], max: usize) -> String {
+    let names = registry().names();
+    let steps: Vec<&str> = picks
+        .iter()
+        .take(max)
+        .map(|&p| names[p as usize % names.len()])
+        .collect();
+    if steps.is_empty() {
+        "dce".to_string()
+    } else {
+        steps.join(",")
+    }
+}

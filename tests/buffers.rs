@@ -44,22 +44,8 @@ fn optimized(m: &Module, pipeline: &str) -> Result<Module, String> {
     Ok(out)
 }
 
-fn pipeline_from(picks: &[u8]) -> String {
-    let names = axle::passes::registry().names();
-    let steps: Vec<&str> = picks
-        .iter()
-        .take(8)
-        .map(|&p| names[p as usize % names.len()])
-        .collect();
-    if steps.is_empty() {
-        "dce".into()
-    } else {
-        steps.join(",")
-    }
-}
-
 fn generated_modules_assign_safely(r: Recipe, picks: Vec<u8>) -> TestResult {
-    let pipeline = pipeline_from(&picks);
+    let pipeline = axle::passes::pipeline_from_picks(&picks, 8);
     let m = match optimized(&r.build(), &pipeline) {
         Ok(m) => m,
         Err(e) => return TestResult::error(format!("{pipeline}: {e}")),

@@ -5,9 +5,6 @@
 //! 100k and 1M instructions, at 1 and 2 rayon threads. The counter is instructions per second.
 //! Run with `cargo bench -p axle-bench --bench schedule`.
 
-use std::io::Read;
-use std::path::PathBuf;
-
 use axle::ir::{parse_module, Module};
 use axle::schedule::{assign, schedule_module, Heuristic, HloRules};
 use divan::counter::ItemsCount;
@@ -17,20 +14,8 @@ fn main() {
     divan::main();
 }
 
-fn shared() -> PathBuf {
-    std::env::var("AXLE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"))
-}
-
 fn baseline(name: &str) -> Module {
-    let p = shared().join("baseline").join(name);
-    let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(&bytes[..])
-        .read_to_string(&mut text)
-        .expect("gunzip");
-    parse_module(&text).expect("parses")
+    parse_module(&axle_bench::baseline_text(name)).expect("parses")
 }
 
 fn pool(threads: usize) -> rayon::ThreadPool {

@@ -3,9 +3,6 @@
 //! `layer_stack` graphs of 10k, 100k and 1M instructions, at 1 and 2 rayon threads. The counter
 //! is input instructions per second. Run with `cargo bench -p axle-bench`.
 
-use std::io::Read;
-use std::path::PathBuf;
-
 use axle::ir::{parse_module, Module, PassManagerOptions, VerifyMode};
 use divan::counter::ItemsCount;
 use divan::Bencher;
@@ -14,20 +11,8 @@ fn main() {
     divan::main();
 }
 
-fn shared() -> PathBuf {
-    std::env::var("AXLE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"))
-}
-
 fn baseline(name: &str) -> Module {
-    let p = shared().join("baseline").join(name);
-    let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(&bytes[..])
-        .read_to_string(&mut text)
-        .expect("gunzip");
-    parse_module(&text).expect("parses")
+    parse_module(&axle_bench::baseline_text(name)).expect("parses")
 }
 
 fn run(bencher: Bencher, m: Module, threads: usize) {

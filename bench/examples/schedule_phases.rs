@@ -40,22 +40,8 @@ use axle::schedule::program::Program;
 use axle::schedule::{assign, compute_schedule, schedule_module, Heuristic, HloRules, Memory};
 
 fn load(arg: &str) -> (String, Module) {
-    let text = if let Ok(layers) = arg.parse::<usize>() {
-        axle_bench::layer_stack(layers)
-    } else {
-        let bytes = std::fs::read(arg).unwrap_or_else(|e| panic!("{arg}: {e}"));
-        if arg.ends_with(".gz") {
-            use std::io::Read;
-            let mut s = String::new();
-            flate2::read::GzDecoder::new(&bytes[..])
-                .read_to_string(&mut s)
-                .expect("gunzip");
-            s
-        } else {
-            String::from_utf8(bytes).expect("utf-8")
-        }
-    };
-    (arg.to_string(), parse_module(&text).expect("parses"))
+    let (name, text) = axle_bench::graph_text(arg);
+    (name, parse_module(&text).expect("parses"))
 }
 
 fn main() {

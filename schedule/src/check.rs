@@ -1,8 +1,9 @@
 //! An independent check of a buffer assignment: it runs the scheduled program on shadow memory
 //! and fails if any read finds its value overwritten.
 //!
-//! It shares no code with the assigner (no dataflow, liveness, alias or heap code): it reads
-//! only the module, its schedule and the assignment's answers (the buffer and memory of every
+//! It shares no code with the assigner (no dataflow, liveness, alias or heap code; only the
+//! definition of a bitcast that moves no data): it reads only the module, its schedule and the
+//! assignment's answers (the buffer and memory of every
 //! instruction leaf, the scratch, the copy plans), and has its own small model of what the
 //! backend does:
 //! - every write of a value puts a fresh token on its bytes; views (`tuple`,
@@ -32,10 +33,11 @@ use std::collections::BTreeMap;
 
 use hashbrown::HashMap;
 
-use axle_ir::{AttrKey, BufferId, CompId, InstId, Layout, Module, Opcode};
+use axle_ir::{AttrKey, BufferId, CompId, InstId, Module, Opcode};
 
 use crate::buffer_assignment::{BufferAssignment, Memory, Move, ALIGN};
 use crate::rules::{BufferRules, FusionRun};
+use crate::views::bitcast_is_view;
 
 /// What a successful check did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -394,33 +396,10 @@ impl Checker<'_> {
         })
     }
 
+    /// Whether bitcast `i` moves no data: the backends' definition ([`bitcast_is_view`]), a
+    /// fact about how they store arrays rather than an assignment decision.
     fn bitcast_moves_nothing(&self, i: InstId) -> bool {
-        let m = self.m;
-        let o = m.operands(i)[0];
-        let row_major = |x: InstId| -> bool {
-            let Some(a) = m.array_shape(x) else {
-                return false;
-            };
-            match m.layout_of(m.layout_id(x)) {
-                Layout::Array(l) if !l.minor_to_major.is_empty() => {
-                    if !l.tiles.is_empty() || l.minor_to_major.len() != a.dims.len() {
-                        return false;
-                    }
-                    let major_first: Vec<i64> = l
-                        .minor_to_major
-                        .iter()
-                        .rev()
-                        .copied()
-                        .filter(|&d| a.dims[d as usize] != 1)
-                        .collect();
-                    major_first.windows(2).all(|w| w[0] < w[1])
-                }
-                _ => true,
-            }
-        };
-        matches!((m.array_shape(o), m.array_shape(i)), (Some(a), Some(b)) if a.ty == b.ty)
-            && row_major(o)
-            && row_major(i)
+        bitcast_is_view(self.m, i)
     }
 
     /// A kernel computing `i` from `reads` (its operands, or what a fusion step reaches);

@@ -65,4 +65,15 @@ impl<'a, 'm> CompView<'a, 'm> {
     pub fn root(&self) -> InstId {
         self.view.m.root(self.comp)
     }
+
+    /// Where depth-first schedulers start: the root, then every instruction in creation order
+    /// (reaching what the root does not).
+    pub fn starts(&self) -> impl Iterator<Item = InstId> + 'a {
+        let root = self.root();
+        let has_root = !root.is_none() && self.view.local[root.index()] != u32::MAX;
+        has_root
+            .then_some(root)
+            .into_iter()
+            .chain(self.insts.iter().copied())
+    }
 }

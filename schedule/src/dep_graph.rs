@@ -8,6 +8,8 @@
 //! instructions. Predecessors are in operand order, control predecessors after; successors in
 //! instruction id order. Building it is linear in the module.
 
+use std::borrow::Cow;
+
 use axle_ir::{InstId, Module};
 
 /// Predecessors and successors of every instruction.
@@ -80,31 +82,12 @@ impl DepGraph {
     /// predecessors, otherwise in the given order. `state` is module-sized scratch, zero for
     /// `insts` on entry; it is left marked.
     pub fn post_order(&self, insts: &[InstId], state: &mut [u8]) -> Vec<InstId> {
-        let mut order = Vec::with_capacity(insts.len());
-        let mut stack: Vec<(InstId, u32)> = Vec::new();
-        for &r in insts {
-            if state[r.index()] != 0 {
-                continue;
-            }
-            state[r.index()] = 1;
-            stack.push((r, 0));
-            while let Some((i, k)) = stack.pop() {
-                match self.preds(i).get(k as usize) {
-                    Some(&p) => {
-                        stack.push((i, k + 1));
-                        if state[p.index()] == 0 {
-                            state[p.index()] = 1;
-                            stack.push((p, 0));
-                        }
-                    }
-                    None => {
-                        state[i.index()] = 2;
-                        order.push(i);
-                    }
-                }
-            }
-        }
-        order
+        post_order_from(
+            insts.iter().copied(),
+            |i| i.index(),
+            state,
+            |i| Cow::Borrowed(self.preds(i)),
+        )
     }
 
     /// Operands and control predecessors of `i` (deduplicated, same computation).
@@ -118,4 +101,43 @@ impl DepGraph {
         let k = i.index();
         &self.succs[self.succ_off[k] as usize..self.succ_off[k + 1] as usize]
     }
+}
+
+/// A depth-first post-order: from each of `starts` in turn, every instruction not yet visited
+/// after its predecessors, which `preds(i)` lists in the order to visit them. `index` maps an
+/// instruction to its entry of `state` (zero for everything on entry; left marked).
+pub fn post_order_from<'a>(
+    starts: impl IntoIterator<Item = InstId>,
+    index: impl Fn(InstId) -> usize,
+    state: &mut [u8],
+    mut preds: impl FnMut(InstId) -> Cow<'a, [InstId]>,
+) -> Vec<InstId> {
+    let mut order = Vec::new();
+    let mut stack: Vec<(InstId, Cow<'a, [InstId]>, usize)> = Vec::new();
+    for r in starts {
+        if state[index(r)] != 0 {
+            continue;
+        }
+        state[index(r)] = 1;
+        stack.push((r, preds(r), 0));
+        while let Some((i, ps, k)) = stack.last_mut() {
+            match ps.get(*k).copied() {
+                Some(p) => {
+                    *k += 1;
+                    if state[index(p)] == 0 {
+                        state[index(p)] = 1;
+                        let pp = preds(p);
+                        stack.push((p, pp, 0));
+                    }
+                }
+                None => {
+                    let i = *i;
+                    stack.pop();
+                    state[index(i)] = 2;
+                    order.push(i);
+                }
+            }
+        }
+    }
+    order
 }

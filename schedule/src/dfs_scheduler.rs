@@ -13,7 +13,10 @@
 
 use axle_ir::InstId;
 
+use std::borrow::Cow;
+
 use crate::computation_view::CompView;
+use crate::dep_graph::post_order_from;
 use crate::post_order_scheduler::post_order;
 
 /// `cv`'s instructions in XLA's DFS memory order.
@@ -35,11 +38,12 @@ pub fn dfs(cv: CompView) -> Vec<InstId> {
         total[k] = t;
     }
     let mut state = vec![0u8; n];
-    let mut order = Vec::with_capacity(n);
-    // Each stack entry: an instruction and its operands still to visit, in visiting order.
-    let mut stack: Vec<(InstId, Vec<InstId>)> = Vec::new();
-    let sorted_preds = |i: InstId| {
-        let mut ps: Vec<(usize, InstId)> = graph.preds(i).iter().copied().enumerate().collect();
+    let sorted_preds = |i: InstId| -> Cow<'_, [InstId]> {
+        let ps = graph.preds(i);
+        if ps.len() < 2 {
+            return Cow::Borrowed(ps);
+        }
+        let mut ps: Vec<(usize, InstId)> = ps.iter().copied().enumerate().collect();
         ps.sort_by(|&(ka, a), &(kb, b)| {
             let (la, lb) = (cv.local(a), cv.local(b));
             extra[lb]
@@ -47,37 +51,7 @@ pub fn dfs(cv: CompView) -> Vec<InstId> {
                 .then(total[lb].cmp(&total[la]))
                 .then(ka.cmp(&kb))
         });
-        // Popped from the back: reverse so the first to visit is last.
-        ps.into_iter().rev().map(|(_, p)| p).collect::<Vec<_>>()
+        Cow::Owned(ps.into_iter().map(|(_, p)| p).collect())
     };
-    let root = cv.root();
-    let starts = (!root.is_none() && cv.view.local[root.index()] != u32::MAX)
-        .then_some(root)
-        .into_iter()
-        .chain(cv.insts.iter().copied());
-    for s in starts {
-        if state[cv.local(s)] != 0 {
-            continue;
-        }
-        state[cv.local(s)] = 1;
-        stack.push((s, sorted_preds(s)));
-        while let Some((i, todo)) = stack.last_mut() {
-            let i = *i;
-            match todo.pop() {
-                Some(p) => {
-                    if state[cv.local(p)] == 0 {
-                        state[cv.local(p)] = 1;
-                        let ps = sorted_preds(p);
-                        stack.push((p, ps));
-                    }
-                }
-                None => {
-                    stack.pop();
-                    state[cv.local(i)] = 2;
-                    order.push(i);
-                }
-            }
-        }
-    }
-    order
+    post_order_from(cv.starts(), |i| cv.local(i), &mut state, sorted_preds)
 }
