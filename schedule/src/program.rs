@@ -353,9 +353,10 @@ impl Builder<'_> {
             self.run_inst(s)?;
             done.insert(s);
         }
+        // The root is the last step, or a parameter (the fusion returns an operand).
         if !done.contains(&root) {
             return Err(ScheduleError::new(format!(
-                "fusion %{}: the root is not a step",
+                "fusion %{}: the root is neither a step nor a parameter",
                 m.name(f)
             )));
         }

@@ -15,7 +15,8 @@ use axle_ir::{InstId, Module};
 pub enum FusionRun {
     /// One kernel computes the fusion's outputs from its operands.
     Kernel,
-    /// These instructions of the fused computation run as steps, in this order, the root last:
+    /// These instructions of the fused computation run as steps, in this order, the root last
+    /// (no steps when the root is a parameter: the fusion returns an operand):
     /// each writes buffers of its own (or, a view, names a step's), reading the fusion's
     /// parameters and the earlier steps it reaches through instructions that are not steps
     /// (those it computes inline). Listing every instruction runs the fusion like a `call`.
