@@ -53,6 +53,9 @@ pub(crate) struct Cg<'ctx> {
     /// Whether kernels run with subnormals flushed (x86's FTZ and DAZ modes): functions say so
     /// to LLVM, and ops whose results are not produced by float arithmetic flush explicitly.
     pub ftz: bool,
+    /// The target and thread count the GEMM's blocking is chosen for (the same the lowering
+    /// used).
+    pub gemm: crate::gemm::GemmTarget,
     libm: RefCell<HashMap<String, FunctionValue<'ctx>>>,
 }
 
@@ -66,6 +69,7 @@ impl<'ctx> Cg<'ctx> {
             features: features.to_string(),
             libm_math: false,
             ftz: false,
+            gemm: crate::gemm::GemmTarget::default(),
             libm: RefCell::new(HashMap::new()),
         }
     }
@@ -648,6 +652,15 @@ pub(crate) fn strides(dims: &[i64]) -> Vec<i64> {
 }
 
 /// The number of elements of `dims`.
+/// `dims` without dimension `d` (the rows of an operation along `d`).
+pub(crate) fn dims_without(dims: &[i64], d: usize) -> Vec<i64> {
+    dims.iter()
+        .enumerate()
+        .filter(|&(k, _)| k != d)
+        .map(|(_, &x)| x)
+        .collect()
+}
+
 pub(crate) fn numel(dims: &[i64]) -> i64 {
     dims.iter().product::<i64>().max(0)
 }

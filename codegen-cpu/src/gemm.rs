@@ -1,20 +1,35 @@
-//! A blocked GEMM for `f32` and `f64` dots, emitted as an LLVM loop nest.
+//! A blocked GEMM for floating-point dots, emitted as an LLVM loop nest.
 //!
 //! `dot` with at most one free dimension per side and at most one contracting dimension (any
-//! number of batch dimensions, any operand layout) is `C[b] = A[b] @ B[b]` with `A` read through
-//! strides and `C` row-major. Work items are blocks of up to `MC_MAX` rows of one batch; each item walks
-//! `B` in panels of `KC x NC`, packs the panel into its own scratch (`NR`-wide column strips,
-//! zero-padded, so transposed right-hand sides cost one copy), and runs an `MR x NR` register
-//! tile over it: `MR` broadcast loads of `A` and two vector loads of the packed panel feed
-//! `2 * MR` vector fused multiply-adds per step of `k`. Partial column strips are stored with
-//! masked stores; leftover rows run a one-row tile.
+//! number of batch dimensions, any operand layout) is `C[b] = A[b] @ B[b]` with `A` and `B`
+//! read through strides and `C` row-major. Operands may be `f32`, `f64`, `bf16` or `f16`; they
+//! are widened to the accumulation type (`f64` when any side is `f64`, else `f32`, the
+//! evaluator's rule) while they are packed, so the register tile only ever sees that type.
 //!
-//! Each output element accumulates its products in order of `k` (with fused multiply-adds), so
-//! results differ from the evaluator's separate multiply and add by rounding only, and never
-//! depend on how items are split across threads.
+//! Work items are rectangles of `C` (a batch, a range of row strips, a range of column
+//! strips), chosen at compile time so that there are a few per thread, balanced to one strip,
+//! and so that the operand bytes packed over all items (`A` once per column block, `B` once per
+//! row block) are smallest. Each item walks `K` in blocks of `KC`: it packs its `KC x cols`
+//! panel of `B` into `NR`-wide column strips (zero-padded; a transposed `B` is read column by
+//! column, so it costs no separate transpose), then for each block of at most `MC` of its rows
+//! packs that `MC x KC` block of `A` into `MR`-row strips, and runs the `MR x NR` register tile
+//! over every (strip of `B`, strip of `A`) pair: `MR` broadcasts of `A` and two vector loads of
+//! the packed `B` feed `2 * MR` fused multiply-adds per step of `k`. `KC` keeps a strip of `B`
+//! in L1 and `MC` a block of `A` in L2 (both from the host's cache sizes); `MR` and `NR` use 24
+//! of the 32 vector registers of AVX-512 (the vector width follows the host: 16 `f32` lanes
+//! with AVX-512, 8 with AVX2, where the tile keeps 2 x 6 accumulators of the 16 registers).
+//! Partial column strips are stored with masked stores, rows past the end are masked off.
+//!
+//! Each output element accumulates its products in order of `k` with fused multiply-adds (a
+//! `K` block ends by storing the accumulators to `C`, exactly, and the next reloads them), so
+//! results differ from the evaluator's separate multiply and add by rounding only and never
+//! depend on the item split or the thread count. Results narrower than the accumulation type
+//! take one `K` block (no partial sums in `C`) and are rounded once when stored.
+
+use std::sync::OnceLock;
 
 use axle_ir::{ElementType, InstId, Module};
-use inkwell::types::VectorType;
+use inkwell::types::{BasicTypeEnum, FloatType, VectorType};
 use inkwell::values::{BasicValue, IntValue, PointerValue, VectorValue};
 use inkwell::IntPredicate;
 
@@ -22,17 +37,50 @@ use crate::cg::{bv, strides, Cg};
 use crate::conv::dot_dims;
 use crate::error::R;
 
-/// Rows of the register tile.
-const MR: i64 = 12;
-/// Depth of a packed panel.
-const KC: i64 = 256;
-/// Rows per work item, at most (fewer when `M` is small, so there are items for every core).
-const MC_MAX: i64 = 240;
+/// Dots with fewer multiply-adds than this run on one thread.
+const SEQUENTIAL_FLOPS: i64 = 1 << 21;
 
-/// The geometry of a dot the GEMM handles.
+/// The data caches of the host in bytes: (L1d, L2), with defaults when the system does not say.
+pub(crate) fn cache_sizes() -> (i64, i64) {
+    static SIZES: OnceLock<(i64, i64)> = OnceLock::new();
+    *SIZES.get_or_init(|| {
+        let mut l1 = 32 << 10;
+        let mut l2 = 1 << 20;
+        for idx in 0..8 {
+            let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{idx}");
+            let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok();
+            let (Some(level), Some(ty), Some(size)) = (read("level"), read("type"), read("size"))
+            else {
+                continue;
+            };
+            let size = size.trim();
+            let bytes = match size.strip_suffix('K') {
+                Some(k) => k.parse::<i64>().ok().map(|k| k << 10),
+                None => size
+                    .strip_suffix('M')
+                    .and_then(|m| m.parse::<i64>().ok().map(|m| m << 20)),
+            };
+            let Some(bytes) = bytes else { continue };
+            match (level.trim(), ty.trim()) {
+                ("1", "Data") => l1 = bytes,
+                ("2", "Unified") | ("2", "Data") => l2 = bytes,
+                _ => {}
+            }
+        }
+        (l1.clamp(16 << 10, 256 << 10), l2.clamp(128 << 10, 8 << 20))
+    })
+}
+
+/// The geometry of a dot the GEMM handles, with its blocking and work split.
 #[derive(Clone, Debug)]
 pub(crate) struct GemmGeo {
-    pub ty: ElementType,
+    /// The result's element type.
+    pub out_ty: ElementType,
+    /// The operands' element types.
+    pub a_ty: ElementType,
+    pub b_ty: ElementType,
+    /// The accumulation type (`F32` or `F64`).
+    pub acc: ElementType,
     /// Sizes of the batch dimensions.
     pub batch: Vec<i64>,
     /// Strides of the batch dimensions in the left and right operands.
@@ -46,62 +94,100 @@ pub(crate) struct GemmGeo {
     pub a_sk: i64,
     pub b_sk: i64,
     pub b_sn: i64,
+    /// Vector lanes of the accumulation type.
+    pub lanes: i64,
+    /// Rows of the register tile.
+    pub mr: i64,
+    /// Depth of a packed block.
+    pub kc: i64,
+    /// Rows of a packed block of `A`.
+    pub mc: i64,
+    /// Columns of a packed panel of `B`.
+    pub nc: i64,
+    /// Row blocks and column blocks per batch (work items: batches x `rb` x `cb`).
+    pub rb: i64,
+    pub cb: i64,
 }
 
 impl GemmGeo {
-    /// Vector lanes (one 512-bit vector).
-    pub fn lanes(&self) -> i64 {
-        if self.ty == ElementType::F64 {
-            8
-        } else {
-            16
-        }
-    }
     /// Columns of the register tile (two vectors).
     pub fn nr(&self) -> i64 {
-        2 * self.lanes()
+        2 * self.lanes
     }
-    /// Columns of a packed panel.
-    pub fn nc(&self) -> i64 {
-        // A packed panel stays in L2 while its strips run (256 KiB for f32, 512 KiB for f64).
-        let nc = 256;
-        nc.min((self.n as u64).div_ceil(self.nr() as u64) as i64 * self.nr())
-            .max(self.nr())
+    fn batches(&self) -> i64 {
+        self.batch.iter().product()
     }
-    /// Rows per work item: a multiple of `MR`, at most `MC_MAX`, and small enough that `M`
-    /// splits into at least four items when it can.
-    pub fn mc(&self) -> i64 {
-        let quarter = (self.m + 3) / 4;
-        let mc = (quarter + MR - 1) / MR * MR;
-        mc.clamp(MR, MC_MAX)
+    fn row_strips(&self) -> i64 {
+        (self.m + self.mr - 1) / self.mr
     }
-    fn mtiles(&self) -> i64 {
-        ((self.m as u64).div_ceil(self.mc() as u64) as i64).max(1)
+    fn col_strips(&self) -> i64 {
+        (self.n + self.nr() - 1) / self.nr()
     }
-    /// Work items: row blocks times batches.
+    /// Work items.
     pub fn items(&self) -> i64 {
-        self.batch.iter().product::<i64>() * self.mtiles()
+        self.batches() * self.rb * self.cb
+    }
+    /// The smallest group of items worth sending to another thread.
+    pub fn grain(&self) -> i64 {
+        if self.batches() * self.m * self.n * self.k < SEQUENTIAL_FLOPS {
+            self.items()
+        } else {
+            1
+        }
     }
     /// Elements of one item's scratch: a packed `KC x NC` panel of `B` and a packed
-    /// `MC x KC` block of `A`.
+    /// `MC x KC` block of `A`, rounded up to whole cache lines.
     fn scratch_elems(&self) -> i64 {
-        let kc = KC.min(self.k.max(1));
-        kc * self.nc() + self.mc() * kc
+        let e = self.kc * self.nc + self.mc * self.kc;
+        (e + 15) / 16 * 16
     }
     /// Scratch bytes: one pair of packed blocks per item.
     pub fn scratch_bytes(&self) -> i64 {
-        self.items() * self.scratch_elems() * self.ty.byte_size() as i64
+        self.items() * self.scratch_elems() * self.acc.byte_size() as i64
     }
 }
 
-/// The GEMM geometry of `dot` instruction `id`, if the GEMM handles it.
-pub(crate) fn gemm_geo(m: &Module, id: InstId) -> Option<GemmGeo> {
+/// Whether the GEMM reads and writes this element type.
+fn gemm_type(t: ElementType) -> bool {
+    matches!(
+        t,
+        ElementType::F32 | ElementType::F64 | ElementType::BF16 | ElementType::F16
+    )
+}
+
+/// The vector width of the host in bytes (64 with AVX-512, else 32).
+fn vector_bytes(features: &str) -> i64 {
+    if features.split(',').any(|f| f == "+avx512f") {
+        64
+    } else {
+        32
+    }
+}
+
+/// What the GEMM's blocking depends on besides the dot: the target's features (its vector
+/// width) and the number of threads that run it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct GemmTarget {
+    /// LLVM's feature string of the target (`+avx512f,...`).
+    pub features: String,
+    /// Threads of the runtime's pool (1 when unknown).
+    pub threads: usize,
+}
+
+/// The GEMM geometry of `dot` instruction `id`, if the GEMM handles it, on target `t`.
+pub(crate) fn gemm_geo(m: &Module, id: InstId, t: &GemmTarget) -> Option<GemmGeo> {
+    let (features, threads) = (t.features.as_str(), t.threads);
     let ops = m.operands(id);
     let (l, r) = (m.array_shape(ops[0])?, m.array_shape(ops[1])?);
     let out = m.array_shape(id)?;
-    if !matches!(out.ty, ElementType::F32 | ElementType::F64) || l.ty != out.ty || r.ty != out.ty {
+    if !gemm_type(out.ty) || !gemm_type(l.ty) || !gemm_type(r.ty) {
         return None;
     }
+    let acc = if [out.ty, l.ty, r.ty].contains(&ElementType::F64) {
+        ElementType::F64
+    } else {
+        ElementType::F32
+    };
     let dd = dot_dims(m, id, l.rank(), r.rank()).ok()?;
     if dd.lfree.len() > 1 || dd.rfree.len() > 1 || dd.lc.len() > 1 {
         return None;
@@ -109,8 +195,13 @@ pub(crate) fn gemm_geo(m: &Module, id: InstId) -> Option<GemmGeo> {
     let (sl, sr) = (strides(&l.dims), strides(&r.dims));
     let size = |dims: &[i64], d: Option<&i64>| d.map_or(1, |&d| dims[d as usize]);
     let st = |s: &[i64], d: Option<&i64>| d.map_or(0, |&d| s[d as usize]);
-    let geo = GemmGeo {
-        ty: out.ty,
+    let esize = acc.byte_size() as i64;
+    let lanes = vector_bytes(features) / esize;
+    let mut geo = GemmGeo {
+        out_ty: out.ty,
+        a_ty: l.ty,
+        b_ty: r.ty,
+        acc,
         batch: dd.lb.iter().map(|&d| l.dims[d as usize]).collect(),
         lb_st: dd.lb.iter().map(|&d| sl[d as usize]).collect(),
         rb_st: dd.rb.iter().map(|&d| sr[d as usize]).collect(),
@@ -121,14 +212,75 @@ pub(crate) fn gemm_geo(m: &Module, id: InstId) -> Option<GemmGeo> {
         a_sk: st(&sl, dd.lc.first()),
         b_sk: st(&sr, dd.rc.first()),
         b_sn: st(&sr, dd.rfree.first()),
+        lanes,
+        // 12 x 2 accumulators of 32 registers with AVX-512, 6 x 2 of 16 with AVX2.
+        mr: if lanes * esize == 64 { 12 } else { 6 },
+        kc: 0,
+        mc: 0,
+        nc: 0,
+        rb: 1,
+        cb: 1,
     };
-    if geo.m == 0 || geo.n == 0 || geo.batch.contains(&0) {
+    if geo.m == 0 || geo.n == 0 || geo.k == 0 || geo.batch.contains(&0) {
         return None;
     }
+    let (l1, l2) = cache_sizes();
+    let nr = geo.nr();
+    // A strip of B (KC x NR) takes about two thirds of L1, the strip of A beside it the rest.
+    let kc = (l1 * 2 / 3 / (nr * esize)).clamp(64, 512) / 16 * 16;
+    // Narrow results keep their sums in registers over the whole contraction.
+    geo.kc = if out.ty == acc { kc.min(geo.k) } else { geo.k };
+    // A block of A (MC x KC) takes half of L2.
+    let mc_max = ((l2 / 2 / (geo.kc * esize)) / geo.mr).max(1) * geo.mr;
+    split(&mut geo, threads.max(1) as i64);
+    let rows = (geo.row_strips() + geo.rb - 1) / geo.rb * geo.mr;
+    geo.mc = rows.min(mc_max);
+    let cols = (geo.col_strips() + geo.cb - 1) / geo.cb * nr;
+    // A panel of B stays within L2 and L3's share of it.
+    let nc_max = ((l2 / (geo.kc * esize)) / nr).max(1) * nr;
+    geo.nc = cols.min(nc_max.max(4 * nr));
     Some(geo)
 }
 
-/// Emits the GEMM body into the current kernel function.
+/// Chooses row and column blocks per batch: at least two items per thread when there is
+/// that much work, a multiple of the thread count where possible, and the fewest operand
+/// bytes packed (`A` once per column block, `B` once per row block).
+fn split(geo: &mut GemmGeo, threads: i64) {
+    let batches = geo.batches();
+    let work = batches * geo.m * geo.n * geo.k;
+    if threads == 1 || work < SEQUENTIAL_FLOPS {
+        return;
+    }
+    let want = 2 * threads;
+    if batches >= want {
+        return;
+    }
+    let per_batch = (want + batches - 1) / batches;
+    let (ms, ns) = (geo.row_strips(), geo.col_strips());
+    let (a_bytes, b_bytes) = (geo.m * geo.k, geo.k * geo.n);
+    let mut best = (i64::MAX, 1, 1);
+    for rb in 1..=per_batch.min(ms) {
+        for cb in 1..=per_batch.min(ns) {
+            let items = batches * rb * cb;
+            if rb * cb < per_batch.min(ms * ns) {
+                continue;
+            }
+            // Items that do not divide among the threads leave one idle for a while.
+            let rounds = (items + threads - 1) / threads;
+            let idle = rounds * threads - items;
+            let cost = (a_bytes * cb + b_bytes * rb) * (rounds * threads)
+                / (rounds * threads - idle).max(1)
+                + idle * (a_bytes + b_bytes) / rounds.max(1);
+            if cost < best.0 {
+                best = (cost, rb, cb);
+            }
+        }
+    }
+    geo.rb = best.1;
+    geo.cb = best.2;
+}
+
+/// Emits the GEMM body into the current kernel function: items `start..end`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_gemm<'ctx>(
     cg: &Cg<'ctx>,
@@ -140,19 +292,16 @@ pub(crate) fn emit_gemm<'ctx>(
     start: IntValue<'ctx>,
     end: IntValue<'ctx>,
 ) -> R<()> {
-    let ty = geo.ty;
-    let ety = cg.reg_ty(ty)?.into_float_type();
-    let lanes = geo.lanes();
-    let vty = ety.vec_type(lanes as u32);
-    let nr = geo.nr();
-    let nc = geo.nc();
-    let kc_max = KC.min(geo.k.max(1));
-    let mtiles = geo.mtiles();
-    let (m, n, k) = (geo.m, geo.n, geo.k);
+    let ety = cg.reg_ty(geo.acc)?.into_float_type();
     let bb = &cg.b;
     cg.for_range(start, end, |item| {
-        let bi = bb.build_int_unsigned_div(item, cg.c64(mtiles), "b")?;
-        let mt = bb.build_int_unsigned_rem(item, cg.c64(mtiles), "mt")?;
+        let ItemBlock {
+            batch: bi,
+            i0,
+            i1,
+            j0,
+            j1,
+        } = item_block(cg, geo, item)?;
         // Batch offsets.
         let bidx = delinearize(cg, &geo.batch, bi)?;
         let mut a_off = cg.c64(0);
@@ -163,44 +312,63 @@ pub(crate) fn emit_gemm<'ctx>(
             let t = bb.build_int_nsw_mul(x, cg.c64(geo.rb_st[d]), "t")?;
             b_off = bb.build_int_nsw_add(b_off, t, "bo")?;
         }
-        let c_off = bb.build_int_nsw_mul(bi, cg.c64(m * n), "co")?;
-        let ab = cg.gep(ety.into(), a, a_off)?;
-        let bbase = cg.gep(ety.into(), b, b_off)?;
-        let cb = cg.gep(ety.into(), c, c_off)?;
-        let pack = cg.gep(
+        let c_off = bb.build_int_nsw_mul(bi, cg.c64(geo.m * geo.n), "co")?;
+        let abase = cg.gep(cg.mem_ty(geo.a_ty)?, a, a_off)?;
+        let bbase = cg.gep(cg.mem_ty(geo.b_ty)?, b, b_off)?;
+        let cbase = cg.gep(cg.mem_ty(geo.out_ty)?, c, c_off)?;
+        let bpack = cg.gep(
             ety.into(),
             scratch,
             bb.build_int_nsw_mul(item, cg.c64(geo.scratch_elems()), "po")?,
         )?;
-        let apack = cg.gep(ety.into(), pack, cg.c64(kc_max * nc))?;
-        let mc = geo.mc();
-        let i0 = bb.build_int_nsw_mul(mt, cg.c64(mc), "i0")?;
-        let i1 = min64(cg, bb.build_int_nsw_add(i0, cg.c64(mc), "i1")?, cg.c64(m))?;
-        let rows = bb.build_int_nsw_sub(i1, i0, "rows")?;
-        let strips = bb.build_int_unsigned_div(
-            bb.build_int_nsw_add(rows, cg.c64(MR - 1), "r")?,
-            cg.c64(MR),
-            "strips",
-        )?;
-        let jcs = (n as u64).div_ceil(nc as u64) as i64;
-        cg.for_range(cg.c64(0), cg.c64(jcs), |jci| {
-            let jc = bb.build_int_nsw_mul(jci, cg.c64(nc), "jc")?;
-            let ncur = min64(cg, bb.build_int_nsw_sub(cg.c64(n), jc, "nl")?, cg.c64(nc))?;
-            let panels = bb.build_int_nsw_add(ncur, cg.c64(nr - 1), "p")?;
-            let panels = bb.build_int_unsigned_div(panels, cg.c64(nr), "panels")?;
-            let pcs = ((k as u64).div_ceil(KC as u64) as i64).max(1);
+        let apack = cg.gep(ety.into(), bpack, cg.c64(geo.kc * geo.nc))?;
+        let ctx = Item {
+            geo,
+            ety,
+            abase,
+            bbase,
+            cbase,
+            apack,
+            bpack,
+            i1,
+        };
+        // Column panels of at most NC (one, unless the item is wider than L2 holds).
+        let jcs = bb.build_int_nsw_sub(j1, j0, "cols")?;
+        let jcs = bb.build_int_nsw_add(jcs, cg.c64(geo.nc - 1), "jcs")?;
+        let jcs = bb.build_int_unsigned_div(jcs, cg.c64(geo.nc), "jcs")?;
+        cg.for_range(cg.c64(0), jcs, |jci| {
+            let jc =
+                bb.build_int_nsw_add(j0, bb.build_int_nsw_mul(jci, cg.c64(geo.nc), "d")?, "jc")?;
+            let ncur = min64(cg, bb.build_int_nsw_sub(j1, jc, "nl")?, cg.c64(geo.nc))?;
+            let panels = bb.build_int_nsw_add(ncur, cg.c64(geo.nr() - 1), "p")?;
+            let panels = bb.build_int_unsigned_div(panels, cg.c64(geo.nr()), "panels")?;
+            let pcs = (geo.k + geo.kc - 1) / geo.kc;
             cg.for_range(cg.c64(0), cg.c64(pcs), |pci| {
-                let pc = bb.build_int_nsw_mul(pci, cg.c64(KC), "pc")?;
-                let kc = min64(cg, bb.build_int_nsw_sub(cg.c64(k), pc, "kl")?, cg.c64(KC))?;
+                let pc = bb.build_int_nsw_mul(pci, cg.c64(geo.kc), "pc")?;
+                let kc = min64(
+                    cg,
+                    bb.build_int_nsw_sub(cg.c64(geo.k), pc, "kl")?,
+                    cg.c64(geo.kc),
+                )?;
                 let first = bb.build_int_compare(IntPredicate::EQ, pci, cg.c64(0), "first")?;
-                pack_panel(cg, geo, ety, bbase, pack, pc, kc, jc, ncur, panels)?;
-                pack_a(cg, geo, ety, ab, apack, pc, kc, i0, i1, strips)?;
-                // Each strip of B stays in L1 while every row tile of A runs over it.
-                cg.for_range(cg.c64(0), panels, |p| {
-                    cg.for_range(cg.c64(0), strips, |s| {
-                        tile(
-                            cg, geo, vty, apack, pack, cb, s, i0, i1, pc, kc, jc, p, first,
-                        )
+                ctx.pack_b(cg, pc, kc, jc, ncur, panels)?;
+                // Row blocks of at most MC.
+                let ics = bb.build_int_nsw_sub(i1, i0, "rows")?;
+                let ics = bb.build_int_nsw_add(ics, cg.c64(geo.mc - 1), "ics")?;
+                let ics = bb.build_int_unsigned_div(ics, cg.c64(geo.mc), "ics")?;
+                cg.for_range(cg.c64(0), ics, |ici| {
+                    let ic = bb.build_int_nsw_add(
+                        i0,
+                        bb.build_int_nsw_mul(ici, cg.c64(geo.mc), "d")?,
+                        "ic",
+                    )?;
+                    let rows = min64(cg, bb.build_int_nsw_sub(i1, ic, "rl")?, cg.c64(geo.mc))?;
+                    let strips = bb.build_int_nsw_add(rows, cg.c64(geo.mr - 1), "s")?;
+                    let strips = bb.build_int_unsigned_div(strips, cg.c64(geo.mr), "strips")?;
+                    ctx.pack_a(cg, pc, kc, ic, strips)?;
+                    // Each strip of B stays in L1 while every strip of A runs over it.
+                    cg.for_range(cg.c64(0), panels, |p| {
+                        cg.for_range(cg.c64(0), strips, |s| ctx.tile(cg, s, ic, kc, jc, p, first))
                     })
                 })
             })
@@ -208,53 +376,588 @@ pub(crate) fn emit_gemm<'ctx>(
     })
 }
 
-/// Packs rows `i0..i1` of `A[.., pc..pc+kc]` as strips of `MR` rows, each `kc x MR` with the
-/// rows innermost, zero beyond `i1`.
-#[allow(clippy::too_many_arguments)]
-fn pack_a<'ctx>(
+/// The block of `C` one work item computes: batch `batch`, rows `i0..i1`, columns `j0..j1`.
+pub(crate) struct ItemBlock<'ctx> {
+    pub batch: IntValue<'ctx>,
+    pub i0: IntValue<'ctx>,
+    pub i1: IntValue<'ctx>,
+    pub j0: IntValue<'ctx>,
+    pub j1: IntValue<'ctx>,
+}
+
+/// The block of work item `item` (an epilogue applied per item covers exactly this block).
+pub(crate) fn item_block<'ctx>(
     cg: &Cg<'ctx>,
     geo: &GemmGeo,
-    ety: inkwell::types::FloatType<'ctx>,
-    a: PointerValue<'ctx>,
-    apack: PointerValue<'ctx>,
-    pc: IntValue<'ctx>,
-    kc: IntValue<'ctx>,
-    i0: IntValue<'ctx>,
-    i1: IntValue<'ctx>,
-    strips: IntValue<'ctx>,
-) -> R<()> {
+    item: IntValue<'ctx>,
+) -> R<ItemBlock<'ctx>> {
     let bb = &cg.b;
-    cg.for_range(cg.c64(0), strips, |s| {
-        let sbase = bb.build_int_nsw_mul(bb.build_int_nsw_mul(s, kc, "sb")?, cg.c64(MR), "sb")?;
-        let row0 = bb.build_int_nsw_add(i0, bb.build_int_nsw_mul(s, cg.c64(MR), "r0")?, "r0")?;
-        let copy = |kk: IntValue<'ctx>, r: IntValue<'ctx>| -> R<()> {
-            let row = bb.build_int_nsw_add(row0, r, "row")?;
-            let inside = bb.build_int_compare(IntPredicate::SLT, row, i1, "in")?;
-            let safe = bb.build_select(inside, row, i0, "sr")?.into_int_value();
-            let kabs = bb.build_int_nsw_add(pc, kk, "k")?;
-            let off = bb.build_int_nsw_add(
-                bb.build_int_nsw_mul(safe, cg.c64(geo.a_sm), "am")?,
-                bb.build_int_nsw_mul(kabs, cg.c64(geo.a_sk), "ak")?,
-                "ao",
-            )?;
-            let v = bb.build_load(ety, cg.gep(ety.into(), a, off)?, "av")?;
-            let v = bb.build_select(inside, v, ety.const_zero().into(), "az")?;
-            let d =
-                bb.build_int_nsw_add(sbase, bb.build_int_nsw_mul(kk, cg.c64(MR), "dk")?, "d")?;
-            let d = bb.build_int_nsw_add(d, r, "d")?;
-            bb.build_store(cg.gep(ety.into(), apack, d)?, v)?;
-            Ok(())
-        };
-        if geo.a_sk == 1 {
-            cg.for_range(cg.c64(0), cg.c64(MR), |r| {
-                cg.for_range(cg.c64(0), kc, |kk| copy(kk, r))
-            })
-        } else {
-            cg.for_range(cg.c64(0), kc, |kk| {
-                cg.for_range(cg.c64(0), cg.c64(MR), |r| copy(kk, r))
-            })
-        }
+    let (ms, ns) = (geo.row_strips(), geo.col_strips());
+    let per_batch = geo.rb * geo.cb;
+    let batch = bb.build_int_unsigned_div(item, cg.c64(per_batch), "b")?;
+    let within = bb.build_int_unsigned_rem(item, cg.c64(per_batch), "w")?;
+    let rblk = bb.build_int_unsigned_div(within, cg.c64(geo.cb), "rblk")?;
+    let cblk = bb.build_int_unsigned_rem(within, cg.c64(geo.cb), "cblk")?;
+    // Strip ranges, balanced to one strip: block x gets strips [x*S/B, (x+1)*S/B).
+    let bound = |blk: IntValue<'ctx>, strips: i64, blocks: i64| -> R<IntValue<'ctx>> {
+        let t = bb.build_int_nsw_mul(blk, cg.c64(strips), "t")?;
+        Ok(bb.build_int_unsigned_div(t, cg.c64(blocks), "s")?)
+    };
+    let rs0 = bound(rblk, ms, geo.rb)?;
+    let rs1 = bound(bb.build_int_nsw_add(rblk, cg.c64(1), "r1")?, ms, geo.rb)?;
+    let cs0 = bound(cblk, ns, geo.cb)?;
+    let cs1 = bound(bb.build_int_nsw_add(cblk, cg.c64(1), "c1")?, ns, geo.cb)?;
+    let i0 = bb.build_int_nsw_mul(rs0, cg.c64(geo.mr), "i0")?;
+    let i1 = min64(
+        cg,
+        bb.build_int_nsw_mul(rs1, cg.c64(geo.mr), "i1")?,
+        cg.c64(geo.m),
+    )?;
+    let j0 = bb.build_int_nsw_mul(cs0, cg.c64(geo.nr()), "j0")?;
+    let j1 = min64(
+        cg,
+        bb.build_int_nsw_mul(cs1, cg.c64(geo.nr()), "j1")?,
+        cg.c64(geo.n),
+    )?;
+    Ok(ItemBlock {
+        batch,
+        i0,
+        i1,
+        j0,
+        j1,
     })
+}
+
+/// What the loops of one work item share.
+struct Item<'g, 'ctx> {
+    geo: &'g GemmGeo,
+    ety: FloatType<'ctx>,
+    abase: PointerValue<'ctx>,
+    bbase: PointerValue<'ctx>,
+    cbase: PointerValue<'ctx>,
+    apack: PointerValue<'ctx>,
+    bpack: PointerValue<'ctx>,
+    /// The end of the item's rows.
+    i1: IntValue<'ctx>,
+}
+
+impl<'ctx> Item<'_, 'ctx> {
+    /// Loads one operand element widened to the accumulation type.
+    fn load_acc(
+        &self,
+        cg: &Cg<'ctx>,
+        ty: ElementType,
+        base: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+    ) -> R<inkwell::values::FloatValue<'ctx>> {
+        let v = cg.load(ty, base, off)?.into_float_value();
+        if v.get_type() == self.ety {
+            return Ok(v);
+        }
+        Ok(cg.b.build_float_ext(v, self.ety, "wide")?)
+    }
+
+    /// A vector of `lanes` consecutive elements of `ty` at `p` (lanes off in `mask` read as
+    /// zero), widened to the accumulation type.
+    fn load_vec(
+        &self,
+        cg: &Cg<'ctx>,
+        ty: ElementType,
+        p: PointerValue<'ctx>,
+        mask: Option<VectorValue<'ctx>>,
+    ) -> R<VectorValue<'ctx>> {
+        let lanes = self.geo.lanes as u32;
+        let mty: BasicTypeEnum = cg.mem_ty(ty)?;
+        let vty = match mty {
+            BasicTypeEnum::FloatType(f) => f.vec_type(lanes),
+            BasicTypeEnum::IntType(i) => i.vec_type(lanes),
+            _ => return Err("gemm operand of an unexpected type".into()),
+        };
+        let v = match mask {
+            Some(mask) => {
+                let f = cg.intrinsic("llvm.masked.load", &[vty.into(), cg.ptr().into()])?;
+                let align = cg.i32().const_int(ty.byte_size() as u64, false);
+                cg.call(f, &[bv(p), bv(align), bv(mask), bv(vty.const_zero())])?
+                    .ok_or("masked load returned nothing")?
+                    .into_vector_value()
+            }
+            None => {
+                let l = cg.b.build_load(vty, p, "bv")?;
+                if let Some(i) = l.as_instruction_value() {
+                    let _ = i.set_alignment(ty.byte_size() as u32);
+                }
+                l.into_vector_value()
+            }
+        };
+        let wide = self.ety.vec_type(lanes);
+        Ok(match ty {
+            ElementType::F32 | ElementType::F64 if v.get_type() == wide => v,
+            ElementType::F32 => cg.b.build_float_ext(v, wide, "wide")?,
+            ElementType::F16 => {
+                let h =
+                    cg.b.build_bit_cast(v, cg.ctx.f16_type().vec_type(lanes), "h")?;
+                cg.b.build_float_ext(h.into_vector_value(), wide, "wide")?
+            }
+            ElementType::BF16 => {
+                // bf16 bits are the high half of the f32 with the same value.
+                let i32v = cg.i32().vec_type(lanes);
+                let x = cg.b.build_int_z_extend(v, i32v, "x")?;
+                let sh = splat_int(cg, cg.c32(16), lanes as i64)?;
+                let x = cg.b.build_left_shift(x, sh, "x")?;
+                let f = cg.b.build_bit_cast(x, cg.f32().vec_type(lanes), "f")?;
+                let f = f.into_vector_value();
+                if wide == f.get_type() {
+                    f
+                } else {
+                    cg.b.build_float_ext(f, wide, "wide")?
+                }
+            }
+            _ => return Err("gemm operand of an unexpected type".into()),
+        })
+    }
+
+    /// Packs `B[pc..pc+kc, jc..jc+ncur]` as `panels` strips of `NR` columns, each `kc x NR`
+    /// row-major, zero beyond column `ncur`.
+    fn pack_b(
+        &self,
+        cg: &Cg<'ctx>,
+        pc: IntValue<'ctx>,
+        kc: IntValue<'ctx>,
+        jc: IntValue<'ctx>,
+        ncur: IntValue<'ctx>,
+        panels: IntValue<'ctx>,
+    ) -> R<()> {
+        let geo = self.geo;
+        let bb = &cg.b;
+        let (nr, lanes) = (geo.nr(), geo.lanes);
+        let ety = self.ety;
+        let vty = ety.vec_type(lanes as u32);
+        let mty = cg.mem_ty(geo.b_ty)?;
+        let lane_vec = lane_ids(cg, lanes);
+        cg.for_range(cg.c64(0), panels, |p| {
+            let pbase =
+                bb.build_int_nsw_mul(bb.build_int_nsw_mul(p, kc, "pb")?, cg.c64(nr), "pb")?;
+            let col0 = bb.build_int_nsw_mul(p, cg.c64(nr), "c0")?;
+            // Columns of this strip inside the panel; the rest is zero.
+            let w = min64(cg, bb.build_int_nsw_sub(ncur, col0, "w")?, cg.c64(nr))?;
+            let gcol0 = bb.build_int_nsw_add(jc, col0, "gc0")?;
+            let dst = |kk: IntValue<'ctx>, jj: IntValue<'ctx>| -> R<PointerValue<'ctx>> {
+                let d =
+                    bb.build_int_nsw_add(pbase, bb.build_int_nsw_mul(kk, cg.c64(nr), "dr")?, "d")?;
+                cg.gep(ety.into(), self.bpack, bb.build_int_nsw_add(d, jj, "d")?)
+            };
+            if geo.b_sn == 1 {
+                // Rows of B are contiguous: two (masked) vector loads per row of the strip.
+                let full = bb.build_int_compare(IntPredicate::EQ, w, cg.c64(nr), "full")?;
+                let mut masks = Vec::with_capacity(2);
+                for h in 0..2 {
+                    let lim = bb.build_int_nsw_sub(w, cg.c64(h * lanes), "lim")?;
+                    let splat = splat_int(cg, lim, lanes)?;
+                    masks.push(bb.build_int_compare(IntPredicate::SLT, lane_vec, splat, "mask")?);
+                }
+                let row = |kk: IntValue<'ctx>, masked: bool| -> R<()> {
+                    let kabs = bb.build_int_nsw_add(pc, kk, "k")?;
+                    let off = bb.build_int_nsw_add(
+                        bb.build_int_nsw_mul(kabs, cg.c64(geo.b_sk), "sr")?,
+                        gcol0,
+                        "o",
+                    )?;
+                    for h in 0..2 {
+                        let o = bb.build_int_nsw_add(off, cg.c64(h * lanes), "oh")?;
+                        let src = cg.gep(mty, self.bbase, o)?;
+                        let v =
+                            self.load_vec(cg, geo.b_ty, src, masked.then_some(masks[h as usize]))?;
+                        let st = bb.build_store(dst(kk, cg.c64(h * lanes))?, v)?;
+                        let _ = st.set_alignment(geo.acc.byte_size() as u32);
+                    }
+                    Ok(())
+                };
+                cg.if_else_with(
+                    &mut (),
+                    full,
+                    |_| {
+                        cg.for_range(cg.c64(0), kc, |kk| row(kk, false))?;
+                        Ok(Vec::new())
+                    },
+                    |_| {
+                        cg.for_range(cg.c64(0), kc, |kk| row(kk, true))?;
+                        Ok(Vec::new())
+                    },
+                )?;
+                let _ = vty;
+                return Ok(());
+            }
+            let copy = |kk: IntValue<'ctx>, jj: IntValue<'ctx>| -> R<()> {
+                let kabs = bb.build_int_nsw_add(pc, kk, "k")?;
+                let gcol = bb.build_int_nsw_add(gcol0, jj, "gc")?;
+                let off = bb.build_int_nsw_add(
+                    bb.build_int_nsw_mul(kabs, cg.c64(geo.b_sk), "sr")?,
+                    bb.build_int_nsw_mul(gcol, cg.c64(geo.b_sn), "sc")?,
+                    "o",
+                )?;
+                let v = self.load_acc(cg, geo.b_ty, self.bbase, off)?;
+                bb.build_store(dst(kk, jj)?, v)?;
+                Ok(())
+            };
+            if geo.b_sk == 1 {
+                // Columns of B are contiguous (a transposed operand): full strips transpose
+                // blocks of `lanes x lanes` in registers, the rest is copied column by column.
+                let full = bb.build_int_compare(IntPredicate::EQ, w, cg.c64(nr), "full")?;
+                let chunks = bb.build_int_unsigned_div(kc, cg.c64(lanes), "chunks")?;
+                let kdone = bb.build_int_nsw_mul(chunks, cg.c64(lanes), "kdone")?;
+                let kstart = bb
+                    .build_select(full, kdone, cg.c64(0), "ks")?
+                    .into_int_value();
+                cg.if_then(full, || {
+                    cg.for_range(cg.c64(0), chunks, |ch| {
+                        let kk0 = bb.build_int_nsw_mul(ch, cg.c64(lanes), "kk0")?;
+                        let kabs = bb.build_int_nsw_add(pc, kk0, "k")?;
+                        for h in 0..2 {
+                            let mut rows = Vec::with_capacity(lanes as usize);
+                            for j in 0..lanes {
+                                let col =
+                                    bb.build_int_nsw_add(gcol0, cg.c64(h * lanes + j), "c")?;
+                                let off = bb.build_int_nsw_add(
+                                    kabs,
+                                    bb.build_int_nsw_mul(col, cg.c64(geo.b_sn), "sc")?,
+                                    "o",
+                                )?;
+                                rows.push(self.load_vec(
+                                    cg,
+                                    geo.b_ty,
+                                    cg.gep(mty, self.bbase, off)?,
+                                    None,
+                                )?);
+                            }
+                            let cols = transpose(cg, rows)?;
+                            for (t, v) in cols.into_iter().enumerate() {
+                                let kk = bb.build_int_nsw_add(kk0, cg.c64(t as i64), "kk")?;
+                                let st = bb.build_store(dst(kk, cg.c64(h * lanes))?, v)?;
+                                let _ = st.set_alignment(geo.acc.byte_size() as u32);
+                            }
+                        }
+                        Ok(())
+                    })
+                })?;
+                cg.for_range(cg.c64(0), w, |jj| {
+                    cg.for_range(kstart, kc, |kk| copy(kk, jj))
+                })?;
+            } else {
+                cg.for_range(cg.c64(0), kc, |kk| {
+                    cg.for_range(cg.c64(0), w, |jj| copy(kk, jj))
+                })?;
+            }
+            // Zero the columns past the end of a partial strip.
+            let partial = bb.build_int_compare(IntPredicate::SLT, w, cg.c64(nr), "partial")?;
+            cg.if_then(partial, || {
+                cg.for_range(cg.c64(0), kc, |kk| {
+                    cg.for_range(w, cg.c64(nr), |jj| {
+                        bb.build_store(dst(kk, jj)?, ety.const_zero())?;
+                        Ok(())
+                    })
+                })
+            })
+        })
+    }
+
+    /// Packs rows `ic..` (`strips` strips of `MR`, zero past the item's end) of
+    /// `A[.., pc..pc+kc]`, each strip `kc x MR` with the rows innermost.
+    fn pack_a(
+        &self,
+        cg: &Cg<'ctx>,
+        pc: IntValue<'ctx>,
+        kc: IntValue<'ctx>,
+        ic: IntValue<'ctx>,
+        strips: IntValue<'ctx>,
+    ) -> R<()> {
+        let geo = self.geo;
+        let bb = &cg.b;
+        let mr = geo.mr;
+        let ety = self.ety;
+        cg.for_range(cg.c64(0), strips, |s| {
+            let sbase =
+                bb.build_int_nsw_mul(bb.build_int_nsw_mul(s, kc, "sb")?, cg.c64(mr), "sb")?;
+            let row0 =
+                bb.build_int_nsw_add(ic, bb.build_int_nsw_mul(s, cg.c64(mr), "r0")?, "r0")?;
+            // Rows of this strip inside the item; the rest is zero.
+            let valid = min64(cg, bb.build_int_nsw_sub(self.i1, row0, "v")?, cg.c64(mr))?;
+            let dst = |kk: IntValue<'ctx>, r: IntValue<'ctx>| -> R<PointerValue<'ctx>> {
+                let d =
+                    bb.build_int_nsw_add(sbase, bb.build_int_nsw_mul(kk, cg.c64(mr), "dk")?, "d")?;
+                cg.gep(ety.into(), self.apack, bb.build_int_nsw_add(d, r, "d")?)
+            };
+            let copy = |kk: IntValue<'ctx>, r: IntValue<'ctx>| -> R<()> {
+                let row = bb.build_int_nsw_add(row0, r, "row")?;
+                let kabs = bb.build_int_nsw_add(pc, kk, "k")?;
+                let off = bb.build_int_nsw_add(
+                    bb.build_int_nsw_mul(row, cg.c64(geo.a_sm), "am")?,
+                    bb.build_int_nsw_mul(kabs, cg.c64(geo.a_sk), "ak")?,
+                    "ao",
+                )?;
+                let v = self.load_acc(cg, geo.a_ty, self.abase, off)?;
+                bb.build_store(dst(kk, r)?, v)?;
+                Ok(())
+            };
+            if geo.a_sk == 1 {
+                // Rows of A are contiguous: full strips transpose blocks of `lanes` k values of
+                // every row in registers, the rest is copied row by row.
+                let full = bb.build_int_compare(IntPredicate::EQ, valid, cg.c64(mr), "full")?;
+                let lanes = geo.lanes;
+                let chunks = bb.build_int_unsigned_div(kc, cg.c64(lanes), "chunks")?;
+                let kdone = bb.build_int_nsw_mul(chunks, cg.c64(lanes), "kdone")?;
+                let kstart = bb
+                    .build_select(full, kdone, cg.c64(0), "ks")?
+                    .into_int_value();
+                let mty = cg.mem_ty(geo.a_ty)?;
+                let vty = ety.vec_type(lanes as u32);
+                let mstore = cg.intrinsic("llvm.masked.store", &[vty.into(), cg.ptr().into()])?;
+                let align = cg.i32().const_int(geo.acc.byte_size() as u64, false);
+                cg.if_then(full, || {
+                    cg.for_range(cg.c64(0), chunks, |ch| {
+                        let kk0 = bb.build_int_nsw_mul(ch, cg.c64(lanes), "kk0")?;
+                        let kabs = bb.build_int_nsw_add(pc, kk0, "k")?;
+                        let mut g0 = 0;
+                        while g0 < mr {
+                            let g1 = (g0 + lanes).min(mr);
+                            let mut rows = Vec::with_capacity(lanes as usize);
+                            for r in g0..g0 + lanes {
+                                if r >= g1 {
+                                    rows.push(vty.const_zero());
+                                    continue;
+                                }
+                                let row = bb.build_int_nsw_add(row0, cg.c64(r), "row")?;
+                                let off = bb.build_int_nsw_add(
+                                    bb.build_int_nsw_mul(row, cg.c64(geo.a_sm), "am")?,
+                                    kabs,
+                                    "ao",
+                                )?;
+                                rows.push(self.load_vec(
+                                    cg,
+                                    geo.a_ty,
+                                    cg.gep(mty, self.abase, off)?,
+                                    None,
+                                )?);
+                            }
+                            let ks = transpose(cg, rows)?;
+                            let mask: Vec<_> = (0..lanes)
+                                .map(|l| cg.i1().const_int((l < g1 - g0) as u64, false))
+                                .collect();
+                            let mask = VectorType::const_vector(&mask);
+                            for (t, v) in ks.into_iter().enumerate() {
+                                let kk = bb.build_int_nsw_add(kk0, cg.c64(t as i64), "kk")?;
+                                let q = dst(kk, cg.c64(g0))?;
+                                cg.call(mstore, &[bv(v), bv(q), bv(align), bv(mask)])?;
+                            }
+                            g0 = g1;
+                        }
+                        Ok(())
+                    })
+                })?;
+                cg.for_range(cg.c64(0), valid, |r| {
+                    cg.for_range(kstart, kc, |kk| copy(kk, r))
+                })?;
+            } else {
+                cg.for_range(cg.c64(0), kc, |kk| {
+                    cg.for_range(cg.c64(0), valid, |r| copy(kk, r))
+                })?;
+            }
+            let partial = bb.build_int_compare(IntPredicate::SLT, valid, cg.c64(mr), "partial")?;
+            cg.if_then(partial, || {
+                cg.for_range(cg.c64(0), kc, |kk| {
+                    cg.for_range(valid, cg.c64(mr), |r| {
+                        bb.build_store(dst(kk, r)?, ety.const_zero())?;
+                        Ok(())
+                    })
+                })
+            })
+        })
+    }
+
+    /// One `MR x NR` register tile: rows `ic + s*MR ..` (masked beyond the item's end) and
+    /// column strip `p` of the panel at `jc`.
+    #[allow(clippy::too_many_arguments)]
+    fn tile(
+        &self,
+        cg: &Cg<'ctx>,
+        s: IntValue<'ctx>,
+        ic: IntValue<'ctx>,
+        kc: IntValue<'ctx>,
+        jc: IntValue<'ctx>,
+        p: IntValue<'ctx>,
+        first: IntValue<'ctx>,
+    ) -> R<()> {
+        let geo = self.geo;
+        let bb = &cg.b;
+        let (lanes, nr, mr) = (geo.lanes, geo.nr(), geo.mr);
+        let ety = self.ety;
+        let vty = ety.vec_type(lanes as u32);
+        let fma = cg.intrinsic("llvm.fmuladd", &[vty.into()])?;
+        let mload = cg.intrinsic("llvm.masked.load", &[vty.into(), cg.ptr().into()])?;
+        let mstore = cg.intrinsic("llvm.masked.store", &[vty.into(), cg.ptr().into()])?;
+        let align = cg.i32().const_int(geo.acc.byte_size() as u64, false);
+        let lane_vec = lane_ids(cg, lanes);
+        let jr = bb.build_int_nsw_add(jc, bb.build_int_nsw_mul(p, cg.c64(nr), "j")?, "jr")?;
+        let w = min64(
+            cg,
+            bb.build_int_nsw_sub(cg.c64(geo.n), jr, "w")?,
+            cg.c64(nr),
+        )?;
+        let mut colmask = Vec::with_capacity(2);
+        for v in 0..2 {
+            let lim = bb.build_int_nsw_sub(w, cg.c64(v * lanes), "lim")?;
+            let splat = splat_int(cg, lim, lanes)?;
+            colmask.push(bb.build_int_compare(IntPredicate::SLT, lane_vec, splat, "mask")?);
+        }
+        let row0 = bb.build_int_nsw_add(ic, bb.build_int_nsw_mul(s, cg.c64(mr), "r0")?, "r0")?;
+        let none = colmask[0].get_type().const_zero();
+        let wide_out = geo.out_ty == geo.acc;
+        let out_mty = cg.mem_ty(geo.out_ty)?;
+        // Per row: its C offset, whether it exists, and its masks (all off past the end).
+        let mut rowsel = Vec::with_capacity(mr as usize);
+        for r in 0..mr {
+            let row = bb.build_int_nsw_add(row0, cg.c64(r), "row")?;
+            let inside = bb.build_int_compare(IntPredicate::SLT, row, self.i1, "in")?;
+            let safe = bb.build_select(inside, row, ic, "sr")?.into_int_value();
+            let off =
+                bb.build_int_nsw_add(bb.build_int_nsw_mul(safe, cg.c64(geo.n), "ro")?, jr, "co")?;
+            let mut masks = Vec::with_capacity(2);
+            for m in &colmask {
+                masks.push(bb.build_select(inside, *m, none, "rm")?.into_vector_value());
+            }
+            rowsel.push((off, inside, masks));
+        }
+        let zero = vty.const_zero();
+        let init = if wide_out {
+            cg.if_else_with(
+                &mut (),
+                first,
+                |_| Ok((0..2 * mr).map(|_| bv(zero)).collect()),
+                |_| {
+                    let mut v = Vec::new();
+                    for (off, _, masks) in &rowsel {
+                        for (h, mask) in masks.iter().enumerate() {
+                            let o = bb.build_int_nsw_add(*off, cg.c64(h as i64 * lanes), "o")?;
+                            let q = cg.gep(out_mty, self.cbase, o)?;
+                            let x = cg
+                                .call(mload, &[bv(q), bv(align), bv(*mask), bv(zero)])?
+                                .ok_or("masked load returned nothing")?;
+                            v.push(x);
+                        }
+                    }
+                    Ok(v)
+                },
+            )?
+        } else {
+            (0..2 * mr).map(|_| bv(zero)).collect()
+        };
+        let pbase = bb.build_int_nsw_mul(bb.build_int_nsw_mul(p, kc, "pb")?, cg.c64(nr), "pb")?;
+        let abase = bb.build_int_nsw_mul(bb.build_int_nsw_mul(s, kc, "ab")?, cg.c64(mr), "ab")?;
+        let accs = cg.for_range_acc(cg.c64(0), kc, &init, |kk, acc| {
+            let boff =
+                bb.build_int_nsw_add(pbase, bb.build_int_nsw_mul(kk, cg.c64(nr), "bk")?, "bo")?;
+            let mut bvs: Vec<VectorValue> = Vec::with_capacity(2);
+            for h in 0..2 {
+                let q = cg.gep(
+                    ety.into(),
+                    self.bpack,
+                    bb.build_int_nsw_add(boff, cg.c64(h * lanes), "q")?,
+                )?;
+                let l = bb.build_load(vty, q, "bvec")?;
+                if let Some(i) = l.as_instruction_value() {
+                    let _ = i.set_alignment(geo.acc.byte_size() as u32);
+                }
+                bvs.push(l.into_vector_value());
+            }
+            let aoff =
+                bb.build_int_nsw_add(abase, bb.build_int_nsw_mul(kk, cg.c64(mr), "ak")?, "ao")?;
+            let mut out = Vec::with_capacity(acc.len());
+            for r in 0..mr {
+                let ap = cg.gep(
+                    ety.into(),
+                    self.apack,
+                    bb.build_int_nsw_add(aoff, cg.c64(r), "ar")?,
+                )?;
+                let av = bb.build_load(ety, ap, "a")?.into_float_value();
+                let sa = splat_float(cg, av, lanes)?;
+                for h in 0..2 {
+                    let x = cg
+                        .call(fma, &[bv(sa), bv(bvs[h]), acc[(2 * r + h as i64) as usize]])?
+                        .ok_or("fmuladd returned nothing")?;
+                    out.push(x);
+                }
+            }
+            Ok(out)
+        })?;
+        for (r, (off, inside, masks)) in rowsel.iter().enumerate() {
+            for (h, mask) in masks.iter().enumerate() {
+                let acc = accs[2 * r + h];
+                let o = bb.build_int_nsw_add(*off, cg.c64(h as i64 * lanes), "o")?;
+                if wide_out {
+                    let q = cg.gep(out_mty, self.cbase, o)?;
+                    cg.call(mstore, &[acc, bv(q), bv(align), bv(*mask)])?;
+                    continue;
+                }
+                // A narrower result: round and store lane by lane.
+                let lim = min64(
+                    cg,
+                    bb.build_int_nsw_sub(w, cg.c64(h as i64 * lanes), "l")?,
+                    cg.c64(lanes),
+                )?;
+                let lim = bb
+                    .build_select(*inside, lim, cg.c64(0), "lim")?
+                    .into_int_value();
+                let accv = acc.into_vector_value();
+                cg.for_range(cg.c64(0), lim, |j| {
+                    let x = bb.build_extract_element(accv, j, "x")?.into_float_value();
+                    let x = bb.build_float_trunc(x, cg.f32(), "n")?;
+                    cg.store(
+                        geo.out_ty,
+                        self.cbase,
+                        bb.build_int_nsw_add(o, j, "oj")?,
+                        bv(x),
+                    )
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Transposes a square block held as `rows` vectors of as many lanes (a power of two): a
+/// butterfly of two-source shuffles that swaps the off-diagonal halves of ever smaller blocks.
+fn transpose<'ctx>(cg: &Cg<'ctx>, mut rows: Vec<VectorValue<'ctx>>) -> R<Vec<VectorValue<'ctx>>> {
+    let n = rows.len();
+    let mut b = n / 2;
+    while b >= 1 {
+        let mask = |f: &dyn Fn(usize) -> usize| {
+            let m: Vec<_> = (0..n)
+                .map(|c| cg.i32().const_int(f(c) as u64, false))
+                .collect();
+            VectorType::const_vector(&m)
+        };
+        let lo = mask(&|c| if c & b == 0 { c } else { n + c - b });
+        let hi = mask(&|c| if c & b == 0 { c + b } else { n + c });
+        let mut next = rows.clone();
+        for i in 0..n {
+            if i & b != 0 {
+                continue;
+            }
+            let j = i + b;
+            next[i] = cg.b.build_shuffle_vector(rows[i], rows[j], lo, "tlo")?;
+            next[j] = cg.b.build_shuffle_vector(rows[i], rows[j], hi, "thi")?;
+        }
+        rows = next;
+        b /= 2;
+    }
+    Ok(rows)
+}
+
+/// The vector `<0, 1, .., lanes-1>` of `i64`.
+fn lane_ids<'ctx>(cg: &Cg<'ctx>, lanes: i64) -> VectorValue<'ctx> {
+    let ids: Vec<_> = (0..lanes)
+        .map(|i| cg.i64().const_int(i as u64, false))
+        .collect();
+    VectorType::const_vector(&ids)
 }
 
 pub(crate) fn min64<'ctx>(
@@ -282,195 +985,6 @@ pub(crate) fn delinearize<'ctx>(
         });
     }
     Ok(out)
-}
-
-/// Packs `B[pc..pc+kc, jc..jc+ncur]` as `panels` strips of `NR` columns, each `kc x NR`
-/// row-major, zero beyond column `ncur`.
-#[allow(clippy::too_many_arguments)]
-fn pack_panel<'ctx>(
-    cg: &Cg<'ctx>,
-    geo: &GemmGeo,
-    ety: inkwell::types::FloatType<'ctx>,
-    b: PointerValue<'ctx>,
-    pack: PointerValue<'ctx>,
-    pc: IntValue<'ctx>,
-    kc: IntValue<'ctx>,
-    jc: IntValue<'ctx>,
-    ncur: IntValue<'ctx>,
-    panels: IntValue<'ctx>,
-) -> R<()> {
-    let bb = &cg.b;
-    let nr = geo.nr();
-    cg.for_range(cg.c64(0), panels, |p| {
-        let pbase = bb.build_int_nsw_mul(p, kc, "pb")?;
-        let pbase = bb.build_int_nsw_mul(pbase, cg.c64(nr), "pb")?;
-        let col0 = bb.build_int_nsw_mul(p, cg.c64(nr), "c0")?;
-        // Columns of this strip inside the panel; the rest is zero.
-        let w = min64(cg, bb.build_int_nsw_sub(ncur, col0, "w")?, cg.c64(nr))?;
-        let gcol0 = bb.build_int_nsw_add(jc, col0, "gc0")?;
-        let copy = |kk: IntValue<'ctx>, jj: IntValue<'ctx>| -> R<()> {
-            let kabs = bb.build_int_nsw_add(pc, kk, "k")?;
-            let gcol = bb.build_int_nsw_add(gcol0, jj, "gc")?;
-            let off = bb.build_int_nsw_add(
-                bb.build_int_nsw_mul(kabs, cg.c64(geo.b_sk), "sr")?,
-                bb.build_int_nsw_mul(gcol, cg.c64(geo.b_sn), "sc")?,
-                "o",
-            )?;
-            let v = bb.build_load(ety, cg.gep(ety.into(), b, off)?, "bv")?;
-            let d =
-                bb.build_int_nsw_add(pbase, bb.build_int_nsw_mul(kk, cg.c64(nr), "dr")?, "d")?;
-            let d = bb.build_int_nsw_add(d, jj, "d")?;
-            bb.build_store(cg.gep(ety.into(), pack, d)?, v)?;
-            Ok(())
-        };
-        if geo.b_sn == 1 {
-            // Rows of B are contiguous: copy row by row.
-            cg.for_range(cg.c64(0), kc, |kk| {
-                cg.for_range(cg.c64(0), w, |jj| copy(kk, jj))
-            })?;
-        } else {
-            // Columns of B are contiguous (a transposed operand): copy column by column.
-            cg.for_range(cg.c64(0), w, |jj| {
-                cg.for_range(cg.c64(0), kc, |kk| copy(kk, jj))
-            })?;
-        }
-        cg.for_range(cg.c64(0), kc, |kk| {
-            let d =
-                bb.build_int_nsw_add(pbase, bb.build_int_nsw_mul(kk, cg.c64(nr), "dr")?, "d")?;
-            cg.for_range(w, cg.c64(nr), |jj| {
-                let q = cg.gep(ety.into(), pack, bb.build_int_nsw_add(d, jj, "d")?)?;
-                bb.build_store(q, ety.const_zero())?;
-                Ok(())
-            })
-        })
-    })
-}
-
-/// One `MR x NR` register tile: rows `i0 + s*MR ..` (stores masked beyond `i1`) and column
-/// strip `p` of the panel.
-#[allow(clippy::too_many_arguments)]
-fn tile<'ctx>(
-    cg: &Cg<'ctx>,
-    geo: &GemmGeo,
-    vty: VectorType<'ctx>,
-    apack: PointerValue<'ctx>,
-    pack: PointerValue<'ctx>,
-    c: PointerValue<'ctx>,
-    s: IntValue<'ctx>,
-    i0: IntValue<'ctx>,
-    i1: IntValue<'ctx>,
-    pc: IntValue<'ctx>,
-    kc: IntValue<'ctx>,
-    jc: IntValue<'ctx>,
-    p: IntValue<'ctx>,
-    first: IntValue<'ctx>,
-) -> R<()> {
-    let bb = &cg.b;
-    let lanes = geo.lanes();
-    let nr = geo.nr();
-    let ety = vty.get_element_type().into_float_type();
-    let fma = cg.intrinsic("llvm.fmuladd", &[vty.into()])?;
-    let mload = cg.intrinsic("llvm.masked.load", &[vty.into(), cg.ptr().into()])?;
-    let mstore = cg.intrinsic("llvm.masked.store", &[vty.into(), cg.ptr().into()])?;
-    let align = cg.i32().const_int(geo.ty.byte_size() as u64, false);
-    let lane_ids: Vec<_> = (0..lanes)
-        .map(|i| cg.i64().const_int(i as u64, false))
-        .collect();
-    let lane_vec = VectorType::const_vector(&lane_ids);
-    let _ = pc;
-    let jr = bb.build_int_nsw_add(jc, bb.build_int_nsw_mul(p, cg.c64(nr), "j")?, "jr")?;
-    let w = min64(
-        cg,
-        bb.build_int_nsw_sub(cg.c64(geo.n), jr, "w")?,
-        cg.c64(nr),
-    )?;
-    let mut colmask = Vec::with_capacity(2);
-    for v in 0..2 {
-        let lim = bb.build_int_nsw_sub(w, cg.c64(v * lanes), "lim")?;
-        let splat = splat_int(cg, lim, lanes)?;
-        colmask.push(bb.build_int_compare(IntPredicate::SLT, lane_vec, splat, "mask")?);
-    }
-    let row0 = bb.build_int_nsw_add(i0, bb.build_int_nsw_mul(s, cg.c64(MR), "r0")?, "r0")?;
-    let none = colmask[0].get_type().const_zero();
-    // Per row: its C pointer and masks (all off for rows past the end).
-    let mut rowsel = Vec::with_capacity(MR as usize);
-    for r in 0..MR {
-        let row = bb.build_int_nsw_add(row0, cg.c64(r), "row")?;
-        let inside = bb.build_int_compare(IntPredicate::SLT, row, i1, "in")?;
-        let safe = bb.build_select(inside, row, i0, "sr")?.into_int_value();
-        let off =
-            bb.build_int_nsw_add(bb.build_int_nsw_mul(safe, cg.c64(geo.n), "ro")?, jr, "co")?;
-        let cp = cg.gep(ety.into(), c, off)?;
-        let mut masks = Vec::with_capacity(2);
-        for m in &colmask {
-            masks.push(bb.build_select(inside, *m, none, "rm")?.into_vector_value());
-        }
-        rowsel.push((cp, masks));
-    }
-    let zero = vty.const_zero();
-    let init = cg.if_else_with(
-        &mut (),
-        first,
-        |_| Ok((0..2 * MR).map(|_| bv(zero)).collect()),
-        |_| {
-            let mut v = Vec::new();
-            for (cp, masks) in &rowsel {
-                for (h, mask) in masks.iter().enumerate() {
-                    let q = cg.gep(ety.into(), *cp, cg.c64(h as i64 * lanes))?;
-                    let x = cg
-                        .call(mload, &[bv(q), bv(align), bv(*mask), bv(zero)])?
-                        .ok_or("masked load returned nothing")?;
-                    v.push(x);
-                }
-            }
-            Ok(v)
-        },
-    )?;
-    let pbase = bb.build_int_nsw_mul(bb.build_int_nsw_mul(p, kc, "pb")?, cg.c64(nr), "pb")?;
-    let abase = bb.build_int_nsw_mul(bb.build_int_nsw_mul(s, kc, "ab")?, cg.c64(MR), "ab")?;
-    let accs = cg.for_range_acc(cg.c64(0), kc, &init, |kk, acc| {
-        let boff =
-            bb.build_int_nsw_add(pbase, bb.build_int_nsw_mul(kk, cg.c64(nr), "bk")?, "bo")?;
-        let mut bvs: Vec<VectorValue> = Vec::with_capacity(2);
-        for h in 0..2 {
-            let q = cg.gep(
-                ety.into(),
-                pack,
-                bb.build_int_nsw_add(boff, cg.c64(h * lanes), "q")?,
-            )?;
-            let l = bb.build_load(vty, q, "bvec")?;
-            if let Some(i) = l.as_instruction_value() {
-                let _ = i.set_alignment(geo.ty.byte_size() as u32);
-            }
-            bvs.push(l.into_vector_value());
-        }
-        let aoff =
-            bb.build_int_nsw_add(abase, bb.build_int_nsw_mul(kk, cg.c64(MR), "ak")?, "ao")?;
-        let mut out = Vec::with_capacity(acc.len());
-        for r in 0..MR {
-            let ap = cg.gep(
-                ety.into(),
-                apack,
-                bb.build_int_nsw_add(aoff, cg.c64(r), "ar")?,
-            )?;
-            let av = bb.build_load(ety, ap, "a")?.into_float_value();
-            let sa = splat_float(cg, av, lanes)?;
-            for h in 0..2 {
-                let x = cg
-                    .call(fma, &[bv(sa), bv(bvs[h]), acc[(2 * r + h as i64) as usize]])?
-                    .ok_or("fmuladd returned nothing")?;
-                out.push(x);
-            }
-        }
-        Ok(out)
-    })?;
-    for (r, (cp, masks)) in rowsel.iter().enumerate() {
-        for (h, mask) in masks.iter().enumerate() {
-            let q = cg.gep(ety.into(), *cp, cg.c64(h as i64 * lanes))?;
-            cg.call(mstore, &[accs[2 * r + h], bv(q), bv(align), bv(*mask)])?;
-        }
-    }
-    Ok(())
 }
 
 pub(crate) fn splat_float<'ctx>(

@@ -290,14 +290,19 @@ pub(crate) fn build<'ctx>(
         None
     };
     let m = expanded.as_ref().unwrap_or(m);
-    let prog = lower(m).map_err(|f| finish(m, f))?;
-    timings.lower = t.elapsed();
     let spec = target_spec(opts);
+    let gemm = crate::gemm::GemmTarget {
+        features: spec.features.clone(),
+        threads: thread_count(opts),
+    };
+    let prog = lower(m, &gemm).map_err(|f| finish(m, f))?;
+    timings.lower = t.elapsed();
     let tm = target_machine(&spec, reloc).map_err(|e| CodegenError::general(&m.name, e))?;
     let t = Instant::now();
     let mut cg = Cg::new(ctx, &m.name, &spec.cpu, &spec.features);
     cg.libm_math = opts.libm_math;
     cg.ftz = opts.flush_denormals;
+    cg.gemm = gemm;
     cg.module.set_triple(&spec.triple);
     cg.module
         .set_data_layout(&tm.get_target_data().get_data_layout());
@@ -581,11 +586,13 @@ impl CpuExecutable {
         self.pool.as_ref().map_or(1, |p| p.current_num_threads())
     }
 
-    /// Fresh zeroed output buffers of the right sizes (aligned for every element type).
+    /// Output buffers of the right sizes (aligned for every element type) for a new result:
+    /// recycled from dropped buffers where there are some (see [`HostBuffer::recycled`]), so
+    /// their bytes are unspecified until a run writes all of them.
     pub fn alloc_outputs(&self) -> Vec<HostBuffer> {
         self.outputs
             .iter()
-            .map(|s| HostBuffer::zeroed(shape_bytes(s)))
+            .map(|s| HostBuffer::recycled(shape_bytes(s)))
             .collect()
     }
 
@@ -719,7 +726,26 @@ impl CpuExecutable {
 }
 
 /// Host memory for the CPU backend's values: 64-byte aligned bytes.
+///
+/// Dropping a buffer of at least [`RECYCLE_MIN_BYTES`] hands its memory to a process-wide
+/// pool (up to [`RECYCLE_MAX_BYTES`] in all), from which [`HostBuffer::recycled`] takes memory
+/// of the same size: a new result then lands in pages that are already mapped instead of
+/// paying a page fault per 4 KiB, which is what made fresh outputs slow. Memory is only reused
+/// after its buffer was dropped, so no two live buffers ever share it.
 pub struct HostBuffer(AlignedBuf);
+
+/// Buffers smaller than this are not pooled (the allocator serves them without page faults).
+pub const RECYCLE_MIN_BYTES: usize = 64 << 10;
+/// The most memory the pool of dropped buffers keeps.
+pub const RECYCLE_MAX_BYTES: usize = 1 << 30;
+
+/// Dropped buffers by size, and their total bytes.
+type Recycled = Mutex<(std::collections::HashMap<usize, Vec<AlignedBuf>>, usize)>;
+
+fn recycled_pool() -> &'static Recycled {
+    static POOL: OnceLock<Recycled> = OnceLock::new();
+    POOL.get_or_init(|| Mutex::new((std::collections::HashMap::new(), 0)))
+}
 
 impl HostBuffer {
     /// `len` zero bytes.
@@ -727,9 +753,23 @@ impl HostBuffer {
         HostBuffer(AlignedBuf::zeroed(len))
     }
 
+    /// `len` bytes for a value that will overwrite all of them: the memory of a dropped buffer
+    /// of that size when the pool has one (its old bytes), else zeroed memory.
+    pub fn recycled(len: usize) -> HostBuffer {
+        if len >= RECYCLE_MIN_BYTES {
+            let mut pool = recycled_pool().lock().unwrap_or_else(|e| e.into_inner());
+            let (free, bytes) = &mut *pool;
+            if let Some(b) = free.get_mut(&len).and_then(|v| v.pop()) {
+                *bytes -= len;
+                return HostBuffer(b);
+            }
+        }
+        HostBuffer::zeroed(len)
+    }
+
     /// A copy of `bytes`.
     pub fn from_bytes(bytes: &[u8]) -> HostBuffer {
-        let b = HostBuffer::zeroed(bytes.len());
+        let b = HostBuffer::recycled(bytes.len());
         if !bytes.is_empty() {
             // SAFETY: both ranges are `bytes.len()` long and distinct.
             unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), b.0.ptr(), bytes.len()) };
@@ -754,6 +794,22 @@ impl HostBuffer {
     /// Whether the buffer is empty.
     pub fn is_empty(&self) -> bool {
         self.0.len == 0
+    }
+}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        let len = self.0.len;
+        if len < RECYCLE_MIN_BYTES {
+            return;
+        }
+        let mut pool = recycled_pool().lock().unwrap_or_else(|e| e.into_inner());
+        let (free, bytes) = &mut *pool;
+        if *bytes + len <= RECYCLE_MAX_BYTES {
+            *bytes += len;
+            let b = std::mem::replace(&mut self.0, AlignedBuf::zeroed(0));
+            free.entry(len).or_default().push(b);
+        }
     }
 }
 

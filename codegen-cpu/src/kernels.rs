@@ -431,7 +431,8 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
 
     fn emit_gemm(&mut self, scratch: PointerValue<'ctx>) -> R<(i64, i64)> {
         let m = self.m;
-        let geo = crate::gemm::gemm_geo(m, self.root).ok_or("dot is not a GEMM")?;
+        let geo =
+            crate::gemm::gemm_geo(m, self.root, &self.cg().gemm).ok_or("dot is not a GEMM")?;
         let ops = m.operands(self.root);
         let a = self
             .g
@@ -451,7 +452,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             self.start,
             self.end,
         )?;
-        Ok((geo.items(), 1))
+        Ok((geo.items(), geo.grain()))
     }
 
     fn emit_conv(&mut self) -> R<(i64, i64)> {
@@ -794,12 +795,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
     ) -> R<(i64, i64)> {
         let cg = self.cg();
         let len = dims[d];
-        let row_dims: Vec<i64> = dims
-            .iter()
-            .enumerate()
-            .filter(|&(k, _)| k != d)
-            .map(|(_, &x)| x)
-            .collect();
+        let row_dims = crate::cg::dims_without(dims, d);
         let rows = numel(&row_dims);
         if rows == 0 || len == 0 {
             return Ok((0, 1));
@@ -1091,6 +1087,19 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 g.index_multi(&dims, multi)
             };
         let tys: Vec<ElementType> = shapes.iter().map(|s| s.ty).collect();
+        if let Some(p) =
+            crate::radix::plan(m, root).filter(|_| dims[d] >= crate::radix::RADIX_MIN_LEN)
+        {
+            let rows = crate::radix::Rows {
+                dims: &dims,
+                d,
+                ops: &ops,
+                tys: &tys,
+                outs: &outs,
+                topk: None,
+            };
+            return crate::radix::emit(&mut self.g, &p, &rows, scratch, self.start, self.end);
+        }
         let ops2 = ops.clone();
         let mut load = |g: &mut Gen<'a, 'ctx>,
                         rm: &[IntValue<'ctx>],
@@ -1174,6 +1183,20 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         };
         let largest = m.bool_attr(root, &AttrKey::Largest).unwrap_or(true);
         let ty = shape.ty;
+        if let Some(p) =
+            crate::radix::plan_topk(m, root).filter(|_| len >= crate::radix::RADIX_MIN_LEN)
+        {
+            let outs = self.outs.clone();
+            let rows = crate::radix::Rows {
+                dims: &dims,
+                d,
+                ops: &[x],
+                tys: &[ty],
+                outs: &outs,
+                topk: Some(k),
+            };
+            return crate::radix::emit(&mut self.g, &p, &rows, scratch, self.start, self.end);
+        }
         let mut load = |g: &mut Gen<'a, 'ctx>,
                         rm: &[IntValue<'ctx>],
                         p: IntValue<'ctx>|
@@ -1290,7 +1313,10 @@ pub(crate) fn sort_scratch_bytes(m: &Module, root: InstId) -> R<i64> {
     } else {
         numel(&shape.dims) / len
     };
-    Ok(rows * SortLayout::new(&tys, len).row_bytes)
+    let radix = crate::radix::plan(m, root)
+        .or_else(|| crate::radix::plan_topk(m, root))
+        .map_or(0, |p| crate::radix::scratch_bytes(&p, rows, len));
+    Ok((rows * SortLayout::new(&tys, len).row_bytes).max(radix))
 }
 
 fn zero_of(t: inkwell::types::BasicTypeEnum<'_>) -> Val<'_> {

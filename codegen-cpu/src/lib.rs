@@ -39,13 +39,17 @@ mod lower;
 mod math;
 mod minifloat;
 mod ops;
+mod radix;
 mod rng;
 mod runtime;
 mod signature;
 
 pub use aot::{c_identifier, compile_aot, AotOutput};
 pub use error::CodegenError;
-pub use jit::{AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn, KernelProfile};
+pub use jit::{
+    AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn, KernelProfile,
+    RECYCLE_MAX_BYTES, RECYCLE_MIN_BYTES,
+};
 
 use axle_ir::Module;
 use inkwell::context::Context;

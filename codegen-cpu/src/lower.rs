@@ -157,6 +157,8 @@ pub(crate) struct Program {
 
 struct Lower<'m> {
     m: &'m Module,
+    /// What the GEMM's scratch size depends on.
+    gemm: &'m crate::gemm::GemmTarget,
     bufs: Vec<Buf>,
     region: u32,
     next_region: u32,
@@ -207,7 +209,7 @@ fn root_kind(m: &Module, id: InstId) -> Option<KernelKind> {
         TopK => KernelKind::TopK,
         RngBitGenerator => KernelKind::Rng,
         CustomCall if is_topk_custom_call(m, id) => KernelKind::TopK,
-        Dot if crate::gemm::gemm_geo(m, id).is_some() => KernelKind::Gemm,
+        Dot if crate::gemm::gemm_geo(m, id, &Default::default()).is_some() => KernelKind::Gemm,
         Convolution if crate::conv_fast::conv_fast(m, id).is_some() => KernelKind::Conv,
         _ if is_elemental(m, id) => KernelKind::Loop,
         _ => return None,
@@ -574,7 +576,7 @@ impl<'m> Lower<'m> {
                 Some(self.new_buf(BufKind::Temp, ArrayShape::new(ElementType::U8, &[bytes])))
             }
             KernelKind::Gemm => {
-                let geo = crate::gemm::gemm_geo(m, root).ok_or("dot is not a GEMM")?;
+                let geo = crate::gemm::gemm_geo(m, root, self.gemm).ok_or("dot is not a GEMM")?;
                 Some(self.new_buf(
                     BufKind::Temp,
                     ArrayShape::new(ElementType::U8, &[geo.scratch_bytes()]),
@@ -684,13 +686,14 @@ impl<'m> Lower<'m> {
 }
 
 /// Lowers the entry computation of `m`.
-pub(crate) fn lower(m: &Module) -> R<Program> {
+pub(crate) fn lower(m: &Module, gemm: &crate::gemm::GemmTarget) -> R<Program> {
     let entry = m.entry();
     if entry.is_none() {
         return Err("the module has no entry computation".into());
     }
     let mut l = Lower {
         m,
+        gemm,
         bufs: Vec::new(),
         region: 0,
         next_region: 0,

@@ -518,7 +518,7 @@ fn int_power<'ctx>(cg: &Cg<'ctx>, x: IntValue<'ctx>, y: IntValue<'ctx>) -> R<Val
 }
 
 /// The integer key whose signed order is XLA's total order on floats.
-fn total_order_key<'ctx>(cg: &Cg<'ctx>, v: FloatValue<'ctx>) -> R<IntValue<'ctx>> {
+pub(crate) fn total_order_key<'ctx>(cg: &Cg<'ctx>, v: FloatValue<'ctx>) -> R<IntValue<'ctx>> {
     let b = &cg.b;
     let bits = if v.get_type() == cg.f64() { 64 } else { 32 };
     let it = cg.int_ty(bits);

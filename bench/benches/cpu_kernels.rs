@@ -1,0 +1,124 @@
+//! `cpu_kernels`: the CPU backend's GEMM, sort and reduction kernels on their own, so that
+//! regressions show: square matmuls (f32, and bf16 operands widened in the packing), attention
+//! shaped batch dots, `sort_1M`'s comparator (radix sort) on 64k and 1M keys and a key-value
+//! argsort, and a full and a row reduction. Each module is compiled once; the timed part is
+//! one run into reused output buffers. Counters: flops for dots, elements for sorts, bytes
+//! read for reductions. Run with `cargo bench -p axle-bench --bench cpu_kernels`.
+
+use axle::ir::{parse_module, ElementType, Literal};
+use axle_codegen_cpu::{compile, CpuExecutable, CpuOptions};
+use divan::counter::{BytesCount, ItemsCount};
+use divan::Bencher;
+
+fn main() {
+    divan::main();
+}
+
+/// A compiled module with generated inputs.
+struct Prepared {
+    exe: CpuExecutable,
+    inputs: Vec<Vec<u8>>,
+}
+
+fn prepare(text: &str) -> Prepared {
+    let m = parse_module(text).expect("the bench module parses");
+    let inputs = axle::run::generate_inputs(&m, 0)
+        .into_iter()
+        .map(|l| match l {
+            Literal::Array(a) => a.data,
+            Literal::Tuple(_) => panic!("array parameters"),
+        })
+        .collect();
+    let exe = compile(&m, &CpuOptions::default()).expect("the bench module compiles");
+    Prepared { exe, inputs }
+}
+
+fn run(bencher: Bencher, p: &Prepared) {
+    let refs: Vec<&[u8]> = p.inputs.iter().map(|d| &d[..]).collect();
+    let mut outs = p.exe.alloc_outputs();
+    bencher.bench_local(|| p.exe.execute(&refs, &mut outs).expect("runs"));
+}
+
+fn matmul(ty: ElementType, n: i64) -> String {
+    let t = ty.name();
+    format!(
+        "HloModule mm\nENTRY main {{\n  a = {t}[{n},{n}] parameter(0)\n  b = {t}[{n},{n}] parameter(1)\n  ROOT d = f32[{n},{n}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n}}\n"
+    )
+}
+
+/// `C = A @ B` on square `f32` matrices.
+#[divan::bench(args = [128, 512, 1024])]
+fn gemm_f32(bencher: Bencher, n: i64) {
+    let p = prepare(&matmul(ElementType::F32, n));
+    run(
+        bencher.counter(ItemsCount::new((2 * n * n * n) as usize)),
+        &p,
+    );
+}
+
+/// `C = A @ B` with `bf16` operands and an `f32` result.
+#[divan::bench(args = [512])]
+fn gemm_bf16_operands(bencher: Bencher, n: i64) {
+    let p = prepare(&matmul(ElementType::BF16, n));
+    run(
+        bencher.counter(ItemsCount::new((2 * n * n * n) as usize)),
+        &p,
+    );
+}
+
+/// Attention scores: 8 heads of `[512, 64] x [64, 512]` (keys transposed).
+#[divan::bench]
+fn gemm_attention_heads(bencher: Bencher) {
+    let p = prepare(
+        "HloModule att\nENTRY main {\n  q = f32[8,512,64] parameter(0)\n  k = f32[8,512,64] parameter(1)\n  ROOT s = f32[8,512,512] dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}\n}\n",
+    );
+    run(
+        bencher.counter(ItemsCount::new(2u64 * 8 * 512 * 512 * 64)),
+        &p,
+    );
+}
+
+const JAX_F32_LT: &str = "cmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  nan = f32[] constant(nan)\n  zero = f32[] constant(0)\n  ane = pred[] compare(a, a), direction=NE\n  aeq = pred[] compare(a, zero), direction=EQ\n  az = f32[] select(aeq, zero, a)\n  x = f32[] select(ane, nan, az)\n  bne = pred[] compare(b, b), direction=NE\n  beq = pred[] compare(b, zero), direction=EQ\n  bz = f32[] select(beq, zero, b)\n  y = f32[] select(bne, nan, bz)\n  ROOT lt = pred[] compare(x, y), direction=LT, type=TOTALORDER\n}\n";
+
+/// `jnp.sort` of `f32` keys (the comparator of `sort_1M`: NaN and -0 canonicalized).
+#[divan::bench(args = [65536, 1048576])]
+fn sort_f32(bencher: Bencher, n: usize) {
+    let p = prepare(&format!(
+        "HloModule s\n{JAX_F32_LT}\nENTRY main {{\n  x = f32[{n}] parameter(0)\n  ROOT s = f32[{n}] sort(x), dimensions={{0}}, is_stable=true, to_apply=cmp\n}}\n"
+    ));
+    run(bencher.counter(ItemsCount::new(n)), &p);
+}
+
+/// `jnp.argsort` of `f32` keys: the keys carry an `s32` iota.
+#[divan::bench(args = [1048576])]
+fn argsort_f32(bencher: Bencher, n: usize) {
+    let cmp = JAX_F32_LT.replace(
+        "  nan =",
+        "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n  nan =",
+    );
+    let p = prepare(&format!(
+        "HloModule s\n{cmp}\nENTRY main {{\n  x = f32[{n}] parameter(0)\n  i = s32[{n}] iota(), iota_dimension=0\n  s = (f32[{n}], s32[{n}]) sort(x, i), dimensions={{0}}, is_stable=true, to_apply=cmp\n  ROOT r = s32[{n}] get-tuple-element(s), index=1\n}}\n"
+    ));
+    run(bencher.counter(ItemsCount::new(n)), &p);
+}
+
+const ADD: &str =
+    "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n";
+
+/// A sum of `n` floats to one.
+#[divan::bench(args = [16777216])]
+fn reduce_all_f32(bencher: Bencher, n: usize) {
+    let p = prepare(&format!(
+        "HloModule r\n{ADD}\nENTRY main {{\n  x = f32[{n}] parameter(0)\n  z = f32[] constant(0)\n  ROOT r = f32[] reduce(x, z), dimensions={{0}}, to_apply=add\n}}\n"
+    ));
+    run(bencher.counter(BytesCount::new(4 * n)), &p);
+}
+
+/// Row sums of a `[4096, 4096]` matrix (softmax's reduction).
+#[divan::bench]
+fn reduce_rows_f32(bencher: Bencher) {
+    let p = prepare(&format!(
+        "HloModule r\n{ADD}\nENTRY main {{\n  x = f32[4096,4096] parameter(0)\n  z = f32[] constant(0)\n  ROOT r = f32[4096] reduce(x, z), dimensions={{1}}, to_apply=add\n}}\n"
+    ));
+    run(bencher.counter(BytesCount::new(4u64 * 4096 * 4096)), &p);
+}

@@ -1,0 +1,222 @@
+//! The `cpu` backend's GEMM (`codegen-cpu/src/gemm.rs`) against the reference evaluator: odd
+//! sizes around the register tile and the blocking (1, 3, 17, 255, 1023), transposed and
+//! batched operands (batch dimensions first and in the middle), every float type it takes
+//! (`f32`, `f64`, `bf16`, `f16`, narrow operands with a wide result and the reverse), with
+//! fresh result buffers and with reused ones that hold NaN garbage, at one and two threads.
+//!
+//! Inputs are multiples of 1/8 in [-2, 2], so every product and partial sum is exact in the
+//! accumulation type: any summation order gives the evaluator's value, and the results must
+//! match exactly (narrow results are rounded once from the same exact sum).
+
+use axle::analysis::eval::evaluate;
+use axle::ir::literal::f64_to_element;
+use axle::ir::{compare_arrays, parse_module, ArrayLiteral, ArrayShape, Literal, Shape, Tolerance};
+use axle_codegen_cpu::{compile, CpuOptions, HostBuffer};
+
+/// A deterministic array of multiples of 1/8 in [-2, 2].
+fn eighths(a: &ArrayShape, seed: u64) -> ArrayLiteral {
+    let n = a.num_elements().max(0) as u64;
+    let mut data = Vec::with_capacity(n as usize * a.ty.byte_size());
+    for i in 0..n {
+        let h = (i ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .wrapping_mul(0xbf58_476d_1ce4_e5b9)
+            .rotate_left(29)
+            .wrapping_mul(0x94d0_49bb_1331_11eb);
+        let v = ((h >> 40) % 33) as f64 / 8.0 - 2.0;
+        data.extend(f64_to_element(a.ty, v));
+    }
+    ArrayLiteral {
+        shape: a.clone(),
+        data,
+    }
+}
+
+/// `ROOT dot(a, b)` with the given shapes and dimension numbers, checked against the
+/// evaluator with fresh and reused (NaN-filled) outputs at one and two threads.
+fn check(lhs: &str, rhs: &str, out: &str, dims: &str) {
+    let text = format!(
+        "HloModule gemm\n\nENTRY main {{\n  a = {lhs} parameter(0)\n  b = {rhs} parameter(1)\n  ROOT d = {out} dot(a, b), {dims}\n}}\n"
+    );
+    let m = parse_module(&text).unwrap_or_else(|e| panic!("{text}\n{e}"));
+    let args: Vec<Literal> = m
+        .params(m.entry())
+        .iter()
+        .enumerate()
+        .map(|(k, &p)| match m.shape(p) {
+            Shape::Array(a) => Literal::Array(eighths(a, k as u64 + 1)),
+            _ => panic!("array parameters"),
+        })
+        .collect();
+    let expected = match evaluate(&m, &args).unwrap_or_else(|e| panic!("{text}\n{e}")) {
+        Literal::Array(a) => a,
+        Literal::Tuple(_) => panic!("array result"),
+    };
+    let inputs: Vec<&[u8]> = args
+        .iter()
+        .map(|l| match l {
+            Literal::Array(a) => &a.data[..],
+            Literal::Tuple(_) => unreachable!("array parameters"),
+        })
+        .collect();
+    let mut first: Option<Vec<u8>> = None;
+    for threads in [1, 2] {
+        let exe = compile(
+            &m,
+            &CpuOptions {
+                threads,
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{text}\n{e}"));
+        let fresh = {
+            let mut outs = exe.alloc_outputs();
+            exe.execute(&inputs, &mut outs).expect("runs");
+            outs.remove(0).bytes().to_vec()
+        };
+        let reused = {
+            let len = exe.alloc_outputs()[0].len();
+            let mut outs = vec![HostBuffer::from_bytes(&vec![0xff; len])];
+            exe.execute(&inputs, &mut outs).expect("runs");
+            exe.execute(&inputs, &mut outs).expect("runs");
+            outs.remove(0).bytes().to_vec()
+        };
+        for (policy, bytes) in [("fresh", &fresh), ("reused", &reused)] {
+            let got = ArrayLiteral {
+                shape: expected.shape.clone(),
+                data: bytes.clone(),
+            };
+            if let Err(e) = compare_arrays(&expected, &got, Tolerance::Exact) {
+                panic!("{text}\n{threads} thread(s), {policy} outputs: {e}");
+            }
+        }
+        // The same bits at any thread count.
+        match &first {
+            None => first = Some(fresh),
+            Some(f) => assert!(
+                f == &fresh,
+                "{text}\nresults differ between 1 and 2 threads"
+            ),
+        }
+    }
+}
+
+/// `[m, k] x [k, n]` in `ty`, with either operand transposed in memory.
+fn plain(ty: &str, m: i64, k: i64, n: i64, ta: bool, tb: bool) {
+    let (lhs, lc) = if ta {
+        (format!("{ty}[{k},{m}]"), 0)
+    } else {
+        (format!("{ty}[{m},{k}]"), 1)
+    };
+    let (rhs, rc) = if tb {
+        (format!("{ty}[{n},{k}]"), 1)
+    } else {
+        (format!("{ty}[{k},{n}]"), 0)
+    };
+    check(
+        &lhs,
+        &rhs,
+        &format!("{ty}[{m},{n}]"),
+        &format!("lhs_contracting_dims={{{lc}}}, rhs_contracting_dims={{{rc}}}"),
+    );
+}
+
+const SIZES: &[(i64, i64, i64)] = &[
+    (1, 1, 1),
+    (3, 17, 255),
+    (17, 255, 3),
+    (255, 3, 17),
+    (1023, 17, 3),
+    (3, 1023, 17),
+    (17, 3, 1023),
+    (255, 255, 17),
+    (17, 1023, 255),
+];
+
+#[test]
+fn odd_sizes_f32() {
+    for &(m, k, n) in SIZES {
+        plain("f32", m, k, n, false, false);
+    }
+}
+
+#[test]
+fn transposed_operands_f32() {
+    for &(m, k, n) in &[(3, 17, 255), (255, 17, 3), (17, 255, 33), (64, 300, 40)] {
+        plain("f32", m, k, n, true, false);
+        plain("f32", m, k, n, false, true);
+        plain("f32", m, k, n, true, true);
+    }
+}
+
+#[test]
+fn every_float_type() {
+    for ty in ["f64", "bf16", "f16"] {
+        for &(m, k, n) in &[(1, 1, 1), (3, 17, 255), (255, 3, 17), (17, 255, 33)] {
+            plain(ty, m, k, n, false, false);
+            plain(ty, m, k, n, true, true);
+        }
+    }
+    // Narrow operands with a wide result, and a wide accumulation rounded to a narrow one.
+    for (a, b, out) in [
+        ("bf16", "bf16", "f32"),
+        ("f16", "f16", "f32"),
+        ("f32", "f32", "f64"),
+        ("f32", "f32", "bf16"),
+    ] {
+        for &(m, k, n) in &[(3, 17, 255), (33, 300, 17)] {
+            check(
+                &format!("{a}[{m},{k}]"),
+                &format!("{b}[{k},{n}]"),
+                &format!("{out}[{m},{n}]"),
+                "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+            );
+        }
+    }
+}
+
+#[test]
+fn batched_operands() {
+    // Batch first, as attention heads come.
+    check(
+        "f32[8,17,64]",
+        "f32[8,255,64]",
+        "f32[8,17,255]",
+        "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}",
+    );
+    // Batch dimensions in the middle and two of them, f64.
+    check(
+        "f64[17,2,3,5]",
+        "f64[5,2,3,33]",
+        "f64[2,3,17,33]",
+        "lhs_batch_dims={1,2}, lhs_contracting_dims={3}, rhs_batch_dims={1,2}, rhs_contracting_dims={0}",
+    );
+    check(
+        "bf16[4,255,3]",
+        "bf16[4,3,17]",
+        "bf16[4,255,17]",
+        "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
+    );
+}
+
+/// Matrix-vector and vector-vector products (no free dimension on one side).
+#[test]
+fn vectors() {
+    check(
+        "f32[255,1023]",
+        "f32[1023]",
+        "f32[255]",
+        "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+    );
+    check(
+        "f32[17]",
+        "f32[17,3]",
+        "f32[3]",
+        "lhs_contracting_dims={0}, rhs_contracting_dims={0}",
+    );
+    check(
+        "f64[1023]",
+        "f64[1023]",
+        "f64[]",
+        "lhs_contracting_dims={0}, rhs_contracting_dims={0}",
+    );
+}
