@@ -131,7 +131,8 @@ pub struct CompileOptions {
     /// The device to compile for.
     pub device: usize,
     /// A pass pipeline to run on the module before code generation: a standard pipeline's name
-    /// (`simplify`) or pipeline text (`fixpoint(max=4)[algsimp,cse,dce]`); `None` runs none.
+    /// (`simplify`, `cpu`) or pipeline text (`fixpoint(max=4)[algsimp,cse,dce]`); `None` (or
+    /// `none`) runs none. [`pipeline_for`] picks a platform's default.
     pub pipeline: Option<String>,
 }
 
@@ -150,7 +151,7 @@ pub fn prepare_module(
         ));
     }
     crate::verify_module(&m).map_err(|e| BackendError::new(backend, e))?;
-    if let Some(p) = &opts.pipeline {
+    if let Some(p) = opts.pipeline.as_ref().filter(|p| p.as_str() != NO_PIPELINE) {
         let text = crate::passes::standard_pipeline(p).unwrap_or(p);
         let pm_opts = axle_ir::PassManagerOptions {
             verify: axle_ir::VerifyMode::default_for_build(),
@@ -231,7 +232,25 @@ pub trait Platform: Send + Sync {
     fn compiler(&self) -> &dyn Compiler;
     /// The transfer manager.
     fn transfer_manager(&self) -> &dyn TransferManager;
+    /// The pass pipeline `axle run`, `bench` and `compile` run before compiling when none is
+    /// asked for: a standard pipeline's name or pipeline text (default: none).
+    fn default_pipeline(&self) -> Option<&str> {
+        None
+    }
 }
+
+/// The pipeline to run on `platform` when `requested` was asked for: the platform's default
+/// when nothing was asked, nothing for `none`, else what was asked.
+pub fn pipeline_for(platform: &dyn Platform, requested: Option<&str>) -> Option<String> {
+    match requested {
+        None => platform.default_pipeline().map(str::to_string),
+        Some(NO_PIPELINE) => None,
+        Some(p) => Some(p.to_string()),
+    }
+}
+
+/// The pipeline name that runs nothing (`--passes none`): the module is compiled as given.
+pub const NO_PIPELINE: &str = "none";
 
 /// Backends by name.
 #[derive(Default)]

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use axle_ir::Module;
 
-use crate::backend::{registry, CompileOptions};
+use crate::backend::{pipeline_for, registry, CompileOptions};
 use crate::run::generate_inputs;
 
 /// How output buffers are handled across runs.
@@ -45,7 +45,8 @@ pub struct BenchOptions {
     /// Also time every kernel (`cpu` only): the report lists the slowest ones.
     pub profile: bool,
     /// A pass pipeline (standard name or text) to run before code generation; its time counts
-    /// as compile time.
+    /// as compile time. `None` runs the backend's default (the `cpu` pipeline on `cpu`), `none`
+    /// runs nothing.
     pub pipeline: Option<String>,
 }
 
@@ -117,7 +118,7 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
         .compile(
             m,
             &CompileOptions {
-                pipeline: opts.pipeline.clone(),
+                pipeline: pipeline_for(&*platform, opts.pipeline.as_deref()),
                 ..Default::default()
             },
         )

@@ -1,6 +1,8 @@
 //! The `cpu` backend: modules compiled to native code through LLVM (`axle-codegen-cpu`), with
 //! host memory as device memory. Compilation runs the code generator's own lowering; a run
-//! executes the JIT-compiled entry point on a thread pool.
+//! executes the JIT-compiled entry point on a thread pool. Its default pipeline (what `axle
+//! run`, `bench` and `compile` run unless told otherwise) is the standard `cpu` pipeline:
+//! simplification, then fusion for the cpu target.
 
 use std::time::Instant;
 
@@ -49,6 +51,10 @@ impl Platform for CpuPlatform {
 
     fn transfer_manager(&self) -> &dyn TransferManager {
         &self.transfer
+    }
+
+    fn default_pipeline(&self) -> Option<&str> {
+        Some("cpu")
     }
 }
 

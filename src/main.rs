@@ -47,8 +47,9 @@ enum Command {
         /// Seed for generated inputs (used when no --input is given).
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Run this pass pipeline before compiling: a standard pipeline's name (`simplify`) or
-        /// pipeline text (`axle passes` lists both).
+        /// The pass pipeline to run before compiling: a standard pipeline's name (`simplify`,
+        /// `cpu`) or pipeline text (`axle passes` lists both); default: the backend's own (`cpu`
+        /// on the cpu backend); `none` compiles the module exactly as given.
         #[arg(long)]
         passes: Option<String>,
     },
@@ -138,6 +139,10 @@ enum Command {
         /// Print the optimized LLVM IR (`llvm`) or the assembly (`asm`).
         #[arg(long, value_parser = ["llvm", "asm"])]
         emit: Option<String>,
+        /// The pass pipeline to run before compiling (default: the backend's own, `cpu` on the
+        /// cpu backend; `none` compiles the module exactly as given).
+        #[arg(long)]
+        passes: Option<String>,
     },
     /// Compile a module and time repeated runs on generated inputs: compile time, then median
     /// and minimum run time per output-buffer policy (`fresh` result buffers per run, as XLA
@@ -163,8 +168,9 @@ enum Command {
         /// Also time each kernel (cpu backend) and list the slowest ones.
         #[arg(long)]
         profile: bool,
-        /// Run this pass pipeline before compiling (a standard pipeline's name or pipeline
-        /// text); its time counts as compile time.
+        /// The pass pipeline to run before compiling (a standard pipeline's name or pipeline
+        /// text; default: the backend's own, `cpu` on the cpu backend; `none` runs nothing); its
+        /// time counts as compile time.
         #[arg(long)]
         passes: Option<String>,
     },
@@ -250,6 +256,7 @@ fn main() -> ExitCode {
             name,
             target_triple,
             emit,
+            passes,
         } => cmd_compile(CompileArgs {
             file,
             backend,
@@ -259,6 +266,7 @@ fn main() -> ExitCode {
             name,
             target_triple,
             emit,
+            passes,
         }),
         Command::Bench {
             file,
@@ -422,6 +430,7 @@ struct CompileArgs {
     name: Option<String>,
     target_triple: Option<String>,
     emit: Option<String>,
+    passes: Option<String>,
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Reported> {
@@ -443,6 +452,48 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
         ));
     }
     let m = load(&a.file)?;
+    let platform = axle::backend::registry()
+        .get(&a.backend)
+        .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+    let compile_opts = axle::backend::CompileOptions {
+        pipeline: axle::backend::pipeline_for(&*platform, a.passes.as_deref()),
+        ..Default::default()
+    };
+    if a.aot || a.emit.is_some() {
+        // The code generator is called directly below; the pipeline runs here first.
+        let t0 = Instant::now();
+        let m = axle::backend::prepare_module("cpu", m, &compile_opts)
+            .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+        return compile_cpu_output(&a, &shown, m, t0);
+    }
+    let t0 = Instant::now();
+    let exe = platform
+        .compiler()
+        .compile(m, &compile_opts)
+        .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+    let stats = exe.stats();
+    println!(
+        "compiled {} ({} instructions) on {} in {:.3} ms{}",
+        shown,
+        stats.instructions,
+        a.backend,
+        t0.elapsed().as_secs_f64() * 1e3,
+        stats
+            .temp_bytes
+            .map(|t| format!(", {t} temporary bytes"))
+            .unwrap_or_default()
+    );
+    Ok(())
+}
+
+/// `axle compile --aot` and `--emit`: the code generator on the (already optimized) module;
+/// `t0` is when compilation started.
+fn compile_cpu_output(
+    a: &CompileArgs,
+    shown: &str,
+    m: Module,
+    t0: Instant,
+) -> Result<(), Reported> {
     let opts = axle_codegen_cpu::CpuOptions {
         target_triple: a.target_triple.clone(),
         ..Default::default()
@@ -458,7 +509,6 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
                 .unwrap_or_else(|| "model".into())
         });
         let header = a.header.clone().unwrap_or_else(|| obj.with_extension("h"));
-        let t0 = Instant::now();
         let out = axle_codegen_cpu::compile_aot(&m, &opts, &name)
             .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
         write_file(&obj, &out.object)?;
@@ -473,45 +523,22 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
         );
         return Ok(());
     }
-    if let Some(e) = &a.emit {
-        let what = if e == "asm" {
-            axle_codegen_cpu::Emit::Asm
-        } else {
-            axle_codegen_cpu::Emit::LlvmIr
-        };
-        let text = axle_codegen_cpu::emit_text(&m, &opts, what)
-            .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
-        return match &a.output {
-            Some(p) => write_file(p, text.as_bytes()),
-            None => {
-                let mut out = std::io::stdout().lock();
-                out.write_all(text.as_bytes())
-                    .and_then(|_| out.flush())
-                    .map_err(|e| Reported(format!("error: writing output: {e}")))
-            }
-        };
+    let what = if a.emit.as_deref() == Some("asm") {
+        axle_codegen_cpu::Emit::Asm
+    } else {
+        axle_codegen_cpu::Emit::LlvmIr
+    };
+    let text = axle_codegen_cpu::emit_text(&m, &opts, what)
+        .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+    match &a.output {
+        Some(p) => write_file(p, text.as_bytes()),
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())
+                .and_then(|_| out.flush())
+                .map_err(|e| Reported(format!("error: writing output: {e}")))
+        }
     }
-    let platform = axle::backend::registry()
-        .get(&a.backend)
-        .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
-    let t0 = Instant::now();
-    let exe = platform
-        .compiler()
-        .compile(m, &axle::backend::CompileOptions::default())
-        .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
-    let stats = exe.stats();
-    println!(
-        "compiled {} ({} instructions) on {} in {:.3} ms{}",
-        shown,
-        stats.instructions,
-        a.backend,
-        t0.elapsed().as_secs_f64() * 1e3,
-        stats
-            .temp_bytes
-            .map(|t| format!(", {t} temporary bytes"))
-            .unwrap_or_default()
-    );
-    Ok(())
 }
 
 fn cmd_bench(path: &Path, opts: &axle::bench::BenchOptions) -> Result<(), Reported> {

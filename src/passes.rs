@@ -6,11 +6,15 @@
 //! pass at a time and observes the module after each, the shape an environment for
 //! pass-ordering agents (CompilerGym style) needs.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use axle_analysis::{module_cost, Cost};
+use axle_codegen_cpu::fusion_target::CpuFusionTarget;
+use axle_fusion::fusion::Fusion;
+use axle_fusion::multi_output_fusion::MultiOutputFusion;
+use axle_fusion::target::FusionTarget;
 use axle_ir::{
-    Module, PassManager, PassManagerError, PassManagerOptions, PassRegistry, Pipeline,
+    Module, PassManager, PassManagerError, PassManagerOptions, PassOptions, PassRegistry, Pipeline,
     PipelineError, StatsRow,
 };
 
@@ -25,26 +29,65 @@ pub struct StandardPipeline {
     pub text: &'static str,
 }
 
+/// The text of the `simplify` pipeline (a macro so that other pipelines can start with it).
+macro_rules! simplify_text {
+    () => {
+        "inline,fixpoint(max=8)[algsimp,constant-folding,tuple-simplify,while-simplify,inline,reshape-mover,broadcast-canonicalize,zero-sized-elim,cse,dce]"
+    };
+}
+
 /// The standard pipelines. Backends add theirs here.
-pub const PIPELINES: &[StandardPipeline] = &[StandardPipeline {
-    name: "simplify",
-    doc: "target-independent simplification to a fixed point",
-    text: "inline,fixpoint(max=8)[algsimp,constant-folding,tuple-simplify,while-simplify,inline,reshape-mover,broadcast-canonicalize,zero-sized-elim,cse,dce]",
-}];
+pub const PIPELINES: &[StandardPipeline] = &[
+    StandardPipeline {
+        name: "simplify",
+        doc: "target-independent simplification to a fixed point",
+        text: simplify_text!(),
+    },
+    StandardPipeline {
+        name: "cpu",
+        doc: "the cpu backend's default: simplify, then producer-consumer and multi-output fusion for the cpu target",
+        text: concat!(
+            simplify_text!(),
+            ",fusion{target=cpu},multi-output-fusion{target=cpu},dce"
+        ),
+    },
+];
+
+/// The fusion targets the pass registry knows: the CPU backend's and the fusion crate's
+/// parameter sets.
+pub const FUSION_TARGETS: &[&str] = &["cpu", "generic", "gpu"];
+
+/// The fusion target named `name` (`target=NAME` of the fusion passes).
+pub fn fusion_target(name: &str) -> Option<Arc<dyn FusionTarget>> {
+    match name {
+        "cpu" => Some(Arc::new(CpuFusionTarget::default())),
+        _ => axle_fusion::builtin_target(name),
+    }
+}
+
+fn target_option(o: &PassOptions) -> Result<Arc<dyn FusionTarget>, String> {
+    axle_fusion::resolve_target(o.str("target"), fusion_target, FUSION_TARGETS)
+}
 
 /// The text of the standard pipeline `name`.
 pub fn standard_pipeline(name: &str) -> Option<&'static str> {
     PIPELINES.iter().find(|p| p.name == name).map(|p| p.text)
 }
 
-/// Every registered pass: the IR crate's utility passes, the simplification passes and the
-/// scheduling passes.
+/// Every registered pass: the IR crate's utility passes, the simplification passes, the
+/// fusion passes (their `target=NAME` option resolved by [`fusion_target`]) and the scheduling
+/// passes.
 pub fn registry() -> &'static PassRegistry {
     static REGISTRY: OnceLock<PassRegistry> = OnceLock::new();
     REGISTRY.get_or_init(|| {
         let mut reg = PassRegistry::new();
         axle_ir::passes::register(&mut reg);
         axle_fusion::register(&mut reg);
+        axle_fusion::register_fusion(
+            &mut reg,
+            |o| Box::new(Fusion::new(target_option(o))),
+            |o| Box::new(MultiOutputFusion::new(target_option(o))),
+        );
         axle_schedule::register(&mut reg);
         reg
     })

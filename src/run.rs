@@ -16,7 +16,7 @@ use axle_ir::{ArrayLiteral, ArrayShape, ElementType, Literal, Module};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::backend::{registry, CompileOptions, ValueShape};
+use crate::backend::{pipeline_for, registry, CompileOptions, ValueShape};
 
 /// Options of a run.
 #[derive(Clone, Debug)]
@@ -31,7 +31,8 @@ pub struct RunOptions {
     pub repeat: usize,
     /// Seed for generated inputs.
     pub seed: u64,
-    /// A pass pipeline (standard name or text) to run before code generation.
+    /// A pass pipeline (standard name or text) to run before code generation; `None` runs the
+    /// backend's default (the `cpu` pipeline on `cpu`), `none` runs nothing.
     pub pipeline: Option<String>,
 }
 
@@ -79,7 +80,7 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
         .compile(
             m,
             &CompileOptions {
-                pipeline: opts.pipeline.clone(),
+                pipeline: pipeline_for(&*platform, opts.pipeline.as_deref()),
                 ..Default::default()
             },
         )

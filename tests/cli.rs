@@ -162,7 +162,12 @@ fn run_writes_outputs_that_match_xla() {
 #[test]
 fn run_with_a_pipeline_matches_xla_on_both_backends() {
     for backend in ["cpu", "interpreter"] {
-        for passes in ["simplify", "fixpoint(max=3)[algsimp,cse,dce]"] {
+        for passes in [
+            "simplify",
+            "cpu",
+            "none",
+            "fixpoint(max=3)[algsimp,cse,dce]",
+        ] {
             let tmp = tempfile::tempdir().unwrap();
             let out = tmp.path().join("out");
             let mut args = vec!["run".to_string(), corpus("mlp_forward.hlo")];
@@ -184,6 +189,31 @@ fn run_with_a_pipeline_matches_xla_on_both_backends() {
             assert!(o.status.success(), "{backend} {passes}: {}", stderr(&o));
         }
     }
+}
+
+/// `compile` on cpu runs the `cpu` pipeline unless `--passes none` says otherwise: fused, the
+/// MLP needs fewer temporary bytes than the module as given.
+#[test]
+fn cpu_runs_the_fusion_pipeline_by_default() {
+    let file = corpus("mlp_forward.hlo");
+    let temp = |extra: &[&str]| -> u64 {
+        let mut args = vec!["compile", &file];
+        args.extend_from_slice(extra);
+        let o = axle(&args);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        let t = text
+            .split(", ")
+            .find_map(|p| p.strip_suffix(" temporary bytes\n"))
+            .unwrap_or_else(|| panic!("no temporary bytes in {text}"));
+        t.parse().unwrap()
+    };
+    let fused = temp(&[]);
+    assert_eq!(fused, temp(&["--passes", "cpu"]));
+    let as_given = temp(&["--passes", "none"]);
+    assert!(fused < as_given, "fused {fused} vs as given {as_given}");
+    let o = axle(&["compile", &file, "--emit", "llvm"]);
+    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 #[test]

@@ -190,7 +190,7 @@ fn opt_errors_are_clear() {
         ),
         (
             &["opt", file, "--pipeline", "nope"],
-            "error: unknown pipeline 'nope' (standard pipelines: simplify)",
+            "error: unknown pipeline 'nope' (standard pipelines: simplify, cpu)",
         ),
         (
             &["opt", file],

@@ -1,7 +1,8 @@
 //! Every case of the shared corpus (`NAME.hlo` and XLA's optimized `NAME.opt.hlo`) on the `cpu`
-//! backend after the standard `simplify` pipeline (run through the backend interface's
+//! backend after its default pipeline, the standard `cpu` pipeline (simplification, then
+//! fusion and multi-output fusion for the cpu target, run through the backend interface's
 //! [`CompileOptions::pipeline`]), against XLA's outputs under the manifest's tolerances: the
-//! passes and the code generator must agree on every program, not only the evaluator.
+//! passes and the code generator must agree on every program, fused, not only the evaluator.
 //!
 //! One named test per file, plus a trial proving the harness notices a wrong answer.
 
@@ -11,10 +12,10 @@ use axle_testkit::{shared_dir, trials, RunFailure, Runner};
 use libtest_mimic::Arguments;
 use std::sync::Arc;
 
-fn cpu_after_simplify() -> Runner {
+fn cpu_after_pipeline() -> Runner {
     Arc::new(|m, args| {
         let opts = CompileOptions {
-            pipeline: Some("simplify".into()),
+            pipeline: Some("cpu".into()),
             ..Default::default()
         };
         let m =
@@ -31,5 +32,5 @@ fn cpu_after_simplify() -> Runner {
 fn main() {
     let args = Arguments::from_args();
     let dir = shared_dir().join("corpus");
-    libtest_mimic::run(&args, trials(&dir, true, true, cpu_after_simplify())).exit();
+    libtest_mimic::run(&args, trials(&dir, true, true, cpu_after_pipeline())).exit();
 }

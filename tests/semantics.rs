@@ -3,7 +3,8 @@
 //! results before and after (integers exactly, floats bit for bit with NaN matching NaN), on
 //! inputs full of special values (`±0.0`, `±inf`, NaN, integer extremes). Every pipeline runs
 //! with the verifier after each pass and the changed-flag check on, and gives the same output
-//! at 1 and 8 threads.
+//! at 1 and 8 threads. The fusion passes are drawn like every other pass, and also run on
+//! their own on every target and as the standard `cpu` pipeline.
 
 use axle::ir::gen::Recipe;
 use axle::ir::{print_module, PassManagerOptions, Tolerance, VerifyMode};
@@ -40,28 +41,45 @@ fn run(m: &axle::ir::Module, pipeline: &str, threads: usize) -> Result<axle::ir:
     Ok(out)
 }
 
-fn pipelines_keep_results(r: Recipe, picks: Vec<u8>, seed: u64) -> TestResult {
-    let m = r.build();
-    let pipeline = pipeline_from(&picks);
-    let out = match run(&m, &pipeline, 1) {
-        Ok(o) => o,
-        Err(e) => return TestResult::error(format!("{pipeline}: {e}\n{}", print_module(&m))),
-    };
-    match run(&m, &pipeline, 8) {
-        Ok(o8) if print_module(&o8) == print_module(&out) => {}
-        Ok(_) => return TestResult::error(format!("{pipeline}: output differs at 8 threads")),
-        Err(e) => return TestResult::error(format!("{pipeline} at 8 threads: {e}")),
+/// `pipeline` on `m` at 1 and at 8 threads, which must agree.
+fn run_both(m: &axle::ir::Module, pipeline: &str) -> Result<axle::ir::Module, TestResult> {
+    let out = run(m, pipeline, 1)
+        .map_err(|e| TestResult::error(format!("{pipeline}: {e}\n{}", print_module(m))))?;
+    match run(m, pipeline, 8) {
+        Ok(o8) if print_module(&o8) == print_module(&out) => Ok(out),
+        Ok(_) => Err(TestResult::error(format!(
+            "{pipeline}: output differs at 8 threads"
+        ))),
+        Err(e) => Err(TestResult::error(format!("{pipeline} at 8 threads: {e}"))),
     }
-    match same_results(&m, &out, seed, 2, Tolerance::Exact) {
+}
+
+/// Whether `m` and `out` (after `pipeline`) give identical evaluator results.
+fn same_values(
+    m: &axle::ir::Module,
+    out: &axle::ir::Module,
+    pipeline: &str,
+    seed: u64,
+) -> TestResult {
+    match same_results(m, out, seed, 2, Tolerance::Exact) {
         Ok(Equivalence::Same(_)) => TestResult::passed(),
         Ok(Equivalence::NotComparable(e)) => {
             TestResult::error(format!("generated modules always evaluate: {e}"))
         }
         Err(e) => TestResult::error(format!(
             "{pipeline}: {e}\n--- before ---\n{}\n--- after ---\n{}",
-            print_module(&m),
-            print_module(&out)
+            print_module(m),
+            print_module(out)
         )),
+    }
+}
+
+fn pipelines_keep_results(r: Recipe, picks: Vec<u8>, seed: u64) -> TestResult {
+    let m = r.build();
+    let pipeline = pipeline_from(&picks);
+    match run_both(&m, &pipeline) {
+        Ok(out) => same_values(&m, &out, &pipeline, seed),
+        Err(e) => e,
     }
 }
 
@@ -99,6 +117,49 @@ fn simplify_keeps_evaluator_results() {
         .quickcheck(simplify_keeps_results as fn(Recipe, u64) -> TestResult);
 }
 
+static FUSED_MODULES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The `cpu` pipeline (simplification, then fusion and multi-output fusion) and the fusion
+/// passes alone on each target keep the evaluator's results, at 1 and 8 threads alike.
+fn fusion_keeps_results(r: Recipe, target: u8, seed: u64) -> TestResult {
+    let m = r.build();
+    let pipeline = match target % 4 {
+        0 => axle::passes::standard_pipeline("cpu")
+            .expect("the cpu pipeline")
+            .to_string(),
+        1 => "fusion{target=cpu},multi-output-fusion{target=cpu}".to_string(),
+        2 => "fusion{target=generic},multi-output-fusion{target=generic},dce".to_string(),
+        _ => {
+            "fusion{target=gpu},cse,fusion{target=gpu},multi-output-fusion{target=gpu}".to_string()
+        }
+    };
+    let out = match run_both(&m, &pipeline) {
+        Ok(o) => o,
+        Err(e) => return e,
+    };
+    if out
+        .live_ids()
+        .iter()
+        .any(|&i| out.opcode(i) == axle::ir::Opcode::Fusion)
+    {
+        FUSED_MODULES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    same_values(&m, &out, &pipeline, seed)
+}
+
+#[test]
+fn fusion_keeps_evaluator_results() {
+    QuickCheck::new()
+        .tests(200)
+        .quickcheck(fusion_keeps_results as fn(Recipe, u8, u64) -> TestResult);
+    // The property means something only if the generated modules do get fused.
+    let fused = FUSED_MODULES.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        fused >= 50,
+        "only {fused} of 200 generated modules were fused"
+    );
+}
+
 #[test]
 fn every_registered_pass_is_drawn() {
     // The property draws from the registry; make sure the registry has every pass of issue 5.
@@ -109,7 +170,9 @@ fn every_registered_pass_is_drawn() {
         "constant-folding",
         "cse",
         "dce",
+        "fusion",
         "inline",
+        "multi-output-fusion",
         "reshape-mover",
         "tuple-simplify",
         "verify",

@@ -8,8 +8,15 @@
 //! input element; data movement counts none. Bytes are what an unfused execution reads and
 //! writes: every array operand and the array result, once (parameters, constants, tuples and
 //! `get-tuple-element`s move nothing). Called computations are counted once per call, so a loop
-//! body counts as one trip. It is a ranking signal for pass-ordering experiments, not a
-//! performance prediction.
+//! body counts as one trip; a fusion's computation adds its arithmetic but no bytes (its values
+//! never reach memory; the fusion's own operands and result are its traffic). It is a ranking
+//! signal for pass-ordering experiments, not a performance prediction.
+//!
+//! Fusion decisions weigh a [`FusionTradeoff`]: fusing a producer into its consumers saves the
+//! bytes of writing its result and reading it back once per use, and costs the arithmetic of
+//! every extra evaluation of it inside the fused kernel (a producer read at several indices, or
+//! through a broadcast, may be computed more than once per element). A target's numbers turn
+//! the two into one comparison ([`FusionTradeoff::worth_it`]).
 
 use axle_ir::{AttrKey, AttrValue, CompId, InstId, Module, Opcode, Shape};
 use rayon::prelude::*;
@@ -159,7 +166,13 @@ pub fn module_cost(m: &Module) -> Cost {
             ) {
                 for cc in m.called_comps(i) {
                     if !cc.is_none() && cc.index() < total.len() {
-                        t = t + total[cc.index()];
+                        let mut inner = total[cc.index()];
+                        if m.opcode(i) == Opcode::Fusion {
+                            // A fused computation's values stay in registers: its traffic is
+                            // the fusion's operands and result, counted on the fusion itself.
+                            inner.bytes = 0.0;
+                        }
+                        t = t + inner;
                     }
                 }
             }
@@ -171,4 +184,53 @@ pub fn module_cost(m: &Module) -> Cost {
         return Cost::default();
     }
     total[e.index()]
+}
+
+/// The array bytes of `i`'s result (0 for tuples, tokens and dynamic shapes).
+pub fn result_bytes(m: &Module, i: InstId) -> f64 {
+    bytes(m, i)
+}
+
+/// The elements of `i`'s array result (0 for tuples and tokens).
+pub fn result_elements(m: &Module, i: InstId) -> f64 {
+    elements(m, i)
+}
+
+/// What fusing a producer into its consumers gains and costs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FusionTradeoff {
+    /// Memory traffic no longer needed: the producer's result written once and read by each
+    /// use.
+    pub bytes_saved: f64,
+    /// Arithmetic operations computed again because the fused kernel evaluates the producer
+    /// more than once per element.
+    pub flops_duplicated: f64,
+    /// Transcendental operations among `flops_duplicated`.
+    pub transcendentals_duplicated: f64,
+}
+
+impl FusionTradeoff {
+    /// The tradeoff of fusing `producer` into consumers that read it through `uses` operand
+    /// slots, where the fused kernel evaluates each element of it `evaluations` times on
+    /// average (1: computed once, as the unfused program does).
+    pub fn of_producer(m: &Module, producer: InstId, uses: usize, evaluations: f64) -> Self {
+        let c = inst_cost(m, producer);
+        let extra = (evaluations - 1.0).max(0.0);
+        FusionTradeoff {
+            bytes_saved: bytes(m, producer) * (1.0 + uses as f64),
+            flops_duplicated: c.flops * extra,
+            transcendentals_duplicated: c.transcendentals * extra,
+        }
+    }
+
+    /// The duplicated work in elementwise-operation units, a transcendental costing
+    /// `transcendental_cost` of them.
+    pub fn duplicated_work(&self, transcendental_cost: f64) -> f64 {
+        self.flops_duplicated + self.transcendentals_duplicated * (transcendental_cost - 1.0)
+    }
+
+    /// Whether the bytes saved, at `byte_cost` operations per byte, pay for the duplicated work.
+    pub fn worth_it(&self, byte_cost: f64, transcendental_cost: f64) -> bool {
+        self.duplicated_work(transcendental_cost) <= self.bytes_saved * byte_cost
+    }
 }

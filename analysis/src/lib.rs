@@ -7,7 +7,7 @@ pub mod equivalence;
 pub mod eval;
 pub mod users;
 
-pub use cost::{inst_cost, module_cost, Cost};
+pub use cost::{inst_cost, module_cost, result_bytes, result_elements, Cost, FusionTradeoff};
 pub use equivalence::{adversarial_inputs, same_results, Equivalence};
 pub use eval::{
     evaluate, evaluate_computation, evaluate_computation_with, evaluate_with, EvalError,

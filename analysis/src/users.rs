@@ -65,6 +65,22 @@ impl Users {
         &self.users[self.offsets[k] as usize..self.offsets[k + 1] as usize]
     }
 
+    /// Where the uses of `i` sit in the flat array of all uses ([`Users::all`]): a per-use
+    /// side table aligned with it can be filled in parallel.
+    pub fn range(&self, i: InstId) -> std::ops::Range<usize> {
+        let k = i.index();
+        if k + 1 >= self.offsets.len() {
+            return 0..0;
+        }
+        self.offsets[k] as usize..self.offsets[k + 1] as usize
+    }
+
+    /// Every use, grouped by used instruction in id order (the users of instruction 0, then of
+    /// instruction 1, ...).
+    pub fn all(&self) -> &[InstId] {
+        &self.users
+    }
+
     /// The number of uses of `i` (operand slots that name it).
     pub fn use_count(&self, i: InstId) -> usize {
         self.users(i).len()

@@ -11,7 +11,7 @@ use std::fmt::Write;
 use std::io::Read;
 use std::path::PathBuf;
 
-/// The shared data directory: `$AXLE_SHARED`, else `../shared` beside the repository.
+/// The shared reference data: `AXLE_SHARED`, or `../shared` beside the repository.
 pub fn shared_dir() -> PathBuf {
     std::env::var("AXLE_SHARED")
         .map(PathBuf::from)

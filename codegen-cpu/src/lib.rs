@@ -31,6 +31,7 @@ mod conv_fast;
 mod elemental;
 mod emit;
 mod error;
+pub mod fusion_target;
 mod gemm;
 mod host;
 mod jit;

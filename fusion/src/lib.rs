@@ -1,9 +1,13 @@
 //! Graph rewriting that feeds fusion: algebraic simplification, constant folding, inlining,
 //! tuple, while-loop and reshape simplification, zero-sized-array elimination, broadcast
 //! canonicalization, the expansion of batch-norm ops and the `f32` upcast of narrow-typed linear
-//! algebra, one pass per file, named as the pass. Fusion itself comes later.
+//! algebra, and fusion itself (`fusion`, `multi-output-fusion`), one pass per file, named as the
+//! pass.
 //!
-//! [`register`] adds every pass of this crate to a [`PassRegistry`].
+//! [`register`] adds the simplification passes to a [`PassRegistry`]; the fusion passes need a
+//! target ([`target::FusionTarget`]), which the caller maps from the `target=NAME` option through
+//! [`register_fusion`] (the facade knows every backend's target; [`builtin_target`] gives the
+//! parameter sets this crate has).
 #![deny(missing_docs)]
 
 pub mod algsimp;
@@ -11,15 +15,25 @@ pub mod batchnorm_expander;
 pub mod broadcast_canonicalize;
 pub mod clone;
 pub mod constant_folding;
+pub mod fusion;
 pub mod inline;
 pub mod linalg_upcast;
+pub mod multi_output_fusion;
+pub mod outline;
+pub mod param_target;
 pub mod reshape_mover;
 pub mod rewrite;
+pub mod target;
 pub mod tuple_simplify;
 pub mod while_simplify;
 pub mod zero_sized_elim;
 
+use std::sync::Arc;
+
+use axle_ir::pass::PassFactory;
 use axle_ir::{Module, PassInfo, PassRegistry};
+
+use crate::target::FusionTarget;
 
 /// Registers the passes of this crate.
 pub fn register(reg: &mut PassRegistry) {
@@ -103,4 +117,54 @@ pub fn run_on_copy(m: &Module, pipeline: &str) -> Result<Module, String> {
     let mut out = m.clone();
     pm.run(&mut out).map_err(|e| e.to_string())?;
     Ok(out)
+}
+
+/// The fusion targets this crate defines by their numbers alone (`generic`, `gpu`).
+pub fn builtin_target(name: &str) -> Option<Arc<dyn FusionTarget>> {
+    param_target::ParamTarget::by_name(name).map(|t| Arc::new(t) as Arc<dyn FusionTarget>)
+}
+
+/// The target named `name` from `lookup`, or an error listing the known names.
+pub fn resolve_target(
+    name: &str,
+    lookup: impl Fn(&str) -> Option<Arc<dyn FusionTarget>>,
+    known: &[&str],
+) -> Result<Arc<dyn FusionTarget>, String> {
+    lookup(name).ok_or_else(|| {
+        format!(
+            "unknown fusion target '{name}' (targets: {})",
+            known.join(", ")
+        )
+    })
+}
+
+/// Registers `fusion` and `multi-output-fusion`, created by `fusion` and `multi_output`: plain
+/// functions that map the `target=NAME` option to a target (see [`fusion::Fusion::new`] and
+/// [`multi_output_fusion::MultiOutputFusion::new`]).
+pub fn register_fusion(reg: &mut PassRegistry, fusion: PassFactory, multi_output: PassFactory) {
+    reg.register(PassInfo {
+        name: "fusion",
+        doc: "producer-consumer fusion (loop, reduction, row and output fusion) decided by the target's cost model",
+        options: fusion::OPTIONS,
+        create: fusion,
+    });
+    reg.register(PassInfo {
+        name: "multi-output-fusion",
+        doc: "merges sibling fusions reading one large operand, and producers also needed outside into their consumer, as multi-output fusions",
+        options: fusion::OPTIONS,
+        create: multi_output,
+    });
+}
+
+/// Registers the fusion passes with the targets of this crate only (`generic`, `gpu`), for
+/// tests and tools that do not link a backend.
+pub fn register_fusion_builtin(reg: &mut PassRegistry) {
+    fn target(o: &axle_ir::PassOptions) -> Result<Arc<dyn FusionTarget>, String> {
+        resolve_target(o.str("target"), builtin_target, &["generic", "gpu"])
+    }
+    register_fusion(
+        reg,
+        |o| Box::new(fusion::Fusion::new(target(o))),
+        |o| Box::new(multi_output_fusion::MultiOutputFusion::new(target(o))),
+    );
 }

@@ -20,6 +20,7 @@ fn main() {
     let mut reg = PassRegistry::new();
     axle_ir::passes::register(&mut reg);
     axle_fusion::register(&mut reg);
+    axle_fusion::register_fusion_builtin(&mut reg);
     let reg = Arc::new(reg);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
     let files = collect_filetests(&root);

@@ -412,8 +412,19 @@ impl Recipe {
                 }
             }
             5 => {
-                // Broadcast a scalar or a row.
-                if s.c.is_multiple_of(2) {
+                // Broadcast a scalar, a row, or a column (one value per row, as a reduction's
+                // result is read back).
+                if s.c % 3 == 2 {
+                    if let Some(x) = b.pick(F4, s.a) {
+                        b.push(
+                            F48,
+                            Opcode::Broadcast,
+                            vec![x],
+                            vec![(AttrKey::Dimensions, dims(&[0]))],
+                            s.named,
+                        );
+                    }
+                } else if s.c.is_multiple_of(2) {
                     if let Some(x) = b.pick(F0, s.a) {
                         b.push(
                             F48,

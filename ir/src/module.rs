@@ -390,7 +390,8 @@ impl Module {
     }
 
     /// Reserves room for `n` more instructions with about `operands` operands and `name_bytes` bytes
-    /// of names in total, so a parser of known input size grows no column while it runs.
+    /// of names in total, so a parser of known input size (or a pass that knows how much it
+    /// adds) grows no column while it runs.
     pub fn reserve(&mut self, n: usize, operands: usize, name_bytes: usize) {
         self.opcode.reserve(n);
         self.shape.reserve(n);
@@ -401,6 +402,7 @@ impl Module {
         self.names.reserve(n);
         self.src_locs.reserve(n);
         self.dead.reserve(n);
+        self.attr_pool.reserve(n);
         self.operand_pool.reserve(operands);
         self.name_pool.reserve(name_bytes);
     }
@@ -654,6 +656,14 @@ impl Module {
             };
             self.operand_pool.extend_from_slice(ops);
         }
+    }
+
+    /// Moves `id` into computation `comp` (outlining: a fusion pass moves the members of a
+    /// fusion into its fused computation; their operands must be made valid there too). A
+    /// `parameter` cannot move (computations index their parameters).
+    pub fn set_parent(&mut self, id: InstId, comp: CompId) {
+        debug_assert!(self.opcode[id.index()] != Opcode::Parameter);
+        self.parent[id.index()] = comp;
     }
 
     /// Sets the result shape and layout of `id`.
