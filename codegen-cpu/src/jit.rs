@@ -15,6 +15,9 @@ use inkwell::targets::{
 use inkwell::OptimizationLevel;
 use rayon::prelude::*;
 
+use axle_schedule::{assign, schedule_module, Heuristic};
+
+use crate::buffer_rules::CpuRules;
 use crate::cg::Cg;
 use crate::error::{finish, CodegenError};
 use crate::lower::{lower, Program};
@@ -235,7 +238,9 @@ pub(crate) fn target_machine(spec: &TargetSpec, reloc: RelocMode) -> Result<Targ
 /// Timings of one compilation.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CompileTimings {
-    /// Lowering to thunks and buffer assignment.
+    /// Scheduling (when the module came without a schedule) and buffer assignment.
+    pub schedule: Duration,
+    /// Lowering to thunks on the assigned buffers (the backend's expansions included).
     pub lower: Duration,
     /// LLVM IR emission.
     pub emit: Duration,
@@ -295,8 +300,28 @@ pub(crate) fn build<'ctx>(
         features: spec.features.clone(),
         threads: thread_count(opts),
     };
-    let prog = lower(m, &gemm).map_err(|f| finish(m, f))?;
-    timings.lower = t.elapsed();
+    // Buffers come from the schedule crate: a module that arrives with a schedule (a pipeline
+    // ending in memory-schedule, or XLA's own) keeps it; any other is scheduled (best of list,
+    // dfs and post-order) on a copy.
+    let ts = Instant::now();
+    let rules = CpuRules { gemm: &gemm };
+    let rescheduled;
+    let (m, asg) = match m.schedule().map(|_| assign(m, &rules)) {
+        Some(Ok(a)) => (m, a),
+        _ => {
+            let mut copy = m.clone();
+            schedule_module(&mut copy, Heuristic::Best)
+                .map_err(|e| CodegenError::general(&m.name, format!("scheduling failed: {e}")))?;
+            rescheduled = copy;
+            let a = assign(&rescheduled, &rules).map_err(|e| {
+                CodegenError::general(&m.name, format!("buffer assignment failed: {e}"))
+            })?;
+            (&rescheduled, a)
+        }
+    };
+    timings.schedule = ts.elapsed();
+    let prog = lower(m, &asg).map_err(|f| finish(m, f))?;
+    timings.lower = t.elapsed() - timings.schedule;
     let tm = target_machine(&spec, reloc).map_err(|e| CodegenError::general(&m.name, e))?;
     let t = Instant::now();
     let mut cg = Cg::new(ctx, &m.name, &spec.cpu, &spec.features);
@@ -490,7 +515,7 @@ pub(crate) fn compile(m: &Module, opts: &CpuOptions) -> Result<CpuExecutable, Co
         entry,
         params: prog.params,
         outputs: prog.outputs,
-        temp_bytes: prog.plan.temp_bytes,
+        temp_bytes: prog.temp_bytes,
         pool,
         temps: Mutex::new(Vec::new()),
         kernels,

@@ -3,7 +3,8 @@
 //!
 //! The pipeline: lowering turns the entry computation into a program of thunks over
 //! buffers (kernels, copies, loops and branches; `call` inlined, tuples resolved at compile
-//! time), with a buffer plan for the temporaries ([`buffers`]); each kernel's LLVM function is
+//! time), on the buffers of the `schedule` crate's assignment (the module is scheduled first if
+//! it came without a schedule; temporaries in one block); each kernel's LLVM function is
 //! built from elemental emitters (a generator from an output index to the value at that index,
 //! composed across operands, so a fused computation is one loop nest and an unfused op a fusion
 //! of one); the entry point runs the thunks; LLVM's `default<O3>` pipeline optimizes for the
@@ -23,7 +24,7 @@
 #![allow(clippy::needless_range_loop)]
 
 mod aot;
-pub mod buffers;
+mod buffer_rules;
 mod cg;
 mod complex;
 mod conv;
