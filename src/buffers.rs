@@ -1,13 +1,36 @@
 //! `axle buffers`: a module's schedule and buffer assignment, as the backends get them.
 //!
 //! [`buffers`] runs an optional pipeline, schedules the module (or keeps its own schedule) and
-//! assigns its buffers with the `schedule` crate; the report is printed by
-//! [`axle_schedule::render`] (text, JSON, SVG timeline).
+//! assigns its buffers with the `schedule` crate, under the cpu backend's rules (exactly the
+//! assignment `axle run` and `axle bench` execute on, the backend's expansions included) or
+//! XLA's; the report is printed by [`axle_schedule::render`] (text, JSON, SVG timeline).
 
+use axle_codegen_cpu::buffer_rules::CpuRules;
+use axle_codegen_cpu::CpuOptions;
 use axle_ir::Module;
 use axle_schedule::{
     assign, schedule_module, BufferAssignment, BufferRules, Choice, Heuristic, HloRules,
 };
+
+/// Whose rules the assignment follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rules {
+    /// The cpu backend's ([`CpuRules`], default options): what it compiles with.
+    Cpu,
+    /// XLA's model ([`HloRules`]): every fusion a kernel, no scratch.
+    Xla,
+}
+
+impl Rules {
+    /// The rules named `name` (`cpu` or `xla`).
+    pub fn from_name(name: &str) -> Option<Rules> {
+        match name {
+            "cpu" => Some(Rules::Cpu),
+            "xla" => Some(Rules::Xla),
+            _ => None,
+        }
+    }
+}
 
 /// How [`buffers`] schedules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +48,8 @@ pub struct BuffersOptions {
     pub pipeline: Option<String>,
     /// How to schedule.
     pub schedule: SchedulePolicy,
+    /// Whose rules.
+    pub rules: Rules,
 }
 
 impl Default for BuffersOptions {
@@ -32,6 +57,7 @@ impl Default for BuffersOptions {
         BuffersOptions {
             pipeline: None,
             schedule: SchedulePolicy::Run(Heuristic::Best),
+            rules: Rules::Cpu,
         }
     }
 }
@@ -45,14 +71,12 @@ pub struct BuffersResult {
     pub assignment: BufferAssignment,
     /// The heuristic chosen per computation.
     pub choices: Option<Vec<Choice>>,
+    /// The rules it was made under (for [`axle_schedule::check`]).
+    pub rules: Box<dyn BufferRules>,
 }
 
-/// Runs `opts.pipeline`, schedules and assigns buffers under `rules`.
-pub fn buffers(
-    mut m: Module,
-    opts: &BuffersOptions,
-    rules: &dyn BufferRules,
-) -> Result<BuffersResult, String> {
+/// Runs `opts.pipeline`, schedules and assigns buffers under `opts.rules`.
+pub fn buffers(mut m: Module, opts: &BuffersOptions) -> Result<BuffersResult, String> {
     if let Some(p) = &opts.pipeline {
         let text = crate::passes::standard_pipeline(p).unwrap_or(p);
         crate::passes::optimize(&mut m, text, axle_ir::PassManagerOptions::default())
@@ -71,15 +95,27 @@ pub fn buffers(
         ),
         None => None,
     };
-    let assignment = assign(&m, rules).map_err(|e| e.to_string())?;
-    Ok(BuffersResult {
-        module: m,
-        assignment,
-        choices,
-    })
-}
-
-/// [`buffers`] under XLA's rules ([`HloRules`]).
-pub fn buffers_hlo(m: Module, opts: &BuffersOptions) -> Result<BuffersResult, String> {
-    buffers(m, opts, &HloRules)
+    match opts.rules {
+        Rules::Xla => {
+            let assignment = assign(&m, &HloRules).map_err(|e| e.to_string())?;
+            Ok(BuffersResult {
+                module: m,
+                assignment,
+                choices,
+                rules: Box::new(HloRules),
+            })
+        }
+        Rules::Cpu => {
+            // The backend keeps the schedule just made (or the module's own).
+            let (module, assignment, rules): (Module, BufferAssignment, CpuRules) =
+                axle_codegen_cpu::buffer_assignment(&m, &CpuOptions::default())
+                    .map_err(|e| e.to_string())?;
+            Ok(BuffersResult {
+                module,
+                assignment,
+                choices,
+                rules: Box::new(rules),
+            })
+        }
+    }
 }

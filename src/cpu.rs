@@ -1,8 +1,8 @@
 //! The `cpu` backend: modules compiled to native code through LLVM (`axle-codegen-cpu`), with
-//! host memory as device memory. Compilation runs the code generator's own lowering; a run
-//! executes the JIT-compiled entry point on a thread pool. Its default pipeline (what `axle
-//! run`, `bench` and `compile` run unless told otherwise) is the standard `cpu` pipeline:
-//! simplification, then fusion for the cpu target.
+//! host memory as device memory. Compilation lowers on the `schedule` crate's buffer
+//! assignment; a run executes the JIT-compiled entry point on a thread pool. Its default
+//! pipeline (what `axle run`, `bench` and `compile` run unless told otherwise) is the standard
+//! `cpu` pipeline: simplification, then fusion for the cpu target.
 
 use std::time::Instant;
 

@@ -197,6 +197,11 @@ enum Command {
         /// its value overwritten) and report it.
         #[arg(long)]
         check: bool,
+        /// Whose rules: cpu (the cpu backend's, what it compiles with: fusions it cannot emit
+        /// as one kernel run as steps, kernel scratch, read-only parameters) or xla (every
+        /// fusion a kernel, no scratch, as XLA's memory statistics count).
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "xla"])]
+        rules: String,
     },
     /// Compare two `.npy` files: exact, or within --rtol/--atol (numpy allclose), NaN matching NaN.
     Compare {
@@ -308,7 +313,8 @@ fn main() -> ExitCode {
             json,
             svg,
             check,
-        } => cmd_buffers(&file, passes, &schedule, json, svg, check),
+            rules,
+        } => cmd_buffers(&file, passes, &schedule, &rules, json, svg, check),
         Command::Opt {
             file,
             passes,
@@ -556,11 +562,12 @@ fn cmd_buffers(
     path: &Path,
     passes: Option<String>,
     schedule: &str,
+    rules: &str,
     json: Option<PathBuf>,
     svg: Option<PathBuf>,
     check: bool,
 ) -> Result<(), Reported> {
-    use axle::buffers::{BuffersOptions, SchedulePolicy};
+    use axle::buffers::{BuffersOptions, Rules, SchedulePolicy};
     use axle::schedule::{render, Heuristic};
     let m = load(path)?;
     let file = path.display().to_string();
@@ -571,13 +578,14 @@ fn cmd_buffers(
     let opts = BuffersOptions {
         pipeline: passes,
         schedule: policy,
+        rules: Rules::from_name(rules).unwrap_or(Rules::Cpu),
     };
-    let r = axle::buffers::buffers_hlo(m, &opts)
-        .map_err(|e| Reported(format!("{file}: error: {e}")))?;
+    let r =
+        axle::buffers::buffers(m, &opts).map_err(|e| Reported(format!("{file}: error: {e}")))?;
     let (m, a) = (&r.module, &r.assignment);
     let mut report = render::text(m, a, r.choices.as_deref());
     if check {
-        let c = axle::schedule::check::check(m, a, &axle::schedule::HloRules)
+        let c = axle::schedule::check::check(m, a, &*r.rules)
             .map_err(|e| Reported(format!("{file}: error: the buffer check failed: {e}")))?;
         report.push_str(&format!(
             "check: ok ({} steps, {} reads, {} writes on shadow memory)\n",

@@ -3,7 +3,10 @@
 //! pass, on generated loop programs (loop state updated in place, passed through, swapped,
 //! branches and calls inside the body), and on every corpus case (`.hlo` as it is and after the
 //! `simplify` pipeline, XLA's `.opt.hlo` rescheduled and with XLA's own schedule). The same
-//! module and pipeline give the same assignment at 1 and 8 threads. On XLA's optimized modules
+//! module and pipeline give the same assignment at 1 and 8 threads. The cpu backend's own
+//! assignment (its rules, its expansions, the schedule it keeps or makes) is checked the same
+//! way on the generated modules and on every corpus case after the `cpu` pipeline and as XLA
+//! optimized it. On XLA's optimized modules
 //! (the same fusion decisions on both sides) the temporary block is no larger than XLA's
 //! (`get_compiled_memory_stats().temp_size_in_bytes`, recorded in
 //! `$AXLE_SHARED/baseline/xla_memory.json`).
@@ -14,6 +17,7 @@ use axle::ir::gen::Recipe;
 use axle::ir::{parse_module, print_module, Module, PassManagerOptions, VerifyMode};
 use axle::schedule::check::check;
 use axle::schedule::{assign, render, schedule_module, Heuristic, HloRules};
+use axle_codegen_cpu::CpuOptions;
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 
 fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
@@ -32,6 +36,24 @@ fn assign_checked(mut m: Module) -> Result<(String, u64), String> {
     let a = assign(&m, &HloRules).map_err(|e| e.to_string())?;
     check(&m, &a, &HloRules).map_err(|e| format!("checker: {e}"))?;
     Ok((render::json(&m, &a, None).to_string(), a.temp_bytes))
+}
+
+/// The assignment the cpu backend compiles `m` with, checked under its rules; its JSON report.
+fn cpu_assignment_checked(m: &Module) -> Result<String, String> {
+    let (m, a, rules) = axle_codegen_cpu::buffer_assignment(m, &CpuOptions::default())
+        .map_err(|e| format!("cpu: {e}"))?;
+    check(&m, &a, &rules).map_err(|e| format!("checker (cpu rules): {e}"))?;
+    Ok(render::json(&m, &a, None).to_string())
+}
+
+/// [`cpu_assignment_checked`] at 1 and 8 threads, which must agree.
+fn cpu_assignment_checked_at_1_and_8(m: &Module) -> Result<(), String> {
+    let one = in_pool(1, || cpu_assignment_checked(m))?;
+    let eight = in_pool(8, || cpu_assignment_checked(m))?;
+    if one != eight {
+        return Err("the cpu assignment differs at 8 threads".into());
+    }
+    Ok(())
 }
 
 fn optimized(m: &Module, pipeline: &str) -> Result<Module, String> {
@@ -53,7 +75,10 @@ fn generated_modules_assign_safely(r: Recipe, picks: Vec<u8>) -> TestResult {
     let one = in_pool(1, || assign_checked(m.clone()));
     let eight = in_pool(8, || assign_checked(m.clone()));
     match (one, eight) {
-        (Ok(a), Ok(b)) if a == b => TestResult::passed(),
+        (Ok(a), Ok(b)) if a == b => match cpu_assignment_checked_at_1_and_8(&m) {
+            Ok(()) => TestResult::passed(),
+            Err(e) => TestResult::error(format!("{pipeline}: {e}\n{}", print_module(&m))),
+        },
         (Ok(_), Ok(_)) => TestResult::error(format!("{pipeline}: differs at 8 threads")),
         (Err(e), _) | (_, Err(e)) => {
             TestResult::error(format!("{pipeline}: {e}\n{}", print_module(&m)))
@@ -240,7 +265,7 @@ fn loops_assign_safely(r: LoopRecipe) -> TestResult {
     if let Err(e) = axle::ir::verify(&m) {
         return TestResult::error(format!("{e}\n{text}"));
     }
-    match assign_checked(m) {
+    match assign_checked(m.clone()).and_then(|_| cpu_assignment_checked(&m)) {
         Ok(_) => TestResult::passed(),
         Err(e) => TestResult::error(format!("{e}\n{text}")),
     }
@@ -314,5 +339,46 @@ fn every_corpus_case_assigns_safely_and_opt_modules_need_no_more_than_xla() {
         }
     }
     assert!(compared >= 30, "only {compared} cases compared with XLA");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_corpus_case_cpu_assignment_is_safe_and_the_same_at_1_and_8_threads() {
+    let dir = axle_testkit::shared_dir();
+    let cases = axle_testkit::manifest_cases(&dir.join("corpus"));
+    assert!(
+        cases.len() >= 30,
+        "expected the corpus, found {}",
+        cases.len()
+    );
+    let cpu = axle::passes::standard_pipeline("cpu").expect("the cpu pipeline");
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case["name"].as_str().expect("a case name");
+        for file in [format!("{name}.hlo"), format!("{name}.opt.hlo")] {
+            let m = match axle_testkit::load(&dir.join("corpus"), &file) {
+                Ok(m) => m,
+                Err(e) => {
+                    failures.push(format!("{file}: {e}"));
+                    continue;
+                }
+            };
+            // Axle's default pipeline for the `.hlo`; XLA's module and schedule as given.
+            let m = if file.ends_with(".opt.hlo") {
+                m
+            } else {
+                match optimized(&m, cpu) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        failures.push(format!("{file}: cpu pipeline: {e}"));
+                        continue;
+                    }
+                }
+            };
+            if let Err(e) = cpu_assignment_checked_at_1_and_8(&m) {
+                failures.push(format!("{file}: {e}"));
+            }
+        }
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -1,6 +1,6 @@
 //! [`CpuRules`]: what the `schedule` crate's buffer assignment asks the cpu backend.
 //!
-//! - A fusion whose computation can be one kernel ([`crate::lower`]'s fusion kernel kinds) is
+//! - A fusion whose computation can be one kernel (the fusion kernel kinds of `lower.rs`) is
 //!   one kernel; any other runs instruction by instruction in its computation's scheduled order,
 //!   like a `call`.
 //! - Scratch: sorts and top-k merge through a buffer of their own, GEMMs pack their operands
@@ -16,14 +16,24 @@ use axle_schedule::{BufferRules, FusionRun};
 
 use crate::gemm::GemmTarget;
 use crate::lower::{fusion_kernel_kind, root_kind, KernelKind};
+use crate::CpuOptions;
 
 /// The cpu backend's answers, for one compilation target.
-pub(crate) struct CpuRules<'a> {
+#[derive(Clone, Debug)]
+pub struct CpuRules {
     /// What GEMM scratch sizes depend on.
-    pub gemm: &'a GemmTarget,
+    pub(crate) gemm: GemmTarget,
 }
 
-impl CpuRules<'_> {
+impl CpuRules {
+    /// The rules for compiling with `opts` (its target's features and thread count decide the
+    /// GEMM's scratch).
+    pub fn new(opts: &CpuOptions) -> CpuRules {
+        CpuRules {
+            gemm: crate::jit::gemm_target(opts),
+        }
+    }
+
     /// The kernel `inst` lowers to and the instruction it is rooted at, if it is one kernel.
     fn kernel(&self, m: &Module, inst: InstId) -> Option<(KernelKind, InstId)> {
         if m.opcode(inst) == Opcode::Fusion {
@@ -37,7 +47,7 @@ impl CpuRules<'_> {
     }
 }
 
-impl BufferRules for CpuRules<'_> {
+impl BufferRules for CpuRules {
     fn fusion_run(&self, m: &Module, fusion: InstId) -> FusionRun {
         let Some(c) = m.comp_attr(fusion, &AttrKey::Calls) else {
             return FusionRun::Kernel;
@@ -64,7 +74,7 @@ impl BufferRules for CpuRules<'_> {
                 crate::kernels::sort_scratch_bytes(m, root).unwrap_or(0)
             }
             Some((KernelKind::Gemm, root)) => {
-                crate::gemm::gemm_geo(m, root, self.gemm).map_or(0, |g| g.scratch_bytes())
+                crate::gemm::gemm_geo(m, root, &self.gemm).map_or(0, |g| g.scratch_bytes())
             }
             _ => return Vec::new(),
         };

@@ -1,6 +1,7 @@
 //! The compilation pipeline (lower, emit, verify, optimize) and the JIT executable with its
 //! threaded runtime.
 
+use std::borrow::Cow;
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -15,7 +16,7 @@ use inkwell::targets::{
 use inkwell::OptimizationLevel;
 use rayon::prelude::*;
 
-use axle_schedule::{assign, schedule_module, Heuristic};
+use axle_schedule::{assign, schedule_module, BufferAssignment, Heuristic};
 
 use crate::buffer_rules::CpuRules;
 use crate::cg::Cg;
@@ -269,6 +270,84 @@ fn needs_expansion(m: &Module) -> bool {
         || axle_fusion::linalg_upcast::has_narrow_linalg(m)
 }
 
+/// What the GEMM's blocking depends on when compiling with `opts`.
+pub(crate) fn gemm_target(opts: &CpuOptions) -> crate::gemm::GemmTarget {
+    crate::gemm::GemmTarget {
+        features: target_spec(opts).features,
+        threads: thread_count(opts),
+    }
+}
+
+/// The module the backend lowers and its buffers (see [`plan_buffers`]).
+pub(crate) struct BufferPlan<'m> {
+    /// `m` after the backend's expansions, scheduled (borrowed when it needed neither).
+    pub module: Cow<'m, Module>,
+    /// Its buffer assignment under the backend's rules.
+    pub assignment: BufferAssignment,
+    /// Time spent scheduling and assigning.
+    pub schedule: Duration,
+}
+
+/// Verifies `m`, applies the backend's expansions and takes its buffers from the schedule
+/// crate under `rules`.
+pub(crate) fn plan_buffers<'m>(
+    m: &'m Module,
+    rules: &CpuRules,
+) -> Result<BufferPlan<'m>, CodegenError> {
+    // Everything below relies on the verifier's invariants (shapes agree with attributes).
+    axle_ir::verify(m)
+        .map_err(|e| CodegenError::general(&m.name, format!("the module does not verify: {e}")))?;
+    // Ops the backend has no kernels for are rewritten first, as XLA's CPU pipeline does:
+    // batch-norm ops into ordinary HLO, f16/bf16/f8 linear algebra into f32 between converts. A
+    // module that needs neither is used as it is (no copy).
+    let mut module = if needs_expansion(m) {
+        Cow::Owned(
+            axle_fusion::run_on_copy(m, BACKEND_EXPANSIONS).map_err(|e| {
+                CodegenError::general(&m.name, format!("the backend's expansions failed: {e}"))
+            })?,
+        )
+    } else {
+        Cow::Borrowed(m)
+    };
+    // A module that arrives with a schedule (a pipeline ending in memory-schedule, or XLA's
+    // own) keeps it; any other, and one whose schedule the assignment cannot use (a computation
+    // called from two sites, not yet flattened), is scheduled (best of list, dfs and post-order,
+    // after flattening) on a copy.
+    let t = Instant::now();
+    let kept = match module.schedule() {
+        Some(_) => assign(&module, rules).ok(),
+        None => None,
+    };
+    let assignment = match kept {
+        Some(a) => a,
+        None => {
+            let copy = module.to_mut();
+            schedule_module(copy, Heuristic::Best)
+                .map_err(|e| CodegenError::general(&m.name, format!("scheduling failed: {e}")))?;
+            assign(copy, rules).map_err(|e| {
+                CodegenError::general(&m.name, format!("buffer assignment failed: {e}"))
+            })?
+        }
+    };
+    Ok(BufferPlan {
+        module,
+        assignment,
+        schedule: t.elapsed(),
+    })
+}
+
+/// The module the cpu backend lowers for `m` under `opts` (after its expansions, scheduled)
+/// and the buffer assignment it runs on, with the rules it was made under (for
+/// [`axle_schedule::check`], `axle buffers` and tests).
+pub fn buffer_assignment(
+    m: &Module,
+    opts: &CpuOptions,
+) -> Result<(Module, BufferAssignment, CpuRules), CodegenError> {
+    let rules = CpuRules::new(opts);
+    let plan = plan_buffers(m, &rules)?;
+    Ok((plan.module.into_owned(), plan.assignment, rules))
+}
+
 /// Lowers `m`, emits its LLVM module with entry point `entry` and optimizes it.
 pub(crate) fn build<'ctx>(
     ctx: &'ctx Context,
@@ -279,48 +358,13 @@ pub(crate) fn build<'ctx>(
 ) -> Result<Built<'ctx>, CodegenError> {
     let mut timings = CompileTimings::default();
     let t = Instant::now();
-    // Everything below relies on the verifier's invariants (shapes agree with attributes).
-    axle_ir::verify(m)
-        .map_err(|e| CodegenError::general(&m.name, format!("the module does not verify: {e}")))?;
-    // Ops the backend has no kernels for are rewritten first, as XLA's CPU pipeline does:
-    // batch-norm ops into ordinary HLO, f16/bf16/f8 linear algebra into f32 between converts. A
-    // module that needs neither is used as it is (no copy).
-    let expanded = if needs_expansion(m) {
-        Some(
-            axle_fusion::run_on_copy(m, BACKEND_EXPANSIONS).map_err(|e| {
-                CodegenError::general(&m.name, format!("the backend's expansions failed: {e}"))
-            })?,
-        )
-    } else {
-        None
-    };
-    let m = expanded.as_ref().unwrap_or(m);
     let spec = target_spec(opts);
-    let gemm = crate::gemm::GemmTarget {
-        features: spec.features.clone(),
-        threads: thread_count(opts),
-    };
-    // Buffers come from the schedule crate: a module that arrives with a schedule (a pipeline
-    // ending in memory-schedule, or XLA's own) keeps it; any other is scheduled (best of list,
-    // dfs and post-order) on a copy.
-    let ts = Instant::now();
-    let rules = CpuRules { gemm: &gemm };
-    let rescheduled;
-    let (m, asg) = match m.schedule().map(|_| assign(m, &rules)) {
-        Some(Ok(a)) => (m, a),
-        _ => {
-            let mut copy = m.clone();
-            schedule_module(&mut copy, Heuristic::Best)
-                .map_err(|e| CodegenError::general(&m.name, format!("scheduling failed: {e}")))?;
-            rescheduled = copy;
-            let a = assign(&rescheduled, &rules).map_err(|e| {
-                CodegenError::general(&m.name, format!("buffer assignment failed: {e}"))
-            })?;
-            (&rescheduled, a)
-        }
-    };
-    timings.schedule = ts.elapsed();
-    let prog = lower(m, &asg).map_err(|f| finish(m, f))?;
+    let rules = CpuRules::new(opts);
+    let gemm = rules.gemm.clone();
+    let plan = plan_buffers(m, &rules)?;
+    timings.schedule = plan.schedule;
+    let (m, asg) = (&*plan.module, &plan.assignment);
+    let prog = lower(m, asg).map_err(|f| finish(m, f))?;
     timings.lower = t.elapsed() - timings.schedule;
     let tm = target_machine(&spec, reloc).map_err(|e| CodegenError::general(&m.name, e))?;
     let t = Instant::now();

@@ -24,7 +24,7 @@
 #![allow(clippy::needless_range_loop)]
 
 mod aot;
-mod buffer_rules;
+pub mod buffer_rules;
 mod cg;
 mod complex;
 mod conv;
@@ -49,8 +49,8 @@ mod signature;
 pub use aot::{c_identifier, compile_aot, AotOutput};
 pub use error::CodegenError;
 pub use jit::{
-    AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn, KernelProfile,
-    RECYCLE_MAX_BYTES, RECYCLE_MIN_BYTES,
+    buffer_assignment, AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn,
+    KernelProfile, RECYCLE_MAX_BYTES, RECYCLE_MIN_BYTES,
 };
 
 use axle_ir::Module;

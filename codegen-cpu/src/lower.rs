@@ -27,6 +27,9 @@ use crate::host::HostCall;
 /// A buffer id.
 pub(crate) type BufId = u32;
 
+/// Copies as (source, destination) buffer pairs, run in order.
+pub(crate) type Copies = Vec<(BufId, BufId)>;
+
 /// Where a buffer lives.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum BufKind {
@@ -126,16 +129,16 @@ pub(crate) enum Thunk {
     /// A loop: `copy_in` (source, destination) before it, the condition, then while it holds
     /// the body and `copy_back` (the copies the assignment lists, in order).
     While {
-        copy_in: Vec<(BufId, BufId)>,
+        copy_in: Copies,
         cond: Vec<Thunk>,
         pred: BufId,
         body: Vec<Thunk>,
-        copy_back: Vec<(BufId, BufId)>,
+        copy_back: Copies,
     },
     /// A conditional: each branch's thunks and the copies into the outputs after it.
     Cond {
         selector: BufId,
-        branches: Vec<(Vec<Thunk>, Vec<(BufId, BufId)>)>,
+        branches: Vec<(Vec<Thunk>, Copies)>,
     },
     /// A call into the runtime library ([`crate::host`]).
     HostCall(Box<HostCall>),
@@ -697,7 +700,7 @@ fn shape_tree(
 }
 
 /// The assignment's copies as buffer pairs.
-fn moves(ms: &[Move]) -> Vec<(BufId, BufId)> {
+fn moves(ms: &[Move]) -> Copies {
     ms.iter()
         .map(|mv| (mv.src.index() as BufId, mv.dst.index() as BufId))
         .collect()

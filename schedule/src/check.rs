@@ -534,9 +534,9 @@ impl Checker<'_> {
             self.report.steps += 1;
             use Opcode::*;
             let toks = match m.opcode(s) {
-                Tuple | OptBarrier | Reshape | Copy | AddDependency | Domain | GetTupleElement => {
-                    self.step(s, &[])?
-                }
+                // Views, and constants (read-only memory of their own, written once).
+                Tuple | OptBarrier | Reshape | Copy | AddDependency | Domain | GetTupleElement
+                | Constant => self.step(s, &[])?,
                 Bitcast if self.bitcast_moves_nothing(s) => self.step(s, &[])?,
                 _ => {
                     // What the step's kernel reads: the values it reaches through

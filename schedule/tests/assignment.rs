@@ -417,3 +417,51 @@ ENTRY main {
     assert!(matches!(a.buffer(sb).memory, Memory::Temp { .. }));
     assert_eq!(a.temp_bytes, 32);
 }
+
+#[test]
+fn a_constant_run_as_a_fusion_step_stays_in_constant_memory() {
+    // A backend that runs every instruction of the fusion as a step, as it runs a call: the
+    // constant is a step too, and the checker must see it read-only, not written by a kernel.
+    struct EveryInstruction;
+    impl BufferRules for EveryInstruction {
+        fn fusion_run(&self, m: &Module, f: InstId) -> FusionRun {
+            let c = m.comp_attr(f, &axle_ir::AttrKey::Calls).unwrap();
+            let seq = m.schedule().unwrap().sequence(c).unwrap();
+            FusionRun::Steps(
+                seq.iter()
+                    .copied()
+                    .filter(|&i| m.opcode(i) != axle_ir::Opcode::Parameter)
+                    .collect(),
+            )
+        }
+    }
+    let text = "\
+HloModule steps_with_a_constant
+
+add {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT s = f32[] add(p, q)
+}
+
+fused {
+  x = f32[4,8]{1,0} parameter(0)
+  zero = f32[] constant(0)
+  sum = f32[4]{0} reduce(x, zero), dimensions={1}, to_apply=add
+  ROOT d = f32[4]{0} divide(sum, sum)
+}
+
+ENTRY main {
+  x = f32[4,8]{1,0} parameter(0)
+  ROOT f = f32[4]{0} fusion(x), kind=kInput, calls=fused
+}
+";
+    let (m, a) = assigned(text, &EveryInstruction);
+    let zero = id(&m, "zero");
+    let zb = a.leaf_buffers(zero)[0];
+    assert!(
+        matches!(a.buffer(zb).memory, Memory::Constant { .. }),
+        "{:?}",
+        a.buffer(zb).memory
+    );
+}
