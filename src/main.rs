@@ -14,6 +14,10 @@ use axle::ir::{parse_module, print_module, Module};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Compile without the compilation cache (on by default, in AXLE_CACHE_DIR or else
+    /// ~/.cache/axle: a module compiled before with the same options loads its code from there).
+    #[arg(long, global = true)]
+    no_cache: bool,
 }
 
 #[derive(Subcommand)]
@@ -146,7 +150,8 @@ enum Command {
     },
     /// Compile a module and time repeated runs on generated inputs: compile time, then median
     /// and minimum run time per output-buffer policy (`fresh` result buffers per run, as XLA
-    /// does by default, or the previous run's buffers `reused`).
+    /// does by default, or the previous run's buffers `reused`). It compiles without the
+    /// compilation cache, so the compile time is always the compiler's.
     Bench {
         /// The HLO file.
         file: PathBuf,
@@ -230,6 +235,11 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    let cache = if cli.no_cache {
+        axle::CacheMode::Off
+    } else {
+        axle::CacheMode::Dir(axle::cache::DiskCache::default_dir())
+    };
     let result = match cli.command {
         Command::Parse { file } => cmd_parse(&file),
         Command::Stats { file } => cmd_stats(&file),
@@ -249,6 +259,7 @@ fn main() -> ExitCode {
                 repeat,
                 seed,
                 pipeline: passes,
+                cache,
             };
             cmd_run(&file, &opts)
         }
@@ -271,6 +282,7 @@ fn main() -> ExitCode {
             name,
             target_triple,
             emit,
+            cache,
             passes,
         }),
         Command::Bench {
@@ -297,6 +309,8 @@ fn main() -> ExitCode {
                 policies,
                 profile,
                 pipeline: passes,
+                // A benchmark measures compilation too, so it never loads code from the cache.
+                cache: axle::CacheMode::Off,
             };
             cmd_bench(&file, &opts)
         }
@@ -436,6 +450,7 @@ struct CompileArgs {
     name: Option<String>,
     target_triple: Option<String>,
     emit: Option<String>,
+    cache: axle::CacheMode,
     passes: Option<String>,
 }
 
@@ -463,6 +478,7 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
         .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
     let compile_opts = axle::backend::CompileOptions {
         pipeline: axle::backend::pipeline_for(&*platform, a.passes.as_deref()),
+        cache: a.cache.clone(),
         ..Default::default()
     };
     if a.aot || a.emit.is_some() {
@@ -479,11 +495,15 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
         .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
     let stats = exe.stats();
     println!(
-        "compiled {} ({} instructions) on {} in {:.3} ms{}",
+        "compiled {} ({} instructions) on {} in {:.3} ms{}{}",
         shown,
         stats.instructions,
         a.backend,
         t0.elapsed().as_secs_f64() * 1e3,
+        match stats.cache {
+            axle::cache::CacheOutcome::Hit => " (from the cache)",
+            _ => "",
+        },
         stats
             .temp_bytes
             .map(|t| format!(", {t} temporary bytes"))

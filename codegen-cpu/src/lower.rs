@@ -574,6 +574,9 @@ impl<'m> Lower<'m> {
         if r.leaves().len() != state.len() {
             return Err("while body result does not match the loop state".into());
         }
+        // The copies into the state after each trip are the assignment's, made sequential (a
+        // body that swaps or rotates state elements goes through a staging temporary), so every
+        // element takes this trip's value.
         out.push(Thunk::While {
             copy_in: moves(self.asg.loop_init(id)),
             cond,
