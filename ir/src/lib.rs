@@ -11,7 +11,9 @@ pub mod builder;
 pub mod compare;
 pub mod filetest;
 pub mod gen;
+pub mod hostile;
 pub mod literal;
+pub mod memory;
 pub mod module;
 pub mod npy;
 pub mod opcode;
@@ -21,8 +23,10 @@ pub mod pass_manager;
 pub mod passes;
 pub mod pipeline;
 pub mod printer;
+pub mod runnable;
 pub mod schedule;
 pub mod shape_inference;
+pub mod stack;
 pub mod types;
 pub mod verify;
 
@@ -36,7 +40,7 @@ pub use module::{
     BufferId, CompId, ConstValue, DebugTable, EntryLayout, InstId, LayoutId, Module, NewInst,
     Remap, Rewriter, ShapeId, SrcLoc,
 };
-pub use npy::{read_npy, read_npy_as, write_npy, NpyError, NpyErrorKind};
+pub use npy::{read_npy, read_npy_as, read_npy_within, write_npy, NpyError, NpyErrorKind};
 pub use opcode::Opcode;
 pub use parser::{parse_module, ParseError};
 pub use pass::{
@@ -48,6 +52,7 @@ pub use pass_manager::{
 };
 pub use pipeline::{Pipeline, PipelineError, PipelineItem};
 pub use printer::print_module;
+pub use runnable::check_runnable;
 pub use schedule::Schedule;
 pub use shape_inference::{infer_shape, OwnedShape, ProgramShape, ShapeError};
 pub use types::{
