@@ -305,7 +305,8 @@ pub(crate) fn plan_buffers<'m>(
     // A module that arrives with a schedule (a pipeline ending in memory-schedule, or XLA's
     // own) keeps it; any other, and one whose schedule the assignment cannot use (a computation
     // called from two sites, not yet flattened), is scheduled (best of list, dfs and post-order,
-    // after flattening) on a copy.
+    // after flattening) on a copy, dead code removed first: the assignment gives every
+    // scheduled value memory, and a value nothing reads needs none (lowering skips it).
     let t = Instant::now();
     let kept = match module.schedule() {
         Some(_) => assign(&module, rules).ok(),
@@ -315,6 +316,9 @@ pub(crate) fn plan_buffers<'m>(
         Some(a) => a,
         None => {
             let copy = module.to_mut();
+            axle_fusion::run_in_place(copy, "dce").map_err(|e| {
+                CodegenError::general(&m.name, format!("dead code removal failed: {e}"))
+            })?;
             schedule_module(copy, Heuristic::Best)
                 .map_err(|e| CodegenError::general(&m.name, format!("scheduling failed: {e}")))?;
             assign(copy, rules).map_err(|e| {
