@@ -278,6 +278,29 @@ fn generated_loops_assign_safely() {
         .quickcheck(loops_assign_safely as fn(LoopRecipe) -> TestResult);
 }
 
+/// Every corpus case's `.hlo` and `.opt.hlo`, loaded: `(case name, file name, module)`; files
+/// that do not load are pushed to `failures`.
+fn corpus_files(failures: &mut Vec<String>) -> Vec<(String, String, Module)> {
+    let dir = axle_testkit::shared_dir().join("corpus");
+    let cases = axle_testkit::manifest_cases(&dir);
+    assert!(
+        cases.len() >= 30,
+        "expected the corpus, found {}",
+        cases.len()
+    );
+    let mut out = Vec::new();
+    for case in &cases {
+        let name = case["name"].as_str().expect("a case name");
+        for file in [format!("{name}.hlo"), format!("{name}.opt.hlo")] {
+            match axle_testkit::load(&dir, &file) {
+                Ok(m) => out.push((name.to_string(), file, m)),
+                Err(e) => failures.push(format!("{file}: {e}")),
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn every_corpus_case_assigns_safely_and_opt_modules_need_no_more_than_xla() {
     let dir = axle_testkit::shared_dir();
@@ -285,56 +308,39 @@ fn every_corpus_case_assigns_safely_and_opt_modules_need_no_more_than_xla() {
         &std::fs::read_to_string(dir.join("baseline/xla_memory.json")).expect("xla_memory.json"),
     )
     .expect("xla_memory.json parses");
-    let cases = axle_testkit::manifest_cases(&dir.join("corpus"));
-    assert!(
-        cases.len() >= 30,
-        "expected the corpus, found {}",
-        cases.len()
-    );
     let mut failures = Vec::new();
     let mut compared = 0;
-    for case in &cases {
-        let name = case["name"].as_str().expect("a case name");
-        for file in [format!("{name}.hlo"), format!("{name}.opt.hlo")] {
-            let m = match axle_testkit::load(&dir.join("corpus"), &file) {
-                Ok(m) => m,
-                Err(e) => {
-                    failures.push(format!("{file}: {e}"));
-                    continue;
-                }
-            };
-            let mut runs = vec![("as is", m.clone())];
-            if file.ends_with(".opt.hlo") {
-                // XLA's own schedule, as printed (is_scheduled=true).
-                match assign(&m, &HloRules) {
-                    Ok(a) => {
-                        if let Err(e) = check(&m, &a, &HloRules) {
-                            failures.push(format!("{file} with XLA's schedule: checker: {e}"));
-                        }
+    for (name, file, m) in corpus_files(&mut failures) {
+        let mut runs = vec![("as is", m.clone())];
+        if file.ends_with(".opt.hlo") {
+            // XLA's own schedule, as printed (is_scheduled=true).
+            match assign(&m, &HloRules) {
+                Ok(a) => {
+                    if let Err(e) = check(&m, &a, &HloRules) {
+                        failures.push(format!("{file} with XLA's schedule: checker: {e}"));
                     }
-                    Err(e) => failures.push(format!("{file} with XLA's schedule: {e}")),
                 }
-            } else {
-                let simplify = axle::passes::standard_pipeline("simplify").expect("simplify");
-                match optimized(&m, simplify) {
-                    Ok(s) => runs.push(("simplify", s)),
-                    Err(e) => failures.push(format!("{file}: simplify: {e}")),
-                }
+                Err(e) => failures.push(format!("{file} with XLA's schedule: {e}")),
             }
-            for (how, m) in runs {
-                match assign_checked(m) {
-                    Ok((_, temp)) => {
-                        let xla_temp = xla[format!("{name}.hlo")]["temp"].as_u64();
-                        if let (true, Some(x)) = (file.ends_with(".opt.hlo"), xla_temp) {
-                            compared += 1;
-                            if temp > x {
-                                failures
-                                    .push(format!("{file}: {temp} temporary bytes, XLA needs {x}"));
-                            }
+        } else {
+            let simplify = axle::passes::standard_pipeline("simplify").expect("simplify");
+            match optimized(&m, simplify) {
+                Ok(s) => runs.push(("simplify", s)),
+                Err(e) => failures.push(format!("{file}: simplify: {e}")),
+            }
+        }
+        for (how, m) in runs {
+            match assign_checked(m) {
+                Ok((_, temp)) => {
+                    let xla_temp = xla[format!("{name}.hlo")]["temp"].as_u64();
+                    if let (true, Some(x)) = (file.ends_with(".opt.hlo"), xla_temp) {
+                        compared += 1;
+                        if temp > x {
+                            failures.push(format!("{file}: {temp} temporary bytes, XLA needs {x}"));
                         }
                     }
-                    Err(e) => failures.push(format!("{file} ({how}): {e}")),
                 }
+                Err(e) => failures.push(format!("{file} ({how}): {e}")),
             }
         }
     }
@@ -344,40 +350,23 @@ fn every_corpus_case_assigns_safely_and_opt_modules_need_no_more_than_xla() {
 
 #[test]
 fn every_corpus_case_cpu_assignment_is_safe_and_the_same_at_1_and_8_threads() {
-    let dir = axle_testkit::shared_dir();
-    let cases = axle_testkit::manifest_cases(&dir.join("corpus"));
-    assert!(
-        cases.len() >= 30,
-        "expected the corpus, found {}",
-        cases.len()
-    );
     let cpu = axle::passes::standard_pipeline("cpu").expect("the cpu pipeline");
     let mut failures = Vec::new();
-    for case in &cases {
-        let name = case["name"].as_str().expect("a case name");
-        for file in [format!("{name}.hlo"), format!("{name}.opt.hlo")] {
-            let m = match axle_testkit::load(&dir.join("corpus"), &file) {
+    for (_, file, m) in corpus_files(&mut failures) {
+        // Axle's default pipeline for the `.hlo`; XLA's module and schedule as given.
+        let m = if file.ends_with(".opt.hlo") {
+            m
+        } else {
+            match optimized(&m, cpu) {
                 Ok(m) => m,
                 Err(e) => {
-                    failures.push(format!("{file}: {e}"));
+                    failures.push(format!("{file}: cpu pipeline: {e}"));
                     continue;
                 }
-            };
-            // Axle's default pipeline for the `.hlo`; XLA's module and schedule as given.
-            let m = if file.ends_with(".opt.hlo") {
-                m
-            } else {
-                match optimized(&m, cpu) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        failures.push(format!("{file}: cpu pipeline: {e}"));
-                        continue;
-                    }
-                }
-            };
-            if let Err(e) = cpu_assignment_checked_at_1_and_8(&m) {
-                failures.push(format!("{file}: {e}"));
             }
+        };
+        if let Err(e) = cpu_assignment_checked_at_1_and_8(&m) {
+            failures.push(format!("{file}: {e}"));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
