@@ -687,3 +687,84 @@ fn static_facts_match_the_evaluator() {
     assert_eq!(got, want);
     assert_eq!(got[0].to_vec::<i32>(), Some(vec![5]));
 }
+
+/// A softmax, a sum of squares of the same rows and a `tanh` of every element: siblings that
+/// read one 2 MiB operand.
+const ROW_SIBLINGS: &str = r#"
+HloModule row_siblings
+add_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+max_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+ENTRY main {
+  x = f32[2048,256] parameter(0)
+  ninf = f32[] constant(-inf)
+  z = f32[] constant(0)
+  mx = f32[2048] reduce(x, ninf), dimensions={1}, to_apply=max_f32
+  mb = f32[2048,256] broadcast(mx), dimensions={0}
+  d = f32[2048,256] subtract(x, mb)
+  e = f32[2048,256] exponential(d)
+  s = f32[2048] reduce(e, z), dimensions={1}, to_apply=add_f32
+  sb = f32[2048,256] broadcast(s), dimensions={0}
+  y = f32[2048,256] divide(e, sb)
+  sq = f32[2048,256] multiply(x, x)
+  ss = f32[2048] reduce(sq, z), dimensions={1}, to_apply=add_f32
+  t = f32[2048,256] tanh(x)
+  ROOT r = (f32[2048,256], f32[2048], f32[2048,256]) tuple(y, ss, t)
+}
+"#;
+
+#[test]
+fn the_cpu_pipeline_merges_row_fusions_into_one_row_kernel() {
+    let m = parse_module(ROW_SIBLINGS).expect("parses");
+    let mut fused = m.clone();
+    let pipeline = axle::passes::standard_pipeline("cpu").expect("the cpu pipeline");
+    axle::passes::optimize(&mut fused, pipeline, Default::default()).expect("optimizes");
+    // The softmax (a row fusion), the row sums of squares (a reduction fusion) and the tanh
+    // are one multi-output fusion, run as one row kernel: both passes of row reductions read
+    // each row of `x` once, and every output is written in the last pass.
+    let plan = axle_codegen_cpu::kernel_plan(&fused).expect("plans");
+    assert_eq!(plan.len(), 1, "{plan:?}");
+    assert!(
+        plan[0].starts_with("Row ") && plan[0].contains("passes=[mx,ss][s"),
+        "{plan:?}"
+    );
+    // A sibling read through a transpose stays a loop kernel of its own (tiled), and the
+    // softmax a row kernel: row kernels read rows, not tiles.
+    let transposed = ROW_SIBLINGS
+        .replace("[2048,256]", "[1024,1024]")
+        .replace("[2048]", "[1024]")
+        .replace(
+            "t = f32[1024,1024] tanh(x)",
+            "xt = f32[1024,1024] transpose(x), dimensions={1,0}\n  t = f32[1024,1024] tanh(xt)",
+        );
+    let mut split = parse_module(&transposed).expect("parses");
+    axle::passes::optimize(&mut split, pipeline, Default::default()).expect("optimizes");
+    let plan = axle_codegen_cpu::kernel_plan(&split).expect("plans");
+    assert_eq!(plan.len(), 2, "{plan:?}");
+    assert!(plan.iter().any(|k| k.starts_with("Loop ")), "{plan:?}");
+    assert!(plan.iter().any(|k| k.starts_with("Row ")), "{plan:?}");
+    let args = axle::run::generate_inputs(&m, 3).expect("inputs");
+    let run = |threads| {
+        let opts = CpuOptions {
+            threads,
+            ..Default::default()
+        };
+        compile(&fused, &opts)
+            .expect("compiles")
+            .run_literals(&args)
+            .expect("runs")
+    };
+    let one = run(1);
+    assert_eq!(run(8), one, "8 threads differ from 1");
+    let want = axle::run::flatten(axle::analysis::eval::evaluate(&m, &args).expect("evaluates"));
+    for (g, w) in one.iter().zip(&want) {
+        compare_arrays(w, g, tolerance(w)).expect("matches the evaluator");
+    }
+}

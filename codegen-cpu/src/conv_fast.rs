@@ -19,7 +19,7 @@ use crate::error::R;
 use crate::gemm::{delinearize, min64, splat_float, splat_int};
 
 /// Output pixels per register tile.
-const MR: i64 = 6;
+pub(crate) const MR: i64 = 6;
 
 /// The geometry of a convolution the tiled kernel handles.
 #[derive(Clone, Debug)]

@@ -49,6 +49,9 @@ pub(crate) enum Ext<'ctx> {
     Bufs(Vec<PointerValue<'ctx>>),
     /// Scalar leaf values (a computation applied per element).
     Vals(Vec<Val<'ctx>>),
+    /// One row of an array in a row buffer: element `linear` is at `linear - base` (row
+    /// kernels keep values computed by a pass there; every read is in the current row).
+    Row(PointerValue<'ctx>, IntValue<'ctx>),
 }
 
 /// The body of a loop nest: `(generator, coordinates, loop-carried values) -> next values`.
@@ -274,6 +277,11 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         self.ext.insert(id, e);
     }
 
+    /// Forgets what instruction `id` is bound to.
+    pub fn unbind(&mut self, id: InstId) {
+        self.ext.remove(&id);
+    }
+
     /// Opens a memo scope (a loop body or a branch arm).
     pub fn push_scope(&mut self) {
         self.memo.push(HashMap::new());
@@ -411,6 +419,12 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
                     out.push(self.cg.load(s.ty, *p, idx.linear)?);
                 }
                 out
+            }
+            Some(Ext::Row(p, base)) => {
+                let (p, base) = (*p, *base);
+                let ty = self.arr(id)?.ty;
+                let at = self.cg.b.build_int_nsw_sub(idx.linear, base, "at")?;
+                vec![self.cg.load(ty, p, at)?]
             }
             // Operand chains recurse once per level, and a fused chain may be thousands of
             // levels deep: the stack grows on demand rather than overflowing.
@@ -1266,16 +1280,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             .collect();
         let inputs = ops[..n].to_vec();
         let kept_multi = idx.multi.clone();
-        let in_ty = self.arr(ops[0])?.ty;
-        let minmax = if n == 1 && in_ty.is_float() {
-            match simple_binary(m, comp) {
-                Some(Opcode::Maximum) => Some("llvm.maximum"),
-                Some(Opcode::Minimum) => Some("llvm.minimum"),
-                _ => None,
-            }
-        } else {
-            None
-        };
+        let minmax = minmax_intrinsic(m, id);
         self.nest(&red_dims, init, &mut |g, rmulti, accs| {
             let mut multi = Vec::with_capacity(rank);
             let (mut ki, mut ri) = (0, 0);
@@ -1293,20 +1298,31 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             for &o in &inputs {
                 args.push(g.gen1(o, &i)?);
             }
-            if let Some(name) = minmax {
-                // max/min of floats: the IEEE maximum/minimum intrinsics propagate NaN like
-                // XLA's and vectorize as reductions (they order -0 below +0 where XLA keeps
-                // the first of two equal zeros).
-                return Ok(vec![g.cg.call_intrinsic(name, &[args[0], args[1]])?]);
-            }
-            let r = g.apply(comp, &args)?;
-            // A plain float sum or product may be reassociated, so the innermost loop
-            // vectorizes (partial sums in vector lanes, combined in a fixed order).
-            for v in &r {
-                mark_reassoc(*v);
-            }
-            Ok(r)
+            g.reduce_step(comp, minmax, &args)
         })
+    }
+
+    /// One step of a reduction: the reducer `comp` applied to the accumulators followed by
+    /// the new elements (`minmax`, from [`minmax_intrinsic`], replaces it by an intrinsic).
+    pub fn reduce_step(
+        &mut self,
+        comp: CompId,
+        minmax: Option<&str>,
+        args: &[Val<'ctx>],
+    ) -> R<Vec<Val<'ctx>>> {
+        if let Some(name) = minmax {
+            // max/min of floats: the IEEE maximum/minimum intrinsics propagate NaN like
+            // XLA's and vectorize as reductions (they order -0 below +0 where XLA keeps
+            // the first of two equal zeros).
+            return Ok(vec![self.cg.call_intrinsic(name, &[args[0], args[1]])?]);
+        }
+        let r = self.apply(comp, args)?;
+        // A plain float sum or product may be reassociated, so the innermost loop
+        // vectorizes (partial sums in vector lanes, combined in a fixed order).
+        for v in &r {
+            mark_reassoc(*v);
+        }
+        Ok(r)
     }
 
     fn gen_reduce_window(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Vec<Val<'ctx>>> {
@@ -1402,6 +1418,21 @@ pub(crate) fn window_pos<'ctx>(
         safe.push(b.build_select(ok, q, cg.c64(0), "q")?.into_int_value());
     }
     Ok((safe, ok))
+}
+
+/// The intrinsic that replaces the reducer of `reduce` `id` in [`Gen::reduce_step`]: the IEEE
+/// maximum or minimum for a one-input float reduction by `maximum` or `minimum`.
+pub(crate) fn minmax_intrinsic(m: &Module, id: InstId) -> Option<&'static str> {
+    let ops = m.operands(id);
+    let comp = m.comp_attr(id, &AttrKey::ToApply)?;
+    if ops.len() != 2 || !m.array_shape(ops[0])?.ty.is_float() {
+        return None;
+    }
+    match simple_binary(m, comp) {
+        Some(Opcode::Maximum) => Some("llvm.maximum"),
+        Some(Opcode::Minimum) => Some("llvm.minimum"),
+        _ => None,
+    }
 }
 
 /// The opcode of a computation that is one binary op of its two parameters, in either order.

@@ -16,6 +16,7 @@ use inkwell::IntPredicate;
 
 use crate::cg::Cg;
 use crate::error::R;
+use crate::fused::inst_label;
 use crate::kernels::{attribute, emit_kernel, Emitted};
 use crate::lower::{BufId, BufKind, Program, Thunk};
 use crate::signature::kernel_signature;
@@ -210,9 +211,9 @@ fn emit_kernels<'ctx>(
             Thunk::Kernel(k) => {
                 let n = k.outputs.len()
                     + k.bindings.iter().map(|(_, b)| b.len()).sum::<usize>()
-                    + k.scratch.is_some() as usize;
+                    + k.scratch.len();
                 *max_bufs = (*max_bufs).max(n);
-                let name = format!("k{}.{}", out.len(), sanitize(m.name(k.origin)));
+                let name = format!("k{}.{}", out.len(), sanitize(&inst_label(m, k.origin)));
                 let label = format!("{name} ({})", m.opcode(k.root).name());
                 let sig = kernel_signature(m, k);
                 if let Some(&first) = seen.get(&sig) {
@@ -227,8 +228,7 @@ fn emit_kernels<'ctx>(
                     out.push(shared);
                     continue;
                 }
-                let mut e = emit_kernel(cg, m, k, &name, k.scratch.is_some())
-                    .map_err(|f| attribute(m, k, f))?;
+                let mut e = emit_kernel(cg, m, k, &name).map_err(|f| attribute(m, k, f))?;
                 e.name = label;
                 seen.insert(sig, out.len());
                 out.push(e);

@@ -10,8 +10,11 @@
 //! Capabilities follow the emitter: an instruction may be fused when the elemental emitter
 //! emits it and its element type is supported; a row reduction needs a single input and an
 //! elemental reducer; an output fusion needs a `dot` the blocked GEMM kernel takes or a
-//! `convolution` the register-tiled kernel takes; a multi-output fusion needs outputs of equal
-//! dimensions (one loop nest writes them all) and no row or output fusion among its parts.
+//! `convolution` the register-tiled kernel takes. A multi-output fusion's parts must fit one
+//! kernel of the fusion planner (`fused.rs`): outputs of equal dimensions (one element loop,
+//! one row kernel that computes every part's row reductions once per row, or sibling column
+//! reductions), or a value and reductions of its rows over the minor dimensions (one row
+//! kernel writes both); no part computes a `dot` or `convolution`.
 
 use axle_fusion::target::{FusionCosts, FusionRule, FusionTarget};
 use axle_ir::{AttrKey, InstId, Module, Opcode};
@@ -40,40 +43,79 @@ impl Default for CpuFusionTarget {
     }
 }
 
-/// Whether `i` is a plain loop or reduction computation: not a `dot` or `convolution`, and,
-/// for a fusion, with no `reduce`, `dot` or `convolution` other than its root.
-fn plain(m: &Module, i: InstId) -> bool {
-    match m.opcode(i) {
-        Opcode::Dot | Opcode::Convolution => false,
-        Opcode::Fusion => {
-            let Some(body) = m.comp_attr(i, &AttrKey::Calls) else {
-                return false;
-            };
-            let root = m.root(body);
-            let mut stack = vec![root];
-            // Fused bodies are small: a list is the cheapest visited set; a body too large to
-            // walk cheaply counts as not plain.
-            let mut seen: Vec<InstId> = Vec::new();
-            while let Some(x) = stack.pop() {
-                if seen.contains(&x) {
-                    continue;
-                }
-                if seen.len() >= 512 {
-                    return false;
-                }
-                seen.push(x);
-                let op = m.opcode(x);
-                if matches!(op, Opcode::Dot | Opcode::Convolution)
-                    || (op == Opcode::Reduce && x != root)
-                {
-                    return false;
-                }
-                stack.extend_from_slice(m.operands(x));
-            }
-            true
+/// The computation that computes `i`: a fusion's root, else `i` itself.
+fn computed(m: &Module, i: InstId) -> InstId {
+    if m.opcode(i) == Opcode::Fusion {
+        if let Some(body) = m.comp_attr(i, &AttrKey::Calls) {
+            return m.root(body);
         }
-        _ => true,
     }
+    i
+}
+
+/// What a part of a would-be multi-output fusion computes.
+#[derive(Clone, Copy, Default)]
+struct Part {
+    /// A `dot` or `convolution` anywhere.
+    matrix: bool,
+    /// A `reduce` other than the root (a row fusion).
+    inner_reduce: bool,
+    /// A `transpose` that moves the last dimension (a loop kernel reads it in tiles; a row
+    /// kernel would stride through memory).
+    transposes_last: bool,
+}
+
+/// What `i` (an instruction, or a fusion's body) computes, or `None` for a body too large to
+/// walk cheaply (fused bodies are small: a list is the cheapest visited set).
+fn part(m: &Module, i: InstId) -> Option<Part> {
+    let root = computed(m, i);
+    let mut out = Part::default();
+    let mut stack = vec![root];
+    let mut seen: Vec<InstId> = Vec::new();
+    while let Some(x) = stack.pop() {
+        if seen.contains(&x) {
+            continue;
+        }
+        if seen.len() >= 512 {
+            return None;
+        }
+        seen.push(x);
+        match m.opcode(x) {
+            Opcode::Dot | Opcode::Convolution => out.matrix = true,
+            Opcode::Reduce if x != root => out.inner_reduce = true,
+            Opcode::Transpose => {
+                let last = m.ints_attr(x, &AttrKey::Dimensions).and_then(|p| {
+                    let n = p.len().checked_sub(1)?;
+                    Some(p[n] as usize != n)
+                });
+                out.transposes_last |= last.unwrap_or(true);
+            }
+            _ => {}
+        }
+        // An unfused instruction is the part itself: its operands are outside.
+        if root != i {
+            stack.extend_from_slice(m.operands(x));
+        }
+    }
+    Some(out)
+}
+
+/// Whether `short` is a reduction of an input of dimensions `full` over its minor dimensions
+/// (so that its value is one element per row of a row kernel over `full`).
+fn row_reduction_of(m: &Module, short: InstId, full: &[i64]) -> bool {
+    let r = computed(m, short);
+    if m.opcode(r) != Opcode::Reduce {
+        return false;
+    }
+    let (Some(input), Some(rd)) = (m.operands(r).first(), m.ints_attr(r, &AttrKey::Dimensions))
+    else {
+        return false;
+    };
+    let Some(k) = full.len().checked_sub(rd.len()) else {
+        return false;
+    };
+    m.array_shape(*input).is_some_and(|a| *a.dims == *full)
+        && rd.iter().copied().eq(k as i64..full.len() as i64)
 }
 
 /// Whether reducer `c` is one elementwise operation of its two parameters (the common case,
@@ -127,8 +169,33 @@ impl FusionTarget for CpuFusionTarget {
     }
 
     fn multi_output_compatible(&self, m: &Module, a: InstId, b: InstId) -> bool {
-        let dims = |i: InstId| m.array_shape(i).map(|s| s.dims.clone());
-        let (da, db) = (dims(a), dims(b));
-        da.is_some() && da == db && plain(m, a) && plain(m, b)
+        let (Some(sa), Some(sb)) = (m.array_shape(a), m.array_shape(b)) else {
+            return false;
+        };
+        let (Some(pa), Some(pb)) = (part(m, a), part(m, b)) else {
+            return false;
+        };
+        if pa.matrix || pb.matrix {
+            return false;
+        }
+        // Equal dimensions without row fusions: one element loop (tiled where it reads
+        // through a transpose) or sibling column reductions.
+        let rows = pa.inner_reduce || pb.inner_reduce;
+        if sa.dims == sb.dims && !rows {
+            return true;
+        }
+        // Otherwise one row kernel: over equal dimensions, computing every part's row
+        // reductions once per row, or over the longer value's dimensions, also writing the
+        // shorter one, a reduction of its rows. Row kernels are not tiled, so no part may
+        // read through a transpose of the last dimension.
+        if pa.transposes_last || pb.transposes_last {
+            return false;
+        }
+        let (short, long) = if sa.dims.len() <= sb.dims.len() {
+            (a, &sb.dims)
+        } else {
+            (b, &sa.dims)
+        };
+        sa.dims == sb.dims || row_reduction_of(m, short, long)
     }
 }

@@ -285,22 +285,9 @@ pub(crate) fn plan_buffers<'m>(
     m: &'m Module,
     rules: &CpuRules,
 ) -> Result<BufferPlan<'m>, CodegenError> {
-    // Everything below relies on the verifier's invariants (shapes agree with attributes).
-    axle_ir::verify(m)
-        .map_err(|e| CodegenError::general(&m.name, format!("the module does not verify: {e}")))?;
-    // What every backend refuses (unbounded dynamic shapes, opaque entry parameters).
-    axle_ir::check_runnable(m).map_err(|e| CodegenError::general(&m.name, e.to_string()))?;
-    // Ops the backend has no kernels for are rewritten first, as XLA's CPU pipeline does:
-    // batch-norm ops into ordinary HLO, f16/bf16/f8 linear algebra into f32 between converts. A
-    // module that needs neither is used as it is (no copy).
-    let mut module = if needs_expansion(m) {
-        Cow::Owned(
-            axle_fusion::run_on_copy(m, BACKEND_EXPANSIONS).map_err(|e| {
-                CodegenError::general(&m.name, format!("the backend's expansions failed: {e}"))
-            })?,
-        )
-    } else {
-        Cow::Borrowed(m)
+    let mut module = match prepare(m)? {
+        Some(expanded) => Cow::Owned(expanded),
+        None => Cow::Borrowed(m),
     };
     // A module that arrives with a schedule (a pipeline ending in memory-schedule, or XLA's
     // own) keeps it; any other, and one whose schedule the assignment cannot use (a computation
@@ -343,6 +330,40 @@ pub fn buffer_assignment(
     let rules = CpuRules::new(opts);
     let plan = plan_buffers(m, &rules)?;
     Ok((plan.module.into_owned(), plan.assignment, rules))
+}
+
+/// Verifies `m` and rewrites the ops the backend has no kernels for; `None` when `m` is used
+/// as it is.
+fn prepare(m: &Module) -> Result<Option<Module>, CodegenError> {
+    // Everything below relies on the verifier's invariants (shapes agree with attributes).
+    axle_ir::verify(m)
+        .map_err(|e| CodegenError::general(&m.name, format!("the module does not verify: {e}")))?;
+    // What every backend refuses (unbounded dynamic shapes, opaque entry parameters).
+    axle_ir::check_runnable(m).map_err(|e| CodegenError::general(&m.name, e.to_string()))?;
+    // Ops the backend has no kernels for are rewritten first, as XLA's CPU pipeline does:
+    // batch-norm ops into ordinary HLO, f16/bf16/f8 linear algebra into f32 between converts. A
+    // module that needs neither is used as it is (no copy).
+    if !needs_expansion(m) {
+        return Ok(None);
+    }
+    axle_fusion::run_on_copy(m, BACKEND_EXPANSIONS)
+        .map(Some)
+        .map_err(|e| {
+            CodegenError::general(&m.name, format!("the backend's expansions failed: {e}"))
+        })
+}
+
+/// One line per kernel `m` lowers to, in program order (see [`crate::kernel_plan`]).
+pub(crate) fn kernel_plan(m: &Module) -> Result<Vec<String>, CodegenError> {
+    let rules = CpuRules::new(&CpuOptions::default());
+    let plan = plan_buffers(m, &rules)?;
+    let (m, asg) = (&*plan.module, &plan.assignment);
+    let prog = lower(m, asg).map_err(|f| finish(m, f))?;
+    let mut lines = Vec::new();
+    crate::lower::visit_kernels(&prog.body, &mut |k| {
+        lines.push(crate::fused::describe(m, k));
+    });
+    Ok(lines)
 }
 
 /// Lowers `m`, emits its LLVM module with entry point `entry` and optimizes it.
@@ -411,10 +432,23 @@ impl Built<'_> {
 }
 
 /// Memory aligned for any element type (and 512-bit vectors).
+///
+/// Buffers of at least [`HUGE_BYTES`] are anonymous mappings aligned to 2 MiB and advised
+/// for transparent huge pages (where the system has them): their zero pages arrive lazily,
+/// 2 MiB per fault, so a fresh result buffer costs a few hundred faults instead of one per
+/// 4 KiB page, and nothing is written before the kernels write it. Smaller ones come from the
+/// global allocator.
 pub(crate) struct AlignedBuf {
     ptr: *mut u8,
     len: usize,
+    /// The whole mapping (start and length) when the buffer is mapped.
+    map: Option<(*mut u8, usize)>,
 }
+
+/// The smallest buffer that gets a mapping of its own.
+const HUGE_BYTES: usize = 4 << 20;
+/// The size (and alignment) of a transparent huge page.
+const HUGE_PAGE: usize = 2 << 20;
 
 // SAFETY: an owned allocation.
 unsafe impl Send for AlignedBuf {}
@@ -438,7 +472,13 @@ impl AlignedBuf {
             return Some(AlignedBuf {
                 ptr: std::ptr::NonNull::<u64>::dangling().as_ptr() as *mut u8,
                 len,
+                map: None,
             });
+        }
+        if len >= HUGE_BYTES {
+            if let Some(b) = Self::mapped(len) {
+                return Some(b);
+            }
         }
         let layout = std::alloc::Layout::from_size_align(len, 64).ok()?;
         // SAFETY: non-zero size.
@@ -446,7 +486,47 @@ impl AlignedBuf {
         if ptr.is_null() {
             return None;
         }
-        Some(AlignedBuf { ptr, len })
+        Some(AlignedBuf {
+            ptr,
+            len,
+            map: None,
+        })
+    }
+
+    /// A zeroed anonymous mapping of `len` bytes starting on a huge-page boundary, advised
+    /// for huge pages; `None` when the system refuses the mapping.
+    #[cfg(unix)]
+    fn mapped(len: usize) -> Option<AlignedBuf> {
+        let size = len.div_ceil(HUGE_PAGE) * HUGE_PAGE + HUGE_PAGE;
+        // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return None;
+        }
+        let base = base as *mut u8;
+        let ptr = base.wrapping_add((HUGE_PAGE - base as usize % HUGE_PAGE) % HUGE_PAGE);
+        // SAFETY: `[ptr, ptr + len)` lies inside the mapping. The advice is only a hint: a
+        // system without transparent huge pages keeps 4 KiB pages.
+        unsafe { libc::madvise(ptr as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+        Some(AlignedBuf {
+            ptr,
+            len,
+            map: Some((base, size)),
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn mapped(_len: usize) -> Option<AlignedBuf> {
+        None
     }
 
     pub fn ptr(&self) -> *mut u8 {
@@ -456,6 +536,14 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        if let Some((_base, _size)) = self.map {
+            // SAFETY: the mapping this buffer made, unmapped once.
+            #[cfg(unix)]
+            unsafe {
+                libc::munmap(_base as *mut libc::c_void, _size)
+            };
+            return;
+        }
         if self.len > 0 {
             let layout = std::alloc::Layout::from_size_align(self.len, 64).expect("buffer layout");
             // SAFETY: allocated with this layout.

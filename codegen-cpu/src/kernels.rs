@@ -8,11 +8,14 @@
 //!
 //! - `Loop`: items are output elements (a flat loop when every index is the linear one, so the
 //!   loop vectorizes with no index arithmetic) or output rows (an outer loop over rows and a
-//!   vectorizable inner loop over the last dimension).
+//!   vectorizable inner loop over the last dimension); a root that reads an array through a
+//!   transpose moving its last dimension runs in 32 x 32 tiles instead (items: 32-row blocks).
 //! - `Reduce`: when the last input dimension is kept, items are output rows and the loops run
 //!   over the input in row-major order, accumulating into the output row: the inner loop is
 //!   contiguous and vectorizes, and each output element still sees its inputs in the
-//!   evaluator's order. Otherwise it is a `Loop` over the elemental reduce.
+//!   evaluator's order; sibling reductions of one geometry (a tuple root) share the loops.
+//!   Otherwise it is a `Loop` over the elemental reduce.
+//! - `Row`: see [`crate::row`]; `Gemm` and `Conv` with an epilogue: see [`crate::epilogue`].
 //! - `Dus` in place writes only the update window; `Scatter` and `SelectAndScatter` are
 //!   sequential; `Sort` and `TopK` sort each row's indices with a stable merge sort (the
 //!   evaluator's algorithm, so any comparator gives the same permutation).
@@ -27,6 +30,7 @@ use inkwell::IntPredicate;
 use crate::cg::{bv, numel, Cg, Val};
 use crate::elemental::{arr_of, inst_leaves, window, window_pos, Ext, Gen, Index};
 use crate::error::{at, R};
+use crate::fused::KernelPlan;
 use crate::lower::{Kernel, KernelKind};
 use crate::ops;
 
@@ -48,7 +52,6 @@ pub(crate) fn emit_kernel<'ctx>(
     m: &Module,
     k: &Kernel,
     name: &str,
-    scratch: bool,
 ) -> R<Emitted<'ctx>> {
     let ptr = cg.ptr();
     let i64t = cg.i64();
@@ -95,7 +98,11 @@ pub(crate) fn emit_kernel<'ctx>(
         }
         g.bind(*inst, Ext::Bufs(ps));
     }
-    let scratch_ptr = if scratch { Some(next_ptr()?) } else { None };
+    let mut scratch = Vec::with_capacity(k.scratch.len());
+    for _ in &k.scratch {
+        scratch.push(next_ptr()?);
+    }
+    let scratch_ptr = scratch.first().copied();
     let mut kc = Kc {
         g,
         m,
@@ -113,6 +120,16 @@ pub(crate) fn emit_kernel<'ctx>(
         KernelKind::SelectAndScatter => kc.emit_select_and_scatter()?,
         KernelKind::Sort => kc.emit_sort(scratch_ptr.ok_or("sort without scratch")?)?,
         KernelKind::TopK => kc.emit_topk(scratch_ptr.ok_or("topk without scratch")?)?,
+        KernelKind::Row => match &k.plan {
+            KernelPlan::Row(p) => kc.emit_row(p)?,
+            _ => return Err("a row kernel without a row plan".into()),
+        },
+        KernelKind::Gemm | KernelKind::Conv if matches!(k.plan, KernelPlan::Epilogue(_)) => {
+            let KernelPlan::Epilogue(e) = &k.plan else {
+                return Err("an epilogue kernel without its plan".into());
+            };
+            kc.emit_epilogue(e, &scratch)?
+        }
         KernelKind::Gemm => kc.emit_gemm(scratch_ptr.ok_or("gemm without scratch")?)?,
         KernelKind::Conv => kc.emit_conv()?,
         KernelKind::Rng => crate::rng::emit_rng(&mut kc.g, m, k.root, &kc.outs, kc.start, kc.end)?,
@@ -128,18 +145,18 @@ pub(crate) fn emit_kernel<'ctx>(
 }
 
 /// The state of one kernel being emitted.
-struct Kc<'a, 'ctx> {
-    g: Gen<'a, 'ctx>,
-    m: &'a Module,
-    root: InstId,
-    outs: Vec<PointerValue<'ctx>>,
-    start: IntValue<'ctx>,
-    end: IntValue<'ctx>,
+pub(crate) struct Kc<'a, 'ctx> {
+    pub g: Gen<'a, 'ctx>,
+    pub m: &'a Module,
+    pub root: InstId,
+    pub outs: Vec<PointerValue<'ctx>>,
+    pub start: IntValue<'ctx>,
+    pub end: IntValue<'ctx>,
 }
 
 /// Whether every index `gen` needs below `id` is the linear index of a same-sized array, so a
 /// flat loop with no coordinate arithmetic computes it.
-fn flat_ok(m: &Module, g: &Gen, id: InstId, dims: &[i64], depth: usize) -> bool {
+pub(crate) fn flat_ok(m: &Module, g: &Gen, id: InstId, dims: &[i64], depth: usize) -> bool {
     use Opcode::*;
     if depth > 64 {
         return false;
@@ -189,12 +206,12 @@ fn flat_ok(m: &Module, g: &Gen, id: InstId, dims: &[i64], depth: usize) -> bool 
 }
 
 impl<'a, 'ctx> Kc<'a, 'ctx> {
-    fn cg(&self) -> &'a Cg<'ctx> {
+    pub(crate) fn cg(&self) -> &'a Cg<'ctx> {
         self.g.cg
     }
 
     /// Stores leaf values at linear offset `lin` of the outputs.
-    fn store_leaves(
+    pub(crate) fn store_leaves(
         &self,
         shapes: &[ArrayShape],
         vals: &[Val<'ctx>],
@@ -206,145 +223,235 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         Ok(())
     }
 
-    /// A transpose of a buffer that swaps its last two dimensions (leading ones in place):
-    /// copied in 32 x 32 tiles, so both sides stay within a few cache lines per tile.
-    fn emit_tiled_transpose(&mut self) -> R<Option<(i64, i64)>> {
+    /// Computes the root at coordinates `multi` (linear offset `lin`) inside the scope the
+    /// caller pushed, closes that scope, and stores the root's leaves at `lin`.
+    fn gen_and_store(
+        &mut self,
+        shapes: &[ArrayShape],
+        multi: Vec<IntValue<'ctx>>,
+        lin: IntValue<'ctx>,
+    ) -> R<()> {
+        let idx = Index {
+            id: self.g.fresh_id(),
+            multi,
+            linear: lin,
+        };
+        let v = self.g.gen(self.root, &idx)?;
+        self.g.pop_scope();
+        self.store_leaves(shapes, &v, lin)
+    }
+
+    /// The output dimension to tile with the last one when the root reads an array through a
+    /// transpose that moves its last dimension elsewhere (reading it row by row would stride
+    /// through memory): the first such transpose met walking from the root's leaves through
+    /// elementwise ops of the root's dimensions.
+    fn transposed_dim(&self, dims: &[i64]) -> Option<usize> {
+        let m = self.m;
+        let rank = dims.len();
+        if rank < 2 {
+            return None;
+        }
+        let mut stack: Vec<InstId> = match m.opcode(self.root) {
+            Opcode::Tuple => m.operands(self.root).to_vec(),
+            _ => vec![self.root],
+        };
+        let mut seen = std::collections::HashSet::new();
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id)
+                || self.g.is_bound(id)
+                || m.array_shape(id).map(|a| &a.dims[..]) != Some(dims)
+            {
+                continue;
+            }
+            let op = m.opcode(id);
+            if op == Opcode::Transpose {
+                let perm = m.ints_attr(id, &AttrKey::Dimensions)?;
+                let a = perm.iter().position(|&p| p as usize == rank - 1)?;
+                if a != rank - 1 {
+                    return Some(a);
+                }
+            } else if op.is_elementwise() || matches!(op, Opcode::Copy | Opcode::Map) {
+                stack.extend_from_slice(m.operands(id));
+            }
+        }
+        None
+    }
+
+    /// The root's leaves in tiles of 32 x 32 over output dimensions `a` and the last one (the
+    /// others outermost): a transposed read and the row-major writes both stay within a few
+    /// cache lines per tile. Items are blocks of 32 along `a`.
+    fn emit_tiled(&mut self, dims: &[i64], a: usize) -> R<(i64, i64)> {
         const T: i64 = 32;
         let m = self.m;
-        let root = self.root;
-        if m.opcode(root) != Opcode::Transpose {
-            return Ok(None);
-        }
-        let op = m.operands(root)[0];
-        let Some(src) = self.g.bound_ptr(op) else {
-            return Ok(None);
-        };
-        let perm = m
-            .ints_attr(root, &AttrKey::Dimensions)
-            .unwrap_or(&[])
-            .to_vec();
-        let r = perm.len();
-        let swaps_last_two = r >= 2
-            && perm[r - 1] == r as i64 - 2
-            && perm[r - 2] == r as i64 - 1
-            && (0..r - 2).all(|d| perm[d] == d as i64);
-        let s = arr_of(m, root)?.clone();
-        if !swaps_last_two || numel(&s.dims) == 0 {
-            return Ok(None);
-        }
         let cg = self.cg();
         let b = &cg.b;
-        let (a_dim, b_dim) = (s.dims[r - 2], s.dims[r - 1]);
-        let batch = numel(&s.dims[..r - 2]);
-        let row_blocks = (a_dim as u64).div_ceil(T as u64) as i64;
-        let col_blocks = (b_dim as u64).div_ceil(T as u64) as i64;
-        let out = self.outs[0];
-        let ty = s.ty;
-        cg.for_range(self.start, self.end, |item| {
-            let bi = b.build_int_unsigned_div(item, cg.c64(row_blocks), "b")?;
-            let rb = b.build_int_unsigned_rem(item, cg.c64(row_blocks), "rb")?;
-            let base = b.build_int_nsw_mul(bi, cg.c64(a_dim * b_dim), "base")?;
-            let i0 = b.build_int_nsw_mul(rb, cg.c64(T), "i0")?;
-            let i1 =
-                crate::gemm::min64(cg, b.build_int_nsw_add(i0, cg.c64(T), "i1")?, cg.c64(a_dim))?;
+        let root = self.root;
+        let shapes = inst_leaves(m, root)?;
+        let rank = dims.len();
+        let last = rank - 1;
+        let others: Vec<usize> = (0..rank).filter(|&d| d != a && d != last).collect();
+        let odims: Vec<i64> = others.iter().map(|&d| dims[d]).collect();
+        let blocks = (dims[a] as u64).div_ceil(T as u64) as i64;
+        let col_blocks = (dims[last] as u64).div_ceil(T as u64) as i64;
+        let st = crate::cg::strides(dims);
+        let (start, end) = (self.start, self.end);
+        cg.for_range(start, end, |item| {
+            self.g.push_scope();
+            let ob = b.build_int_unsigned_div(item, cg.c64(blocks), "ob")?;
+            let ab = b.build_int_unsigned_rem(item, cg.c64(blocks), "ab")?;
+            let oc = self.g.index_linear(&odims, ob)?;
+            let mut base = cg.c64(0);
+            for (k, &d) in others.iter().enumerate() {
+                let t = b.build_int_nsw_mul(oc.multi[k], cg.c64(st[d]), "t")?;
+                base = b.build_int_nsw_add(base, t, "base")?;
+            }
+            let i0 = b.build_int_nsw_mul(ab, cg.c64(T), "i0")?;
+            let i1 = crate::gemm::min64(
+                cg,
+                b.build_int_nsw_add(i0, cg.c64(T), "i1")?,
+                cg.c64(dims[a]),
+            )?;
             cg.for_range(cg.c64(0), cg.c64(col_blocks), |cb| {
                 let j0 = b.build_int_nsw_mul(cb, cg.c64(T), "j0")?;
                 let j1 = crate::gemm::min64(
                     cg,
                     b.build_int_nsw_add(j0, cg.c64(T), "j1")?,
-                    cg.c64(b_dim),
+                    cg.c64(dims[last]),
                 )?;
-                cg.for_range(j0, j1, |j| {
-                    let src_row = b.build_int_nsw_add(
+                cg.for_range(i0, i1, |i| {
+                    self.g.push_scope();
+                    let row = b.build_int_nsw_add(
                         base,
-                        b.build_int_nsw_mul(j, cg.c64(a_dim), "sr")?,
-                        "sr",
+                        b.build_int_nsw_mul(i, cg.c64(st[a]), "r")?,
+                        "row",
                     )?;
-                    cg.for_range(i0, i1, |i| {
-                        let v = cg.load(ty, src, b.build_int_nsw_add(src_row, i, "si")?)?;
-                        let dst = b.build_int_nsw_add(
-                            base,
-                            b.build_int_nsw_mul(i, cg.c64(b_dim), "dr")?,
-                            "d",
-                        )?;
-                        cg.store(ty, out, b.build_int_nsw_add(dst, j, "di")?, v)
-                    })
+                    cg.for_range(j0, j1, |j| {
+                        self.g.push_scope();
+                        let mut multi = vec![cg.c64(0); rank];
+                        for (k, &d) in others.iter().enumerate() {
+                            multi[d] = oc.multi[k];
+                        }
+                        multi[a] = i;
+                        multi[last] = j;
+                        let lin = b.build_int_nsw_add(row, j, "lin")?;
+                        self.gen_and_store(&shapes, multi, lin)
+                    })?;
+                    self.g.pop_scope();
+                    Ok(())
                 })
-            })
+            })?;
+            self.g.pop_scope();
+            Ok(())
         })?;
-        let items = batch * row_blocks;
-        Ok(Some((items, (GRAIN_ELEMS / (T * b_dim)).max(1))))
+        let items = numel(&odims) * blocks;
+        Ok((items, (GRAIN_ELEMS / (T * dims[last])).max(1)))
     }
 
     fn emit_loop(&mut self) -> R<(i64, i64)> {
-        if let Some(r) = self.emit_tiled_transpose()? {
-            return Ok(r);
-        }
         let m = self.m;
         let cg = self.cg();
-        let root = self.root;
-        let shapes = inst_leaves(m, root)?;
+        let shapes = inst_leaves(m, self.root)?;
         let dims = shapes.first().map(|s| s.dims.to_vec()).unwrap_or_default();
         let n = numel(&dims);
         if n == 0 {
             return Ok((0, 1));
         }
-        let rank = dims.len();
-        let flat = rank <= 1 || {
-            let ops_flat = |id: InstId| flat_ok(m, &self.g, id, &dims, 0);
-            match m.opcode(root) {
-                Opcode::Tuple => m.operands(root).iter().all(|&o| ops_flat(o)),
-                _ => ops_flat(root),
+        if let Some(a) = self.transposed_dim(&dims) {
+            return self.emit_tiled(&dims, a);
+        }
+        let (start, end) = (self.start, self.end);
+        if self.loop_is_flat(&dims) {
+            self.emit_elements(&dims, start, end)?;
+            return Ok((n, GRAIN_ELEMS));
+        }
+        // Items are rows of the last dimension.
+        let last = dims[dims.len() - 1];
+        let lo = cg.b.build_int_nsw_mul(start, cg.c64(last), "lo")?;
+        let hi = cg.b.build_int_nsw_mul(end, cg.c64(last), "hi")?;
+        self.emit_elements(&dims, lo, hi)?;
+        Ok((n / last, (GRAIN_ELEMS / last).max(1)))
+    }
+
+    /// Whether the root's leaves (of dimensions `dims`) can be computed in a flat loop with
+    /// no coordinate arithmetic.
+    pub(crate) fn loop_is_flat(&self, dims: &[i64]) -> bool {
+        let m = self.m;
+        dims.len() <= 1 || {
+            let ops_flat = |id: InstId| flat_ok(m, &self.g, id, dims, 0);
+            match m.opcode(self.root) {
+                Opcode::Tuple => m.operands(self.root).iter().all(|&o| ops_flat(o)),
+                _ => ops_flat(self.root),
             }
-        };
-        if flat {
-            let (start, end) = (self.start, self.end);
-            cg.for_range(start, end, |i| {
+        }
+    }
+
+    /// Computes and stores the root's leaves (all of dimensions `dims`) at linear offsets
+    /// `[lo, hi)`: a flat loop when [`Self::loop_is_flat`], otherwise a loop over the rows
+    /// of the last dimension that `[lo, hi)` touches with a vectorizable inner loop over the
+    /// part of each row inside the range.
+    pub(crate) fn emit_elements(
+        &mut self,
+        dims: &[i64],
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+    ) -> R<()> {
+        let m = self.m;
+        let cg = self.cg();
+        let b = &cg.b;
+        let root = self.root;
+        let shapes = inst_leaves(m, root)?;
+        if self.loop_is_flat(dims) {
+            return cg.for_range(lo, hi, |i| {
                 self.g.push_scope();
-                let idx = self.g.index_linear(&dims, i)?;
+                let idx = self.g.index_linear(dims, i)?;
                 let v = self.g.gen(root, &idx)?;
                 self.g.pop_scope();
                 self.store_leaves(&shapes, &v, i)
-            })?;
-            return Ok((n, GRAIN_ELEMS));
+            });
         }
+        let rank = dims.len();
         let last = dims[rank - 1];
-        let rows = n / last;
         let outer = dims[..rank - 1].to_vec();
-        let (start, end) = (self.start, self.end);
-        cg.for_range(start, end, |row| {
+        let r0 = b.build_int_unsigned_div(lo, cg.c64(last), "r0")?;
+        let r1 = b.build_int_unsigned_div(
+            b.build_int_nsw_add(hi, cg.c64(last - 1), "r1")?,
+            cg.c64(last),
+            "r1",
+        )?;
+        cg.for_range(r0, r1, |row| {
             self.g.push_scope();
             let oi = self.g.index_linear(&outer, row)?;
-            let base = cg.b.build_int_nsw_mul(row, cg.c64(last), "base")?;
-            cg.for_range(cg.c64(0), cg.c64(last), |j| {
+            let base = b.build_int_nsw_mul(row, cg.c64(last), "base")?;
+            let j0 = max64(cg, b.build_int_nsw_sub(lo, base, "j0")?, cg.c64(0))?;
+            let j1 = crate::gemm::min64(cg, b.build_int_nsw_sub(hi, base, "j1")?, cg.c64(last))?;
+            cg.for_range(j0, j1, |j| {
                 self.g.push_scope();
                 let mut multi = oi.multi.clone();
                 multi.push(j);
-                let lin = cg.b.build_int_nsw_add(base, j, "lin")?;
-                let idx = Index {
-                    id: self.g.fresh_id(),
-                    multi,
-                    linear: lin,
-                };
-                let v = self.g.gen(root, &idx)?;
-                self.g.pop_scope();
-                self.store_leaves(&shapes, &v, lin)
+                let lin = b.build_int_nsw_add(base, j, "lin")?;
+                self.gen_and_store(&shapes, multi, lin)
             })?;
             self.g.pop_scope();
             Ok(())
-        })?;
-        Ok((rows, (GRAIN_ELEMS / last).max(1)))
+        })
     }
 
+    /// Reduce roots (one, or a tuple of siblings reducing inputs of the same dimensions over
+    /// the same dimensions): when the last input dimension is kept, items are output rows and
+    /// the loops run over the inputs in row-major order, accumulating into the output rows.
     fn emit_reduce(&mut self) -> R<(i64, i64)> {
         let m = self.m;
         let root = self.root;
-        let ops = m.operands(root);
-        let nin = ops.len() / 2;
-        let in_shape = arr_of(m, ops[0])?.clone();
+        let reduces: Vec<InstId> = if m.opcode(root) == Opcode::Tuple {
+            m.operands(root).to_vec()
+        } else {
+            vec![root]
+        };
+        let first = reduces[0];
+        let in_shape = arr_of(m, m.operands(first)[0])?.clone();
         let rank = in_shape.rank();
         let rdims = m
-            .ints_attr(root, &AttrKey::Dimensions)
+            .ints_attr(first, &AttrKey::Dimensions)
             .ok_or("reduce needs dimensions")?
             .to_vec();
         let mut reduced = vec![false; rank];
@@ -356,12 +463,38 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         if rank == 0 || reduced[rank - 1] || numel(&in_shape.dims) == 0 {
             return self.emit_loop();
         }
+        struct Red {
+            comp: axle_ir::CompId,
+            inputs: Vec<InstId>,
+            inits: Vec<InstId>,
+            shapes: Vec<ArrayShape>,
+        }
         let cg = self.cg();
-        let comp = m
-            .comp_attr(root, &AttrKey::ToApply)
-            .ok_or("reduce needs to_apply")?;
-        let shapes = inst_leaves(m, root)?;
-        let out_dims = shapes[0].dims.to_vec();
+        let mut reds = Vec::with_capacity(reduces.len());
+        let mut out_k = 0;
+        let mut outs_of = Vec::with_capacity(reduces.len());
+        for &r in &reduces {
+            if m.opcode(r) != Opcode::Reduce
+                || arr_of(m, m.operands(r)[0])?.dims != in_shape.dims
+                || m.ints_attr(r, &AttrKey::Dimensions) != Some(&rdims[..])
+            {
+                return Err("sibling reductions must share their geometry".into());
+            }
+            let ops = m.operands(r);
+            let nin = ops.len() / 2;
+            let shapes = inst_leaves(m, r)?;
+            outs_of.push(self.outs[out_k..out_k + shapes.len()].to_vec());
+            out_k += shapes.len();
+            reds.push(Red {
+                comp: m
+                    .comp_attr(r, &AttrKey::ToApply)
+                    .ok_or("reduce needs to_apply")?,
+                inputs: ops[..nin].to_vec(),
+                inits: ops[nin..].to_vec(),
+                shapes,
+            });
+        }
+        let out_dims = reds[0].shapes[0].dims.to_vec();
         let dl = *out_dims.last().ok_or("reduce output of rank 0")?;
         let outer = out_dims[..out_dims.len() - 1].to_vec();
         let rows = numel(&outer);
@@ -369,10 +502,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             .filter(|&d| reduced[d])
             .map(|d| in_shape.dims[d])
             .collect();
-        let inputs = ops[..nin].to_vec();
-        let inits = ops[nin..].to_vec();
         let in_dims = in_shape.dims.to_vec();
-        let outs = self.outs.clone();
         let (start, end) = (self.start, self.end);
         cg.for_range(start, end, |row| {
             let g = &mut self.g;
@@ -380,14 +510,20 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             let oi = g.index_linear(&outer, row)?;
             let base = cg.b.build_int_nsw_mul(row, cg.c64(dl), "base")?;
             let s = g.scalar_index();
-            let mut init = Vec::with_capacity(nin);
-            for &o in &inits {
-                init.push(g.gen1(o, &s)?);
+            let mut init = Vec::with_capacity(reds.len());
+            for red in &reds {
+                let mut v = Vec::with_capacity(red.inits.len());
+                for &o in &red.inits {
+                    v.push(g.gen1(o, &s)?);
+                }
+                init.push(v);
             }
             cg.for_range(cg.c64(0), cg.c64(dl), |j| {
                 let lin = cg.b.build_int_nsw_add(base, j, "lin")?;
-                for (k, sh) in shapes.iter().enumerate() {
-                    cg.store(sh.ty, outs[k], lin, init[k])?;
+                for (r, red) in reds.iter().enumerate() {
+                    for (k, sh) in red.shapes.iter().enumerate() {
+                        cg.store(sh.ty, outs_of[r][k], lin, init[r][k])?;
+                    }
                 }
                 Ok(())
             })?;
@@ -407,16 +543,18 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                         }
                     }
                     let idx = g.index_multi(&in_dims, multi)?;
-                    let mut args = Vec::with_capacity(2 * nin);
-                    for (k, sh) in shapes.iter().enumerate() {
-                        args.push(cg.load(sh.ty, outs[k], lin)?);
-                    }
-                    for &o in &inputs {
-                        args.push(g.gen1(o, &idx)?);
-                    }
-                    let r = g.apply(comp, &args)?;
-                    for (k, sh) in shapes.iter().enumerate() {
-                        cg.store(sh.ty, outs[k], lin, r[k])?;
+                    for (r, red) in reds.iter().enumerate() {
+                        let mut args = Vec::with_capacity(2 * red.inputs.len());
+                        for (k, sh) in red.shapes.iter().enumerate() {
+                            args.push(cg.load(sh.ty, outs_of[r][k], lin)?);
+                        }
+                        for &o in &red.inputs {
+                            args.push(g.gen1(o, &idx)?);
+                        }
+                        let res = g.apply(red.comp, &args)?;
+                        for (k, sh) in red.shapes.iter().enumerate() {
+                            cg.store(sh.ty, outs_of[r][k], lin, res[k])?;
+                        }
                     }
                     g.pop_scope();
                     Ok(())
@@ -1318,6 +1456,12 @@ pub(crate) fn sort_scratch_bytes(m: &Module, root: InstId) -> R<i64> {
         .or_else(|| crate::radix::plan_topk(m, root))
         .map_or(0, |p| crate::radix::scratch_bytes(&p, rows, len));
     Ok((rows * SortLayout::new(&tys, len).row_bytes).max(radix))
+}
+
+/// The larger of two signed `i64` values.
+fn max64<'ctx>(cg: &Cg<'ctx>, a: IntValue<'ctx>, b: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+    let gt = cg.b.build_int_compare(IntPredicate::SGT, a, b, "gt")?;
+    Ok(cg.b.build_select(gt, a, b, "max")?.into_int_value())
 }
 
 fn zero_of(t: inkwell::types::BasicTypeEnum<'_>) -> Val<'_> {

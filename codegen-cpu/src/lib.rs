@@ -36,7 +36,9 @@ mod conv;
 mod conv_fast;
 mod elemental;
 mod emit;
+mod epilogue;
 mod error;
+mod fused;
 pub mod fusion_target;
 mod gemm;
 mod host;
@@ -50,7 +52,9 @@ mod ops;
 mod parallel_cost;
 mod pool;
 mod radix;
+mod reach;
 mod rng;
+mod row;
 mod runtime;
 mod signature;
 
@@ -158,6 +162,15 @@ pub fn emit_text(m: &Module, opts: &CpuOptions, what: Emit) -> Result<String, Co
             Ok(String::from_utf8_lossy(buf.as_slice()).into_owned())
         }
     }
+}
+
+/// How the backend runs a verified module, one line per kernel in program order (kernels of
+/// loop bodies and branches included): the kernel's kind, the instruction it comes from, the
+/// root it computes and its plan — the reductions each pass of a row kernel computes, the
+/// core of an output fusion's epilogue. Fusions appear as the kernels their stages became, so
+/// tests (and people) can see that no reduction is recomputed per element.
+pub fn kernel_plan(m: &Module) -> Result<Vec<String>, CodegenError> {
+    jit::kernel_plan(m)
 }
 
 /// The host's target triple, CPU name and features.

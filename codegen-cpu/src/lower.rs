@@ -4,8 +4,10 @@
 //! `opt-barrier`, row-major `reshape`/`bitcast` and `call` move no data, they only rearrange
 //! trees (`call` is inlined, so every call site gets its own buffers). Every other instruction
 //! becomes a [`Thunk`]: a kernel (one loop nest writing the instruction's buffers), a copy, or
-//! control flow (`while`, `conditional`) holding nested thunk lists. A `fusion` whose computation
-//! can be emitted elementally is one kernel; any other fusion is inlined like a call.
+//! control flow (`while`, `conditional`) holding nested thunk lists. A `fusion` runs as
+//! [`crate::fused`] plans it: staged inner values first (each a kernel, or lowered as an
+//! unfused instruction), then the kernel of its root; a plan of one kernel stage (the root) is
+//! the fusion's own kernel.
 //!
 //! Buffers come from the `schedule` crate's assignment ([`axle_schedule::BufferAssignment`],
 //! computed under [`crate::buffer_rules::CpuRules`]): every instruction's leaves are the
@@ -22,6 +24,7 @@ use axle_schedule::{BufferAssignment, Memory, Move};
 
 use crate::elemental::{bitcast_is_reshape, comp_is_elemental, inst_leaves, is_elemental};
 use crate::error::{at, Fail, R};
+use crate::fused::{plan_fusion, reached_bound, KernelPlan, StageHow};
 use crate::host::HostCall;
 
 /// A buffer id.
@@ -80,8 +83,12 @@ impl VTree {
 pub(crate) enum KernelKind {
     /// One loop nest over the root's elements, every leaf computed elementally.
     Loop,
-    /// A `reduce` root, with a loop order that keeps the evaluator's accumulation order.
+    /// `reduce` roots keeping the last input dimension (siblings of one geometry), with a loop
+    /// order that keeps the evaluator's accumulation order.
     Reduce,
+    /// Rows: reductions over the minor dimensions once per row, then the row's outputs
+    /// ([`crate::fused::RowPlan`]).
+    Row,
     /// A `dynamic-update-slice` root (in place when allowed).
     Dus,
     /// A `scatter` root (in place when allowed).
@@ -92,9 +99,11 @@ pub(crate) enum KernelKind {
     Sort,
     /// A `topk` root or the `TopK` custom call.
     TopK,
-    /// An `f32`/`f64` `dot` of buffers, as a blocked GEMM.
+    /// An `f32`/`f64` `dot` of buffers, as a blocked GEMM (with an epilogue when its plan
+    /// says so).
     Gemm,
-    /// An `f32`/`f64` `convolution` of buffers, register-tiled.
+    /// An `f32`/`f64` `convolution` of buffers, register-tiled (with an epilogue when its plan
+    /// says so).
     Conv,
     /// An `rng-bit-generator` root: items are block calls of its generator.
     Rng,
@@ -104,6 +113,8 @@ pub(crate) enum KernelKind {
 #[derive(Clone, Debug)]
 pub(crate) struct Kernel {
     pub kind: KernelKind,
+    /// What the kind needs beyond the root (row passes, an epilogue's core).
+    pub plan: KernelPlan,
     pub root: InstId,
     /// Instructions bound to buffers (fusion parameters, or an unfused instruction's operands).
     pub bindings: Vec<(InstId, Vec<BufId>)>,
@@ -114,8 +125,9 @@ pub(crate) struct Kernel {
     pub in_place: bool,
     /// The HLO instruction it came from (for names and errors).
     pub origin: InstId,
-    /// Scratch memory the kernel needs (sorts).
-    pub scratch: Option<BufId>,
+    /// Scratch memory the kernel needs (sorts, GEMM packing, an epilogue's core result), as
+    /// the assignment gave it (the order of [`crate::buffer_rules::CpuRules`]' scratch sizes).
+    pub scratch: Vec<BufId>,
 }
 
 /// One step of the program.
@@ -233,66 +245,6 @@ fn applied_comps(m: &Module, id: InstId) -> Vec<CompId> {
     }
 }
 
-/// Whether a fused computation can become one kernel: its root has a kernel kind, everything
-/// else is elemental, and a tuple root's leaves share their dimensions.
-pub(crate) fn fusion_kernel_kind(m: &Module, comp: CompId) -> Option<KernelKind> {
-    let root = m.root(comp);
-    let mut kind = root_kind(m, root)?;
-    if matches!(kind, KernelKind::Gemm | KernelKind::Conv)
-        && !m
-            .operands(root)
-            .iter()
-            .all(|&o| m.opcode(o) == Opcode::Parameter)
-    {
-        kind = KernelKind::Loop;
-    }
-    for c in applied_comps(m, root) {
-        if !comp_is_elemental(m, c) {
-            return None;
-        }
-    }
-    for &o in m.operands(root) {
-        if !subgraph_elemental(m, o) {
-            return None;
-        }
-    }
-    if kind == KernelKind::Loop {
-        if !comp_is_elemental(m, comp) {
-            return None;
-        }
-        let leaves = inst_leaves(m, root).ok()?;
-        if leaves.is_empty() || leaves.iter().any(|l| l.dims != leaves[0].dims) {
-            return None;
-        }
-    }
-    Some(kind)
-}
-
-/// Whether everything `id` depends on is elemental.
-fn subgraph_elemental(m: &Module, id: InstId) -> bool {
-    let mut stack = vec![id];
-    let mut seen = std::collections::HashSet::new();
-    while let Some(i) = stack.pop() {
-        if !seen.insert(i) {
-            continue;
-        }
-        if !is_elemental(m, i) {
-            return false;
-        }
-        if matches!(
-            m.opcode(i),
-            Opcode::Reduce | Opcode::ReduceWindow | Opcode::Map
-        ) {
-            match m.comp_attr(i, &AttrKey::ToApply) {
-                Some(c) if comp_is_elemental(m, c) => {}
-                _ => return false,
-            }
-        }
-        stack.extend_from_slice(m.operands(i));
-    }
-    true
-}
-
 impl<'m> Lower<'m> {
     /// The assignment's buffers of `id`'s leaves, as a tree of its shape; `check` refuses
     /// element types kernels cannot compute.
@@ -407,19 +359,7 @@ impl<'m> Lower<'m> {
                     .comp_attr(id, &AttrKey::Calls)
                     .ok_or("fusion needs calls")?;
                 let args = ops.iter().map(val).collect::<R<Vec<_>>>()?;
-                match fusion_kernel_kind(m, c) {
-                    Some(kind) => {
-                        let params = m.params(c);
-                        let bindings: Vec<(InstId, Vec<BufId>)> = params
-                            .iter()
-                            .zip(&args)
-                            .filter(|(p, _)| !p.is_none())
-                            .map(|(&p, a)| (p, a.leaves()))
-                            .collect();
-                        self.kernel(kind, m.root(c), id, bindings, out)
-                    }
-                    None => self.lower_comp(c, args, out),
-                }
+                self.lower_fusion(id, c, args, out)
             }
             While => self.lower_while(id, val(&ops[0])?, out),
             Conditional => {
@@ -467,9 +407,64 @@ impl<'m> Lower<'m> {
                     }
                     bindings.push((*o, val(o)?.leaves()));
                 }
-                self.kernel(kind, id, id, bindings, out)
+                self.kernel(kind, KernelPlan::Plain, id, id, id, bindings, out)
             }
         }
+    }
+
+    /// A fusion as [`plan_fusion`] plans it: each stage in order, reading the parameters and
+    /// the earlier stages from their buffers. A plan of one kernel stage, the root, is the
+    /// fusion's own kernel (the assignment's [`axle_schedule::FusionRun::Kernel`]: it writes
+    /// the fusion's buffers); otherwise every stage is a step with buffers of its own.
+    fn lower_fusion(
+        &mut self,
+        id: InstId,
+        comp: CompId,
+        args: Vec<VTree>,
+        out: &mut Vec<Thunk>,
+    ) -> R<VTree> {
+        let m = self.m;
+        self.depth += 1;
+        if self.depth > 64 {
+            return Err("computations nest more than 64 deep".into());
+        }
+        let params = m.params(comp);
+        if args.len() != params.len() {
+            return Err("fusion operands do not match its computation's parameters".into());
+        }
+        let plan = plan_fusion(m, comp)?;
+        let mut vals: HashMap<InstId, VTree> = HashMap::new();
+        for (&p, a) in params.iter().zip(args) {
+            if !p.is_none() {
+                vals.insert(p, a);
+            }
+        }
+        let root = m.root(comp);
+        let one_kernel = matches!(&plan.stages[..], [st] if st.inst == root
+            && matches!(st.how, StageHow::Kernel(..)));
+        for st in &plan.stages {
+            // A constant step stays the read-only global the assignment gave it, whatever the
+            // plan says: a kernel staging it would write that global. (A fusion that is one
+            // kernel writes its own buffers, even when its root is a constant.)
+            let unfused = matches!(st.how, StageHow::Unfused)
+                || (!one_kernel && m.opcode(st.inst) == Opcode::Constant);
+            let v = match &st.how {
+                StageHow::Kernel(kind, kplan) if !unfused => {
+                    let x = st.inst;
+                    let reads = reached_bound(m, x, &|i| i != x && vals.contains_key(&i));
+                    let bindings = reads.iter().map(|&i| (i, vals[&i].leaves())).collect();
+                    let owner = if one_kernel { id } else { x };
+                    self.kernel(*kind, kplan.clone(), x, id, owner, bindings, out)?
+                }
+                _ => self
+                    .lower_inst(st.inst, &vals, out)
+                    .map_err(|f| at(m, st.inst, f))?,
+            };
+            vals.insert(st.inst, v);
+        }
+        self.depth -= 1;
+        vals.remove(&root)
+            .ok_or_else(|| "the fused root was not lowered".into())
     }
 
     /// A call into the runtime library. Its results may be complex: the library writes them,
@@ -510,16 +505,22 @@ impl<'m> Lower<'m> {
         }
     }
 
+    /// A kernel computing `root` from `bindings` into the assignment's buffers of `owner` (the
+    /// instruction, fusion or fusion step it runs for), with `owner`'s scratch; attributed to
+    /// `origin`.
+    #[allow(clippy::too_many_arguments)]
     fn kernel(
         &mut self,
         kind: KernelKind,
+        plan: KernelPlan,
         root: InstId,
         origin: InstId,
+        owner: InstId,
         bindings: Vec<(InstId, Vec<BufId>)>,
         out: &mut Vec<Thunk>,
     ) -> R<VTree> {
         let m = self.m;
-        let tree = self.tree(origin, true)?;
+        let tree = self.tree(owner, true)?;
         let outputs = tree.leaves();
         // In place exactly when the assignment gave the output the updated operand's buffer.
         let in_place = match kind {
@@ -532,14 +533,27 @@ impl<'m> Lower<'m> {
             }
             _ => false,
         };
-        let scratch = self.asg.scratch(origin).first().map(|b| b.index() as BufId);
-        if matches!(kind, KernelKind::Sort | KernelKind::TopK | KernelKind::Gemm)
-            && scratch.is_none()
-        {
-            return Err("the buffer assignment gave the kernel no scratch".into());
+        let scratch: Vec<BufId> = self
+            .asg
+            .scratch(owner)
+            .iter()
+            .map(|b| b.index() as BufId)
+            .collect();
+        let needed =
+            usize::from(matches!(
+                kind,
+                KernelKind::Sort | KernelKind::TopK | KernelKind::Gemm
+            )) + usize::from(matches!(&plan, KernelPlan::Epilogue(e) if e.c_leaf.is_none()));
+        if scratch.len() != needed {
+            return Err(format!(
+                "the buffer assignment gave the kernel {} scratch buffers, it needs {needed}",
+                scratch.len()
+            )
+            .into());
         }
         out.push(Thunk::Kernel(Box::new(Kernel {
             kind,
+            plan,
             root,
             bindings,
             outputs,
@@ -756,4 +770,23 @@ fn leaf_shape(m: &Module, s: &axle_ir::Shape, leaf: u32) -> Option<ArrayShape> {
     }
     let mut k = leaf;
     walk(m, s, &mut k)
+}
+
+/// Calls `f` on every kernel of `thunks` in program order, nested ones included.
+pub(crate) fn visit_kernels(thunks: &[Thunk], f: &mut dyn FnMut(&Kernel)) {
+    for t in thunks {
+        match t {
+            Thunk::Kernel(k) => f(k),
+            Thunk::Copy { .. } | Thunk::HostCall(_) => {}
+            Thunk::While { cond, body, .. } => {
+                visit_kernels(cond, f);
+                visit_kernels(body, f);
+            }
+            Thunk::Cond { branches, .. } => {
+                for (b, _) in branches {
+                    visit_kernels(b, f);
+                }
+            }
+        }
+    }
 }

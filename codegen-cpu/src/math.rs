@@ -103,12 +103,12 @@ pub(crate) fn exp_f32<'ctx>(cg: &Cg<'ctx>, x: FloatValue<'ctx>) -> R<Val<'ctx>> 
     let r2 = f.mul(r, r)?;
     let p = f.fma(p, r2, r)?;
     let p = f.add(p, f.c(1.0))?;
-    // p * 2^n with n split in two so subnormal and overflowing results come out right.
-    let sat = cg.intrinsic("llvm.fptosi.sat", &[cg.i32().into(), cg.f32().into()])?;
-    let n = cg
-        .call(sat, &[bv(fx)])?
-        .ok_or("fptosi.sat returned nothing")?
-        .into_int_value();
+    // p * 2^n with n split in two so subnormal and overflowing results come out right. `fx`
+    // is an integer in [-151, 129] or NaN (then `p` is NaN too and `n` does not matter): a
+    // plain conversion of NaN-as-zero vectorizes, a saturating one is scalarized on x86.
+    let ordered = f.cmp(FloatPredicate::ORD, fx, fx)?;
+    let fx0 = f.sel(ordered, fx, f.c(0.0))?;
+    let n = b.build_float_to_signed_int(fx0, cg.i32(), "n")?;
     let n1 = b.build_right_shift(n, cg.c32(1), true, "n1")?;
     let n2 = b.build_int_sub(n, n1, "n2")?;
     let y = f.mul(f.mul(p, f.pow2(n1)?)?, f.pow2(n2)?)?;

@@ -11,6 +11,7 @@ use std::fmt::Write;
 
 use axle_ir::{AttrKey, AttrValue, CompId, InstId, Module, Shape};
 
+use crate::fused::KernelPlan;
 use crate::lower::Kernel;
 
 fn shape_sig(m: &Module, s: &Shape, out: &mut String) {
@@ -116,7 +117,7 @@ pub(crate) fn kernel_signature(m: &Module, k: &Kernel) -> String {
         "{:?} in_place={} scratch={} outs={} |",
         k.kind,
         k.in_place,
-        k.scratch.is_some(),
+        k.scratch.len(),
         k.outputs.len()
     );
     for (i, (inst, bufs)) in k.bindings.iter().enumerate() {
@@ -126,5 +127,23 @@ pub(crate) fn kernel_signature(m: &Module, k: &Kernel) -> String {
         out.push(';');
     }
     sig.node(k.root, &mut local, &mut out);
+    // The plan, its instructions named as in the subgraph above.
+    let name = |i: &InstId| local.get(i).cloned().unwrap_or_else(|| "?".into());
+    match &k.plan {
+        KernelPlan::Plain => {}
+        KernelPlan::Row(p) => {
+            let _ = write!(out, " | rows {:?} of {:?}:", p.rows, p.full);
+            for pass in &p.passes {
+                let names: Vec<String> = pass.iter().map(name).collect();
+                let _ = write!(out, " [{}]", names.join(","));
+            }
+            for (pass, v) in &p.cached {
+                let _ = write!(out, " cache {} in {pass}", name(v));
+            }
+        }
+        KernelPlan::Epilogue(e) => {
+            let _ = write!(out, " | epilogue of {} into {:?}", name(&e.core), e.c_leaf);
+        }
+    }
     out
 }

@@ -1,0 +1,634 @@
+//! Fusions on the CPU backend: every kernel shape the fusion planner makes (row kernels for
+//! softmax- and layernorm-like fusions, staged column reductions, sibling reductions,
+//! multi-output loops, output fusions with each kind of epilogue, fusions split around dots,
+//! sorts and nested fusions) at ordinary, odd and zero sizes. Each case must give the
+//! evaluator's results, bit-identical results on 1 and 8 threads, and the kernel structure
+//! the plan promises (`kernel_plan`), so a reduction recomputed per element cannot come back
+//! unnoticed.
+
+use axle_analysis::eval::evaluate;
+use axle_codegen_cpu::{compile, emit_text, kernel_plan, CpuOptions, Emit};
+use axle_ir::{compare_arrays, parse_module, ArrayLiteral, ElementType, Literal, Tolerance};
+use axle_testkit::{noise, real_array};
+
+const REDUCERS: &str = r#"
+add_f32 {
+  add_l = f32[] parameter(0)
+  add_r = f32[] parameter(1)
+  ROOT add_s = f32[] add(add_l, add_r)
+}
+max_f32 {
+  max_l = f32[] parameter(0)
+  max_r = f32[] parameter(1)
+  ROOT max_m = f32[] maximum(max_l, max_r)
+}
+"#;
+
+/// Inputs for every entry parameter: floats in [-2, 2) from a fixed hash.
+fn inputs(m: &axle_ir::Module) -> Vec<Literal> {
+    m.params(m.entry())
+        .iter()
+        .enumerate()
+        .map(|(p, &id)| {
+            let a = m.array_shape(id).expect("array parameters");
+            real_array(a.ty, &a.dims, |k| 2.0 * noise(p as u64 + 1, k as u64))
+        })
+        .collect()
+}
+
+fn tolerance(a: &ArrayLiteral) -> Tolerance {
+    match a.ty() {
+        ElementType::F32 => Tolerance::Close {
+            rtol: 1e-4,
+            atol: 1e-5,
+        },
+        ElementType::BF16 => Tolerance::Close {
+            rtol: 1e-2,
+            atol: 1e-2,
+        },
+        _ => Tolerance::Exact,
+    }
+}
+
+fn run(m: &axle_ir::Module, args: &[Literal], threads: usize) -> Vec<ArrayLiteral> {
+    let opts = CpuOptions {
+        threads,
+        ..Default::default()
+    };
+    compile(m, &opts)
+        .unwrap_or_else(|e| panic!("compiles: {e}"))
+        .run_literals(args)
+        .unwrap_or_else(|e| panic!("runs: {e}"))
+}
+
+/// Runs `text` on 1 and 8 threads (identical bits) and against the evaluator; returns the
+/// kernel plan.
+fn check(text: &str) -> Vec<String> {
+    let m = parse_module(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    let args = inputs(&m);
+    let want = axle_testkit::leaves(&evaluate(&m, &args).expect("the evaluator runs it"));
+    let one = run(&m, &args, 1);
+    let eight = run(&m, &args, 8);
+    assert_eq!(one, eight, "1 and 8 threads differ:\n{text}");
+    assert_eq!(want.len(), one.len());
+    for (k, (w, g)) in want.iter().zip(&one).enumerate() {
+        compare_arrays(w, g, tolerance(w)).unwrap_or_else(|e| panic!("{text}\nout{k}: {e}"));
+    }
+    kernel_plan(&m).expect("plans")
+}
+
+fn dims(d: &[i64]) -> String {
+    d.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Softmax over the last dimension of `[rows..., c]`, as one fusion.
+fn softmax(rows: &[i64], c: i64) -> String {
+    let r = dims(rows);
+    let k = rows.len();
+    let full = if r.is_empty() {
+        c.to_string()
+    } else {
+        format!("{r},{c}")
+    };
+    let bd = dims(&(0..k as i64).collect::<Vec<_>>());
+    format!(
+        r#"HloModule softmax
+{REDUCERS}
+fused {{
+  p = f32[{full}] parameter(0)
+  ninf = f32[] constant(-inf)
+  mx = f32[{r}] reduce(p, ninf), dimensions={{{k}}}, to_apply=max_f32
+  mb = f32[{full}] broadcast(mx), dimensions={{{bd}}}
+  s = f32[{full}] subtract(p, mb)
+  e = f32[{full}] exponential(s)
+  z = f32[] constant(0)
+  sm = f32[{r}] reduce(e, z), dimensions={{{k}}}, to_apply=add_f32
+  sb = f32[{full}] broadcast(sm), dimensions={{{bd}}}
+  ROOT d = f32[{full}] divide(e, sb)
+}}
+ENTRY main {{
+  x = f32[{full}] parameter(0)
+  ROOT f = f32[{full}] fusion(x), kind=kLoop, calls=fused
+}}
+"#
+    )
+}
+
+#[test]
+fn a_reduction_feeding_a_broadcast_is_computed_once_per_row() {
+    for (rows, c) in [
+        (vec![4], 33),
+        (vec![1], 1),
+        (vec![7], 1000),
+        (vec![3, 5], 17),
+        (vec![0], 16),
+        (vec![16], 0),
+        (vec![], 50),
+        (vec![2], 20000),
+    ] {
+        let text = softmax(&rows, c);
+        let plan = check(&text);
+        assert_eq!(plan.len(), 1, "one kernel: {plan:?}");
+        // The second pass keeps `exp` in a row buffer for the output pass, unless the row is
+        // longer than the 64 KiB the kernel keeps on the stack.
+        let tail = if c * 4 <= 64 << 10 {
+            "passes=[mx][sm] cached=e"
+        } else {
+            "passes=[mx][sm]"
+        };
+        assert!(
+            plan[0].starts_with("Row f root=d") && plan[0].ends_with(tail),
+            "{rows:?}x{c}: {plan:?}"
+        );
+    }
+    // The optimized IR: both reductions and the output loop are vector loops.
+    let ir = kernel_ir(&softmax(&[64], 1024), "f");
+    let v = f32_vector();
+    for what in [
+        format!("fadd reassoc {v}"),
+        format!("@llvm.maximum.v{}f32", &v[1..v.find(' ').unwrap()]),
+        format!("fdiv {v}"),
+        format!("store {v}"),
+    ] {
+        assert!(ir.contains(&what), "no `{what}` in the optimized IR:\n{ir}");
+    }
+}
+
+#[test]
+fn layernorm_runs_two_dependent_row_passes() {
+    let text = format!(
+        r#"HloModule ln
+{REDUCERS}
+fused {{
+  x = f32[24,100] parameter(0)
+  g = f32[100] parameter(1)
+  b = f32[100] parameter(2)
+  z = f32[] constant(0)
+  s1 = f32[24] reduce(x, z), dimensions={{1}}, to_apply=add_f32
+  inv = f32[] constant(0.01)
+  invb = f32[24] broadcast(inv), dimensions={{}}
+  mean = f32[24] multiply(s1, invb)
+  mb = f32[24,100] broadcast(mean), dimensions={{0}}
+  d = f32[24,100] subtract(x, mb)
+  d2 = f32[24,100] multiply(d, d)
+  s2 = f32[24] reduce(d2, z), dimensions={{1}}, to_apply=add_f32
+  var = f32[24] multiply(s2, invb)
+  eps = f32[] constant(1e-5)
+  epsb = f32[24] broadcast(eps), dimensions={{}}
+  ve = f32[24] add(var, epsb)
+  rs = f32[24] rsqrt(ve)
+  rb = f32[24,100] broadcast(rs), dimensions={{0}}
+  n = f32[24,100] multiply(d, rb)
+  gb = f32[24,100] broadcast(g), dimensions={{1}}
+  bb = f32[24,100] broadcast(b), dimensions={{1}}
+  ng = f32[24,100] multiply(n, gb)
+  ROOT o = f32[24,100] add(ng, bb)
+}}
+ENTRY main {{
+  x = f32[24,100] parameter(0)
+  g = f32[100] parameter(1)
+  b = f32[100] parameter(2)
+  ROOT f = f32[24,100] fusion(x, g, b), kind=kCustom, calls=fused
+}}
+"#
+    );
+    let plan = check(&text);
+    assert_eq!(plan, ["Row f root=o (add) rows=[24] passes=[s1][s2]"]);
+}
+
+#[test]
+fn sibling_row_reductions_share_a_pass_and_every_output_is_written_in_it() {
+    let text = format!(
+        r#"HloModule rms
+{REDUCERS}
+fused {{
+  x = f32[9,31] parameter(0)
+  z = f32[] constant(0)
+  s = f32[9] reduce(x, z), dimensions={{1}}, to_apply=add_f32
+  x2 = f32[9,31] multiply(x, x)
+  q = f32[9] reduce(x2, z), dimensions={{1}}, to_apply=add_f32
+  qr = f32[9] rsqrt(q)
+  qb = f32[9,31] broadcast(qr), dimensions={{0}}
+  n = f32[9,31] multiply(x, qb)
+  ROOT t = (f32[9], f32[9], f32[9,31], f32[9,31]) tuple(s, q, n, x2)
+}}
+ENTRY main {{
+  x = f32[9,31] parameter(0)
+  f = (f32[9], f32[9], f32[9,31], f32[9,31]) fusion(x), kind=kInput, calls=fused
+  a = f32[9] get-tuple-element(f), index=0
+  n = f32[9,31] get-tuple-element(f), index=2
+  ROOT r = (f32[9], f32[9,31]) tuple(a, n)
+}}
+"#
+    );
+    let plan = check(&text);
+    assert_eq!(plan, ["Row f root=t (tuple) rows=[9] passes=[s,q]"]);
+}
+
+#[test]
+fn a_column_reduction_inside_a_fusion_is_staged_before_its_readers() {
+    let text = format!(
+        r#"HloModule center
+{REDUCERS}
+fused {{
+  x = f32[37,21] parameter(0)
+  z = f32[] constant(0)
+  c = f32[21] reduce(x, z), dimensions={{0}}, to_apply=add_f32
+  cb = f32[37,21] broadcast(c), dimensions={{1}}
+  ROOT d = f32[37,21] subtract(x, cb)
+}}
+ENTRY main {{
+  x = f32[37,21] parameter(0)
+  ROOT f = f32[37,21] fusion(x), kind=kLoop, calls=fused
+}}
+"#
+    );
+    let plan = check(&text);
+    assert_eq!(
+        plan,
+        ["Reduce f root=c (reduce)", "Loop f root=d (subtract)"]
+    );
+}
+
+#[test]
+fn sibling_column_reductions_and_multi_output_loops_are_one_kernel() {
+    let text = format!(
+        r#"HloModule siblings
+{REDUCERS}
+fused_cols {{
+  x = f32[40,13] parameter(0)
+  z = f32[] constant(0)
+  a = f32[13] reduce(x, z), dimensions={{0}}, to_apply=add_f32
+  x2 = f32[40,13] multiply(x, x)
+  b = f32[13] reduce(x2, z), dimensions={{0}}, to_apply=add_f32
+  ROOT t = (f32[13], f32[13]) tuple(a, b)
+}}
+fused_loop {{
+  x = f32[40,13] parameter(0)
+  y = f32[40,13] parameter(1)
+  e = f32[40,13] exponential(x)
+  p = f32[40,13] multiply(e, y)
+  ROOT tl = (f32[40,13], f32[40,13]) tuple(e, p)
+}}
+ENTRY main {{
+  x = f32[40,13] parameter(0)
+  y = f32[40,13] parameter(1)
+  c = (f32[13], f32[13]) fusion(x), kind=kInput, calls=fused_cols
+  l = (f32[40,13], f32[40,13]) fusion(x, y), kind=kLoop, calls=fused_loop
+  ROOT r = ((f32[13], f32[13]), (f32[40,13], f32[40,13])) tuple(c, l)
+}}
+"#
+    );
+    let plan = check(&text);
+    assert_eq!(plan, ["Reduce c root=t (tuple)", "Loop l root=tl (tuple)"]);
+}
+
+/// An output fusion: `dot(a, w)` of `[m,k] x [k,n]` with `epilogue` (instructions reading `d`,
+/// `bias: f32[n]`, `res: f32[m,n]`, with root `o` of type `out_ty`).
+fn dot_epilogue(m: i64, k: i64, n: i64, epilogue: &str, out_ty: &str) -> String {
+    format!(
+        r#"HloModule out
+fused {{
+  a = f32[{m},{k}] parameter(0)
+  w = f32[{k},{n}] parameter(1)
+  bias = f32[{n}] parameter(2)
+  res = f32[{m},{n}] parameter(3)
+  d = f32[{m},{n}] dot(a, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+{epilogue}
+}}
+ENTRY main {{
+  a = f32[{m},{k}] parameter(0)
+  w = f32[{k},{n}] parameter(1)
+  bias = f32[{n}] parameter(2)
+  res = f32[{m},{n}] parameter(3)
+  ROOT f = {out_ty} fusion(a, w, bias, res), kind=kOutput, calls=fused
+}}
+"#
+    )
+}
+
+#[test]
+fn output_fusions_apply_every_kind_of_epilogue_to_finished_blocks() {
+    // (name, epilogue, root opcode, where the dot's result goes)
+    let cases: [(&str, &str, &str, &str); 6] = [
+        (
+            "bias",
+            "  bb = f32[M,N] broadcast(bias), dimensions={1}\n  ROOT o = f32[M,N] add(d, bb)",
+            "add",
+            "output 0",
+        ),
+        (
+            "relu",
+            "  bb = f32[M,N] broadcast(bias), dimensions={1}\n  s = f32[M,N] add(d, bb)\n  \
+             z = f32[] constant(0)\n  zb = f32[M,N] broadcast(z), dimensions={}\n  \
+             ROOT o = f32[M,N] maximum(s, zb)",
+            "maximum",
+            "output 0",
+        ),
+        (
+            "residual",
+            "  ROOT o = f32[M,N] add(d, res)",
+            "add",
+            "output 0",
+        ),
+        (
+            "scale",
+            "  c = f32[] constant(0.125)\n  cb = f32[M,N] broadcast(c), dimensions={}\n  \
+             ROOT o = f32[M,N] multiply(d, cb)",
+            "multiply",
+            "output 0",
+        ),
+        (
+            "convert",
+            "  t = f32[M,N] tanh(d)\n  ROOT o = bf16[M,N] convert(t)",
+            "convert",
+            "scratch",
+        ),
+        (
+            "both",
+            "  r = f32[M,N] add(d, res)\n  ROOT o = (f32[M,N], f32[M,N]) tuple(d, r)",
+            "tuple",
+            "output 0",
+        ),
+    ];
+    // The largest splits into blocks of rows and of columns on 8 threads: each block gets
+    // its epilogue.
+    for (m, k, n) in [(13, 17, 19), (100, 64, 70), (1, 5, 3), (64, 128, 515)] {
+        for (what, epi, op, into) in cases {
+            let epi = epi
+                .replace('M', &m.to_string())
+                .replace('N', &n.to_string());
+            let out_ty = match what {
+                "convert" => format!("bf16[{m},{n}]"),
+                "both" => format!("(f32[{m},{n}], f32[{m},{n}])"),
+                _ => format!("f32[{m},{n}]"),
+            };
+            let plan = check(&dot_epilogue(m, k, n, &epi, &out_ty));
+            assert_eq!(
+                plan,
+                [format!("Gemm f root=o ({op}) epilogue core=d into {into}")],
+                "{what} {m}x{k}x{n}"
+            );
+        }
+    }
+}
+
+#[test]
+fn convolutions_take_their_epilogue_too() {
+    let text = r#"HloModule conv
+fused {
+  x = f32[2,9,11,8] parameter(0)
+  w = f32[3,3,8,16] parameter(1)
+  b = f32[16] parameter(2)
+  c = f32[2,9,11,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  bb = f32[2,9,11,16] broadcast(b), dimensions={3}
+  s = f32[2,9,11,16] add(c, bb)
+  z = f32[] constant(0)
+  zb = f32[2,9,11,16] broadcast(z), dimensions={}
+  ROOT o = f32[2,9,11,16] maximum(s, zb)
+}
+ENTRY main {
+  x = f32[2,9,11,8] parameter(0)
+  w = f32[3,3,8,16] parameter(1)
+  b = f32[16] parameter(2)
+  ROOT f = f32[2,9,11,16] fusion(x, w, b), kind=kOutput, calls=fused
+}
+"#;
+    let plan = check(text);
+    assert_eq!(
+        plan,
+        ["Conv f root=o (maximum) epilogue core=c into output 0"]
+    );
+}
+
+#[test]
+fn fusions_the_kernels_cannot_take_whole_are_split_in_order() {
+    // XLA's attention fusion: dot, scale, softmax over rows, dot.
+    let text = format!(
+        r#"HloModule attention
+{REDUCERS}
+fused {{
+  q = f32[2,12,8] parameter(0)
+  k = f32[2,12,8] parameter(1)
+  v = f32[2,12,8] parameter(2)
+  s = f32[2,12,12] dot(q, k), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{2}}
+  c = f32[] constant(0.35)
+  cb = f32[2,12,12] broadcast(c), dimensions={{}}
+  sc = f32[2,12,12] multiply(s, cb)
+  ninf = f32[] constant(-inf)
+  mx = f32[2,12] reduce(sc, ninf), dimensions={{2}}, to_apply=max_f32
+  mb = f32[2,12,12] broadcast(mx), dimensions={{0,1}}
+  dd = f32[2,12,12] subtract(sc, mb)
+  e = f32[2,12,12] exponential(dd)
+  z = f32[] constant(0)
+  sm = f32[2,12] reduce(e, z), dimensions={{2}}, to_apply=add_f32
+  sb = f32[2,12,12] broadcast(sm), dimensions={{0,1}}
+  p = f32[2,12,12] divide(e, sb)
+  ROOT o = f32[2,12,8] dot(p, v), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{1}}
+}}
+ENTRY main {{
+  q = f32[2,12,8] parameter(0)
+  k = f32[2,12,8] parameter(1)
+  v = f32[2,12,8] parameter(2)
+  ROOT f = f32[2,12,8] fusion(q, k, v), kind=kCustom, calls=fused
+}}
+"#
+    );
+    let plan = check(&text);
+    assert_eq!(
+        plan,
+        [
+            "Gemm f root=s (dot)",
+            "Row f root=p (divide) rows=[2, 12] passes=[mx][sm] cached=e",
+            "Gemm f root=o (dot)",
+        ]
+    );
+    // A sort, a nested fusion and a reduce-window read through a broadcast inside a fusion:
+    // each is computed once, in order.
+    let text = format!(
+        r#"HloModule mixed
+{REDUCERS}
+lt {{
+  lt_a = f32[] parameter(0)
+  lt_b = f32[] parameter(1)
+  ROOT lt_l = pred[] compare(lt_a, lt_b), direction=LT
+}}
+inner {{
+  a = f32[6,10] parameter(0)
+  ROOT neg = f32[6,10] negate(a)
+}}
+fused {{
+  x = f32[6,10] parameter(0)
+  e = f32[6,10] exponential(x)
+  s = f32[6,10] sort(e), dimensions={{1}}, to_apply=lt
+  n = f32[6,10] fusion(s), kind=kLoop, calls=inner
+  z = f32[] constant(0)
+  w = f32[6,4] reduce-window(n, z), window={{size=1x7}}, to_apply=add_f32
+  t = f32[6] reduce(w, z), dimensions={{1}}, to_apply=add_f32
+  tb = f32[6,10] broadcast(t), dimensions={{0}}
+  ROOT o = f32[6,10] add(s, tb)
+}}
+ENTRY main {{
+  x = f32[6,10] parameter(0)
+  ROOT f = f32[6,10] fusion(x), kind=kLoop, calls=fused
+}}
+"#
+    );
+    let plan = check(&text);
+    assert_eq!(
+        plan,
+        [
+            "Sort f root=s (sort)",
+            "Loop n root=neg (negate)",
+            "Loop f root=w (reduce-window)",
+            "Row f root=o (add) rows=[6] passes=[t]",
+        ],
+        "{plan:?}"
+    );
+}
+
+#[test]
+fn fusions_that_return_their_operands_move_nothing_they_need_not() {
+    let text = r#"HloModule pass
+same {
+  p = f32[5,3] parameter(0)
+  ROOT q = f32[5,3] parameter(1)
+}
+pair {
+  p = f32[5,3] parameter(0)
+  q = f32[5,3] parameter(1)
+  ROOT t = (f32[5,3], f32[5,3]) tuple(q, p)
+}
+some {
+  p = f32[5,3] parameter(0)
+  e = f32[5,3] exponential(p)
+  ROOT t2 = (f32[5,3], f32[5,3]) tuple(p, e)
+}
+ENTRY main {
+  x = f32[5,3] parameter(0)
+  y = f32[5,3] parameter(1)
+  a = f32[5,3] fusion(x, y), kind=kLoop, calls=same
+  b = (f32[5,3], f32[5,3]) fusion(x, a), kind=kLoop, calls=pair
+  c = (f32[5,3], f32[5,3]) fusion(y), kind=kLoop, calls=some
+  ROOT r = ((f32[5,3], f32[5,3]), (f32[5,3], f32[5,3])) tuple(b, c)
+}
+"#;
+    let plan = check(text);
+    assert_eq!(plan, ["Loop c root=t2 (tuple)"]);
+}
+
+/// The vector type of `f32` on this host, as LLVM prints it.
+fn f32_vector() -> &'static str {
+    let (_, _, features) = axle_codegen_cpu::host_target();
+    if features.contains("+avx512f") {
+        "<16 x float>"
+    } else if features.contains("+avx") {
+        "<8 x float>"
+    } else {
+        "<4 x float>"
+    }
+}
+
+/// The optimized IR of kernel `name` (the function `@kN.name`) of `text`.
+fn kernel_ir(text: &str, name: &str) -> String {
+    let m = parse_module(text).expect("parses");
+    let ir = emit_text(&m, &CpuOptions::default(), Emit::LlvmIr).expect("compiles");
+    let mut out = String::new();
+    let mut inside = false;
+    for line in ir.lines() {
+        if line.starts_with("define") {
+            inside = line.contains(&format!(".{name}("));
+        }
+        if inside {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert!(!out.is_empty(), "no kernel {name} in:\n{ir}");
+    out
+}
+
+#[test]
+fn every_kind_of_fusion_kernel_runs_vector_loops() {
+    let v = f32_vector();
+    // A row kernel (layernorm): vector sums, vector stores of the normalized rows.
+    let ln = format!(
+        r#"HloModule ln
+{REDUCERS}
+fused {{
+  x = f32[64,256] parameter(0)
+  z = f32[] constant(0)
+  s1 = f32[64] reduce(x, z), dimensions={{1}}, to_apply=add_f32
+  inv = f32[] constant(0.00390625)
+  invb = f32[64] broadcast(inv), dimensions={{}}
+  mean = f32[64] multiply(s1, invb)
+  mb = f32[64,256] broadcast(mean), dimensions={{0}}
+  d = f32[64,256] subtract(x, mb)
+  d2 = f32[64,256] multiply(d, d)
+  s2 = f32[64] reduce(d2, z), dimensions={{1}}, to_apply=add_f32
+  rs = f32[64] rsqrt(s2)
+  rb = f32[64,256] broadcast(rs), dimensions={{0}}
+  ROOT o = f32[64,256] multiply(d, rb)
+}}
+ENTRY main {{
+  x = f32[64,256] parameter(0)
+  ROOT f = f32[64,256] fusion(x), kind=kInput, calls=fused
+}}
+"#
+    );
+    let ir = kernel_ir(&ln, "f");
+    for what in [
+        format!("fadd reassoc {v}"),
+        format!("fsub {v}"),
+        format!("store {v}"),
+    ] {
+        assert!(ir.contains(&what), "row kernel: no `{what}`:\n{ir}");
+    }
+    // Sibling column reductions: vector adds into the output rows.
+    let cols = format!(
+        r#"HloModule cols
+{REDUCERS}
+fused {{
+  x = f32[128,512] parameter(0)
+  z = f32[] constant(0)
+  a = f32[512] reduce(x, z), dimensions={{0}}, to_apply=add_f32
+  x2 = f32[128,512] multiply(x, x)
+  b = f32[512] reduce(x2, z), dimensions={{0}}, to_apply=add_f32
+  ROOT t = (f32[512], f32[512]) tuple(a, b)
+}}
+ENTRY main {{
+  x = f32[128,512] parameter(0)
+  ROOT f = (f32[512], f32[512]) fusion(x), kind=kInput, calls=fused
+}}
+"#
+    );
+    let ir = kernel_ir(&cols, "f");
+    for what in [
+        format!("fadd {v}"),
+        format!("fmul {v}"),
+        format!("store {v}"),
+    ] {
+        assert!(ir.contains(&what), "column kernel: no `{what}`:\n{ir}");
+    }
+    // A GEMM epilogue: bias and ReLU over each finished block in vector registers.
+    let epi = dot_epilogue(
+        64,
+        64,
+        256,
+        "  bb = f32[64,256] broadcast(bias), dimensions={1}\n  s = f32[64,256] add(d, bb)\n  \
+         z = f32[] constant(0)\n  zb = f32[64,256] broadcast(z), dimensions={}\n  \
+         ROOT o = f32[64,256] maximum(s, zb)",
+        "f32[64,256]",
+    );
+    let ir = kernel_ir(&epi, "f");
+    for what in [
+        format!("fadd {v}"),
+        format!("fcmp oge {v}"),
+        format!("store {v}"),
+    ] {
+        assert!(ir.contains(&what), "epilogue: no `{what}`:\n{ir}");
+    }
+}
