@@ -1,6 +1,6 @@
 //! The `cpu` backend: modules compiled to native code through LLVM (`axle-codegen-cpu`), with
-//! host memory as device memory. Compilation runs the code generator's own lowering; a run
-//! executes the JIT-compiled entry point on a thread pool.
+//! host memory as device memory. Compilation lowers on the `schedule` crate's buffer
+//! assignment; a run executes the JIT-compiled entry point on a thread pool.
 //!
 //! With a compilation cache ([`CacheMode::Dir`]), the key covers the module's fingerprint (the
 //! SHA-256 of its canonical text), the pass pipeline, the code generator's options (the thread

@@ -3,9 +3,10 @@
 //! This facade re-exports the IR and analysis crates and holds the embedding API ([`compile`],
 //! [`Compiled`], [`Array`], [`ArrayRef`], [`Error`]), the backend plug-in interface
 //! ([`backend`]), the built-in backends ([`interpreter`], [`cpu`]), the compilation cache
-//! ([`cache`]), `axle bench` ([`mod@bench`]), the `run` driver ([`run`]), the full pass registry
-//! and standard pipelines ([`passes`]), pass-order exploration ([`explore`]), module drawings
-//! ([`graph`]) and what the `axle` command-line tool shares with library users.
+//! ([`cache`]), `axle bench` ([`mod@bench`]), `axle buffers` ([`mod@buffers`]), the `run`
+//! driver ([`run`]), the full pass registry and standard pipelines ([`passes`]), pass-order
+//! exploration ([`explore`]), module drawings ([`graph`]) and what the `axle` command-line tool
+//! shares with library users.
 //!
 //! # Embedding Axle
 //!
@@ -84,6 +85,7 @@ pub mod array;
 pub mod backend;
 #[cfg(feature = "cli")]
 pub mod bench;
+pub mod buffers;
 pub mod cache;
 pub mod compiled;
 pub mod cpu;
@@ -99,6 +101,7 @@ pub use axle_analysis as analysis;
 pub use axle_codegen_cpu as codegen_cpu;
 pub use axle_fusion as fusion;
 pub use axle_ir as ir;
+pub use axle_schedule as schedule;
 
 pub use array::{Array, ArrayError, ArrayRef, Element};
 pub use backend::{CacheMode, CompileOptions, OptLevel};

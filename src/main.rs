@@ -229,6 +229,35 @@ enum Command {
         #[arg(long)]
         passes: Option<String>,
     },
+    /// Schedule a module and assign its buffers: print the scheduler chosen per computation, the
+    /// temporary block (size, peak, fragmentation) and every buffer's memory, offset, size and
+    /// live range; optionally as JSON and as an SVG timeline.
+    Buffers {
+        /// The HLO file.
+        file: PathBuf,
+        /// Run this pass pipeline first (a standard pipeline's name or pipeline text).
+        #[arg(long)]
+        passes: Option<String>,
+        /// The scheduler: best (the lowest simulated peak of list, dfs and postorder per
+        /// computation), one of them, or keep (the module's own schedule, e.g. XLA's).
+        #[arg(long, default_value = "best", value_parser = ["best", "list", "dfs", "postorder", "keep"])]
+        schedule: String,
+        /// Write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Write the SVG timeline of the temporary block to this file.
+        #[arg(long)]
+        svg: Option<PathBuf>,
+        /// Also run the independent checker (the program on shadow memory: no read may find
+        /// its value overwritten) and report it.
+        #[arg(long)]
+        check: bool,
+        /// Whose rules: cpu (the cpu backend's, what it compiles with: fusions it cannot emit
+        /// as one kernel run as steps, kernel scratch, read-only parameters) or xla (every
+        /// fusion a kernel, no scratch, as XLA's memory statistics count).
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "xla"])]
+        rules: String,
+    },
     /// Compare two `.npy` files: exact, or within --rtol/--atol (numpy allclose), NaN matching NaN.
     Compare {
         /// The expected values.
@@ -346,6 +375,15 @@ fn main() -> ExitCode {
             rtol,
             atol,
         } => cmd_compare(&expected, &actual, rtol, atol),
+        Command::Buffers {
+            file,
+            passes,
+            schedule,
+            json,
+            svg,
+            check,
+            rules,
+        } => cmd_buffers(&file, passes, &schedule, &rules, json, svg, check),
         Command::Opt {
             file,
             passes,
@@ -844,6 +882,55 @@ fn cmd_bench(path: &Path, opts: &axle::bench::BenchOptions) -> Result<(), Report
     let r = axle::bench::bench_module(m, opts)
         .map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
     write_stdout(&axle::bench::report(&r))
+}
+
+fn cmd_buffers(
+    path: &Path,
+    passes: Option<String>,
+    schedule: &str,
+    rules: &str,
+    json: Option<PathBuf>,
+    svg: Option<PathBuf>,
+    check: bool,
+) -> Result<(), Reported> {
+    use axle::buffers::{BuffersOptions, Rules, SchedulePolicy};
+    use axle::schedule::{render, Heuristic};
+    let m = load(path)?;
+    let file = path.display().to_string();
+    let policy = match Heuristic::from_name(schedule) {
+        Some(h) => SchedulePolicy::Run(h),
+        None => SchedulePolicy::Keep,
+    };
+    let opts = BuffersOptions {
+        pipeline: passes,
+        schedule: policy,
+        rules: Rules::from_name(rules).unwrap_or(Rules::Cpu),
+    };
+    let r =
+        axle::buffers::buffers(m, &opts).map_err(|e| Reported(format!("{file}: error: {e}")))?;
+    let (m, a) = (&r.module, &r.assignment);
+    let mut report = render::text(m, a, r.choices.as_deref());
+    if check {
+        let c = axle::schedule::check::check(m, a, &*r.rules)
+            .map_err(|e| Reported(format!("{file}: error: the buffer check failed: {e}")))?;
+        report.push_str(&format!(
+            "check: ok ({} steps, {} reads, {} writes on shadow memory)\n",
+            c.steps, c.reads, c.writes
+        ));
+    }
+    if let Some(p) = &json {
+        let j = render::json(m, a, r.choices.as_deref());
+        std::fs::write(p, format!("{j:#}\n"))
+            .map_err(|e| Reported(format!("{}: error: cannot write: {e}", p.display())))?;
+    }
+    if let Some(p) = &svg {
+        std::fs::write(p, render::svg(m, a))
+            .map_err(|e| Reported(format!("{}: error: cannot write: {e}", p.display())))?;
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(report.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(|e| Reported(format!("error: writing output: {e}")))
 }
 
 fn cmd_compare(

@@ -74,8 +74,9 @@ pub fn standard_pipeline(name: &str) -> Option<&'static str> {
     PIPELINES.iter().find(|p| p.name == name).map(|p| p.text)
 }
 
-/// Every registered pass: the IR crate's utility passes, the simplification passes and the
-/// fusion passes (their `target=NAME` option resolved by [`fusion_target`]).
+/// Every registered pass: the IR crate's utility passes, the simplification passes, the
+/// fusion passes (their `target=NAME` option resolved by [`fusion_target`]) and the scheduling
+/// passes.
 pub fn registry() -> &'static PassRegistry {
     static REGISTRY: OnceLock<PassRegistry> = OnceLock::new();
     REGISTRY.get_or_init(|| {
@@ -87,6 +88,7 @@ pub fn registry() -> &'static PassRegistry {
             |o| Box::new(Fusion::new(target_option(o))),
             |o| Box::new(MultiOutputFusion::new(target_option(o))),
         );
+        axle_schedule::register(&mut reg);
         reg
     })
 }
@@ -207,5 +209,22 @@ impl Session {
     /// Ends the session, returning the module.
     pub fn into_module(self) -> Module {
         self.module
+    }
+}
+
+/// A pipeline of up to `max` registered passes picked by `picks` (each pick indexes the
+/// registry's names, wrapping around); `dce` when there are no picks. Property tests draw
+/// random pipelines with it.
+pub fn pipeline_from_picks(picks: &[u8], max: usize) -> String {
+    let names = registry().names();
+    let steps: Vec<&str> = picks
+        .iter()
+        .take(max)
+        .map(|&p| names[p as usize % names.len()])
+        .collect();
+    if steps.is_empty() {
+        "dce".to_string()
+    } else {
+        steps.join(",")
     }
 }

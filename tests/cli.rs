@@ -438,3 +438,59 @@ fn bench_states_the_output_buffer_policy() {
     let o = axle(&["bench", &corpus("mlp_forward.hlo"), "--repeat", "0"]);
     assert_fails(&o, &["--repeat must be at least 1"]);
 }
+
+#[test]
+fn buffers_reports_schedule_block_and_buffers_with_json_and_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("b.json").display().to_string();
+    let svg = dir.path().join("b.svg").display().to_string();
+    let o = axle(&[
+        "buffers",
+        &corpus("lstm_scan.opt.hlo"),
+        "--json",
+        &json,
+        "--svg",
+        &svg,
+        "--check",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for f in [
+        "schedule (peak",
+        "*list=",
+        "temp: ",
+        "strategy ",
+        "buffers:",
+        "check: ok",
+    ] {
+        assert!(out.contains(f), "missing {f}:\n{out}");
+    }
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(j["temp_bytes"].as_u64().is_some());
+    assert!(j["buffers"].as_array().is_some_and(|b| !b.is_empty()));
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        s.starts_with("<svg") && s.contains("<title>b"),
+        "{}",
+        &s[..200.min(s.len())]
+    );
+    // XLA's own schedule, kept.
+    let o = axle(&[
+        "buffers",
+        &corpus("lstm_scan.opt.hlo"),
+        "--schedule",
+        "keep",
+    ]);
+    assert!(stdout(&o).contains("the module's own"), "{}", stdout(&o));
+}
+
+#[test]
+fn buffers_on_bad_input_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(dir.path(), "bad.hlo", "HloModule m\n\nENTRY main {\n  x = f32[4]{0} parameter(0)\n  ROOT y = f32[4]{0} negate(z)\n}\n");
+    let json = dir.path().join("b.json");
+    let o = axle(&["buffers", &bad, "--json", &json.display().to_string()]);
+    assert_fails(&o, &["bad.hlo:5:"]);
+    assert!(!json.exists());
+}

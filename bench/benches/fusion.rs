@@ -5,8 +5,6 @@
 //! 1 and 2 rayon threads. The counter is instructions per second of the simplified input. Run
 //! with `cargo bench -p axle-bench --bench fusion`.
 
-use std::io::Read;
-
 use axle::ir::{parse_module, Module, PassManagerOptions, VerifyMode};
 use divan::counter::ItemsCount;
 use divan::Bencher;
@@ -26,18 +24,7 @@ fn opts() -> PassManagerOptions {
 }
 
 fn baseline(name: &str) -> Module {
-    let p = axle_bench::shared_dir().join("baseline").join(name);
-    let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    let text = if name.ends_with(".gz") {
-        let mut text = String::new();
-        flate2::read::GzDecoder::new(&bytes[..])
-            .read_to_string(&mut text)
-            .expect("gunzip");
-        text
-    } else {
-        String::from_utf8(bytes).expect("utf-8")
-    };
-    parse_module(&text).expect("parses")
+    parse_module(&axle_bench::baseline_text(name)).expect("parses")
 }
 
 /// `m` after the `simplify` pipeline.

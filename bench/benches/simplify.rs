@@ -3,8 +3,6 @@
 //! `layer_stack` graphs of 10k, 100k and 1M instructions, at 1 and 2 rayon threads. The counter
 //! is input instructions per second. Run with `cargo bench -p axle-bench`.
 
-use std::io::Read;
-
 use axle::ir::{parse_module, Module, PassManagerOptions, VerifyMode};
 use divan::counter::ItemsCount;
 use divan::Bencher;
@@ -14,13 +12,7 @@ fn main() {
 }
 
 fn baseline(name: &str) -> Module {
-    let p = axle_bench::shared_dir().join("baseline").join(name);
-    let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(&bytes[..])
-        .read_to_string(&mut text)
-        .expect("gunzip");
-    parse_module(&text).expect("parses")
+    parse_module(&axle_bench::baseline_text(name)).expect("parses")
 }
 
 fn run(bencher: Bencher, m: Module, threads: usize) {

@@ -7,27 +7,6 @@ use std::time::Instant;
 
 use axle::ir::{parse_module, PassManagerOptions, VerifyMode};
 
-fn load(arg: &str) -> (String, String) {
-    if let Ok(layers) = arg.parse::<usize>() {
-        return (
-            format!("layer_stack({layers})"),
-            axle_bench::layer_stack(layers),
-        );
-    }
-    let bytes = std::fs::read(arg).unwrap_or_else(|e| panic!("{arg}: {e}"));
-    let text = if arg.ends_with(".gz") {
-        use std::io::Read;
-        let mut s = String::new();
-        flate2::read::GzDecoder::new(&bytes[..])
-            .read_to_string(&mut s)
-            .expect("gunzip");
-        s
-    } else {
-        String::from_utf8(bytes).expect("utf-8")
-    };
-    (arg.to_string(), text)
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args = if args.is_empty() {
@@ -37,7 +16,7 @@ fn main() {
     };
     let pipeline = axle::passes::standard_pipeline("simplify").expect("simplify");
     for a in args {
-        let (name, text) = load(&a);
+        let (name, text) = axle_bench::graph_text(&a);
         let m = parse_module(&text).expect("parses");
         drop(text);
         for threads in [1, 2] {

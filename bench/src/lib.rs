@@ -2,11 +2,14 @@
 //!
 //! [`layer_stack`] writes the HLO text of the shared baseline's `layer_stack` family (an unrolled
 //! residual MLP + layernorm tower, as JAX emits it) at any size, so the pass pipelines can be
-//! measured from 10k to 1M instructions on one kind of graph. [`tiny_mlp`] builds the small
-//! model a framework author embeds (the per-call overhead benchmark).
+//! measured from 10k to 1M instructions on one kind of graph. [`baseline_text`] and
+//! [`graph_text`] read the shared baseline's graphs (gzipped or not) for the benches and
+//! examples. [`tiny_mlp`] builds the small model a framework author embeds (the per-call
+//! overhead benchmark).
 #![deny(missing_docs)]
 
 use std::fmt::Write;
+use std::io::Read;
 use std::path::PathBuf;
 
 /// The shared reference data: `AXLE_SHARED`, or `../shared` beside the repository.
@@ -14,6 +17,35 @@ pub fn shared_dir() -> PathBuf {
     std::env::var("AXLE_SHARED")
         .map(PathBuf::from)
         .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"))
+}
+
+/// The text of an HLO file, gunzipped when its name ends in `.gz`; panics on an unreadable
+/// file (benches and examples only).
+pub fn hlo_file_text(path: &std::path::Path) -> String {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    if path.extension().is_some_and(|e| e == "gz") {
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_string(&mut s)
+            .expect("gunzip");
+        s
+    } else {
+        String::from_utf8(bytes).expect("utf-8")
+    }
+}
+
+/// The text of the shared baseline's file `name`.
+pub fn baseline_text(name: &str) -> String {
+    hlo_file_text(&shared_dir().join("baseline").join(name))
+}
+
+/// An example's graph argument: a number of `layer_stack` layers, or an HLO file. Returns a
+/// label and the text.
+pub fn graph_text(arg: &str) -> (String, String) {
+    match arg.parse::<usize>() {
+        Ok(layers) => (format!("layer_stack({layers})"), layer_stack(layers)),
+        Err(_) => (arg.to_string(), hlo_file_text(std::path::Path::new(arg))),
+    }
 }
 
 /// About how many instructions [`layer_stack`] emits per layer (entry and reducers).

@@ -78,13 +78,13 @@ pub fn compile_aot(m: &Module, opts: &CpuOptions, name: &str) -> Result<AotOutpu
         &m.name,
         &prog.params,
         &prog.outputs,
-        prog.plan.temp_bytes,
+        prog.temp_bytes,
     );
     Ok(AotOutput {
         object,
         header,
         symbol,
-        temp_bytes: prog.plan.temp_bytes,
+        temp_bytes: prog.temp_bytes,
     })
 }
 

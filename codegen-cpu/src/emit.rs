@@ -15,7 +15,7 @@ use inkwell::values::{FunctionValue, IntValue, PointerValue};
 use inkwell::IntPredicate;
 
 use crate::cg::Cg;
-use crate::error::{Fail, R};
+use crate::error::R;
 use crate::fused::inst_label;
 use crate::kernels::{attribute, emit_kernel, Emitted};
 use crate::lower::{BufId, BufKind, Program, Thunk};
@@ -261,26 +261,23 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
     /// The address of buffer `b`.
     fn buf(&self, b: BufId) -> R<PointerValue<'ctx>> {
         let cg = self.cg;
-        let b = self.prog.find(b);
         let buf = &self.prog.bufs[b as usize];
+        let off = self.prog.offsets[b as usize] as i64;
         let slot = |base: PointerValue<'ctx>, k: u32| -> R<PointerValue<'ctx>> {
             let p = cg.gep(cg.ptr().into(), base, cg.c64(k as i64))?;
             Ok(cg.b.build_load(cg.ptr(), p, "arg")?.into_pointer_value())
         };
         match &buf.kind {
             BufKind::Param(k) => slot(self.params, *k),
-            BufKind::Output(k) => slot(self.outputs, *k),
+            BufKind::Output(k) if off == 0 => slot(self.outputs, *k),
+            BufKind::Output(k) => cg.byte_gep(slot(self.outputs, *k)?, off),
             BufKind::Const(id, k) => crate::elemental::const_leaf_global(cg, self.m, *id, *k),
-            BufKind::Temp => {
-                let off = self.prog.plan.offsets[b as usize]
-                    .ok_or_else(|| Fail::Msg("temporary without an offset".into()))?;
-                cg.byte_gep(self.temp, off as i64)
-            }
+            BufKind::Temp => cg.byte_gep(self.temp, off),
         }
     }
 
     fn copy(&self, src: BufId, dst: BufId) -> R<()> {
-        let (s, d) = (self.prog.find(src), self.prog.find(dst));
+        let (s, d) = (src, dst);
         if s == d {
             return Ok(());
         }
@@ -400,15 +397,14 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                 crate::host::emit(cg, h, &ptrs, self.bufs_array)
             }
             Thunk::While {
-                init,
-                state,
+                copy_in,
                 cond,
                 pred,
                 body,
-                result,
+                copy_back,
             } => {
-                for (&i, &s) in init.iter().zip(state) {
-                    self.copy(i, s)?;
+                for &(s, d) in copy_in {
+                    self.copy(s, d)?;
                 }
                 let head = cg.block("while.cond")?;
                 let bodyb = cg.block("while.body")?;
@@ -421,19 +417,15 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                 cg.b.build_conditional_branch(go, bodyb, exit)?;
                 cg.b.position_at_end(bodyb);
                 self.thunks(body)?;
-                for (&r, &s) in result.iter().zip(state) {
-                    self.copy(r, s)?;
+                for &(s, d) in copy_back {
+                    self.copy(s, d)?;
                 }
                 cg.b.build_unconditional_branch(head)?;
                 cg.b.position_at_end(exit);
                 Ok(())
             }
-            Thunk::Cond {
-                selector,
-                branches,
-                outputs,
-            } => {
-                let sb = self.prog.find(*selector);
+            Thunk::Cond { selector, branches } => {
+                let sb = *selector;
                 let sty = self.prog.bufs[sb as usize].shape.ty;
                 let sp = self.buf(sb)?;
                 let n = branches.len() as i64;
@@ -471,11 +463,11 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                     .map(|(i, &b)| (cg.c64(i as i64), b))
                     .collect();
                 cg.b.build_switch(k, blocks[blocks.len() - 1], &cases)?;
-                for ((thunks, res), &bb) in branches.iter().zip(&blocks) {
+                for ((thunks, copies), &bb) in branches.iter().zip(&blocks) {
                     cg.b.position_at_end(bb);
                     self.thunks(thunks)?;
-                    for (&r, &o) in res.iter().zip(outputs) {
-                        self.copy(r, o)?;
+                    for &(s, d) in copies {
+                        self.copy(s, d)?;
                     }
                     cg.b.build_unconditional_branch(done)?;
                 }

@@ -3,6 +3,7 @@
 //! threaded runtime. Compiling and loading a cached [`Artifact`] make the same executable: the
 //! same object code runs either way.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,10 @@ use inkwell::targets::{
 };
 use inkwell::OptimizationLevel;
 
+use axle_schedule::{assign, schedule_module, BufferAssignment, Heuristic};
+
 use crate::artifact::Artifact;
+use crate::buffer_rules::CpuRules;
 use crate::cg::Cg;
 use crate::error::{finish, CodegenError};
 use crate::lower::{lower, Program};
@@ -226,7 +230,9 @@ pub(crate) fn target_machine(
 /// Timings of one compilation.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CompileTimings {
-    /// Lowering to thunks and buffer assignment.
+    /// Scheduling (when the module came without a schedule) and buffer assignment.
+    pub schedule: Duration,
+    /// Lowering to thunks on the assigned buffers (the backend's expansions included).
     pub lower: Duration,
     /// LLVM IR emission.
     pub emit: Duration,
@@ -255,7 +261,77 @@ fn needs_expansion(m: &Module) -> bool {
         || axle_fusion::linalg_upcast::has_narrow_linalg(m)
 }
 
-/// Lowers `m`, emits its LLVM module with entry point `entry` and optimizes it.
+/// What the GEMM's blocking depends on when compiling with `opts`.
+pub(crate) fn gemm_target(opts: &CpuOptions) -> crate::gemm::GemmTarget {
+    crate::gemm::GemmTarget {
+        features: target_spec(opts).features,
+        threads: thread_count(opts),
+    }
+}
+
+/// The module the backend lowers and its buffers (see [`plan_buffers`]).
+pub(crate) struct BufferPlan<'m> {
+    /// `m` after the backend's expansions, scheduled (borrowed when it needed neither).
+    pub module: Cow<'m, Module>,
+    /// Its buffer assignment under the backend's rules.
+    pub assignment: BufferAssignment,
+    /// Time spent scheduling and assigning.
+    pub schedule: Duration,
+}
+
+/// Verifies `m`, applies the backend's expansions and takes its buffers from the schedule
+/// crate under `rules`.
+pub(crate) fn plan_buffers<'m>(
+    m: &'m Module,
+    rules: &CpuRules,
+) -> Result<BufferPlan<'m>, CodegenError> {
+    let mut module = match prepare(m)? {
+        Some(expanded) => Cow::Owned(expanded),
+        None => Cow::Borrowed(m),
+    };
+    // A module that arrives with a schedule (a pipeline ending in memory-schedule, or XLA's
+    // own) keeps it; any other, and one whose schedule the assignment cannot use (a computation
+    // called from two sites, not yet flattened), is scheduled (best of list, dfs and post-order,
+    // after flattening) on a copy, dead code removed first: the assignment gives every
+    // scheduled value memory, and a value nothing reads needs none (lowering skips it).
+    let t = Instant::now();
+    let kept = match module.schedule() {
+        Some(_) => assign(&module, rules).ok(),
+        None => None,
+    };
+    let assignment = match kept {
+        Some(a) => a,
+        None => {
+            let copy = module.to_mut();
+            axle_fusion::run_in_place(copy, "dce").map_err(|e| {
+                CodegenError::general(&m.name, format!("dead code removal failed: {e}"))
+            })?;
+            schedule_module(copy, Heuristic::Best)
+                .map_err(|e| CodegenError::general(&m.name, format!("scheduling failed: {e}")))?;
+            assign(copy, rules).map_err(|e| {
+                CodegenError::general(&m.name, format!("buffer assignment failed: {e}"))
+            })?
+        }
+    };
+    Ok(BufferPlan {
+        module,
+        assignment,
+        schedule: t.elapsed(),
+    })
+}
+
+/// The module the cpu backend lowers for `m` under `opts` (after its expansions, scheduled)
+/// and the buffer assignment it runs on, with the rules it was made under (for
+/// [`axle_schedule::check`], `axle buffers` and tests).
+pub fn buffer_assignment(
+    m: &Module,
+    opts: &CpuOptions,
+) -> Result<(Module, BufferAssignment, CpuRules), CodegenError> {
+    let rules = CpuRules::new(opts);
+    let plan = plan_buffers(m, &rules)?;
+    Ok((plan.module.into_owned(), plan.assignment, rules))
+}
+
 /// Verifies `m` and rewrites the ops the backend has no kernels for; `None` when `m` is used
 /// as it is.
 fn prepare(m: &Module) -> Result<Option<Module>, CodegenError> {
@@ -279,14 +355,10 @@ fn prepare(m: &Module) -> Result<Option<Module>, CodegenError> {
 
 /// One line per kernel `m` lowers to, in program order (see [`crate::kernel_plan`]).
 pub(crate) fn kernel_plan(m: &Module) -> Result<Vec<String>, CodegenError> {
-    let expanded = prepare(m)?;
-    let m = expanded.as_ref().unwrap_or(m);
-    let opts = CpuOptions::default();
-    let gemm = crate::gemm::GemmTarget {
-        features: target_spec(&opts).features,
-        threads: thread_count(&opts),
-    };
-    let prog = lower(m, &gemm).map_err(|f| finish(m, f))?;
+    let rules = CpuRules::new(&CpuOptions::default());
+    let plan = plan_buffers(m, &rules)?;
+    let (m, asg) = (&*plan.module, &plan.assignment);
+    let prog = lower(m, asg).map_err(|f| finish(m, f))?;
     let mut lines = Vec::new();
     crate::lower::visit_kernels(&prog.body, &mut |k| {
         lines.push(crate::fused::describe(m, k));
@@ -294,6 +366,7 @@ pub(crate) fn kernel_plan(m: &Module) -> Result<Vec<String>, CodegenError> {
     Ok(lines)
 }
 
+/// Lowers `m`, emits its LLVM module with entry point `entry` and optimizes it.
 pub(crate) fn build<'ctx>(
     ctx: &'ctx Context,
     m: &Module,
@@ -303,15 +376,14 @@ pub(crate) fn build<'ctx>(
 ) -> Result<Built<'ctx>, CodegenError> {
     let mut timings = CompileTimings::default();
     let t = Instant::now();
-    let expanded = prepare(m)?;
-    let m = expanded.as_ref().unwrap_or(m);
     let spec = target_spec(opts);
-    let gemm = crate::gemm::GemmTarget {
-        features: spec.features.clone(),
-        threads: thread_count(opts),
-    };
-    let prog = lower(m, &gemm).map_err(|f| finish(m, f))?;
-    timings.lower = t.elapsed();
+    let rules = CpuRules::new(opts);
+    let gemm = rules.gemm.clone();
+    let plan = plan_buffers(m, &rules)?;
+    timings.schedule = plan.schedule;
+    let (m, asg) = (&*plan.module, &plan.assignment);
+    let prog = lower(m, asg).map_err(|f| finish(m, f))?;
+    timings.lower = t.elapsed() - timings.schedule;
     let tm = target_machine(&spec, reloc, opts.opt_level)
         .map_err(|e| CodegenError::general(&m.name, e))?;
     let t = Instant::now();
@@ -535,7 +607,7 @@ pub(crate) fn compile_object(
         object,
         params: prog.params,
         outputs: prog.outputs,
-        temp_bytes: prog.plan.temp_bytes,
+        temp_bytes: prog.temp_bytes,
         kernels,
         kernel_names,
     };

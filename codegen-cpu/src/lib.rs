@@ -3,7 +3,8 @@
 //!
 //! The pipeline: lowering turns the entry computation into a program of thunks over
 //! buffers (kernels, copies, loops and branches; `call` inlined, tuples resolved at compile
-//! time), with a buffer plan for the temporaries ([`buffers`]); each kernel's LLVM function is
+//! time), on the buffers of the `schedule` crate's assignment (the module is scheduled first if
+//! it came without a schedule; temporaries in one block); each kernel's LLVM function is
 //! built from elemental emitters (a generator from an output index to the value at that index,
 //! composed across operands, so a fused computation is one loop nest and an unfused op a fusion
 //! of one); the entry point runs the thunks; LLVM's `default<O3>` pipeline optimizes for the
@@ -28,7 +29,7 @@
 
 mod aot;
 mod artifact;
-pub mod buffers;
+pub mod buffer_rules;
 mod cg;
 mod complex;
 mod conv;
@@ -61,8 +62,8 @@ pub use aot::{c_identifier, compile_aot, AotOutput};
 pub use artifact::Artifact;
 pub use error::CodegenError;
 pub use jit::{
-    AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn, KernelProfile,
-    RECYCLE_MAX_BYTES, RECYCLE_MIN_BYTES,
+    buffer_assignment, AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn,
+    KernelProfile, RECYCLE_MAX_BYTES, RECYCLE_MIN_BYTES,
 };
 
 use axle_ir::Module;

@@ -6,20 +6,22 @@
 //! becomes a [`Thunk`]: a kernel (one loop nest writing the instruction's buffers), a copy, or
 //! control flow (`while`, `conditional`) holding nested thunk lists. A `fusion` runs as
 //! [`crate::fused`] plans it: staged inner values first (each a kernel, or lowered as an
-//! unfused instruction), then the kernel of its root.
+//! unfused instruction), then the kernel of its root; a plan of one kernel stage (the root) is
+//! the fusion's own kernel.
 //!
-//! After lowering, [`Program::finish`] computes buffer liveness over the program order (nested
-//! regions included), decides which `dynamic-update-slice` and `scatter` kernels update their
-//! operand in place, lets the entry root's leaves live directly in the output buffers, and runs
-//! the buffer assignment (see [`crate::buffers`]).
+//! Buffers come from the `schedule` crate's assignment ([`axle_schedule::BufferAssignment`],
+//! computed under [`crate::buffer_rules::CpuRules`]): every instruction's leaves are the
+//! assignment's buffers, so lowering computes no liveness of its own. Computations run in their
+//! scheduled order (instructions the root does not need are skipped); a `dynamic-update-slice`
+//! or `scatter` kernel updates in place exactly when the assignment gave its output its
+//! operand's buffer; loops, branches and outputs copy where the assignment says.
 
 use std::collections::HashMap;
 
-use axle_ir::{
-    ArrayShape, AttrKey, AttrValue, CompId, ElementType, InstId, Literal, Module, Opcode,
-};
+use axle_ir::{ArrayShape, AttrKey, AttrValue, CompId, ElementType, InstId, Module, Opcode};
 
-use crate::buffers::{assign, BufferPlan, Interval};
+use axle_schedule::{BufferAssignment, Memory, Move};
+
 use crate::elemental::{bitcast_is_reshape, comp_is_elemental, inst_leaves, is_elemental};
 use crate::error::{at, Fail, R};
 use crate::fused::{plan_fusion, reached_bound, KernelPlan, StageHow};
@@ -28,16 +30,19 @@ use crate::host::HostCall;
 /// A buffer id.
 pub(crate) type BufId = u32;
 
+/// Copies as (source, destination) buffer pairs, run in order.
+pub(crate) type Copies = Vec<(BufId, BufId)>;
+
 /// Where a buffer lives.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum BufKind {
     /// Leaf `k` of the entry parameters (read-only).
     Param(u32),
-    /// Leaf `k` of the entry result.
+    /// In leaf `k` of the entry result (at the offset [`Program::offsets`] gives).
     Output(u32),
     /// Leaf `k` (depth-first) of the value of a constant instruction (read-only global).
     Const(InstId, u32),
-    /// Part of the temporary block.
+    /// Part of the temporary block (at the offset [`Program::offsets`] gives).
     Temp,
 }
 
@@ -45,12 +50,9 @@ pub(crate) enum BufKind {
 #[derive(Clone, Debug)]
 pub(crate) struct Buf {
     pub kind: BufKind,
+    /// The shape of the first value it holds (bytes for scratch and staging).
     pub shape: ArrayShape,
     pub bytes: u64,
-    /// Another buffer this one is merged into (in-place updates, designated outputs).
-    pub alias: Option<BufId>,
-    /// The region (entry = 0, each nested computation body its own) where it is defined.
-    pub region: u32,
 }
 
 /// A value: a tree of buffers.
@@ -118,13 +120,13 @@ pub(crate) struct Kernel {
     pub bindings: Vec<(InstId, Vec<BufId>)>,
     /// One buffer per leaf of the root.
     pub outputs: Vec<BufId>,
-    /// For `Dus`/`Scatter`: the operand buffer that may be updated in place.
-    pub in_place_candidate: Option<BufId>,
-    /// Whether the kernel updates its candidate in place (decided by `finish`).
+    /// Whether a `Dus`/`Scatter` kernel updates its operand in place: the assignment gave its
+    /// output the operand's buffer.
     pub in_place: bool,
     /// The HLO instruction it came from (for names and errors).
     pub origin: InstId,
-    /// Scratch memory the kernel needs (sorts, GEMM packing, an epilogue's core result).
+    /// Scratch memory the kernel needs (sorts, GEMM packing, an epilogue's core result), as
+    /// the assignment gave it (the order of [`crate::buffer_rules::CpuRules`]' scratch sizes).
     pub scratch: Vec<BufId>,
 }
 
@@ -136,18 +138,19 @@ pub(crate) enum Thunk {
         src: BufId,
         dst: BufId,
     },
+    /// A loop: `copy_in` (source, destination) before it, the condition, then while it holds
+    /// the body and `copy_back` (the copies the assignment lists, in order).
     While {
-        init: Vec<BufId>,
-        state: Vec<BufId>,
+        copy_in: Copies,
         cond: Vec<Thunk>,
         pred: BufId,
         body: Vec<Thunk>,
-        result: Vec<BufId>,
+        copy_back: Copies,
     },
+    /// A conditional: each branch's thunks and the copies into the outputs after it.
     Cond {
         selector: BufId,
-        branches: Vec<(Vec<Thunk>, Vec<BufId>)>,
-        outputs: Vec<BufId>,
+        branches: Vec<(Vec<Thunk>, Copies)>,
     },
     /// A call into the runtime library ([`crate::host`]).
     HostCall(Box<HostCall>),
@@ -161,17 +164,17 @@ pub(crate) struct Program {
     pub params: Vec<ArrayShape>,
     /// Array leaves of the entry result, in order.
     pub outputs: Vec<ArrayShape>,
-    /// The buffer plan of the temporaries.
-    pub plan: BufferPlan,
+    /// The offset of each temporary in the temporary block, and of each buffer placed in an
+    /// output's memory (0 for other buffers).
+    pub offsets: Vec<u64>,
+    /// The size of the temporary block.
+    pub temp_bytes: u64,
 }
 
 struct Lower<'m> {
     m: &'m Module,
-    /// What the GEMM's scratch size depends on.
-    gemm: &'m crate::gemm::GemmTarget,
+    asg: &'m BufferAssignment,
     bufs: Vec<Buf>,
-    region: u32,
-    next_region: u32,
     depth: usize,
 }
 
@@ -243,58 +246,22 @@ fn applied_comps(m: &Module, id: InstId) -> Vec<CompId> {
 }
 
 impl<'m> Lower<'m> {
-    fn new_buf(&mut self, kind: BufKind, shape: ArrayShape) -> BufId {
-        let bytes = shape.num_elements().max(0) as u64 * shape.ty.byte_size() as u64;
-        self.bufs.push(Buf {
-            kind,
-            shape,
-            bytes,
-            alias: None,
-            region: self.region,
-        });
-        (self.bufs.len() - 1) as BufId
-    }
-
-    /// The buffers of a constant's literal, a global per leaf (numbered depth-first from `k`).
-    fn const_tree(&mut self, id: InstId, l: &Literal, k: &mut u32) -> R<VTree> {
-        Ok(match l {
-            Literal::Array(a) => {
-                if !crate::cg::supported_type(a.ty()) {
-                    return Err(crate::cg::unsupported_type(a.ty()));
-                }
-                *k += 1;
-                VTree::Leaf(self.new_buf(BufKind::Const(id, *k - 1), a.shape.clone()))
-            }
-            Literal::Tuple(es) => VTree::Tuple(
-                es.iter()
-                    .map(|e| self.const_tree(id, e, k))
-                    .collect::<R<_>>()?,
-            ),
-        })
-    }
-
-    /// Temporary buffers for every leaf of `id`'s shape, as a tree.
-    fn temps_for(&mut self, id: InstId) -> R<VTree> {
+    /// The assignment's buffers of `id`'s leaves, as a tree of its shape; `check` refuses
+    /// element types kernels cannot compute.
+    fn tree(&self, id: InstId, check: bool) -> R<VTree> {
         let m = self.m;
-        self.temps_for_shape(m.shape(id))
+        let leaves = self.asg.leaf_buffers(id);
+        let mut it = leaves.iter().map(|b| b.index() as BufId);
+        let t = shape_tree(m, m.shape(id), &mut it, check)?;
+        if it.next().is_some() {
+            return Err("the buffer assignment does not match the shape".into());
+        }
+        Ok(t)
     }
 
-    fn temps_for_shape(&mut self, s: &axle_ir::Shape) -> R<VTree> {
-        let m = self.m;
-        Ok(match s {
-            axle_ir::Shape::Array(a) => {
-                if !crate::cg::supported_type(a.ty) {
-                    return Err(crate::cg::unsupported_type(a.ty));
-                }
-                VTree::Leaf(self.new_buf(BufKind::Temp, a.clone()))
-            }
-            axle_ir::Shape::Tuple(ids) => VTree::Tuple(
-                ids.iter()
-                    .map(|&i| self.temps_for_shape(m.shape_of(i)))
-                    .collect::<R<_>>()?,
-            ),
-            axle_ir::Shape::Token | axle_ir::Shape::Opaque => VTree::Tuple(Vec::new()),
-        })
+    /// The buffers of a constant's literal (globals of its leaves).
+    fn const_tree(&self, id: InstId) -> R<VTree> {
+        self.tree(id, true)
     }
 
     fn lower_comp(&mut self, comp: CompId, args: Vec<VTree>, out: &mut Vec<Thunk>) -> R<VTree> {
@@ -319,8 +286,15 @@ impl<'m> Lower<'m> {
                 vals.insert(p, a);
             }
         }
-        for id in order(m, comp)? {
-            if vals.contains_key(&id) {
+        // The scheduled order (the assignment's liveness follows it), skipping what the root
+        // does not need.
+        let needed: std::collections::HashSet<InstId> = order(m, comp)?.into_iter().collect();
+        let seq = m
+            .schedule()
+            .and_then(|s| s.sequence(comp))
+            .ok_or("the module is not scheduled")?;
+        for &id in seq {
+            if vals.contains_key(&id) || !needed.contains(&id) {
                 continue;
             }
             let v = self.lower_inst(id, &vals, out).map_err(|f| at(m, id, f))?;
@@ -351,10 +325,7 @@ impl<'m> Lower<'m> {
         match m.opcode(id) {
             Parameter => Err("parameter without an argument".into()),
             Constant => match m.literal(id) {
-                Some(l) => {
-                    let mut k = 0;
-                    self.const_tree(id, l, &mut k)
-                }
+                Some(_) => self.const_tree(id),
                 None => Err("the constant's value was elided from the text".into()),
             },
             Tuple => Ok(VTree::Tuple(ops.iter().map(val).collect::<R<_>>()?)),
@@ -436,13 +407,15 @@ impl<'m> Lower<'m> {
                     }
                     bindings.push((*o, val(o)?.leaves()));
                 }
-                self.kernel(kind, KernelPlan::Plain, id, id, bindings, out)
+                self.kernel(kind, KernelPlan::Plain, id, id, id, bindings, out)
             }
         }
     }
 
     /// A fusion as [`plan_fusion`] plans it: each stage in order, reading the parameters and
-    /// the earlier stages from their buffers.
+    /// the earlier stages from their buffers. A plan of one kernel stage, the root, is the
+    /// fusion's own kernel (the assignment's [`axle_schedule::FusionRun::Kernel`]: it writes
+    /// the fusion's buffers); otherwise every stage is a step with buffers of its own.
     fn lower_fusion(
         &mut self,
         id: InstId,
@@ -466,22 +439,31 @@ impl<'m> Lower<'m> {
                 vals.insert(p, a);
             }
         }
+        let root = m.root(comp);
+        let one_kernel = matches!(&plan.stages[..], [st] if st.inst == root
+            && matches!(st.how, StageHow::Kernel(..)));
         for st in &plan.stages {
+            // A constant step stays the read-only global the assignment gave it, whatever the
+            // plan says: a kernel staging it would write that global. (A fusion that is one
+            // kernel writes its own buffers, even when its root is a constant.)
+            let unfused = matches!(st.how, StageHow::Unfused)
+                || (!one_kernel && m.opcode(st.inst) == Opcode::Constant);
             let v = match &st.how {
-                StageHow::Unfused => self
-                    .lower_inst(st.inst, &vals, out)
-                    .map_err(|f| at(m, st.inst, f))?,
-                StageHow::Kernel(kind, kplan) => {
+                StageHow::Kernel(kind, kplan) if !unfused => {
                     let x = st.inst;
                     let reads = reached_bound(m, x, &|i| i != x && vals.contains_key(&i));
                     let bindings = reads.iter().map(|&i| (i, vals[&i].leaves())).collect();
-                    self.kernel(*kind, kplan.clone(), x, id, bindings, out)?
+                    let owner = if one_kernel { id } else { x };
+                    self.kernel(*kind, kplan.clone(), x, id, owner, bindings, out)?
                 }
+                _ => self
+                    .lower_inst(st.inst, &vals, out)
+                    .map_err(|f| at(m, st.inst, f))?,
             };
             vals.insert(st.inst, v);
         }
         self.depth -= 1;
-        vals.remove(&m.root(comp))
+        vals.remove(&root)
             .ok_or_else(|| "the fused root was not lowered".into())
     }
 
@@ -502,18 +484,10 @@ impl<'m> Lower<'m> {
                 .ok_or_else(|| Fail::Msg(format!("operand %{} has no value", m.name(*o))))?;
             inputs.extend(v.leaves());
         }
-        let mut outputs = Vec::new();
         let mut shapes = Vec::new();
         crate::elemental::leaves(m, m.shape(id), &mut shapes)?;
-        for a in shapes {
-            outputs.push(self.new_buf(BufKind::Temp, a));
-        }
-        let tree = match m.shape(id) {
-            axle_ir::Shape::Tuple(_) => {
-                VTree::Tuple(outputs.iter().map(|&b| VTree::Leaf(b)).collect())
-            }
-            _ => VTree::Leaf(outputs[0]),
-        };
+        let tree = self.tree(id, false)?;
+        let outputs = tree.leaves();
         out.push(Thunk::HostCall(Box::new(HostCall {
             call,
             inputs,
@@ -531,58 +505,51 @@ impl<'m> Lower<'m> {
         }
     }
 
-    /// A kernel computing `root` (the instruction whose shape its outputs have) from
-    /// `bindings`, attributed to `origin`.
+    /// A kernel computing `root` from `bindings` into the assignment's buffers of `owner` (the
+    /// instruction, fusion or fusion step it runs for), with `owner`'s scratch; attributed to
+    /// `origin`.
+    #[allow(clippy::too_many_arguments)]
     fn kernel(
         &mut self,
         kind: KernelKind,
         plan: KernelPlan,
         root: InstId,
         origin: InstId,
+        owner: InstId,
         bindings: Vec<(InstId, Vec<BufId>)>,
         out: &mut Vec<Thunk>,
     ) -> R<VTree> {
         let m = self.m;
-        let tree = self.temps_for(root)?;
+        let tree = self.tree(owner, true)?;
         let outputs = tree.leaves();
-        let in_place_candidate = match kind {
+        // In place exactly when the assignment gave the output the updated operand's buffer.
+        let in_place = match kind {
             KernelKind::Dus | KernelKind::Scatter => {
                 let op0 = m.operands(root)[0];
                 bindings
                     .iter()
                     .find(|(i, bs)| *i == op0 && bs.len() == 1)
-                    .map(|(_, bs)| bs[0])
+                    .is_some_and(|(_, bs)| outputs.first() == Some(&bs[0]))
             }
-            _ => None,
+            _ => false,
         };
-        let mut scratch = Vec::new();
-        let core = match &plan {
-            KernelPlan::Epilogue(e) => e.core,
-            _ => root,
-        };
-        match kind {
-            KernelKind::Sort | KernelKind::TopK => {
-                let bytes = crate::kernels::sort_scratch_bytes(m, root)?;
-                scratch
-                    .push(self.new_buf(BufKind::Temp, ArrayShape::new(ElementType::U8, &[bytes])));
-            }
-            KernelKind::Gemm => {
-                let geo = crate::gemm::gemm_geo(m, core, self.gemm).ok_or("dot is not a GEMM")?;
-                scratch.push(self.new_buf(
-                    BufKind::Temp,
-                    ArrayShape::new(ElementType::U8, &[geo.scratch_bytes()]),
-                ));
-            }
-            _ => {}
-        }
-        if let KernelPlan::Epilogue(e) = &plan {
-            if e.c_leaf.is_none() {
-                let shape = m
-                    .array_shape(core)
-                    .ok_or("the core is not an array")?
-                    .clone();
-                scratch.push(self.new_buf(BufKind::Temp, shape));
-            }
+        let scratch: Vec<BufId> = self
+            .asg
+            .scratch(owner)
+            .iter()
+            .map(|b| b.index() as BufId)
+            .collect();
+        let needed =
+            usize::from(matches!(
+                kind,
+                KernelKind::Sort | KernelKind::TopK | KernelKind::Gemm
+            )) + usize::from(matches!(&plan, KernelPlan::Epilogue(e) if e.c_leaf.is_none()));
+        if scratch.len() != needed {
+            return Err(format!(
+                "the buffer assignment gave the kernel {} scratch buffers, it needs {needed}",
+                scratch.len()
+            )
+            .into());
         }
         out.push(Thunk::Kernel(Box::new(Kernel {
             kind,
@@ -590,19 +557,11 @@ impl<'m> Lower<'m> {
             root,
             bindings,
             outputs,
-            in_place_candidate,
-            in_place: false,
+            in_place,
             origin,
             scratch,
         })));
         Ok(tree)
-    }
-
-    fn enter_region(&mut self) -> u32 {
-        let saved = self.region;
-        self.next_region += 1;
-        self.region = self.next_region;
-        saved
     }
 
     fn lower_while(&mut self, id: InstId, init: VTree, out: &mut Vec<Thunk>) -> R<VTree> {
@@ -613,51 +572,31 @@ impl<'m> Lower<'m> {
         let body_c = m
             .comp_attr(id, &AttrKey::Body)
             .ok_or("while needs a body")?;
-        let state_tree = self.temps_for(id)?;
+        let state_tree = self.tree(id, false)?;
         let state = state_tree.leaves();
-        let init_leaves = init.leaves();
-        if init_leaves.len() != state.len() {
+        if init.leaves().len() != state.len() {
             return Err("while operand does not match its shape".into());
         }
-        let saved = self.enter_region();
         let mut cond = Vec::new();
         let p = self.lower_comp(cond_c, vec![state_tree.clone()], &mut cond)?;
         let pred = match p {
             VTree::Leaf(b) if self.bufs[b as usize].shape.ty == ElementType::Pred => b,
             _ => return Err("while condition must return a pred scalar".into()),
         };
-        self.region = saved;
-        let saved = self.enter_region();
         let mut body = Vec::new();
         let r = self.lower_comp(body_c, vec![state_tree.clone()], &mut body)?;
-        let mut result = r.leaves();
-        if result.len() != state.len() {
+        if r.leaves().len() != state.len() {
             return Err("while body result does not match the loop state".into());
         }
-        // After each trip the results are copied into the state in order. A result that is a
-        // state element an earlier copy overwrites (a body that swaps or rotates elements) is
-        // saved at the end of the body first, so every element takes this trip's value.
-        for k in 0..result.len() {
-            let src = result[k];
-            let clobbered = (0..k).any(|j| state[j] == src && result[j] != src);
-            if clobbered {
-                let shape = self.bufs[src as usize].shape.clone();
-                let saved_copy = self.new_buf(BufKind::Temp, shape);
-                body.push(Thunk::Copy {
-                    src,
-                    dst: saved_copy,
-                });
-                result[k] = saved_copy;
-            }
-        }
-        self.region = saved;
+        // The copies into the state after each trip are the assignment's, made sequential (a
+        // body that swaps or rotates state elements goes through a staging temporary), so every
+        // element takes this trip's value.
         out.push(Thunk::While {
-            init: init_leaves,
-            state,
+            copy_in: moves(self.asg.loop_init(id)),
             cond,
             pred,
             body,
-            result,
+            copy_back: moves(self.asg.loop_back(id)),
         });
         Ok(state_tree)
     }
@@ -679,41 +618,37 @@ impl<'m> Lower<'m> {
             VTree::Leaf(b) => *b,
             _ => return Err("conditional selector must be a scalar".into()),
         };
-        let out_tree = self.temps_for(id)?;
+        let out_tree = self.tree(id, false)?;
         let outputs = out_tree.leaves();
         let mut lowered = Vec::new();
         for (k, &c) in branches.iter().enumerate() {
-            let saved = self.enter_region();
             let mut thunks = Vec::new();
             let r = self.lower_comp(c, vec![args[k + 1].clone()], &mut thunks)?;
-            self.region = saved;
-            let rl = r.leaves();
-            if rl.len() != outputs.len() {
+            if r.leaves().len() != outputs.len() {
                 return Err("conditional branch result does not match its shape".into());
             }
-            lowered.push((thunks, rl));
+            lowered.push((thunks, moves(self.asg.branch_out(id, k))));
         }
         out.push(Thunk::Cond {
             selector,
             branches: lowered,
-            outputs,
         });
         Ok(out_tree)
     }
 }
 
-/// Lowers the entry computation of `m`.
-pub(crate) fn lower(m: &Module, gemm: &crate::gemm::GemmTarget) -> R<Program> {
+/// Lowers the entry computation of `m` (scheduled) onto the buffers of `asg`, its assignment
+/// under [`crate::buffer_rules::CpuRules`].
+pub(crate) fn lower(m: &Module, asg: &BufferAssignment) -> R<Program> {
     let entry = m.entry();
     if entry.is_none() {
         return Err("the module has no entry computation".into());
     }
+    let (bufs, offsets) = buffers(m, asg)?;
     let mut l = Lower {
         m,
-        gemm,
-        bufs: Vec::new(),
-        region: 0,
-        next_region: 0,
+        asg,
+        bufs,
         depth: 0,
     };
     let mut params = Vec::new();
@@ -722,250 +657,119 @@ pub(crate) fn lower(m: &Module, gemm: &crate::gemm::GemmTarget) -> R<Program> {
         if p.is_none() {
             return Err("the entry computation is missing a parameter".into());
         }
-        let t = param_tree(&mut l, m.shape(p), &mut params)?;
-        args.push(t);
-    }
-    let mut body = Vec::new();
-    let root = l.lower_comp(entry, args, &mut body)?;
-    let outputs: Vec<ArrayShape> = inst_leaves(m, m.root(entry))?;
-    let root_leaves = root.leaves();
-    let mut prog = Program {
-        bufs: l.bufs,
-        body,
-        params,
-        outputs,
-        plan: BufferPlan::default(),
-    };
-    prog.finish(&root_leaves);
-    Ok(prog)
-}
-
-fn param_tree(l: &mut Lower, s: &axle_ir::Shape, params: &mut Vec<ArrayShape>) -> R<VTree> {
-    let m = l.m;
-    Ok(match s {
-        axle_ir::Shape::Array(a) => {
+        let mut shapes = Vec::new();
+        crate::elemental::leaves(m, m.shape(p), &mut shapes)?;
+        for a in &shapes {
             // Complex parameters are bytes until a kernel reads them (and refuses them if it
             // cannot); host calls and copies take them as they are.
             if !crate::cg::supported_type(a.ty) && !a.ty.is_complex() {
                 return Err(crate::cg::unsupported_type(a.ty));
             }
-            params.push(a.clone());
-            VTree::Leaf(l.new_buf(BufKind::Param(params.len() as u32 - 1), a.clone()))
         }
-        axle_ir::Shape::Tuple(ids) => VTree::Tuple(
-            ids.iter()
-                .map(|&i| param_tree(l, m.shape_of(i), params))
-                .collect::<R<_>>()?,
-        ),
-        _ => VTree::Tuple(Vec::new()),
+        params.extend(shapes);
+        args.push(l.tree(p, false)?);
+    }
+    let mut body = Vec::new();
+    l.lower_comp(entry, args, &mut body)?;
+    for mv in asg.output_moves() {
+        body.push(Thunk::Copy {
+            src: mv.src.index() as BufId,
+            dst: mv.dst.index() as BufId,
+        });
+    }
+    let outputs: Vec<ArrayShape> = inst_leaves(m, m.root(entry))?;
+    Ok(Program {
+        bufs: l.bufs,
+        body,
+        params,
+        outputs,
+        offsets,
+        temp_bytes: asg.temp_bytes,
     })
 }
 
-/// Per-buffer live range in program positions.
-struct Live {
-    def: Vec<u32>,
-    last: Vec<u32>,
+/// The tree of shape `s` with leaves from `leaves`; `check` refuses element types kernels
+/// cannot compute.
+fn shape_tree(
+    m: &Module,
+    s: &axle_ir::Shape,
+    leaves: &mut dyn Iterator<Item = BufId>,
+    check: bool,
+) -> R<VTree> {
+    Ok(match s {
+        axle_ir::Shape::Array(a) => {
+            if check && !crate::cg::supported_type(a.ty) {
+                return Err(crate::cg::unsupported_type(a.ty));
+            }
+            VTree::Leaf(
+                leaves
+                    .next()
+                    .ok_or("the buffer assignment does not match the shape")?,
+            )
+        }
+        axle_ir::Shape::Tuple(ids) => VTree::Tuple(
+            ids.iter()
+                .map(|&i| shape_tree(m, m.shape_of(i), leaves, check))
+                .collect::<R<_>>()?,
+        ),
+        axle_ir::Shape::Token | axle_ir::Shape::Opaque => VTree::Tuple(Vec::new()),
+    })
 }
 
-impl Program {
-    /// Follows aliases to the buffer that holds the data.
-    pub fn find(&self, mut b: BufId) -> BufId {
-        while let Some(a) = self.bufs[b as usize].alias {
-            b = a;
-        }
-        b
-    }
+/// The assignment's copies as buffer pairs.
+fn moves(ms: &[Move]) -> Copies {
+    ms.iter()
+        .map(|mv| (mv.src.index() as BufId, mv.dst.index() as BufId))
+        .collect()
+}
 
-    fn liveness(&self, root_leaves: &[BufId]) -> (Live, Vec<u32>) {
-        let n = self.bufs.len();
-        let mut live = Live {
-            def: vec![u32::MAX; n],
-            last: vec![0; n],
+/// The backend's buffers, one per buffer of the assignment, and their offsets.
+fn buffers(m: &Module, asg: &BufferAssignment) -> R<(Vec<Buf>, Vec<u64>)> {
+    let p = asg.program();
+    let mut bufs = Vec::with_capacity(asg.buffers().len());
+    let mut offsets = Vec::with_capacity(asg.buffers().len());
+    for b in asg.buffers() {
+        let shape = match b.values.first() {
+            Some(&v) => {
+                let val = p.value(v);
+                leaf_shape(m, m.shape(val.inst), val.leaf)
+                    .unwrap_or_else(|| ArrayShape::new(ElementType::U8, &[b.size as i64]))
+            }
+            None => ArrayShape::new(ElementType::U8, &[b.size as i64]),
         };
-        let mut kernel_pos = Vec::new();
-        let mut pos = 0u32;
-        walk(self, &self.body, &mut pos, &mut live, &mut kernel_pos);
-        pos += 1;
-        for &b in root_leaves {
-            let b = self.find(b) as usize;
-            live.last[b] = live.last[b].max(pos);
-        }
-        (live, kernel_pos)
-    }
-
-    /// Decides in-place updates and output buffers, then assigns temporaries.
-    fn finish(&mut self, root_leaves: &[BufId]) {
-        let (mut live, kernel_pos) = self.liveness(root_leaves);
-        // In-place updates, in program order; merged buffers keep the longest range.
-        let mut decisions: Vec<Option<(BufId, BufId, usize)>> = Vec::new();
-        visit_kernels(&self.body, &mut |kern| {
-            decisions.push(kern.in_place_candidate.and_then(|c| {
-                let uses = kern
-                    .bindings
-                    .iter()
-                    .flat_map(|(_, bs)| bs.iter())
-                    .filter(|&&b| b == c)
-                    .count();
-                Some((c, *kern.outputs.first()?, uses))
-            }));
+        let (kind, offset) = match b.memory {
+            Memory::Param(k) => (BufKind::Param(k), 0),
+            Memory::Constant { inst, leaf } => (BufKind::Const(inst, leaf), 0),
+            Memory::Output { leaf, offset } => (BufKind::Output(leaf), offset),
+            Memory::Temp { offset } => (BufKind::Temp, offset),
+        };
+        bufs.push(Buf {
+            kind,
+            shape,
+            bytes: b.size,
         });
-        let mut flags = vec![false; decisions.len()];
-        for (i, d) in decisions.into_iter().enumerate() {
-            let Some((cand, out, uses)) = d else { continue };
-            let c = self.find(cand);
-            let o = self.find(out);
-            let cb = &self.bufs[c as usize];
-            let ok = uses == 1
-                && cb.kind == BufKind::Temp
-                && live.last[c as usize] == kernel_pos[i]
-                && cb.region == self.bufs[o as usize].region
-                && c != o;
-            if ok {
-                self.bufs[o as usize].alias = Some(c);
-                live.last[c as usize] = live.last[c as usize].max(live.last[o as usize]);
-                live.def[c as usize] = live.def[c as usize].min(live.def[o as usize]);
-                flags[i] = true;
-            }
-        }
-        let mut k = 0;
-        visit_kernels_mut(&mut self.body, &mut |kern| {
-            kern.in_place = flags[k];
-            k += 1;
-        });
-        // Outputs: a temporary of the entry region that is one root leaf lives in the output.
-        let resolved: Vec<BufId> = root_leaves.iter().map(|&b| self.find(b)).collect();
-        for (j, &b) in resolved.iter().enumerate() {
-            let once = resolved.iter().filter(|&&x| x == b).count() == 1;
-            let buf = &self.bufs[b as usize];
-            if once && buf.kind == BufKind::Temp && buf.region == 0 {
-                self.bufs[b as usize].kind = BufKind::Output(j as u32);
-            } else {
-                let shape = self.outputs[j].clone();
-                let bytes = buf.bytes;
-                self.bufs.push(Buf {
-                    kind: BufKind::Output(j as u32),
-                    shape,
-                    bytes,
-                    alias: None,
-                    region: 0,
-                });
-                let dst = (self.bufs.len() - 1) as BufId;
-                self.body.push(Thunk::Copy { src: b, dst });
-            }
-        }
-        // Temporaries: intervals of the buffers that hold data.
-        let mut intervals = Vec::new();
-        for (i, b) in self.bufs.iter().enumerate() {
-            if b.alias.is_some() || b.kind != BufKind::Temp {
-                continue;
-            }
-            let def = live.def[i];
-            if def == u32::MAX {
-                continue;
-            }
-            intervals.push(Interval {
-                buf: i as BufId,
-                start: def,
-                end: live.last[i].max(def),
-                bytes: b.bytes,
-            });
-        }
-        self.plan = assign(self.bufs.len(), &intervals);
+        offsets.push(offset);
     }
+    Ok((bufs, offsets))
 }
 
-fn use_at(p: &Program, b: BufId, pos: u32, live: &mut Live) {
-    let b = p.find(b) as usize;
-    if live.def[b] == u32::MAX {
-        live.def[b] = pos;
-    }
-    live.last[b] = live.last[b].max(pos);
-}
-
-fn def_at(p: &Program, b: BufId, pos: u32, live: &mut Live) {
-    let b = p.find(b) as usize;
-    live.def[b] = live.def[b].min(pos);
-    live.last[b] = live.last[b].max(pos);
-}
-
-fn walk(p: &Program, thunks: &[Thunk], pos: &mut u32, live: &mut Live, kpos: &mut Vec<u32>) {
-    for t in thunks {
-        *pos += 1;
-        let here = *pos;
-        match t {
-            Thunk::Kernel(k) => {
-                kpos.push(here);
-                for (_, bs) in &k.bindings {
-                    for &b in bs {
-                        use_at(p, b, here, live);
-                    }
+/// Array leaf `leaf` (depth-first) of shape `s`.
+fn leaf_shape(m: &Module, s: &axle_ir::Shape, leaf: u32) -> Option<ArrayShape> {
+    fn walk(m: &Module, s: &axle_ir::Shape, k: &mut u32) -> Option<ArrayShape> {
+        match s {
+            axle_ir::Shape::Array(a) => {
+                if *k == 0 {
+                    return Some(a.clone());
                 }
-                for &b in k.outputs.iter().chain(k.scratch.iter()) {
-                    def_at(p, b, here, live);
-                }
+                *k -= 1;
+                None
             }
-            Thunk::Copy { src, dst } => {
-                use_at(p, *src, here, live);
-                def_at(p, *dst, here, live);
-            }
-            Thunk::While {
-                init,
-                state,
-                cond,
-                pred,
-                body,
-                result,
-            } => {
-                for &b in init {
-                    use_at(p, b, here, live);
-                }
-                for &b in state {
-                    def_at(p, b, here, live);
-                }
-                walk(p, cond, pos, live, kpos);
-                *pos += 1;
-                use_at(p, *pred, *pos, live);
-                walk(p, body, pos, live, kpos);
-                *pos += 1;
-                for &b in result {
-                    use_at(p, b, *pos, live);
-                }
-                *pos += 1;
-                for &b in state {
-                    use_at(p, b, *pos, live);
-                }
-            }
-            Thunk::Cond {
-                selector,
-                branches,
-                outputs,
-            } => {
-                use_at(p, *selector, here, live);
-                for &b in outputs {
-                    def_at(p, b, here, live);
-                }
-                for (thunks, res) in branches {
-                    walk(p, thunks, pos, live, kpos);
-                    *pos += 1;
-                    for &b in res {
-                        use_at(p, b, *pos, live);
-                    }
-                }
-                *pos += 1;
-                for &b in outputs {
-                    use_at(p, b, *pos, live);
-                }
-            }
-            Thunk::HostCall(h) => {
-                for &b in &h.inputs {
-                    use_at(p, b, here, live);
-                }
-                for &b in &h.outputs {
-                    def_at(p, b, here, live);
-                }
-            }
+            axle_ir::Shape::Tuple(ids) => ids.iter().find_map(|&i| walk(m, m.shape_of(i), k)),
+            _ => None,
         }
     }
+    let mut k = leaf;
+    walk(m, s, &mut k)
 }
 
 /// Calls `f` on every kernel of `thunks` in program order, nested ones included.
@@ -981,24 +785,6 @@ pub(crate) fn visit_kernels(thunks: &[Thunk], f: &mut dyn FnMut(&Kernel)) {
             Thunk::Cond { branches, .. } => {
                 for (b, _) in branches {
                     visit_kernels(b, f);
-                }
-            }
-        }
-    }
-}
-
-fn visit_kernels_mut(thunks: &mut [Thunk], f: &mut dyn FnMut(&mut Kernel)) {
-    for t in thunks {
-        match t {
-            Thunk::Kernel(k) => f(k),
-            Thunk::Copy { .. } | Thunk::HostCall(_) => {}
-            Thunk::While { cond, body, .. } => {
-                visit_kernels_mut(cond, f);
-                visit_kernels_mut(body, f);
-            }
-            Thunk::Cond { branches, .. } => {
-                for (b, _) in branches {
-                    visit_kernels_mut(b, f);
                 }
             }
         }

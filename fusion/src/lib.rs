@@ -106,6 +106,13 @@ pub fn register(reg: &mut PassRegistry) {
 /// A copy of `m` after `pipeline` (passes of `axle_ir` and of this crate) under the pass manager,
 /// verified at the end: how a backend applies the rewrites it needs before lowering.
 pub fn run_on_copy(m: &Module, pipeline: &str) -> Result<Module, String> {
+    let mut out = m.clone();
+    run_in_place(&mut out, pipeline)?;
+    Ok(out)
+}
+
+/// [`run_on_copy`] on `m` itself, for a backend that owns a copy already.
+pub fn run_in_place(m: &mut Module, pipeline: &str) -> Result<(), String> {
     let mut reg = PassRegistry::new();
     axle_ir::passes::register(&mut reg);
     register(&mut reg);
@@ -114,9 +121,8 @@ pub fn run_on_copy(m: &Module, pipeline: &str) -> Result<Module, String> {
         ..Default::default()
     };
     let mut pm = axle_ir::PassManager::new(&reg, pipeline, opts).map_err(|e| e.render())?;
-    let mut out = m.clone();
-    pm.run(&mut out).map_err(|e| e.to_string())?;
-    Ok(out)
+    pm.run(m).map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 /// The fusion targets this crate defines by their numbers alone (`generic`, `gpu`).

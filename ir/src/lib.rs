@@ -24,6 +24,7 @@ pub mod passes;
 pub mod pipeline;
 pub mod printer;
 pub mod runnable;
+pub mod schedule;
 pub mod shape_inference;
 pub mod stack;
 pub mod types;
@@ -52,6 +53,7 @@ pub use pass_manager::{
 pub use pipeline::{Pipeline, PipelineError, PipelineItem};
 pub use printer::print_module;
 pub use runnable::check_runnable;
+pub use schedule::Schedule;
 pub use shape_inference::{infer_shape, OwnedShape, ProgramShape, ShapeError};
 pub use types::{
     ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,

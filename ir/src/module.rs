@@ -19,6 +19,7 @@ use std::hash::{BuildHasher, Hash};
 use crate::attrs::{Attr, AttrKey, AttrValue};
 use crate::literal::Literal;
 use crate::opcode::Opcode;
+use crate::schedule::Schedule;
 use crate::types::{ArrayShape, Layout, Shape};
 
 macro_rules! id_type {
@@ -236,6 +237,9 @@ pub struct Module {
     shapes: Interner<Shape>,
     layouts: Interner<Layout>,
     epoch: u64,
+
+    schedule: Option<Schedule>,
+    schedule_epoch: u64,
 }
 
 impl Default for Module {
@@ -274,6 +278,8 @@ impl Module {
             shapes: Interner::default(),
             layouts: Interner::default(),
             epoch: 0,
+            schedule: None,
+            schedule_epoch: 0,
         };
         // LayoutId(0) is always "no layout".
         m.layouts.intern(Layout::None);
@@ -831,9 +837,52 @@ impl Module {
         self.epoch
     }
 
-    /// Marks the module as changed (invalidates cached analyses).
+    /// Marks the module as changed (invalidates cached analyses and makes the schedule stale).
     pub fn bump_epoch(&mut self) {
         self.epoch += 1;
+    }
+
+    // ---- the schedule side table ----
+
+    /// The module's schedule, if it has one that is up to date (set or repaired at the current
+    /// epoch; see [`crate::schedule`]).
+    pub fn schedule(&self) -> Option<&Schedule> {
+        self.schedule
+            .as_ref()
+            .filter(|_| self.schedule_epoch == self.epoch)
+    }
+
+    /// Whether the module has a schedule that later changes made stale.
+    pub fn has_stale_schedule(&self) -> bool {
+        self.schedule.is_some() && self.schedule_epoch != self.epoch
+    }
+
+    /// Sets the schedule. This is a change of the module: it bumps the epoch (analyses that
+    /// depend on the order go) and the schedule is current at the new epoch.
+    pub fn set_schedule(&mut self, s: Schedule) {
+        self.epoch += 1;
+        self.schedule = Some(s);
+        self.schedule_epoch = self.epoch;
+    }
+
+    /// Removes the schedule (bumping the epoch if there was one).
+    pub fn clear_schedule(&mut self) {
+        if self.schedule.take().is_some() {
+            self.epoch += 1;
+        }
+    }
+
+    /// Repairs a stale schedule against the module as it is now ([`Schedule::updated`]) and
+    /// makes it current; returns whether there was one to repair. The epoch is not bumped: the
+    /// change that made the schedule stale already did.
+    pub fn update_schedule(&mut self) -> bool {
+        if !self.has_stale_schedule() {
+            return false;
+        }
+        let s = self.schedule.as_ref().map(|s| s.updated(self));
+        self.schedule = s;
+        self.schedule_epoch = self.epoch;
+        true
     }
 
     /// A rewriter that batches edits and resolves replace-all-uses in one sweep.
@@ -979,6 +1028,15 @@ impl Module {
             out.src_locs.push(self.src_locs[i]);
         }
         out.epoch = self.epoch + 1;
+        // The schedule follows the renumbering; a current one stays current.
+        if let Some(sched) = &self.schedule {
+            out.schedule = Some(sched.remap(&inst_map, &comp_map, out.comps.len()));
+            out.schedule_epoch = if self.schedule_epoch == self.epoch {
+                out.epoch
+            } else {
+                self.schedule_epoch
+            };
+        }
         *self = out;
         Remap {
             insts: inst_map,

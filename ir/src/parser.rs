@@ -21,6 +21,7 @@ use crate::module::{
     CompId, ConstValue, DebugTable, InstId, LayoutId, Module, NewInst, ShapeId, SrcLoc,
 };
 use crate::opcode::Opcode;
+use crate::schedule::Schedule;
 use crate::shape_inference::OwnedShape;
 use crate::types::{
     ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,
@@ -804,6 +805,7 @@ impl<'a> Parser<'a> {
         }
         let name = self.name("a module name")?;
         let mut m = Module::new(name);
+        let mut scheduled = false;
         while self.eat(b',') {
             let key = self.name("a module attribute")?;
             self.expect(b'=', "after the module attribute name")?;
@@ -826,6 +828,19 @@ impl<'a> Parser<'a> {
                 let result = self.shape(&mut m)?;
                 self.expect(b'}', "to close entry_computation_layout")?;
                 m.entry_layout = Some((params, result));
+            } else if key == "is_scheduled" {
+                // The text order of a scheduled module is its schedule (read below).
+                let vloc = self.loc();
+                match self.raw_value()? {
+                    "true" => scheduled = true,
+                    "false" => scheduled = false,
+                    v => {
+                        return Err(self.err_at(
+                            vloc,
+                            format!("is_scheduled must be true or false, found '{v}'"),
+                        ))
+                    }
+                }
             } else {
                 let v = self.raw_value()?;
                 m.header_attrs.push((key.to_string(), v.to_string()));
@@ -905,7 +920,43 @@ impl<'a> Parser<'a> {
         if self.shared_names {
             uniquify_names(&mut m);
         }
+        if scheduled {
+            let s = self.text_order_schedule(&m)?;
+            m.set_schedule(s);
+        }
         Ok(m)
+    }
+
+    /// The schedule of a module printed with `is_scheduled=true`: each computation's
+    /// instructions in text order, which must then run every operand before its users.
+    fn text_order_schedule(&self, m: &Module) -> PResult<Schedule> {
+        let mut s = Schedule::new();
+        let mut seen = vec![false; m.inst_capacity()];
+        for (c, insts) in m.insts_by_comp().into_iter().enumerate() {
+            let c = CompId::new(c);
+            if !m.is_live_comp(c) {
+                continue;
+            }
+            for &i in &insts {
+                let deps = m.operands(i).iter().chain(m.control_predecessors(i));
+                for &d in deps {
+                    if !d.is_none() && m.is_live(d) && m.parent(d) == c && !seen[d.index()] {
+                        let loc = m.src_loc(i).unwrap_or(SrcLoc { line: 1, col: 1 });
+                        return Err(self.err_at(
+                            loc,
+                            format!(
+                                "the module is scheduled (is_scheduled=true), but %{} comes before %{}, which it depends on",
+                                m.name(i),
+                                m.name(d)
+                            ),
+                        ));
+                    }
+                }
+                seen[i.index()] = true;
+            }
+            s.set_sequence(c, insts);
+        }
+        Ok(s)
     }
 
     /// Parses one debug table if one starts here.

@@ -9,6 +9,10 @@
 //! - verifies the module after every pass that changed it ([`VerifyMode::Each`], the default in
 //!   debug builds and tests), or once at the end ([`VerifyMode::End`]), or never;
 //! - writes `DIR/NNN.PASS.hlo` when the pass name matches [`PassManagerOptions::dump_after`];
+//! - repairs the schedule of a scheduled module after a pass that changed it
+//!   ([`Module::update_schedule`], counted as `schedule-updated`), so a pipeline keeps
+//!   `is_scheduled=true` through later passes; compaction renumbers the schedule with the
+//!   instructions;
 //! - compacts the module by [`CompactPolicy`];
 //! - records one [`StatsRow`] (`{pipeline, pass, run, iteration, wall_ns, insts_before,
 //!   insts_after, changed, counters}`).
@@ -439,6 +443,7 @@ impl PassManager {
             .then(|| module_hash(m, &self.hasher));
         let before = m.num_live_insts();
         let epoch_before = m.epoch();
+        let was_scheduled = m.schedule().is_some();
         let mut counters = Counters::default();
         let t0 = Instant::now();
         let result = {
@@ -481,6 +486,11 @@ impl PassManager {
         if changed && m.epoch() == epoch_before {
             // A pass that edited the module without a Rewriter: make sure cached analyses go.
             m.bump_epoch();
+        }
+        // A pass that changed a scheduled module leaves the schedule stale; it is repaired here
+        // (kept order, new instructions before their first users), as XLA's pass pipeline does.
+        if changed && was_scheduled && m.update_schedule() {
+            counters.add("schedule-updated", 1);
         }
         self.analyses.invalidate_before(m.epoch());
         if changed && self.opts.verify == VerifyMode::Each {
@@ -567,6 +577,12 @@ pub fn module_hash(m: &Module, builder: &(impl BuildHasher + Sync)) -> u64 {
     m.entry().hash(&mut h);
     m.name.hash(&mut h);
     m.header_attrs.hash(&mut h);
+    if let Some(s) = m.schedule() {
+        for c in s.computations() {
+            c.hash(&mut h);
+            s.sequence(c).hash(&mut h);
+        }
+    }
     h.finish()
 }
 

@@ -2,9 +2,11 @@
 //! identical module.
 //!
 //! Canonical form: the short, sigil-free dialect (`add.1 = f32[4]{0} add(x, y)`), the header with
-//! `entry_computation_layout` first and the other header attributes verbatim, debug tables after
-//! the header, computations ordered callees first (ENTRY last), instructions in a stable
-//! topological order (creation order where that is already topological), attributes in the
+//! `is_scheduled=true` first when the module has a current schedule, then
+//! `entry_computation_layout` and the other header attributes verbatim, debug tables after
+//! the header, computations ordered callees first (ENTRY last), instructions in their scheduled
+//! order when the module is scheduled, else in a stable topological order (creation order where
+//! that is already topological), attributes in the
 //! canonical key order of [`AttrKey`], and floats in their shortest round-trip form.
 //! Instructions without a name get `opcode.N`, unique in the module.
 
@@ -23,6 +25,10 @@ pub fn print_module(m: &Module) -> String {
     let mut out = String::with_capacity(m.num_live_insts() * 64);
     out.push_str("HloModule ");
     out.push_str(&m.name);
+    let schedule = m.schedule();
+    if schedule.is_some() {
+        out.push_str(", is_scheduled=true");
+    }
     if let Some((params, result)) = &m.entry_layout {
         out.push_str(", entry_computation_layout={(");
         for (i, (s, l)) in params.iter().enumerate() {
@@ -52,7 +58,13 @@ pub fn print_module(m: &Module) -> String {
     let mut state = vec![0u8; m.inst_capacity()];
     for c in computation_order(m) {
         out.push('\n');
-        print_computation(m, &names, &by_comp[c.index()], c, &mut state, &mut out);
+        // A scheduled computation prints in its sequence (the order is the schedule, as in
+        // XLA's dumps); the topological fix below keeps a valid sequence as it is.
+        let insts = match schedule.and_then(|s| s.sequence(c)) {
+            Some(seq) if seq.len() == by_comp[c.index()].len() => seq,
+            _ => &by_comp[c.index()][..],
+        };
+        print_computation(m, &names, insts, c, &mut state, &mut out);
     }
     out
 }

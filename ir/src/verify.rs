@@ -40,6 +40,9 @@
 //! 14. **Entry computation layout.** If `entry_computation_layout` is present, it has one entry
 //!     per entry parameter, its shapes equal the parameters' and the root's shapes, its layouts
 //!     fit its shapes, and where both it and the instruction have an array layout they agree.
+//! 15. **Schedule.** If the module has a current schedule ([`crate::schedule`]), every live
+//!     computation has a sequence listing exactly its live instructions, each once, every one
+//!     after its operands and control predecessors (checked only when 1-14 hold).
 
 use std::fmt;
 
@@ -821,6 +824,15 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
             let root = m.root(entry);
             if let Some(msg) = check_entry_layout_item(m, result.0, result.1, root, &shapes) {
                 ck.module_err(format!("entry_computation_layout result: {msg}"));
+            }
+        }
+    }
+
+    // 15. Schedule (only on a structurally sound module: the check indexes by parent).
+    if ck.errors.is_empty() {
+        if let Some(s) = m.schedule() {
+            for (c, msg) in s.violations(m) {
+                ck.comp_err(c, msg);
             }
         }
     }

@@ -8,4 +8,5 @@ mod filetests;
 mod fixtures;
 mod inference;
 mod names;
+mod schedule;
 mod verifier;

@@ -1,0 +1,168 @@
+//! [`CpuRules`]: what the `schedule` crate's buffer assignment asks the cpu backend.
+//!
+//! - A fusion runs as `fused.rs` plans it: a plan of one kernel stage, the root, is one kernel
+//!   (it writes the fusion's buffers); any other plan runs its stages as steps in order, each
+//!   writing buffers of its own and reading the parameters and earlier stages it reaches
+//!   (the root's stage last, in the fusion's buffers; no steps when the root is a parameter).
+//! - Scratch, in the order the kernels take it: sorts and top-k merge through a buffer of their
+//!   own, GEMMs pack their operands into one, and a dot or convolution with an epilogue that
+//!   does not write its result into an output leaf first writes it into one of its shape.
+//! - In place: `dynamic-update-slice` and `scatter` kernels update their operand when they are
+//!   given its buffer; element-wise loop kernels (an unfused element-wise op, or a fusion that
+//!   is one loop kernel) read each operand element before writing the same output element, so
+//!   an operand the analysis lets them overwrite is safe. No other kernel works in place.
+//! - Parameters are read-only (the runtime takes them as `&[u8]`), donated or not.
+//!
+//! Fusion plans are made once per fused computation and kept for the rules' lifetime (one
+//! compilation): the assignment asks about a fusion and its steps many times.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
+use axle_schedule::{BufferRules, FusionRun};
+
+use crate::fused::{plan_fusion, FusionPlan, KernelPlan, StageHow};
+use crate::gemm::GemmTarget;
+use crate::lower::{root_kind, KernelKind};
+use crate::CpuOptions;
+
+/// The cpu backend's answers, for one compilation target.
+#[derive(Debug)]
+pub struct CpuRules {
+    /// What GEMM scratch sizes depend on.
+    pub(crate) gemm: GemmTarget,
+    /// The plan of each fused computation asked about (`None`: it cannot be planned, and
+    /// lowering reports why).
+    plans: Mutex<HashMap<CompId, Option<Arc<FusionPlan>>>>,
+}
+
+impl CpuRules {
+    /// The rules for compiling with `opts` (its target's features and thread count decide the
+    /// GEMM's scratch).
+    pub fn new(opts: &CpuOptions) -> CpuRules {
+        CpuRules {
+            gemm: crate::jit::gemm_target(opts),
+            plans: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The plan of fused computation `c`.
+    fn plan(&self, m: &Module, c: CompId) -> Option<Arc<FusionPlan>> {
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        plans
+            .entry(c)
+            .or_insert_with(|| plan_fusion(m, c).ok().map(Arc::new))
+            .clone()
+    }
+
+    /// The kernel of fused computation `c` when its plan is one kernel: its only stage is the
+    /// root, as a kernel.
+    fn one_kernel(&self, m: &Module, c: CompId) -> Option<(KernelKind, KernelPlan, InstId)> {
+        let plan = self.plan(m, c)?;
+        match &plan.stages[..] {
+            [st] if st.inst == m.root(c) => match &st.how {
+                StageHow::Kernel(k, p) => Some((*k, p.clone(), st.inst)),
+                StageHow::Unfused => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The kernel `inst` (an instruction, a fusion or a fusion's stage) runs as, with its
+    /// plan and the instruction it is rooted at.
+    fn kernel(&self, m: &Module, inst: InstId) -> Option<(KernelKind, KernelPlan, InstId)> {
+        if m.opcode(inst) == Opcode::Fusion {
+            let c = m.comp_attr(inst, &AttrKey::Calls)?;
+            return self.one_kernel(m, c);
+        }
+        // A stage of a fusion planned in steps: the plan says how.
+        let parent = m.parent(inst);
+        if let Some(plan) = self.fused_plan(parent) {
+            return plan
+                .stages
+                .iter()
+                .find(|st| st.inst == inst)
+                .and_then(|st| match &st.how {
+                    StageHow::Kernel(k, p) => Some((*k, p.clone(), inst)),
+                    StageHow::Unfused => unfused_kernel(m, inst),
+                });
+        }
+        unfused_kernel(m, inst)
+    }
+
+    /// The plan of `c` when it is a fused computation planned already: the assignment asks
+    /// how a fusion runs before it asks about its steps.
+    fn fused_plan(&self, c: CompId) -> Option<Arc<FusionPlan>> {
+        let plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        plans.get(&c).cloned().flatten()
+    }
+}
+
+/// The kernel an unfused instruction lowers to, if it is one kernel.
+fn unfused_kernel(m: &Module, inst: InstId) -> Option<(KernelKind, KernelPlan, InstId)> {
+    if crate::host::plan(m, inst).is_some() {
+        return None;
+    }
+    root_kind(m, inst).map(|k| (k, KernelPlan::Plain, inst))
+}
+
+impl BufferRules for CpuRules {
+    fn fusion_run(&self, m: &Module, fusion: InstId) -> FusionRun {
+        let Some(c) = m.comp_attr(fusion, &AttrKey::Calls) else {
+            return FusionRun::Kernel;
+        };
+        if self.one_kernel(m, c).is_some() {
+            return FusionRun::Kernel;
+        }
+        match self.plan(m, c) {
+            Some(plan) => FusionRun::Steps(plan.stages.iter().map(|st| st.inst).collect()),
+            // Lowering fails on this fusion with the planner's reason.
+            None => FusionRun::Kernel,
+        }
+    }
+
+    fn scratch(&self, m: &Module, inst: InstId) -> Vec<u64> {
+        let Some((kind, plan, root)) = self.kernel(m, inst) else {
+            return Vec::new();
+        };
+        let core = match &plan {
+            KernelPlan::Epilogue(e) => e.core,
+            _ => root,
+        };
+        let mut sizes = Vec::new();
+        match kind {
+            KernelKind::Sort | KernelKind::TopK => {
+                let bytes = crate::kernels::sort_scratch_bytes(m, root).unwrap_or(0);
+                sizes.push(bytes.max(0) as u64);
+            }
+            KernelKind::Gemm => {
+                let bytes =
+                    crate::gemm::gemm_geo(m, core, &self.gemm).map_or(0, |g| g.scratch_bytes());
+                sizes.push(bytes.max(0) as u64);
+            }
+            _ => {}
+        }
+        if let KernelPlan::Epilogue(e) = &plan {
+            if e.c_leaf.is_none() {
+                let bytes = m.array_shape(core).map_or(0, |s| {
+                    s.num_elements().max(0) as u64 * s.ty.byte_size() as u64
+                });
+                sizes.push(bytes);
+            }
+        }
+        sizes
+    }
+
+    fn may_update_in_place(&self, m: &Module, inst: InstId, _operand: usize, _leaf: usize) -> bool {
+        matches!(
+            self.kernel(m, inst),
+            Some((KernelKind::Dus | KernelKind::Scatter, ..))
+                | Some((KernelKind::Loop, KernelPlan::Plain, _))
+        )
+    }
+
+    fn writes_donated_params(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,63 @@
+//! [`BufferRules`]: what a backend decides about buffers that the IR does not say.
+//!
+//! Scheduling and buffer assignment are target-independent; the few facts that differ between
+//! backends are asked through this trait: how a `fusion` runs (one kernel, or some of its inner
+//! instructions as steps with buffers of their own), how much scratch memory a kernel needs
+//! while it runs, whether a kernel may write an output over an operand that the analysis found
+//! could share its buffer, and whether donated parameters may be written. [`HloRules`] answers
+//! as XLA's model does (every fusion is a kernel, no scratch, every in-place update the
+//! analysis allows, donated parameters writable).
+
+use axle_ir::{InstId, Module};
+
+/// How a backend runs a `fusion`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FusionRun {
+    /// One kernel computes the fusion's outputs from its operands.
+    Kernel,
+    /// These instructions of the fused computation run as steps, in this order, the root last
+    /// (no steps when the root is a parameter: the fusion returns an operand):
+    /// each writes buffers of its own (or, a view, names a step's), reading the fusion's
+    /// parameters and the earlier steps it reaches through instructions that are not steps
+    /// (those it computes inline). Listing every instruction runs the fusion like a `call`.
+    Steps(Vec<InstId>),
+}
+
+/// Backend facts for buffer assignment. Every method has XLA's answer as its default.
+pub trait BufferRules: Sync {
+    /// How `fusion` runs (XLA: always one kernel).
+    fn fusion_run(&self, m: &Module, fusion: InstId) -> FusionRun {
+        let _ = (m, fusion);
+        FusionRun::Kernel
+    }
+
+    /// The sizes of the scratch buffers the kernel of `inst` (an instruction or a fusion step)
+    /// needs while it runs (none by default). Scratch is a temporary live at `inst` only.
+    fn scratch(&self, m: &Module, inst: InstId) -> Vec<u64> {
+        let _ = (m, inst);
+        Vec::new()
+    }
+
+    /// Whether the kernel of `inst` may write output leaf `leaf` over operand `operand`, where
+    /// the analysis found that legal (an element-wise kernel reading the operand only at the
+    /// index it writes, or a `dynamic-update-slice`/`scatter` updating its operand). A backend
+    /// whose kernel for `inst` cannot work in place says `false`.
+    fn may_update_in_place(&self, m: &Module, inst: InstId, operand: usize, leaf: usize) -> bool {
+        let _ = (m, inst, operand, leaf);
+        true
+    }
+
+    /// Whether the entry parameters that `input_output_alias` donates may be written (their
+    /// buffers then hold outputs and in-place updates). A runtime that gives kernels read-only
+    /// parameters says `false`.
+    fn writes_donated_params(&self) -> bool {
+        true
+    }
+}
+
+/// XLA's answers: every fusion a kernel, no scratch, every legal in-place update, donated
+/// parameters writable.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HloRules;
+
+impl BufferRules for HloRules {}

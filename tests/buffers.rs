@@ -1,0 +1,373 @@
+//! Buffer assignment checked by the independent checker (`axle_schedule::check`, the program run
+//! on shadow memory): on generated modules after random pipelines drawn from every registered
+//! pass, on generated loop programs (loop state updated in place, passed through, swapped,
+//! branches and calls inside the body), and on every corpus case (`.hlo` as it is and after the
+//! `simplify` pipeline, XLA's `.opt.hlo` rescheduled and with XLA's own schedule). The same
+//! module and pipeline give the same assignment at 1 and 8 threads. The cpu backend's own
+//! assignment (its rules, its expansions, the schedule it keeps or makes) is checked the same
+//! way on the generated modules and on every corpus case after the `cpu` pipeline and as XLA
+//! optimized it. On XLA's optimized modules
+//! (the same fusion decisions on both sides) the temporary block is no larger than XLA's
+//! (`get_compiled_memory_stats().temp_size_in_bytes`, recorded in
+//! `$AXLE_SHARED/baseline/xla_memory.json`).
+
+use std::fmt::Write;
+
+use axle::ir::gen::Recipe;
+use axle::ir::{parse_module, print_module, Module, PassManagerOptions, VerifyMode};
+use axle::schedule::check::check;
+use axle::schedule::{assign, render, schedule_module, Heuristic, HloRules};
+use axle_codegen_cpu::CpuOptions;
+use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
+
+fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a thread pool")
+        .install(f)
+}
+
+/// Schedules (best heuristic) and assigns `m`, checks the assignment, and returns its JSON
+/// report (which the 1- and 8-thread runs must agree on) and temporary bytes.
+fn assign_checked(mut m: Module) -> Result<(String, u64), String> {
+    schedule_module(&mut m, Heuristic::Best).map_err(|e| e.to_string())?;
+    axle::ir::verify(&m).map_err(|e| format!("the scheduled module does not verify: {e}"))?;
+    let a = assign(&m, &HloRules).map_err(|e| e.to_string())?;
+    check(&m, &a, &HloRules).map_err(|e| format!("checker: {e}"))?;
+    Ok((render::json(&m, &a, None).to_string(), a.temp_bytes))
+}
+
+/// The assignment the cpu backend compiles `m` with, checked under its rules; its JSON report.
+fn cpu_assignment_checked(m: &Module) -> Result<String, String> {
+    let (m, a, rules) = axle_codegen_cpu::buffer_assignment(m, &CpuOptions::default())
+        .map_err(|e| format!("cpu: {e}"))?;
+    check(&m, &a, &rules).map_err(|e| format!("checker (cpu rules): {e}"))?;
+    Ok(render::json(&m, &a, None).to_string())
+}
+
+/// [`cpu_assignment_checked`] at 1 and 8 threads, which must agree.
+fn cpu_assignment_checked_at_1_and_8(m: &Module) -> Result<(), String> {
+    let one = in_pool(1, || cpu_assignment_checked(m))?;
+    let eight = in_pool(8, || cpu_assignment_checked(m))?;
+    if one != eight {
+        return Err("the cpu assignment differs at 8 threads".into());
+    }
+    Ok(())
+}
+
+fn optimized(m: &Module, pipeline: &str) -> Result<Module, String> {
+    let mut out = m.clone();
+    let opts = PassManagerOptions {
+        verify: VerifyMode::Each,
+        ..Default::default()
+    };
+    axle::passes::optimize(&mut out, pipeline, opts).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+fn generated_modules_assign_safely(r: Recipe, picks: Vec<u8>) -> TestResult {
+    let pipeline = axle::passes::pipeline_from_picks(&picks, 8);
+    let m = match optimized(&r.build(), &pipeline) {
+        Ok(m) => m,
+        Err(e) => return TestResult::error(format!("{pipeline}: {e}")),
+    };
+    let one = in_pool(1, || assign_checked(m.clone()));
+    let eight = in_pool(8, || assign_checked(m.clone()));
+    match (one, eight) {
+        (Ok(a), Ok(b)) if a == b => match cpu_assignment_checked_at_1_and_8(&m) {
+            Ok(()) => TestResult::passed(),
+            Err(e) => TestResult::error(format!("{pipeline}: {e}\n{}", print_module(&m))),
+        },
+        (Ok(_), Ok(_)) => TestResult::error(format!("{pipeline}: differs at 8 threads")),
+        (Err(e), _) | (_, Err(e)) => {
+            TestResult::error(format!("{pipeline}: {e}\n{}", print_module(&m)))
+        }
+    }
+}
+
+#[test]
+fn generated_modules_after_random_pipelines_assign_safely() {
+    QuickCheck::new()
+        .tests(150)
+        .quickcheck(generated_modules_assign_safely as fn(Recipe, Vec<u8>) -> TestResult);
+}
+
+/// A loop program: state `(s32[] counter, f32[8] x W, f32[4,8] carry)`; the body computes new
+/// vectors from the old ones with a few ops, may pass some through, swap two, update a row of
+/// the carry in place, branch on the counter and call a helper.
+#[derive(Clone, Debug)]
+struct LoopRecipe {
+    width: u8,
+    ops: Vec<(u8, u8, u8)>,
+    keep: u8,
+    swap: bool,
+    dus: bool,
+    branch: bool,
+    call: bool,
+    fresh_init: bool,
+    after: u8,
+}
+
+impl Arbitrary for LoopRecipe {
+    fn arbitrary(g: &mut Gen) -> Self {
+        let n = usize::arbitrary(g) % 6;
+        LoopRecipe {
+            width: 1 + u8::arbitrary(g) % 3,
+            ops: (0..n)
+                .map(|_| (u8::arbitrary(g), u8::arbitrary(g), u8::arbitrary(g)))
+                .collect(),
+            keep: u8::arbitrary(g),
+            swap: bool::arbitrary(g),
+            dus: bool::arbitrary(g),
+            branch: bool::arbitrary(g),
+            call: bool::arbitrary(g),
+            fresh_init: bool::arbitrary(g),
+            after: u8::arbitrary(g) % 3,
+        }
+    }
+
+    fn shrink(&self) -> Box<dyn Iterator<Item = Self>> {
+        let this = self.clone();
+        Box::new(self.ops.shrink().map(move |ops| LoopRecipe {
+            ops,
+            ..this.clone()
+        }))
+    }
+}
+
+impl LoopRecipe {
+    fn hlo(&self) -> String {
+        let w = self.width as usize;
+        let vec = "f32[8]{0}";
+        let carry = "f32[4,8]{1,0}";
+        let mut state = String::from("(s32[]");
+        for _ in 0..w {
+            let _ = write!(state, ", {vec}");
+        }
+        let _ = write!(state, ", {carry})");
+        let mut t = String::from("HloModule loop\n\n");
+        let _ = write!(
+            t,
+            "helper {{\n  a = {vec} parameter(0)\n  ROOT n = {vec} negate(a)\n}}\n\n\
+             yes {{\n  a = {vec} parameter(0)\n  ROOT e = {vec} exponential(a)\n}}\n\n\
+             no {{\n  a = {vec} parameter(0)\n  ROOT e = {vec} sine(a)\n}}\n\n"
+        );
+        let _ = write!(
+            t,
+            "cond {{\n  s = {state} parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n  n = s32[] constant(3)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}}\n\n"
+        );
+        let _ = write!(
+            t,
+            "body {{\n  s = {state} parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
+        );
+        let mut vals: Vec<String> = Vec::new();
+        for k in 0..w {
+            let _ = writeln!(t, "  v{k} = {vec} get-tuple-element(s), index={}", k + 1);
+            vals.push(format!("v{k}"));
+        }
+        let _ = writeln!(t, "  acc = {carry} get-tuple-element(s), index={}", w + 1);
+        for (n, &(kind, a, b)) in self.ops.iter().enumerate() {
+            let x = vals[a as usize % vals.len()].clone();
+            let y = vals[b as usize % vals.len()].clone();
+            let name = format!("o{n}");
+            let line = match kind % 6 {
+                0 => format!("{vec} exponential({x})"),
+                1 => format!("{vec} add({x}, {y})"),
+                2 => format!("{vec} multiply({x}, {y})"),
+                3 => format!("{vec} negate({x})"),
+                4 if self.call => format!("{vec} call({x}), to_apply=helper"),
+                _ => format!("{vec} subtract({x}, {y})"),
+            };
+            let _ = writeln!(t, "  {name} = {line}");
+            vals.push(name);
+        }
+        if self.branch {
+            let x = vals.last().cloned().unwrap_or_default();
+            let _ = writeln!(
+                t,
+                "  two = s32[] constant(2)\n  p = pred[] compare(i, two), direction=LT\n  br = {vec} conditional(p, {x}, {x}), true_computation=yes, false_computation=no"
+            );
+            vals.push("br".into());
+        }
+        // The new vectors: the last values computed, some leaves passed through, maybe swapped.
+        let mut next: Vec<String> = (0..w)
+            .map(|k| {
+                if self.keep >> k & 1 == 1 {
+                    format!("v{k}")
+                } else {
+                    vals[vals.len() - 1 - k % vals.len()].clone()
+                }
+            })
+            .collect();
+        if self.swap && w >= 2 {
+            next.swap(0, 1);
+        }
+        let new_acc = if self.dus {
+            let _ = writeln!(
+                t,
+                "  row = f32[1,8]{{1,0}} reshape({})\n  zero = s32[] constant(0)\n  nacc = {carry} dynamic-update-slice(acc, row, i, zero)",
+                next[0]
+            );
+            "nacc"
+        } else {
+            "acc"
+        };
+        let _ = writeln!(
+            t,
+            "  one = s32[] constant(1)\n  j = s32[] add(i, one)\n  ROOT t = {state} tuple(j, {}, {new_acc})\n}}\n",
+            next.join(", ")
+        );
+        let _ = write!(
+            t,
+            "ENTRY main {{\n  x = {vec} parameter(0)\n  c = {carry} parameter(1)\n  zero = s32[] constant(0)\n"
+        );
+        let mut init = Vec::new();
+        for k in 0..w {
+            if self.fresh_init {
+                let _ = writeln!(t, "  x{k} = {vec} exponential(x)");
+                init.push(format!("x{k}"));
+            } else {
+                init.push("x".into());
+            }
+        }
+        let c0 = if self.fresh_init {
+            let _ = writeln!(t, "  c0 = {carry} negate(c)");
+            "c0"
+        } else {
+            "c"
+        };
+        let _ = writeln!(
+            t,
+            "  init = {state} tuple(zero, {}, {c0})\n  loop = {state} while(init), condition=cond, body=body",
+            init.join(", ")
+        );
+        let _ = writeln!(t, "  r1 = {vec} get-tuple-element(loop), index=1");
+        let root = match self.after {
+            0 => format!("  ROOT out = {state} copy(loop)"),
+            1 => format!(
+                "  r2 = {carry} get-tuple-element(loop), index={}\n  y = {vec} add(r1, x)\n  ROOT out = ({vec}, {carry}, {vec}) tuple(y, r2, r1)",
+                w + 1
+            ),
+            _ => format!("  ROOT out = {vec} multiply(r1, {})", init[0]),
+        };
+        let _ = writeln!(t, "{root}\n}}");
+        t
+    }
+}
+
+fn loops_assign_safely(r: LoopRecipe) -> TestResult {
+    let text = r.hlo();
+    let m = match parse_module(&text) {
+        Ok(m) => m,
+        Err(e) => return TestResult::error(format!("{}\n{text}", e.render("generated"))),
+    };
+    if let Err(e) = axle::ir::verify(&m) {
+        return TestResult::error(format!("{e}\n{text}"));
+    }
+    match assign_checked(m.clone()).and_then(|_| cpu_assignment_checked(&m)) {
+        Ok(_) => TestResult::passed(),
+        Err(e) => TestResult::error(format!("{e}\n{text}")),
+    }
+}
+
+#[test]
+fn generated_loops_assign_safely() {
+    QuickCheck::new()
+        .tests(200)
+        .quickcheck(loops_assign_safely as fn(LoopRecipe) -> TestResult);
+}
+
+/// Every corpus case's `.hlo` and `.opt.hlo`, loaded: `(case name, file name, module)`; files
+/// that do not load are pushed to `failures`.
+fn corpus_files(failures: &mut Vec<String>) -> Vec<(String, String, Module)> {
+    let dir = axle_testkit::shared_dir().join("corpus");
+    let cases = axle_testkit::manifest_cases(&dir);
+    assert!(
+        cases.len() >= 30,
+        "expected the corpus, found {}",
+        cases.len()
+    );
+    let mut out = Vec::new();
+    for case in &cases {
+        let name = case["name"].as_str().expect("a case name");
+        for file in [format!("{name}.hlo"), format!("{name}.opt.hlo")] {
+            match axle_testkit::load(&dir, &file) {
+                Ok(m) => out.push((name.to_string(), file, m)),
+                Err(e) => failures.push(format!("{file}: {e}")),
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_corpus_case_assigns_safely_and_opt_modules_need_no_more_than_xla() {
+    let dir = axle_testkit::shared_dir();
+    let xla: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("baseline/xla_memory.json")).expect("xla_memory.json"),
+    )
+    .expect("xla_memory.json parses");
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    for (name, file, m) in corpus_files(&mut failures) {
+        let mut runs = vec![("as is", m.clone())];
+        if file.ends_with(".opt.hlo") {
+            // XLA's own schedule, as printed (is_scheduled=true).
+            match assign(&m, &HloRules) {
+                Ok(a) => {
+                    if let Err(e) = check(&m, &a, &HloRules) {
+                        failures.push(format!("{file} with XLA's schedule: checker: {e}"));
+                    }
+                }
+                Err(e) => failures.push(format!("{file} with XLA's schedule: {e}")),
+            }
+        } else {
+            let simplify = axle::passes::standard_pipeline("simplify").expect("simplify");
+            match optimized(&m, simplify) {
+                Ok(s) => runs.push(("simplify", s)),
+                Err(e) => failures.push(format!("{file}: simplify: {e}")),
+            }
+        }
+        for (how, m) in runs {
+            match assign_checked(m) {
+                Ok((_, temp)) => {
+                    let xla_temp = xla[format!("{name}.hlo")]["temp"].as_u64();
+                    if let (true, Some(x)) = (file.ends_with(".opt.hlo"), xla_temp) {
+                        compared += 1;
+                        if temp > x {
+                            failures.push(format!("{file}: {temp} temporary bytes, XLA needs {x}"));
+                        }
+                    }
+                }
+                Err(e) => failures.push(format!("{file} ({how}): {e}")),
+            }
+        }
+    }
+    assert!(compared >= 30, "only {compared} cases compared with XLA");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_corpus_case_cpu_assignment_is_safe_and_the_same_at_1_and_8_threads() {
+    let cpu = axle::passes::standard_pipeline("cpu").expect("the cpu pipeline");
+    let mut failures = Vec::new();
+    for (_, file, m) in corpus_files(&mut failures) {
+        // Axle's default pipeline for the `.hlo`; XLA's module and schedule as given.
+        let m = if file.ends_with(".opt.hlo") {
+            m
+        } else {
+            match optimized(&m, cpu) {
+                Ok(m) => m,
+                Err(e) => {
+                    failures.push(format!("{file}: cpu pipeline: {e}"));
+                    continue;
+                }
+            }
+        };
+        if let Err(e) = cpu_assignment_checked_at_1_and_8(&m) {
+            failures.push(format!("{file}: {e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
