@@ -10,6 +10,7 @@
 pub mod backend;
 pub mod bench;
 pub mod cpu;
+pub mod elided;
 pub mod explore;
 pub mod interpreter;
 pub mod passes;

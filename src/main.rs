@@ -7,13 +7,22 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 
+mod progress;
+use progress::Progress;
+
+use axle::elided::ElidedConstants;
 use axle::ir::{parse_module, print_module, Module};
+use std::str::FromStr;
 
 #[derive(Parser)]
 #[command(name = "axle", version, about = "Axle: an ML compiler for XLA's HLO")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Draw no progress bar (one is drawn on standard error, when it is a terminal, for
+    /// commands that take more than a second).
+    #[arg(long, global = true)]
+    quiet: bool,
 }
 
 #[derive(Subcommand)]
@@ -22,6 +31,11 @@ enum Command {
     Parse {
         /// The HLO file (`.hlo`, or gzipped `.hlo.gz`).
         file: PathBuf,
+        #[command(flatten)]
+        elided: ElidedArgs,
+        /// Seed for `--elided-constants random`.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// Print instruction counts per opcode and per computation, and the parse+verify time.
     Stats {
@@ -44,9 +58,12 @@ enum Command {
         /// Run this many times and report the median and minimum time.
         #[arg(long, default_value_t = 1)]
         repeat: usize,
-        /// Seed for generated inputs (used when no --input is given).
+        /// Seed for generated inputs (used when no --input is given) and for
+        /// `--elided-constants random`.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        #[command(flatten)]
+        elided: ElidedArgs,
         /// The pass pipeline to run before compiling: a standard pipeline's name (`simplify`,
         /// `cpu`) or pipeline text (`axle passes` lists both); default: the backend's own (`cpu`
         /// on the cpu backend); `none` compiles the module exactly as given.
@@ -85,6 +102,11 @@ enum Command {
         /// Skip this pass wherever the pipeline names it (repeat for more).
         #[arg(long = "disable-pass")]
         disable_pass: Vec<String>,
+        #[command(flatten)]
+        elided: ElidedArgs,
+        /// Seed for `--elided-constants random`.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// List the registered passes with their docs and options, and the standard pipelines.
     Passes,
@@ -143,6 +165,11 @@ enum Command {
         /// cpu backend; `none` compiles the module exactly as given).
         #[arg(long)]
         passes: Option<String>,
+        #[command(flatten)]
+        elided: ElidedArgs,
+        /// Seed for `--elided-constants random`.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// Compile a module and time repeated runs on generated inputs: compile time, then median
     /// and minimum run time per output-buffer policy (`fresh` result buffers per run, as XLA
@@ -162,9 +189,11 @@ enum Command {
         /// The output-buffer policy: fresh, reused or both.
         #[arg(long, default_value = "both", value_parser = ["fresh", "reused", "both"])]
         outputs: String,
-        /// Seed for the generated inputs.
+        /// Seed for the generated inputs and for `--elided-constants random`.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        #[command(flatten)]
+        elided: ElidedArgs,
         /// Also time each kernel (cpu backend) and list the slowest ones.
         #[arg(long)]
         profile: bool,
@@ -189,6 +218,16 @@ enum Command {
     },
 }
 
+/// `--elided-constants`, shared by the commands that load a module.
+#[derive(clap::Args, Clone, Copy)]
+struct ElidedArgs {
+    /// What to do with constants whose value the text elides, `constant({...})`: `error`
+    /// (refuse the module), `keep` (leave them elided), `zeros`, or `random` (seeded by --seed:
+    /// small normal floats, integers in [0, 8)).
+    #[arg(long = "elided-constants", default_value = "error", value_parser = ElidedConstants::from_str)]
+    elided_constants: ElidedConstants,
+}
+
 /// An error already reported in full; the process exits with status 1.
 struct Reported(String);
 
@@ -201,8 +240,9 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    let quiet = cli.quiet;
     let result = match cli.command {
-        Command::Parse { file } => cmd_parse(&file),
+        Command::Parse { file, elided, seed } => cmd_parse(&file, elided.into_load(seed, quiet)),
         Command::Stats { file } => cmd_stats(&file),
         Command::Run {
             file,
@@ -212,6 +252,7 @@ fn main() -> ExitCode {
             repeat,
             seed,
             passes,
+            elided,
         } => {
             let opts = axle::run::RunOptions {
                 backend,
@@ -221,7 +262,7 @@ fn main() -> ExitCode {
                 seed,
                 pipeline: passes,
             };
-            cmd_run(&file, &opts)
+            cmd_run(&file, &opts, elided.into_load(seed, quiet))
         }
         Command::Compile {
             file,
@@ -233,6 +274,8 @@ fn main() -> ExitCode {
             target_triple,
             emit,
             passes,
+            elided,
+            seed,
         } => cmd_compile(CompileArgs {
             file,
             backend,
@@ -243,6 +286,7 @@ fn main() -> ExitCode {
             target_triple,
             emit,
             passes,
+            elided: elided.into_load(seed, quiet),
         }),
         Command::Bench {
             file,
@@ -253,6 +297,7 @@ fn main() -> ExitCode {
             seed,
             profile,
             passes,
+            elided,
         } => {
             use axle::bench::OutputPolicy;
             let policies = match outputs.as_str() {
@@ -269,7 +314,7 @@ fn main() -> ExitCode {
                 profile,
                 pipeline: passes,
             };
-            cmd_bench(&file, &opts)
+            cmd_bench(&file, &opts, elided.into_load(seed, quiet))
         }
         Command::Compare {
             expected,
@@ -288,6 +333,8 @@ fn main() -> ExitCode {
             time_passes,
             verify,
             disable_pass,
+            elided,
+            seed,
         } => cmd_opt(OptArgs {
             file,
             passes,
@@ -299,6 +346,7 @@ fn main() -> ExitCode {
             time_passes,
             verify,
             disable_pass,
+            elided: elided.into_load(seed, quiet),
         }),
         Command::Passes => {
             print!("{}", axle::passes::describe_passes());
@@ -347,17 +395,45 @@ fn read_source(path: &Path) -> Result<String, Reported> {
     })
 }
 
-/// Reads, parses and verifies a module, rendering errors against the file.
-fn load(path: &Path) -> Result<Module, Reported> {
+/// What `load` does with elided constants: the mode and the seed of `random`.
+#[derive(Clone, Copy)]
+struct LoadOptions {
+    elided: ElidedConstants,
+    seed: u64,
+    quiet: bool,
+}
+
+impl ElidedArgs {
+    fn into_load(self, seed: u64, quiet: bool) -> LoadOptions {
+        LoadOptions {
+            elided: self.elided_constants,
+            seed,
+            quiet,
+        }
+    }
+}
+
+/// Reads, parses and verifies a module, rendering errors against the file, then applies the
+/// elided-constants mode; the phases show on `progress`.
+fn load_with(path: &Path, opts: LoadOptions, progress: &Progress) -> Result<Module, Reported> {
+    progress.phase("parse", None);
     let text = read_source(path)?;
     let file = path.display().to_string();
-    let m = parse_module(&text).map_err(|e| Reported(e.render(&file)))?;
+    let mut m = parse_module(&text).map_err(|e| Reported(e.render(&file)))?;
+    progress.phase("verify", Some(m.num_live_insts()));
     axle::verify_for_cli(&m, &text, &file).map_err(Reported)?;
+    axle::elided::apply(&mut m, opts.elided, opts.seed)
+        .map_err(|ids| Reported(axle::elided::render_error(&m, &ids, &file)))?;
     Ok(m)
 }
 
-fn cmd_parse(path: &Path) -> Result<(), Reported> {
-    let m = load(path)?;
+/// [`load_with`] with a progress bar of its own (parse, verify).
+fn load(path: &Path, opts: LoadOptions) -> Result<Module, Reported> {
+    load_with(path, opts, &Progress::new(opts.quiet, 2))
+}
+
+fn cmd_parse(path: &Path, opts: LoadOptions) -> Result<(), Reported> {
+    let m = load(path, opts)?;
     let text = print_module(&m);
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
@@ -378,11 +454,17 @@ fn cmd_stats(path: &Path) -> Result<(), Reported> {
     Ok(())
 }
 
-fn cmd_run(path: &Path, opts: &axle::run::RunOptions) -> Result<(), Reported> {
+fn cmd_run(
+    path: &Path,
+    opts: &axle::run::RunOptions,
+    load_opts: LoadOptions,
+) -> Result<(), Reported> {
     if opts.repeat == 0 {
         return Err(Reported("error: --repeat must be at least 1".into()));
     }
-    let m = load(path)?;
+    let progress = Progress::new(load_opts.quiet, 3);
+    let m = load_with(path, load_opts, &progress)?;
+    progress.phase("compile and run", Some(m.num_live_insts()));
     let report = axle::run::run_module(m, opts)
         .map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
     print!("{}", axle::run::summary(&report));
@@ -399,6 +481,7 @@ struct CompileArgs {
     target_triple: Option<String>,
     emit: Option<String>,
     passes: Option<String>,
+    elided: LoadOptions,
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Reported> {
@@ -419,7 +502,12 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
             "error: --aot and --emit cannot be combined".into(),
         ));
     }
-    let m = load(&a.file)?;
+    let progress = Progress::new(a.elided.quiet, 3);
+    let m = load_with(&a.file, a.elided, &progress)?;
+    progress.phase(
+        "compile: passes, code generation, LLVM",
+        Some(m.num_live_insts()),
+    );
     let platform = axle::backend::registry()
         .get(&a.backend)
         .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
@@ -439,6 +527,7 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
         .compiler()
         .compile(m, &compile_opts)
         .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+    drop(progress);
     let stats = exe.stats();
     println!(
         "compiled {} ({} instructions) on {} in {:.3} ms{}",
@@ -509,11 +598,17 @@ fn compile_cpu_output(
     }
 }
 
-fn cmd_bench(path: &Path, opts: &axle::bench::BenchOptions) -> Result<(), Reported> {
+fn cmd_bench(
+    path: &Path,
+    opts: &axle::bench::BenchOptions,
+    load_opts: LoadOptions,
+) -> Result<(), Reported> {
     if opts.repeat == 0 {
         return Err(Reported("error: --repeat must be at least 1".into()));
     }
-    let m = load(path)?;
+    let progress = Progress::new(load_opts.quiet, 3);
+    let m = load_with(path, load_opts, &progress)?;
+    progress.phase("compile and time runs", Some(m.num_live_insts()));
     let r = axle::bench::bench_module(m, opts)
         .map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
     print!("{}", axle::bench::report(&r));
@@ -557,6 +652,7 @@ struct OptArgs {
     time_passes: bool,
     verify: Option<String>,
     disable_pass: Vec<String>,
+    elided: LoadOptions,
 }
 
 fn cmd_opt(a: OptArgs) -> Result<(), Reported> {
@@ -607,7 +703,7 @@ fn cmd_opt(a: OptArgs) -> Result<(), Reported> {
         disabled: a.disable_pass.clone(),
         ..Default::default()
     };
-    let mut m = load(&a.file)?;
+    let mut m = load(&a.file, a.elided)?;
     let result = axle::passes::optimize(&mut m, &text, opts);
     let (rows, err) = match result {
         Ok(rows) => (rows, None),
@@ -690,7 +786,14 @@ fn cmd_explore(
     let items = axle::ir::Pipeline::parse(passes_from)
         .map_err(|e| Reported(format!("error: --passes-from:\n{}", e.render())))?;
     let passes: Vec<String> = items.items.iter().map(|i| i.to_string()).collect();
-    let m = load(path)?;
+    let m = load(
+        path,
+        LoadOptions {
+            elided: ElidedConstants::Error,
+            seed,
+            quiet: true,
+        },
+    )?;
     let opts = axle::explore::ExploreOptions {
         passes,
         orders,

@@ -5,6 +5,8 @@
 //! measured from 10k to 1M instructions on one kind of graph.
 #![deny(missing_docs)]
 
+pub mod graphs;
+
 use std::fmt::Write;
 use std::path::PathBuf;
 
