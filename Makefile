@@ -27,11 +27,18 @@ EXAMPLE ?= examples/mlp.hlo
 # What `make run` does with the example: run it on the default backend with generated inputs.
 RUN_ARGS ?= run $(EXAMPLE)
 
+# The Python package: a venv with what the wheel's tests need (from PyPI), the wheel built by
+# maturin (release) and installed into it. PYTHON is the interpreter the venv is made from.
+PYTHON ?= python3
+PY_VENV ?= $(ROOT)/target/python-venv
+PY_REQS := maturin numpy pytest ml_dtypes jax==0.10.2 jaxlib==0.10.2
+
 # The steps of `make test`, in order; each is also a target of its own.
 FMT_CHECK = $(strip $(CARGO) fmt --all --check)
 CLIPPY = $(strip $(CARGO) clippy $(LOCKED) --workspace --all-targets -- -D warnings)
 UNIT = $(strip $(CARGO) test $(LOCKED) --workspace)
 DOC = $(strip RUSTDOCFLAGS="-D warnings" $(CARGO) doc $(LOCKED) --workspace --no-deps)
+PYTEST = $(strip $(PY_VENV)/bin/python -m pytest -q python/tests)
 
 # $(call step,NAME,COMMAND): echo COMMAND, run it, then print its wall time (and append it to the
 # file $$STEP_TIMES when set; .ci/run's summary reads it).
@@ -40,7 +47,7 @@ define step
 	if [ -n "$${STEP_TIMES:-}" ]; then echo "$$t" >>"$$STEP_TIMES"; fi
 endef
 
-.PHONY: help deps build run test fmt fmt-check clippy unit doc bench clean
+.PHONY: help deps build run test fmt fmt-check clippy unit doc pytest python bench clean
 
 help:
 	@echo 'make run     install what is missing, build release, run axle on $(EXAMPLE)'
@@ -48,7 +55,8 @@ help:
 	@echo 'make deps    install what is missing (LLVM 19, Rust toolchain, rustfmt, clippy)'
 	@echo 'make bench   divan benches: parse/verify/print (axle-ir), simplify at scale (axle-bench)'
 	@echo 'make fmt     format the workspace'
-	@echo 'steps of make test: fmt-check clippy unit doc'
+	@echo 'make python  build the axle Python package (wheel) into a venv at $(PY_VENV)'
+	@echo 'steps of make test: fmt-check clippy unit doc pytest'
 	@echo 'AXLE_SHARED=$(AXLE_SHARED)'
 
 deps:
@@ -65,6 +73,8 @@ test: deps
 	$(call step,clippy,$(CLIPPY))
 	$(call step,unit,$(UNIT))
 	$(call step,doc,$(DOC))
+	$(call step,python,$(MAKE) python)
+	$(call step,pytest,$(PYTEST))
 
 fmt-check: deps
 	$(FMT_CHECK)
@@ -74,6 +84,21 @@ unit: deps
 	$(UNIT)
 doc: deps
 	$(DOC)
+pytest: python
+	$(PYTEST)
+
+# The venv is made once and its packages installed when missing; the wheel is rebuilt by cargo's
+# own change tracking and reinstalled every time.
+python: deps
+	@[ -x '$(PY_VENV)/bin/python' ] || $(PYTHON) -m venv '$(PY_VENV)'
+	@'$(PY_VENV)/bin/python' -c 'import maturin, numpy, pytest, ml_dtypes, jax' 2>/dev/null \
+		|| '$(PY_VENV)/bin/python' -m pip install -q --disable-pip-version-check $(PY_REQS)
+	rm -f '$(ROOT)'/target/wheels/axle-*.whl
+	$(strip '$(PY_VENV)/bin/maturin' build --release $(LOCKED) -q -m python/Cargo.toml \
+		--compatibility linux --auditwheel skip \
+		-i '$(PY_VENV)/bin/python' -o '$(ROOT)/target/wheels')
+	'$(PY_VENV)/bin/python' -m pip install -q --disable-pip-version-check --force-reinstall \
+		--no-deps '$(ROOT)'/target/wheels/axle-*.whl
 
 fmt:
 	$(CARGO) fmt --all

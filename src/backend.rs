@@ -12,7 +12,10 @@ use std::fmt;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use axle_ir::{ArrayShape, Literal, Module, Shape};
+use axle_ir::{ArrayShape, ElementType, Literal, Module, Shape};
+
+use crate::array::ArrayRef;
+use crate::cache::CacheOutcome;
 
 /// An error from a backend: compilation, transfer or execution.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,8 +128,51 @@ impl fmt::Debug for DeviceBuffer {
     }
 }
 
-/// Options for a compilation.
-#[derive(Clone, Debug, Default)]
+/// How hard a code generator optimizes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OptLevel {
+    /// No optimization: the fastest compile.
+    O0,
+    /// Light optimization.
+    O1,
+    /// The usual optimizations.
+    O2,
+    /// Everything, vectorization included (the default).
+    #[default]
+    O3,
+}
+
+impl OptLevel {
+    /// `0` to `3`.
+    pub fn number(self) -> u8 {
+        self as u8
+    }
+}
+
+/// Where compiled code is cached between compilations and processes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CacheMode {
+    /// No caching (the library's default).
+    #[default]
+    Off,
+    /// Entries under this directory (see [`crate::cache`]).
+    Dir(std::path::PathBuf),
+}
+
+impl CacheMode {
+    /// [`CacheMode::Dir`] of `AXLE_CACHE_DIR` when it is set and not empty, else
+    /// [`CacheMode::Off`]: how a library user opts in from the environment.
+    pub fn from_env() -> CacheMode {
+        match std::env::var_os("AXLE_CACHE_DIR") {
+            Some(d) if !d.is_empty() => CacheMode::Dir(d.into()),
+            _ => CacheMode::Off,
+        }
+    }
+}
+
+/// Options for a compilation. Backends ignore the options that mean nothing to them (the
+/// interpreter has no threads, no code to optimize and nothing to cache).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CompileOptions {
     /// The device to compile for.
     pub device: usize,
@@ -134,6 +180,39 @@ pub struct CompileOptions {
     /// (`simplify`, `cpu`) or pipeline text (`fixpoint(max=4)[algsimp,cse,dce]`); `None` (or
     /// `none`) runs none. [`pipeline_for`] picks a platform's default.
     pub pipeline: Option<String>,
+    /// Threads a run may use: `None` for the backend's default (`cpu`: `AXLE_CPU_THREADS` or
+    /// every core), `Some(1)` for the calling thread only.
+    pub threads: Option<usize>,
+    /// The code generator's optimization level.
+    pub opt_level: OptLevel,
+    /// The compilation cache.
+    pub cache: CacheMode,
+}
+
+impl CompileOptions {
+    /// These options with `pipeline` run before code generation.
+    pub fn pipeline(mut self, pipeline: &str) -> Self {
+        self.pipeline = Some(pipeline.to_string());
+        self
+    }
+
+    /// These options with `threads` threads per run.
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = Some(threads);
+        self
+    }
+
+    /// These options with optimization level `level`.
+    pub fn opt_level(mut self, level: OptLevel) -> Self {
+        self.opt_level = level;
+        self
+    }
+
+    /// These options with the cache `cache`.
+    pub fn cache(mut self, cache: CacheMode) -> Self {
+        self.cache = cache;
+        self
+    }
 }
 
 /// What every compiler does first: checks the device ordinal (each built-in backend has one
@@ -170,6 +249,48 @@ pub fn prepare_module(
     Ok(m)
 }
 
+/// Checks host arrays against the array leaves an executable expects (`what` is `argument` for
+/// the entry parameters' leaves, `output` for the result's): their number, then each one's
+/// element type and dimensions. The message names the position and both shapes, the same for
+/// every backend.
+pub fn check_host_arrays<'a>(
+    backend: &str,
+    what: &str,
+    expected: &[ArrayShape],
+    got: impl ExactSizeIterator<Item = (ElementType, &'a [i64])>,
+) -> Result<(), BackendError> {
+    if got.len() != expected.len() {
+        return Err(BackendError::new(
+            backend,
+            format!(
+                "{} {what} array{} expected, {} given",
+                expected.len(),
+                if expected.len() == 1 { "" } else { "s" },
+                got.len()
+            ),
+        ));
+    }
+    for (k, (e, (ty, dims))) in expected.iter().zip(got).enumerate() {
+        if e.ty != ty || e.dims.as_ref() != dims {
+            return Err(BackendError::new(
+                backend,
+                format!(
+                    "{what} {k}: {} expected, {} given",
+                    describe(e.ty, &e.dims),
+                    describe(ty, dims)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `f32[2,3]`.
+fn describe(ty: ElementType, dims: &[i64]) -> String {
+    let d: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+    format!("{}[{}]", ty.name(), d.join(","))
+}
+
 /// What an executable reports about itself.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ExecutableStats {
@@ -179,6 +300,8 @@ pub struct ExecutableStats {
     pub instructions: usize,
     /// Bytes of temporary memory a run needs, when the backend knows.
     pub temp_bytes: Option<u64>,
+    /// What the compilation did with the compilation cache.
+    pub cache: CacheOutcome,
 }
 
 /// Turns modules into executables for one platform.
@@ -210,6 +333,26 @@ pub trait Executable: Send + Sync {
     fn compiled_text(&self) -> String;
     /// Statistics.
     fn stats(&self) -> ExecutableStats;
+    /// The run on host memory, for backends whose device memory is host memory (see
+    /// [`HostExecutable`]); `None` (the default) makes callers go through the transfer manager.
+    fn host(&self) -> Option<&dyn HostExecutable> {
+        None
+    }
+    /// The executable as [`Any`], so a caller can reach the backend's own type
+    /// (`axle::cpu::CpuExecutable`); `None` by default.
+    fn as_any(&self) -> Option<&dyn Any> {
+        None
+    }
+}
+
+/// A run on host memory without transfers: arguments are the array leaves of the entry
+/// parameters in the caller's memory, results are written into the caller's arrays.
+pub trait HostExecutable: Send + Sync {
+    /// Runs on `args` (one per array leaf of the entry parameters, depth-first, already checked
+    /// against the parameters' types and dimensions) writing the result's array leaves, as
+    /// row-major bytes, into `outs` (one per leaf, of the leaf's byte size, aligned for its
+    /// element type).
+    fn execute(&self, args: &[ArrayRef<'_>], outs: &mut [&mut [u8]]) -> Result<(), BackendError>;
 }
 
 /// Moves literals between the host and a platform's devices.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use axle_ir::Module;
 
-use crate::backend::{pipeline_for, registry, CompileOptions};
+use crate::backend::{pipeline_for, registry, CacheMode, CompileOptions};
 use crate::run::generate_inputs;
 
 /// How output buffers are handled across runs.
@@ -48,6 +48,8 @@ pub struct BenchOptions {
     /// as compile time. `None` runs the backend's default (the `cpu` pipeline on `cpu`), `none`
     /// runs nothing.
     pub pipeline: Option<String>,
+    /// The compilation cache (off by default; the CLI turns it on).
+    pub cache: CacheMode,
 }
 
 impl Default for BenchOptions {
@@ -60,6 +62,7 @@ impl Default for BenchOptions {
             policies: vec![OutputPolicy::Fresh, OutputPolicy::Reused],
             profile: false,
             pipeline: None,
+            cache: CacheMode::Off,
         }
     }
 }
@@ -119,6 +122,7 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
             m,
             &CompileOptions {
                 pipeline: pipeline_for(&*platform, opts.pipeline.as_deref()),
+                cache: opts.cache.clone(),
                 ..Default::default()
             },
         )

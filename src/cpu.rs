@@ -1,18 +1,32 @@
 //! The `cpu` backend: modules compiled to native code through LLVM (`axle-codegen-cpu`), with
 //! host memory as device memory. Compilation runs the code generator's own lowering; a run
-//! executes the JIT-compiled entry point on a thread pool. Its default pipeline (what `axle
-//! run`, `bench` and `compile` run unless told otherwise) is the standard `cpu` pipeline:
-//! simplification, then fusion for the cpu target.
+//! executes the JIT-compiled entry point on a thread pool.
+//!
+//! With a compilation cache ([`CacheMode::Dir`]), the key covers the module's fingerprint (the
+//! SHA-256 of its canonical text), the pass pipeline, the code generator's options (the thread
+//! count too: the GEMM splits its work by it), the backend's version (a hash of the compiler's
+//! sources, [`axle_codegen_cpu::BACKEND_VERSION`]) and the target (triple, CPU name and
+//! features); an entry holds the object file with the facts to run it, and the module's text
+//! after the pipeline when there is one. A hit links the object code and skips verification,
+//! the pipeline and LLVM.
+//!
+//! Its default pipeline (what `axle run`, `bench` and `compile` run unless told otherwise) is the
+//! standard `cpu` pipeline: simplification, then fusion for the cpu target.
 
 use std::time::Instant;
 
-use axle_codegen_cpu::{CpuExecutable as Jitted, CpuOptions, Emit, HostBuffer};
+pub use axle_codegen_cpu::{
+    Artifact, CodegenError, CpuExecutable as Jitted, CpuOptions, HostBuffer, KernelProfile,
+};
+use axle_codegen_cpu::{Emit, BACKEND_VERSION};
 use axle_ir::{ArrayLiteral, Literal, Module};
 
+use crate::array::ArrayRef;
 use crate::backend::{
-    BackendError, CompileOptions, Compiler, DeviceBuffer, DeviceInfo, Executable, ExecutableStats,
-    Platform, TransferManager, ValueShape,
+    BackendError, CacheMode, CompileOptions, Compiler, DeviceBuffer, DeviceInfo, Executable,
+    ExecutableStats, HostExecutable, Platform, TransferManager, ValueShape,
 };
+use crate::cache::{CacheKey, CacheOutcome, DiskCache};
 
 const NAME: &str = "cpu";
 
@@ -65,6 +79,64 @@ pub struct CpuCompiler {
     pub options: CpuOptions,
 }
 
+impl CpuCompiler {
+    /// The code generator's options for a compilation with `opts`.
+    pub fn options_for(&self, opts: &CompileOptions) -> CpuOptions {
+        let mut o = self.options.clone();
+        if let Some(t) = opts.threads {
+            o.threads = t;
+        }
+        o.opt_level = opts.opt_level.number();
+        o
+    }
+}
+
+/// The cache key of compiling `m` with `opts` and code generator options `cpu`.
+fn cache_key(m: &Module, opts: &CompileOptions, cpu: &CpuOptions) -> CacheKey {
+    let (triple, name, features) = axle_codegen_cpu::host_target();
+    // Every code generator option counts, the thread count included: the GEMM's work split
+    // depends on it.
+    let settings = format!("{cpu:?} pipeline={:?}", opts.pipeline);
+    CacheKey::new(&[
+        NAME.as_bytes(),
+        BACKEND_VERSION.as_bytes(),
+        triple.as_bytes(),
+        name.as_bytes(),
+        features.as_bytes(),
+        settings.as_bytes(),
+        axle_ir::print_module(m).as_bytes(),
+    ])
+}
+
+/// A cache entry's payload: the module's text after the pipeline (empty without one) and the
+/// artifact.
+fn encode_entry(optimized: Option<&Module>, artifact: &Artifact) -> Vec<u8> {
+    let text = optimized.map(axle_ir::print_module).unwrap_or_default();
+    let mut out = (text.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(&artifact.to_bytes());
+    out
+}
+
+/// The module and executable of a cache entry; `m` is the module compiled (when the entry has
+/// no text of its own).
+fn decode_entry(payload: &[u8], m: Module, cpu: &CpuOptions) -> Result<(Module, Jitted), String> {
+    let len = payload
+        .get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize)
+        .ok_or("truncated entry")?;
+    let text = payload.get(8..8 + len).ok_or("truncated entry")?;
+    let artifact = Artifact::from_bytes(&payload[8 + len..])?;
+    let m = if text.is_empty() {
+        m
+    } else {
+        let text = std::str::from_utf8(text).map_err(|e| e.to_string())?;
+        axle_ir::parse_module(text).map_err(|e| e.to_string())?
+    };
+    let exe = axle_codegen_cpu::load_artifact(&artifact, cpu).map_err(|e| e.to_string())?;
+    Ok((m, exe))
+}
+
 impl Compiler for CpuCompiler {
     fn compile(
         &self,
@@ -72,22 +144,55 @@ impl Compiler for CpuCompiler {
         opts: &CompileOptions,
     ) -> Result<Box<dyn Executable>, BackendError> {
         let t0 = Instant::now();
-        let m = crate::backend::prepare_module(NAME, m, opts)?;
-        let exe = axle_codegen_cpu::compile(&m, &self.options)
-            .map_err(|e| BackendError::new(NAME, e.to_string()))?;
-        let root = ValueShape::of_shape(&m, m.shape(m.root(m.entry())));
-        let stats = ExecutableStats {
-            compile_time: t0.elapsed(),
-            instructions: m.num_live_insts(),
-            temp_bytes: Some(exe.temp_bytes()),
+        let cpu = self.options_for(opts);
+        let cache = match &opts.cache {
+            CacheMode::Off => None,
+            CacheMode::Dir(d) => Some(DiskCache::new(d)),
         };
-        Ok(Box::new(CpuExecutable {
-            module: m,
+        let Some(cache) = cache else {
+            let m = crate::backend::prepare_module(NAME, m, opts)?;
+            let exe = axle_codegen_cpu::compile(&m, &cpu)
+                .map_err(|e| BackendError::new(NAME, e.to_string()))?;
+            return Ok(Box::new(CpuExecutable::new(
+                m,
+                exe,
+                cpu,
+                t0,
+                CacheOutcome::Off,
+            )));
+        };
+        let key = cache_key(&m, opts, &cpu);
+        if let Some(payload) = cache.get(NAME, &key) {
+            match decode_entry(&payload, m.clone(), &cpu) {
+                Ok((m, exe)) => {
+                    return Ok(Box::new(CpuExecutable::new(
+                        m,
+                        exe,
+                        cpu,
+                        t0,
+                        CacheOutcome::Hit,
+                    )))
+                }
+                // An entry that passed the checksum but does not load (written by a build whose
+                // version string collided, or a loader failure): compile instead and replace it.
+                Err(_) => {
+                    let _ = std::fs::remove_file(cache.path(NAME, &key));
+                }
+            }
+        }
+        let pipeline = opts.pipeline.is_some();
+        let m = crate::backend::prepare_module(NAME, m, opts)?;
+        let (exe, artifact) = axle_codegen_cpu::compile_with_artifact(&m, &cpu)
+            .map_err(|e| BackendError::new(NAME, e.to_string()))?;
+        let payload = encode_entry(pipeline.then_some(&m), &artifact);
+        let stored = cache.put(NAME, &key, &payload).is_ok();
+        Ok(Box::new(CpuExecutable::new(
+            m,
             exe,
-            root,
-            stats,
-            options: self.options.clone(),
-        }))
+            cpu,
+            t0,
+            CacheOutcome::Miss { stored },
+        )))
     }
 }
 
@@ -101,6 +206,29 @@ pub struct CpuExecutable {
 }
 
 impl CpuExecutable {
+    fn new(
+        module: Module,
+        exe: Jitted,
+        options: CpuOptions,
+        t0: Instant,
+        cache: CacheOutcome,
+    ) -> CpuExecutable {
+        let root = ValueShape::of_shape(&module, module.shape(module.root(module.entry())));
+        let stats = ExecutableStats {
+            compile_time: t0.elapsed(),
+            instructions: module.num_live_insts(),
+            temp_bytes: Some(exe.temp_bytes()),
+            cache,
+        };
+        CpuExecutable {
+            module,
+            exe,
+            root,
+            stats,
+            options,
+        }
+    }
+
     /// The compiled code and its runtime facts.
     pub fn jitted(&self) -> &Jitted {
         &self.exe
@@ -114,6 +242,25 @@ impl CpuExecutable {
             }
         }
         Ok(leaves)
+    }
+}
+
+impl HostExecutable for CpuExecutable {
+    fn execute(&self, args: &[ArrayRef<'_>], outs: &mut [&mut [u8]]) -> Result<(), BackendError> {
+        let mut inputs: [&[u8]; 8] = [&[]; 8];
+        let spill: Vec<&[u8]>;
+        let inputs: &[&[u8]] = if args.len() <= inputs.len() {
+            for (slot, a) in inputs.iter_mut().zip(args) {
+                *slot = a.bytes();
+            }
+            &inputs[..args.len()]
+        } else {
+            spill = args.iter().map(|a| a.bytes()).collect();
+            &spill
+        };
+        self.exe
+            .execute(inputs, outs)
+            .map_err(|e| BackendError::new(NAME, e.to_string()))
     }
 }
 
@@ -178,6 +325,14 @@ impl Executable for CpuExecutable {
 
     fn stats(&self) -> ExecutableStats {
         self.stats.clone()
+    }
+
+    fn host(&self) -> Option<&dyn HostExecutable> {
+        Some(self)
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }
 

@@ -6,9 +6,10 @@ use std::time::Instant;
 use axle_analysis::eval::evaluate;
 use axle_ir::{Literal, Module};
 
+use crate::array::ArrayRef;
 use crate::backend::{
     BackendError, CompileOptions, Compiler, DeviceBuffer, DeviceInfo, Executable, ExecutableStats,
-    Platform, TransferManager, ValueShape,
+    HostExecutable, Platform, TransferManager, ValueShape,
 };
 
 const NAME: &str = "interpreter";
@@ -68,6 +69,7 @@ impl Compiler for InterpreterCompiler {
                 compile_time: t0.elapsed(),
                 instructions,
                 temp_bytes: None,
+                ..Default::default()
             },
         }))
     }
@@ -117,6 +119,74 @@ impl Executable for InterpreterExecutable {
 
     fn stats(&self) -> ExecutableStats {
         self.stats.clone()
+    }
+
+    fn host(&self) -> Option<&dyn HostExecutable> {
+        Some(self)
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+impl HostExecutable for InterpreterExecutable {
+    /// The evaluator owns its values, so the arguments are copied once into literals (the
+    /// transfer path copies them twice) and the result leaves once into `outs`.
+    fn execute(&self, args: &[ArrayRef<'_>], outs: &mut [&mut [u8]]) -> Result<(), BackendError> {
+        let m = &self.module;
+        let mut leaves = args.iter();
+        let lits = m
+            .params(m.entry())
+            .iter()
+            .map(|&p| rebuild(&ValueShape::of_shape(m, m.shape(p)), &mut leaves))
+            .collect::<Result<Vec<_>, _>>()?;
+        let out =
+            evaluate(&self.module, &lits).map_err(|e| BackendError::new(NAME, e.to_string()))?;
+        let mut k = 0;
+        copy_leaves(&out, outs, &mut k)
+    }
+}
+
+/// A parameter's literal from the next array leaves.
+fn rebuild<'a>(
+    s: &ValueShape,
+    leaves: &mut impl Iterator<Item = &'a ArrayRef<'a>>,
+) -> Result<Literal, BackendError> {
+    Ok(match s {
+        ValueShape::Array(_) => {
+            let a = leaves
+                .next()
+                .ok_or_else(|| BackendError::new(NAME, "too few arguments"))?;
+            Literal::Array(a.to_literal())
+        }
+        ValueShape::Tuple(es) => Literal::Tuple(
+            es.iter()
+                .map(|e| rebuild(e, leaves))
+                .collect::<Result<_, _>>()?,
+        ),
+        ValueShape::Token => Literal::Tuple(Vec::new()),
+    })
+}
+
+/// Copies the array leaves of `l`, depth-first, into `outs[k..]`.
+fn copy_leaves(l: &Literal, outs: &mut [&mut [u8]], k: &mut usize) -> Result<(), BackendError> {
+    match l {
+        Literal::Array(a) => {
+            let o = outs
+                .get_mut(*k)
+                .ok_or_else(|| BackendError::new(NAME, "too few output arrays"))?;
+            *k += 1;
+            if o.len() != a.data.len() {
+                return Err(BackendError::new(
+                    NAME,
+                    "an output array has the wrong size",
+                ));
+            }
+            o.copy_from_slice(&a.data);
+            Ok(())
+        }
+        Literal::Tuple(es) => es.iter().try_for_each(|e| copy_leaves(e, outs, k)),
     }
 }
 

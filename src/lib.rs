@@ -1,24 +1,111 @@
 //! Axle: an ML compiler for XLA's HLO, rebuilt on an ECS-style arena IR.
 //!
-//! This facade re-exports the IR and analysis crates and holds the backend plug-in interface
-//! ([`backend`]), the built-in backends ([`interpreter`], [`cpu`]), `axle bench` ([`mod@bench`]),
-//! the `run` driver ([`run`]), the full pass registry and standard pipelines ([`passes`]),
-//! pass-order exploration ([`explore`]) and what the `axle` command-line tool shares with library
-//! users.
+//! This facade re-exports the IR and analysis crates and holds the embedding API ([`compile`],
+//! [`Compiled`], [`Array`], [`ArrayRef`], [`Error`]), the backend plug-in interface
+//! ([`backend`]), the built-in backends ([`interpreter`], [`cpu`]), the compilation cache
+//! ([`cache`]), `axle bench` ([`mod@bench`]), the `run` driver ([`run`]), the full pass registry
+//! and standard pipelines ([`passes`]), pass-order exploration ([`explore`]) and what the `axle`
+//! command-line tool shares with library users.
+//!
+//! # Embedding Axle
+//!
+//! Build a module (or parse HLO text with [`compile_text`]), compile it once on a backend, then
+//! run it as often as needed, from any number of threads. Arguments are borrowed views of your
+//! own memory ([`ArrayRef`]: element type and dimensions checked against the data when made, and
+//! against the parameters at every run); results go into arrays you own and reuse ([`Array`]),
+//! read back in place as typed slices.
+//!
+//! ```
+//! use axle::ir::builder::ModuleBuilder;
+//! use axle::ir::{ElementType::F32, Shape};
+//! use axle::{ArrayRef, CompileOptions};
+//!
+//! # fn main() -> Result<(), axle::Error> {
+//! // Build: y = softmax(relu(x @ w + b)), with the bias broadcast numpy-style.
+//! let mut b = ModuleBuilder::new("layer");
+//! let mut c = b.computation("main");
+//! let x = c.parameter(0, Shape::array(F32, &[2, 3]), "x")?;
+//! let w = c.parameter(1, Shape::array(F32, &[3, 4]), "w")?;
+//! let bias = c.parameter(2, Shape::array(F32, &[4]), "b")?;
+//! let h = c.matmul(x, w)?;
+//! let h = c.add_broadcast(h, bias)?;
+//! let h = c.relu(h)?;
+//! let y = c.softmax(h, -1)?;
+//! let main = c.finish(y)?;
+//! b.entry(main);
+//! let module = b.build()?;
+//!
+//! // Compile once (one thread, no cache: the library's defaults but the thread count).
+//! let exe = axle::compile("cpu", module, &CompileOptions::default().threads(1))?;
+//!
+//! // Transfer: borrow the caller's slices; nothing is copied.
+//! let xs = [1.0f32, 2.0, 3.0, -1.0, -2.0, -3.0];
+//! let ws = [0.5f32; 12];
+//! let bs = [0.0f32, 1.0, 2.0, 3.0];
+//! let args = [
+//!     ArrayRef::new(&xs, &[2, 3])?,
+//!     ArrayRef::new(&ws, &[3, 4])?,
+//!     ArrayRef::vector(&bs),
+//! ];
+//!
+//! // Run into reusable outputs, and read them back in place.
+//! let mut outs = exe.alloc_outputs()?;
+//! exe.run(&args, &mut outs)?;
+//! let y: &[f32] = outs[0].as_slice()?;
+//! assert_eq!(outs[0].dims(), &[2, 4]);
+//! for row in y.chunks(4) {
+//!     assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+//! }
+//!
+//! // A wrong argument is an error value, not a reinterpretation of its bytes.
+//! let ints = [0i32; 4];
+//! let bad = [args[0].clone(), args[1].clone(), ArrayRef::vector(&ints)];
+//! let e = exe.run(&bad, &mut outs).unwrap_err();
+//! assert_eq!(e.to_string(), "cpu: argument 2: f32[4] expected, s32[4] given");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`CompileOptions`] carries the typed options every backend understands (threads,
+//! optimization level, a pass pipeline, the compilation cache: [`CacheMode::Dir`] or
+//! [`CacheMode::from_env`] for `AXLE_CACHE_DIR`). With the `ndarray` feature, [`Array`] and
+//! [`ArrayRef`] convert to and from `ndarray` views. `examples/embed.rs` is the same path as a
+//! program.
+//!
+//! # Features
+//!
+//! - `cli` (default): the `axle` command-line tool and the modules only it needs, [`run`] and
+//!   [`mod@bench`] (with `clap`, `rand`, `tempfile`, `flate2` and `libc`). Embedders use
+//!   `default-features = false`: the library alone, which needs none of those crates.
+//! - `ndarray`: conversions between [`Array`]/[`ArrayRef`] and `ndarray` views.
 #![deny(missing_docs)]
 
+pub mod array;
 pub mod backend;
+#[cfg(feature = "cli")]
 pub mod bench;
+pub mod cache;
+pub mod compiled;
 pub mod cpu;
+#[cfg(feature = "cli")]
 pub mod elided;
+pub mod error;
 pub mod explore;
 pub mod interpreter;
 pub mod passes;
+#[cfg(feature = "cli")]
 pub mod run;
 
 pub use axle_analysis as analysis;
+pub use axle_codegen_cpu as codegen_cpu;
 pub use axle_fusion as fusion;
 pub use axle_ir as ir;
+
+pub use array::{Array, ArrayError, ArrayRef, Element};
+pub use backend::{CacheMode, CompileOptions, OptLevel};
+pub use compiled::{compile, compile_text, Compiled};
+pub use error::Error;
+pub use half::{bf16, f16};
 
 use std::fmt::Write;
 use std::time::Duration;

@@ -19,6 +19,10 @@ use std::str::FromStr;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Compile without the compilation cache (on by default, in AXLE_CACHE_DIR or else
+    /// ~/.cache/axle: a module compiled before with the same options loads its code from there).
+    #[arg(long, global = true)]
+    no_cache: bool,
     /// Draw no progress bar (one is drawn on standard error, when it is a terminal, for
     /// commands that take more than a second).
     #[arg(long, global = true)]
@@ -173,7 +177,8 @@ enum Command {
     },
     /// Compile a module and time repeated runs on generated inputs: compile time, then median
     /// and minimum run time per output-buffer policy (`fresh` result buffers per run, as XLA
-    /// does by default, or the previous run's buffers `reused`).
+    /// does by default, or the previous run's buffers `reused`). It compiles without the
+    /// compilation cache, so the compile time is always the compiler's.
     Bench {
         /// The HLO file.
         file: PathBuf,
@@ -240,6 +245,11 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    let cache = if cli.no_cache {
+        axle::CacheMode::Off
+    } else {
+        axle::CacheMode::Dir(axle::cache::DiskCache::default_dir())
+    };
     let quiet = cli.quiet;
     let result = match cli.command {
         Command::Parse { file, elided, seed } => cmd_parse(&file, elided.into_load(seed, quiet)),
@@ -261,6 +271,7 @@ fn main() -> ExitCode {
                 repeat,
                 seed,
                 pipeline: passes,
+                cache,
             };
             cmd_run(&file, &opts, elided.into_load(seed, quiet))
         }
@@ -285,6 +296,7 @@ fn main() -> ExitCode {
             name,
             target_triple,
             emit,
+            cache,
             passes,
             elided: elided.into_load(seed, quiet),
         }),
@@ -313,6 +325,8 @@ fn main() -> ExitCode {
                 policies,
                 profile,
                 pipeline: passes,
+                // A benchmark measures compilation too, so it never loads code from the cache.
+                cache: axle::CacheMode::Off,
             };
             cmd_bench(&file, &opts, elided.into_load(seed, quiet))
         }
@@ -480,6 +494,7 @@ struct CompileArgs {
     name: Option<String>,
     target_triple: Option<String>,
     emit: Option<String>,
+    cache: axle::CacheMode,
     passes: Option<String>,
     elided: LoadOptions,
 }
@@ -513,6 +528,7 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
         .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
     let compile_opts = axle::backend::CompileOptions {
         pipeline: axle::backend::pipeline_for(&*platform, a.passes.as_deref()),
+        cache: a.cache.clone(),
         ..Default::default()
     };
     if a.aot || a.emit.is_some() {
@@ -530,11 +546,15 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
     drop(progress);
     let stats = exe.stats();
     println!(
-        "compiled {} ({} instructions) on {} in {:.3} ms{}",
+        "compiled {} ({} instructions) on {} in {:.3} ms{}{}",
         shown,
         stats.instructions,
         a.backend,
         t0.elapsed().as_secs_f64() * 1e3,
+        match stats.cache {
+            axle::cache::CacheOutcome::Hit => " (from the cache)",
+            _ => "",
+        },
         stats
             .temp_bytes
             .map(|t| format!(", {t} temporary bytes"))

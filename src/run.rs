@@ -16,7 +16,7 @@ use axle_ir::{ArrayLiteral, ArrayShape, ElementType, Literal, Module};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::backend::{pipeline_for, registry, CompileOptions, ValueShape};
+use crate::backend::{pipeline_for, registry, CacheMode, CompileOptions, ValueShape};
 
 /// Options of a run.
 #[derive(Clone, Debug)]
@@ -34,6 +34,8 @@ pub struct RunOptions {
     /// A pass pipeline (standard name or text) to run before code generation; `None` runs the
     /// backend's default (the `cpu` pipeline on `cpu`), `none` runs nothing.
     pub pipeline: Option<String>,
+    /// The compilation cache (off by default; the CLI turns it on).
+    pub cache: CacheMode,
 }
 
 impl Default for RunOptions {
@@ -45,6 +47,7 @@ impl Default for RunOptions {
             repeat: 1,
             seed: 0,
             pipeline: None,
+            cache: CacheMode::Off,
         }
     }
 }
@@ -81,6 +84,7 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
             m,
             &CompileOptions {
                 pipeline: pipeline_for(&*platform, opts.pipeline.as_deref()),
+                cache: opts.cache.clone(),
                 ..Default::default()
             },
         )
@@ -120,10 +124,7 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
 
 /// The array leaves of a literal, depth-first.
 pub fn flatten(l: Literal) -> Vec<ArrayLiteral> {
-    match l {
-        Literal::Array(a) => vec![a],
-        Literal::Tuple(es) => es.into_iter().flat_map(flatten).collect(),
-    }
+    l.into_leaves()
 }
 
 fn param_desc(m: &Module, k: usize) -> String {

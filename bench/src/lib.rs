@@ -2,7 +2,8 @@
 //!
 //! [`layer_stack`] writes the HLO text of the shared baseline's `layer_stack` family (an unrolled
 //! residual MLP + layernorm tower, as JAX emits it) at any size, so the pass pipelines can be
-//! measured from 10k to 1M instructions on one kind of graph.
+//! measured from 10k to 1M instructions on one kind of graph. [`tiny_mlp`] builds the small
+//! model a framework author embeds (the per-call overhead benchmark).
 #![deny(missing_docs)]
 
 pub mod graphs;
@@ -225,6 +226,34 @@ pub fn layer_stack(layers: usize) -> String {
     }
     let _ = writeln!(out, "  ROOT out = {m} copy({h})\n}}");
     out
+}
+
+/// A 2-layer MLP built with the builder: `softmax(relu(x @ w1 + b1) @ w2 + b2)` with `x` of
+/// `[batch, input]`, hidden width `hidden`, `output` classes (all `f32`); parameters in that
+/// order.
+pub fn tiny_mlp(
+    batch: i64,
+    input: i64,
+    hidden: i64,
+    output: i64,
+) -> Result<axle::ir::Module, axle::ir::builder::BuildError> {
+    use axle::ir::{ElementType::F32, Shape};
+    let mut b = axle::ir::builder::ModuleBuilder::new("tiny_mlp");
+    let mut c = b.computation("main");
+    let x = c.parameter(0, Shape::array(F32, &[batch, input]), "x")?;
+    let w1 = c.parameter(1, Shape::array(F32, &[input, hidden]), "w1")?;
+    let b1 = c.parameter(2, Shape::array(F32, &[hidden]), "b1")?;
+    let w2 = c.parameter(3, Shape::array(F32, &[hidden, output]), "w2")?;
+    let b2 = c.parameter(4, Shape::array(F32, &[output]), "b2")?;
+    let h = c.matmul(x, w1)?;
+    let h = c.add_broadcast(h, b1)?;
+    let h = c.relu(h)?;
+    let y = c.matmul(h, w2)?;
+    let y = c.add_broadcast(y, b2)?;
+    let y = c.softmax(y, -1)?;
+    let main = c.finish(y)?;
+    b.entry(main);
+    b.build()
 }
 
 #[cfg(test)]

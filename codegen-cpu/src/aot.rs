@@ -2,7 +2,7 @@
 
 use axle_ir::{ArrayShape, Module};
 use inkwell::context::Context;
-use inkwell::targets::{FileType, RelocMode};
+use inkwell::targets::RelocMode;
 
 use crate::error::CodegenError;
 use crate::jit::build;
@@ -70,12 +70,7 @@ pub fn compile_aot(m: &Module, opts: &CpuOptions, name: &str) -> Result<AotOutpu
     if let Some(id) = crate::host::first_host_call(&built.prog.body) {
         return Err(crate::host::aot_refusal(m, id));
     }
-    let object = built
-        .tm
-        .write_to_memory_buffer(&built.cg.module, FileType::Object)
-        .map_err(|e| CodegenError::general(&m.name, format!("object emission failed: {e}")))?
-        .as_slice()
-        .to_vec();
+    let object = built.object(m)?;
     let prog = &built.prog;
     let header = header(
         &name,

@@ -1,23 +1,25 @@
-//! The compilation pipeline (lower, emit, verify, optimize) and the JIT executable with its
-//! threaded runtime.
+//! The compilation pipeline (lower, emit, verify, optimize, emit an object file), the JIT
+//! executable (the object file linked into the process by ORC, [`crate::object_loader`]) and its
+//! threaded runtime. Compiling and loading a cached [`Artifact`] make the same executable: the
+//! same object code runs either way.
 
-use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use axle_ir::{ArrayShape, Module};
 use inkwell::context::Context;
-use inkwell::execution_engine::ExecutionEngine;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{
-    CodeModel, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
+    CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
 };
 use inkwell::OptimizationLevel;
-use rayon::prelude::*;
 
+use crate::artifact::Artifact;
 use crate::cg::Cg;
 use crate::error::{finish, CodegenError};
 use crate::lower::{lower, Program};
+use crate::object_loader::LoadedObject;
+use crate::pool::SharedPool;
 use crate::CpuOptions;
 
 /// The runtime hooks generated code calls, laid out as the C header declares them.
@@ -33,7 +35,7 @@ pub struct AxleRuntime {
 
 /// What `AxleRuntime::user` points to in the JIT runtime.
 struct RtData<'a> {
-    pool: Option<&'a rayon::ThreadPool>,
+    pool: Option<&'a SharedPool>,
     /// Whether worker threads flush subnormals too.
     ftz: bool,
     profile: Option<&'a Mutex<Profile>>,
@@ -88,9 +90,9 @@ struct SendPtr(*const *mut u8);
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 
-/// Splits `[0, n)` into at most four ranges per thread (each of at least `grain` items) and runs
-/// the kernel on them in the pool. Which thread runs which range never changes a result: every
-/// output element is computed by exactly one range with the same code.
+/// Runs the kernel over `[0, n)` split into ranges of at least `grain` items on the shared pool
+/// ([`SharedPool::for_ranges`]; the kernel's grain says what splitting pays, see
+/// [`crate::parallel_cost`]). Which thread runs which range never changes a result.
 unsafe extern "C" fn rt_parallel_for(
     rt: *const AxleRuntime,
     kernel: KernelFn,
@@ -105,19 +107,13 @@ unsafe extern "C" fn rt_parallel_for(
         unsafe { kernel(bufs, 0, n) };
         return;
     };
-    let threads = pool.current_num_threads() as i64;
-    let chunks = (n / grain.max(1)).clamp(1, threads * 4);
-    let (per, rem) = (n / chunks, n % chunks);
     let bufs = SendPtr(bufs);
     let ftz = data.ftz;
-    let run = |c: i64| {
-        let s = c * per + c.min(rem);
-        let e = s + per + (c < rem) as i64;
+    pool.for_ranges(n, grain, |s, e| {
         let b = &bufs;
         // SAFETY: the kernel reads the buffer table and writes disjoint output ranges.
         with_float_mode(ftz, || unsafe { kernel(b.0, s, e) });
-    };
-    pool.install(|| (0..chunks).into_par_iter().for_each(run));
+    });
 }
 
 /// Runs `f` with x86's flush-to-zero and denormals-are-zero modes on (when `ftz`), restoring
@@ -141,26 +137,6 @@ fn with_float_mode<T>(ftz: bool, f: impl FnOnce() -> T) -> T {
     f()
 }
 
-/// The shared thread pool for `threads` threads.
-fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
-    type Pools = Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>;
-    static POOLS: OnceLock<Pools> = OnceLock::new();
-    let pools = POOLS.get_or_init(|| Mutex::new(Vec::new()));
-    let mut v = pools.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, p)) = v.iter().find(|(n, _)| *n == threads) {
-        return Some(p.clone());
-    }
-    let p = Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("axle-cpu-{i}"))
-            .build()
-            .ok()?,
-    );
-    v.push((threads, p.clone()));
-    Some(p)
-}
-
 /// The number of threads `opts` asks for.
 fn thread_count(opts: &CpuOptions) -> usize {
     if opts.threads > 0 {
@@ -181,8 +157,9 @@ fn thread_count(opts: &CpuOptions) -> usize {
 pub(crate) fn init_llvm() {
     static INIT: OnceLock<()> = OnceLock::new();
     INIT.get_or_init(|| {
+        // The targets Axle compiles for (the host is one of them); llvm-sys's
+        // `initialize_native` wrappers are not built (see build.rs).
         let cfg = InitializationConfig::default();
-        let _ = Target::initialize_native(&cfg);
         Target::initialize_x86(&cfg);
         Target::initialize_aarch64(&cfg);
     });
@@ -218,14 +195,28 @@ fn is_host_triple(t: &str) -> bool {
     norm.as_str().to_string_lossy() == host
 }
 
-pub(crate) fn target_machine(spec: &TargetSpec, reloc: RelocMode) -> Result<TargetMachine, String> {
+/// LLVM's code generation level for `CpuOptions::opt_level`.
+fn llvm_level(opt_level: u8) -> OptimizationLevel {
+    match opt_level {
+        0 => OptimizationLevel::None,
+        1 => OptimizationLevel::Less,
+        2 => OptimizationLevel::Default,
+        _ => OptimizationLevel::Aggressive,
+    }
+}
+
+pub(crate) fn target_machine(
+    spec: &TargetSpec,
+    reloc: RelocMode,
+    opt_level: u8,
+) -> Result<TargetMachine, String> {
     let target = Target::from_triple(&spec.triple).map_err(|e| e.to_string())?;
     target
         .create_target_machine(
             &spec.triple,
             &spec.cpu,
             &spec.features,
-            OptimizationLevel::Aggressive,
+            llvm_level(opt_level),
             reloc,
             CodeModel::Default,
         )
@@ -297,7 +288,8 @@ pub(crate) fn build<'ctx>(
     };
     let prog = lower(m, &gemm).map_err(|f| finish(m, f))?;
     timings.lower = t.elapsed();
-    let tm = target_machine(&spec, reloc).map_err(|e| CodegenError::general(&m.name, e))?;
+    let tm = target_machine(&spec, reloc, opts.opt_level)
+        .map_err(|e| CodegenError::general(&m.name, e))?;
     let t = Instant::now();
     let mut cg = Cg::new(ctx, &m.name, &spec.cpu, &spec.features);
     cg.libm_math = opts.libm_math;
@@ -313,12 +305,13 @@ pub(crate) fn build<'ctx>(
     timings.emit = t.elapsed();
     let t = Instant::now();
     let po = PassBuilderOptions::create();
-    po.set_loop_vectorization(true);
-    po.set_loop_slp_vectorization(true);
-    po.set_loop_interleaving(true);
-    po.set_loop_unrolling(true);
+    let vectorize = opts.opt_level >= 2;
+    po.set_loop_vectorization(vectorize);
+    po.set_loop_slp_vectorization(vectorize);
+    po.set_loop_interleaving(vectorize);
+    po.set_loop_unrolling(vectorize);
     cg.module
-        .run_passes("default<O3>", &tm, po)
+        .run_passes(&format!("default<O{}>", opts.opt_level.min(3)), &tm, po)
         .map_err(|e| CodegenError::general(&m.name, format!("LLVM optimization failed: {e}")))?;
     timings.optimize = t.elapsed();
     Ok(Built {
@@ -328,6 +321,18 @@ pub(crate) fn build<'ctx>(
         timings,
         kernel_names,
     })
+}
+
+impl Built<'_> {
+    /// The object file of the built module.
+    pub(crate) fn object(&self, m: &Module) -> Result<Vec<u8>, CodegenError> {
+        Ok(self
+            .tm
+            .write_to_memory_buffer(&self.cg.module, FileType::Object)
+            .map_err(|e| CodegenError::general(&m.name, format!("object emission failed: {e}")))?
+            .as_slice()
+            .to_vec())
+    }
 }
 
 /// Memory aligned for any element type (and 512-bit vectors).
@@ -373,35 +378,15 @@ impl Drop for AlignedBuf {
     }
 }
 
-/// The LLVM objects that own the machine code, dropped in order.
-struct Jit {
-    ee: ManuallyDrop<ExecutionEngine<'static>>,
-    ctx: *mut Context,
-}
-
-// SAFETY: after construction the engine and context are never used again except by `Drop`; the
-// machine code they own is immutable and safe to call from any thread.
-unsafe impl Send for Jit {}
-unsafe impl Sync for Jit {}
-
-impl Drop for Jit {
-    fn drop(&mut self) {
-        // SAFETY: the engine borrows the context, so it goes first; both are dropped once.
-        unsafe {
-            ManuallyDrop::drop(&mut self.ee);
-            drop(Box::from_raw(self.ctx));
-        }
-    }
-}
-
 /// A JIT-compiled module, ready to run.
 pub struct CpuExecutable {
-    _jit: Jit,
+    /// Owns the machine code `entry` points into.
+    _code: LoadedObject,
     entry: EntryFn,
     params: Vec<ArrayShape>,
     outputs: Vec<ArrayShape>,
     temp_bytes: u64,
-    pool: Option<Arc<rayon::ThreadPool>>,
+    pool: Option<Arc<SharedPool>>,
     temps: Mutex<Vec<AlignedBuf>>,
     kernels: usize,
     flush_denormals: bool,
@@ -423,84 +408,109 @@ impl std::fmt::Debug for CpuExecutable {
 }
 
 pub(crate) fn compile(m: &Module, opts: &CpuOptions) -> Result<CpuExecutable, CodegenError> {
+    compile_object(m, opts).map(|(exe, _)| exe)
+}
+
+/// Compiles `m` to an object file, loads it into the process and returns the executable with
+/// the artifact that [`load_artifact`] turns into the same executable in any process.
+pub(crate) fn compile_object(
+    m: &Module,
+    opts: &CpuOptions,
+) -> Result<(CpuExecutable, Artifact), CodegenError> {
     let t0 = Instant::now();
-    let ctx: *mut Context = Box::into_raw(Box::new(Context::create()));
-    // SAFETY: the context lives until `Jit::drop` (or the error path below) frees it.
-    let ctx_ref: &'static Context = unsafe { &*ctx };
-    let built = match build(ctx_ref, m, opts, "axle_entry", RelocMode::Default) {
-        Ok(b) => b,
-        Err(e) => {
-            // SAFETY: nothing borrows the context any more.
-            unsafe { drop(Box::from_raw(ctx)) };
-            return Err(e);
-        }
-    };
+    let ctx = Context::create();
+    let built = build(&ctx, m, opts, "axle_entry", RelocMode::PIC)?;
+    let t = Instant::now();
+    let object = built.object(m)?;
     let Built {
-        cg,
         prog,
-        tm,
         mut timings,
         kernel_names,
+        ..
     } = built;
-    drop(tm);
-    let Cg { module, b, .. } = cg;
-    drop(b);
-    let t = Instant::now();
-    let ee = match module.create_jit_execution_engine(OptimizationLevel::Aggressive) {
-        Ok(ee) => ee,
-        Err(e) => {
-            drop(module);
-            // SAFETY: nothing borrows the context any more.
-            unsafe { drop(Box::from_raw(ctx)) };
-            return Err(CodegenError::general(
-                &m.name,
-                format!("cannot create the JIT: {e}"),
-            ));
-        }
-    };
-    // The runtime library's functions, for the host calls the module makes.
-    for (sym, addr) in crate::runtime::symbols() {
-        if let Some(f) = module.get_function(sym) {
-            ee.add_global_mapping(&f, addr);
-        }
-    }
-    let addr = ee.get_function_address("axle_entry");
-    timings.codegen = t.elapsed();
-    let jit = Jit {
-        ee: ManuallyDrop::new(ee),
-        ctx,
-    };
-    drop(module);
-    let addr = addr.map_err(|e| {
-        CodegenError::general(
-            &m.name,
-            format!("JIT lookup of the entry point failed: {e:?}"),
-        )
-    })?;
-    // SAFETY: `axle_entry` was emitted with exactly this signature.
-    let entry: EntryFn = unsafe { std::mem::transmute::<usize, EntryFn>(addr) };
-    if std::env::var_os("AXLE_CPU_TIMINGS").is_some() {
-        eprintln!("cpu compile timings: {timings:?}, total {:?}", t0.elapsed());
-    }
-    let threads = thread_count(opts);
-    let pool = if threads > 1 { pool(threads) } else { None };
     let kernels = count_kernels(&prog.body);
-    Ok(CpuExecutable {
-        _jit: jit,
-        entry,
+    let artifact = Artifact {
+        object,
         params: prog.params,
         outputs: prog.outputs,
         temp_bytes: prog.plan.temp_bytes,
-        pool,
-        temps: Mutex::new(Vec::new()),
         kernels,
-        flush_denormals: opts.flush_denormals,
         kernel_names,
-        profiling: std::sync::atomic::AtomicBool::new(false),
-        profile: Mutex::new(Profile::default()),
-        compile_time: t0.elapsed(),
+    };
+    let (code, entry) =
+        load_object(&artifact.object).map_err(|e| CodegenError::general(&m.name, e))?;
+    timings.codegen = t.elapsed();
+    let exe = CpuExecutable::new(code, entry, artifact.clone_facts(), opts, t0, timings);
+    Ok((exe, artifact))
+}
+
+/// The executable of an artifact made by [`compile_object`] (here or in another process of the
+/// same build): links its object file into the process, with no LLVM optimization or code
+/// generation. `opts` gives the runtime settings (threads, subnormal flushing).
+pub(crate) fn load_artifact(
+    artifact: &Artifact,
+    opts: &CpuOptions,
+) -> Result<CpuExecutable, CodegenError> {
+    let t0 = Instant::now();
+    let (code, entry) =
+        load_object(&artifact.object).map_err(|e| CodegenError::general("cached artifact", e))?;
+    let timings = CompileTimings {
+        codegen: t0.elapsed(),
+        ..Default::default()
+    };
+    Ok(CpuExecutable::new(
+        code,
+        entry,
+        artifact.clone_facts(),
+        opts,
+        t0,
         timings,
-    })
+    ))
+}
+
+fn load_object(object: &[u8]) -> Result<(LoadedObject, EntryFn), String> {
+    let (loaded, addr) = LoadedObject::load(object, &crate::runtime::symbols(), "axle_entry")?;
+    // SAFETY: `axle_entry` was emitted with exactly this signature.
+    let entry: EntryFn = unsafe { std::mem::transmute::<usize, EntryFn>(addr) };
+    Ok((loaded, entry))
+}
+
+impl CpuExecutable {
+    /// An executable from its code, entry point and runtime facts.
+    fn new(
+        code: LoadedObject,
+        entry: EntryFn,
+        facts: Artifact,
+        opts: &CpuOptions,
+        t0: Instant,
+        timings: CompileTimings,
+    ) -> CpuExecutable {
+        if std::env::var_os("AXLE_CPU_TIMINGS").is_some() {
+            eprintln!("cpu compile timings: {timings:?}, total {:?}", t0.elapsed());
+        }
+        let threads = thread_count(opts);
+        let pool = if threads > 1 {
+            SharedPool::get(threads)
+        } else {
+            None
+        };
+        CpuExecutable {
+            _code: code,
+            entry,
+            params: facts.params,
+            outputs: facts.outputs,
+            temp_bytes: facts.temp_bytes,
+            pool,
+            temps: Mutex::new(Vec::new()),
+            kernels: facts.kernels,
+            flush_denormals: opts.flush_denormals,
+            kernel_names: facts.kernel_names,
+            profiling: std::sync::atomic::AtomicBool::new(false),
+            profile: Mutex::new(Profile::default()),
+            compile_time: t0.elapsed(),
+            timings,
+        }
+    }
 }
 
 fn count_kernels(thunks: &[crate::lower::Thunk]) -> usize {
@@ -583,7 +593,7 @@ impl CpuExecutable {
 
     /// The number of threads kernels run on.
     pub fn threads(&self) -> usize {
-        self.pool.as_ref().map_or(1, |p| p.current_num_threads())
+        self.pool.as_ref().map_or(1, |p| p.threads())
     }
 
     /// Output buffers of the right sizes (aligned for every element type) for a new result:
@@ -598,11 +608,12 @@ impl CpuExecutable {
 
     /// Runs the program: `inputs` hold the parameter leaves' row-major bytes, `outputs` receive
     /// the result leaves (buffers from [`CpuExecutable::alloc_outputs`] can be reused across
-    /// runs). Sizes are checked; inputs that are not aligned to their element size are copied.
-    pub fn execute(
+    /// runs; any byte buffer aligned to its element size will do). Sizes are checked; inputs
+    /// that are not aligned to their element size are copied, misaligned outputs refused.
+    pub fn execute<O: AsMut<[u8]>>(
         &self,
         inputs: &[&[u8]],
-        outputs: &mut [HostBuffer],
+        outputs: &mut [O],
     ) -> Result<(), CodegenError> {
         let err = |msg: String| CodegenError::general("cpu executable", msg);
         if inputs.len() != self.params.len() {
@@ -640,15 +651,22 @@ impl CpuExecutable {
             }
         }
         let mut out_ptrs: Vec<*mut u8> = Vec::with_capacity(outputs.len());
-        for (k, (o, s)) in outputs.iter().zip(&self.outputs).enumerate() {
-            if o.0.len != shape_bytes(s) {
+        for (k, (o, s)) in outputs.iter_mut().zip(&self.outputs).enumerate() {
+            let o = o.as_mut();
+            if o.len() != shape_bytes(s) {
                 return Err(err(format!(
                     "output buffer {k} has {} bytes, the result needs {}",
-                    o.0.len,
+                    o.len(),
                     shape_bytes(s)
                 )));
             }
-            out_ptrs.push(o.0.ptr());
+            if !o.is_empty() && !(o.as_ptr() as usize).is_multiple_of(s.ty.byte_size().max(1)) {
+                return Err(err(format!(
+                    "output buffer {k} is not aligned for {} elements",
+                    s.ty
+                )));
+            }
+            out_ptrs.push(o.as_mut_ptr());
         }
         let temp = {
             let mut pool = self.temps.lock().unwrap_or_else(|e| e.into_inner());
@@ -786,6 +804,16 @@ impl HostBuffer {
         unsafe { std::slice::from_raw_parts(self.0.ptr, self.0.len) }
     }
 
+    /// The bytes, writable.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        if self.0.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: an initialized allocation of `len` bytes owned (and here borrowed mutably) by
+        // `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.0.ptr, self.0.len) }
+    }
+
     /// The number of bytes.
     pub fn len(&self) -> usize {
         self.0.len
@@ -794,6 +822,12 @@ impl HostBuffer {
     /// Whether the buffer is empty.
     pub fn is_empty(&self) -> bool {
         self.0.len == 0
+    }
+}
+
+impl AsMut<[u8]> for HostBuffer {
+    fn as_mut(&mut self) -> &mut [u8] {
+        self.bytes_mut()
     }
 }
 

@@ -118,11 +118,12 @@ pub(crate) fn emit_kernel<'ctx>(
         KernelKind::Rng => crate::rng::emit_rng(&mut kc.g, m, k.root, &kc.outs, kc.start, kc.end)?,
     };
     cg.b.build_return(None)?;
+    let ns = crate::parallel_cost::kernel_ns(m, k.origin, k.root);
     Ok(Emitted {
         func: f,
         name: name.to_string(),
         items,
-        grain,
+        grain: crate::parallel_cost::grain_by_cost(items, grain, ns),
     })
 }
 

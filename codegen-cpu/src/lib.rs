@@ -23,6 +23,7 @@
 #![allow(clippy::needless_range_loop)]
 
 mod aot;
+mod artifact;
 pub mod buffers;
 mod cg;
 mod complex;
@@ -39,13 +40,17 @@ mod kernels;
 mod lower;
 mod math;
 mod minifloat;
+mod object_loader;
 mod ops;
+mod parallel_cost;
+mod pool;
 mod radix;
 mod rng;
 mod runtime;
 mod signature;
 
 pub use aot::{c_identifier, compile_aot, AotOutput};
+pub use artifact::Artifact;
 pub use error::CodegenError;
 pub use jit::{
     AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn, KernelProfile,
@@ -72,6 +77,9 @@ pub struct CpuOptions {
     /// instead of the inline vectorizable approximations (a few ulps from libm, as XLA's).
     /// Off by default; differential tests turn it on so ill-conditioned compositions compare.
     pub libm_math: bool,
+    /// LLVM's optimization level, 0 to 3 (the default; larger values mean 3): the pass
+    /// pipeline `default<ON>` (vectorizers from 2 on) and the code generator's level.
+    pub opt_level: u8,
 }
 
 impl Default for CpuOptions {
@@ -81,9 +89,19 @@ impl Default for CpuOptions {
             target_triple: None,
             flush_denormals: true,
             libm_math: false,
+            opt_level: 3,
         }
     }
 }
+
+/// This build of the backend: the crate's version and a hash of the sources of every crate
+/// that shapes its code (this one, the IR, the passes it runs), computed by the build script.
+/// The compilation cache keys on it, so entries of another build never load.
+pub const BACKEND_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "+",
+    env!("AXLE_CODEGEN_CPU_SOURCE_HASH")
+);
 
 /// Text forms of a compiled module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,6 +115,26 @@ pub enum Emit {
 /// JIT-compiles the entry computation of a verified module.
 pub fn compile(m: &Module, opts: &CpuOptions) -> Result<CpuExecutable, CodegenError> {
     jit::compile(m, opts)
+}
+
+/// JIT-compiles the entry computation of a verified module through an object file, and returns
+/// the executable with its [`Artifact`] (the object file and runtime facts) for a cache.
+pub fn compile_with_artifact(
+    m: &Module,
+    opts: &CpuOptions,
+) -> Result<(CpuExecutable, Artifact), CodegenError> {
+    jit::compile_object(m, opts)
+}
+
+/// The executable of an artifact from [`compile_with_artifact`], made by this build of the
+/// backend in any process: links its object code, running neither LLVM's optimizer nor its
+/// code generator. `opts` gives the runtime settings (threads, subnormal flushing); the code
+/// settings are the artifact's.
+pub fn load_artifact(
+    artifact: &Artifact,
+    opts: &CpuOptions,
+) -> Result<CpuExecutable, CodegenError> {
+    jit::load_artifact(artifact, opts)
 }
 
 /// The optimized LLVM IR or the assembly of a module, as `axle compile --emit` prints it.

@@ -629,11 +629,27 @@ impl<'m> Lower<'m> {
         let saved = self.enter_region();
         let mut body = Vec::new();
         let r = self.lower_comp(body_c, vec![state_tree.clone()], &mut body)?;
-        self.region = saved;
-        let result = r.leaves();
+        let mut result = r.leaves();
         if result.len() != state.len() {
             return Err("while body result does not match the loop state".into());
         }
+        // After each trip the results are copied into the state in order. A result that is a
+        // state element an earlier copy overwrites (a body that swaps or rotates elements) is
+        // saved at the end of the body first, so every element takes this trip's value.
+        for k in 0..result.len() {
+            let src = result[k];
+            let clobbered = (0..k).any(|j| state[j] == src && result[j] != src);
+            if clobbered {
+                let shape = self.bufs[src as usize].shape.clone();
+                let saved_copy = self.new_buf(BufKind::Temp, shape);
+                body.push(Thunk::Copy {
+                    src,
+                    dst: saved_copy,
+                });
+                result[k] = saved_copy;
+            }
+        }
+        self.region = saved;
         out.push(Thunk::While {
             init: init_leaves,
             state,

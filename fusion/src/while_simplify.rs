@@ -765,14 +765,31 @@ impl Pass for WhileSimplify {
             .filter(|(_, rule, _)| rule.starts_with("trip-count"))
             .map(|(id, _, _)| *id)
             .collect();
-        let dead: Vec<DeadElements> = loops
+        let mut dead: Vec<DeadElements> = loops
             .par_iter()
             .filter(|w| !settled.contains(*w))
             .filter_map(|&w| dead_elements(&cx, &users, &structure.by_comp, w))
             .collect();
+        // Dead-element removal deletes a body's dead work from a list taken before the run, so
+        // it must not run on a body that gains instructions this run: a loop in the body of a
+        // loop that loses elements waits for the next run (its own removal would add a new
+        // initial tuple there), and so does a loop whose body another rule rewrites (a loop
+        // there that becomes a `call`, say).
+        let busy: hashbrown::HashSet<CompId> = dead
+            .iter()
+            .filter_map(|d| loop_parts(cx.m, d.w).map(|l| l.body))
+            .collect();
+        let rewritten: hashbrown::HashSet<CompId> =
+            plan.iter().map(|(id, _, _)| cx.m.parent(*id)).collect();
+        let free = |w: InstId| {
+            !busy.contains(&cx.m.parent(w))
+                && loop_parts(cx.m, w).is_some_and(|l| !rewritten.contains(&l.body))
+        };
+        dead.retain(|d| free(d.w));
         // A loop changes shape once per run: invariants move out of loops that lose no element.
         let hoists: Vec<Hoist> = loops
             .par_iter()
+            .filter(|w| free(**w))
             .filter(|w| !settled.contains(*w) && !dead.iter().any(|d| d.w == **w))
             .filter_map(|&w| invariants(&cx, &users, &structure, w))
             .collect();

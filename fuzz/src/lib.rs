@@ -1,4 +1,31 @@
-//! Fuzz targets over the shared generators.
+//! Fuzz targets over the shared generators, and the seeded differential campaigns built on them.
 //!
-//! Not built yet: the targets will drive the parser, the verifier and the passes.
+//! Each target checks one property of arbitrary bytes and never panics on a correct compiler:
+//!
+//! | target | bytes become | property |
+//! |---|---|---|
+//! | [`parse`] | HLO text | parse, verify, print never panic; whatever parses and verifies prints to a fixed point |
+//! | [`npy`] | a `.npy` file | reading never panics; whatever reads writes back to bytes that read back identically |
+//! | [`pipeline`] | a [`Case`]: a generated module, a pipeline of registered passes, an input seed | each pass keeps the module valid, the result round-trips, does not depend on the thread count, and evaluates to the input module's results bit for bit |
+//! | [`cpu`] | a [`Case`] | the `cpu` backend computes the evaluator's results (per-type tolerances) |
+//!
+//! The cargo-fuzz harnesses (`fuzz/cargo-fuzz/`) call these checks with libFuzzer's bytes; the
+//! `campaign` binary ([`campaign`]) draws the bytes of case `k` from a seed instead, runs the
+//! checks in parallel, minimizes failures with the generator's shrinking and writes repro files.
+//! The `pipeline` and `cpu` targets and the campaigns need the `full` feature (on by default);
+//! without it the crate builds on `axle-ir` alone.
 #![deny(missing_docs)]
+
+#[cfg(feature = "full")]
+pub mod campaign;
+pub mod case;
+#[cfg(feature = "full")]
+pub mod cpu;
+pub mod npy;
+pub mod parse;
+#[cfg(feature = "full")]
+pub mod pipeline;
+pub mod target;
+
+pub use case::Case;
+pub use target::{Outcome, Target};

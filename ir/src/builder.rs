@@ -7,8 +7,16 @@
 //! [`ModuleBuilder::build`] runs the verifier.
 //!
 //! A [`CompBuilder`] borrows its [`ModuleBuilder`], so computations are built one at a time:
-//! build the computations an instruction calls (reducers, loop bodies, comparators) before the
-//! computation that calls them.
+//! build the computations an instruction calls (loop bodies, comparators, custom reducers)
+//! before the computation that calls them. The usual reducers need no such step: the
+//! conveniences below create them on demand, one per opcode and element type.
+//!
+//! Conveniences, all producing plain HLO (broadcasts, reshapes, reduces and elementwise ops):
+//! numpy-style broadcasting binary ops ([`CompBuilder::add_broadcast`] and its siblings,
+//! [`CompBuilder::binary_broadcast`], [`CompBuilder::compare_broadcast`]), which stretch
+//! size-1 dimensions and prepend missing leading ones; [`CompBuilder::relu`],
+//! [`CompBuilder::softmax`]; [`CompBuilder::reduce_sum`], [`CompBuilder::reduce_max`],
+//! [`CompBuilder::reduce_min`] and [`CompBuilder::reduce_mean`] over any dimensions.
 //!
 //! ```
 //! use axle_ir::builder::ModuleBuilder;
@@ -22,7 +30,12 @@
 //! let y = c.add(x, x)?;
 //! let zero = c.constant_scalar(F32, 0.0)?;
 //! let r = c.reduce(&[y], &[zero], &[1], sum)?;
-//! let main = c.finish(r)?;
+//! // The same with the conveniences: a bias row broadcast numpy-style, a reducer on demand.
+//! let bias = c.parameter(1, Shape::array(F32, &[8]), "bias")?;
+//! let z = c.add_broadcast(x, bias)?;
+//! let s = c.reduce_sum(z, &[1])?;
+//! let t = c.tuple(&[r, s])?;
+//! let main = c.finish(t)?;
 //! b.entry(main);
 //! let m = b.build()?;
 //! assert_eq!(m.comp_name(m.entry()), "main");
@@ -32,10 +45,10 @@
 
 use std::fmt;
 
-use hashbrown::HashSet;
+use hashbrown::{HashMap, HashSet};
 
 use crate::attrs::{Attr, AttrKey, AttrValue};
-use crate::literal::Literal;
+use crate::literal::{element_to_f64, f64_to_element, i128_to_element, ArrayLiteral, Literal};
 use crate::module::{CompId, ConstValue, InstId, LayoutId, Module, NewInst};
 use crate::opcode::Opcode;
 use crate::shape_inference::{infer_shape, OwnedShape};
@@ -154,6 +167,8 @@ pub struct ModuleBuilder {
     m: Module,
     used_names: HashSet<String>,
     next_id: usize,
+    /// Reducers made on demand, by opcode and element type.
+    reducers: HashMap<(Opcode, ElementType), CompId>,
 }
 
 impl ModuleBuilder {
@@ -163,6 +178,7 @@ impl ModuleBuilder {
             m: Module::new(name),
             used_names: HashSet::new(),
             next_id: 0,
+            reducers: HashMap::new(),
         }
     }
 
@@ -195,6 +211,25 @@ impl ModuleBuilder {
         let b = c.parameter(1, OwnedShape::scalar(ty), "b")?;
         let r = c.binary(opcode, a, b)?;
         c.finish(r)
+    }
+
+    /// The reducer `(a: T[], b: T[]) -> T[]` computing `opcode(a, b)`, built on first use (named
+    /// `opcode_T`, or `opcode_T.N` if that computation name is taken) and shared afterwards.
+    pub fn reducer(&mut self, opcode: Opcode, ty: ElementType) -> Result<CompId, BuildError> {
+        if let Some(&c) = self.reducers.get(&(opcode, ty)) {
+            return Ok(c);
+        }
+        let base = format!("{}_{}", opcode.name().replace('-', "_"), ty.name());
+        let taken = |m: &Module, n: &str| m.computations().iter().any(|&c| m.comp_name(c) == n);
+        let mut name = base.clone();
+        let mut k = 1;
+        while taken(&self.m, &name) {
+            name = format!("{base}.{k}");
+            k += 1;
+        }
+        let c = self.scalar_reducer(&name, opcode, ty)?;
+        self.reducers.insert((opcode, ty), c);
+        Ok(c)
     }
 
     /// Builds the comparator `(a: T[], b: T[]) -> pred[]` computing `compare(a, b)` in
@@ -823,6 +858,291 @@ impl<'b> CompBuilder<'b> {
         }
         m.set_root(self.comp, root);
         Ok(self.comp)
+    }
+}
+
+macro_rules! broadcast_ops {
+    ($($(#[$doc:meta])* $fn:ident => $op:ident,)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $fn(&mut self, a: InstId, b: InstId) -> Result<InstId, BuildError> {
+                self.binary_broadcast(Opcode::$op, a, b)
+            }
+        )*
+    };
+}
+
+/// The numpy broadcast of two dimension lists: aligned at the right, a missing or size-1
+/// dimension stretching to the other's size; `None` when two sizes differ and neither is 1.
+pub fn broadcast_dims(a: &[i64], b: &[i64]) -> Option<Vec<i64>> {
+    let r = a.len().max(b.len());
+    let at = |d: &[i64], i: usize| {
+        let pad = r - d.len();
+        if i < pad {
+            1
+        } else {
+            d[i - pad]
+        }
+    };
+    (0..r)
+        .map(|i| match (at(a, i), at(b, i)) {
+            (x, y) if x == y => Some(x),
+            (1, y) => Some(y),
+            (x, 1) => Some(x),
+            _ => None,
+        })
+        .collect()
+}
+
+impl CompBuilder<'_> {
+    /// `x` broadcast numpy-style to dimensions `dims` (which [`broadcast_dims`] of `x`'s
+    /// dimensions and another operand's gave): size-1 dimensions that stretch are reshaped away,
+    /// the rest map to the trailing result dimensions. Returns `x` itself when nothing changes.
+    pub fn broadcast_to(&mut self, x: InstId, dims: &[i64]) -> Result<InstId, BuildError> {
+        let a = self.array_of(Opcode::Broadcast, x)?;
+        if a.dims.as_ref() == dims {
+            return Ok(x);
+        }
+        let pad = dims.len().checked_sub(a.rank()).ok_or_else(|| {
+            self.inst_err(
+                Opcode::Broadcast,
+                format!(
+                    "broadcast: cannot broadcast {} to the lower rank {dims:?}",
+                    a.ty.name()
+                ),
+            )
+        })?;
+        let mut kept = Vec::new();
+        let mut mapping = Vec::new();
+        for (i, &d) in a.dims.iter().enumerate() {
+            if d == dims[pad + i] {
+                kept.push(d);
+                mapping.push((pad + i) as i64);
+            } else if d != 1 {
+                return Err(self.inst_err(
+                    Opcode::Broadcast,
+                    format!(
+                        "broadcast: dimension {i} of size {d} cannot stretch to {} in {dims:?}",
+                        dims[pad + i]
+                    ),
+                ));
+            }
+        }
+        let y = if kept.len() == a.rank() {
+            x
+        } else {
+            self.reshape(x, &kept)?
+        };
+        self.broadcast(y, dims, &mapping)
+    }
+
+    /// Both operands broadcast numpy-style to their common dimensions.
+    fn broadcast_pair(
+        &mut self,
+        opcode: Opcode,
+        a: InstId,
+        b: InstId,
+    ) -> Result<(InstId, InstId), BuildError> {
+        let da = self.array_of(opcode, a)?.dims.to_vec();
+        let db = self.array_of(opcode, b)?.dims.to_vec();
+        let dims = broadcast_dims(&da, &db).ok_or_else(|| {
+            self.inst_err(
+                opcode,
+                format!("{opcode}: dimensions {da:?} and {db:?} do not broadcast together"),
+            )
+        })?;
+        Ok((self.broadcast_to(a, &dims)?, self.broadcast_to(b, &dims)?))
+    }
+
+    /// An elementwise op of two operands of the same element type, broadcast numpy-style
+    /// first (`f32[8,1] + f32[4]` is an `f32[8,4]`); no type promotion.
+    pub fn binary_broadcast(
+        &mut self,
+        opcode: Opcode,
+        a: InstId,
+        b: InstId,
+    ) -> Result<InstId, BuildError> {
+        let (a, b) = self.broadcast_pair(opcode, a, b)?;
+        self.binary(opcode, a, b)
+    }
+
+    broadcast_ops! {
+        /// `add(a, b)`, broadcast numpy-style.
+        add_broadcast => Add,
+        /// `subtract(a, b)`, broadcast numpy-style.
+        subtract_broadcast => Subtract,
+        /// `multiply(a, b)`, broadcast numpy-style.
+        multiply_broadcast => Multiply,
+        /// `divide(a, b)`, broadcast numpy-style.
+        divide_broadcast => Divide,
+        /// `maximum(a, b)`, broadcast numpy-style.
+        maximum_broadcast => Maximum,
+        /// `minimum(a, b)`, broadcast numpy-style.
+        minimum_broadcast => Minimum,
+        /// `power(a, b)`, broadcast numpy-style.
+        power_broadcast => Power,
+    }
+
+    /// `compare(a, b)`, broadcast numpy-style.
+    pub fn compare_broadcast(
+        &mut self,
+        a: InstId,
+        b: InstId,
+        direction: ComparisonDirection,
+    ) -> Result<InstId, BuildError> {
+        let (a, b) = self.broadcast_pair(Opcode::Compare, a, b)?;
+        self.compare(a, b, direction)
+    }
+
+    /// A scalar constant of `x`'s element type, broadcast to `x`'s dimensions.
+    pub fn full_like(&mut self, x: InstId, v: f64) -> Result<InstId, BuildError> {
+        let a = self.array_of(Opcode::Broadcast, x)?;
+        let c = self.constant_scalar(a.ty, v)?;
+        self.broadcast(c, &a.dims, &[])
+    }
+
+    /// `maximum(x, 0)`.
+    pub fn relu(&mut self, x: InstId) -> Result<InstId, BuildError> {
+        let zero = self.full_like(x, 0.0)?;
+        self.maximum(x, zero)
+    }
+
+    /// A reduction of `x` over `dims` with the on-demand reducer for `opcode` and the initial
+    /// value `init` (as the raw bytes of one element of `x`'s type).
+    fn reduce_with(
+        &mut self,
+        opcode: Opcode,
+        x: InstId,
+        dims: &[i64],
+        init: Vec<u8>,
+    ) -> Result<InstId, BuildError> {
+        let a = self.array_of(Opcode::Reduce, x)?;
+        let dims = self.axes(Opcode::Reduce, a.rank(), dims)?;
+        let init = ArrayLiteral::new(ArrayShape::new(a.ty, &[]), init)
+            .map_err(|e| self.inst_err(Opcode::Reduce, e.to_string()))?;
+        let init = self.constant(Literal::Array(init))?;
+        let reducer = self.b.reducer(opcode, a.ty)?;
+        self.reduce(&[x], &[init], &dims, reducer)
+    }
+
+    /// `dims` with negative entries counted from the end (numpy's axes), checked against `rank`.
+    fn axes(&self, opcode: Opcode, rank: usize, dims: &[i64]) -> Result<Vec<i64>, BuildError> {
+        dims.iter()
+            .map(|&d| {
+                let r = rank as i64;
+                let a = if d < 0 { d + r } else { d };
+                if (0..r).contains(&a) {
+                    Ok(a)
+                } else {
+                    Err(self.inst_err(
+                        opcode,
+                        format!("{opcode}: axis {d} is out of range for rank {rank}"),
+                    ))
+                }
+            })
+            .collect()
+    }
+
+    /// The sum of `x` over dimensions `dims` (negative dimensions count from the end).
+    pub fn reduce_sum(&mut self, x: InstId, dims: &[i64]) -> Result<InstId, BuildError> {
+        let ty = self.array_of(Opcode::Reduce, x)?.ty;
+        let zero = if ty.is_pred() {
+            vec![0]
+        } else {
+            f64_to_element(ty, 0.0)
+        };
+        self.reduce_with(Opcode::Add, x, dims, zero)
+    }
+
+    /// The maximum of `x` over dimensions `dims`: `-inf` (or the type's least value) when
+    /// empty.
+    pub fn reduce_max(&mut self, x: InstId, dims: &[i64]) -> Result<InstId, BuildError> {
+        let ty = self.array_of(Opcode::Reduce, x)?.ty;
+        let (lo, _) = extremes(ty);
+        self.reduce_with(Opcode::Maximum, x, dims, lo)
+    }
+
+    /// The minimum of `x` over dimensions `dims`: `inf` (or the type's greatest value) when
+    /// empty.
+    pub fn reduce_min(&mut self, x: InstId, dims: &[i64]) -> Result<InstId, BuildError> {
+        let ty = self.array_of(Opcode::Reduce, x)?.ty;
+        let (_, hi) = extremes(ty);
+        self.reduce_with(Opcode::Minimum, x, dims, hi)
+    }
+
+    /// The mean of a floating-point `x` over dimensions `dims`: the sum divided by the number
+    /// of elements reduced.
+    pub fn reduce_mean(&mut self, x: InstId, dims: &[i64]) -> Result<InstId, BuildError> {
+        let a = self.array_of(Opcode::Reduce, x)?;
+        if !a.ty.is_floating() {
+            return Err(self.inst_err(
+                Opcode::Reduce,
+                format!("reduce_mean: {} is not a floating-point type", a.ty.name()),
+            ));
+        }
+        let axes = self.axes(Opcode::Reduce, a.rank(), dims)?;
+        let count: i64 = axes.iter().map(|&d| a.dims[d as usize]).product();
+        let s = self.reduce_sum(x, &axes)?;
+        let n = self.full_like(s, count as f64)?;
+        self.divide(s, n)
+    }
+
+    /// numpy's softmax along `axis` (negative counts from the end): `exp(x - max) / sum`, with
+    /// the maximum subtracted for range, as JAX computes it.
+    pub fn softmax(&mut self, x: InstId, axis: i64) -> Result<InstId, BuildError> {
+        let a = self.array_of(Opcode::Reduce, x)?;
+        let axis = self.axes(Opcode::Reduce, a.rank(), &[axis])?[0];
+        let keep: Vec<i64> = (0..a.rank() as i64).filter(|&d| d != axis).collect();
+        let mx = self.reduce_max(x, &[axis])?;
+        let mx = self.broadcast(mx, &a.dims, &keep)?;
+        let shifted = self.subtract(x, mx)?;
+        let e = self.exp(shifted)?;
+        let s = self.reduce_sum(e, &[axis])?;
+        let s = self.broadcast(s, &a.dims, &keep)?;
+        self.divide(e, s)
+    }
+}
+
+/// The least and greatest values of `ty` as element bytes: `-inf`/`inf` for floats that have
+/// them (their lowest and highest finite values otherwise), the integer range, `false`/`true`.
+fn extremes(ty: ElementType) -> (Vec<u8>, Vec<u8>) {
+    if ty.is_pred() {
+        (vec![0], vec![1])
+    } else if ty.is_float() {
+        let (lo, hi) = (
+            f64_to_element(ty, f64::NEG_INFINITY),
+            f64_to_element(ty, f64::INFINITY),
+        );
+        if element_to_f64(ty, &lo) == f64::NEG_INFINITY && element_to_f64(ty, &hi) == f64::INFINITY
+        {
+            return (lo, hi);
+        }
+        // A small float without infinities: its extreme finite values, found among its (at
+        // most 256) bit patterns.
+        let finite: Vec<(f64, u8)> = (0..=u8::MAX)
+            .filter(|&b| u32::from(b) < 1 << ty.bits())
+            .map(|b| (element_to_f64(ty, &[b]), b))
+            .filter(|(v, _)| v.is_finite())
+            .collect();
+        let pick = |better: fn(f64, f64) -> bool| {
+            finite
+                .iter()
+                .copied()
+                .reduce(|a, b| if better(b.0, a.0) { b } else { a })
+                .map_or(vec![0], |(_, b)| vec![b])
+        };
+        (pick(|a, b| a < b), pick(|a, b| a > b))
+    } else if ty.is_signed_int() {
+        let b = ty.bits();
+        (
+            i128_to_element(ty, -(1i128 << (b - 1))),
+            i128_to_element(ty, (1i128 << (b - 1)) - 1),
+        )
+    } else {
+        (
+            i128_to_element(ty, 0),
+            i128_to_element(ty, (1i128 << ty.bits()) - 1),
+        )
     }
 }
 

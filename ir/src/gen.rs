@@ -9,6 +9,14 @@
 //! and `pred[4,8]`, and cover elementwise unary and binary ops, compare and select, broadcast,
 //! reduce (with an `add` computation), transpose, reshape, slice, convert, constants, dot,
 //! concatenate, iota, and a tuple root.
+//!
+//! [`Program`] (in [`program`]) is the wide generator: every element type, odd and zero-sized
+//! shapes, the opcodes the evaluator runs, loops, conditionals, calls and maps. The fuzz targets
+//! and campaigns draw from it; `Recipe` stays the small, fast family the unit properties use.
+
+pub mod program;
+
+pub use program::{Op, Program};
 
 use quickcheck::{Arbitrary, Gen};
 

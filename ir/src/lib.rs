@@ -25,9 +25,12 @@ pub mod shape_inference;
 pub mod types;
 pub mod verify;
 
+/// The regular expressions of [`PassManagerOptions::dump_after`].
+pub use regex_lite;
+
 pub use attrs::{Attr, AttrKey, AttrValue, ConvDims, WindowDim};
 pub use compare::{compare_arrays, compare_literals, Mismatch, MismatchKind, Tolerance};
-pub use literal::{ArrayLiteral, Literal, NativeElement};
+pub use literal::{ArrayLiteral, Literal, LiteralError, NativeElement};
 pub use module::{
     BufferId, CompId, ConstValue, DebugTable, EntryLayout, InstId, LayoutId, Module, NewInst,
     Remap, Rewriter, ShapeId, SrcLoc,

@@ -25,7 +25,76 @@ pub struct ArrayLiteral {
     pub data: Vec<u8>,
 }
 
+/// Why bytes or values do not make an array of a shape.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LiteralError {
+    /// A dimension is negative or dynamic.
+    #[error("dimensions {0:?} are not static sizes")]
+    BadDims(Vec<i64>),
+    /// The element count or byte size overflows.
+    #[error("{ty}{dims:?} is too large to hold in memory")]
+    TooLarge {
+        /// The element type.
+        ty: ElementType,
+        /// The dimensions.
+        dims: Vec<i64>,
+    },
+    /// The data has the wrong length.
+    #[error("{ty}{dims:?} needs {expected} {unit}, {got} given")]
+    Length {
+        /// The element type.
+        ty: ElementType,
+        /// The dimensions.
+        dims: Vec<i64>,
+        /// What the shape needs.
+        expected: usize,
+        /// What was given.
+        got: usize,
+        /// `bytes` or `values`.
+        unit: &'static str,
+    },
+}
+
+/// The number of elements and bytes of a static array shape, or why it has none.
+pub fn checked_size(ty: ElementType, dims: &[i64]) -> Result<(usize, usize), LiteralError> {
+    if dims.iter().any(|&d| d < 0) {
+        return Err(LiteralError::BadDims(dims.to_vec()));
+    }
+    let too_large = || LiteralError::TooLarge {
+        ty,
+        dims: dims.to_vec(),
+    };
+    let n = dims.iter().try_fold(1usize, |n, &d| {
+        usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
+    });
+    let n = n.ok_or_else(too_large)?;
+    let bytes = n.checked_mul(ty.byte_size()).ok_or_else(too_large)?;
+    if bytes > isize::MAX as usize {
+        return Err(too_large());
+    }
+    Ok((n, bytes))
+}
+
 impl ArrayLiteral {
+    /// An array of shape `shape` holding `data`, its row-major little-endian element bytes;
+    /// fails unless the dimensions are static and `data` has exactly the bytes they need.
+    pub fn new(shape: ArrayShape, data: Vec<u8>) -> Result<ArrayLiteral, LiteralError> {
+        let (_, bytes) = checked_size(shape.ty, &shape.dims)?;
+        if shape.is_dynamic() {
+            return Err(LiteralError::BadDims(shape.dims.to_vec()));
+        }
+        if data.len() != bytes {
+            return Err(LiteralError::Length {
+                ty: shape.ty,
+                dims: shape.dims.to_vec(),
+                expected: bytes,
+                got: data.len(),
+                unit: "bytes",
+            });
+        }
+        Ok(ArrayLiteral { shape, data })
+    }
+
     /// An array of zeros.
     pub fn zeros(shape: ArrayShape) -> ArrayLiteral {
         let n = shape.num_elements().max(0) as usize * shape.ty.byte_size();
@@ -94,6 +163,25 @@ impl ArrayLiteral {
         }
     }
 
+    /// [`ArrayLiteral::from_slice`] that returns an error instead of panicking when a dimension
+    /// is negative or `values.len()` is not the product of `dims`.
+    pub fn try_from_slice<T: NativeElement>(
+        dims: &[i64],
+        values: &[T],
+    ) -> Result<ArrayLiteral, LiteralError> {
+        let (n, _) = checked_size(T::TYPE, dims)?;
+        if values.len() != n {
+            return Err(LiteralError::Length {
+                ty: T::TYPE,
+                dims: dims.to_vec(),
+                expected: n,
+                got: values.len(),
+                unit: "values",
+            });
+        }
+        Ok(ArrayLiteral::from_slice(dims, values))
+    }
+
     /// A scalar (rank 0) array holding `value`.
     pub fn scalar<T: NativeElement>(value: T) -> ArrayLiteral {
         ArrayLiteral::from_slice(&[], &[value])
@@ -120,6 +208,14 @@ impl ArrayLiteral {
 }
 
 impl Literal {
+    /// The array leaves, depth-first.
+    pub fn into_leaves(self) -> Vec<ArrayLiteral> {
+        match self {
+            Literal::Array(a) => vec![a],
+            Literal::Tuple(es) => es.into_iter().flat_map(Literal::into_leaves).collect(),
+        }
+    }
+
     /// The array, if this is one.
     pub fn as_array(&self) -> Option<&ArrayLiteral> {
         match self {
@@ -320,6 +416,11 @@ pub fn minifloat_to_f64(t: ElementType, b: u8) -> f64 {
 
 /// Encodes a small float by searching the nearest representable value (ties to even).
 pub fn f64_to_minifloat(t: ElementType, v: f64) -> u8 {
+    // f8e8m0fnu has neither zero nor a sign: zero and negative values are NaN, as ml_dtypes
+    // (and so XLA) converts them, and as the evaluator's `convert` does.
+    if t == ElementType::F8E8M0FNU && v <= 0.0 {
+        return 0xff;
+    }
     let (eb, mb, _, _, _) = minifloat_params(t);
     let total = 1 + eb + mb;
     let count = 1u32 << total;

@@ -452,17 +452,20 @@ impl<'a> Parser<'a> {
                     return Ok(out);
                 }
                 b'\\' => {
-                    let c = self.peek_at(1);
-                    self.pos += 2;
+                    // The escaped character may take several bytes; the position stays on a
+                    // character boundary.
+                    self.pos += 1;
+                    let Some(c) = self.src[self.pos..].chars().next() else {
+                        return Err(self.err_at(start_loc, "unterminated string"));
+                    };
+                    self.pos += c.len_utf8();
                     match c {
-                        b'n' => out.push('\n'),
-                        b't' => out.push('\t'),
-                        b'"' => out.push('"'),
-                        b'\\' => out.push('\\'),
-                        b'\'' => out.push('\''),
+                        'n' => out.push('\n'),
+                        't' => out.push('\t'),
+                        '"' | '\\' | '\'' => out.push(c),
                         other => {
                             out.push('\\');
-                            out.push(other as char);
+                            out.push(other);
                         }
                     }
                 }
@@ -1229,6 +1232,14 @@ impl<'a> Parser<'a> {
         pending_comps: &mut Vec<PendingComp<'a>>,
         pending_ctrl: &mut Vec<PendingCtrl<'a>>,
     ) -> PResult<AttrValue> {
+        // A scalar's padding has no dimensions: the printer (like XLA's) writes `padding=` with
+        // nothing before the next attribute or the end of the line.
+        let rest = self.src[self.pos..].trim_start_matches([' ', '\t']);
+        if key.kind() == AttrKind::Padding
+            && (rest.is_empty() || rest.starts_with([',', '\n', '\r', '}']))
+        {
+            return Ok(AttrValue::Padding(Box::new([])));
+        }
         self.skip_ws();
         let vloc = self.loc();
         let bad = |p: &Self, what: &str| {

@@ -140,3 +140,20 @@ fn errors_never_leave_partial_output() {
     // A parse error is a value: no module comes back at all.
     assert!(parse_module("HloModule m\nENTRY e {\n  ROOT x = f32[] bogus()\n}\n").is_err());
 }
+
+/// A backslash before a character of several bytes escapes that whole character (the parse
+/// fuzzer found a panic: the escape stepped one byte into the character), and a backslash at
+/// the very end is an unterminated string, not a panic.
+#[test]
+fn escapes_before_multibyte_characters() {
+    let text = body("  ROOT p = f32[] parameter(0), metadata={op_name=\"\\Ί\\é\"}");
+    let m = parse_module(&text).expect("an escaped multi-byte character parses");
+    let printed = axle_ir::print_module(&m);
+    assert!(printed.contains("parameter(0)"), "{printed}");
+    check(
+        &format!("{HEAD}ENTRY main {{\n  ROOT p = f32[] parameter(0), metadata={{op_name=\"\\"),
+        4,
+        50,
+        "unterminated string",
+    );
+}

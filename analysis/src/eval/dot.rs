@@ -3,7 +3,8 @@
 //! window reversal, feature and batch groups).
 //!
 //! Operands are converted to an accumulation type chosen from the result type (`f32` for
-//! `f32` and narrower floats, `f64`, wrapping `i64` for integers, complex `f64`), accumulated
+//! `f32` and narrower floats, `f64`, wrapping `i64` for integers, `c64` when no operand or
+//! result is `c128`, else `c128`), accumulated
 //! in order along the contraction (as XLA's evaluator does), and rounded to the result type
 //! once at the end. Both ops canonicalize their operands with one transpose and then run tight
 //! loops over typed slices, parallel over output rows.
@@ -61,23 +62,30 @@ impl Acc for i64 {
     }
 }
 
-impl Default for Complex<f64> {
-    fn default() -> Self {
-        Complex::new(0.0, 0.0)
-    }
+/// Complex accumulators: each product and sum rounded in the component type.
+macro_rules! complex_acc {
+    ($($f:ty => $ty:ident),*) => {$(
+        impl Default for Complex<$f> {
+            fn default() -> Self {
+                Complex::new(0.0, 0.0)
+            }
+        }
+
+        impl Acc for Complex<$f> {
+            const TY: ElementType = ElementType::$ty;
+            #[inline(always)]
+            fn mul_add(self, a: Self, b: Self) -> Self {
+                self.add(a.mul(b))
+            }
+            #[inline(always)]
+            fn flush(self) -> Self {
+                Complex::new(Float::flush(self.re), Float::flush(self.im))
+            }
+        }
+    )*};
 }
 
-impl Acc for Complex<f64> {
-    const TY: ElementType = ElementType::C128;
-    #[inline(always)]
-    fn mul_add(self, a: Self, b: Self) -> Self {
-        self.add(a.mul(b))
-    }
-    #[inline(always)]
-    fn flush(self) -> Self {
-        Complex::new(Float::flush(self.re), Float::flush(self.im))
-    }
-}
+complex_acc!(f32 => C64, f64 => C128);
 
 /// Which accumulation type serves a result of type `out` with operands `a` and `b`.
 #[derive(Clone, Copy, PartialEq)]
@@ -85,12 +93,19 @@ enum AccKind {
     F32,
     F64,
     I64,
+    C64,
     C128,
 }
 
 fn acc_kind(out: ElementType, a: ElementType, b: ElementType) -> R<AccKind> {
     if out.is_complex() || a.is_complex() || b.is_complex() {
-        Ok(AccKind::C128)
+        // In c64 unless c128 is involved, as XLA computes: products of large c64 values
+        // overflow to infinities (and `inf - inf` to NaN) where c128 would keep them finite.
+        if [out, a, b].contains(&ElementType::C128) || [out, a, b].contains(&ElementType::F64) {
+            Ok(AccKind::C128)
+        } else {
+            Ok(AccKind::C64)
+        }
     } else if out.is_float() {
         if out == ElementType::F64 || a == ElementType::F64 || b == ElementType::F64 {
             Ok(AccKind::F64)
@@ -230,6 +245,7 @@ pub(crate) fn dot(
         AccKind::F32 => run!(f32),
         AccKind::F64 => run!(f64),
         AccKind::I64 => run!(i64),
+        AccKind::C64 => run!(Complex<f32>),
         AccKind::C128 => run!(Complex<f64>),
     }
 }
@@ -358,6 +374,7 @@ pub(crate) fn convolution(
         AccKind::F32 => run!(f32),
         AccKind::F64 => run!(f64),
         AccKind::I64 => run!(i64),
+        AccKind::C64 => run!(Complex<f32>),
         AccKind::C128 => run!(Complex<f64>),
     };
     // Output dimension d comes from canonical dimension perm[d].

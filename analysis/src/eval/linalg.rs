@@ -47,7 +47,9 @@ fn matrix_dims(a: &ArrayLiteral) -> R<(usize, usize, usize)> {
         return Err("expected an operand of rank >= 2".into());
     }
     let (r, cc) = (d[d.len() - 2] as usize, d[d.len() - 1] as usize);
-    let batch = a.len().checked_div(r * cc).unwrap_or(0);
+    // From the dimensions, not the element count: with a zero-sized matrix dimension the
+    // batch would read as 0 and no longer match the other operand's.
+    let batch = d[..d.len() - 2].iter().map(|&k| k as usize).product();
     Ok((batch, r, cc))
 }
 

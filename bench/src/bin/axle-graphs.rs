@@ -7,8 +7,8 @@
 //! axle-graphs plot DIR/scaling.json [-o OUT.svg]
 //! ```
 //!
-//! `sweep` writes each generated graph to a scratch file, compiles it with `axle compile --quiet`
-//! (JIT, the default `cpu` pipeline) and, when `--xla-python` names a Python with jax 0.10.2,
+//! `sweep` writes each generated graph to a scratch file, compiles it with `axle compile --quiet
+//! --no-cache` (JIT, the default `cpu` pipeline, never the compilation cache) and, when `--xla-python` names a Python with jax 0.10.2,
 //! with XLA CPU (`bench/xla/compile_once.py`), each in a fresh process, one after the other for
 //! each size, and records the wall time and the peak RSS (the child's `ru_maxrss`) of every
 //! process; XLA's row also has its compile time without the Python start-up. A compile that
@@ -232,7 +232,10 @@ fn sweep(args: &[String]) -> Result<(), String> {
                 status: status_of(fin, timeout),
             };
             let mut cmd = Command::new(&axle);
-            cmd.arg("compile").arg(&file).arg("--quiet");
+            cmd.arg("compile")
+                .arg(&file)
+                .arg("--quiet")
+                .arg("--no-cache");
             let fin = run_child(cmd, axle_timeout)?;
             rows.push(row("axle", &fin, axle_timeout, None));
             eprintln!("{}", csv_line(rows.last().expect("pushed")));

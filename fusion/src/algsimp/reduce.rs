@@ -140,6 +140,11 @@ fn dot(m: &Module, id: InstId) -> Hit {
     if k != 1 {
         return None;
     }
+    // In a float type narrower than f32 the dot rounds its f32 sum once: a product that
+    // underflows to -0.0 there stays -0.0, where `a * b + 0.0` in the narrow type gives +0.0.
+    if ty.is_float() && ty.bits() < 32 {
+        return None;
+    }
     // dot = 0 + a * b: multiply of broadcasts, then (floats) + 0.0, which turns -0.0 into 0.0
     // exactly as the accumulation does.
     let free = |d: &[i64], c: &[i64]| -> Vec<i64> {

@@ -1,0 +1,178 @@
+//! `campaign`: seeded, coverage-free runs of the fuzz targets.
+//!
+//! ```text
+//! campaign --target pipeline|cpu|parse|npy --cases N --seed S [--jobs J] [--out DIR] [--from K]
+//! campaign --target T --replay FILE [--passes P] [--input-seed S]
+//! ```
+//!
+//! A run checks cases `K..K+N` of seed `S` on `J` threads (results do not depend on `J`),
+//! prints each minimized failure with the command that replays it (and writes both into `DIR`),
+//! and ends with exactly `N cases, M failures`; the exit status is 1 when `M > 0`. `--replay`
+//! checks one written finding again.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use axle_fuzz::campaign::{finding_stem, repro_command, run, Options};
+use axle_fuzz::target::{catching, quiet_panics};
+use axle_fuzz::{Outcome, Target};
+use clap::Parser;
+
+#[derive(Parser, Debug)]
+#[command(about = "Seeded differential fuzz campaigns over Axle's fuzz targets")]
+struct Args {
+    /// The target.
+    #[arg(long, value_enum)]
+    target: Target,
+    /// How many cases.
+    #[arg(long, default_value_t = 1000)]
+    cases: u64,
+    /// The campaign's seed (case K of seed S is the same in every run).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// The first case's index.
+    #[arg(long, default_value_t = 0)]
+    from: u64,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Where minimized failures and their repro commands are written.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Check one written finding (an .hlo or .npy file) instead of running a campaign.
+    #[arg(long)]
+    replay: Option<PathBuf>,
+    /// The pipeline a `pipeline` replay runs.
+    #[arg(long, default_value = "dce")]
+    passes: String,
+    /// The seed of a replay's evaluator inputs.
+    #[arg(long, default_value_t = 0)]
+    input_seed: u64,
+}
+
+fn replay(a: &Args, file: &PathBuf) -> Result<ExitCode> {
+    let data = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let outcome = catching(|| match a.target {
+        Target::Parse | Target::Npy => a.target.run_bytes(&data),
+        Target::Pipeline | Target::Cpu => {
+            let text = String::from_utf8_lossy(&data);
+            let m = match axle::ir::parse_module(&text) {
+                Ok(m) => m,
+                Err(e) => return Outcome::Fail(e.render(&file.display().to_string())),
+            };
+            if a.target == Target::Pipeline {
+                axle_fuzz::pipeline::check_module(&m, &a.passes, a.input_seed).into()
+            } else {
+                axle_fuzz::cpu::check_module(&m, a.input_seed)
+            }
+        }
+    });
+    match outcome {
+        Outcome::Fail(m) => {
+            println!("FAIL: {m}");
+            Ok(ExitCode::FAILURE)
+        }
+        Outcome::Unsupported(m) => {
+            println!("unsupported: {m}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Outcome::Pass => {
+            println!("pass");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn main() -> Result<ExitCode> {
+    let a = Args::parse();
+    quiet_panics();
+    if let Some(file) = &a.replay {
+        return replay(&a, file);
+    }
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let jobs = a.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    if jobs == 0 {
+        bail!("--jobs must be at least 1");
+    }
+    let opts = Options {
+        target: a.target,
+        cases: a.cases,
+        seed: a.seed,
+        from: a.from,
+        jobs,
+        out: a.out.clone(),
+    };
+    println!(
+        "campaign: target {}, seed {}, cases {}..{}, {jobs} jobs",
+        a.target.name(),
+        a.seed,
+        a.from,
+        a.from + a.cases
+    );
+    let start = Instant::now();
+    let total = a.cases;
+    let report = run(&opts, &|d| {
+        eprint!("\r{d}/{total} cases");
+        let _ = std::io::stderr().flush();
+    });
+    if total >= 1000 {
+        eprintln!();
+    }
+    for f in &report.findings {
+        let stem = finding_stem(a.target, a.seed, f.index);
+        let first = f.message.lines().next().unwrap_or("");
+        println!("FAIL case {}: {first}", f.index);
+        let file = match &a.out {
+            Some(dir) => {
+                let file = dir.join(format!("{stem}.{}", f.ext));
+                std::fs::write(&file, &f.file)
+                    .with_context(|| format!("writing {}", file.display()))?;
+                let cmd = repro_command(a.target, &file, f);
+                let notes = format!(
+                    "{cmd}\n# from the seed alone: campaign --target {} --seed {} --from {} --cases 1\n# {}\n",
+                    a.target.name(),
+                    a.seed,
+                    f.index,
+                    f.message.replace('\n', "\n# ")
+                );
+                std::fs::write(dir.join(format!("{stem}.repro")), notes)?;
+                file
+            }
+            None => PathBuf::from(format!("{stem}.{}", f.ext)),
+        };
+        println!("  repro: {}", repro_command(a.target, &file, f));
+        if a.out.is_none() {
+            println!("  (no --out: the minimized input follows)");
+            println!("{}", String::from_utf8_lossy(&f.file));
+        }
+        println!(
+            "  details: {}",
+            f.message
+                .lines()
+                .take(12)
+                .collect::<Vec<_>>()
+                .join("\n    ")
+        );
+    }
+    println!(
+        "{:.1}s, {:.0} cases/s, {} unsupported by the backend",
+        start.elapsed().as_secs_f64(),
+        total as f64 / start.elapsed().as_secs_f64().max(1e-9),
+        report.unsupported
+    );
+    println!("{} cases, {} failures", report.cases, report.findings.len());
+    Ok(if report.findings.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

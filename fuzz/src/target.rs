@@ -1,0 +1,127 @@
+//! [`Target`]: the fuzz targets by name, run on bytes with panics caught, and how their
+//! outcomes are reported.
+
+use std::cell::RefCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::case::Case;
+
+/// A fuzz target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "full", derive(clap::ValueEnum))]
+pub enum Target {
+    /// HLO text through the parser, the verifier and the printer.
+    Parse,
+    /// `.npy` bytes through the reader and the writer.
+    Npy,
+    /// A generated module through a random pipeline, against the evaluator.
+    Pipeline,
+    /// A generated module on the `cpu` backend, against the evaluator.
+    Cpu,
+}
+
+impl Target {
+    /// The target's name (`campaign --target NAME`, `cargo fuzz run NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Parse => "parse",
+            Target::Npy => "npy",
+            Target::Pipeline => "pipeline",
+            Target::Cpu => "cpu",
+        }
+    }
+
+    /// Whether the target's input is a generated [`Case`] (else raw bytes).
+    pub fn is_generated(self) -> bool {
+        matches!(self, Target::Pipeline | Target::Cpu)
+    }
+
+    /// Runs the target on raw bytes (what a fuzzer passes).
+    pub fn run_bytes(self, data: &[u8]) -> Outcome {
+        match self {
+            Target::Parse => crate::parse::check(data).into(),
+            Target::Npy => crate::npy::check(data).into(),
+            Target::Pipeline | Target::Cpu => self.run_case(&Case::from_bytes(data)),
+        }
+    }
+
+    /// Runs a generated-module target on a case.
+    #[cfg(feature = "full")]
+    pub fn run_case(self, case: &Case) -> Outcome {
+        match self {
+            Target::Pipeline => crate::pipeline::check(case).into(),
+            Target::Cpu => crate::cpu::check(case),
+            Target::Parse | Target::Npy => Outcome::Fail("not a generated-module target".into()),
+        }
+    }
+
+    /// Without the `full` feature, generated-module targets cannot run.
+    #[cfg(not(feature = "full"))]
+    pub fn run_case(self, _case: &Case) -> Outcome {
+        Outcome::Fail(format!(
+            "the {} target needs axle-fuzz's `full` feature",
+            self.name()
+        ))
+    }
+}
+
+/// What one check found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The property holds.
+    Pass,
+    /// The case needs something the backend clearly reports it does not support (the message).
+    Unsupported(String),
+    /// The property does not hold, or the check panicked (the message).
+    Fail(String),
+}
+
+impl From<Result<(), String>> for Outcome {
+    fn from(r: Result<(), String>) -> Outcome {
+        match r {
+            Ok(()) => Outcome::Pass,
+            Err(e) => Outcome::Fail(e),
+        }
+    }
+}
+
+impl Outcome {
+    /// Whether this is a failure.
+    pub fn is_fail(&self) -> bool {
+        matches!(self, Outcome::Fail(_))
+    }
+}
+
+thread_local! {
+    static PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Replaces the panic hook by one that records the message and location for [`catching`]
+/// instead of printing them (call once, before running checks in threads).
+pub fn quiet_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        PANIC.with(|p| *p.borrow_mut() = Some(format!("panic{at}: {msg}")));
+    }));
+}
+
+/// Runs `f`, turning a panic into [`Outcome::Fail`] with its message.
+pub fn catching(f: impl FnOnce() -> Outcome) -> Outcome {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(o) => o,
+        Err(_) => Outcome::Fail(
+            PANIC
+                .with(|p| p.borrow_mut().take())
+                .unwrap_or_else(|| "panic".into()),
+        ),
+    }
+}
