@@ -3,18 +3,20 @@
 //! ```text
 //! axle-graphs emit FAMILY INSTRUCTIONS [--seed S] [-o OUT.hlo]
 //! axle-graphs sweep [--families a,b] [--sizes 1000,10000] [--axle PATH] [--xla-python PATH]
-//!                   [--xla-timeout SECS] [--axle-timeout SECS] [--seed S] [--out DIR]
+//!                   [--xla-timeout SECS] [--xla-max-size N] [--axle-timeout SECS] [--seed S]
+//!                   [--out DIR]
 //! axle-graphs plot DIR/scaling.json [-o OUT.svg]
 //! ```
 //!
-//! `sweep` writes each generated graph to a scratch file, compiles it with `axle compile --quiet
-//! --no-cache` (JIT, the default `cpu` pipeline, never the compilation cache) and, when `--xla-python` names a Python with jax 0.10.2,
-//! with XLA CPU (`bench/xla/compile_once.py`), each in a fresh process, one after the other for
-//! each size, and records the wall time and the peak RSS (the child's `ru_maxrss`) of every
-//! process; XLA's row also has its compile time without the Python start-up. A compile that
-//! outlives its timeout is killed and recorded as such. It writes `DIR/scaling.csv`,
-//! `DIR/scaling.json` and `DIR/scaling.svg` (compile time and peak RSS against instructions,
-//! log-log).
+//! `sweep` writes each generated graph to a scratch file, compiles it with
+//! `axle compile --quiet --no-cache` (JIT, the default `cpu` pipeline, never the compilation
+//! cache) and, when `--xla-python` names a Python with jax 0.10.2, with XLA CPU
+//! (`bench/xla/compile_once.py`, up to `--xla-max-size` instructions), each in a fresh process,
+//! one after the other for each size. It records every process's wall time and peak RSS
+//! (`VmHWM`, sampled every 20 ms); XLA's row also has its compile time without the Python
+//! start-up. A compile that outlives its timeout is killed and recorded as such. It writes
+//! `DIR/scaling.csv`, `DIR/scaling.json` and `DIR/scaling.svg` (compile time and peak RSS
+//! against instructions, log-log).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -38,7 +40,7 @@ fn main() {
 
 const USAGE: &str = "usage: axle-graphs emit FAMILY INSTRUCTIONS [--seed S] [-o OUT.hlo]\n       \
      axle-graphs sweep [--families a,b] [--sizes 1000,10000] [--axle PATH] [--xla-python PATH] \
-     [--xla-timeout SECS] [--axle-timeout SECS] [--seed S] [--out DIR]\n       \
+     [--xla-timeout SECS] [--xla-max-size N] [--axle-timeout SECS] [--seed S] [--out DIR]\n       \
      axle-graphs plot DIR/scaling.json [-o OUT.svg]";
 
 /// The value after `--name`, if given.
@@ -112,7 +114,7 @@ struct Finished {
 }
 
 /// Runs `cmd` to completion or until `timeout` (then kills it), measuring its wall time and
-/// peak RSS through `wait4`.
+/// peak RSS (`VmHWM`, sampled every 20 ms until it exits).
 fn run_child(mut cmd: Command, timeout: Duration) -> Result<Finished, String> {
     let out_file = tempfile_path("stdout");
     let err_file = tempfile_path("stderr");
@@ -130,7 +132,11 @@ fn run_child(mut cmd: Command, timeout: Duration) -> Result<Finished, String> {
     // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let mut killed = false;
+    let mut hwm_kb = 0;
     loop {
+        // The child's own high-water mark: its address space is new since `exec`, unlike
+        // `ru_maxrss`, which also counts the (large) parent's pages it shared before the exec.
+        hwm_kb = hwm_kb.max(vm_hwm_kb(pid).unwrap_or(0));
         // SAFETY: `pid` is our child, not yet reaped; the pointers are to live locals.
         let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
         if r == pid {
@@ -160,11 +166,18 @@ fn run_child(mut cmd: Command, timeout: Duration) -> Result<Finished, String> {
     };
     Ok(Finished {
         wall,
-        max_rss_kb: usage.ru_maxrss,
+        max_rss_kb: hwm_kb,
         exit,
         stdout,
         stderr,
     })
+}
+
+/// `VmHWM` of a live process, in KiB.
+fn vm_hwm_kb(pid: libc::pid_t) -> Option<i64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn tempfile_path(what: &str) -> PathBuf {
@@ -203,6 +216,7 @@ fn sweep(args: &[String]) -> Result<(), String> {
         .unwrap_or_else(|| root.join("target/release/axle"));
     let xla = flag(args, "--xla-python").map(PathBuf::from);
     let xla_timeout = Duration::from_secs(number(args, "--xla-timeout", 600)?);
+    let xla_max: usize = number(args, "--xla-max-size", usize::MAX)?;
     let axle_timeout = Duration::from_secs(number(args, "--axle-timeout", 600)?);
     let seed: u64 = number(args, "--seed", 0)?;
     let out = PathBuf::from(flag(args, "--out").unwrap_or("scaling"));
@@ -239,7 +253,7 @@ fn sweep(args: &[String]) -> Result<(), String> {
             let fin = run_child(cmd, axle_timeout)?;
             rows.push(row("axle", &fin, axle_timeout, None));
             eprintln!("{}", csv_line(rows.last().expect("pushed")));
-            if let Some(py) = &xla {
+            if let Some(py) = xla.as_ref().filter(|_| size <= xla_max) {
                 let mut cmd = Command::new(py);
                 cmd.arg(root.join("bench/xla/compile_once.py")).arg(&file);
                 let fin = run_child(cmd, xla_timeout)?;
