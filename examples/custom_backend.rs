@@ -73,7 +73,11 @@ fn literal_of(buf: &DeviceBuffer) -> Result<Arc<Literal>, BackendError> {
 }
 
 impl Executable for CountingExecutable {
-    fn run(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError> {
+    fn backend(&self) -> &str {
+        NAME
+    }
+    // `run` (the entry point callers use) has checked the arguments against the parameters.
+    fn execute(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError> {
         let n = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
         let lits: Vec<Literal> = args
             .iter()

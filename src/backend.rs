@@ -90,6 +90,21 @@ impl ValueShape {
         }
     }
 
+    /// Whether a value of shape `got` can be passed where this shape is expected: same tuple
+    /// structure, element types and dimensions (dynamic flags aside); a token also accepts the
+    /// empty tuple, the host form of a token.
+    pub fn accepts(&self, got: &ValueShape) -> bool {
+        match (self, got) {
+            (ValueShape::Array(a), ValueShape::Array(b)) => a.ty == b.ty && a.dims == b.dims,
+            (ValueShape::Tuple(a), ValueShape::Tuple(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.accepts(y))
+            }
+            (ValueShape::Token, ValueShape::Token) => true,
+            (ValueShape::Token, ValueShape::Tuple(b)) => b.is_empty(),
+            _ => false,
+        }
+    }
+
     /// The array leaves, depth-first.
     pub fn leaves(&self) -> Vec<&ArrayShape> {
         let mut out = Vec::new();
@@ -102,6 +117,25 @@ impl ValueShape {
         }
         walk(self, &mut out);
         out
+    }
+}
+
+impl ValueShape {
+    /// The same shape as an [`axle_ir::OwnedShape`] (which prints it in HLO text form).
+    pub fn to_owned_shape(&self) -> axle_ir::OwnedShape {
+        match self {
+            ValueShape::Array(a) => axle_ir::OwnedShape::Array(a.clone()),
+            ValueShape::Tuple(es) => {
+                axle_ir::OwnedShape::Tuple(es.iter().map(ValueShape::to_owned_shape).collect())
+            }
+            ValueShape::Token => axle_ir::OwnedShape::Token,
+        }
+    }
+}
+
+impl fmt::Display for ValueShape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.to_owned_shape())
     }
 }
 
@@ -230,6 +264,7 @@ pub fn prepare_module(
         ));
     }
     crate::verify_module(&m).map_err(|e| BackendError::new(backend, e))?;
+    axle_ir::check_runnable(&m).map_err(|e| BackendError::new(backend, e.to_string()))?;
     if let Some(p) = opts.pipeline.as_ref().filter(|p| p.as_str() != NO_PIPELINE) {
         let text = crate::passes::standard_pipeline(p).unwrap_or(p);
         let pm_opts = axle_ir::PassManagerOptions {
@@ -314,16 +349,26 @@ pub trait Compiler: Send + Sync {
     ) -> Result<Box<dyn Executable>, BackendError>;
 }
 
-/// A compiled program.
+/// A compiled program. Callers run it with `run` and `run_into` (methods of
+/// `dyn Executable`, so no backend can replace them), which check the arguments against the
+/// entry parameters ([`check_arguments`]) on every backend before calling the backend's
+/// [`Executable::execute`]; a backend implements `execute` and may rely on that check.
 pub trait Executable: Send + Sync {
-    /// Runs the program on argument buffers (one per entry parameter) and returns the result
-    /// buffer (a tuple root gives a tuple buffer).
-    fn run(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError>;
-    /// Runs the program writing its result into `out`, the result buffer of an earlier run of
-    /// this executable, so repeated runs can reuse their output memory. Backends that cannot
-    /// reuse it return a fresh result in `out`.
-    fn run_into(&self, args: &[&DeviceBuffer], out: &mut DeviceBuffer) -> Result<(), BackendError> {
-        *out = self.run(args)?;
+    /// The name of the backend that compiled it (errors carry it).
+    fn backend(&self) -> &str;
+    /// Runs the program on argument buffers already checked against the entry parameters
+    /// (one per parameter, each of the parameter's shape and element type, owned by this
+    /// backend) and returns the result buffer (a tuple root gives a tuple buffer).
+    fn execute(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError>;
+    /// Runs the program on checked arguments writing its result into `out`, the result buffer
+    /// of an earlier run of this executable, so repeated runs can reuse their output memory.
+    /// Backends that cannot reuse it return a fresh result in `out`.
+    fn execute_into(
+        &self,
+        args: &[&DeviceBuffer],
+        out: &mut DeviceBuffer,
+    ) -> Result<(), BackendError> {
+        *out = self.execute(args)?;
         Ok(())
     }
     /// The module as compiled (after the backend's pipeline).
@@ -353,6 +398,75 @@ pub trait HostExecutable: Send + Sync {
     /// row-major bytes, into `outs` (one per leaf, of the leaf's byte size, aligned for its
     /// element type).
     fn execute(&self, args: &[ArrayRef<'_>], outs: &mut [&mut [u8]]) -> Result<(), BackendError>;
+}
+
+impl dyn Executable + '_ {
+    /// Runs the program on argument buffers (one per entry parameter) after checking them
+    /// ([`check_arguments`]) and returns the result buffer.
+    pub fn run(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError> {
+        check_arguments(self.backend(), self.module(), args)?;
+        self.execute(args)
+    }
+
+    /// Runs the program after checking its arguments, writing the result into `out` (see
+    /// [`Executable::execute_into`]).
+    pub fn run_into(
+        &self,
+        args: &[&DeviceBuffer],
+        out: &mut DeviceBuffer,
+    ) -> Result<(), BackendError> {
+        check_arguments(self.backend(), self.module(), args)?;
+        self.execute_into(args, out)
+    }
+}
+
+/// Checks argument buffers against the entry parameters of `m`, the same way for every
+/// backend: one buffer per parameter, each owned by `backend` and of the parameter's shape
+/// (tuple structure, element types and dimensions; dynamic-dimension flags aside, as bounded
+/// dynamic dimensions run at their bound). A token parameter takes a token buffer or an empty
+/// tuple (tokens carry no data). A buffer whose bytes would fit but whose element type or
+/// dimensions differ is refused: backends never reinterpret bits.
+pub fn check_arguments(
+    backend: &str,
+    m: &Module,
+    args: &[&DeviceBuffer],
+) -> Result<(), BackendError> {
+    let params = m.params(m.entry());
+    if args.len() != params.len() {
+        return Err(BackendError::new(
+            backend,
+            format!(
+                "the entry computation takes {} argument{} but {} {} given",
+                params.len(),
+                if params.len() == 1 { "" } else { "s" },
+                args.len(),
+                if args.len() == 1 { "was" } else { "were" }
+            ),
+        ));
+    }
+    for (k, (&p, b)) in params.iter().zip(args).enumerate() {
+        if b.platform != backend {
+            return Err(BackendError::new(
+                backend,
+                format!(
+                    "argument {k} is a buffer of backend '{}', not of '{backend}'",
+                    b.platform
+                ),
+            ));
+        }
+        let want = ValueShape::of_shape(m, m.shape(p));
+        if !want.accepts(&b.shape) {
+            return Err(BackendError::new(
+                backend,
+                format!(
+                    "argument {k} is {} but parameter {k} ('{}') is {want}",
+                    b.shape,
+                    m.name(p)
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Moves literals between the host and a platform's devices.

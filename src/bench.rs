@@ -113,8 +113,22 @@ pub struct BenchReport {
 /// Compiles `m` on the backend and times it.
 pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, String> {
     let platform = registry().get(&opts.backend).map_err(|e| e.to_string())?;
+    if opts.repeat == 0 {
+        return Err("--repeat must be at least 1".into());
+    }
+    if opts.policies.is_empty() {
+        return Err("no output-buffer policy to time".into());
+    }
+    if opts.profile && opts.backend != "cpu" {
+        return Err(format!(
+            "--profile times the kernels of the cpu backend, not of '{}'",
+            opts.backend
+        ));
+    }
     let name = m.name.clone();
-    let inputs = generate_inputs(&m, opts.seed);
+    axle_ir::check_runnable(&m)
+        .map_err(|e| crate::backend::BackendError::new(&opts.backend, e.to_string()).to_string())?;
+    let inputs = generate_inputs(&m, opts.seed)?;
     let t0 = Instant::now();
     let exe = platform
         .compiler()

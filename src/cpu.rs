@@ -23,8 +23,8 @@ use axle_ir::{ArrayLiteral, Literal, Module};
 
 use crate::array::ArrayRef;
 use crate::backend::{
-    BackendError, CacheMode, CompileOptions, Compiler, DeviceBuffer, DeviceInfo, Executable,
-    ExecutableStats, HostExecutable, Platform, TransferManager, ValueShape,
+    check_host_arrays, BackendError, CacheMode, CompileOptions, Compiler, DeviceBuffer, DeviceInfo,
+    Executable, ExecutableStats, HostExecutable, Platform, TransferManager, ValueShape,
 };
 use crate::cache::{CacheKey, CacheOutcome, DiskCache};
 
@@ -247,6 +247,15 @@ impl CpuExecutable {
 
 impl HostExecutable for CpuExecutable {
     fn execute(&self, args: &[ArrayRef<'_>], outs: &mut [&mut [u8]]) -> Result<(), BackendError> {
+        // The code reads raw bytes, which the JIT checks only by size: element types and
+        // dimensions are checked here too, so no caller of this public method, checked or
+        // not, has bits reinterpreted (a few comparisons per argument).
+        check_host_arrays(
+            NAME,
+            "argument",
+            self.exe.param_shapes(),
+            args.iter().map(|a| (a.ty(), a.dims())),
+        )?;
         let mut inputs: [&[u8]; 8] = [&[]; 8];
         let spill: Vec<&[u8]>;
         let inputs: &[&[u8]] = if args.len() <= inputs.len() {
@@ -283,9 +292,16 @@ fn host_value(buf: &DeviceBuffer) -> Result<&HostValue, BackendError> {
 }
 
 impl Executable for CpuExecutable {
-    fn run(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError> {
+    fn backend(&self) -> &str {
+        NAME
+    }
+
+    fn execute(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError> {
         let inputs = self.inputs(args)?;
-        let mut outs = self.exe.alloc_outputs();
+        let mut outs = self
+            .exe
+            .try_alloc_outputs()
+            .map_err(|e| BackendError::new(NAME, e.to_string()))?;
         self.exe
             .execute(&inputs, &mut outs)
             .map_err(|e| BackendError::new(NAME, e.to_string()))?;
@@ -297,7 +313,11 @@ impl Executable for CpuExecutable {
         })
     }
 
-    fn run_into(&self, args: &[&DeviceBuffer], out: &mut DeviceBuffer) -> Result<(), BackendError> {
+    fn execute_into(
+        &self,
+        args: &[&DeviceBuffer],
+        out: &mut DeviceBuffer,
+    ) -> Result<(), BackendError> {
         let inputs = self.inputs(args)?;
         if out.platform != NAME || out.shape != self.root {
             return Err(BackendError::new(
@@ -345,14 +365,26 @@ impl TransferManager for CpuTransfer {
         if device != 0 {
             return Err(BackendError::new(NAME, format!("no device {device}")));
         }
-        fn flat(l: &Literal, out: &mut Vec<HostBuffer>) {
+        fn flat(l: &Literal, out: &mut Vec<HostBuffer>) -> Result<(), BackendError> {
             match l {
-                Literal::Array(a) => out.push(HostBuffer::from_bytes(&a.data)),
-                Literal::Tuple(es) => es.iter().for_each(|e| flat(e, out)),
+                Literal::Array(a) => {
+                    let b = HostBuffer::try_from_bytes(&a.data).ok_or_else(|| {
+                        BackendError::new(
+                            NAME,
+                            format!(
+                                "the system refused the {} bytes to copy an argument",
+                                a.data.len()
+                            ),
+                        )
+                    })?;
+                    out.push(b);
+                    Ok(())
+                }
+                Literal::Tuple(es) => es.iter().try_for_each(|e| flat(e, out)),
             }
         }
         let mut leaves = Vec::new();
-        flat(lit, &mut leaves);
+        flat(lit, &mut leaves)?;
         Ok(DeviceBuffer {
             platform: NAME.into(),
             device,

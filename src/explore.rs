@@ -2,7 +2,8 @@
 //! against the reference evaluator, one row per order (`axle explore`).
 //!
 //! Every order is a pipeline of `length` passes drawn with replacement (deterministically from
-//! the seed) from the given passes. Each runs on a fresh copy of the module with the verifier at
+//! the seed) from the given passes, drawn only when its turn comes; rows go to a sink as they
+//! are made ([`explore_each`]), so memory stays that of one order however many are asked for. Each runs on a fresh copy of the module with the verifier at
 //! the end; the row records the pipeline, the instruction count, the compile time, the cost
 //! model's estimate and whether the evaluator's results agree with the input module's on
 //! generated inputs (bit for bit: every pass is exact). Row 0 is the empty pipeline, the
@@ -121,31 +122,58 @@ impl ExploreRow {
     }
 }
 
-/// The pipelines `explore` runs: row 0 empty, then `orders` random ones.
-pub fn draw_pipelines(opts: &ExploreOptions) -> Vec<String> {
+/// The pipelines `explore` runs, drawn one at a time: row 0 empty, then `orders` random ones.
+/// Nothing is drawn ahead, so any number of orders takes the memory of one.
+pub fn pipelines(opts: &ExploreOptions) -> impl Iterator<Item = String> + '_ {
     let mut rng = SplitMix::new(opts.seed);
     let len = opts.length.unwrap_or(2 * opts.passes.len()).max(1);
-    let mut out = vec![String::new()];
-    for _ in 0..opts.orders {
-        let steps: Vec<&str> = (0..len)
-            .map(|_| opts.passes[rng.below(opts.passes.len() as u64) as usize].as_str())
-            .collect();
-        out.push(steps.join(","));
-    }
-    out
+    let n = opts.passes.len().max(1) as u64;
+    std::iter::once(String::new()).chain((0..opts.orders).map(move |_| {
+        let mut text = String::new();
+        for k in 0..len {
+            if k > 0 {
+                text.push(',');
+            }
+            text.push_str(&opts.passes[rng.below(n) as usize]);
+        }
+        text
+    }))
 }
 
-/// Runs the exploration on `m`.
+/// The pipelines `explore` runs (see [`pipelines`]), collected.
+pub fn draw_pipelines(opts: &ExploreOptions) -> Vec<String> {
+    pipelines(opts).collect()
+}
+
+/// Runs the exploration on `m`, collecting the rows (see [`explore_each`]).
 pub fn explore(m: &Module, opts: &ExploreOptions) -> Result<Vec<ExploreRow>, String> {
+    let mut rows = Vec::new();
+    explore_each(m, opts, |r| {
+        rows.push(r);
+        Ok(())
+    })?;
+    Ok(rows)
+}
+
+/// Runs the exploration on `m`, handing each row to `sink` as soon as it is made (a sink error
+/// stops the exploration), so output streams and memory does not grow with the number of
+/// orders.
+pub fn explore_each(
+    m: &Module,
+    opts: &ExploreOptions,
+    mut sink: impl FnMut(ExploreRow) -> Result<(), String>,
+) -> Result<(), String> {
     if opts.passes.is_empty() {
         return Err("--passes-from needs at least one pass".into());
+    }
+    if opts.length == Some(0) {
+        return Err("--length must be at least 1".into());
     }
     for p in &opts.passes {
         crate::passes::canonical_pipeline(p).map_err(|e| e.render())?;
     }
     let before = m.num_live_insts();
-    let mut rows = Vec::new();
-    for (order, text) in draw_pipelines(opts).into_iter().enumerate() {
+    for (order, text) in pipelines(opts).enumerate() {
         let canon = crate::passes::canonical_pipeline(&text).map_err(|e| e.render())?;
         let mut out = m.clone();
         let popts = PassManagerOptions {
@@ -167,7 +195,7 @@ pub fn explore(m: &Module, opts: &ExploreOptions) -> Result<Vec<ExploreRow>, Str
             }
         };
         let obs = observe(&out);
-        rows.push(ExploreRow {
+        sink(ExploreRow {
             order,
             pipeline: canon,
             insts_before: before,
@@ -176,37 +204,46 @@ pub fn explore(m: &Module, opts: &ExploreOptions) -> Result<Vec<ExploreRow>, Str
             cost: obs.cost,
             check,
             error,
-        });
+        })?;
     }
-    Ok(rows)
+    Ok(())
+}
+
+/// The header line of [`explore_table`].
+pub fn explore_table_header() -> String {
+    format!(
+        "{:>5} {:>9} {:>11} {:>12} {:>12} {:>8}  pipeline\n",
+        "order", "insts", "compile_ms", "mflops", "mbytes", "check"
+    )
+}
+
+/// One line of [`explore_table`].
+pub fn explore_table_row(r: &ExploreRow) -> String {
+    format!(
+        "{:>5} {:>9} {:>11.3} {:>12.3} {:>12.3} {:>8}  {}\n",
+        r.order,
+        r.insts_after,
+        r.compile_ns as f64 / 1e6,
+        r.cost.flops / 1e6,
+        r.cost.bytes / 1e6,
+        if r.error.is_some() {
+            "ERROR"
+        } else {
+            r.check.word()
+        },
+        if r.pipeline.is_empty() {
+            "(none)"
+        } else {
+            &r.pipeline
+        }
+    )
 }
 
 /// The rows as a table: order, instructions, compile time, cost, check, pipeline.
 pub fn explore_table(rows: &[ExploreRow]) -> String {
-    let mut out = format!(
-        "{:>5} {:>9} {:>11} {:>12} {:>12} {:>8}  pipeline\n",
-        "order", "insts", "compile_ms", "mflops", "mbytes", "check"
-    );
+    let mut out = explore_table_header();
     for r in rows {
-        let _ = writeln!(
-            out,
-            "{:>5} {:>9} {:>11.3} {:>12.3} {:>12.3} {:>8}  {}",
-            r.order,
-            r.insts_after,
-            r.compile_ns as f64 / 1e6,
-            r.cost.flops / 1e6,
-            r.cost.bytes / 1e6,
-            if r.error.is_some() {
-                "ERROR"
-            } else {
-                r.check.word()
-            },
-            if r.pipeline.is_empty() {
-                "(none)"
-            } else {
-                &r.pipeline
-            }
-        );
+        out.push_str(&explore_table_row(r));
     }
     out
 }

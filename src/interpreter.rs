@@ -4,12 +4,12 @@
 use std::time::Instant;
 
 use axle_analysis::eval::evaluate;
-use axle_ir::{Literal, Module};
+use axle_ir::{ArrayShape, Literal, Module};
 
 use crate::array::ArrayRef;
 use crate::backend::{
-    BackendError, CompileOptions, Compiler, DeviceBuffer, DeviceInfo, Executable, ExecutableStats,
-    HostExecutable, Platform, TransferManager, ValueShape,
+    check_host_arrays, BackendError, CompileOptions, Compiler, DeviceBuffer, DeviceInfo,
+    Executable, ExecutableStats, HostExecutable, Platform, TransferManager, ValueShape,
 };
 
 const NAME: &str = "interpreter";
@@ -94,7 +94,11 @@ fn host_literal(buf: &DeviceBuffer) -> Result<&Literal, BackendError> {
 }
 
 impl Executable for InterpreterExecutable {
-    fn run(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError> {
+    fn backend(&self) -> &str {
+        NAME
+    }
+
+    fn execute(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError> {
         let lits: Vec<Literal> = args
             .iter()
             .map(|b| host_literal(b).cloned())
@@ -135,6 +139,21 @@ impl HostExecutable for InterpreterExecutable {
     /// transfer path copies them twice) and the result leaves once into `outs`.
     fn execute(&self, args: &[ArrayRef<'_>], outs: &mut [&mut [u8]]) -> Result<(), BackendError> {
         let m = &self.module;
+        // The same check, and message, as every host run (see the cpu backend's).
+        let params: Vec<ArrayShape> = m
+            .params(m.entry())
+            .iter()
+            .flat_map(|&p| {
+                let s = ValueShape::of_shape(m, m.shape(p));
+                s.leaves().into_iter().cloned().collect::<Vec<_>>()
+            })
+            .collect();
+        check_host_arrays(
+            NAME,
+            "argument",
+            &params,
+            args.iter().map(|a| (a.ty(), a.dims())),
+        )?;
         let mut leaves = args.iter();
         let lits = m
             .params(m.entry())

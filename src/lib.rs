@@ -120,16 +120,46 @@ pub fn verify_module(m: &Module) -> Result<(), String> {
 /// Verifies a parsed module; on failure returns every error rendered against `file`'s lines as
 /// `FILE:LINE:COL: error: MESSAGE`, the source line and a caret.
 pub fn verify_for_cli(m: &Module, text: &str, file: &str) -> Result<(), String> {
-    let errs = match axle_ir::verify::verify(m) {
-        Ok(()) => return Ok(()),
-        Err(e) => e,
-    };
-    let lines: Vec<&str> = text.lines().collect();
+    axle_ir::verify::verify(m).map_err(|e| render_errors(&e, text, file))
+}
+
+/// Checks that a verified, parsed module is one a backend can run
+/// ([`axle_ir::check_runnable`]), rendering errors as [`verify_for_cli`] does.
+pub fn check_runnable_for_cli(m: &Module, text: &str, file: &str) -> Result<(), String> {
+    axle_ir::check_runnable(m).map_err(|e| render_errors(&e, text, file))
+}
+
+/// Renders verifier errors against the source text: `FILE:LINE:COL: error: MESSAGE`, the source
+/// line and a caret where the error has a location, `FILE: error: MESSAGE` otherwise.
+pub fn render_errors(errs: &axle_ir::VerifyErrors, text: &str, file: &str) -> String {
+    // Only the lines errors point at are looked up, in one pass over the text.
+    let mut wanted: Vec<u32> = errs
+        .errors
+        .iter()
+        .filter_map(|e| e.loc.map(|l| l.line))
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let mut lines: std::collections::HashMap<u32, &str> = std::collections::HashMap::new();
+    let mut next = wanted.iter().peekable();
+    for (i, line) in text.lines().enumerate() {
+        let n = i as u64 + 1;
+        while next.peek().is_some_and(|&&w| (w as u64) < n) {
+            next.next();
+        }
+        match next.peek() {
+            Some(&&w) if w as u64 == n => {
+                lines.insert(w, line);
+                next.next();
+            }
+            Some(_) => {}
+            None => break,
+        }
+    }
     let mut out = String::new();
     for e in &errs.errors {
-        match e.loc {
-            Some(l) if l.line >= 1 && (l.line as usize) <= lines.len() => {
-                let src = lines[l.line as usize - 1];
+        match e.loc.and_then(|l| lines.get(&l.line).map(|src| (l, src))) {
+            Some((l, src)) if l.line >= 1 => {
                 let caret = " ".repeat(l.col.saturating_sub(1) as usize);
                 let _ = writeln!(
                     out,
@@ -142,7 +172,7 @@ pub fn verify_for_cli(m: &Module, text: &str, file: &str) -> Result<(), String> 
             }
         }
     }
-    Err(out)
+    out
 }
 
 /// The `axle stats` report: instruction counts per opcode and per computation, and timings.

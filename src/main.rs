@@ -14,9 +14,22 @@ use axle::elided::ElidedConstants;
 use axle::ir::{parse_module, print_module, Module};
 use std::str::FromStr;
 
+mod interrupt;
+
 #[derive(Parser)]
 #[command(name = "axle", version, about = "Axle: an ML compiler for XLA's HLO")]
 struct Cli {
+    /// The most memory a run may hold at once (bytes, or a number with K, M, G or T); a run
+    /// that would need more fails before allocating. Overrides AXLE_MEMORY_LIMIT; without
+    /// either, the memory the system has available.
+    #[arg(
+        long,
+        global = true,
+        value_name = "SIZE",
+        value_parser = parse_memory_size,
+        allow_negative_numbers = true
+    )]
+    memory_limit: Option<u64>,
     #[command(subcommand)]
     command: Command,
     /// Compile without the compilation cache (on by default, in AXLE_CACHE_DIR or else
@@ -27,6 +40,24 @@ struct Cli {
     /// commands that take more than a second).
     #[arg(long, global = true)]
     quiet: bool,
+}
+
+fn parse_memory_size(s: &str) -> Result<u64, String> {
+    axle::ir::memory::parse_size(s)
+}
+
+/// A tolerance: a finite, non-negative number.
+fn parse_tolerance(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!(
+            "'{s}' is not a tolerance (it must be a finite number >= 0)"
+        ));
+    }
+    Ok(v)
 }
 
 #[derive(Subcommand)]
@@ -62,10 +93,10 @@ enum Command {
         /// Run this many times and report the median and minimum time.
         #[arg(long, default_value_t = 1)]
         repeat: usize,
-        /// Seed for generated inputs (used when no --input is given) and for
-        /// `--elided-constants random`.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
+        /// Seed for generated inputs (default 0; only without --input, which gives the inputs)
+        /// and for `--elided-constants random`.
+        #[arg(long, conflicts_with = "inputs")]
+        seed: Option<u64>,
         #[command(flatten)]
         elided: ElidedArgs,
         /// The pass pipeline to run before compiling: a standard pipeline's name (`simplify`,
@@ -128,9 +159,9 @@ enum Command {
         /// The seed of the orders and of the generated inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Passes per order (default: twice the number of passes given).
-        #[arg(long)]
-        length: Option<usize>,
+        /// Passes per order, at least 1 (default: twice the number of passes given).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        length: Option<u64>,
         /// Input sets each result is checked on with the evaluator (0: no check).
         #[arg(long, default_value_t = 2)]
         inputs: usize,
@@ -154,12 +185,14 @@ enum Command {
         #[arg(short = 'o', long = "output")]
         output: Option<PathBuf>,
         /// The C header to write with `--aot` (default: the object's path with `.h`).
-        #[arg(long)]
+        #[arg(long, requires = "aot")]
         header: Option<PathBuf>,
-        /// The name of the entry point, `NAME_run` (default: the object file's stem).
-        #[arg(long)]
+        /// The name of the entry point, `NAME_run` (default: the object file's stem); with
+        /// `--aot`.
+        #[arg(long, requires = "aot")]
         name: Option<String>,
-        /// The target triple (default: the host, with its CPU's features).
+        /// The target triple (default: the host, with its CPU's features); with `--aot` or
+        /// `--emit` (the JIT runs on the host only).
         #[arg(long)]
         target_triple: Option<String>,
         /// Print the optimized LLVM IR (`llvm`) or the assembly (`asm`).
@@ -214,11 +247,11 @@ enum Command {
         expected: PathBuf,
         /// The actual values.
         actual: PathBuf,
-        /// Relative tolerance (floats).
-        #[arg(long)]
+        /// Relative tolerance (floats): a finite number >= 0.
+        #[arg(long, value_parser = parse_tolerance, allow_negative_numbers = true)]
         rtol: Option<f64>,
-        /// Absolute tolerance (floats).
-        #[arg(long)]
+        /// Absolute tolerance (floats): a finite number >= 0.
+        #[arg(long, value_parser = parse_tolerance, allow_negative_numbers = true)]
         atol: Option<f64>,
     },
 }
@@ -244,7 +277,12 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    interrupt::install();
     let cli = Cli::parse();
+    axle::ir::memory::set_limit(cli.memory_limit);
+    if let Err(e) = axle::ir::memory::limit() {
+        return fail(&format!("error: {e}"));
+    }
     let cache = if cli.no_cache {
         axle::CacheMode::Off
     } else {
@@ -269,11 +307,11 @@ fn main() -> ExitCode {
                 inputs,
                 out_dir,
                 repeat,
-                seed,
+                seed: seed.unwrap_or(0),
                 pipeline: passes,
                 cache,
             };
-            cmd_run(&file, &opts, elided.into_load(seed, quiet))
+            cmd_run(&file, &opts, elided.into_load(seed.unwrap_or(0), quiet))
         }
         Command::Compile {
             file,
@@ -362,10 +400,7 @@ fn main() -> ExitCode {
             disable_pass,
             elided: elided.into_load(seed, quiet),
         }),
-        Command::Passes => {
-            print!("{}", axle::passes::describe_passes());
-            Ok(())
-        }
+        Command::Passes => write_stdout(&axle::passes::describe_passes()),
         Command::Explore {
             file,
             passes_from,
@@ -374,33 +409,191 @@ fn main() -> ExitCode {
             length,
             inputs,
             jsonl,
-        } => cmd_explore(&file, &passes_from, orders, seed, length, inputs, jsonl),
+        } => cmd_explore(
+            &file,
+            &passes_from,
+            orders,
+            seed,
+            length.map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
+            inputs,
+            jsonl,
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Reported(msg)) => {
-            eprint!("{msg}");
-            if !msg.ends_with('\n') {
-                eprintln!();
-            }
-            ExitCode::FAILURE
-        }
+        Err(Reported(msg)) => fail(&msg),
     }
 }
 
-fn read_source(path: &Path) -> Result<String, Reported> {
-    let shown = path.display();
-    let bytes = std::fs::read(path)
-        .map_err(|e| Reported(format!("{shown}: error: cannot read file: {e}")))?;
-    let bytes = if path.extension().is_some_and(|e| e == "gz") {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&bytes[..])
-            .read_to_end(&mut out)
-            .map_err(|e| Reported(format!("{shown}: error: cannot decompress: {e}")))?;
-        out
-    } else {
-        bytes
+/// Reports `msg` on standard error (a failing standard error is ignored: there is nowhere left
+/// to report to) and returns the failure status.
+fn fail(msg: &str) -> ExitCode {
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(msg.as_bytes());
+    if !msg.ends_with('\n') {
+        let _ = e.write_all(b"\n");
+    }
+    let _ = e.flush();
+    ExitCode::FAILURE
+}
+
+/// Writes `text` to standard output; a write error (a full disk, a closed file) is reported,
+/// never a panic.
+fn write_stdout(text: &str) -> Result<(), Reported> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(|e| Reported(format!("error: writing to standard output: {e}")))
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory renamed over it
+/// once complete, so a failure leaves `path` as it was and no partial file behind.
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Reported> {
+    stage_file(path, bytes)?.commit()
+}
+
+/// A file written in full beside its destination, not yet moved there (deleted if the process
+/// is interrupted first).
+struct Staged {
+    tmp: tempfile::NamedTempFile,
+    path: PathBuf,
+    _cleanup: interrupt::Registration,
+}
+
+impl Staged {
+    /// Moves the file into place.
+    fn commit(self) -> Result<(), Reported> {
+        let shown = self.path.display().to_string();
+        self.tmp
+            .persist(&self.path)
+            .map(|_| ())
+            .map_err(|e| Reported(format!("{shown}: error: cannot write: {}", e.error)))
+    }
+}
+
+/// Writes `bytes` to a temporary file in `path`'s directory (see [`write_file`]).
+fn stage_file(path: &Path, bytes: &[u8]) -> Result<Staged, Reported> {
+    let shown = path.display().to_string();
+    let err = |e: std::io::Error| Reported(format!("{shown}: error: cannot write: {e}"));
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
     };
+    let mut b = tempfile::Builder::new();
+    b.prefix(".axle-").suffix(".tmp");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        b.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let mut tmp = b.tempfile_in(dir).map_err(err)?;
+    let cleanup = interrupt::register(tmp.path());
+    tmp.write_all(bytes)
+        .and_then(|_| tmp.flush())
+        .map_err(err)?;
+    Ok(Staged {
+        tmp,
+        path: path.to_path_buf(),
+        _cleanup: cleanup,
+    })
+}
+
+/// Whether two paths name the same file (or would, once created).
+fn same_file(a: &Path, b: &Path) -> bool {
+    let canon = |p: &Path| {
+        p.canonicalize().ok().or_else(|| {
+            let parent = match p.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            Some(parent.canonicalize().ok()?.join(p.file_name()?))
+        })
+    };
+    match (canon(a), canon(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// Memory parsing takes per byte of HLO text, at most (the text itself, the module's columns
+/// and names, literals; measured: `axle parse` of the 16.7 MB `large_wide_300k` holds 4.4
+/// bytes per byte of text at its peak): the text a run may read is the memory ceiling over
+/// this.
+const PARSE_BYTES_PER_TEXT_BYTE: u64 = 5;
+
+/// Reads HLO text, gunzipping it (every member of a multi-member file) when it is gzip (a `.gz`
+/// name or the gzip magic bytes). The text is streamed: it must start with `HloModule` (after
+/// blanks and comments), checked as soon as the first bytes arrive, so a file that is not HLO
+/// text (`/dev/zero`) fails at once; and it may be at most the memory ceiling over
+/// [`PARSE_BYTES_PER_TEXT_BYTE`] bytes, checked as it grows (before reading, for a plain file),
+/// so an endless or hugely inflating input stops with an error.
+fn read_source(path: &Path) -> Result<String, Reported> {
+    use std::io::BufRead;
+    let shown = path.display();
+    let cannot = |e: std::io::Error| Reported(format!("{shown}: error: cannot read file: {e}"));
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let (limit, source) = axle::ir::memory::limit().map_err(|e| Reported(format!("error: {e}")))?;
+    let max_text = limit / PARSE_BYTES_PER_TEXT_BYTE;
+    let too_large = |what: &str| {
+        Reported(format!(
+            "{shown}: error: the HLO text{what} is larger than {max_text} bytes ({}), the most \
+             that can be parsed under {}: parsing takes up to {PARSE_BYTES_PER_TEXT_BYTE} bytes of \
+             memory per byte of text",
+            axle::ir::memory::human(max_text),
+            match source {
+                axle::ir::memory::LimitSource::System => {
+                    format!("the {limit} bytes of memory available")
+                }
+                _ => format!("the memory limit of {limit} bytes"),
+            }
+        ))
+    };
+    let plain_len = file
+        .metadata()
+        .ok()
+        .filter(|md| md.is_file())
+        .map(|md| md.len());
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let head = reader.fill_buf().map_err(cannot)?;
+    let gz = path.extension().is_some_and(|e| e == "gz") || head.starts_with(&[0x1f, 0x8b]);
+    if !gz && plain_len.is_some_and(|n| n > max_text) {
+        return Err(too_large(""));
+    }
+    let mut src: Box<dyn Read> = if gz {
+        Box::new(flate2::read::MultiGzDecoder::new(reader))
+    } else {
+        Box::new(reader)
+    };
+    let mut bytes: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; 1 << 16];
+    let mut header_ok = false;
+    loop {
+        let n = match src.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if gz => {
+                return Err(Reported(format!("{shown}: error: cannot decompress: {e}")))
+            }
+            Err(e) => return Err(cannot(e)),
+        };
+        if n == 0 {
+            break;
+        }
+        if (bytes.len() + n) as u64 > max_text {
+            return Err(too_large(if gz { " (decompressed)" } else { "" }));
+        }
+        bytes
+            .try_reserve(n)
+            .map_err(|_| Reported(format!("{shown}: error: out of memory reading the file")))?;
+        bytes.extend_from_slice(&chunk[..n]);
+        if !header_ok {
+            match starts_like_hlo(&bytes) {
+                Some(true) => header_ok = true,
+                Some(false) => return Err(not_hlo(&bytes, &shown.to_string())),
+                None => {}
+            }
+        }
+    }
     String::from_utf8(bytes).map_err(|e| {
         Reported(format!(
             "{shown}: error: file is not UTF-8 text (byte {})",
@@ -427,9 +620,77 @@ impl ElidedArgs {
     }
 }
 
+/// Whether text starting with `b` starts with `HloModule` after blanks and comments: `None`
+/// while `b` is too short to tell.
+fn starts_like_hlo(b: &[u8]) -> Option<bool> {
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b' ' | b'\t' | b'\r' | b'\n' => i += 1,
+            b'/' if b.get(i + 1) == Some(&b'/') => match b[i..].iter().position(|&c| c == b'\n') {
+                Some(k) => i += k + 1,
+                None => return None,
+            },
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                match b[i + 2..].windows(2).position(|w| w == b"*/") {
+                    Some(k) => i += k + 4,
+                    None => return None,
+                }
+            }
+            b'/' if i + 1 == b.len() => return None,
+            _ => {
+                let rest = &b[i..];
+                let want: &[u8] = b"HloModule";
+                let n = rest.len().min(want.len());
+                return if rest[..n] != want[..n] {
+                    Some(false)
+                } else if n < want.len() {
+                    None
+                } else {
+                    Some(true)
+                };
+            }
+        }
+    }
+    None
+}
+
+/// The parser's own error for text that does not start with `HloModule`, from the first line
+/// of it (the rest of the file is never read).
+fn not_hlo(bytes: &[u8], file: &str) -> Reported {
+    let start = bytes
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(0);
+    let end = bytes[start..]
+        .iter()
+        .position(|&c| c == b'\n')
+        .map_or(bytes.len(), |k| start + k)
+        .min(start + 200);
+    let text = match std::str::from_utf8(&bytes[..end]) {
+        Ok(t) => t,
+        Err(e) => {
+            return Reported(format!(
+                "{file}: error: file is not UTF-8 text (byte {})",
+                e.valid_up_to()
+            ))
+        }
+    };
+    match parse_module(text) {
+        Err(e) => Reported(e.render(file)),
+        Ok(_) => Reported(format!("{file}: error: not HLO text")),
+    }
+}
+
 /// Reads, parses and verifies a module, rendering errors against the file, then applies the
-/// elided-constants mode; the phases show on `progress`.
-fn load_with(path: &Path, opts: LoadOptions, progress: &Progress) -> Result<Module, Reported> {
+/// elided-constants mode and, when `runnable`, checks that a backend can run the module
+/// ([`axle::check_runnable_for_cli`]), with the same rendering; the phases show on `progress`.
+fn load_with(
+    path: &Path,
+    opts: LoadOptions,
+    runnable: bool,
+    progress: &Progress,
+) -> Result<Module, Reported> {
     progress.phase("parse", None);
     let text = read_source(path)?;
     let file = path.display().to_string();
@@ -438,21 +699,20 @@ fn load_with(path: &Path, opts: LoadOptions, progress: &Progress) -> Result<Modu
     axle::verify_for_cli(&m, &text, &file).map_err(Reported)?;
     axle::elided::apply(&mut m, opts.elided, opts.seed)
         .map_err(|ids| Reported(axle::elided::render_error(&m, &ids, &file)))?;
+    if runnable {
+        axle::check_runnable_for_cli(&m, &text, &file).map_err(Reported)?;
+    }
     Ok(m)
 }
 
-/// [`load_with`] with a progress bar of its own (parse, verify).
+/// [`load_with`] with a progress bar of its own (parse, verify), not checking runnability.
 fn load(path: &Path, opts: LoadOptions) -> Result<Module, Reported> {
-    load_with(path, opts, &Progress::new(opts.quiet, 2))
+    load_with(path, opts, false, &Progress::new(opts.quiet, 2))
 }
 
 fn cmd_parse(path: &Path, opts: LoadOptions) -> Result<(), Reported> {
     let m = load(path, opts)?;
-    let text = print_module(&m);
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .map_err(|e| Reported(format!("error: writing output: {e}")))
+    write_stdout(&print_module(&m))
 }
 
 fn cmd_stats(path: &Path) -> Result<(), Reported> {
@@ -464,8 +724,7 @@ fn cmd_stats(path: &Path) -> Result<(), Reported> {
     let t1 = Instant::now();
     axle::verify_for_cli(&m, &text, &file).map_err(Reported)?;
     let t_verify = t1.elapsed();
-    print!("{}", axle::stats_report(&m, text.len(), t_parse, t_verify));
-    Ok(())
+    write_stdout(&axle::stats_report(&m, text.len(), t_parse, t_verify))
 }
 
 fn cmd_run(
@@ -477,12 +736,11 @@ fn cmd_run(
         return Err(Reported("error: --repeat must be at least 1".into()));
     }
     let progress = Progress::new(load_opts.quiet, 3);
-    let m = load_with(path, load_opts, &progress)?;
+    let m = load_with(path, load_opts, true, &progress)?;
     progress.phase("compile and run", Some(m.num_live_insts()));
     let report = axle::run::run_module(m, opts)
         .map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
-    print!("{}", axle::run::summary(&report));
-    Ok(())
+    write_stdout(&axle::run::summary(&report))
 }
 
 struct CompileArgs {
@@ -499,11 +757,6 @@ struct CompileArgs {
     elided: LoadOptions,
 }
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Reported> {
-    std::fs::write(path, bytes)
-        .map_err(|e| Reported(format!("{}: error: cannot write: {e}", path.display())))
-}
-
 fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
     let shown = a.file.display().to_string();
     if a.backend != "cpu" && (a.aot || a.emit.is_some() || a.target_triple.is_some()) {
@@ -517,8 +770,24 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
             "error: --aot and --emit cannot be combined".into(),
         ));
     }
+    if a.target_triple.is_some() && !a.aot && a.emit.is_none() {
+        return Err(Reported(
+            "error: --target-triple needs --aot or --emit (the JIT compiles for the host only)"
+                .into(),
+        ));
+    }
+    distinct_outputs(
+        &a.file,
+        &[("-o", a.output.as_ref()), ("--header", a.header.as_ref())],
+        &[],
+    )?;
+    if a.output.is_some() && !a.aot && a.emit.is_none() {
+        return Err(Reported(
+            "error: -o names the object of --aot or the text of --emit; give one of them".into(),
+        ));
+    }
     let progress = Progress::new(a.elided.quiet, 3);
-    let m = load_with(&a.file, a.elided, &progress)?;
+    let m = load_with(&a.file, a.elided, true, &progress)?;
     progress.phase(
         "compile: passes, code generation, LLVM",
         Some(m.num_live_insts()),
@@ -545,8 +814,8 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
         .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
     drop(progress);
     let stats = exe.stats();
-    println!(
-        "compiled {} ({} instructions) on {} in {:.3} ms{}{}",
+    write_stdout(&format!(
+        "compiled {} ({} instructions) on {} in {:.3} ms{}{}\n",
         shown,
         stats.instructions,
         a.backend,
@@ -559,8 +828,7 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
             .temp_bytes
             .map(|t| format!(", {t} temporary bytes"))
             .unwrap_or_default()
-    );
-    Ok(())
+    ))
 }
 
 /// `axle compile --aot` and `--emit`: the code generator on the (already optimized) module;
@@ -586,19 +854,31 @@ fn compile_cpu_output(
                 .unwrap_or_else(|| "model".into())
         });
         let header = a.header.clone().unwrap_or_else(|| obj.with_extension("h"));
+        if same_file(&obj, &header) {
+            return Err(Reported(format!(
+                "error: the header {} would overwrite the object file; give --header another path",
+                header.display()
+            )));
+        }
         let out = axle_codegen_cpu::compile_aot(&m, &opts, &name)
             .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
-        write_file(&obj, &out.object)?;
-        write_file(&header, out.header.as_bytes())?;
-        println!(
-            "wrote {} and {} (entry point {}, {} temporary bytes) in {:.3} ms",
+        // Both files are written in full before either is moved into place: a failure leaves
+        // neither behind.
+        let staged_obj = stage_file(&obj, &out.object)?;
+        let staged_header = stage_file(&header, out.header.as_bytes())?;
+        staged_obj.commit()?;
+        if let Err(e) = staged_header.commit() {
+            let _ = std::fs::remove_file(&obj);
+            return Err(e);
+        }
+        return write_stdout(&format!(
+            "wrote {} and {} (entry point {}, {} temporary bytes) in {:.3} ms\n",
             obj.display(),
             header.display(),
             out.symbol,
             out.temp_bytes,
             t0.elapsed().as_secs_f64() * 1e3
-        );
-        return Ok(());
+        ));
     }
     let what = if a.emit.as_deref() == Some("asm") {
         axle_codegen_cpu::Emit::Asm
@@ -609,12 +889,7 @@ fn compile_cpu_output(
         .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
     match &a.output {
         Some(p) => write_file(p, text.as_bytes()),
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())
-                .and_then(|_| out.flush())
-                .map_err(|e| Reported(format!("error: writing output: {e}")))
-        }
+        None => write_stdout(&text),
     }
 }
 
@@ -627,12 +902,11 @@ fn cmd_bench(
         return Err(Reported("error: --repeat must be at least 1".into()));
     }
     let progress = Progress::new(load_opts.quiet, 3);
-    let m = load_with(path, load_opts, &progress)?;
+    let m = load_with(path, load_opts, true, &progress)?;
     progress.phase("compile and time runs", Some(m.num_live_insts()));
     let r = axle::bench::bench_module(m, opts)
         .map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
-    print!("{}", axle::bench::report(&r));
-    Ok(())
+    write_stdout(&axle::bench::report(&r))
 }
 
 fn cmd_compare(
@@ -652,10 +926,7 @@ fn cmd_compare(
         },
     };
     match axle::ir::compare_arrays(&e, &a, tol) {
-        Ok(()) => {
-            println!("match: {} elements", e.len());
-            Ok(())
-        }
+        Ok(()) => write_stdout(&format!("match: {} elements\n", e.len())),
         Err(m) => Err(Reported(format!("mismatch: {m}"))),
     }
 }
@@ -675,8 +946,41 @@ struct OptArgs {
     elided: LoadOptions,
 }
 
+/// Refuses two output options naming one file (the second write would destroy the first), and
+/// an output option naming the input file where the output is not a module (it would destroy
+/// the input with something else).
+fn distinct_outputs(
+    input: &Path,
+    outputs: &[(&str, Option<&PathBuf>)],
+    module_outputs: &[&str],
+) -> Result<(), Reported> {
+    for (i, (flag, p)) in outputs.iter().enumerate() {
+        let Some(p) = p else { continue };
+        if !module_outputs.contains(flag) && same_file(p, input) {
+            return Err(Reported(format!(
+                "error: {flag} {} is the input file; give another path",
+                p.display()
+            )));
+        }
+        for (other, q) in &outputs[i + 1..] {
+            if q.is_some_and(|q| same_file(p, q)) {
+                return Err(Reported(format!(
+                    "error: {flag} and {other} name the same file {}; give them different paths",
+                    p.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn cmd_opt(a: OptArgs) -> Result<(), Reported> {
     use axle::ir::{PassManagerOptions, VerifyMode};
+    distinct_outputs(
+        &a.file,
+        &[("-o", a.output.as_ref()), ("--stats", a.stats.as_ref())],
+        &["-o"],
+    )?;
     let text = match (&a.passes, &a.pipeline) {
         (Some(p), None) => p.clone(),
         (None, Some(name)) => axle::passes::standard_pipeline(name)
@@ -731,12 +1035,9 @@ fn cmd_opt(a: OptArgs) -> Result<(), Reported> {
         Err(axle::passes::OptimizeError::Pass(e, rows)) => (rows, Some(e)),
     };
     if let Some(path) = &a.stats {
-        std::fs::write(path, axle::ir::pass_manager::stats_to_jsonl(&rows)).map_err(|e| {
-            Reported(format!(
-                "{}: error: cannot write stats: {e}",
-                path.display()
-            ))
-        })?;
+        // One row at a time: every row repeats the pipeline, so the whole file at once would
+        // take memory quadratic in the number of passes.
+        stage_rows(path, rows.iter().map(|r| format!("{}\n", r.to_json())))?.commit()?;
     }
     if a.time_passes {
         eprint!("{}", time_passes_table(&rows));
@@ -746,15 +1047,24 @@ fn cmd_opt(a: OptArgs) -> Result<(), Reported> {
     }
     let printed = print_module(&m);
     match &a.output {
-        Some(p) => std::fs::write(p, printed)
-            .map_err(|e| Reported(format!("{}: error: cannot write: {e}", p.display()))),
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(printed.as_bytes())
-                .and_then(|_| out.flush())
-                .map_err(|e| Reported(format!("error: writing output: {e}")))
-        }
+        Some(p) => write_file(p, printed.as_bytes()),
+        None => write_stdout(&printed),
     }
+}
+
+/// Writes lines to a temporary file beside `path`, one at a time (see [`write_file`]).
+fn stage_rows(path: &Path, lines: impl Iterator<Item = String>) -> Result<Staged, Reported> {
+    let staged = stage_file(path, b"")?;
+    let shown = path.display().to_string();
+    let mut w = std::io::BufWriter::new(staged.tmp.as_file());
+    for l in lines {
+        w.write_all(l.as_bytes())
+            .map_err(|e| Reported(format!("{shown}: error: cannot write: {e}")))?;
+    }
+    w.flush()
+        .map_err(|e| Reported(format!("{shown}: error: cannot write: {e}")))?;
+    drop(w);
+    Ok(staged)
 }
 
 /// Time per pass (summed over its runs), most expensive first.
@@ -803,6 +1113,7 @@ fn cmd_explore(
     inputs: usize,
     jsonl: Option<PathBuf>,
 ) -> Result<(), Reported> {
+    distinct_outputs(path, &[("--jsonl", jsonl.as_ref())], &[])?;
     let items = axle::ir::Pipeline::parse(passes_from)
         .map_err(|e| Reported(format!("error: --passes-from:\n{}", e.render())))?;
     let passes: Vec<String> = items.items.iter().map(|i| i.to_string()).collect();
@@ -821,7 +1132,6 @@ fn cmd_explore(
         length,
         input_sets: inputs,
     };
-    let rows = axle::explore::explore(&m, &opts).map_err(|e| Reported(format!("error: {e}")))?;
     let out = jsonl.unwrap_or_else(|| {
         let stem = path
             .file_name()
@@ -833,20 +1143,30 @@ fn cmd_explore(
             .to_string();
         PathBuf::from(format!("{stem}.explore.jsonl"))
     });
-    let mut text = String::new();
-    for r in &rows {
-        text.push_str(&r.to_json());
-        text.push('\n');
-    }
-    std::fs::write(&out, text)
-        .map_err(|e| Reported(format!("{}: error: cannot write: {e}", out.display())))?;
-    print!("{}", axle::explore::explore_table(&rows));
-    println!("rows: {}", out.display());
-    let bad: Vec<String> = rows
-        .iter()
-        .filter(|r| matches!(r.check, axle::explore::Check::Differs(_)))
-        .map(|r| format!("order {}: {}", r.order, r.pipeline))
-        .collect();
+    // Rows stream: each goes to the JSON-lines file (a temporary file beside it, moved into
+    // place at the end) and to the table on standard output as soon as it is made.
+    let staged = stage_file(&out, b"")?;
+    let shown = out.display().to_string();
+    let mut rows_file = std::io::BufWriter::new(staged.tmp.as_file());
+    write_stdout(&axle::explore::explore_table_header())?;
+    let mut bad: Vec<String> = Vec::new();
+    axle::explore::explore_each(&m, &opts, |r| {
+        rows_file
+            .write_all(format!("{}\n", r.to_json()).as_bytes())
+            .map_err(|e| format!("{shown}: cannot write: {e}"))?;
+        write_stdout(&axle::explore::explore_table_row(&r)).map_err(|e| e.0)?;
+        if matches!(r.check, axle::explore::Check::Differs(_)) {
+            bad.push(format!("order {}: {}", r.order, r.pipeline));
+        }
+        Ok(())
+    })
+    .map_err(|e| Reported(format!("error: {e}")))?;
+    rows_file
+        .flush()
+        .map_err(|e| Reported(format!("{shown}: error: cannot write: {e}")))?;
+    drop(rows_file);
+    staged.commit()?;
+    write_stdout(&format!("rows: {}\n", out.display()))?;
     if !bad.is_empty() {
         return Err(Reported(format!(
             "error: {} order(s) changed the program's results:\n{}",

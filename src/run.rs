@@ -5,8 +5,13 @@
 //! wrong count, shape or element type is an error naming the parameter. Without inputs, each
 //! parameter gets deterministic pseudo-random values from the seed. Outputs are the root's array
 //! leaves, depth-first, written as `DIR/out0.npy`, `out1.npy`, ...; they are first written to a
-//! temporary directory inside `DIR` and moved into place only when all of them are written, so a
-//! failure leaves nothing partial behind.
+//! temporary directory inside `DIR` and moved into place only when all of them are written, and
+//! the output files of an earlier run in `DIR` are replaced as a set (see [`write_outputs`]), so
+//! a failure leaves nothing partial behind and `DIR` never mixes two runs.
+//!
+//! Memory: the inputs a run makes or reads are reserved in one [`MemoryBudget`] under the
+//! process's ceiling before each is allocated, so an input too large fails with an error naming
+//! the parameter; the backends check their own results and temporaries the same way.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -16,7 +21,8 @@ use axle_ir::{ArrayLiteral, ArrayShape, ElementType, Literal, Module};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::backend::{pipeline_for, registry, CacheMode, CompileOptions, ValueShape};
+use crate::backend::{pipeline_for, registry, BackendError, CacheMode, CompileOptions, ValueShape};
+use axle_ir::memory::MemoryBudget;
 
 /// Options of a run.
 #[derive(Clone, Debug)]
@@ -72,10 +78,14 @@ pub struct RunReport {
 /// Runs an already parsed and verified module.
 pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
     let platform = registry().get(&opts.backend).map_err(|e| e.to_string())?;
+    // What every backend refuses, before inputs are made for it.
+    axle_ir::check_runnable(&m)
+        .map_err(|e| BackendError::new(&opts.backend, e.to_string()).to_string())?;
+    let mut budget = MemoryBudget::new()?;
     let inputs = if opts.inputs.is_empty() {
-        generate_inputs(&m, opts.seed)
+        try_generate_inputs(&m, opts.seed, &mut budget)?
     } else {
-        bind_inputs(&m, &opts.inputs)?
+        bind_inputs_within(&m, &opts.inputs, &mut budget)?
     };
     let t0 = Instant::now();
     let exe = platform
@@ -132,8 +142,18 @@ fn param_desc(m: &Module, k: usize) -> String {
     format!("parameter {k} ('{}')", m.name(p))
 }
 
-/// Reads `.npy` inputs and binds them to the entry parameters' array leaves.
+/// Reads `.npy` inputs and binds them to the entry parameters' array leaves (token
+/// parameters take no file: a token carries no data).
 pub fn bind_inputs(m: &Module, files: &[PathBuf]) -> Result<Vec<Literal>, String> {
+    bind_inputs_within(m, files, &mut MemoryBudget::new()?)
+}
+
+/// [`bind_inputs`], with the inputs' data reserved in `budget` before each is read.
+pub fn bind_inputs_within(
+    m: &Module,
+    files: &[PathBuf],
+    budget: &mut MemoryBudget,
+) -> Result<Vec<Literal>, String> {
     let params = m.params(m.entry()).to_vec();
     let shapes: Vec<ValueShape> = params
         .iter()
@@ -151,7 +171,7 @@ pub fn bind_inputs(m: &Module, files: &[PathBuf]) -> Result<Vec<Literal>, String
     let mut next = 0;
     let mut out = Vec::new();
     for (k, s) in shapes.iter().enumerate() {
-        out.push(bind_one(m, k, s, files, &mut next)?);
+        out.push(bind_one(m, k, s, files, &mut next, budget)?);
     }
     Ok(out)
 }
@@ -162,13 +182,14 @@ fn bind_one(
     s: &ValueShape,
     files: &[PathBuf],
     next: &mut usize,
+    budget: &mut MemoryBudget,
 ) -> Result<Literal, String> {
     match s {
         ValueShape::Array(a) => {
             let f = &files[*next];
             *next += 1;
-            let lit =
-                axle_ir::read_npy_as(f, a.ty).map_err(|e| format!("{}: {e}", param_desc(m, k)))?;
+            let lit = axle_ir::read_npy_within(f, Some(a.ty), budget)
+                .map_err(|e| format!("{}: {e}", param_desc(m, k)))?;
             if lit.shape.dims != a.dims {
                 return Err(format!(
                     "{}: {} has shape {:?} but the parameter needs {}{:?}",
@@ -183,37 +204,68 @@ fn bind_one(
         }
         ValueShape::Tuple(es) => Ok(Literal::Tuple(
             es.iter()
-                .map(|e| bind_one(m, k, e, files, next))
+                .map(|e| bind_one(m, k, e, files, next, budget))
                 .collect::<Result<_, _>>()?,
         )),
-        ValueShape::Token => Err(format!(
-            "{}: token parameters cannot be bound to inputs",
-            param_desc(m, k)
-        )),
+        ValueShape::Token => Ok(Literal::Tuple(Vec::new())),
     }
 }
 
 /// Deterministic inputs for every entry parameter from `seed`: floats uniform in [-1, 1),
-/// signed integers in [-8, 8), unsigned in [0, 16), pred fair coin flips.
-pub fn generate_inputs(m: &Module, seed: u64) -> Vec<Literal> {
+/// signed integers in [-8, 8), unsigned in [0, 16), pred fair coin flips; tokens are empty
+/// tuples. Each parameter's size is checked against the memory ceiling before it is made.
+pub fn generate_inputs(m: &Module, seed: u64) -> Result<Vec<Literal>, String> {
+    try_generate_inputs(m, seed, &mut MemoryBudget::new()?)
+}
+
+/// [`generate_inputs`], reserving each parameter's bytes in `budget` first: a parameter too
+/// large for it (or with an unbounded dynamic dimension) is an error naming it, before anything
+/// is allocated.
+pub fn try_generate_inputs(
+    m: &Module,
+    seed: u64,
+    budget: &mut MemoryBudget,
+) -> Result<Vec<Literal>, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    m.params(m.entry())
-        .iter()
-        .map(|&p| generate(&ValueShape::of_shape(m, m.shape(p)), &mut rng))
-        .collect()
-}
-
-fn generate(s: &ValueShape, rng: &mut ChaCha8Rng) -> Literal {
-    match s {
-        ValueShape::Array(a) => Literal::Array(random_array(a, rng)),
-        ValueShape::Tuple(es) => Literal::Tuple(es.iter().map(|e| generate(e, rng)).collect()),
-        ValueShape::Token => Literal::Tuple(Vec::new()),
+    let mut out = Vec::new();
+    for (k, &p) in m.params(m.entry()).iter().enumerate() {
+        let s = ValueShape::of_shape(m, m.shape(p));
+        let mut bytes = 0u64;
+        for a in s.leaves() {
+            let b = a.byte_size().ok_or_else(|| {
+                format!(
+                    "{}: {} has no fixed size",
+                    param_desc(m, k),
+                    axle_ir::OwnedShape::Array(a.clone())
+                )
+            })?;
+            bytes = bytes.saturating_add(b);
+        }
+        budget
+            .reserve(bytes, || param_desc(m, k))
+            .map_err(|e| e.to_string())?;
+        out.push(generate(&s, &mut rng).map_err(|e| format!("{}: {e}", param_desc(m, k)))?);
     }
+    Ok(out)
 }
 
-fn random_array(a: &ArrayShape, rng: &mut ChaCha8Rng) -> ArrayLiteral {
+fn generate(s: &ValueShape, rng: &mut ChaCha8Rng) -> Result<Literal, String> {
+    Ok(match s {
+        ValueShape::Array(a) => Literal::Array(random_array(a, rng)?),
+        ValueShape::Tuple(es) => Literal::Tuple(
+            es.iter()
+                .map(|e| generate(e, rng))
+                .collect::<Result<_, _>>()?,
+        ),
+        ValueShape::Token => Literal::Tuple(Vec::new()),
+    })
+}
+
+fn random_array(a: &ArrayShape, rng: &mut ChaCha8Rng) -> Result<ArrayLiteral, String> {
+    let bytes = a.byte_size().ok_or("the shape has no fixed size")?;
     let n = a.num_elements().max(0) as usize;
-    let mut data = Vec::with_capacity(n * a.ty.byte_size());
+    let mut data = axle_ir::memory::try_with_capacity(bytes as usize, || "its data".to_string())
+        .map_err(|e| e.to_string())?;
     for _ in 0..n {
         let bytes = match a.ty {
             ElementType::Pred => vec![rng.random::<bool>() as u8],
@@ -226,14 +278,24 @@ fn random_array(a: &ArrayShape, rng: &mut ChaCha8Rng) -> ArrayLiteral {
         };
         data.extend(bytes);
     }
-    ArrayLiteral {
+    Ok(ArrayLiteral {
         shape: a.clone(),
         data,
-    }
+    })
 }
 
-/// Writes `outK.npy` into `dir`: all files go to a temporary directory inside `dir` first and are
-/// moved into place only when every one was written.
+/// Whether `name` is an output file of a run (`out` then digits then `.npy`).
+fn is_output_name(name: &str) -> bool {
+    name.strip_prefix("out")
+        .and_then(|r| r.strip_suffix(".npy"))
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Writes `outK.npy` into `dir`, replacing every output file of an earlier run, so the directory
+/// never mixes two runs: all files go to a temporary directory inside `dir` first; then the
+/// earlier run's `outK.npy` files (any `K`) are moved aside into it, the new ones moved into
+/// place, and the temporary directory removed. If a move fails, the new files are taken out and
+/// the earlier ones put back, so `dir` holds either the earlier run's outputs or this run's.
 pub fn write_outputs(dir: &Path, outputs: &[ArrayLiteral]) -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("{}: cannot create directory: {e}", dir.display()))?;
@@ -246,27 +308,63 @@ pub fn write_outputs(dir: &Path, outputs: &[ArrayLiteral]) -> Result<Vec<PathBuf
                 dir.display()
             )
         })?;
+    let staged_dir = tmp.path().join("new");
+    let old_dir = tmp.path().join("old");
+    for d in [&staged_dir, &old_dir] {
+        std::fs::create_dir(d)
+            .map_err(|e| format!("{}: cannot create a directory: {e}", d.display()))?;
+    }
     let mut staged = Vec::new();
     for (k, o) in outputs.iter().enumerate() {
-        let p = tmp.path().join(format!("out{k}.npy"));
+        let p = staged_dir.join(format!("out{k}.npy"));
         axle_ir::write_npy(&p, o).map_err(|e| format!("writing output {k}: {e}"))?;
         staged.push(p);
     }
-    let mut written = Vec::new();
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: cannot list the directory: {e}", dir.display()))?;
+    let mut earlier: Vec<String> = Vec::new();
+    for e in entries {
+        let e = e.map_err(|e| format!("{}: cannot list the directory: {e}", dir.display()))?;
+        if let Some(name) = e.file_name().to_str() {
+            if is_output_name(name) && e.file_type().is_ok_and(|t| t.is_file()) {
+                earlier.push(name.to_string());
+            }
+        }
+    }
+    earlier.sort();
+    let mut moved_aside: Vec<&str> = Vec::new();
+    let mut placed: Vec<PathBuf> = Vec::new();
+    // Puts the directory back as it was: the new files out, the earlier ones back.
+    let undo = |placed: &[PathBuf], moved_aside: &[&str]| {
+        for p in placed {
+            let _ = std::fs::remove_file(p);
+        }
+        for name in moved_aside {
+            let _ = std::fs::rename(old_dir.join(name), dir.join(name));
+        }
+    };
+    for name in &earlier {
+        if let Err(e) = std::fs::rename(dir.join(name), old_dir.join(name)) {
+            undo(&placed, &moved_aside);
+            return Err(format!(
+                "{}: cannot replace the earlier run's output: {e}",
+                dir.join(name).display()
+            ));
+        }
+        moved_aside.push(name);
+    }
     for (k, p) in staged.iter().enumerate() {
         let dst = dir.join(format!("out{k}.npy"));
         if let Err(e) = std::fs::rename(p, &dst) {
-            for w in &written {
-                let _ = std::fs::remove_file(w);
-            }
+            undo(&placed, &moved_aside);
             return Err(format!(
                 "{}: cannot move output into place: {e}",
                 dst.display()
             ));
         }
-        written.push(dst);
+        placed.push(dst);
     }
-    Ok(written)
+    Ok(placed)
 }
 
 /// A short human-readable summary of a run.

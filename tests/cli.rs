@@ -2,8 +2,11 @@
 //! (`FILE:LINE:COL: error: ...` with the source line and a caret where there is a position), a
 //! non-zero exit, nothing on stdout, and no partial output files.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
+
+mod common;
+use common::{fails_with, stderr, stdout, write};
 
 fn axle(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_axle"))
@@ -28,28 +31,9 @@ fn corpus(name: &str) -> String {
     shared().join("corpus").join(name).display().to_string()
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p.display().to_string()
-}
-
 /// Asserts a failure: exit 1, nothing on stdout, stderr containing every fragment.
 fn assert_fails(o: &Output, fragments: &[&str]) {
-    assert_eq!(o.status.code(), Some(1), "stderr: {}", stderr(o));
-    assert!(o.stdout.is_empty(), "stdout not empty: {}", stdout(o));
-    let e = stderr(o);
-    for f in fragments {
-        assert!(e.contains(f), "stderr lacks {f:?}:\n{e}");
-    }
+    fails_with(o, 1, fragments);
 }
 
 #[test]

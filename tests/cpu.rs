@@ -61,7 +61,7 @@ fn run_cpu_libm(m: &Module, args: &[Literal]) -> Result<Vec<ArrayLiteral>, Strin
 /// `x / (tanh(x) - x)`) cannot amplify a few ulps of approximation.
 fn same_results(r: Recipe, seed: u64) -> TestResult {
     let m = r.build();
-    let args = axle::run::generate_inputs(&m, seed);
+    let args = axle::run::generate_inputs(&m, seed).expect("inputs");
     let want = match run_on("interpreter", &m, &args) {
         Ok(w) => w,
         Err(e) => return TestResult::error(format!("interpreter: {e}")),
@@ -131,7 +131,7 @@ ENTRY main {
 #[test]
 fn results_do_not_depend_on_the_thread_count() {
     let m = parse_module(BIG).expect("parses");
-    let args = axle::run::generate_inputs(&m, 7);
+    let args = axle::run::generate_inputs(&m, 7).expect("inputs");
     let run = |threads| {
         let exe = compile(
             &m,
@@ -387,7 +387,7 @@ fn gemm_dots_match_the_evaluator() {
         );
         let module = parse_module(&text).expect("parses");
         axle::verify_module(&module).expect("verifies");
-        let args = axle::run::generate_inputs(&module, (m * 31 + n) as u64);
+        let args = axle::run::generate_inputs(&module, (m * 31 + n) as u64).expect("inputs");
         let exe = compile(&module, &CpuOptions::default()).expect("compiles");
         let got = exe.run_literals(&args).expect("runs");
         let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
@@ -426,7 +426,7 @@ fn tiled_convolutions_match_the_evaluator() {
             Err(e) => panic!("{text}: {e}"),
         };
         axle::verify_module(&module).unwrap_or_else(|e| panic!("{text}: {e}"));
-        let args = axle::run::generate_inputs(&module, i as u64);
+        let args = axle::run::generate_inputs(&module, i as u64).expect("inputs");
         let exe = compile(&module, &CpuOptions::default()).expect("compiles");
         let got = exe.run_literals(&args).expect("runs");
         let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
@@ -499,7 +499,7 @@ ENTRY main {{
     );
     let module = parse_module(&text).unwrap_or_else(|e| panic!("{e}"));
     axle::verify_module(&module).unwrap_or_else(|e| panic!("{e}"));
-    let args = axle::run::generate_inputs(&module, 3);
+    let args = axle::run::generate_inputs(&module, 3).expect("inputs");
     let exe = compile(&module, &CpuOptions::default()).expect("compiles");
     assert!(exe.kernels() > 150, "{} kernels", exe.kernels());
     let got = exe.run_literals(&args).expect("runs");
@@ -547,7 +547,7 @@ ENTRY main {
 "#;
     let module = parse_module(text).unwrap_or_else(|e| panic!("{e}"));
     axle::verify_module(&module).unwrap_or_else(|e| panic!("{e}"));
-    let args = axle::run::generate_inputs(&module, 5);
+    let args = axle::run::generate_inputs(&module, 5).expect("inputs");
     let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
     for threads in [1, 4] {
         let opts = CpuOptions {
@@ -579,7 +579,7 @@ fn transposes_match_the_evaluator() {
             "HloModule t\nENTRY main {{\n  x = {shape} parameter(0)\n  ROOT y = {out} transpose(x), dimensions={{{perm}}}\n}}\n"
         );
         let module = parse_module(&text).unwrap_or_else(|e| panic!("{e}"));
-        let args = axle::run::generate_inputs(&module, 5);
+        let args = axle::run::generate_inputs(&module, 5).expect("inputs");
         let got = compile(&module, &CpuOptions::default())
             .expect("compiles")
             .run_literals(&args)
@@ -629,7 +629,7 @@ ENTRY main {{
         );
         let module = parse_module(&text).unwrap_or_else(|e| panic!("{e}"));
         axle::verify_module(&module).unwrap_or_else(|e| panic!("{e}"));
-        let args = axle::run::generate_inputs(&module, 9);
+        let args = axle::run::generate_inputs(&module, 9).expect("inputs");
         let got = compile(&module, &CpuOptions::default())
             .expect("compiles")
             .run_literals(&args)
@@ -641,7 +641,7 @@ ENTRY main {{
     }
     let text = "HloModule t\nENTRY main {\n  x = f32[4,100] parameter(0)\n  ROOT t = (f32[4,7], s32[4,7]) topk(x), k=7, largest=true\n}\n";
     let module = parse_module(text).unwrap_or_else(|e| panic!("{e}"));
-    let args = axle::run::generate_inputs(&module, 4);
+    let args = axle::run::generate_inputs(&module, 4).expect("inputs");
     let got = compile(&module, &CpuOptions::default())
         .expect("compiles")
         .run_literals(&args)
@@ -678,7 +678,7 @@ fn aot_cross_compiles_for_another_triple() {
 fn static_facts_match_the_evaluator() {
     let text = "HloModule s\nENTRY main {\n  x = f32[3,5] parameter(0)\n  d = s32[] get-dimension-size(x), dimensions={1}\n  p = u32[] partition-id()\n  r = u32[] replica-id()\n  ROOT t = (s32[], u32[], u32[]) tuple(d, p, r)\n}\n";
     let module = parse_module(text).unwrap_or_else(|e| panic!("{e}"));
-    let args = axle::run::generate_inputs(&module, 1);
+    let args = axle::run::generate_inputs(&module, 1).expect("inputs");
     let got = compile(&module, &CpuOptions::default())
         .expect("compiles")
         .run_literals(&args)

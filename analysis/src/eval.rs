@@ -13,7 +13,10 @@
 //!
 //! Float sum and product reductions fold as a balanced tree (HLO leaves the order open; XLA's
 //! vectorized reductions are close to exact, a left-to-right `f32` fold of millions of values
-//! is not). Every result is checked against its instruction's declared shape.
+//! is not). Every result is checked against its instruction's declared shape, and reserved
+//! before it is computed in a memory budget under the process's ceiling
+//! ([`axle_ir::memory`]; the arguments count as held): a result over the ceiling, or of a shape
+//! with an unbounded dynamic dimension, is an error naming the instruction, never an abort.
 //!
 //! Values are logical row-major literals whatever their layout; only `bitcast` looks at
 //! layouts (a bitcast reinterprets the physical buffer), and `copy` between layouts is a no-op.
@@ -37,6 +40,7 @@ mod scalar;
 mod shape_ops;
 mod sort;
 
+use axle_ir::memory::MemoryBudget;
 use axle_ir::{
     ArrayLiteral, ArrayShape, AttrKey, AttrValue, CompId, ComparisonType, ElementType, InstId,
     Literal, Module, Opcode, Shape,
@@ -142,7 +146,16 @@ pub fn evaluate_computation_with(
     args: &[Literal],
     opts: &EvalOptions,
 ) -> Result<Literal, EvalError> {
-    let mut ev = Evaluator::new(m, opts);
+    let budget = MemoryBudget::new().map_err(|message| EvalError {
+        instruction: String::new(),
+        opcode: String::new(),
+        computation: m.comp_name(comp).to_string(),
+        message,
+    })?;
+    let mut budget = budget;
+    // The arguments are the caller's memory, held for the whole run.
+    budget.force(args.iter().map(|a| a.byte_len() as u64).sum());
+    let mut ev = Evaluator::new(m, opts, budget);
     let args = args.iter().map(Val::Ref).collect();
     ev.run(comp, args)
         .map(Val::into_owned)
@@ -314,6 +327,21 @@ pub(crate) struct Evaluator<'m> {
     plans: HashMap<CompId, Rc<Plan>>,
     progs: HashMap<CompId, Option<Rc<ScalarProg>>>,
     depth: usize,
+    /// The bytes of the values computed and still live, under the process's memory ceiling:
+    /// every instruction's result is reserved before it is computed.
+    budget: MemoryBudget,
+}
+
+/// The bytes a value of shape `s` holds (array leaves), or `None` for a shape no backend runs
+/// (an unbounded dynamic dimension) or one too large to address.
+fn value_bytes(m: &Module, s: &Shape) -> Option<u64> {
+    match s {
+        Shape::Array(a) => a.byte_size(),
+        Shape::Tuple(ids) => ids.iter().try_fold(0u64, |acc, &e| {
+            acc.checked_add(value_bytes(m, m.shape_of(e))?)
+        }),
+        Shape::Token | Shape::Opaque => Some(0),
+    }
 }
 
 fn arr(l: &Literal) -> R<&ArrayLiteral> {
@@ -452,7 +480,8 @@ fn forward<'a>(
 fn arity_ok(op: Opcode, n: usize) -> bool {
     use Opcode::*;
     match op {
-        Iota | AfterAll | PartitionId | ReplicaId => n == 0,
+        Iota | PartitionId | ReplicaId => n == 0,
+        AfterAll => true,
         Select | Clamp | SelectAndScatter => n == 3,
         Dot | Convolution | Gather | Pad | TriangularSolve | Complex | Compare => n == 2,
         BatchNormInference | BatchNormGrad => n == 5,
@@ -492,14 +521,36 @@ fn benign_other_attr(name: &str) -> bool {
 }
 
 impl<'m> Evaluator<'m> {
-    pub(crate) fn new(m: &'m Module, opts: &EvalOptions) -> Self {
+    pub(crate) fn new(m: &'m Module, opts: &EvalOptions, budget: MemoryBudget) -> Self {
         Evaluator {
             m,
             ftz: opts.flush_denormals,
             plans: HashMap::new(),
             progs: HashMap::new(),
             depth: 0,
+            budget,
         }
+    }
+
+    /// The bytes `id`'s result will hold, reserved in the budget before it is computed: an
+    /// unbounded dynamic dimension or a result over the memory ceiling is an error naming the
+    /// instruction, before anything is allocated.
+    fn reserve_result(&mut self, id: InstId) -> R<u64> {
+        let m = self.m;
+        let Some(bytes) = value_bytes(m, m.shape(id)) else {
+            let shape = axle_ir::OwnedShape::from_id(m, m.shape_id(id))
+                .map(|s| s.to_string())
+                .unwrap_or_default();
+            return Err(format!(
+                "the result shape {shape} has no fixed size (an unbounded dynamic dimension, \
+                 which no backend runs)"
+            )
+            .into());
+        };
+        self.budget
+            .reserve(bytes, || format!("%{} ({})", m.name(id), m.opcode(id)))
+            .map_err(|e| Fail::Msg(e.to_string()))?;
+        Ok(bytes)
     }
 
     fn plan(&mut self, comp: CompId) -> R<Rc<Plan>> {
@@ -550,6 +601,33 @@ impl<'m> Evaluator<'m> {
         let mut args: Vec<Option<Val<'a>>> = args.into_iter().map(Some).collect();
         let mut vals: Vec<Option<Val<'a>>> = Vec::with_capacity(plan.order.len());
         vals.resize_with(plan.order.len(), || None);
+        // Bytes each slot holds in the budget (computed values; borrowed constants and
+        // arguments are the caller's memory).
+        let mut held: Vec<u64> = vec![0; plan.order.len()];
+        let result = self.run_plan(comp, &plan, &mut args, &mut vals, &mut held);
+        self.budget.release(held.iter().sum());
+        result?;
+        self.depth -= 1;
+        Ok(vals[plan.root_slot as usize]
+            .take()
+            .expect("root evaluated"))
+    }
+
+    /// Evaluates `plan`'s instructions into `vals`, keeping `held` (the budget's bytes per
+    /// slot) up to date.
+    fn run_plan<'a>(
+        &mut self,
+        comp: CompId,
+        plan: &Plan,
+        args: &mut [Option<Val<'a>>],
+        vals: &mut [Option<Val<'a>>],
+        held: &mut [u64],
+    ) -> R<()>
+    where
+        'm: 'a,
+    {
+        let m = self.m;
+        let _ = comp;
         for (pos, &id) in plan.order.iter().enumerate() {
             let v = match m.opcode(id) {
                 Opcode::Parameter => {
@@ -584,11 +662,22 @@ impl<'m> Evaluator<'m> {
                     let (s, e) = plan.ranges[pos];
                     let slots = &plan.operand_slots[s as usize..e as usize];
                     self.check_attrs(id).map_err(|f| self.attribute(id, f))?;
-                    let forwarded = forward(m, id, op, slots, &plan.frees[pos], &mut vals)
+                    let forwarded = forward(m, id, op, slots, &plan.frees[pos], vals)
                         .map_err(|f| self.attribute(id, f))?;
                     let r = match forwarded {
-                        Some(v) => v,
+                        Some(v) => {
+                            // Moved or shared data: counted as held from now on (released
+                            // with the operands it came from just below), never refused.
+                            if let Val::Own(l) = &v {
+                                let bytes = l.byte_len() as u64;
+                                self.budget.force(bytes);
+                                held[pos] = bytes;
+                            }
+                            v
+                        }
                         None => {
+                            held[pos] =
+                                self.reserve_result(id).map_err(|f| self.attribute(id, f))?;
                             let ops: Vec<&Literal> = slots
                                 .iter()
                                 .map(|&s| {
@@ -616,12 +705,10 @@ impl<'m> Evaluator<'m> {
             vals[pos] = Some(v);
             for &s in &plan.frees[pos] {
                 vals[s as usize] = None;
+                self.budget.release(std::mem::take(&mut held[s as usize]));
             }
         }
-        self.depth -= 1;
-        Ok(vals[plan.root_slot as usize]
-            .take()
-            .expect("root evaluated"))
+        Ok(())
     }
 
     /// The callable for a per-element computation.

@@ -23,6 +23,7 @@ struct Prepared {
 fn prepare(text: &str) -> Prepared {
     let m = parse_module(text).expect("the bench module parses");
     let inputs = axle::run::generate_inputs(&m, 0)
+        .expect("the bench inputs fit in memory")
         .into_iter()
         .map(|l| match l {
             Literal::Array(a) => a.data,

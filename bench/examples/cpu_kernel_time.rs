@@ -25,7 +25,7 @@ fn main() {
     let flops: f64 = args.get(4).map_or(0.0, |s| s.parse().expect("flops"));
     let text = std::fs::read_to_string(file).expect("reads the file");
     let m = axle::ir::parse_module(&text).expect("parses");
-    let inputs = axle::run::generate_inputs(&m, 0);
+    let inputs = axle::run::generate_inputs(&m, 0).expect("the inputs fit in memory");
     let opts = axle_codegen_cpu::CpuOptions {
         threads,
         ..Default::default()

@@ -22,7 +22,9 @@ pub(crate) fn acc_type(out: ElementType, a: ElementType, b: ElementType) -> R<El
         } else {
             Ok(ElementType::F32)
         }
-    } else if out.is_int() {
+    } else if out.is_int() || out.is_pred() {
+        // A pred result is true where some product is (XLA's `dot` on `pred`): the count of
+        // true products, converted to pred.
         Ok(ElementType::S64)
     } else {
         Err(format!("dot and convolution are not supported for {}", out.name()).into())

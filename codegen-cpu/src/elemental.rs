@@ -12,6 +12,10 @@
 //! every loop body and branch arm opens a memo scope, so a value is only reused where it
 //! dominates. Buffers are logical row-major whatever their layout (as in the evaluator); only
 //! `bitcast` looks at layouts.
+//!
+//! Depth: generation recurses once per operand level; the stack grows on demand, so
+//! a chain of any depth (a fused chain of thousands of instructions) compiles without overflow
+//! ([`axle_ir::stack::deep`]).
 
 use std::collections::HashMap;
 
@@ -408,7 +412,9 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
                 }
                 out
             }
-            None => self.gen_op(id, idx).map_err(|f| at(self.m, id, f))?,
+            // Operand chains recurse once per level, and a fused chain may be thousands of
+            // levels deep: the stack grows on demand rather than overflowing.
+            None => axle_ir::stack::deep(|| self.gen_op(id, idx)).map_err(|f| at(self.m, id, f))?,
         };
         if let Some(scope) = self.memo.last_mut() {
             scope.insert(key, v.clone());

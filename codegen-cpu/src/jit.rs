@@ -268,6 +268,8 @@ pub(crate) fn build<'ctx>(
     // Everything below relies on the verifier's invariants (shapes agree with attributes).
     axle_ir::verify(m)
         .map_err(|e| CodegenError::general(&m.name, format!("the module does not verify: {e}")))?;
+    // What every backend refuses (unbounded dynamic shapes, opaque entry parameters).
+    axle_ir::check_runnable(m).map_err(|e| CodegenError::general(&m.name, e.to_string()))?;
     // Ops the backend has no kernels for are rewritten first, as XLA's CPU pipeline does:
     // batch-norm ops into ordinary HLO, f16/bf16/f8 linear algebra into f32 between converts. A
     // module that needs neither is used as it is (no copy).
@@ -346,21 +348,32 @@ unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
-    /// `len` zeroed bytes.
+    /// `len` zeroed bytes (the allocator's refusal aborts, as `Vec` does).
     pub fn zeroed(len: usize) -> AlignedBuf {
+        match Self::try_zeroed(len) {
+            Some(b) => b,
+            None => match std::alloc::Layout::from_size_align(len, 64) {
+                Ok(layout) => std::alloc::handle_alloc_error(layout),
+                Err(_) => panic!("a buffer of {len} bytes cannot be laid out"),
+            },
+        }
+    }
+
+    /// `len` zeroed bytes, or `None` when the size cannot be laid out or the allocator refuses.
+    pub fn try_zeroed(len: usize) -> Option<AlignedBuf> {
         if len == 0 {
-            return AlignedBuf {
+            return Some(AlignedBuf {
                 ptr: std::ptr::NonNull::<u64>::dangling().as_ptr() as *mut u8,
                 len,
-            };
+            });
         }
-        let layout = std::alloc::Layout::from_size_align(len, 64).expect("buffer layout");
+        let layout = std::alloc::Layout::from_size_align(len, 64).ok()?;
         // SAFETY: non-zero size.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
+            return None;
         }
-        AlignedBuf { ptr, len }
+        Some(AlignedBuf { ptr, len })
     }
 
     pub fn ptr(&self) -> *mut u8 {
@@ -598,11 +611,41 @@ impl CpuExecutable {
 
     /// Output buffers of the right sizes (aligned for every element type) for a new result:
     /// recycled from dropped buffers where there are some (see [`HostBuffer::recycled`]), so
-    /// their bytes are unspecified until a run writes all of them.
+    /// their bytes are unspecified until a run writes all of them. An allocation the system
+    /// refuses aborts; [`CpuExecutable::try_alloc_outputs`] checks first.
     pub fn alloc_outputs(&self) -> Vec<HostBuffer> {
         self.outputs
             .iter()
             .map(|s| HostBuffer::recycled(shape_bytes(s)))
+            .collect()
+    }
+
+    /// [`CpuExecutable::alloc_outputs`], checked before allocating: the outputs and the
+    /// temporary block a run needs must fit under the memory ceiling
+    /// ([`axle_ir::memory::limit`]), and the allocator's refusal is an error, not an abort.
+    pub fn try_alloc_outputs(&self) -> Result<Vec<HostBuffer>, CodegenError> {
+        let err = |e: axle_ir::memory::MemoryError| {
+            CodegenError::general("cpu executable", e.to_string())
+        };
+        let mut budget = axle_ir::memory::MemoryBudget::new()
+            .map_err(|e| CodegenError::general("cpu executable", e))?;
+        let outs: u64 = self.outputs.iter().map(|s| shape_bytes(s) as u64).sum();
+        budget
+            .reserve(outs.saturating_add(self.temp_bytes), || {
+                format!(
+                    "a run ({} output bytes and a temporary block of {} bytes)",
+                    outs, self.temp_bytes
+                )
+            })
+            .map_err(err)?;
+        self.outputs
+            .iter()
+            .enumerate()
+            .map(|(k, s)| {
+                HostBuffer::try_recycled(shape_bytes(s)).ok_or_else(|| {
+                    err(budget.refused(shape_bytes(s) as u64, format!("output {k}")))
+                })
+            })
             .collect()
     }
 
@@ -641,7 +684,12 @@ impl CpuExecutable {
                 )));
             }
             if !(i.as_ptr() as usize).is_multiple_of(s.ty.byte_size().max(1)) {
-                let c = AlignedBuf::zeroed(i.len());
+                let c = AlignedBuf::try_zeroed(i.len()).ok_or_else(|| {
+                    err(format!(
+                        "input {k} is not aligned and the system refused the {} bytes to copy it",
+                        i.len()
+                    ))
+                })?;
                 // SAFETY: both ranges are `i.len()` bytes and do not overlap.
                 unsafe { std::ptr::copy_nonoverlapping(i.as_ptr(), c.ptr(), i.len()) };
                 in_ptrs.push(c.ptr());
@@ -668,11 +716,34 @@ impl CpuExecutable {
             }
             out_ptrs.push(o.as_mut_ptr());
         }
-        let temp = {
+        let pooled = {
             let mut pool = self.temps.lock().unwrap_or_else(|e| e.into_inner());
             pool.pop()
-        }
-        .unwrap_or_else(|| AlignedBuf::zeroed(self.temp_bytes as usize));
+        };
+        let temp = match pooled {
+            Some(t) => t,
+            None => {
+                // The run holds its inputs and outputs already; the temporary block must fit
+                // beside them under the memory ceiling, and is allocated fallibly.
+                let mut budget =
+                    axle_ir::memory::MemoryBudget::new().map_err(|e| err(e.to_string()))?;
+                // Output sizes were checked against their shapes above.
+                let held: usize = inputs.iter().map(|i| i.len()).sum::<usize>()
+                    + self.outputs.iter().map(shape_bytes).sum::<usize>();
+                budget.force(held as u64);
+                budget
+                    .reserve(self.temp_bytes, || "the temporary block".to_string())
+                    .map_err(|e| err(e.to_string()))?;
+                usize::try_from(self.temp_bytes)
+                    .ok()
+                    .and_then(AlignedBuf::try_zeroed)
+                    .ok_or_else(|| {
+                        err(budget
+                            .refused(self.temp_bytes, "the temporary block".to_string())
+                            .to_string())
+                    })?
+            }
+        };
         let profiling = self.profiling.load(std::sync::atomic::Ordering::Relaxed);
         let data = RtData {
             pool: self.pool.as_deref(),
@@ -730,7 +801,7 @@ impl CpuExecutable {
             }
         }
         let inputs: Vec<&[u8]> = leaves.iter().map(|l| &l.data[..]).collect();
-        let mut outs = self.alloc_outputs();
+        let mut outs = self.try_alloc_outputs()?;
         self.execute(&inputs, &mut outs)?;
         Ok(outs
             .iter()
@@ -766,23 +837,46 @@ fn recycled_pool() -> &'static Recycled {
 }
 
 impl HostBuffer {
-    /// `len` zero bytes.
+    /// `len` zero bytes (the allocator's refusal aborts, as `Vec` does).
     pub fn zeroed(len: usize) -> HostBuffer {
         HostBuffer(AlignedBuf::zeroed(len))
     }
 
+    /// `len` zero bytes, or `None` when the system refuses the allocation.
+    pub fn try_zeroed(len: usize) -> Option<HostBuffer> {
+        AlignedBuf::try_zeroed(len).map(HostBuffer)
+    }
+
+    /// A copy of `bytes` (in recycled memory where there is some), or `None` when the system
+    /// refuses the allocation.
+    pub fn try_from_bytes(bytes: &[u8]) -> Option<HostBuffer> {
+        let b = HostBuffer::try_recycled(bytes.len())?;
+        if !bytes.is_empty() {
+            // SAFETY: both ranges are `bytes.len()` long and distinct.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), b.0.ptr(), bytes.len()) };
+        }
+        Some(b)
+    }
+
     /// `len` bytes for a value that will overwrite all of them: the memory of a dropped buffer
-    /// of that size when the pool has one (its old bytes), else zeroed memory.
+    /// of that size when the pool has one (its old bytes), else zeroed memory (the allocator's
+    /// refusal aborts; [`HostBuffer::try_recycled`] returns `None` instead).
     pub fn recycled(len: usize) -> HostBuffer {
+        Self::try_recycled(len).unwrap_or_else(|| HostBuffer::zeroed(len))
+    }
+
+    /// [`HostBuffer::recycled`], or `None` when the pool has no buffer of that size and the
+    /// system refuses the allocation.
+    pub fn try_recycled(len: usize) -> Option<HostBuffer> {
         if len >= RECYCLE_MIN_BYTES {
             let mut pool = recycled_pool().lock().unwrap_or_else(|e| e.into_inner());
             let (free, bytes) = &mut *pool;
             if let Some(b) = free.get_mut(&len).and_then(|v| v.pop()) {
                 *bytes -= len;
-                return HostBuffer(b);
+                return Some(HostBuffer(b));
             }
         }
-        HostBuffer::zeroed(len)
+        HostBuffer::try_zeroed(len)
     }
 
     /// A copy of `bytes`.

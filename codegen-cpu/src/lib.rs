@@ -17,7 +17,11 @@
 //! modules that need it.
 //!
 //! Anything the backend cannot compile is a [`CodegenError`] naming the instruction, never a
-//! wrong answer.
+//! wrong answer; modules no backend runs (unbounded dynamic shapes, opaque entry parameters:
+//! [`axle_ir::check_runnable`]) are refused before lowering. A run checks its outputs and
+//! temporary block against the memory ceiling ([`axle_ir::memory`]) and allocates them
+//! fallibly ([`CpuExecutable::try_alloc_outputs`], [`CpuExecutable::execute`]), so a run too
+//! large for memory is an error, not an abort.
 #![deny(missing_docs)]
 // Index loops over several parallel arrays of per-dimension values read better than zips.
 #![allow(clippy::needless_range_loop)]

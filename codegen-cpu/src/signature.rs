@@ -96,7 +96,8 @@ impl Sig<'_> {
         }
         out.push('(');
         for &o in m.operands(id) {
-            self.node(o, local, out);
+            // Operand chains may be thousands deep (see `axle_ir::stack`).
+            axle_ir::stack::deep(|| self.node(o, local, out));
             out.push(',');
         }
         out.push(')');

@@ -45,7 +45,10 @@ pub fn check_module(m: &Module, seed: u64) -> Outcome {
     let args = if seed % 2 == 1 {
         adversarial_inputs(m, seed)
     } else {
-        axle::run::generate_inputs(m, seed)
+        match axle::run::generate_inputs(m, seed) {
+            Ok(a) => a,
+            Err(e) => return Outcome::Fail(format!("generating inputs: {e}")),
+        }
     };
     let want = match axle_analysis::evaluate(m, &args) {
         Ok(w) => axle::run::flatten(w),

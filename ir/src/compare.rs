@@ -10,6 +10,8 @@
 //!   zero (so, for non-NaN values, identical bits), and [`Tolerance::Close`] needs NumPy
 //!   `allclose` closeness, `|actual - expected| <= atol + rtol * |expected|`, evaluated in `f64`.
 //! - Complex numbers compare their real and imaginary parts separately by the float rules.
+//! - A [`Tolerance::Close`] with a negative or non-finite `rtol` or `atol` is refused
+//!   ([`MismatchKind::InvalidTolerance`]) before anything is compared.
 //!
 //! A [`Mismatch`] says where (the tuple path and the multi-dimensional element index), shows the
 //! first [`MAX_REPORTED`] differing elements with both values, and counts all of them.
@@ -33,6 +35,18 @@ pub enum Tolerance {
         /// Absolute tolerance.
         atol: f64,
     },
+}
+
+impl Tolerance {
+    /// Whether this is a tolerance: `Exact`, or `rtol` and `atol` finite and non-negative.
+    pub fn is_valid(&self) -> bool {
+        match *self {
+            Tolerance::Exact => true,
+            Tolerance::Close { rtol, atol } => {
+                rtol.is_finite() && atol.is_finite() && rtol >= 0.0 && atol >= 0.0
+            }
+        }
+    }
 }
 
 impl fmt::Display for Tolerance {
@@ -86,6 +100,9 @@ pub enum MismatchKind {
         /// Bytes the literal has.
         len: usize,
     },
+    /// The tolerance is not one (a negative or non-finite `rtol` or `atol`): nothing was
+    /// compared.
+    InvalidTolerance(Tolerance),
     /// Some elements differ.
     Values {
         /// How many elements differ.
@@ -126,6 +143,10 @@ impl fmt::Display for Mismatch {
             MismatchKind::Shape { expected, actual } => {
                 write!(f, "expected dimensions {expected:?}, got {actual:?}")
             }
+            MismatchKind::InvalidTolerance(t) => write!(
+                f,
+                "invalid tolerance ({t}): rtol and atol must be finite and non-negative"
+            ),
             MismatchKind::Malformed { which, needed, len } => write!(
                 f,
                 "the {which} literal is malformed: its shape needs {needed} bytes but it has {len}"
@@ -163,6 +184,12 @@ pub fn compare_literals(
     actual: &Literal,
     tol: Tolerance,
 ) -> Result<(), Mismatch> {
+    if !tol.is_valid() {
+        return Err(Mismatch {
+            tuple_index: Vec::new(),
+            kind: MismatchKind::InvalidTolerance(tol),
+        });
+    }
     let mut path = Vec::new();
     compare_at(expected, actual, tol, &mut path)
 }
@@ -173,6 +200,12 @@ pub fn compare_arrays(
     actual: &ArrayLiteral,
     tol: Tolerance,
 ) -> Result<(), Mismatch> {
+    if !tol.is_valid() {
+        return Err(Mismatch {
+            tuple_index: Vec::new(),
+            kind: MismatchKind::InvalidTolerance(tol),
+        });
+    }
     compare_array_kind(expected, actual, tol).map_err(|kind| Mismatch {
         tuple_index: Vec::new(),
         kind,

@@ -11,7 +11,9 @@ pub mod builder;
 pub mod compare;
 pub mod filetest;
 pub mod gen;
+pub mod hostile;
 pub mod literal;
+pub mod memory;
 pub mod module;
 pub mod npy;
 pub mod opcode;
@@ -21,7 +23,9 @@ pub mod pass_manager;
 pub mod passes;
 pub mod pipeline;
 pub mod printer;
+pub mod runnable;
 pub mod shape_inference;
+pub mod stack;
 pub mod types;
 pub mod verify;
 
@@ -35,7 +39,7 @@ pub use module::{
     BufferId, CompId, ConstValue, DebugTable, EntryLayout, InstId, LayoutId, Module, NewInst,
     Remap, Rewriter, ShapeId, SrcLoc,
 };
-pub use npy::{read_npy, read_npy_as, write_npy, NpyError, NpyErrorKind};
+pub use npy::{read_npy, read_npy_as, read_npy_within, write_npy, NpyError, NpyErrorKind};
 pub use opcode::Opcode;
 pub use parser::{parse_module, ParseError};
 pub use pass::{
@@ -47,6 +51,7 @@ pub use pass_manager::{
 };
 pub use pipeline::{Pipeline, PipelineError, PipelineItem};
 pub use printer::print_module;
+pub use runnable::check_runnable;
 pub use shape_inference::{infer_shape, OwnedShape, ProgramShape, ShapeError};
 pub use types::{
     ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,

@@ -208,6 +208,14 @@ impl ArrayLiteral {
 }
 
 impl Literal {
+    /// The bytes of data its array leaves hold.
+    pub fn byte_len(&self) -> usize {
+        match self {
+            Literal::Array(a) => a.data.len(),
+            Literal::Tuple(es) => es.iter().map(Literal::byte_len).sum(),
+        }
+    }
+
     /// The array leaves, depth-first.
     pub fn into_leaves(self) -> Vec<ArrayLiteral> {
         match self {

@@ -6,6 +6,11 @@
 //! [`Module::push_inst`] that grows every column together, deleted by tombstone, and replaced
 //! through a [`Rewriter`] whose forwarding entries are resolved in one sweep when it finishes.
 //! [`Module::compact`] renumbers live entities in creation order and bumps the epoch.
+//!
+//! A computation's parameter table (indexed by parameter number) only holds numbers below the
+//! module's instruction count: a `parameter` whose number is not (yet) below it waits aside and
+//! is entered once enough instructions exist, so a hostile `parameter(2147483647)` allocates
+//! nothing (and the verifier reports it out of range).
 
 use bitvec::vec::BitVec;
 use hashbrown::{HashMap, HashTable};
@@ -223,6 +228,10 @@ pub struct Module {
     comps: Vec<CompData>,
     comp_dead: BitVec,
     entry: CompId,
+    /// Parameters whose number is not yet below the instruction count (see `place_param`),
+    /// and the smallest such number (`usize::MAX` when none wait).
+    unplaced_params: Vec<InstId>,
+    unplaced_min: usize,
 
     shapes: Interner<Shape>,
     layouts: Interner<Layout>,
@@ -260,6 +269,8 @@ impl Module {
             comps: Vec::new(),
             comp_dead: BitVec::new(),
             entry: CompId::NONE,
+            unplaced_params: Vec::new(),
+            unplaced_min: usize::MAX,
             shapes: Interner::default(),
             layouts: Interner::default(),
             epoch: 0,
@@ -363,18 +374,40 @@ impl Module {
         self.src_locs.push(SrcLoc { line: 0, col: 0 });
         self.dead.push(false);
         if opcode == Opcode::Parameter {
-            if let Some(n) = self.int_attr(id, &AttrKey::ParameterNumber) {
-                let params = &mut self.comps[comp.index()].params;
-                let n = n.max(0) as usize;
-                if params.len() <= n {
-                    params.resize(n + 1, InstId::NONE);
-                }
-                if params[n].is_none() {
-                    params[n] = id;
-                }
+            self.place_param(id);
+        }
+        if self.unplaced_min < self.opcode.len() {
+            let waiting = std::mem::take(&mut self.unplaced_params);
+            self.unplaced_min = usize::MAX;
+            for p in waiting {
+                self.place_param(p);
             }
         }
         id
+    }
+
+    /// Enters parameter `id` in its computation's table, or, while its number is not below the
+    /// number of instructions in the module (so no valid module could have that many
+    /// parameters yet), keeps it waiting: the table never grows beyond the module's size, so
+    /// `parameter(2147483647)` allocates nothing (the verifier reports it out of range).
+    fn place_param(&mut self, id: InstId) {
+        let Some(n) = self.int_attr(id, &AttrKey::ParameterNumber) else {
+            return;
+        };
+        let n = n.max(0) as u64;
+        if n >= self.opcode.len() as u64 {
+            self.unplaced_params.push(id);
+            self.unplaced_min = self.unplaced_min.min(n as usize);
+            return;
+        }
+        let n = n as usize;
+        let params = &mut self.comps[self.parent[id.index()].index()].params;
+        if params.len() <= n {
+            params.resize(n + 1, InstId::NONE);
+        }
+        if params[n].is_none() {
+            params[n] = id;
+        }
     }
 
     /// Sets operand `k` of `id` in place.
@@ -871,6 +904,13 @@ impl Module {
             .collect();
         out.comp_dead = BitVec::repeat(false, out.comps.len());
         out.entry = map_comp(self.entry);
+        out.unplaced_params = self
+            .unplaced_params
+            .iter()
+            .map(|&p| map_inst(p))
+            .filter(|p| !p.is_none())
+            .collect();
+        out.unplaced_min = self.unplaced_min;
         for (c, l) in &self.comp_src_locs {
             let n = map_comp(*c);
             if !n.is_none() {

@@ -22,6 +22,7 @@
 //! over the destination, so a failed write never leaves a partial file behind.
 
 use crate::literal::ArrayLiteral;
+use crate::memory::MemoryBudget;
 use crate::types::{ArrayShape, ElementType};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -135,6 +136,12 @@ pub enum NpyErrorKind {
     /// The literal's shape and data disagree.
     #[error("invalid literal: {0}")]
     InvalidLiteral(String),
+    /// The data does not fit under the memory ceiling, or the system refused it.
+    #[error("{0}")]
+    Memory(crate::memory::MemoryError),
+    /// The memory ceiling (`AXLE_MEMORY_LIMIT`) is not a size.
+    #[error("{0}")]
+    BadLimit(String),
 }
 
 /// How the elements of a file are ordered in bytes.
@@ -186,14 +193,148 @@ pub fn npy_descr(ty: ElementType) -> Option<&'static str> {
 }
 
 /// Reads a `.npy` file as an array of the file's own dtype (`bf16` files read as `u16`).
+///
+/// The file is streamed: the magic string and header are read and checked first (so a file
+/// that is not `.npy`, such as `/dev/zero`, fails after a few bytes), the data's size is
+/// checked against the file's length and the memory ceiling ([`crate::memory`]) before
+/// anything is allocated for it, and then exactly that many bytes are read.
 pub fn read_npy(path: impl AsRef<Path>) -> Result<ArrayLiteral, NpyError> {
+    let path = path.as_ref();
+    let mut budget = MemoryBudget::new().map_err(|e| NpyError {
+        path: path.to_path_buf(),
+        kind: NpyErrorKind::BadLimit(e),
+    })?;
+    read_npy_within(path, None, &mut budget)
+}
+
+/// Reads a `.npy` file whose data must fit in `budget` (reserving it there), and whose dtype
+/// must be `ty` when given (see [`read_npy_as`]); streamed as [`read_npy`] describes.
+pub fn read_npy_within(
+    path: impl AsRef<Path>,
+    ty: Option<ElementType>,
+    budget: &mut MemoryBudget,
+) -> Result<ArrayLiteral, NpyError> {
     let path = path.as_ref();
     let with_path = |kind| NpyError {
         path: path.to_path_buf(),
         kind,
     };
-    let bytes = std::fs::read(path).map_err(|e| with_path(NpyErrorKind::Io(e)))?;
-    decode_npy(&bytes).map_err(with_path)
+    let (header, data) = read_stream(path, ty, budget).map_err(with_path)?;
+    let mut lit = decode_payload(&header, data).map_err(with_path)?;
+    if let Some(ty) = ty {
+        lit.shape.ty = ty;
+    }
+    Ok(lit)
+}
+
+/// The largest header this reader accepts (NumPy itself refuses headers over 10,000 bytes
+/// unless told otherwise).
+const MAX_HEADER_BYTES: usize = 1 << 20;
+
+/// Reads up to `buf.len()` bytes, stopping early only at the end of the file; returns how many.
+fn read_full(f: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match f.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// Reads and checks the preamble and header, then the data (see [`read_npy`]).
+fn read_stream(
+    path: &Path,
+    want: Option<ElementType>,
+    budget: &mut MemoryBudget,
+) -> Result<(Header, Vec<u8>), NpyErrorKind> {
+    let mut f = std::fs::File::open(path).map_err(NpyErrorKind::Io)?;
+    // The length of a regular file, known before reading (devices and pipes have none).
+    let file_len = f
+        .metadata()
+        .ok()
+        .filter(|md| md.is_file())
+        .map(|md| md.len());
+    let mut head = vec![0u8; 12];
+    let got = read_full(&mut f, &mut head[..10]).map_err(NpyErrorKind::Io)?;
+    let magic_len = got.min(MAGIC.len());
+    if head[..magic_len] != MAGIC[..magic_len] {
+        return Err(NpyErrorKind::NotNpy);
+    }
+    if got < 10 {
+        return Err(NpyErrorKind::TruncatedHeader {
+            needed: 10,
+            available: got,
+        });
+    }
+    let (text_start, text_len) = match (head[6], head[7]) {
+        (1, 0) => (10, u16::from_le_bytes([head[8], head[9]]) as usize),
+        (2, 0) | (3, 0) => {
+            let more = read_full(&mut f, &mut head[10..12]).map_err(NpyErrorKind::Io)?;
+            if more < 2 {
+                return Err(NpyErrorKind::TruncatedHeader {
+                    needed: 12,
+                    available: 10 + more,
+                });
+            }
+            let len = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+            (12, len as usize)
+        }
+        (major, minor) => return Err(NpyErrorKind::UnsupportedVersion { major, minor }),
+    };
+    let needed = text_start + text_len;
+    if let Some(len) = file_len.filter(|&len| (needed as u64) > len) {
+        return Err(NpyErrorKind::TruncatedHeader {
+            needed,
+            available: len as usize,
+        });
+    }
+    if text_len > MAX_HEADER_BYTES {
+        return Err(NpyErrorKind::BadHeader(format!(
+            "the header is {text_len} bytes long; this reader accepts at most {MAX_HEADER_BYTES}"
+        )));
+    }
+    head.truncate(text_start);
+    head.resize(text_start + text_len, 0);
+    let got = read_full(&mut f, &mut head[text_start..]).map_err(NpyErrorKind::Io)?;
+    head.truncate(text_start + got);
+    let header = parse_header(&head)?;
+    if let Some(ty) = want {
+        let found = header.ty;
+        if !(found == ty || (ty == ElementType::BF16 && found == ElementType::U16)) {
+            return Err(NpyErrorKind::DtypeMismatch {
+                expected: ty,
+                found,
+                descr: header.descr,
+            });
+        }
+    }
+    let expected = header.num_elements * header.ty.byte_size(); // Checked in `parse_header`.
+    let size_error = |actual: usize| size_mismatch(&header, expected, actual);
+    if let Some(len) = file_len {
+        let actual = len.saturating_sub(header.data_offset as u64);
+        if actual != expected as u64 {
+            return Err(size_error(usize::try_from(actual).unwrap_or(usize::MAX)));
+        }
+    }
+    let shown = path.display().to_string();
+    budget
+        .reserve(expected as u64, || format!("the data of {shown}"))
+        .map_err(NpyErrorKind::Memory)?;
+    let mut data = crate::memory::try_zeroed(expected as u64, || format!("the data of {shown}"))
+        .map_err(NpyErrorKind::Memory)?;
+    let got = read_full(&mut f, &mut data).map_err(NpyErrorKind::Io)?;
+    if got < expected {
+        return Err(size_error(got));
+    }
+    let mut probe = [0u8; 1];
+    if read_full(&mut f, &mut probe).map_err(NpyErrorKind::Io)? > 0 {
+        return Err(size_error(expected + 1));
+    }
+    Ok((header, data))
 }
 
 /// Reads a `.npy` file that must hold elements of type `ty`.
@@ -206,19 +347,8 @@ pub fn read_npy_as(path: impl AsRef<Path>, ty: ElementType) -> Result<ArrayLiter
         path: path.to_path_buf(),
         kind,
     };
-    let bytes = std::fs::read(path).map_err(|e| with_path(NpyErrorKind::Io(e)))?;
-    let header = parse_header(&bytes).map_err(with_path)?;
-    let found = header.ty;
-    if !(found == ty || (ty == ElementType::BF16 && found == ElementType::U16)) {
-        return Err(with_path(NpyErrorKind::DtypeMismatch {
-            expected: ty,
-            found,
-            descr: header.descr,
-        }));
-    }
-    let mut lit = decode_data(&header, &bytes).map_err(with_path)?;
-    lit.shape.ty = ty;
-    Ok(lit)
+    let mut budget = MemoryBudget::new().map_err(|e| with_path(NpyErrorKind::BadLimit(e)))?;
+    read_npy_within(path, Some(ty), &mut budget)
 }
 
 /// Writes an array to a `.npy` file, replacing any file at `path`.
@@ -481,28 +611,46 @@ fn decode_data(header: &Header, bytes: &[u8]) -> Result<ArrayLiteral, NpyErrorKi
     let width = header.ty.byte_size();
     let expected = header.num_elements * width; // Checked in `parse_header`.
     let data = &bytes[header.data_offset..];
-    if data.len() != expected {
-        let (dims, descr, actual) = (header.dims.clone(), header.descr.clone(), data.len());
-        return Err(if data.len() < expected {
-            NpyErrorKind::TruncatedData {
-                dims,
-                descr,
-                expected,
-                actual,
-            }
-        } else {
-            NpyErrorKind::TrailingData {
-                dims,
-                descr,
-                expected,
-                actual,
-            }
-        });
+    if data.len() == expected {
+        return decode_payload(header, data.to_vec());
     }
-    let mut out = if header.fortran_order && header.dims.len() > 1 {
-        fortran_to_row_major(data, &header.dims, width)
+    Err(size_mismatch(header, expected, data.len()))
+}
+
+/// The error for `actual` bytes of data where the header's shape and dtype need `expected`.
+fn size_mismatch(header: &Header, expected: usize, actual: usize) -> NpyErrorKind {
+    let (dims, descr) = (header.dims.clone(), header.descr.clone());
+    if actual < expected {
+        NpyErrorKind::TruncatedData {
+            dims,
+            descr,
+            expected,
+            actual,
+        }
     } else {
-        data.to_vec()
+        NpyErrorKind::TrailingData {
+            dims,
+            descr,
+            expected,
+            actual,
+        }
+    }
+}
+
+/// Converts `data`, exactly the bytes the header's shape and dtype need, into a row-major
+/// little-endian literal (in place, except for Fortran order, which is reordered into a
+/// fallibly allocated copy).
+fn decode_payload(header: &Header, data: Vec<u8>) -> Result<ArrayLiteral, NpyErrorKind> {
+    let width = header.ty.byte_size();
+    let mut out = if header.fortran_order && header.dims.len() > 1 {
+        let mut reordered = crate::memory::try_with_capacity(data.len(), || {
+            "the row-major copy of the data".to_string()
+        })
+        .map_err(NpyErrorKind::Memory)?;
+        fortran_to_row_major(&data, &header.dims, width, &mut reordered);
+        reordered
+    } else {
+        data
     };
     if header.order == ByteOrder::Big {
         // Complex numbers swap each part on its own; the real part stays first.
@@ -525,12 +673,11 @@ fn decode_data(header: &Header, bytes: &[u8]) -> Result<ArrayLiteral, NpyErrorKi
 }
 
 /// Reorders column-major elements of `width` bytes into row-major order.
-fn fortran_to_row_major(data: &[u8], dims: &[i64], width: usize) -> Vec<u8> {
+fn fortran_to_row_major(data: &[u8], dims: &[i64], width: usize, out: &mut Vec<u8>) {
     let dims: Vec<usize> = dims.iter().map(|d| *d as usize).collect();
     let n: usize = dims.iter().product();
-    let mut out = Vec::with_capacity(data.len());
     if n == 0 {
-        return out;
+        return;
     }
     // Column-major element strides: dimension 0 is contiguous.
     let mut strides = vec![1usize; dims.len()];
@@ -552,7 +699,6 @@ fn fortran_to_row_major(data: &[u8], dims: &[i64], width: usize) -> Vec<u8> {
             index[k] = 0;
         }
     }
-    out
 }
 
 /// Maps a dtype string (`<f4`, `|b1`, `>i8`, ...) to an element type and byte order.
@@ -670,6 +816,12 @@ mod tests {
                 assert_eq!(read, want, "{ty}");
             }
         }
+    }
+
+    fn fortran_to_row_major(data: &[u8], dims: &[i64], width: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        super::fortran_to_row_major(data, dims, width, &mut out);
+        out
     }
 
     #[test]

@@ -21,6 +21,7 @@ use crate::module::{
     CompId, ConstValue, DebugTable, InstId, LayoutId, Module, NewInst, ShapeId, SrcLoc,
 };
 use crate::opcode::Opcode;
+use crate::shape_inference::OwnedShape;
 use crate::types::{
     ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,
     Shape,
@@ -110,6 +111,8 @@ struct Parser<'a> {
     pos: usize,
     line: u32,
     line_start: usize,
+    /// `(line_start, pos, col)` of the last column computed, for [`Parser::col_of`].
+    col_cache: std::cell::Cell<(usize, usize, u32)>,
     /// Shapes already parsed, by their exact text.
     shape_cache: HashMap<&'a str, (ShapeId, LayoutId)>,
     /// The last shape parsed through the cache (consecutive instructions often share one).
@@ -129,23 +132,34 @@ fn uniquify_names(m: &mut Module) {
     let ids: Vec<InstId> = (0..n).map(InstId::new).collect();
     let mut taken: HashSet<String> = ids.iter().map(|&i| m.name(i).to_string()).collect();
     let mut seen: HashSet<String> = HashSet::with_capacity(n);
+    // The next suffix to try per name: names are only ever added to `taken`, so the smallest
+    // free suffix never decreases, and each name's search resumes where the last one stopped
+    // (linear in the number of renames, where restarting at 1 was quadratic).
+    let mut next: HashMap<String, u64> = HashMap::new();
     for id in ids {
         let name = m.name(id).to_string();
         if seen.insert(name.clone()) {
             continue;
         }
-        let mut k = 1u64;
+        let k = next.entry(name.clone()).or_insert(1);
         let fresh = loop {
             let cand = format!("{name}.{k}");
+            *k += 1;
             if !taken.contains(&cand) {
                 break cand;
             }
-            k += 1;
         };
         taken.insert(fresh.clone());
         seen.insert(fresh.clone());
         m.set_name(id, &fresh);
     }
+}
+
+/// The number of characters starting in `bytes` (bytes that are not UTF-8 continuation bytes),
+/// saturated to `u32`.
+fn char_starts(bytes: &[u8]) -> u32 {
+    let n = bytes.iter().filter(|&&b| (b & 0xC0) != 0x80).count();
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 fn is_name_byte(c: u8) -> bool {
@@ -160,6 +174,7 @@ impl<'a> Parser<'a> {
             pos: 0,
             line: 1,
             line_start: 0,
+            col_cache: std::cell::Cell::new((0, 0, 1)),
             shape_cache: HashMap::new(),
             last_shape: ("", (ShapeId::NONE, LayoutId::NONE)),
             ops_buf: Vec::new(),
@@ -196,14 +211,26 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// The 1-based column of byte `pos` on the current line. Columns count characters, not
+    /// bytes; they are counted from the last column asked for on the same line (positions
+    /// mostly move forward), so a line of `n` bytes costs `O(n)` in all, not `O(n)` per call.
     fn col_of(&self, pos: usize) -> u32 {
-        // Columns count characters, not bytes.
-        let start = self.line_start.min(pos);
-        self.src
-            .get(start..pos)
-            .map(|s| s.chars().count())
-            .unwrap_or(pos - start) as u32
-            + 1
+        let ls = self.line_start;
+        if pos <= ls {
+            return 1;
+        }
+        let (cls, cpos, ccol) = self.col_cache.get();
+        let col = if cls == ls && cpos >= ls {
+            if pos >= cpos {
+                ccol.saturating_add(char_starts(&self.b[cpos..pos]))
+            } else {
+                ccol.saturating_sub(char_starts(&self.b[pos..cpos]))
+            }
+        } else {
+            1u32.saturating_add(char_starts(&self.b[ls..pos]))
+        };
+        self.col_cache.set((ls, pos, col));
+        col
     }
 
     fn line_text(&self, line_start: usize) -> String {
@@ -537,15 +564,26 @@ impl<'a> Parser<'a> {
     // ---- shapes ----
 
     fn shape(&mut self, m: &mut Module) -> PResult<(ShapeId, LayoutId)> {
+        self.shape_nested(m, 0)
+    }
+
+    /// A shape inside `depth` enclosing tuples.
+    fn shape_nested(&mut self, m: &mut Module, depth: usize) -> PResult<(ShapeId, LayoutId)> {
         self.skip_ws();
         if self.peek() == b'(' {
+            if depth >= OwnedShape::MAX_TUPLE_DEPTH {
+                return Err(self.err(format!(
+                    "tuple shapes nested more than {} levels deep are not supported",
+                    OwnedShape::MAX_TUPLE_DEPTH
+                )));
+            }
             self.pos += 1;
             let mut shapes = Vec::new();
             let mut layouts = Vec::new();
             let mut any_layout = false;
             if !self.eat(b')') {
                 loop {
-                    let (s, l) = self.shape(m)?;
+                    let (s, l) = self.shape_nested(m, depth + 1)?;
                     any_layout |= l != m.no_layout();
                     shapes.push(s);
                     layouts.push(l);
@@ -592,7 +630,11 @@ impl<'a> Parser<'a> {
                 self.skip_ws();
                 if self.peek() == b'<' && self.peek_at(1) == b'=' {
                     self.pos += 2;
+                    let dl = self.loc();
                     let d = self.int()?;
+                    if d < 0 {
+                        return Err(self.err_at(dl, format!("negative dimension bound {d}")));
+                    }
                     dims.push(d);
                     dynamic.push(true);
                 } else if self.peek() == b'?' {
@@ -628,11 +670,15 @@ impl<'a> Parser<'a> {
             return Ok((m.intern_shape(s), m.no_layout()));
         };
         let rank = dims.len();
-        let shape = Shape::Array(ArrayShape {
+        let array = ArrayShape {
             ty,
             dims: dims.into(),
             dynamic: dynamic.into(),
-        });
+        };
+        if let Err(why) = array.validate() {
+            return Err(self.err_at(loc, format!("shape {} {why}", &self.src[start..self.pos])));
+        }
+        let shape = Shape::Array(array);
         // A layout follows immediately, with no whitespace: `f32[2,3]{1,0}`.
         let layout = if self.peek() == b'{' {
             let l = self.layout(rank)?;
@@ -1469,14 +1515,18 @@ impl<'a> Parser<'a> {
                 Ok(Literal::Tuple(out))
             }
             Shape::Array(a) => {
-                let mut data =
-                    Vec::with_capacity(a.num_elements().max(0) as usize * a.ty.byte_size());
+                // Each element takes at least one byte of text, so the text left bounds what
+                // to reserve (a huge shape with a short literal reserves little, and fails
+                // on the count below).
+                let left = self.b.len() - self.pos;
+                let n = a.num_elements().max(0) as usize;
+                let mut data = Vec::with_capacity(n.min(left) * a.ty.byte_size());
                 let mut count = 0usize;
                 if a.rank() == 0 {
                     self.scalar(a.ty, &mut data)?;
                     count = 1;
                 } else {
-                    self.nested(&a, 0, &mut data, &mut count)?;
+                    self.nested(&a, &mut data, &mut count)?;
                 }
                 let n = a.num_elements().max(0) as usize;
                 if count != n {
@@ -1491,37 +1541,66 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn nested(
-        &mut self,
-        a: &ArrayShape,
-        depth: usize,
-        data: &mut Vec<u8>,
-        count: &mut usize,
-    ) -> PResult<()> {
+    /// The nested braces of an array literal of rank >= 1, iteratively (a rank-100000 shape
+    /// must not recurse 100000 deep): `open[d]` counts the elements of the open list at depth
+    /// `d`, checked against the shape when the list closes.
+    fn nested(&mut self, a: &ArrayShape, data: &mut Vec<u8>, count: &mut usize) -> PResult<()> {
+        let rank = a.rank();
+        let mut open: Vec<i64> = Vec::new();
         self.expect(b'{', "to open an array literal")?;
-        let mut n = 0i64;
-        if !self.eat(b'}') {
-            loop {
-                if depth + 1 < a.rank() {
-                    self.nested(a, depth + 1, data, count)?;
-                } else {
-                    self.scalar(a.ty, data)?;
-                    *count += 1;
+        open.push(0);
+        let mut just_opened = true;
+        loop {
+            let closed_empty = just_opened && self.eat(b'}');
+            if closed_empty {
+                if self.close_literal_list(a, &mut open)? {
+                    return Ok(());
                 }
-                n += 1;
+            } else if open.len() < rank {
+                self.expect(b'{', "to open an array literal")?;
+                open.push(0);
+                just_opened = true;
+                continue;
+            } else {
+                self.scalar(a.ty, data)?;
+                *count += 1;
+                if let Some(n) = open.last_mut() {
+                    *n += 1;
+                }
+            }
+            // After an element: close lists, or go on after a comma.
+            loop {
                 if self.eat(b'}') {
+                    if self.close_literal_list(a, &mut open)? {
+                        return Ok(());
+                    }
+                } else {
+                    self.expect(b',', "between literal elements")?;
                     break;
                 }
-                self.expect(b',', "between literal elements")?;
             }
+            just_opened = false;
         }
-        if n != a.dims[depth] && !(a.dims[depth] == 0 && n == 0) {
+    }
+
+    /// Closes the innermost open list of an array literal, checking its length; returns whether
+    /// it was the outermost one (the enclosing list counts it as one element otherwise).
+    fn close_literal_list(&mut self, a: &ArrayShape, open: &mut Vec<i64>) -> PResult<bool> {
+        let n = open.pop().unwrap_or(0);
+        let depth = open.len();
+        if n != a.dims[depth] {
             return Err(self.err(format!(
                 "literal dimension {depth} has {n} elements but the shape says {}",
                 a.dims[depth]
             )));
         }
-        Ok(())
+        match open.last_mut() {
+            Some(up) => {
+                *up += 1;
+                Ok(false)
+            }
+            None => Ok(true),
+        }
     }
 
     fn scalar(&mut self, ty: ElementType, data: &mut Vec<u8>) -> PResult<()> {

@@ -21,6 +21,7 @@
 use std::fmt::{self, Write as _};
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -110,8 +111,10 @@ impl Default for PassManagerOptions {
 /// One JSON-lines statistics row: one pass run, or the summary of a `fixpoint` group.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StatsRow {
-    /// The pipeline (its canonical text, or the label given in the options).
-    pub pipeline: String,
+    /// The pipeline (its canonical text, or the label given in the options), shared by every
+    /// row of a run: a pipeline of `N` passes makes `N` rows, and a copy of its text per row
+    /// would take memory quadratic in `N`.
+    pub pipeline: Arc<str>,
     /// The pass name (`fixpoint` for a group summary).
     pub pass: String,
     /// The run index within this pipeline run (numbering dumps too); for a group summary, the
@@ -242,7 +245,7 @@ pub struct PassManager {
     pipeline: Pipeline,
     nodes: Vec<Node>,
     opts: PassManagerOptions,
-    label: String,
+    label: Arc<str>,
     stats: Vec<StatsRow>,
     analyses: AnalysisCache,
     hasher: hashbrown::DefaultHashBuilder,
@@ -295,7 +298,11 @@ impl PassManager {
                 .collect()
         }
         let nodes = build(&pipeline.items, registry);
-        let label = opts.label.clone().unwrap_or_else(|| pipeline.to_string());
+        let label: Arc<str> = opts
+            .label
+            .clone()
+            .unwrap_or_else(|| pipeline.to_string())
+            .into();
         PassManager {
             pipeline,
             nodes,

@@ -10,6 +10,15 @@
 //! after validating what can be validated (element counts, dimension mappings, ...). For `dot`
 //! and `convolution` the declared element type is XLA's `preferred_element_type`.
 //!
+//! Element types must agree exactly wherever values meet: the operands, init values, updates
+//! and the parameters and results of applied computations (reducers of `reduce`,
+//! `reduce-window`, `scatter`, `select-and-scatter` and the collectives, `map` bodies, `sort`
+//! comparators); and the floating-point operands of one instruction have one type, except for
+//! the opcodes that pass values through or compute in a preferred type (XLA's allow-list:
+//! `tuple`, `call`, `while`, `sort`, `dot`, `convolution`, ...). XLA's shape inference would
+//! let floats of different precisions meet, but its verifier (`allow_mixed_precision` off, as
+//! every XLA backend runs it) does not, and neither do the backends; so neither does this.
+//!
 //! Results are [`OwnedShape`]s: tuple elements are held inline rather than interned, so inference
 //! needs only `&Module` and never changes it. Layouts play no part; dynamic dimensions are carried
 //! where XLA carries them, but bounds are what is checked.
@@ -38,7 +47,8 @@ pub enum OwnedShape {
     Opaque,
 }
 
-/// Tuple nesting deeper than this is treated as a broken shape table.
+/// Tuple nesting deeper than this is rejected (parser, verifier) and treated as a broken shape
+/// table by [`OwnedShape::from_id`].
 const MAX_TUPLE_DEPTH: usize = 256;
 
 impl OwnedShape {
@@ -150,31 +160,36 @@ impl OwnedShape {
         }
     }
 
-    /// Whether the shape is well formed: non-negative dimension sizes (or -1 for an unbounded
-    /// dynamic dimension), one dynamic flag per dimension, at every level.
+    /// Whether the shape is well formed (see [`OwnedShape::validate`]).
     pub fn is_valid(&self) -> bool {
+        self.validate().is_ok()
+    }
+
+    /// Checks that the shape is well formed at every level: each array passes
+    /// [`ArrayShape::validate`] (non-negative sizes or -1 for an unbounded dynamic dimension, one
+    /// dynamic flag per dimension, element count and byte size within `i64`); the error says
+    /// which array and why.
+    pub fn validate(&self) -> Result<(), String> {
         match self {
-            OwnedShape::Array(a) => array_is_valid(a),
-            OwnedShape::Tuple(es) => es.iter().all(|e| e.is_valid()),
-            _ => true,
+            OwnedShape::Array(a) => a.validate().map_err(|why| {
+                let mut s = String::new();
+                let _ = fmt_array(a, &mut s);
+                format!("shape {s} {why}")
+            }),
+            OwnedShape::Tuple(es) => es.iter().try_for_each(|e| e.validate()),
+            _ => Ok(()),
         }
     }
+
+    /// The largest tuple nesting depth this crate accepts (deeper shapes are rejected by the
+    /// parser and the verifier; recursive walks over shapes rely on it).
+    pub const MAX_TUPLE_DEPTH: usize = MAX_TUPLE_DEPTH;
 }
 
 impl From<ArrayShape> for OwnedShape {
     fn from(a: ArrayShape) -> Self {
         OwnedShape::Array(a)
     }
-}
-
-/// Non-negative sizes (or -1 for an unbounded dynamic dimension, `?` in text) and one dynamic
-/// flag per dimension.
-fn array_is_valid(a: &ArrayShape) -> bool {
-    a.dynamic.len() == a.dims.len()
-        && a.dims
-            .iter()
-            .zip(a.dynamic.iter())
-            .all(|(&d, &dy)| d >= 0 || (dy && d == -1))
 }
 
 /// Whether some dimension is unbounded dynamic (`?`).
@@ -360,16 +375,60 @@ pub fn infer_shape_from(
         signature,
     };
     for (i, s) in operands.iter().enumerate() {
-        if !s.is_valid() {
-            return Err(cx.err(format!("operand {i} has an invalid shape {s}")));
+        if let Err(why) = s.validate() {
+            return Err(cx.err(format!("operand {i} has an invalid shape: {why}")));
         }
     }
     if let Some(d) = declared {
-        if !d.is_valid() {
-            return Err(cx.err(format!("the result shape {d} is invalid")));
+        if let Err(why) = d.validate() {
+            return Err(cx.err(format!("the result shape is invalid: {why}")));
         }
     }
+    cx.no_mixed_precision()?;
     cx.infer()
+}
+
+/// The opcodes whose operands may hold floats of different types (XLA's allow-list in
+/// `CheckMixedPrecisionOperands`): they pass values through or group them, or (`dot`,
+/// `convolution`) compute in a preferred type of their own.
+fn mixes_precision(op: Opcode) -> bool {
+    use Opcode::*;
+    matches!(
+        op,
+        Call | Conditional
+            | Constant
+            | Convolution
+            | Dot
+            | RaggedDot
+            | AllReduce
+            | AllReduceStart
+            | AllReduceDone
+            | AllGather
+            | AllGatherStart
+            | AllGatherDone
+            | AsyncStart
+            | AsyncUpdate
+            | AsyncDone
+            | CopyStart
+            | CopyDone
+            | CustomCall
+            | Domain
+            | Fusion
+            | GetTupleElement
+            | OptBarrier
+            | Infeed
+            | Outfeed
+            | Parameter
+            | Recv
+            | RecvDone
+            | ReducePrecision
+            | ReduceWindow
+            | Send
+            | SendDone
+            | Sort
+            | Tuple
+            | While
+    )
 }
 
 /// What a comparison's `type=` must be for operands of type `ty`, as a readable list.
@@ -460,6 +519,34 @@ fn may_upcast(from: ElementType, preferred: ElementType) -> bool {
 impl<'a> Cx<'a> {
     fn err(&self, msg: String) -> ShapeError {
         ShapeError::new(format!("{}: {msg}", self.op))
+    }
+
+    /// Every floating-point operand (tuple elements included) has one type, unless the opcode
+    /// may mix them ([`mixes_precision`]): XLA's verifier with mixed precision disallowed.
+    fn no_mixed_precision(&self) -> R<()> {
+        if mixes_precision(self.op) {
+            return Ok(());
+        }
+        fn floats(s: &OwnedShape, out: &mut Vec<ElementType>) {
+            match s {
+                OwnedShape::Array(a) if a.ty.is_float() => out.push(a.ty),
+                OwnedShape::Tuple(es) => es.iter().for_each(|e| floats(e, out)),
+                _ => {}
+            }
+        }
+        let mut seen = Vec::new();
+        for s in self.shapes {
+            floats(s, &mut seen);
+        }
+        if let Some(other) = seen.iter().find(|&&t| t != seen[0]) {
+            bail!(
+                self,
+                "operands mix floating-point types {} and {other}; mixed precision is not \
+                 allowed (convert first)",
+                seen[0]
+            );
+        }
+        Ok(())
     }
 
     // ---- attributes ----
@@ -1635,7 +1722,7 @@ impl<'a> Cx<'a> {
                     accs[i]
                 );
             }
-            if !same_ignoring_fp(acc, inits[i]) {
+            if acc != inits[i] {
                 bail!(
                     self,
                     "{what} computation %{name}: accumulator {i} is {} but the init value is {}",
@@ -1645,7 +1732,7 @@ impl<'a> Cx<'a> {
             }
             let input = &sig.params[n + i];
             match input.as_array() {
-                Some(p) if p.rank() == 0 && same_ignoring_fp(p.ty, inputs[i]) => {}
+                Some(p) if p.rank() == 0 && p.ty == inputs[i] => {}
                 _ => bail!(
                     self,
                     "{what} computation %{name}: parameter {} has shape {} but the input \
@@ -1655,7 +1742,7 @@ impl<'a> Cx<'a> {
                     scalar_str(inputs[i])
                 ),
             }
-            if !same_ignoring_fp(acc, input.as_array().map(|p| p.ty).unwrap_or(acc)) {
+            if acc != input.as_array().map(|p| p.ty).unwrap_or(acc) {
                 bail!(
                     self,
                     "{what} computation %{name}: parameter {} has shape {} but accumulator {i} \
@@ -1800,11 +1887,7 @@ impl<'a> Cx<'a> {
         let init = self.scalar(2, "the init value")?;
         let sel = self.signature(&AttrKey::Select)?;
         let scalar_a = OwnedShape::scalar(a.ty);
-        let ok_params = sel.params.len() == 2
-            && sel
-                .params
-                .iter()
-                .all(|p| p.compatible_ignoring_fp_precision(&scalar_a));
+        let ok_params = sel.params.len() == 2 && sel.params.iter().all(|p| p.compatible(&scalar_a));
         if !ok_params {
             bail!(
                 self,
@@ -1822,6 +1905,14 @@ impl<'a> Cx<'a> {
                 "select computation %{} must return pred[], but returns {}",
                 sel.name,
                 sel.result
+            );
+        }
+        if init.ty != a.ty {
+            bail!(
+                self,
+                "the init value {} must have the operand's element type {}",
+                self.shape(2),
+                a.ty
             );
         }
         self.reducer(&AttrKey::Scatter, &[init.ty], &[src.ty])?;
@@ -2558,7 +2649,7 @@ impl<'a> Cx<'a> {
         let mut inputs = Vec::with_capacity(n);
         for i in 0..n {
             let (x, u) = (self.array(i)?, self.array(n + 1 + i)?);
-            if !same_ignoring_fp(x.ty, u.ty) {
+            if x.ty != u.ty {
                 bail!(
                     self,
                     "updates {} (operand {}) must have the element type of input {}",
@@ -3141,10 +3232,6 @@ fn tuple_or_single(mut shapes: Vec<OwnedShape>, tuple: bool) -> OwnedShape {
     } else {
         shapes.pop().unwrap_or(OwnedShape::Tuple(Vec::new()))
     }
-}
-
-fn same_ignoring_fp(a: ElementType, b: ElementType) -> bool {
-    a == b || (a.is_float() && b.is_float())
 }
 
 /// The number of elements, or `None` if it overflows.

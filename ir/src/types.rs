@@ -183,7 +183,9 @@ impl ArrayShape {
         self.dims.len()
     }
 
-    /// The number of elements (product of the dimension sizes, 1 for a scalar).
+    /// The number of elements (product of the dimension sizes, 1 for a scalar). Meaningful for
+    /// shapes that pass [`ArrayShape::validate`]; see [`ArrayShape::byte_size`] for a checked
+    /// size.
     pub fn num_elements(&self) -> i64 {
         self.dims.iter().product()
     }
@@ -191,6 +193,57 @@ impl ArrayShape {
     /// Whether any dimension is dynamic.
     pub fn is_dynamic(&self) -> bool {
         self.dynamic.iter().any(|d| *d)
+    }
+
+    /// Whether some dimension is unbounded dynamic (`?` in text, stored as size -1).
+    pub fn is_unbounded_dynamic(&self) -> bool {
+        self.dims.iter().any(|&d| d < 0)
+    }
+
+    /// The bytes a dense host buffer of this shape takes (sub-byte types one byte per element),
+    /// or `None` when a dimension is unbounded dynamic or the size does not fit in an `i64`.
+    /// Zero-sized dimensions count as 1 in the overflow check (as XLA's `ValidateShapeSize`
+    /// multiplies every extent), so a valid shape's element count never overflows whatever
+    /// order its dimensions are multiplied in.
+    pub fn byte_size(&self) -> Option<u64> {
+        let mut bound: i64 = 1;
+        let mut zero = false;
+        for &d in self.dims.iter() {
+            if d < 0 {
+                return None;
+            }
+            zero |= d == 0;
+            bound = bound.checked_mul(d.max(1))?;
+        }
+        let bytes = bound.checked_mul(self.ty.byte_size() as i64)?;
+        Some(if zero { 0 } else { bytes as u64 })
+    }
+
+    /// Checks what XLA's `ShapeUtil::ValidateShape` checks of an array: one dynamic flag per
+    /// dimension, sizes non-negative (or -1 for an unbounded dynamic dimension, which must be
+    /// flagged dynamic), and an element count and byte size that fit in an `i64` (unbounded
+    /// dimensions counted as 1).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.dynamic.len() != self.dims.len() {
+            return Err(format!(
+                "has {} dynamic flags for {} dimensions",
+                self.dynamic.len(),
+                self.dims.len()
+            ));
+        }
+        let mut bound: i64 = 1;
+        for (i, (&d, &dy)) in self.dims.iter().zip(self.dynamic.iter()).enumerate() {
+            if d < 0 && !(d == -1 && dy) {
+                return Err(format!("dimension {i} has a negative size {d}"));
+            }
+            bound = bound
+                .checked_mul(d.max(1))
+                .ok_or_else(|| format!("has more than {} elements", i64::MAX))?;
+        }
+        if bound.checked_mul(self.ty.byte_size() as i64).is_none() {
+            return Err(format!("takes more than {} bytes", i64::MAX));
+        }
+        Ok(())
     }
 }
 

@@ -12,7 +12,9 @@
 //! 1. **Entry.** The module has exactly one entry computation, and it exists.
 //! 2. **Instruction structure.** Every live instruction belongs to a live computation; its shape
 //!    id and layout id are ids of the module and its shape is well formed (non-negative sizes,
-//!    one dynamic flag per dimension, tuple elements that exist).
+//!    one dynamic flag per dimension, element counts and byte sizes that fit in an `i64` as in
+//!    XLA's `ShapeUtil::ValidateShape`, tuple elements that exist, tuples nested at most
+//!    [`OwnedShape::MAX_TUPLE_DEPTH`] levels).
 //! 3. **Operands.** Every operand and control predecessor of a live instruction exists, is live
 //!    and is in the same computation.
 //! 4. **Called computations.** Every computation an instruction calls exists and is not the
@@ -486,17 +488,12 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
             .and_then(|s| s.as_ref())
         {
             None => {
-                ck.inst_err(
-                    i,
-                    format!(
-                        "has shape id {}, which is not a shape of the module",
-                        m.shape_id(i).index()
-                    ),
-                );
+                ck.inst_err(i, broken_shape(m, m.shape_id(i)));
                 ok = false;
             }
             Some(s) if !s.is_valid() => {
-                ck.inst_err(i, format!("has an invalid shape {s}"));
+                let why = s.validate().err().unwrap_or_default();
+                ck.inst_err(i, format!("has an invalid shape: {why}"));
                 ok = false;
             }
             Some(s) => {
@@ -693,14 +690,17 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
     }
 
     // 9. The call graph is acyclic.
+    // Edges in order of first appearance, deduplicated through a set (a computation calling
+    // 20,000 others must not scan its list per call).
     let mut callees: Vec<Vec<usize>> = vec![Vec::new(); n_comps];
+    let mut edges: hashbrown::HashSet<(usize, usize)> = hashbrown::HashSet::new();
     for &i in &live {
         let p = m.parent(i);
         if !m.is_live_comp(p) {
             continue;
         }
         for c in m.called_comps_iter(i) {
-            if m.is_live_comp(c) && !callees[p.index()].contains(&c.index()) {
+            if m.is_live_comp(c) && edges.insert((p.index(), c.index())) {
                 callees[p.index()].push(c.index());
             }
         }
@@ -831,6 +831,48 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
     let mut errors = ck.errors;
     errors.sort_by_key(|e| e.loc.map(|l| (l.line, l.col)));
     Err(VerifyErrors { errors })
+}
+
+/// Why shape `id` does not convert to an [`OwnedShape`]: an id that is not a shape of the
+/// module (at the top or as a tuple element), or tuples nested too deeply.
+fn broken_shape(m: &Module, id: crate::ShapeId) -> String {
+    let max = OwnedShape::MAX_TUPLE_DEPTH;
+    if id.index() >= m.num_shapes() {
+        return format!(
+            "has shape id {}, which is not a shape of the module",
+            id.index()
+        );
+    }
+    // Nesting depth per shape id in id order (interning puts tuple elements before their
+    // tuple), so shared elements are measured once; `None` marks a tuple with an element id
+    // that is not an earlier shape.
+    let mut depth: Vec<Option<usize>> = vec![Some(0); id.index() + 1];
+    for k in 0..=id.index() {
+        if let crate::Shape::Tuple(es) = m.shape_of(crate::ShapeId::new(k)) {
+            depth[k] = es.iter().try_fold(1usize, |d, &e| {
+                let de = depth
+                    .get(e.index())
+                    .filter(|_| e.index() < k)
+                    .copied()
+                    .flatten()?;
+                Some(d.max(de + 1))
+            });
+        }
+    }
+    match depth[id.index()] {
+        None => {
+            return format!(
+                "has a tuple shape with an element shape id that is not a shape of the module \
+                 (shape id {})",
+                id.index()
+            )
+        }
+        Some(d) if d > max => {
+            return format!("has a tuple shape nested more than {max} levels deep")
+        }
+        Some(_) => {}
+    }
+    format!("has shape id {}, which cannot be read", id.index())
 }
 
 /// Live instructions by computation (`Module::insts_by_comp` assumes every parent exists).

@@ -1,11 +1,11 @@
 //! `axle._axle`: the native part of the `axle` Python package (the Python side in `pysrc/axle`
 //! turns numpy arrays into the byte buffers these functions take, and back).
 //!
-//! - [`Executable`]: a module compiled once ([`axle::compile_text`]); `run` reads each argument
+//! - `Executable`: a module compiled once ([`axle::compile_text`]); `run` reads each argument
 //!   in place from a contiguous byte buffer (a `uint8` view of the numpy array) and writes each
 //!   result into a writable one (a `uint8` view of a numpy array the caller allocated), with the
 //!   GIL released while it runs, so numpy arrays go in and come out without a copy.
-//! - [`Session`]: [`axle::passes::Session`], the pass-ordering environment: apply a pass or
+//! - `Session`: [`axle::passes::Session`], the pass-ordering environment: apply a pass or
 //!   pipeline by name, observe instruction count and cost estimate, measure the run time.
 //!
 //! Every Axle error is raised as `axle.AxleError` with Axle's message.

@@ -112,7 +112,9 @@ fn acc_kind(out: ElementType, a: ElementType, b: ElementType) -> R<AccKind> {
         } else {
             Ok(AccKind::F32)
         }
-    } else if out.is_int() {
+    } else if out.is_int() || out.is_pred() {
+        // A pred result is true where some product is (XLA's `dot` on `pred`): the count of
+        // true products, converted to pred.
         Ok(AccKind::I64)
     } else {
         Err(format!("dot and convolution are not supported for {}", out.name()).into())
