@@ -356,6 +356,9 @@ fn plot_cmd(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// A plotted quantity: its label, its axis range and how to read it from a row.
+type Metric<'a> = (&'a str, f64, f64, &'a dyn Fn(&Row) -> f64);
+
 /// Compile time (finished compiles; XLA's without the Python start-up) and peak RSS against
 /// instructions, log-log, one series per tool and family.
 fn plot(rows: &[Row], path: &Path) -> Result<(), String> {
@@ -385,7 +388,7 @@ fn plot(rows: &[Row], path: &Path) -> Result<(), String> {
     let root = SVGBackend::new(path, (1200, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let panels = root.split_evenly((1, 2));
-    let metrics: [(&str, f64, f64, &dyn Fn(&Row) -> f64); 2] = [
+    let metrics: [Metric; 2] = [
         ("compile time (s)", tmin, tmax, &time),
         ("peak RSS (MB)", mmin, mmax, &|r: &Row| r.peak_rss_mb),
     ];
