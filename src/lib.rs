@@ -89,6 +89,8 @@ pub mod buffers;
 pub mod cache;
 pub mod compiled;
 pub mod cpu;
+#[cfg(feature = "cli")]
+pub mod elided;
 pub mod error;
 pub mod explore;
 pub mod graph;

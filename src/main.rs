@@ -7,7 +7,12 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 
+mod progress;
+use progress::Progress;
+
+use axle::elided::ElidedConstants;
 use axle::ir::{parse_module, print_module, Module};
+use std::str::FromStr;
 
 mod interrupt;
 
@@ -31,6 +36,10 @@ struct Cli {
     /// ~/.cache/axle: a module compiled before with the same options loads its code from there).
     #[arg(long, global = true)]
     no_cache: bool,
+    /// Draw no progress bar (one is drawn on standard error, when it is a terminal, for
+    /// commands that take more than a second).
+    #[arg(long, global = true)]
+    quiet: bool,
 }
 
 fn parse_memory_size(s: &str) -> Result<u64, String> {
@@ -57,6 +66,11 @@ enum Command {
     Parse {
         /// The HLO file (`.hlo`, or gzipped `.hlo.gz`).
         file: PathBuf,
+        #[command(flatten)]
+        elided: ElidedArgs,
+        /// Seed for `--elided-constants random`.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// Print instruction counts per opcode and per computation, and the parse+verify time.
     Stats {
@@ -79,9 +93,12 @@ enum Command {
         /// Run this many times and report the median and minimum time.
         #[arg(long, default_value_t = 1)]
         repeat: usize,
-        /// Seed for generated inputs (default 0; only without --input, which gives the inputs).
+        /// Seed for generated inputs (default 0; only without --input, which gives the inputs)
+        /// and for `--elided-constants random`.
         #[arg(long, conflicts_with = "inputs")]
         seed: Option<u64>,
+        #[command(flatten)]
+        elided: ElidedArgs,
         /// The pass pipeline to run before compiling: a standard pipeline's name (`simplify`,
         /// `cpu`) or pipeline text (`axle passes` lists both); default: the backend's own (`cpu`
         /// on the cpu backend); `none` compiles the module exactly as given.
@@ -120,6 +137,11 @@ enum Command {
         /// Skip this pass wherever the pipeline names it (repeat for more).
         #[arg(long = "disable-pass")]
         disable_pass: Vec<String>,
+        #[command(flatten)]
+        elided: ElidedArgs,
+        /// Seed for `--elided-constants random`.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// List the registered passes with their docs and options, and the standard pipelines.
     Passes,
@@ -197,6 +219,11 @@ enum Command {
         /// cpu backend; `none` compiles the module exactly as given).
         #[arg(long)]
         passes: Option<String>,
+        #[command(flatten)]
+        elided: ElidedArgs,
+        /// Seed for `--elided-constants random`.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// Compile a module and time repeated runs on generated inputs: compile time, then median
     /// and minimum run time per output-buffer policy (`fresh` result buffers per run, as XLA
@@ -217,9 +244,11 @@ enum Command {
         /// The output-buffer policy: fresh, reused or both.
         #[arg(long, default_value = "both", value_parser = ["fresh", "reused", "both"])]
         outputs: String,
-        /// Seed for the generated inputs.
+        /// Seed for the generated inputs and for `--elided-constants random`.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        #[command(flatten)]
+        elided: ElidedArgs,
         /// Also time each kernel (cpu backend) and list the slowest ones.
         #[arg(long)]
         profile: bool,
@@ -273,6 +302,16 @@ enum Command {
     },
 }
 
+/// `--elided-constants`, shared by the commands that load a module.
+#[derive(clap::Args, Clone, Copy)]
+struct ElidedArgs {
+    /// What to do with constants whose value the text elides, `constant({...})`: `error`
+    /// (refuse the module), `keep` (leave them elided), `zeros`, or `random` (seeded by --seed:
+    /// small normal floats, integers in [0, 8)).
+    #[arg(long = "elided-constants", default_value = "error", value_parser = ElidedConstants::from_str)]
+    elided_constants: ElidedConstants,
+}
+
 /// An error already reported in full; the process exits with status 1.
 struct Reported(String);
 
@@ -295,8 +334,9 @@ fn main() -> ExitCode {
     } else {
         axle::CacheMode::Dir(axle::cache::DiskCache::default_dir())
     };
+    let quiet = cli.quiet;
     let result = match cli.command {
-        Command::Parse { file } => cmd_parse(&file),
+        Command::Parse { file, elided, seed } => cmd_parse(&file, elided.into_load(seed, quiet)),
         Command::Stats { file } => cmd_stats(&file),
         Command::Run {
             file,
@@ -306,6 +346,7 @@ fn main() -> ExitCode {
             repeat,
             seed,
             passes,
+            elided,
         } => {
             let opts = axle::run::RunOptions {
                 backend,
@@ -316,7 +357,7 @@ fn main() -> ExitCode {
                 pipeline: passes,
                 cache,
             };
-            cmd_run(&file, &opts)
+            cmd_run(&file, &opts, elided.into_load(seed.unwrap_or(0), quiet))
         }
         Command::Compile {
             file,
@@ -328,6 +369,8 @@ fn main() -> ExitCode {
             target_triple,
             emit,
             passes,
+            elided,
+            seed,
         } => cmd_compile(CompileArgs {
             file,
             backend,
@@ -339,6 +382,7 @@ fn main() -> ExitCode {
             emit,
             cache,
             passes,
+            elided: elided.into_load(seed, quiet),
         }),
         Command::Bench {
             file,
@@ -349,6 +393,7 @@ fn main() -> ExitCode {
             seed,
             profile,
             passes,
+            elided,
         } => {
             use axle::bench::OutputPolicy;
             let policies = match outputs.as_str() {
@@ -367,7 +412,7 @@ fn main() -> ExitCode {
                 // A benchmark measures compilation too, so it never loads code from the cache.
                 cache: axle::CacheMode::Off,
             };
-            cmd_bench(&file, &opts)
+            cmd_bench(&file, &opts, elided.into_load(seed, quiet))
         }
         Command::Compare {
             expected,
@@ -395,6 +440,8 @@ fn main() -> ExitCode {
             time_passes,
             verify,
             disable_pass,
+            elided,
+            seed,
         } => cmd_opt(OptArgs {
             file,
             passes,
@@ -406,6 +453,7 @@ fn main() -> ExitCode {
             time_passes,
             verify,
             disable_pass,
+            elided: elided.into_load(seed, quiet),
         }),
         Command::Passes => write_stdout(&axle::passes::describe_passes()),
         Command::Explore {
@@ -437,9 +485,11 @@ fn main() -> ExitCode {
                 measure,
             )
         }
-        Command::Graph(args) => axle::graph::cli::run(&args, |p| load(p).map_err(|r| r.0))
-            .map(|summary| print!("{summary}"))
-            .map_err(Reported),
+        Command::Graph(args) => {
+            axle::graph::cli::run(&args, |p| load(p, LoadOptions::default()).map_err(|r| r.0))
+                .map(|summary| print!("{summary}"))
+                .map_err(Reported)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -624,6 +674,25 @@ fn read_source(path: &Path) -> Result<String, Reported> {
     })
 }
 
+/// What `load` does with elided constants: the mode and the seed of `random`. The default refuses
+/// them (commands without the `--elided-constants` flag).
+#[derive(Clone, Copy, Default)]
+struct LoadOptions {
+    elided: ElidedConstants,
+    seed: u64,
+    quiet: bool,
+}
+
+impl ElidedArgs {
+    fn into_load(self, seed: u64, quiet: bool) -> LoadOptions {
+        LoadOptions {
+            elided: self.elided_constants,
+            seed,
+            quiet,
+        }
+    }
+}
+
 /// Whether text starting with `b` starts with `HloModule` after blanks and comments: `None`
 /// while `b` is too short to tell.
 fn starts_like_hlo(b: &[u8]) -> Option<bool> {
@@ -686,26 +755,36 @@ fn not_hlo(bytes: &[u8], file: &str) -> Reported {
     }
 }
 
-/// Reads, parses and verifies a module, rendering errors against the file.
-fn load(path: &Path) -> Result<Module, Reported> {
-    load_checked(path, false)
-}
-
-/// [`load`], and when `runnable`, also checks that a backend can run the module
-/// ([`axle::check_runnable_for_cli`]), with the same rendering.
-fn load_checked(path: &Path, runnable: bool) -> Result<Module, Reported> {
+/// Reads, parses and verifies a module, rendering errors against the file, then applies the
+/// elided-constants mode and, when `runnable`, checks that a backend can run the module
+/// ([`axle::check_runnable_for_cli`]), with the same rendering; the phases show on `progress`.
+fn load_with(
+    path: &Path,
+    opts: LoadOptions,
+    runnable: bool,
+    progress: &Progress,
+) -> Result<Module, Reported> {
+    progress.phase("parse", None);
     let text = read_source(path)?;
     let file = path.display().to_string();
-    let m = parse_module(&text).map_err(|e| Reported(e.render(&file)))?;
+    let mut m = parse_module(&text).map_err(|e| Reported(e.render(&file)))?;
+    progress.phase("verify", Some(m.num_live_insts()));
     axle::verify_for_cli(&m, &text, &file).map_err(Reported)?;
+    axle::elided::apply(&mut m, opts.elided, opts.seed)
+        .map_err(|ids| Reported(axle::elided::render_error(&m, &ids, &file)))?;
     if runnable {
         axle::check_runnable_for_cli(&m, &text, &file).map_err(Reported)?;
     }
     Ok(m)
 }
 
-fn cmd_parse(path: &Path) -> Result<(), Reported> {
-    let m = load(path)?;
+/// [`load_with`] with a progress bar of its own (parse, verify), not checking runnability.
+fn load(path: &Path, opts: LoadOptions) -> Result<Module, Reported> {
+    load_with(path, opts, false, &Progress::new(opts.quiet, 2))
+}
+
+fn cmd_parse(path: &Path, opts: LoadOptions) -> Result<(), Reported> {
+    let m = load(path, opts)?;
     write_stdout(&print_module(&m))
 }
 
@@ -721,11 +800,17 @@ fn cmd_stats(path: &Path) -> Result<(), Reported> {
     write_stdout(&axle::stats_report(&m, text.len(), t_parse, t_verify))
 }
 
-fn cmd_run(path: &Path, opts: &axle::run::RunOptions) -> Result<(), Reported> {
+fn cmd_run(
+    path: &Path,
+    opts: &axle::run::RunOptions,
+    load_opts: LoadOptions,
+) -> Result<(), Reported> {
     if opts.repeat == 0 {
         return Err(Reported("error: --repeat must be at least 1".into()));
     }
-    let m = load_checked(path, true)?;
+    let progress = Progress::new(load_opts.quiet, 3);
+    let m = load_with(path, load_opts, true, &progress)?;
+    progress.phase("compile and run", Some(m.num_live_insts()));
     let report = axle::run::run_module(m, opts)
         .map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
     write_stdout(&axle::run::summary(&report))
@@ -742,6 +827,7 @@ struct CompileArgs {
     emit: Option<String>,
     cache: axle::CacheMode,
     passes: Option<String>,
+    elided: LoadOptions,
 }
 
 fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
@@ -773,7 +859,12 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
             "error: -o names the object of --aot or the text of --emit; give one of them".into(),
         ));
     }
-    let m = load_checked(&a.file, true)?;
+    let progress = Progress::new(a.elided.quiet, 3);
+    let m = load_with(&a.file, a.elided, true, &progress)?;
+    progress.phase(
+        "compile: passes, code generation, LLVM",
+        Some(m.num_live_insts()),
+    );
     let platform = axle::backend::registry()
         .get(&a.backend)
         .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
@@ -794,6 +885,7 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
         .compiler()
         .compile(m, &compile_opts)
         .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+    drop(progress);
     let stats = exe.stats();
     write_stdout(&format!(
         "compiled {} ({} instructions) on {} in {:.3} ms{}{}\n",
@@ -874,11 +966,17 @@ fn compile_cpu_output(
     }
 }
 
-fn cmd_bench(path: &Path, opts: &axle::bench::BenchOptions) -> Result<(), Reported> {
+fn cmd_bench(
+    path: &Path,
+    opts: &axle::bench::BenchOptions,
+    load_opts: LoadOptions,
+) -> Result<(), Reported> {
     if opts.repeat == 0 {
         return Err(Reported("error: --repeat must be at least 1".into()));
     }
-    let m = load_checked(path, true)?;
+    let progress = Progress::new(load_opts.quiet, 3);
+    let m = load_with(path, load_opts, true, &progress)?;
+    progress.phase("compile and time runs", Some(m.num_live_insts()));
     let r = axle::bench::bench_module(m, opts)
         .map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
     write_stdout(&axle::bench::report(&r))
@@ -895,7 +993,7 @@ fn cmd_buffers(
 ) -> Result<(), Reported> {
     use axle::buffers::{BuffersOptions, Rules, SchedulePolicy};
     use axle::schedule::{render, Heuristic};
-    let m = load(path)?;
+    let m = load(path, LoadOptions::default())?;
     let file = path.display().to_string();
     let policy = match Heuristic::from_name(schedule) {
         Some(h) => SchedulePolicy::Run(h),
@@ -967,6 +1065,7 @@ struct OptArgs {
     time_passes: bool,
     verify: Option<String>,
     disable_pass: Vec<String>,
+    elided: LoadOptions,
 }
 
 /// Refuses two output options naming one file (the second write would destroy the first), and
@@ -1050,7 +1149,7 @@ fn cmd_opt(a: OptArgs) -> Result<(), Reported> {
         disabled: a.disable_pass.clone(),
         ..Default::default()
     };
-    let mut m = load(&a.file)?;
+    let mut m = load(&a.file, a.elided)?;
     let result = axle::passes::optimize(&mut m, &text, opts);
     let (rows, err) = match result {
         Ok(rows) => (rows, None),
@@ -1150,7 +1249,14 @@ fn cmd_explore(
     let items = axle::ir::Pipeline::parse(passes_from)
         .map_err(|e| Reported(format!("error: --passes-from:\n{}", e.render())))?;
     let passes: Vec<String> = items.items.iter().map(|i| i.to_string()).collect();
-    let m = load(path)?;
+    let m = load(
+        path,
+        LoadOptions {
+            elided: ElidedConstants::Error,
+            seed,
+            quiet: true,
+        },
+    )?;
     let opts = axle::explore::ExploreOptions {
         passes,
         orders,

@@ -494,3 +494,86 @@ fn buffers_on_bad_input_fails_cleanly() {
     assert_fails(&o, &["bad.hlo:5:"]);
     assert!(!json.exists());
 }
+
+const ELIDED: &str = "HloModule e\n\nENTRY main {\n  x = f32[2,3]{1,0} parameter(0)\n  \
+                      w = f32[2,3]{1,0} constant({...})\n  ROOT y = f32[2,3]{1,0} add(x, w)\n}\n";
+
+#[test]
+fn elided_constants_are_an_error_by_default_with_their_position() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = write(tmp.path(), "e.hlo", ELIDED);
+    for cmd in ["parse", "run", "compile", "bench", "opt"] {
+        let mut args = vec![cmd, f.as_str()];
+        if cmd == "opt" {
+            args.extend(["--passes", "dce"]);
+        }
+        let o = axle(&args);
+        assert_fails(
+            &o,
+            &[
+                &format!("{f}:5:3: error: constant 'w'"),
+                "--elided-constants",
+            ],
+        );
+    }
+}
+
+#[test]
+fn elided_constants_random_fills_them_deterministically_and_the_output_reparses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = write(tmp.path(), "e.hlo", ELIDED);
+    let fill = |seed: &str| {
+        let o = axle(&["parse", &f, "--elided-constants", "random", "--seed", seed]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(o.stderr.is_empty(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let a = fill("3");
+    assert_eq!(a, fill("3"));
+    assert_ne!(a, fill("4"));
+    assert!(!a.contains("{...}"), "{a}");
+    let filled = write(tmp.path(), "filled.hlo", &a);
+    let o = axle(&["parse", &filled]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), a);
+    let kept = axle(&["parse", &f, "--elided-constants", "keep"]);
+    assert!(stdout(&kept).contains("constant({...})"));
+}
+
+#[test]
+fn run_with_zero_constants_on_both_backends_is_quiet_when_not_a_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = write(tmp.path(), "e.hlo", ELIDED);
+    let mut outs = Vec::new();
+    for backend in ["cpu", "interpreter"] {
+        let dir = tmp.path().join(backend);
+        let o = axle(&[
+            "run",
+            &f,
+            "--backend",
+            backend,
+            "--elided-constants",
+            "zeros",
+            "--out-dir",
+            &dir.display().to_string(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(
+            o.stderr.is_empty(),
+            "no progress bar off a terminal: {}",
+            stderr(&o)
+        );
+        outs.push(dir.join("out0.npy").display().to_string());
+    }
+    let o = axle(&["compare", &outs[0], &outs[1]]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = axle(&["compile", &f, "--elided-constants", "random", "--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = axle(&["parse", &f, "--elided-constants", "sometimes"]);
+    assert_eq!(o.status.code(), Some(2), "clap rejects an unknown mode");
+    assert!(
+        stderr(&o).contains("error, keep, zeros, random"),
+        "{}",
+        stderr(&o)
+    );
+}

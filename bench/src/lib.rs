@@ -8,6 +8,8 @@
 //! overhead benchmark).
 #![deny(missing_docs)]
 
+pub mod graphs;
+
 use std::fmt::Write;
 use std::io::Read;
 use std::path::PathBuf;

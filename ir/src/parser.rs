@@ -199,9 +199,16 @@ impl<'a> Parser<'a> {
     }
 
     fn loc(&self) -> SrcLoc {
+        self.loc_of(self.pos)
+    }
+
+    /// The location of byte `pos` on the current line. Computing a column counts the characters
+    /// from the start of the line, so hot paths (literal elements, which can fill one line of
+    /// many megabytes) keep the byte offset and call this only when they report an error.
+    fn loc_of(&self, pos: usize) -> SrcLoc {
         SrcLoc {
             line: self.line,
-            col: self.col_of(self.pos),
+            col: self.col_of(pos),
         }
     }
 
@@ -1658,7 +1665,7 @@ impl<'a> Parser<'a> {
             data.extend(complex_to_element(ty, re, im));
             return Ok(());
         }
-        let loc = self.loc();
+        let start = self.pos;
         let tok = self.number_token();
         if tok.is_empty() {
             return Err(self.err(format!(
@@ -1667,17 +1674,21 @@ impl<'a> Parser<'a> {
                 self.describe_here()
             )));
         }
-        let bytes = parse_element(ty, tok).map_err(|e| self.err_at(loc, e))?;
+        let bytes = parse_element(ty, tok).map_err(|e| self.err_at(self.loc_of(start), e))?;
         data.extend(bytes);
         Ok(())
     }
 
     fn float_token(&mut self, ty: ElementType) -> PResult<f64> {
         self.skip_ws();
-        let loc = self.loc();
+        let start = self.pos;
         let tok = self.number_token();
-        crate::literal::parse_float(tok)
-            .ok_or_else(|| self.err_at(loc, format!("invalid {} value '{tok}'", ty.name())))
+        crate::literal::parse_float(tok).ok_or_else(|| {
+            self.err_at(
+                self.loc_of(start),
+                format!("invalid {} value '{tok}'", ty.name()),
+            )
+        })
     }
 
     fn number_token(&mut self) -> &'a str {
