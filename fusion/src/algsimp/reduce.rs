@@ -1,7 +1,7 @@
 //! Reduction and dot rules: reductions over empty or size-1 dimensions, and dots whose
 //! contraction has zero or one element.
 
-use axle_ir::{AttrKey, InstId, Module, Opcode};
+use axle_ir::{AttrKey, ElementType, InstId, Module, Opcode};
 
 use super::{Cx, Hit};
 use crate::rewrite::{
@@ -177,7 +177,14 @@ fn dot(m: &Module, id: InstId) -> Hit {
     };
     let av = side(a, ad, af, 0..nl);
     let bv = side(b, bd, bf, nl..nl + nr);
-    nodes.push(Node::new(Opcode::Multiply, ShapeSpec::Of(id), vec![av, bv]));
+    // A `pred` dot is true where any product is (XLA CPU runs it so); its product is `and`,
+    // since `multiply` takes no `pred` operands.
+    let product = if ty == ElementType::Pred {
+        Opcode::And
+    } else {
+        Opcode::Multiply
+    };
+    nodes.push(Node::new(product, ShapeSpec::Of(id), vec![av, bv]));
     if ty.is_float() {
         let p = nodes.len() as u32 - 1;
         let mut z = splat_nodes(m, id, zero)?;
