@@ -22,6 +22,7 @@ use axle_analysis::equivalence::SplitMix;
 use axle_analysis::{same_results, Cost, Equivalence};
 use axle_ir::{Module, PassManagerOptions, Tolerance, VerifyMode};
 
+#[cfg(feature = "cli")]
 use crate::bench::{bench_module, BenchOptions, OutputPolicy};
 use crate::passes::{observe, optimize};
 
@@ -331,7 +332,15 @@ pub fn explore_table_row(r: &ExploreRow, measured: bool) -> String {
     )
 }
 
+/// Without the `cli` feature there is no `axle bench` driver (its generated inputs need `rand`):
+/// every row says so instead of a measurement.
+#[cfg(not(feature = "cli"))]
+fn measure(_: &Module, _: &MeasureOptions, _: u64) -> Result<Measured, String> {
+    Err("measuring needs axle's `cli` feature (the bench driver)".into())
+}
+
 /// Compiles `m` on the backend as it is and times it with fresh outputs.
+#[cfg(feature = "cli")]
 fn measure(m: &Module, mo: &MeasureOptions, seed: u64) -> Result<Measured, String> {
     let r = bench_module(
         m.clone(),

@@ -25,11 +25,14 @@
 //!
 //! The renderers live beside this file: [`dot`] writes Graphviz text, [`render`] turns it into
 //! SVG through Graphviz and writes the output file, [`html`] wraps the SVG into a self-contained
-//! page.
+//! page. Writing files ([`render`]) and the command ([`cli`]) come with the `cli` feature; the
+//! library alone builds the view, the DOT text and the page.
 
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod dot;
 pub mod html;
+#[cfg(feature = "cli")]
 pub mod render;
 
 use std::collections::VecDeque;
@@ -38,6 +41,7 @@ use std::fmt::Write as _;
 use axle_ir::printer::{write_shape, InstNames};
 use axle_ir::{AttrKey, AttrValue, CompId, FusionKind, InstId, Module, Opcode};
 
+#[cfg(feature = "cli")]
 pub use render::{write_graph, GraphFormat, GraphReport};
 
 /// What to draw.
