@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use axle::ir::hostile::MUTATION_TOKENS as TOKENS;
 use axle::ir::literal::f64_to_element;
 use axle::ir::npy::encode_npy;
 use axle::ir::{gen::Program, print_module, ArrayLiteral, ArrayShape, ElementType};
@@ -94,45 +95,6 @@ pub fn corpus_texts() -> Vec<String> {
         .filter_map(|p| std::fs::read_to_string(p).ok())
         .collect()
 }
-
-const TOKENS: &[&str] = &[
-    "{",
-    "}",
-    "(",
-    ")",
-    "[",
-    "]",
-    ",",
-    "=",
-    "ROOT ",
-    "ENTRY ",
-    "%",
-    "->",
-    ":",
-    "\"",
-    "/*",
-    "*/",
-    "f32[",
-    "<=",
-    "{...}",
-    "-",
-    "nan",
-    "0x",
-    "\n",
-    "parameter(",
-    "tuple(",
-    "{1,0}",
-    "x",
-    "0",
-    "99999999999999999999",
-    "s4[",
-    "c64[",
-    "(",
-    "T(",
-    "dimensions={",
-    "index=",
-    "slice={[",
-];
 
 /// Applies one to four random edits (byte flips, cuts, duplicated or deleted ranges, inserted
 /// tokens) to `data`.

@@ -18,6 +18,48 @@
 
 use quickcheck::{Arbitrary, Gen};
 
+/// Fragments of HLO text that mutation fuzzers splice into a module: the brackets, separators,
+/// keywords and literals whose misplacement reaches the parser's error paths (the mutated-text
+/// property in `ir/tests/fuzz_text.rs` and the `parse` campaign of `axle-fuzz` share them).
+pub const MUTATION_TOKENS: &[&str] = &[
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    ",",
+    "=",
+    "ROOT ",
+    "ENTRY ",
+    "%",
+    "->",
+    ":",
+    "\"",
+    "/*",
+    "*/",
+    "f32[",
+    "<=",
+    "{...}",
+    "-",
+    "nan",
+    "0x",
+    "\n",
+    "parameter(",
+    "tuple(",
+    "{1,0}",
+    "x",
+    "0",
+    "99999999999999999999",
+    "s4[",
+    "c64[",
+    "(",
+    "T(",
+    "dimensions={",
+    "index=",
+    "slice={[",
+];
+
 /// The text of a generated hostile module.
 #[derive(Clone, Debug)]
 pub struct HostileModule {

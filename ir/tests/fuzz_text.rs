@@ -10,6 +10,7 @@
 
 mod common;
 
+use axle_ir::hostile::MUTATION_TOKENS as TOKENS;
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 
 #[derive(Clone, Debug)]
@@ -21,36 +22,6 @@ enum Mutation {
     SwapLines(usize, usize),
     InsertToken(usize, u8),
 }
-
-const TOKENS: &[&str] = &[
-    "{",
-    "}",
-    "(",
-    ")",
-    "[",
-    "]",
-    ",",
-    "=",
-    "ROOT ",
-    "ENTRY ",
-    "%",
-    "->",
-    ":",
-    "\"",
-    "/*",
-    "*/",
-    "f32[",
-    "<=",
-    "{...}",
-    "-",
-    "nan",
-    "0x",
-    "\n",
-    "parameter(",
-    "tuple(",
-    "{1,0}",
-    "x",
-];
 
 impl Arbitrary for Mutation {
     fn arbitrary(g: &mut Gen) -> Self {
