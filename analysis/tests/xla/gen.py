@@ -284,6 +284,30 @@ ENTRY main {
   ROOT t = (f32[2,4,4], f32[2,4,4], f32[2,4,3], f32[2,4,3], f32[2,3,4], f32[2,3,4]) tuple(l, u, x, y, z, w)
 }""", [spd, bb], tol={"rtol": 1e-4, "atol": 1e-5})
 
+# XLA CPU computes f32 and c64 Cholesky, triangular solve and FFT in f32 (checked against f64
+# results rounded once: hundreds of ulps apart on FFTs, tens on the factorizations), and makes
+# the whole factor NaN when a matrix is not positive definite. The FFT case overflows f32 in
+# the first axis it transforms: XLA transforms the innermost axis first (then infinity minus
+# infinity along the outer one gives NaN; in f64 nothing overflows until the final rounding).
+npd = np.stack([spd[0], np.array([[4, 2, 1, 0], [2, 1, 1, 0], [1, 1, -5, 0], [0, 0, 0, 1]], np.float32),
+                np.array([[np.nan, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [0, 0, 0, 1]], np.float32)])
+case("cholesky_not_positive_definite", """
+ENTRY main {
+  a = f32[3,4,4] parameter(0)
+  c = c64[3,4,4] convert(a)
+  l = f32[3,4,4] cholesky(a), lower=true
+  u = c64[3,4,4] cholesky(c), lower=false
+  ROOT t = (f32[3,4,4], c64[3,4,4]) tuple(l, u)
+}""", [npd], tol={"rtol": 1e-4, "atol": 1e-5})
+case("fft_f32_overflow", """
+ENTRY main {
+  x = c64[2,2] parameter(0)
+  y = c128[2,2] convert(x)
+  f = c64[2,2] fft(x), fft_type=FFT, fft_length={2,2}
+  g = c128[2,2] fft(y), fft_type=FFT, fft_length={2,2}
+  ROOT t = (c64[2,2], c128[2,2]) tuple(f, g)
+}""", [np.array([[3e38, 3e38], [-3e38, -3e38]], np.complex64)], tol={"rtol": 1e-5, "atol": 1e-5})
+
 # --- convolution with batch groups and window reversal, integer conv.
 case("conv_groups", """
 ENTRY main {

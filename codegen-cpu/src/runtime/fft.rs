@@ -54,7 +54,9 @@ unsafe fn transform<T: FftNum + Float + Default>(call: &Call, inp: *mut u8, out:
         FftKind::Fft | FftKind::Ifft => {
             // SAFETY: the operand holds `ni` complex elements.
             let mut v: Vec<Complex<T>> = unsafe { read(inp, ni) };
-            for ax in first..rank {
+            // Innermost axis first, as XLA CPU transforms them (it decides which infinities
+            // meet in an overflowing f32 transform).
+            for ax in (first..rank).rev() {
                 along(&mut planner, &mut v, in_dims, ax, *kind == FftKind::Ifft);
             }
             // SAFETY: the result has the operand's shape.
@@ -73,7 +75,7 @@ unsafe fn transform<T: FftNum + Float + Default>(call: &Call, inp: *mut u8, out:
             for line in v.chunks(n) {
                 cut.extend_from_slice(&line[..h]);
             }
-            for ax in first..rank - 1 {
+            for ax in (first..rank - 1).rev() {
                 along(&mut planner, &mut cut, out_dims, ax, false);
             }
             // SAFETY: the result holds `no` complex elements.

@@ -63,6 +63,13 @@ unsafe fn potrf_t<T: Scalar + Default>(
     for (b, inf) in infos.iter_mut().enumerate() {
         let m = &mut x[b * n * n..(b + 1) * n * n];
         *inf = potf2(m, n, lower, lapack);
+        // The `cholesky` instruction (not LAPACK's potrf): a matrix that is not positive
+        // definite (a NaN on the factor's diagonal) gives a factor of NaNs, as XLA's Cholesky
+        // expansion makes it.
+        if !lapack && (0..n).any(|j| m[j * n + j].re().is_nan()) {
+            m.fill(T::real(<T::Real as Float>::nan()));
+            continue;
+        }
         if !lapack {
             for i in 0..n {
                 for j in 0..n {
