@@ -17,6 +17,10 @@
 //! than [`MAX_RUN_ELEMENTS`] elements is only compiled with the default pipeline, not run. The
 //! shapes that fit are tiny, so every run is fast.
 //!
+//! The generator's seed is random per run unless `AXLE_HOSTILE_SEED` gives one; the test prints
+//! it (cargo shows it when the test fails), so a failing run is rerun with
+//! `AXLE_HOSTILE_SEED=S cargo test --test hostile_fuzz`.
+//!
 //! This test binary sets the process's memory ceiling, so it holds this one test only.
 
 use axle::ir::hostile::HostileModule;
@@ -154,11 +158,31 @@ fn prop(h: HostileModule) -> TestResult {
     }
 }
 
+/// The generator's seed: `AXLE_HOSTILE_SEED` if set, else a random one.
+fn seed() -> u64 {
+    match std::env::var("AXLE_HOSTILE_SEED") {
+        Ok(s) => s
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("AXLE_HOSTILE_SEED={s:?} is not a u64")),
+        Err(_) => {
+            use std::hash::{BuildHasher, Hasher};
+            std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish()
+        }
+    }
+}
+
 #[test]
 fn hostile_modules_run_or_fail_cleanly_on_every_backend() {
     axle::ir::memory::set_limit(Some(CEILING));
+    let seed = seed();
+    println!(
+        "hostile_fuzz seed {seed} (rerun: AXLE_HOSTILE_SEED={seed} cargo test --test hostile_fuzz)"
+    );
     // The generator must reach both backends' success paths, not only their errors.
-    let mut g = quickcheck::Gen::new(20);
+    let mut g = quickcheck::Gen::from_size_and_seed(20, seed);
     let mut ran = 0;
     for _ in 0..200 {
         let h = HostileModule::arbitrary(&mut g);
@@ -169,7 +193,13 @@ fn hostile_modules_run_or_fail_cleanly_on_every_backend() {
         }
     }
     assert!(ran >= 20, "only {ran} of 200 generated modules ran on cpu");
+    // The property's generator has quickcheck's default size, from the same seed.
+    let size = std::env::var("QUICKCHECK_GENERATOR_SIZE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
     QuickCheck::new()
+        .r#gen(quickcheck::Gen::from_size_and_seed(size, seed))
         .tests(150)
         .max_tests(2000)
         .quickcheck(prop as fn(HostileModule) -> TestResult);
