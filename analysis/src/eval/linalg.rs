@@ -8,9 +8,11 @@
 //!
 //! `cholesky` reads only the triangle it is asked for and zeroes the other one; when a
 //! matrix is not positive definite (a diagonal of the factor is NaN), the whole factor of that
-//! matrix is NaN, as XLA's Cholesky expansion makes it. `fft` runs a mixed-radix Cooley-Tukey transform (a direct
-//! DFT for prime lengths) along each transformed dimension; `IFFT` and `IRFFT` divide by the
-//! length, and `IRFFT` rebuilds the Hermitian spectrum of its last dimension.
+//! matrix is NaN (a real NaN for complex types), as XLA's Cholesky expansion makes it.
+//! `triangular-solve` substitutes, in real arithmetic for real types. `fft` runs a mixed-radix
+//! Cooley-Tukey transform (a direct DFT for prime lengths) along each transformed dimension,
+//! innermost first; `IFFT` and `IRFFT` divide by the length, and `IRFFT` rebuilds the
+//! Hermitian spectrum of its last dimension.
 
 use super::elem::{from_slice, to_vec, Complex, Float};
 use super::elementwise::convert;
@@ -201,7 +203,7 @@ fn cholesky_in<F: Float>(a: &ArrayLiteral, batch: usize, n: usize, lower: bool) 
         }
         let o = &mut out[b * n * n..(b + 1) * n * n];
         if (0..n).any(|j| l[j * n + j].re.is_nan()) {
-            o.fill(c(F::from_f64(f64::NAN), F::from_f64(f64::NAN)));
+            o.fill(c(F::from_f64(f64::NAN), F::ZERO));
             continue;
         }
         for i in 0..n {
