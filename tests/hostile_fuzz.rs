@@ -199,7 +199,7 @@ fn hostile_modules_run_or_fail_cleanly_on_every_backend() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(100);
     QuickCheck::new()
-        .r#gen(quickcheck::Gen::from_size_and_seed(size, seed))
+        .rng(quickcheck::Gen::from_size_and_seed(size, seed))
         .tests(150)
         .max_tests(2000)
         .quickcheck(prop as fn(HostileModule) -> TestResult);
