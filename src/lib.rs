@@ -76,7 +76,7 @@
 //! # Features
 //!
 //! - `cli` (default): the `axle` command-line tool and the modules only it needs, [`run`] and
-//!   [`mod@bench`] (with `clap`, `rand`, `tempfile`, `flate2` and `libc`). Embedders use
+//!   [`mod@bench`] (with `clap`, `rand`, `tempfile`, `flate2` and `indicatif`). Embedders use
 //!   `default-features = false`: the library alone, which needs none of those crates.
 //! - `ndarray`: conversions between [`Array`]/[`ArrayRef`] and `ndarray` views.
 #![deny(missing_docs)]
