@@ -152,6 +152,23 @@ pub struct DeviceBuffer {
     pub payload: Box<dyn Any + Send + Sync>,
 }
 
+impl DeviceBuffer {
+    /// The payload as the `T` that backend `platform` stores, or an error naming the backend
+    /// when the buffer belongs to another backend or holds something else (`what` names the
+    /// expected payload in that error).
+    pub fn payload_of<T: Any>(&self, platform: &str, what: &str) -> Result<&T, BackendError> {
+        if self.platform != platform {
+            return Err(BackendError::new(
+                platform,
+                format!("buffer belongs to backend '{}'", self.platform),
+            ));
+        }
+        self.payload
+            .downcast_ref::<T>()
+            .ok_or_else(|| BackendError::new(platform, format!("buffer payload is not {what}")))
+    }
+}
+
 impl fmt::Debug for DeviceBuffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeviceBuffer")
