@@ -1,8 +1,9 @@
 //! The backend plug-in interface, modelled on XLA's: a [`Platform`] names a kind of device and
 //! lists its devices; its [`Compiler`] turns a module into an [`Executable`], running the
 //! backend's own pipeline; its [`TransferManager`] moves literals to and from device memory as
-//! [`DeviceBuffer`]s. Backends are found by name in a [`BackendRegistry`]; the built-in ones are
-//! `interpreter` (the reference evaluator) and `cpu` (native code through LLVM).
+//! [`DeviceBuffer`]s. Backends are found by name in a [`BackendRegistry`]. This file knows no
+//! implementation of these traits; `crate::backends` holds the built-in ones and the
+//! process-wide registry.
 //!
 //! A third-party backend implements the three traits in its own crate and registers its platform
 //! with [`BackendRegistry::register`]; `examples/custom_backend.rs` is a worked example.
@@ -533,14 +534,6 @@ pub struct BackendRegistry {
 }
 
 impl BackendRegistry {
-    /// A registry holding the built-in backends.
-    pub fn with_builtins() -> Self {
-        let r = BackendRegistry::default();
-        r.register(Arc::new(crate::interpreter::InterpreterPlatform::new()));
-        r.register(Arc::new(crate::cpu::CpuPlatform::new()));
-        r
-    }
-
     /// Adds a platform; a platform of the same name is replaced.
     pub fn register(&self, p: Arc<dyn Platform>) {
         let mut v = self.platforms.write().unwrap_or_else(|e| e.into_inner());
@@ -565,10 +558,4 @@ impl BackendRegistry {
         let v = self.platforms.read().unwrap_or_else(|e| e.into_inner());
         v.iter().map(|p| p.name().to_string()).collect()
     }
-}
-
-/// The process-wide registry, holding the built-in backends.
-pub fn registry() -> &'static BackendRegistry {
-    static R: std::sync::OnceLock<BackendRegistry> = std::sync::OnceLock::new();
-    R.get_or_init(BackendRegistry::with_builtins)
 }

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use axle_ir::Module;
 
-use crate::backend::{registry, CacheMode};
+use crate::backend::CacheMode;
+use crate::backends::registry;
 use crate::run::{compile_and_upload, generate_inputs, Loaded};
 
 /// How output buffers are handled across runs.

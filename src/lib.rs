@@ -83,6 +83,7 @@
 
 pub mod array;
 pub mod backend;
+pub mod backends;
 #[cfg(feature = "cli")]
 pub mod bench;
 pub mod buffers;

@@ -22,9 +22,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::backend::{
-    pipeline_for, registry, BackendError, CacheMode, CompileOptions, DeviceBuffer, Executable,
-    Platform, ValueShape,
+    pipeline_for, BackendError, CacheMode, CompileOptions, DeviceBuffer, Executable, Platform,
+    ValueShape,
 };
+use crate::backends::registry;
 use axle_ir::memory::MemoryBudget;
 
 /// Options of a run.
