@@ -7,7 +7,9 @@
 //! the other triangle as it was and reports the first non-positive leading minor in `info`;
 //! `getrf` picks the first largest pivot (`i?amax`), returns 1-based pivots and the first zero
 //! pivot in `info`; `geqrf` builds reflectors with `?larfg`'s conventions. Arithmetic runs in
-//! `f64` (complex `f64`), so results agree with LAPACK's up to rounding. The eigenvalue and SVD
+//! `f64` (complex `f64`), so results agree with LAPACK's up to rounding, except `trsm`, which
+//! shares `triangular-solve`'s substitution and so runs in the operand's precision (`strsm` in
+//! `f32`), as LAPACK does. The eigenvalue and SVD
 //! routines (`syevd`, `gesdd`, `geev`) are refused: their outputs are only defined up to the
 //! signs LAPACK's particular algorithm picks.
 
@@ -233,24 +235,18 @@ fn trsm(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
     if m != m2 || bb != batch || (left && br != m) || (!left && bc != m) {
         return Err("trsm operand shapes do not match".into());
     }
-    let av = load(a)?;
-    let bv = load(b)?;
-    let out = super::linalg::solve_triangular(
-        &av,
-        &bv,
-        super::linalg::TriSolve {
-            batch,
-            m,
-            rows: br,
-            cols: bc,
-            left,
-            lower,
-            unit,
-            transpose,
-            adjoint,
-        },
-    );
-    Ok(Literal::Array(store(&out, b.ty(), &b.shape.dims)?))
+    let p = super::linalg::TriSolve {
+        batch,
+        m,
+        rows: br,
+        cols: bc,
+        left,
+        lower,
+        unit,
+        transpose,
+        adjoint,
+    };
+    Ok(Literal::Array(super::linalg::solve(a, b, p)?))
 }
 
 fn geqrf(ops: &[&Literal]) -> R<Literal> {

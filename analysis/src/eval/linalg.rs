@@ -92,7 +92,7 @@ fn matrix_dims(a: &ArrayLiteral) -> R<(usize, usize, usize)> {
 /// The arithmetic a triangular solve needs, on real (`f32`, `f64`) and complex values: a real
 /// solve runs in real arithmetic, as XLA's does (a real value carried as a complex one would
 /// meet `0 * inf = NaN` in the imaginary part, and Smith's division would spread it).
-pub(crate) trait Field: Copy {
+trait Field: Copy {
     /// `0`.
     fn zero() -> Self;
     /// `1`.
@@ -257,6 +257,12 @@ pub(crate) fn triangular_solve(
         transpose,
         adjoint,
     };
+    solve(a, b, p)
+}
+
+/// Solves `p` for the arrays `a` and `b` in the arithmetic XLA uses for `b`'s type (real for
+/// real types; `f64` for `f64` and `c128`, `f32` otherwise), rounded to `b`'s type.
+pub(crate) fn solve(a: &ArrayLiteral, b: &ArrayLiteral, p: TriSolve) -> R<ArrayLiteral> {
     let (ty, dims) = (b.ty(), &b.shape.dims);
     match (ty.is_complex(), in_f64(ty)) {
         (true, true) => {
@@ -294,7 +300,7 @@ pub(crate) struct TriSolve {
 }
 
 /// Solves [`TriSolve`] by substitution; `av` and `bv` are the batched matrices, row-major.
-pub(crate) fn solve_triangular<T: Field>(av: &[T], bv: &[T], p: TriSolve) -> Vec<T> {
+fn solve_triangular<T: Field>(av: &[T], bv: &[T], p: TriSolve) -> Vec<T> {
     let TriSolve {
         batch,
         m,
