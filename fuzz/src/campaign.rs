@@ -158,8 +158,10 @@ pub fn generated_case(seed: u64, k: u64) -> Case {
     Case::from_bytes(&bytes(&mut rng(seed, k), CASE_BYTES))
 }
 
-/// Runs a campaign; see the module docs. `progress` is called with the number of cases done.
-pub fn run(opts: &Options, progress: &(dyn Fn(u64) + Sync)) -> Report {
+/// Runs a campaign; see the module docs. `progress` is called every 1000 cases with the number
+/// of cases done and of failures among them (before minimizing), so a campaign stopped early
+/// still says how far it got and what it found.
+pub fn run(opts: &Options, progress: &(dyn Fn(u64, u64) + Sync)) -> Report {
     let corpus = if opts.target == Target::Parse {
         corpus_texts()
     } else {
@@ -167,6 +169,7 @@ pub fn run(opts: &Options, progress: &(dyn Fn(u64) + Sync)) -> Report {
     };
     let unsupported = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
+    let failed = AtomicUsize::new(0);
     let target = opts.target;
     let failing: Vec<u64> = par_map(opts.jobs, opts.cases as usize, |i| {
         let k = opts.from + i as u64;
@@ -177,9 +180,12 @@ pub fn run(opts: &Options, progress: &(dyn Fn(u64) + Sync)) -> Report {
                 target.run_bytes(&raw_input(target, &corpus, opts.seed, k))
             }
         });
+        if outcome.is_fail() {
+            failed.fetch_add(1, Ordering::Relaxed);
+        }
         let d = done.fetch_add(1, Ordering::Relaxed) as u64 + 1;
         if d.is_multiple_of(1000) {
-            progress(d);
+            progress(d, failed.load(Ordering::Relaxed) as u64);
         }
         if matches!(outcome, Outcome::Unsupported(_)) {
             unsupported.fetch_add(1, Ordering::Relaxed);

@@ -17,7 +17,7 @@ fn campaign(target: Target, cases: u64, jobs: usize) -> (u64, Vec<u64>) {
         jobs,
         out: None,
     };
-    let r = run(&opts, &|_| {});
+    let r = run(&opts, &|_, _| {});
     (r.cases, r.findings.iter().map(|f| f.index).collect())
 }
 

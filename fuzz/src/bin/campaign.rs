@@ -120,8 +120,8 @@ fn main() -> Result<ExitCode> {
     );
     let start = Instant::now();
     let total = a.cases;
-    let report = run(&opts, &|d| {
-        eprint!("\r{d}/{total} cases");
+    let report = run(&opts, &|d, f| {
+        eprint!("\r{d}/{total} cases, {f} failing");
         let _ = std::io::stderr().flush();
     });
     if total >= 1000 {
