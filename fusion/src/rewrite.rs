@@ -355,6 +355,15 @@ pub fn simple_reducer(m: &Module, comp: axle_ir::CompId) -> Option<Opcode> {
     ((a == params[0] && b == params[1]) || (a == params[1] && b == params[0])).then_some(op)
 }
 
+/// Whether two splat values are the same bits (so `0.0` and `-0.0` differ; NaN never matches).
+pub fn identical(a: Num, b: Num) -> bool {
+    match (a, b) {
+        (Num::Int(x), Num::Int(y)) => x == y,
+        (Num::Float(x), Num::Float(y)) => x.to_bits() == y.to_bits(),
+        _ => false,
+    }
+}
+
 /// The identity element of a commutative reducer opcode at type `ty`, if it has one that holds
 /// for every input (`-0.0` for float addition, since `x + 0.0` turns `-0.0` into `0.0`).
 pub fn reducer_identity(op: Opcode, ty: ElementType) -> Option<Num> {
