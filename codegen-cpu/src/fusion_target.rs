@@ -70,8 +70,10 @@ struct Part {
 fn part(m: &Module, i: InstId) -> Option<Part> {
     let root = computed(m, i);
     let mut out = Part::default();
-    let mut stack = vec![root];
-    let mut seen: Vec<InstId> = Vec::new();
+    // Sized for a typical fused body, so that most calls allocate once per list.
+    let mut stack = Vec::with_capacity(32);
+    stack.push(root);
+    let mut seen: Vec<InstId> = Vec::with_capacity(64);
     while let Some(x) = stack.pop() {
         if seen.contains(&x) {
             continue;

@@ -29,8 +29,7 @@
 //! and `min_elements` elements per result without its two halves.
 
 use axle_ir::{
-    AttrKey, AttrValue, Changed, InstId, Module, OptKind, OptSpec, Opcode, Pass, PassCx,
-    PassError,
+    AttrKey, AttrValue, Changed, InstId, Module, Opcode, OptKind, OptSpec, Pass, PassCx, PassError,
 };
 use rayon::prelude::*;
 
@@ -131,7 +130,11 @@ impl ReductionSplit {
                 .attr(AttrKey::ToApply, AttrValue::Comp(comp))
         };
         Some(Rewrite::Build(vec![
-            Node::new(Opcode::Reshape, ShapeSpec::Array(ty, split), vec![Val::Old(x)]),
+            Node::new(
+                Opcode::Reshape,
+                ShapeSpec::Array(ty, split),
+                vec![Val::Old(x)],
+            ),
             reduce(ShapeSpec::Array(ty, partial), 0, r + 1),
             reduce(ShapeSpec::Of(id), 1, r),
         ]))
