@@ -21,7 +21,7 @@
 //! products are reassociated by the split, within the rounding a vectorized reduction already
 //! has.
 //!
-//! Read phase: every reduce is matched in parallel. Write phase: [`crate::rewrite::apply`].
+//! Read phase: every reduce is matched in parallel. Write phase: [`crate::rewrite::apply_plan`].
 //! Linear in the module.
 //!
 //! Pre-conditions: a valid module. Post-conditions: the same values (up to the reassociation
@@ -34,8 +34,8 @@ use axle_ir::{
 use rayon::prelude::*;
 
 use crate::rewrite::{
-    apply, dims, elem_ty, identical, ints, ints_value, reducer_identity, simple_reducer, splat,
-    Node, Num, Rewrite, ShapeSpec, Val,
+    apply_plan, dims, elem_ty, identical, ints, ints_value, reducer_identity, simple_reducer,
+    splat, Node, Num, Rewrite, ShapeSpec, Val,
 };
 
 /// The options of `reduction-split`.
@@ -148,15 +148,6 @@ impl Pass for ReductionSplit {
             .into_par_iter()
             .filter_map(|id| self.match_at(m, id).map(|r| (id, r)))
             .collect();
-        if plan.is_empty() {
-            return Ok(false);
-        }
-        let mut rw = m.rewriter();
-        for (id, r) in plan {
-            if apply(&mut rw, id, r) {
-                cx.count("split", 1);
-            }
-        }
-        Ok(rw.finish())
+        Ok(apply_plan(m, plan, cx, "split"))
     }
 }

@@ -102,6 +102,26 @@ pub fn layout_like(m: &mut Module, like: InstId, rank: usize) -> LayoutId {
     }
 }
 
+/// The write phase of a pass whose plan has one rule: applies every rewrite of `plan` in order,
+/// counting those that changed something under `counter`; returns whether any did.
+pub fn apply_plan(
+    m: &mut Module,
+    plan: Vec<(InstId, Rewrite)>,
+    cx: &mut axle_ir::PassCx<'_>,
+    counter: &'static str,
+) -> bool {
+    if plan.is_empty() {
+        return false;
+    }
+    let mut rw = m.rewriter();
+    for (id, r) in plan {
+        if apply(&mut rw, id, r) {
+            cx.count(counter, 1);
+        }
+    }
+    rw.finish()
+}
+
 /// Applies `r` to `id`; returns whether it changed anything (it does not when `id` or a
 /// forwarding target is gone).
 pub fn apply(rw: &mut Rewriter<'_>, id: InstId, r: Rewrite) -> bool {
