@@ -286,6 +286,8 @@ enum Command {
         /// fusion a kernel, no scratch, as XLA's memory statistics count).
         #[arg(long, default_value = "cpu", value_parser = ["cpu", "xla"])]
         rules: String,
+        #[command(flatten)]
+        elided: ElidedArgs,
     },
     /// Compare two `.npy` files: exact, or within --rtol/--atol (numpy allclose), NaN matching NaN.
     Compare {
@@ -428,7 +430,17 @@ fn main() -> ExitCode {
             svg,
             check,
             rules,
-        } => cmd_buffers(&file, passes, &schedule, &rules, json, svg, check),
+            elided,
+        } => cmd_buffers(
+            &file,
+            passes,
+            &schedule,
+            &rules,
+            json,
+            svg,
+            check,
+            elided.into_load(0, quiet),
+        ),
         Command::Opt {
             file,
             passes,
@@ -990,10 +1002,11 @@ fn cmd_buffers(
     json: Option<PathBuf>,
     svg: Option<PathBuf>,
     check: bool,
+    load_opts: LoadOptions,
 ) -> Result<(), Reported> {
     use axle::buffers::{BuffersOptions, Rules, SchedulePolicy};
     use axle::schedule::{render, Heuristic};
-    let m = load(path, LoadOptions::default())?;
+    let m = load(path, load_opts)?;
     let file = path.display().to_string();
     let policy = match Heuristic::from_name(schedule) {
         Some(h) => SchedulePolicy::Run(h),
