@@ -30,7 +30,8 @@ fn slice_node(id_shape: ShapeSpec, x: Val, s: Vec<[i64; 3]>) -> Node {
 /// `dot(b, a)` with the contracting dimensions swapped computes the same sums of the same
 /// products directly in the transposed order (XLA's algebraic simplifier folds it too), so no
 /// kernel transposes the product afterwards and a consumer reading it element-wise may take its
-/// buffer. Only dots with no attributes beyond their dimension numbers are rewritten.
+/// buffer. Only dots with no attributes beyond their dimension numbers (and metadata, which the
+/// new dot keeps) are rewritten.
 fn transpose_dot(cx: &Cx<'_>, id: InstId, x: InstId, p: &[i64]) -> Option<Rewrite> {
     let m = cx.m;
     if m.opcode(x) != Opcode::Dot || p != [1, 0] || !cx.users.get().has_single_use(x) {
@@ -41,6 +42,7 @@ fn transpose_dot(cx: &Cx<'_>, id: InstId, x: InstId, p: &[i64]) -> Option<Rewrit
         AttrKey::RhsContractingDims,
         AttrKey::LhsBatchDims,
         AttrKey::RhsBatchDims,
+        AttrKey::Metadata,
     ];
     if m.attrs(x).iter().any(|(k, _)| !known.contains(k)) {
         return None;
@@ -57,13 +59,17 @@ fn transpose_dot(cx: &Cx<'_>, id: InstId, x: InstId, p: &[i64]) -> Option<Rewrit
     if free(a, lc)? != 1 || free(b, rc)? != 1 {
         return None;
     }
-    Some(Rewrite::Build(vec![Node::new(
+    let mut dot = Node::new(
         Opcode::Dot,
         ShapeSpec::Of(id),
         vec![Val::Old(b), Val::Old(a)],
     )
     .attr(AttrKey::LhsContractingDims, ints_value(rc))
-    .attr(AttrKey::RhsContractingDims, ints_value(lc))]))
+    .attr(AttrKey::RhsContractingDims, ints_value(lc));
+    if let Some(md) = m.attr(x, &AttrKey::Metadata) {
+        dot = dot.attr(AttrKey::Metadata, md.clone());
+    }
+    Some(Rewrite::Build(vec![dot]))
 }
 
 fn is_identity(p: &[i64]) -> bool {
