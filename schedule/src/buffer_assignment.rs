@@ -33,7 +33,7 @@ use axle_ir::{AttrKey, BufferId, InstId, Module};
 
 use crate::alias::{donations, Aliases};
 use crate::error::ScheduleError;
-use crate::heap_simulator::{simulate, Block, Strategy};
+use crate::heap_simulator::{peak, simulate, Block, Strategy};
 use crate::liveness::{loop_body_end, Liveness};
 use crate::program::{Program, ValueId, ValueKind};
 use crate::rules::BufferRules;
@@ -301,7 +301,8 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
             end: a.buffers[b].span.1,
         })
         .collect();
-    let heap = simulate(&blocks, ALIGN);
+    a.peak_bytes = peak(&blocks);
+    let heap = simulate(&blocks, ALIGN, a.peak_bytes);
     for (k, &b) in temps.iter().enumerate() {
         a.buffers[b].memory = Memory::Temp {
             offset: heap.placement.offsets[k],
@@ -310,7 +311,6 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
     a.temp_bytes = heap.placement.size;
     a.strategy = heap.strategy;
     a.tried = heap.tried;
-    a.peak_bytes = peak(&blocks);
 
     // 6. The arena: each kernel's arena scratch in order from offset 0 (a kernel's scratch
     // values are consecutive, each alone in its buffer).
@@ -327,27 +327,6 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
         }
     }
     Ok(a)
-}
-
-/// The highest total size of blocks live at one position.
-fn peak(blocks: &[Block]) -> u64 {
-    let mut ev: Vec<(u32, i8, u64)> = Vec::with_capacity(blocks.len() * 2);
-    for b in blocks {
-        ev.push((b.start, 1, b.size));
-        ev.push((b.end.saturating_add(1), -1, b.size));
-    }
-    // Frees before allocations at the same position.
-    ev.sort_unstable_by_key(|&(p, d, _)| (p, d));
-    let (mut cur, mut best) = (0u64, 0u64);
-    for (_, d, s) in ev {
-        if d > 0 {
-            cur += s;
-            best = best.max(cur);
-        } else {
-            cur -= s;
-        }
-    }
-    best
 }
 
 impl BufferAssignment {
