@@ -178,9 +178,11 @@ impl Checker<'_> {
                 (Space::Temp, offset)
             }
             Memory::Arena { offset } => {
-                if offset % ALIGN != 0 || (buf.size > 0 && offset + buf.size > self.a.arena_bytes)
-                {
-                    return Err(format!("buffer {} lies outside the scratch arena", b.index()));
+                if offset % ALIGN != 0 || (buf.size > 0 && offset + buf.size > self.a.arena_bytes) {
+                    return Err(format!(
+                        "buffer {} lies outside the scratch arena",
+                        b.index()
+                    ));
                 }
                 (Space::Arena, offset)
             }
