@@ -243,6 +243,24 @@ ENTRY main {
     assert!(a.donated_outputs.is_empty());
 }
 
+/// A module of sorts by `lt` of `x = f32[1024]` with the entry body `body`.
+fn sorts(body: &str) -> String {
+    format!(
+        "HloModule sorts
+
+lt {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=LT
+}}
+
+ENTRY main {{
+  x = f32[1024]{{0}} parameter(0)
+{body}}}
+"
+    )
+}
+
 #[test]
 fn scratch_is_a_temporary_live_at_its_kernel_only() {
     struct Scratchy;
@@ -255,21 +273,11 @@ fn scratch_is_a_temporary_live_at_its_kernel_only() {
             }
         }
     }
-    let text = "\
-HloModule sort
-
-lt {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT c = pred[] compare(a, b), direction=LT
-}
-
-ENTRY main {
-  x = f32[1024]{0} parameter(0)
-  s = f32[1024]{0} sort(x), dimensions={0}, to_apply=lt
+    let text = &sorts(
+        "  s = f32[1024]{0} sort(x), dimensions={0}, to_apply=lt
   ROOT n = f32[1024]{0} negate(s)
-}
-";
+",
+    );
     let (m, a) = assigned(text, &Scratchy);
     let bs = a.scratch(id(&m, "s"));
     assert_eq!(bs.len(), 2, "two scratch buffers");
@@ -480,22 +488,12 @@ fn arena_scratch_is_no_temporary_and_every_kernel_starts_at_zero() {
             }
         }
     }
-    let text = "\
-HloModule sorts
-
-lt {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT c = pred[] compare(a, b), direction=LT
-}
-
-ENTRY main {
-  x = f32[1024]{0} parameter(0)
-  s = f32[1024]{0} sort(x), dimensions={0}, to_apply=lt
+    let text = &sorts(
+        "  s = f32[1024]{0} sort(x), dimensions={0}, to_apply=lt
   t = f32[1024]{0} sort(s), dimensions={0}, to_apply=lt
   ROOT n = f32[1024]{0} negate(t)
-}
-";
+",
+    );
     let (m, a) = assigned(text, &Arena);
     let offsets = |name: &str| -> Vec<Option<u64>> {
         a.scratch(id(&m, name))
