@@ -433,9 +433,7 @@ fn main() -> ExitCode {
             elided,
         } => cmd_buffers(
             &file,
-            passes,
-            &schedule,
-            &rules,
+            buffers_options(passes, &schedule, &rules),
             json,
             svg,
             check,
@@ -994,29 +992,36 @@ fn cmd_bench(
     write_stdout(&axle::bench::report(&r))
 }
 
-fn cmd_buffers(
-    path: &Path,
+/// `axle buffers`' options from its flags: the pipeline, the scheduler's name (`keep` keeps the
+/// module's own schedule) and whose rules.
+fn buffers_options(
     passes: Option<String>,
     schedule: &str,
     rules: &str,
+) -> axle::buffers::BuffersOptions {
+    use axle::buffers::{BuffersOptions, Rules, SchedulePolicy};
+    let policy = match axle::schedule::Heuristic::from_name(schedule) {
+        Some(h) => SchedulePolicy::Run(h),
+        None => SchedulePolicy::Keep,
+    };
+    BuffersOptions {
+        pipeline: passes,
+        schedule: policy,
+        rules: Rules::from_name(rules).unwrap_or(Rules::Cpu),
+    }
+}
+
+fn cmd_buffers(
+    path: &Path,
+    opts: axle::buffers::BuffersOptions,
     json: Option<PathBuf>,
     svg: Option<PathBuf>,
     check: bool,
     load_opts: LoadOptions,
 ) -> Result<(), Reported> {
-    use axle::buffers::{BuffersOptions, Rules, SchedulePolicy};
-    use axle::schedule::{render, Heuristic};
+    use axle::schedule::render;
     let m = load(path, load_opts)?;
     let file = path.display().to_string();
-    let policy = match Heuristic::from_name(schedule) {
-        Some(h) => SchedulePolicy::Run(h),
-        None => SchedulePolicy::Keep,
-    };
-    let opts = BuffersOptions {
-        pipeline: passes,
-        schedule: policy,
-        rules: Rules::from_name(rules).unwrap_or(Rules::Cpu),
-    };
     let r =
         axle::buffers::buffers(m, &opts).map_err(|e| Reported(format!("{file}: error: {e}")))?;
     let (m, a) = (&r.module, &r.assignment);
