@@ -726,6 +726,17 @@ impl CpuExecutable {
         self.temp_bytes
     }
 
+    /// What the block a run allocates holds, for memory-ceiling errors.
+    fn block_what(&self) -> String {
+        match self.scratch_bytes() {
+            0 => format!("a temporary block of {} bytes", self.temp_bytes),
+            s => format!(
+                "a temporary block of {} bytes and a scratch arena of {s} bytes",
+                self.temp_bytes
+            ),
+        }
+    }
+
     /// Bytes of the scratch arena a run needs beside the temporary block (GEMM packing and
     /// sort planes, which XLA's runtime allocates inside Eigen and `std::sort`).
     pub fn scratch_bytes(&self) -> u64 {
@@ -806,10 +817,7 @@ impl CpuExecutable {
         let outs: u64 = self.outputs.iter().map(|s| shape_bytes(s) as u64).sum();
         budget
             .reserve(outs.saturating_add(self.block_bytes), || {
-                format!(
-                    "a run ({} output bytes and a temporary block with scratch of {} bytes)",
-                    outs, self.block_bytes
-                )
+                format!("a run ({} output bytes and {})", outs, self.block_what())
             })
             .map_err(err)?;
         self.outputs
@@ -906,14 +914,14 @@ impl CpuExecutable {
                     + self.outputs.iter().map(shape_bytes).sum::<usize>();
                 budget.force(held as u64);
                 budget
-                    .reserve(self.block_bytes, || "the temporary block".to_string())
+                    .reserve(self.block_bytes, || self.block_what())
                     .map_err(|e| err(e.to_string()))?;
                 usize::try_from(self.block_bytes)
                     .ok()
                     .and_then(AlignedBuf::try_zeroed)
                     .ok_or_else(|| {
                         err(budget
-                            .refused(self.block_bytes, "the temporary block".to_string())
+                            .refused(self.block_bytes, self.block_what())
                             .to_string())
                     })?
             }
