@@ -474,10 +474,16 @@ mod tests {
         let r = simulate(&bs, 64, peak(&bs));
         assert_eq!(r.placement.size, 64 + 100);
         assert_eq!(r.placement.offsets[0], r.placement.offsets[1]);
-        // Best fit by size reached the peak (164 bytes live at positions 1 to 4): nothing
-        // else could do better, so nothing else ran.
+        // Best fit by size (192: the 64-byte block above a 100-byte one padded to 128) stays
+        // above the peak (164 bytes live at positions 1 to 4), so the others ran and best fit
+        // by length reached the peak.
         assert_eq!(peak(&bs), 164);
-        assert_eq!(r.tried, vec![(Strategy::BestFitBySize, Some(164))]);
+        assert_eq!(r.tried.len(), 3);
+        assert_eq!(r.strategy, Strategy::BestFitByLength);
+        // The two disjoint blocks alone: best fit by size reaches the peak, nothing else runs.
+        let two = &bs[..2];
+        let r = simulate(two, 64, peak(two));
+        assert_eq!(r.tried, vec![(Strategy::BestFitBySize, Some(100))]);
     }
 
     #[test]
