@@ -201,6 +201,13 @@ fn scalar_call(m: &Module, id: InstId) -> bool {
 /// Whether the whole computation `comp` can be emitted elementally (every instruction its
 /// root depends on), its applied computations included.
 pub(crate) fn comp_is_elemental(m: &Module, comp: CompId) -> bool {
+    first_non_elemental(m, comp).is_none()
+}
+
+/// The first instruction (in a depth-first walk from the root, into applied and called
+/// computations) that keeps `comp` from being emitted elementally, if any: the instruction to
+/// name when the backend refuses the computation.
+pub(crate) fn first_non_elemental(m: &Module, comp: CompId) -> Option<InstId> {
     let mut stack = vec![m.root(comp)];
     let mut seen = std::collections::HashSet::new();
     while let Some(id) = stack.pop() {
@@ -208,11 +215,11 @@ pub(crate) fn comp_is_elemental(m: &Module, comp: CompId) -> bool {
             continue;
         }
         if !is_elemental(m, id) {
-            return false;
+            return Some(id);
         }
         if let Some(s) = m.array_shape(id) {
             if !crate::cg::supported_type(s.ty) {
-                return false;
+                return Some(id);
             }
         }
         if matches!(
@@ -220,20 +227,28 @@ pub(crate) fn comp_is_elemental(m: &Module, comp: CompId) -> bool {
             Opcode::Reduce | Opcode::ReduceWindow | Opcode::Map
         ) {
             match m.comp_attr(id, &AttrKey::ToApply) {
-                Some(c) if comp_is_elemental(m, c) => {}
-                _ => return false,
+                Some(c) => {
+                    if let Some(bad) = first_non_elemental(m, c) {
+                        return Some(bad);
+                    }
+                }
+                None => return Some(id),
             }
         }
         if matches!(
             m.opcode(id),
             Opcode::Call | Opcode::Fusion | Opcode::Conditional | Opcode::While
-        ) && !m.called_comps_iter(id).all(|c| comp_is_elemental(m, c))
-        {
-            return false;
+        ) {
+            if let Some(bad) = m
+                .called_comps_iter(id)
+                .find_map(|c| first_non_elemental(m, c))
+            {
+                return Some(bad);
+            }
         }
         stack.extend_from_slice(m.operands(id));
     }
-    true
+    None
 }
 
 /// Applies computation `comp`, whose one parameter (an array or a tuple) has single-element

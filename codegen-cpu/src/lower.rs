@@ -22,7 +22,7 @@ use axle_ir::{ArrayShape, AttrKey, AttrValue, CompId, ElementType, InstId, Modul
 
 use axle_schedule::{BufferAssignment, Memory, Move};
 
-use crate::elemental::{bitcast_is_reshape, comp_is_elemental, inst_leaves, is_elemental};
+use crate::elemental::{bitcast_is_reshape, first_non_elemental, inst_leaves, is_elemental};
 use crate::error::{at, Fail, R};
 use crate::fused::{plan_fusion, reached_bound, KernelPlan, StageHow};
 use crate::host::HostCall;
@@ -413,10 +413,13 @@ impl<'m> Lower<'m> {
                     ))
                 })?;
                 for c in applied_comps(m, id) {
-                    if !comp_is_elemental(m, c) {
+                    if let Some(bad) = first_non_elemental(m, c) {
                         return Err(format!(
-                            "computation {} cannot be applied per element by the cpu backend",
-                            m.comp_name(c)
+                            "computation {} cannot be applied per element by the cpu backend: \
+                             its {} instruction {} is not supported there",
+                            m.comp_name(c),
+                            m.opcode(bad).name(),
+                            m.name(bad)
                         )
                         .into());
                     }
