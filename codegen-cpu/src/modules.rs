@@ -1,6 +1,16 @@
 //! The LLVM modules of a program: its distinct kernels split into groups, each group emitted,
 //! verified, optimized and code-generated as an LLVM module of its own in its own LLVM context
-//! on a rayon thread, and the entry point in one more module that declares the kernels.
+//! on a rayon thread; then the entry point's code the same way: its top-level chunks of
+//! [`PART`] thunks, [`ENTRY_CHUNKS`] to a module, and the entry point calling them, last.
+//!
+//! Pipelines by weight: kernel groups get the options' `default<ON>` and code generator level,
+//! except groups of light kernels (small elementwise, reduction and row kernels outside loops,
+//! [`is_light`]), which get scalar clean-ups and the fast instruction selector; entry code,
+//! which only binds buffers and calls kernels, gets `default<O0>` and the fast selector. A light
+//! kernel's float sums run in sequence where `default<O3>` would vectorize them (the emitters
+//! allow reassociation of reduction steps only), which can change their last bits; whether a
+//! kernel is light depends only on the kernel, so outputs are still the same at any thread
+//! count.
 //!
 //! Invariants:
 //! - The partition depends only on the program (kernel order and sizes), never on the thread
@@ -48,6 +58,16 @@ const GROUP_KERNELS: usize = 256;
 /// Top-level chunks of the entry point (each [`PART`] thunks) in one module.
 const ENTRY_CHUNKS: usize = 64;
 
+/// The stack each module is compiled on. LLVM's passes and the emitters recurse over deep IR
+/// (a concatenation of thousands of operands is a chain of thousands of blocks), more deeply
+/// than a rayon thread's 2 MiB allow; untouched pages of the segment cost no memory.
+const MODULE_STACK: usize = 64 * 1024 * 1024;
+
+/// Runs `f` on a stack segment of [`MODULE_STACK`] bytes.
+fn on_big_stack<T>(f: impl FnOnce() -> T) -> T {
+    stacker::grow(MODULE_STACK, f)
+}
+
 /// The distinct kernels of a program and what each kernel number calls.
 struct Kernels<'p> {
     /// Distinct kernels in order of first use, with their function names and weights.
@@ -60,6 +80,8 @@ struct Kernels<'p> {
     max_bufs: usize,
 }
 
+/// The kernels of `prog` in kernel number order (a loop's condition, then its body; branches
+/// in order), sharing one function per signature.
 fn collect<'p>(m: &Module, prog: &'p Program) -> Kernels<'p> {
     let mut ks = Kernels {
         unique: Vec::new(),
@@ -107,22 +129,29 @@ const LIGHT_PIPELINE: &str = "function(sroa,early-cse,instcombine<no-verify-fixp
 /// the compile time at `default<O3>`).
 const ENTRY_PIPELINE: &str = "default<O0>";
 
+/// Bound buffers from which a kernel is light whatever its size: a gather of that many arrays
+/// (the concatenation closing a wide graph) is a copy that vectorization barely speeds up,
+/// while `default<O3>` is superlinear in its thousands of blocks (40 s for the 4,413-operand
+/// concatenation of `large_wide_100k`).
+const LIGHT_BINDINGS: usize = 256;
+
 /// Whether kernel `k` is light: an elementwise, reduction or row kernel that reads and writes
-/// at most [`LIGHT_BYTES`] (and, see [`collect`], is not run by a loop), whose run time
-/// vectorization and careful instruction selection barely change, so its module gets the
-/// cheaper [`LIGHT_PIPELINE`].
+/// at most [`LIGHT_BYTES`] or binds at least [`LIGHT_BINDINGS`] buffers (and, see
+/// [`collect`], is not run by a loop), whose run time vectorization and careful instruction
+/// selection barely change, so its module gets the cheaper [`LIGHT_PIPELINE`].
 fn is_light(prog: &Program, k: &Kernel) -> bool {
     use crate::lower::KernelKind::*;
     if !matches!(k.kind, Loop | Reduce | Row) {
         return false;
     }
+    let bound = || k.bindings.iter().flat_map(|(_, b)| b);
     let bytes: u64 = k
         .outputs
         .iter()
-        .chain(k.bindings.iter().flat_map(|(_, b)| b))
+        .chain(bound())
         .map(|&b| prog.bufs[b as usize].bytes)
         .sum();
-    bytes <= LIGHT_BYTES
+    bytes <= LIGHT_BYTES || bound().count() >= LIGHT_BINDINGS
 }
 
 /// A group of distinct kernels compiled as one module, and whether they are light.
@@ -218,7 +247,7 @@ pub(crate) fn compile(
     }
     let parts: Vec<Part> = groups
         .par_iter()
-        .map(|g| compile_group(s, &ks, g, form))
+        .map(|g| on_big_stack(|| compile_group(s, &ks, g, form)))
         .collect::<Result<_, _>>()?;
     let mut facts = vec![(0, 0); ks.unique.len()];
     for (g, p) in groups.iter().zip(&parts) {
@@ -256,9 +285,11 @@ pub(crate) fn compile(
         .collect();
     let entry_parts: Vec<Part> = jobs
         .par_iter()
-        .map(|job| match job {
-            Some(r) => compile_top_parts(s, &ks, &kernels, r.clone(), first[r.start], form),
-            None => compile_entry(s, &ks, &kernels, entry, export, form),
+        .map(|job| {
+            on_big_stack(|| match job {
+                Some(r) => compile_top_parts(s, &ks, &kernels, r.clone(), first[r.start], form),
+                None => compile_entry(s, &ks, &kernels, entry, export, form),
+            })
         })
         .collect::<Result<_, _>>()?;
     let mut out = Compiled {
