@@ -12,9 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use axle::backend::{
-    registry, BackendError, CompileOptions, Compiler, DeviceBuffer, DeviceInfo, Executable,
-    ExecutableStats, Platform, TransferManager, ValueShape,
+    BackendError, CompileOptions, Compiler, DeviceBuffer, DeviceInfo, Executable, ExecutableStats,
+    Platform, TransferManager, ValueShape,
 };
+use axle::backends::registry;
 use axle::ir::{Literal, Module};
 
 const NAME: &str = "counting-host";

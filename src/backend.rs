@@ -1,8 +1,9 @@
 //! The backend plug-in interface, modelled on XLA's: a [`Platform`] names a kind of device and
 //! lists its devices; its [`Compiler`] turns a module into an [`Executable`], running the
 //! backend's own pipeline; its [`TransferManager`] moves literals to and from device memory as
-//! [`DeviceBuffer`]s. Backends are found by name in a [`BackendRegistry`]; the built-in ones are
-//! `interpreter` (the reference evaluator) and `cpu` (native code through LLVM).
+//! [`DeviceBuffer`]s. Backends are found by name in a [`BackendRegistry`]. This file knows no
+//! implementation of these traits; `crate::backends` holds the built-in ones and the
+//! process-wide registry.
 //!
 //! A third-party backend implements the three traits in its own crate and registers its platform
 //! with [`BackendRegistry::register`]; `examples/custom_backend.rs` is a worked example.
@@ -150,6 +151,23 @@ pub struct DeviceBuffer {
     pub shape: ValueShape,
     /// The backend's payload.
     pub payload: Box<dyn Any + Send + Sync>,
+}
+
+impl DeviceBuffer {
+    /// The payload as the `T` that backend `platform` stores, or an error naming the backend
+    /// when the buffer belongs to another backend or holds something else (`what` names the
+    /// expected payload in that error).
+    pub fn payload_of<T: Any>(&self, platform: &str, what: &str) -> Result<&T, BackendError> {
+        if self.platform != platform {
+            return Err(BackendError::new(
+                platform,
+                format!("buffer belongs to backend '{}'", self.platform),
+            ));
+        }
+        self.payload
+            .downcast_ref::<T>()
+            .ok_or_else(|| BackendError::new(platform, format!("buffer payload is not {what}")))
+    }
 }
 
 impl fmt::Debug for DeviceBuffer {
@@ -516,14 +534,6 @@ pub struct BackendRegistry {
 }
 
 impl BackendRegistry {
-    /// A registry holding the built-in backends.
-    pub fn with_builtins() -> Self {
-        let r = BackendRegistry::default();
-        r.register(Arc::new(crate::interpreter::InterpreterPlatform::new()));
-        r.register(Arc::new(crate::cpu::CpuPlatform::new()));
-        r
-    }
-
     /// Adds a platform; a platform of the same name is replaced.
     pub fn register(&self, p: Arc<dyn Platform>) {
         let mut v = self.platforms.write().unwrap_or_else(|e| e.into_inner());
@@ -548,10 +558,4 @@ impl BackendRegistry {
         let v = self.platforms.read().unwrap_or_else(|e| e.into_inner());
         v.iter().map(|p| p.name().to_string()).collect()
     }
-}
-
-/// The process-wide registry, holding the built-in backends.
-pub fn registry() -> &'static BackendRegistry {
-    static R: std::sync::OnceLock<BackendRegistry> = std::sync::OnceLock::new();
-    R.get_or_init(BackendRegistry::with_builtins)
 }

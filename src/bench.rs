@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use axle_ir::Module;
 
-use crate::backend::{pipeline_for, registry, CacheMode, CompileOptions};
-use crate::run::generate_inputs;
+use crate::backend::CacheMode;
+use crate::backends::registry;
+use crate::run::{compile_and_upload, generate_inputs, Loaded};
 
 /// How output buffers are handled across runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,25 +130,17 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
     axle_ir::check_runnable(&m)
         .map_err(|e| crate::backend::BackendError::new(&opts.backend, e.to_string()).to_string())?;
     let inputs = generate_inputs(&m, opts.seed)?;
-    let t0 = Instant::now();
-    let exe = platform
-        .compiler()
-        .compile(
-            m,
-            &CompileOptions {
-                pipeline: pipeline_for(&*platform, opts.pipeline.as_deref()),
-                cache: opts.cache.clone(),
-                ..Default::default()
-            },
-        )
-        .map_err(|e| e.to_string())?;
-    let compile_time = t0.elapsed();
-    let tm = platform.transfer_manager();
-    let bufs = inputs
-        .iter()
-        .map(|l| tm.to_device(l, 0))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+    let Loaded {
+        exe,
+        compile_time,
+        bufs,
+    } = compile_and_upload(
+        &*platform,
+        m,
+        opts.pipeline.as_deref(),
+        &opts.cache,
+        &inputs,
+    )?;
     let args: Vec<&_> = bufs.iter().collect();
     let mut timings = Vec::new();
     for &policy in &opts.policies {

@@ -16,9 +16,10 @@ use axle_ir::{ArrayShape, Literal, Module};
 
 use crate::array::{Array, ArrayRef};
 use crate::backend::{
-    check_host_arrays, registry, BackendError, CompileOptions, Executable, ExecutableStats,
-    Platform, ValueShape,
+    check_host_arrays, BackendError, CompileOptions, Executable, ExecutableStats, Platform,
+    ValueShape,
 };
+use crate::backends::registry;
 use crate::error::Error;
 
 /// A module compiled on a backend, ready to run. `Send + Sync`: share it (`Arc`) between threads
@@ -33,7 +34,7 @@ pub struct Compiled {
 }
 
 /// Compiles `m` (verified first) on the backend named `backend` (`cpu`, `interpreter`, or one
-/// registered with [`crate::backend::registry`]).
+/// registered with [`crate::backends::registry`]).
 pub fn compile(backend: &str, m: Module, opts: &CompileOptions) -> Result<Compiled, Error> {
     let platform = registry().get(backend)?;
     let exe = platform.compiler().compile(m, opts)?;

@@ -280,15 +280,7 @@ pub struct HostValue {
 }
 
 fn host_value(buf: &DeviceBuffer) -> Result<&HostValue, BackendError> {
-    if buf.platform != NAME {
-        return Err(BackendError::new(
-            NAME,
-            format!("buffer belongs to backend '{}'", buf.platform),
-        ));
-    }
-    buf.payload
-        .downcast_ref::<HostValue>()
-        .ok_or_else(|| BackendError::new(NAME, "buffer payload is not a cpu value"))
+    buf.payload_of(NAME, "a cpu value")
 }
 
 impl Executable for CpuExecutable {

@@ -82,15 +82,7 @@ pub struct InterpreterExecutable {
 }
 
 fn host_literal(buf: &DeviceBuffer) -> Result<&Literal, BackendError> {
-    if buf.platform != NAME {
-        return Err(BackendError::new(
-            NAME,
-            format!("buffer belongs to backend '{}'", buf.platform),
-        ));
-    }
-    buf.payload
-        .downcast_ref::<Literal>()
-        .ok_or_else(|| BackendError::new(NAME, "buffer payload is not a host literal"))
+    buf.payload_of(NAME, "a host literal")
 }
 
 impl Executable for InterpreterExecutable {

@@ -76,13 +76,14 @@
 //! # Features
 //!
 //! - `cli` (default): the `axle` command-line tool and the modules only it needs, [`run`] and
-//!   [`mod@bench`] (with `clap`, `rand`, `tempfile`, `flate2` and `libc`). Embedders use
+//!   [`mod@bench`] (with `clap`, `rand`, `tempfile`, `flate2` and `indicatif`). Embedders use
 //!   `default-features = false`: the library alone, which needs none of those crates.
 //! - `ndarray`: conversions between [`Array`]/[`ArrayRef`] and `ndarray` views.
 #![deny(missing_docs)]
 
 pub mod array;
 pub mod backend;
+pub mod backends;
 #[cfg(feature = "cli")]
 pub mod bench;
 pub mod buffers;

@@ -865,7 +865,7 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
         "compile: passes, code generation, LLVM",
         Some(m.num_live_insts()),
     );
-    let platform = axle::backend::registry()
+    let platform = axle::backends::registry()
         .get(&a.backend)
         .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
     let compile_opts = axle::backend::CompileOptions {
@@ -1242,7 +1242,7 @@ fn cmd_explore(
         if mo.repeat == 0 {
             return Err(Reported("error: --repeat must be at least 1".into()));
         }
-        axle::backend::registry()
+        axle::backends::registry()
             .get(&mo.backend)
             .map_err(|e| Reported(format!("error: --backend: {e}")))?;
     }

@@ -21,7 +21,11 @@ use axle_ir::{ArrayLiteral, ArrayShape, ElementType, Literal, Module};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::backend::{pipeline_for, registry, BackendError, CacheMode, CompileOptions, ValueShape};
+use crate::backend::{
+    pipeline_for, BackendError, CacheMode, CompileOptions, DeviceBuffer, Executable, Platform,
+    ValueShape,
+};
+use crate::backends::registry;
 use axle_ir::memory::MemoryBudget;
 
 /// Options of a run.
@@ -75,6 +79,52 @@ pub struct RunReport {
     pub written: Vec<PathBuf>,
 }
 
+/// A module compiled and its inputs on the device, ready to run.
+pub(crate) struct Loaded {
+    /// The executable.
+    pub exe: Box<dyn Executable>,
+    /// How long compiling took.
+    pub compile_time: Duration,
+    /// The inputs on device 0.
+    pub bufs: Vec<DeviceBuffer>,
+}
+
+/// Compiles `m` on `platform` with its pipeline (or `pipeline`) and `cache`, timing the
+/// compilation, and transfers `inputs` to device 0: what `run` and `bench` share before their
+/// runs.
+pub(crate) fn compile_and_upload(
+    platform: &dyn Platform,
+    m: Module,
+    pipeline: Option<&str>,
+    cache: &CacheMode,
+    inputs: &[Literal],
+) -> Result<Loaded, String> {
+    let t0 = Instant::now();
+    let exe = platform
+        .compiler()
+        .compile(
+            m,
+            &CompileOptions {
+                pipeline: pipeline_for(platform, pipeline),
+                cache: cache.clone(),
+                ..Default::default()
+            },
+        )
+        .map_err(|e| e.to_string())?;
+    let compile_time = t0.elapsed();
+    let tm = platform.transfer_manager();
+    let bufs = inputs
+        .iter()
+        .map(|l| tm.to_device(l, 0))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    Ok(Loaded {
+        exe,
+        compile_time,
+        bufs,
+    })
+}
+
 /// Runs an already parsed and verified module.
 pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
     let platform = registry().get(&opts.backend).map_err(|e| e.to_string())?;
@@ -87,25 +137,17 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
     } else {
         bind_inputs_within(&m, &opts.inputs, &mut budget)?
     };
-    let t0 = Instant::now();
-    let exe = platform
-        .compiler()
-        .compile(
-            m,
-            &CompileOptions {
-                pipeline: pipeline_for(&*platform, opts.pipeline.as_deref()),
-                cache: opts.cache.clone(),
-                ..Default::default()
-            },
-        )
-        .map_err(|e| e.to_string())?;
-    let compile_time = t0.elapsed();
-    let tm = platform.transfer_manager();
-    let bufs = inputs
-        .iter()
-        .map(|l| tm.to_device(l, 0))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+    let Loaded {
+        exe,
+        compile_time,
+        bufs,
+    } = compile_and_upload(
+        &*platform,
+        m,
+        opts.pipeline.as_deref(),
+        &opts.cache,
+        &inputs,
+    )?;
     let args: Vec<&_> = bufs.iter().collect();
     let mut run_times = Vec::new();
     let mut result = None;
@@ -116,7 +158,10 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
         result = Some(out);
     }
     let result = result.expect("at least one run");
-    let lit = tm.from_device(&result).map_err(|e| e.to_string())?;
+    let lit = platform
+        .transfer_manager()
+        .from_device(&result)
+        .map_err(|e| e.to_string())?;
     let outputs = flatten(lit);
     let written = match &opts.out_dir {
         Some(dir) => write_outputs(dir, &outputs)?,

@@ -5,7 +5,8 @@
 
 use std::process::Command;
 
-use axle::backend::{registry, CompileOptions};
+use axle::backend::CompileOptions;
+use axle::backends::registry;
 use axle::ir::gen::Recipe;
 use axle::ir::{compare_arrays, parse_module, ArrayLiteral, Literal, Module, Tolerance};
 use axle_codegen_cpu::{compile, compile_aot, emit_text, CpuOptions, Emit};

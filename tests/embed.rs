@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use axle::backend::registry;
+use axle::backends::registry;
 use axle::cache::CacheOutcome;
 use axle::ir::builder::ModuleBuilder;
 use axle::ir::{ElementType, Module, Shape};

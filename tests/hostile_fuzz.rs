@@ -122,7 +122,7 @@ fn check(h: &HostileModule, m: &axle::ir::Module) -> Result<(), String> {
     }
     if largest_array(m) > MAX_RUN_ELEMENTS {
         // Compiling runs the whole pipeline and the code generator; it must not panic.
-        let platform = axle::backend::registry()
+        let platform = axle::backends::registry()
             .get("cpu")
             .map_err(|e| e.to_string())?;
         let opts = axle::backend::CompileOptions {

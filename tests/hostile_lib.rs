@@ -11,9 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axle::backend::{
-    registry, BackendError, CompileOptions, Compiler, DeviceBuffer, Executable, ExecutableStats,
-    Platform, TransferManager, ValueShape,
+    BackendError, CompileOptions, Compiler, DeviceBuffer, Executable, ExecutableStats, Platform,
+    TransferManager, ValueShape,
 };
+use axle::backends::registry;
 use axle::ir::memory::{self, MemoryBudget};
 use axle::ir::{
     parse_module, ArrayLiteral, ArrayShape, AttrKey, AttrValue, ElementType, Literal, Module,

@@ -2,12 +2,11 @@
 //! (see `axle_ir::filetest` for the format; `BLESS=1` rewrites the `EXPECT:` blocks).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use axle_analysis::same_results;
-use axle_ir::filetest::{collect_filetests, run_filetest, test_name, ExtraCheck};
+use axle_ir::filetest::ExtraCheck;
 use axle_ir::{Module, PassRegistry, Tolerance};
-use libtest_mimic::{Arguments, Trial};
+use libtest_mimic::Arguments;
 
 /// Every rewrite is exact: the evaluator gives bit-identical results (NaN matching NaN) before
 /// and after on inputs full of special values.
@@ -21,30 +20,15 @@ fn main() {
     axle_ir::passes::register(&mut reg);
     axle_fusion::register(&mut reg);
     axle_fusion::register_fusion_builtin(&mut reg);
-    let reg = Arc::new(reg);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
-    let files = collect_filetests(&root);
-    assert!(!files.is_empty(), "no filetests under {}", root.display());
-    let trials = files
-        .into_iter()
-        .map(|p| {
-            let reg = Arc::clone(&reg);
-            // The batch-norm expansion computes in the element type and the linalg upcast in
-            // f32 where the evaluator's ops compute in f64, so they are not exact;
-            // `tests/batchnorm_expander.rs` and `tests/linalg_upcast.rs` compare them with the
-            // evaluator within a tolerance instead.
-            let extra: Option<ExtraCheck> = if p
-                .parent()
-                .is_some_and(|d| d.ends_with("batchnorm-expander") || d.ends_with("linalg-upcast"))
-            {
-                None
-            } else {
-                Some(same_values)
-            };
-            Trial::test(test_name(&root, &p), move || {
-                run_filetest(&p, &reg, extra).map_err(Into::into)
-            })
-        })
-        .collect();
+    // The batch-norm expansion computes in the element type and the linalg upcast in f32 where
+    // the evaluator's ops compute in f64, so they are not exact; `tests/batchnorm_expander.rs`
+    // and `tests/linalg_upcast.rs` compare them with the evaluator within a tolerance instead.
+    let trials = axle_testkit::filetest_trials(&root, reg, |p| {
+        let inexact = p
+            .parent()
+            .is_some_and(|d| d.ends_with("batchnorm-expander") || d.ends_with("linalg-upcast"));
+        (!inexact).then_some(same_values as ExtraCheck)
+    });
     libtest_mimic::run(&args, trials).exit();
 }

@@ -4,13 +4,19 @@
 //! [`CompId`]); shapes and layouts are interned ([`ShapeId`], [`LayoutId`]). This crate also owns
 //! XLA's HLO text format (parser and printer), shape inference, the verifier, the builder API and
 //! host literals with `.npy` I/O.
+//!
+//! Features: `generators` (the `gen` and `hostile` module generators, with quickcheck and
+//! arbitrary) and `npy-write` ([`npy::write_npy`], with tempfile); both off by default, so a
+//! library user builds neither crate.
 #![deny(missing_docs)]
 
 pub mod attrs;
 pub mod builder;
 pub mod compare;
 pub mod filetest;
+#[cfg(feature = "generators")]
 pub mod gen;
+#[cfg(feature = "generators")]
 pub mod hostile;
 pub mod literal;
 pub mod memory;
@@ -40,7 +46,9 @@ pub use module::{
     BufferId, CompId, ConstValue, DebugTable, EntryLayout, InstId, LayoutId, Module, NewInst,
     Remap, Rewriter, ShapeId, SrcLoc,
 };
-pub use npy::{read_npy, read_npy_as, read_npy_within, write_npy, NpyError, NpyErrorKind};
+#[cfg(feature = "npy-write")]
+pub use npy::write_npy;
+pub use npy::{read_npy, read_npy_as, read_npy_within, NpyError, NpyErrorKind};
 pub use opcode::Opcode;
 pub use parser::{parse_module, ParseError};
 pub use pass::{

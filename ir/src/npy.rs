@@ -24,7 +24,6 @@
 use crate::literal::ArrayLiteral;
 use crate::memory::MemoryBudget;
 use crate::types::{ArrayShape, ElementType};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The magic string every `.npy` file starts with.
@@ -354,7 +353,9 @@ pub fn read_npy_as(path: impl AsRef<Path>, ty: ElementType) -> Result<ArrayLiter
 /// Writes an array to a `.npy` file, replacing any file at `path`.
 ///
 /// The bytes go to a temporary file in the same directory that is renamed over `path` once
-/// complete, so on failure `path` is left as it was and no partial file remains.
+/// complete, so on failure `path` is left as it was and no partial file remains. Needs the
+/// `npy-write` feature.
+#[cfg(feature = "npy-write")]
 pub fn write_npy(path: impl AsRef<Path>, lit: &ArrayLiteral) -> Result<(), NpyError> {
     let path = path.as_ref();
     let with_path = |kind| NpyError {
@@ -377,6 +378,7 @@ pub fn write_npy(path: impl AsRef<Path>, lit: &ArrayLiteral) -> Result<(), NpyEr
         builder.permissions(std::fs::Permissions::from_mode(0o666));
     }
     let mut tmp = builder.tempfile_in(dir).map_err(io)?;
+    use std::io::Write;
     tmp.write_all(&bytes).map_err(io)?;
     // On failure the temporary file is dropped, which deletes it.
     tmp.persist(path).map_err(|e| io(e.error))?;

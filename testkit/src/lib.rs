@@ -5,9 +5,10 @@
 //! held to the same harness.
 #![deny(missing_docs)]
 
+use axle_ir::filetest::{collect_filetests, run_filetest, test_name, ExtraCheck};
 use axle_ir::{
     compare_arrays, read_npy, read_npy_as, ArrayLiteral, ConstValue, ElementType, Literal, Module,
-    Opcode, Tolerance,
+    Opcode, PassRegistry, Tolerance,
 };
 use libtest_mimic::{Failed, Trial};
 use serde_json::Value;
@@ -244,6 +245,28 @@ pub fn trials(dir: &Path, with_opt: bool, mismatch_check: bool, run: Runner) -> 
         }));
     }
     trials
+}
+
+/// One named trial per filetest under `root` (`<pass>/<case>.hlo`; see `axle_ir::filetest`),
+/// each run with the passes of `reg` and the extra check `extra` picks for its path. Panics when
+/// `root` holds no filetest, so a moved directory cannot pass as an empty suite.
+pub fn filetest_trials(
+    root: &Path,
+    reg: PassRegistry,
+    extra: impl Fn(&Path) -> Option<ExtraCheck>,
+) -> Vec<Trial> {
+    let reg = Arc::new(reg);
+    let files = collect_filetests(root);
+    assert!(!files.is_empty(), "no filetests under {}", root.display());
+    files
+        .into_iter()
+        .map(|p| {
+            let (reg, check) = (Arc::clone(&reg), extra(&p));
+            Trial::test(test_name(root, &p), move || {
+                run_filetest(&p, &reg, check).map_err(Into::into)
+            })
+        })
+        .collect()
 }
 
 /// The harness itself must notice a wrong answer: one case's first output compared with the
