@@ -15,6 +15,7 @@ use inkwell::IntPredicate;
 use crate::cg::Cg;
 use crate::error::R;
 use crate::fused::inst_label;
+use crate::kernels::kernel_type;
 use crate::lower::{BufId, BufKind, Kernel, Program, Thunk};
 
 struct Entry<'a, 'ctx> {
@@ -79,10 +80,7 @@ fn emit_dispatch<'ctx>(cg: &Cg<'ctx>) -> R<FunctionValue<'ctx>> {
     let items = arg(3)?.into_int_value();
     let grain = arg(4)?.into_int_value();
     let id = arg(5)?.into_int_value();
-    let kty = cg
-        .ctx
-        .void_type()
-        .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
+    let kty = kernel_type(cg);
     let tty = cg
         .ctx
         .void_type()
@@ -386,15 +384,9 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
         if let Some(f) = cg.module.get_function(&k.symbol) {
             return Ok(f);
         }
-        let ptr = cg.ptr();
-        let i64t = cg.i64();
-        let kty = cg
-            .ctx
-            .void_type()
-            .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
         Ok(cg
             .module
-            .add_function(&k.symbol, kty, Some(Linkage::External)))
+            .add_function(&k.symbol, kernel_type(cg), Some(Linkage::External)))
     }
 
     fn thunk(&mut self, t: &Thunk) -> R<()> {

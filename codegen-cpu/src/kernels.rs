@@ -43,14 +43,18 @@ pub(crate) struct Emitted {
     pub grain: i64,
 }
 
+/// The type of every kernel function, `void (ptr bufs, i64 start, i64 end)`.
+pub(crate) fn kernel_type<'ctx>(cg: &Cg<'ctx>) -> inkwell::types::FunctionType<'ctx> {
+    let (ptr, i64t) = (cg.ptr(), cg.i64());
+    cg.ctx
+        .void_type()
+        .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false)
+}
+
 /// Emits the function of kernel `k`; `ptrs` is the number of buffers it takes.
 pub(crate) fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &Kernel, name: &str) -> R<Emitted> {
     let ptr = cg.ptr();
-    let i64t = cg.i64();
-    let fty = cg
-        .ctx
-        .void_type()
-        .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
+    let fty = kernel_type(cg);
     // External: the entry point calling it is in another LLVM module (see `crate::modules`).
     let f = cg.add_fn(name, fty, Some(Linkage::External));
     // Kernels stay functions of their own: the runtime takes their address, and one function

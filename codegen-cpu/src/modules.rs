@@ -5,8 +5,9 @@
 //!
 //! Pipelines by weight: kernel groups get the options' `default<ON>` and code generator level,
 //! except groups of light kernels (small elementwise, reduction and row kernels outside loops,
-//! [`is_light`]), which get scalar clean-ups and the fast instruction selector; entry code,
-//! which only binds buffers and calls kernels, gets `default<O0>` and the fast selector. A light
+//! [`class`]), which get scalar clean-ups and the fast instruction selector, and of gathers of
+//! hundreds of buffers, which get what entry code gets: entry code only binds buffers and
+//! calls kernels, so `default<O0>` and the fast selector. A light
 //! kernel's float sums run in sequence where `default<O3>` would vectorize them (the emitters
 //! allow reassociation of reduction steps only), which can change their last bits; whether a
 //! kernel is light depends only on the kernel, so outputs are still the same at any thread
@@ -72,8 +73,8 @@ fn on_big_stack<T>(f: impl FnOnce() -> T) -> T {
 struct Kernels<'p> {
     /// Distinct kernels in order of first use, with their function names and weights.
     unique: Vec<(&'p Kernel, String, usize)>,
-    /// Per distinct kernel, whether it is light ([`is_light`]).
-    light: Vec<bool>,
+    /// Per distinct kernel, its pipeline class ([`class`]).
+    class: Vec<Class>,
     /// Per kernel number: the distinct kernel it runs and its description.
     uses: Vec<(usize, String)>,
     /// The most buffers any kernel or host call binds.
@@ -85,7 +86,7 @@ struct Kernels<'p> {
 fn collect<'p>(m: &Module, prog: &'p Program) -> Kernels<'p> {
     let mut ks = Kernels {
         unique: Vec::new(),
-        light: Vec::new(),
+        class: Vec::new(),
         uses: Vec::new(),
         max_bufs: 1,
     };
@@ -101,11 +102,13 @@ fn collect<'p>(m: &Module, prog: &'p Program) -> Kernels<'p> {
             let weight = sig.len();
             let u = *seen.entry(sig).or_insert_with(|| {
                 ks.unique.push((k, kernel_symbol(m, k, number), weight));
-                ks.light.push(is_light(prog, k));
+                ks.class.push(class(prog, k));
                 ks.unique.len() - 1
             });
             // A kernel run by a loop runs many times: it keeps the full pipeline.
-            ks.light[u] &= !in_loop;
+            if in_loop {
+                ks.class[u] = Class::Full;
+            }
             ks.uses.push((u, kernel_label(m, k, number)));
         }
         Thunk::HostCall(h) => ks.max_bufs = ks.max_bufs.max(h.buffers().len()),
@@ -129,59 +132,78 @@ const LIGHT_PIPELINE: &str = "function(sroa,early-cse,instcombine<no-verify-fixp
 /// the compile time at `default<O3>`).
 const ENTRY_PIPELINE: &str = "default<O0>";
 
-/// Bound buffers from which a kernel is light whatever its size: a gather of that many arrays
-/// (the concatenation closing a wide graph) is a copy that vectorization barely speeds up,
-/// while `default<O3>` is superlinear in its thousands of blocks (40 s for the 4,413-operand
-/// concatenation of `large_wide_100k`).
-const LIGHT_BINDINGS: usize = 256;
+/// Bound buffers from which a kernel is a gather: the concatenation closing a wide graph, a
+/// copy that vectorization barely speeds up, while LLVM's passes are superlinear in its
+/// thousands of blocks (40 s at `default<O3>` for the 4,413 operands of `large_wide_100k`,
+/// a minute of scalar clean-ups for the 13,108 of `large_wide_300k`).
+const GATHER_BINDINGS: usize = 256;
 
-/// Whether kernel `k` is light: an elementwise, reduction or row kernel that reads and writes
-/// at most [`LIGHT_BYTES`] or binds at least [`LIGHT_BINDINGS`] buffers (and, see
-/// [`collect`], is not run by a loop), whose run time vectorization and careful instruction
-/// selection barely change, so its module gets the cheaper [`LIGHT_PIPELINE`].
-fn is_light(prog: &Program, k: &Kernel) -> bool {
+/// How much optimization a kernel's code gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    /// The options' `default<ON>` pipeline and code generator level.
+    Full,
+    /// [`LIGHT_PIPELINE`] and the fast instruction selector.
+    Light,
+    /// [`ENTRY_PIPELINE`] and the fast instruction selector.
+    Bare,
+}
+
+/// Kernel `k`'s class (before [`collect`] makes kernels run by a loop full): an elementwise,
+/// reduction or row kernel binding at least [`GATHER_BINDINGS`] buffers is bare, one that
+/// reads and writes at most [`LIGHT_BYTES`] light (its run time barely depends on
+/// vectorization and careful instruction selection), any other full.
+fn class(prog: &Program, k: &Kernel) -> Class {
     use crate::lower::KernelKind::*;
     if !matches!(k.kind, Loop | Reduce | Row) {
-        return false;
+        return Class::Full;
     }
     let bound = || k.bindings.iter().flat_map(|(_, b)| b);
+    if bound().count() >= GATHER_BINDINGS {
+        return Class::Bare;
+    }
     let bytes: u64 = k
         .outputs
         .iter()
         .chain(bound())
         .map(|&b| prog.bufs[b as usize].bytes)
         .sum();
-    bytes <= LIGHT_BYTES || bound().count() >= LIGHT_BINDINGS
+    if bytes <= LIGHT_BYTES {
+        Class::Light
+    } else {
+        Class::Full
+    }
 }
 
-/// A group of distinct kernels compiled as one module, and whether they are light.
+/// A group of distinct kernels compiled as one module, all of one class.
 struct Group {
     kernels: Vec<usize>,
-    light: bool,
+    class: Class,
 }
 
-/// Groups of distinct kernels, light and other kernels apart, each in order of first use and
-/// closed at [`GROUP_WEIGHT`] or [`GROUP_KERNELS`]; groups are ordered by their first kernel.
+/// Groups of distinct kernels, one class to a group, each in order of first use and closed
+/// at [`GROUP_WEIGHT`] or [`GROUP_KERNELS`]; groups are ordered by their first kernel.
 fn partition(ks: &Kernels) -> Vec<Group> {
+    const CLASSES: [Class; 3] = [Class::Full, Class::Light, Class::Bare];
     let mut done = Vec::new();
     // The open group of each class and its weight.
-    let mut open: [(Vec<usize>, usize); 2] = [(Vec::new(), 0), (Vec::new(), 0)];
+    let mut open: [(Vec<usize>, usize); 3] = Default::default();
     for (i, (_, _, w)) in ks.unique.iter().enumerate() {
-        let light = ks.light[i];
-        let (g, weight) = &mut open[light as usize];
+        let class = ks.class[i];
+        let (g, weight) = &mut open[class as usize];
         g.push(i);
         *weight += w;
         if *weight >= GROUP_WEIGHT || g.len() >= GROUP_KERNELS {
             done.push(Group {
                 kernels: std::mem::take(g),
-                light,
+                class,
             });
             *weight = 0;
         }
     }
-    for (light, (g, _)) in [false, true].into_iter().zip(open) {
+    for (class, (g, _)) in CLASSES.into_iter().zip(open) {
         if !g.is_empty() {
-            done.push(Group { kernels: g, light });
+            done.push(Group { kernels: g, class });
         }
     }
     done.sort_by_key(|g| g.kernels[0]);
@@ -237,9 +259,10 @@ pub(crate) fn compile(
     let ks = collect(s.m, s.prog);
     let groups = partition(&ks);
     if std::env::var_os("AXLE_CPU_TIMINGS").is_some() {
-        let light = groups.iter().filter(|g| g.light).count();
+        let count = |c: Class| groups.iter().filter(|g| g.class == c).count();
+        let (light, bare) = (count(Class::Light), count(Class::Bare));
         eprintln!(
-            "cpu modules: {} kernels, {} distinct, {} kernel modules ({light} light)",
+            "cpu modules: {} kernels, {} distinct, {} kernel modules ({light} light, {bare} bare)",
             ks.uses.len(),
             ks.unique.len(),
             groups.len()
@@ -329,7 +352,12 @@ fn compile_group(s: &Setup, ks: &Kernels, g: &Group, form: Form) -> Result<Part,
     let m = s.m;
     let t = Instant::now();
     let ctx = Context::create();
-    let pipeline = pipeline(s.opts, g.light.then_some(LIGHT_PIPELINE));
+    let cheap = match g.class {
+        Class::Full => None,
+        Class::Light => Some(LIGHT_PIPELINE),
+        Class::Bare => Some(ENTRY_PIPELINE),
+    };
+    let pipeline = pipeline(s.opts, cheap);
     let tm = target_machine(s.spec, s.reloc, pipeline.codegen).map_err(|e| general(m, e))?;
     let cg = new_cg(&ctx, s, &format!("{}.k{}", m.name, g.kernels[0]), &tm);
     let mut facts = Vec::with_capacity(g.kernels.len());
