@@ -145,8 +145,8 @@ fn emit_dispatch<'ctx>(cg: &Cg<'ctx>) -> R<FunctionValue<'ctx>> {
 }
 
 /// Emits the entry point `name` into `cg`'s module, calling `kernels` (one per kernel number,
-/// in program order) with bind arrays of `max_bufs` pointers. With `split`, a body longer than
-/// [`PART`] thunks calls its chunks as external functions that [`build_top_parts`] defines.
+/// in program order) with bind arrays of `max_bufs` pointers. A body longer than [`PART`]
+/// thunks calls its chunks as external functions that [`build_top_parts`] defines.
 pub(crate) fn build_entry(
     cg: &Cg,
     m: &Module,
@@ -155,7 +155,6 @@ pub(crate) fn build_entry(
     export: bool,
     kernels: &[EntryKernel],
     max_bufs: usize,
-    split: bool,
 ) -> R<()> {
     let linkage = if export {
         Linkage::External
@@ -164,7 +163,7 @@ pub(crate) fn build_entry(
     };
     let mut e = Entry::new(cg, m, prog, kernels, max_bufs)?;
     e.enter(name, linkage)?;
-    if split && prog.body.len() > PART {
+    if prog.body.len() > PART {
         for c in 0..prog.body.len().div_ceil(PART) {
             let f = e.part_fn_type();
             let f = cg.module.get_function(&top_part(c)).unwrap_or_else(|| {

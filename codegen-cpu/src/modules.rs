@@ -473,7 +473,7 @@ fn compile_entry(
     form: Form,
 ) -> Result<Part, CodegenError> {
     compile_entry_code(s, &s.m.name, form, |cg| {
-        build_entry(cg, s.m, s.prog, entry, export, kernels, ks.max_bufs, true)
+        build_entry(cg, s.m, s.prog, entry, export, kernels, ks.max_bufs)
     })
 }
 
