@@ -118,7 +118,7 @@ fn collect<'p>(m: &Module, prog: &'p Program) -> Kernels<'p> {
 }
 
 /// The most bytes a light kernel reads and writes.
-const LIGHT_BYTES: u64 = 16 * 1024;
+const LIGHT_BYTES: u64 = 4 * 1024;
 
 /// The pass pipeline of light kernels' modules: scalar clean-ups only (no loop passes, no
 /// vectorizers), followed by the fast instruction selector. On `large_wide_10k` (500 small
