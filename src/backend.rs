@@ -353,6 +353,9 @@ pub struct ExecutableStats {
     pub instructions: usize,
     /// Bytes of temporary memory a run needs, when the backend knows.
     pub temp_bytes: Option<u64>,
+    /// Bytes of the runtime's scratch arena a run needs beside the temporaries (library
+    /// working memory: GEMM packing, sort planes), when the backend knows.
+    pub scratch_bytes: Option<u64>,
     /// What the compilation did with the compilation cache.
     pub cache: CacheOutcome,
 }

@@ -104,6 +104,8 @@ pub struct BenchReport {
     pub compile_time: Duration,
     /// Temporary memory per run, when the backend knows.
     pub temp_bytes: Option<u64>,
+    /// Scratch arena per run (GEMM packing, sort planes), when the backend knows.
+    pub scratch_bytes: Option<u64>,
     /// One timing per policy.
     pub timings: Vec<Timing>,
     /// Per-kernel times per run (name, calls per run, time per run), slowest first, when
@@ -182,6 +184,7 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
         instructions: stats.instructions,
         compile_time,
         temp_bytes: stats.temp_bytes,
+        scratch_bytes: stats.scratch_bytes,
         timings,
         kernels,
     })
@@ -233,7 +236,14 @@ pub fn report(r: &BenchReport) -> String {
     );
     let _ = writeln!(s, "compile: {:.3} ms", ms(r.compile_time));
     if let Some(t) = r.temp_bytes {
-        let _ = writeln!(s, "temp:    {t} bytes");
+        match r.scratch_bytes {
+            Some(a) if a > 0 => {
+                let _ = writeln!(s, "temp:    {t} bytes (scratch arena: {a} bytes)");
+            }
+            _ => {
+                let _ = writeln!(s, "temp:    {t} bytes");
+            }
+        }
     }
     for t in &r.timings {
         let _ = writeln!(

@@ -218,6 +218,7 @@ impl CpuExecutable {
             compile_time: t0.elapsed(),
             instructions: module.num_live_insts(),
             temp_bytes: Some(exe.temp_bytes()),
+            scratch_bytes: Some(exe.scratch_bytes()),
             cache,
         };
         CpuExecutable {

@@ -286,6 +286,8 @@ enum Command {
         /// fusion a kernel, no scratch, as XLA's memory statistics count).
         #[arg(long, default_value = "cpu", value_parser = ["cpu", "xla"])]
         rules: String,
+        #[command(flatten)]
+        elided: ElidedArgs,
     },
     /// Compare two `.npy` files: exact, or within --rtol/--atol (numpy allclose), NaN matching NaN.
     Compare {
@@ -428,7 +430,15 @@ fn main() -> ExitCode {
             svg,
             check,
             rules,
-        } => cmd_buffers(&file, passes, &schedule, &rules, json, svg, check),
+            elided,
+        } => cmd_buffers(
+            &file,
+            buffers_options(passes, &schedule, &rules),
+            json,
+            svg,
+            check,
+            elided.into_load(0, quiet),
+        ),
         Command::Opt {
             file,
             passes,
@@ -982,28 +992,36 @@ fn cmd_bench(
     write_stdout(&axle::bench::report(&r))
 }
 
-fn cmd_buffers(
-    path: &Path,
+/// `axle buffers`' options from its flags: the pipeline, the scheduler's name (`keep` keeps the
+/// module's own schedule) and whose rules.
+fn buffers_options(
     passes: Option<String>,
     schedule: &str,
     rules: &str,
-    json: Option<PathBuf>,
-    svg: Option<PathBuf>,
-    check: bool,
-) -> Result<(), Reported> {
+) -> axle::buffers::BuffersOptions {
     use axle::buffers::{BuffersOptions, Rules, SchedulePolicy};
-    use axle::schedule::{render, Heuristic};
-    let m = load(path, LoadOptions::default())?;
-    let file = path.display().to_string();
-    let policy = match Heuristic::from_name(schedule) {
+    let policy = match axle::schedule::Heuristic::from_name(schedule) {
         Some(h) => SchedulePolicy::Run(h),
         None => SchedulePolicy::Keep,
     };
-    let opts = BuffersOptions {
+    BuffersOptions {
         pipeline: passes,
         schedule: policy,
         rules: Rules::from_name(rules).unwrap_or(Rules::Cpu),
-    };
+    }
+}
+
+fn cmd_buffers(
+    path: &Path,
+    opts: axle::buffers::BuffersOptions,
+    json: Option<PathBuf>,
+    svg: Option<PathBuf>,
+    check: bool,
+    load_opts: LoadOptions,
+) -> Result<(), Reported> {
+    use axle::schedule::render;
+    let m = load(path, load_opts)?;
+    let file = path.display().to_string();
     let r =
         axle::buffers::buffers(m, &opts).map_err(|e| Reported(format!("{file}: error: {e}")))?;
     let (m, a) = (&r.module, &r.assignment);

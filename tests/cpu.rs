@@ -769,3 +769,68 @@ fn the_cpu_pipeline_merges_row_fusions_into_one_row_kernel() {
         compare_arrays(w, g, tolerance(w)).expect("matches the evaluator");
     }
 }
+
+/// Long reductions into few results: the `cpu` pipeline splits them (`reduction-split`) so the
+/// threads share the work; the results stay the evaluator's (within the rounding of a
+/// reassociated sum) and the same at any thread count.
+#[test]
+fn split_long_reductions_match_the_evaluator_at_every_thread_count() {
+    let text = r#"
+HloModule long_sums
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] maximum(a, b)
+}
+ENTRY main {
+  x = f32[2,1048576] parameter(0)
+  z = f32[] constant(0)
+  ninf = f32[] constant(-inf)
+  total = f32[] reduce(x, z), dimensions={0,1}, to_apply=add
+  rows = f32[2] reduce(x, ninf), dimensions={1}, to_apply=max
+  ROOT out = (f32[], f32[2]) tuple(total, rows)
+}
+"#;
+    let original = parse_module(text).expect("parses");
+    let mut m = original.clone();
+    let pipeline = axle::passes::standard_pipeline("cpu").expect("the cpu pipeline");
+    axle::passes::optimize(&mut m, pipeline, Default::default()).expect("optimizes");
+    let reduces = m
+        .live_ids()
+        .iter()
+        .filter(|&&i| m.opcode(i) == axle::ir::Opcode::Reduce)
+        .count();
+    assert!(
+        reduces >= 4,
+        "both reductions are split in two: {reduces} reduces"
+    );
+    let args = axle::run::generate_inputs(&original, 3).expect("inputs");
+    let run = |threads| {
+        let opts = CpuOptions {
+            threads,
+            ..Default::default()
+        };
+        compile(&m, &opts)
+            .expect("compiles")
+            .run_literals(&args)
+            .expect("runs")
+    };
+    let one = run(1);
+    for threads in [2, 8] {
+        assert_eq!(run(threads), one, "{threads} threads differ from 1");
+    }
+    let want = axle::analysis::eval::evaluate(&original, &args).expect("evaluates");
+    for (g, w) in one.iter().zip(axle::run::flatten(want)) {
+        // A sum of 2M terms in chunks and vector lanes against the evaluator's sequence.
+        let tol = Tolerance::Close {
+            rtol: 1e-3,
+            atol: 1e-2,
+        };
+        compare_arrays(&w, g, tol).expect("matches the evaluator");
+    }
+}

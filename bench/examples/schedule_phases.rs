@@ -34,7 +34,7 @@ impl Timer {
 
 use axle::ir::{parse_module, Module};
 use axle::schedule::alias::Aliases;
-use axle::schedule::heap_simulator::{simulate, Block};
+use axle::schedule::heap_simulator::{peak, simulate, Block};
 use axle::schedule::liveness::Liveness;
 use axle::schedule::program::Program;
 use axle::schedule::{assign, compute_schedule, schedule_module, Heuristic, HloRules, Memory};
@@ -106,8 +106,8 @@ fn main() {
             })
             .collect();
         let t = Timer::start();
-        let h = simulate(&blocks, 64);
-        t.show("heap (3 strategies)");
+        let h = simulate(&blocks, 64, peak(&blocks));
+        t.show("heap (best fit by size; the others unless it reached the peak)");
         println!("  {} blocks: {:?}", blocks.len(), h.tried);
     }
 }

@@ -17,7 +17,8 @@ pub struct AotOutput {
     pub header: String,
     /// The entry point's symbol (`NAME_run`).
     pub symbol: String,
-    /// Bytes of the temporary block a call needs.
+    /// Bytes of the block a call needs for `temp`: the temporary block, then the scratch
+    /// arena of GEMM packing and sort planes.
     pub temp_bytes: u64,
 }
 
@@ -78,13 +79,13 @@ pub fn compile_aot(m: &Module, opts: &CpuOptions, name: &str) -> Result<AotOutpu
         &m.name,
         &prog.params,
         &prog.outputs,
-        prog.temp_bytes,
+        prog.block_bytes(),
     );
     Ok(AotOutput {
         object,
         header,
         symbol,
-        temp_bytes: prog.temp_bytes,
+        temp_bytes: prog.block_bytes(),
     })
 }
 

@@ -3,16 +3,17 @@
 //! facade's compilation cache) and loaded into another process without LLVM's optimizer or code
 //! generator ([`crate::load_artifact`]).
 //!
-//! Format (little-endian): the magic `AXLEOBJ2`, then `u32` counts and lengths followed by
+//! Format (little-endian): the magic `AXLEOBJ3`, then `u32` counts and lengths followed by
 //! their items: parameter shapes, result shapes (each an element type name and `i64`
-//! dimensions), `u64` temporary bytes, `u64` kernel count, kernel names, and the object files
-//! (a count, then each with its length; the entry point's last).
+//! dimensions), `u64` temporary bytes, `u64` bytes of the block a run allocates (the
+//! temporary block and the scratch arena), `u64` kernel count, kernel names, and the object
+//! files (a count, then each with its length; the entry point's last).
 //! Decoding checks every length against the bytes left, so a truncated or altered artifact is
 //! an error value, never a panic or an out-of-range read.
 
 use axle_ir::{ArrayShape, ElementType};
 
-const MAGIC: &[u8; 8] = b"AXLEOBJ2";
+const MAGIC: &[u8; 8] = b"AXLEOBJ3";
 
 /// A compiled module: object code and runtime facts.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,6 +24,7 @@ pub struct Artifact {
     pub(crate) params: Vec<ArrayShape>,
     pub(crate) outputs: Vec<ArrayShape>,
     pub(crate) temp_bytes: u64,
+    pub(crate) block_bytes: u64,
     pub(crate) kernels: usize,
     pub(crate) kernel_names: Vec<String>,
 }
@@ -40,6 +42,7 @@ impl Artifact {
             params: self.params.clone(),
             outputs: self.outputs.clone(),
             temp_bytes: self.temp_bytes,
+            block_bytes: self.block_bytes,
             kernels: self.kernels,
             kernel_names: self.kernel_names.clone(),
         }
@@ -61,6 +64,7 @@ impl Artifact {
             }
         }
         out.extend_from_slice(&self.temp_bytes.to_le_bytes());
+        out.extend_from_slice(&self.block_bytes.to_le_bytes());
         out.extend_from_slice(&(self.kernels as u64).to_le_bytes());
         put_u32(&mut out, self.kernel_names.len());
         for n in &self.kernel_names {
@@ -103,6 +107,12 @@ impl Artifact {
         let params = shapes()?;
         let outputs = shapes()?;
         let temp_bytes = r.i64()? as u64;
+        let block_bytes = r.i64()? as u64;
+        if block_bytes < temp_bytes {
+            return Err(format!(
+                "a block of {block_bytes} bytes cannot hold {temp_bytes} temporary bytes"
+            ));
+        }
         let kernels = r.i64()? as usize;
         let n = r.u32()?;
         let mut kernel_names = Vec::with_capacity(n.min(1 << 16));
@@ -123,6 +133,7 @@ impl Artifact {
             params,
             outputs,
             temp_bytes,
+            block_bytes,
             kernels,
             kernel_names,
         })

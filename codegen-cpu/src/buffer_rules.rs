@@ -7,6 +7,12 @@
 //! - Scratch, in the order the kernels take it: sorts and top-k merge through a buffer of their
 //!   own, GEMMs pack their operands into one, and a dot or convolution with an epilogue that
 //!   does not write its result into an output leaf first writes it into one of its shape.
+//!   The sort and GEMM working memory lives in the runtime's scratch arena
+//!   ([`axle_schedule::ScratchPlace::Arena`]), beside the temporary block and not in it: that is the
+//!   like-for-like accounting with XLA, whose `temp_size_in_bytes` does not count the packing
+//!   buffers Eigen's GEMM nor the buffer `std::sort` allocate at run time. The arena is the
+//!   tail of the block a run allocates, so the memory ceiling still covers it; an epilogue's
+//!   core result is an array XLA would count, and stays a temporary.
 //! - In place: `dynamic-update-slice` and `scatter` kernels update their operand when they are
 //!   given its buffer; element-wise loop kernels (an unfused element-wise op, or a fusion that
 //!   is one loop kernel) read each operand element before writing the same output element, so
@@ -20,7 +26,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
-use axle_schedule::{BufferRules, FusionRun};
+use axle_schedule::{BufferRules, FusionRun, Scratch};
 
 use crate::fused::{plan_fusion, FusionPlan, KernelPlan, StageHow};
 use crate::gemm::GemmTarget;
@@ -122,7 +128,7 @@ impl BufferRules for CpuRules {
         }
     }
 
-    fn scratch(&self, m: &Module, inst: InstId) -> Vec<u64> {
+    fn scratch(&self, m: &Module, inst: InstId) -> Vec<Scratch> {
         let Some((kind, plan, root)) = self.kernel(m, inst) else {
             return Vec::new();
         };
@@ -134,12 +140,12 @@ impl BufferRules for CpuRules {
         match kind {
             KernelKind::Sort | KernelKind::TopK => {
                 let bytes = crate::kernels::sort_scratch_bytes(m, root).unwrap_or(0);
-                sizes.push(bytes.max(0) as u64);
+                sizes.push(Scratch::arena(bytes.max(0) as u64));
             }
             KernelKind::Gemm => {
                 let bytes =
                     crate::gemm::gemm_geo(m, core, &self.gemm).map_or(0, |g| g.scratch_bytes());
-                sizes.push(bytes.max(0) as u64);
+                sizes.push(Scratch::arena(bytes.max(0) as u64));
             }
             _ => {}
         }
@@ -148,7 +154,7 @@ impl BufferRules for CpuRules {
                 let bytes = m.array_shape(core).map_or(0, |s| {
                     s.num_elements().max(0) as u64 * s.ty.byte_size() as u64
                 });
-                sizes.push(bytes);
+                sizes.push(Scratch::temp(bytes));
             }
         }
         sizes

@@ -237,6 +237,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
             BufKind::Output(k) => cg.byte_gep(slot(self.outputs, *k)?, off),
             BufKind::Const(id, k) => crate::elemental::const_leaf_global(cg, self.m, *id, *k),
             BufKind::Temp => cg.byte_gep(self.temp, off),
+            BufKind::Arena => cg.byte_gep(self.temp, self.prog.arena_base() as i64 + off),
         }
     }
 

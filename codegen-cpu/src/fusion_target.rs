@@ -65,21 +65,28 @@ struct Part {
     transposes_last: bool,
 }
 
+/// The most instructions [`part`] walks in a fused body.
+const PART_LIMIT: usize = 512;
+
 /// What `i` (an instruction, or a fusion's body) computes, or `None` for a body too large to
-/// walk cheaply (fused bodies are small: a list is the cheapest visited set).
+/// walk cheaply (more than [`PART_LIMIT`] instructions).
 fn part(m: &Module, i: InstId) -> Option<Part> {
     let root = computed(m, i);
     let mut out = Part::default();
-    let mut stack = vec![root];
-    let mut seen: Vec<InstId> = Vec::new();
+    // Sized for a typical fused body, so that most calls allocate once per set. A hash set:
+    // a list's linear search made this walk quadratic in the body (most of multi-output
+    // fusion's time on large_wide_100k, whose fused bodies reach the limit).
+    let mut stack = Vec::with_capacity(32);
+    stack.push(root);
+    let mut seen: hashbrown::HashSet<InstId> = hashbrown::HashSet::with_capacity(64);
     while let Some(x) = stack.pop() {
         if seen.contains(&x) {
             continue;
         }
-        if seen.len() >= 512 {
+        if seen.len() >= PART_LIMIT {
             return None;
         }
-        seen.push(x);
+        seen.insert(x);
         match m.opcode(x) {
             Opcode::Dot | Opcode::Convolution => out.matrix = true,
             Opcode::Reduce if x != root => out.inner_reduce = true,

@@ -557,6 +557,8 @@ pub struct CpuExecutable {
     params: Vec<ArrayShape>,
     outputs: Vec<ArrayShape>,
     temp_bytes: u64,
+    /// The temporary block and the scratch arena after it: what a run allocates.
+    block_bytes: u64,
     pool: Option<Arc<SharedPool>>,
     temps: Mutex<Vec<AlignedBuf>>,
     kernels: usize,
@@ -592,11 +594,13 @@ pub(crate) fn compile_object(
     let (prog, compiled, timings) = compile_parts(m, opts, "axle_entry", Form::Object)?;
     let t = Instant::now();
     let kernels = count_kernels(&prog.body);
+    let block_bytes = prog.block_bytes();
     let artifact = Artifact {
         objects: compiled.parts,
         params: prog.params,
         outputs: prog.outputs,
         temp_bytes: prog.temp_bytes,
+        block_bytes,
         kernels,
         kernel_names: compiled.kernel_names,
     };
@@ -664,6 +668,7 @@ impl CpuExecutable {
             params: facts.params,
             outputs: facts.outputs,
             temp_bytes: facts.temp_bytes,
+            block_bytes: facts.block_bytes,
             pool,
             temps: Mutex::new(Vec::new()),
             kernels: facts.kernels,
@@ -705,9 +710,28 @@ impl CpuExecutable {
         &self.outputs
     }
 
-    /// Bytes of the temporary block a run needs.
+    /// Bytes of the temporary block a run needs (as XLA's `temp_size_in_bytes` counts them:
+    /// without the scratch arena).
     pub fn temp_bytes(&self) -> u64 {
         self.temp_bytes
+    }
+
+    /// What the block a run allocates holds, for memory-ceiling errors.
+    fn block_what(&self) -> String {
+        match self.scratch_bytes() {
+            0 => format!("a temporary block of {} bytes", self.temp_bytes),
+            s => format!(
+                "a temporary block of {} bytes and a scratch arena of {s} bytes",
+                self.temp_bytes
+            ),
+        }
+    }
+
+    /// Bytes of the scratch arena a run needs beside the temporary block (GEMM packing and
+    /// sort planes, which XLA's runtime allocates inside Eigen and `std::sort`).
+    pub fn scratch_bytes(&self) -> u64 {
+        self.block_bytes
+            .saturating_sub(self.temp_bytes.div_ceil(axle_schedule::ALIGN) * axle_schedule::ALIGN)
     }
 
     /// The number of kernels.
@@ -782,11 +806,8 @@ impl CpuExecutable {
             .map_err(|e| CodegenError::general("cpu executable", e))?;
         let outs: u64 = self.outputs.iter().map(|s| shape_bytes(s) as u64).sum();
         budget
-            .reserve(outs.saturating_add(self.temp_bytes), || {
-                format!(
-                    "a run ({} output bytes and a temporary block of {} bytes)",
-                    outs, self.temp_bytes
-                )
+            .reserve(outs.saturating_add(self.block_bytes), || {
+                format!("a run ({} output bytes and {})", outs, self.block_what())
             })
             .map_err(err)?;
         self.outputs
@@ -883,14 +904,14 @@ impl CpuExecutable {
                     + self.outputs.iter().map(shape_bytes).sum::<usize>();
                 budget.force(held as u64);
                 budget
-                    .reserve(self.temp_bytes, || "the temporary block".to_string())
+                    .reserve(self.block_bytes, || self.block_what())
                     .map_err(|e| err(e.to_string()))?;
-                usize::try_from(self.temp_bytes)
+                usize::try_from(self.block_bytes)
                     .ok()
                     .and_then(AlignedBuf::try_zeroed)
                     .ok_or_else(|| {
                         err(budget
-                            .refused(self.temp_bytes, "the temporary block".to_string())
+                            .refused(self.block_bytes, self.block_what())
                             .to_string())
                     })?
             }

@@ -355,16 +355,40 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             return self.emit_tiled(&dims, a);
         }
         let (start, end) = (self.start, self.end);
+        // Elements read per output element: a reduce root reads its whole reduced extent.
+        let per_elem = self.reduced_per_element()?;
         if self.loop_is_flat(&dims) {
             self.emit_elements(&dims, start, end)?;
-            return Ok((n, GRAIN_ELEMS));
+            return Ok((n, (GRAIN_ELEMS / per_elem).max(1)));
         }
         // Items are rows of the last dimension.
         let last = dims[dims.len() - 1];
         let lo = cg.b.build_int_nsw_mul(start, cg.c64(last), "lo")?;
         let hi = cg.b.build_int_nsw_mul(end, cg.c64(last), "hi")?;
         self.emit_elements(&dims, lo, hi)?;
-        Ok((n / last, (GRAIN_ELEMS / last).max(1)))
+        Ok((n / last, (GRAIN_ELEMS / (last * per_elem)).max(1)))
+    }
+
+    /// The input elements a `Loop` kernel reads per output element: the reduced extent of a
+    /// reduce root (the largest of a tuple's), 1 for any other root.
+    fn reduced_per_element(&self) -> R<i64> {
+        let m = self.m;
+        let leaves: Vec<InstId> = if m.opcode(self.root) == Opcode::Tuple {
+            m.operands(self.root).to_vec()
+        } else {
+            vec![self.root]
+        };
+        let mut most = 1;
+        for l in leaves {
+            if m.opcode(l) == Opcode::Reduce {
+                let input = numel(&arr_of(m, m.operands(l)[0])?.dims);
+                let out = inst_leaves(m, l)?
+                    .first()
+                    .map_or(1, |s| numel(&s.dims).max(1));
+                most = most.max(input / out);
+            }
+        }
+        Ok(most.max(1))
     }
 
     /// Whether the root's leaves (of dimensions `dims`) can be computed in a flat loop with

@@ -44,6 +44,9 @@ pub(crate) enum BufKind {
     Const(InstId, u32),
     /// Part of the temporary block (at the offset [`Program::offsets`] gives).
     Temp,
+    /// Part of the scratch arena, the block's tail from [`Program::arena_base`] (at the offset
+    /// [`Program::offsets`] gives).
+    Arena,
 }
 
 /// A buffer: one array.
@@ -167,8 +170,26 @@ pub(crate) struct Program {
     /// The offset of each temporary in the temporary block, and of each buffer placed in an
     /// output's memory (0 for other buffers).
     pub offsets: Vec<u64>,
-    /// The size of the temporary block.
+    /// The size of the temporary block (what XLA's `temp_size_in_bytes` counts).
     pub temp_bytes: u64,
+    /// The size of the scratch arena after it (GEMM packing and sort planes).
+    pub arena_bytes: u64,
+}
+
+impl Program {
+    /// Where the scratch arena starts in the block a run allocates.
+    pub fn arena_base(&self) -> u64 {
+        self.temp_bytes.div_ceil(axle_schedule::ALIGN) * axle_schedule::ALIGN
+    }
+
+    /// Bytes of the block a run allocates: the temporary block, then the scratch arena.
+    pub fn block_bytes(&self) -> u64 {
+        if self.arena_bytes == 0 {
+            self.temp_bytes
+        } else {
+            self.arena_base() + self.arena_bytes
+        }
+    }
 }
 
 struct Lower<'m> {
@@ -685,6 +706,7 @@ pub(crate) fn lower(m: &Module, asg: &BufferAssignment) -> R<Program> {
         outputs,
         offsets,
         temp_bytes: asg.temp_bytes,
+        arena_bytes: asg.arena_bytes,
     })
 }
 
@@ -742,6 +764,7 @@ fn buffers(m: &Module, asg: &BufferAssignment) -> R<(Vec<Buf>, Vec<u64>)> {
             Memory::Constant { inst, leaf } => (BufKind::Const(inst, leaf), 0),
             Memory::Output { leaf, offset } => (BufKind::Output(leaf), offset),
             Memory::Temp { offset } => (BufKind::Temp, offset),
+            Memory::Arena { offset } => (BufKind::Arena, offset),
         };
         bufs.push(Buf {
             kind,

@@ -22,7 +22,7 @@
 //!   `copy-same-layout`;
 //! - data movement (`shapes`): `reshape-noop`, `reshape-reshape`, `reshape-broadcast-scalar`,
 //!   `broadcast-noop`, `broadcast-broadcast`, `transpose-identity`, `transpose-transpose`,
-//!   `transpose-degenerate`, `slice-noop`, `slice-slice`, `slice-concat`, `slice-broadcast`,
+//!   `transpose-dot`, `transpose-degenerate`, `slice-noop`, `slice-slice`, `slice-concat`, `slice-broadcast`,
 //!   `slice-iota`, `pad-noop`, `concat-single`, `concat-drop-empty`, `concat-adjacent-slices`,
 //!   `concat-broadcast-scalar`, `reverse-degenerate`, `reverse-reverse`, `dynamic-slice-full`,
 //!   `dynamic-slice-constant`, `dus-full`, `dus-empty`, `iota-degenerate`;

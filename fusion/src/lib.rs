@@ -1,8 +1,8 @@
 //! Graph rewriting that feeds fusion: algebraic simplification, constant folding, inlining,
 //! tuple, while-loop and reshape simplification, zero-sized-array elimination, broadcast
-//! canonicalization, the expansion of batch-norm ops and the `f32` upcast of narrow-typed linear
-//! algebra, and fusion itself (`fusion`, `multi-output-fusion`), one pass per file, named as the
-//! pass.
+//! canonicalization, the expansion of batch-norm ops, the `f32` upcast of narrow-typed linear
+//! algebra, the splitting of long reductions into few results, and fusion itself (`fusion`,
+//! `multi-output-fusion`), one pass per file, named as the pass.
 //!
 //! [`register`] adds the simplification passes to a [`PassRegistry`]; the fusion passes need a
 //! target ([`target::FusionTarget`]), which the caller maps from the `target=NAME` option through
@@ -21,6 +21,7 @@ pub mod linalg_upcast;
 pub mod multi_output_fusion;
 pub mod outline;
 pub mod param_target;
+pub mod reduction_split;
 pub mod reshape_mover;
 pub mod rewrite;
 pub mod target;
@@ -94,6 +95,17 @@ pub fn register(reg: &mut PassRegistry) {
         doc: "expands batch-norm-inference/training/grad into broadcasts, reduces and elementwise ops, as XLA's BatchNormExpander",
         options: &[],
         create: |_| Box::new(batchnorm_expander::BatchNormExpander),
+    });
+    reg.register(PassInfo {
+        name: "reduction-split",
+        doc: "splits a reduction of long rows into few results into two reductions (chunks, then their partial results), so threads can share it",
+        options: reduction_split::OPTIONS,
+        create: |o| {
+            Box::new(reduction_split::ReductionSplit {
+                min_elements: o.int("min_elements"),
+                max_results: o.int("max_results"),
+            })
+        },
     });
     reg.register(PassInfo {
         name: "linalg-upcast",

@@ -102,6 +102,26 @@ pub fn layout_like(m: &mut Module, like: InstId, rank: usize) -> LayoutId {
     }
 }
 
+/// The write phase of a pass whose plan has one rule: applies every rewrite of `plan` in order,
+/// counting those that changed something under `counter`; returns whether any did.
+pub fn apply_plan(
+    m: &mut Module,
+    plan: Vec<(InstId, Rewrite)>,
+    cx: &mut axle_ir::PassCx<'_>,
+    counter: &'static str,
+) -> bool {
+    if plan.is_empty() {
+        return false;
+    }
+    let mut rw = m.rewriter();
+    for (id, r) in plan {
+        if apply(&mut rw, id, r) {
+            cx.count(counter, 1);
+        }
+    }
+    rw.finish()
+}
+
 /// Applies `r` to `id`; returns whether it changed anything (it does not when `id` or a
 /// forwarding target is gone).
 pub fn apply(rw: &mut Rewriter<'_>, id: InstId, r: Rewrite) -> bool {
@@ -353,6 +373,15 @@ pub fn simple_reducer(m: &Module, comp: axle_ir::CompId) -> Option<Opcode> {
     }
     let (a, b) = (ops[0], ops[1]);
     ((a == params[0] && b == params[1]) || (a == params[1] && b == params[0])).then_some(op)
+}
+
+/// Whether two splat values are the same bits (so `0.0` and `-0.0` differ; NaN never matches).
+pub fn identical(a: Num, b: Num) -> bool {
+    match (a, b) {
+        (Num::Int(x), Num::Int(y)) => x == y,
+        (Num::Float(x), Num::Float(y)) => x.to_bits() == y.to_bits(),
+        _ => false,
+    }
 }
 
 /// The identity element of a commutative reducer opcode at type `ty`, if it has one that holds

@@ -16,7 +16,7 @@ use axle_ir::passes::{is_effectful, Structure};
 use axle_ir::{ArrayLiteral, Changed, InstId, Module, Opcode, Pass, PassCx, PassError};
 use rayon::prelude::*;
 
-use crate::rewrite::{apply, array, Node, Rewrite, ShapeSpec};
+use crate::rewrite::{apply_plan, array, Node, Rewrite, ShapeSpec};
 
 /// The `zero-sized-elim` pass.
 #[derive(Clone, Copy, Debug, Default)]
@@ -50,15 +50,6 @@ impl Pass for ZeroSizedElim {
                 Some((id, Rewrite::Build(vec![c])))
             })
             .collect();
-        if plan.is_empty() {
-            return Ok(false);
-        }
-        let mut rw = m.rewriter();
-        for (id, r) in plan {
-            if apply(&mut rw, id, r) {
-                cx.count("replaced", 1);
-            }
-        }
-        Ok(rw.finish())
+        Ok(apply_plan(m, plan, cx, "replaced"))
     }
 }

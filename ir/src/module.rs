@@ -811,7 +811,16 @@ impl Module {
 
     /// Live instructions of every computation, in creation order: `result[c.index()]`.
     pub fn insts_by_comp(&self) -> Vec<Vec<InstId>> {
-        let mut out = vec![Vec::new(); self.comps.len()];
+        // Sized first, so that thousands of small fused computations cost one allocation each
+        // instead of a chain of reallocations.
+        let mut counts = vec![0usize; self.comps.len()];
+        for i in self.live_indices() {
+            let p = self.parent[i];
+            if !p.is_none() {
+                counts[p.index()] += 1;
+            }
+        }
+        let mut out: Vec<Vec<InstId>> = counts.into_iter().map(Vec::with_capacity).collect();
         for i in self.live_indices() {
             let p = self.parent[i];
             if !p.is_none() {

@@ -14,7 +14,12 @@
 //!    Each group is one parallel assignment made sequential: a copy that overwrites another's
 //!    source waits for it, and a cycle goes through a staging temporary;
 //! 4. the heap simulator ([`crate::heap_simulator`]) places the temporaries (alias sets, kernel
-//!    scratch, staging) in one block with 64-byte aligned offsets, keeping its best strategy.
+//!    scratch, staging) in one block with 64-byte aligned offsets, keeping its best strategy;
+//! 5. arena scratch ([`crate::rules::ScratchPlace::Arena`]: a library routine's working memory,
+//!    GEMM packing and sort planes) is no temporary: it lives in the runtime's scratch arena,
+//!    each kernel's from offset 0 (kernels run one at a time), and the arena's size is the
+//!    largest kernel's total, reported apart from the temporary block as XLA's
+//!    `temp_size_in_bytes` leaves out what Eigen and `std::sort` allocate at run time.
 //!
 //! The result answers what a backend needs: the buffer of every leaf of every instruction that
 //! runs as a step, each buffer's memory (parameter, constant, output or temporary offset), the
@@ -28,7 +33,7 @@ use axle_ir::{AttrKey, BufferId, InstId, Module};
 
 use crate::alias::{donations, Aliases};
 use crate::error::ScheduleError;
-use crate::heap_simulator::{simulate, Block, Strategy};
+use crate::heap_simulator::{peak, simulate, Block, Strategy};
 use crate::liveness::{loop_body_end, Liveness};
 use crate::program::{Program, ValueId, ValueKind};
 use crate::rules::BufferRules;
@@ -59,6 +64,12 @@ pub enum Memory {
     },
     /// At `offset` in the temporary block.
     Temp {
+        /// The offset, a multiple of [`ALIGN`].
+        offset: u64,
+    },
+    /// At `offset` in the runtime's scratch arena (a kernel's arena scratch; no kernel's
+    /// arena scratch is live beside another kernel's).
+    Arena {
         /// The offset, a multiple of [`ALIGN`].
         offset: u64,
     },
@@ -115,6 +126,9 @@ pub struct BufferAssignment {
     output_moves: Vec<Move>,
     /// Bytes of the temporary block.
     pub temp_bytes: u64,
+    /// Bytes of the scratch arena the runtime provides beside the temporary block (the
+    /// largest total of one kernel's arena scratch).
+    pub arena_bytes: u64,
     /// The highest total of temporary bytes live at one position: no placement needs less.
     pub peak_bytes: u64,
     /// The heap strategy kept.
@@ -167,6 +181,10 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
                 }
             }
             ValueKind::Scratch => buf.role = Role::Scratch,
+            ValueKind::ArenaScratch => {
+                buf.role = Role::Scratch;
+                buf.memory = Memory::Arena { offset: 0 };
+            }
             _ => {}
         }
     }
@@ -182,6 +200,7 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
         outputs: Vec::new(),
         output_moves: Vec::new(),
         temp_bytes: 0,
+        arena_bytes: 0,
         peak_bytes: 0,
         strategy: Strategy::BestFitBySize,
         tried: Vec::new(),
@@ -282,7 +301,8 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
             end: a.buffers[b].span.1,
         })
         .collect();
-    let heap = simulate(&blocks, ALIGN);
+    a.peak_bytes = peak(&blocks);
+    let heap = simulate(&blocks, ALIGN, a.peak_bytes);
     for (k, &b) in temps.iter().enumerate() {
         a.buffers[b].memory = Memory::Temp {
             offset: heap.placement.offsets[k],
@@ -291,29 +311,22 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
     a.temp_bytes = heap.placement.size;
     a.strategy = heap.strategy;
     a.tried = heap.tried;
-    a.peak_bytes = peak(&blocks);
-    Ok(a)
-}
 
-/// The highest total size of blocks live at one position.
-fn peak(blocks: &[Block]) -> u64 {
-    let mut ev: Vec<(u32, i8, u64)> = Vec::with_capacity(blocks.len() * 2);
-    for b in blocks {
-        ev.push((b.start, 1, b.size));
-        ev.push((b.end.saturating_add(1), -1, b.size));
-    }
-    // Frees before allocations at the same position.
-    ev.sort_unstable_by_key(|&(p, d, _)| (p, d));
-    let (mut cur, mut best) = (0u64, 0u64);
-    for (_, d, s) in ev {
-        if d > 0 {
-            cur += s;
-            best = best.max(cur);
-        } else {
-            cur -= s;
+    // 6. The arena: each kernel's arena scratch in order from offset 0 (a kernel's scratch
+    // values are consecutive, each alone in its buffer).
+    let mut kernel = (InstId::NONE, 0u64);
+    for buf in a.buffers.iter_mut() {
+        if let (Memory::Arena { .. }, Some(&v)) = (buf.memory, buf.values.first()) {
+            let inst = a.program.value(v).inst;
+            if inst != kernel.0 {
+                kernel = (inst, 0);
+            }
+            buf.memory = Memory::Arena { offset: kernel.1 };
+            kernel.1 += buf.size.div_ceil(ALIGN) * ALIGN;
+            a.arena_bytes = a.arena_bytes.max(kernel.1);
         }
     }
-    best
+    Ok(a)
 }
 
 impl BufferAssignment {

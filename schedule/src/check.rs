@@ -54,6 +54,7 @@ pub struct CheckReport {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Space {
     Temp,
+    Arena,
     Param(u32),
     Const(InstId, u32),
     Output(u32),
@@ -175,6 +176,15 @@ impl Checker<'_> {
                     ));
                 }
                 (Space::Temp, offset)
+            }
+            Memory::Arena { offset } => {
+                if offset % ALIGN != 0 || (buf.size > 0 && offset + buf.size > self.a.arena_bytes) {
+                    return Err(format!(
+                        "buffer {} lies outside the scratch arena",
+                        b.index()
+                    ));
+                }
+                (Space::Arena, offset)
             }
             Memory::Param(k) => (Space::Param(k), 0),
             Memory::Constant { inst, leaf } => (Space::Const(inst, leaf), 0),

@@ -38,7 +38,7 @@ pub use buffer_assignment::{assign, Buffer, BufferAssignment, Memory, Move, Role
 pub use error::ScheduleError;
 pub use heap_simulator::Strategy;
 pub use memory_schedule::{compute_schedule, schedule_module, Choice, Heuristic, ScheduleReport};
-pub use rules::{BufferRules, FusionRun, HloRules};
+pub use rules::{BufferRules, FusionRun, HloRules, Scratch, ScratchPlace};
 
 use axle_ir::{PassInfo, PassRegistry};
 

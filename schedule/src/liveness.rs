@@ -97,7 +97,7 @@ impl Liveness {
             match val.kind {
                 ValueKind::Param(_) | ValueKind::Constant => ivs.push((0, b[v])),
                 ValueKind::Defined => ivs.push((p.start(i), b[v].max(p.start(i)))),
-                ValueKind::Scratch => ivs.push((p.start(i), p.start(i))),
+                ValueKind::Scratch | ValueKind::ArenaScratch => ivs.push((p.start(i), p.start(i))),
                 ValueKind::LoopState => {
                     let body_end = loop_body_end(m, p, i);
                     ivs.push((p.start(i), a[v].max(p.start(i))));

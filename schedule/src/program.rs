@@ -28,7 +28,7 @@ use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
 
 use crate::error::ScheduleError;
 use crate::leaves::ShapeLeaves;
-use crate::rules::{BufferRules, FusionRun};
+use crate::rules::{BufferRules, FusionRun, ScratchPlace};
 use crate::views::{def_kind, Def};
 
 /// A value's id.
@@ -47,8 +47,11 @@ pub enum ValueKind {
     LoopState,
     /// An output of a `conditional`.
     BranchOutput,
-    /// Scratch memory of a kernel while it runs.
+    /// Scratch memory of a kernel while it runs, in the temporary block.
     Scratch,
+    /// Scratch memory of a kernel while it runs, in the runtime's scratch arena
+    /// ([`crate::rules::ScratchPlace::Arena`]).
+    ArenaScratch,
 }
 
 /// One value: an array leaf in memory.
@@ -380,13 +383,16 @@ impl Builder<'_> {
                 let sizes = self.rules.scratch(m, i);
                 if !sizes.is_empty() {
                     let mut vs = Vec::with_capacity(sizes.len());
-                    for (k, bytes) in sizes.into_iter().enumerate() {
+                    for (k, sc) in sizes.into_iter().enumerate() {
                         vs.push(self.p.values.len() as u32);
                         self.p.values.push(Value {
                             inst: i,
                             leaf: k as u32,
-                            bytes,
-                            kind: ValueKind::Scratch,
+                            bytes: sc.bytes,
+                            kind: match sc.place {
+                                ScratchPlace::Temp => ValueKind::Scratch,
+                                ScratchPlace::Arena => ValueKind::ArenaScratch,
+                            },
                         });
                     }
                     self.p.scratch.insert(i, vs);

@@ -18,6 +18,7 @@ fn memory_name(a: &BufferAssignment, k: usize) -> String {
         Memory::Constant { .. } => "constant".into(),
         Memory::Output { leaf, .. } if a.is_output(BufferId::new(k)) => format!("output {leaf}"),
         Memory::Output { leaf, .. } => format!("in output {leaf}"),
+        Memory::Arena { .. } => "scratch arena".into(),
         Memory::Temp { .. } => match b.role {
             Role::Scratch => "temp (scratch)".into(),
             Role::Staging => "temp (staging)".into(),
@@ -28,7 +29,9 @@ fn memory_name(a: &BufferAssignment, k: usize) -> String {
 
 fn offset(b: &Buffer) -> Option<u64> {
     match b.memory {
-        Memory::Temp { offset } | Memory::Output { offset, .. } => Some(offset),
+        Memory::Temp { offset } | Memory::Output { offset, .. } | Memory::Arena { offset } => {
+            Some(offset)
+        }
         _ => None,
     }
 }
@@ -103,6 +106,11 @@ pub fn text(m: &Module, a: &BufferAssignment, choices: Option<&[Choice]>) -> Str
         a.strategy.name(),
         tried.join(", ")
     );
+    let _ = writeln!(
+        out,
+        "scratch arena: {} bytes (GEMM packing and sort planes, beside the temporary block)",
+        a.arena_bytes
+    );
     let moves = a.output_moves().len();
     let _ = writeln!(
         out,
@@ -170,6 +178,7 @@ pub fn json(m: &Module, a: &BufferAssignment, choices: Option<&[Choice]>) -> Jso
         "module": m.name,
         "schedule": schedule,
         "temp_bytes": a.temp_bytes,
+        "arena_bytes": a.arena_bytes,
         "peak_bytes": a.peak_bytes,
         "fragmentation_bytes": a.fragmentation_bytes(),
         "output_bytes": a.output_bytes(),

@@ -23,6 +23,46 @@ pub enum FusionRun {
     Steps(Vec<InstId>),
 }
 
+/// One scratch buffer of a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scratch {
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Where it lives.
+    pub place: ScratchPlace,
+}
+
+/// Where a kernel's scratch buffer lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScratchPlace {
+    /// A temporary in the temporary block, like any array the program computes (an epilogue's
+    /// core result).
+    Temp,
+    /// The runtime's scratch arena: working memory of a library routine (GEMM operand
+    /// packing, a sort's merge or radix planes), which XLA's CPU runtime allocates inside Eigen
+    /// and `std::sort` at run time and which its `temp_size_in_bytes` does not count. Kernels
+    /// run one at a time, so every kernel's arena scratch starts at the arena's offset 0.
+    Arena,
+}
+
+impl Scratch {
+    /// A temporary scratch buffer of `bytes`.
+    pub fn temp(bytes: u64) -> Scratch {
+        Scratch {
+            bytes,
+            place: ScratchPlace::Temp,
+        }
+    }
+
+    /// An arena scratch buffer of `bytes`.
+    pub fn arena(bytes: u64) -> Scratch {
+        Scratch {
+            bytes,
+            place: ScratchPlace::Arena,
+        }
+    }
+}
+
 /// Backend facts for buffer assignment. Every method has XLA's answer as its default.
 pub trait BufferRules: Sync {
     /// How `fusion` runs (XLA: always one kernel).
@@ -31,9 +71,10 @@ pub trait BufferRules: Sync {
         FusionRun::Kernel
     }
 
-    /// The sizes of the scratch buffers the kernel of `inst` (an instruction or a fusion step)
-    /// needs while it runs (none by default). Scratch is a temporary live at `inst` only.
-    fn scratch(&self, m: &Module, inst: InstId) -> Vec<u64> {
+    /// The scratch buffers the kernel of `inst` (an instruction or a fusion step) needs while
+    /// it runs, in the order the kernel takes them (none by default). Scratch is live at `inst`
+    /// only.
+    fn scratch(&self, m: &Module, inst: InstId) -> Vec<Scratch> {
         let _ = (m, inst);
         Vec::new()
     }

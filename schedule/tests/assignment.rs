@@ -6,7 +6,7 @@ use axle_ir::{parse_module, InstId, Module};
 use axle_schedule::check::check;
 use axle_schedule::{
     assign, schedule_module, BufferAssignment, BufferRules, FusionRun, Heuristic, HloRules, Memory,
-    Role,
+    Role, Scratch,
 };
 
 fn prepared(text: &str) -> Module {
@@ -243,33 +243,41 @@ ENTRY main {
     assert!(a.donated_outputs.is_empty());
 }
 
+/// A module of sorts by `lt` of `x = f32[1024]` with the entry body `body`.
+fn sorts(body: &str) -> String {
+    format!(
+        "HloModule sorts
+
+lt {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=LT
+}}
+
+ENTRY main {{
+  x = f32[1024]{{0}} parameter(0)
+{body}}}
+"
+    )
+}
+
 #[test]
 fn scratch_is_a_temporary_live_at_its_kernel_only() {
     struct Scratchy;
     impl BufferRules for Scratchy {
-        fn scratch(&self, m: &Module, i: InstId) -> Vec<u64> {
+        fn scratch(&self, m: &Module, i: InstId) -> Vec<Scratch> {
             if m.opcode(i) == axle_ir::Opcode::Sort {
-                vec![4096, 100]
+                vec![Scratch::temp(4096), Scratch::temp(100)]
             } else {
                 Vec::new()
             }
         }
     }
-    let text = "\
-HloModule sort
-
-lt {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT c = pred[] compare(a, b), direction=LT
-}
-
-ENTRY main {
-  x = f32[1024]{0} parameter(0)
-  s = f32[1024]{0} sort(x), dimensions={0}, to_apply=lt
+    let text = &sorts(
+        "  s = f32[1024]{0} sort(x), dimensions={0}, to_apply=lt
   ROOT n = f32[1024]{0} negate(s)
-}
-";
+",
+    );
     let (m, a) = assigned(text, &Scratchy);
     let bs = a.scratch(id(&m, "s"));
     assert_eq!(bs.len(), 2, "two scratch buffers");
@@ -464,4 +472,44 @@ ENTRY main {
         "{:?}",
         a.buffer(zb).memory
     );
+}
+
+#[test]
+fn arena_scratch_is_no_temporary_and_every_kernel_starts_at_zero() {
+    // Two sorts, each with library scratch in the arena (8000 bytes, then 100) and the second
+    // with a temporary scratch buffer besides.
+    struct Arena;
+    impl BufferRules for Arena {
+        fn scratch(&self, m: &Module, i: InstId) -> Vec<Scratch> {
+            match (m.opcode(i), m.name(i)) {
+                (axle_ir::Opcode::Sort, "s") => vec![Scratch::arena(8000), Scratch::arena(100)],
+                (axle_ir::Opcode::Sort, _) => vec![Scratch::arena(64), Scratch::temp(4096)],
+                _ => Vec::new(),
+            }
+        }
+    }
+    let text = &sorts(
+        "  s = f32[1024]{0} sort(x), dimensions={0}, to_apply=lt
+  t = f32[1024]{0} sort(s), dimensions={0}, to_apply=lt
+  ROOT n = f32[1024]{0} negate(t)
+",
+    );
+    let (m, a) = assigned(text, &Arena);
+    let offsets = |name: &str| -> Vec<Option<u64>> {
+        a.scratch(id(&m, name))
+            .into_iter()
+            .map(|b| match a.buffer(b).memory {
+                Memory::Arena { offset } => Some(offset),
+                _ => None,
+            })
+            .collect()
+    };
+    // The first kernel's two arena buffers one after the other (8000 rounded up to 64),
+    // the second kernel's from 0 again; its temporary scratch is in the temporary block.
+    assert_eq!(offsets("s"), vec![Some(0), Some(8000u64.div_ceil(64) * 64)]);
+    assert_eq!(offsets("t"), vec![Some(0), None]);
+    assert_eq!(a.arena_bytes, 8000u64.div_ceil(64) * 64 + 128);
+    // In the block: the first sort's result and, beside it while the second sort runs, that
+    // sort's temporary scratch (the second sort writes the output, negate updates it in place).
+    assert_eq!(a.temp_bytes, 4096 + 4096);
 }

@@ -5,18 +5,9 @@ use axle_ir::{AttrKey, ElementType, InstId, Module, Opcode};
 
 use super::{Cx, Hit};
 use crate::rewrite::{
-    dims, elem_ty, forward, ints, ints_value, reducer_identity, simple_reducer, splat, splat_nodes,
-    Node, Num, Rewrite, ShapeSpec, Val,
+    dims, elem_ty, forward, identical, ints, ints_value, reducer_identity, simple_reducer, splat,
+    splat_nodes, Node, Num, Rewrite, ShapeSpec, Val,
 };
-
-/// Whether two splat values are the same bits (so `0.0` and `-0.0` differ; NaN never matches).
-fn identical(a: Num, b: Num) -> bool {
-    match (a, b) {
-        (Num::Int(x), Num::Int(y)) => x == y,
-        (Num::Float(x), Num::Float(y)) => x.to_bits() == y.to_bits(),
-        _ => false,
-    }
-}
 
 fn broadcast_to(src: Val, shape: ShapeSpec, dims: &[i64]) -> Node {
     Node::new(Opcode::Broadcast, shape, vec![src]).attr(AttrKey::Dimensions, ints_value(dims))

@@ -25,6 +25,53 @@ fn slice_node(id_shape: ShapeSpec, x: Val, s: Vec<[i64; 3]>) -> Node {
     Node::new(Opcode::Slice, id_shape, vec![x]).attr(AttrKey::Slice, AttrValue::Slice(s.into()))
 }
 
+/// `transpose(dot(a, b))` swapping the two dimensions of a matrix product with one free
+/// dimension on each side and no batch dimensions, when the transpose is the dot's only user:
+/// `dot(b, a)` with the contracting dimensions swapped computes the same sums of the same
+/// products directly in the transposed order (XLA's algebraic simplifier folds it too), so no
+/// kernel transposes the product afterwards and a consumer reading it element-wise may take its
+/// buffer. Only dots with no attributes beyond their dimension numbers (and metadata, which the
+/// new dot keeps) are rewritten.
+fn transpose_dot(cx: &Cx<'_>, id: InstId, x: InstId, p: &[i64]) -> Option<Rewrite> {
+    let m = cx.m;
+    if m.opcode(x) != Opcode::Dot || p != [1, 0] || !cx.users.get().has_single_use(x) {
+        return None;
+    }
+    let known = [
+        AttrKey::LhsContractingDims,
+        AttrKey::RhsContractingDims,
+        AttrKey::LhsBatchDims,
+        AttrKey::RhsBatchDims,
+        AttrKey::Metadata,
+    ];
+    if m.attrs(x).iter().any(|(k, _)| !known.contains(k)) {
+        return None;
+    }
+    let empty: &[i64] = &[];
+    let batch = |k: &AttrKey| ints(m, x, k).unwrap_or(empty).is_empty();
+    if !batch(&AttrKey::LhsBatchDims) || !batch(&AttrKey::RhsBatchDims) {
+        return None;
+    }
+    let (a, b) = (m.operands(x)[0], m.operands(x)[1]);
+    let lc = ints(m, x, &AttrKey::LhsContractingDims).unwrap_or(empty);
+    let rc = ints(m, x, &AttrKey::RhsContractingDims).unwrap_or(empty);
+    let free = |o: InstId, c: &[i64]| dims(m, o).map(|d| d.len() - c.len());
+    if free(a, lc)? != 1 || free(b, rc)? != 1 {
+        return None;
+    }
+    let mut dot = Node::new(
+        Opcode::Dot,
+        ShapeSpec::Of(id),
+        vec![Val::Old(b), Val::Old(a)],
+    )
+    .attr(AttrKey::LhsContractingDims, ints_value(rc))
+    .attr(AttrKey::RhsContractingDims, ints_value(lc));
+    if let Some(md) = m.attr(x, &AttrKey::Metadata) {
+        dot = dot.attr(AttrKey::Metadata, md.clone());
+    }
+    Some(Rewrite::Build(vec![dot]))
+}
+
 fn is_identity(p: &[i64]) -> bool {
     p.iter().enumerate().all(|(i, &d)| d == i as i64)
 }
@@ -107,6 +154,9 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
                         one(Transpose, id, w).attr(AttrKey::Dimensions, ints_value(&composed))
                     ])),
                 );
+            }
+            if let Some(r) = transpose_dot(cx, id, x, p) {
+                return hit("transpose-dot", Some(r));
             }
             // A transpose that only moves size-1 dimensions keeps the row-major element order.
             let moved: Vec<i64> = p
