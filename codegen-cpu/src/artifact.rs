@@ -1,25 +1,26 @@
-//! A compiled module as bytes: the relocatable object file with the facts the runtime needs to
+//! A compiled module as bytes: the relocatable object files with the facts the runtime needs to
 //! run it (parameter and result leaves, temporary bytes, kernel names), so it can be stored (the
 //! facade's compilation cache) and loaded into another process without LLVM's optimizer or code
 //! generator ([`crate::load_artifact`]).
 //!
-//! Format (little-endian): the magic `AXLEOBJ2`, then `u32` counts and lengths followed by
+//! Format (little-endian): the magic `AXLEOBJ3`, then `u32` counts and lengths followed by
 //! their items: parameter shapes, result shapes (each an element type name and `i64`
 //! dimensions), `u64` temporary bytes, `u64` bytes of the block a run allocates (the
 //! temporary block and the scratch arena), `u64` kernel count, kernel names, and the object
-//! file.
+//! files (a count, then each with its length; the entry point's last).
 //! Decoding checks every length against the bytes left, so a truncated or altered artifact is
 //! an error value, never a panic or an out-of-range read.
 
 use axle_ir::{ArrayShape, ElementType};
 
-const MAGIC: &[u8; 8] = b"AXLEOBJ2";
+const MAGIC: &[u8; 8] = b"AXLEOBJ3";
 
 /// A compiled module: object code and runtime facts.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Artifact {
-    /// The relocatable object file, exporting the entry point `axle_entry`.
-    pub(crate) object: Vec<u8>,
+    /// The relocatable object files, one per LLVM module; together they define the entry
+    /// point `axle_entry` (in the last).
+    pub(crate) objects: Vec<Vec<u8>>,
     pub(crate) params: Vec<ArrayShape>,
     pub(crate) outputs: Vec<ArrayShape>,
     pub(crate) temp_bytes: u64,
@@ -29,15 +30,15 @@ pub struct Artifact {
 }
 
 impl Artifact {
-    /// The bytes of the object file.
-    pub fn object(&self) -> &[u8] {
-        &self.object
+    /// The object files, the entry point's last.
+    pub fn objects(&self) -> &[Vec<u8>] {
+        &self.objects
     }
 
     /// The runtime facts without the object code.
     pub(crate) fn clone_facts(&self) -> Artifact {
         Artifact {
-            object: Vec::new(),
+            objects: Vec::new(),
             params: self.params.clone(),
             outputs: self.outputs.clone(),
             temp_bytes: self.temp_bytes,
@@ -49,7 +50,8 @@ impl Artifact {
 
     /// The artifact as bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.object.len() + 256);
+        let code: usize = self.objects.iter().map(|o| o.len() + 4).sum();
+        let mut out = Vec::with_capacity(code + 256);
         out.extend_from_slice(MAGIC);
         for shapes in [&self.params, &self.outputs] {
             put_u32(&mut out, shapes.len());
@@ -68,8 +70,11 @@ impl Artifact {
         for n in &self.kernel_names {
             put_str(&mut out, n);
         }
-        put_u32(&mut out, self.object.len());
-        out.extend_from_slice(&self.object);
+        put_u32(&mut out, self.objects.len());
+        for o in &self.objects {
+            put_u32(&mut out, o.len());
+            out.extend_from_slice(o);
+        }
         out
     }
 
@@ -114,13 +119,17 @@ impl Artifact {
         for _ in 0..n {
             kernel_names.push(r.str()?);
         }
-        let len = r.u32()?;
-        let object = r.take(len)?.to_vec();
+        let n = r.u32()?;
+        let mut objects = Vec::with_capacity(n.min(1 << 16));
+        for _ in 0..n {
+            let len = r.u32()?;
+            objects.push(r.take(len)?.to_vec());
+        }
         if !r.b.is_empty() {
             return Err(format!("{} trailing bytes", r.b.len()));
         }
         Ok(Artifact {
-            object,
+            objects,
             params,
             outputs,
             temp_bytes,

@@ -7,8 +7,6 @@
 //! kernel with enough work items is handed to `rt->parallel_for(rt, kernel, bufs, items,
 //! grain)`, which may split `[0, items)` across threads.
 
-use std::collections::HashMap;
-
 use axle_ir::{ElementType, Module};
 use inkwell::module::Linkage;
 use inkwell::values::{FunctionValue, IntValue, PointerValue};
@@ -17,15 +15,14 @@ use inkwell::IntPredicate;
 use crate::cg::Cg;
 use crate::error::R;
 use crate::fused::inst_label;
-use crate::kernels::{attribute, emit_kernel, Emitted};
-use crate::lower::{BufId, BufKind, Program, Thunk};
-use crate::signature::kernel_signature;
+use crate::kernels::kernel_type;
+use crate::lower::{BufId, BufKind, Kernel, Program, Thunk};
 
 struct Entry<'a, 'ctx> {
     cg: &'a Cg<'ctx>,
     m: &'a Module,
     prog: &'a Program,
-    kernels: Vec<Emitted<'ctx>>,
+    kernels: &'a [EntryKernel],
     next_kernel: usize,
     params: PointerValue<'ctx>,
     outputs: PointerValue<'ctx>,
@@ -34,11 +31,23 @@ struct Entry<'a, 'ctx> {
     bufs_array: PointerValue<'ctx>,
     bufs_ty: inkwell::types::ArrayType<'ctx>,
     dispatch: FunctionValue<'ctx>,
-    parts: usize,
 }
 
 /// Thunks per function of the entry point.
-const PART: usize = 32;
+pub(crate) const PART: usize = 32;
+
+/// What the entry point knows of a kernel: its function's name (defined in another module or
+/// this one; declared when first called), its work items and its grain.
+pub(crate) struct EntryKernel {
+    pub symbol: String,
+    pub items: i64,
+    pub grain: i64,
+}
+
+/// The name of the function running chunk `c` of the program's top-level thunks.
+fn top_part(c: usize) -> String {
+    format!("axle.top{c}")
+}
 
 /// Emits `dispatch(rt, kernel, bufs, items, grain, id)`: traces the kernel when the runtime
 /// asks, hands it to `rt->parallel_for` when there is a runtime and enough work, and otherwise
@@ -71,10 +80,7 @@ fn emit_dispatch<'ctx>(cg: &Cg<'ctx>) -> R<FunctionValue<'ctx>> {
     let items = arg(3)?.into_int_value();
     let grain = arg(4)?.into_int_value();
     let id = arg(5)?.into_int_value();
-    let kty = cg
-        .ctx
-        .void_type()
-        .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
+    let kty = kernel_type(cg);
     let tty = cg
         .ctx
         .void_type()
@@ -138,115 +144,73 @@ fn emit_dispatch<'ctx>(cg: &Cg<'ctx>) -> R<FunctionValue<'ctx>> {
     Ok(f)
 }
 
-/// Emits every kernel and the entry point `name` into `cg`'s module; returns a description of
-/// each kernel (`kN.name (opcode)`), in kernel number order.
-pub(crate) fn build(
+/// Emits the entry point `name` into `cg`'s module, calling `kernels` (one per kernel number,
+/// in program order) with bind arrays of `max_bufs` pointers. A body longer than [`PART`]
+/// thunks calls its chunks as external functions that [`build_top_parts`] defines.
+pub(crate) fn build_entry(
     cg: &Cg,
     m: &Module,
     prog: &Program,
     name: &str,
     export: bool,
-) -> R<Vec<String>> {
-    let mut kernels = Vec::new();
-    let mut max_bufs = 1usize;
-    emit_kernels(
-        cg,
-        m,
-        &prog.body,
-        &mut kernels,
-        &mut max_bufs,
-        &mut HashMap::new(),
-    )?;
-    let dispatch = emit_dispatch(cg)?;
-    let ptr = cg.ptr();
-    let fty = cg
-        .ctx
-        .void_type()
-        .fn_type(&[ptr.into(), ptr.into(), ptr.into(), ptr.into()], false);
+    kernels: &[EntryKernel],
+    max_bufs: usize,
+) -> R<()> {
     let linkage = if export {
         Linkage::External
     } else {
         Linkage::Internal
     };
-    let f = cg.add_fn(name, fty, Some(linkage));
-    let entry = cg.ctx.append_basic_block(f, "entry");
-    cg.b.position_at_end(entry);
-    let p = |i: u32| -> R<PointerValue> {
-        Ok(f.get_nth_param(i)
-            .ok_or("entry without parameters")?
-            .into_pointer_value())
-    };
-    let arr_ty = ptr.array_type(max_bufs as u32);
-    let bufs_array = cg.b.build_alloca(arr_ty, "bufs")?;
-    let mut e = Entry {
-        cg,
-        m,
-        prog,
-        kernels,
-        next_kernel: 0,
-        params: p(0)?,
-        outputs: p(1)?,
-        temp: p(2)?,
-        rt: p(3)?,
-        bufs_array,
-        bufs_ty: arr_ty,
-        dispatch,
-        parts: 0,
-    };
-    e.thunks(&prog.body)?;
+    let mut e = Entry::new(cg, m, prog, kernels, max_bufs)?;
+    e.enter(name, linkage)?;
+    if prog.body.len() > PART {
+        for c in 0..prog.body.len().div_ceil(PART) {
+            let f = e.part_fn_type();
+            let f = cg.module.get_function(&top_part(c)).unwrap_or_else(|| {
+                cg.module
+                    .add_function(&top_part(c), f, Some(Linkage::External))
+            });
+            e.call_part(f)?;
+        }
+    } else {
+        e.thunks(&prog.body)?;
+    }
     cg.b.build_return(None)?;
-    Ok(e.kernels.iter().map(|k| k.name.clone()).collect())
+    Ok(())
 }
 
-fn emit_kernels<'ctx>(
-    cg: &Cg<'ctx>,
+/// Emits the functions of chunks `chunks` of the program's top-level thunks (see
+/// [`build_entry`]), the first of whose kernels is kernel number `first_kernel`.
+pub(crate) fn build_top_parts(
+    cg: &Cg,
     m: &Module,
-    thunks: &[Thunk],
-    out: &mut Vec<Emitted<'ctx>>,
-    max_bufs: &mut usize,
-    seen: &mut HashMap<String, usize>,
+    prog: &Program,
+    kernels: &[EntryKernel],
+    max_bufs: usize,
+    chunks: std::ops::Range<usize>,
+    first_kernel: usize,
 ) -> R<()> {
-    for t in thunks {
-        match t {
-            Thunk::Kernel(k) => {
-                let n = k.outputs.len()
-                    + k.bindings.iter().map(|(_, b)| b.len()).sum::<usize>()
-                    + k.scratch.len();
-                *max_bufs = (*max_bufs).max(n);
-                let name = format!("k{}.{}", out.len(), sanitize(&inst_label(m, k.origin)));
-                let label = format!("{name} ({})", m.opcode(k.root).name());
-                let sig = kernel_signature(m, k);
-                if let Some(&first) = seen.get(&sig) {
-                    // The same code as an earlier kernel: share its function.
-                    let e = &out[first];
-                    let shared = Emitted {
-                        func: e.func,
-                        name: label,
-                        items: e.items,
-                        grain: e.grain,
-                    };
-                    out.push(shared);
-                    continue;
-                }
-                let mut e = emit_kernel(cg, m, k, &name).map_err(|f| attribute(m, k, f))?;
-                e.name = label;
-                seen.insert(sig, out.len());
-                out.push(e);
-            }
-            Thunk::Copy { .. } => {}
-            Thunk::HostCall(h) => *max_bufs = (*max_bufs).max(h.buffers().len()),
-            Thunk::While { cond, body, .. } => {
-                emit_kernels(cg, m, cond, out, max_bufs, seen)?;
-                emit_kernels(cg, m, body, out, max_bufs, seen)?;
-            }
-            Thunk::Cond { branches, .. } => {
-                for (b, _) in branches {
-                    emit_kernels(cg, m, b, out, max_bufs, seen)?;
-                }
-            }
-        }
+    let mut e = Entry::new(cg, m, prog, kernels, max_bufs)?;
+    e.next_kernel = first_kernel;
+    for c in chunks {
+        let end = (c * PART + PART).min(prog.body.len());
+        e.part_fn(&prog.body[c * PART..end], &top_part(c), Linkage::External)?;
     }
     Ok(())
+}
+
+/// The function name of kernel number `number` (rooted at `k`'s origin): unique in the program.
+pub(crate) fn kernel_symbol(m: &Module, k: &Kernel, number: usize) -> String {
+    format!("k{number}.{}", sanitize(&inst_label(m, k.origin)))
+}
+
+/// Kernel `k`'s description, `kN.name (opcode)`.
+pub(crate) fn kernel_label(m: &Module, k: &Kernel, number: usize) -> String {
+    format!(
+        "{} ({})",
+        kernel_symbol(m, k, number),
+        m.opcode(k.root).name()
+    )
 }
 
 /// A symbol-safe version of an instruction name.
@@ -302,37 +266,52 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
         Ok(())
     }
 
-    /// Emits `chunk` as a function of its own and calls it.
-    fn part(&mut self, chunk: &[Thunk]) -> R<()> {
-        let cg = self.cg;
-        let ptr = cg.ptr();
-        let fty = cg
+    /// A state for emitting functions of the entry point into `cg`'s module (the dispatcher
+    /// added); its function values are set by [`Entry::enter`].
+    fn new(
+        cg: &'a Cg<'ctx>,
+        m: &'a Module,
+        prog: &'a Program,
+        kernels: &'a [EntryKernel],
+        max_bufs: usize,
+    ) -> R<Self> {
+        let dispatch = emit_dispatch(cg)?;
+        let null = cg.ptr().const_null();
+        Ok(Entry {
+            cg,
+            m,
+            prog,
+            kernels,
+            next_kernel: 0,
+            params: null,
+            outputs: null,
+            temp: null,
+            rt: null,
+            bufs_array: null,
+            bufs_ty: cg.ptr().array_type(max_bufs.max(1) as u32),
+            dispatch,
+        })
+    }
+
+    /// The type of the entry point and of its parts: `(params, outputs, temp, rt)`.
+    fn part_fn_type(&self) -> inkwell::types::FunctionType<'ctx> {
+        let ptr = self.cg.ptr();
+        self.cg
             .ctx
             .void_type()
-            .fn_type(&[ptr.into(), ptr.into(), ptr.into(), ptr.into()], false);
-        let f = cg.add_fn(
-            &format!("axle.part{}", self.parts),
-            fty,
-            Some(Linkage::Internal),
-        );
-        self.parts += 1;
-        f.add_attribute(
-            inkwell::attributes::AttributeLoc::Function,
-            cg.enum_attr("noinline"),
-        );
-        let here = cg.cur_block()?;
-        let saved = (
-            self.params,
-            self.outputs,
-            self.temp,
-            self.rt,
-            self.bufs_array,
-        );
+            .fn_type(&[ptr.into(), ptr.into(), ptr.into(), ptr.into()], false)
+    }
+
+    /// Adds function `name` of the entry point's type and positions the builder in its entry
+    /// block, with its parameters and a new bind array as the current values.
+    fn enter(&mut self, name: &str, linkage: Linkage) -> R<FunctionValue<'ctx>> {
+        let cg = self.cg;
+        let f = cg.add_fn(name, self.part_fn_type(), Some(linkage));
         let entry = cg.ctx.append_basic_block(f, "entry");
         cg.b.position_at_end(entry);
         let p = |i: u32| -> R<PointerValue<'ctx>> {
             Ok(f.get_nth_param(i)
-                .ok_or("part without parameters")?
+                .ok_or("entry function without parameters")?
                 .into_pointer_value())
         };
         self.params = p(0)?;
@@ -340,6 +319,32 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
         self.temp = p(2)?;
         self.rt = p(3)?;
         self.bufs_array = cg.b.build_alloca(self.bufs_ty, "bufs")?;
+        Ok(f)
+    }
+
+    /// Emits `chunk` as a function of its own (internal) and calls it.
+    fn part(&mut self, chunk: &[Thunk]) -> R<()> {
+        let name = format!("axle.part{}", self.next_kernel);
+        let f = self.part_fn(chunk, &name, Linkage::Internal)?;
+        self.call_part(f)
+    }
+
+    /// Emits `chunk` as function `name`, leaving the builder where it was.
+    fn part_fn(&mut self, chunk: &[Thunk], name: &str, linkage: Linkage) -> R<FunctionValue<'ctx>> {
+        let cg = self.cg;
+        let here = cg.b.get_insert_block();
+        let saved = (
+            self.params,
+            self.outputs,
+            self.temp,
+            self.rt,
+            self.bufs_array,
+        );
+        let f = self.enter(name, linkage)?;
+        f.add_attribute(
+            inkwell::attributes::AttributeLoc::Function,
+            cg.enum_attr("noinline"),
+        );
         for t in chunk {
             self.thunk(t)?;
         }
@@ -351,8 +356,15 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
             self.rt,
             self.bufs_array,
         ) = saved;
-        cg.b.position_at_end(here);
-        cg.b.build_call(
+        if let Some(b) = here {
+            cg.b.position_at_end(b);
+        }
+        Ok(f)
+    }
+
+    /// Calls part `f` with the current function's arguments.
+    fn call_part(&mut self, f: FunctionValue<'ctx>) -> R<()> {
+        self.cg.b.build_call(
             f,
             &[
                 self.params.into(),
@@ -365,14 +377,26 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
         Ok(())
     }
 
+    /// Kernel `id`'s function, declared in this module when first called.
+    fn kernel_fn(&self, id: usize) -> R<FunctionValue<'ctx>> {
+        let cg = self.cg;
+        let k = self.kernels.get(id).ok_or("kernel number out of range")?;
+        if let Some(f) = cg.module.get_function(&k.symbol) {
+            return Ok(f);
+        }
+        Ok(cg
+            .module
+            .add_function(&k.symbol, kernel_type(cg), Some(Linkage::External)))
+    }
+
     fn thunk(&mut self, t: &Thunk) -> R<()> {
         let cg = self.cg;
         match t {
             Thunk::Kernel(k) => {
                 let id = self.next_kernel;
-                let e = &self.kernels[id];
+                let e = self.kernels.get(id).ok_or("kernel number out of range")?;
                 self.next_kernel += 1;
-                let (func, items, grain) = (e.func, e.items, e.grain);
+                let (items, grain) = (e.items, e.grain);
                 if items == 0 {
                     return Ok(());
                 }
@@ -386,6 +410,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                     let slot = cg.gep(cg.ptr().into(), self.bufs_array, cg.c64(i as i64))?;
                     cg.b.build_store(slot, p)?;
                 }
+                let func = self.kernel_fn(id)?;
                 self.call_kernel(func, items, grain, id)
             }
             Thunk::Copy { src, dst } => self.copy(*src, *dst),

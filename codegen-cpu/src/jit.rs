@@ -1,6 +1,6 @@
-//! The compilation pipeline (lower, emit, verify, optimize, emit an object file), the JIT
-//! executable (the object file linked into the process by ORC, [`crate::object_loader`]) and its
-//! threaded runtime. Compiling and loading a cached [`Artifact`] make the same executable: the
+//! The compilation pipeline (lower; emit, verify, optimize and emit object files, one per LLVM
+//! module of [`crate::modules`], on rayon threads), the JIT executable (the object files linked
+//! into the process by ORC, [`crate::object_loader`]) and its threaded runtime. Compiling and loading a cached [`Artifact`] make the same executable: the
 //! same object code runs either way.
 
 use std::borrow::Cow;
@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use axle_ir::{ArrayShape, Module};
 use inkwell::context::Context;
-use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{
     CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
 };
@@ -19,9 +18,9 @@ use axle_schedule::{assign, schedule_module, BufferAssignment, Heuristic};
 
 use crate::artifact::Artifact;
 use crate::buffer_rules::CpuRules;
-use crate::cg::Cg;
 use crate::error::{finish, CodegenError};
 use crate::lower::{lower, Program};
+use crate::modules::{Compiled, Form, Setup};
 use crate::object_loader::LoadedObject;
 use crate::pool::SharedPool;
 use crate::CpuOptions;
@@ -242,14 +241,12 @@ pub struct CompileTimings {
     pub codegen: Duration,
 }
 
-/// A lowered and optimized LLVM module.
+/// A lowered and optimized program linked into one LLVM module (for ahead-of-time objects
+/// and printing).
 pub(crate) struct Built<'ctx> {
-    pub cg: Cg<'ctx>,
+    pub module: inkwell::module::Module<'ctx>,
     pub prog: Program,
     pub tm: TargetMachine,
-    pub timings: CompileTimings,
-    /// Kernel descriptions, by kernel number.
-    pub kernel_names: Vec<String>,
 }
 
 /// The rewrites the backend needs before lowering (see [`needs_expansion`]).
@@ -366,14 +363,14 @@ pub(crate) fn kernel_plan(m: &Module) -> Result<Vec<String>, CodegenError> {
     Ok(lines)
 }
 
-/// Lowers `m`, emits its LLVM module with entry point `entry` and optimizes it.
-pub(crate) fn build<'ctx>(
-    ctx: &'ctx Context,
+/// Lowers `m` and compiles its kernels and entry point `entry` (exported) in `form`, on
+/// rayon threads ([`crate::modules`]); returns the program, the compiled parts and the timings.
+fn compile_parts(
     m: &Module,
     opts: &CpuOptions,
     entry: &str,
-    reloc: RelocMode,
-) -> Result<Built<'ctx>, CodegenError> {
+    form: Form,
+) -> Result<(Program, Compiled, CompileTimings), CodegenError> {
     let mut timings = CompileTimings::default();
     let t = Instant::now();
     let spec = target_spec(opts);
@@ -384,39 +381,39 @@ pub(crate) fn build<'ctx>(
     let (m, asg) = (&*plan.module, &plan.assignment);
     let prog = lower(m, asg).map_err(|f| finish(m, f))?;
     timings.lower = t.elapsed() - timings.schedule;
-    let tm = target_machine(&spec, reloc, opts.opt_level)
+    let t = Instant::now();
+    let setup = Setup {
+        m,
+        prog: &prog,
+        spec: &spec,
+        opts,
+        gemm: &gemm,
+        reloc: RelocMode::PIC,
+    };
+    let compiled = crate::modules::compile(&setup, entry, true, form)?;
+    // The phases run interleaved on several threads: their shares of the wall time.
+    let wall = t.elapsed();
+    let busy = (compiled.emit + compiled.optimize + compiled.codegen).max(Duration::from_nanos(1));
+    let share = |d: Duration| wall.mul_f64(d.as_secs_f64() / busy.as_secs_f64());
+    timings.emit = share(compiled.emit);
+    timings.optimize = share(compiled.optimize);
+    timings.codegen = share(compiled.codegen);
+    Ok((prog, compiled, timings))
+}
+
+/// Lowers `m`, compiles it with entry point `entry` and links it into one module of `ctx`.
+pub(crate) fn build<'ctx>(
+    ctx: &'ctx Context,
+    m: &Module,
+    opts: &CpuOptions,
+    entry: &str,
+    reloc: RelocMode,
+) -> Result<Built<'ctx>, CodegenError> {
+    let (prog, compiled, _) = compile_parts(m, opts, entry, Form::Bitcode)?;
+    let module = crate::modules::link(ctx, m, &compiled.parts, entry)?;
+    let tm = target_machine(&target_spec(opts), reloc, opts.opt_level)
         .map_err(|e| CodegenError::general(&m.name, e))?;
-    let t = Instant::now();
-    let mut cg = Cg::new(ctx, &m.name, &spec.cpu, &spec.features);
-    cg.libm_math = opts.libm_math;
-    cg.ftz = opts.flush_denormals;
-    cg.gemm = gemm;
-    cg.module.set_triple(&spec.triple);
-    cg.module
-        .set_data_layout(&tm.get_target_data().get_data_layout());
-    let kernel_names = crate::emit::build(&cg, m, &prog, entry, true).map_err(|f| finish(m, f))?;
-    cg.module.verify().map_err(|e| {
-        CodegenError::general(&m.name, format!("internal error: invalid LLVM IR: {e}"))
-    })?;
-    timings.emit = t.elapsed();
-    let t = Instant::now();
-    let po = PassBuilderOptions::create();
-    let vectorize = opts.opt_level >= 2;
-    po.set_loop_vectorization(vectorize);
-    po.set_loop_slp_vectorization(vectorize);
-    po.set_loop_interleaving(vectorize);
-    po.set_loop_unrolling(vectorize);
-    cg.module
-        .run_passes(&format!("default<O{}>", opts.opt_level.min(3)), &tm, po)
-        .map_err(|e| CodegenError::general(&m.name, format!("LLVM optimization failed: {e}")))?;
-    timings.optimize = t.elapsed();
-    Ok(Built {
-        cg,
-        prog,
-        tm,
-        timings,
-        kernel_names,
-    })
+    Ok(Built { module, prog, tm })
 }
 
 impl Built<'_> {
@@ -424,7 +421,7 @@ impl Built<'_> {
     pub(crate) fn object(&self, m: &Module) -> Result<Vec<u8>, CodegenError> {
         Ok(self
             .tm
-            .write_to_memory_buffer(&self.cg.module, FileType::Object)
+            .write_to_memory_buffer(&self.module, FileType::Object)
             .map_err(|e| CodegenError::general(&m.name, format!("object emission failed: {e}")))?
             .as_slice()
             .to_vec())
@@ -594,30 +591,23 @@ pub(crate) fn compile_object(
     opts: &CpuOptions,
 ) -> Result<(CpuExecutable, Artifact), CodegenError> {
     let t0 = Instant::now();
-    let ctx = Context::create();
-    let built = build(&ctx, m, opts, "axle_entry", RelocMode::PIC)?;
+    let (prog, compiled, timings) = compile_parts(m, opts, "axle_entry", Form::Object)?;
     let t = Instant::now();
-    let object = built.object(m)?;
-    let Built {
-        prog,
-        mut timings,
-        kernel_names,
-        ..
-    } = built;
     let kernels = count_kernels(&prog.body);
     let block_bytes = prog.block_bytes();
     let artifact = Artifact {
-        object,
+        objects: compiled.parts,
         params: prog.params,
         outputs: prog.outputs,
         temp_bytes: prog.temp_bytes,
         block_bytes,
         kernels,
-        kernel_names,
+        kernel_names: compiled.kernel_names,
     };
     let (code, entry) =
-        load_object(&artifact.object).map_err(|e| CodegenError::general(&m.name, e))?;
-    timings.codegen = t.elapsed();
+        load_objects(&artifact.objects).map_err(|e| CodegenError::general(&m.name, e))?;
+    let mut timings = timings;
+    timings.codegen += t.elapsed();
     let exe = CpuExecutable::new(code, entry, artifact.clone_facts(), opts, t0, timings);
     Ok((exe, artifact))
 }
@@ -631,7 +621,7 @@ pub(crate) fn load_artifact(
 ) -> Result<CpuExecutable, CodegenError> {
     let t0 = Instant::now();
     let (code, entry) =
-        load_object(&artifact.object).map_err(|e| CodegenError::general("cached artifact", e))?;
+        load_objects(&artifact.objects).map_err(|e| CodegenError::general("cached artifact", e))?;
     let timings = CompileTimings {
         codegen: t0.elapsed(),
         ..Default::default()
@@ -646,8 +636,8 @@ pub(crate) fn load_artifact(
     ))
 }
 
-fn load_object(object: &[u8]) -> Result<(LoadedObject, EntryFn), String> {
-    let (loaded, addr) = LoadedObject::load(object, &crate::runtime::symbols(), "axle_entry")?;
+fn load_objects(objects: &[Vec<u8>]) -> Result<(LoadedObject, EntryFn), String> {
+    let (loaded, addr) = LoadedObject::load(objects, &crate::runtime::symbols(), "axle_entry")?;
     // SAFETY: `axle_entry` was emitted with exactly this signature.
     let entry: EntryFn = unsafe { std::mem::transmute::<usize, EntryFn>(addr) };
     Ok((loaded, entry))

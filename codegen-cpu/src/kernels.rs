@@ -24,7 +24,7 @@ use axle_ir::{
     ArrayShape, AttrKey, ComparisonDirection, ComparisonType, ElementType, InstId, Module, Opcode,
 };
 use inkwell::module::Linkage;
-use inkwell::values::{FunctionValue, IntValue, PointerValue};
+use inkwell::values::{IntValue, PointerValue};
 use inkwell::IntPredicate;
 
 use crate::cg::{bv, numel, Cg, Val};
@@ -37,29 +37,26 @@ use crate::ops;
 /// Elements per work item group below which a kernel is not worth splitting.
 pub(crate) const GRAIN_ELEMS: i64 = 1 << 15;
 
-/// An emitted kernel: its function, its number of work items and the smallest useful group.
-pub(crate) struct Emitted<'ctx> {
-    pub func: FunctionValue<'ctx>,
-    /// `kN.name (opcode)`, for profiles.
-    pub name: String,
+/// An emitted kernel: its number of work items and the smallest useful group.
+pub(crate) struct Emitted {
     pub items: i64,
     pub grain: i64,
 }
 
-/// Emits the function of kernel `k`; `ptrs` is the number of buffers it takes.
-pub(crate) fn emit_kernel<'ctx>(
-    cg: &Cg<'ctx>,
-    m: &Module,
-    k: &Kernel,
-    name: &str,
-) -> R<Emitted<'ctx>> {
-    let ptr = cg.ptr();
-    let i64t = cg.i64();
-    let fty = cg
-        .ctx
+/// The type of every kernel function, `void (ptr bufs, i64 start, i64 end)`.
+pub(crate) fn kernel_type<'ctx>(cg: &Cg<'ctx>) -> inkwell::types::FunctionType<'ctx> {
+    let (ptr, i64t) = (cg.ptr(), cg.i64());
+    cg.ctx
         .void_type()
-        .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
-    let f = cg.add_fn(name, fty, Some(Linkage::Internal));
+        .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false)
+}
+
+/// Emits the function of kernel `k`; `ptrs` is the number of buffers it takes.
+pub(crate) fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &Kernel, name: &str) -> R<Emitted> {
+    let ptr = cg.ptr();
+    let fty = kernel_type(cg);
+    // External: the entry point calling it is in another LLVM module (see `crate::modules`).
+    let f = cg.add_fn(name, fty, Some(Linkage::External));
     // Kernels stay functions of their own: the runtime takes their address, and one function
     // per kernel keeps instruction selection linear in the number of kernels.
     f.add_attribute(
@@ -137,8 +134,6 @@ pub(crate) fn emit_kernel<'ctx>(
     cg.b.build_return(None)?;
     let ns = crate::parallel_cost::kernel_ns(m, k.origin, k.root);
     Ok(Emitted {
-        func: f,
-        name: name.to_string(),
         items,
         grain: crate::parallel_cost::grain_by_cost(items, grain, ns),
     })

@@ -47,6 +47,7 @@ mod kernels;
 mod lower;
 mod math;
 mod minifloat;
+mod modules;
 mod object_loader;
 mod ops;
 mod parallel_cost;
@@ -151,11 +152,11 @@ pub fn emit_text(m: &Module, opts: &CpuOptions, what: Emit) -> Result<String, Co
     let ctx = Context::create();
     let built = jit::build(&ctx, m, opts, "axle_entry", RelocMode::PIC)?;
     match what {
-        Emit::LlvmIr => Ok(built.cg.module.print_to_string().to_string()),
+        Emit::LlvmIr => Ok(built.module.print_to_string().to_string()),
         Emit::Asm => {
             let buf = built
                 .tm
-                .write_to_memory_buffer(&built.cg.module, FileType::Assembly)
+                .write_to_memory_buffer(&built.module, FileType::Assembly)
                 .map_err(|e| {
                     CodegenError::general(&m.name, format!("assembly emission failed: {e}"))
                 })?;

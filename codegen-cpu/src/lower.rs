@@ -800,17 +800,32 @@ fn leaf_shape(m: &Module, s: &axle_ir::Shape, leaf: u32) -> Option<ArrayShape> {
 
 /// Calls `f` on every kernel of `thunks` in program order, nested ones included.
 pub(crate) fn visit_kernels(thunks: &[Thunk], f: &mut dyn FnMut(&Kernel)) {
+    visit_thunks(thunks, false, &mut |t, _| {
+        if let Thunk::Kernel(k) = t {
+            f(k)
+        }
+    });
+}
+
+/// Calls `f` on every thunk of `thunks` in program order, a loop's or conditional's own thunk
+/// before those of its condition, body or branches (in that order), with whether the thunk is
+/// in a loop (`in_loop` for those of `thunks`).
+pub(crate) fn visit_thunks<'p>(
+    thunks: &'p [Thunk],
+    in_loop: bool,
+    f: &mut dyn FnMut(&'p Thunk, bool),
+) {
     for t in thunks {
+        f(t, in_loop);
         match t {
-            Thunk::Kernel(k) => f(k),
-            Thunk::Copy { .. } | Thunk::HostCall(_) => {}
+            Thunk::Kernel(_) | Thunk::Copy { .. } | Thunk::HostCall(_) => {}
             Thunk::While { cond, body, .. } => {
-                visit_kernels(cond, f);
-                visit_kernels(body, f);
+                visit_thunks(cond, true, f);
+                visit_thunks(body, true, f);
             }
             Thunk::Cond { branches, .. } => {
                 for (b, _) in branches {
-                    visit_kernels(b, f);
+                    visit_thunks(b, in_loop, f);
                 }
             }
         }

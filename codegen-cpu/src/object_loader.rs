@@ -1,8 +1,8 @@
-//! Loading a relocatable object file into this process with LLVM's ORC JIT (LLJIT and its
+//! Loading relocatable object files into this process with LLVM's ORC JIT (LLJIT and its
 //! object linking layer), so code compiled once (by this process or, through the compilation
 //! cache, by an earlier one) runs without LLVM's optimizer or code generator.
 //!
-//! Invariants: the JIT resolves the object's undefined symbols against the given absolute
+//! Invariants: the JIT resolves the objects' undefined symbols against the given absolute
 //! symbols (the runtime library's host calls) first and then the process (the C library's
 //! math functions, `memcpy`, ...); an object that leaves a symbol unresolved, or that is not a
 //! valid object for the host, is an error value, never a crash. The machine code lives until
@@ -22,7 +22,7 @@ use llvm_sys::orc2::{
     LLVMOrcJITDylibAddGenerator, LLVMOrcJITDylibDefine,
 };
 
-/// An object file linked into this process.
+/// Object files linked into this process (one JIT, one symbol namespace).
 pub(crate) struct LoadedObject {
     jit: LLVMOrcLLJITRef,
 }
@@ -58,10 +58,11 @@ unsafe fn take_error(e: LLVMErrorRef) -> Option<String> {
 }
 
 impl LoadedObject {
-    /// Links `object` into the process, with `symbols` (name, address) defined for it, and
-    /// returns it with the address of its function `entry`.
+    /// Links `objects` into the process (their external symbols resolve against each other),
+    /// with `symbols` (name, address) defined for them, and returns them with the address of
+    /// the function `entry`.
     pub(crate) fn load(
-        object: &[u8],
+        objects: &[Vec<u8>],
         symbols: &[(&str, usize)],
         entry: &str,
     ) -> Result<(LoadedObject, usize), String> {
@@ -114,21 +115,23 @@ impl LoadedObject {
             }
             LLVMOrcJITDylibAddGenerator(dylib, gen);
             let name = c"axle-object";
-            let buf = llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy(
-                object.as_ptr().cast(),
-                object.len(),
-                name.as_ptr(),
-            );
-            if let Some(e) = take_error(LLVMOrcLLJITAddObjectFile(jit, dylib, buf)) {
-                return Err(format!("cannot add the object file: {e}"));
+            for object in objects {
+                let buf = llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy(
+                    object.as_ptr().cast(),
+                    object.len(),
+                    name.as_ptr(),
+                );
+                if let Some(e) = take_error(LLVMOrcLLJITAddObjectFile(jit, dylib, buf)) {
+                    return Err(format!("cannot add an object file: {e}"));
+                }
             }
             let mut addr = 0u64;
             if let Some(e) = take_error(LLVMOrcLLJITLookup(jit, &mut addr, entry.as_ptr())) {
-                return Err(format!("cannot link the object file: {e}"));
+                return Err(format!("cannot link the object files: {e}"));
             }
             if addr == 0 {
                 return Err(format!(
-                    "the object file has no {}",
+                    "the object files have no {}",
                     entry.to_string_lossy()
                 ));
             }

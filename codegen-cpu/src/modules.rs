@@ -1,0 +1,526 @@
+//! The LLVM modules of a program: its distinct kernels split into groups, each group emitted,
+//! verified, optimized and code-generated as an LLVM module of its own in its own LLVM context
+//! on a rayon thread; then the entry point's code the same way: its top-level chunks of
+//! [`PART`] thunks, [`ENTRY_CHUNKS`] to a module, and the entry point calling them, last.
+//!
+//! Pipelines by weight: kernel groups get the options' `default<ON>` and code generator level,
+//! except groups of light kernels (small elementwise, reduction and row kernels outside loops,
+//! [`class`]), which get scalar clean-ups and the fast instruction selector, and of gathers of
+//! hundreds of buffers, which get what entry code gets: entry code only binds buffers and
+//! calls kernels, so `default<O0>` and the fast selector. A light
+//! kernel's float sums run in sequence where `default<O3>` would vectorize them (the emitters
+//! allow reassociation of reduction steps only), which can change their last bits; whether a
+//! kernel is light depends only on the kernel, so outputs are still the same at any thread
+//! count.
+//!
+//! Invariants:
+//! - The partition depends only on the program (kernel order and sizes), never on the thread
+//!   count or the rayon pool, and every group is compiled alone, so the object files (and the
+//!   outputs of the code) are the same at any thread count.
+//! - Kernel numbers, names and the sharing of one function by structurally identical kernels
+//!   ([`crate::signature`]) are the same as in one module: a kernel's function is
+//!   `kN.name`, `N` the number of its first use, defined in the group of that use and external;
+//!   the entry module declares each function it calls. Constants a kernel reads are private
+//!   globals of the kernel's module (a constant read by kernels of two groups is in both).
+//! - Each LLVM context, builder and module is created, used and dropped on one thread (LLVM
+//!   allows one context per thread; nothing here is shared between contexts but bytes).
+//! - Ahead-of-time objects and the printed IR link every module into one (the kernels made
+//!   internal again), so they export only the entry point, as before the split.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use axle_ir::Module;
+use inkwell::context::Context;
+use inkwell::memory_buffer::MemoryBuffer;
+use inkwell::module::Linkage;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{FileType, RelocMode, TargetMachine};
+use rayon::prelude::*;
+
+use crate::cg::Cg;
+use crate::emit::{build_entry, build_top_parts, kernel_label, kernel_symbol, EntryKernel, PART};
+use crate::error::{finish, CodegenError, R};
+use crate::jit::{target_machine, TargetSpec};
+use crate::kernels::{attribute, emit_kernel};
+use crate::lower::{visit_kernels, visit_thunks, Kernel, Program, Thunk};
+use crate::signature::kernel_signature;
+use crate::CpuOptions;
+
+/// The weight (bytes of kernel signature, a measure of the code a kernel becomes) at which a
+/// group of kernels is closed. Small enough that a 10k-instruction graph makes a few dozen
+/// modules for the threads to share, large enough that the per-module cost (a context, a
+/// target machine, a pass manager, an object file to link) stays small beside the kernels'.
+const GROUP_WEIGHT: usize = 48 * 1024;
+
+/// The most kernels in one group.
+const GROUP_KERNELS: usize = 256;
+
+/// Top-level chunks of the entry point (each [`PART`] thunks) in one module.
+const ENTRY_CHUNKS: usize = 64;
+
+/// The stack each module is compiled on. LLVM's passes and the emitters recurse over deep IR
+/// (a concatenation of thousands of operands is a chain of thousands of blocks), more deeply
+/// than a rayon thread's 2 MiB allow; untouched pages of the segment cost no memory.
+const MODULE_STACK: usize = 64 * 1024 * 1024;
+
+/// Runs `f` on a stack segment of [`MODULE_STACK`] bytes.
+fn on_big_stack<T>(f: impl FnOnce() -> T) -> T {
+    stacker::grow(MODULE_STACK, f)
+}
+
+/// The distinct kernels of a program and what each kernel number calls.
+struct Kernels<'p> {
+    /// Distinct kernels in order of first use, with their function names and weights.
+    unique: Vec<(&'p Kernel, String, usize)>,
+    /// Per distinct kernel, its pipeline class ([`class`]).
+    class: Vec<Class>,
+    /// Per kernel number: the distinct kernel it runs and its description.
+    uses: Vec<(usize, String)>,
+    /// The most buffers any kernel or host call binds.
+    max_bufs: usize,
+}
+
+/// The kernels of `prog` in kernel number order (a loop's condition, then its body; branches
+/// in order), sharing one function per signature.
+fn collect<'p>(m: &Module, prog: &'p Program) -> Kernels<'p> {
+    let mut ks = Kernels {
+        unique: Vec::new(),
+        class: Vec::new(),
+        uses: Vec::new(),
+        max_bufs: 1,
+    };
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    visit_thunks(&prog.body, false, &mut |t, in_loop| match t {
+        Thunk::Kernel(k) => {
+            let n = k.outputs.len()
+                + k.bindings.iter().map(|(_, b)| b.len()).sum::<usize>()
+                + k.scratch.len();
+            ks.max_bufs = ks.max_bufs.max(n);
+            let number = ks.uses.len();
+            let sig = kernel_signature(m, k);
+            let weight = sig.len();
+            let u = *seen.entry(sig).or_insert_with(|| {
+                ks.unique.push((k, kernel_symbol(m, k, number), weight));
+                ks.class.push(class(prog, k));
+                ks.unique.len() - 1
+            });
+            // A kernel run by a loop runs many times: it keeps the full pipeline.
+            if in_loop {
+                ks.class[u] = Class::Full;
+            }
+            ks.uses.push((u, kernel_label(m, k, number)));
+        }
+        Thunk::HostCall(h) => ks.max_bufs = ks.max_bufs.max(h.buffers().len()),
+        _ => {}
+    });
+    ks
+}
+
+/// The most bytes a light kernel reads and writes.
+const LIGHT_BYTES: u64 = 4 * 1024;
+
+/// The pass pipeline of light kernels' modules: scalar clean-ups only (no loop passes, no
+/// vectorizers), followed by the fast instruction selector. On `large_wide_10k` (500 small
+/// fused chains) this takes a tenth of the CPU time of `default<O3>` with the full code
+/// generator.
+const LIGHT_PIPELINE: &str = "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg)";
+
+/// The pass pipeline of the entry point's modules: straight-line calls that run once per
+/// kernel call, so LLVM's cheapest pipeline and instruction selector (on a 100k-instruction
+/// `deep_dag`, whose 5,653 kernel calls share 19 functions, the entry point took two thirds of
+/// the compile time at `default<O3>`).
+const ENTRY_PIPELINE: &str = "default<O0>";
+
+/// Bound buffers from which a kernel is a gather: the concatenation closing a wide graph, a
+/// copy that vectorization barely speeds up, while LLVM's passes are superlinear in its
+/// thousands of blocks (40 s at `default<O3>` for the 4,413 operands of `large_wide_100k`,
+/// a minute of scalar clean-ups for the 13,108 of `large_wide_300k`).
+const GATHER_BINDINGS: usize = 256;
+
+/// How much optimization a kernel's code gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    /// The options' `default<ON>` pipeline and code generator level.
+    Full,
+    /// [`LIGHT_PIPELINE`] and the fast instruction selector.
+    Light,
+    /// [`ENTRY_PIPELINE`] and the fast instruction selector.
+    Bare,
+}
+
+/// Kernel `k`'s class (before [`collect`] makes kernels run by a loop full): an elementwise,
+/// reduction or row kernel binding at least [`GATHER_BINDINGS`] buffers is bare, one that
+/// reads and writes at most [`LIGHT_BYTES`] light (its run time barely depends on
+/// vectorization and careful instruction selection), any other full.
+fn class(prog: &Program, k: &Kernel) -> Class {
+    use crate::lower::KernelKind::*;
+    if !matches!(k.kind, Loop | Reduce | Row) {
+        return Class::Full;
+    }
+    let bound = || k.bindings.iter().flat_map(|(_, b)| b);
+    if bound().count() >= GATHER_BINDINGS {
+        return Class::Bare;
+    }
+    let bytes: u64 = k
+        .outputs
+        .iter()
+        .chain(bound())
+        .map(|&b| prog.bufs[b as usize].bytes)
+        .sum();
+    if bytes <= LIGHT_BYTES {
+        Class::Light
+    } else {
+        Class::Full
+    }
+}
+
+/// A group of distinct kernels compiled as one module, all of one class.
+struct Group {
+    kernels: Vec<usize>,
+    class: Class,
+}
+
+/// Groups of distinct kernels, one class to a group, each in order of first use and closed
+/// at [`GROUP_WEIGHT`] or [`GROUP_KERNELS`]; groups are ordered by their first kernel.
+fn partition(ks: &Kernels) -> Vec<Group> {
+    const CLASSES: [Class; 3] = [Class::Full, Class::Light, Class::Bare];
+    let mut done = Vec::new();
+    // The open group of each class and its weight.
+    let mut open: [(Vec<usize>, usize); 3] = Default::default();
+    for (i, (_, _, w)) in ks.unique.iter().enumerate() {
+        let class = ks.class[i];
+        let (g, weight) = &mut open[class as usize];
+        g.push(i);
+        *weight += w;
+        if *weight >= GROUP_WEIGHT || g.len() >= GROUP_KERNELS {
+            done.push(Group {
+                kernels: std::mem::take(g),
+                class,
+            });
+            *weight = 0;
+        }
+    }
+    for (class, (g, _)) in CLASSES.into_iter().zip(open) {
+        if !g.is_empty() {
+            done.push(Group { kernels: g, class });
+        }
+    }
+    done.sort_by_key(|g| g.kernels[0]);
+    done
+}
+
+/// What a compiled module is handed back as.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// A relocatable object file.
+    Object,
+    /// Optimized LLVM bitcode, to be linked into one module.
+    Bitcode,
+}
+
+/// The code of a program: one compiled module per group of kernels, then the entry module's.
+pub(crate) struct Compiled {
+    /// Objects or bitcode ([`Form`]), the entry module's last.
+    pub parts: Vec<Vec<u8>>,
+    /// Per kernel number, its description.
+    pub kernel_names: Vec<String>,
+    /// Time spent emitting, optimizing and generating code, summed over threads.
+    pub emit: Duration,
+    pub optimize: Duration,
+    pub codegen: Duration,
+}
+
+/// What every module of one compilation is made with.
+pub(crate) struct Setup<'a> {
+    pub m: &'a Module,
+    pub prog: &'a Program,
+    pub spec: &'a TargetSpec,
+    pub opts: &'a CpuOptions,
+    pub gemm: &'a crate::gemm::GemmTarget,
+    pub reloc: RelocMode,
+}
+
+/// A module's result: its bytes and the phase times.
+struct Part {
+    bytes: Vec<u8>,
+    /// Items and grain of each kernel the module defines.
+    facts: Vec<(i64, i64)>,
+    times: [Duration; 3],
+}
+
+/// Compiles the program's kernels and its entry point `entry` (exported when `export`).
+pub(crate) fn compile(
+    s: &Setup,
+    entry: &str,
+    export: bool,
+    form: Form,
+) -> Result<Compiled, CodegenError> {
+    let ks = collect(s.m, s.prog);
+    let groups = partition(&ks);
+    if std::env::var_os("AXLE_CPU_TIMINGS").is_some() {
+        let count = |c: Class| groups.iter().filter(|g| g.class == c).count();
+        let (light, bare) = (count(Class::Light), count(Class::Bare));
+        eprintln!(
+            "cpu modules: {} kernels, {} distinct, {} kernel modules ({light} light, {bare} bare)",
+            ks.uses.len(),
+            ks.unique.len(),
+            groups.len()
+        );
+    }
+    let parts: Vec<Part> = groups
+        .par_iter()
+        .map(|g| on_big_stack(|| compile_group(s, &ks, g, form)))
+        .collect::<Result<_, _>>()?;
+    let mut facts = vec![(0, 0); ks.unique.len()];
+    for (g, p) in groups.iter().zip(&parts) {
+        for (&u, &f) in g.kernels.iter().zip(&p.facts) {
+            facts[u] = f;
+        }
+    }
+    let kernels: Vec<EntryKernel> = ks
+        .uses
+        .iter()
+        .map(|&(u, _)| EntryKernel {
+            symbol: ks.unique[u].1.clone(),
+            items: facts[u].0,
+            grain: facts[u].1,
+        })
+        .collect();
+    // The entry point's top-level chunks, [`ENTRY_CHUNKS`] to a module, and the root.
+    let body = &s.prog.body;
+    let chunks = if body.len() > PART {
+        body.len().div_ceil(PART)
+    } else {
+        0
+    };
+    let mut first = Vec::with_capacity(chunks);
+    let mut n = 0;
+    for c in 0..chunks {
+        first.push(n);
+        let end = (c * PART + PART).min(body.len());
+        visit_kernels(&body[c * PART..end], &mut |_| n += 1);
+    }
+    let jobs: Vec<Option<std::ops::Range<usize>>> = (0..chunks)
+        .step_by(ENTRY_CHUNKS)
+        .map(|c| Some(c..(c + ENTRY_CHUNKS).min(chunks)))
+        .chain([None])
+        .collect();
+    let entry_parts: Vec<Part> = jobs
+        .par_iter()
+        .map(|job| {
+            on_big_stack(|| match job {
+                Some(r) => compile_top_parts(s, &ks, &kernels, r.clone(), first[r.start], form),
+                None => compile_entry(s, &ks, &kernels, entry, export, form),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let mut out = Compiled {
+        parts: Vec::with_capacity(parts.len() + 1),
+        kernel_names: ks.uses.iter().map(|(_, l)| l.clone()).collect(),
+        emit: Duration::ZERO,
+        optimize: Duration::ZERO,
+        codegen: Duration::ZERO,
+    };
+    for p in parts.into_iter().chain(entry_parts) {
+        out.emit += p.times[0];
+        out.optimize += p.times[1];
+        out.codegen += p.times[2];
+        out.parts.push(p.bytes);
+    }
+    Ok(out)
+}
+
+/// A code generator for a new module in `ctx`, for the setup's target.
+fn new_cg<'ctx>(ctx: &'ctx Context, s: &Setup, name: &str, tm: &TargetMachine) -> Cg<'ctx> {
+    let mut cg = Cg::new(ctx, name, &s.spec.cpu, &s.spec.features);
+    cg.libm_math = s.opts.libm_math;
+    cg.ftz = s.opts.flush_denormals;
+    cg.gemm = s.gemm.clone();
+    cg.module.set_triple(&s.spec.triple);
+    cg.module
+        .set_data_layout(&tm.get_target_data().get_data_layout());
+    cg
+}
+
+fn general(m: &Module, msg: String) -> CodegenError {
+    CodegenError::general(&m.name, msg)
+}
+
+/// Emits, verifies, optimizes and hands back the kernels of group `g` as one module.
+fn compile_group(s: &Setup, ks: &Kernels, g: &Group, form: Form) -> Result<Part, CodegenError> {
+    let m = s.m;
+    let t = Instant::now();
+    let ctx = Context::create();
+    let cheap = match g.class {
+        Class::Full => None,
+        Class::Light => Some(LIGHT_PIPELINE),
+        Class::Bare => Some(ENTRY_PIPELINE),
+    };
+    let pipeline = pipeline(s.opts, cheap);
+    let tm = target_machine(s.spec, s.reloc, pipeline.codegen).map_err(|e| general(m, e))?;
+    let cg = new_cg(&ctx, s, &format!("{}.k{}", m.name, g.kernels[0]), &tm);
+    let mut facts = Vec::with_capacity(g.kernels.len());
+    for &u in &g.kernels {
+        let (k, name, _) = &ks.unique[u];
+        let e = emit_kernel(&cg, m, k, name).map_err(|f| finish(m, attribute(m, k, f)))?;
+        facts.push((e.items, e.grain));
+    }
+    finish_module(s, &cg, &tm, &pipeline, form, t, facts)
+}
+
+/// How one module is optimized: LLVM's pass pipeline and the code generator's level.
+struct Pipeline {
+    passes: String,
+    level: u8,
+    codegen: u8,
+}
+
+/// The options' `default<ON>` pipeline, or `cheap` with the fast instruction selector (where
+/// the options optimize at all).
+fn pipeline(opts: &CpuOptions, cheap: Option<&str>) -> Pipeline {
+    let level = opts.opt_level.min(3);
+    match cheap {
+        Some(p) if level > 0 => Pipeline {
+            passes: p.to_string(),
+            level: 0,
+            codegen: 0,
+        },
+        _ => Pipeline {
+            passes: format!("default<O{level}>"),
+            level,
+            codegen: level,
+        },
+    }
+}
+
+/// Verifies, optimizes and writes out `cg`'s module (emission having started at `t`).
+fn finish_module(
+    s: &Setup,
+    cg: &Cg,
+    tm: &TargetMachine,
+    pipeline: &Pipeline,
+    form: Form,
+    t: Instant,
+    facts: Vec<(i64, i64)>,
+) -> Result<Part, CodegenError> {
+    let m = s.m;
+    cg.module
+        .verify()
+        .map_err(|e| general(m, format!("internal error: invalid LLVM IR: {e}")))?;
+    let emit = t.elapsed();
+    let t = Instant::now();
+    optimize(&cg.module, tm, pipeline).map_err(|e| general(m, e))?;
+    let optimize = t.elapsed();
+    let t = Instant::now();
+    let bytes = match form {
+        Form::Object => tm
+            .write_to_memory_buffer(&cg.module, FileType::Object)
+            .map_err(|e| general(m, format!("object emission failed: {e}")))?
+            .as_slice()
+            .to_vec(),
+        Form::Bitcode => cg.module.write_bitcode_to_memory().as_slice().to_vec(),
+    };
+    Ok(Part {
+        bytes,
+        facts,
+        times: [emit, optimize, t.elapsed()],
+    })
+}
+
+/// Runs `pipeline`'s passes on `module`.
+fn optimize(
+    module: &inkwell::module::Module,
+    tm: &TargetMachine,
+    pipeline: &Pipeline,
+) -> Result<(), String> {
+    let po = PassBuilderOptions::create();
+    let vectorize = pipeline.level >= 2;
+    po.set_loop_vectorization(vectorize);
+    po.set_loop_slp_vectorization(vectorize);
+    po.set_loop_interleaving(vectorize);
+    po.set_loop_unrolling(vectorize);
+    module
+        .run_passes(&pipeline.passes, tm, po)
+        .map_err(|e| format!("LLVM optimization failed: {e}"))
+}
+
+/// A new context's module of entry code made by `emit`, compiled with [`ENTRY_PIPELINE`].
+fn compile_entry_code(
+    s: &Setup,
+    name: &str,
+    form: Form,
+    emit: impl FnOnce(&Cg) -> R<()>,
+) -> Result<Part, CodegenError> {
+    let m = s.m;
+    let t = Instant::now();
+    let ctx = Context::create();
+    let pipeline = pipeline(s.opts, Some(ENTRY_PIPELINE));
+    let tm = target_machine(s.spec, s.reloc, pipeline.codegen).map_err(|e| general(m, e))?;
+    let cg = new_cg(&ctx, s, name, &tm);
+    emit(&cg).map_err(|f| finish(m, f))?;
+    finish_module(s, &cg, &tm, &pipeline, form, t, Vec::new())
+}
+
+/// The module of the entry point `entry`, calling the kernels and the top-level chunks'
+/// functions.
+fn compile_entry(
+    s: &Setup,
+    ks: &Kernels,
+    kernels: &[EntryKernel],
+    entry: &str,
+    export: bool,
+    form: Form,
+) -> Result<Part, CodegenError> {
+    compile_entry_code(s, &s.m.name, form, |cg| {
+        build_entry(cg, s.m, s.prog, entry, export, kernels, ks.max_bufs)
+    })
+}
+
+/// A module of the entry point's top-level chunks `chunks` (the first of whose kernels is
+/// kernel number `first`).
+fn compile_top_parts(
+    s: &Setup,
+    ks: &Kernels,
+    kernels: &[EntryKernel],
+    chunks: std::ops::Range<usize>,
+    first: usize,
+    form: Form,
+) -> Result<Part, CodegenError> {
+    let name = format!("{}.top{}", s.m.name, chunks.start);
+    compile_entry_code(s, &name, form, |cg| {
+        build_top_parts(cg, s.m, s.prog, kernels, ks.max_bufs, chunks, first)
+    })
+}
+
+/// Links bitcode `parts` from [`compile`] into one module of `ctx`, with the kernels internal
+/// (only the entry point is exported).
+pub(crate) fn link<'ctx>(
+    ctx: &'ctx Context,
+    m: &Module,
+    parts: &[Vec<u8>],
+    entry: &str,
+) -> Result<inkwell::module::Module<'ctx>, CodegenError> {
+    let load = |bytes: &[u8]| {
+        let buf = MemoryBuffer::create_from_memory_range_copy(bytes, "axle-part");
+        inkwell::module::Module::parse_bitcode_from_buffer(&buf, ctx)
+            .map_err(|e| general(m, format!("internal error: bitcode does not load: {e}")))
+    };
+    let (last, kernels) = parts
+        .split_last()
+        .ok_or_else(|| general(m, "internal error: no entry module".into()))?;
+    let linked = load(last)?;
+    for p in kernels {
+        linked
+            .link_in_module(load(p)?)
+            .map_err(|e| general(m, format!("internal error: linking failed: {e}")))?;
+    }
+    let mut f = linked.get_first_function();
+    while let Some(func) = f {
+        if func.count_basic_blocks() > 0 && func.get_name().to_bytes() != entry.as_bytes() {
+            func.set_linkage(Linkage::Internal);
+        }
+        f = func.get_next_function();
+    }
+    Ok(linked)
+}
