@@ -637,8 +637,14 @@ pub(crate) fn plan_fusion(m: &Module, comp: CompId) -> R<FusionPlan> {
             .collect();
         let mut more: Vec<InstId> = Vec::new();
         let mut absorbed_by: HashMap<InstId, usize> = HashMap::new();
-        for (_, _, w) in &plans {
+        for (x, how, w) in &plans {
             more.extend(w.needs.iter().filter(|n| !set.contains(n)));
+            // The buffer assignment takes a reshape, copy or bitcast for a view of its operand
+            // (`axle_schedule::views::def_kind`), so such a stage cannot be a kernel writing
+            // a buffer of its own: its operand is staged, and it becomes a view of that.
+            if matches!(how, StageHow::Kernel(..)) && aliases_its_operand(m, *x) {
+                more.extend(m.operands(*x).iter().filter(|o| !set.contains(o)));
+            }
             for &(h, _) in &w.absorbed {
                 *absorbed_by.entry(h).or_default() += 1;
             }
@@ -662,6 +668,16 @@ pub(crate) fn plan_fusion(m: &Module, comp: CompId) -> R<FusionPlan> {
             });
         }
         staged.extend(more);
+    }
+}
+
+/// Whether the buffer assignment gives `x` its operand's buffer (a view that moves no data):
+/// the one-operand views of `axle_schedule::views::def_kind`.
+fn aliases_its_operand(m: &Module, x: InstId) -> bool {
+    match m.opcode(x) {
+        Opcode::Reshape | Opcode::Copy | Opcode::OptBarrier => true,
+        Opcode::Bitcast => axle_schedule::views::bitcast_is_view(m, x),
+        _ => false,
     }
 }
 

@@ -520,6 +520,52 @@ ENTRY main {
     assert_eq!(plan, ["Loop c root=t2 (tuple)"]);
 }
 
+/// A fusion split into stages whose root is a reshape, copy or bitcast of a value no stage
+/// computes: the buffer assignment takes those for views of their operand, so the operand is
+/// staged and the root becomes a view of it (they were a kernel of their own, which the
+/// assignment refused: "step %v6 names a value that no step computes"; found by
+/// tests/buffers.rs).
+#[test]
+fn a_view_at_the_root_of_a_split_fusion_views_a_staged_operand() {
+    let text = r#"HloModule views
+add_f32 {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT r = f32[] add(x, y)
+}
+reshaped {
+  z = f32[] constant(0)
+  p = f32[4,8] parameter(0)
+  s = f32[4] reduce(p, z), dimensions={1}, to_apply=add_f32
+  b = f32[4,8] broadcast(s), dimensions={0}
+  ROOT v6 = f32[32] reshape(b)
+}
+copied {
+  z = f32[] constant(0)
+  p = f32[4,8] parameter(0)
+  s = f32[4] reduce(p, z), dimensions={1}, to_apply=add_f32
+  b = f32[4,8] broadcast(s), dimensions={0}
+  ROOT c = f32[4,8] copy(b)
+}
+bitcasted {
+  z = f32[] constant(0)
+  p = f32[4,8] parameter(0)
+  s = f32[4] reduce(p, z), dimensions={1}, to_apply=add_f32
+  b = f32[4,8] broadcast(s), dimensions={0}
+  ROOT c = f32[8,4] bitcast(b)
+}
+ENTRY main {
+  x = f32[4,8] parameter(0)
+  r = f32[32] fusion(x), kind=kInput, calls=reshaped
+  c = f32[4,8] fusion(x), kind=kInput, calls=copied
+  t = f32[8,4] fusion(x), kind=kInput, calls=bitcasted
+  ROOT out = (f32[32], f32[4,8], f32[8,4]) tuple(r, c, t)
+}
+"#;
+    let plan = check(text);
+    assert!(!plan.is_empty());
+}
+
 /// The vector type of `f32` on this host, as LLVM prints it.
 fn f32_vector() -> &'static str {
     let (_, _, features) = axle_codegen_cpu::host_target();
