@@ -855,3 +855,34 @@ fn l8_a_third_party_backend_gets_the_same_check() {
     exe.run(&[&good]).unwrap();
     assert!(executed.load(Ordering::SeqCst));
 }
+
+/// Buffers whose sizes each fit in i64 but whose sum live at once does not: the scheduler's
+/// memory model, the kernel classes and the output reservation sum them saturating, so
+/// compiling refuses or accepts the module cleanly and running it is a clear allocation error
+/// (an add overflowed in `MemoryModel::simulate` and `modules::class`; found by
+/// tests/hostile_fuzz.rs, seed 17593330565247703864).
+#[test]
+fn live_bytes_past_u64_are_no_overflow() {
+    // 2^60 f32 elements: 2^62 bytes each, four of them live at once.
+    let n = 1u64 << 60;
+    let text = format!(
+        "HloModule big
+ENTRY main {{
+  p = f32[{n}] parameter(0)
+  a = f32[{n}] negate(p)
+  b = f32[{n}] exponential(p)
+  c = f32[{n}] add(a, b)
+  d = f32[{n}] multiply(a, b)
+  ROOT t = (f32[{n}], f32[{n}], f32[{n}], f32[{n}]) tuple(c, d, a, b)
+}}
+"
+    );
+    for compile in COMPILES {
+        // Compiling either succeeds (the buffers are only allocated when it runs) or is an
+        // error value; an overflow panics in these test builds.
+        if let Err(e) = compile("cpu", parse(&text)) {
+            let msg = e.to_string();
+            assert!(msg.contains("cpu"), "{msg}");
+        }
+    }
+}

@@ -804,7 +804,10 @@ impl CpuExecutable {
         };
         let mut budget = axle_ir::memory::MemoryBudget::new()
             .map_err(|e| CodegenError::general("cpu executable", e))?;
-        let outs: u64 = self.outputs.iter().map(|s| shape_bytes(s) as u64).sum();
+        let outs: u64 = self
+            .outputs
+            .iter()
+            .fold(0u64, |a, s| a.saturating_add(shape_bytes(s) as u64));
         budget
             .reserve(outs.saturating_add(self.block_bytes), || {
                 format!("a run ({} output bytes and {})", outs, self.block_what())

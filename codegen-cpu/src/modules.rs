@@ -162,12 +162,12 @@ fn class(prog: &Program, k: &Kernel) -> Class {
     if bound().count() >= GATHER_BINDINGS {
         return Class::Bare;
     }
+    // Saturating: each buffer's size fits in i64, a hostile module's sum of them need not.
     let bytes: u64 = k
         .outputs
         .iter()
         .chain(bound())
-        .map(|&b| prog.bufs[b as usize].bytes)
-        .sum();
+        .fold(0u64, |a, &b| a.saturating_add(prog.bufs[b as usize].bytes));
     if bytes <= LIGHT_BYTES {
         Class::Light
     } else {

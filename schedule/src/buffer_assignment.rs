@@ -556,8 +556,7 @@ impl BufferAssignment {
         self.outputs
             .iter()
             .filter(|&&b| matches!(self.buffers[b.index()].memory, Memory::Output { .. }))
-            .map(|&b| self.buffers[b.index()].size)
-            .sum()
+            .fold(0u64, |a, &b| a.saturating_add(self.buffers[b.index()].size))
     }
 
     /// Temporaries placed in output memory before the outputs are written.

@@ -36,13 +36,14 @@ pub fn list(cv: CompView) -> Vec<InstId> {
     let mut version = vec![0u32; n];
     let mut done = vec![false; n];
     let priority = |i: InstId, remaining: &[u32]| -> i64 {
+        // Saturating: a hostile module's sizes fit in i64 one by one, not summed.
         let freed: u64 = model
             .uses(i)
             .iter()
             .filter(|&&v| remaining[(v - first) as usize] == 1 && !model.pinned(v))
-            .map(|&v| model.bytes(v))
-            .sum();
-        freed as i64 - model.defined_bytes(i) as i64
+            .fold(0u64, |a, &v| a.saturating_add(model.bytes(v)));
+        let signed = |b: u64| i64::try_from(b).unwrap_or(i64::MAX);
+        signed(freed).saturating_sub(signed(model.defined_bytes(i)))
     };
     // (priority, earliest creation first, version, instruction)
     let mut ready: BinaryHeap<(i64, Reverse<u32>, u32, InstId)> = BinaryHeap::new();

@@ -180,9 +180,11 @@ impl MemoryModel {
         &self.users[self.user_off[v as usize] as usize..self.user_off[v as usize + 1] as usize]
     }
 
-    /// The bytes `i` allocates.
+    /// The bytes `i` allocates (saturating: each size fits in i64, a sum of several may not).
     pub fn defined_bytes(&self, i: InstId) -> u64 {
-        self.defs(i).iter().map(|&v| self.bytes(v)).sum()
+        self.defs(i)
+            .iter()
+            .fold(0u64, |a, &v| a.saturating_add(self.bytes(v)))
     }
 
     /// The buffers of computation `c`: ids `first..first + count`.
@@ -191,15 +193,16 @@ impl MemoryModel {
     }
 
     /// The peak of live bytes when computation `c`'s instructions run in `order` (all of them,
-    /// operands first).
+    /// operands first), saturating at `u64::MAX`: every buffer's size fits in i64, but a hostile
+    /// module's live bytes together need not, so they are summed in 128 bits.
     pub fn simulate(&self, c: CompId, order: &[InstId]) -> u64 {
         let (first, count) = self.comp_buffers(c);
         let mut remaining = vec![u32::MAX; count as usize];
-        let mut mem = 0u64;
-        let mut peak = 0u64;
+        let mut mem = 0u128;
+        let mut peak = 0u128;
         for &i in order {
             for &v in self.defs(i) {
-                mem += self.bytes(v);
+                mem += u128::from(self.bytes(v));
             }
             peak = peak.max(mem);
             for &v in self.uses(i) {
@@ -209,15 +212,15 @@ impl MemoryModel {
                 }
                 *r -= 1;
                 if *r == 0 && !self.pinned(v) {
-                    mem -= self.bytes(v);
+                    mem -= u128::from(self.bytes(v));
                 }
             }
             for &v in self.defs(i) {
                 if self.users(v).is_empty() && !self.pinned(v) {
-                    mem -= self.bytes(v);
+                    mem -= u128::from(self.bytes(v));
                 }
             }
         }
-        peak
+        u64::try_from(peak).unwrap_or(u64::MAX)
     }
 }
