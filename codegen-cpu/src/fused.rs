@@ -637,14 +637,8 @@ pub(crate) fn plan_fusion(m: &Module, comp: CompId) -> R<FusionPlan> {
             .collect();
         let mut more: Vec<InstId> = Vec::new();
         let mut absorbed_by: HashMap<InstId, usize> = HashMap::new();
-        for (x, how, w) in &plans {
+        for (_, _, w) in &plans {
             more.extend(w.needs.iter().filter(|n| !set.contains(n)));
-            // The buffer assignment takes a reshape, copy or bitcast for a view of its operand
-            // (`axle_schedule::views::def_kind`), so such a stage cannot be a kernel writing
-            // a buffer of its own: its operand is staged, and it becomes a view of that.
-            if matches!(how, StageHow::Kernel(..)) && aliases_its_operand(m, *x) {
-                more.extend(m.operands(*x).iter().filter(|o| !set.contains(o)));
-            }
             for &(h, _) in &w.absorbed {
                 *absorbed_by.entry(h).or_default() += 1;
             }
@@ -655,6 +649,19 @@ pub(crate) fn plan_fusion(m: &Module, comp: CompId) -> R<FusionPlan> {
                 .filter(|&(_, c)| c > 1)
                 .map(|(h, _)| h),
         );
+        if more.is_empty() && plans.len() > 1 {
+            // A fusion run in steps: the buffer assignment takes a tuple, reshape, copy or
+            // bitcast step for a view of its operands (`axle_schedule::views::def_kind`), so
+            // such a stage cannot be a kernel writing buffers of its own. Its operands are
+            // staged, and it becomes a view of them. (A fusion of one stage is one kernel,
+            // which may compute any root.)
+            for (x, how, _) in &plans {
+                let view = m.opcode(*x) == Opcode::Tuple || aliases_its_operand(m, *x);
+                if view && matches!(how, StageHow::Kernel(..)) {
+                    more.extend(m.operands(*x).iter().filter(|o| !set.contains(o)));
+                }
+            }
+        }
         more.sort_by_key(|i| p.pos[i]);
         more.dedup();
         if more.is_empty() {
@@ -672,7 +679,7 @@ pub(crate) fn plan_fusion(m: &Module, comp: CompId) -> R<FusionPlan> {
 }
 
 /// Whether the buffer assignment gives `x` its operand's buffer (a view that moves no data):
-/// the one-operand views of `axle_schedule::views::def_kind`.
+/// the one-operand views of `axle_schedule::views::def_kind` (tuples are the other views).
 fn aliases_its_operand(m: &Module, x: InstId) -> bool {
     match m.opcode(x) {
         Opcode::Reshape | Opcode::Copy | Opcode::OptBarrier => true,

@@ -520,11 +520,11 @@ ENTRY main {
     assert_eq!(plan, ["Loop c root=t2 (tuple)"]);
 }
 
-/// A fusion split into stages whose root is a reshape, copy or bitcast of a value no stage
-/// computes: the buffer assignment takes those for views of their operand, so the operand is
-/// staged and the root becomes a view of it (they were a kernel of their own, which the
-/// assignment refused: "step %v6 names a value that no step computes"; found by
-/// tests/buffers.rs).
+/// A fusion split into stages whose root is a tuple, reshape, copy or bitcast of a value no
+/// stage computes: the buffer assignment takes those for views of their operands, so the
+/// operands are staged and the root becomes a view of them (they were a kernel of their own,
+/// which the assignment refused: "step %v6 names a value that no step computes"; found twice
+/// by tests/buffers.rs).
 #[test]
 fn a_view_at_the_root_of_a_split_fusion_views_a_staged_operand() {
     let text = r#"HloModule views
@@ -554,12 +554,20 @@ bitcasted {
   b = f32[4,8] broadcast(s), dimensions={0}
   ROOT c = f32[8,4] bitcast(b)
 }
+tupled {
+  p = f32[4,8] parameter(0)
+  z = f32[] constant(0)
+  s = f32[8] reduce(p, z), dimensions={0}, to_apply=add_f32
+  c = f32[8] copy(s)
+  ROOT t = (f32[8], f32[8]) tuple(s, c)
+}
 ENTRY main {
   x = f32[4,8] parameter(0)
+  u = (f32[8], f32[8]) fusion(x), kind=kInput, calls=tupled
   r = f32[32] fusion(x), kind=kInput, calls=reshaped
   c = f32[4,8] fusion(x), kind=kInput, calls=copied
   t = f32[8,4] fusion(x), kind=kInput, calls=bitcasted
-  ROOT out = (f32[32], f32[4,8], f32[8,4]) tuple(r, c, t)
+  ROOT out = (f32[32], f32[4,8], f32[8,4], (f32[8], f32[8])) tuple(r, c, t, u)
 }
 "#;
     let plan = check(text);
