@@ -39,6 +39,7 @@
 use std::collections::{HashMap, HashSet};
 
 use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
+use axle_schedule::views::is_operand_view;
 
 use crate::error::R;
 use crate::lower::{order, root_kind, Kernel, KernelKind};
@@ -651,13 +652,12 @@ pub(crate) fn plan_fusion(m: &Module, comp: CompId) -> R<FusionPlan> {
         );
         if more.is_empty() && plans.len() > 1 {
             // A fusion run in steps: the buffer assignment takes a tuple, reshape, copy or
-            // bitcast step for a view of its operands (`axle_schedule::views::def_kind`), so
+            // bitcast step for a view of its operands (`axle_schedule::views::is_operand_view`), so
             // such a stage cannot be a kernel writing buffers of its own. Its operands are
             // staged, and it becomes a view of them. (A fusion of one stage is one kernel,
             // which may compute any root.)
             for (x, how, _) in &plans {
-                let view = m.opcode(*x) == Opcode::Tuple || aliases_its_operand(m, *x);
-                if view && matches!(how, StageHow::Kernel(..)) {
+                if matches!(how, StageHow::Kernel(..)) && is_operand_view(m, *x) {
                     more.extend(m.operands(*x).iter().filter(|o| !set.contains(o)));
                 }
             }
@@ -675,16 +675,6 @@ pub(crate) fn plan_fusion(m: &Module, comp: CompId) -> R<FusionPlan> {
             });
         }
         staged.extend(more);
-    }
-}
-
-/// Whether the buffer assignment gives `x` its operand's buffer (a view that moves no data):
-/// the one-operand views of `axle_schedule::views::def_kind` (tuples are the other views).
-fn aliases_its_operand(m: &Module, x: InstId) -> bool {
-    match m.opcode(x) {
-        Opcode::Reshape | Opcode::Copy | Opcode::OptBarrier => true,
-        Opcode::Bitcast => axle_schedule::views::bitcast_is_view(m, x),
-        _ => false,
     }
 }
 

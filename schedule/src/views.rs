@@ -40,14 +40,26 @@ pub enum Def {
     Conditional,
 }
 
+/// Whether `i` takes its operands' leaves as its own ([`Def::Operands`]): a tuple,
+/// opt-barrier, reshape, copy or row-major bitcast, which moves no data under any rules.
+pub fn is_operand_view(m: &Module, i: InstId) -> bool {
+    use Opcode::*;
+    match m.opcode(i) {
+        Tuple | OptBarrier | Reshape | Copy => true,
+        Bitcast => bitcast_is_view(m, i),
+        _ => false,
+    }
+}
+
 /// How `i` gets its leaves under `rules`.
 pub fn def_kind(m: &Module, i: InstId, rules: &dyn BufferRules) -> Def {
     use Opcode::*;
+    if is_operand_view(m, i) {
+        return Def::Operands;
+    }
     match m.opcode(i) {
         Parameter => Def::Parameter,
         Constant => Def::Constant,
-        Tuple | OptBarrier | Reshape | Copy => Def::Operands,
-        Bitcast if bitcast_is_view(m, i) => Def::Operands,
         GetTupleElement => {
             Def::Element(m.int_attr(i, &axle_ir::AttrKey::Index).unwrap_or(0).max(0) as usize)
         }
