@@ -3,7 +3,7 @@
 //! Invariants:
 //! - This is the one file that knows the implementations of the backend interface
 //!   ([`crate::backend`]): the trait file names none of them, and each implementation
-//!   (`interpreter`, `cpu`) knows only the trait file.
+//!   (`interpreter`, `cpu`, `nvptx`) knows only the trait file.
 //! - [`registry`] starts with every built-in backend; a client may add its own
 //!   ([`BackendRegistry::register`]), replacing a built-in one of the same name.
 
@@ -12,12 +12,14 @@ use std::sync::{Arc, OnceLock};
 use crate::backend::BackendRegistry;
 use crate::cpu::CpuPlatform;
 use crate::interpreter::InterpreterPlatform;
+use crate::nvptx::NvptxPlatform;
 
-/// A registry holding the built-in backends: `interpreter` and `cpu`.
+/// A registry holding the built-in backends: `interpreter`, `cpu` and `nvptx`.
 pub fn with_builtins() -> BackendRegistry {
     let r = BackendRegistry::default();
     r.register(Arc::new(InterpreterPlatform::new()));
     r.register(Arc::new(CpuPlatform::new()));
+    r.register(Arc::new(NvptxPlatform::new()));
     r
 }
 

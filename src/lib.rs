@@ -96,6 +96,7 @@ pub mod error;
 pub mod explore;
 pub mod graph;
 pub mod interpreter;
+pub mod nvptx;
 pub mod passes;
 #[cfg(feature = "cli")]
 pub mod run;

@@ -192,7 +192,8 @@ enum Command {
     Compile {
         /// The HLO file.
         file: PathBuf,
-        /// The backend (only `cpu` compiles ahead of time or emits LLVM IR and assembly).
+        /// The backend (`cpu` compiles ahead of time or emits LLVM IR and assembly; `nvptx`
+        /// emits PTX or LLVM IR).
         #[arg(long, default_value = "cpu")]
         backend: String,
         /// Write an object file (`-o`) and a C header (`--header`) instead of running the JIT.
@@ -212,9 +213,13 @@ enum Command {
         /// `--emit` (the JIT runs on the host only).
         #[arg(long)]
         target_triple: Option<String>,
-        /// Print the optimized LLVM IR (`llvm`) or the assembly (`asm`).
-        #[arg(long, value_parser = ["llvm", "asm"])]
+        /// Print the optimized LLVM IR (`llvm`), the assembly (`asm`, cpu) or the PTX (`ptx`,
+        /// nvptx).
+        #[arg(long, value_parser = ["llvm", "asm", "ptx"])]
         emit: Option<String>,
+        /// The GPU architecture of `--backend nvptx` (`sm_80`, `sm_90`).
+        #[arg(long, default_value = "sm_80")]
+        gpu_arch: String,
         /// The pass pipeline to run before compiling (default: the backend's own, `cpu` on the
         /// cpu backend; `none` compiles the module exactly as given).
         #[arg(long)]
@@ -370,6 +375,7 @@ fn main() -> ExitCode {
             name,
             target_triple,
             emit,
+            gpu_arch,
             passes,
             elided,
             seed,
@@ -382,6 +388,7 @@ fn main() -> ExitCode {
             name,
             target_triple,
             emit,
+            gpu_arch,
             cache,
             passes,
             elided: elided.into_load(seed, quiet),
@@ -835,6 +842,7 @@ struct CompileArgs {
     name: Option<String>,
     target_triple: Option<String>,
     emit: Option<String>,
+    gpu_arch: String,
     cache: axle::CacheMode,
     passes: Option<String>,
     elided: LoadOptions,
@@ -842,6 +850,15 @@ struct CompileArgs {
 
 fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
     let shown = a.file.display().to_string();
+    if a.backend == "nvptx" && a.emit.is_some() && !a.aot && a.target_triple.is_none() {
+        return compile_nvptx_output(&a, &shown);
+    }
+    if a.emit.as_deref() == Some("ptx") {
+        return Err(Reported(format!(
+            "error: --emit ptx needs --backend nvptx (got '{}')",
+            a.backend
+        )));
+    }
     if a.backend != "cpu" && (a.aot || a.emit.is_some() || a.target_triple.is_some()) {
         return Err(Reported(format!(
             "error: --aot, --emit and --target-triple need --backend cpu (got '{}')",
@@ -912,6 +929,40 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
             .map(|t| format!(", {t} temporary bytes"))
             .unwrap_or_default()
     ))
+}
+
+/// `axle compile --backend nvptx --emit ptx|llvm`: the kernels' PTX or LLVM IR for `--gpu-arch`,
+/// after the backend's pipeline (or `--passes`).
+fn compile_nvptx_output(a: &CompileArgs, shown: &str) -> Result<(), Reported> {
+    let what = a.emit.as_deref().unwrap_or("ptx");
+    if what == "asm" {
+        return Err(Reported(
+            "error: --backend nvptx emits ptx or llvm (its assembly is PTX)".into(),
+        ));
+    }
+    if a.output.as_ref().is_some_and(|o| same_file(o, &a.file)) {
+        return Err(Reported(format!(
+            "error: -o {} would overwrite the input",
+            shown
+        )));
+    }
+    let progress = Progress::new(a.elided.quiet, 2);
+    let m = load_with(&a.file, a.elided, true, &progress)?;
+    progress.phase("compile: passes, kernels, LLVM", Some(m.num_live_insts()));
+    let platform = axle::backends::registry()
+        .get(&a.backend)
+        .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+    let opts = axle::backend::CompileOptions {
+        pipeline: axle::backend::pipeline_for(&*platform, a.passes.as_deref()),
+        ..Default::default()
+    };
+    let text = axle::nvptx::emit_text(m, &opts, &a.gpu_arch, what)
+        .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+    drop(progress);
+    match &a.output {
+        Some(p) => write_file(p, text.as_bytes()),
+        None => write_stdout(&text),
+    }
 }
 
 /// `axle compile --aot` and `--emit`: the code generator on the (already optimized) module;

@@ -51,6 +51,14 @@ pub const PIPELINES: &[StandardPipeline] = &[
             ",reduction-split,fusion{target=cpu},multi-output-fusion{target=cpu},dce"
         ),
     },
+    StandardPipeline {
+        name: "gpu",
+        doc: "the nvptx backend's default: simplify, then producer-consumer and multi-output fusion for the gpu target",
+        text: concat!(
+            simplify_text!(),
+            ",fusion{target=gpu},multi-output-fusion{target=gpu},dce"
+        ),
+    },
 ];
 
 /// The fusion targets the pass registry knows: the CPU backend's and the fusion crate's

@@ -68,7 +68,7 @@ pub fn compile_aot(m: &Module, opts: &CpuOptions, name: &str) -> Result<AotOutpu
     let symbol = format!("{name}_run");
     let ctx = Context::create();
     let built = build(&ctx, m, opts, &symbol, RelocMode::PIC)?;
-    if let Some(id) = crate::host::first_host_call(&built.prog.body) {
+    if let Some(id) = crate::lower::first_host_call(&built.prog.body) {
         return Err(crate::host::aot_refusal(m, id));
     }
     let object = built.object(m)?;

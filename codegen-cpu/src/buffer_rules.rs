@@ -30,7 +30,7 @@ use axle_schedule::{BufferRules, FusionRun, Scratch};
 
 use crate::fused::{plan_fusion, FusionPlan, KernelPlan, StageHow};
 use crate::gemm::GemmTarget;
-use crate::lower::{root_kind, KernelKind};
+use crate::kernel_kind::{root_kind, KernelKind};
 use crate::CpuOptions;
 
 /// The cpu backend's answers, for one compilation target.
@@ -48,7 +48,7 @@ impl CpuRules {
     /// GEMM's scratch).
     pub fn new(opts: &CpuOptions) -> CpuRules {
         CpuRules {
-            gemm: crate::jit::gemm_target(opts),
+            gemm: crate::target_spec::gemm_target(opts),
             plans: Mutex::new(HashMap::new()),
         }
     }

@@ -1,7 +1,8 @@
 //! Elemental `dot` and `convolution`: the value of one output element as a loop over the
 //! contraction, accumulated in the evaluator's order and type (`f32` for `f32` and narrower
 //! floats, `f64`, wrapping `i64` for integers, `c128` for complex) and rounded to the result
-//! type once.
+//! type once. The shared elemental layer calls them through [`gen_contraction`], the
+//! `axle_codegen_llvm::elemental::OpGen` this backend gives its generators.
 
 use axle_ir::{AttrKey, AttrValue, ElementType, InstId};
 use inkwell::values::IntValue;
@@ -80,6 +81,19 @@ pub(crate) fn dot_dims(m: &axle_ir::Module, id: InstId, lrank: usize, rrank: usi
 }
 
 /// Elemental `dot`.
+/// The value of `dot` or `convolution` `id` at `idx` (the backend's contraction generator).
+pub(crate) fn gen_contraction<'ctx>(
+    g: &mut Gen<'_, 'ctx>,
+    id: InstId,
+    idx: &Index<'ctx>,
+) -> R<Val<'ctx>> {
+    match g.m.opcode(id) {
+        axle_ir::Opcode::Dot => gen_dot(g, id, idx),
+        axle_ir::Opcode::Convolution => gen_convolution(g, id, idx),
+        op => Err(format!("{} is not a contraction", op.name()).into()),
+    }
+}
+
 pub(crate) fn gen_dot<'ctx>(g: &mut Gen<'_, 'ctx>, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
     let m = g.m;
     let cg = g.cg;

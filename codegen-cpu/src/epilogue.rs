@@ -56,7 +56,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         let (start, end) = (self.start, self.end);
         let (items, grain) = match m.opcode(core) {
             Opcode::Dot => {
-                let geo = crate::gemm::gemm_geo(m, core, &cg.gemm).ok_or("dot is not a GEMM")?;
+                let geo = crate::gemm::gemm_geo(m, core, self.gemm).ok_or("dot is not a GEMM")?;
                 let pack = *scratch.first().ok_or("gemm without scratch")?;
                 let (mm, n) = (geo.m, geo.n);
                 let whole_rows = geo.cb == 1;

@@ -42,7 +42,7 @@ use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
 use axle_schedule::views::is_operand_view;
 
 use crate::error::R;
-use crate::lower::{order, root_kind, Kernel, KernelKind};
+use crate::kernel_kind::{order, root_kind, KernelKind};
 use crate::reach::{
     blocked_core, class, dims, element_ok, is_row_reduce, is_transcendental, is_view,
     operand_reach, Class, Reach,
@@ -702,18 +702,25 @@ pub(crate) fn reached_bound(
     out
 }
 
-/// A one-line description of kernel `k`: its kind, the instruction it came from, its root
-/// and its plan (with instructions by name), as [`crate::kernel_plan`] lists it.
-pub(crate) fn describe(m: &Module, k: &Kernel) -> String {
+/// A one-line description of a kernel of kind `kind` computing `root` for instruction `origin`
+/// with plan `plan`: its kind, the instruction it came from, its root and its plan (with
+/// instructions by name), as [`crate::kernel_plan`] lists it.
+pub(crate) fn describe(
+    m: &Module,
+    kind: KernelKind,
+    origin: InstId,
+    root: InstId,
+    plan: &KernelPlan,
+) -> String {
     let name = |i: &InstId| inst_label(m, *i);
     let mut s = format!(
         "{:?} {} root={} ({})",
-        k.kind,
-        inst_label(m, k.origin),
-        inst_label(m, k.root),
-        m.opcode(k.root).name()
+        kind,
+        inst_label(m, origin),
+        inst_label(m, root),
+        m.opcode(root).name()
     );
-    match &k.plan {
+    match plan {
         KernelPlan::Plain => {}
         KernelPlan::Row(p) => {
             let passes: Vec<String> = p

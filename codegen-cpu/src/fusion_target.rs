@@ -152,13 +152,13 @@ impl FusionTarget for CpuFusionTarget {
     fn can_fuse(&self, m: &Module, id: InstId) -> bool {
         is_elemental(m, id)
             && m.array_shape(id)
-                .is_none_or(|a| crate::cg::supported_type(a.ty))
+                .is_none_or(|a| crate::forms::supported_type(a.ty))
     }
 
     fn can_emit_row_reduce(&self, m: &Module, id: InstId) -> bool {
         m.operands(id).len() == 2
             && m.array_shape(id)
-                .is_some_and(|a| crate::cg::supported_type(a.ty))
+                .is_some_and(|a| crate::forms::supported_type(a.ty))
             && m.comp_attr(id, &AttrKey::ToApply)
                 .is_some_and(|c| simple_reducer(m, c) || comp_is_elemental(m, c))
     }

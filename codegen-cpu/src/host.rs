@@ -11,9 +11,9 @@ use axle_ir::{ArrayShape, AttrKey, AttrValue, ElementType, InstId, Module, Opcod
 use inkwell::module::Linkage;
 use inkwell::values::PointerValue;
 
+use crate::buf::BufId;
 use crate::cg::Cg;
 use crate::error::R;
-use crate::lower::BufId;
 use crate::runtime::{Call, Elem, FftKind};
 
 /// A call into the runtime library: `call` reads `inputs` (the operands' leaves) and writes
@@ -32,17 +32,6 @@ impl HostCall {
     pub fn buffers(&self) -> Vec<BufId> {
         self.inputs.iter().chain(&self.outputs).copied().collect()
     }
-}
-
-/// The first host call of a program, nested regions included (for the AOT refusal).
-pub(crate) fn first_host_call(thunks: &[crate::lower::Thunk]) -> Option<InstId> {
-    use crate::lower::Thunk;
-    thunks.iter().find_map(|t| match t {
-        Thunk::HostCall(h) => Some(h.origin),
-        Thunk::Kernel(_) | Thunk::Copy { .. } => None,
-        Thunk::While { cond, body, .. } => first_host_call(cond).or_else(|| first_host_call(body)),
-        Thunk::Cond { branches, .. } => branches.iter().find_map(|(b, _)| first_host_call(b)),
-    })
 }
 
 /// The error for a module that needs the runtime library in an ahead-of-time object.

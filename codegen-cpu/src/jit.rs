@@ -9,10 +9,7 @@ use std::time::{Duration, Instant};
 
 use axle_ir::{ArrayShape, Module};
 use inkwell::context::Context;
-use inkwell::targets::{
-    CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
-};
-use inkwell::OptimizationLevel;
+use inkwell::targets::{FileType, RelocMode, TargetMachine};
 
 use axle_schedule::{assign, schedule_module, BufferAssignment, Heuristic};
 
@@ -23,6 +20,7 @@ use crate::lower::{lower, Program};
 use crate::modules::{Compiled, Form, Setup};
 use crate::object_loader::LoadedObject;
 use crate::pool::SharedPool;
+use crate::target_spec::{target_machine, target_spec, thread_count};
 use crate::CpuOptions;
 
 /// The runtime hooks generated code calls, laid out as the C header declares them.
@@ -140,92 +138,6 @@ fn with_float_mode<T>(ftz: bool, f: impl FnOnce() -> T) -> T {
     f()
 }
 
-/// The number of threads `opts` asks for.
-fn thread_count(opts: &CpuOptions) -> usize {
-    if opts.threads > 0 {
-        return opts.threads;
-    }
-    if let Some(n) = std::env::var("AXLE_CPU_THREADS")
-        .ok()
-        .and_then(|s| s.parse::<usize>().ok())
-        .filter(|&n| n > 0)
-    {
-        return n;
-    }
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-}
-
-pub(crate) fn init_llvm() {
-    static INIT: OnceLock<()> = OnceLock::new();
-    INIT.get_or_init(|| {
-        // The targets Axle compiles for (the host is one of them); llvm-sys's
-        // `initialize_native` wrappers are not built (see build.rs).
-        let cfg = InitializationConfig::default();
-        Target::initialize_x86(&cfg);
-        Target::initialize_aarch64(&cfg);
-    });
-}
-
-/// A target: triple, CPU name and feature string.
-pub(crate) struct TargetSpec {
-    pub triple: TargetTriple,
-    pub cpu: String,
-    pub features: String,
-}
-
-pub(crate) fn target_spec(opts: &CpuOptions) -> TargetSpec {
-    init_llvm();
-    match &opts.target_triple {
-        Some(t) if !is_host_triple(t) => TargetSpec {
-            triple: TargetTriple::create(t),
-            cpu: String::new(),
-            features: String::new(),
-        },
-        _ => TargetSpec {
-            triple: TargetMachine::get_default_triple(),
-            cpu: TargetMachine::get_host_cpu_name().to_string(),
-            features: TargetMachine::get_host_cpu_features().to_string(),
-        },
-    }
-}
-
-fn is_host_triple(t: &str) -> bool {
-    let host = TargetMachine::get_default_triple();
-    let host = host.as_str().to_string_lossy();
-    let norm = TargetMachine::normalize_triple(&TargetTriple::create(t));
-    norm.as_str().to_string_lossy() == host
-}
-
-/// LLVM's code generation level for `CpuOptions::opt_level`.
-fn llvm_level(opt_level: u8) -> OptimizationLevel {
-    match opt_level {
-        0 => OptimizationLevel::None,
-        1 => OptimizationLevel::Less,
-        2 => OptimizationLevel::Default,
-        _ => OptimizationLevel::Aggressive,
-    }
-}
-
-pub(crate) fn target_machine(
-    spec: &TargetSpec,
-    reloc: RelocMode,
-    opt_level: u8,
-) -> Result<TargetMachine, String> {
-    let target = Target::from_triple(&spec.triple).map_err(|e| e.to_string())?;
-    target
-        .create_target_machine(
-            &spec.triple,
-            &spec.cpu,
-            &spec.features,
-            llvm_level(opt_level),
-            reloc,
-            CodeModel::Default,
-        )
-        .ok_or_else(|| format!("cannot create a target machine for {}", spec.triple))
-}
-
 /// Timings of one compilation.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CompileTimings {
@@ -256,14 +168,6 @@ const BACKEND_EXPANSIONS: &str = "batchnorm-expander,linalg-upcast,dce";
 fn needs_expansion(m: &Module) -> bool {
     axle_fusion::batchnorm_expander::has_batch_norm(m)
         || axle_fusion::linalg_upcast::has_narrow_linalg(m)
-}
-
-/// What the GEMM's blocking depends on when compiling with `opts`.
-pub(crate) fn gemm_target(opts: &CpuOptions) -> crate::gemm::GemmTarget {
-    crate::gemm::GemmTarget {
-        features: target_spec(opts).features,
-        threads: thread_count(opts),
-    }
 }
 
 /// The module the backend lowers and its buffers (see [`plan_buffers`]).
@@ -358,7 +262,7 @@ pub(crate) fn kernel_plan(m: &Module) -> Result<Vec<String>, CodegenError> {
     let prog = lower(m, asg).map_err(|f| finish(m, f))?;
     let mut lines = Vec::new();
     crate::lower::visit_kernels(&prog.body, &mut |k| {
-        lines.push(crate::fused::describe(m, k));
+        lines.push(crate::fused::describe(m, k.kind, k.origin, k.root, &k.plan));
     });
     Ok(lines)
 }

@@ -31,11 +31,11 @@ use crate::cg::{bv, numel, Cg, Val};
 use crate::elemental::{arr_of, inst_leaves, window, window_pos, Ext, Gen, Index};
 use crate::error::{at, R};
 use crate::fused::KernelPlan;
+use crate::gemm::GemmTarget;
 use crate::lower::{Kernel, KernelKind};
 use crate::ops;
 
-/// Elements per work item group below which a kernel is not worth splitting.
-pub(crate) const GRAIN_ELEMS: i64 = 1 << 15;
+pub(crate) use crate::parallel_cost::GRAIN_ELEMS;
 
 /// An emitted kernel: its number of work items and the smallest useful group.
 pub(crate) struct Emitted {
@@ -52,7 +52,13 @@ pub(crate) fn kernel_type<'ctx>(cg: &Cg<'ctx>) -> inkwell::types::FunctionType<'
 }
 
 /// Emits the function of kernel `k`; `ptrs` is the number of buffers it takes.
-pub(crate) fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &Kernel, name: &str) -> R<Emitted> {
+pub(crate) fn emit_kernel<'ctx>(
+    cg: &Cg<'ctx>,
+    gemm: &GemmTarget,
+    m: &Module,
+    k: &Kernel,
+    name: &str,
+) -> R<Emitted> {
     let ptr = cg.ptr();
     let fty = kernel_type(cg);
     // External: the entry point calling it is in another LLVM module (see `crate::modules`).
@@ -87,7 +93,7 @@ pub(crate) fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &Kernel, name: &st
     for _ in &k.outputs {
         outs.push(next_ptr()?);
     }
-    let mut g = Gen::new(cg, m);
+    let mut g = Gen::new(cg, m).with_contraction(crate::conv::gen_contraction);
     for (inst, bs) in &k.bindings {
         let mut ps = Vec::with_capacity(bs.len());
         for _ in bs {
@@ -103,6 +109,7 @@ pub(crate) fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &Kernel, name: &st
     let mut kc = Kc {
         g,
         m,
+        gemm,
         root: k.root,
         outs,
         start,
@@ -143,6 +150,9 @@ pub(crate) fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &Kernel, name: &st
 pub(crate) struct Kc<'a, 'ctx> {
     pub g: Gen<'a, 'ctx>,
     pub m: &'a Module,
+    /// The target and thread count the GEMM's blocking is chosen for (the same the lowering
+    /// used).
+    pub gemm: &'a GemmTarget,
     pub root: InstId,
     pub outs: Vec<PointerValue<'ctx>>,
     pub start: IntValue<'ctx>,
@@ -589,8 +599,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
 
     fn emit_gemm(&mut self, scratch: PointerValue<'ctx>) -> R<(i64, i64)> {
         let m = self.m;
-        let geo =
-            crate::gemm::gemm_geo(m, self.root, &self.cg().gemm).ok_or("dot is not a GEMM")?;
+        let geo = crate::gemm::gemm_geo(m, self.root, self.gemm).ok_or("dot is not a GEMM")?;
         let ops = m.operands(self.root);
         let a = self
             .g

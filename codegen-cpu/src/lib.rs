@@ -1,4 +1,5 @@
-//! The CPU backend: LLVM IR emission through inkwell, elemental emitters, the JIT executable, the
+//! The CPU backend: loop nests, GEMM and convolution kernels over the shared LLVM layer's
+//! elemental emitters (`axle-codegen-llvm`, for the host CPU target), the JIT executable, the
 //! threaded runtime and ahead-of-time object + C header output.
 //!
 //! The pipeline: lowering turns the entry computation into a program of thunks over
@@ -29,27 +30,23 @@
 
 mod aot;
 mod artifact;
+mod buf;
 pub mod buffer_rules;
-mod cg;
-mod complex;
 mod conv;
 mod conv_fast;
-mod elemental;
+mod cpu_target;
 mod emit;
 mod epilogue;
-mod error;
 mod fused;
 pub mod fusion_target;
 mod gemm;
 mod host;
 mod jit;
+mod kernel_kind;
 mod kernels;
 mod lower;
-mod math;
-mod minifloat;
 mod modules;
 mod object_loader;
-mod ops;
 mod parallel_cost;
 mod pool;
 mod radix;
@@ -58,10 +55,14 @@ mod rng;
 mod row;
 mod runtime;
 mod signature;
+mod target_spec;
 
 pub use aot::{c_identifier, compile_aot, AotOutput};
 pub use artifact::Artifact;
-pub use error::CodegenError;
+pub use axle_codegen_llvm::CodegenError;
+
+// The shared LLVM layer's modules, under the paths this crate's files name them by.
+use axle_codegen_llvm::{cg, elemental, error, forms, ops};
 pub use jit::{
     buffer_assignment, AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn,
     KernelProfile, RECYCLE_MAX_BYTES, RECYCLE_MIN_BYTES,
@@ -176,7 +177,7 @@ pub fn kernel_plan(m: &Module) -> Result<Vec<String>, CodegenError> {
 
 /// The host's target triple, CPU name and features.
 pub fn host_target() -> (String, String, String) {
-    let s = jit::target_spec(&CpuOptions::default());
+    let s = target_spec::target_spec(&CpuOptions::default());
     (
         s.triple.as_str().to_string_lossy().into_owned(),
         s.cpu,

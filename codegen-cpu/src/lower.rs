@@ -22,13 +22,13 @@ use axle_ir::{ArrayShape, AttrKey, AttrValue, CompId, ElementType, InstId, Modul
 
 use axle_schedule::{BufferAssignment, Memory, Move};
 
-use crate::elemental::{bitcast_is_reshape, first_non_elemental, inst_leaves, is_elemental};
+use crate::elemental::{bitcast_is_reshape, first_non_elemental, inst_leaves};
 use crate::error::{at, Fail, R};
 use crate::fused::{plan_fusion, reached_bound, KernelPlan, StageHow};
 use crate::host::HostCall;
 
-/// A buffer id.
-pub(crate) type BufId = u32;
+pub(crate) use crate::buf::BufId;
+pub(crate) use crate::kernel_kind::{is_topk_custom_call, order, root_kind, KernelKind};
 
 /// Copies as (source, destination) buffer pairs, run in order.
 pub(crate) type Copies = Vec<(BufId, BufId)>;
@@ -79,37 +79,6 @@ impl VTree {
             VTree::Tuple(es) => es.iter().for_each(|e| e.collect(out)),
         }
     }
-}
-
-/// What a kernel does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum KernelKind {
-    /// One loop nest over the root's elements, every leaf computed elementally.
-    Loop,
-    /// `reduce` roots keeping the last input dimension (siblings of one geometry), with a loop
-    /// order that keeps the evaluator's accumulation order.
-    Reduce,
-    /// Rows: reductions over the minor dimensions once per row, then the row's outputs
-    /// ([`crate::fused::RowPlan`]).
-    Row,
-    /// A `dynamic-update-slice` root (in place when allowed).
-    Dus,
-    /// A `scatter` root (in place when allowed).
-    Scatter,
-    /// A `select-and-scatter` root.
-    SelectAndScatter,
-    /// A `sort` root.
-    Sort,
-    /// A `topk` root or the `TopK` custom call.
-    TopK,
-    /// An `f32`/`f64` `dot` of buffers, as a blocked GEMM (with an epilogue when its plan
-    /// says so).
-    Gemm,
-    /// An `f32`/`f64` `convolution` of buffers, register-tiled (with an epilogue when its plan
-    /// says so).
-    Conv,
-    /// An `rng-bit-generator` root: items are block calls of its generator.
-    Rng,
 }
 
 /// A kernel: computes `root` with `bindings` read from buffers and writes `outputs`.
@@ -197,65 +166,6 @@ struct Lower<'m> {
     asg: &'m BufferAssignment,
     bufs: Vec<Buf>,
     depth: usize,
-}
-
-/// The instructions `comp`'s root depends on, operands before users.
-pub(crate) fn order(m: &Module, comp: CompId) -> R<Vec<InstId>> {
-    let root = m.root(comp);
-    if root.is_none() {
-        return Err(format!("computation {} has no root", m.comp_name(comp)).into());
-    }
-    let mut out = Vec::new();
-    let mut state: HashMap<InstId, u8> = HashMap::new();
-    let mut stack: Vec<(InstId, usize)> = vec![(root, 0)];
-    state.insert(root, 1);
-    while let Some(&mut (id, ref mut next)) = stack.last_mut() {
-        let ops = m.operands(id);
-        if *next < ops.len() {
-            let o = ops[*next];
-            *next += 1;
-            match state.get(&o) {
-                None => {
-                    state.insert(o, 1);
-                    stack.push((o, 0));
-                }
-                Some(1) => return Err(format!("cycle through %{}", m.name(o)).into()),
-                _ => {}
-            }
-        } else {
-            state.insert(id, 2);
-            out.push(id);
-            stack.pop();
-        }
-    }
-    Ok(out)
-}
-
-/// The kernel kind for a root instruction, if it has one.
-pub(crate) fn root_kind(m: &Module, id: InstId) -> Option<KernelKind> {
-    use Opcode::*;
-    Some(match m.opcode(id) {
-        Reduce => KernelKind::Reduce,
-        DynamicUpdateSlice => KernelKind::Dus,
-        Scatter => KernelKind::Scatter,
-        SelectAndScatter => KernelKind::SelectAndScatter,
-        Sort => KernelKind::Sort,
-        TopK => KernelKind::TopK,
-        RngBitGenerator => KernelKind::Rng,
-        CustomCall if is_topk_custom_call(m, id) => KernelKind::TopK,
-        Dot if crate::gemm::gemm_geo(m, id, &Default::default()).is_some() => KernelKind::Gemm,
-        Convolution if crate::conv_fast::conv_fast(m, id).is_some() => KernelKind::Conv,
-        _ if is_elemental(m, id) => KernelKind::Loop,
-        _ => return None,
-    })
-}
-
-/// Whether `id` is XLA's `TopK` custom call.
-pub(crate) fn is_topk_custom_call(m: &Module, id: InstId) -> bool {
-    matches!(
-        m.attr(id, &AttrKey::CustomCallTarget),
-        Some(AttrValue::Str(s)) | Some(AttrValue::Raw(s)) | Some(AttrValue::Ident(s)) if s.as_ref() == "TopK"
-    )
 }
 
 /// The computations a kernel root applies per element (reducers, comparators, ...).
@@ -403,9 +313,9 @@ impl<'m> Lower<'m> {
                     let types = std::iter::once(id).chain(ops.iter().copied());
                     if let Some(t) = types
                         .filter_map(|i| m.array_shape(i).map(|s| s.ty))
-                        .find(|&t| !crate::cg::supported_type(t))
+                        .find(|&t| !crate::forms::supported_type(t))
                     {
-                        return crate::cg::unsupported_type(t);
+                        return crate::forms::unsupported_type(crate::cpu_target::BACKEND, t);
                     }
                     Fail::Msg(format!(
                         "the cpu backend does not support {} instructions",
@@ -686,8 +596,11 @@ pub(crate) fn lower(m: &Module, asg: &BufferAssignment) -> R<Program> {
         for a in &shapes {
             // Complex parameters are bytes until a kernel reads them (and refuses them if it
             // cannot); host calls and copies take them as they are.
-            if !crate::cg::supported_type(a.ty) && !a.ty.is_complex() {
-                return Err(crate::cg::unsupported_type(a.ty));
+            if !crate::forms::supported_type(a.ty) && !a.ty.is_complex() {
+                return Err(crate::forms::unsupported_type(
+                    crate::cpu_target::BACKEND,
+                    a.ty,
+                ));
             }
         }
         params.extend(shapes);
@@ -723,8 +636,11 @@ fn shape_tree(
 ) -> R<VTree> {
     Ok(match s {
         axle_ir::Shape::Array(a) => {
-            if check && !crate::cg::supported_type(a.ty) {
-                return Err(crate::cg::unsupported_type(a.ty));
+            if check && !crate::forms::supported_type(a.ty) {
+                return Err(crate::forms::unsupported_type(
+                    crate::cpu_target::BACKEND,
+                    a.ty,
+                ));
             }
             VTree::Leaf(
                 leaves
@@ -796,6 +712,16 @@ fn leaf_shape(m: &Module, s: &axle_ir::Shape, leaf: u32) -> Option<ArrayShape> {
     }
     let mut k = leaf;
     walk(m, s, &mut k)
+}
+
+/// The first host call of a program, nested regions included (for the AOT refusal).
+pub(crate) fn first_host_call(thunks: &[Thunk]) -> Option<InstId> {
+    thunks.iter().find_map(|t| match t {
+        Thunk::HostCall(h) => Some(h.origin),
+        Thunk::Kernel(_) | Thunk::Copy { .. } => None,
+        Thunk::While { cond, body, .. } => first_host_call(cond).or_else(|| first_host_call(body)),
+        Thunk::Cond { branches, .. } => branches.iter().find_map(|(b, _)| first_host_call(b)),
+    })
 }
 
 /// Calls `f` on every kernel of `thunks` in program order, nested ones included.

@@ -39,12 +39,13 @@ use inkwell::targets::{FileType, RelocMode, TargetMachine};
 use rayon::prelude::*;
 
 use crate::cg::Cg;
+use crate::cpu_target::CpuTarget;
 use crate::emit::{build_entry, build_top_parts, kernel_label, kernel_symbol, EntryKernel, PART};
 use crate::error::{finish, CodegenError, R};
-use crate::jit::{target_machine, TargetSpec};
 use crate::kernels::{attribute, emit_kernel};
 use crate::lower::{visit_kernels, visit_thunks, Kernel, Program, Thunk};
 use crate::signature::kernel_signature;
+use crate::target_spec::{target_machine, TargetSpec};
 use crate::CpuOptions;
 
 /// The weight (bytes of kernel signature, a measure of the code a kernel becomes) at which a
@@ -333,10 +334,13 @@ pub(crate) fn compile(
 
 /// A code generator for a new module in `ctx`, for the setup's target.
 fn new_cg<'ctx>(ctx: &'ctx Context, s: &Setup, name: &str, tm: &TargetMachine) -> Cg<'ctx> {
-    let mut cg = Cg::new(ctx, name, &s.spec.cpu, &s.spec.features);
+    let target = CpuTarget {
+        cpu: s.spec.cpu.clone(),
+        features: s.spec.features.clone(),
+    };
+    let mut cg = Cg::new(ctx, name, Box::new(target));
     cg.libm_math = s.opts.libm_math;
     cg.ftz = s.opts.flush_denormals;
-    cg.gemm = s.gemm.clone();
     cg.module.set_triple(&s.spec.triple);
     cg.module
         .set_data_layout(&tm.get_target_data().get_data_layout());
@@ -363,7 +367,7 @@ fn compile_group(s: &Setup, ks: &Kernels, g: &Group, form: Form) -> Result<Part,
     let mut facts = Vec::with_capacity(g.kernels.len());
     for &u in &g.kernels {
         let (k, name, _) = &ks.unique[u];
-        let e = emit_kernel(&cg, m, k, name).map_err(|f| finish(m, attribute(m, k, f)))?;
+        let e = emit_kernel(&cg, s.gemm, m, k, name).map_err(|f| finish(m, attribute(m, k, f)))?;
         facts.push((e.items, e.grain));
     }
     finish_module(s, &cg, &tm, &pipeline, form, t, facts)

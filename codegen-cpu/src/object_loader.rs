@@ -66,7 +66,7 @@ impl LoadedObject {
         symbols: &[(&str, usize)],
         entry: &str,
     ) -> Result<(LoadedObject, usize), String> {
-        crate::jit::init_llvm();
+        crate::target_spec::init_llvm();
         let entry = CString::new(entry).map_err(|e| e.to_string())?;
         let mut jit: LLVMOrcLLJITRef = std::ptr::null_mut();
         // SAFETY: a null builder asks for the default LLJIT for the host; on success `jit` is

@@ -12,6 +12,9 @@
 use axle_analysis::cost::{inst_cost, Cost};
 use axle_ir::{InstId, Module, Opcode};
 
+/// Elements per work item group below which a kernel is not worth splitting.
+pub(crate) const GRAIN_ELEMS: i64 = 1 << 15;
+
 /// The least estimated work of one range of a split kernel: a few times the cost of handing
 /// ranges to pool threads and joining them.
 pub(crate) const MIN_CHUNK_NS: f64 = 50_000.0;

@@ -417,7 +417,10 @@ pub(crate) fn emit<'a, 'ctx>(
         Ok(())
     })?;
     let _ = m;
-    Ok((rows, (crate::kernels::GRAIN_ELEMS / len.max(1)).max(1)))
+    Ok((
+        rows,
+        (crate::parallel_cost::GRAIN_ELEMS / len.max(1)).max(1),
+    ))
 }
 
 /// The unsigned key of key operand value `v`: the comparator's `X` of it, mapped to an

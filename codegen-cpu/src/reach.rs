@@ -19,7 +19,7 @@
 use axle_ir::{AttrKey, AttrValue, InstId, Module, Opcode};
 
 use crate::elemental::{bitcast_is_reshape, comp_is_elemental, inst_leaves, is_elemental};
-use crate::lower::root_kind;
+use crate::kernel_kind::root_kind;
 
 /// What a value costs to compute per element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,7 +58,7 @@ pub(crate) fn blocked_core(m: &Module, id: InstId) -> bool {
 /// Whether every array leaf of `id`'s shape has a type the kernels handle.
 pub(crate) fn types_ok(m: &Module, id: InstId) -> bool {
     inst_leaves(m, id)
-        .map(|ls| ls.iter().all(|l| crate::cg::supported_type(l.ty)))
+        .map(|ls| ls.iter().all(|l| crate::forms::supported_type(l.ty)))
         .unwrap_or(false)
 }
 

@@ -1,5 +1,136 @@
-//! The NVPTX backend: LLVM NVPTX emission, the kernel launch plan, PTX checks, and the GPU runtime
-//! when a GPU is present.
+//! The NVPTX backend: NVIDIA GPU kernels emitted through LLVM's NVPTX target from the shared
+//! LLVM layer (`axle-codegen-llvm`), with a launch plan per kernel, as PTX for `sm_80` or
+//! `sm_90`.
 //!
-//! Not built yet: see the NVPTX backend issue.
+//! This first slice compiles the entry computation's loop kernels ([`kernels`]): one kernel per
+//! fusion and per unfused instruction whose elements are computed independently, one element
+//! per thread, on the grid and block of its [`LaunchPlan`] ([`launch`]). Reductions, dot,
+//! convolution, sort, scatter, control flow and the GPU runtime are not built yet; a module
+//! that needs them is a [`CodegenError`] naming the first instruction refused.
+//!
+//! The PTX is LLVM's (`default<O3>`, then the NVPTX code generator for the chosen
+//! [`GpuArch`], PTX ISA 7.8, the first version `sm_90` accepts).
 #![deny(missing_docs)]
+
+pub mod gpu_target;
+pub mod kernels;
+pub mod launch;
+
+pub use axle_codegen_llvm::CodegenError;
+pub use kernels::{plan_kernels, KernelInfo};
+pub use launch::LaunchPlan;
+
+use axle_codegen_llvm::cg::Cg;
+use axle_ir::Module;
+use inkwell::context::Context;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{
+    CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
+};
+use inkwell::OptimizationLevel;
+
+use crate::gpu_target::NvptxTarget;
+
+/// The GPU architectures the backend emits for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GpuArch {
+    /// Ampere (A100).
+    #[default]
+    Sm80,
+    /// Hopper (H100, H200).
+    Sm90,
+}
+
+impl GpuArch {
+    /// Every architecture, in order.
+    pub const ALL: [GpuArch; 2] = [GpuArch::Sm80, GpuArch::Sm90];
+
+    /// The architecture named `name` (`sm_80`, `sm_90`).
+    pub fn from_name(name: &str) -> Result<GpuArch, String> {
+        GpuArch::ALL
+            .into_iter()
+            .find(|a| a.name() == name)
+            .ok_or_else(|| format!("unknown GPU architecture '{name}' (known: sm_80, sm_90)"))
+    }
+
+    /// Its name, as `ptxas -arch` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GpuArch::Sm80 => "sm_80",
+            GpuArch::Sm90 => "sm_90",
+        }
+    }
+}
+
+/// Options of an NVPTX compilation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NvptxOptions {
+    /// The architecture the PTX is for.
+    pub gpu_arch: GpuArch,
+}
+
+/// Text forms of a compiled module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Emit {
+    /// The optimized LLVM IR (NVPTX triple).
+    LlvmIr,
+    /// The PTX assembly.
+    Ptx,
+}
+
+/// The NVPTX target triple (64-bit pointers, CUDA driver interface).
+const TRIPLE: &str = "nvptx64-nvidia-cuda";
+/// The PTX ISA version: 7.8 is the first `sm_90` accepts, and `sm_80` accepts it too.
+const PTX_FEATURES: &str = "+ptx78";
+
+/// The target machine of `arch`.
+fn target_machine(arch: GpuArch) -> Result<TargetMachine, String> {
+    Target::initialize_nvptx(&InitializationConfig::default());
+    let triple = TargetTriple::create(TRIPLE);
+    let target = Target::from_triple(&triple).map_err(|e| e.to_string())?;
+    target
+        .create_target_machine(
+            &triple,
+            arch.name(),
+            PTX_FEATURES,
+            OptimizationLevel::Aggressive,
+            RelocMode::Default,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| {
+            format!(
+                "cannot create a target machine for {TRIPLE} {}",
+                arch.name()
+            )
+        })
+}
+
+/// The optimized LLVM IR or the PTX of a verified module's kernels, as `axle compile --backend
+/// nvptx --emit llvm|ptx` prints it.
+pub fn emit_text(m: &Module, opts: &NvptxOptions, what: Emit) -> Result<String, CodegenError> {
+    let general = |msg: String| CodegenError::general(&m.name, msg);
+    axle_ir::check_runnable(m).map_err(|e| general(e.to_string()))?;
+    let kernels = plan_kernels(m)?;
+    let tm = target_machine(opts.gpu_arch).map_err(general)?;
+    let ctx = Context::create();
+    let cg = Cg::new(&ctx, &m.name, Box::new(NvptxTarget));
+    cg.module.set_triple(&TargetTriple::create(TRIPLE));
+    cg.module
+        .set_data_layout(&tm.get_target_data().get_data_layout());
+    kernels::emit_kernels(&cg, m, &kernels)?;
+    cg.module
+        .verify()
+        .map_err(|e| general(format!("LLVM rejected the kernels: {e}")))?;
+    cg.module
+        .run_passes("default<O3>", &tm, PassBuilderOptions::create())
+        .map_err(|e| general(format!("LLVM's optimizer failed: {e}")))?;
+    match what {
+        Emit::LlvmIr => Ok(cg.module.print_to_string().to_string()),
+        Emit::Ptx => {
+            let buf = tm
+                .write_to_memory_buffer(&cg.module, FileType::Assembly)
+                .map_err(|e| general(format!("PTX emission failed: {e}")))?;
+            Ok(String::from_utf8_lossy(buf.as_slice()).into_owned())
+        }
+    }
+}

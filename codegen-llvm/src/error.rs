@@ -1,10 +1,11 @@
-//! Errors of the CPU backend: a compile-time error names the instruction it is about.
+//! Errors of the LLVM backends (cpu, nvptx): a compile-time error names the instruction it is
+//! about.
 
 use std::fmt;
 
 use axle_ir::{InstId, Module};
 
-/// A compilation or execution failure of the CPU backend.
+/// A compilation or execution failure of an LLVM backend.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CodegenError {
     /// The instruction's name (empty when the error is not about one instruction).
@@ -48,8 +49,10 @@ impl std::error::Error for CodegenError {}
 /// An internal failure: a message still to be attributed to an instruction, or an attributed
 /// error.
 #[derive(Debug)]
-pub(crate) enum Fail {
+pub enum Fail {
+    /// A message not yet attributed to an instruction.
     Msg(String),
+    /// An error attributed to an instruction.
     At(Box<CodegenError>),
 }
 
@@ -65,10 +68,11 @@ impl From<&str> for Fail {
     }
 }
 
-pub(crate) type R<T> = Result<T, Fail>;
+/// The result of every emitter.
+pub type R<T> = Result<T, Fail>;
 
 /// Attributes a bare message to instruction `id`.
-pub(crate) fn at(m: &Module, id: InstId, f: Fail) -> Fail {
+pub fn at(m: &Module, id: InstId, f: Fail) -> Fail {
     match f {
         Fail::At(e) => Fail::At(e),
         Fail::Msg(message) => Fail::At(Box::new(CodegenError {
@@ -81,7 +85,7 @@ pub(crate) fn at(m: &Module, id: InstId, f: Fail) -> Fail {
 }
 
 /// The public error for a failure, attributing bare messages to the module.
-pub(crate) fn finish(m: &Module, f: Fail) -> CodegenError {
+pub fn finish(m: &Module, f: Fail) -> CodegenError {
     match f {
         Fail::At(e) => *e,
         Fail::Msg(message) => CodegenError::general(&m.name, message),

@@ -1,4 +1,5 @@
-//! Scalar semantics of every elementwise op on register values, following XLA (and the
+//! Scalar semantics of every elementwise op on register values of the real (non-complex) types
+//! (complex ones are [`crate::complex`]; [`crate::ops`] dispatches between them), following XLA (and the
 //! reference evaluator): integer arithmetic wraps, `x / 0` is `-1` (signed) or all ones
 //! (unsigned), `INT_MIN / -1` is `INT_MIN`, `x % 0` is `x`, `INT_MIN % -1` is `0`, shifts by at
 //! least the bit width give `0` (or the sign for arithmetic right shifts), integer `power`
@@ -23,11 +24,11 @@ use inkwell::values::{FloatValue, IntValue};
 use inkwell::{FloatPredicate, IntPredicate};
 
 use crate::cg::{bv, Cg, Val};
-use crate::error::R;
+use crate::error::{Fail, R};
 use crate::minifloat::is_minifloat;
 
 /// The error for an op that is not defined on element type `ty`.
-pub(crate) fn not_defined(op: Opcode, ty: ElementType) -> crate::error::Fail {
+pub fn not_defined(op: Opcode, ty: ElementType) -> Fail {
     format!(
         "{} is not defined for element type {}",
         op.name(),
@@ -46,15 +47,7 @@ fn libm_name(base: &str, f64: bool) -> String {
 }
 
 /// Evaluates a unary op (not `convert`, `bitcast-convert`, `reduce-precision`, `copy`).
-pub(crate) fn unary<'ctx>(
-    cg: &Cg<'ctx>,
-    op: Opcode,
-    in_ty: ElementType,
-    v: Val<'ctx>,
-) -> R<Val<'ctx>> {
-    if in_ty.is_complex() {
-        return crate::complex::unary(cg, op, in_ty, v);
-    }
+pub fn unary<'ctx>(cg: &Cg<'ctx>, op: Opcode, in_ty: ElementType, v: Val<'ctx>) -> R<Val<'ctx>> {
     if in_ty.is_pred() {
         return match op {
             Opcode::Not => Ok(bv(cg.b.build_not(v.into_int_value(), "not")?)),
@@ -194,7 +187,7 @@ fn int_unary<'ctx>(cg: &Cg<'ctx>, op: Opcode, ty: ElementType, v: IntValue<'ctx>
 }
 
 /// Evaluates a binary op with operands and result of type `ty` (not `compare`).
-pub(crate) fn binary<'ctx>(
+pub fn binary<'ctx>(
     cg: &Cg<'ctx>,
     op: Opcode,
     ty: ElementType,
@@ -203,9 +196,6 @@ pub(crate) fn binary<'ctx>(
 ) -> R<Val<'ctx>> {
     use Opcode::*;
     let b = &cg.b;
-    if ty.is_complex() {
-        return crate::complex::binary(cg, op, ty, a, c);
-    }
     if ty.is_pred() {
         let (x, y) = (a.into_int_value(), c.into_int_value());
         return Ok(bv(match op {
@@ -256,11 +246,7 @@ pub(crate) fn binary<'ctx>(
 /// with FTZ (as XLA's CPU backend does); integer operations, so the result does not depend on
 /// the float mode. The narrower floats compute in `f32` under the same rules, but only `bf16`
 /// and `f8e8m0fnu` (`2^-127`) hold values that are subnormal there; the others pass through.
-pub(crate) fn flush<'ctx>(
-    cg: &Cg<'ctx>,
-    ty: ElementType,
-    v: FloatValue<'ctx>,
-) -> R<FloatValue<'ctx>> {
+pub fn flush<'ctx>(cg: &Cg<'ctx>, ty: ElementType, v: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
     use ElementType::*;
     if !matches!(ty, F32 | F64 | BF16 | F8E8M0FNU) {
         return Ok(v);
@@ -315,20 +301,12 @@ fn zero_tie<'ctx>(
 /// XLA's `maximum` on floats (IEEE 754-2019 `maximum`, as XLA's CPU backend computes it): NaN
 /// if either is NaN (the left one first), else the larger, with `+0` above `-0`. Operands are
 /// already flushed where the module flushes.
-pub(crate) fn fmax<'ctx>(
-    cg: &Cg<'ctx>,
-    a: FloatValue<'ctx>,
-    c: FloatValue<'ctx>,
-) -> R<FloatValue<'ctx>> {
+pub fn fmax<'ctx>(cg: &Cg<'ctx>, a: FloatValue<'ctx>, c: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
     extremum(cg, true, a, c)
 }
 
 /// XLA's `minimum` on floats: as [`fmax`], with `-0` below `+0`.
-pub(crate) fn fmin<'ctx>(
-    cg: &Cg<'ctx>,
-    a: FloatValue<'ctx>,
-    c: FloatValue<'ctx>,
-) -> R<FloatValue<'ctx>> {
+pub fn fmin<'ctx>(cg: &Cg<'ctx>, a: FloatValue<'ctx>, c: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
     extremum(cg, false, a, c)
 }
 
@@ -518,7 +496,7 @@ fn int_power<'ctx>(cg: &Cg<'ctx>, x: IntValue<'ctx>, y: IntValue<'ctx>) -> R<Val
 }
 
 /// The integer key whose signed order is XLA's total order on floats.
-pub(crate) fn total_order_key<'ctx>(cg: &Cg<'ctx>, v: FloatValue<'ctx>) -> R<IntValue<'ctx>> {
+pub fn total_order_key<'ctx>(cg: &Cg<'ctx>, v: FloatValue<'ctx>) -> R<IntValue<'ctx>> {
     let b = &cg.b;
     let bits = if v.get_type() == cg.f64() { 64 } else { 32 };
     let it = cg.int_ty(bits);
@@ -529,7 +507,7 @@ pub(crate) fn total_order_key<'ctx>(cg: &Cg<'ctx>, v: FloatValue<'ctx>) -> R<Int
 }
 
 /// Evaluates `compare` on operands of type `ty`; the result is an `i1`.
-pub(crate) fn compare<'ctx>(
+pub fn compare<'ctx>(
     cg: &Cg<'ctx>,
     dir: ComparisonDirection,
     cty: ComparisonType,
@@ -539,9 +517,6 @@ pub(crate) fn compare<'ctx>(
 ) -> R<Val<'ctx>> {
     use ComparisonDirection as D;
     let b = &cg.b;
-    if ty.is_complex() {
-        return crate::complex::compare(cg, dir, ty, a, c);
-    }
     if ty.is_float() {
         let (x, y) = (a.into_float_value(), c.into_float_value());
         if cty == ComparisonType::TotalOrder {
@@ -592,17 +567,12 @@ fn int_pred(dir: ComparisonDirection, signed: bool) -> IntPredicate {
 }
 
 /// `select(p, a, b)` on an `i1` predicate.
-pub(crate) fn select<'ctx>(
-    cg: &Cg<'ctx>,
-    p: Val<'ctx>,
-    a: Val<'ctx>,
-    c: Val<'ctx>,
-) -> R<Val<'ctx>> {
+pub fn select<'ctx>(cg: &Cg<'ctx>, p: Val<'ctx>, a: Val<'ctx>, c: Val<'ctx>) -> R<Val<'ctx>> {
     Ok(cg.b.build_select(p.into_int_value(), a, c, "sel")?)
 }
 
 /// `clamp(lo, x, hi)`.
-pub(crate) fn clamp<'ctx>(
+pub fn clamp<'ctx>(
     cg: &Cg<'ctx>,
     ty: ElementType,
     lo: Val<'ctx>,
@@ -641,7 +611,7 @@ pub(crate) fn clamp<'ctx>(
 }
 
 /// `convert` of a register value from `from` to `to`.
-pub(crate) fn convert<'ctx>(
+pub fn convert<'ctx>(
     cg: &Cg<'ctx>,
     from: ElementType,
     to: ElementType,
@@ -650,9 +620,6 @@ pub(crate) fn convert<'ctx>(
     let b = &cg.b;
     if from == to {
         return Ok(v);
-    }
-    if from.is_complex() || to.is_complex() {
-        return crate::complex::convert(cg, from, to, v);
     }
     let to_reg = cg.reg_ty(to)?;
     if to.is_pred() {
@@ -734,7 +701,7 @@ pub(crate) fn convert<'ctx>(
 }
 
 /// `bitcast-convert` between types of equal width.
-pub(crate) fn bitcast_same_width<'ctx>(
+pub fn bitcast_same_width<'ctx>(
     cg: &Cg<'ctx>,
     from: ElementType,
     to: ElementType,
@@ -749,7 +716,7 @@ pub(crate) fn bitcast_same_width<'ctx>(
 }
 
 /// XLA's `reduce-precision` to `eb` exponent and `mb` mantissa bits.
-pub(crate) fn reduce_precision<'ctx>(
+pub fn reduce_precision<'ctx>(
     cg: &Cg<'ctx>,
     ty: ElementType,
     eb: u32,

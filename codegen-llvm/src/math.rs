@@ -73,7 +73,7 @@ impl<'a, 'ctx> F<'a, 'ctx> {
 }
 
 /// `exp(x)` for `f32`.
-pub(crate) fn exp_f32<'ctx>(cg: &Cg<'ctx>, x: FloatValue<'ctx>) -> R<Val<'ctx>> {
+pub fn exp_f32<'ctx>(cg: &Cg<'ctx>, x: FloatValue<'ctx>) -> R<Val<'ctx>> {
     let f = F { cg };
     let b = &cg.b;
     // Keep NaN (ordered compares are false for it); beyond these bounds the result is inf or 0.
@@ -116,7 +116,7 @@ pub(crate) fn exp_f32<'ctx>(cg: &Cg<'ctx>, x: FloatValue<'ctx>) -> R<Val<'ctx>> 
 }
 
 /// `log(x)` for `f32`.
-pub(crate) fn log_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>> {
+pub fn log_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>> {
     let f = F { cg };
     let b = &cg.b;
     let i32t = cg.i32();
@@ -172,7 +172,7 @@ pub(crate) fn log_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>>
 }
 
 /// `tanh(x)` for `f32`: Eigen's rational approximation.
-pub(crate) fn tanh_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>> {
+pub fn tanh_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>> {
     let f = F { cg };
     let hi = f.cmp(FloatPredicate::OGT, x0, f.c(9.0))?;
     let x = f.sel(hi, f.c(9.0), x0)?;

@@ -1,5 +1,5 @@
-//! Complex element types (`c64`, `c128`): their register form, loads and stores, constants and
-//! the scalar semantics of every op the reference evaluator defines on them.
+//! Complex element types (`c64`, `c128`): the scalar semantics of every op the reference
+//! evaluator defines on them (their register and memory forms are in [`crate::forms`]).
 //!
 //! A complex value is an LLVM struct `{F, F}` (real part first, `F` = `float` for `c64` and
 //! `double` for `c128`) in a register. In memory it is the IR literal's layout, interleaved
@@ -19,7 +19,7 @@
 //!
 //! Subnormals follow XLA's CPU backend under FTZ: arithmetic (`add` to `tanh`, `multiply` with
 //! each real product flushed) reads its operands' parts flushed and writes its result's parts
-//! flushed, explicitly with integer instructions ([`ops::flush`]); `abs` and `compare` read
+//! flushed, explicitly with integer instructions ([`real::flush`]); `abs` and `compare` read
 //! flushed parts (`abs` flushes its result); `sign` is `select(abs(x) == 0, x, x / abs(x))`, so
 //! an operand that flushes to zero comes back unchanged; `real`, `imag`, `negate` and `complex`
 //! are exact; `c64`/`c128` converts flush as the `f32`/`f64` ones do. `convert` widens or narrows the parts of a complex
@@ -27,141 +27,13 @@
 //! the real part and converts it as a real value (as XLA and the evaluator do).
 
 use axle_ir::{ComparisonDirection, ElementType, Opcode};
-use inkwell::types::{FloatType, StructType};
-use inkwell::values::{BasicValue, FloatValue, IntValue, PointerValue};
+use inkwell::values::{FloatValue, IntValue};
 use inkwell::FloatPredicate;
 
 use crate::cg::{bv, Cg, Val};
-use crate::error::R;
-use crate::ops::{self, not_defined};
-
-/// A complex value split into its parts.
-#[derive(Clone, Copy)]
-struct Cx<'ctx> {
-    re: FloatValue<'ctx>,
-    im: FloatValue<'ctx>,
-}
-
-/// The component type's register type (`float` or `double`).
-fn part_ty<'ctx>(cg: &Cg<'ctx>, t: ElementType) -> FloatType<'ctx> {
-    if t == ElementType::C128 {
-        cg.f64()
-    } else {
-        cg.f32()
-    }
-}
-
-/// The register and memory type of complex element type `t`: `{F, F}`.
-pub(crate) fn struct_ty<'ctx>(cg: &Cg<'ctx>, t: ElementType) -> StructType<'ctx> {
-    let f = part_ty(cg, t);
-    cg.ctx.struct_type(&[f.into(), f.into()], false)
-}
-
-fn split<'ctx>(cg: &Cg<'ctx>, v: Val<'ctx>) -> R<Cx<'ctx>> {
-    if !v.is_struct_value() {
-        return Err("expected a complex value".into());
-    }
-    let s = v.into_struct_value();
-    let re = cg.b.build_extract_value(s, 0, "re")?.into_float_value();
-    let im = cg.b.build_extract_value(s, 1, "im")?.into_float_value();
-    Ok(Cx { re, im })
-}
-
-fn join<'ctx>(cg: &Cg<'ctx>, t: ElementType, c: Cx<'ctx>) -> R<Val<'ctx>> {
-    let s = struct_ty(cg, t).get_poison();
-    let s = cg.b.build_insert_value(s, c.re, 0, "c")?;
-    let s = cg.b.build_insert_value(s, c.im, 1, "c")?;
-    Ok(s.into_struct_value().as_basic_value_enum())
-}
-
-/// The constant `re + im i` of complex type `t`.
-pub(crate) fn constant<'ctx>(cg: &Cg<'ctx>, t: ElementType, re: f64, im: f64) -> Val<'ctx> {
-    let f = part_ty(cg, t);
-    let (re, im) = if t == ElementType::C64 {
-        (re as f32 as f64, im as f32 as f64)
-    } else {
-        (re, im)
-    };
-    bv(struct_ty(cg, t).const_named_struct(&[bv(f.const_float(re)), bv(f.const_float(im))]))
-}
-
-/// The complex value of type `t` from one element's literal bytes (real part first), exact to
-/// the bit (NaN payloads included).
-pub(crate) fn constant_bytes<'ctx>(cg: &Cg<'ctx>, t: ElementType, bytes: &[u8]) -> R<Val<'ctx>> {
-    let f = part_ty(cg, t);
-    let w = t.component_type().byte_size();
-    let part = |k: usize| -> R<FloatValue<'ctx>> {
-        let b = bytes.get(w * k..w * k + w).ok_or("short complex literal")?;
-        let mut le = [0u8; 8];
-        le[..w].copy_from_slice(b);
-        let c = cg
-            .int_ty(8 * w as u32)
-            .const_int(u64::from_le_bytes(le), false);
-        Ok(cg.b.build_bit_cast(c, f, "part")?.into_float_value())
-    };
-    let (re, im) = (part(0)?, part(1)?);
-    join(cg, t, Cx { re, im })
-}
-
-/// The component pointers of element `offset` of a complex array at `ptr`.
-fn part_ptrs<'ctx>(
-    cg: &Cg<'ctx>,
-    t: ElementType,
-    ptr: PointerValue<'ctx>,
-    offset: IntValue<'ctx>,
-) -> R<(PointerValue<'ctx>, PointerValue<'ctx>)> {
-    let f = part_ty(cg, t);
-    let k = cg.b.build_int_nsw_mul(offset, cg.c64(2), "k")?;
-    let pre = cg.gep(f.into(), ptr, k)?;
-    let pim = cg.gep(f.into(), pre, cg.c64(1))?;
-    Ok((pre, pim))
-}
-
-/// Loads element `offset` of a complex array at `ptr`.
-pub(crate) fn load<'ctx>(
-    cg: &Cg<'ctx>,
-    t: ElementType,
-    ptr: PointerValue<'ctx>,
-    offset: IntValue<'ctx>,
-) -> R<Val<'ctx>> {
-    let f = part_ty(cg, t);
-    let align = t.component_type().byte_size() as u32;
-    let (pre, pim) = part_ptrs(cg, t, ptr, offset)?;
-    let mut parts = [f.const_zero(); 2];
-    for (k, p) in [pre, pim].into_iter().enumerate() {
-        let v = cg.b.build_load(f, p, "ld")?;
-        if let Some(i) = v.as_instruction_value() {
-            let _ = i.set_alignment(align);
-        }
-        parts[k] = v.into_float_value();
-    }
-    join(
-        cg,
-        t,
-        Cx {
-            re: parts[0],
-            im: parts[1],
-        },
-    )
-}
-
-/// Stores a complex value as element `offset` of an array at `ptr`.
-pub(crate) fn store<'ctx>(
-    cg: &Cg<'ctx>,
-    t: ElementType,
-    ptr: PointerValue<'ctx>,
-    offset: IntValue<'ctx>,
-    v: Val<'ctx>,
-) -> R<()> {
-    let align = t.component_type().byte_size() as u32;
-    let c = split(cg, v)?;
-    let (pre, pim) = part_ptrs(cg, t, ptr, offset)?;
-    for (p, x) in [(pre, c.re), (pim, c.im)] {
-        let s = cg.b.build_store(p, x)?;
-        let _ = s.set_alignment(align);
-    }
-    Ok(())
-}
+use crate::error::{Fail, R};
+use crate::forms::{join, part_ty, split, Cx};
+use crate::real::{self, not_defined};
 
 /// Float arithmetic in one component type, and the complex operations built on it.
 struct K<'a, 'ctx> {
@@ -231,7 +103,7 @@ impl<'a, 'ctx> K<'a, 'ctx> {
     }
     /// A real unary op of the component type, with the backend's real semantics.
     fn real1(&self, op: Opcode, a: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
-        Ok(ops::unary(self.cg, op, self.ft, bv(a))?.into_float_value())
+        Ok(real::unary(self.cg, op, self.ft, bv(a))?.into_float_value())
     }
     /// `f64` from a component value.
     fn wide(&self, a: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
@@ -254,7 +126,7 @@ impl<'a, 'ctx> K<'a, 'ctx> {
     }
     /// A component flushed to zero if subnormal (under FTZ), with integer instructions.
     fn fl(&self, a: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
-        ops::flush(self.cg, self.ft, a)
+        real::flush(self.cg, self.ft, a)
     }
     /// Both parts flushed ([`K::fl`]).
     fn cfl(&self, a: Cx<'ctx>) -> R<Cx<'ctx>> {
@@ -356,7 +228,7 @@ impl<'a, 'ctx> K<'a, 'ctx> {
     }
     fn cln(&self, a: Cx<'ctx>) -> R<Cx<'ctx>> {
         let re = self.real1(Opcode::Log, self.cabs(a)?)?;
-        let im = ops::binary(self.cg, Opcode::Atan2, self.ft, bv(a.im), bv(a.re))?;
+        let im = real::binary(self.cg, Opcode::Atan2, self.ft, bv(a.im), bv(a.re))?;
         Ok(Cx {
             re,
             im: im.into_float_value(),
@@ -491,12 +363,7 @@ impl<'a, 'ctx> K<'a, 'ctx> {
 
 /// A unary op on a complex operand of type `ty`: `abs`, `real` and `imag` give the component
 /// type, the rest `ty`.
-pub(crate) fn unary<'ctx>(
-    cg: &Cg<'ctx>,
-    op: Opcode,
-    ty: ElementType,
-    v: Val<'ctx>,
-) -> R<Val<'ctx>> {
+pub fn unary<'ctx>(cg: &Cg<'ctx>, op: Opcode, ty: ElementType, v: Val<'ctx>) -> R<Val<'ctx>> {
     use Opcode::*;
     let k = K::new(cg, ty);
     let z = split(cg, v)?;
@@ -547,7 +414,7 @@ pub(crate) fn unary<'ctx>(
 
 /// A binary op with result type `ty` (complex): arithmetic on two complex operands, or
 /// `complex` of two real parts.
-pub(crate) fn binary<'ctx>(
+pub fn binary<'ctx>(
     cg: &Cg<'ctx>,
     op: Opcode,
     ty: ElementType,
@@ -579,7 +446,7 @@ pub(crate) fn binary<'ctx>(
 }
 
 /// `compare` of complex operands: `EQ` and `NE` compare both parts by the float rules.
-pub(crate) fn compare<'ctx>(
+pub fn compare<'ctx>(
     cg: &Cg<'ctx>,
     dir: ComparisonDirection,
     ty: ElementType,
@@ -603,7 +470,7 @@ pub(crate) fn compare<'ctx>(
 }
 
 /// `convert` where `from` or `to` is complex.
-pub(crate) fn convert<'ctx>(
+pub fn convert<'ctx>(
     cg: &Cg<'ctx>,
     from: ElementType,
     to: ElementType,
@@ -612,7 +479,7 @@ pub(crate) fn convert<'ctx>(
     if from == to {
         return Ok(v);
     }
-    let unsupported = || -> crate::error::Fail {
+    let unsupported = || -> Fail {
         format!(
             "convert from {} to {} is not supported",
             from.name(),
@@ -625,7 +492,7 @@ pub(crate) fn convert<'ctx>(
             return Err(unsupported());
         }
         let re = split(cg, v)?.re;
-        return crate::ops::convert(cg, from.component_type(), to, crate::cg::bv(re));
+        return real::convert(cg, from.component_type(), to, bv(re));
     }
     let ft = to.component_type();
     let c = if from.is_complex() {
@@ -638,7 +505,7 @@ pub(crate) fn convert<'ctx>(
                 cg.b.build_float_ext(x, f, "ext")?
             } else {
                 let n = cg.b.build_float_trunc(x, f, "trunc")?;
-                ops::flush(cg, ElementType::F32, n)?
+                real::flush(cg, ElementType::F32, n)?
             })
         };
         Cx {
@@ -646,7 +513,7 @@ pub(crate) fn convert<'ctx>(
             im: cast(z.im)?,
         }
     } else {
-        let re = ops::convert(cg, from, ft, v)?;
+        let re = real::convert(cg, from, ft, v)?;
         if !re.is_float_value() {
             return Err(unsupported());
         }

@@ -110,7 +110,7 @@ impl Format {
 }
 
 /// Whether `t` is one of the 8- or 4-bit float types.
-pub(crate) fn is_minifloat(t: ElementType) -> bool {
+pub fn is_minifloat(t: ElementType) -> bool {
     Format::of(t).is_some()
 }
 
@@ -119,11 +119,7 @@ fn format(t: ElementType) -> R<Format> {
 }
 
 /// Decodes a storage byte (`i8`) of small float type `t` into an `f32` (exact).
-pub(crate) fn to_f32<'ctx>(
-    cg: &Cg<'ctx>,
-    t: ElementType,
-    byte: IntValue<'ctx>,
-) -> R<FloatValue<'ctx>> {
+pub fn to_f32<'ctx>(cg: &Cg<'ctx>, t: ElementType, byte: IntValue<'ctx>) -> R<FloatValue<'ctx>> {
     let f = format(t)?;
     let b = &cg.b;
     let k = |v: u32| cg.i32().const_int(v as u64, false);
@@ -201,11 +197,7 @@ pub(crate) fn to_f32<'ctx>(
 
 /// Rounds an `f32` to small float type `t` (ties to even, the format's overflow and NaN rules)
 /// and returns its storage byte (`i8`).
-pub(crate) fn from_f32<'ctx>(
-    cg: &Cg<'ctx>,
-    t: ElementType,
-    v: FloatValue<'ctx>,
-) -> R<IntValue<'ctx>> {
+pub fn from_f32<'ctx>(cg: &Cg<'ctx>, t: ElementType, v: FloatValue<'ctx>) -> R<IntValue<'ctx>> {
     let f = format(t)?;
     let b = &cg.b;
     let i32t = cg.i32();

@@ -1,20 +1,16 @@
 //! The LLVM side of code generation: one [`Cg`] per compiled module holds the inkwell context's
-//! module and builder, and offers the small vocabulary every emitter is written in: element
-//! loads and stores in each element type's storage form, counted loops with loop-carried values,
-//! branches that merge values, intrinsics and libm calls.
+//! module and builder and the [`Target`] it emits for, and offers the small vocabulary every
+//! emitter is written in: counted loops with loop-carried values, branches that merge values,
+//! address arithmetic, intrinsics and math library calls. The register and memory forms of
+//! element types (loads, stores, constants) are in [`crate::forms`].
 //!
-//! Registers hold `pred` as `i1`, integers as `iN` (`i2` and `i4` for the sub-byte types),
-//! `f32`, `f16`, `bf16` and the 8- and 4-bit floats as `float` (a narrow float in a register is
-//! always a value its own type can represent, rounded after every operation) and `f64` as
-//! `double`. In memory, as in literals, `pred` is one byte (0 or 1), `f16`/`bf16` are their
-//! 16-bit patterns and every sub-byte type takes one byte holding its bits zero-extended (the
-//! 8- and 4-bit float conversions are in [`crate::minifloat`]). Complex values are `{F, F}`
-//! structs in registers and interleaved `(re, im)` pairs in memory (see [`crate::complex`]).
+//! Invariants: every function is added through [`Cg::add_fn`], so it carries the target's
+//! attributes; buffer pointers are in the target's buffer address space ([`Cg::ptr`]); a math
+//! library function the target lacks is an error naming it, never a silent external call.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use axle_ir::ElementType;
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::basic_block::BasicBlock;
 use inkwell::builder::{Builder, BuilderError};
@@ -23,15 +19,15 @@ use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::{BasicType, BasicTypeEnum, FunctionType};
 use inkwell::values::{
-    BasicMetadataValueEnum, BasicValue, BasicValueEnum, FloatValue, FunctionValue, IntValue,
-    PointerValue,
+    BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue, IntValue, PointerValue,
 };
-use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
+use inkwell::IntPredicate;
 
 use crate::error::{Fail, R};
+use crate::target::Target;
 
 /// A value in a register.
-pub(crate) type Val<'ctx> = BasicValueEnum<'ctx>;
+pub type Val<'ctx> = BasicValueEnum<'ctx>;
 
 impl From<BuilderError> for Fail {
     fn from(e: BuilderError) -> Self {
@@ -40,62 +36,66 @@ impl From<BuilderError> for Fail {
 }
 
 /// The code generation state of one LLVM module.
-pub(crate) struct Cg<'ctx> {
+pub struct Cg<'ctx> {
+    /// The LLVM context everything is created in.
     pub ctx: &'ctx Context,
+    /// The module being emitted.
     pub module: Module<'ctx>,
+    /// The builder, positioned where code is being emitted.
     pub b: Builder<'ctx>,
-    /// `target-cpu` put on every function.
-    pub cpu: String,
-    /// `target-features` put on every function.
-    pub features: String,
+    /// The machine the code is for.
+    pub target: Box<dyn Target>,
     /// Whether `f32` `exp`, `log` and `tanh` call libm instead of the inline approximations.
     pub libm_math: bool,
     /// Whether kernels run with subnormals flushed (x86's FTZ and DAZ modes): functions say so
     /// to LLVM, and ops whose results are not produced by float arithmetic flush explicitly.
     pub ftz: bool,
-    /// The target and thread count the GEMM's blocking is chosen for (the same the lowering
-    /// used).
-    pub gemm: crate::gemm::GemmTarget,
     libm: RefCell<HashMap<String, FunctionValue<'ctx>>>,
 }
 
 impl<'ctx> Cg<'ctx> {
-    pub fn new(ctx: &'ctx Context, name: &str, cpu: &str, features: &str) -> Self {
+    /// A code generator for a new module `name` in `ctx`, emitting for `target`.
+    pub fn new(ctx: &'ctx Context, name: &str, target: Box<dyn Target>) -> Self {
         Cg {
             ctx,
             module: ctx.create_module(name),
             b: ctx.create_builder(),
-            cpu: cpu.to_string(),
-            features: features.to_string(),
+            target,
             libm_math: false,
             ftz: false,
-            gemm: crate::gemm::GemmTarget::default(),
             libm: RefCell::new(HashMap::new()),
         }
     }
 
     // ---- types and constants ----
 
+    /// LLVM's `i1` type.
     pub fn i1(&self) -> inkwell::types::IntType<'ctx> {
         self.ctx.bool_type()
     }
+    /// LLVM's `i8` type.
     pub fn i8(&self) -> inkwell::types::IntType<'ctx> {
         self.ctx.i8_type()
     }
+    /// LLVM's `i32` type.
     pub fn i32(&self) -> inkwell::types::IntType<'ctx> {
         self.ctx.i32_type()
     }
+    /// LLVM's `i64` type.
     pub fn i64(&self) -> inkwell::types::IntType<'ctx> {
         self.ctx.i64_type()
     }
+    /// LLVM's `float` type.
     pub fn f32(&self) -> inkwell::types::FloatType<'ctx> {
         self.ctx.f32_type()
     }
+    /// LLVM's `double` type.
     pub fn f64(&self) -> inkwell::types::FloatType<'ctx> {
         self.ctx.f64_type()
     }
+    /// The pointer type of buffers (in the target's buffer address space).
     pub fn ptr(&self) -> inkwell::types::PointerType<'ctx> {
-        self.ctx.ptr_type(AddressSpace::default())
+        self.ctx.ptr_type(self.target.buffer_address_space())
     }
     /// An `i64` constant.
     pub fn c64(&self, v: i64) -> IntValue<'ctx> {
@@ -104,36 +104,6 @@ impl<'ctx> Cg<'ctx> {
     /// An `i32` constant.
     pub fn c32(&self, v: i64) -> IntValue<'ctx> {
         self.i32().const_int(v as u64, true)
-    }
-
-    /// The register type of element type `t`.
-    pub fn reg_ty(&self, t: ElementType) -> R<BasicTypeEnum<'ctx>> {
-        use ElementType::*;
-        Ok(match t {
-            Pred => self.i1().into(),
-            S8 | U8 => self.ctx.i8_type().into(),
-            S16 | U16 => self.ctx.i16_type().into(),
-            S32 | U32 => self.ctx.i32_type().into(),
-            S64 | U64 => self.ctx.i64_type().into(),
-            S2 | U2 | S4 | U4 => self.int_ty(t.bits()).into(),
-            F16 | BF16 | F32 => self.f32().into(),
-            F64 => self.f64().into(),
-            C64 | C128 => crate::complex::struct_ty(self, t).into(),
-            t if crate::minifloat::is_minifloat(t) => self.f32().into(),
-            _ => return Err(unsupported_type(t)),
-        })
-    }
-
-    /// The in-memory type of element type `t`.
-    pub fn mem_ty(&self, t: ElementType) -> R<BasicTypeEnum<'ctx>> {
-        use ElementType::*;
-        Ok(match t {
-            Pred => self.i8().into(),
-            F16 | BF16 => self.ctx.i16_type().into(),
-            S2 | U2 | S4 | U4 => self.i8().into(),
-            t if crate::minifloat::is_minifloat(t) => self.i8().into(),
-            _ => self.reg_ty(t)?,
-        })
     }
 
     /// The integer type of `bits` bits.
@@ -152,47 +122,9 @@ impl<'ctx> Cg<'ctx> {
         }
     }
 
-    /// A constant of element type `t` from an `f64` (floats) or an `i128` (integers, pred).
-    pub fn const_f(&self, t: ElementType, v: f64) -> R<Val<'ctx>> {
-        if t.is_complex() {
-            return Ok(crate::complex::constant(self, t, v, 0.0));
-        }
-        Ok(match self.reg_ty(t)? {
-            BasicTypeEnum::FloatType(ft) => {
-                let v = match t {
-                    ElementType::F16 => half::f16::from_f64(v).to_f64(),
-                    ElementType::BF16 => half::bf16::from_f64(v).to_f64(),
-                    ElementType::F32 => v as f32 as f64,
-                    t if crate::minifloat::is_minifloat(t) => {
-                        use axle_ir::literal::{f64_to_minifloat, minifloat_to_f64};
-                        minifloat_to_f64(t, f64_to_minifloat(t, v))
-                    }
-                    _ => v,
-                };
-                ft.const_float(v).into()
-            }
-            BasicTypeEnum::IntType(it) => it.const_int(v as i64 as u64, true).into(),
-            _ => return Err("unexpected register type".into()),
-        })
-    }
-
-    /// An integer or pred constant.
-    pub fn const_i(&self, t: ElementType, v: i128) -> R<Val<'ctx>> {
-        Ok(match self.reg_ty(t)? {
-            // Sub-byte types: the value's low bits.
-            BasicTypeEnum::IntType(it) if it.get_bit_width() < 8 => {
-                let mask = (1u64 << it.get_bit_width()) - 1;
-                it.const_int(v as u64 & mask, false).into()
-            }
-            BasicTypeEnum::IntType(it) => it.const_int(v as u64, true).into(),
-            BasicTypeEnum::FloatType(_) => self.const_f(t, v as f64)?,
-            _ => return Err("unexpected register type".into()),
-        })
-    }
-
     // ---- functions and blocks ----
 
-    /// Adds a function with the host CPU's attributes.
+    /// Adds a function with the target's attributes.
     pub fn add_fn(
         &self,
         name: &str,
@@ -201,14 +133,8 @@ impl<'ctx> Cg<'ctx> {
     ) -> FunctionValue<'ctx> {
         let f = self.module.add_function(name, ty, linkage);
         let attr = |k: &str, v: &str| self.ctx.create_string_attribute(k, v);
-        if !self.cpu.is_empty() {
-            f.add_attribute(AttributeLoc::Function, attr("target-cpu", &self.cpu));
-        }
-        if !self.features.is_empty() {
-            f.add_attribute(
-                AttributeLoc::Function,
-                attr("target-features", &self.features),
-            );
+        for (k, v) in self.target.function_attributes() {
+            f.add_attribute(AttributeLoc::Function, attr(&k, &v));
         }
         f.add_attribute(AttributeLoc::Function, self.enum_attr("nounwind"));
         if self.ftz {
@@ -218,12 +144,16 @@ impl<'ctx> Cg<'ctx> {
                 attr("denormal-fp-math", "preserve-sign,preserve-sign"),
             );
         }
-        // 512-bit vectors: znver4/5 otherwise prefer 256-bit ones.
-        f.add_attribute(AttributeLoc::Function, attr("prefer-vector-width", "512"));
-        f.add_attribute(
-            AttributeLoc::Function,
-            attr("min-legal-vector-width", "512"),
-        );
+        let bits = self.target.vector_bits();
+        if bits > 0 {
+            // The target's widest vectors: znver4/5 otherwise prefer 256-bit ones to 512.
+            let bits = bits.to_string();
+            f.add_attribute(AttributeLoc::Function, attr("prefer-vector-width", &bits));
+            f.add_attribute(
+                AttributeLoc::Function,
+                attr("min-legal-vector-width", &bits),
+            );
+        }
         f
     }
 
@@ -420,139 +350,6 @@ impl<'ctx> Cg<'ctx> {
         self.gep(self.i8().into(), ptr, self.c64(bytes))
     }
 
-    /// Loads element `offset` of an array of `t` at `ptr` into a register.
-    pub fn load(
-        &self,
-        t: ElementType,
-        ptr: PointerValue<'ctx>,
-        offset: IntValue<'ctx>,
-    ) -> R<Val<'ctx>> {
-        if t.is_complex() {
-            return crate::complex::load(self, t, ptr, offset);
-        }
-        let mty = self.mem_ty(t)?;
-        let p = self.gep(mty, ptr, offset)?;
-        let v = self.b.build_load(mty, p, "ld")?;
-        if let Some(i) = v.as_instruction_value() {
-            let _ = i.set_alignment(t.byte_size() as u32);
-        }
-        self.load_form(t, v)
-    }
-
-    /// Stores a register value as element `offset` of an array of `t` at `ptr`.
-    pub fn store(
-        &self,
-        t: ElementType,
-        ptr: PointerValue<'ctx>,
-        offset: IntValue<'ctx>,
-        v: Val<'ctx>,
-    ) -> R<()> {
-        if t.is_complex() {
-            return crate::complex::store(self, t, ptr, offset, v);
-        }
-        let mty = self.mem_ty(t)?;
-        let p = self.gep(mty, ptr, offset)?;
-        let m = self.to_mem(t, v)?;
-        let s = self.b.build_store(p, m)?;
-        let _ = s.set_alignment(t.byte_size() as u32);
-        Ok(())
-    }
-
-    /// A loaded memory value in register form.
-    pub fn load_form(&self, t: ElementType, v: Val<'ctx>) -> R<Val<'ctx>> {
-        use ElementType::*;
-        Ok(match t {
-            Pred => self
-                .b
-                .build_int_compare(
-                    IntPredicate::NE,
-                    v.into_int_value(),
-                    self.i8().const_zero(),
-                    "pred",
-                )?
-                .into(),
-            F16 => {
-                let h = self
-                    .b
-                    .build_bit_cast(v, self.ctx.f16_type(), "h")?
-                    .into_float_value();
-                self.b.build_float_ext(h, self.f32(), "h2f")?.into()
-            }
-            BF16 => {
-                let w = self
-                    .b
-                    .build_int_z_extend(v.into_int_value(), self.i32(), "bf")?;
-                let w = self.b.build_left_shift(w, self.c32(16), "bf")?;
-                self.b.build_bit_cast(w, self.f32(), "bf2f")?
-            }
-            S2 | U2 | S4 | U4 => self
-                .b
-                .build_int_truncate(v.into_int_value(), self.reg_ty(t)?.into_int_type(), "sub")?
-                .into(),
-            t if crate::minifloat::is_minifloat(t) => {
-                crate::minifloat::to_f32(self, t, v.into_int_value())?.into()
-            }
-            _ => v,
-        })
-    }
-
-    /// A register value in memory form.
-    pub fn to_mem(&self, t: ElementType, v: Val<'ctx>) -> R<Val<'ctx>> {
-        use ElementType::*;
-        Ok(match t {
-            Pred => self
-                .b
-                .build_int_z_extend(v.into_int_value(), self.i8(), "p8")?
-                .into(),
-            F16 => {
-                let h =
-                    self.b
-                        .build_float_trunc(v.into_float_value(), self.ctx.f16_type(), "f2h")?;
-                self.b.build_bit_cast(h, self.ctx.i16_type(), "hb")?
-            }
-            BF16 => self.f32_to_bf16_bits(v.into_float_value())?.into(),
-            // The literal form: the value's bits, zero-extended.
-            S2 | U2 | S4 | U4 => self
-                .b
-                .build_int_z_extend(v.into_int_value(), self.i8(), "sub")?
-                .into(),
-            t if crate::minifloat::is_minifloat(t) => {
-                crate::minifloat::from_f32(self, t, v.into_float_value())?.into()
-            }
-            _ => v,
-        })
-    }
-
-    /// Rounds an `f32` to the nearest `bf16` (ties to even; NaN stays a quiet NaN) and returns
-    /// its bits, as the `half` crate and XLA do.
-    pub fn f32_to_bf16_bits(&self, v: FloatValue<'ctx>) -> R<IntValue<'ctx>> {
-        let b = &self.b;
-        let i32t = self.i32();
-        let bits = b.build_bit_cast(v, i32t, "fb")?.into_int_value();
-        let hi = b.build_right_shift(bits, self.c32(16), false, "hi")?;
-        let lsb = b.build_and(hi, self.c32(1), "lsb")?;
-        let bias = b.build_int_add(lsb, self.c32(0x7fff), "bias")?;
-        let r = b.build_int_add(bits, bias, "r")?;
-        let r = b.build_right_shift(r, self.c32(16), false, "r")?;
-        let nan = b.build_or(hi, self.c32(0x40), "qnan")?;
-        let isnan = b.build_float_compare(FloatPredicate::UNO, v, v, "isnan")?;
-        let out = b.build_select(isnan, nan, r, "bf")?.into_int_value();
-        Ok(b.build_int_truncate(out, self.ctx.i16_type(), "bf16")?)
-    }
-
-    /// Rounds a register value of a narrow float type to that type (a no-op for others).
-    pub fn round(&self, t: ElementType, v: Val<'ctx>) -> R<Val<'ctx>> {
-        match t {
-            t if matches!(t, ElementType::F16 | ElementType::BF16)
-                || crate::minifloat::is_minifloat(t) =>
-            {
-                let m = self.to_mem(t, v)?;
-                self.load_form(t, m)
-            }
-            _ => Ok(v),
-        }
-    }
-
     /// `memcpy(dst, src, bytes)`.
     pub fn memcpy(&self, dst: PointerValue<'ctx>, src: PointerValue<'ctx>, bytes: u64) -> R<()> {
         if bytes == 0 {
@@ -587,63 +384,76 @@ impl<'ctx> Cg<'ctx> {
             .ok_or_else(|| format!("{name} returned nothing").into())
     }
 
-    /// Calls a C math library function (`expf`, `tanh`, ...) of one or two float arguments.
+    /// Calls a C math library function (`expf`, `tanh`, ...) of one or two float arguments,
+    /// through the symbol the target gives it; an error naming it where the target has none.
     pub fn call_libm(&self, name: &str, args: &[Val<'ctx>]) -> R<Val<'ctx>> {
         let f = {
             let mut cache = self.libm.borrow_mut();
-            *cache.entry(name.to_string()).or_insert_with(|| {
-                let t = args[0].get_type();
-                let params: Vec<_> = args.iter().map(|a| a.get_type().into()).collect();
-                let f = self.module.add_function(
-                    name,
-                    t.fn_type(&params, false),
-                    Some(Linkage::External),
-                );
-                f.add_attribute(AttributeLoc::Function, self.enum_attr("nounwind"));
-                f
-            })
+            match cache.get(name) {
+                Some(f) => *f,
+                None => {
+                    let symbol = self.target.math_function(name).ok_or_else(|| {
+                        format!(
+                            "the {} backend has no math library function {name}",
+                            self.target.name()
+                        )
+                    })?;
+                    let t = args[0].get_type();
+                    let params: Vec<_> = args.iter().map(|a| a.get_type().into()).collect();
+                    let f = self.module.add_function(
+                        &symbol,
+                        t.fn_type(&params, false),
+                        Some(Linkage::External),
+                    );
+                    f.add_attribute(AttributeLoc::Function, self.enum_attr("nounwind"));
+                    cache.insert(name.to_string(), f);
+                    f
+                }
+            }
         };
         self.call(f, args)?
             .ok_or_else(|| format!("{name} returned nothing").into())
     }
-}
 
-/// The error for an element type the backend does not handle.
-pub(crate) fn unsupported_type(t: ElementType) -> Fail {
-    Fail::Msg(format!(
-        "element type {} is not supported by the cpu backend",
-        t.name()
-    ))
-}
-
-/// Whether the cpu backend handles element type `t`.
-pub(crate) fn supported_type(t: ElementType) -> bool {
-    use ElementType::*;
-    matches!(
-        t,
-        Pred | S2
-            | S4
-            | S8
-            | S16
-            | S32
-            | S64
-            | U2
-            | U4
-            | U8
-            | U16
-            | U32
-            | U64
-            | F16
-            | BF16
-            | F32
-            | F64
-            | C64
-            | C128
-    ) || crate::minifloat::is_minifloat(t)
+    /// The kernel's global thread index (`block * block_size + thread`) as an `i64`, on targets
+    /// whose kernels run as a grid of threads: computed in 64 bits when `wide` (a grid of more
+    /// than `i32::MAX` threads), else in 32 bits and widened.
+    pub fn thread_index(&self, wide: bool) -> R<IntValue<'ctx>> {
+        let regs = self.target.thread_registers().ok_or_else(|| {
+            format!(
+                "the {} backend's kernels have no thread index",
+                self.target.name()
+            )
+        })?;
+        let read = |name: &str| -> R<IntValue<'ctx>> {
+            let f = self.intrinsic(name, &[])?;
+            let v = self
+                .call(f, &[])?
+                .ok_or_else(|| format!("{name} returned nothing"))?
+                .into_int_value();
+            Ok(if wide {
+                self.b.build_int_z_extend(v, self.i64(), "sreg")?
+            } else {
+                v
+            })
+        };
+        let (tid, bid, bsz) = (
+            read(regs.thread)?,
+            read(regs.block)?,
+            read(regs.block_size)?,
+        );
+        let base = self.b.build_int_nuw_mul(bid, bsz, "block.base")?;
+        let t = self.b.build_int_nuw_add(base, tid, "thread")?;
+        Ok(if wide {
+            t
+        } else {
+            self.b.build_int_z_extend(t, self.i64(), "thread.i64")?
+        })
+    }
 }
 
 /// Row-major strides (in elements) of `dims`.
-pub(crate) fn strides(dims: &[i64]) -> Vec<i64> {
+pub fn strides(dims: &[i64]) -> Vec<i64> {
     let mut s = vec![1i64; dims.len()];
     for k in (0..dims.len().saturating_sub(1)).rev() {
         s[k] = s[k + 1] * dims[k + 1].max(1);
@@ -651,9 +461,8 @@ pub(crate) fn strides(dims: &[i64]) -> Vec<i64> {
     s
 }
 
-/// The number of elements of `dims`.
 /// `dims` without dimension `d` (the rows of an operation along `d`).
-pub(crate) fn dims_without(dims: &[i64], d: usize) -> Vec<i64> {
+pub fn dims_without(dims: &[i64], d: usize) -> Vec<i64> {
     dims.iter()
         .enumerate()
         .filter(|&(k, _)| k != d)
@@ -661,17 +470,18 @@ pub(crate) fn dims_without(dims: &[i64], d: usize) -> Vec<i64> {
         .collect()
 }
 
-pub(crate) fn numel(dims: &[i64]) -> i64 {
+/// The number of elements of `dims`.
+pub fn numel(dims: &[i64]) -> i64 {
     dims.iter().product::<i64>().max(0)
 }
 
 /// `as_basic_value_enum` for anything basic.
-pub(crate) fn bv<'ctx>(v: impl BasicValue<'ctx>) -> Val<'ctx> {
+pub fn bv<'ctx>(v: impl BasicValue<'ctx>) -> Val<'ctx> {
     v.as_basic_value_enum()
 }
 
 /// The type of basic values, for phis.
 #[allow(dead_code)]
-pub(crate) fn ty_of<'ctx>(v: Val<'ctx>) -> BasicTypeEnum<'ctx> {
+pub fn ty_of<'ctx>(v: Val<'ctx>) -> BasicTypeEnum<'ctx> {
     v.get_type().as_basic_type_enum()
 }

@@ -29,11 +29,12 @@ use inkwell::IntPredicate;
 
 use crate::cg::{bv, strides, Cg, Val};
 use crate::error::{at, Fail, R};
+use crate::forms::{complex_constant_bytes, supported_type, unsupported_type};
 use crate::ops;
 
 /// A position in an array: one `i64` per dimension and the row-major linear offset.
 #[derive(Clone, Debug)]
-pub(crate) struct Index<'ctx> {
+pub struct Index<'ctx> {
     /// Identity for memoization: derived indices get new ids.
     pub id: u32,
     /// Per-dimension coordinates.
@@ -44,7 +45,7 @@ pub(crate) struct Index<'ctx> {
 
 /// What an instruction is bound to in a kernel.
 #[derive(Clone, Debug)]
-pub(crate) enum Ext<'ctx> {
+pub enum Ext<'ctx> {
     /// Array leaves in memory (one pointer per leaf; an array has one).
     Bufs(Vec<PointerValue<'ctx>>),
     /// Scalar leaf values (a computation applied per element).
@@ -55,20 +56,29 @@ pub(crate) enum Ext<'ctx> {
 }
 
 /// The body of a loop nest: `(generator, coordinates, loop-carried values) -> next values`.
-pub(crate) type NestBody<'f, 'a, 'ctx> =
+pub type NestBody<'f, 'a, 'ctx> =
     dyn FnMut(&mut Gen<'a, 'ctx>, &[IntValue<'ctx>], Vec<Val<'ctx>>) -> R<Vec<Val<'ctx>>> + 'f;
 
+/// The elemental form of an op that a backend provides itself (the CPU's `dot` and
+/// `convolution`): the value of instruction `id` at index `idx`, its operands generated through
+/// the [`Gen`] it is given.
+pub type OpGen = for<'g, 'a, 'ctx> fn(&'g mut Gen<'a, 'ctx>, InstId, &Index<'ctx>) -> R<Val<'ctx>>;
+
 /// The element generator of one kernel (or of one application of a scalar computation).
-pub(crate) struct Gen<'a, 'ctx> {
+pub struct Gen<'a, 'ctx> {
+    /// The code generator emitting the kernel.
     pub cg: &'a Cg<'ctx>,
+    /// The module the instructions belong to.
     pub m: &'a Module,
+    /// The generator of `dot` and `convolution`, where the backend has one.
+    contraction: Option<OpGen>,
     ext: HashMap<InstId, Ext<'ctx>>,
     memo: Vec<HashMap<(InstId, u32), Vec<Val<'ctx>>>>,
     next: u32,
 }
 
 /// The array leaves of a shape, depth-first.
-pub(crate) fn leaves(m: &Module, s: &Shape, out: &mut Vec<ArrayShape>) -> R<()> {
+pub fn leaves(m: &Module, s: &Shape, out: &mut Vec<ArrayShape>) -> R<()> {
     match s {
         Shape::Array(a) => out.push(a.clone()),
         Shape::Tuple(ids) => {
@@ -82,14 +92,14 @@ pub(crate) fn leaves(m: &Module, s: &Shape, out: &mut Vec<ArrayShape>) -> R<()> 
 }
 
 /// The array leaves of instruction `id`'s shape.
-pub(crate) fn inst_leaves(m: &Module, id: InstId) -> R<Vec<ArrayShape>> {
+pub fn inst_leaves(m: &Module, id: InstId) -> R<Vec<ArrayShape>> {
     let mut v = Vec::new();
     leaves(m, m.shape(id), &mut v)?;
     Ok(v)
 }
 
 /// The minor-to-major order of `id`'s layout (row-major when it has none).
-pub(crate) fn minor_to_major(m: &Module, id: InstId, rank: usize) -> R<Vec<i64>> {
+pub fn minor_to_major(m: &Module, id: InstId, rank: usize) -> R<Vec<i64>> {
     match m.layout_of(m.layout_id(id)) {
         Layout::Array(l) if !l.minor_to_major.is_empty() || rank == 0 => {
             if !l.tiles.is_empty() {
@@ -105,7 +115,7 @@ pub(crate) fn minor_to_major(m: &Module, id: InstId, rank: usize) -> R<Vec<i64>>
 }
 
 /// Whether a minor-to-major order is row-major once size-1 dimensions are ignored.
-pub(crate) fn is_row_major(m2m: &[i64], dims: &[i64]) -> bool {
+pub fn is_row_major(m2m: &[i64], dims: &[i64]) -> bool {
     let order: Vec<i64> = m2m
         .iter()
         .rev()
@@ -116,7 +126,7 @@ pub(crate) fn is_row_major(m2m: &[i64], dims: &[i64]) -> bool {
 }
 
 /// Whether `bitcast` `id` is a plain reshape of the logical row-major bytes.
-pub(crate) fn bitcast_is_reshape(m: &Module, id: InstId) -> R<bool> {
+pub fn bitcast_is_reshape(m: &Module, id: InstId) -> R<bool> {
     let op = m.operands(id)[0];
     let (a, o) = (arr_of(m, op)?, arr_of(m, id)?);
     if a.ty != o.ty {
@@ -127,13 +137,14 @@ pub(crate) fn bitcast_is_reshape(m: &Module, id: InstId) -> R<bool> {
     Ok(is_row_major(&mi, &a.dims) && is_row_major(&mo, &o.dims))
 }
 
-pub(crate) fn arr_of(m: &Module, id: InstId) -> R<&ArrayShape> {
+/// The array shape of instruction `id` (an error for a tuple, token or opaque value).
+pub fn arr_of(m: &Module, id: InstId) -> R<&ArrayShape> {
     m.array_shape(id)
         .ok_or_else(|| Fail::Msg("expected an array-shaped value".into()))
 }
 
 /// Whether `gen` can emit instruction `id` (its own op; operands are checked separately).
-pub(crate) fn is_elemental(m: &Module, id: InstId) -> bool {
+pub fn is_elemental(m: &Module, id: InstId) -> bool {
     use Opcode::*;
     let op = m.opcode(id);
     op.is_elementwise() && op != StochasticConvert
@@ -200,14 +211,14 @@ fn scalar_call(m: &Module, id: InstId) -> bool {
 
 /// Whether the whole computation `comp` can be emitted elementally (every instruction its
 /// root depends on), its applied computations included.
-pub(crate) fn comp_is_elemental(m: &Module, comp: CompId) -> bool {
+pub fn comp_is_elemental(m: &Module, comp: CompId) -> bool {
     first_non_elemental(m, comp).is_none()
 }
 
 /// The first instruction (in a depth-first walk from the root, into applied and called
 /// computations) that keeps `comp` from being emitted elementally, if any: the instruction to
 /// name when the backend refuses the computation.
-pub(crate) fn first_non_elemental(m: &Module, comp: CompId) -> Option<InstId> {
+pub fn first_non_elemental(m: &Module, comp: CompId) -> Option<InstId> {
     let mut stack = vec![m.root(comp)];
     let mut seen = std::collections::HashSet::new();
     while let Some(id) = stack.pop() {
@@ -218,7 +229,7 @@ pub(crate) fn first_non_elemental(m: &Module, comp: CompId) -> Option<InstId> {
             return Some(id);
         }
         if let Some(s) = m.array_shape(id) {
-            if !crate::cg::supported_type(s.ty) {
+            if !supported_type(s.ty) {
                 return Some(id);
             }
         }
@@ -277,14 +288,22 @@ fn apply_state<'ctx>(
 }
 
 impl<'a, 'ctx> Gen<'a, 'ctx> {
+    /// A generator with nothing bound, emitting through `cg`.
     pub fn new(cg: &'a Cg<'ctx>, m: &'a Module) -> Self {
         Gen {
             cg,
             m,
+            contraction: None,
             ext: HashMap::new(),
             memo: vec![HashMap::new()],
             next: 0,
         }
+    }
+
+    /// The generator with `f` as the elemental form of `dot` and `convolution`.
+    pub fn with_contraction(mut self, f: OpGen) -> Self {
+        self.contraction = Some(f);
+        self
     }
 
     /// Binds instruction `id` to memory or values.
@@ -477,6 +496,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             .into());
         }
         let mut child = Gen::new(self.cg, m);
+        child.contraction = self.contraction;
         for (&p, &a) in params.iter().zip(args) {
             match m.array_shape(p) {
                 Some(s) if s.num_elements() == 1 => child.bind(p, Ext::Vals(vec![a])),
@@ -714,8 +734,8 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
                 );
                 let mut out = Vec::with_capacity(leaves.len());
                 for (k, leaf) in leaves.iter().enumerate() {
-                    if !crate::cg::supported_type(leaf.ty()) {
-                        return Err(crate::cg::unsupported_type(leaf.ty()));
+                    if !supported_type(leaf.ty()) {
+                        return Err(unsupported_type(cg.target.name(), leaf.ty()));
                     }
                     out.push(if leaf.len() == 1 {
                         scalar_const(cg, leaf.ty(), leaf.element_bytes(0))?
@@ -735,8 +755,8 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         }
         let shape = self.arr(id)?;
         let ty = shape.ty;
-        if !crate::cg::supported_type(ty) {
-            return Err(crate::cg::unsupported_type(ty));
+        if !supported_type(ty) {
+            return Err(unsupported_type(cg.target.name(), ty));
         }
         let rank = shape.rank();
         let dims = &shape.dims[..];
@@ -883,7 +903,10 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
                 let r = self.apply(c, &args)?;
                 *r.first().ok_or("map computation returns nothing")?
             }
-            Dot => crate::conv::gen_dot(self, id, idx)?,
+            Dot | Convolution if self.contraction.is_some() => {
+                let f = self.contraction.ok_or("no contraction generator")?;
+                f(self, id, idx)?
+            }
             GetDimensionSize => {
                 let d = m
                     .int_attr(id, &AttrKey::Dimensions)
@@ -901,10 +924,10 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             }
             // One partition and one replica.
             PartitionId | ReplicaId => cg.const_i(ty, 0)?,
-            Convolution => crate::conv::gen_convolution(self, id, idx)?,
             _ => {
                 return Err(format!(
-                    "the cpu backend does not support {} instructions",
+                    "the {} backend does not support {} instructions",
+                    cg.target.name(),
                     op.name()
                 )
                 .into())
@@ -1381,7 +1404,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
 }
 
 /// The window of a windowed op (`reduce-window`, `select-and-scatter`).
-pub(crate) fn window(m: &Module, id: InstId, rank: usize) -> R<Vec<axle_ir::WindowDim>> {
+pub fn window(m: &Module, id: InstId, rank: usize) -> R<Vec<axle_ir::WindowDim>> {
     match m.attr(id, &AttrKey::Window) {
         Some(AttrValue::Window(w)) if w.len() == rank => Ok(w.to_vec()),
         Some(AttrValue::Window(_)) => Err("window rank does not match the operand".into()),
@@ -1392,7 +1415,7 @@ pub(crate) fn window(m: &Module, id: InstId, rank: usize) -> R<Vec<axle_ir::Wind
 
 /// The input position of window element `wmulti` of output `out_multi` (clamped into range so
 /// it can always be read) and whether it is a real element (not padding or a dilation hole).
-pub(crate) fn window_pos<'ctx>(
+pub fn window_pos<'ctx>(
     cg: &Cg<'ctx>,
     wd: &[axle_ir::WindowDim],
     in_dims: &[i64],
@@ -1437,7 +1460,7 @@ pub(crate) fn window_pos<'ctx>(
 
 /// The intrinsic that replaces the reducer of `reduce` `id` in [`Gen::reduce_step`]: the IEEE
 /// maximum or minimum for a one-input float reduction by `maximum` or `minimum`.
-pub(crate) fn minmax_intrinsic(m: &Module, id: InstId) -> Option<&'static str> {
+pub fn minmax_intrinsic(m: &Module, id: InstId) -> Option<&'static str> {
     let ops = m.operands(id);
     let comp = m.comp_attr(id, &AttrKey::ToApply)?;
     if ops.len() != 2 || !m.array_shape(ops[0])?.ty.is_float() {
@@ -1451,7 +1474,7 @@ pub(crate) fn minmax_intrinsic(m: &Module, id: InstId) -> Option<&'static str> {
 }
 
 /// The opcode of a computation that is one binary op of its two parameters, in either order.
-pub(crate) fn simple_binary(m: &Module, comp: CompId) -> Option<Opcode> {
+pub fn simple_binary(m: &Module, comp: CompId) -> Option<Opcode> {
     let root = m.root(comp);
     let params = m.params(comp);
     if params.len() != 2 || m.operands(root).len() != 2 {
@@ -1510,10 +1533,10 @@ fn bits_elem<'ctx>(cg: &Cg<'ctx>, ty: ElementType, bits: IntValue<'ctx>) -> R<Va
 }
 
 /// A register constant from one element's literal bytes.
-pub(crate) fn scalar_const<'ctx>(cg: &Cg<'ctx>, ty: ElementType, bytes: &[u8]) -> R<Val<'ctx>> {
+pub fn scalar_const<'ctx>(cg: &Cg<'ctx>, ty: ElementType, bytes: &[u8]) -> R<Val<'ctx>> {
     use axle_ir::literal::{element_to_f64, element_to_i128};
     if ty.is_complex() {
-        return crate::complex::constant_bytes(cg, ty, bytes);
+        return complex_constant_bytes(cg, ty, bytes);
     }
     if ty.is_float() {
         if ty == ElementType::F32 {
@@ -1537,12 +1560,12 @@ pub(crate) fn scalar_const<'ctx>(cg: &Cg<'ctx>, ty: ElementType, bytes: &[u8]) -
 }
 
 /// The global holding a constant's bytes (created once per instruction).
-pub(crate) fn const_global<'ctx>(cg: &Cg<'ctx>, id: InstId, data: &[u8]) -> R<PointerValue<'ctx>> {
+pub fn const_global<'ctx>(cg: &Cg<'ctx>, id: InstId, data: &[u8]) -> R<PointerValue<'ctx>> {
     bytes_global(cg, &format!("const.{}", id.index()), data)
 }
 
 /// The array leaves of a literal, depth-first.
-pub(crate) fn literal_leaves<'l>(l: &'l Literal, out: &mut Vec<&'l axle_ir::ArrayLiteral>) {
+pub fn literal_leaves<'l>(l: &'l Literal, out: &mut Vec<&'l axle_ir::ArrayLiteral>) {
     match l {
         Literal::Array(a) => out.push(a),
         Literal::Tuple(es) => es.iter().for_each(|e| literal_leaves(e, out)),
@@ -1551,7 +1574,7 @@ pub(crate) fn literal_leaves<'l>(l: &'l Literal, out: &mut Vec<&'l axle_ir::Arra
 
 /// The global holding leaf `k` (depth-first) of constant `id`'s value; an array constant's one
 /// leaf is the global [`const_global`] makes.
-pub(crate) fn const_leaf_global<'ctx>(
+pub fn const_leaf_global<'ctx>(
     cg: &Cg<'ctx>,
     m: &Module,
     id: InstId,
@@ -1573,7 +1596,11 @@ fn bytes_global<'ctx>(cg: &Cg<'ctx>, name: &str, data: &[u8]) -> R<PointerValue<
         return Ok(g.as_pointer_value());
     }
     let init = cg.ctx.const_string(data, false);
-    let g = cg.module.add_global(init.get_type(), None, name);
+    let g = cg.module.add_global(
+        init.get_type(),
+        Some(cg.target.buffer_address_space()),
+        name,
+    );
     g.set_initializer(&init);
     g.set_constant(true);
     g.set_linkage(Linkage::Private);

@@ -1,0 +1,102 @@
+//! Kernel kinds: what kind of kernel the CPU backend emits for a root instruction, and the order
+//! in which a computation's instructions are lowered (operands before users).
+//!
+//! Invariant: [`root_kind`] answers from the instruction alone (its op, attributes and shapes),
+//! so the fusion planner, the buffer rules and the lowering agree on every root.
+
+use std::collections::HashMap;
+
+use axle_ir::{AttrKey, AttrValue, CompId, InstId, Module, Opcode};
+
+use crate::elemental::is_elemental;
+use crate::error::R;
+
+/// What a kernel does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KernelKind {
+    /// One loop nest over the root's elements, every leaf computed elementally.
+    Loop,
+    /// `reduce` roots keeping the last input dimension (siblings of one geometry), with a loop
+    /// order that keeps the evaluator's accumulation order.
+    Reduce,
+    /// Rows: reductions over the minor dimensions once per row, then the row's outputs
+    /// ([`crate::fused::RowPlan`]).
+    Row,
+    /// A `dynamic-update-slice` root (in place when allowed).
+    Dus,
+    /// A `scatter` root (in place when allowed).
+    Scatter,
+    /// A `select-and-scatter` root.
+    SelectAndScatter,
+    /// A `sort` root.
+    Sort,
+    /// A `topk` root or the `TopK` custom call.
+    TopK,
+    /// An `f32`/`f64` `dot` of buffers, as a blocked GEMM (with an epilogue when its plan
+    /// says so).
+    Gemm,
+    /// An `f32`/`f64` `convolution` of buffers, register-tiled (with an epilogue when its plan
+    /// says so).
+    Conv,
+    /// An `rng-bit-generator` root: items are block calls of its generator.
+    Rng,
+}
+
+/// The instructions `comp`'s root depends on, operands before users.
+pub(crate) fn order(m: &Module, comp: CompId) -> R<Vec<InstId>> {
+    let root = m.root(comp);
+    if root.is_none() {
+        return Err(format!("computation {} has no root", m.comp_name(comp)).into());
+    }
+    let mut out = Vec::new();
+    let mut state: HashMap<InstId, u8> = HashMap::new();
+    let mut stack: Vec<(InstId, usize)> = vec![(root, 0)];
+    state.insert(root, 1);
+    while let Some(&mut (id, ref mut next)) = stack.last_mut() {
+        let ops = m.operands(id);
+        if *next < ops.len() {
+            let o = ops[*next];
+            *next += 1;
+            match state.get(&o) {
+                None => {
+                    state.insert(o, 1);
+                    stack.push((o, 0));
+                }
+                Some(1) => return Err(format!("cycle through %{}", m.name(o)).into()),
+                _ => {}
+            }
+        } else {
+            state.insert(id, 2);
+            out.push(id);
+            stack.pop();
+        }
+    }
+    Ok(out)
+}
+
+/// The kernel kind for a root instruction, if it has one.
+pub(crate) fn root_kind(m: &Module, id: InstId) -> Option<KernelKind> {
+    use Opcode::*;
+    Some(match m.opcode(id) {
+        Reduce => KernelKind::Reduce,
+        DynamicUpdateSlice => KernelKind::Dus,
+        Scatter => KernelKind::Scatter,
+        SelectAndScatter => KernelKind::SelectAndScatter,
+        Sort => KernelKind::Sort,
+        TopK => KernelKind::TopK,
+        RngBitGenerator => KernelKind::Rng,
+        CustomCall if is_topk_custom_call(m, id) => KernelKind::TopK,
+        Dot if crate::gemm::gemm_geo(m, id, &Default::default()).is_some() => KernelKind::Gemm,
+        Convolution if crate::conv_fast::conv_fast(m, id).is_some() => KernelKind::Conv,
+        _ if is_elemental(m, id) => KernelKind::Loop,
+        _ => return None,
+    })
+}
+
+/// Whether `id` is XLA's `TopK` custom call.
+pub(crate) fn is_topk_custom_call(m: &Module, id: InstId) -> bool {
+    matches!(
+        m.attr(id, &AttrKey::CustomCallTarget),
+        Some(AttrValue::Str(s)) | Some(AttrValue::Raw(s)) | Some(AttrValue::Ident(s)) if s.as_ref() == "TopK"
+    )
+}

@@ -1,0 +1,34 @@
+//! The LLVM layer both LLVM backends (`codegen-cpu`, `codegen-nvptx`) emit through: what computes
+//! one element, written once and parametrised by a small [`Target`] trait.
+//!
+//! - [`cg`]: the code generator of one LLVM module (builder, loops, branches, calls);
+//! - [`forms`]: the register and memory forms of every element type (loads, stores, constants);
+//! - [`ops`]: the scalar semantics of every op, XLA's rules included (FTZ, integer edge cases),
+//!   dispatching to [`real`] and [`complex`]; [`minifloat`] the 8- and 4-bit float conversions,
+//!   [`math`] the inline math approximations;
+//! - [`elemental`]: the elemental generators, from an output index to the value at that index,
+//!   composed across operands;
+//! - [`error`]: the errors, which name the instruction they are about.
+//!
+//! What differs between machines (address spaces, function attributes, vector width, how a
+//! math library function is called, thread indexing) is asked of the [`Target`] a [`cg::Cg`] is
+//! made for; nothing here knows a backend. Loop nests, kernels, GEMM and runtimes are the
+//! backends' own. This crate also finds and links LLVM 19 (its build script), for every crate
+//! above it.
+#![deny(missing_docs)]
+// Index loops over several parallel arrays of per-dimension values read better than zips.
+#![allow(clippy::needless_range_loop)]
+
+pub mod cg;
+pub mod complex;
+pub mod elemental;
+pub mod error;
+pub mod forms;
+pub mod math;
+pub mod minifloat;
+pub mod ops;
+pub mod real;
+pub mod target;
+
+pub use error::CodegenError;
+pub use target::{Target, ThreadRegisters};

@@ -1,0 +1,51 @@
+//! [`NvptxTarget`]: an NVIDIA GPU (LLVM's NVPTX target) as the shared LLVM layer's [`Target`].
+//!
+//! Buffers are in the global address space (1), so loads and stores are `ld.global` /
+//! `st.global`; functions carry no CPU attributes; there is no C math library on the device,
+//! so every math function is an error naming it (the shared inline approximations cover `f32`
+//! `exp`, `log` and `tanh`; libdevice is not linked yet); the thread index comes from the
+//! `%tid.x`, `%ctaid.x` and `%ntid.x` special registers.
+
+use axle_codegen_llvm::target::{Target, ThreadRegisters};
+use inkwell::AddressSpace;
+
+/// The backend's name in messages.
+pub const BACKEND: &str = "nvptx";
+
+/// NVPTX's global address space.
+const GLOBAL: u16 = 1;
+
+/// The GPU code is compiled for.
+#[derive(Clone, Debug, Default)]
+pub struct NvptxTarget;
+
+impl Target for NvptxTarget {
+    fn name(&self) -> &str {
+        BACKEND
+    }
+
+    fn buffer_address_space(&self) -> AddressSpace {
+        AddressSpace::from(GLOBAL)
+    }
+
+    fn function_attributes(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    fn vector_bits(&self) -> u32 {
+        // The widest global load and store, `ld.global.v4.f32`.
+        128
+    }
+
+    fn math_function(&self, _libm_name: &str) -> Option<String> {
+        None
+    }
+
+    fn thread_registers(&self) -> Option<ThreadRegisters> {
+        Some(ThreadRegisters {
+            thread: "llvm.nvvm.read.ptx.sreg.tid.x",
+            block: "llvm.nvvm.read.ptx.sreg.ctaid.x",
+            block_size: "llvm.nvvm.read.ptx.sreg.ntid.x",
+        })
+    }
+}

@@ -1,0 +1,248 @@
+//! Loop kernels: one NVPTX kernel per fusion of the entry computation and per unfused
+//! instruction that computes its elements independently (elementwise ops, broadcasts,
+//! transposes, slices, concatenations, pads, iotas, gathers, converts, ...), each computing one
+//! output element per thread with the shared elemental generators.
+//!
+//! The kernel of instruction `%x` is `axle_k<N>_<x>` (N its position among the kernels), with
+//! one `ptr addrspace(1)` parameter per output leaf, then one per leaf of each operand it reads
+//! (operands in order, a repeated operand once). Parameters, constants (whose bytes the runtime
+//! uploads), tuples and `get-tuple-element` need no kernel. A zero-sized output has no kernel
+//! and no launch.
+//!
+//! Invariants: a kernel is emitted only for an instruction whose every fused instruction this
+//! slice supports; anything else (reductions, dot, convolution, sort, scatter, control flow,
+//! custom calls, math library functions the device lacks) is a [`CodegenError`] naming the
+//! instruction and its op, never a wrong kernel. Outputs of a multi-output fusion have equal
+//! dimensions (each thread stores the same element of every output).
+
+use axle_codegen_llvm::cg::Cg;
+use axle_codegen_llvm::elemental::{first_non_elemental, inst_leaves, is_elemental, Ext, Gen};
+use axle_codegen_llvm::error::{at, finish, Fail, R};
+use axle_codegen_llvm::CodegenError;
+use axle_ir::{AttrKey, InstId, Module, Opcode};
+use inkwell::module::Linkage;
+use inkwell::types::BasicMetadataTypeEnum;
+use inkwell::values::{FunctionValue, PointerValue};
+use inkwell::IntPredicate;
+
+use crate::gpu_target::BACKEND;
+use crate::launch::LaunchPlan;
+
+/// One kernel of a module, as launched.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelInfo {
+    /// The kernel's symbol.
+    pub name: String,
+    /// The entry computation's instruction it computes.
+    pub inst: InstId,
+    /// The instructions whose buffers it reads, in parameter order (after the outputs).
+    pub operands: Vec<InstId>,
+    /// Its grid and block.
+    pub plan: LaunchPlan,
+}
+
+/// What an instruction of the entry computation becomes.
+enum Role {
+    /// No kernel: a value the runtime provides or a view of other buffers.
+    NoKernel,
+    /// A loop kernel computing the instruction's elements.
+    Kernel,
+}
+
+/// Ops this slice leaves to later kernels (reductions, contractions): refused even where the
+/// elemental generators could compute them one element per thread, which would be correct but
+/// slower than the shared-memory kernels they need.
+fn later_kernel(op: Opcode) -> bool {
+    matches!(
+        op,
+        Opcode::Reduce | Opcode::ReduceWindow | Opcode::Dot | Opcode::Convolution
+    )
+}
+
+/// The error for instruction `id`, whose op this slice does not compile.
+fn unsupported(m: &Module, id: InstId) -> Fail {
+    at(
+        m,
+        id,
+        Fail::Msg(format!(
+            "the {BACKEND} backend does not support {} instructions yet",
+            m.opcode(id).name()
+        )),
+    )
+}
+
+/// What instruction `id` of the entry computation becomes, or the error naming the first
+/// instruction (its own or a fused one) the slice does not support.
+fn role(m: &Module, id: InstId) -> R<Role> {
+    use Opcode::*;
+    match m.opcode(id) {
+        Parameter | Constant | Tuple | GetTupleElement | AfterAll => Ok(Role::NoKernel),
+        Fusion => {
+            let c = m
+                .comp_attr(id, &AttrKey::Calls)
+                .ok_or_else(|| at(m, id, "fusion needs calls".into()))?;
+            if let Some(bad) = m
+                .comp_insts(c)
+                .into_iter()
+                .find(|&i| later_kernel(m.opcode(i)))
+                .or_else(|| first_non_elemental(m, c))
+            {
+                return Err(unsupported(m, bad));
+            }
+            Ok(Role::Kernel)
+        }
+        op if is_elemental(m, id)
+            && !later_kernel(op)
+            && !matches!(op, Call | Conditional | While) =>
+        {
+            Ok(Role::Kernel)
+        }
+        _ => Err(unsupported(m, id)),
+    }
+}
+
+/// The kernels of the entry computation, in program order, with their launch plans (no LLVM
+/// involved): what [`emit_kernels`] emits.
+pub fn plan_kernels(m: &Module) -> Result<Vec<KernelInfo>, CodegenError> {
+    plan(m).map_err(|f| finish(m, f))
+}
+
+fn plan(m: &Module) -> R<Vec<KernelInfo>> {
+    let entry = m.entry();
+    let order = axle_ir::printer::topo_order(m, &m.comp_insts(entry));
+    let mut out = Vec::new();
+    for id in order {
+        if let Role::NoKernel = role(m, id)? {
+            continue;
+        }
+        let leaves = inst_leaves(m, id).map_err(|f| at(m, id, f))?;
+        let first = leaves
+            .first()
+            .ok_or_else(|| at(m, id, "an instruction with no array output".into()))?;
+        if leaves.iter().any(|l| l.dims != first.dims) {
+            return Err(at(
+                m,
+                id,
+                "the outputs of a multi-output kernel must have equal dimensions".into(),
+            ));
+        }
+        let elements = first.num_elements().max(0) as u64;
+        let plan = LaunchPlan::for_elements(elements).map_err(|e| at(m, id, e.into()))?;
+        if !plan.launches() {
+            continue;
+        }
+        let mut operands: Vec<InstId> = Vec::new();
+        for &o in m.operands(id) {
+            if !operands.contains(&o) {
+                operands.push(o);
+            }
+        }
+        out.push(KernelInfo {
+            name: match symbol_part(m.name(id)) {
+                s if s.is_empty() => format!("axle_k{}", out.len()),
+                s => format!("axle_k{}_{s}", out.len()),
+            },
+            inst: id,
+            operands,
+            plan,
+        });
+    }
+    Ok(out)
+}
+
+/// An instruction name as a PTX identifier part (letters, digits, `_`).
+fn symbol_part(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// Emits every kernel of `kernels` into `cg`'s module, each marked as a kernel entry point.
+pub fn emit_kernels(cg: &Cg<'_>, m: &Module, kernels: &[KernelInfo]) -> Result<(), CodegenError> {
+    for k in kernels {
+        emit_kernel(cg, m, k).map_err(|f| finish(m, at(m, k.inst, f)))?;
+    }
+    Ok(())
+}
+
+fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
+    let id = k.inst;
+    let outs = inst_leaves(m, id)?;
+    let mut in_leaves = Vec::with_capacity(k.operands.len());
+    for &o in &k.operands {
+        in_leaves.push(inst_leaves(m, o)?.len());
+    }
+    let params = outs.len() + in_leaves.iter().sum::<usize>();
+    let ptr = cg.ptr();
+    let fty = cg
+        .ctx
+        .void_type()
+        .fn_type(&vec![BasicMetadataTypeEnum::from(ptr); params], false);
+    let f = cg.add_fn(&k.name, fty, Some(Linkage::External));
+    mark_kernel(cg, f);
+    let entry = cg.ctx.append_basic_block(f, "entry");
+    cg.b.position_at_end(entry);
+    let mut ptrs = f.get_param_iter().map(|p| p.into_pointer_value());
+    let mut take = |n: usize| -> R<Vec<PointerValue<'ctx>>> {
+        let v: Vec<_> = ptrs.by_ref().take(n).collect();
+        if v.len() == n {
+            Ok(v)
+        } else {
+            Err("kernel parameter missing".into())
+        }
+    };
+    let out_ptrs = take(outs.len())?;
+    // The buffers of each operand, in parameter order.
+    let mut bufs = Vec::with_capacity(in_leaves.len());
+    for &n in &in_leaves {
+        bufs.push(take(n)?);
+    }
+    let mut g = Gen::new(cg, m);
+    // A fusion's computation reads its parameters; an unfused instruction its operands.
+    let root = match m.opcode(id) {
+        Opcode::Fusion => {
+            let c = m
+                .comp_attr(id, &AttrKey::Calls)
+                .ok_or("fusion needs calls")?;
+            for (&p, o) in m.params(c).iter().zip(m.operands(id)) {
+                let slot = k
+                    .operands
+                    .iter()
+                    .position(|x| x == o)
+                    .ok_or("fusion operand without a parameter")?;
+                g.bind(p, Ext::Bufs(bufs[slot].clone()));
+            }
+            m.root(c)
+        }
+        _ => {
+            for (&o, b) in k.operands.iter().zip(bufs) {
+                g.bind(o, Ext::Bufs(b));
+            }
+            id
+        }
+    };
+    let i = cg.thread_index(k.plan.wide_index)?;
+    let n = cg.c64(k.plan.elements as i64);
+    let inside = cg.b.build_int_compare(IntPredicate::ULT, i, n, "inside")?;
+    cg.if_then(inside, || {
+        let idx = g.index_linear(&outs[0].dims, i)?;
+        let vals = g.gen(root, &idx)?;
+        for ((leaf, &p), v) in outs.iter().zip(&out_ptrs).zip(vals) {
+            cg.store(leaf.ty, p, i, v)?;
+        }
+        Ok(())
+    })?;
+    cg.b.build_return(None)?;
+    Ok(())
+}
+
+/// Marks `f` as a kernel entry point (`nvvm.annotations`), so LLVM emits it as a PTX `.entry`.
+fn mark_kernel<'ctx>(cg: &Cg<'ctx>, f: FunctionValue<'ctx>) {
+    let md = cg.ctx.metadata_node(&[
+        f.as_global_value().as_pointer_value().into(),
+        cg.ctx.metadata_string("kernel").into(),
+        cg.i32().const_int(1, false).into(),
+    ]);
+    // Adding a named metadata operand fails only for a name that is not metadata.
+    let _ = cg.module.add_global_metadata("nvvm.annotations", &md);
+}

@@ -1,0 +1,134 @@
+//! The nvptx backend's loop kernels on small modules: PTX for each architecture, one kernel
+//! per fusion or elementwise instruction with the launch plan of its output, the 64-bit index
+//! path for outputs past `i32::MAX` elements, no kernel for zero-sized outputs, and refusals
+//! that name the instruction and its op.
+
+use axle_codegen_nvptx::{emit_text, plan_kernels, Emit, GpuArch, NvptxOptions};
+use axle_ir::{parse_module, Module};
+
+fn module(text: &str) -> Module {
+    parse_module(text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn ptx(m: &Module, arch: GpuArch) -> String {
+    emit_text(m, &NvptxOptions { gpu_arch: arch }, Emit::Ptx).unwrap_or_else(|e| panic!("{e}"))
+}
+
+const FUSED: &str = r#"
+HloModule fused
+
+fused_computation {
+  p0 = f32[5,7] parameter(0)
+  p1 = f32[5,7] parameter(1)
+  m = f32[5,7] multiply(p0, p1)
+  ROOT t = f32[5,7] tanh(m)
+}
+
+ENTRY e {
+  a = f32[5,7] parameter(0)
+  b = f32[5,7] parameter(1)
+  f = f32[5,7] fusion(a, b), kind=kLoop, calls=fused_computation
+  ROOT n = f32[5,7] negate(f)
+}
+"#;
+
+#[test]
+fn one_kernel_per_fusion_and_elementwise_instruction() {
+    let m = module(FUSED);
+    let ks = plan_kernels(&m).unwrap();
+    assert_eq!(ks.len(), 2, "{ks:?}");
+    assert_eq!((ks[0].plan.grid, ks[0].plan.block), (1, 64));
+    assert_eq!(ks[0].plan.elements, 35);
+    assert_eq!(ks[0].operands.len(), 2);
+    assert_eq!(ks[1].operands.len(), 1);
+    for arch in GpuArch::ALL {
+        let p = ptx(&m, arch);
+        assert!(p.contains(&format!(".target {}", arch.name())), "{p}");
+        assert_eq!(p.matches(".entry").count(), 2, "{p}");
+        assert!(p.contains(&format!(".entry {}", ks[0].name)), "{p}");
+        assert!(
+            p.contains("ld.global.f32") && p.contains("st.global.f32"),
+            "{p}"
+        );
+        // The 32-bit index path: one multiply-add of the block and thread registers.
+        assert!(p.contains("mad.lo.s32"), "{p}");
+    }
+    let ir = emit_text(&m, &NvptxOptions::default(), Emit::LlvmIr).unwrap();
+    assert!(
+        ir.contains("nvptx64-nvidia-cuda") && ir.contains("!\"kernel\""),
+        "{ir}"
+    );
+}
+
+#[test]
+fn outputs_past_two_to_the_31_elements_index_in_64_bits() {
+    let m = module(
+        "HloModule big\nENTRY e {\n  a = f32[3000000000] parameter(0)\n  ROOT n = f32[3000000000] negate(a)\n}\n",
+    );
+    let ks = plan_kernels(&m).unwrap();
+    assert!(ks[0].plan.wide_index, "{:?}", ks[0].plan);
+    let p = ptx(&m, GpuArch::Sm80);
+    // The thread index is widened before the block multiply, and compared in 64 bits.
+    assert!(
+        p.contains("mul.wide.u32") || p.contains("mul.lo.s64"),
+        "{p}"
+    );
+    assert!(p.contains("2999999999"), "{p}");
+    assert!(!p.contains("mad.lo.s32"), "{p}");
+}
+
+#[test]
+fn zero_sized_outputs_have_no_kernel() {
+    let m = module(
+        "HloModule z\nENTRY e {\n  a = f32[0,4] parameter(0)\n  ROOT n = f32[0,4] negate(a)\n}\n",
+    );
+    assert!(plan_kernels(&m).unwrap().is_empty());
+    assert!(!ptx(&m, GpuArch::Sm80).contains(".entry"));
+}
+
+#[test]
+fn unsupported_ops_are_errors_naming_them() {
+    let m = module(
+        r#"
+HloModule r
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  a = f32[8,16] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[8] reduce(a, z), dimensions={1}, to_apply=add
+}
+"#,
+    );
+    let e = emit_text(&m, &NvptxOptions::default(), Emit::Ptx).unwrap_err();
+    assert_eq!(
+        (e.instruction.as_str(), e.opcode.as_str()),
+        ("r", "reduce"),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("nvptx backend does not support reduce"),
+        "{e}"
+    );
+    // A math library function the device lacks (f64 `exp`) is named too.
+    let m = module(
+        "HloModule x\nENTRY e {\n  a = f64[4] parameter(0)\n  ROOT x = f64[4] exponential(a)\n}\n",
+    );
+    let e = emit_text(&m, &NvptxOptions::default(), Emit::Ptx).unwrap_err();
+    assert_eq!(e.opcode, "exponential", "{e}");
+    assert!(
+        e.to_string().contains("no math library function exp"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_architectures_are_refused() {
+    let e = GpuArch::from_name("sm_75").unwrap_err();
+    assert!(e.contains("sm_75") && e.contains("sm_80"), "{e}");
+    assert_eq!(GpuArch::from_name("sm_90"), Ok(GpuArch::Sm90));
+}
