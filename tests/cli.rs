@@ -577,3 +577,56 @@ fn run_with_zero_constants_on_both_backends_is_quiet_when_not_a_terminal() {
         stderr(&o)
     );
 }
+
+#[test]
+fn compile_for_nvptx_prints_ptx_or_llvm_ir_for_the_gpu_arch() {
+    let file = corpus("int_arith_s32.hlo");
+    let o = axle(&["compile", &file, "--backend", "nvptx", "--emit", "ptx"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ptx = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        ptx.contains(".target sm_80") && ptx.contains(".entry"),
+        "{ptx}"
+    );
+    let o = axle(&[
+        "compile",
+        &file,
+        "--backend",
+        "nvptx",
+        "--emit",
+        "ptx",
+        "--gpu-arch",
+        "sm_90",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(".target sm_90"));
+    let o = axle(&["compile", &file, "--backend", "nvptx", "--emit", "llvm"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("nvptx64-nvidia-cuda"));
+    // An unknown architecture, an op the backend does not compile yet, PTX from the cpu
+    // backend, and compiling for execution (no GPU runtime yet) are clear errors.
+    let o = axle(&[
+        "compile",
+        &file,
+        "--backend",
+        "nvptx",
+        "--emit",
+        "ptx",
+        "--gpu-arch",
+        "sm_75",
+    ]);
+    assert_fails(&o, &["unknown GPU architecture 'sm_75'"]);
+    let o = axle(&[
+        "compile",
+        &corpus("reduce_axes.hlo"),
+        "--backend",
+        "nvptx",
+        "--emit",
+        "ptx",
+    ]);
+    assert_fails(&o, &["nvptx backend does not support reduce"]);
+    let o = axle(&["compile", &file, "--emit", "ptx"]);
+    assert_fails(&o, &["--emit ptx needs --backend nvptx"]);
+    let o = axle(&["compile", &file, "--backend", "nvptx"]);
+    assert_fails(&o, &["no GPU runtime yet"]);
+}

@@ -199,7 +199,7 @@ fn opt_errors_are_clear() {
         ),
         (
             &["opt", file, "--pipeline", "nope"],
-            "error: unknown pipeline 'nope' (standard pipelines: simplify, cpu)",
+            "error: unknown pipeline 'nope' (standard pipelines: simplify, cpu, gpu)",
         ),
         (
             &["opt", file],

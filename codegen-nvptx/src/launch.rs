@@ -100,7 +100,10 @@ mod tests {
 
     /// Checks every invariant of the module header on `p`.
     fn check(p: &LaunchPlan) {
-        assert!(p.block.is_multiple_of(WARP) && p.block <= MAX_BLOCK, "{p:?}");
+        assert!(
+            p.block.is_multiple_of(WARP) && p.block <= MAX_BLOCK,
+            "{p:?}"
+        );
         assert!(p.threads() >= p.elements, "{p:?}");
         if p.launches() {
             assert!((p.grid - 1) * p.block < p.elements, "{p:?}");
