@@ -188,12 +188,33 @@ impl BufferRules for CpuRules {
         let Some((KernelKind::Row, KernelPlan::Row(plan), _)) = self.kernel(m, inst) else {
             return false;
         };
-        let Some(c) = m.comp_attr(inst, &AttrKey::Calls) else {
+        let q = if m.opcode(inst) == Opcode::Fusion {
+            let Some(c) = m.comp_attr(inst, &AttrKey::Calls) else {
+                return false;
+            };
+            m.params(c).get(operand).copied()
+        } else {
+            // A step of a fusion run in steps: its reads as the assignment numbers them (the
+            // parameters and earlier steps it reaches).
+            let c = m.parent(inst);
+            let Some(plan) = self.fused_plan(c) else {
+                return false;
+            };
+            let mut done: hashbrown::HashSet<InstId> = m.params(c).iter().copied().collect();
+            done.extend(
+                plan.stages
+                    .iter()
+                    .map(|st| st.inst)
+                    .take_while(|&st| st != inst),
+            );
+            axle_schedule::program::reached(m, inst, &done)
+                .get(operand)
+                .copied()
+        };
+        let Some(q) = q else {
             return false;
         };
-        let Some(&q) = m.params(c).get(operand) else {
-            return false;
-        };
+        let c = m.parent(q);
         // Every reduction that reads the operand (through anything) is one of the row passes,
         // which run over a row before its outputs are written.
         let passes: HashSet<InstId> = plan.passes.iter().flatten().copied().collect();
@@ -201,7 +222,7 @@ impl BufferRules for CpuRules {
         let mut stack = vec![q];
         let mut seen: HashSet<InstId> = HashSet::new();
         while let Some(x) = stack.pop() {
-            if !seen.insert(x) {
+            if !seen.insert(x) || x == inst {
                 continue;
             }
             for &u in &insts {

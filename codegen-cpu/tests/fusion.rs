@@ -734,6 +734,52 @@ ENTRY main {{
     assert_ne!(b[0], b[1], "a reversed read may not be overwritten");
 }
 
+/// Inside a fusion run in steps, the softmax step writes over the scores step it reads (the
+/// attention of XLA's optimized transformer: scores, softmax and the second dot in one
+/// fusion); read in reverse, the scores keep their own buffer.
+#[test]
+fn a_softmax_step_writes_over_its_scores_step() {
+    let text = |name: &str, read: &str| {
+        format!(
+            r#"HloModule {name}
+{REDUCERS}
+fused {{
+  a = f32[9,16] parameter(0)
+  b = f32[16,33] parameter(1)
+  y = f32[9,33] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  ninf = f32[] constant(-inf)
+  z = f32[] constant(0)
+  {read}
+  mx = f32[9] reduce(yr, ninf), dimensions={{1}}, to_apply=max_f32
+  mb = f32[9,33] broadcast(mx), dimensions={{0}}
+  d = f32[9,33] subtract(yr, mb)
+  e = f32[9,33] exponential(d)
+  s = f32[9] reduce(e, z), dimensions={{1}}, to_apply=add_f32
+  sb = f32[9,33] broadcast(s), dimensions={{0}}
+  o = f32[9,33] divide(e, sb)
+  c = f32[33,5] parameter(2)
+  ROOT r = f32[9,5] dot(o, c), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}
+ENTRY main {{
+  a = f32[9,16] parameter(0)
+  b = f32[16,33] parameter(1)
+  c = f32[33,5] parameter(2)
+  ROOT f = f32[9,5] fusion(a, b, c), kind=kCustom, calls=fused
+}}
+"#
+        )
+    };
+    let softmax = text("softmax", "yr = f32[9,33] multiply(y, y)");
+    let plan = check(&softmax);
+    assert_eq!(plan.len(), 3, "{plan:?}");
+    let b = buffers_of(&softmax, &["y", "o"]);
+    assert_eq!(b[0], b[1], "the softmax step is written over the scores");
+    let reversed = text("reversed", "yr = f32[9,33] reverse(y), dimensions={1}");
+    assert_eq!(check(&reversed).len(), 3);
+    let b = buffers_of(&reversed, &["y", "o"]);
+    assert_ne!(b[0], b[1], "a reversed read may not be overwritten");
+}
+
 /// A variadic reduce at a fusion's root (argmax: values and indices) is one reduce kernel that
 /// computes its inputs inline (the `broadcast(iota)` of indices is never written to memory),
 /// over rows and over columns.

@@ -12,7 +12,8 @@
 //!   in-place softmax); a fusion whose root is a `dynamic-update-slice` or `scatter` of one
 //!   of its parameters over that parameter; a step of a fusion run as steps over a value it
 //!   reads ([`Program::step_reads`]) that reaches it through element-wise ops of its
-//!   dimensions only (a reduction's result divided by a count, as a mean is);
+//!   dimensions only (a reduction's result divided by a count, as a mean is), or also through
+//!   row reductions where the backend says so (a softmax step over the scores step);
 //! - **loop state**: a `while`'s initial value, when it dies at the loop, and its body's root,
 //!   when the old state is dead by then, share the state's buffer (no copy in, no copy back);
 //! - **branch outputs**: a branch's root shares the conditional's output buffer when it is the
@@ -353,7 +354,7 @@ impl Planner<'_> {
             // one that reaches it through element-wise ops of its own dimensions only.
             Def::Fresh if p.step_reads(i).is_some() => {
                 let reads = p.step_reads(i).unwrap_or(&[]);
-                for k in step_pairs(m, i, reads, self.by_comp) {
+                for k in step_pairs(m, i, reads, self.rules, self.by_comp) {
                     let (Some(&u), Some(&v)) = (single(p.leaves(reads[k])), p.leaves(i).first())
                     else {
                         continue;
@@ -616,8 +617,15 @@ fn rows_to(
 }
 
 /// The indices into `reads` (the values step `s` of a fusion run as steps reads) of those `s`
-/// may write over: of `s`'s shape, reaching it through element-wise ops of its dimensions only.
-fn step_pairs(m: &Module, s: InstId, reads: &[InstId], by_comp: &[Vec<InstId>]) -> Vec<usize> {
+/// may write over: of `s`'s shape, reaching it through element-wise ops of its dimensions only
+/// (or also through row reductions, where the backend says so).
+fn step_pairs(
+    m: &Module,
+    s: InstId,
+    reads: &[InstId],
+    rules: &dyn BufferRules,
+    by_comp: &[Vec<InstId>],
+) -> Vec<usize> {
     let c = m.parent(s);
     if m.array_shape(s).is_none() || c.is_none() || c.index() >= by_comp.len() {
         return Vec::new();
@@ -633,6 +641,9 @@ fn step_pairs(m: &Module, s: InstId, reads: &[InstId], by_comp: &[Vec<InstId>]) 
     let users = users_of(m, &by_comp[c.index()]);
     candidates
         .into_iter()
-        .filter(|&k| elementwise_to(m, reads[k], s, &users))
+        .filter(|&k| {
+            elementwise_to(m, reads[k], s, &users)
+                || (rows_to(m, reads[k], s, &users) && rules.may_update_through_rows(m, s, k))
+        })
         .collect()
 }

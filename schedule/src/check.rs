@@ -445,7 +445,7 @@ impl Checker<'_> {
                     && if own_operands {
                         self.may_overwrite(i, k, l)
                     } else {
-                        l == 0 && self.step_may_overwrite(i, reads[k])
+                        l == 0 && self.step_may_overwrite(i, reads[k], k)
                     };
                 if o.overlaps(&s) && !allowed {
                     return Err(format!(
@@ -521,13 +521,7 @@ impl Checker<'_> {
                     seen.push(x);
                     for &u in &insts {
                         if m.operands(u).contains(&x) {
-                            let rd = m.ints_attr(u, &AttrKey::Dimensions).unwrap_or(&[]);
-                            let trailing = m.opcode(u) == Reduce
-                                && m.operands(u).len() == 2
-                                && m.operands(u)[0] == x
-                                && m.operands(u)[1] != x
-                                && rd.iter().all(|&d| d >= rank - rd.len() as i64 && d < rank);
-                            if rows && trailing {
+                            if rows && trailing_reduce(m, u, x, rank) {
                                 continue;
                             }
                             if !m.opcode(u).is_elementwise() {
@@ -543,10 +537,14 @@ impl Checker<'_> {
         }
     }
 
-    /// Whether fusion step `s` may write over `x`, a value it reads: every user of `x` in the
-    /// fused computation, and of theirs up to `s`, is element-wise, and `s` is among them.
-    fn step_may_overwrite(&self, s: InstId, x: InstId) -> bool {
+    /// Whether fusion step `s` may write over `x`, its `k`-th read value: every user of `x` in
+    /// the fused computation, and of theirs up to `s`, is element-wise (or, where the backend
+    /// says the step's kernel reduces each row before writing it, a reduction over trailing
+    /// dimensions, not followed), and `s` is among them.
+    fn step_may_overwrite(&self, s: InstId, x: InstId, k: usize) -> bool {
         let m = self.m;
+        let rows = self.rules.may_update_through_rows(m, s, k);
+        let rank = m.array_shape(s).map_or(0, |a| a.rank()) as i64;
         let insts = m.comp_insts(m.parent(s));
         let mut stack = vec![x];
         let mut seen = Vec::new();
@@ -560,6 +558,9 @@ impl Checker<'_> {
             }
             for &u in insts.iter() {
                 if m.operands(u).contains(&y) {
+                    if rows && trailing_reduce(m, u, y, rank) {
+                        continue;
+                    }
                     if !m.opcode(u).is_elementwise() {
                         return false;
                     }
@@ -703,6 +704,18 @@ impl Checker<'_> {
         self.mem = agree(&after);
         Ok(results)
     }
+}
+
+/// Whether `u` is a single-input `reduce` of `x` (of `rank` dimensions) over trailing
+/// dimensions.
+fn trailing_reduce(m: &Module, u: InstId, x: InstId, rank: i64) -> bool {
+    let rd = m.ints_attr(u, &AttrKey::Dimensions).unwrap_or(&[]);
+    m.opcode(u) == Opcode::Reduce
+        && m.operands(u).len() == 2
+        && m.operands(u)[0] == x
+        && m.operands(u)[1] != x
+        && !rd.is_empty()
+        && rd.iter().all(|&d| d >= rank - rd.len() as i64 && d < rank)
 }
 
 /// Where the leaves of element `k` of `o`'s tuple shape start, and how many there are.

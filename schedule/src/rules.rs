@@ -108,7 +108,8 @@ pub trait BufferRules: Sync {
     /// reading operand `operand` at its index: then it may write over that operand where it
     /// reaches the root only through element-wise ops of the root's dimensions and such
     /// reductions over trailing dimensions (a softmax over its scores). XLA's model has no such
-    /// kernel (`false` by default).
+    /// kernel (`false` by default). For a step of a fusion run as steps, `operand` indexes the
+    /// values the step reads, as for [`BufferRules::may_update_in_place`].
     fn may_update_through_rows(&self, m: &Module, inst: InstId, operand: usize) -> bool {
         let _ = (m, inst, operand);
         false
