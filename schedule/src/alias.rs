@@ -552,28 +552,10 @@ fn elementwise_to(
     root: InstId,
     users: &hashbrown::HashMap<InstId, Vec<InstId>>,
 ) -> bool {
-    let Some(dims) = m.array_shape(root).map(|a| &a.dims) else {
-        return false;
-    };
-    let mut stack = vec![q];
-    let mut seen: HashSet<InstId> = HashSet::new();
-    while let Some(x) = stack.pop() {
-        if !seen.insert(x) || x == root {
-            continue;
-        }
-        for &u in users.get(&x).map_or(&[][..], |v| &v[..]) {
-            let same_dims = m.array_shape(u).is_some_and(|a| &a.dims == dims);
-            if !elementwise_op(m, u) || !same_dims {
-                return false;
-            }
-            stack.push(u);
-        }
-    }
-    seen.contains(&root)
+    reaches_through(m, q, root, users, false)
 }
 
-/// Whether `q` reaches `root`, and every user of `q` and of what it reaches (`root`'s users
-/// aside) is an element-wise op of `root`'s dimensions or a single-input `reduce` over trailing
+/// [`elementwise_to`], where a user may also be a single-input `reduce` over trailing
 /// dimensions of such a value (whose users are not followed: its result is a row's, computed
 /// before the row is written, [`BufferRules::may_update_through_rows`]).
 fn rows_to(
@@ -581,6 +563,16 @@ fn rows_to(
     q: InstId,
     root: InstId,
     users: &hashbrown::HashMap<InstId, Vec<InstId>>,
+) -> bool {
+    reaches_through(m, q, root, users, true)
+}
+
+fn reaches_through(
+    m: &Module,
+    q: InstId,
+    root: InstId,
+    users: &hashbrown::HashMap<InstId, Vec<InstId>>,
+    rows: bool,
 ) -> bool {
     let Some(dims) = m.array_shape(root).map(|a| &a.dims) else {
         return false;
@@ -603,7 +595,7 @@ fn rows_to(
             continue;
         }
         for &u in users.get(&x).map_or(&[][..], |v| &v[..]) {
-            if row_reduce(u, x) {
+            if rows && row_reduce(u, x) {
                 continue;
             }
             let same_dims = m.array_shape(u).is_some_and(|a| &a.dims == dims);

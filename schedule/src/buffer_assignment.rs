@@ -315,17 +315,7 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
     a.place_in_outputs();
 
     // 5. The heap.
-    let temps: Vec<usize> = (0..a.buffers.len())
-        .filter(|&b| matches!(a.buffers[b].memory, Memory::Temp { .. }) && a.buffers[b].size > 0)
-        .collect();
-    let blocks: Vec<Block> = temps
-        .iter()
-        .map(|&b| Block {
-            size: a.buffers[b].size,
-            start: a.buffers[b].span.0,
-            end: a.buffers[b].span.1,
-        })
-        .collect();
+    let (temps, blocks) = a.blocks(|mem| matches!(mem, Memory::Temp { .. }));
     a.peak_bytes = peak(&blocks);
     let heap = simulate(&blocks, ALIGN, a.peak_bytes);
     for (k, &b) in temps.iter().enumerate() {
@@ -339,17 +329,7 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
 
     // 6. The arena, a heap of its own: kernels' scratch (live at the kernel) and the
     // intermediates kept there.
-    let in_arena: Vec<usize> = (0..a.buffers.len())
-        .filter(|&b| matches!(a.buffers[b].memory, Memory::Arena { .. }) && a.buffers[b].size > 0)
-        .collect();
-    let blocks: Vec<Block> = in_arena
-        .iter()
-        .map(|&b| Block {
-            size: a.buffers[b].size,
-            start: a.buffers[b].span.0,
-            end: a.buffers[b].span.1,
-        })
-        .collect();
+    let (in_arena, blocks) = a.blocks(|mem| matches!(mem, Memory::Arena { .. }));
     let heap = simulate(&blocks, ALIGN, peak(&blocks));
     for (k, &b) in in_arena.iter().enumerate() {
         a.buffers[b].memory = Memory::Arena {
@@ -361,6 +341,22 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
 }
 
 impl BufferAssignment {
+    /// The non-empty buffers whose memory is in a space (`space`), with their heap blocks.
+    fn blocks(&self, space: impl Fn(&Memory) -> bool) -> (Vec<usize>, Vec<Block>) {
+        let ids: Vec<usize> = (0..self.buffers.len())
+            .filter(|&b| space(&self.buffers[b].memory) && self.buffers[b].size > 0)
+            .collect();
+        let blocks = ids
+            .iter()
+            .map(|&b| Block {
+                size: self.buffers[b].size,
+                start: self.buffers[b].span.0,
+                end: self.buffers[b].span.1,
+            })
+            .collect();
+        (ids, blocks)
+    }
+
     fn push(&mut self, memory: Memory, role: Role, size: u64, span: (u32, u32)) -> BufferId {
         self.buffers.push(Buffer {
             memory,

@@ -511,27 +511,7 @@ impl Checker<'_> {
                 // kernel reduces each row before writing it, a reduction over trailing
                 // dimensions (whose result is not followed).
                 let rows = self.rules.may_update_through_rows(m, i, k);
-                let rank = m.array_shape(root).map_or(0, |a| a.rank()) as i64;
-                let mut stack = vec![p];
-                let mut seen = Vec::new();
-                while let Some(x) = stack.pop() {
-                    if seen.contains(&x) {
-                        continue;
-                    }
-                    seen.push(x);
-                    for &u in &insts {
-                        if m.operands(u).contains(&x) {
-                            if rows && trailing_reduce(m, u, x, rank) {
-                                continue;
-                            }
-                            if !m.opcode(u).is_elementwise() {
-                                return false;
-                            }
-                            stack.push(u);
-                        }
-                    }
-                }
-                l == 0
+                l == 0 && elementwise_walk(m, &insts, p, root, rows).is_some()
             }
             _ => op.is_elementwise() && l == 0,
         }
@@ -544,31 +524,8 @@ impl Checker<'_> {
     fn step_may_overwrite(&self, s: InstId, x: InstId, k: usize) -> bool {
         let m = self.m;
         let rows = self.rules.may_update_through_rows(m, s, k);
-        let rank = m.array_shape(s).map_or(0, |a| a.rank()) as i64;
         let insts = m.comp_insts(m.parent(s));
-        let mut stack = vec![x];
-        let mut seen = Vec::new();
-        while let Some(y) = stack.pop() {
-            if seen.contains(&y) {
-                continue;
-            }
-            seen.push(y);
-            if y == s {
-                continue;
-            }
-            for &u in insts.iter() {
-                if m.operands(u).contains(&y) {
-                    if rows && trailing_reduce(m, u, y, rank) {
-                        continue;
-                    }
-                    if !m.opcode(u).is_elementwise() {
-                        return false;
-                    }
-                    stack.push(u);
-                }
-            }
-        }
-        seen.contains(&s)
+        elementwise_walk(m, &insts, x, s, rows) == Some(true)
     }
 
     /// A fusion run as steps: each step a kernel reading the fused parameters and earlier
@@ -704,6 +661,42 @@ impl Checker<'_> {
         self.mem = agree(&after);
         Ok(results)
     }
+}
+
+/// Walks from `from` to the users (among `insts`) of everything it reaches, not beyond
+/// `stop`: `None` if one is not element-wise (nor, with `rows`, a reduction over trailing
+/// dimensions of `stop`'s rank, whose users are not followed); else whether `stop` was reached.
+fn elementwise_walk(
+    m: &Module,
+    insts: &[InstId],
+    from: InstId,
+    stop: InstId,
+    rows: bool,
+) -> Option<bool> {
+    let rank = m.array_shape(stop).map_or(0, |a| a.rank()) as i64;
+    let mut stack = vec![from];
+    let mut seen = Vec::new();
+    while let Some(y) = stack.pop() {
+        if seen.contains(&y) {
+            continue;
+        }
+        seen.push(y);
+        if y == stop {
+            continue;
+        }
+        for &u in insts {
+            if m.operands(u).contains(&y) {
+                if rows && trailing_reduce(m, u, y, rank) {
+                    continue;
+                }
+                if !m.opcode(u).is_elementwise() {
+                    return None;
+                }
+                stack.push(u);
+            }
+        }
+    }
+    Some(seen.contains(&stop))
 }
 
 /// Whether `u` is a single-input `reduce` of `x` (of `rank` dimensions) over trailing
