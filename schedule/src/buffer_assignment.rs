@@ -375,7 +375,8 @@ impl BufferAssignment {
     /// overlaps in time.
     fn place_in_outputs(&mut self) {
         // (capacity, the sorted intervals the output's values are live in, its buffer)
-        let mut bins: Vec<(u64, Vec<(u32, u32)>, BufferId)> = self
+        type Bin = (u64, Vec<(u32, u32)>, BufferId);
+        let mut bins: Vec<Bin> = self
             .outputs
             .iter()
             .filter(|&&b| matches!(self.buffers[b.index()].memory, Memory::Output { .. }))
