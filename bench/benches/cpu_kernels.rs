@@ -1,9 +1,10 @@
 //! `cpu_kernels`: the CPU backend's GEMM, sort and reduction kernels on their own, so that
-//! regressions show: square matmuls (f32, and bf16 operands widened in the packing), attention
-//! shaped batch dots, `sort_1M`'s comparator (radix sort) on 64k and 1M keys and a key-value
-//! argsort, and a full and a row reduction. Each module is compiled once; the timed part is
-//! one run into reused output buffers. Counters: flops for dots, elements for sorts, bytes
-//! read for reductions. Run with `cargo bench -p axle-bench --bench cpu_kernels`.
+//! regressions show: square matmuls (f32, and bf16 operands widened in the packing), the dots of
+//! an MLP training step (plain and transposed operands), attention shaped batch dots,
+//! `sort_1M`'s comparator (radix sort) on 64k and 1M keys and a key-value argsort, and a full
+//! and a row reduction. Each module is compiled once; the timed part is one run into reused
+//! output buffers. Counters: flops for dots, elements for sorts, bytes read for reductions. Run
+//! with `cargo bench -p axle-bench --bench cpu_kernels`.
 
 use axle::ir::{parse_module, ElementType, Literal};
 use axle_codegen_cpu::{compile, CpuExecutable, CpuOptions};
@@ -48,7 +49,7 @@ fn matmul(ty: ElementType, n: i64) -> String {
 }
 
 /// `C = A @ B` on square `f32` matrices.
-#[divan::bench(args = [128, 512, 1024])]
+#[divan::bench(args = [128, 512, 1024, 2048])]
 fn gemm_f32(bencher: Bencher, n: i64) {
     let p = prepare(&matmul(ElementType::F32, n));
     run(
@@ -63,6 +64,27 @@ fn gemm_bf16_operands(bencher: Bencher, n: i64) {
     let p = prepare(&matmul(ElementType::BF16, n));
     run(
         bencher.counter(ItemsCount::new((2 * n * n * n) as usize)),
+        &p,
+    );
+}
+
+/// The dots of an MLP training step at batch 256, width 1024 (`mlp3_train_step_b256_w1024`):
+/// the forward product `[256, 1024] x [1024, 1024]`, the input gradient against the transposed
+/// weight, and the weight gradient `[256, 1024]^T x [256, 1024]` (the left operand transposed,
+/// a contraction of 256).
+#[divan::bench(args = ["forward", "input_grad", "weight_grad"])]
+fn gemm_train_step(bencher: Bencher, which: &str) {
+    // Operand shapes, result shape, and the contracting dimension of each operand.
+    let (lhs, rhs, out, lc, rc) = match which {
+        "forward" => ("f32[256,1024]", "f32[1024,1024]", "f32[256,1024]", 1, 0),
+        "input_grad" => ("f32[256,1024]", "f32[1024,1024]", "f32[256,1024]", 1, 1),
+        _ => ("f32[256,1024]", "f32[256,1024]", "f32[1024,1024]", 0, 0),
+    };
+    let p = prepare(&format!(
+        "HloModule ts\nENTRY main {{\n  a = {lhs} parameter(0)\n  b = {rhs} parameter(1)\n  ROOT d = {out} dot(a, b), lhs_contracting_dims={{{lc}}}, rhs_contracting_dims={{{rc}}}\n}}\n"
+    ));
+    run(
+        bencher.counter(ItemsCount::new(2u64 * 256 * 1024 * 1024)),
         &p,
     );
 }
