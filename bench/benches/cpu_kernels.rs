@@ -101,6 +101,19 @@ fn gemm_attention_heads(bencher: Bencher) {
     );
 }
 
+/// Attention values: 8 heads of `[512, 512] x [512, 64]` (few columns: the left operand is
+/// read unpacked).
+#[divan::bench]
+fn gemm_attention_values(bencher: Bencher) {
+    let p = prepare(
+        "HloModule att\nENTRY main {\n  p = f32[8,512,512] parameter(0)\n  v = f32[8,512,64] parameter(1)\n  ROOT o = f32[8,512,64] dot(p, v), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n",
+    );
+    run(
+        bencher.counter(ItemsCount::new(2u64 * 8 * 512 * 512 * 64)),
+        &p,
+    );
+}
+
 const JAX_F32_LT: &str = "cmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  nan = f32[] constant(nan)\n  zero = f32[] constant(0)\n  ane = pred[] compare(a, a), direction=NE\n  aeq = pred[] compare(a, zero), direction=EQ\n  az = f32[] select(aeq, zero, a)\n  x = f32[] select(ane, nan, az)\n  bne = pred[] compare(b, b), direction=NE\n  beq = pred[] compare(b, zero), direction=EQ\n  bz = f32[] select(beq, zero, b)\n  y = f32[] select(bne, nan, bz)\n  ROOT lt = pred[] compare(x, y), direction=LT, type=TOTALORDER\n}\n";
 
 /// `jnp.sort` of `f32` keys (the comparator of `sort_1M`: NaN and -0 canonicalized).
