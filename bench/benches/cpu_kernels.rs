@@ -89,25 +89,17 @@ fn gemm_train_step(bencher: Bencher, which: &str) {
     );
 }
 
-/// Attention scores: 8 heads of `[512, 64] x [64, 512]` (keys transposed).
-#[divan::bench]
-fn gemm_attention_heads(bencher: Bencher) {
-    let p = prepare(
-        "HloModule att\nENTRY main {\n  q = f32[8,512,64] parameter(0)\n  k = f32[8,512,64] parameter(1)\n  ROOT s = f32[8,512,512] dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}\n}\n",
-    );
-    run(
-        bencher.counter(ItemsCount::new(2u64 * 8 * 512 * 512 * 64)),
-        &p,
-    );
-}
-
-/// Attention values: 8 heads of `[512, 512] x [512, 64]` (few columns: the left operand is
-/// read unpacked).
-#[divan::bench]
-fn gemm_attention_values(bencher: Bencher) {
-    let p = prepare(
-        "HloModule att\nENTRY main {\n  p = f32[8,512,512] parameter(0)\n  v = f32[8,512,64] parameter(1)\n  ROOT o = f32[8,512,64] dot(p, v), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n",
-    );
+/// Attention's dots over 8 heads: the scores `[512, 64] x [64, 512]` (keys transposed) and
+/// the values `[512, 512] x [512, 64]` (few columns: the left operand is read unpacked).
+#[divan::bench(args = ["scores", "values"])]
+fn gemm_attention_heads(bencher: Bencher, which: &str) {
+    let (lhs, rhs, out, rc) = match which {
+        "scores" => ("f32[8,512,64]", "f32[8,512,64]", "f32[8,512,512]", 2),
+        _ => ("f32[8,512,512]", "f32[8,512,64]", "f32[8,512,64]", 1),
+    };
+    let p = prepare(&format!(
+        "HloModule att\nENTRY main {{\n  a = {lhs} parameter(0)\n  b = {rhs} parameter(1)\n  ROOT d = {out} dot(a, b), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{{rc}}}\n}}\n"
+    ));
     run(
         bencher.counter(ItemsCount::new(2u64 * 8 * 512 * 512 * 64)),
         &p,

@@ -796,6 +796,27 @@ impl<'ctx> Item<'_, 'ctx> {
         })
     }
 
+    /// The offset `row * stride + col` of row `row0 + r` of the item, or of row `fallback` when
+    /// that row is past the item's end, and whether it is inside.
+    fn row_offset(
+        &self,
+        cg: &Cg<'ctx>,
+        row0: IntValue<'ctx>,
+        r: i64,
+        fallback: IntValue<'ctx>,
+        stride: i64,
+        col: IntValue<'ctx>,
+    ) -> R<(IntValue<'ctx>, IntValue<'ctx>)> {
+        let bb = &cg.b;
+        let row = bb.build_int_nsw_add(row0, cg.c64(r), "row")?;
+        let inside = bb.build_int_compare(IntPredicate::SLT, row, self.i1, "in")?;
+        let safe = bb
+            .build_select(inside, row, fallback, "sr")?
+            .into_int_value();
+        let off = bb.build_int_nsw_mul(safe, cg.c64(stride), "ro")?;
+        Ok((bb.build_int_nsw_add(off, col, "co")?, inside))
+    }
+
     /// One `MR x NR` register tile: rows `ic + s*MR ..` (masked beyond the item's end) and
     /// column strip `p` of the panel at `jc`.
     #[allow(clippy::too_many_arguments)]
@@ -839,11 +860,7 @@ impl<'ctx> Item<'_, 'ctx> {
         // Per row: its C offset, whether it exists, and its masks (all off past the end).
         let mut rowsel = Vec::with_capacity(mr as usize);
         for r in 0..mr {
-            let row = bb.build_int_nsw_add(row0, cg.c64(r), "row")?;
-            let inside = bb.build_int_compare(IntPredicate::SLT, row, self.i1, "in")?;
-            let safe = bb.build_select(inside, row, ic, "sr")?.into_int_value();
-            let off =
-                bb.build_int_nsw_add(bb.build_int_nsw_mul(safe, cg.c64(geo.n), "ro")?, jr, "co")?;
+            let (off, inside) = self.row_offset(cg, row0, r, ic, geo.n, jr)?;
             let mut masks = Vec::with_capacity(2);
             for m in &colmask {
                 masks.push(bb.build_select(inside, *m, none, "rm")?.into_vector_value());
@@ -858,14 +875,7 @@ impl<'ctx> Item<'_, 'ctx> {
             let pf = cg.intrinsic("llvm.prefetch", &[cg.ptr().into()])?;
             let last = bb.build_int_nsw_sub(self.i1, cg.c64(1), "last")?;
             for r in 0..mr {
-                let row = bb.build_int_nsw_add(row0, cg.c64(mr + r), "nrow")?;
-                let inside = bb.build_int_compare(IntPredicate::SLT, row, self.i1, "nin")?;
-                let safe = bb.build_select(inside, row, last, "ns")?.into_int_value();
-                let off = bb.build_int_nsw_add(
-                    bb.build_int_nsw_mul(safe, cg.c64(geo.n), "ro")?,
-                    jr,
-                    "co",
-                )?;
+                let (off, _) = self.row_offset(cg, row0, mr + r, last, geo.n, jr)?;
                 for h in 0..2 {
                     let col = min64(
                         cg,
@@ -909,14 +919,7 @@ impl<'ctx> Item<'_, 'ctx> {
         let mut arows = Vec::new();
         if geo.direct_a {
             for r in 0..mr {
-                let row = bb.build_int_nsw_add(row0, cg.c64(r), "row")?;
-                let inside = bb.build_int_compare(IntPredicate::SLT, row, self.i1, "in")?;
-                let safe = bb.build_select(inside, row, ic, "sr")?.into_int_value();
-                let off = bb.build_int_nsw_add(
-                    bb.build_int_nsw_mul(safe, cg.c64(geo.a_sm), "am")?,
-                    pc,
-                    "ao",
-                )?;
+                let (off, _) = self.row_offset(cg, row0, r, ic, geo.a_sm, pc)?;
                 arows.push(cg.gep(ety.into(), self.abase, off)?);
             }
         }
