@@ -127,13 +127,9 @@ fn fft(m: &Module, id: InstId) -> R<Call> {
     let a = operand(m, id, 0)?;
     let out = array(m.shape(id))?;
     let kind = match m.attr(id, &AttrKey::FftType) {
-        Some(AttrValue::Ident(s)) => match &**s {
-            "FFT" => FftKind::Fft,
-            "IFFT" => FftKind::Ifft,
-            "RFFT" => FftKind::Rfft,
-            "IRFFT" => FftKind::Irfft,
-            k => return Err(format!("unknown fft_type {k}").into()),
-        },
+        Some(AttrValue::Ident(s)) => {
+            FftKind::from_name(s).ok_or_else(|| format!("unknown fft_type {s}"))?
+        }
         _ => return Err("fft needs fft_type".into()),
     };
     let lengths = m

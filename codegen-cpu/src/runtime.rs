@@ -55,14 +55,7 @@ impl Elem {
     }
 }
 
-/// The four transforms of the `fft` instruction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FftKind {
-    Fft = 0,
-    Ifft = 1,
-    Rfft = 2,
-    Irfft = 3,
-}
+pub(crate) use axle_analysis::fft::FftKind;
 
 /// One runtime call with its sizes and flags (what the descriptor encodes).
 #[derive(Clone, Debug, PartialEq, Eq)]
