@@ -1,4 +1,5 @@
-//! A register-tiled convolution for `f32`/`f64` with the output features innermost in the
+//! A register-tiled convolution for `f32`/`f64`, and for `f16`/`bf16` widened to `f32` as they
+//! are loaded and rounded once as they are stored, with the output features innermost in the
 //! output and the kernel (`b01f`-style outputs with `01io`-style kernels, any input layout):
 //! `MR` consecutive output pixels times `NR` output features are accumulated in vector
 //! registers over the kernel positions and input features, reading the input through an
@@ -6,10 +7,11 @@
 //! and batch groups and base (lhs) dilation go to the elemental emitter.
 //!
 //! Each output element sums its terms in the evaluator's order (kernel positions, then input
-//! features) with fused multiply-adds; padding terms add zero.
+//! features) with fused multiply-adds; padding terms add zero. Narrow floats accumulate in
+//! `f32` and round to nearest even once per output element, as the evaluator does.
 
 use axle_ir::{ElementType, InstId, Module};
-use inkwell::types::VectorType;
+use inkwell::types::{BasicTypeEnum, VectorType};
 use inkwell::values::{BasicValue, IntValue, PointerValue, VectorValue};
 use inkwell::IntPredicate;
 
@@ -65,7 +67,12 @@ pub(crate) fn conv_fast(m: &Module, id: InstId) -> Option<ConvFast> {
         m.array_shape(ops[1])?,
         m.array_shape(id)?,
     );
-    if !matches!(out.ty, ElementType::F32 | ElementType::F64) || l.ty != out.ty || r.ty != out.ty {
+    if !matches!(
+        out.ty,
+        ElementType::F32 | ElementType::F64 | ElementType::F16 | ElementType::BF16
+    ) || l.ty != out.ty
+        || r.ty != out.ty
+    {
         return None;
     }
     let g = conv_geo(m, id).ok()?;
@@ -181,9 +188,16 @@ fn tile<'ctx>(
     let nr = 2 * lanes;
     let ety = cg.reg_ty(geo.ty)?.into_float_type();
     let vty = ety.vec_type(lanes as u32);
+    // The in-memory element and vector types: `i16` for the narrow floats.
+    let mty = cg.mem_ty(geo.ty)?;
+    let mvty = match mty {
+        BasicTypeEnum::FloatType(t) => t.vec_type(lanes as u32),
+        BasicTypeEnum::IntType(t) => t.vec_type(lanes as u32),
+        _ => return Err(format!("no tiled convolution for {:?}", geo.ty).into()),
+    };
     let fma = cg.intrinsic("llvm.fmuladd", &[vty.into()])?;
-    let mload = cg.intrinsic("llvm.masked.load", &[vty.into(), cg.ptr().into()])?;
-    let mstore = cg.intrinsic("llvm.masked.store", &[vty.into(), cg.ptr().into()])?;
+    let mload = cg.intrinsic("llvm.masked.load", &[mvty.into(), cg.ptr().into()])?;
+    let mstore = cg.intrinsic("llvm.masked.store", &[mvty.into(), cg.ptr().into()])?;
     let align = cg.i32().const_int(geo.ty.byte_size() as u64, false);
     let lane_ids: Vec<_> = (0..lanes)
         .map(|i| cg.i64().const_int(i as u64, false))
@@ -226,6 +240,7 @@ fn tile<'ctx>(
             )?);
         }
         let zero = vty.const_zero();
+        let mzero = mvty.const_zero();
         let init: Vec<Val> = (0..2 * rows).map(|_| bv(zero)).collect();
         let mut multi = Vec::new();
         let accs = nest_acc(cg, &geo.k_sp, &mut multi, init, &mut |kc, acc| {
@@ -270,27 +285,24 @@ fn tile<'ctx>(
                 let mut kv: Vec<VectorValue> = Vec::with_capacity(2);
                 for (h, mask) in masks.iter().enumerate() {
                     let q = cg.gep(
-                        ety.into(),
+                        mty,
                         kernel,
                         bb.build_int_nsw_add(kc_off, cg.c64(h as i64 * lanes), "q")?,
                     )?;
                     let v = cg
-                        .call(mload, &[bv(q), bv(align), bv(*mask), bv(zero)])?
+                        .call(mload, &[bv(q), bv(align), bv(*mask), bv(mzero)])?
                         .ok_or("masked load returned nothing")?;
-                    kv.push(v.into_vector_value());
+                    kv.push(widen(cg, geo.ty, v.into_vector_value(), lanes)?);
                 }
                 let cterm = bb.build_int_nsw_mul(c, cg.c64(geo.in_st_feat), "ct")?;
                 let mut next = Vec::with_capacity(acc.len());
                 for r in 0..rows as usize {
-                    let q = cg.gep(
-                        ety.into(),
-                        input,
-                        bb.build_int_nsw_add(offs[r], cterm, "io")?,
-                    )?;
-                    let a = bb.build_load(ety, q, "a")?;
+                    let q = cg.gep(mty, input, bb.build_int_nsw_add(offs[r], cterm, "io")?)?;
+                    let a = bb.build_load(mty, q, "a")?;
                     if let Some(i) = a.as_instruction_value() {
                         let _ = i.set_alignment(geo.ty.byte_size() as u32);
                     }
+                    let a = cg.load_form(geo.ty, a)?;
                     let a = bb
                         .build_select(oks[r], a.into_float_value(), ety.const_zero(), "a")?
                         .into_float_value();
@@ -311,16 +323,78 @@ fn tile<'ctx>(
                 bb.build_int_nsw_add(bb.build_int_nsw_mul(p, cg.c64(geo.o), "po")?, o0, "oo")?;
             for (h, mask) in masks.iter().enumerate() {
                 let q = cg.gep(
-                    ety.into(),
+                    mty,
                     out,
                     bb.build_int_nsw_add(off, cg.c64(h as i64 * lanes), "q")?,
                 )?;
-                cg.call(
-                    mstore,
-                    &[accs[(2 * r) as usize + h], bv(q), bv(align), bv(*mask)],
+                let v = narrow(
+                    cg,
+                    geo.ty,
+                    accs[(2 * r) as usize + h].into_vector_value(),
+                    lanes,
                 )?;
+                cg.call(mstore, &[bv(v), bv(q), bv(align), bv(*mask)])?;
             }
         }
         Ok(())
+    })
+}
+
+/// A vector of `f16`/`bf16` bits as loaded from memory, widened to `f32` lanes (exact); other
+/// types are already in register form.
+fn widen<'ctx>(
+    cg: &Cg<'ctx>,
+    ty: ElementType,
+    v: VectorValue<'ctx>,
+    lanes: i64,
+) -> R<VectorValue<'ctx>> {
+    let b = &cg.b;
+    let f32v = cg.f32().vec_type(lanes as u32);
+    Ok(match ty {
+        ElementType::BF16 => {
+            let w = b.build_int_z_extend(v, cg.i32().vec_type(lanes as u32), "bfw")?;
+            let w = b.build_left_shift(w, splat_int(cg, cg.c32(16), lanes)?, "bfs")?;
+            b.build_bit_cast(w, f32v, "bf2f")?.into_vector_value()
+        }
+        ElementType::F16 => {
+            let h = b
+                .build_bit_cast(v, cg.ctx.f16_type().vec_type(lanes as u32), "h")?
+                .into_vector_value();
+            b.build_float_ext(h, f32v, "h2f")?
+        }
+        _ => v,
+    })
+}
+
+/// The inverse of [`widen`]: `f32` lanes rounded to nearest even as `f16`/`bf16` bits, lane by
+/// lane the same as [`Cg::to_mem`] (a NaN stays a quiet NaN with its sign).
+fn narrow<'ctx>(
+    cg: &Cg<'ctx>,
+    ty: ElementType,
+    v: VectorValue<'ctx>,
+    lanes: i64,
+) -> R<VectorValue<'ctx>> {
+    let b = &cg.b;
+    let i16v = cg.ctx.i16_type().vec_type(lanes as u32);
+    Ok(match ty {
+        ElementType::BF16 => {
+            let c = |x: i64| splat_int(cg, cg.c32(x), lanes);
+            let bits = b
+                .build_bit_cast(v, cg.i32().vec_type(lanes as u32), "fb")?
+                .into_vector_value();
+            let hi = b.build_right_shift(bits, c(16)?, false, "hi")?;
+            let lsb = b.build_and(hi, c(1)?, "lsb")?;
+            let bias = b.build_int_add(lsb, c(0x7fff)?, "bias")?;
+            let r = b.build_right_shift(b.build_int_add(bits, bias, "r")?, c(16)?, false, "r")?;
+            let qnan = b.build_or(hi, c(0x40)?, "qnan")?;
+            let isnan = b.build_float_compare(inkwell::FloatPredicate::UNO, v, v, "isnan")?;
+            let out = b.build_select(isnan, qnan, r, "bf")?.into_vector_value();
+            b.build_int_truncate(out, i16v, "bf16")?
+        }
+        ElementType::F16 => {
+            let h = b.build_float_trunc(v, cg.ctx.f16_type().vec_type(lanes as u32), "f2h")?;
+            b.build_bit_cast(h, i16v, "hb")?.into_vector_value()
+        }
+        _ => v,
     })
 }

@@ -405,6 +405,33 @@ ENTRY main {
 }
 
 #[test]
+fn bf16_convolutions_are_tiled_with_their_epilogue() {
+    // The 1x1 convolution and relu6 of a MobileNet block, in bf16 as TensorFlow exports it.
+    let text = r#"HloModule conv
+fused {
+  x = bf16[1,10,10,40] parameter(0)
+  w = bf16[1,1,40,35] parameter(1)
+  c = bf16[1,10,10,35] convolution(x, w), window={size=1x1}, dim_labels=b01f_01io->b01f
+  lo = bf16[] constant(0)
+  hi = bf16[] constant(6)
+  lob = bf16[1,10,10,35] broadcast(lo), dimensions={}
+  hib = bf16[1,10,10,35] broadcast(hi), dimensions={}
+  ROOT o = bf16[1,10,10,35] clamp(lob, c, hib)
+}
+ENTRY main {
+  x = bf16[1,10,10,40] parameter(0)
+  w = bf16[1,1,40,35] parameter(1)
+  ROOT f = bf16[1,10,10,35] fusion(x, w), kind=kOutput, calls=fused
+}
+"#;
+    let plan = check(text);
+    assert_eq!(
+        plan,
+        ["Conv f root=o (clamp) epilogue core=c into output 0"]
+    );
+}
+
+#[test]
 fn fusions_the_kernels_cannot_take_whole_are_split_in_order() {
     // XLA's attention fusion: dot, scale, softmax over rows, dot.
     let text = format!(
