@@ -83,7 +83,7 @@ complex_field!(f32, f64);
 /// `lower` or upper triangle of the `m`-by-`m` matrices (unit diagonal if `unit`), `op` is the
 /// identity, the transpose or (with `adjoint`) the conjugate transpose, and `B` is
 /// `rows`-by-`cols`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TriSolve {
     /// The number of matrices.
     pub batch: usize,

@@ -14,7 +14,7 @@ use inkwell::values::PointerValue;
 use crate::cg::Cg;
 use crate::error::R;
 use crate::lower::BufId;
-use crate::runtime::{Call, Elem, FftKind};
+use crate::runtime::{Call, Elem, FftKind, TriSolve};
 
 /// A call into the runtime library: `call` reads `inputs` (the operands' leaves) and writes
 /// `outputs` (the result's leaves).
@@ -225,15 +225,17 @@ fn trsm_call(
     }
     Ok(Call::Trsm {
         elem: elem(a)?,
-        batch,
-        m: mm,
-        rows,
-        cols,
-        left,
-        lower,
-        unit,
-        transpose,
-        conjugate,
+        solve: TriSolve {
+            batch,
+            m: mm,
+            rows,
+            cols,
+            left,
+            lower,
+            unit,
+            transpose,
+            adjoint: conjugate,
+        },
     })
 }
 

@@ -240,37 +240,21 @@ pub(crate) unsafe fn trsm(call: &Call, a: *mut u8, b: *mut u8, x: *mut u8) {
 /// # Safety
 /// As [`trsm`].
 unsafe fn trsm_t<T: Field + Default>(call: &Call, a: *mut u8, b: *mut u8, x: *mut u8) {
-    let &Call::Trsm {
-        batch,
-        m,
-        rows,
-        cols,
-        left,
-        lower,
-        unit,
-        transpose,
-        conjugate,
-        ..
-    } = call
-    else {
+    let Call::Trsm { solve: p, .. } = call else {
         return;
     };
-    let p = TriSolve {
+    let TriSolve {
         batch,
         m,
         rows,
         cols,
-        left,
-        lower,
-        unit,
-        transpose,
-        adjoint: conjugate,
-    };
+        ..
+    } = *p;
     // SAFETY: the operands' sizes.
     let (av, bv): (Vec<T>, Vec<T>) =
         unsafe { (read(a, batch * m * m), read(b, batch * rows * cols)) };
     // SAFETY: the result has `b`'s size.
-    unsafe { write(x, &solve(&av, &bv, &p)) };
+    unsafe { write(x, &solve(&av, &bv, p)) };
 }
 
 /// Runs `$f::<T>(..)` for the real element types (QR is real-only).
