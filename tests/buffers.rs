@@ -7,7 +7,8 @@
 //! assignment (its rules, its expansions, the schedule it keeps or makes) is checked the same
 //! way on the generated modules and on every corpus case after the `cpu` pipeline and as XLA
 //! optimized it. On XLA's optimized modules
-//! (the same fusion decisions on both sides) the temporary block is no larger than XLA's
+//! (the same fusion decisions on both sides, under XLA's rules and the cpu backend's) and after
+//! Axle's own `cpu` pipeline, the temporary block is no larger than XLA's
 //! (`get_compiled_memory_stats().temp_size_in_bytes`, recorded in
 //! `$AXLE_SHARED/baseline/xla_memory.json`).
 
@@ -38,22 +39,23 @@ fn assign_checked(mut m: Module) -> Result<(String, u64), String> {
     Ok((render::json(&m, &a, None).to_string(), a.temp_bytes))
 }
 
-/// The assignment the cpu backend compiles `m` with, checked under its rules; its JSON report.
-fn cpu_assignment_checked(m: &Module) -> Result<String, String> {
+/// The assignment the cpu backend compiles `m` with, checked under its rules; its JSON report
+/// and temporary bytes.
+fn cpu_assignment_checked(m: &Module) -> Result<(String, u64), String> {
     let (m, a, rules) = axle_codegen_cpu::buffer_assignment(m, &CpuOptions::default())
         .map_err(|e| format!("cpu: {e}"))?;
     check(&m, &a, &rules).map_err(|e| format!("checker (cpu rules): {e}"))?;
-    Ok(render::json(&m, &a, None).to_string())
+    Ok((render::json(&m, &a, None).to_string(), a.temp_bytes))
 }
 
-/// [`cpu_assignment_checked`] at 1 and 8 threads, which must agree.
-fn cpu_assignment_checked_at_1_and_8(m: &Module) -> Result<(), String> {
+/// [`cpu_assignment_checked`] at 1 and 8 threads, which must agree; the temporary bytes.
+fn cpu_assignment_checked_at_1_and_8(m: &Module) -> Result<u64, String> {
     let one = in_pool(1, || cpu_assignment_checked(m))?;
     let eight = in_pool(8, || cpu_assignment_checked(m))?;
     if one != eight {
         return Err("the cpu assignment differs at 8 threads".into());
     }
-    Ok(())
+    Ok(one.1)
 }
 
 fn optimized(m: &Module, pipeline: &str) -> Result<Module, String> {
@@ -76,7 +78,7 @@ fn generated_modules_assign_safely(r: Recipe, picks: Vec<u8>) -> TestResult {
     let eight = in_pool(8, || assign_checked(m.clone()));
     match (one, eight) {
         (Ok(a), Ok(b)) if a == b => match cpu_assignment_checked_at_1_and_8(&m) {
-            Ok(()) => TestResult::passed(),
+            Ok(_) => TestResult::passed(),
             Err(e) => TestResult::error(format!("{pipeline}: {e}\n{}", print_module(&m))),
         },
         (Ok(_), Ok(_)) => TestResult::error(format!("{pipeline}: differs at 8 threads")),
@@ -349,10 +351,16 @@ fn every_corpus_case_assigns_safely_and_opt_modules_need_no_more_than_xla() {
 }
 
 #[test]
-fn every_corpus_case_cpu_assignment_is_safe_and_the_same_at_1_and_8_threads() {
+fn every_corpus_case_cpu_assignment_is_safe_the_same_at_1_and_8_threads_and_no_larger_than_xla() {
     let cpu = axle::passes::standard_pipeline("cpu").expect("the cpu pipeline");
+    let dir = axle_testkit::shared_dir();
+    let xla: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("baseline/xla_memory.json")).expect("xla_memory.json"),
+    )
+    .expect("xla_memory.json parses");
     let mut failures = Vec::new();
-    for (_, file, m) in corpus_files(&mut failures) {
+    let mut compared = 0;
+    for (name, file, m) in corpus_files(&mut failures) {
         // Axle's default pipeline for the `.hlo`; XLA's module and schedule as given.
         let m = if file.ends_with(".opt.hlo") {
             m
@@ -365,9 +373,22 @@ fn every_corpus_case_cpu_assignment_is_safe_and_the_same_at_1_and_8_threads() {
                 }
             }
         };
-        if let Err(e) = cpu_assignment_checked_at_1_and_8(&m) {
-            failures.push(format!("{file}: {e}"));
+        match cpu_assignment_checked_at_1_and_8(&m) {
+            // Axle's own pipeline and the cpu rules on XLA's module both need no more
+            // temporary bytes than XLA.
+            Ok(temp) => {
+                if let Some(x) = xla[format!("{name}.hlo")]["temp"].as_u64() {
+                    compared += 1;
+                    if temp > x {
+                        failures.push(format!(
+                            "{file} (cpu): {temp} temporary bytes, XLA needs {x}"
+                        ));
+                    }
+                }
+            }
+            Err(e) => failures.push(format!("{file}: {e}")),
         }
     }
+    assert!(compared >= 60, "only {compared} cases compared with XLA");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -786,7 +786,8 @@ fn the_cpu_pipeline_merges_row_fusions_into_one_row_kernel() {
 
 /// Long reductions into few results: the `cpu` pipeline splits them (`reduction-split`) so the
 /// threads share the work; the results stay the evaluator's (within the rounding of a
-/// reassociated sum) and the same at any thread count.
+/// reassociated sum) and the same at any thread count. The partial results live in the
+/// scratch arena (a parallel reduction's working memory), so the temporary block is empty.
 #[test]
 fn split_long_reductions_match_the_evaluator_at_every_thread_count() {
     let text = r#"
@@ -822,6 +823,15 @@ ENTRY main {
     assert!(
         reduces >= 4,
         "both reductions are split in two: {reduces} reduces"
+    );
+    let (am, a, rules) =
+        axle_codegen_cpu::buffer_assignment(&m, &CpuOptions::default()).expect("assigns");
+    axle::schedule::check::check(&am, &a, &rules).expect("the checker accepts it");
+    assert_eq!(a.temp_bytes, 0, "the partial results are no temporaries");
+    assert!(
+        a.arena_bytes >= 2 * 64 * 4,
+        "both reductions' partial results are in the arena: {} bytes",
+        a.arena_bytes
     );
     let args = axle::run::generate_inputs(&original, 3).expect("inputs");
     let run = |threads| {

@@ -1,6 +1,7 @@
 //! The `cpu` backend's GEMM (`codegen-cpu/src/gemm.rs`) against the reference evaluator: odd
 //! sizes around the register tile and the blocking (1, 3, 17, 255, 1023), transposed and
-//! batched operands (batch dimensions first and in the middle), every float type it takes
+//! batched operands (batch dimensions first and in the middle; attention's `P @ V`, whose few
+//! columns make the tile read the left operand unpacked), every float type it takes
 //! (`f32`, `f64`, `bf16`, `f16`, narrow operands with a wide result and the reverse), with
 //! fresh result buffers and with reused ones that hold NaN garbage, at one and two threads.
 //!
@@ -182,6 +183,14 @@ fn batched_operands() {
         "f32[8,255,64]",
         "f32[8,17,255]",
         "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}",
+    );
+    // Attention's `P @ V`: few columns, so the tile reads `A` where it lies (`direct_a`), over
+    // more rows than one block and a contraction longer than one `K` block.
+    check(
+        "f32[3,1023,600]",
+        "f32[3,600,64]",
+        "f32[3,1023,64]",
+        "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
     );
     // Batch dimensions in the middle and two of them, f64.
     check(

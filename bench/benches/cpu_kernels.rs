@@ -1,9 +1,10 @@
 //! `cpu_kernels`: the CPU backend's GEMM, sort and reduction kernels on their own, so that
-//! regressions show: square matmuls (f32, and bf16 operands widened in the packing), attention
-//! shaped batch dots, `sort_1M`'s comparator (radix sort) on 64k and 1M keys and a key-value
-//! argsort, and a full and a row reduction. Each module is compiled once; the timed part is
-//! one run into reused output buffers. Counters: flops for dots, elements for sorts, bytes
-//! read for reductions. Run with `cargo bench -p axle-bench --bench cpu_kernels`.
+//! regressions show: square matmuls (f32, and bf16 operands widened in the packing), the dots of
+//! an MLP training step (plain and transposed operands), attention shaped batch dots,
+//! `sort_1M`'s comparator (radix sort) on 64k and 1M keys and a key-value argsort, and a full
+//! and a row reduction. Each module is compiled once; the timed part is one run into reused
+//! output buffers. Counters: flops for dots, elements for sorts, bytes read for reductions. Run
+//! with `cargo bench -p axle-bench --bench cpu_kernels`.
 
 use axle::ir::{parse_module, ElementType, Literal};
 use axle_codegen_cpu::{compile, CpuExecutable, CpuOptions};
@@ -48,7 +49,7 @@ fn matmul(ty: ElementType, n: i64) -> String {
 }
 
 /// `C = A @ B` on square `f32` matrices.
-#[divan::bench(args = [128, 512, 1024])]
+#[divan::bench(args = [128, 512, 1024, 2048])]
 fn gemm_f32(bencher: Bencher, n: i64) {
     let p = prepare(&matmul(ElementType::F32, n));
     run(
@@ -67,12 +68,38 @@ fn gemm_bf16_operands(bencher: Bencher, n: i64) {
     );
 }
 
-/// Attention scores: 8 heads of `[512, 64] x [64, 512]` (keys transposed).
-#[divan::bench]
-fn gemm_attention_heads(bencher: Bencher) {
-    let p = prepare(
-        "HloModule att\nENTRY main {\n  q = f32[8,512,64] parameter(0)\n  k = f32[8,512,64] parameter(1)\n  ROOT s = f32[8,512,512] dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}\n}\n",
+/// The dots of an MLP training step at batch 256, width 1024 (`mlp3_train_step_b256_w1024`):
+/// the forward product `[256, 1024] x [1024, 1024]`, the input gradient against the transposed
+/// weight, and the weight gradient `[256, 1024]^T x [256, 1024]` (the left operand transposed,
+/// a contraction of 256).
+#[divan::bench(args = ["forward", "input_grad", "weight_grad"])]
+fn gemm_train_step(bencher: Bencher, which: &str) {
+    // Operand shapes, result shape, and the contracting dimension of each operand.
+    let (lhs, rhs, out, lc, rc) = match which {
+        "forward" => ("f32[256,1024]", "f32[1024,1024]", "f32[256,1024]", 1, 0),
+        "input_grad" => ("f32[256,1024]", "f32[1024,1024]", "f32[256,1024]", 1, 1),
+        _ => ("f32[256,1024]", "f32[256,1024]", "f32[1024,1024]", 0, 0),
+    };
+    let p = prepare(&format!(
+        "HloModule ts\nENTRY main {{\n  a = {lhs} parameter(0)\n  b = {rhs} parameter(1)\n  ROOT d = {out} dot(a, b), lhs_contracting_dims={{{lc}}}, rhs_contracting_dims={{{rc}}}\n}}\n"
+    ));
+    run(
+        bencher.counter(ItemsCount::new(2u64 * 256 * 1024 * 1024)),
+        &p,
     );
+}
+
+/// Attention's dots over 8 heads: the scores `[512, 64] x [64, 512]` (keys transposed) and
+/// the values `[512, 512] x [512, 64]` (few columns: the left operand is read unpacked).
+#[divan::bench(args = ["scores", "values"])]
+fn gemm_attention_heads(bencher: Bencher, which: &str) {
+    let (lhs, rhs, out, rc) = match which {
+        "scores" => ("f32[8,512,64]", "f32[8,512,64]", "f32[8,512,512]", 2),
+        _ => ("f32[8,512,512]", "f32[8,512,64]", "f32[8,512,64]", 1),
+    };
+    let p = prepare(&format!(
+        "HloModule att\nENTRY main {{\n  a = {lhs} parameter(0)\n  b = {rhs} parameter(1)\n  ROOT d = {out} dot(a, b), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{{rc}}}\n}}\n"
+    ));
     run(
         bencher.counter(ItemsCount::new(2u64 * 8 * 512 * 512 * 64)),
         &p,

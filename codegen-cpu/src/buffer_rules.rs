@@ -16,13 +16,28 @@
 //! - In place: `dynamic-update-slice` and `scatter` kernels update their operand when they are
 //!   given its buffer; element-wise loop kernels (an unfused element-wise op, or a fusion that
 //!   is one loop kernel) read each operand element before writing the same output element, so
-//!   an operand the analysis lets them overwrite is safe. No other kernel works in place.
+//!   an operand the analysis lets them overwrite is safe. So do row kernels: the analysis lets
+//!   a fusion write over an operand only where that operand reaches the root through
+//!   element-wise ops of the root's dimensions, which a row kernel reads in the pass that writes
+//!   the row's outputs, each element before the same output element (its reduction passes read
+//!   other values, and rows are disjoint). A row kernel also writes over an operand that
+//!   reaches its root through the reductions of its passes (a softmax over its scores), since
+//!   every pass over a row ends before the row's outputs are written
+//!   (`may_update_through_rows`). No other kernel works in place (an epilogue's GEMM
+//!   writes its output before the epilogue reads the operands).
+//! - Arena intermediates: the partial results of a reduction split across threads
+//!   (`reduction-split`: a reduction over the last dimension, at most
+//!   [`axle_fusion::reduction_split::MAX_CHUNKS`] long and [`PARTIALS_BYTES`] in all, of
+//!   another reduction's results) live in the scratch arena from the kernel that writes them
+//!   to the one that combines them: they are the working memory of one parallel reduction,
+//!   which XLA runs as one loop keeping its partial sums in registers (or Eigen's parallel
+//!   reductions in their own buffers), not an array of the program.
 //! - Parameters are read-only (the runtime takes them as `&[u8]`), donated or not.
 //!
 //! Fusion plans are made once per fused computation and kept for the rules' lifetime (one
 //! compilation): the assignment asks about a fusion and its steps many times.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
@@ -165,10 +180,109 @@ impl BufferRules for CpuRules {
             self.kernel(m, inst),
             Some((KernelKind::Dus | KernelKind::Scatter, ..))
                 | Some((KernelKind::Loop, KernelPlan::Plain, _))
+                | Some((KernelKind::Row, KernelPlan::Row(_), _))
         )
+    }
+
+    fn may_update_through_rows(&self, m: &Module, inst: InstId, operand: usize) -> bool {
+        let Some((KernelKind::Row, KernelPlan::Row(plan), _)) = self.kernel(m, inst) else {
+            return false;
+        };
+        let q = if m.opcode(inst) == Opcode::Fusion {
+            let Some(c) = m.comp_attr(inst, &AttrKey::Calls) else {
+                return false;
+            };
+            m.params(c).get(operand).copied()
+        } else {
+            // A step of a fusion run in steps: its reads as the assignment numbers them (the
+            // parameters and earlier steps it reaches).
+            let c = m.parent(inst);
+            let Some(plan) = self.fused_plan(c) else {
+                return false;
+            };
+            let mut done: hashbrown::HashSet<InstId> = m.params(c).iter().copied().collect();
+            done.extend(
+                plan.stages
+                    .iter()
+                    .map(|st| st.inst)
+                    .take_while(|&st| st != inst),
+            );
+            axle_schedule::program::reached(m, inst, &done)
+                .get(operand)
+                .copied()
+        };
+        let Some(q) = q else {
+            return false;
+        };
+        let c = m.parent(q);
+        // Every reduction that reads the operand (through anything) is one of the row passes,
+        // which run over a row before its outputs are written.
+        let passes: HashSet<InstId> = plan.passes.iter().flatten().copied().collect();
+        let insts = m.comp_insts(c);
+        let mut stack = vec![q];
+        let mut seen: HashSet<InstId> = HashSet::new();
+        while let Some(x) = stack.pop() {
+            if !seen.insert(x) || x == inst {
+                continue;
+            }
+            for &u in &insts {
+                if !m.operands(u).contains(&x) {
+                    continue;
+                }
+                if m.opcode(u) == Opcode::Reduce {
+                    if !passes.contains(&u) {
+                        return false;
+                    }
+                } else {
+                    stack.push(u);
+                }
+            }
+        }
+        true
+    }
+
+    fn arena_operands(&self, m: &Module, inst: InstId) -> Vec<usize> {
+        if combines_partials(m, inst) {
+            vec![0]
+        } else {
+            Vec::new()
+        }
     }
 
     fn writes_donated_params(&self) -> bool {
         false
     }
+}
+
+/// The most bytes of partial results a split reduction keeps in the arena (8 results of 64
+/// chunks of 8 bytes).
+pub const PARTIALS_BYTES: i64 = 4096;
+
+/// Whether `inst` combines the partial results of a split reduction: a single-input `reduce`
+/// over the last dimension (at most [`axle_fusion::reduction_split::MAX_CHUNKS`] long) of an
+/// operand that a reduction computes (a `reduce`, or a fusion rooted at one), of at most
+/// [`PARTIALS_BYTES`].
+fn combines_partials(m: &Module, inst: InstId) -> bool {
+    let ops = m.operands(inst);
+    if m.opcode(inst) != Opcode::Reduce || ops.len() != 2 {
+        return false;
+    }
+    let o = ops[0];
+    let Some(a) = m.array_shape(o) else {
+        return false;
+    };
+    let Some(&last) = a.dims.last() else {
+        return false;
+    };
+    let bytes = a.num_elements().max(0) * a.ty.byte_size() as i64;
+    let over_last = m.ints_attr(inst, &AttrKey::Dimensions) == Some(&[a.rank() as i64 - 1][..]);
+    let producer = match m.opcode(o) {
+        Opcode::Fusion => m.comp_attr(o, &AttrKey::Calls).map(|c| m.root(c)),
+        Opcode::Reduce => Some(o),
+        _ => None,
+    };
+    over_last
+        && last <= axle_fusion::reduction_split::MAX_CHUNKS
+        && bytes <= PARTIALS_BYTES
+        && producer.is_some_and(|r| m.opcode(r) == Opcode::Reduce)
 }

@@ -312,6 +312,14 @@ impl<'m> Planner<'m> {
                 unbound_operands(x),
             );
         }
+        if m.opcode(x) == Opcode::Reduce && m.shape(x).is_tuple() && class(m, x) == Class::Heavy {
+            // A variadic reduce (argmax's values and indices) is one reduce kernel computing
+            // its inputs inline, as an unfused one is with its inputs in memory: staging an
+            // input such as argmax's `broadcast(iota)` would only fill a buffer with it.
+            let seeds = [(x, Reach::Identity)];
+            let w = self.walk(&seeds, Mode::Column { roots: &[x] }, bound);
+            return (StageHow::Kernel(KernelKind::Reduce, KernelPlan::Plain), w);
+        }
         let leaves: Vec<InstId> = if m.opcode(x) == Opcode::Tuple {
             m.operands(x).to_vec()
         } else {

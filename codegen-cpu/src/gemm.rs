@@ -15,9 +15,13 @@
 //! packs that `MC x KC` block of `A` into `MR`-row strips, and runs the `MR x NR` register tile
 //! over every (strip of `B`, strip of `A`) pair: `MR` broadcasts of `A` and two vector loads of
 //! the packed `B` feed `2 * MR` fused multiply-adds per step of `k`. `KC` keeps a strip of `B`
-//! in L1 and `MC` a block of `A` in L2 (both from the host's cache sizes); `MR` and `NR` use 24
-//! of the 32 vector registers of AVX-512 (the vector width follows the host: 16 `f32` lanes
-//! with AVX-512, 8 with AVX2, where the tile keeps 2 x 6 accumulators of the 16 registers).
+//! in L1 and `MC` a block of `A` in L2 (both from the host's cache sizes); `MR` and `NR` use 16
+//! of the 32 vector registers of AVX-512 for accumulators (the vector width follows the host: 16
+//! `f32` lanes with AVX-512, 8 with AVX2, where the tile keeps 2 x 6 accumulators of the 16
+//! registers), so that a strip of `A` fits in L1 beside the strip of `B`. While a tile computes,
+//! the rows of `C` the next tile reads are prefetched into L2.
+//! Items only a few strips of `B` wide (attention's `P @ V`) skip packing a row-major `A` of
+//! the accumulation type and broadcast its elements from where they lie, `MR` rows at a time.
 //! Partial column strips are stored with masked stores, rows past the end are masked off.
 //!
 //! Each output element accumulates its products in order of `k` with fused multiply-adds (a
@@ -36,6 +40,12 @@ use inkwell::IntPredicate;
 use crate::cg::{bv, strides, Cg};
 use crate::conv::dot_dims;
 use crate::error::R;
+
+/// Items with at most this many column strips read a row-major `A` directly
+/// ([`GemmGeo::direct_a`]): attention's `P @ V` (8 heads, 64 columns) took 22% less CPU time
+/// so than with `A` packed; on wide items (1024 and `256 x 1024 x 1024` matmuls) either way
+/// measured the same within noise, and packing stays the default there.
+const DIRECT_A_COLS: i64 = 4;
 
 /// Dots with fewer multiply-adds than this run on one thread.
 const SEQUENTIAL_FLOPS: i64 = 1 << 21;
@@ -107,6 +117,10 @@ pub(crate) struct GemmGeo {
     /// Row blocks and column blocks per batch (work items: batches x `rb` x `cb`).
     pub rb: i64,
     pub cb: i64,
+    /// Whether the register tile reads `A` where it lies instead of from a packed block: for
+    /// row-major `A` of the accumulation type when an item has so few column strips that
+    /// packing `A` (once per block, read back once per strip of `B`) costs more than it saves.
+    pub direct_a: bool,
 }
 
 impl GemmGeo {
@@ -213,13 +227,17 @@ pub(crate) fn gemm_geo(m: &Module, id: InstId, t: &GemmTarget) -> Option<GemmGeo
         b_sk: st(&sr, dd.rc.first()),
         b_sn: st(&sr, dd.rfree.first()),
         lanes,
-        // 12 x 2 accumulators of 32 registers with AVX-512, 6 x 2 of 16 with AVX2.
-        mr: if lanes * esize == 64 { 12 } else { 6 },
+        // 8 x 2 accumulators of 32 registers with AVX-512 (16 independent sums cover two FMA
+        // pipes of four cycles' latency, and the strip of A beside the strip of B still fits
+        // L1: 12 rows took 11-16% more CPU time on 1024 and 2048 matmuls), 6 x 2 of 16 with
+        // AVX2.
+        mr: if lanes * esize == 64 { 8 } else { 6 },
         kc: 0,
         mc: 0,
         nc: 0,
         rb: 1,
         cb: 1,
+        direct_a: false,
     };
     if geo.m == 0 || geo.n == 0 || geo.k == 0 || geo.batch.contains(&0) {
         return None;
@@ -239,6 +257,7 @@ pub(crate) fn gemm_geo(m: &Module, id: InstId, t: &GemmTarget) -> Option<GemmGeo
     // A panel of B stays within L2 and L3's share of it.
     let nc_max = ((l2 / (geo.kc * esize)) / nr).max(1) * nr;
     geo.nc = cols.min(nc_max.max(4 * nr));
+    geo.direct_a = geo.a_sk == 1 && geo.a_ty == acc && cols <= DIRECT_A_COLS * nr;
     Some(geo)
 }
 
@@ -365,10 +384,14 @@ pub(crate) fn emit_gemm<'ctx>(
                     let rows = min64(cg, bb.build_int_nsw_sub(i1, ic, "rl")?, cg.c64(geo.mc))?;
                     let strips = bb.build_int_nsw_add(rows, cg.c64(geo.mr - 1), "s")?;
                     let strips = bb.build_int_unsigned_div(strips, cg.c64(geo.mr), "strips")?;
-                    ctx.pack_a(cg, pc, kc, ic, strips)?;
+                    if !geo.direct_a {
+                        ctx.pack_a(cg, pc, kc, ic, strips)?;
+                    }
                     // Each strip of B stays in L1 while every strip of A runs over it.
                     cg.for_range(cg.c64(0), panels, |p| {
-                        cg.for_range(cg.c64(0), strips, |s| ctx.tile(cg, s, ic, kc, jc, p, first))
+                        cg.for_range(cg.c64(0), strips, |s| {
+                            ctx.tile(cg, s, ic, pc, kc, jc, p, first)
+                        })
                     })
                 })
             })
@@ -773,6 +796,27 @@ impl<'ctx> Item<'_, 'ctx> {
         })
     }
 
+    /// The offset `row * stride + col` of row `row0 + r` of the item, or of row `fallback` when
+    /// that row is past the item's end, and whether it is inside.
+    fn row_offset(
+        &self,
+        cg: &Cg<'ctx>,
+        row0: IntValue<'ctx>,
+        r: i64,
+        fallback: IntValue<'ctx>,
+        stride: i64,
+        col: IntValue<'ctx>,
+    ) -> R<(IntValue<'ctx>, IntValue<'ctx>)> {
+        let bb = &cg.b;
+        let row = bb.build_int_nsw_add(row0, cg.c64(r), "row")?;
+        let inside = bb.build_int_compare(IntPredicate::SLT, row, self.i1, "in")?;
+        let safe = bb
+            .build_select(inside, row, fallback, "sr")?
+            .into_int_value();
+        let off = bb.build_int_nsw_mul(safe, cg.c64(stride), "ro")?;
+        Ok((bb.build_int_nsw_add(off, col, "co")?, inside))
+    }
+
     /// One `MR x NR` register tile: rows `ic + s*MR ..` (masked beyond the item's end) and
     /// column strip `p` of the panel at `jc`.
     #[allow(clippy::too_many_arguments)]
@@ -781,6 +825,7 @@ impl<'ctx> Item<'_, 'ctx> {
         cg: &Cg<'ctx>,
         s: IntValue<'ctx>,
         ic: IntValue<'ctx>,
+        pc: IntValue<'ctx>,
         kc: IntValue<'ctx>,
         jc: IntValue<'ctx>,
         p: IntValue<'ctx>,
@@ -815,16 +860,33 @@ impl<'ctx> Item<'_, 'ctx> {
         // Per row: its C offset, whether it exists, and its masks (all off past the end).
         let mut rowsel = Vec::with_capacity(mr as usize);
         for r in 0..mr {
-            let row = bb.build_int_nsw_add(row0, cg.c64(r), "row")?;
-            let inside = bb.build_int_compare(IntPredicate::SLT, row, self.i1, "in")?;
-            let safe = bb.build_select(inside, row, ic, "sr")?.into_int_value();
-            let off =
-                bb.build_int_nsw_add(bb.build_int_nsw_mul(safe, cg.c64(geo.n), "ro")?, jr, "co")?;
+            let (off, inside) = self.row_offset(cg, row0, r, ic, geo.n, jr)?;
             let mut masks = Vec::with_capacity(2);
             for m in &colmask {
                 masks.push(bb.build_select(inside, *m, none, "rm")?.into_vector_value());
             }
             rowsel.push((off, inside, masks));
+        }
+        if wide_out {
+            // Prefetch (for writing, into L2) the C rows of the next strip of A while this tile
+            // computes: its loads and stores of C then hit L2 instead of waiting on L3 or
+            // memory (rows of C are a row stride apart, which the hardware prefetchers miss).
+            // Past the item's rows it prefetches its last row again, which is harmless.
+            let pf = cg.intrinsic("llvm.prefetch", &[cg.ptr().into()])?;
+            let last = bb.build_int_nsw_sub(self.i1, cg.c64(1), "last")?;
+            for r in 0..mr {
+                let (off, _) = self.row_offset(cg, row0, mr + r, last, geo.n, jr)?;
+                for h in 0..2 {
+                    let col = min64(
+                        cg,
+                        cg.c64(h * lanes),
+                        bb.build_int_nsw_sub(w, cg.c64(1), "wl")?,
+                    )?;
+                    let o = bb.build_int_nsw_add(off, col, "o")?;
+                    let q = cg.gep(out_mty, self.cbase, o)?;
+                    cg.call(pf, &[bv(q), bv(cg.c32(1)), bv(cg.c32(2)), bv(cg.c32(1))])?;
+                }
+            }
         }
         let zero = vty.const_zero();
         let init = if wide_out {
@@ -852,6 +914,15 @@ impl<'ctx> Item<'_, 'ctx> {
         };
         let pbase = bb.build_int_nsw_mul(bb.build_int_nsw_mul(p, kc, "pb")?, cg.c64(nr), "pb")?;
         let abase = bb.build_int_nsw_mul(bb.build_int_nsw_mul(s, kc, "ab")?, cg.c64(mr), "ab")?;
+        // With `A` read directly: the start of each row's `K` block (rows past the item's end
+        // read its first row; their results are masked off).
+        let mut arows = Vec::new();
+        if geo.direct_a {
+            for r in 0..mr {
+                let (off, _) = self.row_offset(cg, row0, r, ic, geo.a_sm, pc)?;
+                arows.push(cg.gep(ety.into(), self.abase, off)?);
+            }
+        }
         let accs = cg.for_range_acc(cg.c64(0), kc, &init, |kk, acc| {
             let boff =
                 bb.build_int_nsw_add(pbase, bb.build_int_nsw_mul(kk, cg.c64(nr), "bk")?, "bo")?;
@@ -872,11 +943,15 @@ impl<'ctx> Item<'_, 'ctx> {
                 bb.build_int_nsw_add(abase, bb.build_int_nsw_mul(kk, cg.c64(mr), "ak")?, "ao")?;
             let mut out = Vec::with_capacity(acc.len());
             for r in 0..mr {
-                let ap = cg.gep(
-                    ety.into(),
-                    self.apack,
-                    bb.build_int_nsw_add(aoff, cg.c64(r), "ar")?,
-                )?;
+                let ap = if geo.direct_a {
+                    cg.gep(ety.into(), arows[r as usize], kk)?
+                } else {
+                    cg.gep(
+                        ety.into(),
+                        self.apack,
+                        bb.build_int_nsw_add(aoff, cg.c64(r), "ar")?,
+                    )?
+                };
                 let av = bb.build_load(ety, ap, "a")?.into_float_value();
                 let sa = splat_float(cg, av, lanes)?;
                 for h in 0..2 {

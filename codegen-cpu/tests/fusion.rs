@@ -601,6 +601,261 @@ ENTRY main {
     assert!(!plan.is_empty());
 }
 
+/// The buffers of the instruction named `name` in the cpu backend's assignment of `m`, which
+/// the independent checker must accept.
+fn buffers_of(text: &str, names: &[&str]) -> Vec<Vec<axle_ir::BufferId>> {
+    let m = parse_module(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    let (m, a, rules) = axle_codegen_cpu::buffer_assignment(&m, &CpuOptions::default())
+        .unwrap_or_else(|e| panic!("assigns: {e}"));
+    axle_schedule::check::check(&m, &a, &rules).unwrap_or_else(|e| panic!("checker: {e}"));
+    names
+        .iter()
+        .map(|n| {
+            let id = m
+                .live_ids()
+                .into_iter()
+                .find(|&i| m.name(i) == *n)
+                .unwrap_or_else(|| panic!("no instruction {n}"));
+            a.leaf_buffers(id)
+        })
+        .collect()
+}
+
+/// A step of a fusion run in steps writes over a staged value it reads only at the index it
+/// writes (a column sum divided into a mean), as XLA's in-place fusions do; a step that reads
+/// the value at other indices too (`reverse`) must not, or it would read elements it has
+/// overwritten: its results would differ from the evaluator's.
+#[test]
+fn a_fusion_step_writes_over_a_staged_value_only_where_it_reads_it_in_place() {
+    let fusion = |name: &str, root: &str| {
+        format!(
+            r#"HloModule {name}
+{REDUCERS}
+fused {{
+  x = f32[37,21] parameter(0)
+  z = f32[] constant(0)
+  c = f32[21] reduce(x, z), dimensions={{0}}, to_apply=add_f32
+  {root}
+}}
+ENTRY main {{
+  x = f32[37,21] parameter(0)
+  ROOT f = f32[21] fusion(x), kind=kInput, calls=fused
+}}
+"#
+        )
+    };
+    let mean = fusion(
+        "mean",
+        "n = f32[] constant(37)
+  nb = f32[21] broadcast(n), dimensions={}
+  ROOT d = f32[21] divide(c, nb)",
+    );
+    assert_eq!(
+        check(&mean),
+        ["Reduce f root=c (reduce)", "Loop f root=d (divide)"]
+    );
+    let b = buffers_of(&mean, &["c", "d"]);
+    assert_eq!(b[0], b[1], "the mean is computed in the sum's buffer");
+    let mirrored = fusion(
+        "mirrored",
+        "r = f32[21] reverse(c), dimensions={0}
+  ROOT d = f32[21] add(c, r)",
+    );
+    assert_eq!(
+        check(&mirrored),
+        ["Reduce f root=c (reduce)", "Loop f root=d (add)"]
+    );
+    let b = buffers_of(&mirrored, &["c", "d"]);
+    assert_ne!(b[0], b[1], "a reversed read may not be overwritten");
+}
+
+/// A row kernel writes over an operand that reaches its root only through element-wise ops:
+/// the pass writing a row's outputs reads each element before writing it. Read through a
+/// `reverse`, the operand keeps its buffer.
+#[test]
+fn a_row_kernel_writes_over_an_operand_it_reads_at_the_index_it_writes() {
+    let text = |name: &str, read: &str| {
+        format!(
+            r#"HloModule {name}
+{REDUCERS}
+fused {{
+  x = f32[9,33] parameter(0)
+  y = f32[9,33] parameter(1)
+  z = f32[] constant(0)
+  s = f32[9] reduce(x, z), dimensions={{1}}, to_apply=add_f32
+  sb = f32[9,33] broadcast(s), dimensions={{0}}
+  {read}
+  ROOT o = f32[9,33] add(yr, sb)
+}}
+ENTRY main {{
+  x = f32[9,33] parameter(0)
+  n = f32[9,33] negate(x)
+  ROOT f = f32[9,33] fusion(x, n), kind=kInput, calls=fused
+}}
+"#
+        )
+    };
+    let direct = text("direct", "yr = f32[9,33] exponential(y)");
+    assert_eq!(
+        check(&direct),
+        [
+            "Loop n root=n (negate)",
+            "Row f root=o (add) rows=[9] passes=[s]"
+        ]
+    );
+    let b = buffers_of(&direct, &["n", "f"]);
+    assert_eq!(b[0], b[1], "the fusion writes over its negated operand");
+    let reversed = text("reversed", "yr = f32[9,33] reverse(y), dimensions={1}");
+    assert_eq!(
+        check(&reversed),
+        [
+            "Loop n root=n (negate)",
+            "Row f root=o (add) rows=[9] passes=[s]"
+        ]
+    );
+    let b = buffers_of(&reversed, &["n", "f"]);
+    assert_ne!(b[0], b[1], "a reversed read may not be overwritten");
+}
+
+/// A softmax row kernel writes its result over its scores when they die there: each row's
+/// maximum and sum are computed in passes before the row is written, and each element is read
+/// before it is written. A softmax of the scores read in reverse keeps them apart (written in
+/// place, the late elements of a row would read overwritten ones).
+#[test]
+fn a_softmax_row_kernel_writes_over_its_scores() {
+    let text = |name: &str, read: &str| {
+        format!(
+            r#"HloModule {name}
+{REDUCERS}
+fused {{
+  y = f32[9,33] parameter(0)
+  ninf = f32[] constant(-inf)
+  z = f32[] constant(0)
+  mx = f32[9] reduce(y, ninf), dimensions={{1}}, to_apply=max_f32
+  mb = f32[9,33] broadcast(mx), dimensions={{0}}
+  {read}
+  d = f32[9,33] subtract(yr, mb)
+  e = f32[9,33] exponential(d)
+  s = f32[9] reduce(e, z), dimensions={{1}}, to_apply=add_f32
+  sb = f32[9,33] broadcast(s), dimensions={{0}}
+  ROOT o = f32[9,33] divide(e, sb)
+}}
+ENTRY main {{
+  x = f32[9,33] parameter(0)
+  n = f32[9,33] negate(x)
+  ROOT f = f32[9,33] fusion(n), kind=kInput, calls=fused
+}}
+"#
+        )
+    };
+    let softmax = text("softmax", "yr = f32[9,33] abs(y)");
+    assert_eq!(
+        check(&softmax)[1],
+        "Row f root=o (divide) rows=[9] passes=[mx][s] cached=e"
+    );
+    let b = buffers_of(&softmax, &["n", "f"]);
+    assert_eq!(b[0], b[1], "the softmax is written over its scores");
+    let reversed = text("reversed", "yr = f32[9,33] reverse(y), dimensions={1}");
+    check(&reversed);
+    let b = buffers_of(&reversed, &["n", "f"]);
+    assert_ne!(b[0], b[1], "a reversed read may not be overwritten");
+}
+
+/// Inside a fusion run in steps, the softmax step writes over the scores step it reads (the
+/// attention of XLA's optimized transformer: scores, softmax and the second dot in one
+/// fusion); read in reverse, the scores keep their own buffer.
+#[test]
+fn a_softmax_step_writes_over_its_scores_step() {
+    let text = |name: &str, read: &str| {
+        format!(
+            r#"HloModule {name}
+{REDUCERS}
+fused {{
+  a = f32[9,16] parameter(0)
+  b = f32[16,33] parameter(1)
+  y = f32[9,33] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  ninf = f32[] constant(-inf)
+  z = f32[] constant(0)
+  {read}
+  mx = f32[9] reduce(yr, ninf), dimensions={{1}}, to_apply=max_f32
+  mb = f32[9,33] broadcast(mx), dimensions={{0}}
+  d = f32[9,33] subtract(yr, mb)
+  e = f32[9,33] exponential(d)
+  s = f32[9] reduce(e, z), dimensions={{1}}, to_apply=add_f32
+  sb = f32[9,33] broadcast(s), dimensions={{0}}
+  o = f32[9,33] divide(e, sb)
+  c = f32[33,5] parameter(2)
+  ROOT r = f32[9,5] dot(o, c), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}
+ENTRY main {{
+  a = f32[9,16] parameter(0)
+  b = f32[16,33] parameter(1)
+  c = f32[33,5] parameter(2)
+  ROOT f = f32[9,5] fusion(a, b, c), kind=kCustom, calls=fused
+}}
+"#
+        )
+    };
+    let softmax = text("softmax", "yr = f32[9,33] multiply(y, y)");
+    let plan = check(&softmax);
+    assert_eq!(plan.len(), 3, "{plan:?}");
+    let b = buffers_of(&softmax, &["y", "o"]);
+    assert_eq!(b[0], b[1], "the softmax step is written over the scores");
+    let reversed = text("reversed", "yr = f32[9,33] reverse(y), dimensions={1}");
+    assert_eq!(check(&reversed).len(), 3);
+    let b = buffers_of(&reversed, &["y", "o"]);
+    assert_ne!(b[0], b[1], "a reversed read may not be overwritten");
+}
+
+/// A variadic reduce at a fusion's root (argmax: values and indices) is one reduce kernel that
+/// computes its inputs inline (the `broadcast(iota)` of indices is never written to memory),
+/// over rows and over columns.
+#[test]
+fn a_variadic_reduce_root_is_one_kernel() {
+    let text = r#"HloModule argmax
+argmax_f32 {
+  av = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  bv = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(av, bv), direction=GT
+  eq = pred[] compare(av, bv), direction=EQ
+  lt = pred[] compare(ai, bi), direction=LT
+  tie = pred[] and(eq, lt)
+  pick = pred[] or(gt, tie)
+  v = f32[] select(pick, av, bv)
+  i = s32[] select(pick, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+rows {
+  x = f32[16,31] parameter(0)
+  io = s32[31] iota(), iota_dimension=0
+  ib = s32[16,31] broadcast(io), dimensions={1}
+  ninf = f32[] constant(-inf)
+  zero = s32[] constant(0)
+  ROOT r = (f32[16], s32[16]) reduce(x, ib, ninf, zero), dimensions={1}, to_apply=argmax_f32
+}
+cols {
+  x = f32[16,31] parameter(0)
+  io = s32[16] iota(), iota_dimension=0
+  ib = s32[16,31] broadcast(io), dimensions={0}
+  ninf = f32[] constant(-inf)
+  zero = s32[] constant(0)
+  ROOT r = (f32[31], s32[31]) reduce(x, ib, ninf, zero), dimensions={0}, to_apply=argmax_f32
+}
+ENTRY main {
+  x = f32[16,31] parameter(0)
+  a = (f32[16], s32[16]) fusion(x), kind=kInput, calls=rows
+  b = (f32[31], s32[31]) fusion(x), kind=kInput, calls=cols
+  ROOT t = ((f32[16], s32[16]), (f32[31], s32[31])) tuple(a, b)
+}
+"#;
+    assert_eq!(
+        check(text),
+        ["Reduce a root=r (reduce)", "Reduce b root=r.1 (reduce)"]
+    );
+}
+
 /// The vector type of `f32` on this host, as LLVM prints it.
 fn f32_vector() -> &'static str {
     let (_, _, features) = axle_codegen_cpu::host_target();

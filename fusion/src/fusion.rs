@@ -4,7 +4,9 @@
 //! Rules, each asked of the target first:
 //! - **loop fusion**: elementwise ops, `broadcast`, `reshape`, `transpose`, `slice`,
 //!   `concatenate`, `pad`, `reverse`, `iota`, `convert`, `select`, `clamp`, `dynamic-slice`,
-//!   `gather` and scalar constants go into their consumers;
+//!   `gather` and scalar constants go into their consumers; a `dynamic-update-slice` is a
+//!   loop fusion's root only, with its update's and indices' producers (not the array it
+//!   updates, so the fusion can update that in place);
 //! - **reduction fusion**: such producers go into a `reduce`'s input (`kInput`);
 //! - **row fusion**: a `reduce` over the minor (trailing) dimensions goes into a consumer that
 //!   reads its result per row, so softmax, layer norm, log-softmax and RMS norm become one
@@ -21,7 +23,8 @@
 //! the producer in topological order, so no member can reach the producer through an outside
 //! instruction: clusters never form cycles, with no reachability query at all. The one
 //! exception to "all uses in one cluster" is a cheap producer with no arithmetic (`broadcast`,
-//! `reshape`, `iota`, a scalar constant), which is copied into each consumer cluster, at most
+//! `reshape`, `iota`, a scalar constant) or a scalar integer or pred computation (the start
+//! indices of dynamic slices), which is copied into each consumer cluster, at most
 //! `max_duplicates` times (the target's number), so duplication stays linear in the module.
 //!
 //! Each member carries how the cluster's root reads it (a *scale*: how many root elements, in
@@ -100,12 +103,17 @@ pub(crate) enum Class {
     Opaque,
     /// Elementwise or data movement: a producer or consumer of loop fusion.
     Loop,
-    /// Like `Loop`, with no arithmetic and cheap to copy into several consumers.
+    /// Like `Loop`, cheap to copy into several consumers: no arithmetic, or the scalar integer
+    /// and pred arithmetic of index computations.
     Dup,
     /// A `reduce`: a reduction fusion's root, or a row fusion's producer.
     Reduce,
     /// A `dot` or `convolution`: an output fusion's producer.
     Matrix,
+    /// A `dynamic-update-slice`: the root of a loop fusion that its update's and indices'
+    /// producers join (never the updated array's, so the fusion can update it in place), and
+    /// never a producer fused into another cluster.
+    Root,
 }
 
 /// The class of `id` (`eligible` says which computations fusion runs in, `ctrl` which
@@ -135,9 +143,16 @@ pub(crate) fn classify(
         return Class::Opaque;
     }
     use Opcode::*;
+    // Scalar integer and pred arithmetic (index computations) is copied into each consumer, as
+    // broadcasts are: a dynamic slice then computes its own start indices.
+    let index_scalar = count == 1
+        && m.array_shape(id)
+            .is_some_and(|a| a.ty.is_int() || a.ty == axle_ir::ElementType::Pred);
     match op {
         Constant if count == 1 && m.literal(id).is_some() => Class::Dup,
         Broadcast | Reshape | Iota => Class::Dup,
+        DynamicUpdateSlice => Class::Root,
+        _ if index_scalar && (op.is_elementwise() || matches!(op, Slice | Convert)) => Class::Dup,
         Reduce => Class::Reduce,
         Dot | Convolution => Class::Matrix,
         Transpose | Slice | Concatenate | Pad | Reverse | DynamicSlice | Gather => Class::Loop,
@@ -219,6 +234,9 @@ pub(crate) fn read_of(m: &Module, u: InstId, slot: usize, p: InstId) -> Read {
         }
         Transpose | Slice | Concatenate | Pad | Reverse => Read::Other(1.0),
         DynamicSlice if slot == 0 => Read::Other(1.0),
+        // The updated array stays outside, so the fusion can update it in place.
+        DynamicUpdateSlice if slot == 0 => Read::Blocked,
+        DynamicUpdateSlice => Read::Other(1.0),
         DynamicSlice | Gather => Read::Other(ratio),
         _ if op.is_elementwise() && cu == cp => Read::Same,
         _ => Read::Other(ratio),
@@ -480,7 +498,7 @@ impl Ctx<'_> {
                     return None;
                 }
             }
-            Class::Opaque => return None,
+            Class::Opaque | Class::Root => return None,
         }
         Some((scale, evals))
     }

@@ -61,7 +61,7 @@ pub const OPTIONS: &[OptSpec] = &[
 ];
 
 /// The most chunks a row is split into.
-const MAX_CHUNKS: i64 = 64;
+pub const MAX_CHUNKS: i64 = 64;
 
 /// The `reduction-split` pass.
 #[derive(Clone, Copy, Debug)]

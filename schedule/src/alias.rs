@@ -3,13 +3,17 @@
 //! Must-aliases are already one value ([`crate::program`]): views, call parameters and
 //! results, a loop's state in its condition, body and result. This file decides the *may*
 //! aliases, greedily in program order, each only where it is safe:
-//! - **in place** (never for the steps of a fusion run as steps): an instruction writes an
-//!   output over an operand that dies there: a
+//! - **in place**: an instruction writes an output over an operand that dies there: a
 //!   `dynamic-update-slice` or `scatter` over the array it updates; an element-wise op, or a
 //!   fusion whose parameter reaches its root through element-wise ops of the root's dimensions
 //!   only, over an operand of the output's shape (each element is read before the same
-//!   element is written); a fusion whose root is a `dynamic-update-slice` or `scatter` of one
-//!   of its parameters over that parameter;
+//!   element is written), or also through reductions over trailing dimensions where the
+//!   backend's kernel reduces each row before writing it (`may_update_through_rows`: an
+//!   in-place softmax); a fusion whose root is a `dynamic-update-slice` or `scatter` of one
+//!   of its parameters over that parameter; a step of a fusion run as steps over a value it
+//!   reads ([`Program::step_reads`]) that reaches it through element-wise ops of its
+//!   dimensions only (a reduction's result divided by a count, as a mean is), or also through
+//!   row reductions where the backend says so (a softmax step over the scores step);
 //! - **loop state**: a `while`'s initial value, when it dies at the loop, and its body's root,
 //!   when the old state is dead by then, share the state's buffer (no copy in, no copy back);
 //! - **branch outputs**: a branch's root shares the conditional's output buffer when it is the
@@ -346,8 +350,22 @@ impl Planner<'_> {
     fn handoffs_at(&self, i: InstId, out: &mut Vec<(ValueId, ValueId, u32, usize)>) {
         let (m, p) = (self.m, self.p);
         match def_kind(m, i, self.rules) {
-            // Steps of a fusion read through inline computation: never in place.
-            Def::Fresh if p.step_reads(i).is_some() => {}
+            // A step of a fusion reads values through inline computation: it may write over
+            // one that reaches it through element-wise ops of its own dimensions only.
+            Def::Fresh if p.step_reads(i).is_some() => {
+                let reads = p.step_reads(i).unwrap_or(&[]);
+                for k in step_pairs(m, i, reads, self.rules, self.by_comp) {
+                    let (Some(&u), Some(&v)) = (single(p.leaves(reads[k])), p.leaves(i).first())
+                    else {
+                        continue;
+                    };
+                    let slots = reads.iter().filter(|&&r| p.leaves(r).contains(&u)).count();
+                    if slots != 1 || !self.rules.may_update_in_place(m, i, k, 0) {
+                        continue;
+                    }
+                    out.push((u, v, p.start(i), IN_PLACE));
+                }
+            }
             Def::Fresh => {
                 for (k, l) in in_place_candidates(m, i, self.rules, self.by_comp) {
                     let (Some(&u), Some(&v)) = (
@@ -429,7 +447,7 @@ fn in_place_candidates(
             .map(|k| (k, 0))
             .collect(),
         Opcode::Fusion if rules.fusion_run(m, i) == FusionRun::Kernel => {
-            fusion_pairs(m, i, by_comp)
+            fusion_pairs(m, i, rules, by_comp)
         }
         _ => Vec::new(),
     }
@@ -456,7 +474,12 @@ fn scatter_pairs(m: &Module, i: InstId) -> Vec<(usize, usize)> {
 }
 
 /// In-place pairs of a fusion kernel, from its computation.
-fn fusion_pairs(m: &Module, i: InstId, by_comp: &[Vec<InstId>]) -> Vec<(usize, usize)> {
+fn fusion_pairs(
+    m: &Module,
+    i: InstId,
+    rules: &dyn BufferRules,
+    by_comp: &[Vec<InstId>],
+) -> Vec<(usize, usize)> {
     let Some(c) = m.comp_attr(i, &AttrKey::Calls) else {
         return Vec::new();
     };
@@ -464,15 +487,7 @@ fn fusion_pairs(m: &Module, i: InstId, by_comp: &[Vec<InstId>]) -> Vec<(usize, u
     if root.is_none() || m.array_shape(i).is_none() || c.index() >= by_comp.len() {
         return Vec::new();
     }
-    let mut users: hashbrown::HashMap<InstId, Vec<InstId>> = hashbrown::HashMap::new();
-    for &u in &by_comp[c.index()] {
-        for &o in m.operands(u) {
-            let list = users.entry(o).or_default();
-            if list.last() != Some(&u) {
-                list.push(u);
-            }
-        }
-    }
+    let users = users_of(m, &by_comp[c.index()]);
     let users_in = |x: InstId| -> Vec<InstId> { users.get(&x).cloned().unwrap_or_default() };
     let param_number = |x: InstId| -> Option<usize> {
         (m.opcode(x) == Opcode::Parameter)
@@ -495,40 +510,132 @@ fn fusion_pairs(m: &Module, i: InstId, by_comp: &[Vec<InstId>]) -> Vec<(usize, u
             }
         }
         _ => {
-            let dims = &m.array_shape(i).map(|a| a.dims.clone()).unwrap_or_default();
             let mut out = Vec::new();
             for &q in m.params(c) {
                 if q.is_none() || q == root || m.array_shape(q) != m.array_shape(i) {
                     continue;
                 }
-                // Every path from q to the root goes through element-wise ops of the root's
-                // dimensions only.
-                let mut ok = true;
-                let mut stack = vec![q];
-                let mut seen: HashSet<InstId> = HashSet::new();
-                while let Some(x) = stack.pop() {
-                    if !seen.insert(x) {
-                        continue;
-                    }
-                    for u in users_in(x) {
-                        let same_dims = m.array_shape(u).is_some_and(|a| &a.dims == dims);
-                        if !elementwise_op(m, u) || !same_dims {
-                            ok = false;
-                            break;
-                        }
-                        stack.push(u);
-                    }
-                    if !ok {
-                        break;
-                    }
-                }
-                if ok && seen.contains(&root) {
-                    if let Some(k) = param_number(q) {
-                        out.push((k, 0));
-                    }
+                let Some(k) = param_number(q) else {
+                    continue;
+                };
+                if elementwise_to(m, q, root, &users)
+                    || (rows_to(m, q, root, &users) && rules.may_update_through_rows(m, i, k))
+                {
+                    out.push((k, 0));
                 }
             }
             out
         }
     }
+}
+
+/// The users of each instruction of `insts`, each once, in order.
+fn users_of(m: &Module, insts: &[InstId]) -> hashbrown::HashMap<InstId, Vec<InstId>> {
+    let mut users: hashbrown::HashMap<InstId, Vec<InstId>> = hashbrown::HashMap::new();
+    for &u in insts {
+        for &o in m.operands(u) {
+            let list = users.entry(o).or_default();
+            if list.last() != Some(&u) {
+                list.push(u);
+            }
+        }
+    }
+    users
+}
+
+/// Whether `q` reaches `root`, and every user of `q` and of what it reaches (`root`'s users
+/// aside) is an element-wise op of `root`'s dimensions: `root`'s kernel reads `q` only at the
+/// index it writes.
+fn elementwise_to(
+    m: &Module,
+    q: InstId,
+    root: InstId,
+    users: &hashbrown::HashMap<InstId, Vec<InstId>>,
+) -> bool {
+    reaches_through(m, q, root, users, false)
+}
+
+/// [`elementwise_to`], where a user may also be a single-input `reduce` over trailing
+/// dimensions of such a value (whose users are not followed: its result is a row's, computed
+/// before the row is written, [`BufferRules::may_update_through_rows`]).
+fn rows_to(
+    m: &Module,
+    q: InstId,
+    root: InstId,
+    users: &hashbrown::HashMap<InstId, Vec<InstId>>,
+) -> bool {
+    reaches_through(m, q, root, users, true)
+}
+
+fn reaches_through(
+    m: &Module,
+    q: InstId,
+    root: InstId,
+    users: &hashbrown::HashMap<InstId, Vec<InstId>>,
+    rows: bool,
+) -> bool {
+    let Some(dims) = m.array_shape(root).map(|a| &a.dims) else {
+        return false;
+    };
+    let row_reduce = |u: InstId, x: InstId| -> bool {
+        let ops = m.operands(u);
+        let rank = dims.len() as i64;
+        let rd = m.ints_attr(u, &AttrKey::Dimensions).unwrap_or(&[]);
+        m.opcode(u) == Opcode::Reduce
+            && ops.len() == 2
+            && ops[0] == x
+            && ops[1] != x
+            && !rd.is_empty()
+            && rd.iter().all(|&d| d >= rank - rd.len() as i64 && d < rank)
+    };
+    let mut stack = vec![q];
+    let mut seen: HashSet<InstId> = HashSet::new();
+    while let Some(x) = stack.pop() {
+        if !seen.insert(x) || x == root {
+            continue;
+        }
+        for &u in users.get(&x).map_or(&[][..], |v| &v[..]) {
+            if rows && row_reduce(u, x) {
+                continue;
+            }
+            let same_dims = m.array_shape(u).is_some_and(|a| &a.dims == dims);
+            if !elementwise_op(m, u) || !same_dims {
+                return false;
+            }
+            stack.push(u);
+        }
+    }
+    seen.contains(&root)
+}
+
+/// The indices into `reads` (the values step `s` of a fusion run as steps reads) of those `s`
+/// may write over: of `s`'s shape, reaching it through element-wise ops of its dimensions only
+/// (or also through row reductions, where the backend says so).
+fn step_pairs(
+    m: &Module,
+    s: InstId,
+    reads: &[InstId],
+    rules: &dyn BufferRules,
+    by_comp: &[Vec<InstId>],
+) -> Vec<usize> {
+    let c = m.parent(s);
+    if m.array_shape(s).is_none() || c.is_none() || c.index() >= by_comp.len() {
+        return Vec::new();
+    }
+    let candidates: Vec<usize> = (0..reads.len())
+        .filter(|&k| {
+            m.array_shape(reads[k]).is_some() && m.array_shape(reads[k]) == m.array_shape(s)
+        })
+        .collect();
+    if candidates.is_empty() {
+        return Vec::new();
+    }
+    let users = users_of(m, &by_comp[c.index()]);
+    candidates
+        .into_iter()
+        .filter(|&k| {
+            elementwise_to(m, reads[k], s, &users)
+                || (rows_to(m, reads[k], s, &users) && rules.may_update_through_rows(m, s, k))
+        })
+        .collect()
 }

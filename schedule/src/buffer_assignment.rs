@@ -16,10 +16,12 @@
 //! 4. the heap simulator ([`crate::heap_simulator`]) places the temporaries (alias sets, kernel
 //!    scratch, staging) in one block with 64-byte aligned offsets, keeping its best strategy;
 //! 5. arena scratch ([`crate::rules::ScratchPlace::Arena`]: a library routine's working memory,
-//!    GEMM packing and sort planes) is no temporary: it lives in the runtime's scratch arena,
-//!    each kernel's from offset 0 (kernels run one at a time), and the arena's size is the
-//!    largest kernel's total, reported apart from the temporary block as XLA's
-//!    `temp_size_in_bytes` leaves out what Eigen and `std::sort` allocate at run time.
+//!    GEMM packing and sort planes) and the intermediates a backend names as a library
+//!    routine's own ([`BufferRules::arena_operands`]: a split reduction's partial results, in
+//!    a set of buffers of their own) are no temporaries: they live in the runtime's scratch
+//!    arena, placed by a second heap simulation (scratch is live at its kernel only), reported
+//!    apart from the temporary block as XLA's `temp_size_in_bytes` leaves out what Eigen and
+//!    `std::sort` allocate at run time.
 //!
 //! The result answers what a backend needs: the buffer of every leaf of every instruction that
 //! runs as a step, each buffer's memory (parameter, constant, output or temporary offset), the
@@ -55,7 +57,8 @@ pub enum Memory {
         leaf: u32,
     },
     /// In the memory of the entry result's leaf `leaf`, which the caller provides: the output
-    /// itself at offset 0, or a temporary that is dead before the output is written.
+    /// itself at offset 0, or a temporary that is dead while that memory holds no value (before
+    /// the output's first value is written, or between two of its values' live intervals).
     Output {
         /// The output leaf.
         leaf: u32,
@@ -285,22 +288,34 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
         }
     }
 
-    // 4. Temporaries that die before an output is written live in that output's memory (as
-    // XLA reuses output allocations), packed best fit; the rest go to the heap.
+    // The intermediates the backend keeps in the arena: sets of no other values.
+    let mut arena_value = vec![false; nv];
+    for &i in a.program.sequence() {
+        if def_kind(m, i, rules) != Def::Fresh {
+            continue;
+        }
+        for k in rules.arena_operands(m, i) {
+            if let Some(&o) = m.operands(i).get(k) {
+                for &v in a.program.leaves(o) {
+                    arena_value[v as usize] = a.program.value(v).kind == ValueKind::Defined;
+                }
+            }
+        }
+    }
+    for buf in a.buffers.iter_mut() {
+        let all = !buf.values.is_empty() && buf.values.iter().all(|&v| arena_value[v as usize]);
+        if all && buf.role == Role::Values && matches!(buf.memory, Memory::Temp { .. }) {
+            buf.memory = Memory::Arena { offset: 0 };
+        }
+    }
+
+    // 4. Temporaries that are dead while an output's memory holds no value live in that
+    // output's memory (as XLA reuses output allocations), packed best fit; the rest go to the
+    // heap.
     a.place_in_outputs();
 
     // 5. The heap.
-    let temps: Vec<usize> = (0..a.buffers.len())
-        .filter(|&b| matches!(a.buffers[b].memory, Memory::Temp { .. }) && a.buffers[b].size > 0)
-        .collect();
-    let blocks: Vec<Block> = temps
-        .iter()
-        .map(|&b| Block {
-            size: a.buffers[b].size,
-            start: a.buffers[b].span.0,
-            end: a.buffers[b].span.1,
-        })
-        .collect();
+    let (temps, blocks) = a.blocks(|mem| matches!(mem, Memory::Temp { .. }));
     a.peak_bytes = peak(&blocks);
     let heap = simulate(&blocks, ALIGN, a.peak_bytes);
     for (k, &b) in temps.iter().enumerate() {
@@ -312,24 +327,36 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
     a.strategy = heap.strategy;
     a.tried = heap.tried;
 
-    // 6. The arena: each kernel's arena scratch in order from offset 0 (a kernel's scratch
-    // values are consecutive, each alone in its buffer).
-    let mut kernel = (InstId::NONE, 0u64);
-    for buf in a.buffers.iter_mut() {
-        if let (Memory::Arena { .. }, Some(&v)) = (buf.memory, buf.values.first()) {
-            let inst = a.program.value(v).inst;
-            if inst != kernel.0 {
-                kernel = (inst, 0);
-            }
-            buf.memory = Memory::Arena { offset: kernel.1 };
-            kernel.1 += buf.size.div_ceil(ALIGN) * ALIGN;
-            a.arena_bytes = a.arena_bytes.max(kernel.1);
-        }
+    // 6. The arena, a heap of its own: kernels' scratch (live at the kernel) and the
+    // intermediates kept there.
+    let (in_arena, blocks) = a.blocks(|mem| matches!(mem, Memory::Arena { .. }));
+    let heap = simulate(&blocks, ALIGN, peak(&blocks));
+    for (k, &b) in in_arena.iter().enumerate() {
+        a.buffers[b].memory = Memory::Arena {
+            offset: heap.placement.offsets[k],
+        };
     }
+    a.arena_bytes = heap.placement.size;
     Ok(a)
 }
 
 impl BufferAssignment {
+    /// The non-empty buffers whose memory is in a space (`space`), with their heap blocks.
+    fn blocks(&self, space: impl Fn(&Memory) -> bool) -> (Vec<usize>, Vec<Block>) {
+        let ids: Vec<usize> = (0..self.buffers.len())
+            .filter(|&b| space(&self.buffers[b].memory) && self.buffers[b].size > 0)
+            .collect();
+        let blocks = ids
+            .iter()
+            .map(|&b| Block {
+                size: self.buffers[b].size,
+                start: self.buffers[b].span.0,
+                end: self.buffers[b].span.1,
+            })
+            .collect();
+        (ids, blocks)
+    }
+
     fn push(&mut self, memory: Memory, role: Role, size: u64, span: (u32, u32)) -> BufferId {
         self.buffers.push(Buffer {
             memory,
@@ -341,21 +368,30 @@ impl BufferAssignment {
         BufferId::new(self.buffers.len() - 1)
     }
 
-    /// Places temporaries in output buffers where they are dead before the output is written:
-    /// largest first, each into the smallest output it fits, at the lowest-waste gap among the
-    /// temporaries already there that it overlaps in time.
+    /// Places temporaries in output buffers where they are dead while the output's memory holds
+    /// nothing (before the output's first value is written, or between the live intervals of
+    /// its values, such as a loop state's head and tail): largest first, each into the smallest
+    /// output it fits, at the lowest-waste gap among the temporaries already there that it
+    /// overlaps in time.
     fn place_in_outputs(&mut self) {
-        // (capacity, first position the output holds its value, its buffer)
-        let mut bins: Vec<(u64, u32, BufferId)> = self
+        // (capacity, the sorted intervals the output's values are live in, its buffer)
+        type Bin = (u64, Vec<(u32, u32)>, BufferId);
+        let mut bins: Vec<Bin> = self
             .outputs
             .iter()
             .filter(|&&b| matches!(self.buffers[b.index()].memory, Memory::Output { .. }))
             .map(|&b| {
-                (
-                    self.buffers[b.index()].size,
-                    self.buffers[b.index()].span.0,
-                    b,
-                )
+                let buf = &self.buffers[b.index()];
+                let mut busy: Vec<(u32, u32)> = buf
+                    .values
+                    .iter()
+                    .flat_map(|&v| self.liveness.intervals(v).iter().copied())
+                    .collect();
+                if busy.is_empty() {
+                    busy.push(buf.span);
+                }
+                busy.sort_unstable();
+                (buf.size, busy, b)
             })
             .collect();
         bins.sort_unstable_by_key(|&(size, _, b)| (size, b.index()));
@@ -384,9 +420,18 @@ impl BufferAssignment {
                 continue;
             }
             let need = size.div_ceil(ALIGN) * ALIGN;
-            for (k, &(cap, busy, out)) in bins.iter().enumerate() {
+            for (k, (cap, busy, out)) in bins.iter().enumerate() {
+                let (cap, out) = (*cap, *out);
                 // Bounded work per bin keeps this linear on huge graphs.
-                if size > cap || span.1 >= busy || placed[k].len() >= 4096 {
+                if size > cap || placed[k].len() >= 4096 {
+                    continue;
+                }
+                // No value of the output may be live during the span (intervals by start).
+                if busy
+                    .iter()
+                    .take_while(|iv| iv.0 <= span.1)
+                    .any(|iv| iv.1 >= span.0)
+                {
                     continue;
                 }
                 let mut live: Vec<(u64, u64)> = placed[k]

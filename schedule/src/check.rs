@@ -13,10 +13,13 @@
 //! - a kernel reads all of its operands, then writes its scratch and its outputs; an output may
 //!   overlap an operand only if it is the very same bytes and the kernel is one that may update
 //!   that operand in place (element-wise ops; `dynamic-update-slice`, `scatter` on the updated
-//!   array; a fusion whose parameter only reaches the root through element-wise ops, or is the
-//!   array its root `dynamic-update-slice` or `scatter` updates); a fusion the backend runs as
+//!   array; a fusion whose parameter only reaches the root through element-wise ops, or also
+//!   through reductions over trailing dimensions where the backend says its kernel reduces each
+//!   row before writing it, or is the array its root `dynamic-update-slice` or `scatter`
+//!   updates); a fusion the backend runs as
 //!   steps runs each step as a kernel reading the parameters and earlier steps it reaches
-//!   through inline instructions, never over them;
+//!   through inline instructions, and may write over one of those only where every user of
+//!   it in the fused computation, transitively up to the step, is element-wise;
 //! - a `while` copies in its initial value, runs condition and body twice (so that anything a
 //!   second iteration reads must survive the first), copies the body's root back after each
 //!   body, and runs the condition once more; a `conditional` runs every branch from the same
@@ -413,8 +416,7 @@ impl Checker<'_> {
     }
 
     /// A kernel computing `i` from `reads` (its operands, or what a fusion step reaches);
-    /// `own_operands` says whether `reads` are `i`'s operands (only then may an output take an
-    /// operand's bytes).
+    /// `own_operands` says whether `reads` are `i`'s operands (else `i` is a fusion step).
     fn kernel(
         &mut self,
         i: InstId,
@@ -439,7 +441,13 @@ impl Checker<'_> {
                 }
             }
             for &(k, s) in &in_slots {
-                if o.overlaps(&s) && !(*o == s && own_operands && self.may_overwrite(i, k, l)) {
+                let allowed = *o == s
+                    && if own_operands {
+                        self.may_overwrite(i, k, l)
+                    } else {
+                        l == 0 && self.step_may_overwrite(i, reads[k], k)
+                    };
+                if o.overlaps(&s) && !allowed {
                     return Err(format!(
                         "{name}: output {l} overwrites operand {k} while the kernel reads it"
                     ));
@@ -499,27 +507,25 @@ impl Checker<'_> {
                         .sum::<usize>();
                     return l == 0 && m.operands(root)[0] == p && uses == 1;
                 }
-                // Every user of p, transitively, is element-wise.
-                let mut stack = vec![p];
-                let mut seen = Vec::new();
-                while let Some(x) = stack.pop() {
-                    if seen.contains(&x) {
-                        continue;
-                    }
-                    seen.push(x);
-                    for &u in &insts {
-                        if m.operands(u).contains(&x) {
-                            if !m.opcode(u).is_elementwise() {
-                                return false;
-                            }
-                            stack.push(u);
-                        }
-                    }
-                }
-                l == 0
+                // Every user of p, transitively, is element-wise; or, where the backend's
+                // kernel reduces each row before writing it, a reduction over trailing
+                // dimensions (whose result is not followed).
+                let rows = self.rules.may_update_through_rows(m, i, k);
+                l == 0 && elementwise_walk(m, &insts, p, root, rows).is_some()
             }
             _ => op.is_elementwise() && l == 0,
         }
+    }
+
+    /// Whether fusion step `s` may write over `x`, its `k`-th read value: every user of `x` in
+    /// the fused computation, and of theirs up to `s`, is element-wise (or, where the backend
+    /// says the step's kernel reduces each row before writing it, a reduction over trailing
+    /// dimensions, not followed), and `s` is among them.
+    fn step_may_overwrite(&self, s: InstId, x: InstId, k: usize) -> bool {
+        let m = self.m;
+        let rows = self.rules.may_update_through_rows(m, s, k);
+        let insts = m.comp_insts(m.parent(s));
+        elementwise_walk(m, &insts, x, s, rows) == Some(true)
     }
 
     /// A fusion run as steps: each step a kernel reading the fused parameters and earlier
@@ -655,6 +661,54 @@ impl Checker<'_> {
         self.mem = agree(&after);
         Ok(results)
     }
+}
+
+/// Walks from `from` to the users (among `insts`) of everything it reaches, not beyond
+/// `stop`: `None` if one is not element-wise (nor, with `rows`, a reduction over trailing
+/// dimensions of `stop`'s rank, whose users are not followed); else whether `stop` was reached.
+fn elementwise_walk(
+    m: &Module,
+    insts: &[InstId],
+    from: InstId,
+    stop: InstId,
+    rows: bool,
+) -> Option<bool> {
+    let rank = m.array_shape(stop).map_or(0, |a| a.rank()) as i64;
+    let mut stack = vec![from];
+    let mut seen = Vec::new();
+    while let Some(y) = stack.pop() {
+        if seen.contains(&y) {
+            continue;
+        }
+        seen.push(y);
+        if y == stop {
+            continue;
+        }
+        for &u in insts {
+            if m.operands(u).contains(&y) {
+                if rows && trailing_reduce(m, u, y, rank) {
+                    continue;
+                }
+                if !m.opcode(u).is_elementwise() {
+                    return None;
+                }
+                stack.push(u);
+            }
+        }
+    }
+    Some(seen.contains(&stop))
+}
+
+/// Whether `u` is a single-input `reduce` of `x` (of `rank` dimensions) over trailing
+/// dimensions.
+fn trailing_reduce(m: &Module, u: InstId, x: InstId, rank: i64) -> bool {
+    let rd = m.ints_attr(u, &AttrKey::Dimensions).unwrap_or(&[]);
+    m.opcode(u) == Opcode::Reduce
+        && m.operands(u).len() == 2
+        && m.operands(u)[0] == x
+        && m.operands(u)[1] != x
+        && !rd.is_empty()
+        && rd.iter().all(|&d| d >= rank - rd.len() as i64 && d < rank)
 }
 
 /// Where the leaves of element `k` of `o`'s tuple shape start, and how many there are.

@@ -3,7 +3,8 @@
 //!
 //! A value is live from where it is written to its last read. Reads are uses by instructions
 //! (at their start; a `get-tuple-element` reads only its element; a fusion step reads what it
-//! reaches, [`Program::step_reads`]) and roots (at their computation's end). A read inside a loop of a value written outside it counts at the loop's
+//! reaches, [`Program::step_reads`]; a called computation's parameter reads all of its leaves)
+//! and roots (at their computation's end). A read inside a loop of a value written outside it counts at the loop's
 //! end (the next iteration reads it again). Special values:
 //! - a loop's state has a *head*, from the loop's start (where the initial value is copied in)
 //!   to its last read in the condition or body, and a *tail*, from the body's end (where the
@@ -71,6 +72,13 @@ impl Liveness {
                 continue;
             }
             if m.opcode(j) == Opcode::Parameter {
+                // A called computation's parameter names its leaves where it starts: they
+                // must hold their values there, even those nothing reads later.
+                if comp != p.entry() {
+                    for &v in p.leaves(j) {
+                        read(v, here, comp);
+                    }
+                }
                 continue;
             }
             let reads = p.step_reads(j).unwrap_or(m.operands(j));

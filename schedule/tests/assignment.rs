@@ -508,7 +508,8 @@ fn arena_scratch_is_no_temporary_and_every_kernel_starts_at_zero() {
     // the second kernel's from 0 again; its temporary scratch is in the temporary block.
     assert_eq!(offsets("s"), vec![Some(0), Some(8000u64.div_ceil(64) * 64)]);
     assert_eq!(offsets("t"), vec![Some(0), None]);
-    assert_eq!(a.arena_bytes, 8000u64.div_ceil(64) * 64 + 128);
+    // The arena is a heap of its own: its size is the highest end of a buffer in it.
+    assert_eq!(a.arena_bytes, 8000u64.div_ceil(64) * 64 + 100);
     // In the block: the first sort's result and, beside it while the second sort runs, that
     // sort's temporary scratch (the second sort writes the output, negate updates it in place).
     assert_eq!(a.temp_bytes, 4096 + 4096);
