@@ -32,7 +32,14 @@ impl Acc for f32 {
     const TY: ElementType = ElementType::F32;
     #[inline(always)]
     fn mul_add(self, a: f32, b: f32) -> f32 {
-        a.mul_add(b, self)
+        // From a zero accumulator the product is added rounded, as before fusing: the value
+        // is the fused one, and the sign of zero that of `0 + a * b`, which algsimp's rewrite
+        // of a one-term dot into a multiply keeps.
+        if self == 0.0 {
+            self + a * b
+        } else {
+            a.mul_add(b, self)
+        }
     }
     #[inline(always)]
     fn flush(self) -> f32 {
@@ -44,7 +51,14 @@ impl Acc for f64 {
     const TY: ElementType = ElementType::F64;
     #[inline(always)]
     fn mul_add(self, a: f64, b: f64) -> f64 {
-        a.mul_add(b, self)
+        // From a zero accumulator the product is added rounded, as before fusing: the value
+        // is the fused one, and the sign of zero that of `0 + a * b`, which algsimp's rewrite
+        // of a one-term dot into a multiply keeps.
+        if self == 0.0 {
+            self + a * b
+        } else {
+            a.mul_add(b, self)
+        }
     }
     #[inline(always)]
     fn flush(self) -> f64 {
