@@ -57,15 +57,24 @@ const FLOAT_SPECIALS: &[f64] = &[
     1e-40,
     -3e-39,
     65504.0,
-    1e30,
-    -1e30,
+    // `±huge` (1e30 in `adversarial_inputs`).
+    HUGE,
+    -HUGE,
     0.5,
     2.0,
 ];
 
-fn float_value(rng: &mut SplitMix) -> f64 {
+/// The placeholder for the large special value in [`FLOAT_SPECIALS`].
+const HUGE: f64 = 1e30;
+
+fn float_value(rng: &mut SplitMix, huge: f64) -> f64 {
     if rng.below(5) == 0 {
-        FLOAT_SPECIALS[rng.below(FLOAT_SPECIALS.len() as u64) as usize]
+        let v = FLOAT_SPECIALS[rng.below(FLOAT_SPECIALS.len() as u64) as usize];
+        if v.abs() == HUGE {
+            huge.copysign(v)
+        } else {
+            v
+        }
     } else {
         // Multiples of 1/8 in [-8, 8): exact in every float type, so narrow types see the same.
         (rng.below(128) as f64 - 64.0) / 8.0
@@ -89,14 +98,16 @@ fn int_value(ty: axle_ir::ElementType, rng: &mut SplitMix) -> i128 {
     }
 }
 
-fn array(a: &ArrayShape, rng: &mut SplitMix) -> ArrayLiteral {
+fn array(a: &ArrayShape, rng: &mut SplitMix, huge: f64) -> ArrayLiteral {
     let n = a.num_elements().max(0) as usize;
     let mut data = Vec::with_capacity(n * a.ty.byte_size());
     for _ in 0..n {
         let bytes = match a.ty {
             t if t.is_pred() => vec![(rng.below(2)) as u8],
-            t if t.is_complex() => complex_to_element(t, float_value(rng), float_value(rng)),
-            t if t.is_float() => f64_to_element(t, float_value(rng)),
+            t if t.is_complex() => {
+                complex_to_element(t, float_value(rng, huge), float_value(rng, huge))
+            }
+            t if t.is_float() => f64_to_element(t, float_value(rng, huge)),
             t => i128_to_element(t, int_value(t, rng)),
         };
         data.extend(bytes);
@@ -107,18 +118,28 @@ fn array(a: &ArrayShape, rng: &mut SplitMix) -> ArrayLiteral {
     }
 }
 
-fn value(m: &Module, s: &Shape, rng: &mut SplitMix) -> Literal {
+fn value(m: &Module, s: &Shape, rng: &mut SplitMix, huge: f64) -> Literal {
     match s {
-        Shape::Array(a) => Literal::Array(array(a, rng)),
-        Shape::Tuple(es) => {
-            Literal::Tuple(es.iter().map(|&e| value(m, m.shape_of(e), rng)).collect())
-        }
+        Shape::Array(a) => Literal::Array(array(a, rng, huge)),
+        Shape::Tuple(es) => Literal::Tuple(
+            es.iter()
+                .map(|&e| value(m, m.shape_of(e), rng, huge))
+                .collect(),
+        ),
         Shape::Token | Shape::Opaque => Literal::Tuple(Vec::new()),
     }
 }
 
 /// Deterministic inputs for every entry parameter of `m`, with special values mixed in.
 pub fn adversarial_inputs(m: &Module, seed: u64) -> Vec<Literal> {
+    adversarial_inputs_with_huge(m, seed, HUGE)
+}
+
+/// [`adversarial_inputs`] with `±huge` as the large finite special value instead of `±1e30`
+/// (the same draws otherwise). The `cpu` fuzz target uses `2^8`, so that the sums of
+/// products of inputs are exact in `f32`, since the order of a dot's sum decides what an overflowing one gives
+/// (fuzz/README.md).
+pub fn adversarial_inputs_with_huge(m: &Module, seed: u64, huge: f64) -> Vec<Literal> {
     let mut rng = SplitMix::new(seed);
     let e = m.entry();
     if e.is_none() {
@@ -126,7 +147,7 @@ pub fn adversarial_inputs(m: &Module, seed: u64) -> Vec<Literal> {
     }
     m.params(e)
         .iter()
-        .map(|&p| value(m, m.shape(p), &mut rng))
+        .map(|&p| value(m, m.shape(p), &mut rng, huge))
         .collect()
 }
 

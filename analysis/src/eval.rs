@@ -29,7 +29,7 @@
 
 mod batchnorm;
 mod dot;
-mod elem;
+pub(crate) mod elem;
 mod elementwise;
 mod gather;
 mod lapack;
@@ -40,6 +40,7 @@ mod scalar;
 mod shape_ops;
 mod sort;
 
+use crate::float_mode::with_float_mode;
 use axle_ir::memory::MemoryBudget;
 use axle_ir::{
     ArrayLiteral, ArrayShape, AttrKey, AttrValue, CompId, ComparisonType, ElementType, InstId,
@@ -936,7 +937,10 @@ impl<'m> Evaluator<'m> {
             Scatter => return gather::scatter(self, id, ops),
             TopK => return sort::topk(self, id, arr(ops[0])?),
             CustomCall => return self.eval_custom_call(id, ops),
-            Fft => return linalg::fft(self, id, arr(ops[0])?),
+            Fft => {
+                let a = arr(ops[0])?;
+                return with_float_mode(self.ftz, || linalg::fft(self, id, a));
+            }
             RngBitGenerator => return rng::rng_bit_generator(self, id, arr(ops[0])?),
             BatchNormInference | BatchNormTraining | BatchNormGrad => {
                 return batchnorm::batch_norm(self, id, ops)
@@ -1177,8 +1181,14 @@ impl<'m> Evaluator<'m> {
             Convolution => dot::convolution(self, id, a0()?, arr(ops[1])?, shape)?,
             Gather => gather::gather(self, id, a0()?, arr(ops[1])?, shape)?,
             SelectAndScatter => reduce::select_and_scatter(self, id, ops, shape)?,
-            Cholesky => linalg::cholesky(self, id, a0()?)?,
-            TriangularSolve => linalg::triangular_solve(self, id, a0()?, arr(ops[1])?)?,
+            Cholesky => {
+                let a = a0()?;
+                with_float_mode(self.ftz, || linalg::cholesky(self, id, a))?
+            }
+            TriangularSolve => {
+                let (a, b) = (a0()?, arr(ops[1])?);
+                with_float_mode(self.ftz, || linalg::triangular_solve(self, id, a, b))?
+            }
             GetDimensionSize => {
                 let a = a0()?;
                 let d = self.int(id, AttrKey::Dimensions).or_else(|_| {
@@ -1337,7 +1347,8 @@ impl<'m> Evaluator<'m> {
             }
             _ => return Err("custom-call without a target".into()),
         };
-        if let Some(r) = lapack::lapack(self, id, &target, ops) {
+        let ftz = self.ftz;
+        if let Some(r) = with_float_mode(ftz, || lapack::lapack(self, id, &target, ops)) {
             return r;
         }
         match target.as_str() {

@@ -5,6 +5,9 @@
 pub mod cost;
 pub mod equivalence;
 pub mod eval;
+pub mod fft;
+pub mod float_mode;
+pub mod trsm;
 pub mod users;
 
 pub use cost::{inst_cost, module_cost, result_bytes, result_elements, Cost, FusionTradeoff};

@@ -14,7 +14,7 @@ use inkwell::values::PointerValue;
 use crate::buf::BufId;
 use crate::cg::Cg;
 use crate::error::R;
-use crate::runtime::{Call, Elem, FftKind};
+use crate::runtime::{Call, Elem, FftKind, TriSolve};
 
 /// A call into the runtime library: `call` reads `inputs` (the operands' leaves) and writes
 /// `outputs` (the result's leaves).
@@ -116,13 +116,9 @@ fn fft(m: &Module, id: InstId) -> R<Call> {
     let a = operand(m, id, 0)?;
     let out = array(m.shape(id))?;
     let kind = match m.attr(id, &AttrKey::FftType) {
-        Some(AttrValue::Ident(s)) => match &**s {
-            "FFT" => FftKind::Fft,
-            "IFFT" => FftKind::Ifft,
-            "RFFT" => FftKind::Rfft,
-            "IRFFT" => FftKind::Irfft,
-            k => return Err(format!("unknown fft_type {k}").into()),
-        },
+        Some(AttrValue::Ident(s)) => {
+            FftKind::from_name(s).ok_or_else(|| format!("unknown fft_type {s}"))?
+        }
         _ => return Err("fft needs fft_type".into()),
     };
     let lengths = m
@@ -218,15 +214,17 @@ fn trsm_call(
     }
     Ok(Call::Trsm {
         elem: elem(a)?,
-        batch,
-        m: mm,
-        rows,
-        cols,
-        left,
-        lower,
-        unit,
-        transpose,
-        conjugate,
+        solve: TriSolve {
+            batch,
+            m: mm,
+            rows,
+            cols,
+            left,
+            lower,
+            unit,
+            transpose,
+            adjoint: conjugate,
+        },
     })
 }
 

@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use axle_analysis::float_mode::with_float_mode;
 use axle_ir::{ArrayShape, Module};
 use inkwell::context::Context;
 use inkwell::targets::{FileType, RelocMode, TargetMachine};
@@ -115,27 +116,6 @@ unsafe extern "C" fn rt_parallel_for(
         // SAFETY: the kernel reads the buffer table and writes disjoint output ranges.
         with_float_mode(ftz, || unsafe { kernel(b.0, s, e) });
     });
-}
-
-/// Runs `f` with x86's flush-to-zero and denormals-are-zero modes on (when `ftz`), restoring
-/// the thread's floating-point control register afterwards.
-fn with_float_mode<T>(ftz: bool, f: impl FnOnce() -> T) -> T {
-    #[cfg(target_arch = "x86_64")]
-    if ftz {
-        let mut saved: u32 = 0;
-        // SAFETY: stmxcsr/ldmxcsr read and write this thread's SSE control register only.
-        unsafe {
-            std::arch::asm!("stmxcsr [{}]", in(reg) &mut saved, options(nostack));
-            let on: u32 = saved | 0x8040;
-            std::arch::asm!("ldmxcsr [{}]", in(reg) &on, options(nostack, readonly));
-        }
-        let r = f();
-        // SAFETY: as above.
-        unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &saved, options(nostack, readonly)) };
-        return r;
-    }
-    let _ = ftz;
-    f()
 }
 
 /// Timings of one compilation.

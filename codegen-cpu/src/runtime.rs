@@ -55,14 +55,8 @@ impl Elem {
     }
 }
 
-/// The four transforms of the `fft` instruction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FftKind {
-    Fft = 0,
-    Ifft = 1,
-    Rfft = 2,
-    Irfft = 3,
-}
+pub(crate) use axle_analysis::fft::FftKind;
+pub(crate) use axle_analysis::trsm::TriSolve;
 
 /// One runtime call with its sizes and flags (what the descriptor encodes).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,19 +93,8 @@ pub(crate) enum Call {
     /// A triangular solve (`triangular-solve`, `?trsm`): buffers `[a, b, x]`; solves
     /// `op(T) X = B` (`left`) or `X op(T) = B` with `T` the `lower` or upper triangle of the
     /// `m`-by-`m` matrices of `a` (unit diagonal if `unit`) and `B` `rows`-by-`cols`; `op`
-    /// transposes if `transpose`, and conjugates too if `conjugate`.
-    Trsm {
-        elem: Elem,
-        batch: usize,
-        m: usize,
-        rows: usize,
-        cols: usize,
-        left: bool,
-        lower: bool,
-        unit: bool,
-        transpose: bool,
-        conjugate: bool,
-    },
+    /// transposes if `transpose`, and conjugates too if `adjoint` ([`TriSolve`]).
+    Trsm { elem: Elem, solve: TriSolve },
     /// `?geqrf`: buffers `[a, qr, tau]` for `batch` `m`-by-`n` matrices.
     Geqrf {
         elem: Elem,
@@ -177,28 +160,17 @@ impl Call {
             Call::Getrf { elem, batch, m, n } | Call::Geqrf { elem, batch, m, n } => {
                 d.extend([*elem as i64, *batch as i64, *m as i64, *n as i64])
             }
-            Call::Trsm {
-                elem,
-                batch,
-                m,
-                rows,
-                cols,
-                left,
-                lower,
-                unit,
-                transpose,
-                conjugate,
-            } => d.extend([
+            Call::Trsm { elem, solve: t } => d.extend([
                 *elem as i64,
-                *batch as i64,
-                *m as i64,
-                *rows as i64,
-                *cols as i64,
-                b(*left),
-                b(*lower),
-                b(*unit),
-                b(*transpose),
-                b(*conjugate),
+                t.batch as i64,
+                t.m as i64,
+                t.rows as i64,
+                t.cols as i64,
+                b(t.left),
+                b(t.lower),
+                b(t.unit),
+                b(t.transpose),
+                b(t.adjoint),
             ]),
             Call::Orgqr {
                 elem,
@@ -261,15 +233,17 @@ impl Call {
             },
             "axle_rt_trsm" => Call::Trsm {
                 elem,
-                batch: u(next()?)?,
-                m: u(next()?)?,
-                rows: u(next()?)?,
-                cols: u(next()?)?,
-                left: next()? != 0,
-                lower: next()? != 0,
-                unit: next()? != 0,
-                transpose: next()? != 0,
-                conjugate: next()? != 0,
+                solve: TriSolve {
+                    batch: u(next()?)?,
+                    m: u(next()?)?,
+                    rows: u(next()?)?,
+                    cols: u(next()?)?,
+                    left: next()? != 0,
+                    lower: next()? != 0,
+                    unit: next()? != 0,
+                    transpose: next()? != 0,
+                    adjoint: next()? != 0,
+                },
             },
             "axle_rt_orgqr" => Call::Orgqr {
                 elem,
@@ -491,15 +465,17 @@ mod tests {
             },
             Call::Trsm {
                 elem: Elem::F64,
-                batch: 2,
-                m: 3,
-                rows: 3,
-                cols: 5,
-                left: true,
-                lower: false,
-                unit: true,
-                transpose: true,
-                conjugate: false,
+                solve: TriSolve {
+                    batch: 2,
+                    m: 3,
+                    rows: 3,
+                    cols: 5,
+                    left: true,
+                    lower: false,
+                    unit: true,
+                    transpose: true,
+                    adjoint: false,
+                },
             },
             Call::Geqrf {
                 elem: Elem::F64,

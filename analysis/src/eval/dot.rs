@@ -5,8 +5,9 @@
 //! Operands are converted to an accumulation type chosen from the result type (`f32` for
 //! `f32` and narrower floats, `f64`, wrapping `i64` for integers, `c64` when no operand or
 //! result is `c128`, else `c128`), accumulated
-//! in order along the contraction (as XLA's evaluator does), and rounded to the result type
-//! once at the end. Both ops canonicalize their operands with one transpose and then run tight
+//! in order along the contraction, real floats with fused multiply-adds (one rounding per
+//! term, as XLA CPU's kernels and the cpu backend contract them: a dot of two terms is
+//! `fma(a1, b1, a0 * b0)`), and rounded to the result type once at the end. Both ops canonicalize their operands with one transpose and then run tight
 //! loops over typed slices, parallel over output rows.
 
 use super::elem::{from_slice, to_vec, Complex, Elem, Float};
@@ -20,7 +21,8 @@ use rayon::prelude::*;
 trait Acc: Elem + Default + Send + Sync {
     /// The element type the operands are converted to.
     const TY: ElementType;
-    /// `self + a * b` (wrapping for integers).
+    /// `self + a * b`: fused (one rounding) for floats, as XLA CPU's dot and convolution
+    /// kernels (and the cpu backend's) contract them; wrapping for integers.
     fn mul_add(self, a: Self, b: Self) -> Self;
     /// The value with subnormals flushed to zero (identity for integers).
     fn flush(self) -> Self;
@@ -30,7 +32,14 @@ impl Acc for f32 {
     const TY: ElementType = ElementType::F32;
     #[inline(always)]
     fn mul_add(self, a: f32, b: f32) -> f32 {
-        self + a * b
+        // From a zero accumulator the product is added rounded, as before fusing: the value
+        // is the fused one, and the sign of zero that of `0 + a * b`, which algsimp's rewrite
+        // of a one-term dot into a multiply keeps.
+        if self == 0.0 {
+            self + a * b
+        } else {
+            a.mul_add(b, self)
+        }
     }
     #[inline(always)]
     fn flush(self) -> f32 {
@@ -42,7 +51,14 @@ impl Acc for f64 {
     const TY: ElementType = ElementType::F64;
     #[inline(always)]
     fn mul_add(self, a: f64, b: f64) -> f64 {
-        self + a * b
+        // From a zero accumulator the product is added rounded, as before fusing: the value
+        // is the fused one, and the sign of zero that of `0 + a * b`, which algsimp's rewrite
+        // of a one-term dot into a multiply keeps.
+        if self == 0.0 {
+            self + a * b
+        } else {
+            a.mul_add(b, self)
+        }
     }
     #[inline(always)]
     fn flush(self) -> f64 {

@@ -235,7 +235,7 @@ fn trsm(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
     if m != m2 || bb != batch || (left && br != m) || (!left && bc != m) {
         return Err("trsm operand shapes do not match".into());
     }
-    let p = super::linalg::TriSolve {
+    let p = crate::trsm::TriSolve {
         batch,
         m,
         rows: br,

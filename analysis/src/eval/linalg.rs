@@ -9,15 +9,15 @@
 //! `cholesky` reads only the triangle it is asked for and zeroes the other one; when a
 //! matrix is not positive definite (a diagonal of the factor is NaN), the whole factor of that
 //! matrix is NaN (a real NaN for complex types), as XLA's Cholesky expansion makes it.
-//! `triangular-solve` substitutes, in real arithmetic for real types. `fft` runs a mixed-radix
-//! Cooley-Tukey transform (a direct DFT for prime lengths) along each transformed dimension,
-//! innermost first; `IFFT` and `IRFFT` divide by the length, and `IRFFT` rebuilds the
-//! Hermitian spectrum of its last dimension.
+//! `triangular-solve` substitutes, in real arithmetic for real types. `fft` runs
+//! [`crate::fft::transform`], the implementation the `cpu` backend's runtime calls too.
 
 use super::elem::{from_slice, to_vec, Complex, Float};
 use super::elementwise::convert;
 use super::shape_ops as so;
 use super::{Evaluator, R};
+use crate::fft::{self, FftKind};
+use crate::trsm::{self, TriSolve};
 use axle_ir::{ArrayLiteral, AttrKey, AttrValue, ElementType, InstId, Literal};
 
 type C<F> = Complex<F>;
@@ -66,6 +66,19 @@ fn store_c<F: Float>(v: &[C<F>], ty: ElementType, dims: &[i64]) -> R<ArrayLitera
     Ok(so::array(ty, dims, data))
 }
 
+/// The evaluator's complex values as `num_complex`'s, the type of the shared kernels
+/// ([`fft::transform`], [`trsm::solve`]).
+fn to_num<F: Float>(v: Vec<C<F>>) -> Vec<num_complex::Complex<F>> {
+    v.into_iter()
+        .map(|x| num_complex::Complex::new(x.re, x.im))
+        .collect()
+}
+
+/// The inverse of [`to_num`].
+fn from_num<F: Float>(v: Vec<num_complex::Complex<F>>) -> Vec<C<F>> {
+    v.into_iter().map(|x| c(x.re, x.im)).collect()
+}
+
 /// Loads a real array as values of compute type `F`.
 fn load_real<F: Float>(a: &ArrayLiteral) -> R<Vec<F>> {
     Ok(load_c::<F>(a)?.into_iter().map(|x| x.re).collect())
@@ -87,71 +100,6 @@ fn matrix_dims(a: &ArrayLiteral) -> R<(usize, usize, usize)> {
     // batch would read as 0 and no longer match the other operand's.
     let batch = d[..d.len() - 2].iter().map(|&k| k as usize).product();
     Ok((batch, r, cc))
-}
-
-/// The arithmetic a triangular solve needs, on real (`f32`, `f64`) and complex values: a real
-/// solve runs in real arithmetic, as XLA's does (a real value carried as a complex one would
-/// meet `0 * inf = NaN` in the imaginary part, and Smith's division would spread it).
-trait Field: Copy {
-    /// `0`.
-    fn zero() -> Self;
-    /// `1`.
-    fn one() -> Self;
-    /// `self - o`.
-    fn minus(self, o: Self) -> Self;
-    /// `self * o`.
-    fn times(self, o: Self) -> Self;
-    /// `self / o`.
-    fn over(self, o: Self) -> Self;
-    /// The complex conjugate (the value itself for reals).
-    fn conjugate(self) -> Self;
-}
-
-macro_rules! real_field {
-    ($($t:ty),*) => {$(
-        impl Field for $t {
-            fn zero() -> Self {
-                0.0
-            }
-            fn one() -> Self {
-                1.0
-            }
-            fn minus(self, o: Self) -> Self {
-                self - o
-            }
-            fn times(self, o: Self) -> Self {
-                self * o
-            }
-            fn over(self, o: Self) -> Self {
-                self / o
-            }
-            fn conjugate(self) -> Self {
-                self
-            }
-        }
-    )*};
-}
-real_field!(f32, f64);
-
-impl<F: Float> Field for Complex<F> {
-    fn zero() -> Self {
-        zero()
-    }
-    fn one() -> Self {
-        c(F::ONE, F::ZERO)
-    }
-    fn minus(self, o: Self) -> Self {
-        self.sub(o)
-    }
-    fn times(self, o: Self) -> Self {
-        self.mul(o)
-    }
-    fn over(self, o: Self) -> Self {
-        self.div(o)
-    }
-    fn conjugate(self) -> Self {
-        conj(self)
-    }
 }
 
 /// `cholesky`.
@@ -260,215 +208,27 @@ pub(crate) fn triangular_solve(
     solve(a, b, p)
 }
 
-/// Solves `p` for the arrays `a` and `b` in the arithmetic XLA uses for `b`'s type (real for
-/// real types; `f64` for `f64` and `c128`, `f32` otherwise), rounded to `b`'s type.
+/// Solves `p` for the arrays `a` and `b` with [`trsm::solve`] (the `cpu` backend's solve too),
+/// in the arithmetic XLA uses for `b`'s type (real for real types; `f64` for `f64` and `c128`,
+/// `f32` otherwise), rounded to `b`'s type.
 pub(crate) fn solve(a: &ArrayLiteral, b: &ArrayLiteral, p: TriSolve) -> R<ArrayLiteral> {
     let (ty, dims) = (b.ty(), &b.shape.dims);
     match (ty.is_complex(), in_f64(ty)) {
         (true, true) => {
-            let out = solve_triangular(&load_c::<f64>(a)?, &load_c::<f64>(b)?, p);
-            store_c(&out, ty, dims)
+            let out = trsm::solve(&to_num(load_c::<f64>(a)?), &to_num(load_c::<f64>(b)?), &p);
+            store_c(&from_num(out), ty, dims)
         }
         (true, false) => {
-            let out = solve_triangular(&load_c::<f32>(a)?, &load_c::<f32>(b)?, p);
-            store_c(&out, ty, dims)
+            let out = trsm::solve(&to_num(load_c::<f32>(a)?), &to_num(load_c::<f32>(b)?), &p);
+            store_c(&from_num(out), ty, dims)
         }
         (false, true) => {
-            let out = solve_triangular(&load_real::<f64>(a)?, &load_real::<f64>(b)?, p);
+            let out = trsm::solve(&load_real::<f64>(a)?, &load_real::<f64>(b)?, &p);
             store_real(&out, ty, dims)
         }
         (false, false) => {
-            let out = solve_triangular(&load_real::<f32>(a)?, &load_real::<f32>(b)?, p);
+            let out = trsm::solve(&load_real::<f32>(a)?, &load_real::<f32>(b)?, &p);
             store_real(&out, ty, dims)
-        }
-    }
-}
-
-/// A batched triangular solve: `op(T) X = B` (`left`) or `X op(T) = B`, where `T` is the
-/// `lower` or upper triangle of the `m`-by-`m` matrices (unit diagonal if `unit`), `op` is the
-/// identity, the transpose or the conjugate transpose, and `B` is `rows`-by-`cols`.
-pub(crate) struct TriSolve {
-    pub batch: usize,
-    pub m: usize,
-    pub rows: usize,
-    pub cols: usize,
-    pub left: bool,
-    pub lower: bool,
-    pub unit: bool,
-    pub transpose: bool,
-    pub adjoint: bool,
-}
-
-/// Solves [`TriSolve`] by substitution; `av` and `bv` are the batched matrices, row-major.
-fn solve_triangular<T: Field>(av: &[T], bv: &[T], p: TriSolve) -> Vec<T> {
-    let TriSolve {
-        batch,
-        m,
-        rows: br,
-        cols: bc,
-        left,
-        lower,
-        unit,
-        transpose,
-        adjoint,
-    } = p;
-    let mut out = vec![T::zero(); bv.len()];
-    for k in 0..batch {
-        let am = &av[k * m * m..(k + 1) * m * m];
-        // T = op(tri(a)).
-        let tri = |i: usize, j: usize| -> T {
-            if i == j && unit {
-                return T::one();
-            }
-            if (lower && j > i) || (!lower && j < i) {
-                return T::zero();
-            }
-            am[i * m + j]
-        };
-        let t = |i: usize, j: usize| -> T {
-            if transpose {
-                let v = tri(j, i);
-                if adjoint {
-                    v.conjugate()
-                } else {
-                    v
-                }
-            } else {
-                tri(i, j)
-            }
-        };
-        let t_lower = lower != transpose;
-        let bm = &bv[k * br * bc..(k + 1) * br * bc];
-        let om = &mut out[k * br * bc..(k + 1) * br * bc];
-        if left {
-            // T X = B, column by column.
-            for col in 0..bc {
-                let order: Vec<usize> = if t_lower {
-                    (0..m).collect()
-                } else {
-                    (0..m).rev().collect()
-                };
-                for &i in &order {
-                    let mut s = bm[i * bc + col];
-                    for j in 0..m {
-                        if j != i && ((t_lower && j < i) || (!t_lower && j > i)) {
-                            s = s.minus(t(i, j).times(om[j * bc + col]));
-                        }
-                    }
-                    om[i * bc + col] = s.over(t(i, i));
-                }
-            }
-        } else {
-            // X T = B, row by row: x[r][j] = (b[r][j] - sum over i != j of x[r][i] T[i][j]) / T[j][j].
-            for row in 0..br {
-                let order: Vec<usize> = if t_lower {
-                    (0..m).rev().collect()
-                } else {
-                    (0..m).collect()
-                };
-                for &j in &order {
-                    let mut s = bm[row * bc + j];
-                    for i in 0..m {
-                        if i != j && ((t_lower && i > j) || (!t_lower && i < j)) {
-                            s = s.minus(om[row * bc + i].times(t(i, j)));
-                        }
-                    }
-                    om[row * bc + j] = s.over(t(j, j));
-                }
-            }
-        }
-    }
-    out
-}
-
-fn smallest_factor(n: usize) -> usize {
-    let mut p = 2;
-    while p * p <= n {
-        if n.is_multiple_of(p) {
-            return p;
-        }
-        p += 1;
-    }
-    n
-}
-
-/// `v` times the twiddle factor `exp(sign * 2 pi i * num / den)`. A factor that is a quarter
-/// turn (`1`, `i`, `-1`, `-i`) rotates `v` without multiplying, as FFT libraries' butterflies
-/// do (so an infinite component stays infinite instead of meeting a zero in a product); any
-/// other factor is computed in `f64`, rounded once to `F`, and multiplied in `F`.
-fn twiddle<F: Float>(v: C<F>, num: usize, den: usize, sign: f64) -> C<F> {
-    let q = num % den;
-    if (4 * q).is_multiple_of(den) {
-        // The quarter turns counted counterclockwise.
-        let turns = if sign > 0.0 {
-            4 * q / den
-        } else {
-            (4 - 4 * q / den) % 4
-        };
-        return match turns {
-            0 => v,
-            1 => c(-v.im, v.re),
-            2 => c(-v.re, -v.im),
-            _ => c(v.im, -v.re),
-        };
-    }
-    let ang = sign * 2.0 * std::f64::consts::PI * q as f64 / den as f64;
-    v.mul(c(F::from_f64(ang.cos()), F::from_f64(ang.sin())))
-}
-
-/// Unnormalized DFT of `x` with exponent sign `sign` (-1 forward, +1 inverse), in the
-/// arithmetic of `F` (twiddle factors as [`twiddle`] applies them).
-fn dft<F: Float>(x: &[C<F>], sign: f64) -> Vec<C<F>> {
-    let n = x.len();
-    if n <= 1 {
-        return x.to_vec();
-    }
-    let p = smallest_factor(n);
-    if p == n {
-        return (0..n)
-            .map(|k| {
-                let mut s = zero();
-                for (j, &v) in x.iter().enumerate() {
-                    s = s.add(twiddle(v, j * k, n, sign));
-                }
-                s
-            })
-            .collect();
-    }
-    let m = n / p;
-    let subs: Vec<Vec<C<F>>> = (0..p)
-        .map(|r| dft(&(0..m).map(|t| x[r + p * t]).collect::<Vec<_>>(), sign))
-        .collect();
-    (0..n)
-        .map(|k| {
-            let mut s = zero();
-            for (r, sub) in subs.iter().enumerate() {
-                s = s.add(twiddle(sub[k % m], r * k, n, sign));
-            }
-            s
-        })
-        .collect()
-}
-
-/// Applies `f` to every line of `v` (dimensions `dims`) along `axis`.
-fn along_axis<F: Float>(
-    v: &mut [C<F>],
-    dims: &[i64],
-    axis: usize,
-    mut f: impl FnMut(&mut Vec<C<F>>),
-) {
-    let len = dims[axis] as usize;
-    let inner: usize = so::numel(&dims[axis + 1..]);
-    let outer: usize = so::numel(&dims[..axis]);
-    let mut line = Vec::with_capacity(len);
-    for o in 0..outer {
-        for i in 0..inner {
-            line.clear();
-            line.extend((0..len).map(|k| v[(o * len + k) * inner + i]));
-            f(&mut line);
-            for (k, &x) in line.iter().enumerate() {
-                v[(o * len + k) * inner + i] = x;
-            }
         }
     }
 }
@@ -498,77 +258,17 @@ pub(crate) fn fft(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R<Literal
 }
 
 /// The transform `kind` of `a` along its dimensions from `first` on, in the arithmetic of `F`,
-/// stored as `ty[out_dims]`.
-fn fft_in<F: Float>(
+/// stored as `ty[out_dims]` (through [`crate::fft::transform`], which the `cpu` backend runs
+/// too).
+fn fft_in<F: Float + rustfft::FftNum>(
     kind: &str,
     a: &ArrayLiteral,
     first: usize,
     ty: ElementType,
     out_dims: &[i64],
 ) -> R<ArrayLiteral> {
-    let rank = a.shape.rank();
-    let ratio = |x: C<F>, n: usize| {
-        let n = F::from_f64(n as f64);
-        c(x.re / n, x.im / n)
-    };
-    Ok(match kind {
-        "FFT" | "IFFT" => {
-            let inverse = kind == "IFFT";
-            let mut v = load_c::<F>(a)?;
-            let dims = a.shape.dims.to_vec();
-            // Innermost axis first, as XLA CPU transforms them (it decides which infinities
-            // meet in an overflowing transform).
-            for ax in (first..rank).rev() {
-                along_axis(&mut v, &dims, ax, |line| {
-                    let n = line.len();
-                    let mut r = dft(line, if inverse { 1.0 } else { -1.0 });
-                    if inverse {
-                        r.iter_mut().for_each(|x| *x = ratio(*x, n));
-                    }
-                    *line = r;
-                });
-            }
-            store_c(&v, ty, out_dims)?
-        }
-        "RFFT" => {
-            let mut v = load_c::<F>(a)?;
-            let dims = a.shape.dims.to_vec();
-            // The last dimension first, cut to its first n/2 + 1 entries; then the other
-            // transformed dimensions, innermost first.
-            along_axis(&mut v, &dims, rank - 1, |line| *line = dft(line, -1.0));
-            let (n, keep) = (dims[rank - 1] as usize, out_dims[rank - 1] as usize);
-            let mut cut: Vec<C<F>> = v
-                .chunks(n.max(1))
-                .flat_map(|row| row[..keep.min(row.len())].iter().copied())
-                .collect();
-            for ax in (first..rank - 1).rev() {
-                along_axis(&mut cut, out_dims, ax, |line| *line = dft(line, -1.0));
-            }
-            store_c(&cut, ty, out_dims)?
-        }
-        "IRFFT" => {
-            let mut v = load_c::<F>(a)?;
-            let in_dims = a.shape.dims.to_vec();
-            for ax in first..rank - 1 {
-                along_axis(&mut v, &in_dims, ax, |line| {
-                    let n = line.len();
-                    *line = dft(line, 1.0).into_iter().map(|x| ratio(x, n)).collect();
-                });
-            }
-            let n = out_dims[rank - 1] as usize;
-            let half = in_dims[rank - 1] as usize;
-            let rows = v.len().checked_div(half).unwrap_or(0);
-            let mut out = Vec::with_capacity(rows * n);
-            for r in 0..rows {
-                let h = &v[r * half..(r + 1) * half];
-                let spec: Vec<C<F>> = (0..n)
-                    .map(|k| if k < half { h[k] } else { conj(h[n - k]) })
-                    .collect();
-                let t = dft(&spec, 1.0);
-                out.extend(t.into_iter().map(|x| c(ratio(x, n).re, F::ZERO)));
-            }
-            store_c(&out, ty, out_dims)?
-        }
-        k => return Err(format!("unknown fft_type {k}").into()),
-    })
+    let kind = FftKind::from_name(kind).ok_or_else(|| format!("unknown fft_type {kind}"))?;
+    let axes = a.shape.rank() - first;
+    let out = fft::transform(kind, to_num(load_c::<F>(a)?), &a.shape.dims, out_dims, axes);
+    store_c(&from_num(out), ty, out_dims)
 }

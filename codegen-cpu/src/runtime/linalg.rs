@@ -6,10 +6,12 @@
 //!   recurrence to the end (NaNs past a failure) and zeroes the other triangle.
 //! - `getrf`: `?getf2`, partial pivoting on the first largest `|re| + |im|` (`i?amax`),
 //!   pivots 1-based, `info` the first exactly zero pivot.
-//! - `trsm`: substitution for every side, triangle, transpose and diagonal.
+//! - `trsm`: substitution for every side, triangle, transpose and diagonal
+//!   ([`axle_analysis::trsm::solve`], the evaluator's solve too).
 //! - `geqrf`: `?geqr2` with `?larfg`'s reflectors (`beta = -sign(alpha) * norm`,
 //!   `tau = (beta - alpha) / beta`, `v(0) = 1`); `orgqr`: `?org2r`. Real types only.
 
+use axle_analysis::trsm::{solve, Field, TriSolve};
 use num_complex::Complex;
 use num_traits::Float;
 
@@ -237,70 +239,22 @@ pub(crate) unsafe fn trsm(call: &Call, a: *mut u8, b: *mut u8, x: *mut u8) {
 
 /// # Safety
 /// As [`trsm`].
-unsafe fn trsm_t<T: Scalar + Default>(call: &Call, a: *mut u8, b: *mut u8, x: *mut u8) {
-    let &Call::Trsm {
+unsafe fn trsm_t<T: Field + Default>(call: &Call, a: *mut u8, b: *mut u8, x: *mut u8) {
+    let Call::Trsm { solve: p, .. } = call else {
+        return;
+    };
+    let TriSolve {
         batch,
         m,
         rows,
         cols,
-        left,
-        lower,
-        unit,
-        transpose,
-        conjugate,
         ..
-    } = call
-    else {
-        return;
-    };
+    } = *p;
     // SAFETY: the operands' sizes.
-    let (av, mut bv): (Vec<T>, Vec<T>) =
+    let (av, bv): (Vec<T>, Vec<T>) =
         unsafe { (read(a, batch * m * m), read(b, batch * rows * cols)) };
-    for k in 0..batch {
-        let t = &av[k * m * m..(k + 1) * m * m];
-        let xb = &mut bv[k * rows * cols..(k + 1) * rows * cols];
-        // op(T)(i, j), read from the stored triangle only.
-        let op = |i: usize, j: usize| -> T {
-            if !transpose {
-                t[i * m + j]
-            } else if conjugate {
-                t[j * m + i].conj()
-            } else {
-                t[j * m + i]
-            }
-        };
-        // Whether op(T) is lower triangular.
-        let op_lower = lower != transpose;
-        if left {
-            // op(T) X = B, one column at a time; X overwrites B.
-            for c in 0..cols {
-                for step in 0..m {
-                    let i = if op_lower { step } else { m - 1 - step };
-                    let mut s = xb[i * cols + c];
-                    let range = if op_lower { 0..i } else { i + 1..m };
-                    for j in range {
-                        s = s - op(i, j) * xb[j * cols + c];
-                    }
-                    xb[i * cols + c] = if unit { s } else { s / op(i, i) };
-                }
-            }
-        } else {
-            // X op(T) = B, one row at a time.
-            for r in 0..rows {
-                for step in 0..m {
-                    let j = if op_lower { m - 1 - step } else { step };
-                    let mut s = xb[r * cols + j];
-                    let range = if op_lower { j + 1..m } else { 0..j };
-                    for i in range {
-                        s = s - xb[r * cols + i] * op(i, j);
-                    }
-                    xb[r * cols + j] = if unit { s } else { s / op(j, j) };
-                }
-            }
-        }
-    }
     // SAFETY: the result has `b`'s size.
-    unsafe { write(x, &bv) };
+    unsafe { write(x, &solve(&av, &bv, p)) };
 }
 
 /// Runs `$f::<T>(..)` for the real element types (QR is real-only).

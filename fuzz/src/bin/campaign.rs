@@ -51,6 +51,10 @@ struct Args {
     /// The seed of a replay's evaluator inputs.
     #[arg(long, default_value_t = 0)]
     input_seed: u64,
+    /// With `--replay` of a `cpu` finding: also write its inputs as `in0.npy`, `in1.npy`, ...
+    /// into this directory (to run the module in XLA on the same inputs, fuzz/README.md).
+    #[arg(long)]
+    inputs_out: Option<PathBuf>,
 }
 
 fn replay(a: &Args, file: &PathBuf) -> Result<ExitCode> {
@@ -66,6 +70,11 @@ fn replay(a: &Args, file: &PathBuf) -> Result<ExitCode> {
             if a.target == Target::Pipeline {
                 axle_fuzz::pipeline::check_module(&m, &a.passes, a.input_seed).into()
             } else {
+                if let Some(dir) = &a.inputs_out {
+                    if let Err(e) = write_inputs(&m, a.input_seed, dir) {
+                        return Outcome::Fail(e);
+                    }
+                }
                 axle_fuzz::cpu::check_module(&m, a.input_seed)
             }
         }
@@ -84,6 +93,19 @@ fn replay(a: &Args, file: &PathBuf) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Writes the `cpu` target's inputs for `m` and `seed` as `.npy` files into `dir`.
+fn write_inputs(m: &axle::ir::Module, seed: u64, dir: &std::path::Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    for (k, lit) in axle_fuzz::cpu::inputs(m, seed)?.iter().enumerate() {
+        let axle::ir::Literal::Array(a) = lit else {
+            return Err(format!("input {k} is a tuple; only arrays are written"));
+        };
+        let path = dir.join(format!("in{k}.npy"));
+        axle_ir::write_npy(&path, a).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 fn main() -> Result<ExitCode> {
