@@ -218,7 +218,7 @@ impl BufferRules for CpuRules {
         // Every reduction that reads the operand (through anything) is one of the row passes,
         // which run over a row before its outputs are written.
         let passes: HashSet<InstId> = plan.passes.iter().flatten().copied().collect();
-        let insts = m.comp_insts(c);
+        let insts = feeding_root(m, c);
         let mut stack = vec![q];
         let mut seen: HashSet<InstId> = HashSet::new();
         while let Some(x) = stack.pop() {
@@ -252,6 +252,25 @@ impl BufferRules for CpuRules {
     fn writes_donated_params(&self) -> bool {
         false
     }
+}
+
+/// The instructions of computation `c` that its root reaches through operands: every reader that
+/// can matter to what the computation computes, found in time linear in the computation rather
+/// than in the module (`Module::comp_insts` scans every instruction of the module, which made
+/// asking this of every row kernel quadratic in large graphs).
+fn feeding_root(m: &Module, c: CompId) -> Vec<InstId> {
+    let mut seen: HashSet<InstId> = HashSet::new();
+    let mut stack = vec![m.root(c)];
+    stack.extend(m.params(c).iter().copied());
+    let mut out = Vec::new();
+    while let Some(x) = stack.pop() {
+        if m.parent(x) != c || !seen.insert(x) {
+            continue;
+        }
+        out.push(x);
+        stack.extend(m.operands(x).iter().copied());
+    }
+    out
 }
 
 /// The most bytes of partial results a split reduction keeps in the arena (8 results of 64
