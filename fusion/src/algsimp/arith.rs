@@ -22,7 +22,9 @@ fn build1(op: Opcode, id: InstId, ops: &[InstId]) -> Rewrite {
 }
 
 fn negated(m: &axle_ir::Module, x: InstId) -> Option<InstId> {
-    (m.opcode(x) == Opcode::Negate).then(|| m.operands(x)[0])
+    // f8e8m0fnu has no sign: its negation of any value is NaN, so no rule may see through it.
+    (m.opcode(x) == Opcode::Negate && elem_ty(m, x) != Some(ElementType::F8E8M0FNU))
+        .then(|| m.operands(x)[0])
 }
 
 pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
@@ -180,7 +182,7 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
             let x = ops[0];
             match m.opcode(x) {
                 Abs => hit("abs-abs", forward(m, id, x)),
-                Negate => hit("abs-neg", Some(build1(Abs, id, &[m.operands(x)[0]]))),
+                Negate => negated(m, x).and_then(|y| hit("abs-neg", Some(build1(Abs, id, &[y])))),
                 _ => None,
             }
         }
