@@ -63,14 +63,9 @@ pub(crate) fn cache_sizes() -> (i64, i64) {
             else {
                 continue;
             };
-            let size = size.trim();
-            let bytes = match size.strip_suffix('K') {
-                Some(k) => k.parse::<i64>().ok().map(|k| k << 10),
-                None => size
-                    .strip_suffix('M')
-                    .and_then(|m| m.parse::<i64>().ok().map(|m| m << 20)),
+            let Some(bytes) = parse_cache_size(size.trim()) else {
+                continue;
             };
-            let Some(bytes) = bytes else { continue };
             match (level.trim(), ty.trim()) {
                 ("1", "Data") => l1 = bytes,
                 ("2", "Unified") | ("2", "Data") => l2 = bytes,
@@ -79,6 +74,16 @@ pub(crate) fn cache_sizes() -> (i64, i64) {
         }
         (l1.clamp(16 << 10, 256 << 10), l2.clamp(128 << 10, 8 << 20))
     })
+}
+
+/// A cache size as sysfs writes it (`48K`, `32M`) in bytes.
+pub(crate) fn parse_cache_size(size: &str) -> Option<i64> {
+    match size.strip_suffix('K') {
+        Some(k) => k.parse::<i64>().ok().map(|k| k << 10),
+        None => size
+            .strip_suffix('M')
+            .and_then(|m| m.parse::<i64>().ok().map(|m| m << 20)),
+    }
 }
 
 /// The geometry of a dot the GEMM handles, with its blocking and work split.
@@ -170,7 +175,7 @@ fn gemm_type(t: ElementType) -> bool {
 }
 
 /// The vector width of the host in bytes (64 with AVX-512, else 32).
-fn vector_bytes(features: &str) -> i64 {
+pub(crate) fn vector_bytes(features: &str) -> i64 {
     if features.split(',').any(|f| f == "+avx512f") {
         64
     } else {
@@ -186,6 +191,9 @@ pub(crate) struct GemmTarget {
     pub features: String,
     /// Threads of the runtime's pool (1 when unknown).
     pub threads: usize,
+    /// The smallest output in bytes that kernels write with non-temporal stores
+    /// ([`crate::stream`]); `None` where the target cannot (or the options do not let it).
+    pub stream_min: Option<i64>,
 }
 
 /// The GEMM geometry of `dot` instruction `id`, if the GEMM handles it, on target `t`.

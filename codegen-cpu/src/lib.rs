@@ -55,6 +55,7 @@ mod rng;
 mod row;
 mod runtime;
 mod signature;
+mod stream;
 mod target_spec;
 
 pub use aot::{c_identifier, compile_aot, AotOutput};
@@ -91,6 +92,11 @@ pub struct CpuOptions {
     /// LLVM's optimization level, 0 to 3 (the default; larger values mean 3): the pass
     /// pipeline `default<ON>` (vectorizers from 2 on) and the code generator's level.
     pub opt_level: u8,
+    /// Outputs of at least this many bytes are written with non-temporal (streaming) stores
+    /// where the target has them (x86): row kernels and flat elementwise loops compute a block
+    /// in a stack buffer and stream it to memory, skipping the cache. `None` (the default)
+    /// takes half the host's last-level cache; `Some(u64::MAX)` never streams.
+    pub stream_min_bytes: Option<u64>,
 }
 
 impl Default for CpuOptions {
@@ -101,6 +107,7 @@ impl Default for CpuOptions {
             flush_denormals: true,
             libm_math: false,
             opt_level: 3,
+            stream_min_bytes: None,
         }
     }
 }

@@ -6,7 +6,9 @@
 //! the pass) with the accumulators in registers; the reductions' results are then bound as
 //! the row's values, so everything reading them (through broadcasts) gets registers, not a
 //! recomputation. A last pass computes and stores the row's full-size outputs (a vectorizable
-//! loop over the inner dimensions) and its row-size outputs.
+//! loop over the inner dimensions) and its row-size outputs. A full-size output much larger
+//! than the cache goes to a row buffer on the stack instead and is streamed from there to
+//! memory with non-temporal stores ([`crate::stream`]); the kernel then ends with a fence.
 //!
 //! Invariants (established by the planner, [`crate::fused`]): every read of an absorbed
 //! reduction is at the current row, and a pass only reads reductions of earlier passes. A row
@@ -21,6 +23,10 @@ use crate::elemental::{arr_of, inst_leaves, minmax_intrinsic, Ext, Index};
 use crate::error::R;
 use crate::fused::RowPlan;
 use crate::kernels::{Kc, GRAIN_ELEMS};
+
+/// The largest row (in bytes) of a full-size output that is streamed through a row buffer on
+/// the stack: 64 KiB stays within L2 beside the row's inputs.
+const STREAM_ROW_BYTES: i64 = 64 << 10;
 
 impl<'a, 'ctx> Kc<'a, 'ctx> {
     /// Emits a row kernel; returns its items (rows) and grain.
@@ -54,24 +60,25 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         }
         // Row buffers of the cached values, on the stack (in the entry block, so they are
         // allocated once per call).
+        let row_buffer = |ty: axle_ir::ElementType, name: &str| {
+            crate::stream::entry_alloca(cg, ty, inner_n, name)
+        };
         let mut caches = Vec::with_capacity(plan.cached.len());
         for &(pass, v) in &plan.cached {
             let ty = arr_of(m, v)?.ty;
-            let mty = cg.mem_ty(ty)?;
-            let entry = cg
-                .cur_fn()?
-                .get_first_basic_block()
-                .ok_or("a kernel without an entry block")?;
-            let eb = cg.ctx.create_builder();
-            match entry.get_first_instruction() {
-                Some(i) => eb.position_before(&i),
-                None => eb.position_at_end(entry),
+            caches.push((pass, v, ty, row_buffer(ty, "row.cache")?));
+        }
+        // Full-size outputs much larger than the cache are computed into a row buffer and
+        // streamed to memory from there ([`crate::stream`]), when the row buffer is small.
+        let mut streamed: Vec<Option<(i64, PointerValue<'ctx>)>> = vec![None; leaves.len()];
+        for (l, sh) in shapes.iter().enumerate() {
+            let es = sh.ty.byte_size() as i64;
+            let whole = numel(&sh.dims).saturating_mul(es);
+            if sh.dims.len() > k && inner_n * es <= STREAM_ROW_BYTES {
+                if let Some(vb) = crate::stream::stream_bytes(self.gemm, sh.ty, whole) {
+                    streamed[l] = Some((vb, row_buffer(sh.ty, "row.out")?));
+                }
             }
-            let p = eb.build_array_alloca(mty, cg.c64(inner_n.max(1)), "row.cache")?;
-            if let Some(i) = p.as_instruction() {
-                let _ = i.set_alignment(64);
-            }
-            caches.push((pass, v, ty, p));
         }
         let (start, end) = (self.start, self.end);
         cg.for_range(start, end, |row| {
@@ -118,10 +125,23 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                     };
                     for &l in &full {
                         let v = g.gen1(leaves[l], &idx)?;
-                        cg.store(shapes[l].ty, outs[l], lin, v)?;
+                        match streamed[l] {
+                            Some((_, buf)) => {
+                                let at = cg.b.build_int_nsw_sub(lin, base, "at")?;
+                                cg.store(shapes[l].ty, buf, at, v)?;
+                            }
+                            None => cg.store(shapes[l].ty, outs[l], lin, v)?,
+                        }
                     }
                     Ok(Vec::new())
                 })?;
+                for &l in &full {
+                    if let Some((vb, buf)) = streamed[l] {
+                        let ty = shapes[l].ty;
+                        let dst = cg.gep(cg.mem_ty(ty)?, self.outs[l], base)?;
+                        crate::stream::emit_stream_copy(cg, ty, vb, dst, buf, cg.c64(inner_n))?;
+                    }
+                }
             }
             for pass in &plan.passes {
                 for &r in pass {
@@ -134,6 +154,9 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             self.g.pop_scope();
             Ok(())
         })?;
+        if streamed.iter().any(Option::is_some) {
+            crate::stream::emit_sfence(cg)?;
+        }
         Ok((rows, (GRAIN_ELEMS / per_row).max(1)))
     }
 

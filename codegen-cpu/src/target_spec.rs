@@ -102,8 +102,16 @@ pub(crate) fn target_machine(
 
 /// What the GEMM's blocking depends on when compiling with `opts`.
 pub(crate) fn gemm_target(opts: &CpuOptions) -> crate::gemm::GemmTarget {
+    let features = target_spec(opts).features;
+    let stream_min = crate::stream::can_stream(&features).then(|| {
+        opts.stream_min_bytes
+            .map_or_else(crate::stream::default_stream_min, |b| {
+                i64::try_from(b).unwrap_or(i64::MAX)
+            })
+    });
     crate::gemm::GemmTarget {
-        features: target_spec(opts).features,
+        features,
         threads: thread_count(opts),
+        stream_min,
     }
 }
