@@ -6,7 +6,9 @@
 //! radix sort against the comparator merge sort on the same keys (the comparator wrapped in
 //! `and(.., true)`, which the radix sort does not recognize, so the merge sort runs), which
 //! must give identical output. `topk` (largest and smallest first, floats and integers, small
-//! and large `k`) takes the first `k` of the radix order and must match the evaluator too.
+//! and large `k`) takes the first `k` of the radix order, or keeps them by selection for
+//! `k <= 8`, and must match the evaluator; XLA's `TopK` custom call with a comparator that is
+//! no strict weak order (float `compare` and NaN) must too.
 
 use axle::analysis::eval::evaluate;
 use axle::ir::literal::{f64_to_element, i128_to_element};
@@ -243,9 +245,18 @@ fn topk_takes_the_first_k_in_total_order() {
         ("s32", true),
         ("u16", false),
     ] {
-        for k in [5, 300] {
+        // Selection (k <= 8, rows as long as k too) and the radix sort (k = 9, 300).
+        for (len, k) in [
+            (700, 1),
+            (700, 5),
+            (700, 8),
+            (700, 9),
+            (700, 300),
+            (8, 8),
+            (9, 3),
+        ] {
             let text = format!(
-                "HloModule t\nENTRY main {{\n  x = {ty}[3,700] parameter(0)\n  ROOT t = ({ty}[3,{k}], s32[3,{k}]) topk(x), k={k}, largest={largest}\n}}\n"
+                "HloModule t\nENTRY main {{\n  x = {ty}[3,{len}] parameter(0)\n  ROOT t = ({ty}[3,{k}], s32[3,{k}]) topk(x), k={k}, largest={largest}\n}}\n"
             );
             let m = parse_module(&text).unwrap_or_else(|e| panic!("{text}\n{e}"));
             let args = inputs(&m);
@@ -257,6 +268,31 @@ fn topk_takes_the_first_k_in_total_order() {
                     "{text}: output {k} differs from the evaluator"
                 );
             }
+        }
+    }
+}
+
+#[test]
+fn topk_custom_call_keeps_the_stable_sort_of_its_comparator() {
+    // XLA's `TopK` custom call with a plain float `compare`, which is no strict weak order once
+    // NaN is among the values: only the stable sort (the evaluator's) gives the evaluator's
+    // first `k`, so small `k` must not take the selection that the `topk` op takes.
+    for (dir, k) in [("GT", 4), ("LT", 8), ("GT", 40)] {
+        let text = format!(
+            "HloModule t\ncmp {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  \
+             ROOT c = pred[] compare(a, b), direction={dir}\n}}\nENTRY main {{\n  \
+             x = f32[5,300] parameter(0)\n  ROOT t = (f32[5,{k}], s32[5,{k}]) custom-call(x), \
+             custom_call_target=\"TopK\", called_computations={{cmp}}\n}}\n"
+        );
+        let m = parse_module(&text).unwrap_or_else(|e| panic!("{text}\n{e}"));
+        let args = inputs(&m);
+        let expected = leaves(evaluate(&m, &args).unwrap_or_else(|e| panic!("{e}")));
+        let got = run_cpu(&m, &args);
+        for (o, e) in expected.iter().enumerate() {
+            assert!(
+                e.data == got[o].data,
+                "{text}: output {o} differs from the evaluator"
+            );
         }
     }
 }

@@ -18,7 +18,9 @@
 //! - `Row`: see [`crate::row`]; `Gemm` and `Conv` with an epilogue: see [`crate::epilogue`].
 //! - `Dus` in place writes only the update window; `Scatter` and `SelectAndScatter` are
 //!   sequential; `Sort` and `TopK` sort each row's indices with a stable merge sort (the
-//!   evaluator's algorithm, so any comparator gives the same permutation).
+//!   evaluator's algorithm, so any comparator gives the same permutation), or radix-sort them
+//!   ([`crate::radix`]); a `TopK` with a small `k` keeps its best by selection instead
+//!   ([`crate::select`]), with the same result.
 
 use axle_ir::{
     ArrayShape, AttrKey, ComparisonDirection, ComparisonType, ElementType, InstId, Module, Opcode,
@@ -1353,8 +1355,9 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         };
         let largest = m.bool_attr(root, &AttrKey::Largest).unwrap_or(true);
         let ty = shape.ty;
-        if let Some(p) =
-            crate::radix::plan_topk(m, root).filter(|_| len >= crate::radix::RADIX_MIN_LEN)
+        let select = crate::select::selects(m, root);
+        if let Some(p) = crate::radix::plan_topk(m, root)
+            .filter(|_| select.is_none() && len >= crate::radix::RADIX_MIN_LEN)
         {
             let outs = self.outs.clone();
             let rows = crate::radix::Rows {
@@ -1430,7 +1433,12 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 Ok(())
             })
         };
-        self.sort_rows(&dims, d, scratch, &[ty], &mut load, &mut less, &mut finish)
+        match select {
+            Some(k) => {
+                self.select_rows(&dims, d, k, ty, scratch, &mut load, &mut less, &mut finish)
+            }
+            None => self.sort_rows(&dims, d, scratch, &[ty], &mut load, &mut less, &mut finish),
+        }
     }
 }
 
@@ -1483,6 +1491,9 @@ pub(crate) fn sort_scratch_bytes(m: &Module, root: InstId) -> R<i64> {
     } else {
         numel(&shape.dims) / len
     };
+    if let Some(k) = crate::select::selects(m, root) {
+        return Ok(rows * SortLayout::new(&tys, k).half_bytes);
+    }
     let radix = crate::radix::plan(m, root)
         .or_else(|| crate::radix::plan_topk(m, root))
         .map_or(0, |p| crate::radix::scratch_bytes(&p, rows, len));

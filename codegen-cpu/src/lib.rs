@@ -54,6 +54,7 @@ mod reach;
 mod rng;
 mod row;
 mod runtime;
+mod select;
 mod signature;
 mod stream;
 mod target_spec;
