@@ -370,10 +370,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         // Elements read per output element: a reduce root reads its whole reduced extent.
         let per_elem = self.reduced_per_element()?;
         if self.loop_is_flat(&dims) {
-            match self.flat_streams(&shapes) {
-                Some(widths) => self.emit_streamed_flat(&dims, &shapes, &widths)?,
-                None => self.emit_elements(&dims, start, end)?,
-            }
+            self.emit_elements(&dims, start, end)?;
             return Ok((n, (GRAIN_ELEMS / per_elem).max(1)));
         }
         // Items are rows of the last dimension.

@@ -94,8 +94,8 @@ pub struct CpuOptions {
     /// pipeline `default<ON>` (vectorizers from 2 on) and the code generator's level.
     pub opt_level: u8,
     /// Outputs of at least this many bytes are written with non-temporal (streaming) stores
-    /// where the target has them (x86): row kernels and flat elementwise loops compute a block
-    /// in a stack buffer and stream it to memory, skipping the cache. `None` (the default)
+    /// where the target has them (x86): row kernels (softmax, layernorm) compute each row in a
+    /// stack buffer and stream it to memory, skipping the cache. `None` (the default)
     /// takes half the host's last-level cache; `Some(u64::MAX)` never streams.
     pub stream_min_bytes: Option<u64>,
 }

@@ -46,7 +46,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
     /// Keeps the `k` first elements of each row (of `dims` along `d`) in the order `less` puts
     /// them, in the scratch planes, then calls `finish` with the row's coordinates and the
     /// planes (indices first).
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
     pub(crate) fn select_rows(
         &mut self,
         dims: &[i64],

@@ -6,31 +6,36 @@
 //! than the cache, which would be evicted before anything read it again, that is a third less
 //! memory traffic for a kernel reading one input of the output's size.
 //!
-//! Kernels that stream an output compute a block of it (a row) into a small buffer on the
-//! stack, as they would into the output, then copy the block with [`emit_stream_copy`]: a few
-//! plain stores up to the first vector-aligned address of the destination, aligned vector
-//! stores marked `!nontemporal` (LLVM's x86 back end emits `vmovntps` and its kin for those),
-//! and plain stores for the rest. A kernel that streamed ends with [`emit_sfence`], so its
-//! weakly ordered stores are visible before the runtime's completion signal.
+//! Row kernels ([`crate::row`]) that stream an output compute each row of it into a small
+//! buffer on the stack, as they would into the output, then copy the row with
+//! [`emit_stream_copy`]: a few plain stores up to the first vector-aligned address of the
+//! destination, aligned vector stores marked `!nontemporal` (LLVM's x86 back end emits
+//! `vmovntps` and its kin for those), and plain stores for the rest. A kernel that streamed
+//! ends with [`emit_sfence`], so its weakly ordered stores are visible before the runtime's
+//! completion signal. (LLVM's loop vectorizer refuses `!nontemporal` on the scalar stores of a
+//! loop, since their alignment is the element's, hence the explicit copy.)
+//!
+//! Flat elementwise loops were tried the same way (2048-element chunks through the stack) and
+//! do not stream: on a 16M-element `x * 1.5` the best run took 6 to 9% longer than with plain
+//! stores, while layernorm's row kernel took half the time.
 //!
 //! Which outputs stream: those of at least [`GemmTarget::stream_min`] bytes (by default half the
 //! host's last-level cache, [`crate::CpuOptions::stream_min_bytes`] overrides it).
 //!
 //! Invariants: only x86 targets with SSE2 stream ([`can_stream`]; not ahead-of-time targets
-//! whose features are unknown); the copy moves elements as integers of
-//! their memory size, bit for bit, so any non-complex element type streams; results are the
+//! whose features are unknown); the copy moves elements as integers of their memory size,
+//! bit for bit, so any non-complex element type streams; results are the
 //! same bits as with plain stores at any thread count (only the cache traffic differs).
 
 use std::sync::OnceLock;
 
-use axle_ir::{ArrayShape, ElementType};
+use axle_ir::ElementType;
 use inkwell::values::{BasicValue, IntValue, PointerValue};
 use inkwell::IntPredicate;
 
-use crate::cg::{numel, Cg};
+use crate::cg::Cg;
 use crate::error::R;
 use crate::gemm::{min64, GemmTarget};
-use crate::kernels::Kc;
 
 /// The host's last-level cache in bytes (the largest data or unified cache sysfs lists), or
 /// 32 MiB when the system does not say.
@@ -162,88 +167,6 @@ pub(crate) fn emit_sfence(cg: &Cg<'_>) -> R<()> {
     let f = cg.intrinsic("llvm.x86.sse.sfence", &[])?;
     cg.b.build_call(f, &[], "")?;
     Ok(())
-}
-
-/// Elements of a flat loop computed into stack buffers before they are streamed: 8 KiB of
-/// `f32` per output, which stays in L1 until the copy reads it.
-const STREAM_CHUNK: i64 = 2048;
-
-impl<'a, 'ctx> Kc<'a, 'ctx> {
-    /// For a flat `Loop` kernel whose leaves have `shapes`: the streaming vector width of each
-    /// leaf that streams, or `None` when none does.
-    pub(crate) fn flat_streams(&self, shapes: &[ArrayShape]) -> Option<Vec<Option<i64>>> {
-        let widths: Vec<Option<i64>> = shapes
-            .iter()
-            .map(|s| {
-                let bytes = numel(&s.dims).saturating_mul(s.ty.byte_size() as i64);
-                stream_bytes(self.gemm, s.ty, bytes)
-            })
-            .collect();
-        widths.iter().any(Option::is_some).then_some(widths)
-    }
-
-    /// The flat loop of [`Kc::emit_elements`] over items `[start, end)`, in chunks: each chunk
-    /// computes its elements of the leaves that stream into stack buffers (the others straight
-    /// into their outputs), then streams the buffers to the outputs; a fence ends the kernel.
-    pub(crate) fn emit_streamed_flat(
-        &mut self,
-        dims: &[i64],
-        shapes: &[ArrayShape],
-        widths: &[Option<i64>],
-    ) -> R<()> {
-        let cg = self.cg();
-        let b = &cg.b;
-        let root = self.root;
-        let mut bufs = Vec::with_capacity(shapes.len());
-        for (s, w) in shapes.iter().zip(widths) {
-            bufs.push(match w {
-                Some(_) => Some(entry_alloca(cg, s.ty, STREAM_CHUNK, "stream.buf")?),
-                None => None,
-            });
-        }
-        let (start, end) = (self.start, self.end);
-        let span = b.build_int_nsw_sub(end, start, "span")?;
-        let chunks = b.build_int_signed_div(
-            b.build_int_nsw_add(span, cg.c64(STREAM_CHUNK - 1), "span")?,
-            cg.c64(STREAM_CHUNK),
-            "chunks",
-        )?;
-        let outs = self.outs.clone();
-        cg.for_range(cg.c64(0), chunks, |c| {
-            let c0 = b.build_int_nsw_add(
-                start,
-                b.build_int_nsw_mul(c, cg.c64(STREAM_CHUNK), "c0")?,
-                "c0",
-            )?;
-            let c1 = min64(
-                cg,
-                b.build_int_nsw_add(c0, cg.c64(STREAM_CHUNK), "c1")?,
-                end,
-            )?;
-            cg.for_range(c0, c1, |i| {
-                self.g.push_scope();
-                let idx = self.g.index_linear(dims, i)?;
-                let v = self.g.gen(root, &idx)?;
-                self.g.pop_scope();
-                for ((s, v), (&out, buf)) in shapes.iter().zip(&v).zip(outs.iter().zip(&bufs)) {
-                    match buf {
-                        Some(p) => cg.store(s.ty, *p, b.build_int_nsw_sub(i, c0, "at")?, *v)?,
-                        None => cg.store(s.ty, out, i, *v)?,
-                    }
-                }
-                Ok(())
-            })?;
-            let n = b.build_int_nsw_sub(c1, c0, "n")?;
-            for ((s, w), (&out, buf)) in shapes.iter().zip(widths).zip(outs.iter().zip(&bufs)) {
-                if let (Some(vb), Some(p)) = (w, buf) {
-                    let dst = cg.gep(cg.mem_ty(s.ty)?, out, c0)?;
-                    emit_stream_copy(cg, s.ty, *vb, dst, *p, n)?;
-                }
-            }
-            Ok(())
-        })?;
-        emit_sfence(cg)
-    }
 }
 
 /// A buffer of `n` elements of `ty` on the stack, 64-byte aligned, allocated in the entry
