@@ -103,6 +103,20 @@ fn run_cpu(m: &Module, args: &[Literal]) -> Vec<ArrayLiteral> {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Module `text` gives the evaluator's outputs bit for bit on the cpu backend.
+fn same_as_evaluator(text: &str) {
+    let m = parse_module(text).unwrap_or_else(|e| panic!("{text}\n{e}"));
+    let args = inputs(&m);
+    let expected = leaves(evaluate(&m, &args).unwrap_or_else(|e| panic!("{e}")));
+    let got = run_cpu(&m, &args);
+    for (o, e) in expected.iter().enumerate() {
+        assert!(
+            e.data == got[o].data,
+            "{text}: output {o} differs from the evaluator"
+        );
+    }
+}
+
 /// The comparator's root `compare`, or (`wrap`) the same compare behind `and(.., true)`.
 fn root(cmp: &str, wrap: bool) -> String {
     if wrap {
@@ -258,16 +272,7 @@ fn topk_takes_the_first_k_in_total_order() {
             let text = format!(
                 "HloModule t\nENTRY main {{\n  x = {ty}[3,{len}] parameter(0)\n  ROOT t = ({ty}[3,{k}], s32[3,{k}]) topk(x), k={k}, largest={largest}\n}}\n"
             );
-            let m = parse_module(&text).unwrap_or_else(|e| panic!("{text}\n{e}"));
-            let args = inputs(&m);
-            let expected = leaves(evaluate(&m, &args).unwrap_or_else(|e| panic!("{e}")));
-            let got = run_cpu(&m, &args);
-            for (k, e) in expected.iter().enumerate() {
-                assert!(
-                    e.data == got[k].data,
-                    "{text}: output {k} differs from the evaluator"
-                );
-            }
+            same_as_evaluator(&text);
         }
     }
 }
@@ -284,15 +289,6 @@ fn topk_custom_call_keeps_the_stable_sort_of_its_comparator() {
              x = f32[5,300] parameter(0)\n  ROOT t = (f32[5,{k}], s32[5,{k}]) custom-call(x), \
              custom_call_target=\"TopK\", called_computations={{cmp}}\n}}\n"
         );
-        let m = parse_module(&text).unwrap_or_else(|e| panic!("{text}\n{e}"));
-        let args = inputs(&m);
-        let expected = leaves(evaluate(&m, &args).unwrap_or_else(|e| panic!("{e}")));
-        let got = run_cpu(&m, &args);
-        for (o, e) in expected.iter().enumerate() {
-            assert!(
-                e.data == got[o].data,
-                "{text}: output {o} differs from the evaluator"
-            );
-        }
+        same_as_evaluator(&text);
     }
 }

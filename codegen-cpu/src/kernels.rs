@@ -148,6 +148,25 @@ pub(crate) fn emit_kernel<'ctx>(
     })
 }
 
+/// Loads the values of a sort row's operands at a position: `(gen, row coordinates, position)`.
+pub(crate) type RowLoad<'r, 'a, 'ctx> =
+    dyn FnMut(&mut Gen<'a, 'ctx>, &[IntValue<'ctx>], IntValue<'ctx>) -> R<Vec<Val<'ctx>>> + 'r;
+
+/// Whether the first element comes before the second in a sort row: `(gen, first values,
+/// second values, first position, second position)`.
+pub(crate) type RowLess<'r, 'a, 'ctx> = dyn FnMut(
+        &mut Gen<'a, 'ctx>,
+        &[Val<'ctx>],
+        &[Val<'ctx>],
+        IntValue<'ctx>,
+        IntValue<'ctx>,
+    ) -> R<IntValue<'ctx>>
+    + 'r;
+
+/// Writes a sorted row out: `(gen, row coordinates, index plane, value planes)`.
+pub(crate) type RowFinish<'r, 'a, 'ctx> = dyn FnMut(&mut Gen<'a, 'ctx>, &[IntValue<'ctx>], PointerValue<'ctx>, &[PointerValue<'ctx>]) -> R<()>
+    + 'r;
+
 /// The state of one kernel being emitted.
 pub(crate) struct Kc<'a, 'ctx> {
     pub g: Gen<'a, 'ctx>,
@@ -936,31 +955,16 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
     /// index, y index)`: a stable merge sort (insertion sort on runs of 16, then pairwise
     /// merges, the evaluator's algorithm) that moves whole records, so every pass streams
     /// through memory. Then `finish(g, row coordinates, index plane, value planes)`.
-    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    #[allow(clippy::too_many_arguments)]
     fn sort_rows(
         &mut self,
         dims: &[i64],
         d: usize,
         scratch: PointerValue<'ctx>,
         tys: &[ElementType],
-        load: &mut dyn FnMut(
-            &mut Gen<'a, 'ctx>,
-            &[IntValue<'ctx>],
-            IntValue<'ctx>,
-        ) -> R<Vec<Val<'ctx>>>,
-        less: &mut dyn FnMut(
-            &mut Gen<'a, 'ctx>,
-            &[Val<'ctx>],
-            &[Val<'ctx>],
-            IntValue<'ctx>,
-            IntValue<'ctx>,
-        ) -> R<IntValue<'ctx>>,
-        finish: &mut dyn FnMut(
-            &mut Gen<'a, 'ctx>,
-            &[IntValue<'ctx>],
-            PointerValue<'ctx>,
-            &[PointerValue<'ctx>],
-        ) -> R<()>,
+        load: &mut RowLoad<'_, 'a, 'ctx>,
+        less: &mut RowLess<'_, 'a, 'ctx>,
+        finish: &mut RowFinish<'_, 'a, 'ctx>,
     ) -> R<(i64, i64)> {
         let cg = self.cg();
         let len = dims[d];

@@ -22,10 +22,10 @@ use axle_ir::{ElementType, InstId, Module, Opcode};
 use inkwell::values::{IntValue, PointerValue};
 use inkwell::IntPredicate;
 
-use crate::cg::{bv, numel, Val};
-use crate::elemental::{inst_leaves, Gen};
+use crate::cg::{bv, numel, Cg, Val};
+use crate::elemental::inst_leaves;
 use crate::error::R;
-use crate::kernels::{Kc, SortLayout};
+use crate::kernels::{Kc, RowFinish, RowLess, RowLoad, SortLayout};
 
 /// The largest `k` that top-k selects instead of sorting. Random rows insert rarely (one
 /// comparison per element: 256 rows of 32768 `f32`, k = 8, took 6 ms against the radix sort's
@@ -46,7 +46,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
     /// Keeps the `k` first elements of each row (of `dims` along `d`) in the order `less` puts
     /// them, in the scratch planes, then calls `finish` with the row's coordinates and the
     /// planes (indices first).
-    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn select_rows(
         &mut self,
         dims: &[i64],
@@ -54,24 +54,9 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         k: i64,
         ty: ElementType,
         scratch: PointerValue<'ctx>,
-        load: &mut dyn FnMut(
-            &mut Gen<'a, 'ctx>,
-            &[IntValue<'ctx>],
-            IntValue<'ctx>,
-        ) -> R<Vec<Val<'ctx>>>,
-        less: &mut dyn FnMut(
-            &mut Gen<'a, 'ctx>,
-            &[Val<'ctx>],
-            &[Val<'ctx>],
-            IntValue<'ctx>,
-            IntValue<'ctx>,
-        ) -> R<IntValue<'ctx>>,
-        finish: &mut dyn FnMut(
-            &mut Gen<'a, 'ctx>,
-            &[IntValue<'ctx>],
-            PointerValue<'ctx>,
-            &[PointerValue<'ctx>],
-        ) -> R<()>,
+        load: &mut RowLoad<'_, 'a, 'ctx>,
+        less: &mut RowLess<'_, 'a, 'ctx>,
+        finish: &mut RowFinish<'_, 'a, 'ctx>,
     ) -> R<(i64, i64)> {
         let cg = self.cg();
         let len = dims[d];
@@ -109,23 +94,16 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 let p32 = cg.b.build_int_truncate(p, i32t, "p32")?;
                 // Kept so far: min(p, k). Once full, `x` enters only if it comes before the last.
                 let full = b.build_int_compare(IntPredicate::SGE, p, cg.c64(k), "full")?;
-                let pre = cg.cur_block()?;
-                let ask = cg.block("sel.ask")?;
-                let join = cg.block("sel.join")?;
-                b.build_conditional_branch(full, ask, join)?;
-                b.position_at_end(ask);
-                g.push_scope();
-                let (lv, li) = ld(cg.c64(k - 1))?;
-                let beats = less(g, &[x], &[lv], p32, li)?;
-                g.pop_scope();
-                let ask_end = cg.cur_block()?;
-                b.build_unconditional_branch(join)?;
-                b.position_at_end(join);
-                let enter = b.build_phi(cg.i1(), "sel.enter")?;
-                enter.add_incoming(&[(&cg.i1().const_int(1, false), pre), (&beats, ask_end)]);
+                let enter = only_if(cg, full, true, || {
+                    g.push_scope();
+                    let (lv, li) = ld(cg.c64(k - 1))?;
+                    let beats = less(g, &[x], &[lv], p32, li)?;
+                    g.pop_scope();
+                    Ok(beats)
+                })?;
                 let insert = cg.block("sel.insert")?;
                 let done = cg.block("sel.done")?;
-                b.build_conditional_branch(enter.as_basic_value().into_int_value(), insert, done)?;
+                b.build_conditional_branch(enter, insert, done)?;
                 b.position_at_end(insert);
                 // The slot `x` starts from: the first free one, or the last when full.
                 let j0 = b
@@ -136,22 +114,14 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                     |s| {
                         let j = s[0].into_int_value();
                         let more = b.build_int_compare(IntPredicate::SGT, j, cg.c64(0), "more")?;
-                        let pre = cg.cur_block()?;
-                        let ask = cg.block("sel.cmp")?;
-                        let join = cg.block("sel.cmp.join")?;
-                        b.build_conditional_branch(more, ask, join)?;
-                        b.position_at_end(ask);
-                        g.push_scope();
-                        let jm1 = b.build_int_nsw_sub(j, cg.c64(1), "jm1")?;
-                        let (yv, yi) = ld(jm1)?;
-                        let l = less(g, &[x], &[yv], p32, yi)?;
-                        g.pop_scope();
-                        let ask_end = cg.cur_block()?;
-                        b.build_unconditional_branch(join)?;
-                        b.position_at_end(join);
-                        let go = b.build_phi(cg.i1(), "sel.go")?;
-                        go.add_incoming(&[(&cg.i1().const_zero(), pre), (&l, ask_end)]);
-                        Ok(go.as_basic_value().into_int_value())
+                        only_if(cg, more, false, || {
+                            g.push_scope();
+                            let jm1 = b.build_int_nsw_sub(j, cg.c64(1), "jm1")?;
+                            let (yv, yi) = ld(jm1)?;
+                            let l = less(g, &[x], &[yv], p32, yi)?;
+                            g.pop_scope();
+                            Ok(l)
+                        })
                     },
                     |s| {
                         let j = s[0].into_int_value();
@@ -172,4 +142,27 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         })?;
         Ok((rows, (crate::kernels::GRAIN_ELEMS / len).max(1)))
     }
+}
+
+/// `cond ? f() : otherwise`, with `f`'s code (a comparator call) run only when `cond` holds.
+fn only_if<'ctx>(
+    cg: &Cg<'ctx>,
+    cond: IntValue<'ctx>,
+    otherwise: bool,
+    f: impl FnOnce() -> R<IntValue<'ctx>>,
+) -> R<IntValue<'ctx>> {
+    let b = &cg.b;
+    let pre = cg.cur_block()?;
+    let ask = cg.block("sel.ask")?;
+    let join = cg.block("sel.join")?;
+    b.build_conditional_branch(cond, ask, join)?;
+    b.position_at_end(ask);
+    let v = f()?;
+    let ask_end = cg.cur_block()?;
+    b.build_unconditional_branch(join)?;
+    b.position_at_end(join);
+    let phi = b.build_phi(cg.i1(), "sel.go")?;
+    let skip = cg.i1().const_int(u64::from(otherwise), false);
+    phi.add_incoming(&[(&skip, pre), (&v, ask_end)]);
+    Ok(phi.as_basic_value().into_int_value())
 }

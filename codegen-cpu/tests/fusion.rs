@@ -55,7 +55,11 @@ fn run(m: &axle_ir::Module, args: &[Literal], threads: usize) -> Vec<ArrayLitera
         threads,
         ..Default::default()
     };
-    compile(m, &opts)
+    run_with(m, args, &opts)
+}
+
+fn run_with(m: &axle_ir::Module, args: &[Literal], opts: &CpuOptions) -> Vec<ArrayLiteral> {
+    compile(m, opts)
         .unwrap_or_else(|e| panic!("compiles: {e}"))
         .run_literals(args)
         .unwrap_or_else(|e| panic!("runs: {e}"))
@@ -981,10 +985,7 @@ fn run_streaming(
         stream_min_bytes: Some(stream_min),
         ..Default::default()
     };
-    compile(m, &opts)
-        .unwrap_or_else(|e| panic!("compiles: {e}"))
-        .run_literals(args)
-        .unwrap_or_else(|e| panic!("runs: {e}"))
+    run_with(m, args, &opts)
 }
 
 #[test]
