@@ -1,8 +1,8 @@
 //! `cpu_kernels`: the CPU backend's GEMM, sort and reduction kernels on their own, so that
 //! regressions show: square matmuls (f32, and bf16 operands widened in the packing), the dots of
 //! an MLP training step (plain and transposed operands), attention shaped batch dots,
-//! `sort_1M`'s comparator (radix sort) on 64k and 1M keys and a key-value argsort, and a full
-//! and a row reduction. Each module is compiled once; the timed part is one run into reused
+//! `sort_1M`'s comparator (radix sort) on 64k and 1M keys and a key-value argsort, top-k by
+//! selection and by sort, a full and a row reduction, and a softmax row kernel (streaming stores). Each module is compiled once; the timed part is one run into reused
 //! output buffers. Counters: flops for dots, elements for sorts, bytes read for reductions. Run
 //! with `cargo bench -p axle-bench --bench cpu_kernels`.
 
@@ -149,4 +149,25 @@ fn reduce_rows_f32(bencher: Bencher) {
         "HloModule r\n{ADD}\nENTRY main {{\n  x = f32[4096,4096] parameter(0)\n  z = f32[] constant(0)\n  ROOT r = f32[4096] reduce(x, z), dimensions={{1}}, to_apply=add\n}}\n"
     ));
     run(bencher.counter(BytesCount::new(4u64 * 4096 * 4096)), &p);
+}
+
+/// `lax.top_k` of 256 rows of 32768 `f32`: `k = 8` keeps its best by selection, `k = 64` sorts
+/// each row (radix).
+#[divan::bench(args = [8, 64])]
+fn topk_f32(bencher: Bencher, k: usize) {
+    let p = prepare(&format!(
+        "HloModule t\nENTRY main {{\n  x = f32[256,32768] parameter(0)\n  ROOT t = (f32[256,{k}], s32[256,{k}]) topk(x), k={k}, largest=true\n}}\n"
+    ));
+    run(bencher.counter(ItemsCount::new(256usize * 32768)), &p);
+}
+
+/// Softmax over the rows of a `[4096, 4096]` matrix, one row kernel whose 64 MB output is
+/// written with streaming stores (bytes: the input read and the output written).
+#[divan::bench]
+fn softmax_rows_f32(bencher: Bencher) {
+    let max = "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT m = f32[] maximum(a, b)\n}\n";
+    let p = prepare(&format!(
+        "HloModule sm\n{ADD}{max}\nfused {{\n  x = f32[4096,4096] parameter(0)\n  ninf = f32[] constant(-inf)\n  mx = f32[4096] reduce(x, ninf), dimensions={{1}}, to_apply=max\n  mb = f32[4096,4096] broadcast(mx), dimensions={{0}}\n  s = f32[4096,4096] subtract(x, mb)\n  e = f32[4096,4096] exponential(s)\n  z = f32[] constant(0)\n  sm = f32[4096] reduce(e, z), dimensions={{1}}, to_apply=add\n  sb = f32[4096,4096] broadcast(sm), dimensions={{0}}\n  ROOT d = f32[4096,4096] divide(e, sb)\n}}\nENTRY main {{\n  x = f32[4096,4096] parameter(0)\n  ROOT f = f32[4096,4096] fusion(x), kind=kCustom, calls=fused\n}}\n"
+    ));
+    run(bencher.counter(BytesCount::new(2 * 4u64 * 4096 * 4096)), &p);
 }
