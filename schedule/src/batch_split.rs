@@ -24,10 +24,11 @@
 //! least `min_bytes` and larger than all of its *exits* (values read outside, or the root)
 //! together, and `B <= max_slices`. The rewrite clones every member `B` times with the batch
 //! dimension of size 1 (same rank, attributes and layouts, so every dimension number stays
-//! valid), slicing outside operands at `[h, h+1)` (a `broadcast` is sliced through to its
-//! operand, so no slice reads a broadcast whole) and concatenates each exit's `B` slices along
-//! its batch dimension in place of the exit. Members are numbered in the original order, so
-//! the result is deterministic.
+//! valid), slicing outside operands at `[h, h+1)` (through `broadcast`, `transpose`, `reshape`
+//! (also one that splits a dimension: a wider range of it) and `slice` to their operands, so a
+//! slice reads its elements where they are and nothing is copied whole first) and concatenates
+//! each exit's `B` slices along its batch dimension in place of the exit. Members are numbered
+//! in the original order, so the result is deterministic.
 //!
 //! Counters: `split` (regions split), `slices` (batch slices made).
 //!
@@ -160,17 +161,7 @@ fn map_member(
                 Opcode::Reshape => {
                     let d = first.1;
                     let id = &static_array(m, ops[0])?.dims;
-                    let before: i64 = id[..d].iter().product();
-                    let mut acc = 1i64;
-                    let mut found = None;
-                    for (p, &s) in out.dims.iter().enumerate() {
-                        if acc == before && s == id[d] {
-                            found = Some(p);
-                            break;
-                        }
-                        acc = acc.saturating_mul(s);
-                    }
-                    (found?, vec![Some(d)])
+                    (reshape_kept(id, &out.dims, d)?, vec![Some(d)])
                 }
                 Opcode::Reduce => {
                     if ops.len() != 2 || first.0 != 0 {
@@ -407,51 +398,130 @@ impl BatchSplit {
     }
 }
 
-/// `shape` with dimension `d` of size 1 (same element type and rank).
-fn one_slice(a: &ArrayShape, d: usize) -> Shape {
+/// The dimension of reshape `x -> out`'s result that keeps `x`'s dimension `d` whole (the same
+/// size, with as many elements before it).
+fn reshape_kept(x: &[i64], out: &[i64], d: usize) -> Option<usize> {
+    let before: i64 = x[..d].iter().product();
+    let mut acc = 1i64;
+    out.iter().position(|&s| {
+        let here = acc == before && s == x[d];
+        acc = acc.saturating_mul(s);
+        here
+    })
+}
+
+/// `a` with dimension `d` of size `w` (same element type and rank).
+fn narrowed(a: &ArrayShape, d: usize, w: i64) -> Shape {
     let mut dims = a.dims.to_vec();
-    dims[d] = 1;
+    dims[d] = w;
     Shape::Array(ArrayShape::new(a.ty, &dims))
 }
 
-/// Batch slice `h` of outside value `o` along `d`: a broadcast is sliced through to its
-/// operand (or rebuilt smaller when `d` is one it adds), anything else by a `slice`.
+/// Where the elements of `out`'s dimension `d` come from in reshape `x -> out`: dimension `j`
+/// of `x` and how many of its indices one index of `d` spans (`out`'s dimensions `d..=e`
+/// split `x`'s dimension `j`, with as many elements before them). `None` when `d` does not
+/// lead such a split (or a dimension kept whole, a span of 1).
+fn reshape_source(x: &[i64], out: &[i64], d: usize) -> Option<(usize, i64)> {
+    let before: i64 = out[..d].iter().product();
+    let mut acc = 1i64;
+    for (j, &s) in x.iter().enumerate() {
+        if acc == before && s > 0 {
+            let mut inner = 1i64;
+            for &t in &out[d + 1..] {
+                if out[d].saturating_mul(inner) >= s {
+                    break;
+                }
+                inner = inner.saturating_mul(t);
+            }
+            if out[d].saturating_mul(inner) == s {
+                return Some((j, inner));
+            }
+        }
+        acc = acc.saturating_mul(s);
+    }
+    None
+}
+
+/// Indices `[h * w, h * w + w)` of outside value `o` along `d`. A layout op is sliced through
+/// to its operand, so each slice reads what it needs where it is and nothing whole is copied
+/// first: a `broadcast` (rebuilt smaller when `d` is a dimension it adds), a `transpose`, a
+/// `reshape` where `d` keeps or leads the split of one operand dimension (a wider range of
+/// it), and a `slice` (its bounds narrowed to the range). Anything else gets a `slice`.
 fn slice_outside(
     m: &mut Module,
     o: InstId,
     d: usize,
-    h: i64,
-    cache: &mut HashMap<(InstId, usize, i64), InstId>,
+    (h, w): (i64, i64),
+    cache: &mut HashMap<(InstId, usize, i64, i64), InstId>,
 ) -> InstId {
-    if let Some(&s) = cache.get(&(o, d, h)) {
+    if let Some(&s) = cache.get(&(o, d, h, w)) {
         return s;
     }
     let comp = m.parent(o);
     let a = static_array(m, o)
         .expect("region operands are static arrays")
         .clone();
-    let shape = m.intern_shape(one_slice(&a, d));
+    let shape = m.intern_shape(narrowed(&a, d, w));
     let layout = m.layout_id(o);
-    let made = if m.opcode(o) == Opcode::Broadcast {
-        let x = m.operands(o)[0];
-        let bd = ints(m, o, &AttrKey::Dimensions).to_vec();
-        let x = match bd.iter().position(|&p| p == d as i64) {
-            Some(j) => slice_outside(m, x, j, h, cache),
-            None => x,
-        };
-        let mut attrs: Vec<Attr> = m.attrs(o).to_vec();
-        m.push_inst_parts(comp, Opcode::Broadcast, shape, layout, &[x], &mut attrs, "")
-    } else {
-        let bounds: Vec<[i64; 3]> = a
-            .dims
-            .iter()
-            .enumerate()
-            .map(|(k, &s)| if k == d { [h, h + 1, 1] } else { [0, s, 1] })
-            .collect();
-        let mut attrs: Vec<Attr> = vec![(AttrKey::Slice, AttrValue::Slice(bounds.into()))];
-        m.push_inst_parts(comp, Opcode::Slice, shape, layout, &[o], &mut attrs, "")
+    let x = m.operands(o).first().copied();
+    let xdims = x
+        .and_then(|x| static_array(m, x))
+        .map(|xa| xa.dims.to_vec());
+    // For the layout ops sliced through: the operand dimension and range `d`'s range comes
+    // from (`None`: a dimension the broadcast adds).
+    let through: Option<Option<(usize, (i64, i64))>> = match (m.opcode(o), &xdims) {
+        (Opcode::Broadcast, Some(_)) => {
+            let bd = ints(m, o, &AttrKey::Dimensions);
+            Some(bd.iter().position(|&p| p == d as i64).map(|j| (j, (h, w))))
+        }
+        (Opcode::Transpose, Some(_)) => {
+            let perm = ints(m, o, &AttrKey::Dimensions);
+            perm.get(d)
+                .and_then(|&p| usize::try_from(p).ok())
+                .map(|j| Some((j, (h, w))))
+        }
+        (Opcode::Reshape, Some(xd)) => {
+            reshape_source(xd, &a.dims, d).map(|(j, span)| Some((j, (h, w.saturating_mul(span)))))
+        }
+        _ => None,
     };
-    cache.insert((o, d, h), made);
+    let made = match (through, x) {
+        (Some(from), Some(x)) => {
+            let x = match from {
+                Some((j, range)) => slice_outside(m, x, j, range, cache),
+                None => x,
+            };
+            let mut attrs: Vec<Attr> = m.attrs(o).to_vec();
+            let op = m.opcode(o);
+            m.push_inst_parts(comp, op, shape, layout, &[x], &mut attrs, "")
+        }
+        _ => {
+            let of_slice = match (m.opcode(o), m.attr(o, &AttrKey::Slice)) {
+                (Opcode::Slice, Some(AttrValue::Slice(b))) if b.len() == a.dims.len() => {
+                    let mut b = b.to_vec();
+                    let [start, _, stride] = b[d];
+                    let first = start + h * w * stride;
+                    b[d] = [first, first + (w - 1) * stride + 1, stride];
+                    Some((m.operands(o)[0], b))
+                }
+                _ => None,
+            };
+            let (src, bounds) = of_slice.unwrap_or_else(|| {
+                let b = a.dims.iter().enumerate();
+                let all = |(k, &s): (usize, &i64)| {
+                    if k == d {
+                        [h * w, h * w + w, 1]
+                    } else {
+                        [0, s, 1]
+                    }
+                };
+                (o, b.map(all).collect())
+            });
+            let mut attrs: Vec<Attr> = vec![(AttrKey::Slice, AttrValue::Slice(bounds.into()))];
+            m.push_inst_parts(comp, Opcode::Slice, shape, layout, &[src], &mut attrs, "")
+        }
+    };
+    cache.insert((o, d, h, w), made);
     made
 }
 
@@ -519,14 +589,14 @@ impl Pass for BatchSplit {
                         .zip(&mb.slice)
                         .map(|(o, s)| match (index.get(&o), s) {
                             (Some(&k), _) => made[k],
-                            (None, Some(d)) => slice_outside(m, o, *d, h, &mut cache),
+                            (None, Some(d)) => slice_outside(m, o, *d, (h, 1), &mut cache),
                             (None, None) => o,
                         })
                         .collect();
                     let a = static_array(m, mb.id)
                         .expect("members are static arrays")
                         .clone();
-                    let shape = m.intern_shape(one_slice(&a, mb.bdim));
+                    let shape = m.intern_shape(narrowed(&a, mb.bdim, 1));
                     let layout = m.layout_id(mb.id);
                     let comp = m.parent(mb.id);
                     let mut attrs: Vec<Attr> = m.attrs(mb.id).to_vec();
