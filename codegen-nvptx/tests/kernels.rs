@@ -11,7 +11,15 @@ fn module(text: &str) -> Module {
 }
 
 fn ptx(m: &Module, arch: GpuArch) -> String {
-    emit_text(m, &NvptxOptions { gpu_arch: arch }, Emit::Ptx).unwrap_or_else(|e| panic!("{e}"))
+    emit_text(
+        m,
+        &NvptxOptions {
+            gpu_arch: arch,
+            ..Default::default()
+        },
+        Emit::Ptx,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 const FUSED: &str = r#"
@@ -90,28 +98,22 @@ fn zero_sized_outputs_have_no_kernel() {
 fn unsupported_ops_are_errors_naming_them() {
     let m = module(
         r#"
-HloModule r
-add {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT s = f32[] add(x, y)
-}
+HloModule d
 ENTRY e {
   a = f32[8,16] parameter(0)
-  z = f32[] constant(0)
-  ROOT r = f32[8] reduce(a, z), dimensions={1}, to_apply=add
+  b = f32[16,4] parameter(1)
+  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
 }
 "#,
     );
     let e = emit_text(&m, &NvptxOptions::default(), Emit::Ptx).unwrap_err();
     assert_eq!(
         (e.instruction.as_str(), e.opcode.as_str()),
-        ("r", "reduce"),
+        ("d", "dot"),
         "{e}"
     );
     assert!(
-        e.to_string()
-            .contains("nvptx backend does not support reduce"),
+        e.to_string().contains("nvptx backend does not support dot"),
         "{e}"
     );
     // A math library function the device lacks (f64 `exp`) is named too.
@@ -131,4 +133,34 @@ fn unknown_architectures_are_refused() {
     let e = GpuArch::from_name("sm_75").unwrap_err();
     assert!(e.contains("sm_75") && e.contains("sm_80"), "{e}");
     assert_eq!(GpuArch::from_name("sm_90"), Ok(GpuArch::Sm90));
+}
+
+#[test]
+fn math_functions_come_from_libdevice_where_it_is_present() {
+    let m = module(
+        "HloModule t\nENTRY e {\n  a = f32[100] parameter(0)\n  b = f32[100] parameter(1)\n  t = f32[100] tan(a)\n  ROOT p = f32[100] power(t, b)\n}\n",
+    );
+    let Some(libdevice) = axle_codegen_nvptx::libdevice::find_libdevice() else {
+        eprintln!(
+            "math_functions_come_from_libdevice: no libdevice (set AXLE_LIBDEVICE or \
+             AXLE_PTXAS, or run `make deps`): only the refusal without it is checked"
+        );
+        let e = emit_text(&m, &NvptxOptions::default(), Emit::Ptx).unwrap_err();
+        assert!(e.to_string().contains("no math library function"), "{e}");
+        return;
+    };
+    for arch in GpuArch::ALL {
+        let opts = NvptxOptions {
+            gpu_arch: arch,
+            libdevice: Some(libdevice.clone()),
+        };
+        let p = emit_text(&m, &opts, Emit::Ptx).unwrap_or_else(|e| panic!("{e}"));
+        // libdevice's functions are inlined into the kernel: one entry, no calls left.
+        assert_eq!(p.matches(".entry").count(), 1, "{p}");
+        assert!(!p.contains("call.uni") && !p.contains("__nv_"), "{p}");
+        if let Some(x) = axle_codegen_nvptx::ptxas::find_ptxas() {
+            axle_codegen_nvptx::ptxas::assemble(&x, &p, arch, "libdevice")
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
 }
