@@ -2,8 +2,11 @@
 //! that computes its elements independently or is a `reduce`. A loop kernel (elementwise ops,
 //! broadcasts, transposes, slices, concatenations, pads, iotas, gathers, converts,
 //! reduce-windows, ...) computes one output element per thread with the shared elemental
-//! generators; a fusion whose root is a `reduce` (or a tuple of them), and an unfused `reduce`,
-//! is a reduction kernel ([`crate::reduction`]).
+//! generators; a fusion that computes `reduce`s, and an unfused `reduce`, is a reduction
+//! kernel ([`crate::reduction`]); a fusion whose root is a `transpose` that moves the minor
+//! dimension, and such an unfused `transpose`, is a transpose kernel ([`crate::transpose`]); a
+//! fusion computing a `dot` (with an elementwise epilogue), and an unfused `dot`, is a tiled dot
+//! kernel ([`crate::dot`]).
 //!
 //! The kernel of instruction `%x` is `axle_k<N>_<x>` (N its position among the kernels), with
 //! one `ptr addrspace(1)` parameter per output leaf, then one per leaf of each operand it reads
@@ -12,14 +15,12 @@
 //! and no launch.
 //!
 //! Invariants: a kernel is emitted only for an instruction whose every fused instruction the
-//! backend supports; anything else (a reduction that is not a kernel's output, dot,
+//! backend supports; anything else (a reduction or dot read other than at its own output,
 //! convolution, sort, scatter, control flow, custom calls, math library functions the device
 //! lacks) is a [`CodegenError`] naming the instruction and its op, never a wrong kernel.
 //! Outputs of a multi-output loop fusion have equal dimensions (each thread stores the same
 //! element of every output). Deciding what each instruction becomes walks each fused
 //! computation from its root, so planning is linear in the module's size.
-
-use std::collections::HashSet;
 
 use axle_codegen_llvm::cg::Cg;
 use axle_codegen_llvm::elemental::{first_non_elemental, inst_leaves, is_elemental, Ext, Gen};
@@ -32,8 +33,11 @@ use inkwell::values::{FunctionValue, PointerValue};
 use inkwell::IntPredicate;
 
 use crate::gpu_target::BACKEND;
+use crate::dot::{dot_geometry, emit_dot, DotGeometry};
+use crate::fused::reached_in_order;
 use crate::launch::LaunchPlan;
 use crate::reduction::{emit_reduction, reduction_geometry, ReductionGeometry};
+use crate::transpose::{emit_transpose, transpose_geometry, TransposeGeometry};
 
 /// One kernel of a module, as launched.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +61,10 @@ pub enum KernelKind {
     Loop,
     /// A row or column reduction ([`crate::reduction`]).
     Reduction(ReductionGeometry),
+    /// A transpose through shared memory ([`crate::transpose`]).
+    Transpose(TransposeGeometry),
+    /// A shared-memory-tiled dot ([`crate::dot`]).
+    Dot(DotGeometry),
 }
 
 /// What an instruction of the entry computation becomes.
@@ -67,6 +75,10 @@ enum Role {
     Loop,
     /// A reduction kernel ([`crate::reduction`]).
     Reduction(ReductionGeometry),
+    /// A transpose through shared memory ([`crate::transpose`]).
+    Transpose(TransposeGeometry),
+    /// A shared-memory-tiled dot ([`crate::dot`]).
+    Dot(DotGeometry),
 }
 
 /// Ops this backend leaves to other kernels: contractions (refused even where the elemental
@@ -90,22 +102,12 @@ fn unsupported(m: &Module, id: InstId) -> Fail {
     )
 }
 
-/// The first instruction of computation `c` its root depends on (walking operands from the
-/// root, in time linear in the computation, not in the module) whose op is left to other
-/// kernels, except the reductions `heroes` the kernel computes.
-fn first_later_kernel(m: &Module, c: CompId, heroes: &[InstId]) -> Option<InstId> {
-    let mut seen: HashSet<InstId> = HashSet::new();
-    let mut stack = vec![m.root(c)];
-    while let Some(x) = stack.pop() {
-        if x.is_none() || m.parent(x) != c || !seen.insert(x) {
-            continue;
-        }
-        if later_kernel(m.opcode(x)) && !heroes.contains(&x) {
-            return Some(x);
-        }
-        stack.extend(m.operands(x).iter().copied());
-    }
-    None
+/// The first instruction of computation `c` its root depends on whose op is left to other
+/// kernels, except `allowed` (the reductions or dot the kernel computes).
+fn first_later_kernel(m: &Module, c: CompId, allowed: &[InstId]) -> Option<InstId> {
+    reached_in_order(m, c, m.root(c))
+        .into_iter()
+        .find(|&x| later_kernel(m.opcode(x)) && !allowed.contains(&x))
 }
 
 /// What instruction `id` of the entry computation becomes, or the error naming the first
@@ -118,15 +120,29 @@ fn role(m: &Module, id: InstId) -> R<Role> {
             None => Role::Loop,
         })
     };
+    let dot = || -> R<Option<Role>> { Ok(dot_geometry(m, id)?.map(Role::Dot)) };
+    let transpose = || -> R<Role> {
+        Ok(match transpose_geometry(m, id)? {
+            Some(geo) => Role::Transpose(geo),
+            None => Role::Loop,
+        })
+    };
     match m.opcode(id) {
         Parameter | Constant | Tuple | GetTupleElement | AfterAll => Ok(Role::NoKernel),
         Fusion => {
             let c = m
                 .comp_attr(id, &AttrKey::Calls)
                 .ok_or_else(|| at(m, id, "fusion needs calls".into()))?;
-            let role = reduction()?;
+            let role = match dot()? {
+                Some(r) => r,
+                None => match reduction()? {
+                    Role::Loop => transpose()?,
+                    r => r,
+                },
+            };
             let heroes: Vec<InstId> = match &role {
                 Role::Reduction(geo) => geo.passes.concat(),
+                Role::Dot(geo) => vec![geo.dot],
                 _ => Vec::new(),
             };
             if let Some(bad) =
@@ -145,6 +161,8 @@ fn role(m: &Module, id: InstId) -> R<Role> {
             }
             reduction()
         }
+        Transpose => transpose(),
+        Dot => dot()?.ok_or_else(|| unsupported(m, id)),
         op if is_elemental(m, id)
             && !later_kernel(op)
             && !matches!(op, Call | Conditional | While) =>
@@ -170,6 +188,8 @@ fn plan(m: &Module) -> R<Vec<KernelInfo>> {
             Role::NoKernel => continue,
             Role::Loop => KernelKind::Loop,
             Role::Reduction(geo) => KernelKind::Reduction(geo),
+            Role::Transpose(geo) => KernelKind::Transpose(geo),
+            Role::Dot(geo) => KernelKind::Dot(geo),
         };
         let leaves = inst_leaves(m, id).map_err(|f| at(m, id, f))?;
         let first = leaves
@@ -186,6 +206,8 @@ fn plan(m: &Module) -> R<Vec<KernelInfo>> {
         let plan = match &kind {
             KernelKind::Loop => LaunchPlan::for_elements(elements),
             KernelKind::Reduction(geo) => geo.launch_plan(),
+            KernelKind::Transpose(geo) => geo.launch_plan(),
+            KernelKind::Dot(geo) => geo.launch_plan(),
         }
         .map_err(|e| at(m, id, e.into()))?;
         if !plan.launches() {
@@ -282,11 +304,26 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
             id
         }
     };
-    if let KernelKind::Reduction(geo) = &k.kind {
-        let outs: Vec<_> = outs.iter().map(|l| l.ty).zip(out_ptrs).collect();
-        emit_reduction(&mut g, m, geo, &outs)?;
-        cg.b.build_return(None)?;
-        return Ok(());
+    match &k.kind {
+        KernelKind::Loop => {}
+        KernelKind::Reduction(geo) => {
+            let outs: Vec<_> = outs.iter().map(|l| l.ty).zip(out_ptrs).collect();
+            emit_reduction(&mut g, m, geo, &outs)?;
+            cg.b.build_return(None)?;
+            return Ok(());
+        }
+        KernelKind::Transpose(_) | KernelKind::Dot(_) => {
+            let (Some(leaf), Some(&out)) = (outs.first(), out_ptrs.first()) else {
+                return Err("a transpose or dot kernel has one output".into());
+            };
+            match &k.kind {
+                KernelKind::Dot(geo) => emit_dot(&mut g, geo, leaf.ty, out)?,
+                KernelKind::Transpose(geo) => emit_transpose(&mut g, geo, leaf.ty, out)?,
+                _ => {}
+            }
+            cg.b.build_return(None)?;
+            return Ok(());
+        }
     }
     let i = cg.thread_index(k.plan.wide_index)?;
     let n = cg.c64(k.plan.elements as i64);

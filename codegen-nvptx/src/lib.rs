@@ -4,21 +4,26 @@
 //!
 //! It compiles the entry computation's kernels ([`kernels`]): one kernel per fusion and per
 //! unfused instruction, on the grid and block of its [`LaunchPlan`] ([`launch`]): loop kernels
-//! (one element per thread) and row and column reductions with warp shuffles and shared memory
-//! ([`reduction`]). Dot, convolution, sort, scatter, control flow and the GPU runtime are not
-//! built yet; a module that needs them is a [`CodegenError`] naming the first instruction
+//! (one element per thread), row and column reductions with warp shuffles and shared memory
+//! ([`reduction`]), transposes through shared-memory tiles ([`transpose`]) and
+//! shared-memory-tiled dots ([`dot`]). Convolution, sort, scatter, control flow and the GPU
+//! runtime are not built yet; a module that needs them is a [`CodegenError`] naming the first instruction
 //! refused.
 //!
 //! The PTX is LLVM's (`default<O3>`, then the NVPTX code generator for the chosen
 //! [`GpuArch`], PTX ISA 7.8, the first version `sm_90` accepts).
 #![deny(missing_docs)]
 
+pub mod dot;
+mod fused;
 pub mod gpu_target;
 pub mod kernels;
 pub mod launch;
 pub mod libdevice;
+mod primitives;
 pub mod ptxas;
 pub mod reduction;
+pub mod transpose;
 
 pub use axle_codegen_llvm::CodegenError;
 pub use kernels::{plan_kernels, KernelInfo, KernelKind};

@@ -53,12 +53,14 @@ use axle_codegen_llvm::cg::{numel, Cg, Val};
 use axle_codegen_llvm::elemental::{arr_of, inst_leaves, minmax_intrinsic, Ext, Gen, Index};
 use axle_codegen_llvm::error::{at, Fail, R};
 use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
-use inkwell::module::Linkage;
-use inkwell::types::{BasicType, BasicTypeEnum};
 use inkwell::values::{IntValue, PointerValue};
-use inkwell::{AddressSpace, IntPredicate};
+use inkwell::IntPredicate;
 
+use crate::fused::reached_in_order;
 use crate::launch::{LaunchPlan, WARP};
+use crate::primitives::{
+    barrier, kernel_name, registers, shared_array, shuffle_xor, trip_count,
+};
 
 /// Threads of a reduction kernel's block.
 pub const REDUCTION_BLOCK: u64 = 256;
@@ -66,8 +68,6 @@ pub const REDUCTION_BLOCK: u64 = 256;
 const WARPS: u64 = REDUCTION_BLOCK / WARP;
 /// The longest row one warp reduces; longer rows get a block each.
 pub const WARP_ROW_MAX: u64 = 512;
-/// NVPTX's shared address space.
-const SHARED: u16 = 3;
 
 /// How a reduction kernel maps outputs to threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,29 +157,6 @@ fn refuse(m: &Module, id: InstId, what: &str) -> Fail {
             "the nvptx backend's reduction kernels do not yet emit {what}"
         )),
     )
-}
-
-/// The instructions of computation `c` that `root` reaches through operands (itself
-/// included), operands before users, in time linear in what is reached (not in the module).
-fn reached_in_order(m: &Module, c: CompId, root: InstId) -> Vec<InstId> {
-    let mut seen: HashSet<InstId> = HashSet::new();
-    let mut out = Vec::new();
-    // (instruction, whether its operands have been pushed).
-    let mut stack = vec![(root, false)];
-    while let Some((x, expanded)) = stack.pop() {
-        if expanded {
-            out.push(x);
-            continue;
-        }
-        if x.is_none() || m.parent(x) != c || !seen.insert(x) {
-            continue;
-        }
-        stack.push((x, true));
-        for &o in m.operands(x).iter().rev() {
-            stack.push((o, false));
-        }
-    }
-    out
 }
 
 /// The reduction kernel for instruction `id` (a fusion or a `reduce` of the entry
@@ -488,128 +465,6 @@ impl<'g, 'a, 'ctx> Partials<'g, 'a, 'ctx> {
     }
 }
 
-/// The block's thread index and the block's index, as `i64`.
-fn registers<'ctx>(cg: &Cg<'ctx>) -> R<(IntValue<'ctx>, IntValue<'ctx>)> {
-    let regs = cg
-        .target
-        .thread_registers()
-        .ok_or("the target has no thread registers")?;
-    let read = |name: &str| -> R<IntValue<'ctx>> {
-        let f = cg.intrinsic(name, &[])?;
-        let v = cg
-            .call(f, &[])?
-            .ok_or_else(|| format!("{name} returned nothing"))?
-            .into_int_value();
-        Ok(cg.b.build_int_z_extend(v, cg.i64(), "sreg")?)
-    };
-    Ok((read(regs.thread)?, read(regs.block)?))
-}
-
-/// The number of strided steps `start, start + step, ...` below `end` (`end >= 0`,
-/// `0 <= start < step`).
-fn trip_count<'ctx>(
-    cg: &Cg<'ctx>,
-    start: IntValue<'ctx>,
-    end: IntValue<'ctx>,
-    step: u64,
-) -> R<IntValue<'ctx>> {
-    let b = &cg.b;
-    let t = b.build_int_nuw_add(end, cg.c64(step as i64 - 1), "trip.t")?;
-    let t = b.build_int_sub(t, start, "trip.s")?;
-    Ok(b.build_int_unsigned_div(t, cg.c64(step as i64), "trip")?)
-}
-
-/// A shared-memory array of `n` values of type `ty`, private to the kernel being emitted.
-fn shared_array<'ctx>(
-    cg: &Cg<'ctx>,
-    ty: BasicTypeEnum<'ctx>,
-    n: u32,
-    name: &str,
-) -> PointerValue<'ctx> {
-    let arr = ty.array_type(n);
-    let g = cg
-        .module
-        .add_global(arr, Some(AddressSpace::from(SHARED)), name);
-    g.set_linkage(Linkage::Internal);
-    g.set_initializer(&arr.get_undef());
-    g.set_alignment(16);
-    g.as_pointer_value()
-}
-
-/// `bar.sync 0`: every thread of the block waits for the others.
-fn barrier(cg: &Cg<'_>) -> R<()> {
-    let f = cg.intrinsic("llvm.nvvm.barrier0", &[])?;
-    cg.call(f, &[])?;
-    Ok(())
-}
-
-/// `v` from the lane whose index differs from this one's in the bits of `mask` (a butterfly
-/// step, `shfl.sync.bfly.b32` with the full mask); wider values go through in 32-bit pieces.
-fn shuffle_xor<'ctx>(cg: &Cg<'ctx>, v: Val<'ctx>, mask: u64) -> R<Val<'ctx>> {
-    let b = &cg.b;
-    let i32t = cg.i32();
-    let shfl32 = |x: IntValue<'ctx>| -> R<IntValue<'ctx>> {
-        let f = cg.intrinsic("llvm.nvvm.shfl.sync.bfly.i32", &[])?;
-        let all = i32t.const_int(u32::MAX as u64, false);
-        let r = cg
-            .call(
-                f,
-                &[
-                    all.into(),
-                    x.into(),
-                    i32t.const_int(mask, false).into(),
-                    i32t.const_int(0x1f, false).into(),
-                ],
-            )?
-            .ok_or("shfl.sync returned nothing")?;
-        Ok(r.into_int_value())
-    };
-    let int = |x: IntValue<'ctx>| -> R<IntValue<'ctx>> {
-        let w = x.get_type().get_bit_width();
-        if w == 32 {
-            shfl32(x)
-        } else if w < 32 {
-            let wide = b.build_int_z_extend(x, i32t, "sh.z")?;
-            Ok(b.build_int_truncate(shfl32(wide)?, x.get_type(), "sh.t")?)
-        } else if w == 64 {
-            let lo = b.build_int_truncate(x, i32t, "sh.lo")?;
-            let hi = b.build_right_shift(x, cg.i64().const_int(32, false), false, "sh.hi")?;
-            let hi = b.build_int_truncate(hi, i32t, "sh.hi32")?;
-            let (lo, hi) = (shfl32(lo)?, shfl32(hi)?);
-            let lo = b.build_int_z_extend(lo, cg.i64(), "sh.lo64")?;
-            let hi = b.build_int_z_extend(hi, cg.i64(), "sh.hi64")?;
-            let hi = b.build_left_shift(hi, cg.i64().const_int(32, false), "sh.hish")?;
-            Ok(b.build_or(lo, hi, "sh.64")?)
-        } else {
-            Err(format!("a {w}-bit value cannot go through a warp shuffle").into())
-        }
-    };
-    Ok(match v {
-        Val::IntValue(x) => int(x)?.into(),
-        Val::FloatValue(x) => {
-            let bits = if x.get_type() == cg.f64() { 64 } else { 32 };
-            let it = cg.int_ty(bits);
-            let xi = b.build_bit_cast(x, it, "sh.bits")?.into_int_value();
-            b.build_bit_cast(int(xi)?, x.get_type(), "sh.f")?
-        }
-        Val::StructValue(s) => {
-            let mut out = s.get_type().get_undef();
-            for k in 0..s.get_type().count_fields() {
-                let f = b
-                    .build_extract_value(s, k, "sh.field")
-                    .map_err(|e| Fail::Msg(e.to_string()))?;
-                let f = shuffle_xor(cg, f, mask)?;
-                out = b
-                    .build_insert_value(out, f, k, "sh.ins")
-                    .map_err(|e| Fail::Msg(e.to_string()))?
-                    .into_struct_value();
-            }
-            out.into()
-        }
-        _ => return Err("a vector or array value cannot go through a warp shuffle".into()),
-    })
-}
-
 /// Combines the partial results of the lanes `lane ^ mask` for every `mask` in `masks`: with
 /// `16, 8, 4, 2, 1`, every lane ends with the whole warp's result.
 fn butterfly<'ctx>(
@@ -855,7 +710,3 @@ fn store_outputs<'ctx>(
     Ok(())
 }
 
-/// The name of the function being emitted (shared arrays are named after their kernel).
-fn kernel_name(cg: &Cg<'_>) -> R<String> {
-    Ok(cg.cur_fn()?.get_name().to_string_lossy().into_owned())
-}
