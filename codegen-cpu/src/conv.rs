@@ -4,7 +4,7 @@
 //! type once. The shared elemental layer calls them through [`gen_contraction`], the
 //! `axle_codegen_llvm::elemental::OpGen` this backend gives its generators.
 
-use axle_ir::{AttrKey, AttrValue, ElementType, InstId};
+use axle_ir::{AttrKey, AttrValue, InstId};
 use inkwell::values::IntValue;
 use inkwell::IntPredicate;
 

@@ -135,7 +135,11 @@ pub fn dot_geometry(m: &Module, id: InstId) -> R<Option<DotGeometry>> {
         }
     }
     if !depends.contains(&root) {
-        return Err(refuse(m, root, "a fusion output that does not read its dot"));
+        return Err(refuse(
+            m,
+            root,
+            "a fusion output that does not read its dot",
+        ));
     }
     Ok(Some(DotGeometry {
         dot,

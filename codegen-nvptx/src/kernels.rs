@@ -32,9 +32,9 @@ use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::{FunctionValue, PointerValue};
 use inkwell::IntPredicate;
 
-use crate::gpu_target::BACKEND;
 use crate::dot::{dot_geometry, emit_dot, DotGeometry};
 use crate::fused::reached_in_order;
+use crate::gpu_target::BACKEND;
 use crate::launch::LaunchPlan;
 use crate::reduction::{emit_reduction, reduction_geometry, ReductionGeometry};
 use crate::transpose::{emit_transpose, transpose_geometry, TransposeGeometry};

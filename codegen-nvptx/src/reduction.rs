@@ -58,9 +58,7 @@ use inkwell::IntPredicate;
 
 use crate::fused::reached_in_order;
 use crate::launch::{LaunchPlan, WARP};
-use crate::primitives::{
-    barrier, kernel_name, registers, shared_array, shuffle_xor, trip_count,
-};
+use crate::primitives::{barrier, kernel_name, registers, shared_array, shuffle_xor, trip_count};
 
 /// Threads of a reduction kernel's block.
 pub const REDUCTION_BLOCK: u64 = 256;
@@ -709,4 +707,3 @@ fn store_outputs<'ctx>(
     }
     Ok(())
 }
-

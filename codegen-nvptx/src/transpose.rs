@@ -192,11 +192,7 @@ pub(crate) fn emit_transpose<'ctx>(
         })?;
     }
     barrier(cg)?;
-    let out_dims: Vec<i64> = geo
-        .perm
-        .iter()
-        .map(|&p| geo.in_dims[p as usize])
-        .collect();
+    let out_dims: Vec<i64> = geo.perm.iter().map(|&p| geo.in_dims[p as usize]).collect();
     for r in 0..ROWS_PER_THREAD {
         let row = b.build_int_nuw_add(warp, c(r * (REDUCTION_BLOCK / WARP)), "row")?;
         let ob = b.build_int_nuw_add(base_b, lane, "write.b")?;

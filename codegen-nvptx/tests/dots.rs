@@ -78,7 +78,12 @@ fn dots_with_epilogues_are_tiled_through_shared_memory() {
 
 #[test]
 fn batched_narrow_and_integer_dots() {
-    for (ty, name) in [("bf16", "bf16"), ("f64", "f64"), ("s32", "s32"), ("f16", "f16")] {
+    for (ty, name) in [
+        ("bf16", "bf16"),
+        ("f64", "f64"),
+        ("s32", "s32"),
+        ("f16", "f16"),
+    ] {
         let m = module(&format!(
             r#"
 HloModule batched
@@ -115,7 +120,10 @@ ENTRY e {
 "#,
     );
     let e = emit_text(&m, &NvptxOptions::default(), Emit::Ptx).unwrap_err();
-    assert_eq!((e.instruction.as_str(), e.opcode.as_str()), ("t", "transpose"));
+    assert_eq!(
+        (e.instruction.as_str(), e.opcode.as_str()),
+        ("t", "transpose")
+    );
     assert!(e.to_string().contains("reading a dot's result"), "{e}");
     // Complex dots.
     let m = module(
