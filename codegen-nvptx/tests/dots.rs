@@ -3,35 +3,11 @@
 //! narrow and integer types, and refusals naming what is not covered. Where ptxas is present
 //! (`$AXLE_PTXAS` or `PATH`), the PTX is assembled for `sm_80` and `sm_90`.
 
-use axle_codegen_nvptx::ptxas::{assemble, find_ptxas};
-use axle_codegen_nvptx::{emit_text, plan_kernels, Emit, GpuArch, KernelKind, NvptxOptions};
-use axle_ir::{parse_module, Module};
+use axle_codegen_nvptx::{emit_text, plan_kernels, Emit, KernelKind, NvptxOptions};
+use axle_ir::Module;
 
-fn module(text: &str) -> Module {
-    parse_module(text).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// The PTX of `m` for every architecture, assembled by ptxas where it is present.
-fn ptx_checked(m: &Module, name: &str) -> Vec<String> {
-    let ptxas = find_ptxas();
-    if ptxas.is_none() {
-        eprintln!("{name}: no ptxas (set AXLE_PTXAS or run `make deps`): PTX not assembled");
-    }
-    GpuArch::ALL
-        .into_iter()
-        .map(|arch| {
-            let opts = NvptxOptions {
-                gpu_arch: arch,
-                ..Default::default()
-            };
-            let p = emit_text(m, &opts, Emit::Ptx).unwrap_or_else(|e| panic!("{e}"));
-            if let Some(x) = &ptxas {
-                assemble(x, &p, arch, name).unwrap_or_else(|e| panic!("{name}: {e}\n{p}"));
-            }
-            p
-        })
-        .collect()
-}
+mod common;
+use common::{module, ptx_checked};
 
 /// The grid of `m`'s one kernel, a dot kernel.
 fn dot_grid(m: &Module) -> u64 {

@@ -4,11 +4,10 @@
 //! that name the instruction and its op.
 
 use axle_codegen_nvptx::{emit_text, plan_kernels, Emit, GpuArch, NvptxOptions};
-use axle_ir::{parse_module, Module};
+use axle_ir::Module;
 
-fn module(text: &str) -> Module {
-    parse_module(text).unwrap_or_else(|e| panic!("{e}"))
-}
+mod common;
+use common::{module, ptx_checked};
 
 fn ptx(m: &Module, arch: GpuArch) -> String {
     emit_text(
@@ -49,8 +48,7 @@ fn one_kernel_per_fusion_and_elementwise_instruction() {
     assert_eq!(ks[0].plan.elements, 35);
     assert_eq!(ks[0].operands.len(), 2);
     assert_eq!(ks[1].operands.len(), 1);
-    for arch in GpuArch::ALL {
-        let p = ptx(&m, arch);
+    for (arch, p) in GpuArch::ALL.into_iter().zip(ptx_checked(&m, "fused")) {
         assert!(p.contains(&format!(".target {}", arch.name())), "{p}");
         assert_eq!(p.matches(".entry").count(), 2, "{p}");
         assert!(p.contains(&format!(".entry {}", ks[0].name)), "{p}");

@@ -3,13 +3,11 @@
 //! sizes and batch dimensions, and the barrier and shared tile in the PTX. Where ptxas is
 //! present (`$AXLE_PTXAS` or `PATH`), the PTX is assembled for `sm_80` and `sm_90`.
 
-use axle_codegen_nvptx::ptxas::{assemble, find_ptxas};
-use axle_codegen_nvptx::{emit_text, plan_kernels, Emit, GpuArch, KernelKind, NvptxOptions};
-use axle_ir::{parse_module, Module};
+use axle_codegen_nvptx::{plan_kernels, KernelKind};
+use axle_ir::Module;
 
-fn module(text: &str) -> Module {
-    parse_module(text).unwrap_or_else(|e| panic!("{e}"))
-}
+mod common;
+use common::{module, ptx_checked};
 
 /// A module transposing `f32[dims]` by `perm` into `f32[out]`, fused with a negate of its
 /// input.
@@ -42,22 +40,10 @@ fn minor_moving_transposes_are_tiled_through_shared_memory() {
     // 100 x 70: 4 x 3 tiles of 32.
     let m = transpose("100,70", "70,100", "1,0");
     assert_eq!(tiled_grid(&m), Some(12));
-    let ptxas = find_ptxas();
-    for arch in GpuArch::ALL {
-        let opts = NvptxOptions {
-            gpu_arch: arch,
-            ..Default::default()
-        };
-        let p = emit_text(&m, &opts, Emit::Ptx).unwrap_or_else(|e| panic!("{e}"));
+    for p in ptx_checked(&m, "transpose") {
         assert!(p.contains("bar.sync") && p.contains(".shared"), "{p}");
         // The tile is 32 rows of 33 f32.
         assert!(p.contains("[4224]"), "{p}");
-        match &ptxas {
-            Some(x) => {
-                assemble(x, &p, arch, "transpose").unwrap_or_else(|e| panic!("{e}"));
-            }
-            None => eprintln!("transposes: no ptxas: PTX not assembled"),
-        }
     }
     // Batch dimensions: [5, 40, 33] -> [33, 5, 40] moves the minor dimension; 5 batches of
     // 2 x 2 tiles.
