@@ -50,7 +50,7 @@ use hashbrown::HashMap;
 use rayon::prelude::*;
 
 use crate::literal::Literal;
-use crate::module::{CompId, ConstValue, InstId, LayoutId, Module, SrcLoc};
+use crate::module::{CompId, ConstValue, InstId, LayoutId, Module, ShapeId, SrcLoc};
 use crate::name_index::NameIndex;
 use crate::opcode::Opcode;
 use crate::shape_inference::{infer_shape, OwnedShape};
@@ -751,10 +751,25 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
     }
 
     // 12. Shapes: declared == inferred. Instructions are independent: infer in parallel, keep
-    // the order.
+    // the order. An instruction without attributes (so calling no computation) has a verdict
+    // that depends only on its opcode, its operands' interned shapes and its declared shape, so
+    // each worker remembers verdicts by that key: a large module repeats a few such keys for most
+    // of its instructions (`add` of two f32[64,256]), and inference allocates.
+    type VerdictKey = (Opcode, ShapeId, [ShapeId; 3]);
+    let verdict = |i: InstId| -> Option<String> {
+        let declared = shapes[i.index()]?;
+        match infer_shape(m, m.opcode(i), m.operands(i), m.attrs(i), Some(declared)) {
+            Err(e) => Some(e.message().to_string()),
+            Ok(inferred) if !inferred.compatible(declared) => Some(format!(
+                "{}: declared shape {declared} does not match the inferred shape {inferred}",
+                m.opcode(i)
+            )),
+            Ok(_) => None,
+        }
+    };
     let shape_errors: Vec<(InstId, String)> = live
         .par_iter()
-        .filter_map(|&i| {
+        .map_init(HashMap::<VerdictKey, Option<String>>::new, |memo, &i| {
             if !sound[i.index()] {
                 return None;
             }
@@ -765,20 +780,20 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
             if m.called_comps_iter(i).any(|c| !comp_ok[c.index()]) {
                 return None;
             }
-            let declared = shapes[i.index()]?;
-            match infer_shape(m, m.opcode(i), ops, m.attrs(i), Some(declared)) {
-                Err(e) => Some((i, e.message().to_string())),
-                Ok(inferred) if !inferred.compatible(declared) => Some((
-                    i,
-                    format!(
-                        "{}: declared shape {declared} does not match the inferred shape \
-                         {inferred}",
-                        m.opcode(i)
-                    ),
-                )),
-                Ok(_) => None,
+            if !m.attrs(i).is_empty() || ops.len() > 3 {
+                return verdict(i).map(|msg| (i, msg));
             }
+            let mut key_ops = [ShapeId::NONE; 3];
+            for (k, &o) in key_ops.iter_mut().zip(ops) {
+                *k = m.shape_id(o);
+            }
+            let key = (m.opcode(i), m.shape_id(i), key_ops);
+            memo.entry(key)
+                .or_insert_with(|| verdict(i))
+                .clone()
+                .map(|msg| (i, msg))
         })
+        .flatten()
         .collect();
     for (i, msg) in shape_errors {
         ck.inst_err(i, msg);
