@@ -6,9 +6,10 @@
 //! Two recurrences, for two contracts:
 //! - [`cholesky`] follows XLA's expansion of the `cholesky` instruction (`CholeskyExpander`,
 //!   unblocked): for column `j`, `t = A(j.., j) - L(j.., ..j) L(j, ..j)^H` (each sum a dot
-//!   accumulated from `+0` with fused multiply-adds in increasing `k`, as XLA CPU's dot
-//!   kernels and the evaluator's dots contract it), `d = sqrt(re t(j))`, and the whole column,
-//!   diagonal included, is `t / d` (plus zero). So a zero pivot leaves `0 / 0 = NaN` on the
+//!   accumulated from `+0` in increasing `k`, as XLA CPU's dot there does: with fused
+//!   multiply-adds for `f32` only, [`Scalar::mul_add`]), `d = sqrt(re t(j))`, and the whole column,
+//!   diagonal included, is `t / d` (plus zero), which for real types XLA's simplifier turns
+//!   into `t * (1 / d)` ([`Scalar::div_pivot`]). So a zero pivot leaves NaN (`0 * inf`) on the
 //!   diagonal without failing, and a matrix whose `d` is NaN (a negative or NaN pivot) gives a
 //!   factor of NaNs (a real NaN for complex types). An upper factor is the lower factor of the
 //!   plain transpose, transposed back (no conjugation), as XLA builds it; a `1 x 1` matrix is a
@@ -31,7 +32,9 @@ use crate::trsm::Field;
 pub trait Scalar: Field {
     /// `self + o`.
     fn plus(self, o: Self) -> Self;
-    /// `acc + self * b`, rounded once for reals (a fused multiply-add).
+    /// `acc + self * b` as XLA CPU's dot inside the Cholesky expansion accumulates: a fused
+    /// multiply-add for `f32`, a product and a sum for `f64` and the complex types (bit for bit
+    /// against XLA 0.10.2 on singular matrices of each type).
     fn mul_add(self, b: Self, acc: Self) -> Self;
     /// The value with its imaginary part zeroed.
     fn re_only(self) -> Self;
@@ -47,16 +50,24 @@ pub trait Scalar: Field {
     fn nan() -> Self;
     /// `1`.
     fn one() -> Self;
+    /// `self / d` for a pivot `d` (no imaginary part) as XLA's expansion computes it: for reals
+    /// `self * (1 / d)` (XLA's simplifier turns the division by a broadcast scalar into a
+    /// multiplication by its reciprocal), for complex values Smith's division.
+    fn div_pivot(self, d: Self) -> Self;
 }
 
 macro_rules! real_scalar {
-    ($($t:ty),*) => {$(
+    ($($t:ty: $fused:expr),*) => {$(
         impl Scalar for $t {
             fn plus(self, o: Self) -> Self {
                 self + o
             }
             fn mul_add(self, b: Self, acc: Self) -> Self {
-                <$t>::mul_add(self, b, acc)
+                if $fused {
+                    <$t>::mul_add(self, b, acc)
+                } else {
+                    acc + self * b
+                }
             }
             fn re_only(self) -> Self {
                 self
@@ -79,10 +90,13 @@ macro_rules! real_scalar {
             fn one() -> Self {
                 1.0
             }
+            fn div_pivot(self, d: Self) -> Self {
+                self * (1.0 / d)
+            }
         }
     )*};
 }
-real_scalar!(f32, f64);
+real_scalar!(f32: true, f64: false);
 
 macro_rules! complex_scalar {
     ($($t:ty),*) => {$(
@@ -113,6 +127,9 @@ macro_rules! complex_scalar {
             }
             fn one() -> Self {
                 Complex::new(1.0, 0.0)
+            }
+            fn div_pivot(self, d: Self) -> Self {
+                self.over(d)
             }
         }
     )*};
@@ -147,7 +164,7 @@ pub fn cholesky<T: Scalar>(a: &[T], batch: usize, n: usize, lower: bool) -> Vec<
                 let d = t[j].sqrt_re();
                 failed |= d.re_is_nan();
                 for r in j..n {
-                    l[r * n + j] = t[r].over(d).plus(T::zero());
+                    l[r * n + j] = t[r].div_pivot(d).plus(T::zero());
                 }
             }
         }
