@@ -36,6 +36,10 @@ RUN_ARGS ?= run $(EXAMPLE)
 PYTHON ?= python3
 PY_VENV ?= $(ROOT)/target/python-venv
 PY_REQS := maturin numpy pytest ml_dtypes jax==0.10.2 jaxlib==0.10.2
+# The Cargo profile of the wheel: `release` for `make python`; `make test` builds its wheel with
+# `dev`, which shares the test build's dependencies and skips a second optimized build of the
+# whole compiler (the generated code is optimized by LLVM either way; pytest takes seconds).
+PY_PROFILE ?= release
 
 # The steps of `make test`, in order; each is also a target of its own.
 FMT_CHECK = $(strip $(CARGO) fmt --all --check)
@@ -77,7 +81,7 @@ test: deps
 	$(call step,clippy,$(CLIPPY))
 	$(call step,unit,$(UNIT))
 	$(call step,doc,$(DOC))
-	$(call step,python,$(MAKE) python)
+	$(call step,python,$(MAKE) python PY_PROFILE=dev)
 	$(call step,pytest,$(PYTEST))
 
 fmt-check: deps
@@ -88,7 +92,8 @@ unit: deps
 	$(UNIT)
 doc: deps
 	$(DOC)
-pytest: python
+pytest:
+	$(MAKE) python PY_PROFILE=dev
 	$(PYTEST)
 
 # The venv is made once and its packages installed when missing; the wheel is rebuilt by cargo's
@@ -98,7 +103,7 @@ python: deps
 	@'$(PY_VENV)/bin/python' -c 'import maturin, numpy, pytest, ml_dtypes, jax' 2>/dev/null \
 		|| '$(PY_VENV)/bin/python' -m pip install -q --disable-pip-version-check $(PY_REQS)
 	rm -f '$(ROOT)'/target/wheels/axle-*.whl
-	$(strip '$(PY_VENV)/bin/maturin' build --release $(LOCKED) -q -m python/Cargo.toml \
+	$(strip '$(PY_VENV)/bin/maturin' build --profile $(PY_PROFILE) $(LOCKED) -q -m python/Cargo.toml \
 		--compatibility linux --auditwheel skip \
 		-i '$(PY_VENV)/bin/python' -o '$(ROOT)/target/wheels')
 	'$(PY_VENV)/bin/python' -m pip install -q --disable-pip-version-check --force-reinstall \

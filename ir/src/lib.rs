@@ -21,6 +21,7 @@ pub mod hostile;
 pub mod literal;
 pub mod memory;
 pub mod module;
+mod name_index;
 pub mod npy;
 pub mod opcode;
 pub mod parser;

@@ -17,9 +17,8 @@ use std::fmt;
 
 use crate::attrs::{Attr, AttrKey, AttrKind, AttrValue, ConvDims, WindowDim};
 use crate::literal::{complex_to_element, parse_element, ArrayLiteral, Literal};
-use crate::module::{
-    CompId, ConstValue, DebugTable, InstId, LayoutId, Module, NewInst, ShapeId, SrcLoc,
-};
+use crate::module::{CompId, ConstValue, DebugTable, InstId, LayoutId, Module, ShapeId, SrcLoc};
+use crate::name_index::NameIndex;
 use crate::opcode::Opcode;
 use crate::schedule::Schedule;
 use crate::shape_inference::OwnedShape;
@@ -130,29 +129,38 @@ struct Parser<'a> {
 /// module uses, so names are unique module-wide and printing re-parses to the same module.
 fn uniquify_names(m: &mut Module) {
     let n = m.inst_capacity();
-    let ids: Vec<InstId> = (0..n).map(InstId::new).collect();
-    let mut taken: HashSet<String> = ids.iter().map(|&i| m.name(i).to_string()).collect();
-    let mut seen: HashSet<String> = HashSet::with_capacity(n);
-    // The next suffix to try per name: names are only ever added to `taken`, so the smallest
-    // free suffix never decreases, and each name's search resumes where the last one stopped
-    // (linear in the number of renames, where restarting at 1 was quadratic).
-    let mut next: HashMap<String, u64> = HashMap::new();
-    for id in ids {
-        let name = m.name(id).to_string();
-        if seen.insert(name.clone()) {
-            continue;
+    // Names are borrowed from the module while the renames are chosen, and only renamed
+    // instructions allocate: most of a large module keeps its name.
+    let renames: Vec<(InstId, String)> = {
+        let mut taken: HashSet<&str> = HashSet::with_capacity(n);
+        let dups: Vec<InstId> = (0..n)
+            .map(InstId::new)
+            .filter(|&id| !taken.insert(m.name(id)))
+            .collect();
+        // `taken` now holds every name of the module; fresh names are only ever added, so the
+        // smallest free suffix of a name never decreases, and each name's search resumes where
+        // the last one stopped (linear in the number of renames, where restarting at 1 was
+        // quadratic).
+        let mut fresh_names: HashSet<String> = HashSet::with_capacity(dups.len());
+        let mut next: HashMap<&str, u64> = HashMap::new();
+        let mut out = Vec::with_capacity(dups.len());
+        for id in dups {
+            let name = m.name(id);
+            let k = next.entry(name).or_insert(1);
+            let fresh = loop {
+                let cand = format!("{name}.{k}");
+                *k += 1;
+                if !taken.contains(cand.as_str()) && !fresh_names.contains(&cand) {
+                    break cand;
+                }
+            };
+            fresh_names.insert(fresh.clone());
+            out.push((id, fresh));
         }
-        let k = next.entry(name.clone()).or_insert(1);
-        let fresh = loop {
-            let cand = format!("{name}.{k}");
-            *k += 1;
-            if !taken.contains(&cand) {
-                break cand;
-            }
-        };
-        taken.insert(fresh.clone());
-        seen.insert(fresh.clone());
-        m.set_name(id, &fresh);
+        out
+    };
+    for (id, name) in renames {
+        m.set_name(id, &name);
     }
 }
 
@@ -858,7 +866,7 @@ impl<'a> Parser<'a> {
         let mut comp_by_name: HashMap<&'a str, CompId> = HashMap::new();
         // About one instruction per line: size the name map once instead of rehashing as it grows.
         let lines = self.b.iter().filter(|&&c| c == b'\n').count();
-        let mut inst_by_name: HashMap<&'a str, InstId> = HashMap::with_capacity(lines);
+        let mut inst_by_name = NameIndex::with_capacity(lines);
         m.reserve(lines, lines * 2, lines * 12);
         let mut entry_seen: Option<SrcLoc> = None;
         loop {
@@ -1013,7 +1021,7 @@ impl<'a> Parser<'a> {
         &mut self,
         m: &mut Module,
         comp_by_name: &mut HashMap<&'a str, CompId>,
-        inst_by_name: &mut HashMap<&'a str, InstId>,
+        inst_by_name: &mut NameIndex,
         pending_comps: &mut Vec<PendingComp<'a>>,
         pending_ctrl: &mut Vec<PendingCtrl<'a>>,
     ) -> PResult<CompId> {
@@ -1098,8 +1106,8 @@ impl<'a> Parser<'a> {
         }
         // Resolve operands within this computation.
         for po in &pending {
-            let target = match inst_by_name.get(po.name) {
-                Some(&t) if m.parent(t) == c => t,
+            let target = match inst_by_name.get(m, po.name) {
+                Some(t) if m.parent(t) == c => t,
                 Some(_) => {
                     return Err(self.err_at_pos(
                         po.line,
@@ -1124,8 +1132,8 @@ impl<'a> Parser<'a> {
         }
         // Control predecessors, also within this computation.
         for pc in pending_ctrl.drain(ctrl_start..) {
-            let target = match inst_by_name.get(pc.name) {
-                Some(&t) if m.parent(t) == c => t,
+            let target = match inst_by_name.get(m, pc.name) {
+                Some(t) if m.parent(t) == c => t,
                 Some(_) => {
                     return Err(self.err_at(
                         pc.loc,
@@ -1186,7 +1194,7 @@ impl<'a> Parser<'a> {
         &mut self,
         m: &mut Module,
         c: CompId,
-        inst_by_name: &mut HashMap<&'a str, InstId>,
+        inst_by_name: &mut NameIndex,
         pending: &mut Vec<PendingOperand<'a>>,
         pending_comps: &mut Vec<PendingComp<'a>>,
         pending_ctrl: &mut Vec<PendingCtrl<'a>>,
@@ -1247,15 +1255,25 @@ impl<'a> Parser<'a> {
                         let (line, line_start, pos) =
                             (self.line, self.line_start as u32, self.pos as u32);
                         let oname = self.name("an operand name")?;
-                        pending.push(PendingOperand {
-                            inst: id_next,
-                            index: operands.len() as u32,
-                            name: oname,
-                            line,
-                            line_start,
-                            pos,
-                        });
-                        operands.push(InstId::NONE);
+                        // An operand already defined in this computation resolves now (names
+                        // are unique within a computation, so no later line can change it,
+                        // and its table slot was just touched, so the lookup is cheap); the
+                        // rest (forward references, and names another computation defined
+                        // first) wait for the end of the computation.
+                        match inst_by_name.get(m, oname) {
+                            Some(t) if m.parent(t) == c => operands.push(t),
+                            _ => {
+                                pending.push(PendingOperand {
+                                    inst: id_next,
+                                    index: operands.len() as u32,
+                                    name: oname,
+                                    line,
+                                    line_start,
+                                    pos,
+                                });
+                                operands.push(InstId::NONE);
+                            }
+                        }
                         if self.eat(b')') {
                             break;
                         }
@@ -1279,23 +1297,16 @@ impl<'a> Parser<'a> {
             let v = self.attr_value(&k, id_next, pending_comps, pending_ctrl)?;
             attrs.push((k, v));
         }
-        let id = m.push_inst(
-            c,
-            NewInst {
-                opcode,
-                shape,
-                layout,
-                operands,
-                attrs,
-                name: Some(name.to_string()),
-            },
-        );
+        let id = m.push_inst_parts(c, opcode, shape, layout, &operands, &mut attrs, name);
+        // The buffers go back for the next instruction: parsing allocates nothing per line.
+        self.ops_buf = operands;
+        self.attrs_buf = attrs;
         debug_assert_eq!(id, id_next);
         m.set_src_loc(id, loc);
         if let Some(v) = constant {
             m.set_constant(id, v);
         }
-        if let Some(prev) = inst_by_name.insert(name, id) {
+        if let Some(prev) = inst_by_name.insert(m, id) {
             if m.parent(prev) == c {
                 let pl = m.src_loc(prev).map(|l| l.line).unwrap_or(0);
                 return Err(self.err_at(

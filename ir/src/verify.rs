@@ -51,6 +51,7 @@ use rayon::prelude::*;
 
 use crate::literal::Literal;
 use crate::module::{CompId, ConstValue, InstId, LayoutId, Module, SrcLoc};
+use crate::name_index::NameIndex;
 use crate::opcode::Opcode;
 use crate::shape_inference::{infer_shape, OwnedShape};
 use crate::types::Layout;
@@ -629,23 +630,23 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
     }
 
     // 7. Names.
-    let mut names: HashMap<&str, InstId> = HashMap::new();
+    let mut names = NameIndex::with_capacity(live.len());
     for &i in &live {
-        let name = m.name(i);
-        if name.is_empty() {
+        if m.name(i).is_empty() {
             continue;
         }
-        if let Some(&first) = names.get(name) {
+        if let Some(first) = names.insert_first(m, i) {
             let at = match m.src_loc(first) {
                 Some(l) => format!(" (line {})", l.line),
                 None => String::new(),
             };
             ck.inst_err(
                 i,
-                format!("name %{name} is already used by another instruction{at}"),
+                format!(
+                    "name %{} is already used by another instruction{at}",
+                    m.name(i)
+                ),
             );
-        } else {
-            names.insert(name, i);
         }
     }
     let mut comp_names: HashMap<&str, CompId> = HashMap::new();
