@@ -82,7 +82,7 @@ macro_rules! real_scalar {
                 self.is_nan()
             }
             fn re_not_positive(self) -> bool {
-                !(self > 0.0)
+                self <= 0.0 || self.is_nan()
             }
             fn nan() -> Self {
                 <$t>::NAN
@@ -120,7 +120,7 @@ macro_rules! complex_scalar {
                 self.re.is_nan()
             }
             fn re_not_positive(self) -> bool {
-                !(self.re > 0.0)
+                self.re <= 0.0 || self.re.is_nan()
             }
             fn nan() -> Self {
                 Complex::new(<$t>::NAN, 0.0)
