@@ -103,6 +103,10 @@ pub fn emit_text(
         }
     };
     let m = crate::backend::prepare_module(NAME, m, opts)?;
-    axle_codegen_nvptx::emit_text(&m, &NvptxOptions { gpu_arch }, what)
+    let opts = NvptxOptions {
+        gpu_arch,
+        libdevice: axle_codegen_nvptx::libdevice::find_libdevice(),
+    };
+    axle_codegen_nvptx::emit_text(&m, &opts, what)
         .map_err(|e| BackendError::new(NAME, e.to_string()))
 }

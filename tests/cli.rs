@@ -618,13 +618,13 @@ fn compile_for_nvptx_prints_ptx_or_llvm_ir_for_the_gpu_arch() {
     assert_fails(&o, &["unknown GPU architecture 'sm_75'"]);
     let o = axle(&[
         "compile",
-        &corpus("reduce_axes.hlo"),
+        &corpus("conv_nhwc_stride.hlo"),
         "--backend",
         "nvptx",
         "--emit",
         "ptx",
     ]);
-    assert_fails(&o, &["nvptx backend does not support reduce"]);
+    assert_fails(&o, &["nvptx backend does not support convolution"]);
     let o = axle(&["compile", &file, "--emit", "ptx"]);
     assert_fails(&o, &["--emit ptx needs --backend nvptx"]);
     let o = axle(&["compile", &file, "--backend", "nvptx"]);

@@ -9,27 +9,21 @@
 //! and check only that PTX is emitted; under CI (`CI` set) its absence fails every trial.
 //!
 //! One named test per file and architecture, plus a summary trial listing what is compiled and
-//! what is refused (with which op).
+//! what is refused (with which op), which fails when fewer files compile than
+//! [`COMPILED_FLOOR`] (the count reached so far: it only goes up; a lower floor applies where
+//! libdevice is absent).
+//!
+//! Math functions with no inline form come from libdevice where it is found
+//! (`axle_codegen_nvptx::libdevice::find_libdevice`, as the CLI does).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use axle::backend::{prepare_module, CompileOptions};
+use axle_codegen_nvptx::libdevice::find_libdevice;
+use axle_codegen_nvptx::ptxas::{assemble, find_ptxas};
 use axle_codegen_nvptx::{emit_text, Emit, GpuArch, NvptxOptions};
 use axle_testkit::shared_dir;
 use libtest_mimic::{Arguments, Failed, Trial};
-
-/// The ptxas to run, if there is one.
-fn ptxas() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("AXLE_PTXAS").filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
-        return p.is_file().then_some(p);
-    }
-    let ok = Command::new("ptxas").arg("--version").output();
-    ok.ok()
-        .filter(|o| o.status.success())
-        .map(|_| PathBuf::from("ptxas"))
-}
 
 /// The PTX of a corpus file for `arch`, or the backend's refusal (Err(Some(op))), after the
 /// `gpu` pipeline.
@@ -41,7 +35,10 @@ fn compile(path: &Path, arch: GpuArch) -> Result<Result<String, String>, Failed>
         ..Default::default()
     };
     let m = prepare_module("nvptx", m, &opts).map_err(|e| e.to_string())?;
-    let opts = NvptxOptions { gpu_arch: arch };
+    let opts = NvptxOptions {
+        gpu_arch: arch,
+        libdevice: find_libdevice(),
+    };
     match emit_text(&m, &opts, Emit::Ptx) {
         Ok(ptx) => Ok(Ok(ptx)),
         // Instructions made by passes may have no name; the op is always named.
@@ -52,29 +49,11 @@ fn compile(path: &Path, arch: GpuArch) -> Result<Result<String, String>, Failed>
     }
 }
 
-/// Assembles `ptx` for `arch` with `ptxas`; an error with its diagnostics when it refuses.
-fn assemble(ptxas: &Path, ptx: &str, arch: GpuArch, name: &str) -> Result<(), Failed> {
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let src = dir.path().join(format!("{name}.ptx"));
-    std::fs::write(&src, ptx).map_err(|e| e.to_string())?;
-    let out = Command::new(ptxas)
-        .arg(format!("-arch={}", arch.name()))
-        .arg(&src)
-        .arg("-o")
-        .arg(dir.path().join(format!("{name}.cubin")))
-        .output()
-        .map_err(|e| format!("running {}: {e}", ptxas.display()))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ptxas -arch={} refused the PTX:\n{}",
-            arch.name(),
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into())
-    }
-}
+/// The fewest corpus files (of 81) the backend must compile, with reduction, transpose and dot
+/// kernels and libdevice.
+const COMPILED_FLOOR: usize = 50;
+/// The same without libdevice (math functions with no inline form refused).
+const COMPILED_FLOOR_WITHOUT_LIBDEVICE: usize = 42;
 
 fn main() {
     let args = Arguments::from_args();
@@ -84,7 +63,7 @@ fn main() {
         .unwrap_or_default();
     files.retain(|p| p.extension().is_some_and(|e| e == "hlo"));
     files.sort();
-    let ptxas = ptxas();
+    let ptxas = find_ptxas();
     if ptxas.is_none() {
         eprintln!(
             "nvptx_ptxas: no ptxas (set AXLE_PTXAS or run `make deps`): PTX is emitted but not \
@@ -116,7 +95,9 @@ fn main() {
                     return Err(format!("the PTX is not for {}", arch.name()).into());
                 }
                 match &ptxas {
-                    Some(p) => assemble(p, &ptx, arch, &trial_name),
+                    Some(p) => assemble(p, &ptx, arch, &trial_name)
+                        .map(|_| ())
+                        .map_err(Failed::from),
                     None if std::env::var_os("CI").is_some() => {
                         Err("no ptxas under CI (.ci/deps installs it)".into())
                     }
@@ -146,8 +127,19 @@ fn main() {
             compiled.join(", "),
             refused.join(", ")
         );
-        if compiled.is_empty() {
-            return Err("no corpus file compiles on the nvptx backend".into());
+        let floor = if find_libdevice().is_some() {
+            COMPILED_FLOOR
+        } else {
+            eprintln!("nvptx: no libdevice (run `make deps`): the floor without it applies");
+            COMPILED_FLOOR_WITHOUT_LIBDEVICE
+        };
+        if compiled.len() < floor {
+            return Err(format!(
+                "{} corpus files compile on the nvptx backend, fewer than the {floor} compiled \
+                 before",
+                compiled.len()
+            )
+            .into());
         }
         Ok(())
     }));

@@ -4,7 +4,7 @@
 //! type once. The shared elemental layer calls them through [`gen_contraction`], the
 //! `axle_codegen_llvm::elemental::OpGen` this backend gives its generators.
 
-use axle_ir::{AttrKey, AttrValue, ElementType, InstId};
+use axle_ir::{AttrKey, AttrValue, InstId};
 use inkwell::values::IntValue;
 use inkwell::IntPredicate;
 
@@ -13,72 +13,7 @@ use crate::elemental::{Gen, Index};
 use crate::error::R;
 use crate::ops;
 
-/// The accumulation type of a dot or convolution with result `out` and operands `a`, `b`.
-pub(crate) fn acc_type(out: ElementType, a: ElementType, b: ElementType) -> R<ElementType> {
-    if out.is_complex() || a.is_complex() || b.is_complex() {
-        Ok(ElementType::C128)
-    } else if out.is_float() {
-        if out == ElementType::F64 || a == ElementType::F64 || b == ElementType::F64 {
-            Ok(ElementType::F64)
-        } else {
-            Ok(ElementType::F32)
-        }
-    } else if out.is_int() || out.is_pred() {
-        // A pred result is true where some product is (XLA's `dot` on `pred`): the count of
-        // true products, converted to pred.
-        Ok(ElementType::S64)
-    } else {
-        Err(format!("dot and convolution are not supported for {}", out.name()).into())
-    }
-}
-
-/// `acc + a * b` in the accumulation type (no fused multiply-add, like the evaluator).
-pub(crate) fn mul_add<'ctx>(
-    cg: &Cg<'ctx>,
-    acc_ty: ElementType,
-    acc: Val<'ctx>,
-    a: Val<'ctx>,
-    b: Val<'ctx>,
-) -> R<Val<'ctx>> {
-    let p = ops::binary(cg, axle_ir::Opcode::Multiply, acc_ty, a, b)?;
-    ops::binary(cg, axle_ir::Opcode::Add, acc_ty, acc, p)
-}
-
-/// The dimension numbers of a dot: batch and contracting dimensions of both sides and the free
-/// dimensions.
-pub(crate) struct DotDims {
-    pub lb: Vec<i64>,
-    pub rb: Vec<i64>,
-    pub lc: Vec<i64>,
-    pub rc: Vec<i64>,
-    pub lfree: Vec<i64>,
-    pub rfree: Vec<i64>,
-}
-
-pub(crate) fn dot_dims(m: &axle_ir::Module, id: InstId, lrank: usize, rrank: usize) -> R<DotDims> {
-    let get = |k: AttrKey| m.ints_attr(id, &k).unwrap_or(&[]).to_vec();
-    let lb = get(AttrKey::LhsBatchDims);
-    let rb = get(AttrKey::RhsBatchDims);
-    let lc = get(AttrKey::LhsContractingDims);
-    let rc = get(AttrKey::RhsContractingDims);
-    if lb.len() != rb.len() || lc.len() != rc.len() {
-        return Err("dot dimension numbers do not pair up".into());
-    }
-    let lfree = (0..lrank as i64)
-        .filter(|d| !lb.contains(d) && !lc.contains(d))
-        .collect();
-    let rfree = (0..rrank as i64)
-        .filter(|d| !rb.contains(d) && !rc.contains(d))
-        .collect();
-    Ok(DotDims {
-        lb,
-        rb,
-        lc,
-        rc,
-        lfree,
-        rfree,
-    })
-}
+pub(crate) use axle_codegen_llvm::contraction::{acc_type, dot_dims, mul_add};
 
 /// Elemental `dot`.
 /// The value of `dot` or `convolution` `id` at `idx` (the backend's contraction generator).

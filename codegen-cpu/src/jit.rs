@@ -184,7 +184,8 @@ pub(crate) fn plan_buffers<'m>(
         Some(a) => a,
         None => {
             let copy = module.to_mut();
-            axle_fusion::run_in_place(copy, "dce").map_err(|e| {
+            // `prepare` verified the module; dce only removes instructions nothing reads.
+            axle_fusion::run_in_place(copy, "dce", axle_ir::VerifyMode::Off).map_err(|e| {
                 CodegenError::general(&m.name, format!("dead code removal failed: {e}"))
             })?;
             schedule_module(copy, Heuristic::Best)

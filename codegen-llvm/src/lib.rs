@@ -8,6 +8,7 @@
 //!   [`math`] the inline math approximations;
 //! - [`elemental`]: the elemental generators, from an output index to the value at that index,
 //!   composed across operands;
+//! - [`contraction`]: a dot's dimension numbers, accumulation type and step;
 //! - [`error`]: the errors, which name the instruction they are about.
 //!
 //! What differs between machines (address spaces, function attributes, vector width, how a
@@ -21,6 +22,7 @@
 
 pub mod cg;
 pub mod complex;
+pub mod contraction;
 pub mod elemental;
 pub mod error;
 pub mod forms;

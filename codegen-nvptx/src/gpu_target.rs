@@ -1,10 +1,13 @@
 //! [`NvptxTarget`]: an NVIDIA GPU (LLVM's NVPTX target) as the shared LLVM layer's [`Target`].
 //!
 //! Buffers are in the global address space (1), so loads and stores are `ld.global` /
-//! `st.global`; functions carry no CPU attributes; there is no C math library on the device,
-//! so every math function is an error naming it (the shared inline approximations cover `f32`
-//! `exp`, `log` and `tanh`; libdevice is not linked yet); the thread index comes from the
-//! `%tid.x`, `%ctaid.x` and `%ntid.x` special registers.
+//! `st.global`; functions carry no CPU attributes; there is no C math library on the device:
+//! a math function is libdevice's `__nv_<name>` where libdevice is linked and defines it
+//! ([`crate::libdevice`]), else an error naming it (the shared inline approximations cover
+//! `f32` `exp`, `log` and `tanh` either way); the thread index comes from the `%tid.x`,
+//! `%ctaid.x` and `%ntid.x` special registers.
+
+use std::collections::HashSet;
 
 use axle_codegen_llvm::target::{Target, ThreadRegisters};
 use inkwell::AddressSpace;
@@ -17,7 +20,10 @@ const GLOBAL: u16 = 1;
 
 /// The GPU code is compiled for.
 #[derive(Clone, Debug, Default)]
-pub struct NvptxTarget;
+pub struct NvptxTarget {
+    /// The libdevice functions that may be called (`__nv_tanf`, ...); empty without libdevice.
+    pub libdevice: HashSet<String>,
+}
 
 impl Target for NvptxTarget {
     fn name(&self) -> &str {
@@ -37,8 +43,9 @@ impl Target for NvptxTarget {
         128
     }
 
-    fn math_function(&self, _libm_name: &str) -> Option<String> {
-        None
+    fn math_function(&self, libm_name: &str) -> Option<String> {
+        let symbol = format!("{}{libm_name}", crate::libdevice::PREFIX);
+        self.libdevice.contains(&symbol).then_some(symbol)
     }
 
     fn thread_registers(&self) -> Option<ThreadRegisters> {

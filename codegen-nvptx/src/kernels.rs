@@ -1,7 +1,12 @@
-//! Loop kernels: one NVPTX kernel per fusion of the entry computation and per unfused
-//! instruction that computes its elements independently (elementwise ops, broadcasts,
-//! transposes, slices, concatenations, pads, iotas, gathers, converts, ...), each computing one
-//! output element per thread with the shared elemental generators.
+//! Kernels: one NVPTX kernel per fusion of the entry computation and per unfused instruction
+//! that computes its elements independently or is a `reduce`. A loop kernel (elementwise ops,
+//! broadcasts, transposes, slices, concatenations, pads, iotas, gathers, converts,
+//! reduce-windows, ...) computes one output element per thread with the shared elemental
+//! generators; a fusion that computes `reduce`s, and an unfused `reduce`, is a reduction
+//! kernel ([`crate::reduction`]); a fusion whose root is a `transpose` that moves the minor
+//! dimension, and such an unfused `transpose`, is a transpose kernel ([`crate::transpose`]); a
+//! fusion computing a `dot` (with an elementwise epilogue), and an unfused `dot`, is a tiled dot
+//! kernel ([`crate::dot`]).
 //!
 //! The kernel of instruction `%x` is `axle_k<N>_<x>` (N its position among the kernels), with
 //! one `ptr addrspace(1)` parameter per output leaf, then one per leaf of each operand it reads
@@ -9,24 +14,30 @@
 //! uploads), tuples and `get-tuple-element` need no kernel. A zero-sized output has no kernel
 //! and no launch.
 //!
-//! Invariants: a kernel is emitted only for an instruction whose every fused instruction this
-//! slice supports; anything else (reductions, dot, convolution, sort, scatter, control flow,
-//! custom calls, math library functions the device lacks) is a [`CodegenError`] naming the
-//! instruction and its op, never a wrong kernel. Outputs of a multi-output fusion have equal
-//! dimensions (each thread stores the same element of every output).
+//! Invariants: a kernel is emitted only for an instruction whose every fused instruction the
+//! backend supports; anything else (a reduction or dot read other than at its own output,
+//! convolution, sort, scatter, control flow, custom calls, math library functions the device
+//! lacks) is a [`CodegenError`] naming the instruction and its op, never a wrong kernel.
+//! Outputs of a multi-output loop fusion have equal dimensions (each thread stores the same
+//! element of every output). Deciding what each instruction becomes walks each fused
+//! computation from its root, so planning is linear in the module's size.
 
 use axle_codegen_llvm::cg::Cg;
 use axle_codegen_llvm::elemental::{first_non_elemental, inst_leaves, is_elemental, Ext, Gen};
 use axle_codegen_llvm::error::{at, finish, Fail, R};
 use axle_codegen_llvm::CodegenError;
-use axle_ir::{AttrKey, InstId, Module, Opcode};
+use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
 use inkwell::module::Linkage;
 use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::{FunctionValue, PointerValue};
 use inkwell::IntPredicate;
 
+use crate::dot::{dot_geometry, emit_dot, DotGeometry};
+use crate::fused::reached_in_order;
 use crate::gpu_target::BACKEND;
 use crate::launch::LaunchPlan;
+use crate::reduction::{emit_reduction, reduction_geometry, ReductionGeometry};
+use crate::transpose::{emit_transpose, transpose_geometry, TransposeGeometry};
 
 /// One kernel of a module, as launched.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +50,21 @@ pub struct KernelInfo {
     pub operands: Vec<InstId>,
     /// Its grid and block.
     pub plan: LaunchPlan,
+    /// What kind of kernel it is.
+    pub kind: KernelKind,
+}
+
+/// The kinds of kernels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelKind {
+    /// One output element per thread.
+    Loop,
+    /// A row or column reduction ([`crate::reduction`]).
+    Reduction(ReductionGeometry),
+    /// A transpose through shared memory ([`crate::transpose`]).
+    Transpose(TransposeGeometry),
+    /// A shared-memory-tiled dot ([`crate::dot`]).
+    Dot(DotGeometry),
 }
 
 /// What an instruction of the entry computation becomes.
@@ -46,56 +72,102 @@ enum Role {
     /// No kernel: a value the runtime provides or a view of other buffers.
     NoKernel,
     /// A loop kernel computing the instruction's elements.
-    Kernel,
+    Loop,
+    /// A reduction kernel ([`crate::reduction`]).
+    Reduction(ReductionGeometry),
+    /// A transpose through shared memory ([`crate::transpose`]).
+    Transpose(TransposeGeometry),
+    /// A shared-memory-tiled dot ([`crate::dot`]).
+    Dot(DotGeometry),
 }
 
-/// Ops this slice leaves to later kernels (reductions, contractions): refused even where the
-/// elemental generators could compute them one element per thread, which would be correct but
-/// slower than the shared-memory kernels they need.
+/// Ops this backend leaves to other kernels: contractions (refused even where the elemental
+/// generators could compute them one element per thread, which would be correct but far
+/// slower than the shared-memory kernels they need), and reductions anywhere but at a
+/// kernel's output (a reduction kernel computes those; recomputing a reduction for every
+/// element that reads it would multiply its work).
 fn later_kernel(op: Opcode) -> bool {
-    matches!(
-        op,
-        Opcode::Reduce | Opcode::ReduceWindow | Opcode::Dot | Opcode::Convolution
-    )
+    matches!(op, Opcode::Reduce | Opcode::Dot | Opcode::Convolution)
 }
 
-/// The error for instruction `id`, whose op this slice does not compile.
+/// The error for instruction `id`, whose op this backend does not compile (in this place).
 fn unsupported(m: &Module, id: InstId) -> Fail {
     at(
         m,
         id,
         Fail::Msg(format!(
-            "the {BACKEND} backend does not support {} instructions yet",
+            "the {BACKEND} backend does not support {} instructions here yet",
             m.opcode(id).name()
         )),
     )
 }
 
+/// The first instruction of computation `c` its root depends on whose op is left to other
+/// kernels, except `allowed` (the reductions or dot the kernel computes).
+fn first_later_kernel(m: &Module, c: CompId, allowed: &[InstId]) -> Option<InstId> {
+    reached_in_order(m, c, m.root(c))
+        .into_iter()
+        .find(|&x| later_kernel(m.opcode(x)) && !allowed.contains(&x))
+}
+
 /// What instruction `id` of the entry computation becomes, or the error naming the first
-/// instruction (its own or a fused one) the slice does not support.
+/// instruction (its own or a fused one) the backend does not support.
 fn role(m: &Module, id: InstId) -> R<Role> {
     use Opcode::*;
+    let reduction = || -> R<Role> {
+        Ok(match reduction_geometry(m, id)? {
+            Some(geo) => Role::Reduction(geo),
+            None => Role::Loop,
+        })
+    };
+    let dot = || -> R<Option<Role>> { Ok(dot_geometry(m, id)?.map(Role::Dot)) };
+    let transpose = || -> R<Role> {
+        Ok(match transpose_geometry(m, id)? {
+            Some(geo) => Role::Transpose(geo),
+            None => Role::Loop,
+        })
+    };
     match m.opcode(id) {
         Parameter | Constant | Tuple | GetTupleElement | AfterAll => Ok(Role::NoKernel),
         Fusion => {
             let c = m
                 .comp_attr(id, &AttrKey::Calls)
                 .ok_or_else(|| at(m, id, "fusion needs calls".into()))?;
-            if let Some(bad) = m
-                .comp_insts(c)
-                .into_iter()
-                .find(|&i| later_kernel(m.opcode(i)))
-                .or_else(|| first_non_elemental(m, c))
+            let role = match dot()? {
+                Some(r) => r,
+                None => match reduction()? {
+                    Role::Loop => transpose()?,
+                    r => r,
+                },
+            };
+            let heroes: Vec<InstId> = match &role {
+                Role::Reduction(geo) => geo.passes.concat(),
+                Role::Dot(geo) => vec![geo.dot],
+                _ => Vec::new(),
+            };
+            if let Some(bad) =
+                first_later_kernel(m, c, &heroes).or_else(|| first_non_elemental(m, c))
             {
                 return Err(unsupported(m, bad));
             }
-            Ok(Role::Kernel)
+            Ok(role)
         }
+        Reduce => {
+            let c = m
+                .comp_attr(id, &AttrKey::ToApply)
+                .ok_or_else(|| at(m, id, "reduce needs to_apply".into()))?;
+            if let Some(bad) = first_non_elemental(m, c) {
+                return Err(unsupported(m, bad));
+            }
+            reduction()
+        }
+        Transpose => transpose(),
+        Dot => dot()?.ok_or_else(|| unsupported(m, id)),
         op if is_elemental(m, id)
             && !later_kernel(op)
             && !matches!(op, Call | Conditional | While) =>
         {
-            Ok(Role::Kernel)
+            Ok(Role::Loop)
         }
         _ => Err(unsupported(m, id)),
     }
@@ -112,14 +184,18 @@ fn plan(m: &Module) -> R<Vec<KernelInfo>> {
     let order = axle_ir::printer::topo_order(m, &m.comp_insts(entry));
     let mut out = Vec::new();
     for id in order {
-        if let Role::NoKernel = role(m, id)? {
-            continue;
-        }
+        let kind = match role(m, id)? {
+            Role::NoKernel => continue,
+            Role::Loop => KernelKind::Loop,
+            Role::Reduction(geo) => KernelKind::Reduction(geo),
+            Role::Transpose(geo) => KernelKind::Transpose(geo),
+            Role::Dot(geo) => KernelKind::Dot(geo),
+        };
         let leaves = inst_leaves(m, id).map_err(|f| at(m, id, f))?;
         let first = leaves
             .first()
             .ok_or_else(|| at(m, id, "an instruction with no array output".into()))?;
-        if leaves.iter().any(|l| l.dims != first.dims) {
+        if matches!(kind, KernelKind::Loop) && leaves.iter().any(|l| l.dims != first.dims) {
             return Err(at(
                 m,
                 id,
@@ -127,7 +203,13 @@ fn plan(m: &Module) -> R<Vec<KernelInfo>> {
             ));
         }
         let elements = first.num_elements().max(0) as u64;
-        let plan = LaunchPlan::for_elements(elements).map_err(|e| at(m, id, e.into()))?;
+        let plan = match &kind {
+            KernelKind::Loop => LaunchPlan::for_elements(elements),
+            KernelKind::Reduction(geo) => geo.launch_plan(),
+            KernelKind::Transpose(geo) => geo.launch_plan(),
+            KernelKind::Dot(geo) => geo.launch_plan(),
+        }
+        .map_err(|e| at(m, id, e.into()))?;
         if !plan.launches() {
             continue;
         }
@@ -145,6 +227,7 @@ fn plan(m: &Module) -> R<Vec<KernelInfo>> {
             inst: id,
             operands,
             plan,
+            kind,
         });
     }
     Ok(out)
@@ -221,6 +304,27 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
             id
         }
     };
+    match &k.kind {
+        KernelKind::Loop => {}
+        KernelKind::Reduction(geo) => {
+            let outs: Vec<_> = outs.iter().map(|l| l.ty).zip(out_ptrs).collect();
+            emit_reduction(&mut g, m, geo, &outs)?;
+            cg.b.build_return(None)?;
+            return Ok(());
+        }
+        KernelKind::Transpose(_) | KernelKind::Dot(_) => {
+            let (Some(leaf), Some(&out)) = (outs.first(), out_ptrs.first()) else {
+                return Err("a transpose or dot kernel has one output".into());
+            };
+            match &k.kind {
+                KernelKind::Dot(geo) => emit_dot(&mut g, geo, leaf.ty, out)?,
+                KernelKind::Transpose(geo) => emit_transpose(&mut g, geo, leaf.ty, out)?,
+                _ => {}
+            }
+            cg.b.build_return(None)?;
+            return Ok(());
+        }
+    }
     let i = cg.thread_index(k.plan.wide_index)?;
     let n = cg.c64(k.plan.elements as i64);
     let inside = cg.b.build_int_compare(IntPredicate::ULT, i, n, "inside")?;

@@ -1,5 +1,10 @@
 //! Launch plans: the grid and block a kernel over `n` output elements runs with.
 //!
+//! A reduction kernel's plan ([`LaunchPlan::for_blocks`]) is chosen by its geometry
+//! (`crate::reduction`): blocks of a fixed size, each covering a fixed number of outputs; it
+//! keeps the invariants below on the block, the grid limit and zero-sized outputs, and computes
+//! its indices in 64 bits from the block index (`wide_index` is unset).
+//!
 //! A loop kernel computes one element per thread: thread `t` of the grid (counted
 //! `block_index * block + thread_index`) computes element `t` when `t < n` and does nothing
 //! otherwise. Blocks are [`MAX_BLOCK`] threads, or fewer for a small array (a whole number of
@@ -60,6 +65,33 @@ impl LaunchPlan {
             grid,
             block,
             wide_index: threads - 1 > i32::MAX as u64,
+        })
+    }
+
+    /// The plan of a kernel over `elements` outputs run as `grid` blocks of `block` threads (a
+    /// reduction kernel, whose geometry chose them); no launch when there are no outputs; an
+    /// error when the grid passes CUDA's limit or the block is not whole warps of at most
+    /// [`MAX_BLOCK`] threads.
+    pub fn for_blocks(elements: u64, grid: u64, block: u64) -> Result<LaunchPlan, String> {
+        if elements == 0 {
+            return LaunchPlan::for_elements(0);
+        }
+        if block == 0 || !block.is_multiple_of(WARP) || block > MAX_BLOCK {
+            return Err(format!(
+                "a block of {block} threads is not whole warps of at most {MAX_BLOCK} threads"
+            ));
+        }
+        if grid == 0 || grid > MAX_GRID {
+            return Err(format!(
+                "{elements} outputs need {grid} blocks of {block} threads, outside CUDA's 1 to \
+                 {MAX_GRID}"
+            ));
+        }
+        Ok(LaunchPlan {
+            elements,
+            grid,
+            block,
+            wide_index: false,
         })
     }
 

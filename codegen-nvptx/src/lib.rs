@@ -2,22 +2,31 @@
 //! LLVM layer (`axle-codegen-llvm`), with a launch plan per kernel, as PTX for `sm_80` or
 //! `sm_90`.
 //!
-//! This first slice compiles the entry computation's loop kernels ([`kernels`]): one kernel per
-//! fusion and per unfused instruction whose elements are computed independently, one element
-//! per thread, on the grid and block of its [`LaunchPlan`] ([`launch`]). Reductions, dot,
-//! convolution, sort, scatter, control flow and the GPU runtime are not built yet; a module
-//! that needs them is a [`CodegenError`] naming the first instruction refused.
+//! It compiles the entry computation's kernels ([`kernels`]): one kernel per fusion and per
+//! unfused instruction, on the grid and block of its [`LaunchPlan`] ([`launch`]): loop kernels
+//! (one element per thread), row and column reductions with warp shuffles and shared memory
+//! ([`reduction`]), transposes through shared-memory tiles ([`transpose`]) and
+//! shared-memory-tiled dots ([`dot`]). Convolution, sort, scatter, control flow and the GPU
+//! runtime are not built yet; a module that needs them is a [`CodegenError`] naming the first instruction
+//! refused.
 //!
 //! The PTX is LLVM's (`default<O3>`, then the NVPTX code generator for the chosen
 //! [`GpuArch`], PTX ISA 7.8, the first version `sm_90` accepts).
 #![deny(missing_docs)]
 
+pub mod dot;
+mod fused;
 pub mod gpu_target;
 pub mod kernels;
 pub mod launch;
+pub mod libdevice;
+mod primitives;
+pub mod ptxas;
+pub mod reduction;
+pub mod transpose;
 
 pub use axle_codegen_llvm::CodegenError;
-pub use kernels::{plan_kernels, KernelInfo};
+pub use kernels::{plan_kernels, KernelInfo, KernelKind};
 pub use launch::LaunchPlan;
 
 use axle_codegen_llvm::cg::Cg;
@@ -30,6 +39,7 @@ use inkwell::targets::{
 use inkwell::OptimizationLevel;
 
 use crate::gpu_target::NvptxTarget;
+use crate::libdevice::Libdevice;
 
 /// The GPU architectures the backend emits for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -67,6 +77,9 @@ impl GpuArch {
 pub struct NvptxOptions {
     /// The architecture the PTX is for.
     pub gpu_arch: GpuArch,
+    /// The libdevice bitcode to link for math functions ([`libdevice::find_libdevice`]);
+    /// without it, a math function with no inline form is an error naming its op.
+    pub libdevice: Option<std::path::PathBuf>,
 }
 
 /// Text forms of a compiled module.
@@ -113,11 +126,31 @@ pub fn emit_text(m: &Module, opts: &NvptxOptions, what: Emit) -> Result<String, 
     let kernels = plan_kernels(m)?;
     let tm = target_machine(opts.gpu_arch).map_err(general)?;
     let ctx = Context::create();
-    let cg = Cg::new(&ctx, &m.name, Box::new(NvptxTarget));
+    let libdevice = match &opts.libdevice {
+        Some(p) => Some(Libdevice::load(&ctx, p).map_err(general)?),
+        None => None,
+    };
+    let target = NvptxTarget {
+        libdevice: libdevice
+            .as_ref()
+            .map(|l| l.functions.clone())
+            .unwrap_or_default(),
+    };
+    let cg = Cg::new(&ctx, &m.name, Box::new(target));
     cg.module.set_triple(&TargetTriple::create(TRIPLE));
     cg.module
         .set_data_layout(&tm.get_target_data().get_data_layout());
     kernels::emit_kernels(&cg, m, &kernels)?;
+    if let Some(l) = libdevice {
+        let names: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
+        l.link_into(
+            &cg.module,
+            &tm.get_target_data(),
+            &TargetTriple::create(TRIPLE),
+            &names,
+        )
+        .map_err(general)?;
+    }
     cg.module
         .verify()
         .map_err(|e| general(format!("LLVM rejected the kernels: {e}")))?;

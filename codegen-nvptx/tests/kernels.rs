@@ -4,14 +4,21 @@
 //! that name the instruction and its op.
 
 use axle_codegen_nvptx::{emit_text, plan_kernels, Emit, GpuArch, NvptxOptions};
-use axle_ir::{parse_module, Module};
+use axle_ir::Module;
 
-fn module(text: &str) -> Module {
-    parse_module(text).unwrap_or_else(|e| panic!("{e}"))
-}
+mod common;
+use common::{module, ptx_checked};
 
 fn ptx(m: &Module, arch: GpuArch) -> String {
-    emit_text(m, &NvptxOptions { gpu_arch: arch }, Emit::Ptx).unwrap_or_else(|e| panic!("{e}"))
+    emit_text(
+        m,
+        &NvptxOptions {
+            gpu_arch: arch,
+            ..Default::default()
+        },
+        Emit::Ptx,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 const FUSED: &str = r#"
@@ -41,8 +48,7 @@ fn one_kernel_per_fusion_and_elementwise_instruction() {
     assert_eq!(ks[0].plan.elements, 35);
     assert_eq!(ks[0].operands.len(), 2);
     assert_eq!(ks[1].operands.len(), 1);
-    for arch in GpuArch::ALL {
-        let p = ptx(&m, arch);
+    for (arch, p) in GpuArch::ALL.into_iter().zip(ptx_checked(&m, "fused")) {
         assert!(p.contains(&format!(".target {}", arch.name())), "{p}");
         assert_eq!(p.matches(".entry").count(), 2, "{p}");
         assert!(p.contains(&format!(".entry {}", ks[0].name)), "{p}");
@@ -90,28 +96,23 @@ fn zero_sized_outputs_have_no_kernel() {
 fn unsupported_ops_are_errors_naming_them() {
     let m = module(
         r#"
-HloModule r
-add {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT s = f32[] add(x, y)
-}
+HloModule c
 ENTRY e {
-  a = f32[8,16] parameter(0)
-  z = f32[] constant(0)
-  ROOT r = f32[8] reduce(a, z), dimensions={1}, to_apply=add
+  a = f32[1,8,8,3] parameter(0)
+  k = f32[3,3,3,4] parameter(1)
+  ROOT c = f32[1,6,6,4] convolution(a, k), window={size=3x3}, dim_labels=b01f_01io->b01f
 }
 "#,
     );
     let e = emit_text(&m, &NvptxOptions::default(), Emit::Ptx).unwrap_err();
     assert_eq!(
         (e.instruction.as_str(), e.opcode.as_str()),
-        ("r", "reduce"),
+        ("c", "convolution"),
         "{e}"
     );
     assert!(
         e.to_string()
-            .contains("nvptx backend does not support reduce"),
+            .contains("nvptx backend does not support convolution"),
         "{e}"
     );
     // A math library function the device lacks (f64 `exp`) is named too.
@@ -131,4 +132,34 @@ fn unknown_architectures_are_refused() {
     let e = GpuArch::from_name("sm_75").unwrap_err();
     assert!(e.contains("sm_75") && e.contains("sm_80"), "{e}");
     assert_eq!(GpuArch::from_name("sm_90"), Ok(GpuArch::Sm90));
+}
+
+#[test]
+fn math_functions_come_from_libdevice_where_it_is_present() {
+    let m = module(
+        "HloModule t\nENTRY e {\n  a = f32[100] parameter(0)\n  b = f32[100] parameter(1)\n  t = f32[100] tan(a)\n  ROOT p = f32[100] power(t, b)\n}\n",
+    );
+    let Some(libdevice) = axle_codegen_nvptx::libdevice::find_libdevice() else {
+        eprintln!(
+            "math_functions_come_from_libdevice: no libdevice (set AXLE_LIBDEVICE or \
+             AXLE_PTXAS, or run `make deps`): only the refusal without it is checked"
+        );
+        let e = emit_text(&m, &NvptxOptions::default(), Emit::Ptx).unwrap_err();
+        assert!(e.to_string().contains("no math library function"), "{e}");
+        return;
+    };
+    for arch in GpuArch::ALL {
+        let opts = NvptxOptions {
+            gpu_arch: arch,
+            libdevice: Some(libdevice.clone()),
+        };
+        let p = emit_text(&m, &opts, Emit::Ptx).unwrap_or_else(|e| panic!("{e}"));
+        // libdevice's functions are inlined into the two kernels: no calls left.
+        assert_eq!(p.matches(".entry").count(), 2, "{p}");
+        assert!(!p.contains("call.uni") && !p.contains("__nv_"), "{p}");
+        if let Some(x) = axle_codegen_nvptx::ptxas::find_ptxas() {
+            axle_codegen_nvptx::ptxas::assemble(&x, &p, arch, "libdevice")
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
 }

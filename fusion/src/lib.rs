@@ -119,17 +119,23 @@ pub fn register(reg: &mut PassRegistry) {
 /// verified at the end: how a backend applies the rewrites it needs before lowering.
 pub fn run_on_copy(m: &Module, pipeline: &str) -> Result<Module, String> {
     let mut out = m.clone();
-    run_in_place(&mut out, pipeline)?;
+    run_in_place(&mut out, pipeline, axle_ir::VerifyMode::End)?;
     Ok(out)
 }
 
-/// [`run_on_copy`] on `m` itself, for a backend that owns a copy already.
-pub fn run_in_place(m: &mut Module, pipeline: &str) -> Result<(), String> {
+/// [`run_on_copy`] on `m` itself, for a backend that owns a copy already, verifying as `verify`
+/// says (`Off` for a pass that only removes what nothing reads, on a module just verified: at a
+/// million instructions the verifier costs more than `dce`).
+pub fn run_in_place(
+    m: &mut Module,
+    pipeline: &str,
+    verify: axle_ir::VerifyMode,
+) -> Result<(), String> {
     let mut reg = PassRegistry::new();
     axle_ir::passes::register(&mut reg);
     register(&mut reg);
     let opts = axle_ir::PassManagerOptions {
-        verify: axle_ir::VerifyMode::End,
+        verify,
         ..Default::default()
     };
     let mut pm = axle_ir::PassManager::new(&reg, pipeline, opts).map_err(|e| e.render())?;

@@ -9,11 +9,13 @@
 //! [`heap_simulator`]. [`check`] verifies an assignment independently, by running the program
 //! on shadow memory. [`render`] prints it (text, JSON, an SVG timeline).
 //!
-//! Passes: `memory-schedule{heuristic=list|dfs|postorder|best}` and `flatten-call-graph`
-//! ([`register`]).
+//! Passes: `memory-schedule{heuristic=list|dfs|postorder|best}`, `flatten-call-graph` and
+//! `batch-split{min_bytes=N,max_slices=N}` ([`batch_split`]: a batched chain whose intermediates
+//! dwarf its inputs and outputs runs one batch slice at a time) ([`register`]).
 #![deny(missing_docs)]
 
 pub mod alias;
+pub mod batch_split;
 pub mod buffer_assignment;
 pub mod call_graph;
 pub mod check;
@@ -42,7 +44,7 @@ pub use rules::{BufferRules, FusionRun, HloRules, Scratch, ScratchPlace};
 
 use axle_ir::{PassInfo, PassRegistry};
 
-/// Registers `memory-schedule` and `flatten-call-graph`.
+/// Registers `memory-schedule`, `flatten-call-graph` and `batch-split`.
 pub fn register(reg: &mut PassRegistry) {
     reg.register(PassInfo {
         name: "memory-schedule",
@@ -60,5 +62,16 @@ pub fn register(reg: &mut PassRegistry) {
         doc: "gives every computation run as a step (loop bodies, branches, calls, fusions) its own copy per call site",
         options: &[],
         create: |_| Box::new(flatten_call_graph::FlattenCallGraph),
+    });
+    reg.register(PassInfo {
+        name: "batch-split",
+        doc: "runs a batched chain (a batched dot and what follows it batch by batch) whose largest intermediate outweighs its inputs and outputs one batch slice at a time, so one slice of each intermediate is live at once",
+        options: batch_split::OPTIONS,
+        create: |o| {
+            Box::new(batch_split::BatchSplit {
+                min_bytes: o.int("min_bytes"),
+                max_slices: o.int("max_slices"),
+            })
+        },
     });
 }
