@@ -858,3 +858,53 @@ ENTRY main {
         compare_arrays(&w, g, tol).expect("matches the evaluator");
     }
 }
+
+/// A reduction over an empty array whose other dimensions are huge (`pred[2^62, 0]`, a valid
+/// zero-element operand that no memory ceiling refuses) runs no iterations. The loop nest used
+/// to loop over the huge dimension for nothing and ran for centuries (the hang of
+/// `tests/hostile_fuzz.rs`, seed 6027254438179824314). The run has a watchdog, so the test
+/// fails rather than hangs if that comes back.
+#[test]
+fn reductions_of_empty_arrays_with_huge_dimensions_run_no_loop() {
+    let text = r#"
+HloModule m
+red {
+  x = pred[] parameter(0)
+  y = pred[] parameter(1)
+  ROOT r = pred[] or(x, y)
+}
+ENTRY main {
+  p = pred[4611686018427387904,0] parameter(0)
+  z = pred[] constant(true)
+  all = pred[] reduce(p, z), dimensions={0,1}, to_apply=red
+  inner = pred[4611686018427387904,0,0] broadcast(p), dimensions={0,2}
+  rows = pred[0] reduce(inner, z), dimensions={0,2}, to_apply=red
+  ROOT t = (pred[], pred[0]) tuple(all, rows)
+}
+"#;
+    let m = parse_module(text).expect("parses");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let empty = ArrayLiteral::zeros(axle::ir::ArrayShape::new(
+            ElementType::Pred,
+            &[4611686018427387904, 0],
+        ));
+        let r = compile(&m, &CpuOptions::default())
+            .map_err(|e| e.to_string())
+            .and_then(|exe| {
+                exe.run_literals(&[Literal::Array(empty)])
+                    .map_err(|e| e.to_string())
+            });
+        let _ = tx.send(r);
+    });
+    let out = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the run finishes (no loop over the huge dimension)")
+        .expect("runs");
+    assert_eq!(
+        out[0].data,
+        vec![1u8],
+        "the reduction of nothing is its init value"
+    );
+    assert_eq!(out[1].len(), 0);
+}

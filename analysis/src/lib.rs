@@ -2,6 +2,7 @@
 //! model (flops and bytes), the reference evaluator, and alias and liveness analyses.
 #![deny(missing_docs)]
 
+pub mod cholesky;
 pub mod cost;
 pub mod equivalence;
 pub mod eval;

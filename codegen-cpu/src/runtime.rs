@@ -272,16 +272,10 @@ pub(crate) trait Scalar:
     type Real: Float;
     /// A value with real part `r` and no imaginary part.
     fn real(r: Self::Real) -> Self;
-    /// The real part.
-    fn re(self) -> Self::Real;
-    /// The complex conjugate (the value itself for reals).
-    fn conj(self) -> Self;
     /// `|re| + |im|`, the magnitude BLAS's `i?amax` compares.
     fn abs1(self) -> Self::Real;
     /// The modulus.
     fn modulus(self) -> Self::Real;
-    /// `self * r` for a real `r`.
-    fn scale(self, r: Self::Real) -> Self;
 }
 
 macro_rules! real_scalar {
@@ -291,20 +285,11 @@ macro_rules! real_scalar {
             fn real(r: $t) -> $t {
                 r
             }
-            fn re(self) -> $t {
-                self
-            }
-            fn conj(self) -> $t {
-                self
-            }
             fn abs1(self) -> $t {
                 self.abs()
             }
             fn modulus(self) -> $t {
                 self.abs()
-            }
-            fn scale(self, r: $t) -> $t {
-                self * r
             }
         }
     };
@@ -317,20 +302,11 @@ macro_rules! complex_scalar {
             fn real(r: $t) -> Self {
                 Complex::new(r, 0.0)
             }
-            fn re(self) -> $t {
-                self.re
-            }
-            fn conj(self) -> Self {
-                Complex::new(self.re, -self.im)
-            }
             fn abs1(self) -> $t {
                 self.re.abs() + self.im.abs()
             }
             fn modulus(self) -> $t {
                 self.re.hypot(self.im)
-            }
-            fn scale(self, r: $t) -> Self {
-                Complex::new(self.re * r, self.im * r)
             }
         }
     };

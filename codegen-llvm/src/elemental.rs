@@ -1249,12 +1249,19 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
     }
 
     /// Loops over `dims` in row-major order, threading `accs` through `body(multi, accs)`.
+    ///
+    /// A nest with a zero-sized dimension has no iterations and emits no loop: `accs` come back
+    /// as they are. (Emitting it would loop over the dimensions outside the empty one for
+    /// nothing: a reduction of a `pred[2^62,0]` ran `2^62` empty iterations.)
     pub fn nest(
         &mut self,
         dims: &[i64],
         accs: Vec<Val<'ctx>>,
         body: &mut NestBody<'_, 'a, 'ctx>,
     ) -> R<Vec<Val<'ctx>>> {
+        if dims.contains(&0) {
+            return Ok(accs);
+        }
         let mut multi = Vec::with_capacity(dims.len());
         self.nest_rec(dims, &mut multi, accs, body)
     }

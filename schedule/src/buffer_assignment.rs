@@ -35,7 +35,7 @@ use axle_ir::{AttrKey, BufferId, InstId, Module};
 
 use crate::alias::{donations, Aliases};
 use crate::error::ScheduleError;
-use crate::heap_simulator::{peak, simulate, Block, Strategy};
+use crate::heap_simulator::{fits, peak, simulate, Block, Strategy};
 use crate::liveness::{loop_body_end, Liveness};
 use crate::program::{Program, ValueId, ValueKind};
 use crate::rules::BufferRules;
@@ -316,6 +316,12 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
 
     // 5. The heap.
     let (temps, blocks) = a.blocks(|mem| matches!(mem, Memory::Temp { .. }));
+    let (in_arena, arena_blocks) = a.blocks(|mem| matches!(mem, Memory::Arena { .. }));
+    if !fits(&blocks, ALIGN) || !fits(&arena_blocks, ALIGN) {
+        return Err(ScheduleError::new(
+            "the program's temporary buffers take more than 2^64 bytes",
+        ));
+    }
     a.peak_bytes = peak(&blocks);
     let heap = simulate(&blocks, ALIGN, a.peak_bytes);
     for (k, &b) in temps.iter().enumerate() {
@@ -329,7 +335,7 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
 
     // 6. The arena, a heap of its own: kernels' scratch (live at the kernel) and the
     // intermediates kept there.
-    let (in_arena, blocks) = a.blocks(|mem| matches!(mem, Memory::Arena { .. }));
+    let blocks = arena_blocks;
     let heap = simulate(&blocks, ALIGN, peak(&blocks));
     for (k, &b) in in_arena.iter().enumerate() {
         a.buffers[b].memory = Memory::Arena {

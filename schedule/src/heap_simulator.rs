@@ -88,6 +88,21 @@ fn align_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
 }
 
+/// Whether the blocks, each rounded up to `align`, fit one after another in `u64` bytes: then
+/// no offset or size a strategy computes overflows (none places a block above the sum of the
+/// ones before it). Programs whose buffers are huge (a `pred[2^62]` temporary is valid HLO)
+/// fail this, and the caller refuses them instead of placing them.
+pub fn fits(blocks: &[Block], align: u64) -> bool {
+    blocks
+        .iter()
+        .try_fold(0u64, |sum, b| {
+            b.size
+                .checked_next_multiple_of(align)
+                .and_then(|s| sum.checked_add(s))
+        })
+        .is_some()
+}
+
 /// The highest total size of blocks live at one position: no placement is smaller.
 pub fn peak(blocks: &[Block]) -> u64 {
     let mut ev: Vec<(u32, i8, u64)> = Vec::with_capacity(blocks.len() * 2);
@@ -500,5 +515,25 @@ mod tests {
         assert_eq!(r.strategy, Strategy::BestFitBySize);
         let names: Vec<Strategy> = r.tried.iter().map(|t| t.0).collect();
         assert_eq!(names, Strategy::ALL.to_vec());
+    }
+
+    #[test]
+    fn blocks_whose_sizes_overflow_do_not_fit() {
+        let huge = |start| Block {
+            size: 1 << 62,
+            start,
+            end: start,
+        };
+        let blocks: Vec<Block> = (0..4).map(huge).collect();
+        assert!(!fits(&blocks, 64));
+        assert!(fits(&blocks[..3], 64));
+        assert!(!fits(
+            &[Block {
+                size: u64::MAX,
+                start: 0,
+                end: 0
+            }],
+            64
+        ));
     }
 }

@@ -7,9 +7,10 @@
 //! the other triangle as it was and reports the first non-positive leading minor in `info`;
 //! `getrf` picks the first largest pivot (`i?amax`), returns 1-based pivots and the first zero
 //! pivot in `info`; `geqrf` builds reflectors with `?larfg`'s conventions. Arithmetic runs in
-//! `f64` (complex `f64`), so results agree with LAPACK's up to rounding, except `trsm`, which
-//! shares `triangular-solve`'s substitution and so runs in the operand's precision (`strsm` in
-//! `f32`), as LAPACK does. The eigenvalue and SVD
+//! `f64` (complex `f64`), so results agree with LAPACK's up to rounding, except `potrf` and
+//! `trsm`, which run in the operand's precision (`spotrf` and `strsm` in `f32`), as LAPACK does,
+//! through the implementations the `cpu` backend's runtime shares
+//! ([`crate::cholesky::potf2`], [`crate::trsm::solve`]). The eigenvalue and SVD
 //! routines (`syevd`, `gesdd`, `geev`) are refused: their outputs are only defined up to the
 //! signs LAPACK's particular algorithm picks.
 
@@ -23,14 +24,6 @@ type C = Complex<f64>;
 
 fn c(re: f64) -> C {
     Complex::new(re, 0.0)
-}
-
-fn conj(x: C) -> C {
-    Complex::new(x.re, -x.im)
-}
-
-fn abs2(x: C) -> f64 {
-    x.re * x.re + x.im * x.im
 }
 
 fn load(a: &ArrayLiteral) -> R<Vec<C>> {
@@ -116,47 +109,9 @@ fn potrf(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
         Some('U') => false,
         _ => return Err("potrf needs uplo = L or U".into()),
     };
-    let (batch, n, n2) = mat(a)?;
-    if n != n2 {
-        return Err("potrf needs square matrices".into());
-    }
-    let mut v = load(a)?;
-    let mut info = vec![0i32; batch];
-    for (b, inf) in info.iter_mut().enumerate() {
-        let m = &mut v[b * n * n..(b + 1) * n * n];
-        // Work on the lower factor L (for uplo=U, U = L^H lives in the upper triangle).
-        let idx = |i: usize, j: usize| if lower { i * n + j } else { j * n + i };
-        let get = |m: &[C], i: usize, j: usize| {
-            if lower {
-                m[idx(i, j)]
-            } else {
-                conj(m[idx(i, j)])
-            }
-        };
-        for j in 0..n {
-            let mut s = get(m, j, j).re;
-            for k in 0..j {
-                s -= abs2(get(m, j, k));
-            }
-            if s.is_nan() || s <= 0.0 {
-                m[idx(j, j)] = c(s);
-                *inf = j as i32 + 1;
-                break;
-            }
-            let d = s.sqrt();
-            m[idx(j, j)] = c(d);
-            for i in j + 1..n {
-                let mut t = get(m, i, j);
-                for k in 0..j {
-                    t = t.sub(get(m, i, k).mul(conj(get(m, j, k))));
-                }
-                let l = Complex::new(t.re / d, t.im / d);
-                m[idx(i, j)] = if lower { l } else { conj(l) };
-            }
-        }
-    }
+    let (factors, info) = super::linalg::potrf(a, lower)?;
     Ok(Literal::Tuple(vec![
-        Literal::Array(store(&v, a.ty(), &a.shape.dims)?),
+        Literal::Array(factors),
         Literal::Array(s32s(&info, &batch_dims(a, 2))),
     ]))
 }

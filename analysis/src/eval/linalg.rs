@@ -6,9 +6,8 @@
 //! XLA's becomes infinite); this was checked against XLA 0.10.2 op by op (`tests/xla` of this
 //! crate holds the cases).
 //!
-//! `cholesky` reads only the triangle it is asked for and zeroes the other one; when a
-//! matrix is not positive definite (a diagonal of the factor is NaN), the whole factor of that
-//! matrix is NaN (a real NaN for complex types), as XLA's Cholesky expansion makes it.
+//! `cholesky` runs [`crate::cholesky::cholesky`] (XLA's expansion: a factor of NaNs where a
+//! pivot's square root is NaN), the implementation the `cpu` backend's runtime calls too.
 //! `triangular-solve` substitutes, in real arithmetic for real types. `fft` runs
 //! [`crate::fft::transform`], the implementation the `cpu` backend's runtime calls too.
 
@@ -16,6 +15,7 @@ use super::elem::{from_slice, to_vec, Complex, Float};
 use super::elementwise::convert;
 use super::shape_ops as so;
 use super::{Evaluator, R};
+use crate::cholesky;
 use crate::fft::{self, FftKind};
 use crate::trsm::{self, TriSolve};
 use axle_ir::{ArrayLiteral, AttrKey, AttrValue, ElementType, InstId, Literal};
@@ -24,14 +24,6 @@ type C<F> = Complex<F>;
 
 fn c<F: Float>(re: F, im: F) -> C<F> {
     Complex::new(re, im)
-}
-
-fn zero<F: Float>() -> C<F> {
-    c(F::ZERO, F::ZERO)
-}
-
-fn conj<F: Float>(x: C<F>) -> C<F> {
-    c(x.re, -x.im)
 }
 
 /// Whether XLA computes these ops on type `ty` in `f64` (else in `f32`).
@@ -50,10 +42,24 @@ fn load_c<F: Float>(a: &ArrayLiteral) -> R<Vec<C<F>>> {
         .collect())
 }
 
-/// Stores complex values as type `ty` (the real part for real types), rounding once.
+/// Stores complex values as type `ty` (the real part for real types), rounding once. Values
+/// computed in `f32` convert from `f32`, as the backend's `f32` results do: through `f64`, a
+/// narrow type's NaN would lose its sign (the cpu campaign of seed 17955161643, case 17235:
+/// an `f16` triangular solve's `-0 / -0`, compared in total order).
 fn store_c<F: Float>(v: &[C<F>], ty: ElementType, dims: &[i64]) -> R<ArrayLiteral> {
     let mut data = vec![0u8; v.len() * ty.byte_size()];
-    if ty.is_complex() {
+    if !in_f64(ty) {
+        if ty.is_complex() {
+            let narrow: Vec<Complex<f32>> = v
+                .iter()
+                .map(|x| Complex::new(x.re.to_f64() as f32, x.im.to_f64() as f32))
+                .collect();
+            convert(ElementType::C64, ty, &from_slice(&narrow), &mut data, false)?;
+        } else {
+            let re: Vec<f32> = v.iter().map(|x| x.re.to_f64() as f32).collect();
+            convert(ElementType::F32, ty, &from_slice(&re), &mut data, false)?;
+        }
+    } else if ty.is_complex() {
         let wide: Vec<Complex<f64>> = v
             .iter()
             .map(|x| Complex::new(x.re.to_f64(), x.im.to_f64()))
@@ -112,59 +118,63 @@ pub(crate) fn cholesky(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R<Ar
     if !a.ty().is_floating() {
         return Err(format!("cholesky is not defined for {}", a.ty().name()).into());
     }
-    if in_f64(a.ty()) {
-        cholesky_in::<f64>(a, batch, n, lower)
-    } else {
-        cholesky_in::<f32>(a, batch, n, lower)
+    let (ty, dims) = (a.ty(), &a.shape.dims);
+    match (ty.is_complex(), in_f64(ty)) {
+        (true, true) => {
+            let out = cholesky::cholesky(&to_num(load_c::<f64>(a)?), batch, n, lower);
+            store_c(&from_num(out), ty, dims)
+        }
+        (true, false) => {
+            let out = cholesky::cholesky(&to_num(load_c::<f32>(a)?), batch, n, lower);
+            store_c(&from_num(out), ty, dims)
+        }
+        (false, true) => {
+            let out = cholesky::cholesky(&load_real::<f64>(a)?, batch, n, lower);
+            store_real(&out, ty, dims)
+        }
+        (false, false) => {
+            let out = cholesky::cholesky(&load_real::<f32>(a)?, batch, n, lower);
+            store_real(&out, ty, dims)
+        }
     }
 }
 
-fn cholesky_in<F: Float>(a: &ArrayLiteral, batch: usize, n: usize, lower: bool) -> R<ArrayLiteral> {
-    let x = load_c::<F>(a)?;
-    let mut out = vec![zero::<F>(); x.len()];
-    for b in 0..batch {
-        let m = &x[b * n * n..(b + 1) * n * n];
-        // The lower triangle of the (Hermitian) input, read from the triangle asked for.
-        let at = |i: usize, j: usize| -> C<F> {
-            if lower {
-                m[i * n + j]
-            } else {
-                conj(m[j * n + i])
-            }
-        };
-        let mut l = vec![zero::<F>(); n * n];
-        for j in 0..n {
-            let mut s = at(j, j).re;
-            for k in 0..j {
-                let v = l[j * n + k];
-                s = s - (v.re * v.re + v.im * v.im);
-            }
-            let d = s.sqrt();
-            l[j * n + j] = c(d, F::ZERO);
-            for i in j + 1..n {
-                let mut s = at(i, j);
-                for k in 0..j {
-                    s = s.sub(l[i * n + k].mul(conj(l[j * n + k])));
-                }
-                l[i * n + j] = c(s.re / d, s.im / d);
-            }
-        }
-        let o = &mut out[b * n * n..(b + 1) * n * n];
-        if (0..n).any(|j| l[j * n + j].re.is_nan()) {
-            o.fill(c(F::from_f64(f64::NAN), F::ZERO));
-            continue;
-        }
-        for i in 0..n {
-            for j in 0..n {
-                if lower {
-                    o[i * n + j] = l[i * n + j];
-                } else {
-                    o[i * n + j] = conj(l[j * n + i]);
-                }
-            }
-        }
+/// LAPACK's `?potrf` of the `batch` matrices of `a` with [`cholesky::potf2`] (the `cpu`
+/// backend's too), in the precision of `a`'s type (LAPACK's `spotrf` and `cpotrf` run in
+/// `f32`): the factors (the other triangle as it was) and one `info` per matrix.
+pub(crate) fn potrf(a: &ArrayLiteral, lower: bool) -> R<(ArrayLiteral, Vec<i32>)> {
+    let (batch, n, n2) = matrix_dims(a)?;
+    if n != n2 {
+        return Err("potrf needs square matrices".into());
     }
-    store_c(&out, a.ty(), &a.shape.dims)
+    fn each<T: cholesky::Scalar>(v: &mut [T], batch: usize, n: usize, lower: bool) -> Vec<i32> {
+        (0..batch)
+            .map(|b| cholesky::potf2(&mut v[b * n * n..(b + 1) * n * n], n, lower))
+            .collect()
+    }
+    let (ty, dims) = (a.ty(), &a.shape.dims);
+    Ok(match (ty.is_complex(), in_f64(ty)) {
+        (true, true) => {
+            let mut v = to_num(load_c::<f64>(a)?);
+            let info = each(&mut v, batch, n, lower);
+            (store_c(&from_num(v), ty, dims)?, info)
+        }
+        (true, false) => {
+            let mut v = to_num(load_c::<f32>(a)?);
+            let info = each(&mut v, batch, n, lower);
+            (store_c(&from_num(v), ty, dims)?, info)
+        }
+        (false, true) => {
+            let mut v = load_real::<f64>(a)?;
+            let info = each(&mut v, batch, n, lower);
+            (store_real(&v, ty, dims)?, info)
+        }
+        (false, false) => {
+            let mut v = load_real::<f32>(a)?;
+            let info = each(&mut v, batch, n, lower);
+            (store_real(&v, ty, dims)?, info)
+        }
+    })
 }
 
 /// `triangular-solve`.

@@ -668,6 +668,50 @@ for ty, dt in [("c64", np.complex64), ("c128", np.complex128)]:
        [(t, "convert(p0)") for t in ["f32", "f64", "f16", "bf16", "s32", "u8", "s64"]],
        [(cre + 1j * cim).astype(dt)])
 
+# Cholesky of singular and indefinite matrices: the factor is rounding noise where a pivot is
+# near zero, so only XLA's exact operations give its NaN pattern (a zero pivot leaves a NaN
+# diagonal, a negative one a factor of NaNs). XLA's expansion accumulates each L L^H dot from
+# zero (fused multiply-adds for f32, not for f64 or complex) and multiplies the column by the
+# pivot's reciprocal (real types) or divides it (complex). Exact: the evaluator and the cpu
+# backend share that recurrence (analysis/src/cholesky.rs).
+crng = np.random.default_rng(20261124)
+def eighths(shape):
+    return crng.integers(-64, 64, size=shape) / 8.0
+sing = []
+for b in range(40):
+    rows = [3, 2, 1, 6][b % 4]
+    x = eighths((rows, 4))
+    a = x.T @ x
+    if b % 5 == 4:
+        s = eighths((4, 4))
+        a = s + s.T
+    if b % 7 == 0:
+        a[b % 4, (b // 4) % 4] = 0.0
+    sing.append(a)
+sing = np.array(sing, np.float32)
+zs = []
+for b in range(20):
+    x = eighths((2 if b % 3 else 4, 3)) + 1j * eighths((2 if b % 3 else 4, 3))
+    zs.append(x.conj().T @ x)
+zs = np.array(zs, np.complex64)
+ds = []
+for b in range(20):
+    x = eighths((5 if b % 2 else 9, 7))
+    ds.append(1.1 * (x.T @ x))
+ds = np.array(ds, np.float64)
+case("cholesky_singular", """
+ENTRY main {
+  a = f32[40,4,4] parameter(0)
+  z = c64[20,3,3] parameter(1)
+  d = f64[20,7,7] parameter(2)
+  la = f32[40,4,4] cholesky(a), lower=true
+  ua = f32[40,4,4] cholesky(a), lower=false
+  lz = c64[20,3,3] cholesky(z), lower=true
+  uz = c64[20,3,3] cholesky(z), lower=false
+  ld = f64[20,7,7] cholesky(d), lower=true
+  ROOT t = (f32[40,4,4], f32[40,4,4], c64[20,3,3], c64[20,3,3], f64[20,7,7]) tuple(la, ua, lz, uz, ld)
+}""", [sing, zs, ds])
+
 with open(os.path.join(HERE, "manifest.json"), "w") as f:
     json.dump({"generator": "gen.py", "jax_version": jax.__version__, "cases": CASES}, f, indent=1)
 print(len(CASES), "cases")

@@ -2,8 +2,9 @@
 //! leading dimensions, on row-major matrices (`A(i, j)` is element `i * cols + j`):
 //!
 //! - `potrf`: `?potf2` (the factor overwrites its triangle; `info` is the first non-positive
-//!   leading minor, where the factorization stops); the `cholesky` instruction runs the same
-//!   recurrence to the end (NaNs past a failure) and zeroes the other triangle.
+//!   leading minor, where the factorization stops); the `cholesky` instruction runs XLA's
+//!   expansion (a factor of NaNs where a pivot's square root is NaN). Both are
+//!   [`axle_analysis::cholesky`]'s, the evaluator's too.
 //! - `getrf`: `?getf2`, partial pivoting on the first largest `|re| + |im|` (`i?amax`),
 //!   pivots 1-based, `info` the first exactly zero pivot.
 //! - `trsm`: substitution for every side, triangle, transpose and diagonal
@@ -11,6 +12,7 @@
 //! - `geqrf`: `?geqr2` with `?larfg`'s reflectors (`beta = -sign(alpha) * norm`,
 //!   `tau = (beta - alpha) / beta`, `v(0) = 1`); `orgqr`: `?org2r`. Real types only.
 
+use axle_analysis::cholesky;
 use axle_analysis::trsm::{solve, Field, TriSolve};
 use num_complex::Complex;
 use num_traits::Float;
@@ -50,7 +52,7 @@ pub(crate) unsafe fn potrf(call: &Call, a: *mut u8, out: *mut u8, info: *mut u8)
 
 /// # Safety
 /// As [`potrf`].
-unsafe fn potrf_t<T: Scalar + Default>(
+unsafe fn potrf_t<T: Scalar + cholesky::Scalar + Default>(
     a: *mut u8,
     out: *mut u8,
     info: *mut u8,
@@ -61,74 +63,19 @@ unsafe fn potrf_t<T: Scalar + Default>(
 ) {
     // SAFETY: the operand holds `batch` matrices.
     let mut x: Vec<T> = unsafe { read(a, batch * n * n) };
-    let mut infos = vec![0i32; batch];
-    for (b, inf) in infos.iter_mut().enumerate() {
-        let m = &mut x[b * n * n..(b + 1) * n * n];
-        *inf = potf2(m, n, lower, lapack);
-        // The `cholesky` instruction (not LAPACK's potrf): a matrix that is not positive
-        // definite (a NaN on the factor's diagonal) gives a factor of NaNs, as XLA's Cholesky
-        // expansion makes it.
-        if !lapack && (0..n).any(|j| m[j * n + j].re().is_nan()) {
-            m.fill(T::real(<T::Real as Float>::nan()));
-            continue;
-        }
-        if !lapack {
-            for i in 0..n {
-                for j in 0..n {
-                    if (lower && j > i) || (!lower && j < i) {
-                        m[i * n + j] = T::real(num_traits::zero::<T::Real>());
-                    }
-                }
-            }
-        }
+    if !lapack {
+        // SAFETY: the result has the operand's size.
+        unsafe { write(out, &cholesky::cholesky(&x, batch, n, lower)) };
+        return;
     }
+    let infos: Vec<i32> = (0..batch)
+        .map(|b| cholesky::potf2(&mut x[b * n * n..(b + 1) * n * n], n, lower))
+        .collect();
     // SAFETY: the result has the operand's size; `info` one `s32` per matrix.
     unsafe {
         write(out, &x);
-        if lapack {
-            write(info, &infos);
-        }
+        write(info, &infos);
     }
-}
-
-/// Factors one `n`-by-`n` matrix in place (`A = L L^H` in the lower triangle, or `U^H U` in
-/// the upper one); returns LAPACK's `info`. With `stop`, the first non-positive (or NaN)
-/// diagonal is stored and ends the factorization.
-fn potf2<T: Scalar>(m: &mut [T], n: usize, lower: bool, stop: bool) -> i32 {
-    // Both triangles are handled as the lower factor L; for `U`, L(i, j) = conj(U(j, i)).
-    let at = |i: usize, j: usize| if lower { i * n + j } else { j * n + i };
-    let get = |m: &[T], i: usize, j: usize| {
-        let v = m[at(i, j)];
-        if lower {
-            v
-        } else {
-            v.conj()
-        }
-    };
-    let zero = num_traits::zero::<T::Real>();
-    for j in 0..n {
-        let mut dot = zero;
-        for k in 0..j {
-            dot = dot + (get(m, j, k).conj() * get(m, j, k)).re();
-        }
-        let ajj = m[at(j, j)].re() - dot;
-        if stop && (ajj <= zero || ajj.is_nan()) {
-            m[at(j, j)] = T::real(ajj);
-            return j as i32 + 1;
-        }
-        let ajj = ajj.sqrt();
-        m[at(j, j)] = T::real(ajj);
-        let r = num_traits::one::<T::Real>() / ajj;
-        for i in j + 1..n {
-            let mut s = get(m, i, j);
-            for k in 0..j {
-                s = s - get(m, i, k) * get(m, j, k).conj();
-            }
-            let l = s.scale(r);
-            m[at(i, j)] = if lower { l } else { l.conj() };
-        }
-    }
-    0
 }
 
 /// Runs a [`Call::Getrf`].
