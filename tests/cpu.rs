@@ -197,6 +197,56 @@ ENTRY main {
     assert_eq!(e.backend, "cpu");
 }
 
+/// A computation applied per element is generated at one scalar index: an array in it (here an
+/// iota carried by a tuple whose other element is the result) is refused as not supported
+/// (cpu campaign seed 17955192027, case 5415: "iota dimension out of range", a failure rather
+/// than a refusal), while an array a reduction consumes inside it still compiles and matches
+/// the evaluator.
+#[test]
+fn arrays_inside_per_element_computations_are_refused_or_reduced() {
+    let text = r#"
+HloModule m
+mapped {
+  p = f32[] parameter(0)
+  i = f32[4]{0} iota(), iota_dimension=0
+  t = (f32[], f32[4]{0}) tuple(p, i)
+  b = (f32[], f32[4]{0}) opt-barrier(t)
+  ROOT r = f32[] get-tuple-element(b), index=0
+}
+ENTRY main {
+  x = f32[] parameter(0)
+  ROOT y = f32[] map(x), dimensions={}, to_apply=mapped
+}
+"#;
+    let m = parse_module(text).expect("parses");
+    let e = compile(&m, &CpuOptions::default()).expect_err("must not compile");
+    assert!(e.to_string().contains("not supported"), "{e}");
+    let text = r#"
+HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+mapped {
+  p = f32[] parameter(0)
+  i = f32[4]{0} iota(), iota_dimension=0
+  z = f32[] constant(0)
+  r = f32[] reduce(i, z), dimensions={0}, to_apply=add
+  ROOT o = f32[] add(p, r)
+}
+ENTRY main {
+  x = f32[3]{0} parameter(0)
+  ROOT y = f32[3]{0} map(x), dimensions={0}, to_apply=mapped
+}
+"#;
+    let m = parse_module(text).expect("parses");
+    let x = Literal::Array(ArrayLiteral::from_slice(&[3], &[0.5f32, -1.0, 2.0]));
+    let got = run_on("cpu", &m, std::slice::from_ref(&x)).expect("compiles and runs");
+    let want = run_on("interpreter", &m, &[x]).expect("evaluates");
+    assert_eq!(got[0].data, want[0].data);
+}
+
 #[test]
 fn elementwise_loops_are_vectorized() {
     let text = r#"

@@ -98,6 +98,32 @@ pub fn inst_leaves(m: &Module, id: InstId) -> R<Vec<ArrayShape>> {
     Ok(v)
 }
 
+/// An instruction that a computation applied per element (generated at one scalar index) would
+/// have to generate at that index although it holds more than one element (or has no array
+/// form), if any: what `root` reaches through its operands, except through a reduction's, which
+/// generates its operands at indices of its own.
+fn array_at_scalar_index(m: &Module, root: InstId) -> Option<InstId> {
+    let mut seen = std::collections::HashSet::from([root]);
+    let mut stack = vec![root];
+    while let Some(i) = stack.pop() {
+        let one_element = inst_leaves(m, i)
+            .map(|ls| ls.iter().all(|l| l.num_elements() == 1))
+            .unwrap_or(false);
+        if !one_element {
+            return Some(i);
+        }
+        if matches!(m.opcode(i), Opcode::Reduce | Opcode::ReduceWindow) {
+            continue;
+        }
+        for &o in m.operands(i) {
+            if seen.insert(o) {
+                stack.push(o);
+            }
+        }
+    }
+    None
+}
+
 /// The minor-to-major order of `id`'s layout (row-major when it has none).
 pub fn minor_to_major(m: &Module, id: InstId, rank: usize) -> R<Vec<i64>> {
     match m.layout_of(m.layout_id(id)) {
@@ -510,6 +536,16 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             }
         }
         let root = m.root(comp);
+        if let Some(i) = array_at_scalar_index(m, root) {
+            return Err(format!(
+                "computation {} applied per element holds %{} ({}), an array of more than one \
+                 element outside a reduction: not supported by this backend",
+                m.comp_name(comp),
+                m.name(i),
+                m.opcode(i)
+            )
+            .into());
+        }
         let idx = child.scalar_index();
         // Parameters declared with unit dimensions: every leaf is one element.
         for l in inst_leaves(m, root)? {
