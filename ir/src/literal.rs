@@ -429,14 +429,21 @@ pub fn f64_to_minifloat(t: ElementType, v: f64) -> u8 {
     if t == ElementType::F8E8M0FNU && v <= 0.0 {
         return 0xff;
     }
-    let (eb, mb, _, _, _) = minifloat_params(t);
+    let (eb, mb, _, _, nan_mode) = minifloat_params(t);
     let total = 1 + eb + mb;
     let count = 1u32 << total;
     if v.is_nan() {
-        return (0..count)
-            .map(|b| b as u8)
-            .find(|&b| minifloat_to_f64(t, b).is_nan())
-            .unwrap_or(0);
+        // The NaN a conversion produces, as ml_dtypes (so XLA) gives it for a positive NaN and
+        // the cpu backend for any: the quiet NaN with only the top mantissa bit set (IEEE-like
+        // types: e4m3 0x7c, e5m2 0x7e, e3m4 0x78), all ones below the sign (e4m3fn 0x7f), the
+        // negative-zero pattern (fnuz 0x80; f4e2m1fn, which has no NaN, 0x8), 0xff (e8m0fnu).
+        let emax = (1u32 << eb) - 1;
+        return match nan_mode {
+            0 => ((emax << mb) | (1 << (mb - 1))) as u8,
+            1 => ((1u32 << (eb + mb)) - 1) as u8,
+            3 => 0xff,
+            _ => (1u32 << (eb + mb)) as u8,
+        };
     }
     let mut best: Option<(u8, f64)> = None;
     for b in 0..count {
