@@ -57,7 +57,7 @@ pub const OPTIONS: &[OptSpec] = &[
             min: 0,
             max: i64::MAX,
         },
-        default: "1048576",
+        default: "67108864",
         doc: "the fewest bytes of the largest intermediate of a region for a split",
     },
     OptSpec {
@@ -84,7 +84,7 @@ pub struct BatchSplit {
 impl Default for BatchSplit {
     fn default() -> Self {
         BatchSplit {
-            min_bytes: 1 << 20,
+            min_bytes: 1 << 26,
             max_slices: 64,
         }
     }
