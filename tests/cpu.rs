@@ -197,8 +197,9 @@ ENTRY main {
     assert_eq!(e.backend, "cpu");
 }
 
-/// A computation applied per element is generated at one scalar index: an array in it (here an
-/// iota carried by a tuple whose other element is the result) is refused as not supported
+/// A computation applied per element is generated at one scalar index: an array of more than one
+/// element in it (here an iota carried by a tuple whose other element is the result) is refused
+/// as not supported
 /// (cpu campaign seed 17955192027, case 5415: "iota dimension out of range", a failure rather
 /// than a refusal), while an array a reduction consumes inside it still compiles and matches
 /// the evaluator.
@@ -221,6 +222,14 @@ ENTRY main {
     let m = parse_module(text).expect("parses");
     let e = compile(&m, &CpuOptions::default()).expect_err("must not compile");
     assert!(e.to_string().contains("not supported"), "{e}");
+    // The same with an iota of one element, f32[1] (seed 1795530001, case 9970, which failed
+    // with 'iota dimension out of range'): its one element is generated at index zero, so it
+    // compiles and matches the evaluator.
+    let m = parse_module(&text.replace("f32[4]", "f32[1]")).expect("parses");
+    let x = Literal::Array(ArrayLiteral::from_slice(&[], &[0.75f32]));
+    let got = run_on("cpu", &m, std::slice::from_ref(&x)).expect("compiles and runs");
+    let want = run_on("interpreter", &m, &[x]).expect("evaluates");
+    assert_eq!(got[0].data, want[0].data);
     let text = r#"
 HloModule m
 add {

@@ -463,6 +463,13 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
 
     /// The leaf values of instruction `id` at `idx` (one for an array).
     pub fn gen(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Vec<Val<'ctx>>> {
+        // A single-element array asked for at an index of another rank (a computation applied
+        // per element is generated at the scalar index): its one element is at index zero.
+        if let Some(s) = self.m.array_shape(id) {
+            if s.rank() > 0 && idx.multi.len() != s.rank() && s.num_elements() == 1 {
+                return self.gen_unit(id, idx);
+            }
+        }
         let key = (id, idx.id);
         for scope in self.memo.iter().rev() {
             if let Some(v) = scope.get(&key) {
