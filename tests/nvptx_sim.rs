@@ -1,0 +1,244 @@
+//! Every case of the shared corpus (`NAME.hlo` and XLA's optimized `NAME.opt.hlo`) on the
+//! `nvptx-sim` backend after its default pipeline (`gpu`): the nvptx backend's kernels, run on
+//! the host by the simulator following their launch plans, must match both the reference
+//! evaluator (run on the module as given) and XLA's outputs, under the manifest's tolerances
+//! (NaN matches NaN). A case the backend refuses must be refused with an error naming the op
+//! it does not support. The simulator compiles without libdevice (math is the shared
+//! approximations), so a math function with no inline form is such a refusal.
+//!
+//! One named trial per file, plus `harness_detects_mismatch`, which proves the comparison
+//! notices a wrong answer. When every trial ran (no filter), the run also fails when fewer
+//! files pass than [`PASSED_FLOOR`] (the count reached so far: it only goes up), and prints
+//! which files passed and which were refused with which op.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use axle::backend::{prepare_module, CompileOptions};
+use axle_codegen_nvptx::device::DeviceMemory;
+use axle_codegen_nvptx::executor::Executable;
+use axle_codegen_nvptx::sim::SimDevice;
+use axle_ir::{compare_arrays, ArrayLiteral, Literal, Module};
+use axle_testkit::{
+    check_output, has_elided_constant, inputs, leaves, load, manifest_cases, run_case, shared_dir,
+    tolerance, RunFailure, Runner,
+};
+use libtest_mimic::{Arguments, Failed, Trial};
+use serde_json::Value;
+
+/// The fewest corpus files (of 81) whose sim results must match the evaluator and XLA.
+const PASSED_FLOOR: usize = 41;
+
+/// What happened to one file.
+#[derive(Clone, Debug)]
+enum Outcome {
+    /// Matched the evaluator and XLA.
+    Passed,
+    /// Refused with an error naming this op.
+    Refused(String),
+}
+
+/// The module after the `gpu` pipeline, compiled for the simulator.
+fn compile(mem: &DeviceMemory<SimDevice>, m: &Module) -> Result<Executable<SimDevice>, RunFailure> {
+    let opts = CompileOptions {
+        pipeline: Some("gpu".into()),
+        ..Default::default()
+    };
+    let m = prepare_module("nvptx-sim", m.clone(), &opts)
+        .map_err(|e| RunFailure::msg(e.to_string()))?;
+    Executable::compile(mem, m).map_err(|e| RunFailure {
+        opcode: e.opcode.clone(),
+        message: e.to_string(),
+    })
+}
+
+/// Runs a compiled module on host literals; the result's array leaves.
+fn run(
+    mem: &DeviceMemory<SimDevice>,
+    exe: &Executable<SimDevice>,
+    args: &[Literal],
+) -> Result<Vec<ArrayLiteral>, String> {
+    let mut keys = Vec::new();
+    for a in args {
+        keys.push(
+            leaves(a)
+                .iter()
+                .map(|l| mem.upload(&l.data))
+                .collect::<Result<Vec<_>, _>>()?,
+        );
+    }
+    let out = exe.run(mem, &keys);
+    for k in keys.into_iter().flatten() {
+        mem.free(k)?;
+    }
+    let out = out?;
+    let m = exe.module();
+    let shapes = axle::backend::ValueShape::of_shape(m, m.shape(m.root(m.entry())));
+    let mut got = Vec::new();
+    for (shape, k) in shapes.leaves().into_iter().zip(&out) {
+        got.push(ArrayLiteral {
+            shape: shape.clone(),
+            data: mem.download(*k)?,
+        });
+    }
+    for k in out {
+        mem.free(k)?;
+    }
+    Ok(got)
+}
+
+/// The simulator as a testkit runner (for modules with elided constants, run per output).
+fn runner(mem: Arc<DeviceMemory<SimDevice>>) -> Runner {
+    Arc::new(move |m, args| {
+        let exe = compile(&mem, m)?;
+        run(&mem, &exe, args).map_err(RunFailure::msg)
+    })
+}
+
+/// Runs one file of a case and checks it against XLA and the evaluator.
+fn check_file(
+    mem: &Arc<DeviceMemory<SimDevice>>,
+    dir: &Path,
+    case: &Value,
+    file: &str,
+) -> Result<Outcome, Failed> {
+    let module = load(dir, file)?;
+    let args = inputs(dir, case)?;
+    let exe = match compile(mem, &module) {
+        Ok(exe) => Some(exe),
+        // An elided constant: each output that does not need it runs on its own below.
+        Err(e) if e.opcode == "constant" && e.message.contains("elided") => None,
+        Err(e) if !e.opcode.is_empty() && e.message.contains(&e.opcode) => {
+            return Ok(Outcome::Refused(e.opcode))
+        }
+        Err(e) => return Err(format!("refused without naming an op: {}", e.message).into()),
+    };
+    let Some(exe) = exe else {
+        if !has_elided_constant(&module) {
+            return Err("an elided constant reported where the module has none".into());
+        }
+        // Checked against XLA only: the evaluator cannot run the missing data either.
+        run_case(dir, case, file, &runner(mem.clone()))?;
+        return Ok(Outcome::Passed);
+    };
+    let got = run(mem, &exe, &args)?;
+    let outputs = case["outputs"].as_array().ok_or("manifest: no outputs")?;
+    if got.len() != outputs.len() {
+        return Err(format!(
+            "{} result leaves, the manifest lists {}",
+            got.len(),
+            outputs.len()
+        )
+        .into());
+    }
+    let want = axle_analysis::eval::evaluate(&module, &args).map_err(|e| e.to_string())?;
+    let want = leaves(&want);
+    let mut errors = Vec::new();
+    for (k, g) in got.iter().enumerate() {
+        if let Err(e) = check_output(dir, case, k, g) {
+            errors.push(format!("against XLA: {e}"));
+        }
+        let tol = tolerance(&outputs[k]["tolerance"])?;
+        if let Err(e) = compare_arrays(&want[k], g, tol) {
+            errors.push(format!("against the evaluator: out{k}: {e}"));
+        }
+    }
+    if errors.is_empty() {
+        Ok(Outcome::Passed)
+    } else {
+        Err(errors.join("\n").into())
+    }
+}
+
+/// The comparison must notice a wrong answer: a case's first output from the simulator,
+/// compared with XLA's second output, fails.
+fn harness_detects_mismatch(
+    mem: &DeviceMemory<SimDevice>,
+    dir: &Path,
+    case: &Value,
+) -> Result<(), Failed> {
+    let file = format!("{}.hlo", case["name"].as_str().unwrap_or_default());
+    let module = load(dir, &file)?;
+    let exe = compile(mem, &module).map_err(|e| e.message)?;
+    let got = run(mem, &exe, &inputs(dir, case)?)?;
+    match check_output(dir, case, 1, &got[0]) {
+        Err(_) => Ok(()),
+        Ok(()) => Err("out0 compared equal to out1's expectation".into()),
+    }
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    let dir = shared_dir().join("corpus");
+    let mem = Arc::new(DeviceMemory::new(SimDevice));
+    let outcomes: Arc<Mutex<BTreeMap<String, Outcome>>> = Arc::default();
+    let cases = manifest_cases(&dir);
+    let mut trials = Vec::new();
+    for case in &cases {
+        let name = case["name"].as_str().expect("case name").to_string();
+        for file in [format!("{name}.hlo"), format!("{name}.opt.hlo")] {
+            let (dir, case, mem, outcomes): (PathBuf, _, _, _) =
+                (dir.clone(), case.clone(), mem.clone(), outcomes.clone());
+            trials.push(Trial::test(file.clone(), move || {
+                let o = check_file(&mem, &dir, &case, &file)?;
+                outcomes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(file, o);
+                Ok(())
+            }));
+        }
+    }
+    let two_outputs = cases
+        .iter()
+        .find(|c| {
+            c["name"] == "reduce_axes" && c["outputs"].as_array().is_some_and(|o| o.len() > 1)
+        })
+        .cloned()
+        .expect("reduce_axes, a case with two outputs");
+    let (d, m) = (dir.clone(), mem.clone());
+    trials.push(Trial::test("harness_detects_mismatch", move || {
+        harness_detects_mismatch(&m, &d, &two_outputs)
+    }));
+    let total = trials.len();
+    let filtered = args.filter.is_some() || !args.skip.is_empty();
+    let conclusion = libtest_mimic::run(&args, trials);
+    let outcomes = outcomes.lock().unwrap_or_else(|e| e.into_inner());
+    let passed: Vec<&str> = outcomes
+        .iter()
+        .filter(|(_, o)| matches!(o, Outcome::Passed))
+        .map(|(f, _)| f.as_str())
+        .collect();
+    let refused: Vec<String> = outcomes
+        .iter()
+        .filter_map(|(f, o)| match o {
+            Outcome::Refused(op) => Some(format!("{f} ({op})")),
+            Outcome::Passed => None,
+        })
+        .collect();
+    eprintln!(
+        "nvptx-sim: {} of {} corpus files match the evaluator and XLA: {}\nrefused: {}\nleaked \
+         buffers: {}",
+        passed.len(),
+        total - 1,
+        passed.join(", "),
+        refused.join(", "),
+        mem.live()
+    );
+    if !filtered && !args.list {
+        if passed.len() < PASSED_FLOOR {
+            eprintln!(
+                "error: {} corpus files pass on nvptx-sim, fewer than the {PASSED_FLOOR} passed \
+                 before",
+                passed.len()
+            );
+            std::process::exit(101);
+        }
+        if mem.live() != 0 {
+            eprintln!("error: {} device buffers were not freed", mem.live());
+            std::process::exit(101);
+        }
+    }
+    conclusion.exit();
+}
