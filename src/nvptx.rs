@@ -96,7 +96,7 @@ impl Default for GpuPlatform<CudaDevice> {
 impl GpuPlatform<SimDevice> {
     /// The simulator platform.
     pub fn new() -> Self {
-        GpuPlatform::with(SIM_NAME, || Ok(SimDevice))
+        GpuPlatform::with(SIM_NAME, || Ok(SimDevice::with_found_libdevice()))
     }
 }
 

@@ -3,13 +3,17 @@
 //! the host by the simulator following their launch plans, must match both the reference
 //! evaluator (run on the module as given) and XLA's outputs, under the manifest's tolerances
 //! (NaN matches NaN). A case the backend refuses must be refused with an error naming the op
-//! it does not support. The simulator compiles without libdevice (math is the shared
-//! approximations), so a math function with no inline form is such a refusal.
+//! it does not support.
 //!
-//! One named trial per file, plus `harness_detects_mismatch`, which proves the comparison
-//! notices a wrong answer. When every trial ran (no filter), the run also fails when fewer
-//! files pass than [`PASSED_FLOOR`] (the count reached so far: it only goes up), and prints
-//! which files passed and which were refused with which op.
+//! Both math paths run: with libdevice where it is found (as the CLI and the GPU's kernels
+//! link it; `NAME.hlo`), and without it (`no_libdevice/NAME.hlo`).
+//!
+//! One named trial per file and mode, plus `harness_detects_mismatch`, which proves the
+//! comparison notices a wrong answer, and a stale device buffer trial. When every trial ran (no
+//! filter), the run also fails when fewer files pass than the mode's floor
+//! ([`PASSED_FLOOR`], [`PASSED_FLOOR_WITHOUT_LIBDEVICE`]: the counts reached so far, which only
+//! go up) or when buffers were left, and prints which files passed and which were refused with
+//! which op.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,8 +31,11 @@ use axle_testkit::{
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 
-/// The fewest corpus files (of 81) whose sim results must match the evaluator and XLA.
-const PASSED_FLOOR: usize = 41;
+/// The fewest corpus files (of 78) whose sim results must match the evaluator and XLA, with
+/// libdevice linked for math functions as the GPU's kernels link it.
+const PASSED_FLOOR: usize = 49;
+/// The same without libdevice (math functions with no inline form refused).
+const PASSED_FLOOR_WITHOUT_LIBDEVICE: usize = 41;
 
 /// What happened to one file.
 #[derive(Clone, Debug)]
@@ -201,26 +208,66 @@ fn stale_device_buffer() -> Result<(), Failed> {
     Ok(())
 }
 
+/// One way of running the simulator: its trials' name prefix, its device memory, its floor,
+/// and what its trials saw.
+struct Mode {
+    prefix: &'static str,
+    mem: Arc<DeviceMemory<SimDevice>>,
+    floor: usize,
+    outcomes: Arc<Mutex<BTreeMap<String, Outcome>>>,
+}
+
 fn main() {
     let args = Arguments::from_args();
     let dir = shared_dir().join("corpus");
-    let mem = Arc::new(DeviceMemory::new(SimDevice));
-    let outcomes: Arc<Mutex<BTreeMap<String, Outcome>>> = Arc::default();
+    let found = SimDevice::with_found_libdevice();
+    if found.libdevice.is_none() {
+        eprintln!(
+            "nvptx_sim: no libdevice (run `make deps`): the floor without it applies to both modes"
+        );
+    }
+    let floor = if found.libdevice.is_some() {
+        PASSED_FLOOR
+    } else {
+        PASSED_FLOOR_WITHOUT_LIBDEVICE
+    };
+    let modes = [
+        Mode {
+            prefix: "",
+            mem: Arc::new(DeviceMemory::new(found)),
+            floor,
+            outcomes: Arc::default(),
+        },
+        Mode {
+            prefix: "no_libdevice/",
+            mem: Arc::new(DeviceMemory::new(SimDevice::default())),
+            floor: PASSED_FLOOR_WITHOUT_LIBDEVICE,
+            outcomes: Arc::default(),
+        },
+    ];
     let cases = manifest_cases(&dir);
     let mut trials = Vec::new();
-    for case in &cases {
-        let name = case["name"].as_str().expect("case name").to_string();
-        for file in [format!("{name}.hlo"), format!("{name}.opt.hlo")] {
-            let (dir, case, mem, outcomes): (PathBuf, _, _, _) =
-                (dir.clone(), case.clone(), mem.clone(), outcomes.clone());
-            trials.push(Trial::test(file.clone(), move || {
-                let o = check_file(&mem, &dir, &case, &file)?;
-                outcomes
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(file, o);
-                Ok(())
-            }));
+    let mut files = 0;
+    for mode in &modes {
+        for case in &cases {
+            let name = case["name"].as_str().expect("case name").to_string();
+            for file in [format!("{name}.hlo"), format!("{name}.opt.hlo")] {
+                files += 1;
+                let (dir, case, mem, outcomes): (PathBuf, _, _, _) = (
+                    dir.clone(),
+                    case.clone(),
+                    mode.mem.clone(),
+                    mode.outcomes.clone(),
+                );
+                trials.push(Trial::test(format!("{}{file}", mode.prefix), move || {
+                    let o = check_file(&mem, &dir, &case, &file)?;
+                    outcomes
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(file, o);
+                    Ok(())
+                }));
+            }
         }
     }
     let two_outputs = cases
@@ -230,7 +277,7 @@ fn main() {
         })
         .cloned()
         .expect("reduce_axes, a case with two outputs");
-    let (d, m) = (dir.clone(), mem.clone());
+    let (d, m) = (dir.clone(), modes[1].mem.clone());
     trials.push(Trial::test("harness_detects_mismatch", move || {
         harness_detects_mismatch(&m, &d, &two_outputs)
     }));
@@ -238,44 +285,55 @@ fn main() {
         "a_freed_device_buffer_is_a_stale_handle_error",
         stale_device_buffer,
     ));
-    let total = trials.len() - 2;
     let filtered = args.filter.is_some() || !args.skip.is_empty();
     let conclusion = libtest_mimic::run(&args, trials);
-    let outcomes = outcomes.lock().unwrap_or_else(|e| e.into_inner());
-    let passed: Vec<&str> = outcomes
-        .iter()
-        .filter(|(_, o)| matches!(o, Outcome::Passed))
-        .map(|(f, _)| f.as_str())
-        .collect();
-    let refused: Vec<String> = outcomes
-        .iter()
-        .filter_map(|(f, o)| match o {
-            Outcome::Refused(op) => Some(format!("{f} ({op})")),
-            Outcome::Passed => None,
-        })
-        .collect();
-    eprintln!(
-        "nvptx-sim: {} of {} corpus files match the evaluator and XLA: {}\nrefused: {}\nleaked \
-         buffers: {}",
-        passed.len(),
-        total,
-        passed.join(", "),
-        refused.join(", "),
-        mem.live()
-    );
-    if !filtered && !args.list {
-        if passed.len() < PASSED_FLOOR {
-            eprintln!(
-                "error: {} corpus files pass on nvptx-sim, fewer than the {PASSED_FLOOR} passed \
-                 before",
-                passed.len()
-            );
-            std::process::exit(101);
+    let mut low = false;
+    for mode in &modes {
+        let outcomes = mode.outcomes.lock().unwrap_or_else(|e| e.into_inner());
+        let passed: Vec<&str> = outcomes
+            .iter()
+            .filter(|(_, o)| matches!(o, Outcome::Passed))
+            .map(|(f, _)| f.as_str())
+            .collect();
+        let refused: Vec<String> = outcomes
+            .iter()
+            .filter_map(|(f, o)| match o {
+                Outcome::Refused(op) => Some(format!("{f} ({op})")),
+                Outcome::Passed => None,
+            })
+            .collect();
+        eprintln!(
+            "nvptx-sim{}: {} of {} corpus files match the evaluator and XLA: {}\nrefused: {}\n\
+             buffers left: {}",
+            if mode.prefix.is_empty() {
+                ""
+            } else {
+                " without libdevice"
+            },
+            passed.len(),
+            files / modes.len(),
+            passed.join(", "),
+            refused.join(", "),
+            mode.mem.live()
+        );
+        if !filtered && !args.list {
+            if passed.len() < mode.floor {
+                eprintln!(
+                    "error: {} corpus files pass on nvptx-sim{}, fewer than the {} passed before",
+                    passed.len(),
+                    mode.prefix,
+                    mode.floor
+                );
+                low = true;
+            }
+            if mode.mem.live() != 0 {
+                eprintln!("error: {} device buffers were not freed", mode.mem.live());
+                low = true;
+            }
         }
-        if mem.live() != 0 {
-            eprintln!("error: {} device buffers were not freed", mem.live());
-            std::process::exit(101);
-        }
+    }
+    if low {
+        std::process::exit(101);
     }
     conclusion.exit();
 }

@@ -33,6 +33,7 @@ mod primitives;
 pub mod ptxas;
 pub mod reduction;
 pub mod sim;
+mod sim_intrinsics;
 pub mod sim_jit;
 mod sim_threads;
 pub mod transpose;

@@ -61,8 +61,22 @@ impl Drop for SimMem {
 }
 
 /// The host simulator of an NVIDIA GPU.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SimDevice;
+#[derive(Clone, Debug, Default)]
+pub struct SimDevice {
+    /// The libdevice bitcode linked for math functions with no inline form (as the GPU's
+    /// kernels link it); without it such a function is refused naming its op.
+    pub libdevice: Option<std::path::PathBuf>,
+}
+
+impl SimDevice {
+    /// The simulator with libdevice where [`crate::libdevice::find_libdevice`] finds it, as
+    /// the GPU backend links it.
+    pub fn with_found_libdevice() -> SimDevice {
+        SimDevice {
+            libdevice: crate::libdevice::find_libdevice(),
+        }
+    }
+}
 
 impl Device for SimDevice {
     type Mem = SimMem;
@@ -73,7 +87,14 @@ impl Device for SimDevice {
     }
 
     fn description(&self) -> String {
-        "host simulator of the nvptx kernels (threads as OS threads)".into()
+        format!(
+            "host simulator of the nvptx kernels (threads as OS threads; {})",
+            if self.libdevice.is_some() {
+                "libdevice math"
+            } else {
+                "no libdevice"
+            }
+        )
     }
 
     fn upload(&self, bytes: &[u8]) -> Result<SimMem, String> {
@@ -92,7 +113,7 @@ impl Device for SimDevice {
     }
 
     fn load(&self, m: &Module, kernels: &[KernelInfo]) -> Result<SimCode, CodegenError> {
-        crate::sim_jit::compile(m, kernels)
+        crate::sim_jit::compile(m, kernels, self.libdevice.as_deref())
     }
 
     fn launch(

@@ -1,6 +1,11 @@
 //! The simulator's code: a module's NVPTX kernels, emitted by the same code as for the GPU
-//! ([`crate::kernels::emit_kernels`], without libdevice, so math is the shared approximations
-//! of `axle-codegen-llvm`), retargeted to the host and compiled there by LLVM's JIT.
+//! ([`crate::kernels::emit_kernels`]), retargeted to the host and compiled there.
+//!
+//! Math: without libdevice, math is the shared approximations of `axle-codegen-llvm` (as on the
+//! GPU without libdevice) and a function with no inline form is refused naming its op; with
+//! libdevice, its bitcode is linked as for the GPU (then unused functions dropped) and the NVVM
+//! math intrinsics it calls run as host functions ([`crate::sim_intrinsics`], which says where
+//! they are not bit-exact), `__nvvm_reflect` answering as for the GPU's PTX.
 //!
 //! Retargeting: the module gets the host's triple and data layout before any kernel is
 //! emitted; the GPU's special registers (`llvm.nvvm.read.ptx.sreg.{tid,ctaid,ntid}.x`), its
@@ -15,9 +20,17 @@
 //! The module is compiled to a host object file and linked into the process by ORC
 //! ([`LoadedObject`]), with the hooks as absolute symbols.
 //!
-//! Invariants: no NVVM intrinsic is left in the host module (checked, an error otherwise); the
+//! With libdevice, `__nvvm_reflect` is folded by NVPTX's own pipeline-start passes (run with
+//! an `sm_80` target machine on the host module) before the host optimizer drops the branches
+//! not taken; the NVVM math intrinsics and libdevice's inline PTX left after it are bound to
+//! host forms.
+//!
+//! Invariants: no NVVM intrinsic and no inline assembly is left in the host module (checked:
+//! an error names what has no host form, never a crash in the host's code generator); the
 //! machine code lives as long as the [`SimCode`]; the shared arrays are one copy per loaded
 //! module, so blocks of a kernel must run one after another.
+
+use std::path::Path;
 
 use axle_codegen_llvm::cg::Cg;
 use axle_codegen_llvm::object_loader::LoadedObject;
@@ -29,11 +42,13 @@ use inkwell::targets::{
     CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine,
 };
 use inkwell::types::BasicMetadataTypeEnum;
-use inkwell::values::BasicMetadataValueEnum;
+use inkwell::values::{BasicMetadataValueEnum, BasicValue};
 use inkwell::{AddressSpace, OptimizationLevel};
 
 use crate::gpu_target::NvptxTarget;
 use crate::kernels::{emit_kernels, KernelInfo};
+use crate::libdevice::Libdevice;
+use crate::sim_intrinsics;
 use crate::sim_threads::{self, EntryFn};
 use crate::CodegenError;
 
@@ -103,7 +118,11 @@ fn hooks() -> [(&'static str, &'static str, usize); 5] {
 }
 
 /// Emits the kernels `kernels` of `m` for the host and JIT-compiles them.
-pub fn compile(m: &Module, kernels: &[KernelInfo]) -> Result<SimCode, CodegenError> {
+pub fn compile(
+    m: &Module,
+    kernels: &[KernelInfo],
+    libdevice: Option<&Path>,
+) -> Result<SimCode, CodegenError> {
     let general = |msg: String| CodegenError::general(&m.name, msg);
     if kernels.is_empty() {
         return Ok(SimCode {
@@ -113,22 +132,50 @@ pub fn compile(m: &Module, kernels: &[KernelInfo]) -> Result<SimCode, CodegenErr
     }
     let tm = host_machine().map_err(general)?;
     let ctx = Context::create();
-    let cg = Cg::new(&ctx, &m.name, Box::new(NvptxTarget::default()));
+    let libdevice = match libdevice {
+        Some(p) => Some(Libdevice::load(&ctx, p).map_err(general)?),
+        None => None,
+    };
+    let target = NvptxTarget {
+        libdevice: libdevice
+            .as_ref()
+            .map(|l| l.functions.clone())
+            .unwrap_or_default(),
+    };
+    let cg = Cg::new(&ctx, &m.name, Box::new(target));
     cg.module.set_triple(&tm.get_triple());
     cg.module
         .set_data_layout(&tm.get_target_data().get_data_layout());
     emit_kernels(&cg, m, kernels)?;
-    retarget(&cg, kernels).map_err(general)?;
+    if let Some(l) = libdevice {
+        let names: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
+        l.link_into(&cg.module, &tm.get_target_data(), &tm.get_triple(), &names)
+            .map_err(general)?;
+        // NVPTX's pipeline-start passes fold `__nvvm_reflect` as for the GPU's `sm_80` PTX
+        // (`__CUDA_ARCH` 800, `__CUDA_FTZ` from the module flag `link_into` sets), so the
+        // branches libdevice does not take on the GPU are dropped below.
+        let nvptx = crate::target_machine(crate::GpuArch::Sm80).map_err(general)?;
+        cg.module
+            .run_passes("default<O0>", &nvptx, PassBuilderOptions::create())
+            .map_err(|e| general(format!("NVVM reflection failed: {e}")))?;
+    }
+    bind_threads(&cg, kernels).map_err(general)?;
     cg.module
         .verify()
         .map_err(|e| general(format!("LLVM rejected the simulator's kernels: {e}")))?;
     cg.module
         .run_passes("default<O2>", &tm, PassBuilderOptions::create())
         .map_err(|e| general(format!("LLVM's optimizer failed: {e}")))?;
+    // After optimization only the intrinsics of the paths taken are left.
+    bind_math(&cg).map_err(general)?;
+    bind_inline_asm(&cg).map_err(general)?;
     let object = tm
         .write_to_memory_buffer(&cg.module, FileType::Object)
         .map_err(|e| general(format!("host code emission failed: {e}")))?;
-    let symbols: Vec<(&str, usize)> = hooks().iter().map(|&(_, s, a)| (s, a)).collect();
+    let mut symbols: Vec<(&str, usize)> = hooks().iter().map(|&(_, s, a)| (s, a)).collect();
+    symbols.extend(sim_intrinsics::intrinsics().iter().map(|&(_, s, a)| (s, a)));
+    symbols.push(sim_intrinsics::reflect());
+    symbols.push(sim_intrinsics::rcp_approx_ftz_f_hook());
     let (code, first) =
         LoadedObject::load(&[object.as_slice().to_vec()], &symbols, "axle_sim_entry_0")
             .map_err(general)?;
@@ -140,7 +187,7 @@ pub fn compile(m: &Module, kernels: &[KernelInfo]) -> Result<SimCode, CodegenErr
             code.lookup(&format!("axle_sim_entry_{k}"))
                 .map_err(general)?
         };
-        // SAFETY: `axle_sim_entry_<k>` is defined by `retarget` as `void (ptr)`.
+        // SAFETY: `axle_sim_entry_<k>` is defined by `bind_threads` as `void (ptr)`.
         entries.push(unsafe { std::mem::transmute::<usize, EntryFn>(addr) });
     }
     Ok(SimCode {
@@ -149,18 +196,25 @@ pub fn compile(m: &Module, kernels: &[KernelInfo]) -> Result<SimCode, CodegenErr
     })
 }
 
-/// Replaces the NVVM intrinsics by the host hooks, makes the shared arrays external and adds
-/// each kernel's entry point.
-fn retarget(cg: &Cg<'_>, kernels: &[KernelInfo]) -> Result<(), String> {
+/// Binds a function's uses to another of the same type: the declaration of `intrinsic`, if the
+/// module has one, becomes calls of the host symbol `symbol`.
+fn rebind(cg: &Cg<'_>, intrinsic: &str, symbol: &str) {
+    let module = &cg.module;
+    let Some(f) = module.get_function(intrinsic) else {
+        return;
+    };
+    let hook = module.add_function(symbol, f.get_type(), Some(Linkage::External));
+    f.replace_all_uses_with(hook);
+    // SAFETY: the declaration has no uses left.
+    unsafe { f.delete() };
+}
+
+/// Replaces the special registers, the barrier and the shuffle by the host hooks, makes the
+/// shared arrays external and adds each kernel's entry point.
+fn bind_threads(cg: &Cg<'_>, kernels: &[KernelInfo]) -> Result<(), String> {
     let module = &cg.module;
     for (intrinsic, symbol, _) in hooks() {
-        let Some(f) = module.get_function(intrinsic) else {
-            continue;
-        };
-        let hook = module.add_function(symbol, f.get_type(), Some(Linkage::External));
-        f.replace_all_uses_with(hook);
-        // SAFETY: the declaration has no uses left.
-        unsafe { f.delete() };
+        rebind(cg, intrinsic, symbol);
     }
     let mut g = module.get_first_global();
     while let Some(global) = g {
@@ -199,13 +253,108 @@ fn retarget(cg: &Cg<'_>, kernels: &[KernelInfo]) -> Result<(), String> {
         err_str(cg.b.build_call(kernel, &args, ""))?;
         err_str(cg.b.build_return(None))?;
     }
-    let mut f = module.get_first_function();
+    Ok(())
+}
+
+/// Replaces the NVVM math intrinsics libdevice calls by their host forms; an error names one
+/// that has none.
+fn bind_math(cg: &Cg<'_>) -> Result<(), String> {
+    for (intrinsic, symbol, _) in sim_intrinsics::intrinsics() {
+        rebind(cg, intrinsic, symbol);
+    }
+    let mut f = cg.module.get_first_function();
     while let Some(func) = f {
         let name = func.get_name().to_string_lossy();
         if name.starts_with("llvm.nvvm.") {
-            return Err(format!("the simulator cannot run NVVM intrinsic {name}"));
+            return Err(format!(
+                "the simulator has no host form of NVVM intrinsic {name}"
+            ));
         }
         f = func.get_next_function();
+    }
+    Ok(())
+}
+
+/// Replaces libdevice's inline PTX by host code: `rcp.approx.ftz.f32` by a host function, the
+/// `mad.lo.cc.u32`/`madc.hi.u32` pair by the 64-bit multiply-add it computes; an error names any
+/// other inline assembly (which the host's assembler cannot take).
+fn bind_inline_asm(cg: &Cg<'_>) -> Result<(), String> {
+    use inkwell::values::{AsValueRef, InstructionOpcode};
+    let mut calls = Vec::new();
+    let mut f = cg.module.get_first_function();
+    while let Some(func) = f {
+        for bb in func.get_basic_blocks() {
+            let mut i = bb.get_first_instruction();
+            while let Some(inst) = i {
+                if inst.get_opcode() == InstructionOpcode::Call {
+                    // SAFETY: `inst` is a live call instruction.
+                    let callee = unsafe { llvm_sys::core::LLVMGetCalledValue(inst.as_value_ref()) };
+                    // SAFETY: `callee` is a live value (or null, which `LLVMIsAInlineAsm` takes).
+                    if !callee.is_null()
+                        && !unsafe { llvm_sys::core::LLVMIsAInlineAsm(callee) }.is_null()
+                    {
+                        let mut len = 0usize;
+                        // SAFETY: `callee` is inline assembly; the string is copied at once.
+                        let text = unsafe {
+                            let p = llvm_sys::core::LLVMGetInlineAsmAsmString(callee, &mut len);
+                            String::from_utf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len))
+                                .into_owned()
+                        };
+                        calls.push((inst, text));
+                    }
+                }
+                i = inst.get_next_instruction();
+            }
+        }
+        f = func.get_next_function();
+    }
+    let b = &cg.b;
+    for (inst, text) in calls {
+        let arg = |k: u32| -> Result<inkwell::values::BasicValueEnum<'_>, String> {
+            inst.get_operand(k)
+                .and_then(|o| o.value())
+                .ok_or_else(|| format!("inline assembly `{text}` without operand {k}"))
+        };
+        b.position_before(&inst);
+        let value: inkwell::values::BasicValueEnum = if text.contains("rcp.approx.ftz.f32") {
+            let f32t = cg.ctx.f32_type();
+            let (name, _) = sim_intrinsics::rcp_approx_ftz_f_hook();
+            let hook = cg.module.get_function(name).unwrap_or_else(|| {
+                cg.module.add_function(
+                    name,
+                    f32t.fn_type(&[f32t.into()], false),
+                    Some(Linkage::External),
+                )
+            });
+            err_str(b.build_call(hook, &[arg(0)?.into()], "rcp"))?
+                .try_as_basic_value()
+                .basic()
+                .ok_or("the reciprocal returned nothing")?
+        } else if text.contains("mad.lo.cc.u32") && text.contains("madc.hi.u32") {
+            let i64t = cg.i64();
+            let wide = |k: u32| -> Result<inkwell::values::IntValue<'_>, String> {
+                err_str(b.build_int_z_extend(arg(k)?.into_int_value(), i64t, "mad.w"))
+            };
+            let (x, y, c) = (wide(0)?, wide(1)?, wide(2)?);
+            let r = err_str(b.build_int_add(err_str(b.build_int_mul(x, y, "mad.m"))?, c, "mad"))?;
+            let lo = err_str(b.build_int_truncate(r, cg.i32(), "mad.lo"))?;
+            let hi = err_str(b.build_right_shift(r, i64t.const_int(32, false), false, "mad.h"))?;
+            let hi = err_str(b.build_int_truncate(hi, cg.i32(), "mad.hi"))?;
+            let ty = inst.get_type().into_struct_type();
+            let s = err_str(b.build_insert_value(ty.get_undef(), lo, 0, "mad.s0"))?;
+            let s = err_str(b.build_insert_value(s, hi, 1, "mad.s1"))?;
+            s.as_basic_value_enum()
+        } else {
+            return Err(format!(
+                "the simulator cannot run libdevice's inline PTX `{}`",
+                text.trim()
+            ));
+        };
+        // SAFETY: both are live values of the same type; the call has no uses left after.
+        unsafe {
+            llvm_sys::core::LLVMReplaceAllUsesWith(inst.as_value_ref(), value.as_value_ref())
+        };
+        inst.erase_from_basic_block();
     }
     Ok(())
 }

@@ -44,7 +44,7 @@ fn inputs(m: &Module) -> Vec<Literal> {
 
 /// Runs `m` on the simulator on `args`, giving the result's leaves; every buffer is freed.
 fn run_sim(m: &Module, args: &[Literal]) -> Result<Vec<ArrayLiteral>, String> {
-    let mem = DeviceMemory::new(SimDevice);
+    let mem = DeviceMemory::new(SimDevice::default());
     let exe = Executable::compile(&mem, m.clone()).map_err(|e| e.to_string())?;
     let keys: Vec<Vec<BufferKey>> = args
         .iter()
@@ -265,7 +265,7 @@ fn zero_sized_arrays_have_no_launch_and_empty_results() {
 
 #[test]
 fn a_stale_buffer_handle_is_an_error_wherever_it_is_used() {
-    let mem = DeviceMemory::new(SimDevice);
+    let mem = DeviceMemory::new(SimDevice::default());
     let k = mem.upload(&[1, 2, 3, 4]).unwrap();
     assert_eq!(mem.download(k).unwrap(), vec![1, 2, 3, 4]);
     mem.free(k).unwrap();
@@ -292,7 +292,7 @@ fn a_stale_buffer_handle_is_an_error_wherever_it_is_used() {
 
 #[test]
 fn elided_constants_and_unsupported_ops_are_refused_naming_them() {
-    let mem = DeviceMemory::new(SimDevice);
+    let mem = DeviceMemory::new(SimDevice::default());
     let m = module(
         "HloModule c\nENTRY e {\n  a = f32[2] parameter(0)\n  c = f32[2] constant({...})\n  \
          ROOT s = f32[2] add(a, c)\n}\n",
