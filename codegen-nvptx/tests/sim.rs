@@ -313,3 +313,50 @@ fn elided_constants_and_unsupported_ops_are_refused_naming_them() {
     let e = Executable::compile(&mem, m).err().expect("refused");
     assert_eq!(e.opcode, "tan");
 }
+
+#[test]
+fn libdevice_math_runs_on_the_simulator_where_libdevice_is_found() {
+    let m = module(
+        "HloModule m\nENTRY e {\n  a = f32[301] parameter(0)\n  b = f32[301] parameter(1)\n  \
+         t = f32[301] tan(a)\n  e = f32[301] erf(a)\n  l = f32[301] log-plus-one(b)\n  \
+         x = f32[301] atan2(a, b)\n  ab = f32[301] abs(a)\n  p = f32[301] power(ab, b)\n  \
+         d = f64[301] convert(a)\n  ed = f64[301] exponential(d)\n  \
+         ROOT r = (f32[301], f32[301], f32[301], f32[301], f32[301], f64[301]) tuple(t, e, l, x, \
+         p, ed)\n}\n",
+    );
+    let dev = SimDevice::with_found_libdevice();
+    let mem = DeviceMemory::new(dev.clone());
+    if dev.libdevice.is_none() {
+        eprintln!("no libdevice (set AXLE_LIBDEVICE or AXLE_PTXAS, or run `make deps`)");
+        let e = Executable::compile(&mem, m)
+            .err()
+            .expect("refused without libdevice");
+        assert_eq!(e.opcode, "tan");
+        return;
+    }
+    let exe = Executable::compile(&mem, m.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let args = inputs(&m);
+    let keys: Vec<Vec<BufferKey>> = args
+        .iter()
+        .map(|a| {
+            leaves(a)
+                .iter()
+                .map(|l| mem.upload(&l.data).unwrap())
+                .collect()
+        })
+        .collect();
+    let out = exe.run(&mem, &keys).unwrap_or_else(|e| panic!("{e}"));
+    let want = leaves(&axle_analysis::eval::evaluate(&m, &args).unwrap_or_else(|e| panic!("{e}")));
+    for (k, (w, &key)) in want.iter().zip(&out).enumerate() {
+        let g = ArrayLiteral {
+            shape: w.shape.clone(),
+            data: mem.download(key).unwrap(),
+        };
+        // libdevice is within 2 ulp of the correctly rounded result (tan within 4).
+        let tol = Tolerance::Close {
+            rtol: 2e-6,
+            atol: 1e-6,
+        };
+        compare_arrays(w, &g, tol).unwrap_or_else(|e| panic!("out{k}: {e}"));
+    }
+}
