@@ -238,3 +238,73 @@ pub(crate) fn run_grid(
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GPU thread: `out[gid] = shfl_bfly(tid * 3, 5) + 1000 * ntid`, where `gid` is the
+    /// global thread index.
+    unsafe extern "C" fn shuffle_kernel(table: *const *mut u8) {
+        let out = unsafe { *table } as *mut u32;
+        let (t, b, n) = (hook_tid(), hook_ctaid(), hook_ntid());
+        let v = hook_shfl_bfly(u32::MAX, t * 3, 5, 0x1f);
+        unsafe { *out.add((b * n + t) as usize) = v + 1000 * n };
+    }
+
+    /// Each thread stores its index into shared `slots`, waits at the barrier, then reads its
+    /// mirror's: correct only if every store happened before any read.
+    unsafe extern "C" fn barrier_kernel(table: *const *mut u8) {
+        let slots = unsafe { *table } as *mut u32;
+        let out = unsafe { *table.add(1) } as *mut u32;
+        let (t, b, n) = (hook_tid(), hook_ctaid(), hook_ntid());
+        unsafe { slots.add(t as usize).write_volatile(b * 10_000 + t) };
+        hook_barrier();
+        let mirror = unsafe { slots.add((n - 1 - t) as usize).read_volatile() };
+        hook_barrier();
+        unsafe { *out.add((b * n + t) as usize) = mirror };
+    }
+
+    fn plan(grid: u64, block: u64) -> LaunchPlan {
+        LaunchPlan::for_blocks(grid * block, grid, block).unwrap()
+    }
+
+    #[test]
+    fn butterfly_shuffles_read_the_lane_with_the_mask_bits_flipped() {
+        let mut out = vec![0u32; 2 * 64];
+        let table = [out.as_mut_ptr().cast::<u8>()];
+        run_grid(shuffle_kernel, &table, &plan(2, 64), true).unwrap();
+        for (g, &v) in out.iter().enumerate() {
+            let t = (g % 64) as u32;
+            let lane = t % 32;
+            let src = (t - lane) + (lane ^ 5);
+            assert_eq!(v, src * 3 + 64_000, "thread {g}");
+        }
+    }
+
+    #[test]
+    fn barriers_order_every_store_of_a_block_before_its_reads() {
+        let block = 256u64;
+        let mut slots = vec![0u32; block as usize];
+        let mut out = vec![0u32; 3 * block as usize];
+        let table = [
+            slots.as_mut_ptr().cast::<u8>(),
+            out.as_mut_ptr().cast::<u8>(),
+        ];
+        run_grid(barrier_kernel, &table, &plan(3, block), true).unwrap();
+        for (g, &v) in out.iter().enumerate() {
+            let (b, t) = ((g as u64 / block) as u32, (g as u64 % block) as u32);
+            assert_eq!(v, b * 10_000 + (block as u32 - 1 - t), "thread {g}");
+        }
+    }
+
+    #[test]
+    fn synchronizing_in_a_launch_without_threads_is_an_error() {
+        let mut out = vec![0u32; 32];
+        let table = [out.as_mut_ptr().cast::<u8>()];
+        let e = run_grid(shuffle_kernel, &table, &plan(1, 32), false).unwrap_err();
+        assert!(e.contains("without threads"), "{e}");
+        // The next launch starts clean.
+        run_grid(shuffle_kernel, &table, &plan(1, 32), true).unwrap();
+    }
+}
