@@ -1,5 +1,5 @@
 //! The `nvptx-sim` device: the NVPTX backend's kernels run on the host ([`crate::sim_jit`]
-//! compiles them, [`crate::sim_threads`] runs their grids), with host memory as device memory.
+//! compiles them, `sim_threads` runs their grids), with host memory as device memory.
 //!
 //! Invariants: a buffer is 16-byte aligned (the widest access a kernel makes) and at least one
 //! byte is allocated, so a zero-sized buffer still has a unique address; its contents are

@@ -4,13 +4,13 @@
 //! Math: without libdevice, math is the shared approximations of `axle-codegen-llvm` (as on the
 //! GPU without libdevice) and a function with no inline form is refused naming its op; with
 //! libdevice, its bitcode is linked as for the GPU (then unused functions dropped) and the NVVM
-//! math intrinsics it calls run as host functions ([`crate::sim_intrinsics`], which says where
+//! math intrinsics it calls run as host functions (`sim_intrinsics`, which says where
 //! they are not bit-exact), `__nvvm_reflect` answering as for the GPU's PTX.
 //!
 //! Retargeting: the module gets the host's triple and data layout before any kernel is
 //! emitted; the GPU's special registers (`llvm.nvvm.read.ptx.sreg.{tid,ctaid,ntid}.x`), its
 //! block barrier (`llvm.nvvm.barrier0`) and its warp shuffle (`llvm.nvvm.shfl.sync.bfly.i32`)
-//! are replaced by calls to host functions of the same types ([`crate::sim_threads`]'s hooks),
+//! are replaced by calls to host functions of the same types (`sim_threads`'s hooks),
 //! bound to their addresses in the JIT; the kernels' shared arrays (address space 3) get
 //! external linkage, so LLVM assumes the hooks (a barrier, a shuffle) may read and write them,
 //! as other threads do between two of this thread's accesses; each kernel gets an entry point
