@@ -3,7 +3,8 @@
 //!
 //! A value of the entry computation is a list of buffers, one per array leaf (depth-first):
 //! a parameter's are the caller's, a constant's are uploaded from its literal, a tuple's are
-//! its operands' and a `get-tuple-element`'s a part of its operand's (no copies); an
+//! its operands' (an `opt-barrier`'s too) and a `get-tuple-element`'s a part of its operand's
+//! (no copies); an
 //! instruction with a kernel gets fresh output buffers, which the kernel writes; an instruction
 //! whose every leaf is zero-sized (no kernel, no launch) gets empty buffers.
 //!
@@ -168,7 +169,8 @@ impl<D: Device> Executable<D> {
                         }
                         out
                     }
-                    Opcode::Tuple => {
+                    // An optimization barrier is its operands, as one value or a tuple.
+                    Opcode::Tuple | Opcode::OptBarrier => {
                         let mut out = Vec::new();
                         for k in 0..m.operands(id).len() {
                             out.extend_from_slice(operand(k)?);

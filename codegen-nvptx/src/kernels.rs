@@ -11,8 +11,8 @@
 //! The kernel of instruction `%x` is `axle_k<N>_<x>` (N its position among the kernels), with
 //! one `ptr addrspace(1)` parameter per output leaf, then one per leaf of each operand it reads
 //! (operands in order, a repeated operand once). Parameters, constants (whose bytes the runtime
-//! uploads), tuples and `get-tuple-element` need no kernel. A zero-sized output has no kernel
-//! and no launch.
+//! uploads), tuples, `get-tuple-element` and `opt-barrier` (its operands' buffers, unchanged)
+//! need no kernel. A zero-sized output has no kernel and no launch.
 //!
 //! Invariants: a kernel is emitted only for an instruction whose every fused instruction the
 //! backend supports; anything else (a reduction or dot read other than at its own output,
@@ -128,7 +128,9 @@ fn role(m: &Module, id: InstId) -> R<Role> {
         })
     };
     match m.opcode(id) {
-        Parameter | Constant | Tuple | GetTupleElement | AfterAll => Ok(Role::NoKernel),
+        Parameter | Constant | Tuple | GetTupleElement | AfterAll | OptBarrier => {
+            Ok(Role::NoKernel)
+        }
         Fusion => {
             let c = m
                 .comp_attr(id, &AttrKey::Calls)

@@ -1,0 +1,98 @@
+//! The `nvptx-sim` target: a generated module on the `nvptx-sim` backend (the nvptx backend's
+//! kernels after its `gpu` pipeline, run by the host simulator), against the reference
+//! evaluator.
+//!
+//! The evaluator runs without flush-to-zero: the GPU kernels keep subnormals, as XLA's GPU
+//! backend does by default. Inputs and per-type tolerances are the `cpu` target's
+//! ([`crate::cpu::inputs`], [`crate::cpu::tolerance`]); NaN must match NaN. A module the
+//! backend refuses with an error naming an op it does not compile (or an elided constant) is
+//! [`Outcome::Unsupported`], not a failure.
+
+use axle::backend::CompileOptions;
+use axle::ir::{compare_arrays, print_module, verify, Literal, Module};
+use axle_analysis::eval::{evaluate_with, EvalOptions};
+
+use crate::case::Case;
+use crate::cpu::{inputs, tolerance};
+use crate::target::Outcome;
+
+/// Checks the property on a case.
+pub fn check(case: &Case) -> Outcome {
+    let m = case.program.build();
+    if let Err(e) = verify(&m) {
+        return Outcome::Fail(format!("the generator built an invalid module: {e}"));
+    }
+    check_module(&m, case.seed)
+}
+
+/// Whether a compile error is the backend saying what it does not support.
+fn unsupported(msg: &str) -> bool {
+    ["does not support", "no math library function", "elided"]
+        .iter()
+        .any(|s| msg.contains(s))
+}
+
+/// Checks the property for `m` with inputs from `seed` (what a repro replays).
+pub fn check_module(m: &Module, seed: u64) -> Outcome {
+    let args = match inputs(m, seed) {
+        Ok(a) => a,
+        Err(e) => return Outcome::Fail(e),
+    };
+    let opts = EvalOptions {
+        flush_denormals: false,
+    };
+    let want = match evaluate_with(m, &args, &opts) {
+        Ok(w) => axle::run::flatten(w),
+        Err(e) => return Outcome::Fail(format!("the evaluator rejects a generated module: {e}")),
+    };
+    let platform = match axle::backends::registry().get("nvptx-sim") {
+        Ok(p) => p,
+        Err(e) => return Outcome::Fail(e.to_string()),
+    };
+    let exe = match platform.compiler().compile(
+        m.clone(),
+        &CompileOptions {
+            pipeline: Some("gpu".into()),
+            ..Default::default()
+        },
+    ) {
+        Ok(x) => x,
+        Err(e) if unsupported(&e.message) => return Outcome::Unsupported(e.message),
+        Err(e) => return Outcome::Fail(format!("nvptx-sim compile: {e}")),
+    };
+    let got = match run(platform.as_ref(), exe.as_ref(), &args) {
+        Ok(g) => g,
+        Err(e) => return Outcome::Fail(format!("nvptx-sim run: {e}")),
+    };
+    if got.len() != want.len() {
+        return Outcome::Fail(format!(
+            "{} results from nvptx-sim, {} from the evaluator",
+            got.len(),
+            want.len()
+        ));
+    }
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        if let Err(e) = compare_arrays(w, g, tolerance(w.ty())) {
+            return Outcome::Fail(format!("result {k}: {e}\n{}", print_module(m)));
+        }
+    }
+    Outcome::Pass
+}
+
+/// Runs `exe` through the transfer manager; the result's array leaves.
+fn run(
+    platform: &dyn axle::backend::Platform,
+    exe: &dyn axle::backend::Executable,
+    args: &[Literal],
+) -> Result<Vec<axle::ir::ArrayLiteral>, String> {
+    let tm = platform.transfer_manager();
+    let bufs = args
+        .iter()
+        .map(|a| tm.to_device(a, 0))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let refs: Vec<_> = bufs.iter().collect();
+    let out = exe.run(&refs).map_err(|e| e.to_string())?;
+    let lit = tm.from_device(&out).map_err(|e| e.to_string())?;
+    Ok(axle::run::flatten(lit))
+}
