@@ -7,17 +7,20 @@
 //!   `cvt.rm`/`rp`/`rz` (floor, ceil, trunc), `cvt.rni.s32` (saturating, NaN to 0), `cvt.sat`,
 //!   `min`/`max` (NaN only when both are, `-0.0` below `+0.0`), `mov.b64` halves: exactly the
 //!   GPU's result (`sqrt.approx.f32`, bound to the same correctly rounded root, excepted);
-//! - `add.rz` (round toward zero): exact, from the round-to-nearest sum and its error (TwoSum);
-//! - `ex2.approx`, `lg2.approx`, `rcp.approx.ftz.f64`: the GPU's are approximations (ex2 and
+//! - `add.rz` and `sub.rz`/`rm`/`rp` (directed roundings): exact, from the round-to-nearest
+//!   sum and its error (TwoSum), with IEEE's overflow and signed-zero rules;
+//! - `ex2.approx`, `lg2.approx`, `rcp.approx`, `rsqrt.approx.f64`: the GPU's are approximations (ex2 and
 //!   lg2 within about 2 ulp of f32, rcp.approx.f64 about 20 bits before libdevice's Newton steps
 //!   refine it); here they are the host's correctly rounded `exp2`, `log2` and division, so a
 //!   libdevice function may differ from the GPU's in its last bits: the only place the
 //!   simulator's math is not the GPU's bit for bit. The `.ftz` forms flush subnormal inputs
 //!   and results to zero of the same sign.
 //!
-//! libdevice's inline PTX is recognized by [`crate::sim_jit`]: `rcp.approx.ftz.f32` runs as
-//! the host's correctly rounded reciprocal (flushed), and the `mad.lo.cc.u32`/`madc.hi.u32`
-//! pair as the exact 64-bit `a * b + c` it computes.
+//! libdevice's inline PTX: its one-instruction templates run as the functions of
+//! [`asm_functions`] (the same semantics as the intrinsics above; `bfind.shiftamt` as a count
+//! of leading zeros, all ones for 0); `crate::sim_jit` computes its multi-word integer
+//! templates (wide multiply-adds, 128-bit sums and differences) in LLVM integers. Each template
+//! is matched exactly.
 //!
 //! `__nvvm_reflect` answers as LLVM's NVVMReflect pass does for the PTX the backend emits:
 //! `__CUDA_FTZ` is 0 (the backend links libdevice with `nvvm-reflect-ftz` 0), `__CUDA_ARCH` is
@@ -61,26 +64,8 @@ extern "C" fn fma_rn_d(a: f64, b: f64, c: f64) -> f64 {
     a.mul_add(b, c)
 }
 
-/// `a + b` rounded toward zero.
 extern "C" fn add_rz_f(a: f32, b: f32) -> f32 {
-    let s = a + b;
-    if s.is_infinite() && a.is_finite() && b.is_finite() {
-        // Round-to-nearest overflowed; toward zero stops at the largest finite value.
-        return f32::MAX.copysign(s);
-    }
-    if !s.is_finite() || s == 0.0 {
-        // NaN, a true infinity, or an exact zero (a sum rounding to 0 is exact).
-        return s;
-    }
-    // TwoSum: `s + err == a + b` exactly.
-    let bb = s - a;
-    let err = (a - (s - bb)) + (b - bb);
-    if err != 0.0 && (err < 0.0) != (s < 0.0) {
-        // The exact sum is smaller in magnitude than `s`: one step toward zero.
-        f32::from_bits(s.to_bits() - 1)
-    } else {
-        s
-    }
+    directed_sum(a, b, Round::Zero)
 }
 
 extern "C" fn fabs_f(x: f32) -> f32 {
@@ -227,17 +212,214 @@ extern "C" fn rcp_approx_ftz_d(x: f64) -> f64 {
     flush(1.0 / flush(x))
 }
 
-/// libdevice's inline `rcp.approx.ftz.f32`.
+/// A directed rounding of a sum.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Round {
+    /// Toward zero.
+    Zero,
+    /// Toward minus infinity.
+    Down,
+    /// Toward plus infinity.
+    Up,
+}
+
+/// The float operations directed sums need, for `f32` and `f64`.
+trait Float: Copy + PartialOrd + std::ops::Add<Output = Self> + std::ops::Sub<Output = Self> {
+    const ZERO: Self;
+    const NEG_ZERO: Self;
+    const MAX: Self;
+    fn is_nan(self) -> bool;
+    fn is_infinite(self) -> bool;
+    fn is_finite(self) -> bool;
+    fn is_sign_negative(self) -> bool;
+    fn neg(self) -> Self;
+    /// The next float away from zero (`away`) or toward it, for a finite non-zero value.
+    fn step(self, away: bool) -> Self;
+}
+
+macro_rules! float {
+    ($t:ty) => {
+        impl Float for $t {
+            const ZERO: Self = 0.0;
+            const NEG_ZERO: Self = -0.0;
+            const MAX: Self = <$t>::MAX;
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
+            fn is_infinite(self) -> bool {
+                <$t>::is_infinite(self)
+            }
+            fn is_finite(self) -> bool {
+                <$t>::is_finite(self)
+            }
+            fn is_sign_negative(self) -> bool {
+                <$t>::is_sign_negative(self)
+            }
+            fn neg(self) -> Self {
+                -self
+            }
+            fn step(self, away: bool) -> Self {
+                let b = self.to_bits();
+                <$t>::from_bits(if away { b + 1 } else { b - 1 })
+            }
+        }
+    };
+}
+float!(f32);
+float!(f64);
+
+/// `a + b` rounded as `mode` says, exactly: from the round-to-nearest sum and its error
+/// (TwoSum), with IEEE's overflow and signed-zero rules for the directed roundings.
+fn directed_sum<F: Float>(a: F, b: F, mode: Round) -> F {
+    let s = a + b;
+    if s.is_nan() {
+        return s;
+    }
+    let neg = s.is_sign_negative();
+    if s.is_infinite() {
+        if !(a.is_finite() && b.is_finite()) {
+            return s;
+        }
+        // Round-to-nearest overflowed: a directed rounding toward zero stops at the largest
+        // finite value.
+        let toward_zero = match mode {
+            Round::Zero => true,
+            Round::Down => !neg,
+            Round::Up => neg,
+        };
+        let max = if neg { F::MAX.neg() } else { F::MAX };
+        return if toward_zero { max } else { s };
+    }
+    if s == F::ZERO {
+        // A sum rounding to zero is exact; toward minus infinity, an exact zero of operands
+        // of opposite signs (or two zeros, one negative) is -0.
+        let both_zero = a == F::ZERO && b == F::ZERO;
+        let negative_zero = if both_zero {
+            a.is_sign_negative() && b.is_sign_negative()
+                || mode == Round::Down && (a.is_sign_negative() || b.is_sign_negative())
+        } else {
+            mode == Round::Down
+        };
+        return if negative_zero { F::NEG_ZERO } else { F::ZERO };
+    }
+    let bb = s - a;
+    let err = (a - (s - bb)) + (b - bb);
+    if err == F::ZERO {
+        return s;
+    }
+    // The exact sum is `s + err`; `err`'s sign says which side of `s` it lies on.
+    let below = err < F::ZERO;
+    let step = match mode {
+        Round::Zero => below != neg,
+        Round::Down => below,
+        Round::Up => !below,
+    };
+    if !step {
+        return s;
+    }
+    // Down from a positive `s` is toward zero, from a negative one away from it.
+    s.step(below == neg)
+}
+
+/// Flushes a subnormal `f64` to zero of the same sign.
+fn ftz64(x: f64) -> f64 {
+    if x.is_subnormal() {
+        0.0f64.copysign(x)
+    } else {
+        x
+    }
+}
+
 extern "C" fn rcp_approx_ftz_f(x: f32) -> f32 {
     ftz(1.0 / ftz(x))
 }
 
-/// The host symbol of libdevice's inline `rcp.approx.ftz.f32`, and its address.
-pub(crate) fn rcp_approx_ftz_f_hook() -> (&'static str, usize) {
-    (
-        "axle_sim_rcp_approx_ftz_f",
-        rcp_approx_ftz_f as *const () as usize,
-    )
+extern "C" fn rsqrt_approx_ftz_d(x: f64) -> f64 {
+    ftz64(1.0 / ftz64(x).sqrt())
+}
+
+extern "C" fn sub_rn_f(a: f32, b: f32) -> f32 {
+    a - b
+}
+
+extern "C" fn sub_rn_ftz_f(a: f32, b: f32) -> f32 {
+    ftz(ftz(a) - ftz(b))
+}
+
+extern "C" fn sub_rn_d(a: f64, b: f64) -> f64 {
+    a - b
+}
+
+extern "C" fn sub_rz_f(a: f32, b: f32) -> f32 {
+    directed_sum(a, -b, Round::Zero)
+}
+
+extern "C" fn sub_rm_f(a: f32, b: f32) -> f32 {
+    directed_sum(a, -b, Round::Down)
+}
+
+extern "C" fn sub_rp_f(a: f32, b: f32) -> f32 {
+    directed_sum(a, -b, Round::Up)
+}
+
+extern "C" fn sub_rz_ftz_f(a: f32, b: f32) -> f32 {
+    ftz(directed_sum(ftz(a), -ftz(b), Round::Zero))
+}
+
+extern "C" fn sub_rm_ftz_f(a: f32, b: f32) -> f32 {
+    ftz(directed_sum(ftz(a), -ftz(b), Round::Down))
+}
+
+extern "C" fn sub_rp_ftz_f(a: f32, b: f32) -> f32 {
+    ftz(directed_sum(ftz(a), -ftz(b), Round::Up))
+}
+
+extern "C" fn sub_rz_d(a: f64, b: f64) -> f64 {
+    directed_sum(a, -b, Round::Zero)
+}
+
+extern "C" fn sub_rm_d(a: f64, b: f64) -> f64 {
+    directed_sum(a, -b, Round::Down)
+}
+
+extern "C" fn sub_rp_d(a: f64, b: f64) -> f64 {
+    directed_sum(a, -b, Round::Up)
+}
+
+extern "C" fn bfind_shiftamt_u32(x: u32) -> u32 {
+    if x == 0 {
+        u32::MAX
+    } else {
+        x.leading_zeros()
+    }
+}
+
+/// libdevice's one-instruction inline PTX templates (whitespace collapsed), with the host
+/// symbol and address of the function computing each and its signature (`f` an `f32`, `d` an
+/// `f64`, `i` an `i32`: arguments, `>`, result).
+pub(crate) fn asm_functions() -> Vec<(&'static str, &'static str, usize, &'static str)> {
+    macro_rules! table {
+        ($($asm:literal, $sig:literal => $f:ident),* $(,)?) => {
+            vec![$(($asm, concat!("axle_sim_", stringify!($f)), $f as *const () as usize, $sig)),*]
+        };
+    }
+    table![
+        "rcp.approx.ftz.f32 $0,$1;", "f>f" => rcp_approx_ftz_f,
+        "rsqrt.approx.ftz.f64 $0, $1;", "d>d" => rsqrt_approx_ftz_d,
+        "sub.rn.f32 $0, $1, $2;", "ff>f" => sub_rn_f,
+        "sub.rn.ftz.f32 $0, $1, $2;", "ff>f" => sub_rn_ftz_f,
+        "sub.rn.f64 $0, $1, $2;", "dd>d" => sub_rn_d,
+        "sub.rz.f32 $0, $1, $2;", "ff>f" => sub_rz_f,
+        "sub.rm.f32 $0, $1, $2;", "ff>f" => sub_rm_f,
+        "sub.rp.f32 $0, $1, $2;", "ff>f" => sub_rp_f,
+        "sub.rz.ftz.f32 $0, $1, $2;", "ff>f" => sub_rz_ftz_f,
+        "sub.rm.ftz.f32 $0, $1, $2;", "ff>f" => sub_rm_ftz_f,
+        "sub.rp.ftz.f32 $0, $1, $2;", "ff>f" => sub_rp_ftz_f,
+        "sub.rz.f64 $0, $1, $2;", "dd>d" => sub_rz_d,
+        "sub.rm.f64 $0, $1, $2;", "dd>d" => sub_rm_d,
+        "sub.rp.f64 $0, $1, $2;", "dd>d" => sub_rp_d,
+        "bfind.shiftamt.u32 $0, $1;", "i>i" => bfind_shiftamt_u32,
+    ]
 }
 
 /// `__nvvm_reflect(name)`.
@@ -330,6 +512,60 @@ mod tests {
             }
             assert_eq!(add_rz_f(a, b), r, "{a} + {b}");
         }
+    }
+
+    #[test]
+    fn directed_differences_agree_with_exact_arithmetic() {
+        // f32 differences are exact in f64 for these operands; round the exact value by hand.
+        let cases = [
+            (1.0f32, 3e-9f32),
+            (-2.5, 1e-8),
+            (1e-3, 7.0),
+            (3.0, 3.0),
+            (-0.0, 0.0),
+        ];
+        for (a, b) in cases {
+            let exact = a as f64 - b as f64;
+            let near = exact as f32;
+            let (down, up) = if (near as f64) > exact {
+                (
+                    f32::from_bits(if near > 0.0 {
+                        near.to_bits() - 1
+                    } else {
+                        near.to_bits() + 1
+                    }),
+                    near,
+                )
+            } else if (near as f64) < exact {
+                (
+                    near,
+                    f32::from_bits(if near >= 0.0 {
+                        near.to_bits() + 1
+                    } else {
+                        near.to_bits() - 1
+                    }),
+                )
+            } else {
+                (near, near)
+            };
+            if exact != 0.0 {
+                assert_eq!(sub_rm_f(a, b), down, "{a} - {b} down");
+                assert_eq!(sub_rp_f(a, b), up, "{a} - {b} up");
+                let z = if exact > 0.0 { down } else { up };
+                assert_eq!(sub_rz_f(a, b), z, "{a} - {b} toward zero");
+            }
+        }
+        // x - x is +0, but -0 toward minus infinity.
+        assert!(sub_rm_f(3.0, 3.0).is_sign_negative());
+        assert!(!sub_rp_f(3.0, 3.0).is_sign_negative());
+        assert!(!sub_rz_d(3.0, 3.0).is_sign_negative());
+        // Overflow: toward zero stops at the largest finite value.
+        assert_eq!(sub_rz_f(f32::MAX, -f32::MAX), f32::MAX);
+        assert_eq!(sub_rm_f(f32::MAX, -f32::MAX), f32::MAX);
+        assert_eq!(sub_rp_f(f32::MAX, -f32::MAX), f32::INFINITY);
+        assert_eq!(sub_rm_d(-f64::MAX, f64::MAX), f64::NEG_INFINITY);
+        assert_eq!(bfind_shiftamt_u32(1), 31);
+        assert_eq!(bfind_shiftamt_u32(0), u32::MAX);
     }
 
     #[test]

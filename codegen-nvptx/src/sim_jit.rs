@@ -175,7 +175,11 @@ pub fn compile(
     let mut symbols: Vec<(&str, usize)> = hooks().iter().map(|&(_, s, a)| (s, a)).collect();
     symbols.extend(sim_intrinsics::intrinsics().iter().map(|&(_, s, a)| (s, a)));
     symbols.push(sim_intrinsics::reflect());
-    symbols.push(sim_intrinsics::rcp_approx_ftz_f_hook());
+    symbols.extend(
+        sim_intrinsics::asm_functions()
+            .iter()
+            .map(|&(_, s, a, _)| (s, a)),
+    );
     let (code, first) =
         LoadedObject::load(&[object.as_slice().to_vec()], &symbols, "axle_sim_entry_0")
             .map_err(general)?;
@@ -275,11 +279,47 @@ fn bind_math(cg: &Cg<'_>) -> Result<(), String> {
     Ok(())
 }
 
-/// Replaces libdevice's inline PTX by host code: `rcp.approx.ftz.f32` by a host function, the
-/// `mad.lo.cc.u32`/`madc.hi.u32` pair by the 64-bit multiply-add it computes; an error names any
-/// other inline assembly (which the host's assembler cannot take).
-fn bind_inline_asm(cg: &Cg<'_>) -> Result<(), String> {
-    use inkwell::values::{AsValueRef, InstructionOpcode};
+/// `($0, $1) = lo, hi of $2 * $3 + $4` (32-bit operands, a 64-bit result).
+const MAD_WIDE_U32: &str = "{ mad.lo.cc.u32 $0, $2, $3, $4; madc.hi.u32 $1, $2, $3, 0; }";
+/// `($0, $1) = ($2, $3) - ($4, $5)`, 128-bit values as 64-bit halves.
+const SUB_U128: &str = "{ .reg .u32 r0, r1, r2, r3, a0, a1, a2, a3, b0, b1, b2, b3; \
+    mov.b64 {a0,a1}, $2; mov.b64 {a2,a3}, $3; mov.b64 {b0,b1}, $4; mov.b64 {b2,b3}, $5; \
+    sub.cc.u32 r0, a0, b0; subc.cc.u32 r1, a1, b1; subc.cc.u32 r2, a2, b2; \
+    subc.u32 r3, a3, b3; mov.b64 $0, {r0,r1}; mov.b64 $1, {r2,r3}; }";
+/// `($0, $1) = ($2, $3) + ($4, $5)`, 128-bit values as 64-bit halves.
+const ADD_U128: &str = "{ .reg .u32 r0, r1, r2, r3, a0, a1, a2, a3, b0, b1, b2, b3; \
+    mov.b64 {a0,a1}, $2; mov.b64 {a2,a3}, $3; mov.b64 {b0,b1}, $4; mov.b64 {b2,b3}, $5; \
+    add.cc.u32 r0, a0, b0; addc.cc.u32 r1, a1, b1; addc.cc.u32 r2, a2, b2; \
+    addc.u32 r3, a3, b3; mov.b64 $0, {r0,r1}; mov.b64 $1, {r2,r3}; }";
+/// `($0, $1) = lo, hi of $2 * $3 + $4` (64-bit operands, a 128-bit result; checked against
+/// the exact product-sum on random and extreme operands when it was added).
+const MAD_WIDE_U64: &str = "{ .reg .u32 r0, r1, r2, r3, alo, ahi, blo, bhi, clo, chi; \
+    mov.b64 {alo,ahi}, $2; mov.b64 {blo,bhi}, $3; mov.b64 {clo,chi}, $4; \
+    mad.lo.cc.u32 r0, alo, blo, clo; madc.hi.cc.u32 r1, alo, blo, chi; \
+    madc.hi.u32 r2, alo, bhi, 0; mad.lo.cc.u32 r1, alo, bhi, r1; \
+    madc.hi.cc.u32 r2, ahi, blo, r2; madc.hi.u32 r3, ahi, bhi, 0; \
+    mad.lo.cc.u32 r1, ahi, blo, r1; madc.lo.cc.u32 r2, ahi, bhi, r2; addc.u32 r3, r3, 0; \
+    mov.b64 $0, {r0,r1}; mov.b64 $1, {r2,r3}; }";
+/// `($0, $1) = lo, hi of $2 * $3` (64-bit operands, a 128-bit product).
+const MUL_WIDE_U64: &str = "{ .reg .u32 r0, r1, r2, r3, alo, ahi, blo, bhi; \
+    mov.b64 {alo,ahi}, $2; mov.b64 {blo,bhi}, $3; mul.lo.u32 r0, alo, blo; \
+    mul.hi.u32 r1, alo, blo; mad.lo.cc.u32 r1, alo, bhi, r1; madc.hi.u32 r2, alo, bhi, 0; \
+    mad.lo.cc.u32 r1, ahi, blo, r1; madc.hi.cc.u32 r2, ahi, blo, r2; \
+    madc.hi.u32 r3, ahi, bhi, 0; mad.lo.cc.u32 r2, ahi, bhi, r2; addc.u32 r3, r3, 0; \
+    mov.b64 $0, {r0,r1}; mov.b64 $1, {r2,r3}; }";
+
+/// `text` with every run of whitespace one space, trimmed.
+fn collapse(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Replaces libdevice's inline PTX by host code, each template recognized exactly (whitespace
+/// aside) with the operand count and types it takes: `rcp.approx.ftz.f32` by a host function,
+/// the wide multiply-adds, the 128-bit subtraction and the 128-bit product by the integer
+/// arithmetic they compute; an error names any other inline assembly (which the host's
+/// assembler cannot take).
+fn bind_inline_asm<'ctx>(cg: &Cg<'ctx>) -> Result<(), String> {
+    use inkwell::values::{AsValueRef, InstructionOpcode, IntValue};
     let mut calls = Vec::new();
     let mut f = cg.module.get_first_function();
     while let Some(func) = f {
@@ -300,7 +340,7 @@ fn bind_inline_asm(cg: &Cg<'_>) -> Result<(), String> {
                             String::from_utf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len))
                                 .into_owned()
                         };
-                        calls.push((inst, text));
+                        calls.push((inst, collapse(&text)));
                     }
                 }
                 i = inst.get_next_instruction();
@@ -309,47 +349,91 @@ fn bind_inline_asm(cg: &Cg<'_>) -> Result<(), String> {
         f = func.get_next_function();
     }
     let b = &cg.b;
+    let (mad, sub, add, mul, mad64) = (
+        collapse(MAD_WIDE_U32),
+        collapse(SUB_U128),
+        collapse(ADD_U128),
+        collapse(MUL_WIDE_U64),
+        collapse(MAD_WIDE_U64),
+    );
+    let functions = sim_intrinsics::asm_functions();
     for (inst, text) in calls {
-        let arg = |k: u32| -> Result<inkwell::values::BasicValueEnum<'_>, String> {
-            inst.get_operand(k)
-                .and_then(|o| o.value())
-                .ok_or_else(|| format!("inline assembly `{text}` without operand {k}"))
+        let unknown = || format!("the simulator cannot run libdevice's inline PTX `{text}`");
+        // The call's arguments (its last operand is the callee), each of `bits` bits.
+        let args = |n: u32, bits: u32| -> Result<Vec<IntValue<'ctx>>, String> {
+            if inst.get_num_operands() != n + 1 {
+                return Err(unknown());
+            }
+            (0..n)
+                .map(|k| match inst.get_operand(k).and_then(|o| o.value()) {
+                    Some(inkwell::values::BasicValueEnum::IntValue(v))
+                        if v.get_type().get_bit_width() == bits =>
+                    {
+                        Ok(v)
+                    }
+                    _ => Err(unknown()),
+                })
+                .collect()
+        };
+        // The asm's `{lo, hi}` result from a `2 * bits`-bit integer.
+        let pair = |r: IntValue<'ctx>,
+                    bits: u32|
+         -> Result<inkwell::values::BasicValueEnum<'ctx>, String> {
+            let half = cg.int_ty(bits);
+            let ty = inst.get_type();
+            if !ty.is_struct_type() {
+                return Err(unknown());
+            }
+            let lo = err_str(b.build_int_truncate(r, half, "asm.lo"))?;
+            let sh = r.get_type().const_int(bits as u64, false);
+            let hi = err_str(b.build_right_shift(r, sh, false, "asm.h"))?;
+            let hi = err_str(b.build_int_truncate(hi, half, "asm.hi"))?;
+            let st = ty.into_struct_type();
+            let s = err_str(b.build_insert_value(st.get_undef(), lo, 0, "asm.s0"))?;
+            let s = err_str(b.build_insert_value(s, hi, 1, "asm.s1"))?;
+            Ok(s.as_basic_value_enum())
+        };
+        let widen = |v: IntValue<'ctx>, bits: u32| -> Result<IntValue<'ctx>, String> {
+            err_str(b.build_int_z_extend(v, cg.int_ty(bits), "asm.w"))
+        };
+        // `lo | hi << 64` as an i128.
+        let join = |lo: IntValue<'ctx>, hi: IntValue<'ctx>| -> Result<IntValue<'ctx>, String> {
+            let (lo, hi) = (widen(lo, 128)?, widen(hi, 128)?);
+            let sh = cg.ctx.i128_type().const_int(64, false);
+            let hi = err_str(b.build_left_shift(hi, sh, "asm.sh"))?;
+            err_str(b.build_or(lo, hi, "asm.j"))
         };
         b.position_before(&inst);
-        let value: inkwell::values::BasicValueEnum = if text.contains("rcp.approx.ftz.f32") {
-            let f32t = cg.ctx.f32_type();
-            let (name, _) = sim_intrinsics::rcp_approx_ftz_f_hook();
-            let hook = cg.module.get_function(name).unwrap_or_else(|| {
-                cg.module.add_function(
-                    name,
-                    f32t.fn_type(&[f32t.into()], false),
-                    Some(Linkage::External),
-                )
-            });
-            err_str(b.build_call(hook, &[arg(0)?.into()], "rcp"))?
-                .try_as_basic_value()
-                .basic()
-                .ok_or("the reciprocal returned nothing")?
-        } else if text.contains("mad.lo.cc.u32") && text.contains("madc.hi.u32") {
-            let i64t = cg.i64();
-            let wide = |k: u32| -> Result<inkwell::values::IntValue<'_>, String> {
-                err_str(b.build_int_z_extend(arg(k)?.into_int_value(), i64t, "mad.w"))
+        let value: inkwell::values::BasicValueEnum =
+            if let Some(&(_, symbol, _, sig)) = functions.iter().find(|f| f.0 == text) {
+                host_call(cg, inst, symbol, sig).ok_or_else(unknown)??
+            } else if text == mad {
+                let a = args(3, 32)?;
+                let (x, y, c) = (widen(a[0], 64)?, widen(a[1], 64)?, widen(a[2], 64)?);
+                let r = err_str(b.build_int_mul(x, y, "mad.m"))?;
+                pair(err_str(b.build_int_add(r, c, "mad"))?, 32)?
+            } else if text == sub {
+                let a = args(4, 64)?;
+                let r = err_str(b.build_int_sub(join(a[0], a[1])?, join(a[2], a[3])?, "sub128"))?;
+                pair(r, 64)?
+            } else if text == add {
+                let a = args(4, 64)?;
+                let r = err_str(b.build_int_add(join(a[0], a[1])?, join(a[2], a[3])?, "add128"))?;
+                pair(r, 64)?
+            } else if text == mul {
+                let a = args(2, 64)?;
+                let r = err_str(b.build_int_mul(widen(a[0], 128)?, widen(a[1], 128)?, "mul128"))?;
+                pair(r, 64)?
+            } else if text == mad64 {
+                let a = args(3, 64)?;
+                let r = err_str(b.build_int_mul(widen(a[0], 128)?, widen(a[1], 128)?, "mad128.m"))?;
+                pair(
+                    err_str(b.build_int_add(r, widen(a[2], 128)?, "mad128"))?,
+                    64,
+                )?
+            } else {
+                return Err(unknown());
             };
-            let (x, y, c) = (wide(0)?, wide(1)?, wide(2)?);
-            let r = err_str(b.build_int_add(err_str(b.build_int_mul(x, y, "mad.m"))?, c, "mad"))?;
-            let lo = err_str(b.build_int_truncate(r, cg.i32(), "mad.lo"))?;
-            let hi = err_str(b.build_right_shift(r, i64t.const_int(32, false), false, "mad.h"))?;
-            let hi = err_str(b.build_int_truncate(hi, cg.i32(), "mad.hi"))?;
-            let ty = inst.get_type().into_struct_type();
-            let s = err_str(b.build_insert_value(ty.get_undef(), lo, 0, "mad.s0"))?;
-            let s = err_str(b.build_insert_value(s, hi, 1, "mad.s1"))?;
-            s.as_basic_value_enum()
-        } else {
-            return Err(format!(
-                "the simulator cannot run libdevice's inline PTX `{}`",
-                text.trim()
-            ));
-        };
         // SAFETY: both are live values of the same type; the call has no uses left after.
         unsafe {
             llvm_sys::core::LLVMReplaceAllUsesWith(inst.as_value_ref(), value.as_value_ref())
@@ -357,6 +441,53 @@ fn bind_inline_asm(cg: &Cg<'_>) -> Result<(), String> {
         inst.erase_from_basic_block();
     }
     Ok(())
+}
+
+/// The call of host function `symbol` replacing inline-asm call `inst`, when the call's
+/// argument and result types are `sig` (`f`: `f32`, `d`: `f64`, `i`: `i32`; arguments, `>`,
+/// result); `None` when they are not.
+fn host_call<'ctx>(
+    cg: &Cg<'ctx>,
+    inst: inkwell::values::InstructionValue<'ctx>,
+    symbol: &str,
+    sig: &str,
+) -> Option<Result<inkwell::values::BasicValueEnum<'ctx>, String>> {
+    use inkwell::types::{AnyType, AnyTypeEnum, BasicType, BasicTypeEnum};
+    let code = |t: AnyTypeEnum<'ctx>| -> char {
+        match t {
+            AnyTypeEnum::FloatType(f) if f == cg.ctx.f32_type() => 'f',
+            AnyTypeEnum::FloatType(f) if f == cg.ctx.f64_type() => 'd',
+            AnyTypeEnum::IntType(i) if i.get_bit_width() == 32 => 'i',
+            _ => '?',
+        }
+    };
+    let n = inst.get_num_operands().checked_sub(1)?;
+    let mut args = Vec::with_capacity(n as usize);
+    let mut got = String::new();
+    for k in 0..n {
+        let v = inst.get_operand(k)?.value()?;
+        got.push(code(v.get_type().as_any_type_enum()));
+        args.push(v);
+    }
+    got.push('>');
+    got.push(code(inst.get_type()));
+    if got != sig {
+        return None;
+    }
+    let params: Vec<BasicMetadataTypeEnum> = args.iter().map(|a| a.get_type().into()).collect();
+    let ret = BasicTypeEnum::try_from(inst.get_type()).ok()?;
+    let hook = cg.module.get_function(symbol).unwrap_or_else(|| {
+        cg.module
+            .add_function(symbol, ret.fn_type(&params, false), Some(Linkage::External))
+    });
+    let args: Vec<BasicMetadataValueEnum> = args.into_iter().map(Into::into).collect();
+    Some(
+        err_str(cg.b.build_call(hook, &args, "asm.call")).and_then(|c| {
+            c.try_as_basic_value()
+                .basic()
+                .ok_or_else(|| format!("{symbol} returned nothing"))
+        }),
+    )
 }
 
 fn err_str<T>(r: Result<T, inkwell::builder::BuilderError>) -> Result<T, String> {
