@@ -67,7 +67,7 @@ fn non_identity_reduce(m: &Module) -> Option<InstId> {
         }
         let ty = init.ty();
         let (v, i) = (init.get_f64(0), init.get_i128(0));
-        let bits = ty.bits() as u32;
+        let bits = ty.bits();
         let (lowest, highest) = if !ty.is_int() || bits > 64 {
             (0, 0)
         } else if ty.is_signed_int() {
