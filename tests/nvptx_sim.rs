@@ -9,7 +9,8 @@
 //! link it; `NAME.hlo`), and without it (`no_libdevice/NAME.hlo`).
 //!
 //! One named trial per file and mode, plus `harness_detects_mismatch`, which proves the
-//! comparison notices a wrong answer, and a stale device buffer trial. When every trial ran (no
+//! comparison notices a wrong answer, a stale device buffer trial, and one for the `nvptx`
+//! platform without a CUDA driver. When every trial ran (no
 //! filter), the run also fails when fewer files pass than the mode's floor
 //! ([`PASSED_FLOOR`], [`PASSED_FLOOR_WITHOUT_LIBDEVICE`]: the counts reached so far, which only
 //! go up) or when buffers were left, and prints which files passed and which were refused with
@@ -217,6 +218,42 @@ struct Mode {
     outcomes: Arc<Mutex<BTreeMap<String, Outcome>>>,
 }
 
+/// Without a CUDA driver the `nvptx` platform lists no device, and compiling or transferring
+/// is an error saying why (never a panic).
+fn nvptx_without_a_driver() -> Result<(), Failed> {
+    if axle_codegen_nvptx::cuda::driver_present() {
+        eprintln!("a CUDA driver is present: the no-driver path is not exercised here");
+        return Ok(());
+    }
+    let platform = axle::backends::registry().get("nvptx")?;
+    if !platform.devices().is_empty() {
+        return Err("devices listed without a driver".into());
+    }
+    let lit = axle_testkit::real_array(axle_ir::ElementType::F32, &[4], |k| k as f64);
+    let m = axle_ir::parse_module(
+        "HloModule n\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n",
+    )?;
+    for (what, e) in [
+        (
+            "to_device",
+            platform.transfer_manager().to_device(&lit, 0).err(),
+        ),
+        (
+            "compile",
+            platform
+                .compiler()
+                .compile(m, &CompileOptions::default())
+                .err(),
+        ),
+    ] {
+        match e {
+            Some(e) if e.to_string().contains("no CUDA driver") => {}
+            other => return Err(format!("{what}: {other:?}").into()),
+        }
+    }
+    Ok(())
+}
+
 fn main() {
     let args = Arguments::from_args();
     let dir = shared_dir().join("corpus");
@@ -284,6 +321,10 @@ fn main() {
     trials.push(Trial::test(
         "a_freed_device_buffer_is_a_stale_handle_error",
         stale_device_buffer,
+    ));
+    trials.push(Trial::test(
+        "nvptx_without_a_driver_is_a_clear_error",
+        nvptx_without_a_driver,
     ));
     let filtered = args.filter.is_some() || !args.skip.is_empty();
     let conclusion = libtest_mimic::run(&args, trials);

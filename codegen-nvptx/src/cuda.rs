@@ -181,3 +181,21 @@ impl Device for CudaDevice {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opening_without_a_driver_is_an_error_saying_so() {
+        if driver_present() {
+            eprintln!("a CUDA driver is present: the no-driver path is not exercised here");
+            return;
+        }
+        let e = CudaDevice::open(0, GpuArch::Sm80)
+            .err()
+            .expect("no driver, no device");
+        assert_eq!(e, NO_DRIVER);
+        assert!(e.contains("nvptx-sim"), "{e}");
+    }
+}
