@@ -4,7 +4,8 @@
 //! Invariants: no driver call is made before [`CudaDevice::open`] has checked that the driver
 //! library is present; without it (or without a device) opening is an error value saying so,
 //! never a panic (a panic inside the driver bindings is caught and reported as an error). A
-//! buffer allocates at least one byte (CUDA refuses empty allocations) and remembers its
+//! buffer allocates at least one byte (CUDA refuses empty allocations; `cuMemAlloc` aligns it to
+//! 256 bytes, above the kernels' `BUFFER_ALIGN`) and remembers its
 //! length, so a zero-sized buffer downloads as no bytes. Every launch waits for the kernel,
 //! so a launch's errors are reported by the launch that caused them.
 //!

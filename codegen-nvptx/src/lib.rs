@@ -2,13 +2,13 @@
 //! LLVM layer (`axle-codegen-llvm`), with a launch plan per kernel, as PTX for `sm_80` or
 //! `sm_90`.
 //!
-//! It compiles the entry computation's kernels ([`kernels`]): one kernel per fusion and per
-//! unfused instruction, on the grid and block of its [`LaunchPlan`] ([`launch`]): loop kernels
-//! (one element per thread), row and column reductions with warp shuffles and shared memory
-//! ([`reduction`]), transposes through shared-memory tiles ([`transpose`]) and
-//! shared-memory-tiled dots ([`dot`]). Convolution, sort, scatter and control flow are not
-//! built yet; a module that needs them is a [`CodegenError`] naming the first instruction
-//! refused.
+//! It compiles the entry computation's kernels ([`kernels`]): one kernel per fusion and per unfused
+//! instruction, on the grid and block of its [`LaunchPlan`] ([`launch`]): loop kernels (one element
+//! per thread, or four with 128-bit accesses where aligned), row and column reductions with warp
+//! shuffles and shared memory ([`reduction`]), transposes through shared-memory tiles
+//! ([`transpose`]) and shared-memory-tiled dots ([`dot`]). Convolution, sort, scatter and control
+//! flow are not built yet; a module that needs them is a [`CodegenError`] naming the first
+//! instruction refused.
 //!
 //! The kernels run on a [`device::Device`] through the launch-plan executor ([`executor`]),
 //! with device buffers behind generational keys ([`device::DeviceMemory`]): a GPU through the

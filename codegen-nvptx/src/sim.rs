@@ -31,7 +31,8 @@ unsafe impl Sync for SimMem {}
 
 impl SimMem {
     fn layout(len: usize) -> Result<Layout, String> {
-        Layout::from_size_align(len.max(1), 16).map_err(|e| format!("{len} bytes: {e}"))
+        Layout::from_size_align(len.max(1), crate::kernels::BUFFER_ALIGN as usize)
+            .map_err(|e| format!("{len} bytes: {e}"))
     }
 
     fn zeroed(len: usize) -> Result<SimMem, String> {
@@ -128,7 +129,10 @@ impl Device for SimDevice {
             .get(index)
             .ok_or_else(|| format!("no kernel {index}"))?;
         let table: Vec<*mut u8> = args.iter().map(|m| m.ptr).collect();
-        let threads = !matches!(kernel.kind, KernelKind::Loop);
+        let threads = !matches!(
+            kernel.kind,
+            KernelKind::Loop | KernelKind::VectorLoop { .. }
+        );
         crate::sim_threads::run_grid(entry, &table, &kernel.plan, threads)
     }
 }

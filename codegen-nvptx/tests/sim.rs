@@ -243,6 +243,21 @@ fn tiled_dots_of_sizes_not_multiples_of_16() {
 }
 
 #[test]
+fn vectorized_loop_kernels_compute_every_element() {
+    // Four elements per thread, mixed types, a scalar constant, a multi-output fusion.
+    let m = module(
+        "HloModule v\nf {\n  a = f32[12,4] parameter(0)\n  b = s32[12,4] parameter(1)\n  \
+         c = f32[12,4] convert(b)\n  k = f32[] constant(0.5)\n  kb = f32[12,4] broadcast(k), \
+         dimensions={}\n  m = f32[12,4] multiply(a, kb)\n  s = f32[12,4] add(m, c)\n  \
+         h = f16[12,4] convert(s)\n  ROOT t = (f32[12,4], f16[12,4]) tuple(s, h)\n}\n\
+         ENTRY e {\n  a = f32[12,4] parameter(0)\n  b = s32[12,4] parameter(1)\n  \
+         ROOT r = (f32[12,4], f16[12,4]) fusion(a, b), kind=kLoop, calls=f\n}\n",
+    );
+    assert_eq!(only_kernel(&m).0, KernelKind::VectorLoop { width: 4 });
+    matches_evaluator(&m, Tolerance::Exact);
+}
+
+#[test]
 fn zero_sized_arrays_have_no_launch_and_empty_results() {
     let m = module(
         "HloModule z\nENTRY e {\n  a = f32[0,5] parameter(0)\n  b = f32[0,5] parameter(1)\n  \
