@@ -38,11 +38,13 @@ fn unsupported(msg: &str) -> bool {
     .any(|s| msg.contains(s))
 }
 
-/// A `reduce` of `m` whose init value is not its reducer's identity (or that this check cannot
-/// tell: variadic, a reducer other than one binary op of its parameters, an init that is not a
-/// constant), if any. XLA lets a backend combine the init value any number of times (the GPU
-/// kernels combine it once per partial result, the evaluator once), so only an identity gives
-/// one answer.
+/// A `reduce` of `m` whose result XLA leaves to the backend, if any: its init value is not its
+/// reducer's identity (or this check cannot tell: variadic, a reducer other than one binary op
+/// of its parameters, an init that is not a constant); XLA lets a backend combine the init
+/// any number of times (the GPU kernels combine it once per partial result, the evaluator
+/// once), so only an identity gives one answer. Also one whose order matters beyond the
+/// tolerances: a float type of fewer than 16 bits, or a complex product (`x * (1, 0)` is not
+/// `x` when a part of `x` is infinite).
 fn non_identity_reduce(m: &Module) -> Option<InstId> {
     use axle::ir::{AttrKey, Opcode::*};
     m.live_ids().into_iter().find(|&id| {
@@ -66,6 +68,12 @@ fn non_identity_reduce(m: &Module) -> Option<InstId> {
             return true;
         }
         let ty = init.ty();
+        // Below 16 bits a float sum depends on its order, which XLA leaves to the backend
+        // (the kernels combine in a tree, the evaluator in sequence); a complex product with
+        // (1, 0) is not exact once a part is infinite.
+        if ty.is_float() && ty.bits() < 16 || ty.is_complex() && m.opcode(root) == Multiply {
+            return true;
+        }
         let (v, i) = (init.get_f64(0), init.get_i128(0));
         let bits = ty.bits();
         let (lowest, highest) = if !ty.is_int() || bits > 64 {
