@@ -3,7 +3,7 @@
 //! Invariants:
 //! - This is the one file that knows the implementations of the backend interface
 //!   ([`crate::backend`]): the trait file names none of them, and each implementation
-//!   (`interpreter`, `cpu`, `nvptx`) knows only the trait file.
+//!   (`interpreter`, `cpu`, `nvptx` and `nvptx-sim`) knows only the trait file.
 //! - [`registry`] starts with every built-in backend; a client may add its own
 //!   ([`BackendRegistry::register`]), replacing a built-in one of the same name.
 
@@ -12,14 +12,15 @@ use std::sync::{Arc, OnceLock};
 use crate::backend::BackendRegistry;
 use crate::cpu::CpuPlatform;
 use crate::interpreter::InterpreterPlatform;
-use crate::nvptx::NvptxPlatform;
+use crate::nvptx::{NvptxPlatform, NvptxSimPlatform};
 
-/// A registry holding the built-in backends: `interpreter`, `cpu` and `nvptx`.
+/// A registry holding the built-in backends: `interpreter`, `cpu`, `nvptx` and `nvptx-sim`.
 pub fn with_builtins() -> BackendRegistry {
     let r = BackendRegistry::default();
     r.register(Arc::new(InterpreterPlatform::new()));
     r.register(Arc::new(CpuPlatform::new()));
     r.register(Arc::new(NvptxPlatform::new()));
+    r.register(Arc::new(NvptxSimPlatform::new()));
     r
 }
 

@@ -2,11 +2,11 @@
 //!
 //! This facade re-exports the IR and analysis crates and holds the embedding API ([`compile`],
 //! [`Compiled`], [`Array`], [`ArrayRef`], [`Error`]), the backend plug-in interface
-//! ([`backend`]), the built-in backends ([`interpreter`], [`cpu`]), the compilation cache
-//! ([`cache`]), `axle bench` ([`mod@bench`]), `axle buffers` ([`mod@buffers`]), the `run`
-//! driver ([`run`]), the full pass registry and standard pipelines ([`passes`]), pass-order
-//! exploration ([`explore`]), module drawings ([`graph`]) and what the `axle` command-line tool
-//! shares with library users.
+//! ([`backend`]), the built-in backends ([`interpreter`], [`cpu`], and [`nvptx`]'s `nvptx` and
+//! `nvptx-sim`), the compilation cache ([`cache`]), `axle bench` ([`mod@bench`]), `axle
+//! buffers` ([`mod@buffers`]), the `run` driver ([`run`]), the full pass registry and standard
+//! pipelines ([`passes`]), pass-order exploration ([`explore`]), module drawings ([`graph`])
+//! and what the `axle` command-line tool shares with library users.
 //!
 //! # Embedding Axle
 //!

@@ -81,7 +81,8 @@ enum Command {
     Run {
         /// The HLO file.
         file: PathBuf,
-        /// The backend (`cpu` compiles to native code, `interpreter` runs the reference evaluator).
+        /// The backend (`cpu` compiles to native code, `interpreter` runs the reference evaluator,
+        /// `nvptx` runs the GPU kernels on an NVIDIA GPU, `nvptx-sim` runs them on the host).
         #[arg(long, default_value = "cpu")]
         backend: String,
         /// An input `.npy` per array leaf of the entry parameters, in order (repeat the flag).

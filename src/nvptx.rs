@@ -1,46 +1,125 @@
-//! The `nvptx` backend: NVIDIA GPU kernels through LLVM's NVPTX target
-//! (`axle-codegen-nvptx`). Its kernels and their PTX exist; the GPU runtime does not yet, so
-//! compiling for execution is a clear error and `axle compile --backend nvptx --emit
-//! ptx|llvm` prints what it emits ([`emit_text`]).
+//! The GPU backends built on `axle-codegen-nvptx`'s kernels and launch plans: `nvptx`, which
+//! runs them on an NVIDIA GPU through the CUDA driver ([`CudaDevice`]), and `nvptx-sim`, which
+//! runs the same kernels on the host ([`SimDevice`]). Both go through one launch-plan executor
+//! ([`axle_codegen_nvptx::executor`]) and keep device buffers behind generational keys
+//! ([`DeviceMemory`]). `axle compile --backend nvptx --emit ptx|llvm` prints the kernels
+//! ([`emit_text`]).
 //!
-//! Its default pipeline is the standard `gpu` pipeline: simplification, then fusion and
+//! Invariants: a platform opens its device on first use (compiling, a transfer, or listing
+//! devices), once; where that fails (`nvptx` without a CUDA driver or GPU) every compile and
+//! transfer is an error saying why, never a panic. A [`DeviceBuffer`] of these backends owns its
+//! buffers' keys and frees them when dropped; a buffer freed already ([`free`]) or from another
+//! device of the same backend is an error, never a read of other memory.
+//!
+//! Their default pipeline is the standard `gpu` pipeline: simplification, then fusion and
 //! multi-output fusion for the gpu target.
 
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use axle_codegen_nvptx::cuda::CudaDevice;
+use axle_codegen_nvptx::device::{BufferKey, Device, DeviceMemory};
+use axle_codegen_nvptx::executor::Executable as GpuProgram;
+use axle_codegen_nvptx::sim::SimDevice;
 use axle_codegen_nvptx::{Emit, GpuArch, NvptxOptions};
-use axle_ir::{Literal, Module};
+use axle_ir::{ArrayLiteral, Literal, Module};
 
 use crate::backend::{
-    BackendError, CompileOptions, Compiler, DeviceBuffer, DeviceInfo, Executable, Platform,
-    TransferManager,
+    BackendError, CompileOptions, Compiler, DeviceBuffer, DeviceInfo, Executable, ExecutableStats,
+    Platform, TransferManager, ValueShape,
 };
 
 const NAME: &str = "nvptx";
+const SIM_NAME: &str = axle_codegen_nvptx::sim::SIM_BACKEND;
 
-/// What the backend cannot do yet, in every error that says so.
-const NO_RUNTIME: &str = "the nvptx backend has no GPU runtime yet; \
-    `axle compile --backend nvptx --emit ptx|llvm` prints its kernels";
-
-/// The NVPTX platform: no device is driven yet.
-#[derive(Default)]
-pub struct NvptxPlatform {
-    compiler: NvptxCompiler,
-    transfer: NvptxTransfer,
+/// What one platform shares between its compiler and its transfer manager: the device,
+/// opened on first use.
+struct Shared<D: Device> {
+    name: &'static str,
+    open: fn() -> Result<D, String>,
+    memory: OnceLock<Result<Arc<DeviceMemory<D>>, String>>,
 }
 
-impl NvptxPlatform {
-    /// The platform.
-    pub fn new() -> Self {
-        Self::default()
+impl<D: Device> Shared<D> {
+    fn memory(&self) -> Result<Arc<DeviceMemory<D>>, BackendError> {
+        self.memory
+            .get_or_init(|| (self.open)().map(|d| Arc::new(DeviceMemory::new(d))))
+            .clone()
+            .map_err(|e| BackendError::new(self.name, e))
     }
 }
 
-impl Platform for NvptxPlatform {
+/// A GPU platform over device type `D`.
+pub struct GpuPlatform<D: Device> {
+    shared: Arc<Shared<D>>,
+    compiler: GpuCompiler<D>,
+    transfer: GpuTransfer<D>,
+}
+
+/// The `nvptx` platform: an NVIDIA GPU through the CUDA driver.
+pub type NvptxPlatform = GpuPlatform<CudaDevice>;
+/// The `nvptx-sim` platform: the same kernels on the host.
+pub type NvptxSimPlatform = GpuPlatform<SimDevice>;
+
+impl<D: Device> GpuPlatform<D> {
+    fn with(name: &'static str, open: fn() -> Result<D, String>) -> Self {
+        let shared = Arc::new(Shared {
+            name,
+            open,
+            memory: OnceLock::new(),
+        });
+        GpuPlatform {
+            compiler: GpuCompiler {
+                shared: shared.clone(),
+            },
+            transfer: GpuTransfer {
+                shared: shared.clone(),
+            },
+            shared,
+        }
+    }
+}
+
+impl GpuPlatform<CudaDevice> {
+    /// The platform of GPU 0 (PTX for `sm_80`, which later GPUs also run).
+    pub fn new() -> Self {
+        GpuPlatform::with(NAME, || CudaDevice::open(0, GpuArch::Sm80))
+    }
+}
+
+impl Default for GpuPlatform<CudaDevice> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GpuPlatform<SimDevice> {
+    /// The simulator platform.
+    pub fn new() -> Self {
+        GpuPlatform::with(SIM_NAME, || Ok(SimDevice::with_found_libdevice()))
+    }
+}
+
+impl Default for GpuPlatform<SimDevice> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<D: Device> Platform for GpuPlatform<D> {
     fn name(&self) -> &str {
-        NAME
+        self.shared.name
     }
 
     fn devices(&self) -> Vec<DeviceInfo> {
-        Vec::new()
+        match self.shared.memory() {
+            Ok(mem) => vec![DeviceInfo {
+                ordinal: 0,
+                description: mem.device().description(),
+                memory_bytes: None,
+            }],
+            Err(_) => Vec::new(),
+        }
     }
 
     fn compiler(&self) -> &dyn Compiler {
@@ -56,29 +135,225 @@ impl Platform for NvptxPlatform {
     }
 }
 
-#[derive(Default)]
-struct NvptxCompiler;
+/// The payload of a [`DeviceBuffer`] of a GPU backend: one key per array leaf, depth-first,
+/// freed when the buffer is dropped.
+pub struct GpuBuffer<D: Device> {
+    keys: Vec<BufferKey>,
+    memory: Arc<DeviceMemory<D>>,
+}
 
-impl Compiler for NvptxCompiler {
-    fn compile(
-        &self,
-        _m: Module,
-        _opts: &CompileOptions,
-    ) -> Result<Box<dyn Executable>, BackendError> {
-        Err(BackendError::new(NAME, NO_RUNTIME))
+impl<D: Device> Drop for GpuBuffer<D> {
+    fn drop(&mut self) {
+        for &k in &self.keys {
+            // A key freed already by `free` is simply gone.
+            let _ = self.memory.free(k);
+        }
     }
 }
 
-#[derive(Default)]
-struct NvptxTransfer;
+/// The keys of `buf`, a buffer of the backend `shared` names on its device.
+fn keys_of<'a, D: Device>(
+    shared: &Shared<D>,
+    memory: &Arc<DeviceMemory<D>>,
+    buf: &'a DeviceBuffer,
+) -> Result<&'a [BufferKey], BackendError> {
+    let b: &GpuBuffer<D> = buf.payload_of(shared.name, "a GPU buffer")?;
+    if !Arc::ptr_eq(&b.memory, memory) {
+        return Err(BackendError::new(
+            shared.name,
+            "the buffer belongs to another device of this backend",
+        ));
+    }
+    Ok(&b.keys)
+}
 
-impl TransferManager for NvptxTransfer {
-    fn to_device(&self, _lit: &Literal, _device: usize) -> Result<DeviceBuffer, BackendError> {
-        Err(BackendError::new(NAME, NO_RUNTIME))
+/// Frees the device memory of `buf` (a buffer of `nvptx` or `nvptx-sim`) now, before it is
+/// dropped; using it afterwards is an error ("stale buffer handle"), as is freeing it twice.
+pub fn free(buf: &DeviceBuffer) -> Result<(), BackendError> {
+    fn go<D: Device>(name: &str, buf: &DeviceBuffer) -> Option<Result<(), BackendError>> {
+        let b = buf.payload.downcast_ref::<GpuBuffer<D>>()?;
+        Some(
+            b.keys
+                .iter()
+                .try_for_each(|&k| b.memory.free(k))
+                .map_err(|e| BackendError::new(name, e)),
+        )
+    }
+    go::<SimDevice>(SIM_NAME, buf)
+        .or_else(|| go::<CudaDevice>(NAME, buf))
+        .unwrap_or_else(|| {
+            Err(BackendError::new(
+                &buf.platform,
+                "not a buffer of the nvptx or nvptx-sim backend",
+            ))
+        })
+}
+
+struct GpuCompiler<D: Device> {
+    shared: Arc<Shared<D>>,
+}
+
+impl<D: Device> Compiler for GpuCompiler<D> {
+    fn compile(
+        &self,
+        m: Module,
+        opts: &CompileOptions,
+    ) -> Result<Box<dyn Executable>, BackendError> {
+        let name = self.shared.name;
+        let t0 = Instant::now();
+        let memory = self.shared.memory()?;
+        let m = crate::backend::prepare_module(name, m, opts)?;
+        let instructions = m.num_live_insts();
+        let program =
+            GpuProgram::compile(&memory, m).map_err(|e| BackendError::new(name, e.to_string()))?;
+        Ok(Box::new(GpuExecutable {
+            shared: self.shared.clone(),
+            memory,
+            program,
+            stats: ExecutableStats {
+                compile_time: t0.elapsed(),
+                instructions,
+                ..Default::default()
+            },
+        }))
+    }
+}
+
+/// A module compiled for a GPU backend.
+struct GpuExecutable<D: Device> {
+    shared: Arc<Shared<D>>,
+    memory: Arc<DeviceMemory<D>>,
+    program: GpuProgram<D>,
+    stats: ExecutableStats,
+}
+
+impl<D: Device> Executable for GpuExecutable<D> {
+    fn backend(&self) -> &str {
+        self.shared.name
     }
 
-    fn from_device(&self, _buf: &DeviceBuffer) -> Result<Literal, BackendError> {
-        Err(BackendError::new(NAME, NO_RUNTIME))
+    fn execute(&self, args: &[&DeviceBuffer]) -> Result<DeviceBuffer, BackendError> {
+        let name = self.shared.name;
+        let keys = args
+            .iter()
+            .map(|b| keys_of(&self.shared, &self.memory, b).map(<[BufferKey]>::to_vec))
+            .collect::<Result<Vec<_>, _>>()?;
+        let out = self
+            .program
+            .run(&self.memory, &keys)
+            .map_err(|e| BackendError::new(name, e))?;
+        let m = self.program.module();
+        Ok(DeviceBuffer {
+            platform: name.into(),
+            device: 0,
+            shape: ValueShape::of_shape(m, m.shape(m.root(m.entry()))),
+            payload: Box::new(GpuBuffer {
+                keys: out,
+                memory: self.memory.clone(),
+            }),
+        })
+    }
+
+    fn module(&self) -> &Module {
+        self.program.module()
+    }
+
+    fn compiled_text(&self) -> String {
+        let mut s = String::new();
+        for k in self.program.kernels() {
+            s.push_str(&format!("// {}: {:?} kernel, {}\n", k.name, k.kind, k.plan));
+        }
+        s.push_str(&axle_ir::print_module(self.program.module()));
+        s
+    }
+
+    fn stats(&self) -> ExecutableStats {
+        self.stats.clone()
+    }
+}
+
+struct GpuTransfer<D: Device> {
+    shared: Arc<Shared<D>>,
+}
+
+/// The array leaves of a literal, depth-first.
+fn literal_leaves<'a>(l: &'a Literal, out: &mut Vec<&'a ArrayLiteral>) {
+    match l {
+        Literal::Array(a) => out.push(a),
+        Literal::Tuple(es) => es.iter().for_each(|e| literal_leaves(e, out)),
+    }
+}
+
+/// The literal of shape `s` from the next downloaded leaves.
+fn rebuild(
+    name: &str,
+    s: &ValueShape,
+    leaves: &mut impl Iterator<Item = Vec<u8>>,
+) -> Result<Literal, BackendError> {
+    Ok(match s {
+        ValueShape::Array(a) => {
+            let data = leaves
+                .next()
+                .ok_or_else(|| BackendError::new(name, "too few buffers for the shape"))?;
+            let want = a.num_elements().max(0) as usize * a.ty.byte_size();
+            if data.len() != want {
+                return Err(BackendError::new(
+                    name,
+                    format!("a buffer of {} bytes for {want}", data.len()),
+                ));
+            }
+            Literal::Array(ArrayLiteral {
+                shape: a.clone(),
+                data,
+            })
+        }
+        ValueShape::Tuple(es) => Literal::Tuple(
+            es.iter()
+                .map(|e| rebuild(name, e, leaves))
+                .collect::<Result<_, _>>()?,
+        ),
+        ValueShape::Token => Literal::Tuple(Vec::new()),
+    })
+}
+
+impl<D: Device> TransferManager for GpuTransfer<D> {
+    fn to_device(&self, lit: &Literal, device: usize) -> Result<DeviceBuffer, BackendError> {
+        let name = self.shared.name;
+        if device != 0 {
+            return Err(BackendError::new(name, format!("no device {device}")));
+        }
+        let memory = self.shared.memory()?;
+        let mut leaves = Vec::new();
+        literal_leaves(lit, &mut leaves);
+        // The buffer owns its keys as they are made, so a failed upload frees the others.
+        let mut buf = GpuBuffer {
+            keys: Vec::with_capacity(leaves.len()),
+            memory: memory.clone(),
+        };
+        for a in leaves {
+            let k = memory
+                .upload(&a.data)
+                .map_err(|e| BackendError::new(name, e))?;
+            buf.keys.push(k);
+        }
+        Ok(DeviceBuffer {
+            platform: name.into(),
+            device,
+            shape: ValueShape::of_literal(lit),
+            payload: Box::new(buf),
+        })
+    }
+
+    fn from_device(&self, buf: &DeviceBuffer) -> Result<Literal, BackendError> {
+        let name = self.shared.name;
+        let memory = self.shared.memory()?;
+        let keys = keys_of(&self.shared, &memory, buf)?;
+        let data = keys
+            .iter()
+            .map(|&k| memory.download(k))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| BackendError::new(name, e))?;
+        rebuild(name, &buf.shape, &mut data.into_iter())
     }
 }
 

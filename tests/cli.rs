@@ -627,6 +627,63 @@ fn compile_for_nvptx_prints_ptx_or_llvm_ir_for_the_gpu_arch() {
     assert_fails(&o, &["nvptx backend does not support convolution"]);
     let o = axle(&["compile", &file, "--emit", "ptx"]);
     assert_fails(&o, &["--emit ptx needs --backend nvptx"]);
-    let o = axle(&["compile", &file, "--backend", "nvptx"]);
-    assert_fails(&o, &["no GPU runtime yet"]);
+    // Compiling for execution needs a GPU: without the CUDA driver it is a clear error.
+    if !axle_codegen_nvptx::cuda::driver_present() {
+        let o = axle(&["compile", &file, "--backend", "nvptx"]);
+        assert_fails(&o, &["no CUDA driver", "--backend nvptx-sim"]);
+    }
+}
+
+#[test]
+fn run_on_nvptx_sim_matches_xla_and_nvptx_without_a_gpu_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let mut args = vec!["run".to_string(), corpus("mlp_forward.hlo")];
+    args.extend(mlp_inputs());
+    args.extend(["--backend".into(), "nvptx-sim".into()]);
+    args.extend(["--out-dir".into(), out.display().to_string()]);
+    let o = axle(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("out0: f32[8,10]"), "{}", stdout(&o));
+    let got = out.join("out0.npy").display().to_string();
+    let o = axle(&[
+        "compare",
+        &corpus("mlp_forward.out0.npy"),
+        &got,
+        "--rtol",
+        "1e-5",
+        "--atol",
+        "1e-5",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Generated inputs from a seed: the same output twice.
+    let seeded = |seed: &str| {
+        let o = axle(&[
+            "run",
+            &corpus("softmax_logsoftmax.hlo"),
+            "--backend",
+            "nvptx-sim",
+            "--seed",
+            seed,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+            .lines()
+            .filter(|l| l.starts_with("out"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(seeded("7"), seeded("7"));
+    // An op the backend does not compile is refused naming it.
+    let o = axle(&[
+        "run",
+        &corpus("sort_multi_operand.hlo"),
+        "--backend",
+        "nvptx-sim",
+    ]);
+    assert_fails(&o, &["nvptx backend does not support sort"]);
+    if !axle_codegen_nvptx::cuda::driver_present() {
+        let o = axle(&["run", &corpus("mlp_forward.hlo"), "--backend", "nvptx"]);
+        assert_fails(&o, &["no CUDA driver"]);
+    }
 }

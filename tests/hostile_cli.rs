@@ -1349,7 +1349,7 @@ fn c7_run_bench_and_explore_refuse_meaningless_arguments() {
     fails_with(
         &o,
         1,
-        &["tpu: no such backend (available: interpreter, cpu, nvptx)"],
+        &["tpu: no such backend (available: interpreter, cpu, nvptx, nvptx-sim)"],
     );
 }
 

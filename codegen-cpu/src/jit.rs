@@ -1,6 +1,6 @@
 //! The compilation pipeline (lower; emit, verify, optimize and emit object files, one per LLVM
 //! module of [`crate::modules`], on rayon threads), the JIT executable (the object files linked
-//! into the process by ORC, [`crate::object_loader`]) and its threaded runtime. Compiling and loading a cached [`Artifact`] make the same executable: the
+//! into the process by ORC, [`axle_codegen_llvm::object_loader`]) and its threaded runtime. Compiling and loading a cached [`Artifact`] make the same executable: the
 //! same object code runs either way.
 
 use std::borrow::Cow;
@@ -19,10 +19,10 @@ use crate::buffer_rules::CpuRules;
 use crate::error::{finish, CodegenError};
 use crate::lower::{lower, Program};
 use crate::modules::{Compiled, Form, Setup};
-use crate::object_loader::LoadedObject;
 use crate::pool::SharedPool;
 use crate::target_spec::{target_machine, target_spec, thread_count};
 use crate::CpuOptions;
+use axle_codegen_llvm::object_loader::LoadedObject;
 
 /// The runtime hooks generated code calls, laid out as the C header declares them.
 #[repr(C)]
@@ -525,6 +525,7 @@ pub(crate) fn load_artifact(
 }
 
 fn load_objects(objects: &[Vec<u8>]) -> Result<(LoadedObject, EntryFn), String> {
+    crate::target_spec::init_llvm();
     let (loaded, addr) = LoadedObject::load(objects, &crate::runtime::symbols(), "axle_entry")?;
     // SAFETY: `axle_entry` was emitted with exactly this signature.
     let entry: EntryFn = unsafe { std::mem::transmute::<usize, EntryFn>(addr) };

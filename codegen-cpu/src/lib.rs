@@ -46,7 +46,6 @@ mod kernel_kind;
 mod kernels;
 mod lower;
 mod modules;
-mod object_loader;
 mod parallel_cost;
 mod plan_cache;
 mod pool;

@@ -9,7 +9,9 @@
 //! - [`elemental`]: the elemental generators, from an output index to the value at that index,
 //!   composed across operands;
 //! - [`contraction`]: a dot's dimension numbers, accumulation type and step;
-//! - [`error`]: the errors, which name the instruction they are about.
+//! - [`error`]: the errors, which name the instruction they are about;
+//! - [`object_loader`]: relocatable host object files linked into the process (ORC), for the
+//!   backends' JITs.
 //!
 //! What differs between machines (address spaces, function attributes, vector width, how a
 //! math library function is called, thread indexing) is asked of the [`Target`] a [`cg::Cg`] is
@@ -28,6 +30,7 @@ pub mod error;
 pub mod forms;
 pub mod math;
 pub mod minifloat;
+pub mod object_loader;
 pub mod ops;
 pub mod real;
 pub mod target;

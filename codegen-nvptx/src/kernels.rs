@@ -2,17 +2,19 @@
 //! that computes its elements independently or is a `reduce`. A loop kernel (elementwise ops,
 //! broadcasts, transposes, slices, concatenations, pads, iotas, gathers, converts,
 //! reduce-windows, ...) computes one output element per thread with the shared elemental
-//! generators; a fusion that computes `reduce`s, and an unfused `reduce`, is a reduction
+//! generators, or four consecutive ones where each is read and written at its own element
+//! only and their number is a multiple of four ([`vector_width`]: 128-bit loads and stores);
+//! a fusion that computes `reduce`s, and an unfused `reduce`, is a reduction
 //! kernel ([`crate::reduction`]); a fusion whose root is a `transpose` that moves the minor
 //! dimension, and such an unfused `transpose`, is a transpose kernel ([`crate::transpose`]); a
 //! fusion computing a `dot` (with an elementwise epilogue), and an unfused `dot`, is a tiled dot
 //! kernel ([`crate::dot`]).
 //!
 //! The kernel of instruction `%x` is `axle_k<N>_<x>` (N its position among the kernels), with
-//! one `ptr addrspace(1)` parameter per output leaf, then one per leaf of each operand it reads
+//! one `ptr addrspace(1) align 16` parameter per output leaf, then one per leaf of each operand it reads
 //! (operands in order, a repeated operand once). Parameters, constants (whose bytes the runtime
-//! uploads), tuples and `get-tuple-element` need no kernel. A zero-sized output has no kernel
-//! and no launch.
+//! uploads), tuples, `get-tuple-element` and `opt-barrier` (its operands' buffers, unchanged)
+//! need no kernel. A zero-sized output has no kernel and no launch.
 //!
 //! Invariants: a kernel is emitted only for an instruction whose every fused instruction the
 //! backend supports; anything else (a reduction or dot read other than at its own output,
@@ -59,12 +61,74 @@ pub struct KernelInfo {
 pub enum KernelKind {
     /// One output element per thread.
     Loop,
+    /// `width` consecutive output elements per thread, each read and written at its own
+    /// element only ([`vector_width`]), all loads before all stores, so LLVM's load/store
+    /// vectorizer makes them `ld.global.v{width}` and `st.global.v{width}`; the launch plan
+    /// counts threads (`elements / width`).
+    VectorLoop {
+        /// Elements per thread ([`VECTOR`]).
+        width: u64,
+    },
     /// A row or column reduction ([`crate::reduction`]).
     Reduction(ReductionGeometry),
     /// A transpose through shared memory ([`crate::transpose`]).
     Transpose(TransposeGeometry),
     /// A shared-memory-tiled dot ([`crate::dot`]).
     Dot(DotGeometry),
+}
+
+/// The alignment, in bytes, every kernel may assume of its buffers (a device's allocations
+/// must keep it).
+pub const BUFFER_ALIGN: u64 = 16;
+
+/// Elements per thread of a vectorized loop kernel: four 32-bit values are one 128-bit access.
+pub const VECTOR: u64 = 4;
+
+/// Elements per thread of the loop kernel of instruction `id` over `n` elements: [`VECTOR`]
+/// when `n` is a positive multiple of it and every value the kernel reads is read at the
+/// output's own element (elementwise ops of operands of the output's dimensions, scalar
+/// constants and broadcasts of scalars), so a thread's accesses are consecutive and, with the
+/// buffers' 16-byte alignment, aligned; else 1.
+pub fn vector_width(m: &Module, id: InstId, n: u64) -> u64 {
+    if n == 0 || !n.is_multiple_of(VECTOR) {
+        return 1;
+    }
+    let Some(out) = m.array_shape(id).map(|a| a.dims.clone()).or_else(|| {
+        inst_leaves(m, id)
+            .ok()
+            .and_then(|l| l.first().map(|a| a.dims.clone()))
+    }) else {
+        return 1;
+    };
+    let same = |x: InstId| m.array_shape(x).is_some_and(|a| a.dims == out);
+    let scalar = |x: InstId| m.array_shape(x).is_some_and(|a| a.rank() == 0);
+    let elementwise_at_own_element = |x: InstId, fused: bool| -> bool {
+        use Opcode::*;
+        match m.opcode(x) {
+            Parameter => !fused || same(x),
+            Constant => scalar(x),
+            Broadcast => m.operands(x).iter().all(|&o| scalar(o)),
+            Tuple => fused,
+            op => {
+                op.is_elementwise()
+                    && same(x)
+                    && m.operands(x).iter().all(|&o| same(o) || scalar(o))
+            }
+        }
+    };
+    let ok = match m.opcode(id) {
+        Opcode::Fusion => m.comp_attr(id, &AttrKey::Calls).is_some_and(|c| {
+            reached_in_order(m, c, m.root(c))
+                .into_iter()
+                .all(|x| elementwise_at_own_element(x, true))
+        }),
+        _ => elementwise_at_own_element(id, false) && m.operands(id).iter().all(|&o| same(o)),
+    };
+    if ok {
+        VECTOR
+    } else {
+        1
+    }
 }
 
 /// What an instruction of the entry computation becomes.
@@ -128,7 +192,9 @@ fn role(m: &Module, id: InstId) -> R<Role> {
         })
     };
     match m.opcode(id) {
-        Parameter | Constant | Tuple | GetTupleElement | AfterAll => Ok(Role::NoKernel),
+        Parameter | Constant | Tuple | GetTupleElement | AfterAll | OptBarrier => {
+            Ok(Role::NoKernel)
+        }
         Fusion => {
             let c = m
                 .comp_attr(id, &AttrKey::Calls)
@@ -203,8 +269,13 @@ fn plan(m: &Module) -> R<Vec<KernelInfo>> {
             ));
         }
         let elements = first.num_elements().max(0) as u64;
+        let kind = match (kind, vector_width(m, id, elements)) {
+            (KernelKind::Loop, width) if width > 1 => KernelKind::VectorLoop { width },
+            (kind, _) => kind,
+        };
         let plan = match &kind {
             KernelKind::Loop => LaunchPlan::for_elements(elements),
+            KernelKind::VectorLoop { width } => LaunchPlan::for_elements(elements / width),
             KernelKind::Reduction(geo) => geo.launch_plan(),
             KernelKind::Transpose(geo) => geo.launch_plan(),
             KernelKind::Dot(geo) => geo.launch_plan(),
@@ -263,6 +334,15 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
         .fn_type(&vec![BasicMetadataTypeEnum::from(ptr); params], false);
     let f = cg.add_fn(&k.name, fty, Some(Linkage::External));
     mark_kernel(cg, f);
+    // Every buffer is at least 16-byte aligned (the GPU's allocations are 256-byte aligned,
+    // the simulator's 16), which lets 128-bit accesses be proven aligned.
+    let align = cg.ctx.create_enum_attribute(
+        inkwell::attributes::Attribute::get_named_enum_kind_id("align"),
+        BUFFER_ALIGN,
+    );
+    for p in 0..params {
+        f.add_attribute(inkwell::attributes::AttributeLoc::Param(p as u32), align);
+    }
     let entry = cg.ctx.append_basic_block(f, "entry");
     cg.b.position_at_end(entry);
     let mut ptrs = f.get_param_iter().map(|p| p.into_pointer_value());
@@ -304,8 +384,9 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
             id
         }
     };
-    match &k.kind {
-        KernelKind::Loop => {}
+    let width = match &k.kind {
+        KernelKind::Loop => 1,
+        KernelKind::VectorLoop { width } => *width,
         KernelKind::Reduction(geo) => {
             let outs: Vec<_> = outs.iter().map(|l| l.ty).zip(out_ptrs).collect();
             emit_reduction(&mut g, m, geo, &outs)?;
@@ -324,15 +405,23 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
             cg.b.build_return(None)?;
             return Ok(());
         }
-    }
-    let i = cg.thread_index(k.plan.wide_index)?;
+    };
+    // Thread `t` computes elements `t * width ..`: every value first, then every store.
+    let t = cg.thread_index(k.plan.wide_index)?;
     let n = cg.c64(k.plan.elements as i64);
-    let inside = cg.b.build_int_compare(IntPredicate::ULT, i, n, "inside")?;
+    let inside = cg.b.build_int_compare(IntPredicate::ULT, t, n, "inside")?;
     cg.if_then(inside, || {
-        let idx = g.index_linear(&outs[0].dims, i)?;
-        let vals = g.gen(root, &idx)?;
-        for ((leaf, &p), v) in outs.iter().zip(&out_ptrs).zip(vals) {
-            cg.store(leaf.ty, p, i, v)?;
+        let first = cg.b.build_int_nuw_mul(t, cg.c64(width as i64), "first")?;
+        let mut computed = Vec::with_capacity(width as usize);
+        for j in 0..width {
+            let e = cg.b.build_int_nuw_add(first, cg.c64(j as i64), "elem")?;
+            let idx = g.index_linear(&outs[0].dims, e)?;
+            computed.push((e, g.gen(root, &idx)?));
+        }
+        for (e, vals) in computed {
+            for ((leaf, &p), v) in outs.iter().zip(&out_ptrs).zip(vals) {
+                cg.store(leaf.ty, p, e, v)?;
+            }
         }
         Ok(())
     })?;

@@ -5,7 +5,9 @@
 //! keeps the invariants below on the block, the grid limit and zero-sized outputs, and computes
 //! its indices in 64 bits from the block index (`wide_index` is unset).
 //!
-//! A loop kernel computes one element per thread: thread `t` of the grid (counted
+//! A loop kernel computes one element per thread (a vectorized one computes several, and its
+//! plan is made for its thread count, `n` then counting threads:
+//! `crate::kernels::KernelKind::VectorLoop`): thread `t` of the grid (counted
 //! `block_index * block + thread_index`) computes element `t` when `t < n` and does nothing
 //! otherwise. Blocks are [`MAX_BLOCK`] threads, or fewer for a small array (a whole number of
 //! warps, at least one); the grid is the fewest blocks covering `n`.

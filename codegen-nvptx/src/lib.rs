@@ -2,19 +2,28 @@
 //! LLVM layer (`axle-codegen-llvm`), with a launch plan per kernel, as PTX for `sm_80` or
 //! `sm_90`.
 //!
-//! It compiles the entry computation's kernels ([`kernels`]): one kernel per fusion and per
-//! unfused instruction, on the grid and block of its [`LaunchPlan`] ([`launch`]): loop kernels
-//! (one element per thread), row and column reductions with warp shuffles and shared memory
-//! ([`reduction`]), transposes through shared-memory tiles ([`transpose`]) and
-//! shared-memory-tiled dots ([`dot`]). Convolution, sort, scatter, control flow and the GPU
-//! runtime are not built yet; a module that needs them is a [`CodegenError`] naming the first instruction
-//! refused.
+//! It compiles the entry computation's kernels ([`kernels`]): one kernel per fusion and per unfused
+//! instruction, on the grid and block of its [`LaunchPlan`] ([`launch`]): loop kernels (one element
+//! per thread, or four with 128-bit accesses where aligned), row and column reductions with warp
+//! shuffles and shared memory ([`reduction`]), transposes through shared-memory tiles
+//! ([`transpose`]) and shared-memory-tiled dots ([`dot`]). Convolution, sort, scatter and control
+//! flow are not built yet; a module that needs them is a [`CodegenError`] naming the first
+//! instruction refused.
+//!
+//! The kernels run on a [`device::Device`] through the launch-plan executor ([`executor`]),
+//! with device buffers behind generational keys ([`device::DeviceMemory`]): a GPU through the
+//! CUDA driver ([`cuda`], loaded at run time), or the host simulator `nvptx-sim` ([`sim`]),
+//! which runs the same kernels retargeted to the host ([`sim_jit`]) with the GPU's threads,
+//! barriers, shared memory and warp shuffles emulated.
 //!
 //! The PTX is LLVM's (`default<O3>`, then the NVPTX code generator for the chosen
 //! [`GpuArch`], PTX ISA 7.8, the first version `sm_90` accepts).
 #![deny(missing_docs)]
 
+pub mod cuda;
+pub mod device;
 pub mod dot;
+pub mod executor;
 mod fused;
 pub mod gpu_target;
 pub mod kernels;
@@ -23,6 +32,10 @@ pub mod libdevice;
 mod primitives;
 pub mod ptxas;
 pub mod reduction;
+pub mod sim;
+mod sim_intrinsics;
+pub mod sim_jit;
+mod sim_threads;
 pub mod transpose;
 
 pub use axle_codegen_llvm::CodegenError;

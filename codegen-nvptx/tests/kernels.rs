@@ -3,7 +3,7 @@
 //! path for outputs past `i32::MAX` elements, no kernel for zero-sized outputs, and refusals
 //! that name the instruction and its op.
 
-use axle_codegen_nvptx::{emit_text, plan_kernels, Emit, GpuArch, NvptxOptions};
+use axle_codegen_nvptx::{emit_text, plan_kernels, Emit, GpuArch, KernelKind, NvptxOptions};
 use axle_ir::Module;
 
 mod common;
@@ -69,9 +69,11 @@ fn one_kernel_per_fusion_and_elementwise_instruction() {
 #[test]
 fn outputs_past_two_to_the_31_elements_index_in_64_bits() {
     let m = module(
-        "HloModule big\nENTRY e {\n  a = f32[3000000000] parameter(0)\n  ROOT n = f32[3000000000] negate(a)\n}\n",
+        "HloModule big\nENTRY e {\n  a = f32[3000000001] parameter(0)\n  ROOT n = f32[3000000001] negate(a)\n}\n",
     );
     let ks = plan_kernels(&m).unwrap();
+    // Not a multiple of 4: one element per thread, so more than 2^31 threads.
+    assert_eq!(ks[0].kind, KernelKind::Loop);
     assert!(ks[0].plan.wide_index, "{:?}", ks[0].plan);
     let p = ptx(&m, GpuArch::Sm80);
     // The thread index is widened before the block multiply, and compared in 64 bits.
@@ -79,7 +81,7 @@ fn outputs_past_two_to_the_31_elements_index_in_64_bits() {
         p.contains("mul.wide.u32") || p.contains("mul.lo.s64"),
         "{p}"
     );
-    assert!(p.contains("2999999999"), "{p}");
+    assert!(p.contains("3000000000"), "{p}");
     assert!(!p.contains("mad.lo.s32"), "{p}");
 }
 
@@ -161,5 +163,43 @@ fn math_functions_come_from_libdevice_where_it_is_present() {
             axle_codegen_nvptx::ptxas::assemble(&x, &p, arch, "libdevice")
                 .unwrap_or_else(|e| panic!("{e}"));
         }
+    }
+}
+
+#[test]
+fn elementwise_kernels_over_multiples_of_4_take_128_bit_accesses() {
+    let m = module(
+        "HloModule v\nENTRY e {\n  a = f32[8,128] parameter(0)\n  b = f32[8,128] parameter(1)\n  \
+         k = f32[] constant(2)\n  kb = f32[8,128] broadcast(k), dimensions={}\n  \
+         s = f32[8,128] add(a, b)\n  ROOT m = f32[8,128] multiply(s, kb)\n}\n",
+    );
+    let ks = plan_kernels(&m).unwrap();
+    for k in &ks {
+        // Four elements per thread: 256 threads for 1024 elements.
+        if k.kind == (KernelKind::VectorLoop { width: 4 }) {
+            assert_eq!((k.plan.grid, k.plan.block, k.plan.elements), (1, 256, 256));
+        }
+    }
+    assert!(
+        ks.iter()
+            .any(|k| k.kind == KernelKind::VectorLoop { width: 4 }),
+        "{ks:?}"
+    );
+    for p in ptx_checked(&m, "vector_loop") {
+        assert!(
+            p.contains("ld.global.v4.f32") && p.contains("st.global.v4.f32"),
+            "{p}"
+        );
+    }
+    // Not a multiple of 4, or reading other elements than its own: one element per thread.
+    for text in [
+        "HloModule o\nENTRY e {\n  a = f32[7,5] parameter(0)\n  ROOT n = f32[7,5] negate(a)\n}\n",
+        "HloModule t\nENTRY e {\n  a = f32[8] parameter(0)\n  \
+         ROOT b = f32[4,8] broadcast(a), dimensions={1}\n}\n",
+        "HloModule r\nENTRY e {\n  a = f32[16] parameter(0)\n  \
+         ROOT r = f32[16] reverse(a), dimensions={0}\n}\n",
+    ] {
+        let ks = plan_kernels(&module(text)).unwrap();
+        assert_eq!(ks[0].kind, KernelKind::Loop, "{text}");
     }
 }

@@ -8,11 +8,12 @@
 //! | [`npy`] | a `.npy` file | reading never panics; whatever reads writes back to bytes that read back identically |
 //! | [`pipeline`] | a [`Case`]: a generated module, a pipeline of registered passes, an input seed | each pass keeps the module valid, the result round-trips, does not depend on the thread count, and evaluates to the input module's results bit for bit |
 //! | [`cpu`] | a [`Case`] | the `cpu` backend computes the evaluator's results (per-type tolerances) |
+//! | [`nvptx_sim`] | a [`Case`] | the nvptx kernels, run by `nvptx-sim`, compute the evaluator's results (no flush-to-zero; the `cpu` target's tolerances) |
 //!
 //! The cargo-fuzz harnesses (`fuzz/cargo-fuzz/`) call these checks with libFuzzer's bytes; the
 //! `campaign` binary ([`campaign`]) draws the bytes of case `k` from a seed instead, runs the
 //! checks in parallel, minimizes failures with the generator's shrinking and writes repro files.
-//! The `pipeline` and `cpu` targets and the campaigns need the `full` feature (on by default);
+//! The `pipeline`, `cpu` and `nvptx-sim` targets and the campaigns need the `full` feature (on by default);
 //! without it the crate builds on `axle-ir` alone.
 #![deny(missing_docs)]
 
@@ -22,6 +23,8 @@ pub mod case;
 #[cfg(feature = "full")]
 pub mod cpu;
 pub mod npy;
+#[cfg(feature = "full")]
+pub mod nvptx_sim;
 pub mod parse;
 #[cfg(feature = "full")]
 pub mod pipeline;

@@ -18,6 +18,9 @@ pub enum Target {
     Pipeline,
     /// A generated module on the `cpu` backend, against the evaluator.
     Cpu,
+    /// A generated module on the `nvptx-sim` backend, against the evaluator.
+    #[cfg_attr(feature = "full", value(name = "nvptx-sim"))]
+    NvptxSim,
 }
 
 impl Target {
@@ -28,12 +31,13 @@ impl Target {
             Target::Npy => "npy",
             Target::Pipeline => "pipeline",
             Target::Cpu => "cpu",
+            Target::NvptxSim => "nvptx-sim",
         }
     }
 
     /// Whether the target's input is a generated [`Case`] (else raw bytes).
     pub fn is_generated(self) -> bool {
-        matches!(self, Target::Pipeline | Target::Cpu)
+        matches!(self, Target::Pipeline | Target::Cpu | Target::NvptxSim)
     }
 
     /// Runs the target on raw bytes (what a fuzzer passes).
@@ -41,7 +45,9 @@ impl Target {
         match self {
             Target::Parse => crate::parse::check(data).into(),
             Target::Npy => crate::npy::check(data).into(),
-            Target::Pipeline | Target::Cpu => self.run_case(&Case::from_bytes(data)),
+            Target::Pipeline | Target::Cpu | Target::NvptxSim => {
+                self.run_case(&Case::from_bytes(data))
+            }
         }
     }
 
@@ -51,6 +57,7 @@ impl Target {
         match self {
             Target::Pipeline => crate::pipeline::check(case).into(),
             Target::Cpu => crate::cpu::check(case),
+            Target::NvptxSim => crate::nvptx_sim::check(case),
             Target::Parse | Target::Npy => Outcome::Fail("not a generated-module target".into()),
         }
     }

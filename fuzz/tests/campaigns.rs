@@ -27,6 +27,7 @@ fn cases_run_clean_at_any_job_count() {
         (Target::Parse, 300),
         (Target::Npy, 300),
         (Target::Pipeline, 150),
+        (Target::NvptxSim, 100),
     ] {
         let one = campaign(target, n, 1);
         assert_eq!(one, campaign(target, n, 3), "{target:?}");

@@ -26,6 +26,7 @@ fn replay_args(text: &str) -> Option<(Target, String, u64)> {
                 target = Some(match value {
                     "pipeline" => Target::Pipeline,
                     "cpu" => Target::Cpu,
+                    "nvptx-sim" => Target::NvptxSim,
                     _ => return None,
                 })
             }
@@ -71,6 +72,7 @@ fn regressions_replay_clean() {
         };
         let outcome = match target {
             Target::Pipeline => axle_fuzz::pipeline::check_module(&m, &passes, seed).into(),
+            Target::NvptxSim => axle_fuzz::nvptx_sim::check_module(&m, seed),
             _ => axle_fuzz::cpu::check_module(&m, seed),
         };
         if let Outcome::Fail(e) = outcome {

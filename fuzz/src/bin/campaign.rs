@@ -1,7 +1,7 @@
 //! `campaign`: seeded, coverage-free runs of the fuzz targets.
 //!
 //! ```text
-//! campaign --target pipeline|cpu|parse|npy --cases N --seed S [--jobs J] [--out DIR] [--from K]
+//! campaign --target pipeline|cpu|nvptx-sim|parse|npy --cases N --seed S [--jobs J] [--out DIR] [--from K]
 //! campaign --target T --replay FILE [--passes P] [--input-seed S]
 //! ```
 //!
@@ -61,7 +61,7 @@ fn replay(a: &Args, file: &PathBuf) -> Result<ExitCode> {
     let data = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let outcome = catching(|| match a.target {
         Target::Parse | Target::Npy => a.target.run_bytes(&data),
-        Target::Pipeline | Target::Cpu => {
+        Target::Pipeline | Target::Cpu | Target::NvptxSim => {
             let text = String::from_utf8_lossy(&data);
             let m = match axle::ir::parse_module(&text) {
                 Ok(m) => m,
@@ -69,6 +69,8 @@ fn replay(a: &Args, file: &PathBuf) -> Result<ExitCode> {
             };
             if a.target == Target::Pipeline {
                 axle_fuzz::pipeline::check_module(&m, &a.passes, a.input_seed).into()
+            } else if a.target == Target::NvptxSim {
+                axle_fuzz::nvptx_sim::check_module(&m, a.input_seed)
             } else {
                 if let Some(dir) = &a.inputs_out {
                     if let Err(e) = write_inputs(&m, a.input_seed, dir) {

@@ -6,7 +6,9 @@
 //! symbols (the runtime library's host calls) first and then the process (the C library's
 //! math functions, `memcpy`, ...); an object that leaves a symbol unresolved, or that is not a
 //! valid object for the host, is an error value, never a crash. The machine code lives until
-//! the [`LoadedObject`] is dropped.
+//! the [`LoadedObject`] is dropped. The caller initializes the host's LLVM target before
+//! loading. Both backends' JITs use it: the cpu backend's programs and the `nvptx-sim`
+//! simulator's retargeted kernels.
 
 use std::ffi::{CStr, CString};
 
@@ -23,7 +25,7 @@ use llvm_sys::orc2::{
 };
 
 /// Object files linked into this process (one JIT, one symbol namespace).
-pub(crate) struct LoadedObject {
+pub struct LoadedObject {
     jit: LLVMOrcLLJITRef,
 }
 
@@ -61,12 +63,11 @@ impl LoadedObject {
     /// Links `objects` into the process (their external symbols resolve against each other),
     /// with `symbols` (name, address) defined for them, and returns them with the address of
     /// the function `entry`.
-    pub(crate) fn load(
+    pub fn load(
         objects: &[Vec<u8>],
         symbols: &[(&str, usize)],
         entry: &str,
     ) -> Result<(LoadedObject, usize), String> {
-        crate::target_spec::init_llvm();
         let entry = CString::new(entry).map_err(|e| e.to_string())?;
         let mut jit: LLVMOrcLLJITRef = std::ptr::null_mut();
         // SAFETY: a null builder asks for the default LLJIT for the host; on success `jit` is
@@ -137,5 +138,20 @@ impl LoadedObject {
             }
             Ok((loaded, addr as usize))
         }
+    }
+
+    /// The address of the function or global `name` of the loaded objects.
+    pub fn lookup(&self, name: &str) -> Result<usize, String> {
+        let c = CString::new(name).map_err(|e| e.to_string())?;
+        let mut addr = 0u64;
+        // SAFETY: `jit` is live; the returned error is consumed.
+        if let Some(e) = unsafe { take_error(LLVMOrcLLJITLookup(self.jit, &mut addr, c.as_ptr())) }
+        {
+            return Err(format!("cannot find {name}: {e}"));
+        }
+        if addr == 0 {
+            return Err(format!("the object files have no {name}"));
+        }
+        Ok(addr as usize)
     }
 }

@@ -1,0 +1,310 @@
+//! The simulator's threads: a kernel's grid run on the host following its launch plan, and the
+//! host functions that stand for the GPU's special registers, block barrier and warp shuffle
+//! in the simulator's code ([`crate::sim_jit`]).
+//!
+//! Blocks run one after another (the shared arrays are one copy per module). A kernel that
+//! synchronizes (a reduction, transpose or dot kernel: barriers and shuffles) runs each block's
+//! threads as OS threads of a pool that is kept between launches: every thread of a block is a
+//! worker, `bar.sync` is a [`Barrier`] of the block's threads and a butterfly shuffle goes
+//! through the warp's exchange slots between two waits on the warp's barrier. A loop kernel
+//! (one element per thread, no barrier, no shuffle) runs its threads one after another on the
+//! calling thread, which gives the same result: its threads share no data.
+//!
+//! Invariants: one launch at a time in the process (a lock), so the hooks' state is the
+//! running launch's; thread and block indices are thread-local to the worker running the GPU
+//! thread; the hooks never panic or block forever on a misuse they can see: a barrier or
+//! shuffle reached in a launch run without threads, or a shuffle with a partial mask (which
+//! the simulator does not model), records an error the launch returns.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
+
+use crate::launch::{LaunchPlan, WARP};
+
+/// A kernel's entry point in the simulator: the table of its buffer pointers.
+pub(crate) type EntryFn = unsafe extern "C" fn(*const *mut u8);
+
+/// The synchronization of one block.
+struct BlockSync {
+    /// `bar.sync 0`: every thread of the block.
+    barrier: Barrier,
+    /// Per warp: its barrier and its 32 exchange slots.
+    warps: Vec<(Barrier, [AtomicU32; WARP as usize])>,
+}
+
+impl BlockSync {
+    fn new(threads: usize) -> BlockSync {
+        let warps = threads.div_ceil(WARP as usize);
+        BlockSync {
+            barrier: Barrier::new(threads),
+            warps: (0..warps)
+                .map(|_| {
+                    (
+                        Barrier::new(WARP as usize),
+                        std::array::from_fn(|_| AtomicU32::new(0)),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+thread_local! {
+    /// (thread index, block index, block size) of the GPU thread this OS thread runs.
+    static IDS: Cell<(u32, u32, u32)> = const { Cell::new((0, 0, 0)) };
+    /// The running block's synchronization, when the launch runs threads; null otherwise.
+    static SYNC: Cell<*const BlockSync> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The first misuse a hook saw in the running launch.
+static HOOK_ERROR: Mutex<Option<String>> = Mutex::new(None);
+
+fn record(msg: &str) {
+    let mut e = HOOK_ERROR.lock().unwrap_or_else(|e| e.into_inner());
+    if e.is_none() {
+        *e = Some(msg.to_string());
+    }
+}
+
+/// `%tid.x`.
+pub(crate) extern "C" fn hook_tid() -> u32 {
+    IDS.with(|c| c.get().0)
+}
+
+/// `%ctaid.x`.
+pub(crate) extern "C" fn hook_ctaid() -> u32 {
+    IDS.with(|c| c.get().1)
+}
+
+/// `%ntid.x`.
+pub(crate) extern "C" fn hook_ntid() -> u32 {
+    IDS.with(|c| c.get().2)
+}
+
+/// `bar.sync 0`.
+pub(crate) extern "C" fn hook_barrier() {
+    let s = SYNC.with(|c| c.get());
+    if s.is_null() {
+        record("a barrier in a kernel launched without threads");
+        return;
+    }
+    // SAFETY: the block's synchronization outlives every thread of the block.
+    unsafe { &*s }.barrier.wait();
+}
+
+/// `shfl.sync.bfly.b32 r, x, lane_mask, clamp, member_mask`: `x` of lane `lane ^ lane_mask`.
+pub(crate) extern "C" fn hook_shfl_bfly(
+    member_mask: u32,
+    x: u32,
+    lane_mask: u32,
+    clamp: u32,
+) -> u32 {
+    let s = SYNC.with(|c| c.get());
+    if s.is_null() {
+        record("a warp shuffle in a kernel launched without threads");
+        return x;
+    }
+    if member_mask != u32::MAX || clamp != 0x1f {
+        record("a warp shuffle with a partial mask or clamp (not simulated)");
+        return x;
+    }
+    // SAFETY: as in `hook_barrier`.
+    let sync = unsafe { &*s };
+    let tid = hook_tid();
+    let lane = tid % WARP as u32;
+    let Some((barrier, slots)) = sync.warps.get((tid / WARP as u32) as usize) else {
+        record("a warp shuffle by a thread outside the block");
+        return x;
+    };
+    slots[lane as usize].store(x, Ordering::Relaxed);
+    barrier.wait();
+    let v = slots[((lane ^ lane_mask) % WARP as u32) as usize].load(Ordering::Relaxed);
+    // No lane overwrites its slot (at the next shuffle) before every lane has read.
+    barrier.wait();
+    v
+}
+
+/// A table of buffer pointers sent to worker threads.
+#[derive(Clone, Copy)]
+struct Table(*const *mut u8);
+// SAFETY: the table and the buffers it points to outlive the launch; the kernel's threads
+// write disjoint elements or synchronize through the hooks.
+unsafe impl Send for Table {}
+
+/// What a worker runs: one GPU thread.
+struct Job {
+    entry: EntryFn,
+    table: Table,
+    ids: (u32, u32, u32),
+    sync: Arc<BlockSync>,
+}
+
+/// Workers, one per thread of the largest block run so far.
+struct Pool {
+    workers: Vec<Sender<Job>>,
+    done_tx: Sender<()>,
+    done_rx: Receiver<()>,
+}
+
+impl Pool {
+    fn grow(&mut self, n: usize) -> Result<(), String> {
+        while self.workers.len() < n {
+            let (tx, rx) = channel::<Job>();
+            let done = self.done_tx.clone();
+            std::thread::Builder::new()
+                .name(format!("nvptx-sim-{}", self.workers.len()))
+                .stack_size(4 << 20)
+                .spawn(move || {
+                    while let Ok(job) = rx.recv() {
+                        IDS.with(|c| c.set(job.ids));
+                        SYNC.with(|c| c.set(Arc::as_ptr(&job.sync)));
+                        // SAFETY: the entry point takes the table of the kernel's buffers.
+                        unsafe { (job.entry)(job.table.0) };
+                        SYNC.with(|c| c.set(std::ptr::null()));
+                        drop(job);
+                        if done.send(()).is_err() {
+                            return;
+                        }
+                    }
+                })
+                .map_err(|e| format!("cannot start a simulator thread: {e}"))?;
+            self.workers.push(tx);
+        }
+        Ok(())
+    }
+}
+
+fn pool() -> &'static Mutex<Pool> {
+    static POOL: OnceLock<Mutex<Pool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let (done_tx, done_rx) = channel();
+        Mutex::new(Pool {
+            workers: Vec::new(),
+            done_tx,
+            done_rx,
+        })
+    })
+}
+
+/// Runs `entry` on the buffers of `table` over the grid of `plan`; with `threads`, each
+/// block's threads run concurrently (a kernel with barriers or shuffles), else one after
+/// another on this thread.
+pub(crate) fn run_grid(
+    entry: EntryFn,
+    table: &[*mut u8],
+    plan: &LaunchPlan,
+    threads: bool,
+) -> Result<(), String> {
+    let mut pool = pool().lock().unwrap_or_else(|e| e.into_inner());
+    *HOOK_ERROR.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    let (grid, block) = (plan.grid as u32, plan.block as u32);
+    let t = Table(table.as_ptr());
+    if !threads {
+        let saved = IDS.with(|c| c.get());
+        for b in 0..grid {
+            for th in 0..block {
+                IDS.with(|c| c.set((th, b, block)));
+                // SAFETY: as in the workers.
+                unsafe { entry(t.0) };
+            }
+        }
+        IDS.with(|c| c.set(saved));
+    } else {
+        pool.grow(block as usize)?;
+        for b in 0..grid {
+            let sync = Arc::new(BlockSync::new(block as usize));
+            for th in 0..block {
+                let job = Job {
+                    entry,
+                    table: t,
+                    ids: (th, b, block),
+                    sync: sync.clone(),
+                };
+                pool.workers[th as usize]
+                    .send(job)
+                    .map_err(|_| "a simulator thread is gone".to_string())?;
+            }
+            for _ in 0..block {
+                pool.done_rx
+                    .recv()
+                    .map_err(|_| "a simulator thread is gone".to_string())?;
+            }
+        }
+    }
+    match HOOK_ERROR.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GPU thread: `out[gid] = shfl_bfly(tid * 3, 5) + 1000 * ntid`, where `gid` is the
+    /// global thread index.
+    unsafe extern "C" fn shuffle_kernel(table: *const *mut u8) {
+        let out = unsafe { *table } as *mut u32;
+        let (t, b, n) = (hook_tid(), hook_ctaid(), hook_ntid());
+        let v = hook_shfl_bfly(u32::MAX, t * 3, 5, 0x1f);
+        unsafe { *out.add((b * n + t) as usize) = v + 1000 * n };
+    }
+
+    /// Each thread stores its index into shared `slots`, waits at the barrier, then reads its
+    /// mirror's: correct only if every store happened before any read.
+    unsafe extern "C" fn barrier_kernel(table: *const *mut u8) {
+        let slots = unsafe { *table } as *mut u32;
+        let out = unsafe { *table.add(1) } as *mut u32;
+        let (t, b, n) = (hook_tid(), hook_ctaid(), hook_ntid());
+        unsafe { slots.add(t as usize).write_volatile(b * 10_000 + t) };
+        hook_barrier();
+        let mirror = unsafe { slots.add((n - 1 - t) as usize).read_volatile() };
+        hook_barrier();
+        unsafe { *out.add((b * n + t) as usize) = mirror };
+    }
+
+    fn plan(grid: u64, block: u64) -> LaunchPlan {
+        LaunchPlan::for_blocks(grid * block, grid, block).unwrap()
+    }
+
+    #[test]
+    fn butterfly_shuffles_read_the_lane_with_the_mask_bits_flipped() {
+        let mut out = vec![0u32; 2 * 64];
+        let table = [out.as_mut_ptr().cast::<u8>()];
+        run_grid(shuffle_kernel, &table, &plan(2, 64), true).unwrap();
+        for (g, &v) in out.iter().enumerate() {
+            let t = (g % 64) as u32;
+            let lane = t % 32;
+            let src = (t - lane) + (lane ^ 5);
+            assert_eq!(v, src * 3 + 64_000, "thread {g}");
+        }
+    }
+
+    #[test]
+    fn barriers_order_every_store_of_a_block_before_its_reads() {
+        let block = 256u64;
+        let mut slots = vec![0u32; block as usize];
+        let mut out = vec![0u32; 3 * block as usize];
+        let table = [
+            slots.as_mut_ptr().cast::<u8>(),
+            out.as_mut_ptr().cast::<u8>(),
+        ];
+        run_grid(barrier_kernel, &table, &plan(3, block), true).unwrap();
+        for (g, &v) in out.iter().enumerate() {
+            let (b, t) = ((g as u64 / block) as u32, (g as u64 % block) as u32);
+            assert_eq!(v, b * 10_000 + (block as u32 - 1 - t), "thread {g}");
+        }
+    }
+
+    #[test]
+    fn synchronizing_in_a_launch_without_threads_is_an_error() {
+        let mut out = vec![0u32; 32];
+        let table = [out.as_mut_ptr().cast::<u8>()];
+        let e = run_grid(shuffle_kernel, &table, &plan(1, 32), false).unwrap_err();
+        assert!(e.contains("without threads"), "{e}");
+        // The next launch starts clean.
+        run_grid(shuffle_kernel, &table, &plan(1, 32), true).unwrap();
+    }
+}

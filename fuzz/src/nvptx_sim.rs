@@ -1,0 +1,172 @@
+//! The `nvptx-sim` target: a generated module on the `nvptx-sim` backend (the nvptx backend's
+//! kernels after its `gpu` pipeline, run by the host simulator), against the reference
+//! evaluator.
+//!
+//! The evaluator runs without flush-to-zero: the GPU kernels keep subnormals, as XLA's GPU
+//! backend does by default. Inputs and per-type tolerances are the `cpu` target's
+//! ([`crate::cpu::inputs`], [`crate::cpu::tolerance`]); NaN must match NaN. A module the
+//! backend refuses with an error naming an op it does not compile (or an elided constant) is
+//! [`Outcome::Unsupported`], not a failure, as is a module with a `reduce` whose init value is
+//! not its reducer's identity (XLA leaves how often it is combined to the backend).
+
+use axle::backend::CompileOptions;
+use axle::ir::{compare_arrays, print_module, verify, InstId, Literal, Module};
+use axle_analysis::eval::{evaluate_with, EvalOptions};
+
+use crate::case::Case;
+use crate::cpu::{inputs, tolerance};
+use crate::target::Outcome;
+
+/// Checks the property on a case.
+pub fn check(case: &Case) -> Outcome {
+    let m = case.program.build();
+    if let Err(e) = verify(&m) {
+        return Outcome::Fail(format!("the generator built an invalid module: {e}"));
+    }
+    check_module(&m, case.seed)
+}
+
+/// Whether a compile error is the backend saying what it does not support.
+fn unsupported(msg: &str) -> bool {
+    [
+        "does not support",
+        "do not yet emit",
+        "no math library function",
+        "elided",
+    ]
+    .iter()
+    .any(|s| msg.contains(s))
+}
+
+/// A `reduce` of `m` whose result XLA leaves to the backend, if any: its init value is not its
+/// reducer's identity (or this check cannot tell: variadic, a reducer other than one binary op
+/// of its parameters, an init that is not a constant); XLA lets a backend combine the init
+/// any number of times (the GPU kernels combine it once per partial result, the evaluator
+/// once), so only an identity gives one answer. Also one whose order matters beyond the
+/// tolerances: a float type of fewer than 16 bits, or a complex product (`x * (1, 0)` is not
+/// `x` when a part of `x` is infinite).
+fn non_identity_reduce(m: &Module) -> Option<InstId> {
+    use axle::ir::{AttrKey, Opcode::*};
+    m.live_ids().into_iter().find(|&id| {
+        if m.opcode(id) != Reduce {
+            return false;
+        }
+        let ops = m.operands(id);
+        let (Some(c), true) = (m.comp_attr(id, &AttrKey::ToApply), ops.len() == 2) else {
+            return true;
+        };
+        let root = m.root(c);
+        let params = m.params(c);
+        let binary = params.len() == 2 && {
+            let r = m.operands(root);
+            r.len() == 2 && r.iter().all(|o| params.contains(o))
+        };
+        let Some(Literal::Array(init)) = m.literal(ops[1]) else {
+            return true;
+        };
+        if !binary || init.data.is_empty() {
+            return true;
+        }
+        let ty = init.ty();
+        // Below 16 bits a float sum depends on its order, which XLA leaves to the backend
+        // (the kernels combine in a tree, the evaluator in sequence); a complex product with
+        // (1, 0) is not exact once a part is infinite.
+        if ty.is_float() && ty.bits() < 16 || ty.is_complex() && m.opcode(root) == Multiply {
+            return true;
+        }
+        let (v, i) = (init.get_f64(0), init.get_i128(0));
+        let bits = ty.bits();
+        let (lowest, highest) = if !ty.is_int() || bits > 64 {
+            (0, 0)
+        } else if ty.is_signed_int() {
+            (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+        } else {
+            (0, (1i128 << bits) - 1)
+        };
+        let identity = match m.opcode(root) {
+            Add | Or | Xor => v == 0.0,
+            Multiply => v == 1.0,
+            And if ty.is_pred() => v == 1.0,
+            And if ty.is_signed_int() => i == -1,
+            And => i == highest,
+            Maximum if ty.is_floating() => v == f64::NEG_INFINITY,
+            Minimum if ty.is_floating() => v == f64::INFINITY,
+            Maximum => ty.is_pred() && v == 0.0 || i == lowest,
+            Minimum => ty.is_pred() && v == 1.0 || i == highest,
+            _ => false,
+        };
+        !identity
+    })
+}
+
+/// Checks the property for `m` with inputs from `seed` (what a repro replays).
+pub fn check_module(m: &Module, seed: u64) -> Outcome {
+    if let Some(r) = non_identity_reduce(m) {
+        return Outcome::Unsupported(format!(
+            "%{} starts from a value that is not its reducer's identity (or one not checked), \
+             which XLA lets a backend combine any number of times",
+            m.name(r)
+        ));
+    }
+    let args = match inputs(m, seed) {
+        Ok(a) => a,
+        Err(e) => return Outcome::Fail(e),
+    };
+    let opts = EvalOptions {
+        flush_denormals: false,
+    };
+    let want = match evaluate_with(m, &args, &opts) {
+        Ok(w) => axle::run::flatten(w),
+        Err(e) => return Outcome::Fail(format!("the evaluator rejects a generated module: {e}")),
+    };
+    let platform = match axle::backends::registry().get("nvptx-sim") {
+        Ok(p) => p,
+        Err(e) => return Outcome::Fail(e.to_string()),
+    };
+    let exe = match platform.compiler().compile(
+        m.clone(),
+        &CompileOptions {
+            pipeline: Some("gpu".into()),
+            ..Default::default()
+        },
+    ) {
+        Ok(x) => x,
+        Err(e) if unsupported(&e.message) => return Outcome::Unsupported(e.message),
+        Err(e) => return Outcome::Fail(format!("nvptx-sim compile: {e}")),
+    };
+    let got = match run(platform.as_ref(), exe.as_ref(), &args) {
+        Ok(g) => g,
+        Err(e) => return Outcome::Fail(format!("nvptx-sim run: {e}")),
+    };
+    if got.len() != want.len() {
+        return Outcome::Fail(format!(
+            "{} results from nvptx-sim, {} from the evaluator",
+            got.len(),
+            want.len()
+        ));
+    }
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        if let Err(e) = compare_arrays(w, g, tolerance(w.ty())) {
+            return Outcome::Fail(format!("result {k}: {e}\n{}", print_module(m)));
+        }
+    }
+    Outcome::Pass
+}
+
+/// Runs `exe` through the transfer manager; the result's array leaves.
+fn run(
+    platform: &dyn axle::backend::Platform,
+    exe: &dyn axle::backend::Executable,
+    args: &[Literal],
+) -> Result<Vec<axle::ir::ArrayLiteral>, String> {
+    let tm = platform.transfer_manager();
+    let bufs = args
+        .iter()
+        .map(|a| tm.to_device(a, 0))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let refs: Vec<_> = bufs.iter().collect();
+    let out = exe.run(&refs).map_err(|e| e.to_string())?;
+    let lit = tm.from_device(&out).map_err(|e| e.to_string())?;
+    Ok(axle::run::flatten(lit))
+}
