@@ -1,7 +1,8 @@
 //! Elemental `dot` and `convolution`: the value of one output element as a loop over the
 //! contraction, accumulated in the evaluator's order and type (`f32` for `f32` and narrower
-//! floats, `f64`, wrapping `i64` for integers, `c128` for complex) and rounded to the result
-//! type once. The shared elemental layer calls them through [`gen_contraction`], the
+//! floats, `f64`, wrapping `i64` for integers, `c64` for complex unless `c128` or `f64` is
+//! involved, then `c128`; real floats with fused multiply-adds) and rounded to the result type
+//! once. The shared elemental layer calls them through [`gen_contraction`], the
 //! `axle_codegen_llvm::elemental::OpGen` this backend gives its generators.
 
 use axle_ir::{AttrKey, AttrValue, InstId};
