@@ -218,6 +218,11 @@ pub(crate) fn gen_convolution<'ctx>(
         .clone();
     let geo = conv_geo(m, id)?;
     let acc_ty = acc_type(out.ty, ls.ty, rs.ty)?;
+    if ls.dims.contains(&0) {
+        // Every window position is padding: the sum is empty. (The loop below loads at a
+        // clamped position before masking the value, which would read an empty buffer.)
+        return ops::convert(cg, acc_ty, out.ty, cg.const_f(acc_ty, 0.0)?);
+    }
     let dn = &geo.dn;
     let nsp = geo.k_sp.len();
     let blocks = geo.fgc.max(geo.bgc);
