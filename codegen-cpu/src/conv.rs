@@ -1,7 +1,8 @@
 //! Elemental `dot` and `convolution`: the value of one output element as a loop over the
 //! contraction, accumulated in the evaluator's order and type (`f32` for `f32` and narrower
-//! floats, `f64`, wrapping `i64` for integers, `c128` for complex) and rounded to the result
-//! type once. The shared elemental layer calls them through [`gen_contraction`], the
+//! floats, `f64`, wrapping `i64` for integers, `c64` for complex unless `c128` or `f64` is
+//! involved, then `c128`; real floats with fused multiply-adds) and rounded to the result type
+//! once. The shared elemental layer calls them through [`gen_contraction`], the
 //! `axle_codegen_llvm::elemental::OpGen` this backend gives its generators.
 
 use axle_ir::{AttrKey, AttrValue, InstId};
@@ -217,6 +218,11 @@ pub(crate) fn gen_convolution<'ctx>(
         .clone();
     let geo = conv_geo(m, id)?;
     let acc_ty = acc_type(out.ty, ls.ty, rs.ty)?;
+    if ls.dims.contains(&0) {
+        // Every window position is padding: the sum is empty. (The loop below loads at a
+        // clamped position before masking the value, which would read an empty buffer.)
+        return ops::convert(cg, acc_ty, out.ty, cg.const_f(acc_ty, 0.0)?);
+    }
     let dn = &geo.dn;
     let nsp = geo.k_sp.len();
     let blocks = geo.fgc.max(geo.bgc);

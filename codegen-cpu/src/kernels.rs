@@ -904,6 +904,11 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             let init = g.gen1(ops[2], &s)?;
             let n = numel(&a.dims);
             cg.for_range(cg.c64(0), cg.c64(n), |i| cg.store(out_ty, out, i, init))?;
+            if n == 0 {
+                // An empty operand has no window element to select, nor an output to scatter
+                // into (and the loop below would load from its empty buffer).
+                return Ok(());
+            }
             let wsizes: Vec<i64> = wd.iter().map(|w| w.size).collect();
             let elem_ty = cg.reg_ty(a.ty)?;
             g.nest(&src.dims, Vec::new(), &mut |g, om, _| {

@@ -1,7 +1,8 @@
 //! What one element of a `dot` or `convolution` is, for every backend: the dimension numbers
 //! of a dot, the accumulation type (`f32` for `f32` and narrower floats, `f64`, wrapping `i64`
-//! for integers and pred, `c128` for complex, as the evaluator accumulates) and one
-//! accumulation step. The backends' loops and tilings are their own.
+//! for integers and pred, `c64` for complex unless `c128` or `f64` is involved, then `c128`,
+//! as the evaluator accumulates) and one accumulation step (a fused multiply-add for `f32` and
+//! `f64`, as the evaluator's). The backends' loops and tilings are their own.
 
 use axle_ir::{AttrKey, ElementType, InstId};
 
@@ -12,7 +13,18 @@ use crate::ops;
 /// The accumulation type of a dot or convolution with result `out` and operands `a`, `b`.
 pub fn acc_type(out: ElementType, a: ElementType, b: ElementType) -> R<ElementType> {
     if out.is_complex() || a.is_complex() || b.is_complex() {
-        Ok(ElementType::C128)
+        // `c64` unless `c128` (or `f64`) is involved, as XLA and the evaluator accumulate:
+        // products of large `c64` values overflow to infinities (and `inf - inf` to NaN) where
+        // `c128` kept them finite until the final rounding (cpu campaign seed 17955192027,
+        // case 4551).
+        if [out, a, b]
+            .iter()
+            .any(|t| matches!(t, ElementType::C128 | ElementType::F64))
+        {
+            Ok(ElementType::C128)
+        } else {
+            Ok(ElementType::C64)
+        }
     } else if out.is_float() {
         if out == ElementType::F64 || a == ElementType::F64 || b == ElementType::F64 {
             Ok(ElementType::F64)
@@ -28,7 +40,11 @@ pub fn acc_type(out: ElementType, a: ElementType, b: ElementType) -> R<ElementTy
     }
 }
 
-/// `acc + a * b` in the accumulation type (no fused multiply-add, like the evaluator).
+/// `acc + a * b` in the accumulation type: one fused multiply-add (`llvm.fma`, one rounding)
+/// for real `f32` and `f64` accumulators, as the evaluator and XLA CPU's kernels contract a
+/// dot or convolution (a two-term sum is `fma(a1, b1, a0 * b0)`; unfused, terms far larger
+/// than the result cancel to another value, cpu campaign seed 1795530001, case 8640); a
+/// product then a sum otherwise (complex, integer).
 pub fn mul_add<'ctx>(
     cg: &Cg<'ctx>,
     acc_ty: ElementType,
@@ -36,6 +52,9 @@ pub fn mul_add<'ctx>(
     a: Val<'ctx>,
     b: Val<'ctx>,
 ) -> R<Val<'ctx>> {
+    if matches!(acc_ty, ElementType::F32 | ElementType::F64) {
+        return cg.call_intrinsic("llvm.fma", &[a, b, acc]);
+    }
     let p = ops::binary(cg, axle_ir::Opcode::Multiply, acc_ty, a, b)?;
     ops::binary(cg, axle_ir::Opcode::Add, acc_ty, acc, p)
 }

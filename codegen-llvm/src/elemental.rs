@@ -1432,6 +1432,13 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         for &o in &ops[n..] {
             init.push(self.gen1(o, &s)?);
         }
+        if in_dims.contains(&0) {
+            // No window element is inside an empty operand: every output is the init value.
+            // (The loop below loads at a clamped position before masking the value, which
+            // would read an empty buffer: cpu campaign seed 1795600102, case 12619, a
+            // segmentation fault.)
+            return Ok(init);
+        }
         let wsizes: Vec<i64> = wd.iter().map(|w| w.size).collect();
         let inputs = ops[..n].to_vec();
         let out_multi = idx.multi.clone();

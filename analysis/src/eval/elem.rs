@@ -206,6 +206,31 @@ pub(crate) trait Float:
     /// The value with a subnormal flushed to a zero of the same sign (what x86's DAZ and FTZ
     /// modes do to operands and results).
     fn flush(self) -> Self;
+    /// x86's default NaN, what an invalid operation without NaN operands (`inf - inf`,
+    /// `0 * inf`, `0 / 0`) gives: the negative quiet NaN (`0xffc00000` for `f32`).
+    fn default_nan() -> Self;
+    /// A NaN with its quiet bit set (what x86 arithmetic makes of a signaling NaN operand).
+    fn quieted(self) -> Self;
+}
+
+/// The NaN rule of x86's `addss`/`subss`/`mulss`/`divss` (and their `sd` forms), which XLA CPU
+/// and the cpu backend compute with: `r = x op y` unless it is NaN, and then the first NaN
+/// operand quieted, else (an invalid operation) the default NaN. Rust and LLVM leave which NaN
+/// an operation returns open (LLVM commutes `fadd`/`fmul` freely), so without this rule the
+/// evaluator's NaN sign depended on how its loop compiled, and a `bitcast-convert` or a
+/// total-order sort exposed it (cpu campaign seed 17955177449, case 16345: `NaN + (-NaN)` in a
+/// scatter; seed 1795530001, case 9471: `inf + (-inf) + NaN` in a reduce).
+#[inline(always)]
+pub(crate) fn x86_nan<F: Float>(x: F, y: F, r: F) -> F {
+    if !r.is_nan() {
+        r
+    } else if x.is_nan() {
+        x.quieted()
+    } else if y.is_nan() {
+        y.quieted()
+    } else {
+        F::default_nan()
+    }
 }
 
 /// `v` flushed when `FTZ`.
@@ -322,6 +347,18 @@ macro_rules! float_impl {
                 } else {
                     self
                 }
+            }
+            #[inline(always)]
+            fn default_nan() -> Self {
+                // The sign, every exponent bit and the quiet bit.
+                let quiet: $bits = 1 << (<$t>::MANTISSA_DIGITS - 2);
+                <$t>::from_bits(!(<$bits>::MAX >> 1) | <$t>::INFINITY.to_bits() | quiet)
+            }
+            #[inline(always)]
+            fn quieted(self) -> Self {
+                // The quiet bit is the highest fraction bit.
+                let quiet: $bits = 1 << (<$t>::MANTISSA_DIGITS - 2);
+                <$t>::from_bits(self.to_bits() | quiet)
             }
             #[inline(always)]
             fn total_order_key(self) -> i64 {

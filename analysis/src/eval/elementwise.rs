@@ -7,7 +7,10 @@
 //! all ones (unsigned), `INT_MIN / -1` is `INT_MIN`, `x % 0` is `x`, `INT_MIN % -1` is `0`,
 //! shifts by at least the bit width give `0` (or the sign for arithmetic right shifts),
 //! `maximum`/`minimum` propagate NaN, float-to-int `convert` saturates and maps NaN to `0`,
-//! and `f16`/`bf16`/f8 arithmetic is computed in `f32` and rounded after every op.
+//! and `f16`/`bf16`/f8 arithmetic is computed in `f32` and rounded after every op. A real
+//! `add`, `subtract`, `multiply` or `divide` that gives NaN gives x86's NaN (`x86_nan`, in
+//! `elem`): its first NaN operand, quieted, or the default NaN `0xffc00000`, as XLA CPU's code
+//! does, whatever order the compiled loop put the operands in.
 //!
 //! With `ftz` set, float arithmetic runs the way XLA's CPU backend runs it, with x86's DAZ and
 //! FTZ modes: subnormal operands read as zero and subnormal `f32`/`f64` results are written as
@@ -548,10 +551,10 @@ fn float_binary<S: FloatStorage, const FTZ: bool>(
     #[allow(clippy::eq_op)]
     let nan = zero / zero;
     match op {
-        Add => m!(|x, y| x + y),
-        Subtract => m!(|x, y| x - y),
-        Multiply => m!(|x, y| x * y),
-        Divide => m!(|x, y| x / y),
+        Add => m!(|x, y| x86_nan(x, y, x + y)),
+        Subtract => m!(|x, y| x86_nan(x, y, x - y)),
+        Multiply => m!(|x, y| x86_nan(x, y, x * y)),
+        Divide => m!(|x, y| x86_nan(x, y, x / y)),
         // XLA calls `fmodf`/`fmod`, which tests the divisor for zero with a float compare (so
         // a subnormal divisor gives NaN under DAZ) but computes the rest with integer
         // instructions: a subnormal dividend or result is kept.

@@ -17,6 +17,7 @@ use super::shape_ops as so;
 use super::{Evaluator, R};
 use crate::cholesky;
 use crate::fft::{self, FftKind};
+use crate::float_mode::without_float_mode;
 use crate::trsm::{self, TriSolve};
 use axle_ir::{ArrayLiteral, AttrKey, AttrValue, ElementType, InstId, Literal};
 
@@ -221,24 +222,44 @@ pub(crate) fn triangular_solve(
 /// Solves `p` for the arrays `a` and `b` with [`trsm::solve`] (the `cpu` backend's solve too),
 /// in the arithmetic XLA uses for `b`'s type (real for real types; `f64` for `f64` and `c128`,
 /// `f32` otherwise), rounded to `b`'s type.
+///
+/// Called in XLA CPU's float mode (flush-to-zero, denormals-are-zero), where only the solve's
+/// arithmetic reads and writes subnormals as zero: the conversions in and out run outside it
+/// and are exact, so an element of `b` the substitution passes through unchanged (a unit
+/// diagonal, nothing to subtract) keeps its subnormal value, as in the backend (which converts
+/// with integer instructions) and XLA (a 1-by-1 unit solve returns `b`). Before, an `f32`
+/// `1e-40` came back as `0`, and an `f8e8m0fnu` `2^-127` (an `f32` subnormal; the format has
+/// no zero) as NaN (cpu campaign seed 17955192027, case 4012).
 pub(crate) fn solve(a: &ArrayLiteral, b: &ArrayLiteral, p: TriSolve) -> R<ArrayLiteral> {
     let (ty, dims) = (b.ty(), &b.shape.dims);
     match (ty.is_complex(), in_f64(ty)) {
         (true, true) => {
-            let out = trsm::solve(&to_num(load_c::<f64>(a)?), &to_num(load_c::<f64>(b)?), &p);
-            store_c(&from_num(out), ty, dims)
+            let (a, b) = without_float_mode(|| -> R<_> {
+                Ok((to_num(load_c::<f64>(a)?), to_num(load_c::<f64>(b)?)))
+            })?;
+            let out = trsm::solve(&a, &b, &p);
+            without_float_mode(|| store_c(&from_num(out), ty, dims))
         }
         (true, false) => {
-            let out = trsm::solve(&to_num(load_c::<f32>(a)?), &to_num(load_c::<f32>(b)?), &p);
-            store_c(&from_num(out), ty, dims)
+            let (a, b) = without_float_mode(|| -> R<_> {
+                Ok((to_num(load_c::<f32>(a)?), to_num(load_c::<f32>(b)?)))
+            })?;
+            let out = trsm::solve(&a, &b, &p);
+            without_float_mode(|| store_c(&from_num(out), ty, dims))
         }
         (false, true) => {
-            let out = trsm::solve(&load_real::<f64>(a)?, &load_real::<f64>(b)?, &p);
-            store_real(&out, ty, dims)
+            let (a, b) = without_float_mode(|| -> R<_> {
+                Ok((load_real::<f64>(a)?, load_real::<f64>(b)?))
+            })?;
+            let out = trsm::solve(&a, &b, &p);
+            without_float_mode(|| store_real(&out, ty, dims))
         }
         (false, false) => {
-            let out = trsm::solve(&load_real::<f32>(a)?, &load_real::<f32>(b)?, &p);
-            store_real(&out, ty, dims)
+            let (a, b) = without_float_mode(|| -> R<_> {
+                Ok((load_real::<f32>(a)?, load_real::<f32>(b)?))
+            })?;
+            let out = trsm::solve(&a, &b, &p);
+            without_float_mode(|| store_real(&out, ty, dims))
         }
     }
 }

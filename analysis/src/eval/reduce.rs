@@ -3,10 +3,12 @@
 //!
 //! Reductions apply the reducer in XLA's evaluator order: for each output element, the reduced
 //! elements in row-major order of the reduced dimensions, `acc = f(acc, x)` starting from the
-//! init value. A one-op reducer (`add`, `multiply`, `maximum`, `minimum`, `and`, `or`) runs a
+//! init value (a contiguous run of more than 16 elements as a pairwise tree, whose first block
+//! folds from the init value); float sums and products give NaNs by x86's rule (`x86_nan`).
+//! A one-op reducer (`add`, `multiply`, `maximum`, `minimum`, `and`, `or`) runs a
 //! typed loop; anything else runs its scalar program per element.
 
-use super::elem::{fl, Elem, FloatStorage, Int, Pred};
+use super::elem::{fl, x86_nan, Elem, FloatStorage, Int, Pred};
 use super::elementwise::{fmax, fmin, with_int, with_native_float};
 use super::scalar::{Fast, Reg};
 use super::shape_ops as so;
@@ -87,8 +89,8 @@ fn fold_float<S: FloatStorage, const K: u8, const FTZ: bool>(
     for o in offsets {
         let x = fl::<_, FTZ>(S::load(&data[o * w..o * w + w]).up());
         a = S::down(fl::<_, FTZ>(match K {
-            0 => a + x,
-            1 => a * x,
+            0 => x86_nan(a, x, a + x),
+            1 => x86_nan(a, x, a * x),
             2 => fmax(a, x),
             _ => fmin(a, x),
         }))
@@ -135,8 +137,8 @@ type SliceFn = fn(acc: &mut [u8], data: &[u8]);
 #[inline(always)]
 fn step<S: FloatStorage, const K: u8, const FTZ: bool>(a: S::C, x: S::C) -> S::C {
     S::down(fl::<_, FTZ>(match K {
-        0 => a + x,
-        1 => a * x,
+        0 => x86_nan(a, x, a + x),
+        1 => x86_nan(a, x, a * x),
         2 => fmax(a, x),
         _ => fmin(a, x),
     }))
@@ -148,37 +150,54 @@ const PAIRWISE_BLOCK: usize = 16;
 /// Elements above which the two halves of a pairwise fold run in parallel.
 const PAIRWISE_PAR: usize = 1 << 20;
 
-/// Pairwise (balanced-tree) fold of a non-empty slice: blocks of [`PAIRWISE_BLOCK`] elements fold
-/// left to right, then halves combine. The tree depends only on the length, so the result does
-/// not depend on the thread count.
-fn pairwise<S: FloatStorage, const K: u8, const FTZ: bool>(data: &[u8]) -> S::C {
+/// Pairwise (balanced-tree) fold of a non-empty slice, starting from `init` when given: blocks
+/// of [`PAIRWISE_BLOCK`] elements fold left to right (the first block from `init`), then halves
+/// combine. The tree depends only on the length, so the result does not depend on the thread
+/// count.
+fn pairwise<S: FloatStorage, const K: u8, const FTZ: bool>(
+    init: Option<S::C>,
+    data: &[u8],
+) -> S::C {
     let n = data.len() / S::SIZE;
     if n <= PAIRWISE_BLOCK {
         let mut it = data
             .chunks_exact(S::SIZE)
             .map(|x| fl::<_, FTZ>(S::load(x).up()));
-        let first = it.next().expect("non-empty");
+        let first = match init {
+            Some(a) => a,
+            None => it.next().expect("non-empty"),
+        };
         return it.fold(first, step::<S, K, FTZ>);
     }
     let (lo, hi) = data.split_at(n / 2 * S::SIZE);
     let (a, b) = if n > PAIRWISE_PAR {
-        rayon::join(|| pairwise::<S, K, FTZ>(lo), || pairwise::<S, K, FTZ>(hi))
+        rayon::join(
+            || pairwise::<S, K, FTZ>(init, lo),
+            || pairwise::<S, K, FTZ>(None, hi),
+        )
     } else {
-        (pairwise::<S, K, FTZ>(lo), pairwise::<S, K, FTZ>(hi))
+        (
+            pairwise::<S, K, FTZ>(init, lo),
+            pairwise::<S, K, FTZ>(None, hi),
+        )
     };
     step::<S, K, FTZ>(a, b)
 }
 
-/// Folds a contiguous run into `acc`: `acc op (pairwise fold of data)`. Float sums and
-/// products are reassociated into a balanced tree (HLO leaves the order of a reduction open;
-/// a tree keeps the rounding error logarithmic in the length, as XLA's vectorized reductions
-/// do, where a left-to-right fold of millions of `f32` would drift by 1e-4).
+/// Folds a contiguous run into `acc`: a pairwise fold of `data` whose first block folds from
+/// `acc`. Float sums and products are reassociated into a balanced tree (HLO leaves the order
+/// of a reduction open; a tree keeps the rounding error logarithmic in the length, as XLA's
+/// vectorized reductions do, where a left-to-right fold of millions of `f32` would drift by
+/// 1e-4). A run of at most [`PAIRWISE_BLOCK`] elements folds left to right from `acc`, XLA
+/// CPU's order for short reductions (and the backend's): which NaN a sum keeps depends on the
+/// order, `inf + (-inf)` giving the default NaN `0xffc00000` and `NaN + x` the first NaN
+/// operand (cpu campaign seed 1795530001, case 9471: `inf + [-inf, NaN, -6.25]`).
 fn slice_float<S: FloatStorage, const K: u8, const FTZ: bool>(acc: &mut [u8], data: &[u8]) {
     let a = fl::<_, FTZ>(S::load(acc).up());
     if data.is_empty() {
         return;
     }
-    let r = step::<S, K, FTZ>(a, pairwise::<S, K, FTZ>(data));
+    let r = pairwise::<S, K, FTZ>(Some(a), data);
     S::down(r).store(acc);
 }
 

@@ -52,7 +52,8 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     input_seed: u64,
     /// With `--replay` of a `cpu` finding: also write its inputs as `in0.npy`, `in1.npy`, ...
-    /// into this directory (to run the module in XLA on the same inputs, fuzz/README.md).
+    /// into this directory (to run the module in XLA on the same inputs, fuzz/README.md); a
+    /// one-byte type numpy has no dtype for is written as its bytes (`uint8`).
     #[arg(long)]
     inputs_out: Option<PathBuf>,
 }
@@ -105,7 +106,19 @@ fn write_inputs(m: &axle::ir::Module, seed: u64, dir: &std::path::Path) -> Resul
             return Err(format!("input {k} is a tuple; only arrays are written"));
         };
         let path = dir.join(format!("in{k}.npy"));
-        axle_ir::write_npy(&path, a).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        match axle_ir::write_npy(&path, a) {
+            Ok(()) => {}
+            // A one-byte type without a .npy dtype (the 8- and 4-bit floats, the narrow
+            // integers) is written as its bytes, `uint8`, to be viewed as the type in numpy
+            // (`ml_dtypes`).
+            Err(_) if a.ty().byte_size() == 1 => {
+                let mut bits = a.clone();
+                bits.shape.ty = axle::ir::ElementType::U8;
+                axle_ir::write_npy(&path, &bits)
+                    .map_err(|e| format!("writing {}: {e}", path.display()))?;
+            }
+            Err(e) => return Err(format!("writing {}: {e}", path.display())),
+        }
     }
     Ok(())
 }
