@@ -45,6 +45,8 @@ PY_PROFILE ?= release
 
 # The steps of `make test`, in order; each is also a target of its own.
 FMT_CHECK = $(strip $(CARGO) fmt --all --check)
+# DESIGN.md: no import circles between the files of a crate.
+IMPORTS = $(strip $(PYTHON) .ci/import-circles)
 CLIPPY = $(strip $(CARGO) clippy $(LOCKED) --workspace --all-targets -- -D warnings)
 UNIT = $(strip $(CARGO) test $(LOCKED) --workspace)
 DOC = $(strip RUSTDOCFLAGS="-D warnings" $(CARGO) doc $(LOCKED) --workspace --no-deps)
@@ -57,7 +59,7 @@ define step
 	if [ -n "$${STEP_TIMES:-}" ]; then echo "$$t" >>"$$STEP_TIMES"; fi
 endef
 
-.PHONY: help deps build run test fmt fmt-check clippy unit doc pytest python bench clean
+.PHONY: help deps build run test fmt fmt-check import-circles clippy unit doc pytest python bench clean
 
 help:
 	@echo 'make run     install what is missing, build release, run axle on $(EXAMPLE)'
@@ -66,7 +68,7 @@ help:
 	@echo 'make bench   divan benches: parse/verify/print (axle-ir), simplify at scale (axle-bench)'
 	@echo 'make fmt     format the workspace'
 	@echo 'make python  build the axle Python package (wheel) into a venv at $(PY_VENV)'
-	@echo 'steps of make test: fmt-check clippy unit doc pytest'
+	@echo 'steps of make test: fmt-check import-circles clippy unit doc pytest'
 	@echo 'AXLE_SHARED=$(AXLE_SHARED)'
 
 deps:
@@ -80,6 +82,7 @@ run: build
 
 test: deps
 	$(call step,fmt-check,$(FMT_CHECK))
+	$(call step,import-circles,$(IMPORTS))
 	$(call step,clippy,$(CLIPPY))
 	$(call step,unit,$(UNIT))
 	$(call step,doc,$(DOC))
@@ -88,6 +91,8 @@ test: deps
 
 fmt-check: deps
 	$(FMT_CHECK)
+import-circles:
+	$(IMPORTS)
 clippy: deps
 	$(CLIPPY)
 unit: deps

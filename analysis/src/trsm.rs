@@ -12,8 +12,6 @@
 
 use num_complex::Complex;
 
-use crate::eval::elem;
-
 /// The arithmetic a triangular solve needs, on real (`f32`, `f64`) and complex (`Complex<f32>`,
 /// `Complex<f64>`) values.
 pub trait Field: Copy {
@@ -68,8 +66,8 @@ macro_rules! complex_field {
                 )
             }
             fn over(self, o: Self) -> Self {
-                let q = elem::Complex::new(self.re, self.im).div(elem::Complex::new(o.re, o.im));
-                Complex::new(q.re, q.im)
+                let (re, im) = crate::smith::div((self.re, self.im), (o.re, o.im));
+                Complex::new(re, im)
             }
             fn conjugate(self) -> Self {
                 self.conj()

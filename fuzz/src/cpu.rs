@@ -15,7 +15,7 @@ use axle_analysis::equivalence::adversarial_inputs_with_huge;
 use axle_codegen_cpu::{compile, CpuOptions};
 
 use crate::case::Case;
-use crate::target::Outcome;
+use crate::outcome::Outcome;
 
 /// The large finite special value of the adversarial inputs (`2^8` where the pipeline target
 /// uses `1e30`). With it every product of two inputs is a multiple of `2^-6` below `2^16`, so

@@ -25,6 +25,7 @@ pub mod cpu;
 pub mod npy;
 #[cfg(feature = "full")]
 pub mod nvptx_sim;
+pub mod outcome;
 pub mod parse;
 #[cfg(feature = "full")]
 pub mod pipeline;

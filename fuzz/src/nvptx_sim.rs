@@ -15,7 +15,7 @@ use axle_analysis::eval::{evaluate_with, EvalOptions};
 
 use crate::case::Case;
 use crate::cpu::{inputs, tolerance};
-use crate::target::Outcome;
+use crate::outcome::Outcome;
 
 /// Checks the property on a case.
 pub fn check(case: &Case) -> Outcome {

@@ -5,6 +5,7 @@ use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::case::Case;
+pub use crate::outcome::Outcome;
 
 /// A fuzz target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,33 +70,6 @@ impl Target {
             "the {} target needs axle-fuzz's `full` feature",
             self.name()
         ))
-    }
-}
-
-/// What one check found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// The property holds.
-    Pass,
-    /// The case needs something the backend clearly reports it does not support (the message).
-    Unsupported(String),
-    /// The property does not hold, or the check panicked (the message).
-    Fail(String),
-}
-
-impl From<Result<(), String>> for Outcome {
-    fn from(r: Result<(), String>) -> Outcome {
-        match r {
-            Ok(()) => Outcome::Pass,
-            Err(e) => Outcome::Fail(e),
-        }
-    }
-}
-
-impl Outcome {
-    /// Whether this is a failure.
-    pub fn is_fail(&self) -> bool {
-        matches!(self, Outcome::Fail(_))
     }
 }
 

@@ -164,7 +164,8 @@ pub(crate) fn map2<T: Elem, U: Elem>(
 
 /// A floating-point compute type (`f32` or `f64`) with the math XLA's ops need.
 pub(crate) trait Float:
-    Copy
+    crate::smith::Real
+    + Copy
     + PartialOrd
     + std::ops::Add<Output = Self>
     + std::ops::Sub<Output = Self>
@@ -1028,19 +1029,8 @@ impl<F: Float> Complex<F> {
         )
     }
     pub fn div(self, o: Self) -> Self {
-        // Smith's algorithm, as std::complex and XLA's emitter use in spirit.
-        if o.re.abs() >= o.im.abs() {
-            if o.re == F::ZERO && o.im == F::ZERO {
-                return Complex::new(self.re / o.re, self.im / o.re);
-            }
-            let r = o.im / o.re;
-            let d = o.re + o.im * r;
-            Complex::new((self.re + self.im * r) / d, (self.im - self.re * r) / d)
-        } else {
-            let r = o.re / o.im;
-            let d = o.re * r + o.im;
-            Complex::new((self.re * r + self.im) / d, (self.im * r - self.re) / d)
-        }
+        let (re, im) = crate::smith::div((self.re, self.im), (o.re, o.im));
+        Complex::new(re, im)
     }
     pub fn neg(self) -> Self {
         Complex::new(-self.re, -self.im)
