@@ -639,6 +639,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             scratch,
             self.start,
             self.end,
+            None,
         )?;
         Ok((geo.items(), geo.grain()))
     }
