@@ -8,7 +8,8 @@
 //! never at another. Operands of the epilogue other than the core (a bias vector, a residual)
 //! are read through the elemental generator at the same index, from memory.
 //!
-//! - Dots, with [`crate::gemm::GemmTarget::tile_epilogues`] (the default): on the last `K`
+//! - Dots, with [`crate::gemm::GemmTarget::tile_epilogues`] (the default) and an epilogue that
+//!   reads no other array as large as the core (see [`Kc::on_tiles`]): on the last `K`
 //!   block of each register tile the GEMM hands the tile's final sums, rounded to the result
 //!   type as they would be stored, to [`Kc::emit_tile`] instead of storing them to `C`; the
 //!   epilogue computes the root's leaves at the tile's indices, with the core bound to the
@@ -18,7 +19,7 @@
 //!   every store after every value, which the SLP vectorizer turns into vector code on the
 //!   accumulators; a partial tile runs loops. Whatever the epilogue holds, the code is the
 //!   elemental generator's, so anything the block path emits the tile path emits too.
-//! - Otherwise (convolutions, or the option off), each work item first runs the core kernel
+//! - Otherwise (convolutions, epilogues reading a residual, or the option off), each work item first runs the core kernel
 //!   for that one item (its output block: a rectangle of GEMM rows and columns of one batch,
 //!   [`crate::gemm::item_block`], or a tile of convolution output pixels, a contiguous range
 //!   of the core's row-major result), then computes the root's leaves over that block with the
@@ -42,6 +43,7 @@ use crate::elemental::{arr_of, inst_leaves, Ext, Index};
 use crate::error::R;
 use crate::fused::Epilogue;
 use crate::kernels::{Kc, GRAIN_ELEMS};
+use crate::reach::dims as dims_of;
 
 impl<'a, 'ctx> Kc<'a, 'ctx> {
     /// Emits an output fusion: per work item, the core's block, then the epilogue over it.
@@ -75,7 +77,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         let dims = arr_of(m, core)?.dims.to_vec();
         let (start, end) = (self.start, self.end);
         let (items, grain) = match m.opcode(core) {
-            Opcode::Dot if self.gemm.tile_epilogues => {
+            Opcode::Dot if self.on_tiles(core) => {
                 let geo = crate::gemm::gemm_geo(m, core, self.gemm).ok_or("dot is not a GEMM")?;
                 let pack = *scratch.first().ok_or("gemm without scratch")?;
                 let buf = crate::stream::entry_alloca(cg, geo.out_ty, geo.mr * geo.nr(), "tile")?;
@@ -146,6 +148,40 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         };
         self.g.unbind(core);
         Ok((items, grain))
+    }
+
+    /// Whether dot `core`'s epilogue runs on the GEMM's register tiles: when the target says
+    /// so, unless the epilogue reads, besides the core, an array in memory as large as the
+    /// core and more than one of its rows or columns (a residual, the weights an update step
+    /// subtracts from). Read a tile at a time, `MR` short pieces of rows far apart, such an
+    /// array costs more than writing `C` once saves: the weight updates of
+    /// `mlp3_train_step_b256_w1024`, whose epilogue reads `w`, took 20% longer on tiles.
+    fn on_tiles(&self, core: InstId) -> bool {
+        let m = self.m;
+        let Some(geo) = crate::gemm::gemm_geo(m, core, self.gemm) else {
+            return false;
+        };
+        if !self.gemm.tile_epilogues {
+            return false;
+        }
+        let size = numel(dims_of(m, core));
+        let line = geo.m.max(geo.n);
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = vec![self.root];
+        while let Some(i) = stack.pop() {
+            if i == core || !seen.insert(i) {
+                continue;
+            }
+            if self.g.is_bound(i) || m.opcode(i) == Opcode::Constant {
+                let n = numel(dims_of(m, i));
+                if n >= size && n > line {
+                    return false;
+                }
+                continue;
+            }
+            stack.extend_from_slice(m.operands(i));
+        }
+        true
     }
 
     /// The epilogue of one finished GEMM tile: the root's leaves at each of the tile's

@@ -953,7 +953,8 @@ ENTRY main {{
     ] {
         assert!(ir.contains(&what), "column kernel: no `{what}`:\n{ir}");
     }
-    // A GEMM epilogue: bias and ReLU over each finished block in vector registers.
+    // A GEMM epilogue: bias and ReLU on each register tile, in vector registers (the SLP
+    // vectorizer's work on the tile's straight-line lanes).
     let epi = dot_epilogue(
         64,
         64,

@@ -1,7 +1,8 @@
 //! Output fusions whose epilogue runs on the GEMM's register tiles
 //! (`CpuOptions::tile_epilogues`, `codegen-cpu/src/epilogue.rs`): bias and ReLU, scaling and a
-//! residual, the core returned beside its epilogue, and a result narrower than the core, on
-//! `f32`, `bf16` and `f16` dots of odd sizes (1, 3, 17, 255, and a contraction long enough to
+//! bias, the core returned beside its epilogue, a result narrower than the core, and a residual
+//! (which keeps the epilogue on finished blocks), on
+//! `f32`, `f64`, `bf16` and `f16` dots of odd sizes (1, 3, 17, 255, and a contraction long enough to
 //! take several `K` blocks), with partial tiles at the right and bottom edges, transposed and
 //! batched operands.
 //!
@@ -13,7 +14,7 @@
 //! evaluator does it too.
 
 use axle_analysis::eval::evaluate;
-use axle_codegen_cpu::{compile, kernel_plan, CpuOptions, HostBuffer};
+use axle_codegen_cpu::{compile, emit_text, kernel_plan, CpuOptions, Emit, HostBuffer};
 use axle_ir::{compare_arrays, parse_module, ArrayLiteral, Literal, Tolerance};
 use axle_testkit::{noise, real_array};
 
@@ -22,10 +23,12 @@ use axle_testkit::{noise, real_array};
 enum Epi {
     /// `max(d + bias, 0)`.
     BiasRelu,
-    /// `d * 0.125 + res`.
-    ScaleResidual,
-    /// `(d, d + res)`: the core is an output beside its epilogue.
+    /// `d * 0.125 + bias`.
+    ScaleBias,
+    /// `(d, d + bias)`: the core is an output beside its epilogue.
     CoreAndSum,
+    /// `d + res`: a residual as large as the core keeps the epilogue on finished blocks.
+    Residual,
     /// `convert(d + bias)` to `bf16`: the core goes to a scratch buffer.
     Narrowed,
 }
@@ -91,17 +94,18 @@ impl Case {
                 ),
                 t.clone(),
             ),
-            Epi::ScaleResidual => (
+            Epi::ScaleBias => (
                 format!(
-                    "  c = {ty}[] constant(0.125)\n  cb = {t} broadcast(c), dimensions={{}}\n  \
-                     sc = {t} multiply(d, cb)\n  ROOT o = {t} add(sc, res)\n"
+                    "{bias}  c = {ty}[] constant(0.125)\n  cb = {t} broadcast(c), dimensions={{}}\n  \
+                     sc = {t} multiply(d, cb)\n  ROOT o = {t} add(sc, bb)\n"
                 ),
                 t.clone(),
             ),
             Epi::CoreAndSum => (
-                format!("  r = {t} add(d, res)\n  ROOT o = ({t}, {t}) tuple(d, r)\n"),
+                format!("{bias}  r = {t} add(d, bb)\n  ROOT o = ({t}, {t}) tuple(d, r)\n"),
                 format!("({t}, {t})"),
             ),
+            Epi::Residual => (format!("  ROOT o = {t} add(d, res)\n"), t.clone()),
             Epi::Narrowed => (
                 format!("{bias}  s = {t} add(d, bb)\n  ROOT o = bf16[{out}] convert(s)\n"),
                 format!("bf16[{out}]"),
@@ -215,9 +219,10 @@ const SIZES: &[(i64, i64, i64)] = &[(1, 1, 1), (3, 17, 255), (17, 255, 3), (67, 
 
 const EPILOGUES: &[Epi] = &[
     Epi::BiasRelu,
-    Epi::ScaleResidual,
+    Epi::ScaleBias,
     Epi::CoreAndSum,
     Epi::Narrowed,
+    Epi::Residual,
 ];
 
 fn case(ty: &'static str, (m, k, n): (i64, i64, i64), epi: Epi) -> Case {
@@ -240,6 +245,10 @@ fn f32_epilogues_on_tiles_are_the_bits_of_block_epilogues() {
             check(case("f32", size, epi));
         }
     }
+    // f64 sums: half as many lanes, a tile half as wide.
+    for size in [(3, 17, 255), (67, 600, 100)] {
+        check(case("f64", size, Epi::ScaleBias));
+    }
 }
 
 #[test]
@@ -254,7 +263,7 @@ fn transposed_and_batched_operands() {
         }
     }
     for (size, tb) in [((3, 17, 33), false), ((17, 300, 40), true)] {
-        for epi in [Epi::ScaleResidual, Epi::Narrowed] {
+        for epi in [Epi::ScaleBias, Epi::Narrowed] {
             check(Case {
                 batch: Some(2),
                 tb,
@@ -270,9 +279,31 @@ fn narrow_cores_are_rounded_once_before_their_epilogue() {
     // them once: the epilogue reads the rounded value, as it reads it from memory.
     for ty in ["bf16", "f16"] {
         for size in [(17, 255, 3), (67, 600, 100)] {
-            for epi in [Epi::BiasRelu, Epi::ScaleResidual] {
+            for epi in [Epi::BiasRelu, Epi::ScaleBias] {
                 check(case(ty, size, epi));
             }
         }
     }
+}
+
+/// The optimized LLVM IR of `case` compiled with the epilogue on tiles or on blocks.
+fn ir(case: Case, tiles: bool) -> String {
+    let m = parse_module(&case.text()).expect("parses");
+    let opts = CpuOptions {
+        tile_epilogues: tiles,
+        ..Default::default()
+    };
+    emit_text(&m, &opts, Emit::LlvmIr).expect("compiles")
+}
+
+#[test]
+fn residuals_as_large_as_the_core_keep_the_block_epilogue() {
+    // A bias is read a tile row at a time from one short vector: the tile path takes it, and
+    // the code differs from the block path's. A residual would be read in short pieces of
+    // rows far apart: the option changes nothing.
+    let size = (67, 600, 100);
+    let bias = case("f32", size, Epi::BiasRelu);
+    assert_ne!(ir(bias, true), ir(bias, false), "{bias:?}");
+    let res = case("f32", size, Epi::Residual);
+    assert_eq!(ir(res, true), ir(res, false), "{res:?}");
 }
