@@ -639,7 +639,6 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             scratch,
             self.start,
             self.end,
-            None,
         )?;
         Ok((geo.items(), geo.grain()))
     }

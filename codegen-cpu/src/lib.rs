@@ -98,11 +98,6 @@ pub struct CpuOptions {
     /// stack buffer and stream it to memory, skipping the cache. `None` (the default)
     /// takes half the host's last-level cache; `Some(u64::MAX)` never streams.
     pub stream_min_bytes: Option<u64>,
-    /// Output fusions of a dot apply their elementwise epilogue (bias, activation, residual,
-    /// scaling) to each register tile of the GEMM on its last `K` block, so the result is
-    /// written once with its final values (on by default). Off applies it to each finished
-    /// block of the result after the GEMM has stored it, as before; both give the same bits.
-    pub tile_epilogues: bool,
 }
 
 impl Default for CpuOptions {
@@ -114,7 +109,6 @@ impl Default for CpuOptions {
             libm_math: false,
             opt_level: 3,
             stream_min_bytes: None,
-            tile_epilogues: true,
         }
     }
 }

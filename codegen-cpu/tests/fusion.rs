@@ -953,8 +953,7 @@ ENTRY main {{
     ] {
         assert!(ir.contains(&what), "column kernel: no `{what}`:\n{ir}");
     }
-    // A GEMM epilogue: bias and ReLU on each register tile, in vector registers (the SLP
-    // vectorizer's work on the tile's straight-line lanes).
+    // A GEMM epilogue: bias and ReLU over each finished block in vector registers.
     let epi = dot_epilogue(
         64,
         64,
