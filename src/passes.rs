@@ -61,6 +61,16 @@ pub const PIPELINES: &[StandardPipeline] = &[
     },
 ];
 
+/// Pipeline steps for random-pipeline properties beyond the registered passes with their
+/// defaults: passes that only act above a size threshold (sized for real programs) with
+/// thresholds small enough to fire on small generated programs, so the properties exercise
+/// their rewrites too.
+pub const PROPERTY_STEPS: &[&str] = &[
+    "batch-split{min_bytes=0}",
+    "batch-split{min_bytes=0,slice_bytes=256}",
+    "reduction-split{min_elements=4}",
+];
+
 /// The fusion targets the pass registry knows: the CPU backend's and the fusion crate's
 /// parameter sets.
 pub const FUSION_TARGETS: &[&str] = &["cpu", "generic", "gpu"];

@@ -12,7 +12,8 @@ use axle_analysis::{same_results, Equivalence};
 use quickcheck::{QuickCheck, TestResult};
 
 fn pipeline_from(picks: &[u8]) -> String {
-    let names = axle::passes::registry().names();
+    let mut names = axle::passes::registry().names();
+    names.extend_from_slice(axle::passes::PROPERTY_STEPS);
     let steps: Vec<&str> = picks
         .iter()
         .take(8)
@@ -180,5 +181,10 @@ fn every_registered_pass_is_drawn() {
         "zero-sized-elim",
     ] {
         assert!(names.contains(&p), "{p} is not registered: {names:?}");
+    }
+    // The extra steps with small thresholds are valid pipelines (a typo would make every
+    // pipeline drawing one fail to parse, and the property would test nothing there).
+    for step in axle::passes::PROPERTY_STEPS {
+        axle::passes::canonical_pipeline(step).unwrap_or_else(|e| panic!("{step}: {e}"));
     }
 }

@@ -37,15 +37,16 @@
 //! Fusion plans are made once per fused computation and kept for the rules' lifetime (one
 //! compilation): the assignment asks about a fusion and its steps many times.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
 use axle_schedule::{BufferRules, FusionRun, Scratch};
 
-use crate::fused::{plan_fusion, FusionPlan, KernelPlan, StageHow};
+use crate::fused::{FusionPlan, KernelPlan, StageHow};
 use crate::gemm::GemmTarget;
 use crate::kernel_kind::{root_kind, KernelKind};
+use crate::plan_cache::PlanCache;
 use crate::CpuOptions;
 
 /// The cpu backend's answers, for one compilation target.
@@ -55,7 +56,7 @@ pub struct CpuRules {
     pub(crate) gemm: GemmTarget,
     /// The plan of each fused computation asked about (`None`: it cannot be planned, and
     /// lowering reports why).
-    plans: Mutex<HashMap<CompId, Option<Arc<FusionPlan>>>>,
+    pub(crate) plans: PlanCache,
 }
 
 impl CpuRules {
@@ -64,17 +65,13 @@ impl CpuRules {
     pub fn new(opts: &CpuOptions) -> CpuRules {
         CpuRules {
             gemm: crate::target_spec::gemm_target(opts),
-            plans: Mutex::new(HashMap::new()),
+            plans: PlanCache::default(),
         }
     }
 
     /// The plan of fused computation `c`.
     fn plan(&self, m: &Module, c: CompId) -> Option<Arc<FusionPlan>> {
-        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
-        plans
-            .entry(c)
-            .or_insert_with(|| plan_fusion(m, c).ok().map(Arc::new))
-            .clone()
+        self.plans.plan(m, c)
     }
 
     /// The kernel of fused computation `c` when its plan is one kernel: its only stage is the
@@ -115,8 +112,7 @@ impl CpuRules {
     /// The plan of `c` when it is a fused computation planned already: the assignment asks
     /// how a fusion runs before it asks about its steps.
     fn fused_plan(&self, c: CompId) -> Option<Arc<FusionPlan>> {
-        let plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
-        plans.get(&c).cloned().flatten()
+        self.plans.planned(c)
     }
 }
 

@@ -183,6 +183,9 @@ pub(crate) fn plan_buffers<'m>(
     let assignment = match kept {
         Some(a) => a,
         None => {
+            // Plans made for the module as it was (by a failed assignment above) would name
+            // instructions dce may renumber.
+            rules.plans.clear();
             let copy = module.to_mut();
             // `prepare` verified the module; dce only removes instructions nothing reads.
             axle_fusion::run_in_place(copy, "dce", axle_ir::VerifyMode::Off).map_err(|e| {
@@ -240,7 +243,7 @@ pub(crate) fn kernel_plan(m: &Module) -> Result<Vec<String>, CodegenError> {
     let rules = CpuRules::new(&CpuOptions::default());
     let plan = plan_buffers(m, &rules)?;
     let (m, asg) = (&*plan.module, &plan.assignment);
-    let prog = lower(m, asg).map_err(|f| finish(m, f))?;
+    let prog = lower(m, asg, &rules.plans).map_err(|f| finish(m, f))?;
     let mut lines = Vec::new();
     crate::lower::visit_kernels(&prog.body, &mut |k| {
         lines.push(crate::fused::describe(m, k.kind, k.origin, k.root, &k.plan));
@@ -264,7 +267,7 @@ fn compile_parts(
     let plan = plan_buffers(m, &rules)?;
     timings.schedule = plan.schedule;
     let (m, asg) = (&*plan.module, &plan.assignment);
-    let prog = lower(m, asg).map_err(|f| finish(m, f))?;
+    let prog = lower(m, asg, &rules.plans).map_err(|f| finish(m, f))?;
     timings.lower = t.elapsed() - timings.schedule;
     let t = Instant::now();
     let setup = Setup {

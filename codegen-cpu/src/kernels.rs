@@ -1356,7 +1356,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         };
         let largest = m.bool_attr(root, &AttrKey::Largest).unwrap_or(true);
         let ty = shape.ty;
-        let select = crate::select::selects(m, root);
+        let select = crate::kernel_kind::topk_selects(m, root);
         if let Some(p) = crate::radix::plan_topk(m, root)
             .filter(|_| select.is_none() && len >= crate::radix::RADIX_MIN_LEN)
         {
@@ -1492,7 +1492,7 @@ pub(crate) fn sort_scratch_bytes(m: &Module, root: InstId) -> R<i64> {
     } else {
         numel(&shape.dims) / len
     };
-    if let Some(k) = crate::select::selects(m, root) {
+    if let Some(k) = crate::kernel_kind::topk_selects(m, root) {
         return Ok(rows * SortLayout::new(&tys, k).half_bytes);
     }
     let radix = crate::radix::plan(m, root)

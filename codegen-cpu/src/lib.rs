@@ -48,6 +48,7 @@ mod lower;
 mod modules;
 mod object_loader;
 mod parallel_cost;
+mod plan_cache;
 mod pool;
 mod radix;
 mod reach;

@@ -24,8 +24,9 @@ use axle_schedule::{BufferAssignment, Memory, Move};
 
 use crate::elemental::{bitcast_is_reshape, first_non_elemental, inst_leaves};
 use crate::error::{at, Fail, R};
-use crate::fused::{plan_fusion, reached_bound, KernelPlan, StageHow};
+use crate::fused::{reached_bound, KernelPlan, StageHow};
 use crate::host::HostCall;
+use crate::plan_cache::PlanCache;
 
 pub(crate) use crate::buf::BufId;
 pub(crate) use crate::kernel_kind::{is_topk_custom_call, order, root_kind, KernelKind};
@@ -164,6 +165,8 @@ impl Program {
 struct Lower<'m> {
     m: &'m Module,
     asg: &'m BufferAssignment,
+    /// The fusion plans `asg` was made with (every fusion the assignment asked about).
+    plans: &'m PlanCache,
     bufs: Vec<Buf>,
     depth: usize,
 }
@@ -346,7 +349,7 @@ impl<'m> Lower<'m> {
         }
     }
 
-    /// A fusion as [`plan_fusion`] plans it: each stage in order, reading the parameters and
+    /// A fusion as [`crate::fused::plan_fusion`] plans it: each stage in order, reading the parameters and
     /// the earlier stages from their buffers. A plan of one kernel stage, the root, is the
     /// fusion's own kernel (the assignment's [`axle_schedule::FusionRun::Kernel`]: it writes
     /// the fusion's buffers); otherwise every stage is a step with buffers of its own.
@@ -366,7 +369,7 @@ impl<'m> Lower<'m> {
         if args.len() != params.len() {
             return Err("fusion operands do not match its computation's parameters".into());
         }
-        let plan = plan_fusion(m, comp)?;
+        let plan = self.plans.plan_or_reason(m, comp)?;
         let mut vals: HashMap<InstId, VTree> = HashMap::new();
         for (&p, a) in params.iter().zip(args) {
             if !p.is_none() {
@@ -573,7 +576,7 @@ impl<'m> Lower<'m> {
 
 /// Lowers the entry computation of `m` (scheduled) onto the buffers of `asg`, its assignment
 /// under [`crate::buffer_rules::CpuRules`].
-pub(crate) fn lower(m: &Module, asg: &BufferAssignment) -> R<Program> {
+pub(crate) fn lower(m: &Module, asg: &BufferAssignment, plans: &PlanCache) -> R<Program> {
     let entry = m.entry();
     if entry.is_none() {
         return Err("the module has no entry computation".into());
@@ -582,6 +585,7 @@ pub(crate) fn lower(m: &Module, asg: &BufferAssignment) -> R<Program> {
     let mut l = Lower {
         m,
         asg,
+        plans,
         bufs,
         depth: 0,
     };

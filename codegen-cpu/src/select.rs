@@ -15,32 +15,17 @@
 //!
 //! Invariants: the kept elements live in the kernel's sort scratch, an `i32` index plane and a
 //! value plane of `k` entries per row ([`crate::kernels::SortLayout`] for `k` elements, one half
-//! per row, which is what [`crate::kernels::sort_scratch_bytes`] reserves when [`selects`]);
+//! per row, which is what [`crate::kernels::sort_scratch_bytes`] reserves when
+//! [`crate::kernel_kind::topk_selects`]);
 //! a row is computed by one item, so results do not depend on the thread count.
 
-use axle_ir::{ElementType, InstId, Module, Opcode};
+use axle_ir::ElementType;
 use inkwell::values::{IntValue, PointerValue};
 use inkwell::IntPredicate;
 
 use crate::cg::{bv, numel, Cg, Val};
-use crate::elemental::inst_leaves;
 use crate::error::R;
 use crate::kernels::{Kc, RowFinish, RowLess, RowLoad, SortLayout};
-
-/// The largest `k` that top-k selects instead of sorting. Random rows insert rarely (one
-/// comparison per element: 256 rows of 32768 `f32`, k = 8, took 6 ms against the radix sort's
-/// 99 ms); rows already in order insert every element with `k` moves, and at `k = 16` that was
-/// 1.5x the radix sort's time, so selection stops at 8.
-pub(crate) const SELECT_MAX_K: i64 = 8;
-
-/// `k` when `topk` instruction `root` keeps its `k` best by selection.
-pub(crate) fn selects(m: &Module, root: InstId) -> Option<i64> {
-    if m.opcode(root) != Opcode::TopK {
-        return None;
-    }
-    let k = *inst_leaves(m, root).ok()?.first()?.dims.last()?;
-    (k <= SELECT_MAX_K).then_some(k)
-}
 
 impl<'a, 'ctx> Kc<'a, 'ctx> {
     /// Keeps the `k` first elements of each row (of `dims` along `d`) in the order `less` puts

@@ -31,9 +31,12 @@ fn pool(n: usize) -> ThreadPool {
         .expect("a thread pool")
 }
 
-/// The names of every registered pass, in registry order.
+/// The steps a random pipeline draws from: every registered pass, in registry order, then
+/// [`axle::passes::PROPERTY_STEPS`] (size-thresholded passes set to fire on small programs).
 pub fn pass_names() -> Vec<&'static str> {
-    axle::passes::registry().names()
+    let mut names = axle::passes::registry().names();
+    names.extend_from_slice(axle::passes::PROPERTY_STEPS);
+    names
 }
 
 /// Checks the property on a case.

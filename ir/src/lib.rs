@@ -18,6 +18,7 @@ pub mod filetest;
 pub mod gen;
 #[cfg(feature = "generators")]
 pub mod hostile;
+pub mod ids;
 pub mod literal;
 pub mod memory;
 pub mod module;
@@ -32,8 +33,10 @@ pub mod pipeline;
 pub mod printer;
 pub mod runnable;
 pub mod schedule;
+mod schedule_check;
 pub mod shape_inference;
 pub mod stack;
+pub mod topo;
 pub mod types;
 pub mod verify;
 

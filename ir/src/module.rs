@@ -17,64 +17,11 @@ use hashbrown::{HashMap, HashTable};
 use std::hash::{BuildHasher, Hash};
 
 use crate::attrs::{Attr, AttrKey, AttrValue};
+pub use crate::ids::{BufferId, CompId, InstId, LayoutId, ShapeId};
 use crate::literal::Literal;
 use crate::opcode::Opcode;
 use crate::schedule::Schedule;
 use crate::types::{ArrayShape, Layout, Shape};
-
-macro_rules! id_type {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        #[repr(transparent)]
-        pub struct $name(u32);
-
-        impl $name {
-            /// The reserved "no entity" value, so an optional id stays 4 bytes.
-            pub const NONE: $name = $name(u32::MAX);
-
-            /// The id with dense index `i`.
-            #[inline]
-            pub fn new(i: usize) -> Self {
-                debug_assert!(i < u32::MAX as usize);
-                $name(i as u32)
-            }
-
-            /// The dense index of this id.
-            #[inline]
-            pub fn index(self) -> usize {
-                self.0 as usize
-            }
-
-            /// Whether this is [`Self::NONE`].
-            #[inline]
-            pub fn is_none(self) -> bool {
-                self.0 == u32::MAX
-            }
-        }
-    };
-}
-
-id_type!(
-    /// An instruction.
-    InstId
-);
-id_type!(
-    /// A computation.
-    CompId
-);
-id_type!(
-    /// An interned [`Shape`].
-    ShapeId
-);
-id_type!(
-    /// An interned [`Layout`].
-    LayoutId
-);
-id_type!(
-    /// A buffer (assigned by the scheduler crate).
-    BufferId
-);
 
 /// An append-only interner: equal values get equal ids.
 #[derive(Clone, Debug)]

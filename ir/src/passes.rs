@@ -154,7 +154,7 @@ pub fn topo_orders_in(m: &Module, by_comp: &[Vec<InstId>]) -> Vec<Vec<InstId>> {
     let mut state = vec![0u8; m.inst_capacity()];
     by_comp
         .iter()
-        .map(|insts| crate::printer::topo_order_with(m, insts, &mut state))
+        .map(|insts| crate::topo::topo_order_with(m, insts, &mut state))
         .collect()
 }
 

@@ -22,9 +22,13 @@
 //!
 //! The region is split when its largest *internal* value (one only region members read) is at
 //! least `min_bytes` and larger than all of its *exits* (values read outside, or the root)
-//! together, and `B <= max_slices`. The rewrite clones every member `B` times with the batch
-//! dimension of size 1 (same rank, attributes and layouts, so every dimension number stays
-//! valid), slicing outside operands at `[h, h+1)` (through `broadcast`, `transpose`, `reshape`
+//! together, and `B <= max_slices`. Each slice takes `w` batch indices: the largest divisor
+//! `w < B` of `B` whose slice keeps the largest internal value within `slice_bytes` and still
+//! above the exits' bytes, else 1 (fewer, larger slices keep the batched GEMMs and kernels
+//! larger; `slice_bytes=0`, the default, gives one index per slice). The rewrite clones every
+//! member `B / w` times with the batch dimension of size `w` (same rank, attributes and
+//! layouts, so every dimension number stays valid), slicing outside operands at
+//! `[h*w, h*w+w)` (through `broadcast`, `transpose`, `reshape`
 //! (also one that splits a dimension: a wider range of it) and `slice` to their operands, so a
 //! slice reads its elements where they are and nothing is copied whole first) and concatenates
 //! each exit's `B` slices along its batch dimension in place of the exit. Members are numbered
@@ -61,6 +65,16 @@ pub const OPTIONS: &[OptSpec] = &[
         doc: "the fewest bytes of the largest intermediate of a region for a split",
     },
     OptSpec {
+        name: "slice_bytes",
+        kind: OptKind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "0",
+        doc: "the most bytes of a slice's largest intermediate: batch indices are grouped into \
+              the fewest slices that keep it (0: one batch index per slice)",
+    },
+    OptSpec {
         name: "max_slices",
         kind: OptKind::Int { min: 2, max: 4096 },
         default: "64",
@@ -77,6 +91,9 @@ const SEARCH_LIMIT: usize = 4096;
 pub struct BatchSplit {
     /// The fewest bytes of a region's largest internal value for a split.
     pub min_bytes: i64,
+    /// The most bytes of one slice's largest internal value: a slice takes the largest
+    /// divisor of the batch size of batch indices that keeps it (0 or less: one index).
+    pub slice_bytes: i64,
     /// The largest batch size split.
     pub max_slices: i64,
 }
@@ -85,6 +102,7 @@ impl Default for BatchSplit {
     fn default() -> Self {
         BatchSplit {
             min_bytes: 1 << 26,
+            slice_bytes: 0,
             max_slices: 64,
         }
     }
@@ -385,8 +403,11 @@ impl BatchSplit {
         Some(Region { b, members, exits })
     }
 
-    /// Whether splitting `r` lowers the memory it needs.
-    fn worth_it(&self, m: &Module, r: &Region) -> bool {
+    /// How many batch indices each slice of `r` takes, when splitting `r` lowers the memory it
+    /// needs (`None`: it does not, or not by enough): the largest divisor `w < b` of the batch
+    /// size whose slice keeps the largest internal value within `slice_bytes` and above the
+    /// exits' bytes (1 when none does).
+    fn slice_width(&self, m: &Module, r: &Region) -> Option<i64> {
         let bytes = |id: InstId| static_array(m, id).and_then(|a| a.byte_size()).unwrap_or(0);
         let exit_bytes: u64 = r.exits.iter().map(|&k| bytes(r.members[k].id)).sum();
         let internal = (0..r.members.len())
@@ -394,7 +415,20 @@ impl BatchSplit {
             .map(|k| bytes(r.members[k].id))
             .max()
             .unwrap_or(0);
-        internal >= self.min_bytes.max(0) as u64 && internal > exit_bytes
+        if internal < self.min_bytes.max(0) as u64 || internal <= exit_bytes {
+            return None;
+        }
+        let limit = self.slice_bytes.max(0) as u64;
+        let per_index = internal / r.b as u64;
+        let w = (2..r.b)
+            .rev()
+            .find(|&w| {
+                r.b % w == 0
+                    && per_index.saturating_mul(w as u64) <= limit
+                    && per_index.saturating_mul(w as u64) > exit_bytes
+            })
+            .unwrap_or(1);
+        Some(w)
     }
 }
 
@@ -552,7 +586,7 @@ impl Pass for BatchSplit {
         // Members of every region tried: a seed inside one is not tried again (each
         // instruction is looked at by one region, so the pass stays linear).
         let mut taken: HashSet<InstId> = HashSet::new();
-        let mut plans: Vec<Region> = Vec::new();
+        let mut plans: Vec<(Region, i64)> = Vec::new();
         for &s in &seeds {
             if taken.contains(&s) {
                 continue;
@@ -561,25 +595,26 @@ impl Pass for BatchSplit {
                 continue;
             };
             taken.extend(r.members.iter().map(|mb| mb.id));
-            if self.worth_it(m, &r) {
-                plans.push(r);
+            if let Some(w) = self.slice_width(m, &r) {
+                plans.push((r, w));
             }
         }
         if plans.is_empty() {
             return Ok(false);
         }
         let mut rw = m.rewriter();
-        for r in plans {
+        for (r, w) in plans {
             let m = rw.module_mut();
             let mut cache = HashMap::new();
-            let mut clones: Vec<Vec<InstId>> = Vec::with_capacity(r.b as usize);
+            let slices = r.b / w;
+            let mut clones: Vec<Vec<InstId>> = Vec::with_capacity(slices as usize);
             let index: HashMap<InstId, usize> = r
                 .members
                 .iter()
                 .enumerate()
                 .map(|(k, mb)| (mb.id, k))
                 .collect();
-            for h in 0..r.b {
+            for h in 0..slices {
                 let mut made: Vec<InstId> = Vec::with_capacity(r.members.len());
                 for mb in &r.members {
                     let ops: Vec<InstId> = m
@@ -589,14 +624,14 @@ impl Pass for BatchSplit {
                         .zip(&mb.slice)
                         .map(|(o, s)| match (index.get(&o), s) {
                             (Some(&k), _) => made[k],
-                            (None, Some(d)) => slice_outside(m, o, *d, (h, 1), &mut cache),
+                            (None, Some(d)) => slice_outside(m, o, *d, (h, w), &mut cache),
                             (None, None) => o,
                         })
                         .collect();
                     let a = static_array(m, mb.id)
                         .expect("members are static arrays")
                         .clone();
-                    let shape = m.intern_shape(narrowed(&a, mb.bdim, 1));
+                    let shape = m.intern_shape(narrowed(&a, mb.bdim, w));
                     let layout = m.layout_id(mb.id);
                     let comp = m.parent(mb.id);
                     let mut attrs: Vec<Attr> = m.attrs(mb.id).to_vec();
@@ -636,7 +671,7 @@ impl Pass for BatchSplit {
                 }
             }
             cx.count("split", 1);
-            cx.count("slices", r.b as u64);
+            cx.count("slices", slices as u64);
         }
         Ok(rw.finish())
     }

@@ -10,8 +10,9 @@
 //! on shadow memory. [`render`] prints it (text, JSON, an SVG timeline).
 //!
 //! Passes: `memory-schedule{heuristic=list|dfs|postorder|best}`, `flatten-call-graph` and
-//! `batch-split{min_bytes=N,max_slices=N}` ([`batch_split`]: a batched chain whose intermediates
-//! dwarf its inputs and outputs runs one batch slice at a time) ([`register`]).
+//! `batch-split{min_bytes=N,slice_bytes=N,max_slices=N}` ([`batch_split`]: a batched chain
+//! whose intermediates dwarf its inputs and outputs runs one batch slice at a time)
+//! ([`register`]).
 #![deny(missing_docs)]
 
 pub mod alias;
@@ -70,6 +71,7 @@ pub fn register(reg: &mut PassRegistry) {
         create: |o| {
             Box::new(batch_split::BatchSplit {
                 min_bytes: o.int("min_bytes"),
+                slice_bytes: o.int("slice_bytes"),
                 max_slices: o.int("max_slices"),
             })
         },
