@@ -28,8 +28,8 @@
 //! 1.00, as `matmul_1024`, which has no epilogue), `transformer_block_s512_d512` took 1% more
 //! CPU time and a `[1024, 4096] x [4096, 4096]` bias and ReLU 2% more, while compiling took 9%
 //! to 35% longer (32 lanes times 8 rows of scalar epilogue for LLVM to vectorize per kernel).
-//! The block path's extra pass reads a block it has just written, mostly from cache, and
-//! costs about 1% of the GEMM on these shapes. An epilogue reading another array
+//! The block path's extra pass reads a block it has just written, mostly from cache, and the
+//! epilogue's own arithmetic costs the same on either path. An epilogue reading another array
 //! as large as the core does worse on tiles, which read it in short pieces of rows far apart:
 //! the weight updates of `mlp3_train_step_b256_w1024` (`w - lr * dW`) took about 20% longer
 //! each (`axle bench --profile`, one thread).
