@@ -1,6 +1,7 @@
 //! `cpu_kernels`: the CPU backend's GEMM, sort and reduction kernels on their own, so that
 //! regressions show: square matmuls (f32, and bf16 operands widened in the packing), the dots of
-//! an MLP training step (plain and transposed operands), attention shaped batch dots,
+//! an MLP training step (plain and transposed operands), an MLP layer's output fusion (bias and
+//! ReLU after the dot), attention shaped batch dots,
 //! `sort_1M`'s comparator (radix sort) on 64k and 1M keys and a key-value argsort, top-k by
 //! selection and by sort, a full and a row reduction, and a softmax row kernel (streaming stores). Each module is compiled once; the timed part is one run into reused
 //! output buffers. Counters: flops for dots, elements for sorts, bytes read for reductions. Run
@@ -83,6 +84,17 @@ fn gemm_train_step(bencher: Bencher, which: &str) {
     let p = prepare(&format!(
         "HloModule ts\nENTRY main {{\n  a = {lhs} parameter(0)\n  b = {rhs} parameter(1)\n  ROOT d = {out} dot(a, b), lhs_contracting_dims={{{lc}}}, rhs_contracting_dims={{{rc}}}\n}}\n"
     ));
+    run(
+        bencher.counter(ItemsCount::new(2u64 * 256 * 1024 * 1024)),
+        &p,
+    );
+}
+
+/// An MLP layer as one output fusion, `relu(x @ w + bias)` of `[256, 1024] x [1024, 1024]`:
+/// the GEMM with its epilogue applied to each finished block.
+#[divan::bench]
+fn gemm_bias_relu(bencher: Bencher) {
+    let p = prepare("HloModule layer\nfused {\n  x = f32[256,1024] parameter(0)\n  w = f32[1024,1024] parameter(1)\n  b = f32[1024] parameter(2)\n  d = f32[256,1024] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  bb = f32[256,1024] broadcast(b), dimensions={1}\n  s = f32[256,1024] add(d, bb)\n  z = f32[] constant(0)\n  zb = f32[256,1024] broadcast(z), dimensions={}\n  ROOT r = f32[256,1024] maximum(s, zb)\n}\nENTRY main {\n  x = f32[256,1024] parameter(0)\n  w = f32[1024,1024] parameter(1)\n  b = f32[1024] parameter(2)\n  ROOT f = f32[256,1024] fusion(x, w, b), kind=kOutput, calls=fused\n}\n");
     run(
         bencher.counter(ItemsCount::new(2u64 * 256 * 1024 * 1024)),
         &p,

@@ -11,8 +11,28 @@
 //! which the planner guarantees), so no scratch is needed; otherwise the core goes to a
 //! scratch buffer of its shape.
 //!
+//! The contract the in-place overwrite rests on is the planner's: it absorbs a core into an
+//! epilogue only where every read of the core is at the root's own index
+//! ([`crate::reach::Reach`] `Identity`), so the epilogue reads each core element once, at the
+//! index it writes, and never at another; its other operands (a bias vector, a residual) are
+//! read through the elemental generator at that index, from memory.
+//!
 //! Results do not depend on the thread count: an item's block is computed, then finished, by
 //! the same code whatever the split.
+//!
+//! Measured and not kept: applying the epilogue to each GEMM register tile on its last `K`
+//! block instead, so `C` is written once and never re-read (branch `cpu16`, commits `a25aef3`
+//! and `b15b688`: the tile's sums bound to the core, full tiles emitted lane by lane for the SLP
+//! vectorizer, bit-identical to this path). Run time did not change beyond noise on
+//! `mlp3_b256_w1024` and `mlp3_train_step_b256_w1024` (one thread, tiles over blocks 0.99 to
+//! 1.00, as `matmul_1024`, which has no epilogue), `transformer_block_s512_d512` took 1% more
+//! CPU time and a `[1024, 4096] x [4096, 4096]` bias and ReLU 2% more, while compiling took 9%
+//! to 35% longer (32 lanes times 8 rows of scalar epilogue for LLVM to vectorize per kernel).
+//! The block path's extra pass reads a block it has just written, mostly from cache, and the
+//! epilogue's own arithmetic costs the same on either path. An epilogue reading another array
+//! as large as the core does worse on tiles, which read it in short pieces of rows far apart:
+//! the weight updates of `mlp3_train_step_b256_w1024` (`w - lr * dW`) took about 20% longer
+//! each (`axle bench --profile`, one thread).
 
 use axle_ir::Opcode;
 use inkwell::values::{IntValue, PointerValue};

@@ -90,7 +90,10 @@ pub(crate) struct RowPlan {
 }
 
 /// An output fusion: the `core` dot or convolution runs as its blocked kernel; each work
-/// item then applies the root's elementwise epilogue to the block it has just written.
+/// item then applies the root's elementwise epilogue to the block it has just written. The
+/// planner absorbs the core only where the epilogue reads it at the index it writes and
+/// nowhere else, which is what lets the epilogue overwrite the core in place
+/// ([`crate::epilogue`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Epilogue {
     /// The dot or convolution.
