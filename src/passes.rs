@@ -67,6 +67,7 @@ pub const PIPELINES: &[StandardPipeline] = &[
 /// their rewrites too.
 pub const PROPERTY_STEPS: &[&str] = &[
     "batch-split{min_bytes=0}",
+    "batch-split{min_bytes=0,slice_bytes=0}",
     "batch-split{min_bytes=0,slice_bytes=256}",
     "reduction-split{min_elements=4}",
 ];

@@ -25,7 +25,7 @@
 //! together, and `B <= max_slices`. Each slice takes `w` batch indices: the largest divisor
 //! `w < B` of `B` whose slice keeps the largest internal value within `slice_bytes` and still
 //! above the exits' bytes, else 1 (fewer, larger slices keep the batched GEMMs and kernels
-//! larger; `slice_bytes=0`, the default, gives one index per slice). The rewrite clones every
+//! larger; `slice_bytes=0` gives one index per slice). The rewrite clones every
 //! member `B / w` times with the batch dimension of size `w` (same rank, attributes and
 //! layouts, so every dimension number stays valid), slicing outside operands at
 //! `[h*w, h*w+w)` (through `broadcast`, `transpose`, `reshape`
@@ -61,7 +61,7 @@ pub const OPTIONS: &[OptSpec] = &[
             min: 0,
             max: i64::MAX,
         },
-        default: "67108864",
+        default: "4194304",
         doc: "the fewest bytes of the largest intermediate of a region for a split",
     },
     OptSpec {
@@ -70,7 +70,7 @@ pub const OPTIONS: &[OptSpec] = &[
             min: 0,
             max: i64::MAX,
         },
-        default: "0",
+        default: "2097152",
         doc: "the most bytes of a slice's largest intermediate: batch indices are grouped into \
               the fewest slices that keep it (0: one batch index per slice)",
     },
@@ -101,8 +101,8 @@ pub struct BatchSplit {
 impl Default for BatchSplit {
     fn default() -> Self {
         BatchSplit {
-            min_bytes: 1 << 26,
-            slice_bytes: 0,
+            min_bytes: 1 << 22,
+            slice_bytes: 1 << 21,
             max_slices: 64,
         }
     }
