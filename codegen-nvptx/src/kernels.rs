@@ -24,20 +24,25 @@
 //! element of every output). Deciding what each instruction becomes walks each fused
 //! computation from its root, so planning is linear in the module's size.
 
+use std::path::Path;
+
 use axle_codegen_llvm::cg::Cg;
 use axle_codegen_llvm::elemental::{first_non_elemental, inst_leaves, is_elemental, Ext, Gen};
 use axle_codegen_llvm::error::{at, finish, Fail, R};
 use axle_codegen_llvm::CodegenError;
 use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
+use inkwell::context::Context;
 use inkwell::module::Linkage;
+use inkwell::targets::{TargetData, TargetTriple};
 use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::{FunctionValue, PointerValue};
 use inkwell::IntPredicate;
 
 use crate::dot::{dot_geometry, emit_dot, DotGeometry};
 use crate::fused::reached_in_order;
-use crate::gpu_target::BACKEND;
+use crate::gpu_target::{NvptxTarget, BACKEND};
 use crate::launch::LaunchPlan;
+use crate::libdevice::Libdevice;
 use crate::reduction::{emit_reduction, reduction_geometry, ReductionGeometry};
 use crate::transpose::{emit_transpose, transpose_geometry, TransposeGeometry};
 
@@ -309,6 +314,42 @@ fn symbol_part(name: &str) -> String {
     name.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect()
+}
+
+/// A new LLVM module of `ctx` for `triple` and `data` holding the kernels `kernels` of `m`, with
+/// libdevice (at `libdevice`, when given) linked for the math functions they call, and whether
+/// libdevice was linked. The PTX emitter and the host simulator both build their kernels here,
+/// so the two run the same code.
+pub fn kernel_module<'ctx>(
+    ctx: &'ctx Context,
+    m: &Module,
+    kernels: &[KernelInfo],
+    libdevice: Option<&Path>,
+    triple: &TargetTriple,
+    data: &TargetData,
+) -> Result<(Cg<'ctx>, bool), CodegenError> {
+    let general = |msg: String| CodegenError::general(&m.name, msg);
+    let libdevice = match libdevice {
+        Some(p) => Some(Libdevice::load(ctx, p).map_err(general)?),
+        None => None,
+    };
+    let target = NvptxTarget {
+        libdevice: libdevice
+            .as_ref()
+            .map(|l| l.functions.clone())
+            .unwrap_or_default(),
+    };
+    let cg = Cg::new(ctx, &m.name, Box::new(target));
+    cg.module.set_triple(triple);
+    cg.module.set_data_layout(&data.get_data_layout());
+    emit_kernels(&cg, m, kernels)?;
+    let linked = libdevice.is_some();
+    if let Some(l) = libdevice {
+        let names: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
+        l.link_into(&cg.module, data, triple, &names)
+            .map_err(general)?;
+    }
+    Ok((cg, linked))
 }
 
 /// Emits every kernel of `kernels` into `cg`'s module, each marked as a kernel entry point.

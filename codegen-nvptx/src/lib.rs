@@ -42,7 +42,6 @@ pub use axle_codegen_llvm::CodegenError;
 pub use kernels::{plan_kernels, KernelInfo, KernelKind};
 pub use launch::LaunchPlan;
 
-use axle_codegen_llvm::cg::Cg;
 use axle_ir::Module;
 use inkwell::context::Context;
 use inkwell::passes::PassBuilderOptions;
@@ -50,9 +49,6 @@ use inkwell::targets::{
     CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
 };
 use inkwell::OptimizationLevel;
-
-use crate::gpu_target::NvptxTarget;
-use crate::libdevice::Libdevice;
 
 /// The GPU architectures the backend emits for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -139,31 +135,14 @@ pub fn emit_text(m: &Module, opts: &NvptxOptions, what: Emit) -> Result<String, 
     let kernels = plan_kernels(m)?;
     let tm = target_machine(opts.gpu_arch).map_err(general)?;
     let ctx = Context::create();
-    let libdevice = match &opts.libdevice {
-        Some(p) => Some(Libdevice::load(&ctx, p).map_err(general)?),
-        None => None,
-    };
-    let target = NvptxTarget {
-        libdevice: libdevice
-            .as_ref()
-            .map(|l| l.functions.clone())
-            .unwrap_or_default(),
-    };
-    let cg = Cg::new(&ctx, &m.name, Box::new(target));
-    cg.module.set_triple(&TargetTriple::create(TRIPLE));
-    cg.module
-        .set_data_layout(&tm.get_target_data().get_data_layout());
-    kernels::emit_kernels(&cg, m, &kernels)?;
-    if let Some(l) = libdevice {
-        let names: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
-        l.link_into(
-            &cg.module,
-            &tm.get_target_data(),
-            &TargetTriple::create(TRIPLE),
-            &names,
-        )
-        .map_err(general)?;
-    }
+    let (cg, _) = kernels::kernel_module(
+        &ctx,
+        m,
+        &kernels,
+        opts.libdevice.as_deref(),
+        &TargetTriple::create(TRIPLE),
+        &tm.get_target_data(),
+    )?;
     cg.module
         .verify()
         .map_err(|e| general(format!("LLVM rejected the kernels: {e}")))?;

@@ -45,9 +45,7 @@ use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::{BasicMetadataValueEnum, BasicValue};
 use inkwell::{AddressSpace, OptimizationLevel};
 
-use crate::gpu_target::NvptxTarget;
-use crate::kernels::{emit_kernels, KernelInfo};
-use crate::libdevice::Libdevice;
+use crate::kernels::{kernel_module, KernelInfo};
 use crate::sim_intrinsics;
 use crate::sim_threads::{self, EntryFn};
 use crate::CodegenError;
@@ -132,25 +130,15 @@ pub fn compile(
     }
     let tm = host_machine().map_err(general)?;
     let ctx = Context::create();
-    let libdevice = match libdevice {
-        Some(p) => Some(Libdevice::load(&ctx, p).map_err(general)?),
-        None => None,
-    };
-    let target = NvptxTarget {
-        libdevice: libdevice
-            .as_ref()
-            .map(|l| l.functions.clone())
-            .unwrap_or_default(),
-    };
-    let cg = Cg::new(&ctx, &m.name, Box::new(target));
-    cg.module.set_triple(&tm.get_triple());
-    cg.module
-        .set_data_layout(&tm.get_target_data().get_data_layout());
-    emit_kernels(&cg, m, kernels)?;
-    if let Some(l) = libdevice {
-        let names: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
-        l.link_into(&cg.module, &tm.get_target_data(), &tm.get_triple(), &names)
-            .map_err(general)?;
+    let (cg, linked) = kernel_module(
+        &ctx,
+        m,
+        kernels,
+        libdevice,
+        &tm.get_triple(),
+        &tm.get_target_data(),
+    )?;
+    if linked {
         // NVPTX's pipeline-start passes fold `__nvvm_reflect` as for the GPU's `sm_80` PTX
         // (`__CUDA_ARCH` 800, `__CUDA_FTZ` from the module flag `link_into` sets), so the
         // branches libdevice does not take on the GPU are dropped below.
