@@ -5,7 +5,9 @@
 //! a parameter's are the caller's, a constant's are uploaded from its literal, a tuple's are
 //! its operands' (an `opt-barrier`'s too) and a `get-tuple-element`'s a part of its operand's
 //! (no copies); an
-//! instruction with a kernel gets fresh output buffers, which the kernel writes; an instruction
+//! instruction with a kernel gets fresh output buffers, which the kernel writes (an instruction
+//! computed by several consecutive kernels gets them once, before its first kernel, and its
+//! scratch buffers, [`KernelInfo::scratch`], for as long as its kernels run); an instruction
 //! whose every leaf is zero-sized (no kernel, no launch) gets empty buffers.
 //!
 //! Invariants: a run frees every buffer it made except the result's, also when it fails; the
@@ -106,12 +108,10 @@ impl<D: Device> Executable<D> {
     ) -> Result<Vec<BufferKey>, String> {
         let m = &self.module;
         let entry = m.entry();
-        let by_inst: HashMap<InstId, usize> = self
-            .kernels
-            .iter()
-            .enumerate()
-            .map(|(k, info)| (info.inst, k))
-            .collect();
+        let mut by_inst: HashMap<InstId, Vec<usize>> = HashMap::new();
+        for (k, info) in self.kernels.iter().enumerate() {
+            by_inst.entry(info.inst).or_default().push(k);
+        }
         let mut values: HashMap<InstId, Vec<BufferKey>> = HashMap::new();
         let order = axle_ir::printer::topo_order(m, &m.comp_insts(entry));
         let err =
@@ -126,24 +126,40 @@ impl<D: Device> Executable<D> {
                     .get(o)
                     .ok_or_else(|| err(id, format!("operand %{} has no value", m.name(*o))))
             };
-            let bufs = if let Some(&k) = by_inst.get(&id) {
-                let info = &self.kernels[k];
-                let mut call = Vec::new();
+            let bufs = if let Some(ks) = by_inst.get(&id) {
+                let mut outs = Vec::new();
                 for leaf in inst_leaves(m, id).map_err(|e| err(id, finish(m, e).message))? {
                     let bytes = leaf.num_elements().max(0) as usize * leaf.ty.byte_size();
                     let key = mem.alloc(bytes).map_err(|e| err(id, e))?;
                     made.push(key);
-                    call.push(key);
+                    outs.push(key);
                 }
-                let outs = call.clone();
-                for o in &info.operands {
-                    let v = values
-                        .get(o)
-                        .ok_or_else(|| err(id, format!("operand %{} has no value", m.name(*o))))?;
-                    call.extend_from_slice(v);
+                let mut scratch = Vec::new();
+                for &bytes in &self.kernels[ks[0]].scratch {
+                    let key = mem.alloc(bytes as usize).map_err(|e| err(id, e))?;
+                    scratch.push(key);
                 }
-                mem.launch(&self.program, info, k, &call)
-                    .map_err(|e| err(id, format!("kernel {}: {e}", info.name)))?;
+                let launched = ks.iter().try_for_each(|&k| {
+                    let info = &self.kernels[k];
+                    if info.scratch != self.kernels[ks[0]].scratch {
+                        return Err(err(id, "its kernels disagree on scratch buffers".into()));
+                    }
+                    let mut call = outs.clone();
+                    call.extend_from_slice(&scratch);
+                    for o in &info.operands {
+                        let v = values.get(o).ok_or_else(|| {
+                            err(id, format!("operand %{} has no value", m.name(*o)))
+                        })?;
+                        call.extend_from_slice(v);
+                    }
+                    mem.launch(&self.program, info, k, &call)
+                        .map_err(|e| err(id, format!("kernel {}: {e}", info.name)))
+                });
+                for key in scratch {
+                    // Made by this run and freed once, here.
+                    let _ = mem.free(key);
+                }
+                launched?;
                 outs
             } else {
                 match m.opcode(id) {

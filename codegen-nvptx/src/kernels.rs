@@ -11,8 +11,11 @@
 //! kernel ([`crate::dot`]).
 //!
 //! The kernel of instruction `%x` is `axle_k<N>_<x>` (N its position among the kernels), with
-//! one `ptr addrspace(1) align 16` parameter per output leaf, then one per leaf of each operand it reads
-//! (operands in order, a repeated operand once). Parameters, constants (whose bytes the runtime
+//! one `ptr addrspace(1) align 16` parameter per output leaf, then one per scratch buffer
+//! ([`KernelInfo::scratch`], usually none), then one per leaf of each operand it reads
+//! (operands in order, a repeated operand once). An instruction may be computed by several
+//! consecutive kernels (a multi-pass algorithm): the first writes its outputs, each following
+//! one reads and writes the same output (and scratch) buffers in place, in launch order. Parameters, constants (whose bytes the runtime
 //! uploads), tuples, `get-tuple-element` and `opt-barrier` (its operands' buffers, unchanged)
 //! need no kernel. A zero-sized output has no kernel and no launch.
 //!
@@ -59,6 +62,11 @@ pub struct KernelInfo {
     pub plan: LaunchPlan,
     /// What kind of kernel it is.
     pub kind: KernelKind,
+    /// The sizes in bytes of scratch buffers the kernel takes after its outputs and before
+    /// its operands (parameters of their own, `align 16`); the executor allocates them once
+    /// per run of the instruction, shared by every kernel of that instruction, and frees them
+    /// after its last kernel. Empty for most kernels.
+    pub scratch: Vec<u64>,
 }
 
 /// The kinds of kernels.
@@ -304,6 +312,7 @@ fn plan(m: &Module) -> R<Vec<KernelInfo>> {
             operands,
             plan,
             kind,
+            scratch: Vec::new(),
         });
     }
     Ok(out)
@@ -367,7 +376,7 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
     for &o in &k.operands {
         in_leaves.push(inst_leaves(m, o)?.len());
     }
-    let params = outs.len() + in_leaves.iter().sum::<usize>();
+    let params = outs.len() + k.scratch.len() + in_leaves.iter().sum::<usize>();
     let ptr = cg.ptr();
     let fty = cg
         .ctx
@@ -396,6 +405,8 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
         }
     };
     let out_ptrs = take(outs.len())?;
+    // Scratch buffers: no kernel kind takes any yet; a multi-pass kind reads them from here.
+    let _scratch_ptrs = take(k.scratch.len())?;
     // The buffers of each operand, in parameter order.
     let mut bufs = Vec::with_capacity(in_leaves.len());
     for &n in &in_leaves {
