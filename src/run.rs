@@ -112,12 +112,7 @@ pub(crate) fn compile_and_upload(
         )
         .map_err(|e| e.to_string())?;
     let compile_time = t0.elapsed();
-    let tm = platform.transfer_manager();
-    let bufs = inputs
-        .iter()
-        .map(|l| tm.to_device(l, 0))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+    let bufs = upload(platform, inputs)?;
     Ok(Loaded {
         exe,
         compile_time,
@@ -175,6 +170,32 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
         run_times,
         written,
     })
+}
+
+/// The literals `args` on the device of `platform` (device 0), through its transfer manager.
+pub fn upload(platform: &dyn Platform, args: &[Literal]) -> Result<Vec<DeviceBuffer>, String> {
+    let tm = platform.transfer_manager();
+    args.iter()
+        .map(|a| tm.to_device(a, 0))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())
+}
+
+/// Runs `exe` (compiled by `platform`) once on the literals `args`: uploads them, runs, and
+/// fetches the result's array leaves, depth-first.
+pub fn run_literals(
+    platform: &dyn Platform,
+    exe: &dyn Executable,
+    args: &[Literal],
+) -> Result<Vec<ArrayLiteral>, String> {
+    let bufs = upload(platform, args)?;
+    let refs: Vec<&DeviceBuffer> = bufs.iter().collect();
+    let out = exe.run(&refs).map_err(|e| e.to_string())?;
+    let lit = platform
+        .transfer_manager()
+        .from_device(&out)
+        .map_err(|e| e.to_string())?;
+    Ok(flatten(lit))
 }
 
 /// The array leaves of a literal, depth-first.

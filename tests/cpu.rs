@@ -21,17 +21,7 @@ fn run_on(backend: &str, m: &Module, args: &[Literal]) -> Result<Vec<ArrayLitera
         .compiler()
         .compile(m.clone(), &CompileOptions::default())
         .map_err(|e| e.to_string())?;
-    let tm = p.transfer_manager();
-    let bufs = args
-        .iter()
-        .map(|a| tm.to_device(a, 0))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
-    let refs: Vec<_> = bufs.iter().collect();
-    let out = exe.run(&refs).map_err(|e| e.to_string())?;
-    Ok(axle::run::flatten(
-        tm.from_device(&out).map_err(|e| e.to_string())?,
-    ))
+    axle::run::run_literals(&*p, &*exe, args)
 }
 
 /// Floats close to the evaluator's (dots use fused multiply-adds, float sums are reassociated

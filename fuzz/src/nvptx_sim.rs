@@ -161,7 +161,7 @@ pub fn check_module(m: &Module, seed: u64) -> Outcome {
         Err(e) if unsupported(&e.message) => return Outcome::Unsupported(e.message),
         Err(e) => return Outcome::Fail(format!("nvptx-sim compile: {e}")),
     };
-    let got = match run(platform.as_ref(), exe.as_ref(), &args) {
+    let got = match axle::run::run_literals(platform.as_ref(), exe.as_ref(), &args) {
         Ok(g) => g,
         Err(e) => return Outcome::Fail(format!("nvptx-sim run: {e}")),
     };
@@ -178,22 +178,4 @@ pub fn check_module(m: &Module, seed: u64) -> Outcome {
         }
     }
     Outcome::Pass
-}
-
-/// Runs `exe` through the transfer manager; the result's array leaves.
-fn run(
-    platform: &dyn axle::backend::Platform,
-    exe: &dyn axle::backend::Executable,
-    args: &[Literal],
-) -> Result<Vec<axle::ir::ArrayLiteral>, String> {
-    let tm = platform.transfer_manager();
-    let bufs = args
-        .iter()
-        .map(|a| tm.to_device(a, 0))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
-    let refs: Vec<_> = bufs.iter().collect();
-    let out = exe.run(&refs).map_err(|e| e.to_string())?;
-    let lit = tm.from_device(&out).map_err(|e| e.to_string())?;
-    Ok(axle::run::flatten(lit))
 }
