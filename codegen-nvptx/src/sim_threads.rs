@@ -13,40 +13,131 @@
 //! Invariants: one launch at a time in the process (a lock), so the hooks' state is the
 //! running launch's; thread and block indices are thread-local to the worker running the GPU
 //! thread; the hooks never panic or block forever on a misuse they can see: a barrier or
-//! shuffle reached in a launch run without threads, or a shuffle with a partial mask (which
-//! the simulator does not model), records an error the launch returns.
+//! shuffle reached in a launch run without threads, a shuffle with a partial mask (which
+//! the simulator does not model), and a barrier (or shuffle) that some of its threads wait at
+//! while others of them have returned from the kernel (which hangs or is undefined on a GPU)
+//! record an error the launch returns, and release the waiting threads.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Barrier, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use crate::launch::{LaunchPlan, WARP};
 
 /// A kernel's entry point in the simulator: the table of its buffer pointers.
 pub(crate) type EntryFn = unsafe extern "C" fn(*const *mut u8);
 
+/// The state of a [`SimBarrier`].
+#[derive(Default)]
+struct BarrierState {
+    /// Threads waiting in the current round.
+    arrived: usize,
+    /// Threads that returned from the kernel.
+    exited: usize,
+    /// Completed rounds.
+    round: u64,
+    /// Set once some threads waited while others had returned: every wait returns at once.
+    broken: bool,
+}
+
+/// A barrier of `parties` threads that knows which of them returned from the kernel: a round
+/// that the remaining threads complete while some returned is a misuse, recorded as the
+/// launch's error, and releases every waiter instead of blocking forever.
+struct SimBarrier {
+    parties: usize,
+    what: &'static str,
+    state: Mutex<BarrierState>,
+    cv: Condvar,
+}
+
+impl SimBarrier {
+    fn new(parties: usize, what: &'static str) -> SimBarrier {
+        SimBarrier {
+            parties,
+            what,
+            state: Mutex::new(BarrierState::default()),
+            cv: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BarrierState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Breaks the barrier when every thread has either arrived or returned, some returned and
+    /// some wait.
+    fn check_stuck(&self, st: &mut BarrierState) {
+        if st.arrived > 0 && st.exited > 0 && st.arrived + st.exited == self.parties {
+            st.broken = true;
+            record(&format!(
+                "{}: {} of its {} threads wait while {} returned from the kernel",
+                self.what, st.arrived, self.parties, st.exited
+            ));
+            self.cv.notify_all();
+        }
+    }
+
+    /// Waits until every thread of the barrier arrives (or the barrier is broken).
+    fn wait(&self) {
+        let mut st = self.lock();
+        if st.broken {
+            return;
+        }
+        st.arrived += 1;
+        if st.arrived == self.parties {
+            st.arrived = 0;
+            st.round += 1;
+            self.cv.notify_all();
+            return;
+        }
+        self.check_stuck(&mut st);
+        let round = st.round;
+        while st.round == round && !st.broken {
+            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Records that one thread returned from the kernel.
+    fn exit(&self) {
+        let mut st = self.lock();
+        st.exited += 1;
+        self.check_stuck(&mut st);
+    }
+}
+
 /// The synchronization of one block.
 struct BlockSync {
     /// `bar.sync 0`: every thread of the block.
-    barrier: Barrier,
+    barrier: SimBarrier,
     /// Per warp: its barrier and its 32 exchange slots.
-    warps: Vec<(Barrier, [AtomicU32; WARP as usize])>,
+    warps: Vec<(SimBarrier, [AtomicU32; WARP as usize])>,
 }
 
 impl BlockSync {
     fn new(threads: usize) -> BlockSync {
         let warps = threads.div_ceil(WARP as usize);
         BlockSync {
-            barrier: Barrier::new(threads),
+            barrier: SimBarrier::new(threads, "a block barrier"),
             warps: (0..warps)
-                .map(|_| {
+                .map(|w| {
                     (
-                        Barrier::new(WARP as usize),
+                        SimBarrier::new(
+                            (threads - w * WARP as usize).min(WARP as usize),
+                            "a warp shuffle",
+                        ),
                         std::array::from_fn(|_| AtomicU32::new(0)),
                     )
                 })
                 .collect(),
+        }
+    }
+
+    /// Records that GPU thread `tid` of the block returned from the kernel.
+    fn exit(&self, tid: u32) {
+        self.barrier.exit();
+        if let Some((w, _)) = self.warps.get((tid / WARP as u32) as usize) {
+            w.exit();
         }
     }
 }
@@ -162,6 +253,7 @@ impl Pool {
                         SYNC.with(|c| c.set(Arc::as_ptr(&job.sync)));
                         // SAFETY: the entry point takes the table of the kernel's buffers.
                         unsafe { (job.entry)(job.table.0) };
+                        job.sync.exit(job.ids.0);
                         SYNC.with(|c| c.set(std::ptr::null()));
                         drop(job);
                         if done.send(()).is_err() {
@@ -265,6 +357,17 @@ mod tests {
         unsafe { *out.add((b * n + t) as usize) = mirror };
     }
 
+    /// Threads past the first warp return before the barrier the first warp waits at.
+    unsafe extern "C" fn early_return_kernel(table: *const *mut u8) {
+        let out = unsafe { *table } as *mut u32;
+        let t = hook_tid();
+        if t >= 32 {
+            return;
+        }
+        hook_barrier();
+        unsafe { *out.add(t as usize) = 1 };
+    }
+
     fn plan(grid: u64, block: u64) -> LaunchPlan {
         LaunchPlan::for_blocks(grid * block, grid, block).unwrap()
     }
@@ -296,6 +399,24 @@ mod tests {
             let (b, t) = ((g as u64 / block) as u32, (g as u64 % block) as u32);
             assert_eq!(v, b * 10_000 + (block as u32 - 1 - t), "thread {g}");
         }
+    }
+
+    #[test]
+    fn a_barrier_some_threads_skip_is_an_error_not_a_hang() {
+        let mut out = vec![0u32; 64];
+        let table = [out.as_mut_ptr().cast::<u8>()];
+        let e = run_grid(early_return_kernel, &table, &plan(2, 64), true).unwrap_err();
+        assert!(e.contains("returned from the kernel"), "{e}");
+        // The next launch starts clean.
+        run_grid(barrier_kernel_table_check, &table, &plan(1, 32), true).unwrap();
+    }
+
+    /// Every thread waits at one barrier, then writes its index.
+    unsafe extern "C" fn barrier_kernel_table_check(table: *const *mut u8) {
+        let out = unsafe { *table } as *mut u32;
+        let t = hook_tid();
+        hook_barrier();
+        unsafe { *out.add(t as usize) = t };
     }
 
     #[test]
