@@ -32,7 +32,6 @@ mod aot;
 mod artifact;
 mod buf;
 pub mod buffer_rules;
-mod conv;
 mod conv_fast;
 mod cpu_target;
 mod emit;
@@ -64,7 +63,7 @@ pub use artifact::Artifact;
 pub use axle_codegen_llvm::CodegenError;
 
 // The shared LLVM layer's modules, under the paths this crate's files name them by.
-use axle_codegen_llvm::{cg, elemental, error, forms, ops};
+use axle_codegen_llvm::{cg, contraction as conv, elemental, error, forms, ops};
 pub use jit::{
     buffer_assignment, AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn,
     KernelProfile, RECYCLE_MAX_BYTES, RECYCLE_MIN_BYTES,

@@ -1,12 +1,18 @@
 //! What one element of a `dot` or `convolution` is, for every backend: the dimension numbers
-//! of a dot, the accumulation type (`f32` for `f32` and narrower floats, `f64`, wrapping `i64`
-//! for integers and pred, `c64` for complex unless `c128` or `f64` is involved, then `c128`,
-//! as the evaluator accumulates) and one accumulation step (a fused multiply-add for `f32` and
-//! `f64`, as the evaluator's). The backends' loops and tilings are their own.
+//! of a dot, the checked geometry of a convolution ([`conv_geo`]), the elemental forms of both
+//! ([`gen_contraction`]: the value of one output element as a loop over the contraction, in
+//! the evaluator's order, rounded to the result type once; the CPU and NVPTX backends give it
+//! to their generators), the accumulation type (`f32` for `f32` and narrower floats, `f64`,
+//! wrapping `i64` for integers and pred, `c64` for complex unless `c128` or `f64` is involved,
+//! then `c128`, as the evaluator accumulates) and one accumulation step (a fused multiply-add
+//! for `f32` and `f64`, as the evaluator's). The backends' loops and tilings are their own.
 
-use axle_ir::{AttrKey, ElementType, InstId};
+use axle_ir::{AttrKey, AttrValue, ElementType, InstId};
+use inkwell::values::IntValue;
+use inkwell::IntPredicate;
 
 use crate::cg::{Cg, Val};
+use crate::elemental::{Gen, Index};
 use crate::error::R;
 use crate::ops;
 
@@ -100,4 +106,283 @@ pub fn dot_dims(m: &axle_ir::Module, id: InstId, lrank: usize, rrank: usize) -> 
         lfree,
         rfree,
     })
+}
+
+/// The value of `dot` or `convolution` `id` at `idx`: the elemental form of both, which a
+/// backend gives its generators ([`Gen::with_contraction`]) where it computes them one output
+/// element at a time.
+pub fn gen_contraction<'ctx>(g: &mut Gen<'_, 'ctx>, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
+    match g.m.opcode(id) {
+        axle_ir::Opcode::Dot => gen_dot(g, id, idx),
+        axle_ir::Opcode::Convolution => gen_convolution(g, id, idx),
+        op => Err(format!("{} is not a contraction", op.name()).into()),
+    }
+}
+
+/// Elemental `dot`: the sum over the contracting dimensions in row-major order.
+pub fn gen_dot<'ctx>(g: &mut Gen<'_, 'ctx>, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
+    let m = g.m;
+    let cg = g.cg;
+    let ops = m.operands(id);
+    let (l, r) = (ops[0], ops[1]);
+    let ls = m.array_shape(l).ok_or("dot of a non-array")?.clone();
+    let rs = m.array_shape(r).ok_or("dot of a non-array")?.clone();
+    let out = m.array_shape(id).ok_or("dot of a non-array")?.clone();
+    let dd = dot_dims(m, id, ls.rank(), rs.rank())?;
+    let acc_ty = acc_type(out.ty, ls.ty, rs.ty)?;
+    let nb = dd.lb.len();
+    let nlf = dd.lfree.len();
+    let cdims: Vec<i64> = dd.lc.iter().map(|&d| ls.dims[d as usize]).collect();
+    for (a, b) in dd.lc.iter().zip(&dd.rc) {
+        if ls.dims[*a as usize] != rs.dims[*b as usize] {
+            return Err("dot dimension sizes do not match".into());
+        }
+    }
+    let zero = cg.const_f(acc_ty, 0.0)?;
+    let out_multi = idx.multi.clone();
+    let acc = g.nest(&cdims, vec![zero], &mut |g, c, accs| {
+        let mut lm = vec![cg.c64(0); ls.rank()];
+        let mut rm = vec![cg.c64(0); rs.rank()];
+        for k in 0..nb {
+            lm[dd.lb[k] as usize] = out_multi[k];
+            rm[dd.rb[k] as usize] = out_multi[k];
+        }
+        for (j, &d) in dd.lfree.iter().enumerate() {
+            lm[d as usize] = out_multi[nb + j];
+        }
+        for (j, &d) in dd.rfree.iter().enumerate() {
+            rm[d as usize] = out_multi[nb + nlf + j];
+        }
+        for k in 0..dd.lc.len() {
+            lm[dd.lc[k] as usize] = c[k];
+            rm[dd.rc[k] as usize] = c[k];
+        }
+        let li = g.index_multi(&ls.dims, lm)?;
+        let ri = g.index_multi(&rs.dims, rm)?;
+        let a = g.gen1(l, &li)?;
+        let b = g.gen1(r, &ri)?;
+        let a = ops::convert(cg, ls.ty, acc_ty, a)?;
+        let b = ops::convert(cg, rs.ty, acc_ty, b)?;
+        Ok(vec![mul_add(cg, acc_ty, accs[0], a, b)?])
+    })?;
+    ops::convert(cg, acc_ty, out.ty, acc[0])
+}
+
+/// The geometry of a convolution, checked.
+pub struct ConvGeo {
+    /// The dimension numbers.
+    pub dn: axle_ir::ConvDims,
+    /// The window, one entry per spatial dimension.
+    pub window: Vec<axle_ir::WindowDim>,
+    /// `feature_group_count` (at least 1).
+    pub fgc: i64,
+    /// `batch_group_count` (at least 1).
+    pub bgc: i64,
+    /// The output's batch size.
+    pub n_out: i64,
+    /// The input's features.
+    pub c_in: i64,
+    /// The output's features.
+    pub o_ch: i64,
+    /// The kernel's spatial sizes.
+    pub k_sp: Vec<i64>,
+    /// The input's spatial sizes.
+    pub in_sp: Vec<i64>,
+}
+
+/// The geometry of `convolution` `id`, or an error when its shapes and attributes disagree.
+pub fn conv_geo(m: &axle_ir::Module, id: InstId) -> R<ConvGeo> {
+    let ops = m.operands(id);
+    let ld = &m
+        .array_shape(ops[0])
+        .ok_or("convolution of a non-array")?
+        .dims;
+    let rd = &m
+        .array_shape(ops[1])
+        .ok_or("convolution of a non-array")?
+        .dims;
+    let od = &m.array_shape(id).ok_or("convolution of a non-array")?.dims;
+    let dn = match m.attr(id, &AttrKey::DimLabels) {
+        Some(AttrValue::DimLabels(d)) => d.as_ref().clone(),
+        _ => return Err("convolution needs dim_labels".into()),
+    };
+    let nsp = dn.input_spatial.len();
+    if dn.kernel_spatial.len() != nsp || dn.output_spatial.len() != nsp {
+        return Err("convolution spatial dimensions do not match".into());
+    }
+    let window: Vec<axle_ir::WindowDim> = match m.attr(id, &AttrKey::Window) {
+        Some(AttrValue::Window(w)) => w.to_vec(),
+        _ if nsp == 0 => Vec::new(),
+        _ => return Err("convolution needs a window".into()),
+    };
+    if window.len() != nsp {
+        return Err("window rank does not match the spatial dimensions".into());
+    }
+    let fgc = m
+        .int_attr(id, &AttrKey::FeatureGroupCount)
+        .unwrap_or(1)
+        .max(1);
+    let bgc = m
+        .int_attr(id, &AttrKey::BatchGroupCount)
+        .unwrap_or(1)
+        .max(1);
+    if fgc > 1 && bgc > 1 {
+        return Err("feature_group_count and batch_group_count cannot both exceed 1".into());
+    }
+    let n_in = ld[dn.input_batch as usize];
+    let c_in = ld[dn.input_feature as usize];
+    let k_in = rd[dn.kernel_input_feature as usize];
+    let o_ch = rd[dn.kernel_output_feature as usize];
+    let n_out = od[dn.output_batch as usize];
+    if od[dn.output_feature as usize] != o_ch {
+        return Err("convolution output features do not match the kernel".into());
+    }
+    if c_in != k_in * fgc || o_ch % fgc != 0 || o_ch % bgc != 0 || n_in != n_out * bgc {
+        return Err("convolution feature or batch group sizes do not divide evenly".into());
+    }
+    let k_sp: Vec<i64> = dn.kernel_spatial.iter().map(|&d| rd[d as usize]).collect();
+    let in_sp: Vec<i64> = dn.input_spatial.iter().map(|&d| ld[d as usize]).collect();
+    for (w, &k) in window.iter().zip(&k_sp) {
+        if w.size != k {
+            return Err("window size does not match the kernel".into());
+        }
+        if w.stride < 1 || w.lhs_dilate < 1 || w.rhs_dilate < 1 {
+            return Err("window strides and dilations must be positive".into());
+        }
+    }
+    Ok(ConvGeo {
+        dn,
+        window,
+        fgc,
+        bgc,
+        n_out,
+        c_in,
+        o_ch,
+        k_sp,
+        in_sp,
+    })
+}
+
+/// The input position read by kernel position `kc` for output position `oc` along one spatial
+/// dimension, and whether it is inside the (dilated, padded) input.
+fn conv_pos<'ctx>(
+    cg: &Cg<'ctx>,
+    w: &axle_ir::WindowDim,
+    in_size: i64,
+    oc: IntValue<'ctx>,
+    kc: IntValue<'ctx>,
+) -> R<(IntValue<'ctx>, IntValue<'ctx>)> {
+    let b = &cg.b;
+    let p = b.build_int_nsw_mul(oc, cg.c64(w.stride), "p")?;
+    let p = b.build_int_nsw_sub(p, cg.c64(w.pad_lo), "p")?;
+    let kk = b.build_int_nsw_mul(kc, cg.c64(w.rhs_dilate), "kk")?;
+    let p = b.build_int_nsw_add(p, kk, "p")?;
+    let ge = b.build_int_compare(IntPredicate::SGE, p, cg.c64(0), "ge")?;
+    let (q, on) = if w.lhs_dilate == 1 {
+        (p, cg.i1().const_all_ones())
+    } else {
+        let q = b.build_int_signed_div(p, cg.c64(w.lhs_dilate), "q")?;
+        let r = b.build_int_signed_rem(p, cg.c64(w.lhs_dilate), "r")?;
+        (
+            q,
+            b.build_int_compare(IntPredicate::EQ, r, cg.c64(0), "on")?,
+        )
+    };
+    let lt = b.build_int_compare(IntPredicate::SLT, q, cg.c64(in_size), "lt")?;
+    let ok = b.build_and(b.build_and(ge, on, "ok")?, lt, "ok")?;
+    Ok((q, ok))
+}
+
+/// Elemental `convolution`: the sum over the kernel's spatial positions (row-major), then the
+/// input features of the output feature's group, skipping padding and dilation holes.
+pub fn gen_convolution<'ctx>(g: &mut Gen<'_, 'ctx>, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
+    let m = g.m;
+    let cg = g.cg;
+    let b = &cg.b;
+    let ops = m.operands(id);
+    let (l, r) = (ops[0], ops[1]);
+    let ls = m
+        .array_shape(l)
+        .ok_or("convolution of a non-array")?
+        .clone();
+    let rs = m
+        .array_shape(r)
+        .ok_or("convolution of a non-array")?
+        .clone();
+    let out = m
+        .array_shape(id)
+        .ok_or("convolution of a non-array")?
+        .clone();
+    let geo = conv_geo(m, id)?;
+    let acc_ty = acc_type(out.ty, ls.ty, rs.ty)?;
+    if ls.dims.contains(&0) {
+        // Every window position is padding: the sum is empty. (The loop below loads at a
+        // clamped position before masking the value, which would read an empty buffer.)
+        return ops::convert(cg, acc_ty, out.ty, cg.const_f(acc_ty, 0.0)?);
+    }
+    let dn = &geo.dn;
+    let nsp = geo.k_sp.len();
+    let blocks = geo.fgc.max(geo.bgc);
+    let cgs = geo.c_in / geo.fgc;
+    let ob = geo.o_ch / blocks;
+    let n = idx.multi[dn.output_batch as usize];
+    let o = idx.multi[dn.output_feature as usize];
+    let oc: Vec<IntValue> = dn
+        .output_spatial
+        .iter()
+        .map(|&d| idx.multi[d as usize])
+        .collect();
+    let blk = if blocks > 1 {
+        b.build_int_unsigned_div(o, cg.c64(ob), "blk")?
+    } else {
+        cg.c64(0)
+    };
+    let img = if geo.bgc > 1 {
+        let t = b.build_int_nsw_mul(blk, cg.c64(geo.n_out), "img")?;
+        b.build_int_nsw_add(t, n, "img")?
+    } else {
+        n
+    };
+    let c0 = if geo.fgc > 1 {
+        b.build_int_nsw_mul(blk, cg.c64(cgs), "c0")?
+    } else {
+        cg.c64(0)
+    };
+    let mut loop_dims = geo.k_sp.clone();
+    loop_dims.push(cgs);
+    let zero = cg.const_f(acc_ty, 0.0)?;
+    let acc = g.nest(&loop_dims, vec![zero], &mut |g, c, accs| {
+        let b = &cg.b;
+        let mut ok = cg.i1().const_all_ones();
+        let mut lm = vec![cg.c64(0); ls.rank()];
+        let mut rm = vec![cg.c64(0); rs.rank()];
+        for d in 0..nsp {
+            let (q, here) = conv_pos(cg, &geo.window[d], geo.in_sp[d], oc[d], c[d])?;
+            ok = b.build_and(ok, here, "ok")?;
+            lm[dn.input_spatial[d] as usize] = q;
+            let kc = if geo.window[d].reversal {
+                b.build_int_nsw_sub(cg.c64(geo.k_sp[d] - 1), c[d], "kr")?
+            } else {
+                c[d]
+            };
+            rm[dn.kernel_spatial[d] as usize] = kc;
+        }
+        for x in lm.iter_mut() {
+            *x = b.build_select(ok, *x, cg.c64(0), "q")?.into_int_value();
+        }
+        let ic = c[nsp];
+        lm[dn.input_batch as usize] = img;
+        lm[dn.input_feature as usize] = b.build_int_nsw_add(c0, ic, "c")?;
+        rm[dn.kernel_input_feature as usize] = ic;
+        rm[dn.kernel_output_feature as usize] = o;
+        let li = g.index_multi(&ls.dims, lm)?;
+        let ri = g.index_multi(&rs.dims, rm)?;
+        let a = g.gen1(l, &li)?;
+        let w = g.gen1(r, &ri)?;
+        let a = ops::convert(cg, ls.ty, acc_ty, a)?;
+        let w = ops::convert(cg, rs.ty, acc_ty, w)?;
+        let next = mul_add(cg, acc_ty, accs[0], a, w)?;
+        Ok(vec![b.build_select(ok, next, accs[0], "acc")?])
+    })?;
+    ops::convert(cg, acc_ty, out.ty, acc[0])
 }

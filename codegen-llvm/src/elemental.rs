@@ -245,7 +245,15 @@ pub fn comp_is_elemental(m: &Module, comp: CompId) -> bool {
 /// computations) that keeps `comp` from being emitted elementally, if any: the instruction to
 /// name when the backend refuses the computation.
 pub fn first_non_elemental(m: &Module, comp: CompId) -> Option<InstId> {
-    let mut stack = vec![m.root(comp)];
+    first_non_elemental_from(m, &[m.root(comp)])
+}
+
+/// The first instruction that keeps the values of `roots` from being emitted elementally (in
+/// a depth-first walk from them, into applied and called computations), if any: what a kernel
+/// that generates only some values of a computation elementally (the operands of a `scatter`
+/// at its fusion's root) checks.
+pub fn first_non_elemental_from(m: &Module, roots: &[InstId]) -> Option<InstId> {
+    let mut stack = roots.to_vec();
     let mut seen = std::collections::HashSet::new();
     while let Some(id) = stack.pop() {
         if id.is_none() || !seen.insert(id) {

@@ -8,7 +8,8 @@
 //!   [`math`] the inline math approximations;
 //! - [`elemental`]: the elemental generators, from an output index to the value at that index,
 //!   composed across operands;
-//! - [`contraction`]: a dot's dimension numbers, accumulation type and step;
+//! - [`contraction`]: a dot's dimension numbers, a convolution's geometry, the elemental forms
+//!   of both, their accumulation type and step;
 //! - [`error`]: the errors, which name the instruction they are about;
 //! - [`object_loader`]: relocatable host object files linked into the process (ORC), for the
 //!   backends' JITs.

@@ -8,7 +8,11 @@
 //! kernel ([`crate::reduction`]); a fusion whose root is a `transpose` that moves the minor
 //! dimension, and such an unfused `transpose`, is a transpose kernel ([`crate::transpose`]); a
 //! fusion computing a `dot` (with an elementwise epilogue), and an unfused `dot`, is a tiled dot
-//! kernel ([`crate::dot`]).
+//! kernel ([`crate::dot`]); a `scatter` (unfused, or a fusion's root) is a copy kernel then an
+//! update kernel ([`crate::scatter`]); a `select-and-scatter` (likewise) is a kernel gathering
+//! one output element per thread ([`crate::select_and_scatter`]). A `convolution` (unfused, or
+//! in a fusion with an elementwise epilogue) is computed one output element per thread by the
+//! shared elemental form (`axle_codegen_llvm::contraction::gen_contraction`), not tiled yet.
 //!
 //! The kernel of instruction `%x` is `axle_k<N>_<x>` (N its position among the kernels), with
 //! one `ptr addrspace(1) align 16` parameter per output leaf, then one per scratch buffer
@@ -21,7 +25,7 @@
 //!
 //! Invariants: a kernel is emitted only for an instruction whose every fused instruction the
 //! backend supports; anything else (a reduction or dot read other than at its own output,
-//! convolution, sort, scatter, control flow, custom calls, math library functions the device
+//! sort, a scatter or select-and-scatter other than a kernel's root, control flow, custom calls, math library functions the device
 //! lacks) is a [`CodegenError`] naming the instruction and its op, never a wrong kernel.
 //! Outputs of a multi-output loop fusion have equal dimensions (each thread stores the same
 //! element of every output). Deciding what each instruction becomes walks each fused
@@ -30,8 +34,12 @@
 use std::path::Path;
 
 use axle_codegen_llvm::cg::Cg;
-use axle_codegen_llvm::elemental::{first_non_elemental, inst_leaves, is_elemental, Ext, Gen};
+use axle_codegen_llvm::contraction::gen_contraction;
+use axle_codegen_llvm::elemental::{
+    first_non_elemental, first_non_elemental_from, inst_leaves, is_elemental, Ext, Gen,
+};
 use axle_codegen_llvm::error::{at, finish, Fail, R};
+use axle_codegen_llvm::forms::supported_type;
 use axle_codegen_llvm::CodegenError;
 use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
 use inkwell::context::Context;
@@ -47,6 +55,12 @@ use crate::gpu_target::{NvptxTarget, BACKEND};
 use crate::launch::LaunchPlan;
 use crate::libdevice::Libdevice;
 use crate::reduction::{emit_reduction, reduction_geometry, ReductionGeometry};
+use crate::scatter::{
+    check_outputs, emit_scatter, scatter_geometry, ScatterGeometry, ScatterKernel, ScatterPass,
+};
+use crate::select_and_scatter::{
+    check_select_and_scatter, emit_select_and_scatter, select_and_scatter_of,
+};
 use crate::transpose::{emit_transpose, transpose_geometry, TransposeGeometry};
 
 /// One kernel of a module, as launched.
@@ -88,6 +102,10 @@ pub enum KernelKind {
     Transpose(TransposeGeometry),
     /// A shared-memory-tiled dot ([`crate::dot`]).
     Dot(DotGeometry),
+    /// One of a scatter's two kernels ([`crate::scatter`]).
+    Scatter(ScatterKernel),
+    /// A select-and-scatter, one output element per thread ([`crate::select_and_scatter`]).
+    SelectAndScatter,
 }
 
 /// The alignment, in bytes, every kernel may assume of its buffers (a device's allocations
@@ -156,15 +174,20 @@ enum Role {
     Transpose(TransposeGeometry),
     /// A shared-memory-tiled dot ([`crate::dot`]).
     Dot(DotGeometry),
+    /// A scatter's copy and update kernels ([`crate::scatter`]).
+    Scatter(ScatterGeometry),
+    /// A select-and-scatter kernel ([`crate::select_and_scatter`]).
+    SelectAndScatter,
 }
 
-/// Ops this backend leaves to other kernels: contractions (refused even where the elemental
+/// Ops this backend leaves to other kernels: dots (refused even where the elemental
 /// generators could compute them one element per thread, which would be correct but far
-/// slower than the shared-memory kernels they need), and reductions anywhere but at a
+/// slower than the shared-memory kernel they get; convolutions are computed so, untiled, for
+/// now), and reductions anywhere but at a
 /// kernel's output (a reduction kernel computes those; recomputing a reduction for every
 /// element that reads it would multiply its work).
 fn later_kernel(op: Opcode) -> bool {
-    matches!(op, Opcode::Reduce | Opcode::Dot | Opcode::Convolution)
+    matches!(op, Opcode::Reduce | Opcode::Dot)
 }
 
 /// The error for instruction `id`, whose op this backend does not compile (in this place).
@@ -204,6 +227,9 @@ fn role(m: &Module, id: InstId) -> R<Role> {
             None => Role::Loop,
         })
     };
+    if let Some(r) = scatter_role(m, id)? {
+        return Ok(r);
+    }
     match m.opcode(id) {
         Parameter | Constant | Tuple | GetTupleElement | AfterAll | OptBarrier => {
             Ok(Role::NoKernel)
@@ -252,6 +278,42 @@ fn role(m: &Module, id: InstId) -> R<Role> {
     }
 }
 
+/// The role of instruction `id` when it computes a `scatter` or `select-and-scatter` (itself,
+/// or as its fusion's root, with everything else of the fusion computing its operands
+/// elementally); `None` for anything else.
+fn scatter_role(m: &Module, id: InstId) -> R<Option<Role>> {
+    let (s, role) = if let Some(geo) = scatter_geometry(m, id).map_err(|f| at(m, id, f))? {
+        check_outputs(m, id, &geo).map_err(|f| at(m, id, f))?;
+        (geo.scatter, Role::Scatter(geo))
+    } else if let Some(s) = select_and_scatter_of(m, id) {
+        check_select_and_scatter(m, s).map_err(|f| at(m, s, f))?;
+        (s, Role::SelectAndScatter)
+    } else {
+        return Ok(None);
+    };
+    let applied = [AttrKey::ToApply, AttrKey::Select, AttrKey::Scatter];
+    let bad = applied
+        .iter()
+        .filter_map(|k| m.comp_attr(s, k))
+        .find_map(|c| first_non_elemental(m, c))
+        .or_else(|| first_non_elemental_from(m, m.operands(s)))
+        .or_else(|| {
+            let c = m.comp_attr(id, &AttrKey::Calls)?;
+            first_later_kernel(m, c, &[])
+        })
+        .or_else(|| {
+            inst_leaves(m, s)
+                .ok()?
+                .iter()
+                .any(|l| !supported_type(l.ty))
+                .then_some(s)
+        });
+    match bad {
+        Some(bad) => Err(unsupported(m, bad)),
+        None => Ok(Some(role)),
+    }
+}
+
 /// The kernels of the entry computation, in program order, with their launch plans (no LLVM
 /// involved): what [`emit_kernels`] emits.
 pub fn plan_kernels(m: &Module) -> Result<Vec<KernelInfo>, CodegenError> {
@@ -263,59 +325,79 @@ fn plan(m: &Module) -> R<Vec<KernelInfo>> {
     let order = axle_ir::printer::topo_order(m, &m.comp_insts(entry));
     let mut out = Vec::new();
     for id in order {
-        let kind = match role(m, id)? {
+        let kinds = match role(m, id)? {
             Role::NoKernel => continue,
-            Role::Loop => KernelKind::Loop,
-            Role::Reduction(geo) => KernelKind::Reduction(geo),
-            Role::Transpose(geo) => KernelKind::Transpose(geo),
-            Role::Dot(geo) => KernelKind::Dot(geo),
+            Role::Loop => vec![KernelKind::Loop],
+            Role::Reduction(geo) => vec![KernelKind::Reduction(geo)],
+            Role::Transpose(geo) => vec![KernelKind::Transpose(geo)],
+            Role::Dot(geo) => vec![KernelKind::Dot(geo)],
+            Role::Scatter(geo) => [ScatterPass::Copy, ScatterPass::Update]
+                .map(|pass| {
+                    KernelKind::Scatter(ScatterKernel {
+                        pass,
+                        geo: geo.clone(),
+                    })
+                })
+                .to_vec(),
+            Role::SelectAndScatter => vec![KernelKind::SelectAndScatter],
         };
-        let leaves = inst_leaves(m, id).map_err(|f| at(m, id, f))?;
-        let first = leaves
-            .first()
-            .ok_or_else(|| at(m, id, "an instruction with no array output".into()))?;
-        if matches!(kind, KernelKind::Loop) && leaves.iter().any(|l| l.dims != first.dims) {
-            return Err(at(
-                m,
-                id,
-                "the outputs of a multi-output kernel must have equal dimensions".into(),
-            ));
+        for kind in kinds {
+            plan_one(m, id, kind, &mut out)?;
         }
-        let elements = first.num_elements().max(0) as u64;
-        let kind = match (kind, vector_width(m, id, elements)) {
-            (KernelKind::Loop, width) if width > 1 => KernelKind::VectorLoop { width },
-            (kind, _) => kind,
-        };
-        let plan = match &kind {
-            KernelKind::Loop => LaunchPlan::for_elements(elements),
-            KernelKind::VectorLoop { width } => LaunchPlan::for_elements(elements / width),
-            KernelKind::Reduction(geo) => geo.launch_plan(),
-            KernelKind::Transpose(geo) => geo.launch_plan(),
-            KernelKind::Dot(geo) => geo.launch_plan(),
-        }
-        .map_err(|e| at(m, id, e.into()))?;
-        if !plan.launches() {
-            continue;
-        }
-        let mut operands: Vec<InstId> = Vec::new();
-        for &o in m.operands(id) {
-            if !operands.contains(&o) {
-                operands.push(o);
-            }
-        }
-        out.push(KernelInfo {
-            name: match symbol_part(m.name(id)) {
-                s if s.is_empty() => format!("axle_k{}", out.len()),
-                s => format!("axle_k{}_{s}", out.len()),
-            },
-            inst: id,
-            operands,
-            plan,
-            kind,
-            scratch: Vec::new(),
-        });
     }
     Ok(out)
+}
+
+/// Plans kernel `kind` of instruction `id` (unless it has nothing to launch), appending it to
+/// `out`.
+fn plan_one(m: &Module, id: InstId, kind: KernelKind, out: &mut Vec<KernelInfo>) -> R<()> {
+    let leaves = inst_leaves(m, id).map_err(|f| at(m, id, f))?;
+    let first = leaves
+        .first()
+        .ok_or_else(|| at(m, id, "an instruction with no array output".into()))?;
+    if matches!(kind, KernelKind::Loop) && leaves.iter().any(|l| l.dims != first.dims) {
+        return Err(at(
+            m,
+            id,
+            "the outputs of a multi-output kernel must have equal dimensions".into(),
+        ));
+    }
+    let elements = first.num_elements().max(0) as u64;
+    let kind = match (kind, vector_width(m, id, elements)) {
+        (KernelKind::Loop, width) if width > 1 => KernelKind::VectorLoop { width },
+        (kind, _) => kind,
+    };
+    let plan = match &kind {
+        KernelKind::Loop => LaunchPlan::for_elements(elements),
+        KernelKind::VectorLoop { width } => LaunchPlan::for_elements(elements / width),
+        KernelKind::Reduction(geo) => geo.launch_plan(),
+        KernelKind::Transpose(geo) => geo.launch_plan(),
+        KernelKind::Dot(geo) => geo.launch_plan(),
+        KernelKind::Scatter(k) => k.launch_plan(),
+        KernelKind::SelectAndScatter => LaunchPlan::for_elements(elements),
+    }
+    .map_err(|e| at(m, id, e.into()))?;
+    if !plan.launches() {
+        return Ok(());
+    }
+    let mut operands: Vec<InstId> = Vec::new();
+    for &o in m.operands(id) {
+        if !operands.contains(&o) {
+            operands.push(o);
+        }
+    }
+    out.push(KernelInfo {
+        name: match symbol_part(m.name(id)) {
+            s if s.is_empty() => format!("axle_k{}", out.len()),
+            s => format!("axle_k{}_{s}", out.len()),
+        },
+        inst: id,
+        operands,
+        plan,
+        kind,
+        scratch: Vec::new(),
+    });
+    Ok(())
 }
 
 /// An instruction name as a PTX identifier part (letters, digits, `_`).
@@ -412,7 +494,7 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
     for &n in &in_leaves {
         bufs.push(take(n)?);
     }
-    let mut g = Gen::new(cg, m);
+    let mut g = Gen::new(cg, m).with_contraction(gen_contraction);
     // A fusion's computation reads its parameters; an unfused instruction its operands.
     let root = match m.opcode(id) {
         Opcode::Fusion => {
@@ -442,6 +524,21 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
         KernelKind::Reduction(geo) => {
             let outs: Vec<_> = outs.iter().map(|l| l.ty).zip(out_ptrs).collect();
             emit_reduction(&mut g, m, geo, &outs)?;
+            cg.b.build_return(None)?;
+            return Ok(());
+        }
+        KernelKind::Scatter(s) => {
+            let outs: Vec<_> = outs.iter().cloned().zip(out_ptrs).collect();
+            emit_scatter(&mut g, s, &k.plan, &outs)?;
+            cg.b.build_return(None)?;
+            return Ok(());
+        }
+        KernelKind::SelectAndScatter => {
+            let (Some(leaf), Some(&out)) = (outs.first(), out_ptrs.first()) else {
+                return Err("a select-and-scatter kernel has one output".into());
+            };
+            let s = select_and_scatter_of(m, id).ok_or("not a select-and-scatter")?;
+            emit_select_and_scatter(&mut g, s, &k.plan, leaf.ty, out)?;
             cg.b.build_return(None)?;
             return Ok(());
         }

@@ -6,9 +6,11 @@
 //! instruction, on the grid and block of its [`LaunchPlan`] ([`launch`]): loop kernels (one element
 //! per thread, or four with 128-bit accesses where aligned), row and column reductions with warp
 //! shuffles and shared memory ([`reduction`]), transposes through shared-memory tiles
-//! ([`transpose`]) and shared-memory-tiled dots ([`dot`]). Convolution, sort, scatter and control
-//! flow are not built yet; a module that needs them is a [`CodegenError`] naming the first
-//! instruction refused.
+//! ([`transpose`]), shared-memory-tiled dots ([`dot`]), convolutions one output element per
+//! thread (the shared elemental form, untiled), scatters as a copy then an update kernel
+//! ([`scatter`]) and select-and-scatters gathering per output element
+//! ([`select_and_scatter`]). Sort and control flow are not built yet; a module that needs
+//! them is a [`CodegenError`] naming the first instruction refused.
 //!
 //! The kernels run on a [`device::Device`] through the launch-plan executor ([`executor`]),
 //! with device buffers behind generational keys ([`device::DeviceMemory`]): a GPU through the
@@ -32,6 +34,8 @@ pub mod libdevice;
 mod primitives;
 pub mod ptxas;
 pub mod reduction;
+pub mod scatter;
+pub mod select_and_scatter;
 pub mod sim;
 mod sim_intrinsics;
 pub mod sim_jit;

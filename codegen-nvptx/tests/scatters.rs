@@ -1,0 +1,312 @@
+//! The nvptx backend's `scatter` (a copy kernel, then an update kernel whose threads own
+//! disjoint output elements) and `select-and-scatter` (one kernel gathering per output
+//! element) on the host simulator against the evaluator: duplicate indices, indices out of
+//! bounds, overlapping windows, non-add and non-commutative combiners, several operands,
+//! batching dimensions, a scatter at a fusion's root; ties, padding and overlapping windows for
+//! select-and-scatter. Their PTX is assembled for `sm_80` and `sm_90` where ptxas is present.
+//!
+//! Every result is compared exactly, floats included: both kernels apply the combiner to each
+//! element in the evaluator's order (scatter indices in row-major order; windows in the
+//! source's row-major order), so the bits agree. A float sum that reordered duplicate updates
+//! would differ from the evaluator in the last bits on these inputs.
+
+use axle_codegen_nvptx::scatter::{ScatterKernel, ScatterPass};
+use axle_codegen_nvptx::{plan_kernels, KernelKind};
+use axle_ir::{Module, Tolerance};
+
+#[allow(dead_code)]
+mod common;
+use common::{matches_evaluator, module, ptx_checked};
+
+/// The scatter kernels of `m`'s one scatter: the copy's and the update's thread counts.
+fn scatter_threads(m: &Module) -> (u64, u64) {
+    let ks = plan_kernels(m).unwrap_or_else(|e| panic!("{e}"));
+    let passes: Vec<(ScatterPass, u64)> = ks
+        .iter()
+        .filter_map(|k| match &k.kind {
+            KernelKind::Scatter(ScatterKernel { pass, .. }) => Some((*pass, k.plan.elements)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(passes.len(), 2, "{ks:?}");
+    assert_eq!(
+        (passes[0].0, passes[1].0),
+        (ScatterPass::Copy, ScatterPass::Update)
+    );
+    (passes[0].1, passes[1].1)
+}
+
+fn check(m: &Module, name: &str) {
+    matches_evaluator(m, Tolerance::Exact);
+    ptx_checked(m, name);
+}
+
+const ADD: &str =
+    "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n";
+
+#[test]
+fn duplicate_rows_add_in_index_order() {
+    // Rows 1 (three times), 3, 6, 0: an embedding gradient; the window spans dimension 1
+    // whole, so its 5 columns are owned and each thread also owns rows (7 x 5 threads).
+    let m = module(&format!(
+        "HloModule s\n{ADD}ENTRY e {{\n  x = f32[7,5] parameter(0)\n  u = f32[6,5] parameter(1)\n  \
+         i = s32[6,1] constant({{{{1}},{{3}},{{1}},{{6}},{{0}},{{1}}}})\n  \
+         ROOT s = f32[7,5] scatter(x, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, \
+         scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=add\n}}\n"
+    ));
+    assert_eq!(scatter_threads(&m), (35, 35));
+    check(&m, "rows");
+}
+
+#[test]
+fn out_of_bounds_and_overlapping_windows_with_a_non_commutative_combiner() {
+    // 2 x 3 windows into 6 x 5: (0,0) and (1,1) overlap, (2,2) repeats (1,1)'s neighbourhood;
+    // (5,0), (-1,1) and (3,3) leave the operand (partly) and are skipped whole. The combiner
+    // `x / 2 + y` gives a different result in any other order.
+    let m = module(
+        r#"
+HloModule s
+half {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  h = f32[] constant(0.5)
+  p = f32[] multiply(x, h)
+  ROOT s = f32[] add(p, y)
+}
+ENTRY e {
+  x = f32[6,5] parameter(0)
+  u = f32[7,2,3] parameter(1)
+  i = s32[7,2] constant({{0,0},{4,2},{5,0},{-1,1},{1,1},{3,3},{1,1}})
+  ROOT s = f32[6,5] scatter(x, i, u), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, to_apply=half, indices_are_sorted=true, unique_indices=true
+}
+"#,
+    );
+    // No dimension is spanned whole; both are owned (6 x 5 threads, work 3 x 2 times the
+    // updates').
+    assert_eq!(scatter_threads(&m), (30, 30));
+    check(&m, "overlap");
+}
+
+#[test]
+fn single_elements_set_and_minimum_with_duplicates() {
+    // Scalar updates at (row, column) pairs with duplicates, the last one wins (`set`); and
+    // the same with `minimum` on integers, indices as u8 and the index vector first.
+    let m = module(
+        r#"
+HloModule s
+set {
+  x = f32[] parameter(0)
+  ROOT y = f32[] parameter(1)
+}
+ENTRY e {
+  x = f32[4,8] parameter(0)
+  u = f32[9] parameter(1)
+  i = s32[9,2] constant({{0,1},{3,7},{0,1},{2,2},{4,0},{3,7},{1,1},{0,1},{2,-2}})
+  ROOT s = f32[4,8] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0,1}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, to_apply=set
+}
+"#,
+    );
+    check(&m, "set");
+    let m = module(
+        r#"
+HloModule s
+mn {
+  x = s32[] parameter(0)
+  y = s32[] parameter(1)
+  ROOT s = s32[] minimum(x, y)
+}
+ENTRY e {
+  x = s32[5,3] parameter(0)
+  u = s32[6] parameter(1)
+  i = u8[2,6] constant({{0,4,0,2,9,4},{1,2,1,0,0,2}})
+  ROOT s = s32[5,3] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0,1}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=0, to_apply=mn
+}
+"#,
+    );
+    check(&m, "min_u8_indices");
+}
+
+#[test]
+fn several_operands_scatter_together() {
+    // An argmax-style combiner over (value, index) pairs, with ties and duplicates.
+    let m = module(
+        r#"
+HloModule s
+argmax {
+  a = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  b = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  g = pred[] compare(b, a), direction=GT
+  v = f32[] select(g, b, a)
+  k = s32[] select(g, bi, ai)
+  ROOT t = (f32[], s32[]) tuple(v, k)
+}
+ENTRY e {
+  x = f32[5,3] parameter(0)
+  xi = s32[5,3] parameter(1)
+  u = f32[4,3] parameter(2)
+  ui = s32[4,3] parameter(3)
+  i = s64[4] constant({2,0,2,4})
+  ROOT s = (f32[5,3], s32[5,3]) scatter(x, xi, i, u, ui), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=argmax
+}
+"#,
+    );
+    check(&m, "argmax");
+}
+
+#[test]
+fn batching_dimensions_and_a_fused_scatter() {
+    // take_along_axis's gradient: per batch row, scalar updates at a column.
+    let m = module(
+        r#"
+HloModule s
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  z = f32[] constant(0)
+  x = f32[4,6] broadcast(z), dimensions={}
+  i = s32[4,3,1] constant({{{0},{5},{0}},{{2},{2},{2}},{{6},{1},{-1}},{{3},{4},{5}}})
+  u = f32[4,3] parameter(0)
+  ROOT s = f32[4,6] scatter(x, i, u), update_window_dims={}, inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, input_batching_dims={0}, scatter_indices_batching_dims={0}, index_vector_dim=2, to_apply=add
+}
+"#,
+    );
+    check(&m, "batching");
+    // A fusion whose root is the scatter, its operand, indices and updates computed in it.
+    let m = module(
+        r#"
+HloModule s
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+fused {
+  p = f32[9,4] parameter(0)
+  q = s32[5] parameter(1)
+  r = f32[5,4] parameter(2)
+  n = f32[9,4] negate(p)
+  one = s32[] constant(1)
+  ob = s32[5] broadcast(one), dimensions={}
+  qi = s32[5] add(q, ob)
+  i = s32[5,1] reshape(qi)
+  e = f32[5,4] multiply(r, r)
+  ROOT s = f32[9,4] scatter(n, i, e), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+}
+ENTRY e {
+  p = f32[9,4] parameter(0)
+  q = s32[5] constant({7,-1,3,7,8})
+  r = f32[5,4] parameter(1)
+  ROOT f = f32[9,4] fusion(p, q, r), kind=kLoop, calls=fused
+}
+"#,
+    );
+    scatter_threads(&m);
+    check(&m, "fused");
+}
+
+#[test]
+fn a_scatter_inside_a_fusion_other_than_at_its_root_is_refused_naming_it() {
+    let m = module(&format!(
+        "HloModule s\n{ADD}fused {{\n  x = f32[4] parameter(0)\n  u = f32[2] parameter(1)\n  \
+         i = s32[2,1] constant({{{{1}},{{2}}}})\n  sc = f32[4] scatter(x, i, u), \
+         update_window_dims={{}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, \
+         index_vector_dim=1, to_apply=add\n  ROOT n = f32[4] negate(sc)\n}}\n\
+         ENTRY e {{\n  x = f32[4] parameter(0)\n  u = f32[2] parameter(1)\n  \
+         ROOT f = f32[4] fusion(x, u), kind=kLoop, calls=fused\n}}\n"
+    ));
+    let e = plan_kernels(&m).unwrap_err();
+    assert_eq!(
+        (e.instruction.as_str(), e.opcode.as_str()),
+        ("sc", "scatter")
+    );
+}
+
+/// A select-and-scatter of `f32[od]` windows (`window`) of `x` (`f32[xd]`, parameter 0 or the
+/// constant `xv`), selecting by `dir`, scattering parameter `s` (`f32[sd]`) with `scatter`
+/// from `init`.
+fn sas(xd: &str, xv: Option<&str>, sd: &str, window: &str, dir: &str, scatter: &str) -> Module {
+    let x = match xv {
+        Some(v) => format!("x = f32[{xd}] constant({v})"),
+        None => format!("x = f32[{xd}] parameter(1)"),
+    };
+    module(&format!(
+        r#"
+HloModule m
+sel {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction={dir}
+}}
+sc {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] {scatter}(a, b)
+}}
+ENTRY e {{
+  s = f32[{sd}] parameter(0)
+  {x}
+  z = f32[] constant(0.25)
+  ROOT r = f32[{xd}] select-and-scatter(x, s, z), window={{{window}}}, select=sel, scatter=sc
+}}
+"#
+    ))
+}
+
+fn one_gathering_kernel(m: &Module) {
+    let ks = plan_kernels(m).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ks.len(), 1, "{ks:?}");
+    assert_eq!(ks[0].kind, KernelKind::SelectAndScatter);
+}
+
+#[test]
+fn select_and_scatter_ties_take_the_first_or_the_last_in_window_order() {
+    // Ties everywhere: `GE` keeps the first of equal values, `GT` moves to the last.
+    let ties = "{{1,1,2,2,0,3},{1,1,2,2,3,3},{5,0,0,5,1,1},{5,5,5,5,1,1}}";
+    for dir in ["GE", "GT", "LE"] {
+        let m = sas("4,6", Some(ties), "2,3", "size=2x2 stride=2x2", dir, "add");
+        one_gathering_kernel(&m);
+        check(&m, &format!("ties_{dir}"));
+    }
+}
+
+#[test]
+fn select_and_scatter_with_padding_and_overlapping_windows() {
+    // 3x3 windows, stride 2, padding 1 on each side: windows overlap, and the ones at the
+    // edges hang over the padding (never selected); the source is 3 x 4.
+    let m = sas(
+        "5,7",
+        None,
+        "3,4",
+        "size=3x3 stride=2x2 pad=1_1x1_1",
+        "GE",
+        "add",
+    );
+    one_gathering_kernel(&m);
+    check(&m, "padded_overlap");
+    // Stride 1 (every element in up to 9 windows), a multiplying scatter, and a window
+    // entirely in the padding (pad 3 before a window of 2 selects nothing).
+    let m = sas(
+        "4,5",
+        None,
+        "7,4",
+        "size=2x2 stride=1x1 pad=3_1x0_0",
+        "GT",
+        "multiply",
+    );
+    check(&m, "stride1_multiply");
+    // Windows larger than the stride in one dimension and smaller in the other, rank 3.
+    let m = sas(
+        "2,9,4",
+        None,
+        "2,4,2",
+        "size=1x3x1 stride=1x2x3 pad=0_0x1_0x0_1",
+        "GE",
+        "maximum",
+    );
+    check(&m, "rank3");
+}
