@@ -296,10 +296,10 @@ fn scatter_role(m: &Module, id: InstId) -> R<Option<Role>> {
         .iter()
         .filter_map(|k| m.comp_attr(s, k))
         .find_map(|c| first_non_elemental(m, c))
-        .or_else(|| first_non_elemental_from(m, m.operands(s)))
         .or_else(|| {
+            // A fusion computes the operands in the kernel; an unfused one reads buffers.
             let c = m.comp_attr(id, &AttrKey::Calls)?;
-            first_later_kernel(m, c, &[])
+            first_non_elemental_from(m, m.operands(s)).or_else(|| first_later_kernel(m, c, &[]))
         })
         .or_else(|| {
             inst_leaves(m, s)

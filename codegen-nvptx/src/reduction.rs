@@ -163,7 +163,8 @@ fn refuse(m: &Module, id: InstId, what: &str) -> Fail {
 /// when it is a reduction this kernel does not cover.
 ///
 /// Every instruction that depends on a reduction's result must read it at the current
-/// output: elementwise ops and `get-tuple-element` of the output's or the input's dimensions,
+/// output: elementwise ops and `get-tuple-element` of the output's or the input's dimensions
+/// (the output's up to unit dimensions), reshapes that only add or remove unit dimensions,
 /// and broadcasts from the output's dimensions back to the input's along the kept ones.
 pub fn reduction_geometry(m: &Module, id: InstId) -> R<Option<ReductionGeometry>> {
     let (c, root) = match m.opcode(id) {
@@ -247,21 +248,42 @@ pub fn reduction_geometry(m: &Module, id: InstId) -> R<Option<ReductionGeometry>
         }
     }
     let dims_of = |x: InstId| m.array_shape(x).map(|a| a.dims.to_vec());
+    // Dimensions without their unit ones: adding or removing unit dimensions keeps every
+    // element's row-major position, so a value of the output's dimensions up to unit ones
+    // (JAX's `keepdims` reshapes) is read at the current output too.
+    let squeezed = |d: &[i64]| -> Vec<i64> { d.iter().copied().filter(|&n| n != 1).collect() };
+    let kept_squeezed = squeezed(&kept_dims);
+    let at_output_of = |x: InstId| dims_of(x).is_some_and(|d| squeezed(&d) == kept_squeezed);
+    // The kept dimensions longer than 1, as positions in the input.
+    let kept_long: Vec<i64> = kept_pos
+        .iter()
+        .zip(&kept_dims)
+        .filter(|(_, &n)| n != 1)
+        .map(|(&p, _)| p)
+        .collect();
     for &x in &insts {
         if !depends.contains(&x) || is_reduce(m, x) || (x == root && roots.len() > 1) {
             continue;
         }
         let d = dims_of(x);
-        let at_output = d.as_deref() == Some(&kept_dims[..]);
+        let at_output = at_output_of(x);
         let at_input = row && d.as_deref() == Some(&in_dims[..]);
         let op = m.opcode(x);
         let ok = match op {
             Opcode::GetTupleElement => true,
             Opcode::Broadcast => {
-                at_input
-                    && m.ints_attr(x, &AttrKey::Dimensions) == Some(&kept_pos[..])
-                    && dims_of(m.operands(x)[0]).as_deref() == Some(&kept_dims[..])
+                let o = m.operands(x)[0];
+                let od = dims_of(o).unwrap_or_default();
+                let bd = m.ints_attr(x, &AttrKey::Dimensions).unwrap_or(&[]);
+                let long: Vec<i64> = bd
+                    .iter()
+                    .zip(&od)
+                    .filter(|(_, &n)| n != 1)
+                    .map(|(&p, _)| p)
+                    .collect();
+                at_input && at_output_of(o) && long == kept_long
             }
+            Opcode::Reshape => at_output && at_output_of(m.operands(x)[0]),
             _ => op.is_elementwise() && (at_output || at_input),
         };
         if !ok {

@@ -131,7 +131,10 @@ impl Device for SimDevice {
         let table: Vec<*mut u8> = args.iter().map(|m| m.ptr).collect();
         let threads = !matches!(
             kernel.kind,
-            KernelKind::Loop | KernelKind::VectorLoop { .. }
+            KernelKind::Loop
+                | KernelKind::VectorLoop { .. }
+                | KernelKind::Scatter(_)
+                | KernelKind::SelectAndScatter
         );
         crate::sim_threads::run_grid(entry, &table, &kernel.plan, threads)
     }

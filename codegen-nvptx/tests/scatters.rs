@@ -47,14 +47,18 @@ const ADD: &str =
 #[test]
 fn duplicate_rows_add_in_index_order() {
     // Rows 1 (three times), 3, 6, 0: an embedding gradient; the window spans dimension 1
-    // whole, so its 5 columns are owned and each thread also owns rows (7 x 5 threads).
+    // whole, so its 5 columns are owned and each thread also owns rows (7 x 5 threads). The
+    // updates come from a kernel of their own (a fusion).
     let m = module(&format!(
-        "HloModule s\n{ADD}ENTRY e {{\n  x = f32[7,5] parameter(0)\n  u = f32[6,5] parameter(1)\n  \
+        "HloModule s\n{ADD}neg {{\n  p = f32[6,5] parameter(0)\n  ROOT n = f32[6,5] negate(p)\n}}\n\
+         ENTRY e {{\n  x = f32[7,5] parameter(0)\n  p = f32[6,5] parameter(1)\n  \
+         u = f32[6,5] fusion(p), kind=kLoop, calls=neg\n  \
          i = s32[6,1] constant({{{{1}},{{3}},{{1}},{{6}},{{0}},{{1}}}})\n  \
          ROOT s = f32[7,5] scatter(x, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, \
          scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=add\n}}\n"
     ));
     assert_eq!(scatter_threads(&m), (35, 35));
+    assert_eq!(plan_kernels(&m).map(|ks| ks.len()).ok(), Some(3));
     check(&m, "rows");
 }
 
