@@ -9,10 +9,9 @@
 
 use axle_ir::{AttrKey, AttrValue, ElementType, InstId};
 use inkwell::values::IntValue;
-use inkwell::IntPredicate;
 
 use crate::cg::{Cg, Val};
-use crate::elemental::{Gen, Index};
+use crate::elemental::{window_dim_pos, Gen, Index};
 use crate::error::R;
 use crate::ops;
 
@@ -263,36 +262,6 @@ pub fn conv_geo(m: &axle_ir::Module, id: InstId) -> R<ConvGeo> {
     })
 }
 
-/// The input position read by kernel position `kc` for output position `oc` along one spatial
-/// dimension, and whether it is inside the (dilated, padded) input.
-fn conv_pos<'ctx>(
-    cg: &Cg<'ctx>,
-    w: &axle_ir::WindowDim,
-    in_size: i64,
-    oc: IntValue<'ctx>,
-    kc: IntValue<'ctx>,
-) -> R<(IntValue<'ctx>, IntValue<'ctx>)> {
-    let b = &cg.b;
-    let p = b.build_int_nsw_mul(oc, cg.c64(w.stride), "p")?;
-    let p = b.build_int_nsw_sub(p, cg.c64(w.pad_lo), "p")?;
-    let kk = b.build_int_nsw_mul(kc, cg.c64(w.rhs_dilate), "kk")?;
-    let p = b.build_int_nsw_add(p, kk, "p")?;
-    let ge = b.build_int_compare(IntPredicate::SGE, p, cg.c64(0), "ge")?;
-    let (q, on) = if w.lhs_dilate == 1 {
-        (p, cg.i1().const_all_ones())
-    } else {
-        let q = b.build_int_signed_div(p, cg.c64(w.lhs_dilate), "q")?;
-        let r = b.build_int_signed_rem(p, cg.c64(w.lhs_dilate), "r")?;
-        (
-            q,
-            b.build_int_compare(IntPredicate::EQ, r, cg.c64(0), "on")?,
-        )
-    };
-    let lt = b.build_int_compare(IntPredicate::SLT, q, cg.c64(in_size), "lt")?;
-    let ok = b.build_and(b.build_and(ge, on, "ok")?, lt, "ok")?;
-    Ok((q, ok))
-}
-
 /// Elemental `convolution`: the sum over the kernel's spatial positions (row-major), then the
 /// input features of the output feature's group, skipping padding and dilation holes.
 pub fn gen_convolution<'ctx>(g: &mut Gen<'_, 'ctx>, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
@@ -357,7 +326,7 @@ pub fn gen_convolution<'ctx>(g: &mut Gen<'_, 'ctx>, id: InstId, idx: &Index<'ctx
         let mut lm = vec![cg.c64(0); ls.rank()];
         let mut rm = vec![cg.c64(0); rs.rank()];
         for d in 0..nsp {
-            let (q, here) = conv_pos(cg, &geo.window[d], geo.in_sp[d], oc[d], c[d])?;
+            let (q, here) = window_dim_pos(cg, &geo.window[d], geo.in_sp[d], oc[d], c[d])?;
             ok = b.build_and(ok, here, "ok")?;
             lm[dn.input_spatial[d] as usize] = q;
             let kc = if geo.window[d].reversal {

@@ -1496,23 +1496,7 @@ pub fn window_pos<'ctx>(
         } else {
             wmulti[d]
         };
-        let p = b.build_int_nsw_mul(out_multi[d], cg.c64(w.stride), "p")?;
-        let p = b.build_int_nsw_sub(p, cg.c64(w.pad_lo), "p")?;
-        let kk = b.build_int_nsw_mul(k, cg.c64(w.rhs_dilate), "kk")?;
-        let p = b.build_int_nsw_add(p, kk, "p")?;
-        let ge = b.build_int_compare(IntPredicate::SGE, p, cg.c64(0), "ge")?;
-        let (q, on) = if w.lhs_dilate == 1 {
-            (p, cg.i1().const_all_ones())
-        } else {
-            let q = b.build_int_signed_div(p, cg.c64(w.lhs_dilate), "q")?;
-            let r = b.build_int_signed_rem(p, cg.c64(w.lhs_dilate), "r")?;
-            (
-                q,
-                b.build_int_compare(IntPredicate::EQ, r, cg.c64(0), "on")?,
-            )
-        };
-        let lt = b.build_int_compare(IntPredicate::SLT, q, cg.c64(in_dims[d]), "lt")?;
-        let here = b.build_and(b.build_and(ge, on, "h")?, lt, "h")?;
+        let (q, here) = window_dim_pos(cg, w, in_dims[d], out_multi[d], k)?;
         ok = b.build_and(ok, here, "ok")?;
         pos.push(q);
     }
@@ -1521,6 +1505,37 @@ pub fn window_pos<'ctx>(
         safe.push(b.build_select(ok, q, cg.c64(0), "q")?.into_int_value());
     }
     Ok((safe, ok))
+}
+
+/// Along one dimension of window `w` over an input of `in_size` elements: the input position
+/// that window position `k` (after any reversal) of output position `o` reads, and whether it
+/// is inside the (base-dilated, padded) input, not padding or a dilation hole.
+pub fn window_dim_pos<'ctx>(
+    cg: &Cg<'ctx>,
+    w: &axle_ir::WindowDim,
+    in_size: i64,
+    o: IntValue<'ctx>,
+    k: IntValue<'ctx>,
+) -> R<(IntValue<'ctx>, IntValue<'ctx>)> {
+    let b = &cg.b;
+    let p = b.build_int_nsw_mul(o, cg.c64(w.stride), "p")?;
+    let p = b.build_int_nsw_sub(p, cg.c64(w.pad_lo), "p")?;
+    let kk = b.build_int_nsw_mul(k, cg.c64(w.rhs_dilate), "kk")?;
+    let p = b.build_int_nsw_add(p, kk, "p")?;
+    let ge = b.build_int_compare(IntPredicate::SGE, p, cg.c64(0), "ge")?;
+    let (q, on) = if w.lhs_dilate == 1 {
+        (p, cg.i1().const_all_ones())
+    } else {
+        let q = b.build_int_signed_div(p, cg.c64(w.lhs_dilate), "q")?;
+        let r = b.build_int_signed_rem(p, cg.c64(w.lhs_dilate), "r")?;
+        (
+            q,
+            b.build_int_compare(IntPredicate::EQ, r, cg.c64(0), "on")?,
+        )
+    };
+    let lt = b.build_int_compare(IntPredicate::SLT, q, cg.c64(in_size), "lt")?;
+    let here = b.build_and(b.build_and(ge, on, "h")?, lt, "h")?;
+    Ok((q, here))
 }
 
 /// The intrinsic that replaces the reducer of `reduce` `id` in [`Gen::reduce_step`]: the IEEE
