@@ -7,7 +7,8 @@
 //! ([`crate::cpu::inputs`], [`crate::cpu::tolerance`]); NaN must match NaN. A module the
 //! backend refuses with an error naming an op it does not compile (or an elided constant) is
 //! [`Outcome::Unsupported`], not a failure, as is a module with a `reduce` whose init value is
-//! not its reducer's identity (XLA leaves how often it is combined to the backend).
+//! not its reducer's identity (XLA leaves how often it is combined to the backend), and one
+//! that orders floats totally beside math functions that may make NaNs (whose sign differs).
 
 use axle::backend::CompileOptions;
 use axle::ir::{compare_arrays, print_module, verify, InstId, Literal, Module};
@@ -79,6 +80,19 @@ fn non_identity_reduce(m: &Module) -> Option<InstId> {
             return true;
         }
         let (v, i) = (init.get_f64(0), init.get_i128(0));
+        // A complex init's imaginary part (`get_f64` reads the real one): the identity of a
+        // complex sum is (0, 0), not any value with a zero real part (a `c64` sum from
+        // (-0, -1.375) took it 32 times, once per lane, nvptx-sim campaign seed 1117013 case
+        // 3691).
+        let imaginary = match ty {
+            axle::ir::ElementType::C64 => init.data[4..8]
+                .try_into()
+                .map_or(f64::NAN, |b| f32::from_le_bytes(b) as f64),
+            axle::ir::ElementType::C128 => init.data[8..16]
+                .try_into()
+                .map_or(f64::NAN, f64::from_le_bytes),
+            _ => 0.0,
+        };
         let bits = ty.bits();
         let (lowest, highest) = if !ty.is_int() || bits > 64 {
             (0, 0)
@@ -88,7 +102,7 @@ fn non_identity_reduce(m: &Module) -> Option<InstId> {
             (0, (1i128 << bits) - 1)
         };
         let identity = match m.opcode(root) {
-            Add | Or | Xor => v == 0.0,
+            Add | Or | Xor => v == 0.0 && imaginary == 0.0,
             Multiply => v == 1.0,
             And if ty.is_pred() => v == 1.0,
             And if ty.is_signed_int() => i == -1,
@@ -119,8 +133,62 @@ fn float_bits_as_integers(m: &Module) -> Option<InstId> {
     })
 }
 
+/// A total-order float `compare` of `m`, if any, in a module that also calls a float math
+/// function (anything floating-point but the basic arithmetic, conversions, moving, selecting
+/// and comparing values, which the simulator runs as the evaluator does): total order sorts
+/// NaNs by their sign, and a NaN a math function makes is the GPU's canonical one (positive)
+/// on the backend where the evaluator follows x86 (the default NaN is negative), so one side
+/// orders it below every number and the other above (`log` of a negative number compared with
+/// 0, nvptx-sim campaign seed 1117005 case 1675; a select-and-scatter selecting by it, seed
+/// 1117002 case 2586).
+fn total_order_of_made_nans(m: &Module) -> Option<InstId> {
+    use axle::ir::{AttrKey, AttrValue, ComparisonType, Opcode::*};
+    let floating = |i: InstId| m.array_shape(i).is_some_and(|a| a.ty.is_floating());
+    let ids = m.live_ids();
+    let math = ids.iter().any(|&id| {
+        floating(id)
+            && m.opcode(id).is_elementwise()
+            && !matches!(
+                m.opcode(id),
+                Add | Subtract
+                    | Multiply
+                    | Divide
+                    | Negate
+                    | Abs
+                    | Maximum
+                    | Minimum
+                    | Select
+                    | Clamp
+                    | Compare
+                    | Convert
+                    | Copy
+                    | Floor
+                    | Ceil
+                    | RoundNearestAfz
+                    | RoundNearestEven
+                    | Sign
+            )
+    });
+    let total = ids.iter().copied().find(|&id| {
+        m.opcode(id) == Compare
+            && matches!(
+                m.attr(id, &AttrKey::Type),
+                Some(AttrValue::CmpType(ComparisonType::TotalOrder))
+            )
+            && m.operands(id).first().is_some_and(|&o| floating(o))
+    });
+    total.filter(|_| math)
+}
+
 /// Checks the property for `m` with inputs from `seed` (what a repro replays).
 pub fn check_module(m: &Module, seed: u64) -> Outcome {
+    if let Some(c) = total_order_of_made_nans(m) {
+        return Outcome::Unsupported(format!(
+            "%{} orders floats totally, NaNs by their sign, and a NaN a math function makes \
+             is the GPU's (positive) on the backend and x86's (negative) in the evaluator",
+            m.name(c)
+        ));
+    }
     if let Some(b) = float_bits_as_integers(m) {
         return Outcome::Unsupported(format!(
             "%{} compares a float's bits exactly, where the GPU's math is within ulps of the \
