@@ -12,7 +12,6 @@
 use axle_codegen_nvptx::{plan_kernels, KernelKind};
 use axle_ir::Tolerance;
 
-#[allow(dead_code)]
 mod common;
 use common::{matches_evaluator, module, ptx_checked};
 

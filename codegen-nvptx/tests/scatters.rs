@@ -14,7 +14,6 @@ use axle_codegen_nvptx::scatter::{ScatterKernel, ScatterPass};
 use axle_codegen_nvptx::{plan_kernels, KernelKind};
 use axle_ir::{Module, Tolerance};
 
-#[allow(dead_code)]
 mod common;
 use common::{matches_evaluator, module, ptx_checked};
 

@@ -11,11 +11,9 @@ use axle_codegen_nvptx::executor::Executable;
 use axle_codegen_nvptx::reduction::ReductionKind;
 use axle_codegen_nvptx::sim::SimDevice;
 use axle_codegen_nvptx::{plan_kernels, KernelKind};
-use axle_ir::{compare_arrays, ArrayLiteral, Literal, Module, Shape, Tolerance};
-use axle_testkit::{leaves, noise, real_array};
+use axle_ir::{compare_arrays, ArrayLiteral, Module, Tolerance};
+use axle_testkit::leaves;
 
-// Not every shared helper is used here.
-#[allow(dead_code)]
 mod common;
 use common::{inputs, matches_evaluator, module, run_sim};
 

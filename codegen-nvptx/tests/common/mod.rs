@@ -3,6 +3,9 @@
 //! absent the test says so on stderr and checks the PTX text only), and runs on the host
 //! simulator checked against the reference evaluator.
 
+// Each test file uses some of the helpers.
+#![allow(dead_code)]
+
 use axle_codegen_nvptx::device::{BufferKey, DeviceMemory};
 use axle_codegen_nvptx::executor::Executable;
 use axle_codegen_nvptx::ptxas::{assemble, find_ptxas};
