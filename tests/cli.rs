@@ -616,15 +616,23 @@ fn compile_for_nvptx_prints_ptx_or_llvm_ir_for_the_gpu_arch() {
         "sm_75",
     ]);
     assert_fails(&o, &["unknown GPU architecture 'sm_75'"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let fft = tmp.path().join("fft.hlo");
+    std::fs::write(
+        &fft,
+        "HloModule f\nENTRY main {\n  x = c64[8] parameter(0)\n  \
+         ROOT f = c64[8] fft(x), fft_type=FFT, fft_length={8}\n}\n",
+    )
+    .unwrap();
     let o = axle(&[
         "compile",
-        &corpus("conv_nhwc_stride.hlo"),
+        fft.to_str().unwrap(),
         "--backend",
         "nvptx",
         "--emit",
         "ptx",
     ]);
-    assert_fails(&o, &["nvptx backend does not support convolution"]);
+    assert_fails(&o, &["nvptx backend does not support fft"]);
     let o = axle(&["compile", &file, "--emit", "ptx"]);
     assert_fails(&o, &["--emit ptx needs --backend nvptx"]);
     // Compiling for execution needs a GPU: without the CUDA driver it is a clear error.
