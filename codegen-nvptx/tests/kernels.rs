@@ -100,21 +100,19 @@ fn unsupported_ops_are_errors_naming_them() {
         r#"
 HloModule c
 ENTRY e {
-  a = f32[1,8,8,3] parameter(0)
-  k = f32[3,3,3,4] parameter(1)
-  ROOT c = f32[1,6,6,4] convolution(a, k), window={size=3x3}, dim_labels=b01f_01io->b01f
+  a = c64[8] parameter(0)
+  ROOT c = c64[8] fft(a), fft_type=FFT, fft_length={8}
 }
 "#,
     );
     let e = emit_text(&m, &NvptxOptions::default(), Emit::Ptx).unwrap_err();
     assert_eq!(
         (e.instruction.as_str(), e.opcode.as_str()),
-        ("c", "convolution"),
+        ("c", "fft"),
         "{e}"
     );
     assert!(
-        e.to_string()
-            .contains("nvptx backend does not support convolution"),
+        e.to_string().contains("nvptx backend does not support fft"),
         "{e}"
     );
     // A math library function the device lacks (f64 `exp`) is named too.
