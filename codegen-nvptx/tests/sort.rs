@@ -100,7 +100,7 @@ fn jax_comparator(key: &str, extra: &[&str], dir: &str) -> String {
             2 * n + 3
         );
     }
-    if key.starts_with('f') {
+    if key.starts_with('f') || key.starts_with("bf") {
         format!(
             "cmp {{\n{params}  nan = {key}[] constant(nan)\n  zero = {key}[] constant(0)\n  \
              na = pred[] compare(a, a), direction=NE\n  za = pred[] compare(a, zero), direction=EQ\n  \
@@ -200,7 +200,7 @@ fn narrow_and_wide_element_types() {
     // Keys and values whose register forms differ from their memory forms.
     for tys in [
         ["f16", "s8"],
-        ["f16", "u64"],
+        ["bf16", "u64"],
         ["f64", "pred"],
         ["s8", "f16"],
         ["u16", "f64"],
