@@ -25,15 +25,17 @@
 //! most 512 and at most `P`, smaller when the values of a tile would not fit
 //! [`SHARED_BUDGET`] bytes of shared memory). [`SortPass::Tiles`] gives each tile a block of
 //! `max(T / 2, 32)` threads (rounded to warps) that loads it into shared memory (values and
-//! original positions), runs every stage up to `T` there with a barrier after each step,
-//! and stores it. When `P > T`, each later stage `s` runs its steps with `j >= T` as
+//! original positions), runs every stage up to `T` there with a barrier after each step, and
+//! stores it. When `P > T`, each later stage `s` runs its steps with `j >= T` as
 //! [`SortPass::Global`] kernels (one thread per pair of every row, on global memory) and its
 //! remaining steps as one [`SortPass::Merge`] kernel on tiles again. The first kernel reads
 //! the operands; the last stores the results (for top-k, only the first `k` positions, into
 //! the `[.., k]` outputs). In between, a sort's values live in its output buffers and the
 //! original positions in a scratch buffer of `s32`; a top-k's values and positions both in
 //! scratch buffers ([`KernelInfo::scratch`](crate::KernelInfo)). A row that fits one tile
-//! is one kernel with no scratch.
+//! is one kernel with no scratch. Values move in their memory form, bit for bit (NaN
+//! payloads and the signs of zeros kept, as the evaluator permutes bytes); only the
+//! comparator sees register forms.
 //!
 //! Invariants: every thread of a block reaches every barrier (the step loops have the same
 //! trip counts in every thread; threads without a pair do nothing between barriers); within
@@ -52,7 +54,7 @@ use axle_ir::{
     InstId, Module, Opcode,
 };
 use inkwell::types::BasicTypeEnum;
-use inkwell::values::{IntValue, PointerValue};
+use inkwell::values::{BasicValue, IntValue, PointerValue};
 use inkwell::IntPredicate;
 
 use crate::launch::{LaunchPlan, MAX_BLOCK, WARP};
@@ -158,13 +160,10 @@ pub fn comparator(m: &Module, id: InstId) -> Option<CompId> {
     }
 }
 
-/// Bytes of shared memory one position of a tile takes: each value in its register form
-/// (at least 4 bytes counted) and its `s32` position.
+/// Bytes of shared memory one position of a tile takes: each value in its memory form and
+/// its `s32` position.
 fn position_bytes(keys: &[ElementType]) -> u64 {
-    keys.iter()
-        .map(|t| (t.byte_size() as u64).max(4))
-        .sum::<u64>()
-        + 4
+    keys.iter().map(|t| t.byte_size() as u64).sum::<u64>() + 4
 }
 
 /// The sort geometry of instruction `id` (a `sort`, a `topk` or a `TopK` custom call), or
@@ -363,10 +362,64 @@ pub(crate) struct SortBuffers<'ctx> {
     pub scratch: Vec<PointerValue<'ctx>>,
 }
 
-/// One element of a row: its values (register forms) and original position (`i32`).
+/// One element of a row: its values in memory form (bit for bit as stored; a complex value
+/// as its parts) and its original position (`i32`).
 struct Element<'ctx> {
     vals: Vec<Val<'ctx>>,
     pos: IntValue<'ctx>,
+}
+
+/// The type a value of element type `ty` is moved as: its memory form (a complex one as
+/// its parts' struct).
+fn move_ty<'ctx>(cg: &Cg<'ctx>, ty: ElementType) -> R<BasicTypeEnum<'ctx>> {
+    if ty.is_complex() {
+        cg.reg_ty(ty)
+    } else {
+        cg.mem_ty(ty)
+    }
+}
+
+/// Loads element `e` of the `ty` array at `p` in memory form.
+fn load_raw<'ctx>(
+    cg: &Cg<'ctx>,
+    ty: ElementType,
+    p: PointerValue<'ctx>,
+    e: IntValue<'ctx>,
+) -> R<Val<'ctx>> {
+    if ty.is_complex() {
+        return cg.load(ty, p, e);
+    }
+    let mty = cg.mem_ty(ty)?;
+    let v = cg.b.build_load(mty, cg.gep(mty, p, e)?, "raw")?;
+    if let Some(i) = v.as_instruction_value() {
+        let _ = i.set_alignment(ty.byte_size() as u32);
+    }
+    Ok(v)
+}
+
+/// Stores `v` (memory form) as element `e` of the `ty` array at `p`.
+fn store_raw<'ctx>(
+    cg: &Cg<'ctx>,
+    ty: ElementType,
+    p: PointerValue<'ctx>,
+    e: IntValue<'ctx>,
+    v: Val<'ctx>,
+) -> R<()> {
+    if ty.is_complex() {
+        return cg.store(ty, p, e, v);
+    }
+    let s = cg.b.build_store(cg.gep(cg.mem_ty(ty)?, p, e)?, v)?;
+    let _ = s.set_alignment(ty.byte_size() as u32);
+    Ok(())
+}
+
+/// The register forms of element `x`'s values (what the comparator takes).
+fn registers_of<'ctx>(cg: &Cg<'ctx>, geo: &SortGeometry, x: &Element<'ctx>) -> R<Vec<Val<'ctx>>> {
+    geo.keys
+        .iter()
+        .zip(&x.vals)
+        .map(|(&ty, &v)| if ty.is_complex() { Ok(v) } else { cg.load_form(ty, v) })
+        .collect()
 }
 
 /// Where a row's elements are kept between kernels: each value's buffer and the positions'.
@@ -425,12 +478,13 @@ fn element_offset<'ctx>(
     Ok(b.build_int_nuw_add(base, at, "elem")?)
 }
 
-/// Whether element `x` goes before element `y` by the comparator alone: `less(x, y)`.
+/// Whether the element of values `x` (register forms) and position `xp` goes before the one
+/// of `y` and `yp` by the comparator alone: `less(x, y)`.
 fn less<'ctx>(
     g: &mut Gen<'_, 'ctx>,
     geo: &SortGeometry,
-    x: &Element<'ctx>,
-    y: &Element<'ctx>,
+    (x, xp): (&[Val<'ctx>], IntValue<'ctx>),
+    (y, yp): (&[Val<'ctx>], IntValue<'ctx>),
 ) -> R<IntValue<'ctx>> {
     let cg = g.cg;
     match geo.order {
@@ -445,20 +499,20 @@ fn less<'ctx>(
                 dir,
                 ComparisonType::TotalOrder,
                 geo.keys[0],
-                x.vals[0],
-                y.vals[0],
+                x[0],
+                y[0],
             )?;
             Ok(r.into_int_value())
         }
         SortOrder::Comparator { comp, positions } => {
-            let mut args = Vec::with_capacity(2 * x.vals.len() + 2);
-            for (a, b) in x.vals.iter().zip(&y.vals) {
+            let mut args = Vec::with_capacity(2 * x.len() + 2);
+            for (a, b) in x.iter().zip(y) {
                 args.push(*a);
                 args.push(*b);
             }
             if positions {
-                args.push(x.pos.into());
-                args.push(y.pos.into());
+                args.push(xp.into());
+                args.push(yp.into());
             }
             g.push_scope();
             let r = g.apply(comp, &args);
@@ -486,8 +540,10 @@ fn must_swap<'ctx>(
     a: &Element<'ctx>,
     b: &Element<'ctx>,
 ) -> R<IntValue<'ctx>> {
-    let ba = less(g, geo, b, a)?;
-    let ab = less(g, geo, a, b)?;
+    let ra = registers_of(g.cg, geo, a)?;
+    let rb = registers_of(g.cg, geo, b)?;
+    let ba = less(g, geo, (&rb, b.pos), (&ra, a.pos))?;
+    let ab = less(g, geo, (&ra, a.pos), (&rb, b.pos))?;
     let bld = &g.cg.b;
     let earlier = bld.build_int_compare(IntPredicate::SLT, b.pos, a.pos, "earlier")?;
     let not_ab = bld.build_not(ab, "not.ab")?;
@@ -531,9 +587,9 @@ fn load_work<'ctx>(
 ) -> R<Element<'ctx>> {
     let mut vals = Vec::with_capacity(geo.keys.len());
     for (&ty, &p) in geo.keys.iter().zip(&w.vals) {
-        vals.push(cg.load(ty, p, e)?);
+        vals.push(load_raw(cg, ty, p, e)?);
     }
-    let pos = cg.load(ElementType::S32, w.pos, e)?.into_int_value();
+    let pos = load_raw(cg, ElementType::S32, w.pos, e)?.into_int_value();
     Ok(Element { vals, pos })
 }
 
@@ -546,9 +602,9 @@ fn store_work<'ctx>(
     x: &Element<'ctx>,
 ) -> R<()> {
     for ((&ty, &p), &v) in geo.keys.iter().zip(&w.vals).zip(&x.vals) {
-        cg.store(ty, p, e, v)?;
+        store_raw(cg, ty, p, e, v)?;
     }
-    cg.store(ElementType::S32, w.pos, e, x.pos.into())
+    store_raw(cg, ElementType::S32, w.pos, e, x.pos.into())
 }
 
 /// A global step: thread `t` compares pair `t % (P / 2)` of row `t / (P / 2)`.
@@ -633,9 +689,9 @@ fn emit_tiles<'ctx>(g: &mut Gen<'_, 'ctx>, k: &SortKernel, bufs: &SortBuffers<'c
     let tile_base = b.build_int_nuw_mul(tile_index, c64(cg, geo.tile), "tile.base")?;
     let mut vals = Vec::with_capacity(geo.keys.len());
     for (n, &ty) in geo.keys.iter().enumerate() {
-        let reg = cg.reg_ty(ty)?;
-        let arr = shared_array(cg, reg, geo.tile as u32, &format!("{name}.vals{n}"));
-        vals.push((reg, arr));
+        let mty = move_ty(cg, ty)?;
+        let arr = shared_array(cg, mty, geo.tile as u32, &format!("{name}.vals{n}"));
+        vals.push((mty, arr));
     }
     let pos = shared_array(cg, cg.i32().into(), geo.tile as u32, &format!("{name}.pos"));
     let tile = Tile { vals, pos };
@@ -662,10 +718,25 @@ fn emit_tiles<'ctx>(g: &mut Gen<'_, 'ctx>, k: &SortKernel, bufs: &SortBuffers<'c
             each_position(&mut |q, p| {
                 let e = element_offset(cg, geo, row, p)?;
                 g.push_scope();
+                // An operand is a buffer (the sort is not fused): its bits are moved as they
+                // are; anything else is generated and put in memory form.
                 let loaded = (|| -> R<Vec<Val<'ctx>>> {
-                    let idx = g.index_linear(&geo.dims, e)?;
-                    let n = geo.keys.len();
-                    operands[..n].iter().map(|&o| g.gen1(o, &idx)).collect()
+                    let mut vals = Vec::with_capacity(geo.keys.len());
+                    for (&o, &ty) in operands.iter().zip(&geo.keys) {
+                        vals.push(match g.bound_ptr(o) {
+                            Some(p) => load_raw(cg, ty, p, e)?,
+                            None if ty.is_complex() => {
+                                let idx = g.index_linear(&geo.dims, e)?;
+                                g.gen1(o, &idx)?
+                            }
+                            None => {
+                                let idx = g.index_linear(&geo.dims, e)?;
+                                let v = g.gen1(o, &idx)?;
+                                cg.to_mem(ty, v)?
+                            }
+                        });
+                    }
+                    Ok(vals)
                 })();
                 g.pop_scope();
                 let pos = b.build_int_truncate(p, cg.i32(), "pos")?;
@@ -740,7 +811,7 @@ fn emit_tiles<'ctx>(g: &mut Gen<'_, 'ctx>, k: &SortKernel, bufs: &SortBuffers<'c
             let e = element_offset(cg, geo, row, p)?;
             let x = tile.load(cg, q)?;
             for ((&ty, &out), &v) in geo.keys.iter().zip(&bufs.outs).zip(&x.vals) {
-                cg.store(ty, out, e, v)?;
+                store_raw(cg, ty, out, e, v)?;
             }
             Ok(())
         }),
@@ -754,8 +825,8 @@ fn emit_tiles<'ctx>(g: &mut Gen<'_, 'ctx>, k: &SortKernel, bufs: &SortBuffers<'c
                     let at = b.build_int_nuw_mul(row, c64(cg, keep), "out.row")?;
                     let at = b.build_int_nuw_add(at, p, "out.at")?;
                     let x = tile.load(cg, q)?;
-                    cg.store(geo.keys[0], vals_out, at, x.vals[0])?;
-                    cg.store(ElementType::S32, pos_out, at, x.pos.into())
+                    store_raw(cg, geo.keys[0], vals_out, at, x.vals[0])?;
+                    store_raw(cg, ElementType::S32, pos_out, at, x.pos.into())
                 })
             })
         }

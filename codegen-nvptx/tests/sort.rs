@@ -9,7 +9,9 @@
 use axle_analysis::eval::{evaluate_with, EvalOptions};
 use axle_codegen_nvptx::sort::SortPass;
 use axle_codegen_nvptx::{plan_kernels, KernelKind};
-use axle_ir::{compare_arrays, Literal, Module, Shape, Tolerance};
+use axle_ir::{
+    compare_arrays, ArrayLiteral, ArrayShape, ElementType, Literal, Module, Shape, Tolerance,
+};
 use axle_testkit::{leaves, noise, real_array};
 
 mod common;
@@ -61,18 +63,22 @@ fn inputs(m: &Module, ties: f64) -> Vec<Literal> {
 /// The simulator's results for `m` must equal the evaluator's bit for bit (NaN payloads and
 /// signs of zeros included: a sort only moves values).
 fn matches_evaluator(m: &Module, ties: f64) {
-    let args = inputs(m, ties);
-    let got = run_sim(m, &args).unwrap_or_else(|e| panic!("{e}"));
+    matches_evaluator_on(m, &inputs(m, ties));
+}
+
+/// [`matches_evaluator`] on the given arguments.
+fn matches_evaluator_on(m: &Module, args: &[Literal]) {
+    let got = run_sim(m, args).unwrap_or_else(|e| panic!("{e}"));
     let opts = EvalOptions {
         flush_denormals: false,
     };
-    let want = leaves(&evaluate_with(m, &args, &opts).unwrap_or_else(|e| panic!("{e}")));
+    let want = leaves(&evaluate_with(m, args, &opts).unwrap_or_else(|e| panic!("{e}")));
     assert_eq!(got.len(), want.len());
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(g.shape, w.shape, "out{k}");
         if g.data != w.data {
             compare_arrays(w, g, Tolerance::Exact).unwrap_or_else(|e| panic!("out{k}: {e}"));
-            panic!("out{k}: the bytes differ (a NaN's sign or a zero's sign)");
+            panic!("out{k}: the bytes differ (a NaN's payload or sign, or a zero's sign)");
         }
     }
 }
@@ -229,6 +235,28 @@ fn narrow_and_wide_element_types() {
          ROOT s = pred[600] sort(p), dimensions={0}, to_apply=cmp\n}\n",
     );
     matches_evaluator(&m, 3.0);
+}
+
+#[test]
+fn nan_payloads_move_bit_for_bit() {
+    // Signaling and quiet NaNs with payloads of both signs: JAX's comparator makes them equal,
+    // so their original positions order them, and each must arrive with its own bits.
+    let bits: [u16; 8] = [0x7c01, 0xfc05, 0x7e33, 0xfe00, 0x3c00, 0x8000, 0x0000, 0xbc00];
+    for n in [40i64, 700] {
+        let m = sort(&["f16", "s32"], &n.to_string(), 0, "LT", false);
+        let keys: Vec<u8> = (0..n as usize)
+            .flat_map(|i| bits[(i * 5 + i / 8) % bits.len()].to_le_bytes())
+            .collect();
+        let vals: Vec<u8> = (0..n as i32).flat_map(|i| i.to_le_bytes()).collect();
+        let arr = |ty, data| {
+            Literal::Array(ArrayLiteral {
+                shape: ArrayShape::new(ty, &[n]),
+                data,
+            })
+        };
+        let args = [arr(ElementType::F16, keys), arr(ElementType::S32, vals)];
+        matches_evaluator_on(&m, &args);
+    }
 }
 
 /// A module taking the top `k` of `f32[dims]` with the `topk` op.
