@@ -262,7 +262,7 @@ pub fn sort_geometry(m: &Module, id: InstId) -> R<Option<SortGeometry>> {
     let padded = len.max(1).next_power_of_two();
     if padded > MAX_PADDED {
         return Err(fail(format!(
-            "a sorted dimension of {len} elements is longer than the backend's s32 positions"
+            "the nvptx backend does not support sorting {len} elements per row (positions are s32)"
         )));
     }
     let mut tile = padded.min(TILE_MAX);
