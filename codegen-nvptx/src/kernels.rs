@@ -48,7 +48,9 @@ use crate::gpu_target::{NvptxTarget, BACKEND};
 use crate::launch::LaunchPlan;
 use crate::libdevice::Libdevice;
 use crate::reduction::{emit_reduction, reduction_geometry, ReductionGeometry};
-use crate::sort::{custom_call_target, emit_sort, sort_geometry, SortBuffers, SortGeometry, SortKernel};
+use crate::sort::{
+    custom_call_target, emit_sort, sort_geometry, SortBuffers, SortGeometry, SortKernel,
+};
 use crate::transpose::{emit_transpose, transpose_geometry, TransposeGeometry};
 
 /// One kernel of a module, as launched.

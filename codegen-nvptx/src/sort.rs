@@ -189,7 +189,10 @@ pub fn sort_geometry(m: &Module, id: InstId) -> R<Option<SortGeometry>> {
                 }
                 keys.push(a.ty);
             }
-            let dim = match m.ints_attr(id, &AttrKey::Dimensions).and_then(|d| d.first()) {
+            let dim = match m
+                .ints_attr(id, &AttrKey::Dimensions)
+                .and_then(|d| d.first())
+            {
                 Some(&d) if d >= 0 && (d as usize) < dims.len() => d as usize,
                 _ if dims.is_empty() => 0,
                 _ => return Err(fail("sort dimension out of range".into())),
@@ -222,9 +225,14 @@ pub fn sort_geometry(m: &Module, id: InstId) -> R<Option<SortGeometry>> {
                 return Err(fail("top-k must return (values, indices)".into()));
             };
             if idx.ty != ElementType::S32 || vals.dims != idx.dims {
-                return Err(fail("top-k indices must be s32 of the values' shape".into()));
+                return Err(fail(
+                    "top-k indices must be s32 of the values' shape".into(),
+                ));
             }
-            let k = *vals.dims.last().ok_or_else(|| fail("top-k of rank 0".into()))?;
+            let k = *vals
+                .dims
+                .last()
+                .ok_or_else(|| fail("top-k of rank 0".into()))?;
             if k < 0 || k > dims[dims.len() - 1] {
                 return Err(fail("k exceeds the size of the last dimension".into()));
             }
@@ -418,7 +426,13 @@ fn registers_of<'ctx>(cg: &Cg<'ctx>, geo: &SortGeometry, x: &Element<'ctx>) -> R
     geo.keys
         .iter()
         .zip(&x.vals)
-        .map(|(&ty, &v)| if ty.is_complex() { Ok(v) } else { cg.load_form(ty, v) })
+        .map(|(&ty, &v)| {
+            if ty.is_complex() {
+                Ok(v)
+            } else {
+                cg.load_form(ty, v)
+            }
+        })
         .collect()
 }
 
@@ -494,14 +508,7 @@ fn less<'ctx>(
             } else {
                 ComparisonDirection::Lt
             };
-            let r = ops::compare(
-                cg,
-                dir,
-                ComparisonType::TotalOrder,
-                geo.keys[0],
-                x[0],
-                y[0],
-            )?;
+            let r = ops::compare(cg, dir, ComparisonType::TotalOrder, geo.keys[0], x[0], y[0])?;
             Ok(r.into_int_value())
         }
         SortOrder::Comparator { comp, positions } => {
@@ -572,9 +579,7 @@ fn pair_positions<'ctx>(
     let end = b.build_int_nuw_add(start, two, "pair.end")?;
     let far = b.build_int_sub(end, one, "pair.last")?;
     let far = b.build_int_sub(far, within, "hi.far")?;
-    let hi = b
-        .build_select(mirror, far, near, "hi")?
-        .into_int_value();
+    let hi = b.build_select(mirror, far, near, "hi")?.into_int_value();
     Ok((lo, hi))
 }
 
@@ -657,10 +662,9 @@ impl<'ctx> Tile<'ctx> {
             vals.push(cg.b.build_load(ty, cg.gep(ty, arr, q)?, "tile.v")?);
         }
         let i32t = cg.i32();
-        let pos = cg
-            .b
-            .build_load(i32t, cg.gep(i32t.into(), self.pos, q)?, "tile.pos")?
-            .into_int_value();
+        let pos =
+            cg.b.build_load(i32t, cg.gep(i32t.into(), self.pos, q)?, "tile.pos")?
+                .into_int_value();
         Ok(Element { vals, pos })
     }
 
@@ -668,8 +672,7 @@ impl<'ctx> Tile<'ctx> {
         for (&(ty, arr), &v) in self.vals.iter().zip(&x.vals) {
             cg.b.build_store(cg.gep(ty, arr, q)?, v)?;
         }
-        cg.b
-            .build_store(cg.gep(cg.i32().into(), self.pos, q)?, x.pos)?;
+        cg.b.build_store(cg.gep(cg.i32().into(), self.pos, q)?, x.pos)?;
         Ok(())
     }
 }
@@ -704,7 +707,8 @@ fn emit_tiles<'ctx>(g: &mut Gen<'_, 'ctx>, k: &SortKernel, bufs: &SortBuffers<'c
         for s in 0..slots {
             let q = b.build_int_nuw_add(tid, c64(cg, s * threads), "q")?;
             let p = b.build_int_nuw_add(tile_base, q, "p")?;
-            let in_tile = b.build_int_compare(IntPredicate::ULT, q, c64(cg, geo.tile), "in.tile")?;
+            let in_tile =
+                b.build_int_compare(IntPredicate::ULT, q, c64(cg, geo.tile), "in.tile")?;
             let real = b.build_int_compare(IntPredicate::ULT, p, len, "real")?;
             let ok = b.build_and(in_tile, real, "ok")?;
             cg.if_then(ok, || f(q, p))?;
@@ -756,12 +760,8 @@ fn emit_tiles<'ctx>(g: &mut Gen<'_, 'ctx>, k: &SortKernel, bufs: &SortBuffers<'c
     // One step: thread `tid` compares pair `tid` of the tile.
     let log_tile = geo.tile.trailing_zeros() as i64;
     let step = |g: &mut Gen<'_, 'ctx>, log: IntValue<'ctx>, mirror: IntValue<'ctx>| -> R<()> {
-        let has_pair = b.build_int_compare(
-            IntPredicate::ULT,
-            tid,
-            c64(cg, geo.tile / 2),
-            "has.pair",
-        )?;
+        let has_pair =
+            b.build_int_compare(IntPredicate::ULT, tid, c64(cg, geo.tile / 2), "has.pair")?;
         cg.if_then(has_pair, || {
             let (lo, hi) = pair_positions(cg, tid, log, mirror)?;
             let phi = b.build_int_nuw_add(tile_base, hi, "p.hi")?;

@@ -189,7 +189,10 @@ fn key_value_and_three_operand_sorts() {
     // The corpus's shape: f32 keys, f32 values, s32 values.
     matches_evaluator(&sort(&["f32", "f32", "s32"], "6,40", 1, "LT", true), 10.0);
     matches_evaluator(&sort(&["f32", "f32", "s32"], "6,40", 0, "LT", true), 10.0);
-    matches_evaluator(&sort(&["f32", "f32", "s32"], "3,1500", 1, "GT", false), 10.0);
+    matches_evaluator(
+        &sort(&["f32", "f32", "s32"], "3,1500", 1, "GT", false),
+        10.0,
+    );
 }
 
 #[test]
@@ -241,7 +244,9 @@ fn narrow_and_wide_element_types() {
 fn nan_payloads_move_bit_for_bit() {
     // Signaling and quiet NaNs with payloads of both signs: JAX's comparator makes them equal,
     // so their original positions order them, and each must arrive with its own bits.
-    let bits: [u16; 8] = [0x7c01, 0xfc05, 0x7e33, 0xfe00, 0x3c00, 0x8000, 0x0000, 0xbc00];
+    let bits: [u16; 8] = [
+        0x7c01, 0xfc05, 0x7e33, 0xfe00, 0x3c00, 0x8000, 0x0000, 0xbc00,
+    ];
     for n in [40i64, 700] {
         let m = sort(&["f16", "s32"], &n.to_string(), 0, "LT", false);
         let keys: Vec<u8> = (0..n as usize)
@@ -314,7 +319,10 @@ fn top_k_with_ties_of_the_op_and_the_custom_call() {
     }
     // Multi-pass top-k keeps its sorted rows in scratch buffers; k = 0 launches nothing.
     let ks = plan_kernels(&topk("2,1100", "2,7", 7, true)).unwrap();
-    assert!(ks.len() > 1 && ks.iter().all(|k| k.scratch.len() == 2), "{ks:?}");
+    assert!(
+        ks.len() > 1 && ks.iter().all(|k| k.scratch.len() == 2),
+        "{ks:?}"
+    );
     assert!(plan_kernels(&topk("2,20", "2,0", 0, true))
         .unwrap()
         .is_empty());
@@ -341,7 +349,7 @@ fn unsupported_sorts_are_refused_naming_them() {
          d = f32[] custom-call(a, b), custom_call_target=\"Foo\"\n  z = f32[] constant(0)\n  ROOT l = pred[] compare(d, z), direction=LT\n}\nENTRY e {\n  \
          x = f32[8] parameter(0)\n  ROOT s = f32[8] sort(x), dimensions={0}, to_apply=cmp\n}\n",
     );
-    let e = plan_kernels(&m).err().expect("refused");
+    let e = plan_kernels(&m).expect_err("refused");
     assert_eq!(e.opcode, "custom-call", "{e}");
     assert!(e.to_string().contains("\"Foo\""), "{e}");
 }
