@@ -54,7 +54,7 @@ use axle_ir::{
     InstId, Module, Opcode,
 };
 use inkwell::types::BasicTypeEnum;
-use inkwell::values::{BasicValue, IntValue, PointerValue};
+use inkwell::values::{IntValue, PointerValue};
 use inkwell::IntPredicate;
 
 use crate::launch::{LaunchPlan, MAX_BLOCK, WARP};
@@ -377,62 +377,12 @@ struct Element<'ctx> {
     pos: IntValue<'ctx>,
 }
 
-/// The type a value of element type `ty` is moved as: its memory form (a complex one as
-/// its parts' struct).
-fn move_ty<'ctx>(cg: &Cg<'ctx>, ty: ElementType) -> R<BasicTypeEnum<'ctx>> {
-    if ty.is_complex() {
-        cg.reg_ty(ty)
-    } else {
-        cg.mem_ty(ty)
-    }
-}
-
-/// Loads element `e` of the `ty` array at `p` in memory form.
-fn load_raw<'ctx>(
-    cg: &Cg<'ctx>,
-    ty: ElementType,
-    p: PointerValue<'ctx>,
-    e: IntValue<'ctx>,
-) -> R<Val<'ctx>> {
-    if ty.is_complex() {
-        return cg.load(ty, p, e);
-    }
-    let mty = cg.mem_ty(ty)?;
-    let v = cg.b.build_load(mty, cg.gep(mty, p, e)?, "raw")?;
-    if let Some(i) = v.as_instruction_value() {
-        let _ = i.set_alignment(ty.byte_size() as u32);
-    }
-    Ok(v)
-}
-
-/// Stores `v` (memory form) as element `e` of the `ty` array at `p`.
-fn store_raw<'ctx>(
-    cg: &Cg<'ctx>,
-    ty: ElementType,
-    p: PointerValue<'ctx>,
-    e: IntValue<'ctx>,
-    v: Val<'ctx>,
-) -> R<()> {
-    if ty.is_complex() {
-        return cg.store(ty, p, e, v);
-    }
-    let s = cg.b.build_store(cg.gep(cg.mem_ty(ty)?, p, e)?, v)?;
-    let _ = s.set_alignment(ty.byte_size() as u32);
-    Ok(())
-}
-
 /// The register forms of element `x`'s values (what the comparator takes).
 fn registers_of<'ctx>(cg: &Cg<'ctx>, geo: &SortGeometry, x: &Element<'ctx>) -> R<Vec<Val<'ctx>>> {
     geo.keys
         .iter()
         .zip(&x.vals)
-        .map(|(&ty, &v)| {
-            if ty.is_complex() {
-                Ok(v)
-            } else {
-                cg.load_form(ty, v)
-            }
-        })
+        .map(|(&ty, &v)| cg.load_form(ty, v))
         .collect()
 }
 
@@ -592,9 +542,9 @@ fn load_work<'ctx>(
 ) -> R<Element<'ctx>> {
     let mut vals = Vec::with_capacity(geo.keys.len());
     for (&ty, &p) in geo.keys.iter().zip(&w.vals) {
-        vals.push(load_raw(cg, ty, p, e)?);
+        vals.push(cg.load_mem(ty, p, e)?);
     }
-    let pos = load_raw(cg, ElementType::S32, w.pos, e)?.into_int_value();
+    let pos = cg.load_mem(ElementType::S32, w.pos, e)?.into_int_value();
     Ok(Element { vals, pos })
 }
 
@@ -607,9 +557,9 @@ fn store_work<'ctx>(
     x: &Element<'ctx>,
 ) -> R<()> {
     for ((&ty, &p), &v) in geo.keys.iter().zip(&w.vals).zip(&x.vals) {
-        store_raw(cg, ty, p, e, v)?;
+        cg.store_mem(ty, p, e, v)?;
     }
-    store_raw(cg, ElementType::S32, w.pos, e, x.pos.into())
+    cg.store_mem(ElementType::S32, w.pos, e, x.pos.into())
 }
 
 /// A global step: thread `t` compares pair `t % (P / 2)` of row `t / (P / 2)`.
@@ -692,7 +642,7 @@ fn emit_tiles<'ctx>(g: &mut Gen<'_, 'ctx>, k: &SortKernel, bufs: &SortBuffers<'c
     let tile_base = b.build_int_nuw_mul(tile_index, c64(cg, geo.tile), "tile.base")?;
     let mut vals = Vec::with_capacity(geo.keys.len());
     for (n, &ty) in geo.keys.iter().enumerate() {
-        let mty = move_ty(cg, ty)?;
+        let mty = cg.mem_ty(ty)?;
         let arr = shared_array(cg, mty, geo.tile as u32, &format!("{name}.vals{n}"));
         vals.push((mty, arr));
     }
@@ -728,11 +678,7 @@ fn emit_tiles<'ctx>(g: &mut Gen<'_, 'ctx>, k: &SortKernel, bufs: &SortBuffers<'c
                     let mut vals = Vec::with_capacity(geo.keys.len());
                     for (&o, &ty) in operands.iter().zip(&geo.keys) {
                         vals.push(match g.bound_ptr(o) {
-                            Some(p) => load_raw(cg, ty, p, e)?,
-                            None if ty.is_complex() => {
-                                let idx = g.index_linear(&geo.dims, e)?;
-                                g.gen1(o, &idx)?
-                            }
+                            Some(p) => cg.load_mem(ty, p, e)?,
                             None => {
                                 let idx = g.index_linear(&geo.dims, e)?;
                                 let v = g.gen1(o, &idx)?;
@@ -811,7 +757,7 @@ fn emit_tiles<'ctx>(g: &mut Gen<'_, 'ctx>, k: &SortKernel, bufs: &SortBuffers<'c
             let e = element_offset(cg, geo, row, p)?;
             let x = tile.load(cg, q)?;
             for ((&ty, &out), &v) in geo.keys.iter().zip(&bufs.outs).zip(&x.vals) {
-                store_raw(cg, ty, out, e, v)?;
+                cg.store_mem(ty, out, e, v)?;
             }
             Ok(())
         }),
@@ -825,8 +771,8 @@ fn emit_tiles<'ctx>(g: &mut Gen<'_, 'ctx>, k: &SortKernel, bufs: &SortBuffers<'c
                     let at = b.build_int_nuw_mul(row, c64(cg, keep), "out.row")?;
                     let at = b.build_int_nuw_add(at, p, "out.at")?;
                     let x = tile.load(cg, q)?;
-                    store_raw(cg, geo.keys[0], vals_out, at, x.vals[0])?;
-                    store_raw(cg, ElementType::S32, pos_out, at, x.pos.into())
+                    cg.store_mem(geo.keys[0], vals_out, at, x.vals[0])?;
+                    cg.store_mem(ElementType::S32, pos_out, at, x.pos.into())
                 })
             })
         }
