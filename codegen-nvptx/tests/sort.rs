@@ -1,10 +1,11 @@
 //! The nvptx backend's sort kernels (`sort`, `topk`, the `TopK` custom call) run by the host
 //! simulator against the reference evaluator, bit for bit: sizes 0, 1, 2, 3, 17 (one tile),
-//! 1000 and 5000 (several kernels: global steps and tile merges), rank 2 and 3 along each
-//! dimension, key-value and three-operand sorts, NaN, -0 and duplicates under JAX's
-//! TOTALORDER comparator, stability with many ties, descending comparators, narrow and wide
-//! element types, and top-k with ties. Each test first checks the kernels it means to
-//! exercise; the PTX of a multi-pass sort is assembled by ptxas where it is present.
+//! 1000 and 5000 (several kernels: global steps and tile merges), rank 0, empty rows, rank 2
+//! and 3 along each dimension, key-value and three-operand sorts, NaN (payloads kept), -0 and
+//! duplicates under JAX's TOTALORDER comparator, stability with many ties, descending
+//! comparators, narrow and wide element types, and top-k with ties. Each test first checks
+//! the kernels it means to exercise; the PTX of a multi-pass sort is assembled by ptxas where
+//! it is present.
 
 use axle_analysis::eval::{evaluate_with, EvalOptions};
 use axle_codegen_nvptx::sort::SortPass;
@@ -168,6 +169,21 @@ fn one_dimensional_sorts_of_every_size_class() {
             matches_evaluator(&m, 10.0);
         }
     }
+}
+
+#[test]
+fn rank_zero_and_empty_rows() {
+    // A scalar sort moves its one element; an empty dimension beside a long one sorts nothing.
+    let m = module(&format!(
+        "HloModule z\n{}ENTRY e {{\n  a = f32[] parameter(0)\n  b = s32[] parameter(1)\n  \
+         ROOT s = (f32[], s32[]) sort(a, b), dimensions={{0}}, to_apply=cmp\n}}\n",
+        jax_comparator("f32", &["s32"], "LT")
+    ));
+    assert_eq!(passes(&m).len(), 1);
+    matches_evaluator(&m, 5.0);
+    let m = sort(&["f32", "s32"], "0,700", 1, "LT", true);
+    assert!(passes(&m).is_empty());
+    matches_evaluator(&m, 5.0);
 }
 
 #[test]
