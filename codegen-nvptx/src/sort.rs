@@ -153,7 +153,7 @@ pub fn custom_call_target(m: &Module, id: InstId) -> Option<&str> {
 }
 
 /// The comparator computation of `sort` or `TopK` custom call `id`, if it has one.
-pub fn comparator(m: &Module, id: InstId) -> Option<CompId> {
+fn comparator(m: &Module, id: InstId) -> Option<CompId> {
     match (m.opcode(id), m.attr(id, &AttrKey::CalledComputations)) {
         (Opcode::CustomCall, Some(AttrValue::Comps(c))) if c.len() == 1 => Some(c[0]),
         _ => m.comp_attr(id, &AttrKey::ToApply),
