@@ -8,11 +8,13 @@
 //! kernel ([`crate::reduction`]); a fusion whose root is a `transpose` that moves the minor
 //! dimension, and such an unfused `transpose`, is a transpose kernel ([`crate::transpose`]); a
 //! fusion computing a `dot` (with an elementwise epilogue), and an unfused `dot`, is a tiled dot
-//! kernel ([`crate::dot`]); a `scatter` (unfused, or a fusion's root) is a copy kernel then an
-//! update kernel ([`crate::scatter`]); a `select-and-scatter` (likewise) is a kernel gathering
-//! one output element per thread ([`crate::select_and_scatter`]). A `convolution` (unfused, or
-//! in a fusion with an elementwise epilogue) is computed one output element per thread by the
-//! shared elemental form (`axle_codegen_llvm::contraction::gen_contraction`), not tiled yet.
+//! kernel ([`crate::dot`]); a `sort`, `topk` or `TopK` custom call is a bitonic sort run by
+//! one or several consecutive kernels ([`crate::sort`]); a `scatter` (unfused, or a fusion's
+//! root) is a copy kernel then an update kernel ([`crate::scatter`]); a `select-and-scatter`
+//! (likewise) is a kernel gathering one output element per thread
+//! ([`crate::select_and_scatter`]). A `convolution` (unfused, or in a fusion with an
+//! elementwise epilogue) is computed one output element per thread by the shared elemental
+//! form (`axle_codegen_llvm::contraction::gen_contraction`), not tiled yet.
 //!
 //! The kernel of instruction `%x` is `axle_k<N>_<x>` (N its position among the kernels), with
 //! one `ptr addrspace(1) align 16` parameter per output leaf, then one per scratch buffer
@@ -25,8 +27,8 @@
 //!
 //! Invariants: a kernel is emitted only for an instruction whose every fused instruction the
 //! backend supports; anything else (a reduction or dot read other than at its own output,
-//! sort, a scatter or select-and-scatter other than a kernel's root, control flow, custom calls, math library functions the device
-//! lacks) is a [`CodegenError`] naming the instruction and its op, never a wrong kernel.
+//! a scatter or select-and-scatter other than a kernel's root, control flow, custom calls
+//! other than `TopK` (named with their target), math library functions the device lacks) is a [`CodegenError`] naming the instruction and its op, never a wrong kernel.
 //! Outputs of a multi-output loop fusion have equal dimensions (each thread stores the same
 //! element of every output). Deciding what each instruction becomes walks each fused
 //! computation from its root, so planning is linear in the module's size.
@@ -60,6 +62,9 @@ use crate::scatter::{
 };
 use crate::select_and_scatter::{
     check_select_and_scatter, emit_select_and_scatter, select_and_scatter_of,
+};
+use crate::sort::{
+    custom_call_target, emit_sort, sort_geometry, SortBuffers, SortGeometry, SortKernel,
 };
 use crate::transpose::{emit_transpose, transpose_geometry, TransposeGeometry};
 
@@ -102,6 +107,8 @@ pub enum KernelKind {
     Transpose(TransposeGeometry),
     /// A shared-memory-tiled dot ([`crate::dot`]).
     Dot(DotGeometry),
+    /// One kernel of a bitonic sort or top-k ([`crate::sort`]).
+    Sort(SortKernel),
     /// One of a scatter's two kernels ([`crate::scatter`]).
     Scatter(ScatterKernel),
     /// A select-and-scatter, one output element per thread ([`crate::select_and_scatter`]).
@@ -174,6 +181,8 @@ enum Role {
     Transpose(TransposeGeometry),
     /// A shared-memory-tiled dot ([`crate::dot`]).
     Dot(DotGeometry),
+    /// A sort or top-k, as one or several kernels ([`crate::sort`]).
+    Sort(SortGeometry),
     /// A scatter's copy and update kernels ([`crate::scatter`]).
     Scatter(ScatterGeometry),
     /// A select-and-scatter kernel ([`crate::select_and_scatter`]).
@@ -192,12 +201,15 @@ fn later_kernel(op: Opcode) -> bool {
 
 /// The error for instruction `id`, whose op this backend does not compile (in this place).
 fn unsupported(m: &Module, id: InstId) -> Fail {
+    let what = match custom_call_target(m, id) {
+        Some(t) if m.opcode(id) == Opcode::CustomCall => format!("custom-call \"{t}\""),
+        _ => m.opcode(id).name().to_string(),
+    };
     at(
         m,
         id,
         Fail::Msg(format!(
-            "the {BACKEND} backend does not support {} instructions here yet",
-            m.opcode(id).name()
+            "the {BACKEND} backend does not support {what} instructions here yet"
         )),
     )
 }
@@ -268,6 +280,15 @@ fn role(m: &Module, id: InstId) -> R<Role> {
         }
         Transpose => transpose(),
         Dot => dot()?.ok_or_else(|| unsupported(m, id)),
+        Sort | TopK | CustomCall => {
+            let geo = sort_geometry(m, id)?.ok_or_else(|| unsupported(m, id))?;
+            if let crate::sort::SortOrder::Comparator { comp, .. } = geo.order {
+                if let Some(bad) = first_non_elemental(m, comp) {
+                    return Err(unsupported(m, bad));
+                }
+            }
+            Ok(Role::Sort(geo))
+        }
         op if is_elemental(m, id)
             && !later_kernel(op)
             && !matches!(op, Call | Conditional | While) =>
@@ -325,61 +346,67 @@ fn plan(m: &Module) -> R<Vec<KernelInfo>> {
     let order = axle_ir::printer::topo_order(m, &m.comp_insts(entry));
     let mut out = Vec::new();
     for id in order {
-        let kinds = match role(m, id)? {
+        let kind = match role(m, id)? {
             Role::NoKernel => continue,
-            Role::Loop => vec![KernelKind::Loop],
-            Role::Reduction(geo) => vec![KernelKind::Reduction(geo)],
-            Role::Transpose(geo) => vec![KernelKind::Transpose(geo)],
-            Role::Dot(geo) => vec![KernelKind::Dot(geo)],
-            Role::Scatter(geo) => [ScatterPass::Copy, ScatterPass::Update]
-                .map(|pass| {
-                    KernelKind::Scatter(ScatterKernel {
-                        pass,
-                        geo: geo.clone(),
-                    })
-                })
-                .to_vec(),
-            Role::SelectAndScatter => vec![KernelKind::SelectAndScatter],
+            Role::Loop => KernelKind::Loop,
+            Role::Reduction(geo) => KernelKind::Reduction(geo),
+            Role::Transpose(geo) => KernelKind::Transpose(geo),
+            Role::Dot(geo) => KernelKind::Dot(geo),
+            Role::Sort(geo) => {
+                plan_sort(m, id, &geo, &mut out)?;
+                continue;
+            }
+            Role::Scatter(geo) => {
+                plan_scatter(m, id, &geo, &mut out)?;
+                continue;
+            }
+            Role::SelectAndScatter => KernelKind::SelectAndScatter,
         };
-        for kind in kinds {
-            plan_one(m, id, kind, &mut out)?;
+        let leaves = inst_leaves(m, id).map_err(|f| at(m, id, f))?;
+        let first = leaves
+            .first()
+            .ok_or_else(|| at(m, id, "an instruction with no array output".into()))?;
+        if matches!(kind, KernelKind::Loop) && leaves.iter().any(|l| l.dims != first.dims) {
+            return Err(at(
+                m,
+                id,
+                "the outputs of a multi-output kernel must have equal dimensions".into(),
+            ));
         }
+        let elements = first.num_elements().max(0) as u64;
+        let kind = match (kind, vector_width(m, id, elements)) {
+            (KernelKind::Loop, width) if width > 1 => KernelKind::VectorLoop { width },
+            (kind, _) => kind,
+        };
+        let plan = match &kind {
+            KernelKind::Loop => LaunchPlan::for_elements(elements),
+            KernelKind::VectorLoop { width } => LaunchPlan::for_elements(elements / width),
+            KernelKind::Reduction(geo) => geo.launch_plan(),
+            KernelKind::Transpose(geo) => geo.launch_plan(),
+            KernelKind::Dot(geo) => geo.launch_plan(),
+            KernelKind::Sort(k) => k.launch_plan(),
+            KernelKind::Scatter(k) => k.launch_plan(),
+            KernelKind::SelectAndScatter => LaunchPlan::for_elements(elements),
+        }
+        .map_err(|e| at(m, id, e.into()))?;
+        if !plan.launches() {
+            continue;
+        }
+        push_kernel(m, id, plan, kind, Vec::new(), &mut out);
     }
     Ok(out)
 }
 
-/// Plans kernel `kind` of instruction `id` (unless it has nothing to launch), appending it to
-/// `out`.
-fn plan_one(m: &Module, id: InstId, kind: KernelKind, out: &mut Vec<KernelInfo>) -> R<()> {
-    let leaves = inst_leaves(m, id).map_err(|f| at(m, id, f))?;
-    let first = leaves
-        .first()
-        .ok_or_else(|| at(m, id, "an instruction with no array output".into()))?;
-    if matches!(kind, KernelKind::Loop) && leaves.iter().any(|l| l.dims != first.dims) {
-        return Err(at(
-            m,
-            id,
-            "the outputs of a multi-output kernel must have equal dimensions".into(),
-        ));
-    }
-    let elements = first.num_elements().max(0) as u64;
-    let kind = match (kind, vector_width(m, id, elements)) {
-        (KernelKind::Loop, width) if width > 1 => KernelKind::VectorLoop { width },
-        (kind, _) => kind,
-    };
-    let plan = match &kind {
-        KernelKind::Loop => LaunchPlan::for_elements(elements),
-        KernelKind::VectorLoop { width } => LaunchPlan::for_elements(elements / width),
-        KernelKind::Reduction(geo) => geo.launch_plan(),
-        KernelKind::Transpose(geo) => geo.launch_plan(),
-        KernelKind::Dot(geo) => geo.launch_plan(),
-        KernelKind::Scatter(k) => k.launch_plan(),
-        KernelKind::SelectAndScatter => LaunchPlan::for_elements(elements),
-    }
-    .map_err(|e| at(m, id, e.into()))?;
-    if !plan.launches() {
-        return Ok(());
-    }
+/// Appends the kernel of instruction `id` to `out`, named for its position and the
+/// instruction, reading the instruction's operands (a repeated operand once).
+fn push_kernel(
+    m: &Module,
+    id: InstId,
+    plan: LaunchPlan,
+    kind: KernelKind,
+    scratch: Vec<u64>,
+    out: &mut Vec<KernelInfo>,
+) {
     let mut operands: Vec<InstId> = Vec::new();
     for &o in m.operands(id) {
         if !operands.contains(&o) {
@@ -395,8 +422,34 @@ fn plan_one(m: &Module, id: InstId, kind: KernelKind, out: &mut Vec<KernelInfo>)
         operands,
         plan,
         kind,
-        scratch: Vec::new(),
+        scratch,
     });
+}
+
+/// Appends the copy and update kernels of scatter `id` to `out`, in launch order; none when
+/// its output is empty.
+fn plan_scatter(m: &Module, id: InstId, geo: &ScatterGeometry, out: &mut Vec<KernelInfo>) -> R<()> {
+    for pass in [ScatterPass::Copy, ScatterPass::Update] {
+        let k = ScatterKernel {
+            pass,
+            geo: geo.clone(),
+        };
+        let plan = k.launch_plan().map_err(|e| at(m, id, e.into()))?;
+        if plan.launches() {
+            push_kernel(m, id, plan, KernelKind::Scatter(k), Vec::new(), out);
+        }
+    }
+    Ok(())
+}
+
+/// Appends the kernels of sort (or top-k) `id` to `out`, in launch order, all sharing its
+/// scratch buffers; none when it has nothing to compute.
+fn plan_sort(m: &Module, id: InstId, geo: &SortGeometry, out: &mut Vec<KernelInfo>) -> R<()> {
+    let scratch = geo.scratch();
+    for k in geo.passes() {
+        let plan = k.launch_plan().map_err(|e| at(m, id, e.into()))?;
+        push_kernel(m, id, plan, KernelKind::Sort(k), scratch.clone(), out);
+    }
     Ok(())
 }
 
@@ -487,8 +540,8 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
         }
     };
     let out_ptrs = take(outs.len())?;
-    // Scratch buffers: no kernel kind takes any yet; a multi-pass kind reads them from here.
-    let _scratch_ptrs = take(k.scratch.len())?;
+    // Scratch buffers (a multi-pass sort's).
+    let scratch_ptrs = take(k.scratch.len())?;
     // The buffers of each operand, in parameter order.
     let mut bufs = Vec::with_capacity(in_leaves.len());
     for &n in &in_leaves {
@@ -524,6 +577,15 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
         KernelKind::Reduction(geo) => {
             let outs: Vec<_> = outs.iter().map(|l| l.ty).zip(out_ptrs).collect();
             emit_reduction(&mut g, m, geo, &outs)?;
+            cg.b.build_return(None)?;
+            return Ok(());
+        }
+        KernelKind::Sort(s) => {
+            let bufs = SortBuffers {
+                outs: out_ptrs,
+                scratch: scratch_ptrs,
+            };
+            emit_sort(&mut g, s, &bufs)?;
             cg.b.build_return(None)?;
             return Ok(());
         }

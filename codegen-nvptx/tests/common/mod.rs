@@ -6,13 +6,13 @@
 // Each test file uses some of the helpers.
 #![allow(dead_code)]
 
-use axle_codegen_nvptx::device::{BufferKey, DeviceMemory};
-use axle_codegen_nvptx::executor::Executable;
 use axle_codegen_nvptx::ptxas::{assemble, find_ptxas};
-use axle_codegen_nvptx::sim::SimDevice;
 use axle_codegen_nvptx::{emit_text, Emit, GpuArch, NvptxOptions};
-use axle_ir::{compare_arrays, parse_module, ArrayLiteral, Literal, Module, Shape, Tolerance};
+use axle_ir::{compare_arrays, parse_module, Literal, Module, Shape, Tolerance};
 use axle_testkit::{leaves, noise, real_array};
+
+mod sim_run;
+pub use sim_run::run_sim;
 
 /// The module of HLO text `text` (a test's own text: a parse error is the test's bug).
 pub fn module(text: &str) -> Module {
@@ -63,45 +63,6 @@ pub fn inputs(m: &Module) -> Vec<Literal> {
             })
         })
         .collect()
-}
-
-/// Runs `m` on the simulator on `args`, giving the result's leaves; every buffer is freed.
-pub fn run_sim(m: &Module, args: &[Literal]) -> Result<Vec<ArrayLiteral>, String> {
-    let mem = DeviceMemory::new(SimDevice::default());
-    let exe = Executable::compile(&mem, m.clone()).map_err(|e| e.to_string())?;
-    let keys: Vec<Vec<BufferKey>> = args
-        .iter()
-        .map(|a| leaves(a).iter().map(|l| mem.upload(&l.data)).collect())
-        .collect::<Result<_, _>>()?;
-    let out = exe.run(&mem, &keys)?;
-    let root = m.root(m.entry());
-    let mut shapes = Vec::new();
-    collect_shapes(m, m.shape(root), &mut shapes);
-    let got = shapes
-        .into_iter()
-        .zip(&out)
-        .map(|(shape, &k)| {
-            Ok(ArrayLiteral {
-                shape,
-                data: mem.download(k)?,
-            })
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    for k in out.into_iter().chain(keys.into_iter().flatten()) {
-        mem.free(k)?;
-    }
-    assert_eq!(mem.live(), 0, "a run left buffers behind");
-    Ok(got)
-}
-
-fn collect_shapes(m: &Module, s: &Shape, out: &mut Vec<axle_ir::ArrayShape>) {
-    match s {
-        Shape::Array(a) => out.push(a.clone()),
-        Shape::Tuple(es) => es
-            .iter()
-            .for_each(|&e| collect_shapes(m, m.shape_of(e), out)),
-        _ => {}
-    }
 }
 
 /// Checks the simulator's results for `m` against the evaluator's, within `tol` for floats
