@@ -129,15 +129,9 @@ impl<D: Device> Executable<D> {
             constant_keys: Vec::new(),
         };
         let mut made = Vec::new();
-        let result = run
-            .computation(self.module.entry(), args, &mut made)
-            .and_then(|leaves| {
-                made.extend_from_slice(&run.constant_keys);
-                run.own_result(leaves, &mut made)
-            });
-        if result.is_err() {
-            made.extend_from_slice(&run.constant_keys);
-        }
+        let result = run.computation(self.module.entry(), args, &mut made);
+        made.extend_from_slice(&run.constant_keys);
+        let result = result.and_then(|leaves| run.own_result(leaves, &mut made));
         let keep: Vec<BufferKey> = result.as_ref().cloned().unwrap_or_default();
         for k in made {
             if !keep.contains(&k) {
