@@ -368,7 +368,9 @@ impl<D: Device> Run<'_, D> {
                 let [key] = selector.as_slice() else {
                     return Err("the selector is not one array".into());
                 };
-                let pred = m.array_shape(m.operands(id)[0]).is_some_and(|a| a.ty.is_pred());
+                let pred = m
+                    .array_shape(m.operands(id)[0])
+                    .is_some_and(|a| a.ty.is_pred());
                 let k = branch_taken(pred, &mem.download(*key)?, callees.len())?;
                 let arg = branch_operands
                     .get(k)

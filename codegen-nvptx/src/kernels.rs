@@ -262,8 +262,11 @@ pub fn plan_kernels(m: &Module) -> Result<Vec<KernelInfo>, CodegenError> {
 }
 
 fn plan(m: &Module) -> R<Vec<KernelInfo>> {
+    let order = host_computations(m)
+        .into_iter()
+        .flat_map(|(_, order)| order);
     let mut out = Vec::new();
-    for id in host_computations(m).into_iter().flat_map(|(_, order)| order) {
+    for id in order {
         let kind = match role(m, id)? {
             Role::NoKernel => continue,
             Role::Loop => KernelKind::Loop,

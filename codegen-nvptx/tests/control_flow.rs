@@ -251,7 +251,10 @@ fn kernels_of_every_computation_are_planned_with_unique_names_and_assemble() {
     let m = module(COUNTED);
     let ks = plan_kernels(&m).unwrap_or_else(|e| panic!("{e}"));
     let comps: Vec<&str> = ks.iter().map(|k| m.comp_name(m.parent(k.inst))).collect();
-    assert!(comps.contains(&"cond") && comps.contains(&"body"), "{comps:?}");
+    assert!(
+        comps.contains(&"cond") && comps.contains(&"body"),
+        "{comps:?}"
+    );
     let mut names: Vec<&str> = ks.iter().map(|k| k.name.as_str()).collect();
     names.sort_unstable();
     names.dedup();
@@ -408,7 +411,9 @@ fn conditional_by_index_takes_the_last_branch_out_of_range() {
     let mut taken = Vec::new();
     for k in [0, 1, 2, 3, -1, i32::MAX as i64, i32::MIN as i64] {
         let ran = check(&m, &[s32(k), x.clone(), y.clone()]);
-        taken.push(f32::from_le_bytes(ran.leaves[0].data[..4].try_into().unwrap()));
+        taken.push(f32::from_le_bytes(
+            ran.leaves[0].data[..4].try_into().unwrap(),
+        ));
     }
     // x[0] = 0.5 unchanged, -y[0] = -2, x[0] + 10, then the last branch for every index out
     // of range.
