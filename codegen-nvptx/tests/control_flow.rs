@@ -11,16 +11,17 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use axle_codegen_nvptx::device::{BufferKey, Device, DeviceMemory};
-use axle_codegen_nvptx::executor::Executable;
+use axle_codegen_nvptx::device::{Device, DeviceMemory};
 use axle_codegen_nvptx::sim::{SimDevice, SimMem};
 use axle_codegen_nvptx::{plan_kernels, CodegenError, KernelInfo};
 use axle_ir::types::ElementType;
-use axle_ir::{compare_arrays, ArrayLiteral, Literal, Module, Shape, Tolerance};
+use axle_ir::{compare_arrays, Literal, Module, Tolerance};
 use axle_testkit::{leaves, real_array};
 
 mod common;
 use common::{module, ptx_checked};
+mod device_run;
+use device_run::{run_on, Ran};
 
 /// Live and peak buffer counts of a [`Counting`] device.
 #[derive(Default)]
@@ -92,70 +93,34 @@ impl Device for Counting {
     }
 }
 
-/// What a run on the counting simulator gave: the result's leaves, the peak of live buffers
-/// (arguments included), and the live buffers after the run less the arguments.
-struct Ran {
-    leaves: Vec<ArrayLiteral>,
+/// What a run on the counting simulator gave: the run, and the peak of live buffers
+/// (arguments included).
+struct CountedRun {
+    ran: Ran,
     peak: usize,
-    left: usize,
-}
-
-fn collect_shapes(m: &Module, s: &Shape, out: &mut Vec<axle_ir::ArrayShape>) {
-    match s {
-        Shape::Array(a) => out.push(a.clone()),
-        Shape::Tuple(es) => es
-            .iter()
-            .for_each(|&e| collect_shapes(m, m.shape_of(e), out)),
-        _ => {}
-    }
 }
 
 /// Runs `m` on the counting simulator on `args`; every buffer is freed afterwards.
-fn run_counted(m: &Module, args: &[Literal]) -> Result<Ran, String> {
+fn run_counted(m: &Module, args: &[Literal]) -> Result<CountedRun, String> {
     let counts = Arc::new(Counts::default());
     let mem = DeviceMemory::new(Counting {
         sim: SimDevice::default(),
         counts: counts.clone(),
     });
-    let exe = Executable::compile(&mem, m.clone()).map_err(|e| e.to_string())?;
-    let keys: Vec<Vec<BufferKey>> = args
-        .iter()
-        .map(|a| leaves(a).iter().map(|l| mem.upload(&l.data)).collect())
-        .collect::<Result<_, _>>()?;
-    let arg_count = mem.live();
-    let out = exe.run(&mem, &keys);
-    let left = mem.live() - arg_count;
-    let out = out?;
-    let mut shapes = Vec::new();
-    collect_shapes(m, m.shape(m.root(m.entry())), &mut shapes);
-    let got = shapes
-        .into_iter()
-        .zip(&out)
-        .map(|(shape, &k)| {
-            Ok(ArrayLiteral {
-                shape,
-                data: mem.download(k)?,
-            })
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    assert_eq!(got.len(), out.len(), "the result has a buffer per leaf");
-    for k in out.into_iter().chain(keys.into_iter().flatten()) {
-        mem.free(k)?;
-    }
-    assert_eq!(mem.live(), 0, "a run left buffers behind");
+    let ran = run_on(&mem, m, args)?;
     assert_eq!(counts.live.load(Ordering::SeqCst), 0);
-    Ok(Ran {
-        leaves: got,
+    Ok(CountedRun {
+        ran,
         peak: counts.peak.load(Ordering::SeqCst),
-        left,
     })
 }
 
 /// Runs `m` on `args` on the simulator and checks every result leaf against the evaluator
 /// (floats within a close tolerance, others exactly) and that the run left exactly the
 /// result's buffers live; gives the run.
-fn check(m: &Module, args: &[Literal]) -> Ran {
-    let ran = run_counted(m, args).unwrap_or_else(|e| panic!("{e}"));
+fn check(m: &Module, args: &[Literal]) -> CountedRun {
+    let counted = run_counted(m, args).unwrap_or_else(|e| panic!("{e}"));
+    let ran = &counted.ran;
     let want = leaves(&axle_analysis::eval::evaluate(m, args).unwrap_or_else(|e| panic!("{e}")));
     assert_eq!(ran.leaves.len(), want.len());
     assert_eq!(ran.left, want.len(), "live buffers after the run");
@@ -170,7 +135,7 @@ fn check(m: &Module, args: &[Literal]) -> Ran {
         };
         compare_arrays(w, g, tol).unwrap_or_else(|e| panic!("out{k}: {e}"));
     }
-    ran
+    counted
 }
 
 fn s32(v: i64) -> Literal {
@@ -185,32 +150,44 @@ fn f32s(n: i64, f: impl Fn(usize) -> f64) -> Literal {
     real_array(ElementType::F32, &[n], f)
 }
 
-/// A counted loop: `(i, n, a)` from `(0, n, x)` while `i < n`, each trip `a = a * 0.5 + i` and
-/// `i = i + 1`; the root is the whole final state, so `n` (an argument passed through every
-/// trip unchanged) is a result leaf too.
-const COUNTED: &str = r#"
-HloModule counted
-cond {
-  s = (s32[], s32[], f32[5]) parameter(0)
+/// The condition `cond` and body `body` of a counted loop over state `(i, n, a)` with
+/// `a: f32[len]`: it runs while `i < n`, each trip `a = a * 0.5 + i` and `i = i + 1`.
+fn counted_loop(cond: &str, body: &str, len: usize) -> String {
+    r#"
+COND {
+  s = STATE parameter(0)
   i = s32[] get-tuple-element(s), index=0
   n = s32[] get-tuple-element(s), index=1
   ROOT lt = pred[] compare(i, n), direction=LT
 }
-body {
-  s = (s32[], s32[], f32[5]) parameter(0)
+BODY {
+  s = STATE parameter(0)
   i = s32[] get-tuple-element(s), index=0
   n = s32[] get-tuple-element(s), index=1
-  a = f32[5] get-tuple-element(s), index=2
+  a = f32[LEN] get-tuple-element(s), index=2
   one = s32[] constant(1)
   i1 = s32[] add(i, one)
   h = f32[] constant(0.5)
-  hb = f32[5] broadcast(h), dimensions={}
+  hb = f32[LEN] broadcast(h), dimensions={}
   fi = f32[] convert(i)
-  ib = f32[5] broadcast(fi), dimensions={}
-  a1 = f32[5] multiply(a, hb)
-  a2 = f32[5] add(a1, ib)
-  ROOT t = (s32[], s32[], f32[5]) tuple(i1, n, a2)
+  ib = f32[LEN] broadcast(fi), dimensions={}
+  a1 = f32[LEN] multiply(a, hb)
+  a2 = f32[LEN] add(a1, ib)
+  ROOT t = STATE tuple(i1, n, a2)
 }
+"#
+    .replace("COND", cond)
+    .replace("BODY", body)
+    .replace("STATE", "(s32[], s32[], f32[LEN])")
+    .replace("LEN", &len.to_string())
+}
+
+/// A counted loop ([`counted_loop`]) from `(0, n, x)`; the root is the whole final state, so
+/// `n` (an argument passed through every trip unchanged) is a result leaf too.
+fn counted() -> Module {
+    let text = r#"
+HloModule counted
+LOOP
 ENTRY e {
   n = s32[] parameter(0)
   x = f32[5] parameter(1)
@@ -219,14 +196,16 @@ ENTRY e {
   ROOT w = (s32[], s32[], f32[5]) while(init), condition=cond, body=body
 }
 "#;
+    module(&text.replace("LOOP", &counted_loop("cond", "body", 5)))
+}
 
 #[test]
 fn while_runs_zero_one_and_many_trips() {
-    let m = module(COUNTED);
+    let m = counted();
     let x = f32s(5, |i| i as f64 - 1.5);
     for trips in [0, 1, 2, 37] {
         let ran = check(&m, &[s32(trips), x.clone()]);
-        let i = i32::from_le_bytes(ran.leaves[0].data[..4].try_into().unwrap());
+        let i = i32::from_le_bytes(ran.ran.leaves[0].data[..4].try_into().unwrap());
         assert_eq!(i as i64, trips, "trip count");
     }
     // A negative bound runs no trip as well.
@@ -235,7 +214,7 @@ fn while_runs_zero_one_and_many_trips() {
 
 #[test]
 fn memory_does_not_grow_with_the_trip_count() {
-    let m = module(COUNTED);
+    let m = counted();
     let x = f32s(5, |i| i as f64);
     let ten = check(&m, &[s32(10), x.clone()]);
     let thousand = check(&m, &[s32(1000), x]);
@@ -243,12 +222,15 @@ fn memory_does_not_grow_with_the_trip_count() {
         ten.peak, thousand.peak,
         "the peak of live buffers grew with the trip count"
     );
-    assert_eq!(thousand.left, 3, "a run leaves only its result's buffers");
+    assert_eq!(
+        thousand.ran.left, 3,
+        "a run leaves only its result's buffers"
+    );
 }
 
 #[test]
 fn kernels_of_every_computation_are_planned_with_unique_names_and_assemble() {
-    let m = module(COUNTED);
+    let m = counted();
     let ks = plan_kernels(&m).unwrap_or_else(|e| panic!("{e}"));
     let comps: Vec<&str> = ks.iter().map(|k| m.comp_name(m.parent(k.inst))).collect();
     assert!(
@@ -273,26 +255,9 @@ fn kernels_of_every_computation_are_planned_with_unique_names_and_assemble() {
 #[test]
 fn nested_loops() {
     let m = module(
-        r#"
+        &r#"
 HloModule nested
-icond {
-  s = (s32[], s32[], f32[3]) parameter(0)
-  j = s32[] get-tuple-element(s), index=0
-  k = s32[] get-tuple-element(s), index=1
-  ROOT lt = pred[] compare(j, k), direction=LT
-}
-ibody {
-  s = (s32[], s32[], f32[3]) parameter(0)
-  j = s32[] get-tuple-element(s), index=0
-  k = s32[] get-tuple-element(s), index=1
-  a = f32[3] get-tuple-element(s), index=2
-  one = s32[] constant(1)
-  j1 = s32[] add(j, one)
-  fj = f32[] convert(j)
-  b = f32[3] broadcast(fj), dimensions={}
-  a1 = f32[3] add(a, b)
-  ROOT t = (s32[], s32[], f32[3]) tuple(j1, k, a1)
-}
+LOOP
 ocond {
   s = (s32[], f32[3]) parameter(0)
   i = s32[] get-tuple-element(s), index=0
@@ -323,7 +288,8 @@ ENTRY e {
   w = (s32[], f32[3]) while(init), condition=ocond, body=obody
   ROOT a = f32[3] get-tuple-element(w), index=1
 }
-"#,
+"#
+        .replace("LOOP", &counted_loop("icond", "ibody", 3)),
     );
     check(&m, &[f32s(3, |i| i as f64 * 0.5 + 1.0)]);
 }
@@ -375,7 +341,7 @@ ENTRY e {
         ],
     );
     // The repeated leaves are distinct buffers the caller owns once each.
-    assert_eq!(ran.left, 4);
+    assert_eq!(ran.ran.left, 4);
 }
 
 /// A conditional by `s32` index over three branches: the first returns its parameter
@@ -412,7 +378,7 @@ fn conditional_by_index_takes_the_last_branch_out_of_range() {
     for k in [0, 1, 2, 3, -1, i32::MAX as i64, i32::MIN as i64] {
         let ran = check(&m, &[s32(k), x.clone(), y.clone()]);
         taken.push(f32::from_le_bytes(
-            ran.leaves[0].data[..4].try_into().unwrap(),
+            ran.ran.leaves[0].data[..4].try_into().unwrap(),
         ));
     }
     // x[0] = 0.5 unchanged, -y[0] = -2, x[0] + 10, then the last branch for every index out

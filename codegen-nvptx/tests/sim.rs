@@ -18,6 +18,7 @@ use axle_testkit::{leaves, noise, real_array};
 #[allow(dead_code)]
 mod common;
 use common::module;
+mod device_run;
 
 /// Inputs for the entry parameters of `m`: noise in `[-1, 1)` for floats, in `[-50, 50)` for
 /// integers (seeded by the parameter's position).
@@ -44,41 +45,13 @@ fn inputs(m: &Module) -> Vec<Literal> {
 
 /// Runs `m` on the simulator on `args`, giving the result's leaves; every buffer is freed.
 fn run_sim(m: &Module, args: &[Literal]) -> Result<Vec<ArrayLiteral>, String> {
-    let mem = DeviceMemory::new(SimDevice::default());
-    let exe = Executable::compile(&mem, m.clone()).map_err(|e| e.to_string())?;
-    let keys: Vec<Vec<BufferKey>> = args
-        .iter()
-        .map(|a| leaves(a).iter().map(|l| mem.upload(&l.data)).collect())
-        .collect::<Result<_, _>>()?;
-    let out = exe.run(&mem, &keys)?;
-    let root = m.root(m.entry());
-    let mut shapes = Vec::new();
-    collect_shapes(m, m.shape(root), &mut shapes);
-    let got = shapes
-        .into_iter()
-        .zip(&out)
-        .map(|(shape, &k)| {
-            Ok(ArrayLiteral {
-                shape,
-                data: mem.download(k)?,
-            })
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    for k in out.into_iter().chain(keys.into_iter().flatten()) {
-        mem.free(k)?;
-    }
-    assert_eq!(mem.live(), 0, "a run left buffers behind");
-    Ok(got)
-}
-
-fn collect_shapes(m: &Module, s: &Shape, out: &mut Vec<axle_ir::ArrayShape>) {
-    match s {
-        Shape::Array(a) => out.push(a.clone()),
-        Shape::Tuple(es) => es
-            .iter()
-            .for_each(|&e| collect_shapes(m, m.shape_of(e), out)),
-        _ => {}
-    }
+    let ran = device_run::run_on(&DeviceMemory::new(SimDevice::default()), m, args)?;
+    assert_eq!(
+        ran.left,
+        ran.leaves.len(),
+        "the run left other buffers than its result's"
+    );
+    Ok(ran.leaves)
 }
 
 /// Checks the simulator's results for `m` against the evaluator's, within `tol` for floats
