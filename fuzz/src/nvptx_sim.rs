@@ -7,7 +7,9 @@
 //! ([`crate::cpu::inputs`], [`crate::cpu::tolerance`]); NaN must match NaN. A module the
 //! backend refuses with an error naming an op it does not compile (or an elided constant) is
 //! [`Outcome::Unsupported`], not a failure, as is a module with a `reduce` whose init value is
-//! not its reducer's identity (XLA leaves how often it is combined to the backend).
+//! not its reducer's identity (XLA leaves how often it is combined to the backend), or with a
+//! total-order float `compare` beside a math function (the sign of a NaN the device's math
+//! returns is the device's).
 
 use axle::backend::CompileOptions;
 use axle::ir::{compare_arrays, print_module, verify, InstId, Literal, Module};
@@ -119,6 +121,30 @@ fn float_bits_as_integers(m: &Module) -> Option<InstId> {
     })
 }
 
+/// A float `compare` of `m` in total order when `m` also calls a math function, if any: a
+/// total order sees a NaN's sign (`-NaN` sorts first, `+NaN` last), and the NaN a math
+/// function returns is the device's (libdevice's `powf` of a negative base gives `+NaN`, the
+/// evaluator's x86 `powf` the default `-NaN`; campaign seed 1712 case 2972).
+fn total_order_of_math_nans(m: &Module) -> Option<InstId> {
+    use axle::ir::{AttrKey, AttrValue, ComparisonType, Opcode::*};
+    let ids = m.live_ids();
+    let math = ids.iter().any(|&i| {
+        matches!(
+            m.opcode(i),
+            Atan2 | Cbrt | Cos | Erf | Exp | Expm1 | Log | Log1p | Logistic | Power | Rsqrt
+                | Sin | Tan | Tanh
+        )
+    });
+    let total = |i: InstId| {
+        m.opcode(i) == Compare
+            && matches!(
+                m.attr(i, &AttrKey::Type),
+                Some(AttrValue::CmpType(ComparisonType::TotalOrder))
+            )
+    };
+    math.then(|| ids.into_iter().find(|&i| total(i))).flatten()
+}
+
 /// Checks the property for `m` with inputs from `seed` (what a repro replays).
 pub fn check_module(m: &Module, seed: u64) -> Outcome {
     if let Some(b) = float_bits_as_integers(m) {
@@ -126,6 +152,13 @@ pub fn check_module(m: &Module, seed: u64) -> Outcome {
             "%{} compares a float's bits exactly, where the GPU's math is within ulps of the \
              evaluator's",
             m.name(b)
+        ));
+    }
+    if let Some(c) = total_order_of_math_nans(m) {
+        return Outcome::Unsupported(format!(
+            "%{} orders floats totally, which sees the sign of the NaNs the device's math \
+             functions return",
+            m.name(c)
         ));
     }
     if let Some(r) = non_identity_reduce(m) {
