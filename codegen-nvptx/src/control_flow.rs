@@ -158,3 +158,34 @@ impl LoopState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pred_takes_the_first_branch_when_true() {
+        assert_eq!(branch_taken(true, &[1], 2), Ok(0));
+        assert_eq!(branch_taken(true, &[0], 2), Ok(1));
+        assert!(branch_taken(true, &[1, 0], 2).is_err());
+    }
+
+    #[test]
+    fn an_index_out_of_range_takes_the_last_branch() {
+        let at = |i: i32| branch_taken(false, &i.to_le_bytes(), 3);
+        assert_eq!(at(0), Ok(0));
+        assert_eq!(at(2), Ok(2));
+        assert_eq!(at(3), Ok(2));
+        assert_eq!(at(-1), Ok(2));
+        assert_eq!(at(i32::MIN), Ok(2));
+        assert!(branch_taken(false, &[0], 3).is_err());
+        assert!(branch_taken(false, &0i32.to_le_bytes(), 0).is_err());
+    }
+
+    #[test]
+    fn a_loop_condition_gives_one_byte() {
+        assert_eq!(pred_value(&[1]), Ok(true));
+        assert_eq!(pred_value(&[0]), Ok(false));
+        assert!(pred_value(&[]).is_err());
+    }
+}
