@@ -7,8 +7,8 @@
 //! instruction, on the grid and block of its [`LaunchPlan`] ([`launch`]): loop kernels (one element
 //! per thread, or four with 128-bit accesses where aligned), row and column reductions with warp
 //! shuffles and shared memory ([`reduction`]), transposes through shared-memory tiles
-//! ([`transpose`]) and shared-memory-tiled dots ([`dot`]). Convolution, sort and scatter
-//! are not built yet; a module that needs them is a [`CodegenError`] naming the first
+//! ([`transpose`]), shared-memory-tiled dots ([`dot`]) and bitonic sorts ([`sort`]).
+//! Convolution and scatter are not built yet; a module that needs them is a [`CodegenError`] naming the first
 //! instruction refused. `while`, `conditional` and `call` run on the host between kernels, as
 //! XLA's while and conditional thunks do ([`control_flow`]).
 //!
@@ -39,6 +39,7 @@ pub mod sim;
 mod sim_intrinsics;
 pub mod sim_jit;
 mod sim_threads;
+pub mod sort;
 pub mod transpose;
 
 pub use axle_codegen_llvm::CodegenError;

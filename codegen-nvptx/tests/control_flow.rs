@@ -20,8 +20,11 @@ use axle_testkit::{leaves, real_array};
 
 mod common;
 use common::{module, ptx_checked};
-mod device_run;
-use device_run::{run_on, Ran};
+// Only `run_on` and `Ran` of the run helpers are used here.
+#[allow(dead_code)]
+#[path = "common/sim_run.rs"]
+mod sim_run;
+use sim_run::{run_on, Ran};
 
 /// Live and peak buffer counts of a [`Counting`] device.
 #[derive(Default)]

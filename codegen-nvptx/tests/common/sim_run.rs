@@ -1,9 +1,11 @@
-//! Running a module on a device's memory in a test: its arguments uploaded, the result's leaves
-//! read back, every buffer freed afterwards (and checked gone), with how many buffers the run
+//! Running a module for the nvptx backend's tests, on the host simulator ([`run_sim`]) or on
+//! any device's memory ([`run_on`]): its arguments uploaded, the result's leaves read back,
+//! every buffer freed afterwards (and the memory checked empty), with how many buffers the run
 //! itself left live (its result's, when the executor keeps its ownership invariant).
 
 use axle_codegen_nvptx::device::{BufferKey, Device, DeviceMemory};
 use axle_codegen_nvptx::executor::Executable;
+use axle_codegen_nvptx::sim::SimDevice;
 use axle_ir::{ArrayLiteral, ArrayShape, Literal, Module, Shape};
 use axle_testkit::leaves;
 
@@ -15,15 +17,16 @@ pub struct Ran {
     pub left: usize,
 }
 
-/// The array leaves of shape `s`, depth-first.
-fn collect_shapes(m: &Module, s: &Shape, out: &mut Vec<ArrayShape>) {
-    match s {
-        Shape::Array(a) => out.push(a.clone()),
-        Shape::Tuple(es) => es
-            .iter()
-            .for_each(|&e| collect_shapes(m, m.shape_of(e), out)),
-        _ => {}
-    }
+/// Runs `m` on the simulator on `args`, giving the result's leaves; every buffer is freed, and
+/// the run must have left only its result's buffers live.
+pub fn run_sim(m: &Module, args: &[Literal]) -> Result<Vec<ArrayLiteral>, String> {
+    let ran = run_on(&DeviceMemory::new(SimDevice::default()), m, args)?;
+    assert_eq!(
+        ran.left,
+        ran.leaves.len(),
+        "the run left other buffers than its result's"
+    );
+    Ok(ran.leaves)
 }
 
 /// Compiles `m` for the device of `mem` and runs it on `args`; every buffer is freed after
@@ -60,4 +63,15 @@ pub fn run_on<D: Device>(
     }
     assert_eq!(mem.live(), 0, "a run left buffers behind");
     Ok(Ran { leaves: got, left })
+}
+
+/// The array leaves of shape `s`, depth-first.
+fn collect_shapes(m: &Module, s: &Shape, out: &mut Vec<ArrayShape>) {
+    match s {
+        Shape::Array(a) => out.push(a.clone()),
+        Shape::Tuple(es) => es
+            .iter()
+            .for_each(|&e| collect_shapes(m, m.shape_of(e), out)),
+        _ => {}
+    }
 }
