@@ -13,7 +13,13 @@
 //!   kernel (`kInput`) holding the reductions and everything between them;
 //! - **output fusion**: a `dot` or `convolution` whose result is read at the same index by an
 //!   elementwise epilogue (bias, activation, residual) goes into it (`kOutput`); its operands
-//!   stay outside, as the matrix kernel reads them from memory.
+//!   stay outside, as the matrix kernel reads them from memory;
+//! - **dot prologue**, where the target [reads dot operands through
+//!   views](crate::target::FusionTarget::reads_dot_operand_views): a chain of views (`transpose`,
+//!   `reshape`, `slice`, `broadcast`, `bitcast`, `copy`) read only as a `dot`'s operand goes into
+//!   the dot's cluster (a cluster of the dot alone becomes a `kOutput` fusion), so the matrix
+//!   kernel reads the chain's operand in place instead of a materialized copy. Nothing with
+//!   arithmetic joins through a prologue view, and the chain's own operand stays outside.
 //!
 //! The algorithm is a single sweep per computation in reverse topological order (consumers
 //! first). Every instruction starts a cluster of its own unless it joins the cluster of its
@@ -57,7 +63,8 @@
 //! instructions.
 //!
 //! Counters: `fusions` (created), `loop_fusions`, `reduction_fusions` (a reduce root),
-//! `row_fusions` (reduces inside, read per row), `output_fusions`, `fused_insts` (members
+//! `row_fusions` (reduces inside, read per row), `output_fusions`, `prologue_views` (views
+//! placed as a dot's prologue), `fused_insts` (members
 //! moved or copied into fusions), `duplicated_insts` (extra copies of cheap producers),
 //! `rejected_by_cost` (producers a rule allowed but the cost model kept out).
 
@@ -369,6 +376,8 @@ struct Node {
     next: u32,
     scale: Option<Scale>,
     evals: f64,
+    /// Whether the member is a view in a dot's prologue.
+    view: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -392,6 +401,9 @@ struct Use {
     read: Read,
     scale: Option<Scale>,
     evals: f64,
+    /// The user is a prologue view, or a `dot` reading its operand: only a prologue view may
+    /// join through this use.
+    prologue: bool,
 }
 
 /// The clusters of one computation.
@@ -415,7 +427,7 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// Whether producer `p` of class `class` may join cluster `c` through `uses`; returns the
-    /// member's scale and evaluations per element.
+    /// member's scale, evaluations per element, and whether it joins as a prologue view.
     fn join(
         &self,
         p: InstId,
@@ -423,9 +435,30 @@ impl Ctx<'_> {
         cl: &Cluster,
         uses: &[Use],
         rejected: &mut u64,
-    ) -> Option<(Option<Scale>, f64)> {
+    ) -> Option<(Option<Scale>, f64, bool)> {
         let costs = self.target.costs();
-        if cl.opaque || cl.size as usize >= costs.max_fusion_insts {
+        if cl.size as usize >= costs.max_fusion_insts {
+            return None;
+        }
+        if uses.iter().any(|u| u.prologue) {
+            // A dot's operand, or read by a view of one: only another view joins, and it is
+            // read in place by the matrix kernel (no evaluations, no cost).
+            let view = matches!(
+                self.m.opcode(p),
+                Opcode::Transpose
+                    | Opcode::Reshape
+                    | Opcode::Slice
+                    | Opcode::Broadcast
+                    | Opcode::Bitcast
+                    | Opcode::Copy
+            );
+            let ok = view
+                && self.target.reads_dot_operand_views()
+                && matches!(class, Class::Loop | Class::Dup)
+                && uses.iter().all(|u| u.prologue);
+            return ok.then_some((None, 0.0, true));
+        }
+        if cl.opaque {
             return None;
         }
         if uses.iter().any(|u| u.read == Read::Blocked) {
@@ -500,7 +533,7 @@ impl Ctx<'_> {
             }
             Class::Opaque | Class::Root => return None,
         }
-        Some((scale, evals))
+        Some((scale, evals, false))
     }
 
     /// Plans the clusters of computation `comp` (its instructions in topological order).
@@ -529,6 +562,7 @@ impl Ctx<'_> {
                 let us = &self.users.all()[range.clone()];
                 for (j, &u) in us.iter().enumerate() {
                     let read = self.reads[range.start + j];
+                    let dot_operand = read == Read::Blocked && self.m.opcode(u) == Opcode::Dot;
                     let mut nd = plan.head[self.pos[u.index()] as usize];
                     while nd != NONE {
                         let node = plan.nodes[nd as usize];
@@ -537,6 +571,7 @@ impl Ctx<'_> {
                             read,
                             scale: node.scale,
                             evals: node.evals,
+                            prologue: node.view || dot_operand,
                         });
                         nd = node.next;
                     }
@@ -577,14 +612,15 @@ impl Ctx<'_> {
             if groups.len() == 1 && !external {
                 let (s, e) = groups[0];
                 let c = uses[s].cluster as usize;
-                if let Some((scale, evals)) = self.join(
+                if let Some((scale, evals, view)) = self.join(
                     p,
                     class,
                     &plan.clusters[c],
                     &uses[s..e],
                     &mut plan.rejected_by_cost,
                 ) {
-                    add_node(&mut plan, k, c as u32, scale, evals, class, is_constant);
+                    let how = Placed { scale, evals, view };
+                    add_node(&mut plan, k, c as u32, how, class, is_constant);
                     standalone = false;
                 }
             } else if class == Class::Dup && !groups.is_empty() {
@@ -598,8 +634,9 @@ impl Ctx<'_> {
                         &uses[s..e],
                         &mut plan.rejected_by_cost,
                     ) {
-                        Some((scale, evals)) => {
-                            add_node(&mut plan, k, c as u32, scale, evals, class, is_constant)
+                        Some((scale, evals, view)) => {
+                            let how = Placed { scale, evals, view };
+                            add_node(&mut plan, k, c as u32, how, class, is_constant)
                         }
                         None => all = false,
                     }
@@ -613,36 +650,42 @@ impl Ctx<'_> {
                     size: 0,
                     work: 0,
                     row_len: None,
-                    has_matrix: false,
+                    // A dot's own cluster takes only its prologue views (where the target
+                    // reads them), and is an output fusion when it does.
+                    has_matrix: class == Class::Matrix,
                     has_reduce: false,
                     root_reduce: class == Class::Reduce,
                     opaque: matches!(class, Class::Opaque | Class::Matrix),
                 });
-                add_node(&mut plan, k, c, Some(Scale::ONE), 1.0, Class::Opaque, false);
+                let how = Placed {
+                    scale: Some(Scale::ONE),
+                    evals: 1.0,
+                    view: false,
+                };
+                add_node(&mut plan, k, c, how, Class::Opaque, false);
             }
         }
         plan
     }
 }
 
-/// Places the instruction at position `k` in cluster `c`.
-#[allow(clippy::too_many_arguments)]
-fn add_node(
-    plan: &mut CompPlan,
-    k: usize,
-    c: u32,
+/// How a member is placed in its cluster.
+struct Placed {
     scale: Option<Scale>,
     evals: f64,
-    class: Class,
-    is_constant: bool,
-) {
+    view: bool,
+}
+
+/// Places the instruction at position `k` in cluster `c`.
+fn add_node(plan: &mut CompPlan, k: usize, c: u32, how: Placed, class: Class, is_constant: bool) {
     let nd = plan.nodes.len() as u32;
     plan.nodes.push(Node {
         pos: k as u32,
         cluster: c,
         next: plan.head[k],
-        scale,
-        evals,
+        scale: how.scale,
+        evals: how.evals,
+        view: how.view,
     });
     plan.head[k] = nd;
     let cl = &mut plan.clusters[c as usize];
@@ -652,7 +695,7 @@ fn add_node(
         match class {
             Class::Reduce => {
                 cl.has_reduce = true;
-                cl.row_len = scale.and_then(Scale::whole);
+                cl.row_len = how.scale.and_then(Scale::whole);
             }
             Class::Matrix => cl.has_matrix = true,
             _ => {}
@@ -825,6 +868,11 @@ fn write_plan(
         });
         cx.count("fusions", 1);
         cx.count("fused_insts", insts.len() as u64);
+        let views = list
+            .iter()
+            .filter(|&&nd| plan.nodes[nd as usize].view)
+            .count();
+        cx.count("prologue_views", views as u64);
         rw.replace_all_uses(root, f);
     }
     // Originals copied into every cluster they are placed in go; copies beyond the first are
