@@ -119,6 +119,7 @@ pub(crate) fn emit_kernel<'ctx>(
         root: k.root,
         outs,
         views,
+        bound: crate::lower::bound_arrays(&k.bindings),
         start,
         end,
     };
@@ -183,6 +184,9 @@ pub(crate) struct Kc<'a, 'ctx> {
     pub outs: Vec<PointerValue<'ctx>>,
     /// A GEMM's operands where their views start ([`crate::lower::Kernel::views`]).
     pub views: Vec<PointerValue<'ctx>>,
+    /// The bindings that are one array in memory, where views of a GEMM operand start (the
+    /// lowering's choice, [`crate::lower::bound_arrays`]).
+    pub bound: Vec<InstId>,
     pub start: IntValue<'ctx>,
     pub end: IntValue<'ctx>,
 }
@@ -196,7 +200,7 @@ impl<'ctx> Kc<'_, 'ctx> {
         dot: InstId,
     ) -> R<(crate::gemm::GemmGeo, [PointerValue<'ctx>; 2])> {
         let (mut geo, _) =
-            crate::gemm::gemm_geo_views(self.m, dot, self.gemm, &|x| self.g.bound_ptr(x).is_some())
+            crate::gemm::gemm_geo_views(self.m, dot, self.gemm, &|x| self.bound.contains(&x))
                 .ok_or("dot is not a GEMM")?;
         (geo.a_off, geo.b_off) = (0, 0);
         match self.views[..] {

@@ -784,6 +784,15 @@ pub(crate) fn gemm_core(
     (kind == KernelKind::Gemm && m.opcode(core) == axle_ir::Opcode::Dot).then_some(core)
 }
 
+/// The bindings that are one array in memory: where a GEMM's operand views may start.
+pub(crate) fn bound_arrays(bindings: &[(InstId, Vec<BufId>)]) -> Vec<InstId> {
+    bindings
+        .iter()
+        .filter(|(_, bs)| bs.len() == 1)
+        .map(|(b, _)| *b)
+        .collect()
+}
+
 /// [`Kernel::views`] of a kernel: for a GEMM, each operand's view base buffer (one of the
 /// `bindings`) and start in bytes.
 fn gemm_views(
@@ -796,7 +805,8 @@ fn gemm_views(
     let Some(core) = gemm_core(m, kind, plan, root) else {
         return Ok(Vec::new());
     };
-    let bound = |x: InstId| bindings.iter().any(|(b, bs)| *b == x && bs.len() == 1);
+    let arrays = bound_arrays(bindings);
+    let bound = |x: InstId| arrays.contains(&x);
     m.operands(core)
         .iter()
         .map(|&o| {

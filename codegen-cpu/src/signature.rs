@@ -169,7 +169,8 @@ fn gemm_operand_names(m: &Module, k: &Kernel, local: &mut HashMap<InstId, String
         .filter(|&i| i != core)
         .flat_map(|i| m.operands(i).to_vec())
         .collect::<std::collections::HashSet<_>>();
-    let bound = |x: InstId| k.bindings.iter().any(|(b, bs)| *b == x && bs.len() == 1);
+    let arrays = crate::lower::bound_arrays(&k.bindings);
+    let bound = |x: InstId| arrays.contains(&x);
     for (j, &o) in m.operands(core).iter().enumerate() {
         if others.contains(&o) || local.contains_key(&o) {
             continue;
