@@ -177,7 +177,7 @@ impl FusionTarget for CpuFusionTarget {
     }
 
     /// The GEMM's packing reads an operand through any strides and offset
-    /// ([`crate::gemm::operand_view`]); a chain it cannot express as strides is staged by the
+    /// (`gemm::operand_view`); a chain it cannot express as strides is staged by the
     /// fusion planner, as it would have been computed outside.
     fn reads_dot_operand_views(&self) -> bool {
         true
