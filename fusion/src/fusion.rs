@@ -19,7 +19,9 @@
 //!   `reshape`, `slice`, `broadcast`, `bitcast`, `copy`) read only as a `dot`'s operand goes into
 //!   the dot's cluster (a cluster of the dot alone becomes a `kOutput` fusion), so the matrix
 //!   kernel reads the chain's operand in place instead of a materialized copy. Nothing with
-//!   arithmetic joins through a prologue view, and the chain's own operand stays outside.
+//!   arithmetic joins through a prologue view, and the chain's own operand stays outside; a
+//!   reshape, bitcast or copy joins only above a transpose, slice or broadcast (alone they
+//!   name their operand's bytes, which the kernel reads in place already).
 //!
 //! The algorithm is a single sweep per computation in reverse topological order (consumers
 //! first). Every instruction starts a cluster of its own unless it joins the cluster of its
@@ -453,6 +455,7 @@ impl Ctx<'_> {
                     | Opcode::Copy
             );
             let ok = view
+                && moves_data(self.m, p)
                 && self.target.reads_dot_operand_views()
                 && matches!(class, Class::Loop | Class::Dup)
                 && uses.iter().all(|u| u.prologue);
@@ -674,6 +677,22 @@ struct Placed {
     scale: Option<Scale>,
     evals: f64,
     view: bool,
+}
+
+/// Whether view `p` (a dot's operand or part of one's chain of views) is, or reads through
+/// reshapes, bitcasts and copies, a `transpose`, `slice` or `broadcast`: a chain of reshapes
+/// alone names its operand's bytes (no kernel copies it), so it gains nothing as a prologue.
+fn moves_data(m: &Module, mut p: InstId) -> bool {
+    loop {
+        match m.opcode(p) {
+            Opcode::Transpose | Opcode::Slice | Opcode::Broadcast => return true,
+            Opcode::Reshape | Opcode::Bitcast | Opcode::Copy => match m.operands(p).first() {
+                Some(&o) => p = o,
+                None => return false,
+            },
+            _ => return false,
+        }
+    }
 }
 
 /// Places the instruction at position `k` in cluster `c`.
