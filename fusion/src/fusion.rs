@@ -21,7 +21,8 @@
 //!   kernel reads the chain's operand in place instead of a materialized copy. Nothing with
 //!   arithmetic joins through a prologue view, and the chain's own operand stays outside; a
 //!   reshape, bitcast or copy joins only above a transpose, slice or broadcast (alone they
-//!   name their operand's bytes, which the kernel reads in place already).
+//!   name their operand's bytes, which the kernel reads in place already). A view read only by
+//!   prologues is copied into each (at most `max_duplicates`), as a cheap producer is.
 //!
 //! The algorithm is a single sweep per computation in reverse topological order (consumers
 //! first). Every instruction starts a cluster of its own unless it joins the cluster of its
@@ -445,16 +446,7 @@ impl Ctx<'_> {
         if uses.iter().any(|u| u.prologue) {
             // A dot's operand, or read by a view of one: only another view joins, and it is
             // read in place by the matrix kernel (no evaluations, no cost).
-            let view = matches!(
-                self.m.opcode(p),
-                Opcode::Transpose
-                    | Opcode::Reshape
-                    | Opcode::Slice
-                    | Opcode::Broadcast
-                    | Opcode::Bitcast
-                    | Opcode::Copy
-            );
-            let ok = view
+            let ok = is_view_op(self.m.opcode(p))
                 && moves_data(self.m, p)
                 && self.target.reads_dot_operand_views()
                 && matches!(class, Class::Loop | Class::Dup)
@@ -581,13 +573,19 @@ impl Ctx<'_> {
                 }
             }
             // Group the uses by cluster: one group is the common case; several matter only
-            // for a cheap producer that may be copied into a few of them.
+            // for a cheap producer that may be copied into a few of them, or a view read only
+            // by dots' prologues (never computed there, so free to copy).
+            let dup = class == Class::Dup
+                || (!uses.is_empty()
+                    && uses.iter().all(|u| u.prologue)
+                    && self.target.reads_dot_operand_views()
+                    && is_view_op(self.m.opcode(p)));
             groups.clear();
             if let Some(first) = uses.first() {
                 let c0 = first.cluster;
                 if uses.iter().all(|u| u.cluster == c0) {
                     groups.push((0, uses.len()));
-                } else if class == Class::Dup {
+                } else if dup {
                     distinct.clear();
                     for u in &uses {
                         if !distinct.contains(&u.cluster) {
@@ -626,7 +624,7 @@ impl Ctx<'_> {
                     add_node(&mut plan, k, c as u32, how, class, is_constant);
                     standalone = false;
                 }
-            } else if class == Class::Dup && !groups.is_empty() {
+            } else if dup && !groups.is_empty() {
                 let mut all = !external;
                 for &(s, e) in &groups {
                     let c = uses[s].cluster as usize;
@@ -677,6 +675,19 @@ struct Placed {
     scale: Option<Scale>,
     evals: f64,
     view: bool,
+}
+
+/// Whether `op` may be part of a dot's prologue (a view of its operand).
+fn is_view_op(op: Opcode) -> bool {
+    matches!(
+        op,
+        Opcode::Transpose
+            | Opcode::Reshape
+            | Opcode::Slice
+            | Opcode::Broadcast
+            | Opcode::Bitcast
+            | Opcode::Copy
+    )
 }
 
 /// Whether view `p` (a dot's operand or part of one's chain of views) is, or reads through
