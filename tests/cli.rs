@@ -674,14 +674,19 @@ fn run_on_nvptx_sim_matches_xla_and_nvptx_without_a_gpu_is_a_clear_error() {
             .join("\n")
     };
     assert_eq!(seeded("7"), seeded("7"));
-    // An op the backend does not compile is refused naming it.
-    let o = axle(&[
-        "run",
-        &corpus("sort_multi_operand.hlo"),
-        "--backend",
-        "nvptx-sim",
-    ]);
-    assert_fails(&o, &["nvptx backend does not support sort"]);
+    // An op the backend does not compile is refused naming it (a custom call with its target).
+    let cc = tmp.path().join("cc.hlo");
+    std::fs::write(
+        &cc,
+        "HloModule c\nENTRY e {\n  a = f32[4] parameter(0)\n  \
+         ROOT r = f32[4] custom-call(a), custom_call_target=\"Frobnicate\"\n}\n",
+    )
+    .unwrap();
+    let o = axle(&["run", &cc.display().to_string(), "--backend", "nvptx-sim"]);
+    assert_fails(
+        &o,
+        &["nvptx backend does not support custom-call \"Frobnicate\""],
+    );
     if !axle_codegen_nvptx::cuda::driver_present() {
         let o = axle(&["run", &corpus("mlp_forward.hlo"), "--backend", "nvptx"]);
         assert_fails(&o, &["no CUDA driver"]);

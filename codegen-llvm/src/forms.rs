@@ -98,6 +98,19 @@ impl<'ctx> Cg<'ctx> {
         ptr: PointerValue<'ctx>,
         offset: IntValue<'ctx>,
     ) -> R<Val<'ctx>> {
+        let v = self.load_mem(t, ptr, offset)?;
+        self.load_form(t, v)
+    }
+
+    /// Loads element `offset` of an array of `t` at `ptr` in memory form, bit for bit (a
+    /// complex value as its parts, whose register form is their memory form); what a kernel
+    /// that only moves values (a sort) carries.
+    pub fn load_mem(
+        &self,
+        t: ElementType,
+        ptr: PointerValue<'ctx>,
+        offset: IntValue<'ctx>,
+    ) -> R<Val<'ctx>> {
         if t.is_complex() {
             return load_complex(self, t, ptr, offset);
         }
@@ -107,7 +120,7 @@ impl<'ctx> Cg<'ctx> {
         if let Some(i) = v.as_instruction_value() {
             let _ = i.set_alignment(t.byte_size() as u32);
         }
-        self.load_form(t, v)
+        Ok(v)
     }
 
     /// Stores a register value as element `offset` of an array of `t` at `ptr`.
@@ -118,12 +131,23 @@ impl<'ctx> Cg<'ctx> {
         offset: IntValue<'ctx>,
         v: Val<'ctx>,
     ) -> R<()> {
-        if t.is_complex() {
-            return store_complex(self, t, ptr, offset, v);
-        }
-        let mty = self.mem_ty(t)?;
-        let p = self.gep(mty, ptr, offset)?;
         let m = self.to_mem(t, v)?;
+        self.store_mem(t, ptr, offset, m)
+    }
+
+    /// Stores a value in memory form ([`Cg::load_mem`]) as element `offset` of an array of
+    /// `t` at `ptr`.
+    pub fn store_mem(
+        &self,
+        t: ElementType,
+        ptr: PointerValue<'ctx>,
+        offset: IntValue<'ctx>,
+        m: Val<'ctx>,
+    ) -> R<()> {
+        if t.is_complex() {
+            return store_complex(self, t, ptr, offset, m);
+        }
+        let p = self.gep(self.mem_ty(t)?, ptr, offset)?;
         let s = self.b.build_store(p, m)?;
         let _ = s.set_alignment(t.byte_size() as u32);
         Ok(())

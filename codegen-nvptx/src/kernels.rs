@@ -8,7 +8,8 @@
 //! kernel ([`crate::reduction`]); a fusion whose root is a `transpose` that moves the minor
 //! dimension, and such an unfused `transpose`, is a transpose kernel ([`crate::transpose`]); a
 //! fusion computing a `dot` (with an elementwise epilogue), and an unfused `dot`, is a tiled dot
-//! kernel ([`crate::dot`]).
+//! kernel ([`crate::dot`]); a `sort`, `topk` or `TopK` custom call is a bitonic sort run by
+//! one or several consecutive kernels ([`crate::sort`]).
 //!
 //! The kernel of instruction `%x` is `axle_k<N>_<x>` (N its position among the kernels), with
 //! one `ptr addrspace(1) align 16` parameter per output leaf, then one per scratch buffer
@@ -21,8 +22,8 @@
 //!
 //! Invariants: a kernel is emitted only for an instruction whose every fused instruction the
 //! backend supports; anything else (a reduction or dot read other than at its own output,
-//! convolution, sort, scatter, control flow, custom calls, math library functions the device
-//! lacks) is a [`CodegenError`] naming the instruction and its op, never a wrong kernel.
+//! convolution, scatter, control flow, custom calls other than `TopK` (named with their
+//! target), math library functions the device lacks) is a [`CodegenError`] naming the instruction and its op, never a wrong kernel.
 //! Outputs of a multi-output loop fusion have equal dimensions (each thread stores the same
 //! element of every output). Deciding what each instruction becomes walks each fused
 //! computation from its root, so planning is linear in the module's size.
@@ -47,6 +48,9 @@ use crate::gpu_target::{NvptxTarget, BACKEND};
 use crate::launch::LaunchPlan;
 use crate::libdevice::Libdevice;
 use crate::reduction::{emit_reduction, reduction_geometry, ReductionGeometry};
+use crate::sort::{
+    custom_call_target, emit_sort, sort_geometry, SortBuffers, SortGeometry, SortKernel,
+};
 use crate::transpose::{emit_transpose, transpose_geometry, TransposeGeometry};
 
 /// One kernel of a module, as launched.
@@ -88,6 +92,8 @@ pub enum KernelKind {
     Transpose(TransposeGeometry),
     /// A shared-memory-tiled dot ([`crate::dot`]).
     Dot(DotGeometry),
+    /// One kernel of a bitonic sort or top-k ([`crate::sort`]).
+    Sort(SortKernel),
 }
 
 /// The alignment, in bytes, every kernel may assume of its buffers (a device's allocations
@@ -156,6 +162,8 @@ enum Role {
     Transpose(TransposeGeometry),
     /// A shared-memory-tiled dot ([`crate::dot`]).
     Dot(DotGeometry),
+    /// A sort or top-k, as one or several kernels ([`crate::sort`]).
+    Sort(SortGeometry),
 }
 
 /// Ops this backend leaves to other kernels: contractions (refused even where the elemental
@@ -169,12 +177,15 @@ fn later_kernel(op: Opcode) -> bool {
 
 /// The error for instruction `id`, whose op this backend does not compile (in this place).
 fn unsupported(m: &Module, id: InstId) -> Fail {
+    let what = match custom_call_target(m, id) {
+        Some(t) if m.opcode(id) == Opcode::CustomCall => format!("custom-call \"{t}\""),
+        _ => m.opcode(id).name().to_string(),
+    };
     at(
         m,
         id,
         Fail::Msg(format!(
-            "the {BACKEND} backend does not support {} instructions here yet",
-            m.opcode(id).name()
+            "the {BACKEND} backend does not support {what} instructions here yet"
         )),
     )
 }
@@ -242,6 +253,15 @@ fn role(m: &Module, id: InstId) -> R<Role> {
         }
         Transpose => transpose(),
         Dot => dot()?.ok_or_else(|| unsupported(m, id)),
+        Sort | TopK | CustomCall => {
+            let geo = sort_geometry(m, id)?.ok_or_else(|| unsupported(m, id))?;
+            if let crate::sort::SortOrder::Comparator { comp, .. } = geo.order {
+                if let Some(bad) = first_non_elemental(m, comp) {
+                    return Err(unsupported(m, bad));
+                }
+            }
+            Ok(Role::Sort(geo))
+        }
         op if is_elemental(m, id)
             && !later_kernel(op)
             && !matches!(op, Call | Conditional | While) =>
@@ -269,6 +289,10 @@ fn plan(m: &Module) -> R<Vec<KernelInfo>> {
             Role::Reduction(geo) => KernelKind::Reduction(geo),
             Role::Transpose(geo) => KernelKind::Transpose(geo),
             Role::Dot(geo) => KernelKind::Dot(geo),
+            Role::Sort(geo) => {
+                plan_sort(m, id, &geo, &mut out)?;
+                continue;
+            }
         };
         let leaves = inst_leaves(m, id).map_err(|f| at(m, id, f))?;
         let first = leaves
@@ -292,30 +316,55 @@ fn plan(m: &Module) -> R<Vec<KernelInfo>> {
             KernelKind::Reduction(geo) => geo.launch_plan(),
             KernelKind::Transpose(geo) => geo.launch_plan(),
             KernelKind::Dot(geo) => geo.launch_plan(),
+            KernelKind::Sort(k) => k.launch_plan(),
         }
         .map_err(|e| at(m, id, e.into()))?;
         if !plan.launches() {
             continue;
         }
-        let mut operands: Vec<InstId> = Vec::new();
-        for &o in m.operands(id) {
-            if !operands.contains(&o) {
-                operands.push(o);
-            }
-        }
-        out.push(KernelInfo {
-            name: match symbol_part(m.name(id)) {
-                s if s.is_empty() => format!("axle_k{}", out.len()),
-                s => format!("axle_k{}_{s}", out.len()),
-            },
-            inst: id,
-            operands,
-            plan,
-            kind,
-            scratch: Vec::new(),
-        });
+        push_kernel(m, id, plan, kind, Vec::new(), &mut out);
     }
     Ok(out)
+}
+
+/// Appends the kernel of instruction `id` to `out`, named for its position and the
+/// instruction, reading the instruction's operands (a repeated operand once).
+fn push_kernel(
+    m: &Module,
+    id: InstId,
+    plan: LaunchPlan,
+    kind: KernelKind,
+    scratch: Vec<u64>,
+    out: &mut Vec<KernelInfo>,
+) {
+    let mut operands: Vec<InstId> = Vec::new();
+    for &o in m.operands(id) {
+        if !operands.contains(&o) {
+            operands.push(o);
+        }
+    }
+    out.push(KernelInfo {
+        name: match symbol_part(m.name(id)) {
+            s if s.is_empty() => format!("axle_k{}", out.len()),
+            s => format!("axle_k{}_{s}", out.len()),
+        },
+        inst: id,
+        operands,
+        plan,
+        kind,
+        scratch,
+    });
+}
+
+/// Appends the kernels of sort (or top-k) `id` to `out`, in launch order, all sharing its
+/// scratch buffers; none when it has nothing to compute.
+fn plan_sort(m: &Module, id: InstId, geo: &SortGeometry, out: &mut Vec<KernelInfo>) -> R<()> {
+    let scratch = geo.scratch();
+    for k in geo.passes() {
+        let plan = k.launch_plan().map_err(|e| at(m, id, e.into()))?;
+        push_kernel(m, id, plan, KernelKind::Sort(k), scratch.clone(), out);
+    }
+    Ok(())
 }
 
 /// An instruction name as a PTX identifier part (letters, digits, `_`).
@@ -405,8 +454,8 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
         }
     };
     let out_ptrs = take(outs.len())?;
-    // Scratch buffers: no kernel kind takes any yet; a multi-pass kind reads them from here.
-    let _scratch_ptrs = take(k.scratch.len())?;
+    // Scratch buffers (a multi-pass sort's).
+    let scratch_ptrs = take(k.scratch.len())?;
     // The buffers of each operand, in parameter order.
     let mut bufs = Vec::with_capacity(in_leaves.len());
     for &n in &in_leaves {
@@ -442,6 +491,15 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
         KernelKind::Reduction(geo) => {
             let outs: Vec<_> = outs.iter().map(|l| l.ty).zip(out_ptrs).collect();
             emit_reduction(&mut g, m, geo, &outs)?;
+            cg.b.build_return(None)?;
+            return Ok(());
+        }
+        KernelKind::Sort(s) => {
+            let bufs = SortBuffers {
+                outs: out_ptrs,
+                scratch: scratch_ptrs,
+            };
+            emit_sort(&mut g, s, &bufs)?;
             cg.b.build_return(None)?;
             return Ok(());
         }

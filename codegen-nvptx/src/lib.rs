@@ -36,6 +36,7 @@ pub mod sim;
 mod sim_intrinsics;
 pub mod sim_jit;
 mod sim_threads;
+pub mod sort;
 pub mod transpose;
 
 pub use axle_codegen_llvm::CodegenError;

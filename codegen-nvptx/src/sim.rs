@@ -13,6 +13,7 @@ use axle_ir::Module;
 use crate::device::Device;
 use crate::kernels::{KernelInfo, KernelKind};
 use crate::sim_jit::SimCode;
+use crate::sort::{SortKernel, SortPass};
 use crate::CodegenError;
 
 /// The simulator's name.
@@ -129,9 +130,15 @@ impl Device for SimDevice {
             .get(index)
             .ok_or_else(|| format!("no kernel {index}"))?;
         let table: Vec<*mut u8> = args.iter().map(|m| m.ptr).collect();
+        // A kernel with no barrier and no shuffle runs its threads one after another.
         let threads = !matches!(
             kernel.kind,
-            KernelKind::Loop | KernelKind::VectorLoop { .. }
+            KernelKind::Loop
+                | KernelKind::VectorLoop { .. }
+                | KernelKind::Sort(SortKernel {
+                    pass: SortPass::Global { .. },
+                    ..
+                })
         );
         crate::sim_threads::run_grid(entry, &table, &kernel.plan, threads)
     }

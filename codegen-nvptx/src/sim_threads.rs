@@ -3,12 +3,13 @@
 //! in the simulator's code ([`crate::sim_jit`]).
 //!
 //! Blocks run one after another (the shared arrays are one copy per module). A kernel that
-//! synchronizes (a reduction, transpose or dot kernel: barriers and shuffles) runs each block's
-//! threads as OS threads of a pool that is kept between launches: every thread of a block is a
-//! worker, `bar.sync` is a [`Barrier`] of the block's threads and a butterfly shuffle goes
-//! through the warp's exchange slots between two waits on the warp's barrier. A loop kernel
-//! (one element per thread, no barrier, no shuffle) runs its threads one after another on the
-//! calling thread, which gives the same result: its threads share no data.
+//! synchronizes (a reduction, transpose, dot or sort tile kernel: barriers and shuffles) runs
+//! each block's threads as OS threads of a pool that is kept between launches: every thread of
+//! a block is a worker, `bar.sync` is a [`Barrier`] of the block's threads and a butterfly
+//! shuffle goes through the warp's exchange slots between two waits on the warp's barrier. A
+//! loop kernel (one element per thread, no barrier, no shuffle) and a sort's global step run
+//! their threads one after another on the calling thread, which gives the same result: their
+//! threads share no data.
 //!
 //! Invariants: one launch at a time in the process (a lock), so the hooks' state is the
 //! running launch's; thread and block indices are thread-local to the worker running the GPU
