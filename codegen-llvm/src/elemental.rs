@@ -30,6 +30,7 @@ use inkwell::IntPredicate;
 use crate::cg::{bv, strides, Cg, Val};
 use crate::error::{at, Fail, R};
 use crate::forms::{complex_constant_bytes, supported_type, unsupported_type};
+use crate::minifloat;
 use crate::ops;
 
 /// A position in an array: one `i64` per dimension and the row-major linear offset.
@@ -1042,6 +1043,12 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             return Err("bitcast-convert of complex types is not supported".into());
         }
         if bi == bo {
+            if minifloat::is_minifloat(a.ty) {
+                // A minifloat's register form keeps one NaN, so its bits come from memory
+                // where they can.
+                let bits = self.gen_stored_bits(op, idx)?;
+                return bits_elem(cg, o.ty, bits);
+            }
             let v = self.gen1(op, idx)?;
             return ops::bitcast_same_width(cg, a.ty, o.ty, v);
         }
@@ -1076,6 +1083,28 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             acc = b.build_or(acc, bits, "acc")?;
         }
         bits_elem(cg, o.ty, acc)
+    }
+
+    /// The bits of `id`'s element at `idx` (`ty.bits()` wide) as stored: read from memory when
+    /// `id` is one array bound to it, passed through same-width `bitcast-convert`s, else the
+    /// bits of its register value (which for a minifloat NaN are its type's canonical NaN:
+    /// payloads survive only where memory is read).
+    fn gen_stored_bits(&mut self, id: InstId, idx: &Index<'ctx>) -> R<IntValue<'ctx>> {
+        let cg = self.cg;
+        let ty = self.arr(id)?.ty;
+        if let Some(p) = self.bound_ptr(id) {
+            let m = cg.load_mem(ty, p, idx.linear)?;
+            return mem_bits(cg, ty, m);
+        }
+        if !self.is_bound(id) && self.m.opcode(id) == Opcode::BitcastConvert {
+            let op = self.m.operands(id)[0];
+            let from = self.arr(op)?.ty;
+            if from.bits() == ty.bits() && !from.is_complex() && !ty.is_complex() {
+                return self.gen_stored_bits(op, idx);
+            }
+        }
+        let v = self.gen1(id, idx)?;
+        elem_bits(cg, ty, v)
     }
 
     fn gen_pad(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Val<'ctx>> {
@@ -1570,6 +1599,11 @@ fn phys_strides(dims: &[i64], m2m: &[i64]) -> Vec<i64> {
 /// The bits of a register value of type `ty` as an integer of `ty.bits()` bits.
 fn elem_bits<'ctx>(cg: &Cg<'ctx>, ty: ElementType, v: Val<'ctx>) -> R<IntValue<'ctx>> {
     let m = cg.to_mem(ty, v)?;
+    mem_bits(cg, ty, m)
+}
+
+/// The bits of a value of type `ty` in memory form (`ty.bits()` wide).
+fn mem_bits<'ctx>(cg: &Cg<'ctx>, ty: ElementType, m: Val<'ctx>) -> R<IntValue<'ctx>> {
     let it = cg.int_ty(ty.bits());
     Ok(if ty.bits().is_multiple_of(8) {
         cg.b.build_bit_cast(m, it, "bits")?.into_int_value()
