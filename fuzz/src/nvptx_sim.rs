@@ -7,7 +7,9 @@
 //! ([`crate::cpu::inputs`], [`crate::cpu::tolerance`]); NaN must match NaN. A module the
 //! backend refuses with an error naming an op it does not compile (or an elided constant) is
 //! [`Outcome::Unsupported`], not a failure, as is a module with a `reduce` whose init value is
-//! not its reducer's identity (XLA leaves how often it is combined to the backend).
+//! not its reducer's identity (XLA leaves how often it is combined to the backend), or with a
+//! total-order float `compare` of a value a math function may have computed (the sign of a
+//! NaN the device's math returns is the device's).
 
 use axle::backend::CompileOptions;
 use axle::ir::{compare_arrays, print_module, verify, InstId, Literal, Module};
@@ -119,6 +121,78 @@ fn float_bits_as_integers(m: &Module) -> Option<InstId> {
     })
 }
 
+/// A float `compare` of `m` in total order of a value a math function may have computed, if
+/// any: a total order sees a NaN's sign (`-NaN` sorts first, `+NaN` last), and the NaN a math
+/// function returns is the device's (libdevice's `powf` of a negative base gives `+NaN`, the
+/// evaluator's x86 `powf` the default `-NaN`; campaign seed 1712 case 2972). A value may have
+/// come from a math function when it is one, when an operand may have, when it calls a
+/// computation holding one that may have, or when it is a parameter of a called computation
+/// in a module that calls a math function anywhere (a conservative guess).
+fn total_order_of_math_nans(m: &Module) -> Option<InstId> {
+    use axle::ir::{AttrKey, AttrValue, ComparisonType, Opcode::*};
+    let ids = m.live_ids();
+    let is_math = |i: InstId| {
+        matches!(
+            m.opcode(i),
+            Atan2
+                | Cbrt
+                | Cos
+                | Erf
+                | Exp
+                | Expm1
+                | Log
+                | Log1p
+                | Logistic
+                | Power
+                | Rsqrt
+                | Sin
+                | Tan
+                | Tanh
+        )
+    };
+    if !ids.iter().any(|&i| is_math(i)) {
+        return None;
+    }
+    let mut tainted = vec![false; m.inst_capacity()];
+    let mut comp_tainted = vec![false; m.comp_capacity()];
+    let callees = |i: InstId| -> Vec<axle::ir::CompId> {
+        m.attrs(i)
+            .iter()
+            .flat_map(|(_, v)| match v {
+                AttrValue::Comp(c) => vec![*c],
+                AttrValue::Comps(cs) => cs.to_vec(),
+                _ => Vec::new(),
+            })
+            .collect()
+    };
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for &i in &ids {
+            if tainted[i.index()] {
+                continue;
+            }
+            let t = is_math(i)
+                || (m.opcode(i) == Parameter && m.parent(i) != m.entry())
+                || m.operands(i).iter().any(|o| tainted[o.index()])
+                || callees(i).iter().any(|c| comp_tainted[c.index()]);
+            if t {
+                tainted[i.index()] = true;
+                comp_tainted[m.parent(i).index()] = true;
+                changed = true;
+            }
+        }
+    }
+    ids.into_iter().find(|&i| {
+        m.opcode(i) == Compare
+            && matches!(
+                m.attr(i, &AttrKey::Type),
+                Some(AttrValue::CmpType(ComparisonType::TotalOrder))
+            )
+            && m.operands(i).iter().any(|o| tainted[o.index()])
+    })
+}
+
 /// Checks the property for `m` with inputs from `seed` (what a repro replays).
 pub fn check_module(m: &Module, seed: u64) -> Outcome {
     if let Some(b) = float_bits_as_integers(m) {
@@ -126,6 +200,13 @@ pub fn check_module(m: &Module, seed: u64) -> Outcome {
             "%{} compares a float's bits exactly, where the GPU's math is within ulps of the \
              evaluator's",
             m.name(b)
+        ));
+    }
+    if let Some(c) = total_order_of_math_nans(m) {
+        return Outcome::Unsupported(format!(
+            "%{} orders floats totally, which sees the sign of the NaNs the device's math \
+             functions return",
+            m.name(c)
         ));
     }
     if let Some(r) = non_identity_reduce(m) {
