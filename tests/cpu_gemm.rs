@@ -3,7 +3,10 @@
 //! batched operands (batch dimensions first and in the middle; attention's `P @ V`, whose few
 //! columns make the tile read the left operand unpacked), every float type it takes
 //! (`f32`, `f64`, `bf16`, `f16`, narrow operands with a wide result and the reverse), with
-//! fresh result buffers and with reused ones that hold NaN garbage, at one and two threads.
+//! fresh result buffers and with reused ones that hold NaN garbage, at one and two threads;
+//! and operands read through views inside an output fusion (transposed, permuted batch
+//! dimensions, sliced and strided, broadcast, reshaped, chains of them: the GEMM reads the
+//! parameter's buffer through the views' strides) in every float type, at one and eight threads.
 //!
 //! Inputs are multiples of 1/8 in [-2, 2], so every product and partial sum is exact in the
 //! accumulation type: any summation order gives the evaluator's value, and the results must
@@ -38,7 +41,13 @@ fn check(lhs: &str, rhs: &str, out: &str, dims: &str) {
     let text = format!(
         "HloModule gemm\n\nENTRY main {{\n  a = {lhs} parameter(0)\n  b = {rhs} parameter(1)\n  ROOT d = {out} dot(a, b), {dims}\n}}\n"
     );
-    let m = parse_module(&text).unwrap_or_else(|e| panic!("{text}\n{e}"));
+    check_module(&text, &[1, 2]);
+}
+
+/// Module `text` (one array result) compiled as given, checked against the evaluator with
+/// fresh and reused (NaN-filled) outputs at each of `threads`, with the same bits at each.
+fn check_module(text: &str, threads: &[usize]) {
+    let m = parse_module(text).unwrap_or_else(|e| panic!("{text}\n{e}"));
     let args: Vec<Literal> = m
         .params(m.entry())
         .iter()
@@ -60,7 +69,7 @@ fn check(lhs: &str, rhs: &str, out: &str, dims: &str) {
         })
         .collect();
     let mut first: Option<Vec<u8>> = None;
-    for threads in [1, 2] {
+    for &threads in threads {
         let exe = compile(
             &m,
             &CpuOptions {
@@ -93,10 +102,7 @@ fn check(lhs: &str, rhs: &str, out: &str, dims: &str) {
         // The same bits at any thread count.
         match &first {
             None => first = Some(fresh),
-            Some(f) => assert!(
-                f == &fresh,
-                "{text}\nresults differ between 1 and 2 threads"
-            ),
+            Some(f) => assert!(f == &fresh, "{text}\nresults differ between thread counts"),
         }
     }
 }
@@ -227,5 +233,129 @@ fn vectors() {
         "f64[1023]",
         "f64[]",
         "lhs_contracting_dims={0}, rhs_contracting_dims={0}",
+    );
+}
+
+/// An output fusion of parameters `a` and `b` (shapes `pa`, `pb`) whose body `body` (lines
+/// over `p0`, `p1`, ending in `ROOT d = OUT dot(...)`) reads them through views, so the GEMM
+/// reads the parameters' buffers through the views' strides; checked as [`check_module`] at
+/// one and eight threads.
+fn check_views(pa: &str, pb: &str, out: &str, body: &str) {
+    let text = format!(
+        "HloModule gemm_views\n\nfc {{\n  p0 = {pa} parameter(0)\n  p1 = {pb} parameter(1)\n{body}\n}}\n\nENTRY main {{\n  a = {pa} parameter(0)\n  b = {pb} parameter(1)\n  ROOT f = {out} fusion(a, b), kind=kOutput, calls=fc\n}}\n"
+    );
+    check_module(&text, &[1, 8]);
+}
+
+const VIEW_SIZES: &[(i64, i64, i64)] = &[(1, 1, 1), (3, 17, 255), (17, 255, 3), (255, 3, 17)];
+
+/// Both operands transposed by a `transpose` inside the fusion (the GEMM reads the other
+/// order of the parameter), in every float type.
+#[test]
+fn transpose_views() {
+    for ty in ["f32", "f64", "bf16", "f16"] {
+        for &(m, k, n) in VIEW_SIZES {
+            check_views(
+                &format!("{ty}[{k},{m}]"),
+                &format!("{ty}[{n},{k}]"),
+                &format!("{ty}[{m},{n}]"),
+                &format!(
+                    "  ta = {ty}[{m},{k}] transpose(p0), dimensions={{1,0}}\n  tb = {ty}[{k},{n}] transpose(p1), dimensions={{1,0}}\n  ROOT d = {ty}[{m},{n}] dot(ta, tb), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}"
+                ),
+            );
+        }
+    }
+}
+
+/// Batch dimensions permuted by a transpose: the batch strides come from the parameter.
+#[test]
+fn permuted_batch_views() {
+    for ty in ["f32", "f64"] {
+        check_views(
+            &format!("{ty}[3,17,2,5]"),
+            &format!("{ty}[5,33,3,2]"),
+            &format!("{ty}[2,3,17,33]"),
+            &format!(
+                "  ta = {ty}[2,3,17,5] transpose(p0), dimensions={{2,0,1,3}}\n  tb = {ty}[2,3,5,33] transpose(p1), dimensions={{3,2,0,1}}\n  ROOT d = {ty}[2,3,17,33] dot(ta, tb), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{2}}"
+            ),
+        );
+    }
+}
+
+/// Slices (an offset), strided slices (larger strides) and a slice of a transpose.
+#[test]
+fn slice_views() {
+    for ty in ["f32", "bf16", "f16", "f64"] {
+        for &(m, k, n) in VIEW_SIZES {
+            let (m2, k2, n2) = (2 * m + 3, 2 * k + 1, n + 5);
+            check_views(
+                &format!("{ty}[{m2},{k2}]"),
+                &format!("{ty}[{n2},{k2}]"),
+                &format!("{ty}[{m},{n}]"),
+                &format!(
+                    "  sa = {ty}[{m},{k}] slice(p0), slice={{[3:{m2}:2], [1:{k2}:2]}}\n  tb = {ty}[{k2},{n2}] transpose(p1), dimensions={{1,0}}\n  sb = {ty}[{k},{n}] slice(tb), slice={{[0:{k}], [5:{n2}]}}\n  ROOT d = {ty}[{m},{n}] dot(sa, sb), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}"
+                ),
+            );
+        }
+    }
+}
+
+/// Broadcasts (stride 0): rows of `A` repeated, a scalar broadcast to all of `B`, and a
+/// broadcast along the batch dimension.
+#[test]
+fn broadcast_views() {
+    for ty in ["f32", "f64", "bf16", "f16"] {
+        for &(m, k, n) in VIEW_SIZES {
+            check_views(
+                &format!("{ty}[{k}]"),
+                &format!("{ty}[]"),
+                &format!("{ty}[{m},{n}]"),
+                &format!(
+                    "  ba = {ty}[{m},{k}] broadcast(p0), dimensions={{1}}\n  bb = {ty}[{k},{n}] broadcast(p1), dimensions={{}}\n  ROOT d = {ty}[{m},{n}] dot(ba, bb), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}"
+                ),
+            );
+        }
+    }
+    check_views(
+        "f32[17,255]",
+        "f32[3,255,33]",
+        "f32[3,17,33]",
+        "  ba = f32[3,17,255] broadcast(p0), dimensions={1,2}\n  ROOT d = f32[3,17,33] dot(ba, p1), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
+    );
+}
+
+/// Attention's heads: a slice of the fused `q|k|v` projection, reshaped into heads and
+/// transposed so heads are the batch, on both sides (the transformer block's `Q @ K^T`);
+/// and a reshape that merges dimensions whose strides do not line up (a transposed pair),
+/// which the planner materializes instead.
+#[test]
+fn reshape_views() {
+    for ty in ["f32", "f64", "bf16", "f16"] {
+        for &(s, h, d) in &[(1, 1, 1), (17, 3, 5), (255, 2, 17)] {
+            let w = 3 * h * d;
+            let hd = h * d;
+            check_views(
+                &format!("{ty}[{s},{w}]"),
+                &format!("{ty}[{s},{w}]"),
+                &format!("{ty}[{h},{s},{s}]"),
+                &format!(
+                    "  sq = {ty}[{s},{hd}] slice(p0), slice={{[0:{s}], [0:{hd}]}}\n  rq = {ty}[{s},{h},{d}] reshape(sq)\n  q = {ty}[{h},{s},{d}] transpose(rq), dimensions={{1,0,2}}\n  sk = {ty}[{s},{hd}] slice(p1), slice={{[0:{s}], [{hd}:{}]}}\n  rk = {ty}[{s},{h},{d}] reshape(sk)\n  k = {ty}[{h},{s},{d}] transpose(rk), dimensions={{1,0,2}}\n  ROOT d = {ty}[{h},{s},{s}] dot(q, k), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{2}}",
+                    2 * hd
+                ),
+            );
+        }
+    }
+    check_views(
+        "f32[4,3,17]",
+        "f32[17,255]",
+        "f32[12,255]",
+        "  t = f32[3,4,17] transpose(p0), dimensions={1,0,2}\n  r = f32[12,17] reshape(t)\n  ROOT d = f32[12,255] dot(r, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+    );
+    // A reshape splitting and merging contiguous dimensions, with size-1 dimensions.
+    check_views(
+        "f32[3,1,85,1]",
+        "f32[255,1,17]",
+        "f32[1,17]",
+        "  r = f32[1,255] reshape(p0)\n  rb = f32[255,17] reshape(p1)\n  ROOT d = f32[1,17] dot(r, rb), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
     );
 }

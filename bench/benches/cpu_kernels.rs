@@ -1,7 +1,8 @@
 //! `cpu_kernels`: the CPU backend's GEMM, sort and reduction kernels on their own, so that
 //! regressions show: square matmuls (f32, and bf16 operands widened in the packing), the dots of
 //! an MLP training step (plain and transposed operands), an MLP layer's output fusion (bias and
-//! ReLU after the dot), attention shaped batch dots,
+//! ReLU after the dot), attention shaped batch dots (and their heads read through views of one
+//! projection, in place or materialized first),
 //! `sort_1M`'s comparator (radix sort) on 64k and 1M keys and a key-value argsort, top-k by
 //! selection and by sort, a full and a row reduction, and a softmax row kernel (streaming stores). Each module is compiled once; the timed part is one run into reused
 //! output buffers. Counters: flops for dots, elements for sorts, bytes read for reductions. Run
@@ -112,6 +113,27 @@ fn gemm_attention_heads(bencher: Bencher, which: &str) {
     let p = prepare(&format!(
         "HloModule att\nENTRY main {{\n  a = {lhs} parameter(0)\n  b = {rhs} parameter(1)\n  ROOT d = {out} dot(a, b), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{{rc}}}\n}}\n"
     ));
+    run(
+        bencher.counter(ItemsCount::new(2u64 * 8 * 512 * 512 * 64)),
+        &p,
+    );
+}
+
+/// Attention's scores over 8 heads cut out of one `q|k|v` projection `[512, 1536]` (a slice,
+/// a reshape into heads, a transpose making heads the batch, on both sides), as the
+/// transformer block has them: `views`, the dot's output fusion with those views as its
+/// prologue (the GEMM reads the projection in place); `copies`, the same unfused, so the
+/// views are materialized by kernels of their own before the GEMM reads them.
+#[divan::bench(args = ["views", "copies"])]
+fn gemm_attention_head_views(bencher: Bencher, which: &str) {
+    let body = "  sq = f32[512,512] slice(x), slice={[0:512], [0:512]}\n  rq = f32[512,8,64] reshape(sq)\n  q = f32[8,512,64] transpose(rq), dimensions={1,0,2}\n  sk = f32[512,512] slice(x), slice={[0:512], [512:1024]}\n  rk = f32[512,8,64] reshape(sk)\n  k = f32[8,512,64] transpose(rk), dimensions={1,0,2}\n  ROOT d = f32[8,512,512] dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}\n";
+    let text = match which {
+        "views" => format!(
+            "HloModule heads\nfused {{\n  x = f32[512,1536] parameter(0)\n{body}}}\nENTRY main {{\n  x = f32[512,1536] parameter(0)\n  ROOT f = f32[8,512,512] fusion(x), kind=kOutput, calls=fused\n}}\n"
+        ),
+        _ => format!("HloModule heads\nENTRY main {{\n  x = f32[512,1536] parameter(0)\n{body}}}\n"),
+    };
+    let p = prepare(&text);
     run(
         bencher.counter(ItemsCount::new(2u64 * 8 * 512 * 512 * 64)),
         &p,

@@ -405,8 +405,14 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                     all.extend_from_slice(bs);
                 }
                 all.extend(k.scratch.iter());
-                for (i, &b) in all.iter().enumerate() {
-                    let p = self.buf(b)?;
+                let views = k.views.iter().map(|&(b, off)| (b, off));
+                let ptrs = all.iter().map(|&b| (b, 0)).chain(views);
+                for (i, (b, off)) in ptrs.enumerate() {
+                    let mut p = self.buf(b)?;
+                    if off != 0 {
+                        // A GEMM operand read through a view that starts inside its buffer.
+                        p = cg.gep(cg.ctx.i8_type().into(), p, cg.c64(off))?;
+                    }
                     let slot = cg.gep(cg.ptr().into(), self.bufs_array, cg.c64(i as i64))?;
                     cg.b.build_store(slot, p)?;
                 }

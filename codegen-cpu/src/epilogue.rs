@@ -56,15 +56,25 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         let cg = self.cg();
         let b = &cg.b;
         let core = e.core;
-        let ops = m.operands(core);
-        let (lhs, rhs) = (
-            self.g
-                .bound_ptr(ops[0])
-                .ok_or("the core's operand is not in memory")?,
-            self.g
-                .bound_ptr(ops[1])
-                .ok_or("the core's operand is not in memory")?,
-        );
+        // A dot reads its operands through their views ([`crate::gemm::operand_view`]).
+        let gemm = match m.opcode(core) {
+            Opcode::Dot => Some(self.gemm_operands(core)?),
+            _ => None,
+        };
+        let (lhs, rhs) = match &gemm {
+            Some((_, [a, b])) => (*a, *b),
+            None => {
+                let ops = m.operands(core);
+                (
+                    self.g
+                        .bound_ptr(ops[0])
+                        .ok_or("the core's operand is not in memory")?,
+                    self.g
+                        .bound_ptr(ops[1])
+                        .ok_or("the core's operand is not in memory")?,
+                )
+            }
+        };
         let c = match e.c_leaf {
             Some(l) => self.outs[l],
             None => *scratch
@@ -76,7 +86,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         let (start, end) = (self.start, self.end);
         let (items, grain) = match m.opcode(core) {
             Opcode::Dot => {
-                let geo = crate::gemm::gemm_geo(m, core, self.gemm).ok_or("dot is not a GEMM")?;
+                let geo = gemm.ok_or("dot is not a GEMM")?.0;
                 let pack = *scratch.first().ok_or("gemm without scratch")?;
                 let (mm, n) = (geo.m, geo.n);
                 let whole_rows = geo.cb == 1;

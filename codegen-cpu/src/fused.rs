@@ -27,6 +27,10 @@
 //!   `Identity` (once per root element, memoized), the core of an epilogue (by the GEMM or
 //!   convolution kernel), or the root reductions of a column kernel. Every other heavy value
 //!   is staged. No heavy value is absorbed by two kernels.
+//! - A GEMM reads each operand through its chain of views (its prologue: transposes, slices,
+//!   broadcasts, reshapes of one run of memory; [`crate::gemm::operand_view`]) from the
+//!   parameter or stage the chain starts at, so the chain is never staged; a chain that is no
+//!   strided view is staged as the operand it computes.
 //! - Sorts, scatters and other kernel-only ops are staged; instructions the kernels cannot
 //!   emit (nested fusions, loops, host calls) are staged and lowered as unfused instructions,
 //!   with their operands staged too.
@@ -171,6 +175,20 @@ struct Planner<'m> {
     pos: HashMap<InstId, usize>,
 }
 
+/// The values blocked core `core` reads from memory (with `bound` in memory): a dot's
+/// operands through their chains of views ([`crate::gemm::operand_view`]: the dot's prologue,
+/// read in place by the GEMM's packing), a convolution's operands.
+fn core_operands(m: &Module, core: InstId, bound: &HashSet<InstId>) -> Vec<InstId> {
+    let ops = m.operands(core);
+    if m.opcode(core) != Opcode::Dot {
+        return ops.to_vec();
+    }
+    let in_memory = |x: InstId| bound.contains(&x) || m.opcode(x) == Opcode::Parameter;
+    ops.iter()
+        .map(|&o| crate::gemm::operand_view(m, o, &in_memory).base)
+        .collect()
+}
+
 /// The largest row buffer a row kernel keeps on the stack.
 pub(crate) const ROW_CACHE_BYTES: i64 = 64 << 10;
 
@@ -247,7 +265,7 @@ impl<'m> Planner<'m> {
                             }
                         }
                         Absorb::Core => {
-                            for &o in ops {
+                            for o in core_operands(m, id, bound) {
                                 if !bound.contains(&o) && m.opcode(o) != Opcode::Parameter {
                                     stage(&mut out, &mut staged, o);
                                 }
@@ -310,10 +328,14 @@ impl<'m> Planner<'m> {
             } else {
                 KernelKind::Conv
             };
-            return (
-                StageHow::Kernel(kind, KernelPlan::Plain),
-                unbound_operands(x),
-            );
+            let w = Walked {
+                needs: core_operands(m, x, bound)
+                    .into_iter()
+                    .filter(|o| !bound.contains(o) && m.opcode(*o) != Opcode::Parameter)
+                    .collect(),
+                ..Walked::default()
+            };
+            return (StageHow::Kernel(kind, KernelPlan::Plain), w);
         }
         if m.opcode(x) == Opcode::Reduce && m.shape(x).is_tuple() && class(m, x) == Class::Heavy {
             // A variadic reduce (argmax's values and indices) is one reduce kernel computing

@@ -10,7 +10,8 @@
 //! Capabilities follow the emitter: an instruction may be fused when the elemental emitter
 //! emits it and its element type is supported; a row reduction needs a single input and an
 //! elemental reducer; an output fusion needs a `dot` the blocked GEMM kernel takes or a
-//! `convolution` the register-tiled kernel takes. A multi-output fusion's parts must fit one
+//! `convolution` the register-tiled kernel takes; a dot's operand may be a chain of views of a
+//! buffer (its prologue), which the GEMM reads through strides. A multi-output fusion's parts must fit one
 //! kernel of the fusion planner (`fused.rs`): outputs of equal dimensions (one element loop,
 //! one row kernel that computes every part's row reductions once per row, or sibling column
 //! reductions), or a value and reductions of its rows over the minor dimensions (one row
@@ -173,6 +174,13 @@ impl FusionTarget for CpuFusionTarget {
             Opcode::Convolution => crate::conv_fast::conv_fast(m, id).is_some(),
             _ => false,
         }
+    }
+
+    /// The GEMM's packing reads an operand through any strides and offset
+    /// (`gemm::operand_view`); a chain it cannot express as strides is staged by the
+    /// fusion planner, as it would have been computed outside.
+    fn reads_dot_operand_views(&self) -> bool {
+        true
     }
 
     fn multi_output_compatible(&self, m: &Module, a: InstId, b: InstId) -> bool {

@@ -6,6 +6,16 @@
 //! are widened to the accumulation type (`f64` when any side is `f64`, else `f32`, the
 //! evaluator's rule) while they are packed, so the register tile only ever sees that type.
 //!
+//! Inside a fusion an operand may be a chain of views of a buffer (the dot's prologue, which
+//! the `fusion` pass places there for the cpu target): transposes (a permutation of the
+//! strides), reshapes that split or merge dimensions of one run of memory, slices (an offset
+//! and, when strided, larger strides), broadcasts (stride 0 on the new dimensions), row-major
+//! bitcasts and copies ([`operand_view`]). The GEMM then reads the chain's base buffer through
+//! the composed strides and offset, as it reads any operand, without materializing the view;
+//! a chain that is no strided view is left to the fusion planner to stage. Reading through a
+//! view gives exactly the elements a materialized copy would hold, and the accumulation order
+//! below does not depend on strides, so results are bit-identical to the unfolded path.
+//!
 //! Work items are rectangles of `C` (a batch, a range of row strips, a range of column
 //! strips), chosen at compile time so that there are a few per thread, balanced to one strip,
 //! and so that the operand bytes packed over all items (`A` once per column block, `B` once per
@@ -32,13 +42,14 @@
 
 use std::sync::OnceLock;
 
-use axle_ir::{ElementType, InstId, Module};
+use axle_ir::{AttrKey, AttrValue, ElementType, InstId, Module, Opcode};
 use inkwell::types::{BasicTypeEnum, FloatType, VectorType};
 use inkwell::values::{BasicValue, IntValue, PointerValue, VectorValue};
 use inkwell::IntPredicate;
 
 use crate::cg::{bv, strides, Cg};
 use crate::conv::dot_dims;
+use crate::elemental::bitcast_is_reshape;
 use crate::error::R;
 
 /// Items with at most this many column strips read a row-major `A` directly
@@ -104,6 +115,10 @@ pub(crate) struct GemmGeo {
     pub m: i64,
     pub n: i64,
     pub k: i64,
+    /// Where `A` and `B` start in their base buffers, in elements (a slice's offset;
+    /// [`operand_view`]).
+    pub a_off: i64,
+    pub b_off: i64,
     /// Strides of `A` along `m` and `k`, of `B` along `k` and `n`.
     pub a_sm: i64,
     pub a_sk: i64,
@@ -196,8 +211,151 @@ pub(crate) struct GemmTarget {
     pub stream_min: Option<i64>,
 }
 
-/// The GEMM geometry of `dot` instruction `id`, if the GEMM handles it, on target `t`.
+/// How the GEMM reads one operand of a dot: `base`'s buffer (row-major, as every buffer is)
+/// from element `offset`, with a stride in elements per dimension of the operand.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct OperandView {
+    /// The instruction whose buffer is read.
+    pub base: InstId,
+    /// The first element read.
+    pub offset: i64,
+    /// The operand's strides in `base`'s buffer.
+    pub strides: Vec<i64>,
+}
+
+/// How the GEMM reads operand `op`: through the chain of views (`transpose`, `reshape` or
+/// row-major `bitcast` that splits or merges dimensions compatibly with the strides, `slice`,
+/// `broadcast`, `copy`) from the first instruction `in_memory` says is in memory, or `op`'s own
+/// buffer when the chain reaches none or a step of it is no stride view (a reshape that mixes
+/// strides). A view moves no data, so reading through it gives exactly the elements a
+/// materialized copy would hold.
+pub(crate) fn operand_view(
+    m: &Module,
+    op: InstId,
+    in_memory: &dyn Fn(InstId) -> bool,
+) -> OperandView {
+    fn through(m: &Module, x: InstId, in_memory: &dyn Fn(InstId) -> bool) -> Option<OperandView> {
+        let a = m.array_shape(x)?;
+        if in_memory(x) {
+            return Some(OperandView {
+                base: x,
+                offset: 0,
+                strides: strides(&a.dims),
+            });
+        }
+        let op = *m.operands(x).first()?;
+        if a.dims.contains(&0) || m.array_shape(op)?.ty != a.ty {
+            return None;
+        }
+        let mut v = match m.opcode(x) {
+            Opcode::Transpose
+            | Opcode::Reshape
+            | Opcode::Slice
+            | Opcode::Broadcast
+            | Opcode::Copy => through(m, op, in_memory)?,
+            Opcode::Bitcast if bitcast_is_reshape(m, x).unwrap_or(false) => {
+                through(m, op, in_memory)?
+            }
+            _ => return None,
+        };
+        let s = std::mem::take(&mut v.strides);
+        v.strides = match m.opcode(x) {
+            Opcode::Copy => s,
+            Opcode::Transpose => {
+                let perm = m.ints_attr(x, &AttrKey::Dimensions)?;
+                perm.iter()
+                    .map(|&p| s.get(p as usize).copied())
+                    .collect::<Option<_>>()?
+            }
+            Opcode::Broadcast => {
+                let bd = m.ints_attr(x, &AttrKey::Dimensions)?;
+                let mut out = vec![0; a.rank()];
+                for (j, &d) in bd.iter().enumerate() {
+                    *out.get_mut(d as usize)? = *s.get(j)?;
+                }
+                out
+            }
+            Opcode::Slice => {
+                let Some(AttrValue::Slice(sl)) = m.attr(x, &AttrKey::Slice) else {
+                    return None;
+                };
+                let mut out = Vec::with_capacity(sl.len());
+                for (d, &[start, _, step]) in sl.iter().enumerate() {
+                    v.offset += start * s.get(d)?;
+                    out.push(s.get(d)? * step);
+                }
+                out
+            }
+            _ => reshape_strides(&m.array_shape(op)?.dims, &s, &a.dims)?,
+        };
+        Some(v)
+    }
+    through(m, op, in_memory).unwrap_or_else(|| OperandView {
+        base: op,
+        offset: 0,
+        strides: m
+            .array_shape(op)
+            .map_or_else(Vec::new, |a| strides(&a.dims)),
+    })
+}
+
+/// The strides of dimensions `out` of a reshape of an array of dimensions `dims` read with
+/// strides `st`, if each group of dimensions the reshape splits or merges is one run of memory
+/// (each input dimension of the group `stride = next stride * next size`).
+fn reshape_strides(dims: &[i64], st: &[i64], out: &[i64]) -> Option<Vec<i64>> {
+    let ins: Vec<(i64, i64)> = dims
+        .iter()
+        .zip(st)
+        .filter(|(&d, _)| d != 1)
+        .map(|(&d, &s)| (d, s))
+        .collect();
+    let mut res = vec![0; out.len()];
+    let (mut i, mut j) = (0, 0);
+    while j < out.len() {
+        if out[j] == 1 {
+            j += 1;
+            continue;
+        }
+        let (i0, j0) = (i, j);
+        let (mut pi, mut pj) = (ins.get(i)?.0, out[j]);
+        i += 1;
+        j += 1;
+        while pi != pj {
+            if pi < pj {
+                pi *= ins.get(i)?.0;
+                i += 1;
+            } else {
+                pj *= *out.get(j)?;
+                j += 1;
+            }
+        }
+        if (i0..i - 1).any(|t| ins[t].1 != ins[t + 1].1 * ins[t + 1].0) {
+            return None;
+        }
+        let mut stride = ins[i - 1].1;
+        for q in (j0..j).rev() {
+            res[q] = stride;
+            stride *= out[q];
+        }
+    }
+    (i == ins.len()).then_some(res)
+}
+
+/// The GEMM geometry of `dot` instruction `id`, if the GEMM handles it, on target `t`, reading
+/// its operands from their own buffers.
 pub(crate) fn gemm_geo(m: &Module, id: InstId, t: &GemmTarget) -> Option<GemmGeo> {
+    Some(gemm_geo_views(m, id, t, &|_| false)?.0)
+}
+
+/// The GEMM geometry of `dot` instruction `id` reading each operand through its views from
+/// the first instruction `in_memory` says is in memory ([`operand_view`]), with the buffers
+/// it reads (left, right).
+pub(crate) fn gemm_geo_views(
+    m: &Module,
+    id: InstId,
+    t: &GemmTarget,
+    in_memory: &dyn Fn(InstId) -> bool,
+) -> Option<(GemmGeo, [InstId; 2])> {
     let (features, threads) = (t.features.as_str(), t.threads);
     let ops = m.operands(id);
     let (l, r) = (m.array_shape(ops[0])?, m.array_shape(ops[1])?);
@@ -214,7 +372,11 @@ pub(crate) fn gemm_geo(m: &Module, id: InstId, t: &GemmTarget) -> Option<GemmGeo
     if dd.lfree.len() > 1 || dd.rfree.len() > 1 || dd.lc.len() > 1 {
         return None;
     }
-    let (sl, sr) = (strides(&l.dims), strides(&r.dims));
+    let (lv, rv) = (
+        operand_view(m, ops[0], in_memory),
+        operand_view(m, ops[1], in_memory),
+    );
+    let (sl, sr) = (&lv.strides, &rv.strides);
     let size = |dims: &[i64], d: Option<&i64>| d.map_or(1, |&d| dims[d as usize]);
     let st = |s: &[i64], d: Option<&i64>| d.map_or(0, |&d| s[d as usize]);
     let esize = acc.byte_size() as i64;
@@ -227,13 +389,15 @@ pub(crate) fn gemm_geo(m: &Module, id: InstId, t: &GemmTarget) -> Option<GemmGeo
         batch: dd.lb.iter().map(|&d| l.dims[d as usize]).collect(),
         lb_st: dd.lb.iter().map(|&d| sl[d as usize]).collect(),
         rb_st: dd.rb.iter().map(|&d| sr[d as usize]).collect(),
+        a_off: lv.offset,
+        b_off: rv.offset,
         m: size(&l.dims, dd.lfree.first()),
         n: size(&r.dims, dd.rfree.first()),
         k: size(&l.dims, dd.lc.first()),
-        a_sm: st(&sl, dd.lfree.first()),
-        a_sk: st(&sl, dd.lc.first()),
-        b_sk: st(&sr, dd.rc.first()),
-        b_sn: st(&sr, dd.rfree.first()),
+        a_sm: st(sl, dd.lfree.first()),
+        a_sk: st(sl, dd.lc.first()),
+        b_sk: st(sr, dd.rc.first()),
+        b_sn: st(sr, dd.rfree.first()),
         lanes,
         // 8 x 2 accumulators of 32 registers with AVX-512 (16 independent sums cover two FMA
         // pipes of four cycles' latency, and the strip of A beside the strip of B still fits
@@ -266,7 +430,7 @@ pub(crate) fn gemm_geo(m: &Module, id: InstId, t: &GemmTarget) -> Option<GemmGeo
     let nc_max = ((l2 / (geo.kc * esize)) / nr).max(1) * nr;
     geo.nc = cols.min(nc_max.max(4 * nr));
     geo.direct_a = geo.a_sk == 1 && geo.a_ty == acc && cols <= DIRECT_A_COLS * nr;
-    Some(geo)
+    Some((geo, [lv.base, rv.base]))
 }
 
 /// Chooses row and column blocks per batch: at least two items per thread when there is
@@ -331,8 +495,8 @@ pub(crate) fn emit_gemm<'ctx>(
         } = item_block(cg, geo, item)?;
         // Batch offsets.
         let bidx = delinearize(cg, &geo.batch, bi)?;
-        let mut a_off = cg.c64(0);
-        let mut b_off = cg.c64(0);
+        let mut a_off = cg.c64(geo.a_off);
+        let mut b_off = cg.c64(geo.b_off);
         for (d, &x) in bidx.iter().enumerate() {
             let t = bb.build_int_nsw_mul(x, cg.c64(geo.lb_st[d]), "t")?;
             a_off = bb.build_int_nsw_add(a_off, t, "ao")?;

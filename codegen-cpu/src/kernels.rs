@@ -108,12 +108,18 @@ pub(crate) fn emit_kernel<'ctx>(
         scratch.push(next_ptr()?);
     }
     let scratch_ptr = scratch.first().copied();
+    let mut views = Vec::with_capacity(k.views.len());
+    for _ in &k.views {
+        views.push(next_ptr()?);
+    }
     let mut kc = Kc {
         g,
         m,
         gemm,
         root: k.root,
         outs,
+        views,
+        bound: crate::lower::bound_arrays(&k.bindings),
         start,
         end,
     };
@@ -176,8 +182,32 @@ pub(crate) struct Kc<'a, 'ctx> {
     pub gemm: &'a GemmTarget,
     pub root: InstId,
     pub outs: Vec<PointerValue<'ctx>>,
+    /// A GEMM's operands where their views start ([`crate::lower::Kernel::views`]).
+    pub views: Vec<PointerValue<'ctx>>,
+    /// The bindings that are one array in memory, where views of a GEMM operand start (the
+    /// lowering's choice, [`crate::lower::bound_arrays`]).
+    pub bound: Vec<InstId>,
     pub start: IntValue<'ctx>,
     pub end: IntValue<'ctx>,
+}
+
+impl<'ctx> Kc<'_, 'ctx> {
+    /// The GEMM geometry of `dot` reading its operands through their views, and the operands'
+    /// pointers: where each view starts, passed in by the entry code, so the geometry's own
+    /// offsets are zero.
+    pub(crate) fn gemm_operands(
+        &self,
+        dot: InstId,
+    ) -> R<(crate::gemm::GemmGeo, [PointerValue<'ctx>; 2])> {
+        let (mut geo, _) =
+            crate::gemm::gemm_geo_views(self.m, dot, self.gemm, &|x| self.bound.contains(&x))
+                .ok_or("dot is not a GEMM")?;
+        (geo.a_off, geo.b_off) = (0, 0);
+        match self.views[..] {
+            [a, b] => Ok((geo, [a, b])),
+            _ => Err("a GEMM without its operands' views".into()),
+        }
+    }
 }
 
 /// Whether every index `gen` needs below `id` is the linear index of a same-sized array, so a
@@ -619,17 +649,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
     }
 
     fn emit_gemm(&mut self, scratch: PointerValue<'ctx>) -> R<(i64, i64)> {
-        let m = self.m;
-        let geo = crate::gemm::gemm_geo(m, self.root, self.gemm).ok_or("dot is not a GEMM")?;
-        let ops = m.operands(self.root);
-        let a = self
-            .g
-            .bound_ptr(ops[0])
-            .ok_or("gemm operand is not in memory")?;
-        let b = self
-            .g
-            .bound_ptr(ops[1])
-            .ok_or("gemm operand is not in memory")?;
+        let (geo, [a, b]) = self.gemm_operands(self.root)?;
         crate::gemm::emit_gemm(
             self.cg(),
             &geo,

@@ -101,6 +101,12 @@ pub(crate) struct Kernel {
     /// Scratch memory the kernel needs (sorts, GEMM packing, an epilogue's core result), as
     /// the assignment gave it (the order of [`crate::buffer_rules::CpuRules`]' scratch sizes).
     pub scratch: Vec<BufId>,
+    /// A GEMM's operands (left, right) as the buffer of each one's view base
+    /// ([`crate::gemm::operand_view`]) and the byte offset the view starts at: passed after
+    /// the scratch buffers as pointers the entry code offsets, so the kernel's code does not
+    /// depend on the offsets and kernels that differ only in a slice's start (attention's
+    /// heads) share one function. Empty for other kernels.
+    pub views: Vec<(BufId, i64)>,
 }
 
 /// One step of the program.
@@ -488,6 +494,7 @@ impl<'m> Lower<'m> {
             )
             .into());
         }
+        let views = gemm_views(m, kind, &plan, root, &bindings)?;
         out.push(Thunk::Kernel(Box::new(Kernel {
             kind,
             plan,
@@ -497,6 +504,7 @@ impl<'m> Lower<'m> {
             in_place,
             origin,
             scratch,
+            views,
         })));
         Ok(tree)
     }
@@ -760,4 +768,59 @@ pub(crate) fn visit_thunks<'p>(
             }
         }
     }
+}
+
+/// The `dot` a GEMM kernel runs (its root, or its epilogue's core), if `kind` is `Gemm`.
+pub(crate) fn gemm_core(
+    m: &Module,
+    kind: KernelKind,
+    plan: &KernelPlan,
+    root: InstId,
+) -> Option<InstId> {
+    let core = match plan {
+        KernelPlan::Epilogue(e) => e.core,
+        _ => root,
+    };
+    (kind == KernelKind::Gemm && m.opcode(core) == axle_ir::Opcode::Dot).then_some(core)
+}
+
+/// The bindings that are one array in memory: where a GEMM's operand views may start.
+pub(crate) fn bound_arrays(bindings: &[(InstId, Vec<BufId>)]) -> Vec<InstId> {
+    bindings
+        .iter()
+        .filter(|(_, bs)| bs.len() == 1)
+        .map(|(b, _)| *b)
+        .collect()
+}
+
+/// [`Kernel::views`] of a kernel: for a GEMM, each operand's view base buffer (one of the
+/// `bindings`) and start in bytes.
+fn gemm_views(
+    m: &Module,
+    kind: KernelKind,
+    plan: &KernelPlan,
+    root: InstId,
+    bindings: &[(InstId, Vec<BufId>)],
+) -> R<Vec<(BufId, i64)>> {
+    let Some(core) = gemm_core(m, kind, plan, root) else {
+        return Ok(Vec::new());
+    };
+    let arrays = bound_arrays(bindings);
+    let bound = |x: InstId| arrays.contains(&x);
+    m.operands(core)
+        .iter()
+        .map(|&o| {
+            let v = crate::gemm::operand_view(m, o, &bound);
+            let buf = bindings
+                .iter()
+                .find(|(b, bs)| *b == v.base && bs.len() == 1)
+                .map(|(_, bs)| bs[0])
+                .ok_or("gemm operand is not in memory")?;
+            let ty = m
+                .array_shape(v.base)
+                .ok_or("gemm operand is not an array")?
+                .ty;
+            Ok((buf, v.offset * ty.byte_size() as i64))
+        })
+        .collect()
 }

@@ -96,7 +96,8 @@ fn collect<'p>(m: &Module, prog: &'p Program) -> Kernels<'p> {
         Thunk::Kernel(k) => {
             let n = k.outputs.len()
                 + k.bindings.iter().map(|(_, b)| b.len()).sum::<usize>()
-                + k.scratch.len();
+                + k.scratch.len()
+                + k.views.len();
             ks.max_bufs = ks.max_bufs.max(n);
             let number = ks.uses.len();
             let sig = kernel_signature(m, k);

@@ -114,11 +114,12 @@ pub(crate) fn kernel_signature(m: &Module, k: &Kernel) -> String {
     };
     let mut local = HashMap::new();
     let mut out = format!(
-        "{:?} in_place={} scratch={} outs={} |",
+        "{:?} in_place={} scratch={} outs={} views={} |",
         k.kind,
         k.in_place,
         k.scratch.len(),
-        k.outputs.len()
+        k.outputs.len(),
+        k.views.len()
     );
     for (i, (inst, bufs)) in k.bindings.iter().enumerate() {
         local.insert(*inst, format!("B{i}"));
@@ -126,6 +127,7 @@ pub(crate) fn kernel_signature(m: &Module, k: &Kernel) -> String {
         shape_sig(m, m.shape(*inst), &mut out);
         out.push(';');
     }
+    gemm_operand_names(m, k, &mut local);
     sig.node(k.root, &mut local, &mut out);
     // The plan, its instructions named as in the subgraph above.
     let name = |i: &InstId| local.get(i).cloned().unwrap_or_else(|| "?".into());
@@ -146,4 +148,40 @@ pub(crate) fn kernel_signature(m: &Module, k: &Kernel) -> String {
         }
     }
     out
+}
+
+/// Names a GEMM's operands by what its code depends on: the binding its view starts in, its
+/// shape and its strides ([`crate::gemm::operand_view`]), not by their subgraphs, whose slice
+/// starts go to the entry code as pointer offsets ([`crate::lower::Kernel::views`]). An
+/// operand something else in the kernel also reads (an epilogue computing it element by
+/// element) keeps its subgraph, starts included.
+fn gemm_operand_names(m: &Module, k: &Kernel, local: &mut HashMap<InstId, String>) {
+    let Some(core) = crate::lower::gemm_core(m, k.kind, &k.plan, k.root) else {
+        return;
+    };
+    // An unfused dot reads bindings only (and its computation may be the whole program).
+    if m.operands(core).iter().all(|o| local.contains_key(o)) {
+        return;
+    }
+    let others = m
+        .comp_insts(m.parent(core))
+        .into_iter()
+        .filter(|&i| i != core)
+        .flat_map(|i| m.operands(i).to_vec())
+        .collect::<std::collections::HashSet<_>>();
+    let arrays = crate::lower::bound_arrays(&k.bindings);
+    let bound = |x: InstId| arrays.contains(&x);
+    for (j, &o) in m.operands(core).iter().enumerate() {
+        if others.contains(&o) || local.contains_key(&o) {
+            continue;
+        }
+        let v = crate::gemm::operand_view(m, o, &bound);
+        let Some(base) = local.get(&v.base) else {
+            continue;
+        };
+        let mut name = format!("V{j}={base}:");
+        shape_sig(m, m.shape(o), &mut name);
+        let _ = write!(name, "{:?}", v.strides);
+        local.insert(o, name);
+    }
 }

@@ -1,6 +1,7 @@
 //! Fusions on the CPU backend: every kernel shape the fusion planner makes (row kernels for
 //! softmax- and layernorm-like fusions, staged column reductions, sibling reductions,
-//! multi-output loops, output fusions with each kind of epilogue, fusions split around dots,
+//! multi-output loops, output fusions with each kind of epilogue, dot prologues read in place,
+//! fusions split around dots,
 //! sorts and nested fusions) at ordinary, odd and zero sizes. Each case must give the
 //! evaluator's results, bit-identical results on 1 and 8 threads, and the kernel structure
 //! the plan promises (`kernel_plan`), so a reduction recomputed per element cannot come back
@@ -378,6 +379,64 @@ fn output_fusions_apply_every_kind_of_epilogue_to_finished_blocks() {
             );
         }
     }
+}
+
+/// Prologues: a dot's operands read through views of the fusion's parameters (a transpose,
+/// a slice of a reshape, a broadcast) are read by the GEMM in place, so the fusion is one
+/// GEMM kernel (with its epilogue, where it has one); a chain that is no strided view (a
+/// reshape merging transposed dimensions) is staged first.
+#[test]
+fn dot_prologue_views_are_read_in_place() {
+    for (m, k, n) in [(13, 17, 19), (1, 5, 3), (64, 128, 515)] {
+        let (k2, n3) = (2 * k, 3 * n);
+        let text = format!(
+            r#"HloModule prologue
+fused {{
+  a = f32[{k},{m}] parameter(0)
+  w = f32[{k2},{n3}] parameter(1)
+  bias = f32[{n}] parameter(2)
+  at = f32[{m},{k}] transpose(a), dimensions={{1,0}}
+  ws = f32[{k2},{n}] slice(w), slice={{[0:{k2}], [{n}:{}]}}
+  wr = f32[2,{k},{n}] reshape(ws)
+  wt = f32[{k},2,{n}] transpose(wr), dimensions={{1,0,2}}
+  ab = f32[2,{m},{k}] broadcast(at), dimensions={{1,2}}
+  d = f32[2,{m},{n}] dot(ab, wt), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{1}}, rhs_contracting_dims={{0}}
+  bb = f32[2,{m},{n}] broadcast(bias), dimensions={{2}}
+  ROOT o = f32[2,{m},{n}] add(d, bb)
+}}
+ENTRY main {{
+  a = f32[{k},{m}] parameter(0)
+  w = f32[{k2},{n3}] parameter(1)
+  bias = f32[{n}] parameter(2)
+  ROOT f = f32[2,{m},{n}] fusion(a, w, bias), kind=kOutput, calls=fused
+}}
+"#,
+            2 * n
+        );
+        let plan = check(&text);
+        assert_eq!(
+            plan,
+            ["Gemm f root=o (add) epilogue core=d into output 0"],
+            "{m}x{k}x{n}"
+        );
+    }
+    let text = r#"HloModule staged
+fused {
+  a = f32[4,3,17] parameter(0)
+  w = f32[17,9] parameter(1)
+  t = f32[3,4,17] transpose(a), dimensions={1,0,2}
+  r = f32[12,17] reshape(t)
+  ROOT d = f32[12,9] dot(r, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+ENTRY main {
+  a = f32[4,3,17] parameter(0)
+  w = f32[17,9] parameter(1)
+  ROOT f = f32[12,9] fusion(a, w), kind=kOutput, calls=fused
+}
+"#;
+    let plan = check(text);
+    assert_eq!(plan.len(), 2, "{plan:?}");
+    assert!(plan[1].starts_with("Gemm f root=d"), "{plan:?}");
 }
 
 #[test]

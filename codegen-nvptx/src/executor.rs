@@ -1,16 +1,26 @@
 //! The launch-plan executor: runs a module's kernels ([`crate::plan_kernels`]) on any
-//! [`Device`], in program order, each on the grid and block of its launch plan.
+//! [`Device`], in program order, each on the grid and block of its launch plan, and the
+//! module's host control flow ([`crate::control_flow`]) between them.
 //!
-//! A value of the entry computation is a list of buffers, one per array leaf (depth-first):
-//! a parameter's are the caller's, a constant's are uploaded from its literal, a tuple's are
-//! its operands' (an `opt-barrier`'s too) and a `get-tuple-element`'s a part of its operand's
-//! (no copies); an
+//! A host computation (the entry, or one a `while`, `conditional` or `call` runs) runs on
+//! argument buffers, one list per parameter. A value is a list of buffers, one per array leaf
+//! (depth-first): a parameter's are the argument's, a constant's are uploaded from its literal
+//! (once per run, whichever computation holds it), a tuple's are its operands' (an
+//! `opt-barrier`'s too) and a `get-tuple-element`'s a part of its operand's (no copies); an
 //! instruction with a kernel gets fresh output buffers, which the kernel writes (an instruction
 //! computed by several consecutive kernels gets them once, before its first kernel, and its
 //! scratch buffers, [`KernelInfo::scratch`], for as long as its kernels run); an instruction
-//! whose every leaf is zero-sized (no kernel, no launch) gets empty buffers.
+//! whose every leaf is zero-sized (no kernel, no launch) gets empty buffers. A `while` runs its
+//! condition on the state, reads the one-byte predicate back and, while it is true, runs its
+//! body on the state, whose result is the next state; a `conditional` reads its predicate or
+//! index back and runs the branch it selects on that branch's operand; a `call` runs its
+//! computation on its operands. Buffers are never written after their kernels ran, so a value
+//! may share buffers with others (a state leaf passed through unchanged, or repeated).
 //!
-//! Invariants: a run frees every buffer it made except the result's, also when it fails; the
+//! Invariants: a run frees every buffer it made except the result's, also when it fails; a
+//! nested computation's run frees, when it returns, every buffer it made that its result does
+//! not hold, and a loop frees each iteration's buffers that the next state does not hold
+//! ([`crate::control_flow::LoopState`]), so memory does not grow with the trip count. The
 //! result's buffers are all made by the run and pairwise distinct (a result leaf that is an
 //! argument, or that appears twice, is copied), so the caller owns each exactly once. A
 //! constant whose value the text elided is refused when the module is compiled, with an error
@@ -20,8 +30,11 @@ use std::collections::HashMap;
 
 use axle_codegen_llvm::elemental::inst_leaves;
 use axle_codegen_llvm::error::{at, finish, Fail};
-use axle_ir::{AttrKey, InstId, Literal, Module, Opcode, Shape};
+use axle_ir::{AttrKey, CompId, InstId, Literal, Module, Opcode, Shape};
 
+use crate::control_flow::{
+    branch_taken, control_callees, host_computations, pred_value, LoopState,
+};
 use crate::device::{BufferKey, Device, DeviceMemory};
 use crate::kernels::{plan_kernels, KernelInfo};
 use crate::CodegenError;
@@ -31,7 +44,21 @@ use crate::CodegenError;
 pub struct Executable<D: Device> {
     module: Module,
     kernels: Vec<KernelInfo>,
+    /// Per instruction with kernels, their positions in `kernels`.
+    by_inst: HashMap<InstId, Vec<usize>>,
+    /// Per host computation, its instructions in program order.
+    orders: HashMap<CompId, Vec<InstId>>,
     program: D::Program,
+}
+
+/// One run of an [`Executable`]: its memory and the constants it uploaded.
+struct Run<'a, D: Device> {
+    exe: &'a Executable<D>,
+    mem: &'a DeviceMemory<D>,
+    /// The buffers of each constant uploaded so far, shared by every computation run.
+    constants: HashMap<InstId, Vec<BufferKey>>,
+    /// Every buffer in `constants`, which the run owns until it ends.
+    constant_keys: Vec<BufferKey>,
 }
 
 /// The array leaves of a shape, counted.
@@ -57,16 +84,23 @@ impl<D: Device> Executable<D> {
     pub fn compile(mem: &DeviceMemory<D>, m: Module) -> Result<Self, CodegenError> {
         axle_ir::check_runnable(&m).map_err(|e| CodegenError::general(&m.name, e.to_string()))?;
         let kernels = plan_kernels(&m)?;
-        for id in m.comp_insts(m.entry()) {
+        let orders: HashMap<CompId, Vec<InstId>> = host_computations(&m).into_iter().collect();
+        for &id in orders.values().flatten() {
             if m.opcode(id) == Opcode::Constant && m.literal(id).is_none() {
                 let f = Fail::Msg("the constant's value was elided from the text".into());
                 return Err(finish(&m, at(&m, id, f)));
             }
         }
+        let mut by_inst: HashMap<InstId, Vec<usize>> = HashMap::new();
+        for (k, info) in kernels.iter().enumerate() {
+            by_inst.entry(info.inst).or_default().push(k);
+        }
         let program = mem.device().load(&m, &kernels)?;
         Ok(Executable {
             module: m,
             kernels,
+            by_inst,
+            orders,
             program,
         })
     }
@@ -88,8 +122,16 @@ impl<D: Device> Executable<D> {
         mem: &DeviceMemory<D>,
         args: &[Vec<BufferKey>],
     ) -> Result<Vec<BufferKey>, String> {
+        let mut run = Run {
+            exe: self,
+            mem,
+            constants: HashMap::new(),
+            constant_keys: Vec::new(),
+        };
         let mut made = Vec::new();
-        let result = self.run_with(mem, args, &mut made);
+        let result = run.computation(self.module.entry(), args, &mut made);
+        made.extend_from_slice(&run.constant_keys);
+        let result = result.and_then(|leaves| run.own_result(leaves, &mut made));
         let keep: Vec<BufferKey> = result.as_ref().cloned().unwrap_or_default();
         for k in made {
             if !keep.contains(&k) {
@@ -99,24 +141,74 @@ impl<D: Device> Executable<D> {
         }
         result
     }
+}
 
-    fn run_with(
+impl<D: Device> Run<'_, D> {
+    /// The result's buffers from the root's `leaves`, each owned once: arguments, constants
+    /// and repeats are copied (`made` holds every buffer the run made).
+    fn own_result(
         &self,
-        mem: &DeviceMemory<D>,
+        leaves: Vec<BufferKey>,
+        made: &mut Vec<BufferKey>,
+    ) -> Result<Vec<BufferKey>, String> {
+        let mem = self.mem;
+        let mut out: Vec<BufferKey> = Vec::with_capacity(leaves.len());
+        for key in leaves {
+            if made.contains(&key) && !out.contains(&key) {
+                out.push(key);
+            } else {
+                let copy = mem.upload(&mem.download(key)?)?;
+                made.push(copy);
+                out.push(copy);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Runs host computation `c` on `args` as a step of its caller: gives its root's buffers
+    /// and those of them it made (each once, now the caller's); every other buffer it made is
+    /// freed, also when it fails.
+    fn nested(
+        &mut self,
+        c: CompId,
+        args: &[Vec<BufferKey>],
+    ) -> Result<(Vec<BufferKey>, Vec<BufferKey>), String> {
+        let mut made = Vec::new();
+        let result = self.computation(c, args, &mut made);
+        let mut owned = Vec::new();
+        for k in made {
+            match &result {
+                Ok(leaves) if leaves.contains(&k) && !owned.contains(&k) => owned.push(k),
+                // Made by this computation's run and freed once, here.
+                _ => {
+                    let _ = self.mem.free(k);
+                }
+            }
+        }
+        Ok((result?, owned))
+    }
+
+    /// Runs host computation `c` on `args` (per parameter, its buffers) and gives its root's
+    /// buffers; every buffer it makes is added to `made`.
+    fn computation(
+        &mut self,
+        c: CompId,
         args: &[Vec<BufferKey>],
         made: &mut Vec<BufferKey>,
     ) -> Result<Vec<BufferKey>, String> {
-        let m = &self.module;
-        let entry = m.entry();
-        let mut by_inst: HashMap<InstId, Vec<usize>> = HashMap::new();
-        for (k, info) in self.kernels.iter().enumerate() {
-            by_inst.entry(info.inst).or_default().push(k);
-        }
+        let exe = self.exe;
+        let m = &exe.module;
+        let mem = self.mem;
+        let order = exe.orders.get(&c).ok_or_else(|| {
+            format!(
+                "computation {} is not run by the host: no kernels were planned for it",
+                m.comp_name(c)
+            )
+        })?;
         let mut values: HashMap<InstId, Vec<BufferKey>> = HashMap::new();
-        let order = axle_ir::printer::topo_order(m, &m.comp_insts(entry));
         let err =
             |id: InstId, msg: String| format!("%{} ({}): {msg}", m.name(id), m.opcode(id).name());
-        for id in order {
+        for &id in order {
             let operand = |k: usize| -> Result<&Vec<BufferKey>, String> {
                 let o = m
                     .operands(id)
@@ -126,7 +218,7 @@ impl<D: Device> Executable<D> {
                     .get(o)
                     .ok_or_else(|| err(id, format!("operand %{} has no value", m.name(*o))))
             };
-            let bufs = if let Some(ks) = by_inst.get(&id) {
+            let bufs = if let Some(ks) = exe.by_inst.get(&id) {
                 let mut outs = Vec::new();
                 for leaf in inst_leaves(m, id).map_err(|e| err(id, finish(m, e).message))? {
                     let bytes = leaf.num_elements().max(0) as usize * leaf.ty.byte_size();
@@ -135,13 +227,13 @@ impl<D: Device> Executable<D> {
                     outs.push(key);
                 }
                 let mut scratch = Vec::new();
-                for &bytes in &self.kernels[ks[0]].scratch {
+                for &bytes in &exe.kernels[ks[0]].scratch {
                     let key = mem.alloc(bytes as usize).map_err(|e| err(id, e))?;
                     scratch.push(key);
                 }
                 let launched = ks.iter().try_for_each(|&k| {
-                    let info = &self.kernels[k];
-                    if info.scratch != self.kernels[ks[0]].scratch {
+                    let info = &exe.kernels[k];
+                    if info.scratch != exe.kernels[ks[0]].scratch {
                         return Err(err(id, "its kernels disagree on scratch buffers".into()));
                     }
                     let mut call = outs.clone();
@@ -152,7 +244,7 @@ impl<D: Device> Executable<D> {
                         })?;
                         call.extend_from_slice(v);
                     }
-                    mem.launch(&self.program, info, k, &call)
+                    mem.launch(&exe.program, info, k, &call)
                         .map_err(|e| err(id, format!("kernel {}: {e}", info.name)))
                 });
                 for key in scratch {
@@ -172,18 +264,23 @@ impl<D: Device> Executable<D> {
                             .ok_or_else(|| err(id, format!("no argument {n}")))?
                     }
                     Opcode::Constant => {
-                        let lit = m.literal(id).ok_or_else(|| {
-                            err(id, "the constant's value was elided from the text".into())
-                        })?;
-                        let mut leaves = Vec::new();
-                        literal_leaves(lit, &mut leaves);
-                        let mut out = Vec::with_capacity(leaves.len());
-                        for bytes in leaves {
-                            let key = mem.upload(bytes).map_err(|e| err(id, e))?;
-                            made.push(key);
-                            out.push(key);
+                        if let Some(keys) = self.constants.get(&id) {
+                            keys.clone()
+                        } else {
+                            let lit = m.literal(id).ok_or_else(|| {
+                                err(id, "the constant's value was elided from the text".into())
+                            })?;
+                            let mut leaves = Vec::new();
+                            literal_leaves(lit, &mut leaves);
+                            let mut out = Vec::with_capacity(leaves.len());
+                            for bytes in leaves {
+                                let key = mem.upload(bytes).map_err(|e| err(id, e))?;
+                                self.constant_keys.push(key);
+                                out.push(key);
+                            }
+                            self.constants.insert(id, out.clone());
+                            out
                         }
-                        out
                     }
                     // An optimization barrier is its operands, as one value or a tuple.
                     Opcode::Tuple | Opcode::OptBarrier => {
@@ -217,6 +314,18 @@ impl<D: Device> Executable<D> {
                             .to_vec()
                     }
                     Opcode::AfterAll => Vec::new(),
+                    Opcode::While | Opcode::Conditional | Opcode::Call => {
+                        let callees = control_callees(m, id);
+                        let mut operands = Vec::with_capacity(m.operands(id).len());
+                        for k in 0..m.operands(id).len() {
+                            operands.push(operand(k)?.clone());
+                        }
+                        let (out, owned) = self
+                            .control(id, &callees, operands)
+                            .map_err(|e| err(id, e))?;
+                        made.extend(owned);
+                        out
+                    }
                     _ => {
                         // No kernel: only a value with nothing to compute.
                         let leaves =
@@ -236,22 +345,71 @@ impl<D: Device> Executable<D> {
             };
             values.insert(id, bufs);
         }
-        let root = m.root(entry);
-        let leaves = values
-            .get(&root)
-            .cloned()
-            .ok_or_else(|| err(root, "the root has no value".into()))?;
-        // The result owns each of its buffers once: arguments and repeats are copied.
-        let mut out: Vec<BufferKey> = Vec::with_capacity(leaves.len());
-        for key in leaves {
-            if made.contains(&key) && !out.contains(&key) {
-                out.push(key);
-            } else {
-                let copy = mem.upload(&mem.download(key)?)?;
-                made.push(copy);
-                out.push(copy);
+        let root = m.root(c);
+        values
+            .remove(&root)
+            .ok_or_else(|| err(root, "the root has no value".into()))
+    }
+
+    /// Runs control-flow instruction `id` (a `while`, `conditional` or `call` whose host
+    /// computations are `callees`) on its operands' buffers: gives its result's buffers and
+    /// those of them it made (each once, now the caller's).
+    fn control(
+        &mut self,
+        id: InstId,
+        callees: &[CompId],
+        operands: Vec<Vec<BufferKey>>,
+    ) -> Result<(Vec<BufferKey>, Vec<BufferKey>), String> {
+        let m = &self.exe.module;
+        let mem = self.mem;
+        match (m.opcode(id), callees, operands.as_slice()) {
+            (Opcode::Call, &[c], _) => self.nested(c, &operands),
+            (Opcode::Conditional, _, [selector, branch_operands @ ..]) => {
+                let [key] = selector.as_slice() else {
+                    return Err("the selector is not one array".into());
+                };
+                let pred = m
+                    .array_shape(m.operands(id)[0])
+                    .is_some_and(|a| a.ty.is_pred());
+                let k = branch_taken(pred, &mem.download(*key)?, callees.len())?;
+                let arg = branch_operands
+                    .get(k)
+                    .ok_or_else(|| format!("no operand for branch {k}"))?;
+                self.nested(callees[k], std::slice::from_ref(arg))
             }
+            (Opcode::While, &[cond, body], [init]) => {
+                let mut state = LoopState::new(init.clone());
+                match self.iterate(cond, body, &mut state) {
+                    Ok(()) => Ok(state.finish()),
+                    Err(e) => {
+                        state.release(mem);
+                        Err(e)
+                    }
+                }
+            }
+            _ => Err("malformed control flow (its computations or operands)".into()),
         }
-        Ok(out)
+    }
+
+    /// Runs `while` iterations of condition `cond` and body `body` from `state` until the
+    /// condition is false.
+    fn iterate(&mut self, cond: CompId, body: CompId, state: &mut LoopState) -> Result<(), String> {
+        loop {
+            let arg = [state.buffers().to_vec()];
+            let (pred, owned) = self.nested(cond, &arg)?;
+            let bytes = match pred.as_slice() {
+                [key] => self.mem.download(*key),
+                _ => Err("the condition does not give one pred".into()),
+            };
+            for k in owned {
+                // Made by the condition's run, now this loop's, and freed once here.
+                let _ = self.mem.free(k);
+            }
+            if !pred_value(&bytes?)? {
+                return Ok(());
+            }
+            let (next, made) = self.nested(body, &arg)?;
+            state.advance(self.mem, next, made)?;
+        }
     }
 }

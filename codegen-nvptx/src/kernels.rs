@@ -1,5 +1,6 @@
-//! Kernels: one NVPTX kernel per fusion of the entry computation and per unfused instruction
-//! that computes its elements independently or is a `reduce`. A loop kernel (elementwise ops,
+//! Kernels: one NVPTX kernel per fusion of a host computation (the entry, and the computations
+//! its `while`s, `conditional`s and `call`s run: [`crate::control_flow`]) and per unfused
+//! instruction that computes its elements independently or is a `reduce`. A loop kernel (elementwise ops,
 //! broadcasts, transposes, slices, concatenations, pads, iotas, gathers, converts,
 //! reduce-windows, ...) computes one output element per thread with the shared elemental
 //! generators, or four consecutive ones where each is read and written at its own element
@@ -16,19 +17,22 @@
 //! elementwise epilogue) is computed one output element per thread by the shared elemental
 //! form (`axle_codegen_llvm::contraction::gen_contraction`), not tiled yet.
 //!
-//! The kernel of instruction `%x` is `axle_k<N>_<x>` (N its position among the kernels), with
+//! The kernel of instruction `%x` is `axle_k<N>_<x>` (N its position among the kernels of
+//! every host computation, so names are unique across computations), with
 //! one `ptr addrspace(1) align 16` parameter per output leaf, then one per scratch buffer
 //! ([`KernelInfo::scratch`], usually none), then one per leaf of each operand it reads
 //! (operands in order, a repeated operand once). An instruction may be computed by several
 //! consecutive kernels (a multi-pass algorithm): the first writes its outputs, each following
 //! one reads and writes the same output (and scratch) buffers in place, in launch order. Parameters, constants (whose bytes the runtime
-//! uploads), tuples, `get-tuple-element` and `opt-barrier` (its operands' buffers, unchanged)
-//! need no kernel. A zero-sized output has no kernel and no launch.
+//! uploads), tuples, `get-tuple-element`, `opt-barrier` (its operands' buffers, unchanged)
+//! and host control flow (`while`, `conditional`, `call`: the executor runs their
+//! computations) need no kernel. A zero-sized output has no kernel and no launch.
 //!
 //! Invariants: a kernel is emitted only for an instruction whose every fused instruction the
 //! backend supports; anything else (a reduction or dot read other than at its own output,
-//! a scatter or select-and-scatter other than a kernel's root, control flow, custom calls
-//! other than `TopK` (named with their target), math library functions the device lacks) is a [`CodegenError`] naming the instruction and its op, never a wrong kernel.
+//! a scatter or select-and-scatter other than a kernel's root, custom calls other than `TopK`
+//! (named with their target), math library functions the device lacks) is a [`CodegenError`]
+//! naming the instruction and its op, never a wrong kernel.
 //! Outputs of a multi-output loop fusion have equal dimensions (each thread stores the same
 //! element of every output). Deciding what each instruction becomes walks each fused
 //! computation from its root, so planning is linear in the module's size.
@@ -51,6 +55,7 @@ use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::{FunctionValue, PointerValue};
 use inkwell::IntPredicate;
 
+use crate::control_flow::host_computations;
 use crate::dot::{dot_geometry, emit_dot, DotGeometry};
 use crate::fused::reached_in_order;
 use crate::gpu_target::{NvptxTarget, BACKEND};
@@ -73,7 +78,8 @@ use crate::transpose::{emit_transpose, transpose_geometry, TransposeGeometry};
 pub struct KernelInfo {
     /// The kernel's symbol.
     pub name: String,
-    /// The entry computation's instruction it computes.
+    /// The instruction it computes (of a host computation: the entry, or one its control
+    /// flow runs).
     pub inst: InstId,
     /// The instructions whose buffers it reads, in parameter order (after the outputs).
     pub operands: Vec<InstId>,
@@ -246,6 +252,8 @@ fn role(m: &Module, id: InstId) -> R<Role> {
         Parameter | Constant | Tuple | GetTupleElement | AfterAll | OptBarrier => {
             Ok(Role::NoKernel)
         }
+        // Host control flow: its computations' kernels are planned with the entry's.
+        While | Conditional | Call => Ok(Role::NoKernel),
         Fusion => {
             let c = m
                 .comp_attr(id, &AttrKey::Calls)
@@ -289,12 +297,7 @@ fn role(m: &Module, id: InstId) -> R<Role> {
             }
             Ok(Role::Sort(geo))
         }
-        op if is_elemental(m, id)
-            && !later_kernel(op)
-            && !matches!(op, Call | Conditional | While) =>
-        {
-            Ok(Role::Loop)
-        }
+        op if is_elemental(m, id) && !later_kernel(op) => Ok(Role::Loop),
         _ => Err(unsupported(m, id)),
     }
 }
@@ -335,15 +338,17 @@ fn scatter_role(m: &Module, id: InstId) -> R<Option<Role>> {
     }
 }
 
-/// The kernels of the entry computation, in program order, with their launch plans (no LLVM
-/// involved): what [`emit_kernels`] emits.
+/// The kernels of every host computation ([`host_computations`]: the entry and the
+/// computations its control flow runs), each computation's in program order, with their launch
+/// plans (no LLVM involved): what [`emit_kernels`] emits.
 pub fn plan_kernels(m: &Module) -> Result<Vec<KernelInfo>, CodegenError> {
     plan(m).map_err(|f| finish(m, f))
 }
 
 fn plan(m: &Module) -> R<Vec<KernelInfo>> {
-    let entry = m.entry();
-    let order = axle_ir::printer::topo_order(m, &m.comp_insts(entry));
+    let order = host_computations(m)
+        .into_iter()
+        .flat_map(|(_, order)| order);
     let mut out = Vec::new();
     for id in order {
         let kind = match role(m, id)? {

@@ -2,15 +2,16 @@
 //! LLVM layer (`axle-codegen-llvm`), with a launch plan per kernel, as PTX for `sm_80` or
 //! `sm_90`.
 //!
-//! It compiles the entry computation's kernels ([`kernels`]): one kernel per fusion and per unfused
+//! It compiles the kernels of the entry computation and of the computations its control flow
+//! runs ([`kernels`], [`control_flow`]): one kernel per fusion and per unfused
 //! instruction, on the grid and block of its [`LaunchPlan`] ([`launch`]): loop kernels (one element
 //! per thread, or four with 128-bit accesses where aligned), row and column reductions with warp
 //! shuffles and shared memory ([`reduction`]), transposes through shared-memory tiles
-//! ([`transpose`]), shared-memory-tiled dots ([`dot`]), convolutions one output element per
-//! thread (the shared elemental form, untiled), scatters as a copy then an update kernel
-//! ([`scatter`]) and select-and-scatters gathering per output element
-//! ([`select_and_scatter`]). Sort and control flow are not built yet; a module that needs
-//! them is a [`CodegenError`] naming the first instruction refused.
+//! ([`transpose`]), shared-memory-tiled dots ([`dot`]), bitonic sorts ([`sort`]), convolutions
+//! one output element per thread (the shared elemental form, untiled), scatters as a copy then
+//! an update kernel ([`scatter`]) and select-and-scatters gathering per output element
+//! ([`select_and_scatter`]). `while`, `conditional` and `call` run on the host between kernels,
+//! as XLA's while and conditional thunks do ([`control_flow`]).
 //!
 //! The kernels run on a [`device::Device`] through the launch-plan executor ([`executor`]),
 //! with device buffers behind generational keys ([`device::DeviceMemory`]): a GPU through the
@@ -22,6 +23,7 @@
 //! [`GpuArch`], PTX ISA 7.8, the first version `sm_90` accepts).
 #![deny(missing_docs)]
 
+pub mod control_flow;
 pub mod cuda;
 pub mod device;
 pub mod dot;

@@ -26,7 +26,10 @@
 //!   broadcasts that add minor dimensions) computes each reduction once per row, then the row.
 //! - [`FusionRule::Output`]: a fusion with one `dot` or `convolution` whose operands are fusion
 //!   parameters, and whose result is read at the same index by an elementwise epilogue, runs the
-//!   backend's matrix kernel and applies the epilogue to its result.
+//!   backend's matrix kernel and applies the epilogue to its result. Where the target
+//!   [reads dot operands through views](FusionTarget::reads_dot_operand_views), a `dot`
+//!   operand may also be a chain of views (no arithmetic) of a fusion parameter, its prologue,
+//!   which the matrix kernel reads straight from that parameter's buffer.
 //! - [`FusionRule::SiblingMultiOutput`] and [`FusionRule::ProducerMultiOutput`]: a fusion with a
 //!   tuple root writes every output in one pass over the shared iteration space.
 
@@ -98,4 +101,12 @@ pub trait FusionTarget: Send + Sync {
     /// Whether values `a` and `b` (roots of fusions, or instructions) can be outputs of one
     /// multi-output fusion.
     fn multi_output_compatible(&self, m: &Module, a: InstId, b: InstId) -> bool;
+
+    /// Whether the target's matrix kernel reads a `dot` operand through a chain of views
+    /// (`transpose`, `reshape`, `slice`, `broadcast`, `bitcast`, `copy`) of a buffer, so that
+    /// such a chain may join the dot's fusion as its prologue instead of being materialized
+    /// (see [`FusionRule::Output`]). No by default.
+    fn reads_dot_operand_views(&self) -> bool {
+        false
+    }
 }

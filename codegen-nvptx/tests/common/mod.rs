@@ -11,7 +11,7 @@ use axle_codegen_nvptx::{emit_text, Emit, GpuArch, NvptxOptions};
 use axle_ir::{compare_arrays, parse_module, Literal, Module, Shape, Tolerance};
 use axle_testkit::{leaves, noise, real_array};
 
-mod sim_run;
+pub mod sim_run;
 pub use sim_run::run_sim;
 
 /// The module of HLO text `text` (a test's own text: a parse error is the test's bug).
