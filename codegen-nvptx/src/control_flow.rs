@@ -1,72 +1,21 @@
-//! Host control flow, as XLA's GPU backend runs it with its while and conditional thunks: the
-//! computations the host steps through ([`host_computations`]: the entry, and every `while`
-//! condition and body, `conditional` branch and `call` reached from them), which branch a
-//! `conditional` takes ([`branch_taken`]), and the buffers a `while` loop owns from one
+//! Host control flow, as XLA's GPU backend runs it with its while and conditional thunks: which
+//! branch a `conditional` takes ([`branch_taken`]), and the buffers a `while` loop owns from one
 //! iteration to the next ([`LoopState`]).
 //!
-//! Kernels are planned for the instructions of every host computation (`crate::kernels`); the
-//! executor (`crate::executor`) runs a host computation on argument buffers, evaluating a
-//! `while` by running its condition's kernels, reading the one-byte predicate back, and running
-//! the body on the state buffers, whose result buffers are the next state; a `conditional`
-//! reads its predicate or index back and runs the branch it selects; a `call` runs its
-//! computation. Computations run inside a kernel (fusion bodies, reducers, comparators, a
-//! `while` inside a fusion) are not host computations: the elemental generators compute them.
+//! The host computations are listed by `crate::host_computations`, and kernels are planned for
+//! their instructions (`crate::kernels`); the executor (`crate::executor`) runs a host
+//! computation on argument buffers, evaluating a `while` by running its condition's kernels,
+//! reading the one-byte predicate back, and running the body on the state buffers, whose result
+//! buffers are the next state; a `conditional` reads its predicate or index back and runs the
+//! branch it selects; a `call` runs its computation.
 //!
-//! Invariants: [`host_computations`] lists each host computation once, callers before callees,
-//! the entry first, each with its instructions in a topological order. A [`LoopState`] owns
-//! exactly the buffers of its state that earlier iterations made and that are still part of
-//! the state, each once: a leaf passed through unchanged, repeated, or belonging to the loop's
-//! caller (an argument or the initial state) is never freed by the loop, and every buffer an
-//! iteration made that is not part of the next state is freed before the next iteration runs,
-//! so device memory does not grow with the trip count.
-
-use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
+//! Invariants: a [`LoopState`] owns exactly the buffers of its state that earlier iterations
+//! made and that are still part of the state, each once: a leaf passed through unchanged,
+//! repeated, or belonging to the loop's caller (an argument or the initial state) is never
+//! freed by the loop, and every buffer an iteration made that is not part of the next state is
+//! freed before the next iteration runs, so device memory does not grow with the trip count.
 
 use crate::device::{BufferKey, Device, DeviceMemory};
-
-/// The computations instruction `id` runs on the host, as steps of its computation: a `while`'s
-/// condition and body, a `conditional`'s branches, a `call`'s computation; none for any other
-/// instruction.
-pub fn control_callees(m: &Module, id: InstId) -> Vec<CompId> {
-    match m.opcode(id) {
-        Opcode::While => [AttrKey::Condition, AttrKey::Body]
-            .iter()
-            .filter_map(|k| m.comp_attr(id, k))
-            .collect(),
-        Opcode::Conditional => m.branch_computations(id).unwrap_or_default(),
-        Opcode::Call => m.comp_attr(id, &AttrKey::ToApply).into_iter().collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// Every computation the host runs step by step, each once with its instructions in a
-/// topological order: the entry first, then the computations reached from host computations
-/// through `while`, `conditional` and `call`, each after its first caller.
-pub fn host_computations(m: &Module) -> Vec<(CompId, Vec<InstId>)> {
-    let mut orders = axle_ir::passes::topo_orders(m);
-    let mut seen = vec![false; orders.len()];
-    let mut out: Vec<(CompId, Vec<InstId>)> = Vec::new();
-    let mut visit = |c: CompId, out: &mut Vec<(CompId, Vec<InstId>)>| {
-        if let Some(s) = seen.get_mut(c.index()).filter(|s| !**s) {
-            *s = true;
-            out.push((c, std::mem::take(&mut orders[c.index()])));
-        }
-    };
-    visit(m.entry(), &mut out);
-    let mut k = 0;
-    while k < out.len() {
-        let callees: Vec<CompId> = out[k]
-            .1
-            .iter()
-            .flat_map(|&i| control_callees(m, i))
-            .collect();
-        for c in callees {
-            visit(c, &mut out);
-        }
-        k += 1;
-    }
-    out
-}
 
 /// The branch a `conditional` with `branches` branches takes for selector bytes `selector` of
 /// type `pred` (`true` takes the first branch, `false` the second) or `s32` (an index; an index

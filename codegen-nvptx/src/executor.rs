@@ -32,10 +32,9 @@ use axle_codegen_llvm::elemental::inst_leaves;
 use axle_codegen_llvm::error::{at, finish, Fail};
 use axle_ir::{AttrKey, CompId, InstId, Literal, Module, Opcode, Shape};
 
-use crate::control_flow::{
-    branch_taken, control_callees, host_computations, pred_value, LoopState,
-};
+use crate::control_flow::{branch_taken, pred_value, LoopState};
 use crate::device::{BufferKey, Device, DeviceMemory};
+use crate::host_computations::{control_callees, host_computations};
 use crate::kernels::{plan_kernels, KernelInfo};
 use crate::CodegenError;
 

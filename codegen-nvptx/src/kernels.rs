@@ -55,10 +55,10 @@ use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::{FunctionValue, PointerValue};
 use inkwell::IntPredicate;
 
-use crate::control_flow::host_computations;
 use crate::dot::{dot_geometry, emit_dot, DotGeometry};
 use crate::fused::reached_in_order;
 use crate::gpu_target::{NvptxTarget, BACKEND};
+use crate::host_computations::host_computations;
 use crate::launch::LaunchPlan;
 use crate::libdevice::Libdevice;
 use crate::reduction::{emit_reduction, reduction_geometry, ReductionGeometry};

@@ -30,6 +30,7 @@ pub mod dot;
 pub mod executor;
 mod fused;
 pub mod gpu_target;
+pub mod host_computations;
 pub mod kernels;
 pub mod launch;
 pub mod libdevice;
