@@ -31,6 +31,7 @@ pub mod executor;
 mod fused;
 pub mod gpu_target;
 pub mod host_computations;
+pub mod host_liveness;
 pub mod kernels;
 pub mod launch;
 pub mod libdevice;
