@@ -5,8 +5,10 @@
 //! [`DeviceMemory::peak`]); buffers shared by several values (a tuple and its elements read
 //! through `get-tuple-element`, an `opt-barrier`, a `while` state leaf passed through, a
 //! `call` or branch returning its parameter) stay live until the last of those values is read,
-//! and a run still leaves only its result.
+//! and a run still leaves only its result. The static assignment of the same modules under the
+//! backend's rules (`buffer_rules`) passes the independent checker (`axle_schedule::check`).
 
+use axle_codegen_nvptx::buffer_rules::buffer_assignment;
 use axle_codegen_nvptx::device::DeviceMemory;
 use axle_codegen_nvptx::sim::SimDevice;
 use axle_ir::types::ElementType;
@@ -83,12 +85,11 @@ fn a_chain_of_diamonds_keeps_a_few_buffers_live() {
     assert!(buffers <= 5, "{buffers} buffers live at the peak");
 }
 
-#[test]
-fn shared_buffers_live_until_their_last_holder_is_read() {
-    // `a` dies as a value once `b` ran, but the tuple and its `get-tuple-element`, and the
-    // barrier, still hold its buffer; the call returns its parameter, so the call's value
-    // holds the caller's buffer too.
-    let m = module(&format!(
+/// `a` dies as a value once `b` ran, but the tuple and its `get-tuple-element`, and the
+/// barrier, still hold its buffer; the call `d` returns its parameter, so the call's value
+/// holds the caller's buffer too.
+fn shared_module() -> Module {
+    module(&format!(
         r#"
 HloModule shared
 ident {{
@@ -114,15 +115,18 @@ ENTRY e {{
   ROOT r = f32[{LEN}] add(u, g1)
 }}
 "#
-    ));
-    peak(&m, &[f32s(|i| i as f64 * 0.03 - 3.0)]);
+    ))
 }
 
 #[test]
-fn a_loop_state_leaf_made_before_the_loop_lives_through_it() {
-    // The state's `h` is made by a kernel before the loop, passed through every trip, and
-    // read after the loop; the tuple holding it dies at the loop.
-    let m = module(&format!(
+fn shared_buffers_live_until_their_last_holder_is_read() {
+    peak(&shared_module(), &[f32s(|i| i as f64 * 0.03 - 3.0)]);
+}
+
+/// The state's `h` is made by a kernel before the loop, passed through every trip, and read
+/// after the loop; the tuple holding it dies at the loop.
+fn passthrough_module() -> Module {
+    module(&format!(
         r#"
 HloModule passthrough
 cond {{
@@ -152,6 +156,37 @@ ENTRY e {{
   ROOT r = f32[{LEN}] subtract(wa, wh)
 }}
 "#
-    ));
-    peak(&m, &[f32s(|i| i as f64 * 0.01)]);
+    ))
+}
+
+#[test]
+fn a_loop_state_leaf_made_before_the_loop_lives_through_it() {
+    peak(&passthrough_module(), &[f32s(|i| i as f64 * 0.01)]);
+}
+
+/// The static assignment of `m` under the nvptx backend's rules, checked by the independent
+/// checker; its temporary bytes.
+fn assigned_temp_bytes(m: &Module) -> u64 {
+    let (m, a, rules) = buffer_assignment(m).unwrap_or_else(|e| panic!("{e}"));
+    axle_schedule::check::check(&m, &a, &rules).unwrap_or_else(|e| panic!("checker: {e}"));
+    a.temp_bytes
+}
+
+#[test]
+fn static_assignments_are_checked_and_update_element_wise_kernels_in_place() {
+    // The chain's element-wise kernels write over their operand: after the first (the
+    // argument is read-only), every step can reuse one buffer, the output's.
+    assert!(assigned_temp_bytes(&chain(24)) <= (LEN * 4) as u64);
+    for m in [
+        shared_module(),
+        passthrough_module(),
+        module(&format!(
+            "HloModule sorted\nlt {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  \
+             ROOT c = pred[] compare(a, b), direction=LT\n}}\nENTRY e {{\n  \
+             x = f32[{LEN}] parameter(0)\n  n = f32[{LEN}] negate(x)\n  \
+             ROOT s = f32[{LEN}] sort(n), dimensions={{0}}, to_apply=lt\n}}\n"
+        )),
+    ] {
+        assigned_temp_bytes(&m);
+    }
 }
