@@ -101,39 +101,30 @@ pub fn buffers(mut m: Module, opts: &BuffersOptions) -> Result<BuffersResult, St
         ),
         None => None,
     };
-    match opts.rules {
-        Rules::Xla => {
-            let assignment = assign(&m, &HloRules).map_err(|e| e.to_string())?;
-            Ok(BuffersResult {
-                module: m,
-                assignment,
-                choices,
-                rules: Box::new(HloRules),
-            })
-        }
-        Rules::Gpu => {
-            // The backend keeps the schedule just made (or the module's own).
-            let (module, assignment, rules): (Module, BufferAssignment, GpuRules) =
-                axle_codegen_nvptx::buffer_rules::buffer_assignment(&m)
-                    .map_err(|e| e.to_string())?;
-            Ok(BuffersResult {
-                module,
-                assignment,
-                choices,
-                rules: Box::new(rules),
-            })
-        }
-        Rules::Cpu => {
-            // The backend keeps the schedule just made (or the module's own).
-            let (module, assignment, rules): (Module, BufferAssignment, CpuRules) =
-                axle_codegen_cpu::buffer_assignment(&m, &CpuOptions::default())
-                    .map_err(|e| e.to_string())?;
-            Ok(BuffersResult {
-                module,
-                assignment,
-                choices,
-                rules: Box::new(rules),
-            })
-        }
-    }
+    // A backend keeps the schedule just made (or the module's own).
+    let (module, assignment, rules): (Module, BufferAssignment, Box<dyn BufferRules>) =
+        match opts.rules {
+            Rules::Xla => {
+                let assignment = assign(&m, &HloRules).map_err(|e| e.to_string())?;
+                (m, assignment, Box::new(HloRules))
+            }
+            Rules::Gpu => {
+                let (m, a, r): (Module, BufferAssignment, GpuRules) =
+                    axle_codegen_nvptx::buffer_rules::buffer_assignment(&m)
+                        .map_err(|e| e.to_string())?;
+                (m, a, Box::new(r))
+            }
+            Rules::Cpu => {
+                let (m, a, r): (Module, BufferAssignment, CpuRules) =
+                    axle_codegen_cpu::buffer_assignment(&m, &CpuOptions::default())
+                        .map_err(|e| e.to_string())?;
+                (m, a, Box::new(r))
+            }
+        };
+    Ok(BuffersResult {
+        module,
+        assignment,
+        choices,
+        rules,
+    })
 }
