@@ -23,11 +23,13 @@
 //! evaluator's bits; `minimum`/`maximum` are signed for signed types and unsigned for
 //! unsigned ones and pred (false < true). Everything else takes the owner path: float `add`
 //! (rounding depends on the order, so atomics would make results vary from run to run),
-//! float `minimum`/`maximum` (not proven equal to the evaluator on NaNs and signed zeros:
-//! the hardware's float atomics are not IEEE `maximum` with NaN propagation), `multiply`
+//! float `minimum`/`maximum` (when two NaNs meet, the evaluator keeps the first one's bits,
+//! sign and payload, so the result depends on the order; and PTX's float min/max atomics
+//! return the other operand for a NaN instead of propagating it), `multiply`
 //! (no atomic instruction), overwriting (`set`) combiners even with `unique_indices=true`
 //! (XLA leaves duplicates implementation-defined then, but the evaluator applies them in
-//! order, and the hint may be false), pred `add`, sub-byte integers (no byte of their own),
+//! order, and the hint may be false), pred `add` (the evaluator's is `or`, but an
+//! `atomicrmw add` on the byte would not be), sub-byte integers (no byte of their own),
 //! several operands (no multi-word atomic), and any combiner that is more than one op.
 //!
 //! **Atomic path**: one thread per update element (row-major over the updates): it finds its
