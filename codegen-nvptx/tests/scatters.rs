@@ -186,56 +186,65 @@ ENTRY e {
     check(&m, "argmax");
 }
 
-#[test]
-fn batching_dimensions_and_a_fused_scatter() {
-    // take_along_axis's gradient: per batch row, scalar updates at a column.
-    let m = module(
+/// take_along_axis's gradient: per batch row of `ty[4,6]`, scalar updates at a column
+/// (duplicates and out-of-bounds columns included), combined by `op`.
+fn batching_scatter(ty: &str, op: &str) -> Module {
+    module(&format!(
         r#"
 HloModule s
-add {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT s = f32[] add(x, y)
+c {{
+  x = {ty}[] parameter(0)
+  y = {ty}[] parameter(1)
+  ROOT s = {ty}[] {op}(x, y)
+}}
+ENTRY e {{
+  z = {ty}[] constant(0)
+  x = {ty}[4,6] broadcast(z), dimensions={{}}
+  i = s32[4,3,1] constant({{{{{{0}},{{5}},{{0}}}},{{{{2}},{{2}},{{2}}}},{{{{6}},{{1}},{{-1}}}},{{{{3}},{{4}},{{5}}}}}})
+  u = {ty}[4,3] parameter(0)
+  ROOT s = {ty}[4,6] scatter(x, i, u), update_window_dims={{}}, inserted_window_dims={{1}}, scatter_dims_to_operand_dims={{1}}, input_batching_dims={{0}}, scatter_indices_batching_dims={{0}}, index_vector_dim=2, to_apply=c
+}}
+"#
+    ))
 }
-ENTRY e {
-  z = f32[] constant(0)
-  x = f32[4,6] broadcast(z), dimensions={}
-  i = s32[4,3,1] constant({{{0},{5},{0}},{{2},{2},{2}},{{6},{1},{-1}},{{3},{4},{5}}})
-  u = f32[4,3] parameter(0)
-  ROOT s = f32[4,6] scatter(x, i, u), update_window_dims={}, inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, input_batching_dims={0}, scatter_indices_batching_dims={0}, index_vector_dim=2, to_apply=add
-}
-"#,
-    );
-    check(&m, "batching");
-    // A fusion whose root is the scatter, its operand, indices and updates computed in it.
-    let m = module(
+
+/// A fusion whose root is a `ty` scatter adding (`add(args)`), its operand, indices and
+/// updates computed in it.
+fn fused_scatter(ty: &str, args: &str) -> Module {
+    module(&format!(
         r#"
 HloModule s
-add {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT s = f32[] add(x, y)
-}
-fused {
-  p = f32[9,4] parameter(0)
+add {{
+  x = {ty}[] parameter(0)
+  y = {ty}[] parameter(1)
+  ROOT s = {ty}[] add({args})
+}}
+fused {{
+  p = {ty}[9,4] parameter(0)
   q = s32[5] parameter(1)
-  r = f32[5,4] parameter(2)
-  n = f32[9,4] negate(p)
+  r = {ty}[5,4] parameter(2)
+  n = {ty}[9,4] negate(p)
   one = s32[] constant(1)
-  ob = s32[5] broadcast(one), dimensions={}
+  ob = s32[5] broadcast(one), dimensions={{}}
   qi = s32[5] add(q, ob)
   i = s32[5,1] reshape(qi)
-  e = f32[5,4] multiply(r, r)
-  ROOT s = f32[9,4] scatter(n, i, e), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+  e = {ty}[5,4] multiply(r, r)
+  ROOT s = {ty}[9,4] scatter(n, i, e), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=add
+}}
+ENTRY e {{
+  p = {ty}[9,4] parameter(0)
+  q = s32[5] constant({{7,-1,3,7,8}})
+  r = {ty}[5,4] parameter(1)
+  ROOT f = {ty}[9,4] fusion(p, q, r), kind=kLoop, calls=fused
+}}
+"#
+    ))
 }
-ENTRY e {
-  p = f32[9,4] parameter(0)
-  q = s32[5] constant({7,-1,3,7,8})
-  r = f32[5,4] parameter(1)
-  ROOT f = f32[9,4] fusion(p, q, r), kind=kLoop, calls=fused
-}
-"#,
-    );
+
+#[test]
+fn batching_dimensions_and_a_fused_scatter() {
+    check(&batching_scatter("f32", "add"), "batching");
+    let m = fused_scatter("f32", "x, y");
     scatter_threads(&m);
     check(&m, "fused");
 }
@@ -477,55 +486,10 @@ ENTRY e {
 
 #[test]
 fn atomic_scatters_with_batching_dimensions_and_at_a_fusions_root() {
-    // take_along_axis's gradient on integers: per batch row, scalar updates at a column,
-    // duplicates and out-of-bounds columns included.
-    let m = module(
-        r#"
-HloModule s
-mx {
-  x = u16[] parameter(0)
-  y = u16[] parameter(1)
-  ROOT s = u16[] maximum(x, y)
-}
-ENTRY e {
-  x = u16[4,6] parameter(0)
-  i = s32[4,3,1] constant({{{0},{5},{0}},{{2},{2},{2}},{{6},{1},{-1}},{{3},{4},{5}}})
-  u = u16[4,3] parameter(1)
-  ROOT s = u16[4,6] scatter(x, i, u), update_window_dims={}, inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, input_batching_dims={0}, scatter_indices_batching_dims={0}, index_vector_dim=2, to_apply=mx
-}
-"#,
-    );
+    let m = batching_scatter("u16", "maximum");
     assert_eq!(atomic_ops(&m), [Some(AtomicCombiner::UMax)]);
     check(&m, "batching_u16");
-    // A fusion whose root is the scatter, its operand, indices and updates computed in it.
-    let m = module(
-        r#"
-HloModule s
-add {
-  x = s64[] parameter(0)
-  y = s64[] parameter(1)
-  ROOT s = s64[] add(y, x)
-}
-fused {
-  p = s64[9,4] parameter(0)
-  q = s32[5] parameter(1)
-  r = s64[5,4] parameter(2)
-  n = s64[9,4] negate(p)
-  one = s32[] constant(1)
-  ob = s32[5] broadcast(one), dimensions={}
-  qi = s32[5] add(q, ob)
-  i = s32[5,1] reshape(qi)
-  e = s64[5,4] multiply(r, r)
-  ROOT s = s64[9,4] scatter(n, i, e), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
-}
-ENTRY e {
-  p = s64[9,4] parameter(0)
-  q = s32[5] constant({7,-1,3,7,8})
-  r = s64[5,4] parameter(1)
-  ROOT f = s64[9,4] fusion(p, q, r), kind=kLoop, calls=fused
-}
-"#,
-    );
+    let m = fused_scatter("s64", "y, x");
     assert_eq!(atomic_ops(&m), [Some(AtomicCombiner::Add)]);
     check(&m, "fused_s64");
     atomics_in_ptx(&m, "fused_s64", 1);
