@@ -270,8 +270,15 @@ fn libdevice_math_runs_on_the_simulator_where_libdevice_is_found() {
         // The first kernel planned in the schedule's order names its op; which of the math
         // functions with no inline form comes first is the scheduler's choice.
         assert!(
-            ["tan", "erf", "log-plus-one", "atan2", "power", "exponential"]
-                .contains(&e.opcode.as_str()),
+            [
+                "tan",
+                "erf",
+                "log-plus-one",
+                "atan2",
+                "power",
+                "exponential"
+            ]
+            .contains(&e.opcode.as_str()),
             "refused naming {}",
             e.opcode
         );
