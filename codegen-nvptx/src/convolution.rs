@@ -40,7 +40,7 @@ use inkwell::values::{IntValue, PointerValue};
 
 use crate::launch::LaunchPlan;
 use crate::tiled_product::{
-    elementwise_epilogue, emit_tiled, kernel_insts, ProductShape, TileElement, Tiled,
+    elementwise_epilogue, emit_tiled, kernel_insts, ProductShape, TileAt, TileElement, Tiled,
     TiledProduct,
 };
 
@@ -147,43 +147,21 @@ struct ConvProduct {
 }
 
 impl ConvProduct {
-    /// The output batch and spatial coordinates of row `row`, and the kernel spatial
-    /// coordinates and group input feature of depth `k`.
-    fn split<'ctx>(
-        &self,
-        g: &mut Gen<'_, 'ctx>,
-        row: IntValue<'ctx>,
-        k: IntValue<'ctx>,
-    ) -> R<(Vec<IntValue<'ctx>>, Vec<IntValue<'ctx>>)> {
-        let pos = g.index_linear(&self.positions, row)?.multi;
-        let win = g.index_linear(&self.depth, k)?.multi;
-        Ok((pos, win))
-    }
-
-    /// The output feature of column `col` of group `group`.
-    fn feature<'ctx>(
-        &self,
-        g: &Gen<'_, 'ctx>,
-        group: IntValue<'ctx>,
-        col: IntValue<'ctx>,
-    ) -> R<IntValue<'ctx>> {
+    /// The output feature of column `at.j` of group `at.batch`.
+    fn feature<'ctx>(&self, g: &Gen<'_, 'ctx>, at: TileAt<'ctx>) -> R<IntValue<'ctx>> {
         let b = &g.cg.b;
-        let first = b.build_int_nuw_mul(group, g.cg.c64(self.per_group), "o0")?;
-        Ok(b.build_int_nuw_add(first, col, "o")?)
+        let first = b.build_int_nuw_mul(at.batch, g.cg.c64(self.per_group), "o0")?;
+        Ok(b.build_int_nuw_add(first, at.j, "o")?)
     }
 }
 
 impl<'ctx> TiledProduct<'ctx> for ConvProduct {
-    fn lhs(
-        &self,
-        g: &mut Gen<'_, 'ctx>,
-        group: IntValue<'ctx>,
-        row: IntValue<'ctx>,
-        k: IntValue<'ctx>,
-    ) -> R<TileElement<'ctx>> {
+    fn lhs(&self, g: &mut Gen<'_, 'ctx>, at: TileAt<'ctx>) -> R<TileElement<'ctx>> {
         let cg = g.cg;
         let b = &cg.b;
-        let (pos, win) = self.split(g, row, k)?;
+        let group = at.batch;
+        let pos = g.index_linear(&self.positions, at.i)?.multi;
+        let win = g.index_linear(&self.depth, at.j)?.multi;
         let (dn, nsp) = (&self.geo.dn, self.geo.k_sp.len());
         let mut multi = vec![cg.c64(0); self.lrank];
         let mut valid = cg.i1().const_all_ones();
@@ -219,15 +197,9 @@ impl<'ctx> TiledProduct<'ctx> for ConvProduct {
         })
     }
 
-    fn rhs(
-        &self,
-        g: &mut Gen<'_, 'ctx>,
-        group: IntValue<'ctx>,
-        k: IntValue<'ctx>,
-        col: IntValue<'ctx>,
-    ) -> R<TileElement<'ctx>> {
+    fn rhs(&self, g: &mut Gen<'_, 'ctx>, at: TileAt<'ctx>) -> R<TileElement<'ctx>> {
         let cg = g.cg;
-        let win = g.index_linear(&self.depth, k)?.multi;
+        let win = g.index_linear(&self.depth, at.i)?.multi;
         let (dn, nsp) = (&self.geo.dn, self.geo.k_sp.len());
         let mut multi = vec![cg.c64(0); self.rrank];
         for d in 0..nsp {
@@ -239,26 +211,16 @@ impl<'ctx> TiledProduct<'ctx> for ConvProduct {
             };
         }
         multi[dn.kernel_input_feature as usize] = win[nsp];
-        multi[dn.kernel_output_feature as usize] = self.feature(g, group, col)?;
-        Ok(TileElement {
-            op: self.r,
-            multi,
-            valid: None,
-        })
+        multi[dn.kernel_output_feature as usize] = self.feature(g, at)?;
+        TileElement::always(self.r, multi)
     }
 
-    fn output(
-        &self,
-        g: &mut Gen<'_, 'ctx>,
-        group: IntValue<'ctx>,
-        row: IntValue<'ctx>,
-        col: IntValue<'ctx>,
-    ) -> R<Vec<IntValue<'ctx>>> {
+    fn output(&self, g: &mut Gen<'_, 'ctx>, at: TileAt<'ctx>) -> R<Vec<IntValue<'ctx>>> {
         let dn = &self.geo.dn;
-        let pos = g.index_linear(&self.positions, row)?.multi;
+        let pos = g.index_linear(&self.positions, at.i)?.multi;
         let mut multi = vec![g.cg.c64(0); 2 + dn.output_spatial.len()];
         multi[dn.output_batch as usize] = pos[0];
-        multi[dn.output_feature as usize] = self.feature(g, group, col)?;
+        multi[dn.output_feature as usize] = self.feature(g, at)?;
         for (d, &od) in dn.output_spatial.iter().enumerate() {
             multi[od as usize] = pos[1 + d];
         }

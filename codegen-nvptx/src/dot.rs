@@ -29,7 +29,7 @@ use inkwell::values::{IntValue, PointerValue};
 
 use crate::launch::LaunchPlan;
 use crate::tiled_product::{
-    elementwise_epilogue, emit_tiled, kernel_insts, ProductShape, TileElement, Tiled,
+    elementwise_epilogue, emit_tiled, kernel_insts, ProductShape, TileAt, TileElement, Tiled,
     TiledProduct,
 };
 
@@ -135,7 +135,6 @@ fn sizes(s: &ArrayShape, ds: &[i64]) -> Vec<i64> {
     ds.iter().map(|&d| s.dims[d as usize]).collect()
 }
 
-
 /// A dot's operands as a tiled product.
 struct DotProduct {
     l: InstId,
@@ -166,49 +165,23 @@ impl DotProduct {
 }
 
 impl<'ctx> TiledProduct<'ctx> for DotProduct {
-    fn lhs(
-        &self,
-        g: &mut Gen<'_, 'ctx>,
-        batch: IntValue<'ctx>,
-        row: IntValue<'ctx>,
-        k: IntValue<'ctx>,
-    ) -> R<TileElement<'ctx>> {
+    fn lhs(&self, g: &mut Gen<'_, 'ctx>, at: TileAt<'ctx>) -> R<TileElement<'ctx>> {
         let dd = &self.dd;
-        let multi = Self::coords(g, &self.ls, (&dd.lb, &dd.lfree, &dd.lc), (batch, row, k))?;
-        Ok(TileElement {
-            op: self.l,
-            multi,
-            valid: None,
-        })
+        let (s, dims) = (&self.ls, (&dd.lb[..], &dd.lfree[..], &dd.lc[..]));
+        TileElement::always(self.l, Self::coords(g, s, dims, (at.batch, at.i, at.j))?)
     }
 
-    fn rhs(
-        &self,
-        g: &mut Gen<'_, 'ctx>,
-        batch: IntValue<'ctx>,
-        k: IntValue<'ctx>,
-        col: IntValue<'ctx>,
-    ) -> R<TileElement<'ctx>> {
+    fn rhs(&self, g: &mut Gen<'_, 'ctx>, at: TileAt<'ctx>) -> R<TileElement<'ctx>> {
         let dd = &self.dd;
-        let multi = Self::coords(g, &self.rs, (&dd.rb, &dd.rfree, &dd.rc), (batch, col, k))?;
-        Ok(TileElement {
-            op: self.r,
-            multi,
-            valid: None,
-        })
+        let (s, dims) = (&self.rs, (&dd.rb[..], &dd.rfree[..], &dd.rc[..]));
+        TileElement::always(self.r, Self::coords(g, s, dims, (at.batch, at.j, at.i))?)
     }
 
-    fn output(
-        &self,
-        g: &mut Gen<'_, 'ctx>,
-        batch: IntValue<'ctx>,
-        row: IntValue<'ctx>,
-        col: IntValue<'ctx>,
-    ) -> R<Vec<IntValue<'ctx>>> {
+    fn output(&self, g: &mut Gen<'_, 'ctx>, at: TileAt<'ctx>) -> R<Vec<IntValue<'ctx>>> {
         let dd = &self.dd;
-        let mut multi = g.index_linear(&sizes(&self.ls, &dd.lb), batch)?.multi;
-        multi.extend(g.index_linear(&sizes(&self.ls, &dd.lfree), row)?.multi);
-        multi.extend(g.index_linear(&sizes(&self.rs, &dd.rfree), col)?.multi);
+        let mut multi = g.index_linear(&sizes(&self.ls, &dd.lb), at.batch)?.multi;
+        multi.extend(g.index_linear(&sizes(&self.ls, &dd.lfree), at.i)?.multi);
+        multi.extend(g.index_linear(&sizes(&self.rs, &dd.rfree), at.j)?.multi);
         Ok(multi)
     }
 }

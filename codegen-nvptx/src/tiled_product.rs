@@ -81,32 +81,37 @@ pub(crate) struct TileElement<'ctx> {
     pub valid: Option<IntValue<'ctx>>,
 }
 
+impl<'ctx> TileElement<'ctx> {
+    /// Element `multi` of operand `op`, always part of the sum.
+    pub fn always(op: InstId, multi: Vec<IntValue<'ctx>>) -> R<Self> {
+        Ok(TileElement {
+            op,
+            multi,
+            valid: None,
+        })
+    }
+}
+
+/// A position in a tiled product: a batch element and two coordinates in it (row and depth
+/// for the left operand, depth and column for the right one, row and column for the output).
+#[derive(Clone, Copy)]
+pub(crate) struct TileAt<'ctx> {
+    /// The batch element.
+    pub batch: IntValue<'ctx>,
+    /// The first coordinate.
+    pub i: IntValue<'ctx>,
+    /// The second coordinate.
+    pub j: IntValue<'ctx>,
+}
+
 /// What the elements of a tiled product are.
 pub(crate) trait TiledProduct<'ctx> {
-    /// The left operand's element at `row`, `k` of product `batch`.
-    fn lhs(
-        &self,
-        g: &mut Gen<'_, 'ctx>,
-        batch: IntValue<'ctx>,
-        row: IntValue<'ctx>,
-        k: IntValue<'ctx>,
-    ) -> R<TileElement<'ctx>>;
-    /// The right operand's element at `k`, `col` of product `batch`.
-    fn rhs(
-        &self,
-        g: &mut Gen<'_, 'ctx>,
-        batch: IntValue<'ctx>,
-        k: IntValue<'ctx>,
-        col: IntValue<'ctx>,
-    ) -> R<TileElement<'ctx>>;
-    /// The contraction's output coordinates of `row`, `col` of product `batch`.
-    fn output(
-        &self,
-        g: &mut Gen<'_, 'ctx>,
-        batch: IntValue<'ctx>,
-        row: IntValue<'ctx>,
-        col: IntValue<'ctx>,
-    ) -> R<Vec<IntValue<'ctx>>>;
+    /// The left operand's element at row `at.i`, depth `at.j`.
+    fn lhs(&self, g: &mut Gen<'_, 'ctx>, at: TileAt<'ctx>) -> R<TileElement<'ctx>>;
+    /// The right operand's element at depth `at.i`, column `at.j`.
+    fn rhs(&self, g: &mut Gen<'_, 'ctx>, at: TileAt<'ctx>) -> R<TileElement<'ctx>>;
+    /// The contraction's output coordinates of row `at.i`, column `at.j`.
+    fn output(&self, g: &mut Gen<'_, 'ctx>, at: TileAt<'ctx>) -> R<Vec<IntValue<'ctx>>>;
 }
 
 /// A tiled product as emitted.
@@ -219,7 +224,14 @@ pub(crate) fn emit_tiled<'ctx>(
         // The left tile: thread (y, x) loads lhs[row][k0 + x].
         let kx = b.build_int_nuw_add(k0, x, "kx")?;
         let kx_in = b.build_int_compare(IntPredicate::ULT, kx, depth, "kx.in")?;
-        let e = p.lhs(g, batch, row, kx)?;
+        let e = p.lhs(
+            g,
+            TileAt {
+                batch,
+                i: row,
+                j: kx,
+            },
+        )?;
         let inside = b.build_and(row_in, kx_in, "lhs.in")?;
         let (v, counted) = load(g, e, inside, acc_ty)?;
         b.build_store(slot(reg, lt, y, x)?, v)?;
@@ -230,7 +242,14 @@ pub(crate) fn emit_tiled<'ctx>(
         // The right tile: thread (y, x) loads rhs[k0 + y][col].
         let ky = b.build_int_nuw_add(k0, y, "ky")?;
         let ky_in = b.build_int_compare(IntPredicate::ULT, ky, depth, "ky.in")?;
-        let e = p.rhs(g, batch, ky, col)?;
+        let e = p.rhs(
+            g,
+            TileAt {
+                batch,
+                i: ky,
+                j: col,
+            },
+        )?;
         let inside = b.build_and(col_in, ky_in, "rhs.in")?;
         let (v, _) = load(g, e, inside, acc_ty)?;
         b.build_store(slot(reg, rt, y, x)?, v)?;
@@ -264,7 +283,14 @@ pub(crate) fn emit_tiled<'ctx>(
         g.bind(t.contraction, Ext::Vals(vec![v]));
         g.push_scope();
         let r = (|| {
-            let multi = p.output(g, batch, row, col)?;
+            let multi = p.output(
+                g,
+                TileAt {
+                    batch,
+                    i: row,
+                    j: col,
+                },
+            )?;
             let idx = g.index_multi(&os.dims, multi)?;
             let v = g.gen1(t.root, &idx)?;
             cg.store(out_ty, out, idx.linear, v)
