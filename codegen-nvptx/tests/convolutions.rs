@@ -125,6 +125,9 @@ fn one_by_one_kernels_are_matrix_products() {
         cols: 17,
         depth: 19,
     };
+    // 5 row tiles by 2 column tiles of 16 x 16 threads.
+    let plan = geo.launch_plan().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((plan.grid, plan.block), (10, 256));
     assert_eq!((geo.product, geo.masked), (shape, false));
     check(&m, "1x1", Tiled);
     // Strided 1x1 (a projection shortcut), in NCHW.
@@ -288,4 +291,28 @@ ENTRY e {
         // The epilogue (bias and ReLU) is in the kernel.
         assert!(p.contains("setp.ge.f32") && p.contains("selp.f32"), "{p}");
     }
+}
+
+#[test]
+fn fused_producers_are_computed_where_the_tiles_load_them() {
+    // The input is converted from f16 and the kernel transposed inside the fusion; the
+    // tiled kernel computes both where it loads them.
+    let m = module(
+        r#"
+HloModule p
+fused {
+  xh = f16[2,6,5,4] parameter(0)
+  wt = f32[18,4,2,3] parameter(1)
+  x = f32[2,6,5,4] convert(xh)
+  w = f32[2,3,4,18] transpose(wt), dimensions={2,3,1,0}
+  ROOT c = f32[2,5,3,18] convolution(x, w), window={size=2x3 stride=1x2 pad=0_0x1_1}, dim_labels=b01f_01io->b01f
+}
+ENTRY e {
+  xh = f16[2,6,5,4] parameter(0)
+  wt = f32[18,4,2,3] parameter(1)
+  ROOT f = f32[2,5,3,18] fusion(xh, wt), kind=kOutput, calls=fused
+}
+"#,
+    );
+    check(&m, "fused_producers", Tiled);
 }
