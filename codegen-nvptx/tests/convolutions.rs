@@ -239,21 +239,28 @@ fn narrow_integer_and_complex_types() {
 
 #[test]
 fn padding_skips_infinite_weights() {
-    // The first weight is infinite: output 0's window starts in the padding, where the
-    // evaluator skips the product; a zero times infinity would make it NaN.
-    let m = module(
-        "HloModule p\nENTRY e {\n  x = f32[1,5,1] parameter(0)\n  \
-         w = f32[3,1,2] constant({{{inf, 1}}, {{1, 2}}, {{1, -1}}})\n  \
-         ROOT c = f32[1,5,2] convolution(x, w), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f\n}\n",
-    );
-    assert!(tiled(&m, "inf_weights").masked);
-    let args = common::inputs(&m);
-    let want = axle_analysis::eval::evaluate(&m, &args).unwrap_or_else(|e| panic!("{e}"));
-    let axle_ir::Literal::Array(want) = want else {
-        panic!("an array result")
-    };
-    assert!(want.get_f64(0).is_finite(), "{want:?}");
-    check(&m, "inf_weights", Tiled);
+    // An infinite weight meets the padding only at the first output (padding before) or
+    // only at the last one (padding after), where the evaluator skips the product; a zero
+    // times infinity would make it NaN.
+    for (weights, pad, out, at) in [
+        ("{{{inf, 1}}, {{1, 2}}, {{1, -1}}}", "1_1", 5, 0),
+        ("{{{1, 2}}, {{1, -1}}, {{inf, 1}}}", "0_1", 4, 6),
+    ] {
+        let m = module(&format!(
+            "HloModule p\nENTRY e {{\n  x = f32[1,5,1] parameter(0)\n  \
+             w = f32[3,1,2] constant({weights})\n  \
+             ROOT c = f32[1,{out},2] convolution(x, w), window={{size=3 pad={pad}}}, \
+             dim_labels=b0f_0io->b0f\n}}\n"
+        ));
+        assert!(tiled(&m, pad).masked, "{pad}");
+        let args = common::inputs(&m);
+        let want = axle_analysis::eval::evaluate(&m, &args).unwrap_or_else(|e| panic!("{e}"));
+        let axle_ir::Literal::Array(want) = want else {
+            panic!("an array result")
+        };
+        assert!(want.get_f64(at).is_finite(), "{want:?}");
+        check(&m, pad, Tiled);
+    }
 }
 
 #[test]
@@ -315,4 +322,108 @@ ENTRY e {
 "#,
     );
     check(&m, "fused_producers", Tiled);
+}
+
+/// Random convolutions checked.
+const RANDOM_CASES: u64 = 16;
+
+/// A random convolution (seeded by `case`): one or two spatial dimensions, random dimension
+/// orders, sizes, windows (stride, padding from -1 to 3, lhs and rhs dilation, reversal),
+/// feature or batch groups of 2 to 19 output features, and a type.
+fn random_conv(case: u64) -> String {
+    let mut draws = 0;
+    let mut pick = |lo: i64, hi: i64| -> i64 {
+        draws += 1;
+        let u = (axle_testkit::noise(case + 1000, draws) + 1.0) / 2.0;
+        lo + ((u * (hi - lo + 1) as f64) as i64).min(hi - lo)
+    };
+    let nsp = pick(1, 2) as usize;
+    let (fgc, bgc) = match pick(0, 3) {
+        0 => (pick(2, 3), 1),
+        1 => (1, 2),
+        _ => (1, 1),
+    };
+    let (groups, per_in, per_out, n_out) = (fgc * bgc, pick(1, 5), pick(2, 19), pick(1, 3));
+    let mut window = Vec::new();
+    let (mut in_sp, mut k_sp, mut out_sp) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..nsp {
+        loop {
+            let (i, k, st) = (pick(1, 8), pick(1, 3), pick(1, 3));
+            let (ld, rd, lo, hi) = (pick(1, 2), pick(1, 2), pick(-1, 3), pick(-1, 3));
+            let span = (i - 1) * ld + 1 + lo + hi - ((k - 1) * rd + 1);
+            if span >= 0 {
+                in_sp.push(i);
+                k_sp.push(k);
+                out_sp.push(span / st + 1);
+                window.push((st, lo, hi, ld, rd, pick(0, 1)));
+                break;
+            }
+        }
+    }
+    // Dimension orders: a random rotation of the batch/feature and spatial labels.
+    let labels = |first: [char; 2], rot: i64| -> Vec<char> {
+        let mut v: Vec<char> = first.to_vec();
+        v.extend((0..nsp).map(|d| char::from(b'0' + d as u8)));
+        let n = v.len();
+        v.rotate_left(rot as usize % n);
+        v
+    };
+    let (xl, wl, ol) = (
+        labels(['b', 'f'], pick(0, 3)),
+        labels(['o', 'i'], pick(0, 3)),
+        labels(['b', 'f'], pick(0, 3)),
+    );
+    let dims = |ls: &[char], size: &dyn Fn(char) -> i64| -> String {
+        let v: Vec<String> = ls.iter().map(|&c| size(c).to_string()).collect();
+        v.join(",")
+    };
+    let sp = |v: &[i64], c: char| v[(c as u8 - b'0') as usize];
+    let xd = dims(&xl, &|c| match c {
+        'b' => n_out * bgc,
+        'f' => per_in * fgc,
+        c => sp(&in_sp, c),
+    });
+    let wd = dims(&wl, &|c| match c {
+        'o' => per_out * groups,
+        'i' => per_in,
+        c => sp(&k_sp, c),
+    });
+    let od = dims(&ol, &|c| match c {
+        'b' => n_out,
+        'f' => per_out * groups,
+        c => sp(&out_sp, c),
+    });
+    let join = |f: &dyn Fn(&(i64, i64, i64, i64, i64, i64), usize) -> String| -> String {
+        let v: Vec<String> = window.iter().enumerate().map(|(d, w)| f(w, d)).collect();
+        v.join("x")
+    };
+    let win = format!(
+        "size={} stride={} pad={} lhs_dilate={} rhs_dilate={} rhs_reversal={}",
+        join(&|_, d| k_sp[d].to_string()),
+        join(&|w, _| w.0.to_string()),
+        join(&|w, _| format!("{}_{}", w.1, w.2)),
+        join(&|w, _| w.3.to_string()),
+        join(&|w, _| w.4.to_string()),
+        join(&|w, _| w.5.to_string()),
+    );
+    let ty = ["f32", "f32", "f32", "f64", "f16", "bf16", "s32"][pick(0, 6) as usize];
+    let s = |v: &[char]| v.iter().collect::<String>();
+    format!(
+        "HloModule r\nENTRY e {{\n  x = {ty}[{xd}] parameter(0)\n  w = {ty}[{wd}] parameter(1)\n  \
+         ROOT c = {ty}[{od}] convolution(x, w), window={{{win}}}, dim_labels={}_{}->{}, \
+         feature_group_count={fgc}, batch_group_count={bgc}\n}}\n",
+        s(&xl),
+        s(&wl),
+        s(&ol)
+    )
+}
+
+#[test]
+fn random_convolutions_match_the_evaluator() {
+    for case in 0..RANDOM_CASES {
+        let text = random_conv(case);
+        let m = module(&text);
+        tiled(&m, &text);
+        matches_evaluator(&m, Tolerance::Exact);
+    }
 }
