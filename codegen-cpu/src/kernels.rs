@@ -266,7 +266,8 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         self.g.cg
     }
 
-    /// Stores leaf values at linear offset `lin` of the outputs.
+    /// Stores leaf values in memory form ([`Gen::gen_mem`]) at linear offset `lin` of the
+    /// outputs.
     pub(crate) fn store_leaves(
         &self,
         shapes: &[ArrayShape],
@@ -274,7 +275,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         lin: IntValue<'ctx>,
     ) -> R<()> {
         for ((s, p), v) in shapes.iter().zip(&self.outs).zip(vals) {
-            self.cg().store(s.ty, *p, lin, *v)?;
+            self.cg().store_mem(s.ty, *p, lin, *v)?;
         }
         Ok(())
     }
@@ -292,7 +293,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             multi,
             linear: lin,
         };
-        let v = self.g.gen(self.root, &idx)?;
+        let v = self.g.gen_mem(self.root, &idx)?;
         self.g.pop_scope();
         self.store_leaves(shapes, &v, lin)
     }
@@ -484,7 +485,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             return cg.for_range(lo, hi, |i| {
                 self.g.push_scope();
                 let idx = self.g.index_linear(dims, i)?;
-                let v = self.g.gen(root, &idx)?;
+                let v = self.g.gen_mem(root, &idx)?;
                 self.g.pop_scope();
                 self.store_leaves(&shapes, &v, i)
             });

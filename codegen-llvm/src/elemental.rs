@@ -1093,6 +1093,34 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         bits_elem(cg, o.ty, acc)
     }
 
+    /// The values of `id`'s leaves at `idx` in memory form, as a kernel stores its outputs
+    /// ([`Cg::store_mem`]): the register values of [`Gen::gen`] in memory form, except that a
+    /// minifloat array computed by a same-width `bitcast-convert` keeps its operand's stored
+    /// bits ([`Gen::gen_stored_bits`]), which the register form would turn into its type's
+    /// canonical NaN (an `f8e4m3fn` `0xff` stored as `0x7f`, an `f8e5m2` NaN payload lost).
+    pub fn gen_mem(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Vec<Val<'ctx>>> {
+        let cg = self.cg;
+        if !self.is_bound(id) && self.m.opcode(id) == Opcode::BitcastConvert {
+            if let Some(s) = self.m.array_shape(id) {
+                let from = self.arr(self.m.operands(id)[0])?.ty;
+                if minifloat::is_minifloat(s.ty)
+                    && from.bits() == s.ty.bits()
+                    && !from.is_complex()
+                    && idx.multi.len() == s.rank()
+                {
+                    let bits = self.gen_stored_bits(id, idx)?;
+                    return Ok(vec![bits_mem(cg, s.ty, bits)?]);
+                }
+            }
+        }
+        let vals = self.gen(id, idx)?;
+        let leaves = inst_leaves(self.m, id)?;
+        vals.into_iter()
+            .zip(&leaves)
+            .map(|(v, l)| cg.to_mem(l.ty, v))
+            .collect()
+    }
+
     /// The bits of `id`'s element at `idx` (`ty.bits()` wide) as stored: read from memory when
     /// `id` is one array bound to it, passed through same-width `bitcast-convert`s, else the
     /// bits of its register value (which for a minifloat NaN are its type's canonical NaN:
@@ -1638,12 +1666,17 @@ fn mem_bits<'ctx>(cg: &Cg<'ctx>, ty: ElementType, m: Val<'ctx>) -> R<IntValue<'c
 
 /// The register value of type `ty` whose bits are `bits` (`ty.bits()` wide).
 fn bits_elem<'ctx>(cg: &Cg<'ctx>, ty: ElementType, bits: IntValue<'ctx>) -> R<Val<'ctx>> {
-    let mem = if ty.bits().is_multiple_of(8) {
+    let mem = bits_mem(cg, ty, bits)?;
+    cg.load_form(ty, mem)
+}
+
+/// The memory form of type `ty` whose bits are `bits` (`ty.bits()` wide).
+fn bits_mem<'ctx>(cg: &Cg<'ctx>, ty: ElementType, bits: IntValue<'ctx>) -> R<Val<'ctx>> {
+    Ok(if ty.bits().is_multiple_of(8) {
         cg.b.build_bit_cast(bits, cg.mem_ty(ty)?, "m")?
     } else {
         bv(cg.b.build_int_z_extend(bits, cg.i8(), "m")?)
-    };
-    cg.load_form(ty, mem)
+    })
 }
 
 /// A register constant from one element's literal bytes.

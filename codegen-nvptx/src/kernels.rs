@@ -1,5 +1,5 @@
 //! Kernels: one NVPTX kernel per fusion of a host computation (the entry, and the computations
-//! its `while`s, `conditional`s and `call`s run: [`crate::control_flow`]) and per unfused
+//! its `while`s, `conditional`s and `call`s run: [`crate::host_computations`]) and per unfused
 //! instruction that computes its elements independently or is a `reduce`. A loop kernel (elementwise ops,
 //! broadcasts, transposes, slices, concatenations, pads, iotas, gathers, converts,
 //! reduce-windows, ...) computes one output element per thread with the shared elemental
@@ -654,11 +654,11 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
         for j in 0..width {
             let e = cg.b.build_int_nuw_add(first, cg.c64(j as i64), "elem")?;
             let idx = g.index_linear(&outs[0].dims, e)?;
-            computed.push((e, g.gen(root, &idx)?));
+            computed.push((e, g.gen_mem(root, &idx)?));
         }
         for (e, vals) in computed {
             for ((leaf, &p), v) in outs.iter().zip(&out_ptrs).zip(vals) {
-                cg.store(leaf.ty, p, e, v)?;
+                cg.store_mem(leaf.ty, p, e, v)?;
             }
         }
         Ok(())

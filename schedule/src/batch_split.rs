@@ -18,7 +18,9 @@
 //!   dimension (the other operand is used whole);
 //! - every operand from outside the region must not depend on the seed (a bounded backward
 //!   search; beyond the bound it counts as dependent), so the rewrite makes no cycle;
-//! - no member has or is a control dependency.
+//! - no member has or is a control dependency;
+//! - no member belongs to a region grown before (seeds in program order): regions are
+//!   disjoint, since each rewrite clones and removes its own members.
 //!
 //! The region is split when its largest *internal* value (one only region members read) is at
 //! least `min_bytes` and larger than all of its *exits* (values read outside, or the root)
@@ -312,13 +314,17 @@ impl BatchSplit {
         found
     }
 
-    /// The region grown from `seed`, whether or not it is worth splitting.
+    /// The region grown from `seed`, whether or not it is worth splitting. Instructions in
+    /// `taken` (members of regions grown before) never join it: a region's rewrite removes
+    /// its members, so one instruction in two regions would be cloned by both and removed
+    /// under the other's clones.
     fn grow(
         &self,
         m: &Module,
         users: &Users,
         pos: &[u32],
         ctrl: &HashSet<InstId>,
+        taken: &HashSet<InstId>,
         seed: InstId,
     ) -> Option<Region> {
         let b = *static_array(m, seed)?.dims.first()?;
@@ -360,7 +366,7 @@ impl BatchSplit {
         };
         push(&mut heap, &mut queued, seed);
         while let Some(Reverse((_, u))) = heap.pop() {
-            if ctrl.contains(&u) || !m.control_predecessors(u).is_empty() {
+            if taken.contains(&u) || ctrl.contains(&u) || !m.control_predecessors(u).is_empty() {
                 continue;
             }
             let Some((out_b, slice)) = map_member(m, u, &|o| bdims.get(&o).copied()) else {
@@ -591,7 +597,7 @@ impl Pass for BatchSplit {
             if taken.contains(&s) {
                 continue;
             }
-            let Some(r) = self.grow(m, &users, &pos, &ctrl, s) else {
+            let Some(r) = self.grow(m, &users, &pos, &ctrl, &taken, s) else {
                 continue;
             };
             taken.extend(r.members.iter().map(|mb| mb.id));
