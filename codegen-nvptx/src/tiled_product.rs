@@ -31,7 +31,6 @@
 
 use std::collections::HashSet;
 
-use axle_codegen_llvm::cg::Val;
 use axle_codegen_llvm::contraction::mul_add;
 use axle_codegen_llvm::elemental::{arr_of, Ext, Gen};
 use axle_codegen_llvm::error::{at, R};
@@ -221,38 +220,22 @@ pub(crate) fn emit_tiled<'ctx>(
     let col_in = b.build_int_compare(IntPredicate::ULT, col, cols, "col.in")?;
     let acc = cg.for_range_acc(c(0), c(steps), &[zero], |s, a| {
         let k0 = b.build_int_nuw_mul(s, c(TILE), "k0")?;
-        // The left tile: thread (y, x) loads lhs[row][k0 + x].
+        // Thread (y, x) loads lhs[row][k0 + x] and rhs[k0 + y][col].
         let kx = b.build_int_nuw_add(k0, x, "kx")?;
+        let ky = b.build_int_nuw_add(k0, y, "ky")?;
         let kx_in = b.build_int_compare(IntPredicate::ULT, kx, depth, "kx.in")?;
-        let e = p.lhs(
-            g,
-            TileAt {
-                batch,
-                i: row,
-                j: kx,
-            },
-        )?;
+        let ky_in = b.build_int_compare(IntPredicate::ULT, ky, depth, "ky.in")?;
+        let at = |i, j| TileAt { batch, i, j };
+        let e = p.lhs(g, at(row, kx))?;
         let inside = b.build_and(row_in, kx_in, "lhs.in")?;
-        let (v, counted) = load(g, e, inside, acc_ty)?;
-        b.build_store(slot(reg, lt, y, x)?, v)?;
+        let counted = stage(g, e, inside, acc_ty, slot(reg, lt, y, x)?)?;
         if let Some(mask) = mask {
             let flag = b.build_int_z_extend(counted, i8t, "counted")?;
             b.build_store(slot(i8t.into(), mask, y, x)?, flag)?;
         }
-        // The right tile: thread (y, x) loads rhs[k0 + y][col].
-        let ky = b.build_int_nuw_add(k0, y, "ky")?;
-        let ky_in = b.build_int_compare(IntPredicate::ULT, ky, depth, "ky.in")?;
-        let e = p.rhs(
-            g,
-            TileAt {
-                batch,
-                i: ky,
-                j: col,
-            },
-        )?;
+        let e = p.rhs(g, at(ky, col))?;
         let inside = b.build_and(col_in, ky_in, "rhs.in")?;
-        let (v, _) = load(g, e, inside, acc_ty)?;
-        b.build_store(slot(reg, rt, y, x)?, v)?;
+        stage(g, e, inside, acc_ty, slot(reg, rt, y, x)?)?;
         barrier(cg)?;
         let mut acc = a[0];
         for kk in 0..TILE {
@@ -301,14 +284,15 @@ pub(crate) fn emit_tiled<'ctx>(
     Ok(())
 }
 
-/// Tile element `e` converted to the accumulation type where it is `inside` the product and
-/// valid, else zero (without computing it), and whether it was loaded.
-fn load<'ctx>(
+/// Stores tile element `e` at `slot`, converted to the accumulation type, where it is
+/// `inside` the product and valid, else zero (without computing it); whether it was loaded.
+fn stage<'ctx>(
     g: &mut Gen<'_, 'ctx>,
     e: TileElement<'ctx>,
     inside: IntValue<'ctx>,
     acc_ty: ElementType,
-) -> R<(Val<'ctx>, IntValue<'ctx>)> {
+    slot: PointerValue<'ctx>,
+) -> R<IntValue<'ctx>> {
     let cg = g.cg;
     let counted = match e.valid {
         Some(v) => cg.b.build_and(inside, v, "valid")?,
@@ -332,5 +316,6 @@ fn load<'ctx>(
         |_| Ok(vec![zero]),
     )?;
     let v = v.pop().ok_or("a tile load produced nothing")?;
-    Ok((v, counted))
+    cg.b.build_store(slot, v)?;
+    Ok(counted)
 }
