@@ -327,6 +327,16 @@ ENTRY e {
 /// Random convolutions checked.
 const RANDOM_CASES: u64 = 16;
 
+/// One spatial dimension of a random convolution's window.
+struct Win {
+    size: i64,
+    stride: i64,
+    pad: (i64, i64),
+    lhs_dilate: i64,
+    rhs_dilate: i64,
+    reversal: i64,
+}
+
 /// A random convolution (seeded by `case`): one or two spatial dimensions, random dimension
 /// orders, sizes, windows (stride, padding from -1 to 3, lhs and rhs dilation, reversal),
 /// feature or batch groups of 2 to 19 output features, and a type.
@@ -355,7 +365,14 @@ fn random_conv(case: u64) -> String {
                 in_sp.push(i);
                 k_sp.push(k);
                 out_sp.push(span / st + 1);
-                window.push((st, lo, hi, ld, rd, pick(0, 1)));
+                window.push(Win {
+                    size: k,
+                    stride: st,
+                    pad: (lo, hi),
+                    lhs_dilate: ld,
+                    rhs_dilate: rd,
+                    reversal: pick(0, 1),
+                });
                 break;
             }
         }
@@ -393,18 +410,18 @@ fn random_conv(case: u64) -> String {
         'f' => per_out * groups,
         c => sp(&out_sp, c),
     });
-    let join = |f: &dyn Fn(&(i64, i64, i64, i64, i64, i64), usize) -> String| -> String {
-        let v: Vec<String> = window.iter().enumerate().map(|(d, w)| f(w, d)).collect();
+    let join = |f: &dyn Fn(&Win) -> String| -> String {
+        let v: Vec<String> = window.iter().map(f).collect();
         v.join("x")
     };
     let win = format!(
         "size={} stride={} pad={} lhs_dilate={} rhs_dilate={} rhs_reversal={}",
-        join(&|_, d| k_sp[d].to_string()),
-        join(&|w, _| w.0.to_string()),
-        join(&|w, _| format!("{}_{}", w.1, w.2)),
-        join(&|w, _| w.3.to_string()),
-        join(&|w, _| w.4.to_string()),
-        join(&|w, _| w.5.to_string()),
+        join(&|w| w.size.to_string()),
+        join(&|w| w.stride.to_string()),
+        join(&|w| format!("{}_{}", w.pad.0, w.pad.1)),
+        join(&|w| w.lhs_dilate.to_string()),
+        join(&|w| w.rhs_dilate.to_string()),
+        join(&|w| w.reversal.to_string()),
     );
     let ty = ["f32", "f32", "f32", "f64", "f16", "bf16", "s32"][pick(0, 6) as usize];
     let s = |v: &[char]| v.iter().collect::<String>();
