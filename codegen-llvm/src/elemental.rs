@@ -1096,7 +1096,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
     /// The values of `id`'s leaves at `idx` in memory form, as a kernel stores its outputs
     /// ([`Cg::store_mem`]): the register values of [`Gen::gen`] in memory form, except that a
     /// minifloat array computed by a same-width `bitcast-convert` keeps its operand's stored
-    /// bits ([`Gen::gen_stored_bits`]), which the register form would turn into its type's
+    /// bits (`Gen::gen_stored_bits`), which the register form would turn into its type's
     /// canonical NaN (an `f8e4m3fn` `0xff` stored as `0x7f`, an `f8e5m2` NaN payload lost).
     pub fn gen_mem(&mut self, id: InstId, idx: &Index<'ctx>) -> R<Vec<Val<'ctx>>> {
         let cg = self.cg;

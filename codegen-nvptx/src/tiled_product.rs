@@ -2,7 +2,7 @@
 //! convolution kernels ([`crate::convolution`]) both run. A product is `batch` independent
 //! matrix products of a `rows x depth` left operand and a `depth x cols` right one
 //! ([`ProductShape`]); what an element of either operand is, and which output element a
-//! `(batch, row, col)` is, the caller says through [`TiledProduct`].
+//! `(batch, row, col)` is, the caller says through `TiledProduct`.
 //!
 //! A block of 16 x 16 threads computes a 16 x 16 tile of one batch element, thread `(y, x)`
 //! output `(row = 16 tm + y, col = 16 tn + x)`. For each step of 16 along the depth, the block
@@ -18,15 +18,15 @@
 //! (`axle_codegen_llvm::contraction`: [`acc_type`](axle_codegen_llvm::contraction::acc_type),
 //! [`mul_add`], a fused multiply-add for `f32` and `f64`), summed in depth order, then
 //! converted to the output type once. Elements past the edges, and elements the caller marks
-//! invalid ([`TileElement::valid`], a convolution's padding), load zero without being
-//! computed. Where [`Tiled::masked`] is set, a left element that is invalid (or past the
+//! invalid (`TileElement::valid`, a convolution's padding), load zero without being
+//! computed. Where `Tiled::masked` is set, a left element that is invalid (or past the
 //! edges) also skips its product, as the evaluator skips a convolution's padding: a zero
 //! times an infinite or NaN weight would otherwise add a NaN.
 //!
 //! Invariants: every thread reaches every barrier (threads past the edges load zeros and store
 //! nothing); each output element is stored by one thread; every instruction between the
 //! contraction and the root is elementwise with the contraction's dimensions (the planners
-//! check it, [`elementwise_epilogue`]), so binding the contraction to the thread's sum is
+//! check it, `elementwise_epilogue`), so binding the contraction to the thread's sum is
 //! exact.
 
 use std::collections::HashSet;
