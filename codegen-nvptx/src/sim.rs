@@ -12,6 +12,7 @@ use axle_ir::Module;
 
 use crate::device::Device;
 use crate::kernels::{KernelInfo, KernelKind};
+use crate::scatter::{ScatterGeometry, ScatterKernel, ScatterPass, UpdateStrategy};
 use crate::sim_jit::SimCode;
 use crate::sort::{SortKernel, SortPass};
 use crate::CodegenError;
@@ -130,12 +131,24 @@ impl Device for SimDevice {
             .get(index)
             .ok_or_else(|| format!("no kernel {index}"))?;
         let table: Vec<*mut u8> = args.iter().map(|m| m.ptr).collect();
-        // A kernel with no barrier and no shuffle runs its threads one after another.
+        // A kernel with no barrier and no shuffle runs its threads one after another, but
+        // for an atomic scatter update, whose threads race on their output elements as on a
+        // GPU (the host's atomics must make that harmless).
         let threads = !matches!(
             kernel.kind,
             KernelKind::Loop
                 | KernelKind::VectorLoop { .. }
-                | KernelKind::Scatter(_)
+                | KernelKind::Scatter(ScatterKernel {
+                    geo: ScatterGeometry {
+                        update: UpdateStrategy::Owner { .. },
+                        ..
+                    },
+                    ..
+                })
+                | KernelKind::Scatter(ScatterKernel {
+                    pass: ScatterPass::Copy,
+                    ..
+                })
                 | KernelKind::SelectAndScatter
                 | KernelKind::Sort(SortKernel {
                     pass: SortPass::Global { .. },

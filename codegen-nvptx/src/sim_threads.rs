@@ -9,7 +9,8 @@
 //! shuffle goes through the warp's exchange slots between two waits on the warp's barrier. A
 //! loop kernel (one element per thread, no barrier, no shuffle) and a sort's global step run
 //! their threads one after another on the calling thread, which gives the same result: their
-//! threads share no data.
+//! threads share no data. An atomic scatter update (`crate::scatter`), whose threads do share
+//! output elements, runs as OS threads too, so its atomics meet real races.
 //!
 //! Invariants: one launch at a time in the process (a lock), so the hooks' state is the
 //! running launch's; thread and block indices are thread-local to the worker running the GPU

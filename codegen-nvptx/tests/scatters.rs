@@ -1,5 +1,6 @@
 //! The nvptx backend's `scatter` (a copy kernel, then an update kernel whose threads own
-//! disjoint output elements) and `select-and-scatter` (one kernel gathering per output
+//! disjoint output elements, or, for an order-independent exact combiner, one thread per
+//! update element combining it atomically) and `select-and-scatter` (one kernel gathering per output
 //! element) on the host simulator against the evaluator: duplicate indices, indices out of
 //! bounds, overlapping windows, non-add and non-commutative combiners, several operands,
 //! batching dimensions, a scatter at a fusion's root; ties, padding and overlapping windows for
@@ -8,9 +9,11 @@
 //! Every result is compared exactly, floats included: both kernels apply the combiner to each
 //! element in the evaluator's order (scatter indices in row-major order; windows in the
 //! source's row-major order), so the bits agree. A float sum that reordered duplicate updates
-//! would differ from the evaluator in the last bits on these inputs.
+//! would differ from the evaluator in the last bits on these inputs. The atomic update
+//! kernels (integer and pred combiners whose result does not depend on the order) are
+//! compared exactly too, and run as racing OS threads on the simulator.
 
-use axle_codegen_nvptx::scatter::{ScatterKernel, ScatterPass};
+use axle_codegen_nvptx::scatter::{AtomicCombiner, ScatterKernel, ScatterPass, UpdateStrategy};
 use axle_codegen_nvptx::{plan_kernels, KernelKind};
 use axle_ir::{Module, Tolerance};
 
@@ -33,6 +36,31 @@ fn scatter_threads(m: &Module) -> (u64, u64) {
         (ScatterPass::Copy, ScatterPass::Update)
     );
     (passes[0].1, passes[1].1)
+}
+
+/// The update strategies of `m`'s scatters, in launch order.
+fn strategies(m: &Module) -> Vec<UpdateStrategy> {
+    let ks = plan_kernels(m).unwrap_or_else(|e| panic!("{e}"));
+    ks.iter()
+        .filter_map(|k| match &k.kind {
+            KernelKind::Scatter(ScatterKernel {
+                pass: ScatterPass::Update,
+                geo,
+            }) => Some(geo.update.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The atomic combiners of `m`'s scatters, in launch order (`None` for an owner update).
+fn atomic_ops(m: &Module) -> Vec<Option<AtomicCombiner>> {
+    strategies(m)
+        .into_iter()
+        .map(|u| match u {
+            UpdateStrategy::Atomic { op, .. } => Some(op),
+            UpdateStrategy::Owner { .. } => None,
+        })
+        .collect()
 }
 
 fn check(m: &Module, name: &str) {
@@ -158,56 +186,65 @@ ENTRY e {
     check(&m, "argmax");
 }
 
-#[test]
-fn batching_dimensions_and_a_fused_scatter() {
-    // take_along_axis's gradient: per batch row, scalar updates at a column.
-    let m = module(
+/// take_along_axis's gradient: per batch row of `ty[4,6]`, scalar updates at a column
+/// (duplicates and out-of-bounds columns included), combined by `op`.
+fn batching_scatter(ty: &str, op: &str) -> Module {
+    module(&format!(
         r#"
 HloModule s
-add {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT s = f32[] add(x, y)
+c {{
+  x = {ty}[] parameter(0)
+  y = {ty}[] parameter(1)
+  ROOT s = {ty}[] {op}(x, y)
+}}
+ENTRY e {{
+  z = {ty}[] constant(0)
+  x = {ty}[4,6] broadcast(z), dimensions={{}}
+  i = s32[4,3,1] constant({{{{{{0}},{{5}},{{0}}}},{{{{2}},{{2}},{{2}}}},{{{{6}},{{1}},{{-1}}}},{{{{3}},{{4}},{{5}}}}}})
+  u = {ty}[4,3] parameter(0)
+  ROOT s = {ty}[4,6] scatter(x, i, u), update_window_dims={{}}, inserted_window_dims={{1}}, scatter_dims_to_operand_dims={{1}}, input_batching_dims={{0}}, scatter_indices_batching_dims={{0}}, index_vector_dim=2, to_apply=c
+}}
+"#
+    ))
 }
-ENTRY e {
-  z = f32[] constant(0)
-  x = f32[4,6] broadcast(z), dimensions={}
-  i = s32[4,3,1] constant({{{0},{5},{0}},{{2},{2},{2}},{{6},{1},{-1}},{{3},{4},{5}}})
-  u = f32[4,3] parameter(0)
-  ROOT s = f32[4,6] scatter(x, i, u), update_window_dims={}, inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, input_batching_dims={0}, scatter_indices_batching_dims={0}, index_vector_dim=2, to_apply=add
-}
-"#,
-    );
-    check(&m, "batching");
-    // A fusion whose root is the scatter, its operand, indices and updates computed in it.
-    let m = module(
+
+/// A fusion whose root is a `ty` scatter adding (`add(args)`), its operand, indices and
+/// updates computed in it.
+fn fused_scatter(ty: &str, args: &str) -> Module {
+    module(&format!(
         r#"
 HloModule s
-add {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT s = f32[] add(x, y)
-}
-fused {
-  p = f32[9,4] parameter(0)
+add {{
+  x = {ty}[] parameter(0)
+  y = {ty}[] parameter(1)
+  ROOT s = {ty}[] add({args})
+}}
+fused {{
+  p = {ty}[9,4] parameter(0)
   q = s32[5] parameter(1)
-  r = f32[5,4] parameter(2)
-  n = f32[9,4] negate(p)
+  r = {ty}[5,4] parameter(2)
+  n = {ty}[9,4] negate(p)
   one = s32[] constant(1)
-  ob = s32[5] broadcast(one), dimensions={}
+  ob = s32[5] broadcast(one), dimensions={{}}
   qi = s32[5] add(q, ob)
   i = s32[5,1] reshape(qi)
-  e = f32[5,4] multiply(r, r)
-  ROOT s = f32[9,4] scatter(n, i, e), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+  e = {ty}[5,4] multiply(r, r)
+  ROOT s = {ty}[9,4] scatter(n, i, e), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=add
+}}
+ENTRY e {{
+  p = {ty}[9,4] parameter(0)
+  q = s32[5] constant({{7,-1,3,7,8}})
+  r = {ty}[5,4] parameter(1)
+  ROOT f = {ty}[9,4] fusion(p, q, r), kind=kLoop, calls=fused
+}}
+"#
+    ))
 }
-ENTRY e {
-  p = f32[9,4] parameter(0)
-  q = s32[5] constant({7,-1,3,7,8})
-  r = f32[5,4] parameter(1)
-  ROOT f = f32[9,4] fusion(p, q, r), kind=kLoop, calls=fused
-}
-"#,
-    );
+
+#[test]
+fn batching_dimensions_and_a_fused_scatter() {
+    check(&batching_scatter("f32", "add"), "batching");
+    let m = fused_scatter("f32", "x, y");
     scatter_threads(&m);
     check(&m, "fused");
 }
@@ -312,4 +349,216 @@ fn select_and_scatter_with_padding_and_overlapping_windows() {
         "maximum",
     );
     check(&m, "rank3");
+}
+
+/// A module scattering `ty` updates (the squares of parameter 1, so 8-bit sums wrap) into
+/// parameter 0 (`[6,5,4]`) with each combiner of `ops` (`x op y`, or `y op x` for every second
+/// one), its results a tuple: windows of 2 x 3 x 4 at seven (row, column) indices, with a
+/// duplicate, overlaps, and three windows that leave the operand (skipped whole).
+fn combiners(ty: &str, ops: &[&str]) -> Module {
+    let mut comps = String::new();
+    let mut scatters = String::new();
+    let mut names = Vec::new();
+    for (k, op) in ops.iter().enumerate() {
+        let (a, b) = if k % 2 == 0 { ("x", "y") } else { ("y", "x") };
+        comps += &format!(
+            "c{k} {{\n  x = {ty}[] parameter(0)\n  y = {ty}[] parameter(1)\n  \
+             ROOT r = {ty}[] {op}({a}, {b})\n}}\n"
+        );
+        scatters += &format!(
+            "  s{k} = {ty}[6,5,4] scatter(x, i, q), update_window_dims={{1,2,3}}, \
+             inserted_window_dims={{}}, scatter_dims_to_operand_dims={{0,1}}, \
+             index_vector_dim=1, to_apply=c{k}\n"
+        );
+        names.push(format!("s{k}"));
+    }
+    let tys = vec![format!("{ty}[6,5,4]"); ops.len()].join(", ");
+    module(&format!(
+        "HloModule s\n{comps}ENTRY e {{\n  x = {ty}[6,5,4] parameter(0)\n  \
+         u = {ty}[7,2,3,4] parameter(1)\n  q = {ty}[7,2,3,4] multiply(u, u)\n  \
+         i = s32[7,2] constant({{{{0,0}},{{4,2}},{{5,0}},{{-1,1}},{{1,1}},{{3,3}},{{1,1}}}})\n\
+         {scatters}  ROOT t = ({tys}) tuple({})\n}}\n",
+        names.join(", ")
+    ))
+}
+
+/// The PTX of `m` (every architecture) combines with `n` global atomics or reductions at
+/// least (a kernel that stored plain values instead would have none).
+fn atomics_in_ptx(m: &Module, name: &str, n: usize) {
+    for p in ptx_checked(m, name) {
+        let found = p
+            .lines()
+            .filter(|l| l.contains("atom.global.") || l.contains("red.global."))
+            .count();
+        assert!(found >= n, "{name}: {found} global atomics, want {n}:\n{p}");
+    }
+}
+
+#[test]
+fn integer_combiners_take_the_atomic_path_and_match_the_evaluator() {
+    use AtomicCombiner::*;
+    let ops = ["add", "minimum", "maximum", "and", "or", "xor"];
+    for ty in ["s32", "u32", "s64", "u64", "s8", "u8", "s16", "u16"] {
+        let m = combiners(ty, &ops);
+        let (min, max) = if ty.starts_with('s') {
+            (Min, Max)
+        } else {
+            (UMin, UMax)
+        };
+        assert_eq!(
+            atomic_ops(&m),
+            [Add, min, max, And, Or, Xor].map(Some),
+            "{ty}"
+        );
+        matches_evaluator(&m, Tolerance::Exact);
+        atomics_in_ptx(&m, ty, ops.len());
+    }
+}
+
+#[test]
+fn pred_combiners_take_the_atomic_path_but_add() {
+    use AtomicCombiner::*;
+    // Rows of a `pred[9,3]` (one-row windows, an embedding's shape) at duplicate and
+    // out-of-bounds indices.
+    let ops = ["and", "or", "xor", "minimum", "maximum", "add"];
+    let mut comps = String::new();
+    let mut scatters = String::new();
+    for (k, op) in ops.iter().enumerate() {
+        comps += &format!(
+            "c{k} {{\n  x = pred[] parameter(0)\n  y = pred[] parameter(1)\n  \
+             ROOT r = pred[] {op}(x, y)\n}}\n"
+        );
+        scatters += &format!(
+            "  s{k} = pred[9,3] scatter(x, i, u), update_window_dims={{1}}, \
+             inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, \
+             index_vector_dim=1, to_apply=c{k}\n"
+        );
+    }
+    // The operand and updates are `a > 0` of integer noise, about half of them true.
+    let m = module(&format!(
+        "HloModule s\n{comps}ENTRY e {{\n  a = s32[9,3] parameter(0)\n  \
+         b = s32[8,3] parameter(1)\n  z = s32[] constant(0)\n  \
+         za = s32[9,3] broadcast(z), dimensions={{}}\n  zb = s32[8,3] broadcast(z), dimensions={{}}\n  \
+         x = pred[9,3] compare(a, za), direction=GT\n  u = pred[8,3] compare(b, zb), direction=GT\n  \
+         i = s64[8,1] constant({{{{2}},{{8}},{{2}},{{9}},{{0}},{{-1}},{{2}},{{5}}}})\n\
+         {scatters}  ROOT t = (pred[9,3], pred[9,3], pred[9,3], pred[9,3], pred[9,3], \
+         pred[9,3]) tuple(s0, s1, s2, s3, s4, s5)\n}}\n"
+    ));
+    assert_eq!(
+        atomic_ops(&m),
+        [Some(And), Some(Or), Some(Xor), Some(UMin), Some(UMax), None]
+    );
+    matches_evaluator(&m, Tolerance::Exact);
+    atomics_in_ptx(&m, "pred", 5);
+}
+
+#[test]
+fn an_embedding_gradient_of_integers_gets_a_thread_per_update_element() {
+    // 6 rows of 5 into `s32[7,5]`, rows 1 (three times), 3, 6, 0: 30 update threads where the
+    // owner path has 35 (one per element, each looping over the 6 indices).
+    let m = module(
+        r#"
+HloModule s
+add {
+  x = s32[] parameter(0)
+  y = s32[] parameter(1)
+  ROOT s = s32[] add(x, y)
+}
+ENTRY e {
+  x = s32[7,5] parameter(0)
+  u = s32[6,5] parameter(1)
+  i = s32[6,1] constant({{1},{3},{1},{6},{0},{1}})
+  ROOT s = s32[7,5] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+}
+"#,
+    );
+    assert_eq!(scatter_threads(&m), (35, 30));
+    assert_eq!(
+        strategies(&m),
+        [UpdateStrategy::Atomic {
+            op: AtomicCombiner::Add,
+            updates: vec![6, 5]
+        }]
+    );
+    check(&m, "embedding_s32");
+    atomics_in_ptx(&m, "embedding_s32", 1);
+}
+
+#[test]
+fn atomic_scatters_with_batching_dimensions_and_at_a_fusions_root() {
+    let m = batching_scatter("u16", "maximum");
+    assert_eq!(atomic_ops(&m), [Some(AtomicCombiner::UMax)]);
+    check(&m, "batching_u16");
+    let m = fused_scatter("s64", "y, x");
+    assert_eq!(atomic_ops(&m), [Some(AtomicCombiner::Add)]);
+    check(&m, "fused_s64");
+    atomics_in_ptx(&m, "fused_s64", 1);
+}
+
+#[test]
+fn the_owner_path_stays_where_the_order_could_show() {
+    // Float add (rounding depends on the order), float minimum and maximum (NaN and signed
+    // zeros), multiply (no atomic form), a non-commutative combiner, overwriting even with
+    // `unique_indices=true` (a hint that may be false), sub-byte integers (no byte of their
+    // own), a combiner that is more than one op, and several operands: all keep the owner
+    // update.
+    let one = |ty: &str, body: &str, attrs: &str| {
+        module(&format!(
+            "HloModule s\nc {{\n  x = {ty}[] parameter(0)\n  y = {ty}[] parameter(1)\n  \
+             {body}\n}}\nENTRY e {{\n  x = {ty}[5,3] parameter(0)\n  u = {ty}[4,3] parameter(1)\n  \
+             i = s32[4,1] constant({{{{2}},{{0}},{{2}},{{4}}}})\n  \
+             ROOT s = {ty}[5,3] scatter(x, i, u), update_window_dims={{1}}, \
+             inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, \
+             to_apply=c{attrs}\n}}\n"
+        ))
+    };
+    let cases = [
+        ("f32", "ROOT r = f32[] add(x, y)", ""),
+        ("f16", "ROOT r = f16[] add(x, y)", ""),
+        ("f64", "ROOT r = f64[] add(y, x)", ""),
+        ("f32", "ROOT r = f32[] maximum(x, y)", ""),
+        ("bf16", "ROOT r = bf16[] minimum(x, y)", ""),
+        ("s32", "ROOT r = s32[] multiply(x, y)", ""),
+        ("s32", "ROOT r = s32[] subtract(x, y)", ""),
+        (
+            "s32",
+            "ROOT r = s32[] parameter(1)",
+            ", unique_indices=true",
+        ),
+        ("u8", "ROOT r = u8[] parameter(1)", ", unique_indices=true"),
+        ("s4", "ROOT r = s4[] add(x, y)", ""),
+        ("u4", "ROOT r = u4[] maximum(x, y)", ""),
+        ("s32", "a = s32[] add(x, y)\n  ROOT r = s32[] add(a, y)", ""),
+        ("s32", "ROOT r = s32[] add(x, x)", ""),
+    ];
+    for (ty, body, attrs) in cases {
+        let m = one(ty, body, attrs);
+        assert_eq!(atomic_ops(&m), [None], "{ty}: {body}{attrs}");
+    }
+    // The float sum runs on the owner path, bit-identical to the evaluator.
+    check(&one("f32", "ROOT r = f32[] add(x, y)", ""), "f32_add_owner");
+    // Two integer operands added together stay on the owner path too.
+    let m = module(
+        r#"
+HloModule s
+add2 {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  c = s32[] parameter(2)
+  d = s32[] parameter(3)
+  x = s32[] add(a, c)
+  y = s32[] add(b, d)
+  ROOT t = (s32[], s32[]) tuple(x, y)
+}
+ENTRY e {
+  x = s32[5,3] parameter(0)
+  y = s32[5,3] parameter(1)
+  u = s32[4,3] parameter(2)
+  v = s32[4,3] parameter(3)
+  i = s32[4,1] constant({{2},{0},{2},{4}})
+  ROOT s = (s32[5,3], s32[5,3]) scatter(x, y, i, u, v), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add2
+}
+"#,
+    );
+    assert_eq!(atomic_ops(&m), [None]);
 }

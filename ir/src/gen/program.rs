@@ -1429,7 +1429,8 @@ impl Builder {
     }
 
     /// Gather rows of `x` along one dimension with constant (possibly out-of-range) indices,
-    /// and, with `d` odd, scatter the gathered rows (changed elementwise) back.
+    /// and, with `d` odd, scatter the gathered rows (changed elementwise) back, overwriting,
+    /// adding, or (integers and pred) combining by `maximum`, `minimum`, `and`, `or` or `xor`.
     fn gather_scatter(&mut self, s: &mut Scope, op: &Op, seed: u64) {
         use Opcode::*;
         let Some(x) = self.pick(s, op.a) else { return };
@@ -1473,7 +1474,15 @@ impl Builder {
         let upd = self
             .first_that_infers(s, &[Negate, Not, Copy], 0, &[g], |_| vec![])
             .unwrap_or(g);
-        let combine = if op.d % 4 == 1 { Tuple } else { Add };
+        // Overwrite, add, or for integers and pred another combiner whose result does not
+        // depend on the order of the updates (the nvptx backend's atomic scatter path).
+        let combine = match op.d % 4 {
+            1 => Tuple,
+            _ if xa.ty.is_int() || xa.ty.is_pred() => {
+                [Add, Maximum, Minimum, And, Or, Xor][(op.d / 4) as usize % 6]
+            }
+            _ => Add,
+        };
         let Some(r) = self.reducer(combine, xa.ty) else {
             return;
         };
