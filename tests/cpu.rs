@@ -292,6 +292,39 @@ ENTRY main {
     }
 }
 
+/// `log` of a negative number is a negative NaN (x86's default `0xffc00000`, the evaluator's;
+/// XLA's is negative too), so a total order puts it first: `topk` of the smallest picks the
+/// NaNs of `log(-x)` before any number, as the evaluator and XLA do. The shared approximation
+/// had returned `+NaN`, which sorts last (nvptx-sim campaign seed 1818003, case 23383, seen
+/// through the cpu backend's `log`).
+#[test]
+fn log_of_a_negative_number_is_a_negative_nan() {
+    let text = r#"
+HloModule m
+ENTRY main {
+  x = f32[6]{0} parameter(0)
+  l = f32[6]{0} log(x)
+  b = s32[6]{0} bitcast-convert(l)
+  t = (f32[3]{0}, s32[3]{0}) topk(l), k=3, largest=false
+  i = s32[3]{0} get-tuple-element(t), index=1
+  ROOT r = (s32[6]{0}, s32[3]{0}) tuple(b, i)
+}
+"#;
+    let m = parse_module(text).expect("parses");
+    let xs: [f32; 6] = [0.5, -1.0, 2.0, -3.0, 1.0, 8.0];
+    let bytes: Vec<u8> = xs.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let shape = ArrayShape::new(ElementType::F32, &[6]);
+    let x = Literal::Array(ArrayLiteral::new(shape, bytes).expect("24 bytes"));
+    let want = run_on("interpreter", &m, std::slice::from_ref(&x)).expect("evaluates");
+    let got = run_on("cpu", &m, &[x]).expect("runs");
+    let nan = 0xffc0_0000u32.to_le_bytes();
+    assert_eq!(&want[0].data[4..8], &nan, "the evaluator's NaN");
+    assert_eq!(got[0].data, want[0].data, "log's bits");
+    let first = i32::from_le_bytes(got[1].data[..4].try_into().expect("4 bytes"));
+    assert_eq!(first, 1, "a negative NaN is the smallest in a total order");
+    assert_eq!(got[1].data, want[1].data, "topk's indices");
+}
+
 #[test]
 fn elementwise_loops_are_vectorized() {
     let text = r#"

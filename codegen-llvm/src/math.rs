@@ -159,13 +159,16 @@ pub fn log_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>> {
     let y = f.fma(z, f.c(-0.5), y)?;
     let r = f.add(m, y)?;
     let r = f.fma(ef, f.c(0.693_359_375), r)?;
-    // Special values: log(0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN stays NaN.
+    // Special values: log(0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN stays NaN. The NaN
+    // of a negative input is x86's default NaN (`0xffc00000`), as the evaluator's `log` and
+    // negative as XLA's (`0xffffffff`): a total order (`topk`, a TOTALORDER sort) puts it
+    // first, where a positive NaN would sort last.
     let r = f.sel(
         f.cmp(FloatPredicate::OEQ, x0, f.c(0.0))?,
         f.c(f64::NEG_INFINITY),
         r,
     )?;
-    let r = f.sel(f.cmp(FloatPredicate::OLT, x0, f.c(0.0))?, f.c(f64::NAN), r)?;
+    let r = f.sel(f.cmp(FloatPredicate::OLT, x0, f.c(0.0))?, f.c(-f64::NAN), r)?;
     let r = f.sel(f.cmp(FloatPredicate::OEQ, x0, f.c(f64::INFINITY))?, x0, r)?;
     let r = f.sel(f.cmp(FloatPredicate::UNO, x0, x0)?, x0, r)?;
     Ok(bv(r))

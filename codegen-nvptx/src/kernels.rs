@@ -13,9 +13,13 @@
 //! one or several consecutive kernels ([`crate::sort`]); a `scatter` (unfused, or a fusion's
 //! root) is a copy kernel then an update kernel ([`crate::scatter`]); a `select-and-scatter`
 //! (likewise) is a kernel gathering one output element per thread
-//! ([`crate::select_and_scatter`]). A `convolution` (unfused, or in a fusion with an
-//! elementwise epilogue) is computed one output element per thread by the shared elemental
-//! form (`axle_codegen_llvm::contraction::gen_contraction`), not tiled yet.
+//! ([`crate::select_and_scatter`]); a `convolution` (unfused, or a fusion's with an
+//! elementwise epilogue) is a tiled implicit-GEMM kernel ([`crate::convolution`], sharing the
+//! dot kernel's tile loop, [`crate::tiled_product`]), except the configurations that module
+//! leaves untiled (complex, one output feature per group, several convolutions in a fusion,
+//! a convolution read other than elementwise), which a loop kernel computes one output
+//! element per thread by the shared elemental form
+//! (`axle_codegen_llvm::contraction::gen_contraction`).
 //!
 //! The kernel of instruction `%x` is `axle_k<N>_<x>` (N its position among the kernels of
 //! every host computation, so names are unique across computations), with
@@ -55,6 +59,7 @@ use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::{FunctionValue, PointerValue};
 use inkwell::IntPredicate;
 
+use crate::convolution::{conv_geometry, emit_convolution, ConvGeometry};
 use crate::dot::{dot_geometry, emit_dot, DotGeometry};
 use crate::fused::reached_in_order;
 use crate::gpu_target::{NvptxTarget, BACKEND};
@@ -113,6 +118,8 @@ pub enum KernelKind {
     Transpose(TransposeGeometry),
     /// A shared-memory-tiled dot ([`crate::dot`]).
     Dot(DotGeometry),
+    /// A shared-memory-tiled convolution, an implicit GEMM ([`crate::convolution`]).
+    Convolution(ConvGeometry),
     /// One kernel of a bitonic sort or top-k ([`crate::sort`]).
     Sort(SortKernel),
     /// One of a scatter's two kernels ([`crate::scatter`]).
@@ -187,6 +194,8 @@ enum Role {
     Transpose(TransposeGeometry),
     /// A shared-memory-tiled dot ([`crate::dot`]).
     Dot(DotGeometry),
+    /// A shared-memory-tiled convolution ([`crate::convolution`]).
+    Convolution(ConvGeometry),
     /// A sort or top-k, as one or several kernels ([`crate::sort`]).
     Sort(SortGeometry),
     /// A scatter's copy and update kernels ([`crate::scatter`]).
@@ -197,8 +206,8 @@ enum Role {
 
 /// Ops this backend leaves to other kernels: dots (refused even where the elemental
 /// generators could compute them one element per thread, which would be correct but far
-/// slower than the shared-memory kernel they get; convolutions are computed so, untiled, for
-/// now), and reductions anywhere but at a
+/// slower than the shared-memory kernel they get; the convolutions [`crate::convolution`]
+/// leaves untiled are computed so), and reductions anywhere but at a
 /// kernel's output (a reduction kernel computes those; recomputing a reduction for every
 /// element that reads it would multiply its work).
 fn later_kernel(op: Opcode) -> bool {
@@ -239,6 +248,12 @@ fn role(m: &Module, id: InstId) -> R<Role> {
         })
     };
     let dot = || -> R<Option<Role>> { Ok(dot_geometry(m, id)?.map(Role::Dot)) };
+    let conv = || -> R<Role> {
+        Ok(match conv_geometry(m, id)? {
+            Some(geo) => Role::Convolution(geo),
+            None => Role::Loop,
+        })
+    };
     let transpose = || -> R<Role> {
         Ok(match transpose_geometry(m, id)? {
             Some(geo) => Role::Transpose(geo),
@@ -261,7 +276,10 @@ fn role(m: &Module, id: InstId) -> R<Role> {
             let role = match dot()? {
                 Some(r) => r,
                 None => match reduction()? {
-                    Role::Loop => transpose()?,
+                    Role::Loop => match conv()? {
+                        Role::Loop => transpose()?,
+                        r => r,
+                    },
                     r => r,
                 },
             };
@@ -288,6 +306,7 @@ fn role(m: &Module, id: InstId) -> R<Role> {
         }
         Transpose => transpose(),
         Dot => dot()?.ok_or_else(|| unsupported(m, id)),
+        Convolution => conv(),
         Sort | TopK | CustomCall => {
             let geo = sort_geometry(m, id)?.ok_or_else(|| unsupported(m, id))?;
             if let crate::sort::SortOrder::Comparator { comp, .. } = geo.order {
@@ -357,6 +376,7 @@ fn plan(m: &Module) -> R<Vec<KernelInfo>> {
             Role::Reduction(geo) => KernelKind::Reduction(geo),
             Role::Transpose(geo) => KernelKind::Transpose(geo),
             Role::Dot(geo) => KernelKind::Dot(geo),
+            Role::Convolution(geo) => KernelKind::Convolution(geo),
             Role::Sort(geo) => {
                 plan_sort(m, id, &geo, &mut out)?;
                 continue;
@@ -389,6 +409,7 @@ fn plan(m: &Module) -> R<Vec<KernelInfo>> {
             KernelKind::Reduction(geo) => geo.launch_plan(),
             KernelKind::Transpose(geo) => geo.launch_plan(),
             KernelKind::Dot(geo) => geo.launch_plan(),
+            KernelKind::Convolution(geo) => geo.launch_plan(),
             KernelKind::Sort(k) => k.launch_plan(),
             KernelKind::Scatter(k) => k.launch_plan(),
             KernelKind::SelectAndScatter => LaunchPlan::for_elements(elements),
@@ -609,12 +630,13 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
             cg.b.build_return(None)?;
             return Ok(());
         }
-        KernelKind::Transpose(_) | KernelKind::Dot(_) => {
+        KernelKind::Transpose(_) | KernelKind::Dot(_) | KernelKind::Convolution(_) => {
             let (Some(leaf), Some(&out)) = (outs.first(), out_ptrs.first()) else {
-                return Err("a transpose or dot kernel has one output".into());
+                return Err("a transpose, dot or convolution kernel has one output".into());
             };
             match &k.kind {
                 KernelKind::Dot(geo) => emit_dot(&mut g, geo, leaf.ty, out)?,
+                KernelKind::Convolution(geo) => emit_convolution(&mut g, geo, leaf.ty, out)?,
                 KernelKind::Transpose(geo) => emit_transpose(&mut g, geo, leaf.ty, out)?,
                 _ => {}
             }

@@ -7,8 +7,8 @@
 //! instruction, on the grid and block of its [`LaunchPlan`] ([`launch`]): loop kernels (one element
 //! per thread, or four with 128-bit accesses where aligned), row and column reductions with warp
 //! shuffles and shared memory ([`reduction`]), transposes through shared-memory tiles
-//! ([`transpose`]), shared-memory-tiled dots ([`dot`]), bitonic sorts ([`sort`]), convolutions
-//! one output element per thread (the shared elemental form, untiled), scatters as a copy then
+//! ([`transpose`]), shared-memory-tiled dots ([`dot`]) and convolutions (implicit GEMMs,
+//! [`convolution`]) on one tile loop ([`tiled_product`]), bitonic sorts ([`sort`]), scatters as a copy then
 //! an update kernel ([`scatter`]) and select-and-scatters gathering per output element
 //! ([`select_and_scatter`]). `while`, `conditional` and `call` run on the host between kernels,
 //! as XLA's while and conditional thunks do ([`control_flow`]).
@@ -28,6 +28,7 @@
 
 pub mod buffer_rules;
 pub mod control_flow;
+pub mod convolution;
 pub mod cuda;
 pub mod device;
 pub mod dot;
@@ -49,6 +50,7 @@ mod sim_intrinsics;
 pub mod sim_jit;
 mod sim_threads;
 pub mod sort;
+pub mod tiled_product;
 pub mod transpose;
 
 pub use axle_codegen_llvm::CodegenError;

@@ -134,8 +134,8 @@ fn float_bits_as_integers(m: &Module) -> Option<InstId> {
     })
 }
 
-/// A float `compare` of `m` in total order of a value a math function may have computed, if
-/// any: a total order sees a NaN's sign (`-NaN` sorts first, `+NaN` last), and the NaN a math
+/// A float `compare` in total order (or a `topk`, whose order is total) of `m` of a value a
+/// math function may have computed, if any: a total order sees a NaN's sign (`-NaN` sorts first, `+NaN` last), and the NaN a math
 /// function returns is the device's (libdevice's `powf` of a negative base gives `+NaN`, the
 /// evaluator's x86 `powf` the default `-NaN`; campaign seed 1712 case 2972). A value may have
 /// come from a math function when it is one, when an operand may have, when it calls a
@@ -197,12 +197,16 @@ fn total_order_of_math_nans(m: &Module) -> Option<InstId> {
         }
     }
     ids.into_iter().find(|&i| {
-        m.opcode(i) == Compare
-            && matches!(
+        // `topk` orders its floats totally without saying so (seed 1818003 case 23383).
+        let total = match m.opcode(i) {
+            Compare => matches!(
                 m.attr(i, &AttrKey::Type),
                 Some(AttrValue::CmpType(ComparisonType::TotalOrder))
-            )
-            && m.operands(i).iter().any(|o| tainted[o.index()])
+            ),
+            TopK => true,
+            _ => false,
+        };
+        total && m.operands(i).iter().any(|o| tainted[o.index()])
     })
 }
 
