@@ -2,11 +2,13 @@
 //!
 //! [`buffers`] runs an optional pipeline, schedules the module (or keeps its own schedule) and
 //! assigns its buffers with the `schedule` crate, under the cpu backend's rules (exactly the
-//! assignment `axle run` and `axle bench` execute on, the backend's expansions included) or
-//! XLA's; the report is printed by [`axle_schedule::render`] (text, JSON, SVG timeline).
+//! assignment `axle run` and `axle bench` execute on, the backend's expansions included), the
+//! nvptx backend's (`axle_codegen_nvptx::buffer_rules`: the static assignment of its kernels'
+//! buffers) or XLA's; the report is printed by [`axle_schedule::render`] (text, JSON, SVG timeline).
 
 use axle_codegen_cpu::buffer_rules::CpuRules;
 use axle_codegen_cpu::CpuOptions;
+use axle_codegen_nvptx::buffer_rules::GpuRules;
 use axle_ir::Module;
 use axle_schedule::{
     assign, schedule_module, BufferAssignment, BufferRules, Choice, Heuristic, HloRules,
@@ -19,14 +21,18 @@ pub enum Rules {
     Cpu,
     /// XLA's model ([`HloRules`]): every fusion a kernel, no scratch.
     Xla,
+    /// The nvptx backend's ([`GpuRules`]): its kernels' scratch, in place only in element-wise
+    /// loop kernels, read-only parameters.
+    Gpu,
 }
 
 impl Rules {
-    /// The rules named `name` (`cpu` or `xla`).
+    /// The rules named `name` (`cpu`, `gpu` or `xla`).
     pub fn from_name(name: &str) -> Option<Rules> {
         match name {
             "cpu" => Some(Rules::Cpu),
             "xla" => Some(Rules::Xla),
+            "gpu" => Some(Rules::Gpu),
             _ => None,
         }
     }
@@ -95,27 +101,30 @@ pub fn buffers(mut m: Module, opts: &BuffersOptions) -> Result<BuffersResult, St
         ),
         None => None,
     };
-    match opts.rules {
-        Rules::Xla => {
-            let assignment = assign(&m, &HloRules).map_err(|e| e.to_string())?;
-            Ok(BuffersResult {
-                module: m,
-                assignment,
-                choices,
-                rules: Box::new(HloRules),
-            })
-        }
-        Rules::Cpu => {
-            // The backend keeps the schedule just made (or the module's own).
-            let (module, assignment, rules): (Module, BufferAssignment, CpuRules) =
-                axle_codegen_cpu::buffer_assignment(&m, &CpuOptions::default())
-                    .map_err(|e| e.to_string())?;
-            Ok(BuffersResult {
-                module,
-                assignment,
-                choices,
-                rules: Box::new(rules),
-            })
-        }
-    }
+    // A backend keeps the schedule just made (or the module's own).
+    let (module, assignment, rules): (Module, BufferAssignment, Box<dyn BufferRules>) =
+        match opts.rules {
+            Rules::Xla => {
+                let assignment = assign(&m, &HloRules).map_err(|e| e.to_string())?;
+                (m, assignment, Box::new(HloRules))
+            }
+            Rules::Gpu => {
+                let (m, a, r): (Module, BufferAssignment, GpuRules) =
+                    axle_codegen_nvptx::buffer_rules::buffer_assignment(&m)
+                        .map_err(|e| e.to_string())?;
+                (m, a, Box::new(r))
+            }
+            Rules::Cpu => {
+                let (m, a, r): (Module, BufferAssignment, CpuRules) =
+                    axle_codegen_cpu::buffer_assignment(&m, &CpuOptions::default())
+                        .map_err(|e| e.to_string())?;
+                (m, a, Box::new(r))
+            }
+        };
+    Ok(BuffersResult {
+        module,
+        assignment,
+        choices,
+        rules,
+    })
 }

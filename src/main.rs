@@ -288,9 +288,10 @@ enum Command {
         #[arg(long)]
         check: bool,
         /// Whose rules: cpu (the cpu backend's, what it compiles with: fusions it cannot emit
-        /// as one kernel run as steps, kernel scratch, read-only parameters) or xla (every
-        /// fusion a kernel, no scratch, as XLA's memory statistics count).
-        #[arg(long, default_value = "cpu", value_parser = ["cpu", "xla"])]
+        /// as one kernel run as steps, kernel scratch, read-only parameters), gpu (the nvptx
+        /// backend's static assignment of its kernels' buffers) or xla (every fusion a
+        /// kernel, no scratch, as XLA's memory statistics count).
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu", "xla"])]
         rules: String,
         #[command(flatten)]
         elided: ElidedArgs,

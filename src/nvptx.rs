@@ -11,8 +11,9 @@
 //! buffers' keys and frees them when dropped; a buffer freed already ([`free`]) or from another
 //! device of the same backend is an error, never a read of other memory.
 //!
-//! Their default pipeline is the standard `gpu` pipeline: simplification, then fusion and
-//! multi-output fusion for the gpu target.
+//! Their default pipeline is the standard `gpu` pipeline: simplification, fusion and
+//! multi-output fusion for the gpu target, then the memory-aware schedule the executor runs
+//! each host computation in (freeing every buffer after its last reader).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;

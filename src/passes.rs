@@ -53,10 +53,10 @@ pub const PIPELINES: &[StandardPipeline] = &[
     },
     StandardPipeline {
         name: "gpu",
-        doc: "the nvptx backend's default: simplify, then producer-consumer and multi-output fusion for the gpu target",
+        doc: "the nvptx backend's default: simplify, producer-consumer and multi-output fusion for the gpu target, then the memory-aware schedule the executor runs in (freeing each buffer after its last reader)",
         text: concat!(
             simplify_text!(),
-            ",fusion{target=gpu},multi-output-fusion{target=gpu},dce"
+            ",fusion{target=gpu},multi-output-fusion{target=gpu},dce,memory-schedule"
         ),
     },
 ];

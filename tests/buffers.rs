@@ -6,7 +6,9 @@
 //! module and pipeline give the same assignment at 1 and 8 threads. The cpu backend's own
 //! assignment (its rules, its expansions, the schedule it keeps or makes) is checked the same
 //! way on the generated modules and on every corpus case after the `cpu` pipeline and as XLA
-//! optimized it. On XLA's optimized modules
+//! optimized it. The nvptx backend's static assignment (its rules, `GpuRules`) is checked on
+//! every corpus case the backend plans kernels for, after the `gpu` pipeline. On XLA's
+//! optimized modules
 //! (the same fusion decisions on both sides, under XLA's rules and the cpu backend's) and after
 //! Axle's own `cpu` pipeline, the temporary block is no larger than XLA's
 //! (`get_compiled_memory_stats().temp_size_in_bytes`, recorded in
@@ -390,5 +392,30 @@ fn every_corpus_case_cpu_assignment_is_safe_the_same_at_1_and_8_threads_and_no_l
         }
     }
     assert!(compared >= 60, "only {compared} cases compared with XLA");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_corpus_case_gpu_assignment_is_safe() {
+    let gpu = axle::passes::standard_pipeline("gpu").expect("the gpu pipeline");
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for (_, file, m) in corpus_files(&mut failures) {
+        let m = match optimized(&m, gpu) {
+            Ok(m) => m,
+            Err(e) => {
+                failures.push(format!("{file}: gpu pipeline: {e}"));
+                continue;
+            }
+        };
+        match axle_codegen_nvptx::buffer_rules::buffer_assignment(&m) {
+            Ok((m, a, rules)) => match check(&m, &a, &rules) {
+                Ok(_) => checked += 1,
+                Err(e) => failures.push(format!("{file}: checker (gpu rules): {e}")),
+            },
+            Err(e) => failures.push(format!("{file}: gpu: {e}")),
+        }
+    }
+    assert!(checked >= 78, "only {checked} gpu assignments checked");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -1,6 +1,9 @@
 //! The launch-plan executor: runs a module's kernels ([`crate::plan_kernels`]) on any
-//! [`Device`], in program order, each on the grid and block of its launch plan, and the
-//! module's host control flow ([`crate::control_flow`]) between them.
+//! [`Device`], each on the grid and block of its launch plan, and the module's host control
+//! flow ([`crate::control_flow`]) between them, every host computation in the module's
+//! memory-aware schedule (`axle_schedule::schedule_module`, the `memory-schedule` pass that
+//! ends the `gpu` pipeline; a module compiled without a schedule is scheduled here, as the cpu
+//! backend does), as XLA's GPU backend runs its thunks in its scheduled order.
 //!
 //! A host computation (the entry, or one a `while`, `conditional` or `call` runs) runs on
 //! argument buffers, one list per parameter. A value is a list of buffers, one per array leaf
@@ -17,10 +20,17 @@
 //! computation on its operands. Buffers are never written after their kernels ran, so a value
 //! may share buffers with others (a state leaf passed through unchanged, or repeated).
 //!
+//! Buffer lifetimes ([`crate::host_liveness`]): after each step, the values whose last reader
+//! that step was die, and a buffer the computation's run made (a kernel's output, or a nested
+//! computation's result it now owns) is freed as soon as no live value of the run holds it, so
+//! a computation holds about the schedule's live set, not every intermediate it made.
+//! Arguments, constants and the root's buffers are never freed early.
+//!
 //! Invariants: a run frees every buffer it made except the result's, also when it fails; a
-//! nested computation's run frees, when it returns, every buffer it made that its result does
-//! not hold, and a loop frees each iteration's buffers that the next state does not hold
-//! ([`crate::control_flow::LoopState`]), so memory does not grow with the trip count. The
+//! nested computation's run frees, by the time it returns, every buffer it made that its result
+//! does not hold, and a loop frees each iteration's buffers that the next state does not hold
+//! ([`crate::control_flow::LoopState`]), so memory does not grow with the trip count. No buffer
+//! is freed while a live value holds it (a stale key would be an error, not a wrong read). The
 //! result's buffers are all made by the run and pairwise distinct (a result leaf that is an
 //! argument, or that appears twice, is copied), so the caller owns each exactly once. A
 //! constant whose value the text elided is refused when the module is compiled, with an error
@@ -31,10 +41,12 @@ use std::collections::HashMap;
 use axle_codegen_llvm::elemental::inst_leaves;
 use axle_codegen_llvm::error::{at, finish, Fail};
 use axle_ir::{AttrKey, CompId, InstId, Literal, Module, Opcode, Shape};
+use axle_schedule::{schedule_module, Heuristic};
 
 use crate::control_flow::{branch_taken, pred_value, LoopState};
 use crate::device::{BufferKey, Device, DeviceMemory};
 use crate::host_computations::{control_callees, host_computations};
+use crate::host_liveness::{release_points, Holders};
 use crate::kernels::{plan_kernels, KernelInfo};
 use crate::CodegenError;
 
@@ -45,8 +57,9 @@ pub struct Executable<D: Device> {
     kernels: Vec<KernelInfo>,
     /// Per instruction with kernels, their positions in `kernels`.
     by_inst: HashMap<InstId, Vec<usize>>,
-    /// Per host computation, its instructions in program order.
-    orders: HashMap<CompId, Vec<InstId>>,
+    /// Per host computation, its instructions in the order they run (the module's schedule)
+    /// and, per step, the values that die after it ([`release_points`]).
+    orders: HashMap<CompId, (Vec<InstId>, Vec<Vec<InstId>>)>,
     program: D::Program,
 }
 
@@ -80,19 +93,30 @@ fn literal_leaves<'a>(l: &'a Literal, out: &mut Vec<&'a [u8]>) {
 impl<D: Device> Executable<D> {
     /// Plans the kernels of `m` (verified, after its pipeline) and loads them on the device of
     /// `mem`; an error names the first instruction the backend does not support.
-    pub fn compile(mem: &DeviceMemory<D>, m: Module) -> Result<Self, CodegenError> {
+    pub fn compile(mem: &DeviceMemory<D>, mut m: Module) -> Result<Self, CodegenError> {
         axle_ir::check_runnable(&m).map_err(|e| CodegenError::general(&m.name, e.to_string()))?;
-        let kernels = plan_kernels(&m)?;
-        let orders: HashMap<CompId, Vec<InstId>> = host_computations(&m).into_iter().collect();
-        for &id in orders.values().flatten() {
-            if m.opcode(id) == Opcode::Constant && m.literal(id).is_none() {
-                let f = Fail::Msg("the constant's value was elided from the text".into());
-                return Err(finish(&m, at(&m, id, f)));
-            }
+        // A module that arrives scheduled (the `gpu` pipeline ends in `memory-schedule`) keeps
+        // its order; any other is scheduled here, as the cpu backend does.
+        if m.schedule().is_none() {
+            schedule_module(&mut m, Heuristic::Best).map_err(|e| {
+                CodegenError::general(&m.name, format!("scheduling failed: {}", e.message))
+            })?;
         }
+        let kernels = plan_kernels(&m)?;
         let mut by_inst: HashMap<InstId, Vec<usize>> = HashMap::new();
         for (k, info) in kernels.iter().enumerate() {
             by_inst.entry(info.inst).or_default().push(k);
+        }
+        let mut orders = HashMap::new();
+        for (c, order) in host_computations(&m) {
+            for &id in &order {
+                if m.opcode(id) == Opcode::Constant && m.literal(id).is_none() {
+                    let f = Fail::Msg("the constant's value was elided from the text".into());
+                    return Err(finish(&m, at(&m, id, f)));
+                }
+            }
+            let dies = release_points(&m, m.root(c), &order, &kernels, &by_inst);
+            orders.insert(c, (order, dies));
         }
         let program = mem.device().load(&m, &kernels)?;
         Ok(Executable {
@@ -198,16 +222,17 @@ impl<D: Device> Run<'_, D> {
         let exe = self.exe;
         let m = &exe.module;
         let mem = self.mem;
-        let order = exe.orders.get(&c).ok_or_else(|| {
+        let (order, dies) = exe.orders.get(&c).ok_or_else(|| {
             format!(
                 "computation {} is not run by the host: no kernels were planned for it",
                 m.comp_name(c)
             )
         })?;
         let mut values: HashMap<InstId, Vec<BufferKey>> = HashMap::new();
+        let mut holders = Holders::default();
         let err =
             |id: InstId, msg: String| format!("%{} ({}): {msg}", m.name(id), m.opcode(id).name());
-        for &id in order {
+        for (&id, dead) in order.iter().zip(dies) {
             let operand = |k: usize| -> Result<&Vec<BufferKey>, String> {
                 let o = m
                     .operands(id)
@@ -342,7 +367,23 @@ impl<D: Device> Run<'_, D> {
                     }
                 }
             };
+            holders.hold(&bufs);
             values.insert(id, bufs);
+            // Values whose last reader this step was: a buffer this run made that no live
+            // value holds any more is freed now (arguments and constants are the caller's
+            // and the run's, never freed here; the root never dies).
+            for v in dead {
+                let Some(keys) = values.remove(v) else {
+                    continue;
+                };
+                for key in holders.release(&keys) {
+                    if let Some(k) = made.iter().position(|&x| x == key) {
+                        made.swap_remove(k);
+                        // Made by this computation's run, held by no live value: freed once.
+                        mem.free(key).map_err(|e| err(id, e))?;
+                    }
+                }
+            }
         }
         let root = m.root(c);
         values

@@ -6,8 +6,10 @@
 //! fusion) are not host computations: the elemental generators compute them.
 //!
 //! Invariants: [`host_computations`] lists each host computation once, callers before callees,
-//! the entry first, each with its instructions in a topological order; [`control_callees`] is
-//! empty for every instruction but `while`, `conditional` and `call`.
+//! the entry first, each with its instructions in a topological order: the module's schedule
+//! ([`axle_ir::schedule`], the memory scheduler's order the executor runs) where it has one,
+//! else a post-order; [`control_callees`] is empty for every instruction but `while`,
+//! `conditional` and `call`.
 
 use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
 
@@ -27,10 +29,18 @@ pub fn control_callees(m: &Module, id: InstId) -> Vec<CompId> {
 }
 
 /// Every computation the host runs step by step, each once with its instructions in a
-/// topological order: the entry first, then the computations reached from host computations
+/// topological order (the module's schedule where it has a current one): the entry first, then the computations reached from host computations
 /// through `while`, `conditional` and `call`, each after its first caller.
 pub fn host_computations(m: &Module) -> Vec<(CompId, Vec<InstId>)> {
     let mut orders = axle_ir::passes::topo_orders(m);
+    if let Some(s) = m.schedule() {
+        for (c, order) in orders.iter_mut().enumerate() {
+            if let Some(seq) = s.sequence(CompId::new(c)) {
+                order.clear();
+                order.extend_from_slice(seq);
+            }
+        }
+    }
     let mut seen = vec![false; orders.len()];
     let mut out: Vec<(CompId, Vec<InstId>)> = Vec::new();
     let mut visit = |c: CompId, out: &mut Vec<(CompId, Vec<InstId>)>| {

@@ -17,12 +17,16 @@
 //! with device buffers behind generational keys ([`device::DeviceMemory`]): a GPU through the
 //! CUDA driver ([`cuda`], loaded at run time), or the host simulator `nvptx-sim` ([`sim`]),
 //! which runs the same kernels retargeted to the host ([`sim_jit`]) with the GPU's threads,
-//! barriers, shared memory and warp shuffles emulated.
+//! barriers, shared memory and warp shuffles emulated. The executor runs each host computation
+//! in the memory-aware schedule and frees every buffer after its last reader
+//! ([`host_liveness`]); [`buffer_rules`] gives the schedule crate the backend's rules for a
+//! static assignment of all temporaries into one block.
 //!
 //! The PTX is LLVM's (`default<O3>`, then the NVPTX code generator for the chosen
 //! [`GpuArch`], PTX ISA 7.8, the first version `sm_90` accepts).
 #![deny(missing_docs)]
 
+pub mod buffer_rules;
 pub mod control_flow;
 pub mod convolution;
 pub mod cuda;
@@ -32,6 +36,7 @@ pub mod executor;
 mod fused;
 pub mod gpu_target;
 pub mod host_computations;
+pub mod host_liveness;
 pub mod kernels;
 pub mod launch;
 pub mod libdevice;

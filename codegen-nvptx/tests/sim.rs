@@ -267,7 +267,21 @@ fn libdevice_math_runs_on_the_simulator_where_libdevice_is_found() {
         let e = Executable::compile(&mem, m)
             .err()
             .expect("refused without libdevice");
-        assert_eq!(e.opcode, "tan");
+        // The first kernel planned in the schedule's order names its op; which of the math
+        // functions with no inline form comes first is the scheduler's choice.
+        assert!(
+            [
+                "tan",
+                "erf",
+                "log-plus-one",
+                "atan2",
+                "power",
+                "exponential"
+            ]
+            .contains(&e.opcode.as_str()),
+            "refused naming {}",
+            e.opcode
+        );
         return;
     }
     let exe = Executable::compile(&mem, m.clone()).unwrap_or_else(|e| panic!("{e}"));
