@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use axle_ir::Module;
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 
@@ -129,6 +129,37 @@ impl Device for CudaDevice {
         Ok(v)
     }
 
+    fn copy(
+        &self,
+        src: &CudaMem,
+        src_off: usize,
+        dst: &CudaMem,
+        dst_off: usize,
+        bytes: usize,
+    ) -> Result<(), String> {
+        let fits = |m: &CudaMem, off: usize| off.checked_add(bytes).is_some_and(|e| e <= m.len);
+        if !fits(src, src_off) || !fits(dst, dst_off) {
+            return Err(format!("a copy of {bytes} bytes runs past a buffer"));
+        }
+        guarded("copying on the GPU", || {
+            let (s, _s_sync) = src.slice.device_ptr(&self.stream);
+            let (d, _d_sync) = dst.slice.device_ptr(&self.stream);
+            // SAFETY: both ranges lie inside their allocations (checked above) and the
+            // caller keeps them from overlapping; the stream orders the copy after the kernels
+            // that wrote `src` and is synchronized before any later use.
+            unsafe {
+                cudarc::driver::result::memcpy_dtod_async(
+                    d + dst_off as u64,
+                    s + src_off as u64,
+                    bytes,
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(|e| e.to_string())?;
+            self.stream.synchronize().map_err(|e| e.to_string())
+        })
+    }
+
     fn load(&self, m: &Module, kernels: &[KernelInfo]) -> Result<CudaProgram, CodegenError> {
         let opts = NvptxOptions {
             gpu_arch: self.arch,
@@ -158,7 +189,7 @@ impl Device for CudaDevice {
         program: &CudaProgram,
         kernel: &KernelInfo,
         index: usize,
-        args: &[&CudaMem],
+        args: &[(&CudaMem, usize)],
     ) -> Result<(), String> {
         let f = program
             .functions
@@ -171,9 +202,10 @@ impl Device for CudaDevice {
             shared_mem_bytes: 0,
         };
         guarded("launching", || {
+            let views: Vec<_> = args.iter().map(|(a, off)| a.slice.slice(*off..)).collect();
             let mut b = self.stream.launch_builder(f);
-            for a in args {
-                b.arg(&a.slice);
+            for v in &views {
+                b.arg(v);
             }
             // SAFETY: the kernel takes one pointer per buffer, in this order (outputs, then
             // operands), each buffer at least as large as the kernel's accesses.

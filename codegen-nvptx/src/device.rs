@@ -5,8 +5,13 @@
 //! Invariants: a buffer is reached only through its [`BufferKey`], a `slotmap` key whose
 //! generation changes when the slot is freed, so a stale or freed key is an error value
 //! ("stale buffer handle"), never a read of freed or reused memory; freeing twice is an error
-//! too. The store's lock is held while a kernel runs on its buffers, so no buffer a kernel
-//! reads or writes is freed under it. The store counts its live buffers and bytes and their
+//! too. A kernel argument or a copy's end is a [`BufferSlice`]: a key, a byte offset into the
+//! buffer and the bytes the kernel or copy reaches there, checked against the buffer's
+//! recorded size (`offset + bytes <= size`) before the device sees it, so an out-of-range
+//! offset is an error value too, never an access past the buffer; the executor places many
+//! values in one buffer this way (XLA's GPU backend: base + offset inside one temporary
+//! allocation). The store's lock is held while a kernel runs on its buffers, so no buffer a
+//! kernel reads or writes is freed under it. The store counts its live buffers and bytes and their
 //! peaks ([`DeviceMemory::peak`]), which the executor's early frees keep low.
 
 use std::sync::{Mutex, MutexGuard};
@@ -44,14 +49,49 @@ pub trait Device: Send + Sync + 'static {
     /// [`crate::plan_kernels`]).
     fn load(&self, m: &Module, kernels: &[KernelInfo]) -> Result<Self::Program, CodegenError>;
     /// Runs kernel number `index` of `program` (whose plan is `kernels[index].plan`) on its
-    /// buffers, in kernel parameter order (outputs, then operands), and waits for it.
+    /// buffers, in kernel parameter order (outputs, then operands), each at its byte offset
+    /// (the kernel's pointer is the buffer's address plus the offset), and waits for it. The
+    /// caller ([`DeviceMemory::launch`]) has checked every offset against the buffer's size.
     fn launch(
         &self,
         program: &Self::Program,
         kernel: &KernelInfo,
         index: usize,
-        args: &[&Self::Mem],
+        args: &[(&Self::Mem, usize)],
     ) -> Result<(), String>;
+    /// Copies `bytes` bytes from `src` at byte `src_off` to `dst` at byte `dst_off` (the two
+    /// may be one buffer, with ranges that do not overlap), and waits for it. The caller
+    /// ([`DeviceMemory::copy`]) has checked both ranges against the buffers' sizes.
+    fn copy(
+        &self,
+        src: &Self::Mem,
+        src_off: usize,
+        dst: &Self::Mem,
+        dst_off: usize,
+        bytes: usize,
+    ) -> Result<(), String>;
+}
+
+/// A byte range of a device buffer: what a kernel argument or a copy's end reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BufferSlice {
+    /// The buffer.
+    pub key: BufferKey,
+    /// The first byte.
+    pub offset: usize,
+    /// The bytes reached from `offset`.
+    pub bytes: usize,
+}
+
+impl BufferSlice {
+    /// The whole of buffer `key`, of `bytes` bytes.
+    pub fn whole(key: BufferKey, bytes: usize) -> BufferSlice {
+        BufferSlice {
+            key,
+            offset: 0,
+            bytes,
+        }
+    }
 }
 
 /// The buffers of one device.
@@ -88,6 +128,18 @@ impl<M> Store<M> {
 
     fn get(&self, key: BufferKey) -> Result<&M, String> {
         self.map.get(key).map(|e| &e.0).ok_or_else(|| stale(key))
+    }
+
+    /// The buffer of `s` and its offset, once `s` is checked to lie inside it.
+    fn reach(&self, s: BufferSlice) -> Result<(&M, usize), String> {
+        let (mem, size) = self.map.get(s.key).ok_or_else(|| stale(s.key))?;
+        match s.offset.checked_add(s.bytes) {
+            Some(end) if end <= *size => Ok((mem, s.offset)),
+            _ => Err(format!(
+                "{} bytes at offset {} of buffer {:?} run past its {size} bytes",
+                s.bytes, s.offset, s.key
+            )),
+        }
     }
 }
 
@@ -171,19 +223,53 @@ impl<D: Device> DeviceMemory<D> {
         };
     }
 
-    /// Runs kernel `index` of `program` on the buffers `args`; an error when one is stale.
+    /// The size in bytes of buffer `key`; an error for a stale key.
+    pub fn size(&self, key: BufferKey) -> Result<usize, String> {
+        let store = self.lock();
+        store.map.get(key).map(|e| e.1).ok_or_else(|| stale(key))
+    }
+
+    /// Runs kernel `index` of `program` on the byte ranges `args`; an error when one is
+    /// stale or runs past its buffer.
     pub fn launch(
         &self,
         program: &D::Program,
         kernel: &KernelInfo,
         index: usize,
-        args: &[BufferKey],
+        args: &[BufferSlice],
     ) -> Result<(), String> {
         let store = self.lock();
         let mems = args
             .iter()
-            .map(|&k| store.get(k))
+            .map(|&s| store.reach(s))
             .collect::<Result<Vec<_>, _>>()?;
         self.device.launch(program, kernel, index, &mems)
+    }
+
+    /// Copies range `src` to range `dst` (of the same length; ranges of one buffer must not
+    /// overlap); an error when one is stale or runs past its buffer.
+    pub fn copy(&self, src: BufferSlice, dst: BufferSlice) -> Result<(), String> {
+        if src.bytes != dst.bytes {
+            return Err(format!(
+                "a copy of {} bytes into {} bytes",
+                src.bytes, dst.bytes
+            ));
+        }
+        if src.key == dst.key
+            && src.offset < dst.offset + dst.bytes
+            && dst.offset < src.offset + src.bytes
+        {
+            return Err(format!(
+                "a copy within buffer {:?} between overlapping ranges at {} and {}",
+                src.key, src.offset, dst.offset
+            ));
+        }
+        let store = self.lock();
+        let (s, so) = store.reach(src)?;
+        let (d, dof) = store.reach(dst)?;
+        if src.bytes == 0 {
+            return Ok(());
+        }
+        self.device.copy(s, so, d, dof, src.bytes)
     }
 }

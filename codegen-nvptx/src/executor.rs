@@ -20,6 +20,12 @@
 //! computation on its operands. Buffers are never written after their kernels ran, so a value
 //! may share buffers with others (a state leaf passed through unchanged, or repeated).
 //!
+//! Memory: a straight-line module (the entry its only host computation) whose static buffer
+//! assignment `assign` accepts runs from it ([`crate::arena`]: one temporary allocation per
+//! run, every kernel on offsets inside it, XLA's GPU way); any other module (host control flow,
+//! or an assignment refused) runs as described below, with a device buffer per value, which is
+//! the fallback, not an error. [`Executable::assignment`] says which one a module uses.
+//!
 //! Buffer lifetimes ([`crate::host_liveness`]): after each step, the values whose last reader
 //! that step was die, and a buffer the computation's run made (a kernel's output, or a nested
 //! computation's result it now owns) is freed as soon as no live value of the run holds it, so
@@ -41,10 +47,11 @@ use std::collections::HashMap;
 use axle_codegen_llvm::elemental::inst_leaves;
 use axle_codegen_llvm::error::{at, finish, Fail};
 use axle_ir::{AttrKey, CompId, InstId, Literal, Module, Opcode, Shape};
-use axle_schedule::{schedule_module, Heuristic};
+use axle_schedule::{schedule_module, BufferAssignment, Heuristic};
 
+use crate::arena::{arena_assignment, run_from_assignment};
 use crate::control_flow::{branch_taken, pred_value, LoopState};
-use crate::device::{BufferKey, Device, DeviceMemory};
+use crate::device::{BufferKey, BufferSlice, Device, DeviceMemory};
 use crate::host_computations::{control_callees, host_computations};
 use crate::host_liveness::{release_points, Holders};
 use crate::kernels::{plan_kernels, KernelInfo};
@@ -61,6 +68,8 @@ pub struct Executable<D: Device> {
     /// and, per step, the values that die after it ([`release_points`]).
     orders: HashMap<CompId, (Vec<InstId>, Vec<Vec<InstId>>)>,
     program: D::Program,
+    /// The static assignment the module runs from, where it has one ([`crate::arena`]).
+    arena: Option<BufferAssignment>,
 }
 
 /// One run of an [`Executable`]: its memory and the constants it uploaded.
@@ -119,12 +128,14 @@ impl<D: Device> Executable<D> {
             orders.insert(c, (order, dies));
         }
         let program = mem.device().load(&m, &kernels)?;
+        let arena = arena_assignment(&m, &kernels, orders.len());
         Ok(Executable {
             module: m,
             kernels,
             by_inst,
             orders,
             program,
+            arena,
         })
     }
 
@@ -138,6 +149,12 @@ impl<D: Device> Executable<D> {
         &self.kernels
     }
 
+    /// The static buffer assignment the module runs from (one temporary allocation of its
+    /// `temp_bytes` per run), or `None` where it runs with a buffer per value.
+    pub fn assignment(&self) -> Option<&BufferAssignment> {
+        self.arena.as_ref()
+    }
+
     /// Runs the module on `args` (per entry parameter, in order, the buffers of its array
     /// leaves) and returns the buffers of the result's array leaves, which the caller owns.
     pub fn run(
@@ -145,6 +162,20 @@ impl<D: Device> Executable<D> {
         mem: &DeviceMemory<D>,
         args: &[Vec<BufferKey>],
     ) -> Result<Vec<BufferKey>, String> {
+        if let Some(a) = &self.arena {
+            let entry = self.module.entry();
+            let order = self.orders.get(&entry).map_or(&[][..], |o| &o.0[..]);
+            return run_from_assignment(
+                mem,
+                &self.module,
+                a,
+                order,
+                &self.kernels,
+                &self.by_inst,
+                &self.program,
+                args,
+            );
+        }
         let mut run = Run {
             exe: self,
             mem,
@@ -268,6 +299,11 @@ impl<D: Device> Run<'_, D> {
                         })?;
                         call.extend_from_slice(v);
                     }
+                    let call = call
+                        .into_iter()
+                        .map(|k| Ok(BufferSlice::whole(k, mem.size(k)?)))
+                        .collect::<Result<Vec<_>, String>>()
+                        .map_err(|e| err(id, e))?;
                     mem.launch(&exe.program, info, k, &call)
                         .map_err(|e| err(id, format!("kernel {}: {e}", info.name)))
                 });

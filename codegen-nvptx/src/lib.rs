@@ -26,6 +26,7 @@
 //! [`GpuArch`], PTX ISA 7.8, the first version `sm_90` accepts).
 #![deny(missing_docs)]
 
+pub mod arena;
 pub mod buffer_rules;
 pub mod control_flow;
 pub mod convolution;

@@ -115,6 +115,24 @@ impl Device for SimDevice {
         Ok(mem.bytes().to_vec())
     }
 
+    fn copy(
+        &self,
+        src: &SimMem,
+        src_off: usize,
+        dst: &SimMem,
+        dst_off: usize,
+        bytes: usize,
+    ) -> Result<(), String> {
+        let fits = |m: &SimMem, off: usize| off.checked_add(bytes).is_some_and(|e| e <= m.len);
+        if !fits(src, src_off) || !fits(dst, dst_off) {
+            return Err(format!("a copy of {bytes} bytes runs past a buffer"));
+        }
+        // SAFETY: both ranges lie inside their buffers (checked above) and do not overlap
+        // (`std::ptr::copy` would be correct even if they did); no kernel runs meanwhile.
+        unsafe { std::ptr::copy(src.ptr.add(src_off), dst.ptr.add(dst_off), bytes) };
+        Ok(())
+    }
+
     fn load(&self, m: &Module, kernels: &[KernelInfo]) -> Result<SimCode, CodegenError> {
         crate::sim_jit::compile(m, kernels, self.libdevice.as_deref())
     }
@@ -124,13 +142,17 @@ impl Device for SimDevice {
         program: &SimCode,
         kernel: &KernelInfo,
         index: usize,
-        args: &[&SimMem],
+        args: &[(&SimMem, usize)],
     ) -> Result<(), String> {
         let entry = *program
             .entries
             .get(index)
             .ok_or_else(|| format!("no kernel {index}"))?;
-        let table: Vec<*mut u8> = args.iter().map(|m| m.ptr).collect();
+        // The caller checked each offset against its buffer's size: the pointers stay inside.
+        let table: Vec<*mut u8> = args
+            .iter()
+            .map(|(m, off)| m.ptr.wrapping_add(*off))
+            .collect();
         // A kernel with no barrier and no shuffle runs its threads one after another, but
         // for an atomic scatter update, whose threads race on their output elements as on a
         // GPU (the host's atomics must make that harmless).

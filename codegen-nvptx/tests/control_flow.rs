@@ -85,10 +85,20 @@ impl Device for Counting {
         program: &Self::Program,
         kernel: &KernelInfo,
         index: usize,
-        args: &[&Counted],
+        args: &[(&Counted, usize)],
     ) -> Result<(), String> {
-        let inner: Vec<&SimMem> = args.iter().map(|c| &c.mem).collect();
+        let inner: Vec<(&SimMem, usize)> = args.iter().map(|(c, off)| (&c.mem, *off)).collect();
         self.sim.launch(program, kernel, index, &inner)
+    }
+    fn copy(
+        &self,
+        src: &Counted,
+        src_off: usize,
+        dst: &Counted,
+        dst_off: usize,
+        bytes: usize,
+    ) -> Result<(), String> {
+        self.sim.copy(&src.mem, src_off, &dst.mem, dst_off, bytes)
     }
 }
 

@@ -207,8 +207,9 @@ fn a_stale_buffer_handle_is_an_error_wherever_it_is_used() {
     assert!(e.contains("stale buffer handle"), "{e}");
     let e = mem.free(k).unwrap_err();
     assert!(e.contains("stale buffer handle"), "{e}");
-    // The slot is reused by a new buffer, whose key differs: the old key stays stale.
-    let k2 = mem.upload(&[9; 4]).unwrap();
+    // The slot is reused by a new buffer (the argument's 16 bytes), whose key differs: the
+    // old key stays stale.
+    let k2 = mem.upload(&[9; 16]).unwrap();
     assert_ne!(k, k2);
     assert!(mem.download(k).is_err() && !mem.contains(k) && mem.contains(k2));
     // A run on a stale argument fails naming it, and frees what it made.
@@ -222,6 +223,10 @@ fn a_stale_buffer_handle_is_an_error_wherever_it_is_used() {
     let out = exe.run(&mem, &[vec![k2]]).unwrap();
     let bits = f32::from_le_bytes(mem.download(out[0]).unwrap()[..4].try_into().unwrap());
     assert_eq!(bits, -f32::from_le_bytes([9; 4]));
+    // An argument smaller than its parameter is refused, not read past its end.
+    let short = mem.upload(&[9; 4]).unwrap();
+    let e = exe.run(&mem, &[vec![short]]).unwrap_err();
+    assert!(e.contains("run past its 4 bytes"), "{e}");
 }
 
 #[test]
