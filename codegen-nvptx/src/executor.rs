@@ -44,9 +44,9 @@
 
 use std::collections::HashMap;
 
-use axle_codegen_llvm::elemental::inst_leaves;
+use axle_codegen_llvm::elemental::{inst_leaves, literal_leaves};
 use axle_codegen_llvm::error::{at, finish, Fail};
-use axle_ir::{AttrKey, CompId, InstId, Literal, Module, Opcode, Shape};
+use axle_ir::{AttrKey, CompId, InstId, Module, Opcode, Shape};
 use axle_schedule::{schedule_module, BufferAssignment, Heuristic};
 
 use crate::arena::{arena_assignment, run_from_assignment};
@@ -88,14 +88,6 @@ fn leaf_count(m: &Module, s: &Shape) -> usize {
         Shape::Array(_) => 1,
         Shape::Tuple(es) => es.iter().map(|&e| leaf_count(m, m.shape_of(e))).sum(),
         Shape::Token | Shape::Opaque => 0,
-    }
-}
-
-/// The array leaves of a literal, depth-first.
-fn literal_leaves<'a>(l: &'a Literal, out: &mut Vec<&'a [u8]>) {
-    match l {
-        Literal::Array(a) => out.push(&a.data),
-        Literal::Tuple(es) => es.iter().for_each(|e| literal_leaves(e, out)),
     }
 }
 
@@ -333,8 +325,8 @@ impl<D: Device> Run<'_, D> {
                             let mut leaves = Vec::new();
                             literal_leaves(lit, &mut leaves);
                             let mut out = Vec::with_capacity(leaves.len());
-                            for bytes in leaves {
-                                let key = mem.upload(bytes).map_err(|e| err(id, e))?;
+                            for leaf in leaves {
+                                let key = mem.upload(&leaf.data).map_err(|e| err(id, e))?;
                                 self.constant_keys.push(key);
                                 out.push(key);
                             }
