@@ -118,7 +118,7 @@ impl Placed<'_> {
 }
 
 /// The bytes of one array leaf.
-fn leaf_bytes(s: &axle_ir::ArrayShape) -> usize {
+pub(crate) fn leaf_bytes(s: &axle_ir::ArrayShape) -> usize {
     s.num_elements().max(0) as usize * s.ty.byte_size()
 }
 

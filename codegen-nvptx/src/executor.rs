@@ -49,7 +49,7 @@ use axle_codegen_llvm::error::{at, finish, Fail};
 use axle_ir::{AttrKey, CompId, InstId, Module, Opcode, Shape};
 use axle_schedule::{schedule_module, BufferAssignment, Heuristic};
 
-use crate::arena::{arena_assignment, run_from_assignment};
+use crate::arena::{arena_assignment, leaf_bytes, run_from_assignment};
 use crate::control_flow::{branch_taken, pred_value, LoopState};
 use crate::device::{BufferKey, BufferSlice, Device, DeviceMemory};
 use crate::host_computations::{control_callees, host_computations};
@@ -268,8 +268,7 @@ impl<D: Device> Run<'_, D> {
             let bufs = if let Some(ks) = exe.by_inst.get(&id) {
                 let mut outs = Vec::new();
                 for leaf in inst_leaves(m, id).map_err(|e| err(id, finish(m, e).message))? {
-                    let bytes = leaf.num_elements().max(0) as usize * leaf.ty.byte_size();
-                    let key = mem.alloc(bytes).map_err(|e| err(id, e))?;
+                    let key = mem.alloc(leaf_bytes(&leaf)).map_err(|e| err(id, e))?;
                     made.push(key);
                     outs.push(key);
                 }
