@@ -10,13 +10,12 @@
 //! features) with fused multiply-adds; padding terms add zero. Narrow floats accumulate in
 //! `f32` and round to nearest even once per output element, as the evaluator does.
 
-use axle_ir::{ElementType, InstId, Module};
+use axle_ir::{conv_geo, ElementType, InstId, Module};
 use inkwell::types::{BasicTypeEnum, VectorType};
 use inkwell::values::{BasicValue, IntValue, PointerValue, VectorValue};
 use inkwell::IntPredicate;
 
 use crate::cg::{bv, numel, strides, Cg, Val};
-use crate::conv::conv_geo;
 use crate::error::R;
 use crate::gemm::{delinearize, min64, splat_float, splat_int};
 

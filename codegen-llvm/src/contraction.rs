@@ -1,13 +1,14 @@
 //! What one element of a `dot` or `convolution` is, for every backend: the dimension numbers
-//! of a dot, the checked geometry of a convolution ([`conv_geo`]), the elemental forms of both
-//! ([`gen_contraction`]: the value of one output element as a loop over the contraction, in
-//! the evaluator's order, rounded to the result type once; the CPU and NVPTX backends give it
-//! to their generators), the accumulation type (`f32` for `f32` and narrower floats, `f64`,
-//! wrapping `i64` for integers and pred, `c64` for complex unless `c128` or `f64` is involved,
-//! then `c128`, as the evaluator accumulates) and one accumulation step (a fused multiply-add
-//! for `f32` and `f64`, as the evaluator's). The backends' loops and tilings are their own.
+//! of a dot, the elemental forms of both ([`gen_contraction`]: the value of one output element
+//! as a loop over the contraction, in the evaluator's order, rounded to the result type once;
+//! the CPU and NVPTX backends give it to their generators; a convolution's checked geometry is
+//! [`axle_ir::conv_geo`], which the evaluator reads too), the accumulation type (`f32` for
+//! `f32` and narrower floats, `f64`, wrapping `i64` for integers and pred, `c64` for complex
+//! unless `c128` or `f64` is involved, then `c128`, as the evaluator accumulates) and one
+//! accumulation step (a fused multiply-add for `f32` and `f64`, as the evaluator's). The
+//! backends' loops and tilings are their own.
 
-use axle_ir::{AttrKey, AttrValue, ElementType, InstId};
+use axle_ir::{conv_geo, AttrKey, ElementType, InstId};
 use inkwell::values::IntValue;
 
 use crate::cg::{Cg, Val};
@@ -165,101 +166,6 @@ pub fn gen_dot<'ctx>(g: &mut Gen<'_, 'ctx>, id: InstId, idx: &Index<'ctx>) -> R<
         Ok(vec![mul_add(cg, acc_ty, accs[0], a, b)?])
     })?;
     ops::convert(cg, acc_ty, out.ty, acc[0])
-}
-
-/// The geometry of a convolution, checked.
-pub struct ConvGeo {
-    /// The dimension numbers.
-    pub dn: axle_ir::ConvDims,
-    /// The window, one entry per spatial dimension.
-    pub window: Vec<axle_ir::WindowDim>,
-    /// `feature_group_count` (at least 1).
-    pub fgc: i64,
-    /// `batch_group_count` (at least 1).
-    pub bgc: i64,
-    /// The output's batch size.
-    pub n_out: i64,
-    /// The input's features.
-    pub c_in: i64,
-    /// The output's features.
-    pub o_ch: i64,
-    /// The kernel's spatial sizes.
-    pub k_sp: Vec<i64>,
-    /// The input's spatial sizes.
-    pub in_sp: Vec<i64>,
-}
-
-/// The geometry of `convolution` `id`, or an error when its shapes and attributes disagree.
-pub fn conv_geo(m: &axle_ir::Module, id: InstId) -> R<ConvGeo> {
-    let ops = m.operands(id);
-    let ld = &m
-        .array_shape(ops[0])
-        .ok_or("convolution of a non-array")?
-        .dims;
-    let rd = &m
-        .array_shape(ops[1])
-        .ok_or("convolution of a non-array")?
-        .dims;
-    let od = &m.array_shape(id).ok_or("convolution of a non-array")?.dims;
-    let dn = match m.attr(id, &AttrKey::DimLabels) {
-        Some(AttrValue::DimLabels(d)) => d.as_ref().clone(),
-        _ => return Err("convolution needs dim_labels".into()),
-    };
-    let nsp = dn.input_spatial.len();
-    if dn.kernel_spatial.len() != nsp || dn.output_spatial.len() != nsp {
-        return Err("convolution spatial dimensions do not match".into());
-    }
-    let window: Vec<axle_ir::WindowDim> = match m.attr(id, &AttrKey::Window) {
-        Some(AttrValue::Window(w)) => w.to_vec(),
-        _ if nsp == 0 => Vec::new(),
-        _ => return Err("convolution needs a window".into()),
-    };
-    if window.len() != nsp {
-        return Err("window rank does not match the spatial dimensions".into());
-    }
-    let fgc = m
-        .int_attr(id, &AttrKey::FeatureGroupCount)
-        .unwrap_or(1)
-        .max(1);
-    let bgc = m
-        .int_attr(id, &AttrKey::BatchGroupCount)
-        .unwrap_or(1)
-        .max(1);
-    if fgc > 1 && bgc > 1 {
-        return Err("feature_group_count and batch_group_count cannot both exceed 1".into());
-    }
-    let n_in = ld[dn.input_batch as usize];
-    let c_in = ld[dn.input_feature as usize];
-    let k_in = rd[dn.kernel_input_feature as usize];
-    let o_ch = rd[dn.kernel_output_feature as usize];
-    let n_out = od[dn.output_batch as usize];
-    if od[dn.output_feature as usize] != o_ch {
-        return Err("convolution output features do not match the kernel".into());
-    }
-    if c_in != k_in * fgc || o_ch % fgc != 0 || o_ch % bgc != 0 || n_in != n_out * bgc {
-        return Err("convolution feature or batch group sizes do not divide evenly".into());
-    }
-    let k_sp: Vec<i64> = dn.kernel_spatial.iter().map(|&d| rd[d as usize]).collect();
-    let in_sp: Vec<i64> = dn.input_spatial.iter().map(|&d| ld[d as usize]).collect();
-    for (w, &k) in window.iter().zip(&k_sp) {
-        if w.size != k {
-            return Err("window size does not match the kernel".into());
-        }
-        if w.stride < 1 || w.lhs_dilate < 1 || w.rhs_dilate < 1 {
-            return Err("window strides and dilations must be positive".into());
-        }
-    }
-    Ok(ConvGeo {
-        dn,
-        window,
-        fgc,
-        bgc,
-        n_out,
-        c_in,
-        o_ch,
-        k_sp,
-        in_sp,
-    })
 }
 
 /// Elemental `convolution`: the sum over the kernel's spatial positions (row-major), then the

@@ -29,13 +29,13 @@
 //! but elementwise ops of its own dimensions (or not reaching the fusion's root).
 //!
 //! Invariants: every instruction reading the convolution is elementwise with its dimensions,
-//! so binding it to the thread's sum is exact; geometry errors are [`conv_geo`]'s, naming the
+//! so binding it to the thread's sum is exact; geometry errors are [`axle_ir::conv_geo`]'s, naming the
 //! instruction.
 
-use axle_codegen_llvm::contraction::{acc_type, conv_geo, ConvGeo};
+use axle_codegen_llvm::contraction::acc_type;
 use axle_codegen_llvm::elemental::{arr_of, window_dim_pos, Gen};
 use axle_codegen_llvm::error::{at, R};
-use axle_ir::{ElementType, InstId, Module, Opcode};
+use axle_ir::{conv_geo, ConvGeo, ElementType, InstId, Module, Opcode};
 use inkwell::values::{IntValue, PointerValue};
 
 use crate::launch::LaunchPlan;
@@ -90,7 +90,7 @@ pub fn conv_geometry(m: &Module, id: InstId) -> R<Option<ConvGeometry>> {
         return Ok(None);
     }
     let acc_ty = acc_type(out.ty, ls.ty, rs.ty).map_err(|f| at(m, conv, f))?;
-    let geo = conv_geo(m, conv).map_err(|f| at(m, conv, f))?;
+    let geo = conv_geo(m, conv).map_err(|f| at(m, conv, f.into()))?;
     let groups = geo.fgc.max(geo.bgc);
     let per_group = geo.o_ch / groups;
     if per_group < 2 || elementwise_epilogue(m, &insts, conv, root).is_err() {

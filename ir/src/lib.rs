@@ -13,6 +13,7 @@
 pub mod attrs;
 pub mod builder;
 pub mod compare;
+pub mod conv_geo;
 pub mod filetest;
 #[cfg(feature = "generators")]
 pub mod gen;
@@ -45,6 +46,7 @@ pub use regex_lite;
 
 pub use attrs::{Attr, AttrKey, AttrValue, ConvDims, WindowDim};
 pub use compare::{compare_arrays, compare_literals, Mismatch, MismatchKind, Tolerance};
+pub use conv_geo::{conv_geo, ConvGeo};
 pub use literal::{ArrayLiteral, Literal, LiteralError, NativeElement};
 pub use module::{
     BufferId, CompId, ConstValue, DebugTable, EntryLayout, InstId, LayoutId, Module, NewInst,

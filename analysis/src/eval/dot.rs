@@ -14,7 +14,7 @@ use super::elem::{from_slice, to_vec, Complex, Elem, Float};
 use super::elementwise::convert;
 use super::shape_ops as so;
 use super::{Evaluator, R};
-use axle_ir::{ArrayLiteral, ArrayShape, AttrKey, AttrValue, ElementType, InstId};
+use axle_ir::{conv_geo, ArrayLiteral, ArrayShape, AttrKey, ElementType, InstId};
 use rayon::prelude::*;
 
 /// An accumulation type.
@@ -276,61 +276,20 @@ pub(crate) fn convolution(
     rhs: &ArrayLiteral,
     shape: &ArrayShape,
 ) -> R<ArrayLiteral> {
-    let m = ev.m;
-    let dn = match m.attr(id, &AttrKey::DimLabels) {
-        Some(AttrValue::DimLabels(d)) => d.as_ref().clone(),
-        _ => return Err("convolution needs dim_labels".into()),
-    };
-    let nsp = dn.input_spatial.len();
-    if dn.kernel_spatial.len() != nsp || dn.output_spatial.len() != nsp {
-        return Err("convolution spatial dimensions do not match".into());
-    }
-    let window: Vec<axle_ir::WindowDim> = match m.attr(id, &AttrKey::Window) {
-        Some(AttrValue::Window(w)) => w.to_vec(),
-        _ if nsp == 0 => Vec::new(),
-        _ => return Err("convolution needs a window".into()),
-    };
-    if window.len() != nsp {
-        return Err("window rank does not match the spatial dimensions".into());
-    }
-    let fgc = m
-        .int_attr(id, &AttrKey::FeatureGroupCount)
-        .unwrap_or(1)
-        .max(1) as usize;
-    let bgc = m
-        .int_attr(id, &AttrKey::BatchGroupCount)
-        .unwrap_or(1)
-        .max(1) as usize;
-    if fgc > 1 && bgc > 1 {
-        return Err("feature_group_count and batch_group_count cannot both exceed 1".into());
-    }
-    let (ld, rd, od) = (&lhs.shape.dims, &rhs.shape.dims, &shape.dims);
-    let n_in = ld[dn.input_batch as usize] as usize;
-    let c_in = ld[dn.input_feature as usize] as usize;
-    let k_in = rd[dn.kernel_input_feature as usize] as usize;
-    let o_ch = rd[dn.kernel_output_feature as usize] as usize;
-    let n_out = od[dn.output_batch as usize] as usize;
-    if od[dn.output_feature as usize] as usize != o_ch {
-        return Err("convolution output features do not match the kernel".into());
-    }
-    if c_in != k_in * fgc
-        || !o_ch.is_multiple_of(fgc)
-        || !o_ch.is_multiple_of(bgc)
-        || n_in != n_out * bgc
+    let g = conv_geo(ev.m, id)?;
+    let (dn, window, nsp) = (&g.dn, &g.window, g.in_sp.len());
+    let od = &shape.dims;
+    let ops = ev.m.operands(id);
+    let declared = |x: InstId| ev.m.array_shape(x).map(|s| s.dims.as_ref());
+    if declared(ops[0]) != Some(lhs.shape.dims.as_ref())
+        || declared(ops[1]) != Some(rhs.shape.dims.as_ref())
+        || declared(id) != Some(od.as_ref())
     {
-        return Err("convolution feature or batch group sizes do not divide evenly".into());
+        return Err("convolution operands do not have their instructions' shapes".into());
     }
-    let in_sp: Vec<i64> = dn.input_spatial.iter().map(|&d| ld[d as usize]).collect();
-    let k_sp: Vec<i64> = dn.kernel_spatial.iter().map(|&d| rd[d as usize]).collect();
-    let out_sp: Vec<i64> = dn.output_spatial.iter().map(|&d| od[d as usize]).collect();
-    for (w, &k) in window.iter().zip(&k_sp) {
-        if w.size != k {
-            return Err("window size does not match the kernel".into());
-        }
-        if w.stride < 1 || w.lhs_dilate < 1 || w.rhs_dilate < 1 {
-            return Err("window strides and dilations must be positive".into());
-        }
-    }
+    let (n_out, c_in, o_ch) = (g.n_out as usize, g.c_in as usize, g.o_ch as usize);
+    let (fgc, bgc) = (g.fgc as usize, g.bgc as usize);
+    let (in_sp, k_sp, out_sp) = (g.in_sp.clone(), g.k_sp.clone(), g.out_sp.clone());
     // Canonical layouts: input [N, S..., C], kernel [K..., I, O], output [N, S..., O].
     let mut iperm = vec![dn.input_batch];
     iperm.extend_from_slice(&dn.input_spatial);
