@@ -9,8 +9,10 @@
 //! kernel ([`crate::reduction`]); a fusion whose root is a `transpose` that moves the minor
 //! dimension, and such an unfused `transpose`, is a transpose kernel ([`crate::transpose`]); a
 //! fusion computing a `dot` (with an elementwise epilogue), and an unfused `dot`, is a tiled dot
-//! kernel ([`crate::dot`]); a `sort`, `topk` or `TopK` custom call is a bitonic sort run by
-//! one or several consecutive kernels ([`crate::sort`]); a `scatter` (unfused, or a fusion's
+//! kernel ([`crate::dot`]: on tensor cores for the `f16` and `bf16` dots
+//! [`KernelOptions::tensor_cores`] selects, else on the FMA tile loop); a `sort`, `topk` or
+//! `TopK` custom call is a bitonic sort run by one or several consecutive kernels
+//! ([`crate::sort`]); a `scatter` (unfused, or a fusion's
 //! root) is a copy kernel then an update kernel ([`crate::scatter`]); a `select-and-scatter`
 //! (likewise) is a kernel gathering one output element per thread
 //! ([`crate::select_and_scatter`]); a `convolution` (unfused, or a fusion's with an

@@ -2,7 +2,7 @@
 //! tile loop (`T` is `f16` or `bf16`, [`MmaType`]) for products whose operands are both of one
 //! of those types and whose accumulation type is `f32`; the dot kernels ([`crate::dot`]) run it
 //! where [`crate::dot::TensorCores`] selects it, else the FMA loop of [`crate::tiled_product`].
-//! It takes the same [`TiledProduct`] description of the operands as that loop.
+//! It takes the same `TiledProduct` description of the operands as that loop.
 //!
 //! A block of 4 warps (128 threads) computes a 64 x 64 tile of one batch element, each warp a
 //! 32 x 32 quarter (warp `w`: rows `32 (w / 2)`, columns `32 (w % 2)`) as 2 x 4 `m16n8k16`

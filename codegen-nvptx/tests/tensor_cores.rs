@@ -237,3 +237,30 @@ fn a_fused_bias_and_relu_after_a_tensor_core_dot() {
         }
     }
 }
+
+#[test]
+fn the_corpus_bf16_mlp_forced_onto_tensor_cores_matches_xla() {
+    // Its two dots (bf16 operands, 8 rows: the FMA loop by default) on tensor cores, and on
+    // the FMA loop, against XLA's outputs under the manifest's tolerances; the module as given
+    // (no fusion: an unfused dot kernel each).
+    let dir = axle_testkit::shared_dir().join("corpus");
+    let case = axle_testkit::manifest_cases(&dir)
+        .into_iter()
+        .find(|c| c["name"].as_str() == Some("bf16_mlp"))
+        .expect("the corpus has bf16_mlp");
+    let m = axle_testkit::load(&dir, "bf16_mlp.hlo").unwrap_or_else(|e| panic!("{e}"));
+    let args = axle_testkit::inputs(&dir, &case).unwrap_or_else(|e| panic!("{e}"));
+    for tc in [TensorCores::Always, TensorCores::Off] {
+        let ks = plan_kernels_with(&m, &with(tc)).unwrap_or_else(|e| panic!("{e}"));
+        let mma = ks
+            .iter()
+            .filter(|k| matches!(&k.kind, KernelKind::Dot(g) if g.mma.is_some()))
+            .count();
+        assert_eq!(mma, if tc == TensorCores::Always { 2 } else { 0 });
+        let got = run_sim_with(&m, &args, &with(tc)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got.len(), 3);
+        for (k, g) in got.iter().enumerate() {
+            axle_testkit::check_output(&dir, &case, k, g).unwrap_or_else(|e| panic!("{tc:?}: {e}"));
+        }
+    }
+}
