@@ -119,9 +119,9 @@ fn refuse(m: &Module, id: InstId, what: &str) -> Fail {
     )
 }
 
-/// The dot kernel for instruction `id` (a `dot`, or a fusion computing one), or `None` when it
-/// computes no dot; an error naming the instruction when it is a dot this kernel does not
-/// cover.
+/// The dot kernel for instruction `id` (a `dot`, or a fusion computing one), on tensor cores
+/// where `tc` selects them for it, or `None` when it computes no dot; an error naming the
+/// instruction when it is a dot this kernel does not cover.
 pub fn dot_geometry(m: &Module, id: InstId, tc: TensorCores) -> R<Option<DotGeometry>> {
     if !matches!(m.opcode(id), Opcode::Fusion | Opcode::Dot) {
         return Ok(None);
