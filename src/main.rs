@@ -221,6 +221,10 @@ enum Command {
         /// The GPU architecture of `--backend nvptx` (`sm_80`, `sm_90`).
         #[arg(long, default_value = "sm_80")]
         gpu_arch: String,
+        /// Which `f16` and `bf16` dots of `--backend nvptx` run on tensor cores: `auto` (those
+        /// of at least 16 in each dimension), `off` (none: the FMA tile loop), `always`.
+        #[arg(long, default_value = "auto", value_parser = ["auto", "off", "always"])]
+        tensor_cores: String,
         /// The pass pipeline to run before compiling (default: the backend's own, `cpu` on the
         /// cpu backend; `none` compiles the module exactly as given).
         #[arg(long)]
@@ -378,6 +382,7 @@ fn main() -> ExitCode {
             target_triple,
             emit,
             gpu_arch,
+            tensor_cores,
             passes,
             elided,
             seed,
@@ -391,6 +396,7 @@ fn main() -> ExitCode {
             target_triple,
             emit,
             gpu_arch,
+            tensor_cores,
             cache,
             passes,
             elided: elided.into_load(seed, quiet),
@@ -845,6 +851,7 @@ struct CompileArgs {
     target_triple: Option<String>,
     emit: Option<String>,
     gpu_arch: String,
+    tensor_cores: String,
     cache: axle::CacheMode,
     passes: Option<String>,
     elided: LoadOptions,
@@ -958,7 +965,7 @@ fn compile_nvptx_output(a: &CompileArgs, shown: &str) -> Result<(), Reported> {
         pipeline: axle::backend::pipeline_for(&*platform, a.passes.as_deref()),
         ..Default::default()
     };
-    let text = axle::nvptx::emit_text(m, &opts, &a.gpu_arch, what)
+    let text = axle::nvptx::emit_text(m, &opts, &a.gpu_arch, &a.tensor_cores, what)
         .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
     drop(progress);
     match &a.output {

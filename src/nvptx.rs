@@ -22,7 +22,7 @@ use axle_codegen_nvptx::cuda::CudaDevice;
 use axle_codegen_nvptx::device::{BufferKey, Device, DeviceMemory};
 use axle_codegen_nvptx::executor::Executable as GpuProgram;
 use axle_codegen_nvptx::sim::SimDevice;
-use axle_codegen_nvptx::{Emit, GpuArch, NvptxOptions};
+use axle_codegen_nvptx::{Emit, GpuArch, KernelOptions, NvptxOptions, TensorCores};
 use axle_ir::{ArrayLiteral, Literal, Module};
 
 use crate::backend::{
@@ -359,15 +359,19 @@ impl<D: Device> TransferManager for GpuTransfer<D> {
 }
 
 /// The PTX (`ptx`) or optimized LLVM IR (`llvm`) of a module's kernels for GPU architecture
-/// `gpu_arch` (`sm_80`, `sm_90`), after the pipeline of `opts` (the `gpu` pipeline unless told
-/// otherwise).
+/// `gpu_arch` (`sm_80`, `sm_90`), with the `f16` and `bf16` dots `tensor_cores` (`auto`, `off`,
+/// `always`: [`TensorCores`]) selects on tensor cores, after the pipeline of `opts` (the `gpu`
+/// pipeline unless told otherwise).
 pub fn emit_text(
     m: Module,
     opts: &CompileOptions,
     gpu_arch: &str,
+    tensor_cores: &str,
     what: &str,
 ) -> Result<String, BackendError> {
     let gpu_arch = GpuArch::from_name(gpu_arch).map_err(|e| BackendError::new(NAME, e))?;
+    let tensor_cores =
+        TensorCores::from_name(tensor_cores).map_err(|e| BackendError::new(NAME, e))?;
     let what = match what {
         "ptx" => Emit::Ptx,
         "llvm" => Emit::LlvmIr,
@@ -382,6 +386,7 @@ pub fn emit_text(
     let opts = NvptxOptions {
         gpu_arch,
         libdevice: axle_codegen_nvptx::libdevice::find_libdevice(),
+        kernels: KernelOptions { tensor_cores },
     };
     axle_codegen_nvptx::emit_text(&m, &opts, what)
         .map_err(|e| BackendError::new(NAME, e.to_string()))

@@ -579,6 +579,49 @@ fn run_with_zero_constants_on_both_backends_is_quiet_when_not_a_terminal() {
 }
 
 #[test]
+fn compile_for_nvptx_puts_f16_dots_on_tensor_cores_unless_told_not_to() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("dot.hlo");
+    std::fs::write(
+        &f,
+        "HloModule d\nENTRY main {\n  a = f16[64,32] parameter(0)\n  b = f16[32,48] parameter(1)\n  \
+         ROOT d = f16[64,48] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+    )
+    .unwrap();
+    let file = f.to_str().unwrap();
+    let ptx = |tc: &str| {
+        let o = axle(&[
+            "compile",
+            file,
+            "--backend",
+            "nvptx",
+            "--emit",
+            "ptx",
+            "--tensor-cores",
+            tc,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let mma = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32";
+    assert!(ptx("auto").contains(mma));
+    assert!(ptx("always").contains(mma));
+    assert!(!ptx("off").contains("mma.sync"));
+    let o = axle(&[
+        "compile",
+        file,
+        "--backend",
+        "nvptx",
+        "--emit",
+        "ptx",
+        "--tensor-cores",
+        "sometimes",
+    ]);
+    // A setting clap does not know: its usage error (exit status 2).
+    fails_with(&o, 2, &["sometimes", "auto", "off", "always"]);
+}
+
+#[test]
 fn compile_for_nvptx_prints_ptx_or_llvm_ir_for_the_gpu_arch() {
     let file = corpus("int_arith_s32.hlo");
     let o = axle(&["compile", &file, "--backend", "nvptx", "--emit", "ptx"]);

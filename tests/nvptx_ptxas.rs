@@ -38,6 +38,7 @@ fn compile(path: &Path, arch: GpuArch) -> Result<Result<String, String>, Failed>
     let opts = NvptxOptions {
         gpu_arch: arch,
         libdevice: find_libdevice(),
+        ..Default::default()
     };
     match emit_text(&m, &opts, Emit::Ptx) {
         Ok(ptx) => Ok(Ok(ptx)),

@@ -22,7 +22,7 @@ use cudarc::nvrtc::Ptx;
 
 use crate::device::Device;
 use crate::kernels::KernelInfo;
-use crate::{emit_text, CodegenError, Emit, GpuArch, NvptxOptions};
+use crate::{emit_planned, CodegenError, Emit, GpuArch, NvptxOptions};
 
 /// The CUDA device's name.
 pub const CUDA_BACKEND: &str = "nvptx";
@@ -164,8 +164,9 @@ impl Device for CudaDevice {
         let opts = NvptxOptions {
             gpu_arch: self.arch,
             libdevice: self.libdevice.clone(),
+            ..Default::default()
         };
-        let ptx = emit_text(m, &opts, Emit::Ptx)?;
+        let ptx = emit_planned(m, kernels, &opts, Emit::Ptx)?;
         let general = |msg: String| CodegenError::general(&m.name, msg);
         let module = guarded("loading the PTX", || {
             self.ctx

@@ -1,7 +1,14 @@
 //! Dot kernels: a `dot` (an unfused one, or a fusion's, whose root may be an elementwise
-//! epilogue of it, such as a bias add and a ReLU) as a shared-memory-tiled matrix product,
-//! run by the tile loop of [`crate::tiled_product`] (shared with the convolution kernels).
-//! Tensor cores (`mma`) are not used yet.
+//! epilogue of it, such as a bias add and a ReLU) as a shared-memory-tiled matrix product, on
+//! one of two loops sharing one description of the operands (`DotProduct`): tensor cores
+//! ([`crate::mma_product`]: warp-level `mma.sync.aligned.m16n8k16` on 64 x 64 block tiles)
+//! for dots whose operands are both `f16` or both `bf16` and accumulate in `f32`
+//! ([`mma_type`]), where [`TensorCores`] selects them (by default those at least
+//! [`MMA_MIN_SIDE`] in `M`, `N` and `K`); the FMA tile loop of [`crate::tiled_product`]
+//! (16 x 16 threads, shared with the convolution kernels) for every other dot (`f32`, `f64`
+//! and integer dots always: no `tf32`, so `f32` results stay those of an `f32` sum).
+//! [`TensorCores::Off`] (`NvptxOptions::kernels`, `axle compile --tensor-cores off`) puts
+//! every dot on the FMA loop.
 //!
 //! The output's dimensions are the batch ones (`B` elements), the left operand's free ones
 //! (`M`) and the right operand's free ones (`N`); the contracting ones have `K` elements. The
@@ -9,11 +16,14 @@
 //! tile is the left operand's free elements at `m` (row-major), depth `k` its contracting ones
 //! at `k`, and likewise for the right operand's columns.
 //!
-//! Semantics: those of [`crate::tiled_product`]: the shared accumulation type and step
-//! (`axle_codegen_llvm::contraction`: `f32` for `f32` and narrower floats, `f64`, wrapping
-//! `i64` for integers; a fused multiply-add for `f32` and `f64`), summed in `K` order (the
-//! contracting dimensions row-major, the evaluator's order), then converted to the output type
-//! once; positions past the edges load zero, which adds nothing.
+//! Semantics: on the FMA loop, those of [`crate::tiled_product`]: the shared accumulation type
+//! and step (`axle_codegen_llvm::contraction`: `f32` for `f32` and narrower floats, `f64`,
+//! wrapping `i64` for integers; a fused multiply-add for `f32` and `f64`), summed in `K` order
+//! (the contracting dimensions row-major, the evaluator's order), then converted to the output
+//! type once; positions past the edges load zero, which adds nothing. On tensor cores, those
+//! of [`crate::mma_product`]: exact products summed in `f32` per 16-deep slice in an order PTX
+//! leaves open, so results agree with the evaluator's within the dtype tolerances, not bit
+//! for bit.
 //!
 //! Invariants: every instruction reading the dot is elementwise with the dot's dimensions
 //! (checked by [`dot_geometry`]), so binding the dot to the thread's sum is exact. Refused,
@@ -28,10 +38,44 @@ use axle_ir::{ArrayShape, ElementType, InstId, Module, Opcode};
 use inkwell::values::{IntValue, PointerValue};
 
 use crate::launch::LaunchPlan;
+use crate::mma_product::{emit_mma_tiled, MmaType};
 use crate::tiled_product::{
     elementwise_epilogue, emit_tiled, kernel_insts, ProductShape, TileAt, TileElement, Tiled,
     TiledProduct,
 };
+
+/// Which dots run on tensor cores ([`crate::mma_product`]); the others run the FMA tile loop
+/// ([`crate::tiled_product`]). Only dots whose operands are both `f16` or both `bf16` and
+/// whose accumulation type is `f32` can ([`mma_type`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TensorCores {
+    /// Those that can, where the product is at least [`MMA_MIN_SIDE`] in each of `M`, `N`
+    /// and `K` (smaller ones would compute mostly padding in 16 x 8 x 16 fragments and 64 x
+    /// 64 block tiles; a heuristic, not a measurement: no GPU has timed the two paths).
+    #[default]
+    Auto,
+    /// None: every dot on the FMA tile loop.
+    Off,
+    /// Every one that can, whatever its size (to test the path on small shapes).
+    Always,
+}
+
+impl TensorCores {
+    /// The setting named `name` (`auto`, `off`, `always`).
+    pub fn from_name(name: &str) -> Result<TensorCores, String> {
+        match name {
+            "auto" => Ok(TensorCores::Auto),
+            "off" => Ok(TensorCores::Off),
+            "always" => Ok(TensorCores::Always),
+            _ => Err(format!(
+                "unknown tensor-core setting '{name}' (known: auto, off, always)"
+            )),
+        }
+    }
+}
+
+/// The smallest `M`, `N` and `K` for which [`TensorCores::Auto`] picks tensor cores.
+pub const MMA_MIN_SIDE: u64 = 16;
 
 /// The geometry of a dot kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,13 +86,27 @@ pub struct DotGeometry {
     pub root: InstId,
     /// The product: `B` batch elements, `M` rows, `N` columns, depth `K`.
     pub product: ProductShape,
+    /// The operand type of the tensor-core loop where the dot runs on tensor cores; `None`
+    /// for the FMA tile loop.
+    pub mma: Option<MmaType>,
 }
 
 impl DotGeometry {
-    /// The launch plan: one block of 16 x 16 threads per output tile.
+    /// The launch plan: one block of 16 x 16 threads per 16 x 16 output tile on the FMA loop,
+    /// of 128 threads per 64 x 64 tile on tensor cores.
     pub fn launch_plan(&self) -> Result<LaunchPlan, String> {
-        self.product.launch_plan()
+        match self.mma {
+            Some(_) => crate::mma_product::launch_plan(&self.product),
+            None => self.product.launch_plan(),
+        }
     }
+}
+
+/// The tensor-core operand type of a dot of operands of types `l` and `r` with output type
+/// `out`: both operands `f16` or both `bf16`, accumulated in `f32`.
+pub fn mma_type(out: ElementType, l: ElementType, r: ElementType) -> Option<MmaType> {
+    let mma = MmaType::of(l, r)?;
+    (acc_type(out, l, r).ok()? == ElementType::F32).then_some(mma)
 }
 
 fn refuse(m: &Module, id: InstId, what: &str) -> Fail {
@@ -61,10 +119,10 @@ fn refuse(m: &Module, id: InstId, what: &str) -> Fail {
     )
 }
 
-/// The dot kernel for instruction `id` (a `dot`, or a fusion computing one), or `None` when it
-/// computes no dot; an error naming the instruction when it is a dot this kernel does not
-/// cover.
-pub fn dot_geometry(m: &Module, id: InstId) -> R<Option<DotGeometry>> {
+/// The dot kernel for instruction `id` (a `dot`, or a fusion computing one), on tensor cores
+/// where `tc` selects them for it, or `None` when it computes no dot; an error naming the
+/// instruction when it is a dot this kernel does not cover.
+pub fn dot_geometry(m: &Module, id: InstId, tc: TensorCores) -> R<Option<DotGeometry>> {
     if !matches!(m.opcode(id), Opcode::Fusion | Opcode::Dot) {
         return Ok(None);
     }
@@ -118,15 +176,25 @@ pub fn dot_geometry(m: &Module, id: InstId) -> R<Option<DotGeometry>> {
             ))
         }
     }
+    let product = ProductShape {
+        batch: size(ls, &dd.lb),
+        rows: size(ls, &dd.lfree),
+        cols: size(rs, &dd.rfree),
+        depth: size(ls, &dd.lc),
+    };
+    let big = [product.rows, product.cols, product.depth]
+        .iter()
+        .all(|&s| s >= MMA_MIN_SIDE);
+    let mma = match tc {
+        TensorCores::Off => None,
+        TensorCores::Auto if !big => None,
+        TensorCores::Auto | TensorCores::Always => mma_type(out.ty, ls.ty, rs.ty),
+    };
     Ok(Some(DotGeometry {
         dot,
         root,
-        product: ProductShape {
-            batch: size(ls, &dd.lb),
-            rows: size(ls, &dd.lfree),
-            cols: size(rs, &dd.rfree),
-            depth: size(ls, &dd.lc),
-        },
+        product,
+        mma,
     }))
 }
 
@@ -208,5 +276,8 @@ pub(crate) fn emit_dot<'ctx>(
         acc_ty,
         masked: false,
     };
-    emit_tiled(g, &tiled, &product, out_ty, out)
+    match geo.mma {
+        Some(mma) => emit_mma_tiled(g, &tiled, &product, mma, out_ty, out),
+        None => emit_tiled(g, &tiled, &product, out_ty, out),
+    }
 }

@@ -1,4 +1,4 @@
-//! The launch-plan executor: runs a module's kernels ([`crate::plan_kernels`]) on any
+//! The launch-plan executor: runs a module's kernels ([`crate::plan_kernels_with`]) on any
 //! [`Device`], each on the grid and block of its launch plan, and the module's host control
 //! flow ([`crate::control_flow`]) between them, every host computation in the module's
 //! memory-aware schedule (`axle_schedule::schedule_module`, the `memory-schedule` pass that
@@ -54,7 +54,7 @@ use crate::control_flow::{branch_taken, pred_value, LoopState};
 use crate::device::{BufferKey, BufferSlice, Device, DeviceMemory};
 use crate::host_computations::{control_callees, host_computations};
 use crate::host_liveness::{release_points, Holders};
-use crate::kernels::{plan_kernels, KernelInfo};
+use crate::kernels::{plan_kernels_with, KernelInfo, KernelOptions};
 use crate::CodegenError;
 
 /// A module compiled for device `D`: its kernels, their launch plans, and the program the
@@ -94,7 +94,16 @@ fn leaf_count(m: &Module, s: &Shape) -> usize {
 impl<D: Device> Executable<D> {
     /// Plans the kernels of `m` (verified, after its pipeline) and loads them on the device of
     /// `mem`; an error names the first instruction the backend does not support.
-    pub fn compile(mem: &DeviceMemory<D>, mut m: Module) -> Result<Self, CodegenError> {
+    pub fn compile(mem: &DeviceMemory<D>, m: Module) -> Result<Self, CodegenError> {
+        Self::compile_with(mem, m, &KernelOptions::default())
+    }
+
+    /// [`Executable::compile`] with the kernels planned with `opts`.
+    pub fn compile_with(
+        mem: &DeviceMemory<D>,
+        mut m: Module,
+        opts: &KernelOptions,
+    ) -> Result<Self, CodegenError> {
         axle_ir::check_runnable(&m).map_err(|e| CodegenError::general(&m.name, e.to_string()))?;
         // A module that arrives scheduled (the `gpu` pipeline ends in `memory-schedule`) keeps
         // its order; any other is scheduled here, as the cpu backend does.
@@ -103,7 +112,7 @@ impl<D: Device> Executable<D> {
                 CodegenError::general(&m.name, format!("scheduling failed: {}", e.message))
             })?;
         }
-        let kernels = plan_kernels(&m)?;
+        let kernels = plan_kernels_with(&m, opts)?;
         let mut by_inst: HashMap<InstId, Vec<usize>> = HashMap::new();
         for (k, info) in kernels.iter().enumerate() {
             by_inst.entry(info.inst).or_default().push(k);

@@ -9,8 +9,10 @@
 //! kernel ([`crate::reduction`]); a fusion whose root is a `transpose` that moves the minor
 //! dimension, and such an unfused `transpose`, is a transpose kernel ([`crate::transpose`]); a
 //! fusion computing a `dot` (with an elementwise epilogue), and an unfused `dot`, is a tiled dot
-//! kernel ([`crate::dot`]); a `sort`, `topk` or `TopK` custom call is a bitonic sort run by
-//! one or several consecutive kernels ([`crate::sort`]); a `scatter` (unfused, or a fusion's
+//! kernel ([`crate::dot`]: on tensor cores for the `f16` and `bf16` dots
+//! [`KernelOptions::tensor_cores`] selects, else on the FMA tile loop); a `sort`, `topk` or
+//! `TopK` custom call is a bitonic sort run by one or several consecutive kernels
+//! ([`crate::sort`]); a `scatter` (unfused, or a fusion's
 //! root) is a copy kernel then an update kernel ([`crate::scatter`]); a `select-and-scatter`
 //! (likewise) is a kernel gathering one output element per thread
 //! ([`crate::select_and_scatter`]); a `convolution` (unfused, or a fusion's with an
@@ -60,7 +62,7 @@ use inkwell::values::{FunctionValue, PointerValue};
 use inkwell::IntPredicate;
 
 use crate::convolution::{conv_geometry, emit_convolution, ConvGeometry};
-use crate::dot::{dot_geometry, emit_dot, DotGeometry};
+use crate::dot::{dot_geometry, emit_dot, DotGeometry, TensorCores};
 use crate::fused::reached_in_order;
 use crate::gpu_target::{NvptxTarget, BACKEND};
 use crate::host_computations::host_computations;
@@ -116,7 +118,7 @@ pub enum KernelKind {
     Reduction(ReductionGeometry),
     /// A transpose through shared memory ([`crate::transpose`]).
     Transpose(TransposeGeometry),
-    /// A shared-memory-tiled dot ([`crate::dot`]).
+    /// A shared-memory-tiled dot, on tensor cores or FMA units ([`crate::dot`]).
     Dot(DotGeometry),
     /// A shared-memory-tiled convolution, an implicit GEMM ([`crate::convolution`]).
     Convolution(ConvGeometry),
@@ -239,7 +241,7 @@ fn first_later_kernel(m: &Module, c: CompId, allowed: &[InstId]) -> Option<InstI
 
 /// What instruction `id` of the entry computation becomes, or the error naming the first
 /// instruction (its own or a fused one) the backend does not support.
-fn role(m: &Module, id: InstId) -> R<Role> {
+fn role(m: &Module, id: InstId, opts: &KernelOptions) -> R<Role> {
     use Opcode::*;
     let reduction = || -> R<Role> {
         Ok(match reduction_geometry(m, id)? {
@@ -247,7 +249,7 @@ fn role(m: &Module, id: InstId) -> R<Role> {
             None => Role::Loop,
         })
     };
-    let dot = || -> R<Option<Role>> { Ok(dot_geometry(m, id)?.map(Role::Dot)) };
+    let dot = || -> R<Option<Role>> { Ok(dot_geometry(m, id, opts.tensor_cores)?.map(Role::Dot)) };
     let conv = || -> R<Role> {
         Ok(match conv_geometry(m, id)? {
             Some(geo) => Role::Convolution(geo),
@@ -357,20 +359,36 @@ fn scatter_role(m: &Module, id: InstId) -> R<Option<Role>> {
     }
 }
 
-/// The kernels of every host computation ([`host_computations`]: the entry and the
-/// computations its control flow runs), each computation's in program order, with their launch
-/// plans (no LLVM involved): what [`emit_kernels`] emits.
-pub fn plan_kernels(m: &Module) -> Result<Vec<KernelInfo>, CodegenError> {
-    plan(m).map_err(|f| finish(m, f))
+/// The planner's choices a user may set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelOptions {
+    /// Which dots run on tensor cores ([`TensorCores`]).
+    pub tensor_cores: TensorCores,
 }
 
-fn plan(m: &Module) -> R<Vec<KernelInfo>> {
+/// The kernels of every host computation ([`host_computations`]: the entry and the
+/// computations its control flow runs), each computation's in program order, with their launch
+/// plans (no LLVM involved): what [`emit_kernels`] emits. Planned with the default
+/// [`KernelOptions`]; [`plan_kernels_with`] takes others.
+pub fn plan_kernels(m: &Module) -> Result<Vec<KernelInfo>, CodegenError> {
+    plan_kernels_with(m, &KernelOptions::default())
+}
+
+/// The kernels of [`plan_kernels`], planned with `opts`.
+pub fn plan_kernels_with(
+    m: &Module,
+    opts: &KernelOptions,
+) -> Result<Vec<KernelInfo>, CodegenError> {
+    plan(m, opts).map_err(|f| finish(m, f))
+}
+
+fn plan(m: &Module, opts: &KernelOptions) -> R<Vec<KernelInfo>> {
     let order = host_computations(m)
         .into_iter()
         .flat_map(|(_, order)| order);
     let mut out = Vec::new();
     for id in order {
-        let kind = match role(m, id)? {
+        let kind = match role(m, id, opts)? {
             Role::NoKernel => continue,
             Role::Loop => KernelKind::Loop,
             Role::Reduction(geo) => KernelKind::Reduction(geo),

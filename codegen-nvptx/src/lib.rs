@@ -8,7 +8,8 @@
 //! per thread, or four with 128-bit accesses where aligned), row and column reductions with warp
 //! shuffles and shared memory ([`reduction`]), transposes through shared-memory tiles
 //! ([`transpose`]), shared-memory-tiled dots ([`dot`]) and convolutions (implicit GEMMs,
-//! [`convolution`]) on one tile loop ([`tiled_product`]), bitonic sorts ([`sort`]), scatters as a copy then
+//! [`convolution`]) on one tile loop ([`tiled_product`]), `f16` and `bf16` dots on tensor
+//! cores (`mma.sync`, [`mma_product`]), bitonic sorts ([`sort`]), scatters as a copy then
 //! an update kernel ([`scatter`]) and select-and-scatters gathering per output element
 //! ([`select_and_scatter`]). `while`, `conditional` and `call` run on the host between kernels,
 //! as XLA's while and conditional thunks do ([`control_flow`]).
@@ -41,6 +42,7 @@ pub mod host_liveness;
 pub mod kernels;
 pub mod launch;
 pub mod libdevice;
+pub mod mma_product;
 mod primitives;
 pub mod ptxas;
 pub mod reduction;
@@ -49,13 +51,15 @@ pub mod select_and_scatter;
 pub mod sim;
 mod sim_intrinsics;
 pub mod sim_jit;
+mod sim_mma;
 mod sim_threads;
 pub mod sort;
 pub mod tiled_product;
 pub mod transpose;
 
 pub use axle_codegen_llvm::CodegenError;
-pub use kernels::{plan_kernels, KernelInfo, KernelKind};
+pub use dot::TensorCores;
+pub use kernels::{plan_kernels, plan_kernels_with, KernelInfo, KernelKind, KernelOptions};
 pub use launch::LaunchPlan;
 
 use axle_ir::Module;
@@ -105,6 +109,8 @@ pub struct NvptxOptions {
     /// The libdevice bitcode to link for math functions ([`libdevice::find_libdevice`]);
     /// without it, a math function with no inline form is an error naming its op.
     pub libdevice: Option<std::path::PathBuf>,
+    /// The kernel planner's choices (which dots run on tensor cores).
+    pub kernels: KernelOptions,
 }
 
 /// Text forms of a compiled module.
@@ -148,13 +154,25 @@ fn target_machine(arch: GpuArch) -> Result<TargetMachine, String> {
 pub fn emit_text(m: &Module, opts: &NvptxOptions, what: Emit) -> Result<String, CodegenError> {
     let general = |msg: String| CodegenError::general(&m.name, msg);
     axle_ir::check_runnable(m).map_err(|e| general(e.to_string()))?;
-    let kernels = plan_kernels(m)?;
+    let kernels = plan_kernels_with(m, &opts.kernels)?;
+    emit_planned(m, &kernels, opts, what)
+}
+
+/// The text of [`emit_text`] for kernels `kernels` of `m`, planned already (`opts.kernels` is
+/// not consulted), as a device loads the kernels its executor planned.
+pub fn emit_planned(
+    m: &Module,
+    kernels: &[KernelInfo],
+    opts: &NvptxOptions,
+    what: Emit,
+) -> Result<String, CodegenError> {
+    let general = |msg: String| CodegenError::general(&m.name, msg);
     let tm = target_machine(opts.gpu_arch).map_err(general)?;
     let ctx = Context::create();
     let (cg, _) = kernels::kernel_module(
         &ctx,
         m,
-        &kernels,
+        kernels,
         opts.libdevice.as_deref(),
         &TargetTriple::create(TRIPLE),
         &tm.get_target_data(),

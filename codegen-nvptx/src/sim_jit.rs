@@ -11,9 +11,13 @@
 //! emitted; the GPU's special registers (`llvm.nvvm.read.ptx.sreg.{tid,ctaid,ntid}.x`), its
 //! block barrier (`llvm.nvvm.barrier0`) and its warp shuffle (`llvm.nvvm.shfl.sync.bfly.i32`)
 //! are replaced by calls to host functions of the same types (`sim_threads`'s hooks),
-//! bound to their addresses in the JIT; the kernels' shared arrays (address space 3) get
-//! external linkage, so LLVM assumes the hooks (a barrier, a shuffle) may read and write them,
-//! as other threads do between two of this thread's accesses; each kernel gets an entry point
+//! bound to their addresses in the JIT; the tensor-core `mma` intrinsics
+//! (`llvm.nvvm.mma.m16n8k16.row.col.*`, [`MmaType`]) by internal functions of the same types
+//! that pass the operands as 32-bit registers to the warp-collective hook `axle_sim_mma` and
+//! return the four `f32` it writes back (`crate::sim_mma` says what it computes); the
+//! kernels' shared arrays (address space 3) get external linkage, so LLVM assumes the hooks
+//! (a barrier, a shuffle) may read and write them, as other threads do between two of this
+//! thread's accesses; each kernel gets an entry point
 //! `axle_sim_entry_<k>(ptr args)` taking its buffers as one array of pointers, in kernel
 //! parameter order. Non-zero address spaces are plain 64-bit pointers on the host.
 //!
@@ -46,6 +50,7 @@ use inkwell::values::{BasicMetadataValueEnum, BasicValue};
 use inkwell::{AddressSpace, OptimizationLevel};
 
 use crate::kernels::{kernel_module, KernelInfo};
+use crate::mma_product::MmaType;
 use crate::sim_intrinsics;
 use crate::sim_threads::{self, EntryFn};
 use crate::CodegenError;
@@ -161,6 +166,7 @@ pub fn compile(
         .write_to_memory_buffer(&cg.module, FileType::Object)
         .map_err(|e| general(format!("host code emission failed: {e}")))?;
     let mut symbols: Vec<(&str, usize)> = hooks().iter().map(|&(_, s, a)| (s, a)).collect();
+    symbols.push((MMA_HOOK, sim_threads::hook_mma as *const () as usize));
     symbols.extend(sim_intrinsics::intrinsics().iter().map(|&(_, s, a)| (s, a)));
     symbols.push(sim_intrinsics::reflect());
     symbols.extend(
@@ -201,13 +207,78 @@ fn rebind(cg: &Cg<'_>, intrinsic: &str, symbol: &str) {
     unsafe { f.delete() };
 }
 
-/// Replaces the special registers, the barrier and the shuffle by the host hooks, makes the
-/// shared arrays external and adds each kernel's entry point.
+/// The host symbol of the warp-collective `mma` hook.
+const MMA_HOOK: &str = "axle_sim_mma";
+
+/// Replaces each tensor-core intrinsic the module declares by an internal function of the same
+/// type that passes its operands, as 32-bit registers, to the hook `axle_sim_mma` (with the
+/// operand type's `kind`: 0 `f16`, 1 `bf16`) and returns the four `f32` it writes back.
+fn bind_mma(cg: &Cg<'_>) -> Result<(), String> {
+    let module = &cg.module;
+    let (i32t, f32t) = (cg.i32(), cg.f32());
+    let ptr = cg.ctx.ptr_type(AddressSpace::default());
+    let mut params: Vec<BasicMetadataTypeEnum> = vec![i32t.into(); 7];
+    params.extend([BasicMetadataTypeEnum::from(f32t); 4]);
+    params.push(ptr.into());
+    let hook_ty = cg.ctx.void_type().fn_type(&params, false);
+    for (kind, mma) in [(0u64, MmaType::F16), (1, MmaType::Bf16)] {
+        let Some(f) = module.get_function(mma.intrinsic()) else {
+            continue;
+        };
+        let hook = module
+            .get_function(MMA_HOOK)
+            .unwrap_or_else(|| module.add_function(MMA_HOOK, hook_ty, Some(Linkage::External)));
+        let w = module.add_function(
+            &format!("axle_sim_mma_{kind}"),
+            f.get_type(),
+            Some(Linkage::Internal),
+        );
+        let st = f
+            .get_type()
+            .get_return_type()
+            .filter(|t| t.is_struct_type())
+            .ok_or("an mma intrinsic that returns no struct")?
+            .into_struct_type();
+        if w.count_params() != 10 || st.count_fields() != 4 {
+            return Err(format!("{} has an unexpected signature", mma.intrinsic()));
+        }
+        cg.b.position_at_end(cg.ctx.append_basic_block(w, "entry"));
+        let d = err_str(cg.b.build_alloca(f32t.array_type(4), "d"))?;
+        let mut args: Vec<BasicMetadataValueEnum> = vec![i32t.const_int(kind, false).into()];
+        for (k, p) in w.get_param_iter().enumerate() {
+            args.push(if k < 6 {
+                err_str(cg.b.build_bit_cast(p, i32t, "reg"))?.into()
+            } else {
+                p.into()
+            });
+        }
+        args.push(d.into());
+        err_str(cg.b.build_call(hook, &args, ""))?;
+        let mut v = st.get_undef();
+        for i in 0..4u32 {
+            // SAFETY: `i` is within the four-element array.
+            let e = err_str(unsafe {
+                cg.b.build_in_bounds_gep(f32t, d, &[i32t.const_int(i as u64, false)], "d.i")
+            })?;
+            let x = err_str(cg.b.build_load(f32t, e, "d.v"))?;
+            v = err_str(cg.b.build_insert_value(v, x, i, "d.s"))?.into_struct_value();
+        }
+        err_str(cg.b.build_return(Some(&v)))?;
+        f.replace_all_uses_with(w);
+        // SAFETY: the declaration has no uses left.
+        unsafe { f.delete() };
+    }
+    Ok(())
+}
+
+/// Replaces the special registers, the barrier, the shuffle and the tensor-core `mma` by the
+/// host hooks, makes the shared arrays external and adds each kernel's entry point.
 fn bind_threads(cg: &Cg<'_>, kernels: &[KernelInfo]) -> Result<(), String> {
     let module = &cg.module;
     for (intrinsic, symbol, _) in hooks() {
         rebind(cg, intrinsic, symbol);
     }
+    bind_mma(cg)?;
     let mut g = module.get_first_global();
     while let Some(global) = g {
         if global.as_pointer_value().get_type().get_address_space() == AddressSpace::from(SHARED) {

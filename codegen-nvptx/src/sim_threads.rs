@@ -1,24 +1,27 @@
 //! The simulator's threads: a kernel's grid run on the host following its launch plan, and the
-//! host functions that stand for the GPU's special registers, block barrier and warp shuffle
-//! in the simulator's code ([`crate::sim_jit`]).
+//! host functions that stand for the GPU's special registers, block barrier, warp shuffle and
+//! warp-level tensor-core `mma` in the simulator's code ([`crate::sim_jit`]).
 //!
 //! Blocks run one after another (the shared arrays are one copy per module). A kernel that
 //! synchronizes (a reduction, transpose, dot or sort tile kernel: barriers and shuffles) runs
 //! each block's threads as OS threads of a pool that is kept between launches: every thread of
 //! a block is a worker, `bar.sync` is a [`Barrier`] of the block's threads and a butterfly
-//! shuffle goes through the warp's exchange slots between two waits on the warp's barrier. A
-//! loop kernel (one element per thread, no barrier, no shuffle) and a sort's global step run
-//! their threads one after another on the calling thread, which gives the same result: their
-//! threads share no data. An atomic scatter update (`crate::scatter`), whose threads do share
+//! shuffle goes through the warp's exchange slots between two waits on the warp's barrier, and
+//! an `mma` through the warp's fragment slots (two rounds used in turn) with one wait on it,
+//! each lane then computing its own part of the result from every lane's fragments
+//! (`crate::sim_mma`). A loop kernel (one element per thread, no barrier, no shuffle) and a
+//! sort's global step run their threads one after another on the calling thread, which gives
+//! the same result: their threads share no data. An atomic scatter update (`crate::scatter`), whose threads do share
 //! output elements, runs as OS threads too, so its atomics meet real races.
 //!
 //! Invariants: one launch at a time in the process (a lock), so the hooks' state is the
 //! running launch's; thread and block indices are thread-local to the worker running the GPU
 //! thread; the hooks never panic or block forever on a misuse they can see: a barrier or
 //! shuffle reached in a launch run without threads, a shuffle with a partial mask (which
-//! the simulator does not model), and a barrier (or shuffle) that some of its threads wait at
-//! while others of them have returned from the kernel (which hangs or is undefined on a GPU)
-//! record an error the launch returns, and release the waiting threads.
+//! the simulator does not model), an `mma` in a partial warp, and a barrier (or shuffle, or
+//! `mma`) that some of its threads wait at while others of them have returned from the kernel
+//! (which hangs or is undefined on a GPU) record an error the launch returns, and release the
+//! waiting threads.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -26,6 +29,7 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use crate::launch::{LaunchPlan, WARP};
+use crate::sim_mma::{lane_result, Fragments, MmaElem, LANES};
 
 /// A kernel's entry point in the simulator: the table of its buffer pointers.
 pub(crate) type EntryFn = unsafe extern "C" fn(*const *mut u8);
@@ -108,12 +112,24 @@ impl SimBarrier {
     }
 }
 
+/// The fragments of a warp's `mma`s, exchanged between its lanes: two rounds of slots used in
+/// turn, so a lane writing the next `mma`'s fragments never overwrites ones another lane has
+/// yet to read (it writes round `r + 2`'s slots only after every lane passed round `r + 1`'s
+/// barrier, so after every lane read round `r`).
+struct MmaExchange {
+    slots: Mutex<[[Fragments; LANES]; 2]>,
+    /// Per lane, the `mma`s it has run.
+    rounds: [AtomicU32; LANES],
+}
+
 /// The synchronization of one block.
 struct BlockSync {
     /// `bar.sync 0`: every thread of the block.
     barrier: SimBarrier,
     /// Per warp: its barrier and its 32 exchange slots.
     warps: Vec<(SimBarrier, [AtomicU32; WARP as usize])>,
+    /// Per warp: its `mma` exchange.
+    mma: Vec<MmaExchange>,
 }
 
 impl BlockSync {
@@ -130,6 +146,12 @@ impl BlockSync {
                         ),
                         std::array::from_fn(|_| AtomicU32::new(0)),
                     )
+                })
+                .collect(),
+            mma: (0..warps)
+                .map(|_| MmaExchange {
+                    slots: Mutex::new([[Fragments::default(); LANES]; 2]),
+                    rounds: std::array::from_fn(|_| AtomicU32::new(0)),
                 })
                 .collect(),
         }
@@ -217,6 +239,62 @@ pub(crate) extern "C" fn hook_shfl_bfly(
     // No lane overwrites its slot (at the next shuffle) before every lane has read.
     barrier.wait();
     v
+}
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.T.T.f32` (`T` `f16` for `kind` 0, `bf16` for 1): this
+/// lane's A registers `a0..a3`, B registers `b0, b1` and C elements `c0..c3` in, its D elements
+/// out at `d` (four `f32`), computed from every lane's fragments (`crate::sim_mma`). Every lane
+/// of a full warp must reach it, as `.aligned` requires on a GPU.
+#[allow(clippy::too_many_arguments)]
+pub(crate) extern "C" fn hook_mma(
+    kind: u32,
+    a0: u32,
+    a1: u32,
+    a2: u32,
+    a3: u32,
+    b0: u32,
+    b1: u32,
+    c0: f32,
+    c1: f32,
+    c2: f32,
+    c3: f32,
+    d: *mut f32,
+) {
+    let mine = Fragments {
+        a: [a0, a1, a2, a3],
+        b: [b0, b1],
+        c: [c0, c1, c2, c3],
+    };
+    let out = mma_collective(kind, mine).unwrap_or_else(|e| {
+        record(e);
+        mine.c
+    });
+    // SAFETY: the caller passes room for four `f32`.
+    unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), d, 4) };
+}
+
+/// This lane's D of a warp's `mma`, or the misuse that prevents it.
+fn mma_collective(kind: u32, mine: Fragments) -> Result<[f32; 4], &'static str> {
+    let elem = MmaElem::from_kind(kind).ok_or("an mma of an unknown operand type")?;
+    let s = SYNC.with(|c| c.get());
+    if s.is_null() {
+        return Err("an mma in a kernel launched without threads");
+    }
+    // SAFETY: as in `hook_barrier`.
+    let sync = unsafe { &*s };
+    let tid = hook_tid();
+    let (w, lane) = ((tid / WARP as u32) as usize, (tid % WARP as u32) as usize);
+    let (Some((barrier, _)), Some(ex)) = (sync.warps.get(w), sync.mma.get(w)) else {
+        return Err("an mma by a thread outside the block");
+    };
+    if barrier.parties != LANES {
+        return Err("an mma in a partial warp (mma.sync.aligned needs all 32 lanes)");
+    }
+    let round = (ex.rounds[lane].fetch_add(1, Ordering::Relaxed) % 2) as usize;
+    ex.slots.lock().unwrap_or_else(|e| e.into_inner())[round][lane] = mine;
+    barrier.wait();
+    let frags = ex.slots.lock().unwrap_or_else(|e| e.into_inner())[round];
+    Ok(lane_result(elem, &frags, lane))
 }
 
 /// A table of buffer pointers sent to worker threads.
@@ -419,6 +497,92 @@ mod tests {
         let t = hook_tid();
         hook_barrier();
         unsafe { *out.add(t as usize) = t };
+    }
+
+    /// Lane `l` of every warp holds the fragments of `A[r][k] = r - k`, `B[k][c] = k + c`,
+    /// `C[r][c] = r * c` (small integers, exact in f16) by the PTX ISA's layout, runs two
+    /// `mma`s (the second accumulating onto the first's result) and stores its four `D`
+    /// elements at their (row, column) of `out` (per warp, 16 x 8).
+    unsafe extern "C" fn mma_kernel(table: *const *mut u8) {
+        let out = unsafe { *table } as *mut f32;
+        let tid = hook_tid() + hook_ctaid() * hook_ntid();
+        let (w, lane) = (tid / 32, tid % 32);
+        let (group, quad) = (lane / 4, lane % 4);
+        let h = |v: i32| half::f16::from_f32(v as f32).to_bits() as u32;
+        let pack = |lo: i32, hi: i32| h(lo) | (h(hi) << 16);
+        let (g, q) = (group as i32, quad as i32 * 2);
+        let a = [
+            pack(g - q, g - q - 1),
+            pack(g + 8 - q, g + 8 - q - 1),
+            pack(g - q - 8, g - q - 9),
+            pack(g - q, g - q - 1),
+        ];
+        let b = [pack(q + g, q + 1 + g), pack(q + 8 + g, q + 9 + g)];
+        let c = [g * q, g * (q + 1), (g + 8) * q, (g + 8) * (q + 1)].map(|v| v as f32);
+        let mut d = [0f32; 4];
+        hook_mma(
+            0,
+            a[0],
+            a[1],
+            a[2],
+            a[3],
+            b[0],
+            b[1],
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            d.as_mut_ptr(),
+        );
+        let c2 = d;
+        hook_mma(
+            0,
+            a[0],
+            a[1],
+            a[2],
+            a[3],
+            b[0],
+            b[1],
+            c2[0],
+            c2[1],
+            c2[2],
+            c2[3],
+            d.as_mut_ptr(),
+        );
+        for (i, v) in d.iter().enumerate() {
+            let (r, col) = (group as usize + 8 * (i / 2), quad as usize * 2 + i % 2);
+            unsafe { *out.add(w as usize * 128 + r * 8 + col) = *v };
+        }
+    }
+
+    #[test]
+    fn a_warp_mma_is_a_times_b_plus_c_over_the_isa_fragment_layout() {
+        // 2 blocks of 64 threads: 4 warps.
+        let mut out = vec![f32::NAN; 4 * 128];
+        let table = [out.as_mut_ptr().cast::<u8>()];
+        run_grid(mma_kernel, &table, &plan(2, 64), true).unwrap();
+        for w in 0..4 {
+            for r in 0..16i32 {
+                for c in 0..8i32 {
+                    let ab: i32 = (0..16).map(|k| (r - k) * (k + c)).sum();
+                    let want = (r * c + 2 * ab) as f32;
+                    assert_eq!(
+                        out[w * 128 + (r * 8 + c) as usize],
+                        want,
+                        "warp {w} ({r}, {c})"
+                    );
+                }
+            }
+        }
+        // A partial warp (48 threads: the second warp has 16 lanes) is an error.
+        let partial = LaunchPlan {
+            elements: 48,
+            grid: 1,
+            block: 48,
+            wide_index: false,
+        };
+        let e = run_grid(mma_kernel, &table, &partial, true).unwrap_err();
+        assert!(e.contains("partial warp"), "{e}");
     }
 
     #[test]

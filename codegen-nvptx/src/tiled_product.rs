@@ -31,6 +31,7 @@
 
 use std::collections::HashSet;
 
+use axle_codegen_llvm::cg::Val;
 use axle_codegen_llvm::contraction::mul_add;
 use axle_codegen_llvm::elemental::{arr_of, Ext, Gen};
 use axle_codegen_llvm::error::{at, R};
@@ -293,12 +294,25 @@ fn stage<'ctx>(
     acc_ty: ElementType,
     slot: PointerValue<'ctx>,
 ) -> R<IntValue<'ctx>> {
+    let (v, counted) = tile_value(g, e, inside, acc_ty)?;
+    g.cg.b.build_store(slot, v)?;
+    Ok(counted)
+}
+
+/// Tile element `e` converted to type `ty` (in register form) where it is `inside` the
+/// product and valid, else zero (without computing it), and whether it was loaded.
+pub(crate) fn tile_value<'ctx>(
+    g: &mut Gen<'_, 'ctx>,
+    e: TileElement<'ctx>,
+    inside: IntValue<'ctx>,
+    ty: ElementType,
+) -> R<(Val<'ctx>, IntValue<'ctx>)> {
     let cg = g.cg;
     let counted = match e.valid {
         Some(v) => cg.b.build_and(inside, v, "valid")?,
         None => inside,
     };
-    let zero = cg.const_f(acc_ty, 0.0)?;
+    let zero = cg.const_f(ty, 0.0)?;
     let mut v = cg.if_else_with(
         g,
         counted,
@@ -308,7 +322,7 @@ fn stage<'ctx>(
                 let s = arr_of(g.m, e.op)?.clone();
                 let idx = g.index_multi(&s.dims, e.multi)?;
                 let v = g.gen1(e.op, &idx)?;
-                Ok(vec![ops::convert(cg, s.ty, acc_ty, v)?])
+                Ok(vec![ops::convert(cg, s.ty, ty, v)?])
             })();
             g.pop_scope();
             r
@@ -316,6 +330,5 @@ fn stage<'ctx>(
         |_| Ok(vec![zero]),
     )?;
     let v = v.pop().ok_or("a tile load produced nothing")?;
-    cg.b.build_store(slot, v)?;
-    Ok(counted)
+    Ok((v, counted))
 }

@@ -152,6 +152,7 @@ fn math_functions_come_from_libdevice_where_it_is_present() {
         let opts = NvptxOptions {
             gpu_arch: arch,
             libdevice: Some(libdevice.clone()),
+            ..Default::default()
         };
         let p = emit_text(&m, &opts, Emit::Ptx).unwrap_or_else(|e| panic!("{e}"));
         // libdevice's functions are inlined into the two kernels: no calls left.

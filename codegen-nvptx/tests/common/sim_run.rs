@@ -6,6 +6,7 @@
 use axle_codegen_nvptx::device::{BufferKey, Device, DeviceMemory};
 use axle_codegen_nvptx::executor::Executable;
 use axle_codegen_nvptx::sim::SimDevice;
+use axle_codegen_nvptx::KernelOptions;
 use axle_ir::{ArrayLiteral, ArrayShape, Literal, Module, Shape};
 use axle_testkit::leaves;
 
@@ -20,7 +21,16 @@ pub struct Ran {
 /// Runs `m` on the simulator on `args`, giving the result's leaves; every buffer is freed, and
 /// the run must have left only its result's buffers live.
 pub fn run_sim(m: &Module, args: &[Literal]) -> Result<Vec<ArrayLiteral>, String> {
-    let ran = run_on(&DeviceMemory::new(SimDevice::default()), m, args)?;
+    run_sim_with(m, args, &KernelOptions::default())
+}
+
+/// [`run_sim`] with the kernels planned with `opts`.
+pub fn run_sim_with(
+    m: &Module,
+    args: &[Literal],
+    opts: &KernelOptions,
+) -> Result<Vec<ArrayLiteral>, String> {
+    let ran = run_on_with(&DeviceMemory::new(SimDevice::default()), m, args, opts)?;
     assert_eq!(
         ran.left,
         ran.leaves.len(),
@@ -36,7 +46,17 @@ pub fn run_on<D: Device>(
     m: &Module,
     args: &[Literal],
 ) -> Result<Ran, String> {
-    let exe = Executable::compile(mem, m.clone()).map_err(|e| e.to_string())?;
+    run_on_with(mem, m, args, &KernelOptions::default())
+}
+
+/// [`run_on`] with the kernels planned with `opts`.
+pub fn run_on_with<D: Device>(
+    mem: &DeviceMemory<D>,
+    m: &Module,
+    args: &[Literal],
+    opts: &KernelOptions,
+) -> Result<Ran, String> {
+    let exe = Executable::compile_with(mem, m.clone(), opts).map_err(|e| e.to_string())?;
     let keys: Vec<Vec<BufferKey>> = args
         .iter()
         .map(|a| leaves(a).iter().map(|l| mem.upload(&l.data)).collect())
