@@ -225,6 +225,12 @@ enum Command {
         /// of at least 16 in each dimension), `off` (none: the FMA tile loop), `always`.
         #[arg(long, default_value = "auto", value_parser = ["auto", "off", "always"])]
         tensor_cores: String,
+        /// Let `--backend nvptx` scatters that add `f32` or `f64` updates use float atomics, as
+        /// XLA's GPU backend does: faster where updates meet, but sums may differ from run to
+        /// run (off: every result bit-identical from run to run). Runs read
+        /// `AXLE_NVPTX_FLOAT_ATOMICS=1` instead.
+        #[arg(long)]
+        float_atomics: bool,
         /// The pass pipeline to run before compiling (default: the backend's own, `cpu` on the
         /// cpu backend; `none` compiles the module exactly as given).
         #[arg(long)]
@@ -383,6 +389,7 @@ fn main() -> ExitCode {
             emit,
             gpu_arch,
             tensor_cores,
+            float_atomics,
             passes,
             elided,
             seed,
@@ -397,6 +404,7 @@ fn main() -> ExitCode {
             emit,
             gpu_arch,
             tensor_cores,
+            float_atomics,
             cache,
             passes,
             elided: elided.into_load(seed, quiet),
@@ -852,6 +860,7 @@ struct CompileArgs {
     emit: Option<String>,
     gpu_arch: String,
     tensor_cores: String,
+    float_atomics: bool,
     cache: axle::CacheMode,
     passes: Option<String>,
     elided: LoadOptions,
@@ -965,8 +974,15 @@ fn compile_nvptx_output(a: &CompileArgs, shown: &str) -> Result<(), Reported> {
         pipeline: axle::backend::pipeline_for(&*platform, a.passes.as_deref()),
         ..Default::default()
     };
-    let text = axle::nvptx::emit_text(m, &opts, &a.gpu_arch, &a.tensor_cores, what)
-        .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
+    let text = axle::nvptx::emit_text(
+        m,
+        &opts,
+        &a.gpu_arch,
+        &a.tensor_cores,
+        a.float_atomics,
+        what,
+    )
+    .map_err(|e| Reported(format!("{shown}: error: {e}")))?;
     drop(progress);
     match &a.output {
         Some(p) => write_file(p, text.as_bytes()),

@@ -205,8 +205,9 @@ impl<D: Device> Compiler for GpuCompiler<D> {
         let memory = self.shared.memory()?;
         let m = crate::backend::prepare_module(name, m, opts)?;
         let instructions = m.num_live_insts();
-        let program =
-            GpuProgram::compile(&memory, m).map_err(|e| BackendError::new(name, e.to_string()))?;
+        let kernels = kernel_options_from_env().map_err(|e| BackendError::new(name, e))?;
+        let program = GpuProgram::compile_with(&memory, m, &kernels)
+            .map_err(|e| BackendError::new(name, e.to_string()))?;
         Ok(Box::new(GpuExecutable {
             shared: self.shared.clone(),
             memory,
@@ -218,6 +219,34 @@ impl<D: Device> Compiler for GpuCompiler<D> {
             },
         }))
     }
+}
+
+/// The kernel planner's choices for `axle run`, `axle bench` and the library's compiles, from
+/// the environment: `AXLE_NVPTX_TENSOR_CORES` (`auto`, the default, `off` or `always`:
+/// [`TensorCores`]) and `AXLE_NVPTX_FLOAT_ATOMICS` (`1` lets `f32`/`f64` add scatters use
+/// float atomics, whose sums may differ from run to run; `0` or unset keeps results
+/// bit-identical from run to run). Any other value is an error naming the variable.
+pub fn kernel_options_from_env() -> Result<KernelOptions, String> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let tensor_cores = match var("AXLE_NVPTX_TENSOR_CORES") {
+        Some(v) => {
+            TensorCores::from_name(&v).map_err(|e| format!("AXLE_NVPTX_TENSOR_CORES: {e}"))?
+        }
+        None => TensorCores::default(),
+    };
+    let float_atomics = match var("AXLE_NVPTX_FLOAT_ATOMICS").as_deref() {
+        None | Some("0") => false,
+        Some("1") => true,
+        Some(v) => {
+            return Err(format!(
+                "AXLE_NVPTX_FLOAT_ATOMICS={v}: expected 1 (float atomics allowed) or 0"
+            ))
+        }
+    };
+    Ok(KernelOptions {
+        tensor_cores,
+        float_atomics,
+    })
 }
 
 /// A module compiled for a GPU backend.
@@ -360,13 +389,15 @@ impl<D: Device> TransferManager for GpuTransfer<D> {
 
 /// The PTX (`ptx`) or optimized LLVM IR (`llvm`) of a module's kernels for GPU architecture
 /// `gpu_arch` (`sm_80`, `sm_90`), with the `f16` and `bf16` dots `tensor_cores` (`auto`, `off`,
-/// `always`: [`TensorCores`]) selects on tensor cores, after the pipeline of `opts` (the `gpu`
+/// `always`: [`TensorCores`]) selects on tensor cores and, with `float_atomics`, `f32`/`f64`
+/// add scatters on float atomics ([`KernelOptions::float_atomics`]), after the pipeline of `opts` (the `gpu`
 /// pipeline unless told otherwise).
 pub fn emit_text(
     m: Module,
     opts: &CompileOptions,
     gpu_arch: &str,
     tensor_cores: &str,
+    float_atomics: bool,
     what: &str,
 ) -> Result<String, BackendError> {
     let gpu_arch = GpuArch::from_name(gpu_arch).map_err(|e| BackendError::new(NAME, e))?;
@@ -386,7 +417,10 @@ pub fn emit_text(
     let opts = NvptxOptions {
         gpu_arch,
         libdevice: axle_codegen_nvptx::libdevice::find_libdevice(),
-        kernels: KernelOptions { tensor_cores },
+        kernels: KernelOptions {
+            tensor_cores,
+            float_atomics,
+        },
     };
     axle_codegen_nvptx::emit_text(&m, &opts, what)
         .map_err(|e| BackendError::new(NAME, e.to_string()))

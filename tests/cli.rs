@@ -622,6 +622,43 @@ fn compile_for_nvptx_puts_f16_dots_on_tensor_cores_unless_told_not_to() {
 }
 
 #[test]
+fn float_atomics_are_opt_in_for_compiles_and_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("scatter.hlo");
+    std::fs::write(
+        &f,
+        "HloModule s\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  \
+         ROOT r = f32[] add(x, y)\n}\nENTRY main {\n  x = f32[7,5] parameter(0)\n  \
+         u = f32[6,5] parameter(1)\n  i = s32[6,1] constant({{1},{3},{1},{6},{0},{1}})\n  \
+         ROOT s = f32[7,5] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, \
+         scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n",
+    )
+    .unwrap();
+    let file = f.to_str().unwrap();
+    let ptx = |extra: &[&str]| {
+        let mut args = vec!["compile", file, "--backend", "nvptx", "--emit", "ptx"];
+        args.extend_from_slice(extra);
+        let o = axle(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let atomic = |p: &str| p.contains("atom.global.add.f32") || p.contains("red.global.add.f32");
+    assert!(atomic(&ptx(&["--float-atomics"])));
+    assert!(!atomic(&ptx(&[])));
+    let run = |value: &str| {
+        Command::new(env!("CARGO_BIN_EXE_axle"))
+            .args(["run", file, "--backend", "nvptx-sim"])
+            .env("AXLE_NVPTX_FLOAT_ATOMICS", value)
+            .output()
+            .expect("runs axle")
+    };
+    let o = run("1");
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A value other than 0 or 1 is an error naming the variable, not a silent default.
+    fails_with(&run("yes"), 1, &["AXLE_NVPTX_FLOAT_ATOMICS=yes"]);
+}
+
+#[test]
 fn compile_for_nvptx_prints_ptx_or_llvm_ir_for_the_gpu_arch() {
     let file = corpus("int_arith_s32.hlo");
     let o = axle(&["compile", &file, "--backend", "nvptx", "--emit", "ptx"]);

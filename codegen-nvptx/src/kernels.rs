@@ -262,7 +262,7 @@ fn role(m: &Module, id: InstId, opts: &KernelOptions) -> R<Role> {
             None => Role::Loop,
         })
     };
-    if let Some(r) = scatter_role(m, id)? {
+    if let Some(r) = scatter_role(m, id, opts.float_atomics)? {
         return Ok(r);
     }
     match m.opcode(id) {
@@ -326,16 +326,17 @@ fn role(m: &Module, id: InstId, opts: &KernelOptions) -> R<Role> {
 /// The role of instruction `id` when it computes a `scatter` or `select-and-scatter` (itself,
 /// or as its fusion's root, with everything else of the fusion computing its operands
 /// elementally); `None` for anything else.
-fn scatter_role(m: &Module, id: InstId) -> R<Option<Role>> {
-    let (s, role) = if let Some(geo) = scatter_geometry(m, id).map_err(|f| at(m, id, f))? {
-        check_outputs(m, id, &geo).map_err(|f| at(m, id, f))?;
-        (geo.scatter, Role::Scatter(geo))
-    } else if let Some(s) = select_and_scatter_of(m, id) {
-        check_select_and_scatter(m, s).map_err(|f| at(m, s, f))?;
-        (s, Role::SelectAndScatter)
-    } else {
-        return Ok(None);
-    };
+fn scatter_role(m: &Module, id: InstId, float_atomics: bool) -> R<Option<Role>> {
+    let (s, role) =
+        if let Some(geo) = scatter_geometry(m, id, float_atomics).map_err(|f| at(m, id, f))? {
+            check_outputs(m, id, &geo).map_err(|f| at(m, id, f))?;
+            (geo.scatter, Role::Scatter(geo))
+        } else if let Some(s) = select_and_scatter_of(m, id) {
+            check_select_and_scatter(m, s).map_err(|f| at(m, s, f))?;
+            (s, Role::SelectAndScatter)
+        } else {
+            return Ok(None);
+        };
     let applied = [AttrKey::ToApply, AttrKey::Select, AttrKey::Scatter];
     let bad = applied
         .iter()
@@ -364,6 +365,12 @@ fn scatter_role(m: &Module, id: InstId) -> R<Option<Role>> {
 pub struct KernelOptions {
     /// Which dots run on tensor cores ([`TensorCores`]).
     pub tensor_cores: TensorCores,
+    /// Whether a scatter that adds `f32` or `f64` updates may combine them with float atomics
+    /// (as XLA's GPU backend does unless told to be deterministic): faster where many updates
+    /// meet, but the order the updates arrive in, and so the rounding of the sums, can differ
+    /// from run to run, and PTX's float atomic add flushes subnormals. Off by default, which
+    /// keeps every result bit-identical from run to run (the owner path of [`crate::scatter`]).
+    pub float_atomics: bool,
 }
 
 /// The kernels of every host computation ([`host_computations`]: the entry and the

@@ -70,19 +70,27 @@
 //! path); a scatter of single elements into a small array gets one thread per element
 //! checking every index.
 //!
-//! Why not float atomics: XLA's GPU backend uses atomic read-modify-writes for a float
-//! `add` too, so concurrent updates of one element land in an order the hardware picks, and
-//! float sums then vary from run to run. Here results never depend on timing.
+//! Float atomics, opt-in: XLA's GPU backend uses atomic read-modify-writes for a float `add`
+//! too (unless told to be deterministic), so concurrent updates of one element land in an
+//! order the hardware picks, and float sums then vary from run to run. By default results here
+//! never depend on timing; kernels planned with
+//! [`KernelOptions::float_atomics`](crate::kernels::KernelOptions::float_atomics) (`axle
+//! compile --float-atomics`, `AXLE_NVPTX_FLOAT_ATOMICS=1` for runs) send a one-operand `f32`
+//! or `f64` scatter whose combiner is one `add` ([`AtomicCombiner::FAdd`]) down the atomic
+//! path, an `atomicrmw fadd` (PTX `atom.global.add.f32`/`.f64`, which also flushes subnormal
+//! inputs and results): the sums then differ from the evaluator's by the rounding of another
+//! summation order (and subnormals), and from run to run. Float `minimum`/`maximum` and
+//! narrower floats keep the owner path even then.
 //!
 //! Refused, with an error naming the instruction: a scatter whose combiner, operands,
 //! indices or updates the elemental generators cannot emit, and a scatter read inside a
 //! fusion other than as its root.
 
-use axle_codegen_llvm::cg::{numel, Val};
+use axle_codegen_llvm::cg::{numel, Cg, Val};
 use axle_codegen_llvm::elemental::{arr_of, inst_leaves, simple_binary, Gen, Index};
 use axle_codegen_llvm::error::R;
 use axle_ir::{ArrayShape, AttrKey, ElementType, InstId, Module, Opcode};
-use inkwell::values::{IntValue, PointerValue};
+use inkwell::values::{FloatValue, IntValue, PointerValue};
 use inkwell::{AtomicOrdering, AtomicRMWBinOp, IntPredicate};
 
 use crate::launch::LaunchPlan;
@@ -147,6 +155,10 @@ pub enum AtomicCombiner {
     Or,
     /// Bitwise (and pred) `xor`.
     Xor,
+    /// Float `add` of `f32` or `f64`, only when the kernels are planned with
+    /// [`KernelOptions::float_atomics`](crate::kernels::KernelOptions::float_atomics): the one
+    /// combiner here whose result depends on the order the updates arrive in.
+    FAdd,
 }
 
 impl AtomicCombiner {
@@ -161,21 +173,24 @@ impl AtomicCombiner {
             AtomicCombiner::And => AtomicRMWBinOp::And,
             AtomicCombiner::Or => AtomicRMWBinOp::Or,
             AtomicCombiner::Xor => AtomicRMWBinOp::Xor,
+            AtomicCombiner::FAdd => AtomicRMWBinOp::FAdd,
         }
     }
 }
 
 /// The atomic read-modify-write that scatter `s` may use, by the rule of the module's header:
 /// one operand of a type in [`ATOMIC_TYPES`] and a combiner that is one order-independent
-/// exact binary op of its two parameters; `None` for anything else (the owner path).
-pub fn atomic_combiner(m: &Module, s: InstId) -> Option<AtomicCombiner> {
+/// exact binary op of its two parameters; with `float_atomics`, also a float `add` of one
+/// `f32` or `f64` operand ([`FLOAT_ATOMIC_TYPES`]); `None` for anything else (the owner path).
+pub fn atomic_combiner(m: &Module, s: InstId, float_atomics: bool) -> Option<AtomicCombiner> {
     use AtomicCombiner::*;
     let ops = m.operands(s);
     if ops.len() != 3 {
         return None;
     }
     let t = m.array_shape(ops[0])?.ty;
-    if !ATOMIC_TYPES.contains(&t) || m.array_shape(ops[2])?.ty != t {
+    let float = float_atomics && FLOAT_ATOMIC_TYPES.contains(&t);
+    if !(ATOMIC_TYPES.contains(&t) || float) || m.array_shape(ops[2])?.ty != t {
         return None;
     }
     let comp = m.comp_attr(s, &AttrKey::ToApply)?;
@@ -188,6 +203,8 @@ pub fn atomic_combiner(m: &Module, s: InstId) -> Option<AtomicCombiner> {
     }
     let signed = t.is_signed_int();
     Some(match simple_binary(m, comp)? {
+        Opcode::Add if float => FAdd,
+        _ if float => return None,
         Opcode::Add if t != ElementType::Pred => Add,
         Opcode::Minimum if signed => Min,
         Opcode::Maximum if signed => Max,
@@ -199,6 +216,10 @@ pub fn atomic_combiner(m: &Module, s: InstId) -> Option<AtomicCombiner> {
         _ => return None,
     })
 }
+
+/// The float types whose `add` scatters take the atomic path when the kernels are planned
+/// with `float_atomics` (PTX `atom.global.add.f32`, and `.f64` from sm_60).
+pub const FLOAT_ATOMIC_TYPES: [ElementType; 2] = [ElementType::F32, ElementType::F64];
 
 /// The element types an atomic update kernel combines: the integers of 8 to 64 bits (8- and
 /// 16-bit ones through a compare-and-swap loop on the containing 32-bit word, which LLVM's
@@ -275,7 +296,11 @@ pub(crate) fn scatter_of(m: &Module, id: InstId) -> Option<InstId> {
 }
 
 /// The geometry of instruction `id` when it computes a scatter (see [`scatter_of`]).
-pub(crate) fn scatter_geometry(m: &Module, id: InstId) -> R<Option<ScatterGeometry>> {
+pub(crate) fn scatter_geometry(
+    m: &Module,
+    id: InstId,
+    float_atomics: bool,
+) -> R<Option<ScatterGeometry>> {
     let Some(s) = scatter_of(m, id) else {
         return Ok(None);
     };
@@ -296,7 +321,7 @@ pub(crate) fn scatter_geometry(m: &Module, id: InstId) -> R<Option<ScatterGeomet
             .get(dn.window_dims[k] as usize)
             .ok_or("update_window_dims out of range")?;
     }
-    let update = match atomic_combiner(m, s) {
+    let update = match atomic_combiner(m, s, float_atomics) {
         Some(op) => UpdateStrategy::Atomic { op, updates: up },
         None => UpdateStrategy::Owner {
             owned: owned_dims(&dims, &window),
@@ -635,13 +660,42 @@ fn atomic_update<'ctx>(
         }
         let ei = g.index_multi(&geo.dims, e)?;
         let v = g.gen1(update, &ui)?;
-        let v = cg.to_mem(sh.ty, v)?.into_int_value();
+        let v = cg.to_mem(sh.ty, v)?;
         let p = cg.gep(cg.mem_ty(sh.ty)?, *out, ei.linear)?;
-        cg.b.build_atomicrmw(op.llvm(), p, v, AtomicOrdering::Monotonic)?;
-        Ok(())
+        if op == AtomicCombiner::FAdd {
+            float_atomic_add(cg, p, v.into_float_value())
+        } else {
+            cg.b.build_atomicrmw(op.llvm(), p, v.into_int_value(), AtomicOrdering::Monotonic)?;
+            Ok(())
+        }
     });
     g.pop_scope();
     r
+}
+
+/// `atomicrmw fadd` (monotonic) of `v` into `*p`, which inkwell's builder does not offer for
+/// float values: PTX `atom.global.add.f32`/`.f64` on the device, a compare-and-swap loop on the
+/// host the simulator runs on.
+fn float_atomic_add<'ctx>(cg: &Cg<'ctx>, p: PointerValue<'ctx>, v: FloatValue<'ctx>) -> R<()> {
+    use inkwell::values::AsValueRef;
+    use llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic;
+    use llvm_sys::LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpFAdd;
+    if cg.b.get_insert_block().is_none() {
+        return Err("an atomic add outside a basic block".into());
+    }
+    // The builder is positioned, `p` is a pointer and `v` a float of the pointee's type (both
+    // made by `Cg` in this module and context), which is all LLVMBuildAtomicRMW requires.
+    unsafe {
+        llvm_sys::core::LLVMBuildAtomicRMW(
+            cg.b.as_mut_ptr(),
+            LLVMAtomicRMWBinOpFAdd,
+            p.as_value_ref(),
+            v.as_value_ref(),
+            LLVMAtomicOrderingMonotonic,
+            0,
+        );
+    }
+    Ok(())
 }
 
 /// The output leaves of a scatter's kernel, checked against its operands.

@@ -38,7 +38,10 @@ fn tol(ty: &str) -> Tolerance {
 }
 
 fn with(tc: TensorCores) -> KernelOptions {
-    KernelOptions { tensor_cores: tc }
+    KernelOptions {
+        tensor_cores: tc,
+        ..Default::default()
+    }
 }
 
 /// Whether `m`'s one kernel, planned with `tc`, is a dot kernel on tensor cores; its grid and
