@@ -6,20 +6,20 @@
 //! assignment refuses, is flattened and scheduled here, as the cpu backend does), as XLA's GPU
 //! backend runs its thunks in its scheduled order.
 //!
-//! With a buffer per value (the fallback, see Memory below), a host computation (the entry, or one a `while`, `conditional` or `call` runs) runs on
-//! argument buffers, one list per parameter. A value is a list of buffers, one per array leaf
-//! (depth-first): a parameter's are the argument's, a constant's are uploaded from its literal
-//! (once per run, whichever computation holds it), a tuple's are its operands' (an
-//! `opt-barrier`'s too) and a `get-tuple-element`'s a part of its operand's (no copies); an
-//! instruction with a kernel gets fresh output buffers, which the kernel writes (an instruction
-//! computed by several consecutive kernels gets them once, before its first kernel, and its
-//! scratch buffers, [`KernelInfo::scratch`], for as long as its kernels run); an instruction
-//! whose every leaf is zero-sized (no kernel, no launch) gets empty buffers. A `while` runs its
-//! condition on the state, reads the one-byte predicate back and, while it is true, runs its
-//! body on the state, whose result is the next state; a `conditional` reads its predicate or
+//! With a buffer per value (the fallback, see Memory below), a host computation (the entry, or one
+//! a `while`, `conditional` or `call` runs) runs on argument buffers, one list per parameter. A
+//! value is a list of buffers, one per array leaf (depth-first): a parameter's are the argument's,
+//! a constant's are uploaded from its literal (once per run, whichever computation holds it), a
+//! tuple's are its operands' (an `opt-barrier`'s too) and a `get-tuple-element`'s a part of its
+//! operand's (no copies); an instruction with a kernel gets fresh output buffers, which the kernel
+//! writes (an instruction computed by several consecutive kernels gets them once, before its first
+//! kernel, and its scratch buffers, [`KernelInfo::scratch`], for as long as its kernels run); an
+//! instruction whose every leaf is zero-sized (no kernel, no launch) gets empty buffers. A `while`
+//! runs its condition on the state, reads the one-byte predicate back and, while it is true, runs
+//! its body on the state, whose result is the next state; a `conditional` reads its predicate or
 //! index back and runs the branch it selects on that branch's operand; a `call` runs its
-//! computation on its operands. Buffers are never written after their kernels ran, so a value
-//! may share buffers with others (a state leaf passed through unchanged, or repeated).
+//! computation on its operands. Buffers are never written after their kernels ran, so a value may
+//! share buffers with others (a state leaf passed through unchanged, or repeated).
 //!
 //! Memory: a module whose static buffer assignment `assign` accepts runs from it
 //! ([`crate::arena`]: one temporary allocation per run, every kernel on offsets inside it, the
