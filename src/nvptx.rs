@@ -208,6 +208,9 @@ impl<D: Device> Compiler for GpuCompiler<D> {
         let kernels = kernel_options_from_env().map_err(|e| BackendError::new(name, e))?;
         let program = GpuProgram::compile_with(&memory, m, &kernels)
             .map_err(|e| BackendError::new(name, e.to_string()))?;
+        // The one temporary allocation a run makes, where the module runs from its static
+        // assignment (a run with a buffer per value has no fixed figure).
+        let temp_bytes = program.assignment().map(|a| a.temp_bytes);
         Ok(Box::new(GpuExecutable {
             shared: self.shared.clone(),
             memory,
@@ -215,6 +218,7 @@ impl<D: Device> Compiler for GpuCompiler<D> {
             stats: ExecutableStats {
                 compile_time: t0.elapsed(),
                 instructions,
+                temp_bytes,
                 ..Default::default()
             },
         }))
@@ -289,7 +293,7 @@ impl<D: Device> Executable for GpuExecutable<D> {
     }
 
     fn compiled_text(&self) -> String {
-        let mut s = String::new();
+        let mut s = format!("// {}\n", self.program.memory_summary());
         for k in self.program.kernels() {
             s.push_str(&format!("// {}: {:?} kernel, {}\n", k.name, k.kind, k.plan));
         }

@@ -13,8 +13,10 @@
 //! platform without a CUDA driver. When every trial ran (no
 //! filter), the run also fails when fewer files pass than the mode's floor
 //! ([`PASSED_FLOOR`], [`PASSED_FLOOR_WITHOUT_LIBDEVICE`]: the counts reached so far, which only
-//! go up) or when buffers were left, and prints which files passed and which were refused with
-//! which op.
+//! go up), when buffers were left, or when a compiled file runs with a buffer per value
+//! instead of from its static buffer assignment (`Executable::fallback_reason`), and prints
+//! which files passed and which were refused with which op, and how many run from their
+//! assignment (those with host control flow among them).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use axle::backend::{prepare_module, CompileOptions};
 use axle_codegen_nvptx::device::DeviceMemory;
 use axle_codegen_nvptx::executor::Executable;
+use axle_codegen_nvptx::host_computations::host_computations;
 use axle_codegen_nvptx::sim::SimDevice;
 use axle_ir::{compare_arrays, ArrayLiteral, Literal, Module};
 use axle_testkit::{
@@ -45,6 +48,15 @@ enum Outcome {
     Passed,
     /// Refused with an error naming this op.
     Refused(String),
+}
+
+/// How a compiled file gets its device memory.
+#[derive(Clone, Debug)]
+struct Memory {
+    /// Whether the module has host control flow (`while`, `conditional`, `call` on the host).
+    control_flow: bool,
+    /// Why it runs with a buffer per value, or `None`: from its static assignment.
+    fallback: Option<String>,
 }
 
 /// The module after the `gpu` pipeline, compiled for the simulator.
@@ -110,11 +122,22 @@ fn check_file(
     dir: &Path,
     case: &Value,
     file: &str,
+    memory: &Mutex<BTreeMap<String, Memory>>,
 ) -> Result<Outcome, Failed> {
     let module = load(dir, file)?;
     let args = inputs(dir, case)?;
     let exe = match compile(mem, &module) {
-        Ok(exe) => Some(exe),
+        Ok(exe) => {
+            let seen = Memory {
+                control_flow: host_computations(exe.module()).len() > 1,
+                fallback: exe.fallback_reason().map(str::to_string),
+            };
+            memory
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(file.to_string(), seen);
+            Some(exe)
+        }
         // An elided constant: each output that does not need it runs on its own below.
         Err(e) if e.opcode == "constant" && e.message.contains("elided") => None,
         Err(e) if !e.opcode.is_empty() && e.message.contains(&e.opcode) => {
@@ -216,6 +239,7 @@ struct Mode {
     mem: Arc<DeviceMemory<SimDevice>>,
     floor: usize,
     outcomes: Arc<Mutex<BTreeMap<String, Outcome>>>,
+    memory: Arc<Mutex<BTreeMap<String, Memory>>>,
 }
 
 /// Without a CUDA driver the `nvptx` platform lists no device, and compiling or transferring
@@ -274,12 +298,14 @@ fn main() {
             mem: Arc::new(DeviceMemory::new(found)),
             floor,
             outcomes: Arc::default(),
+            memory: Arc::default(),
         },
         Mode {
             prefix: "no_libdevice/",
             mem: Arc::new(DeviceMemory::new(SimDevice::default())),
             floor: PASSED_FLOOR_WITHOUT_LIBDEVICE,
             outcomes: Arc::default(),
+            memory: Arc::default(),
         },
     ];
     let cases = manifest_cases(&dir);
@@ -290,14 +316,15 @@ fn main() {
             let name = case["name"].as_str().expect("case name").to_string();
             for file in [format!("{name}.hlo"), format!("{name}.opt.hlo")] {
                 files += 1;
-                let (dir, case, mem, outcomes): (PathBuf, _, _, _) = (
+                let (dir, case, mem, outcomes, memory): (PathBuf, _, _, _, _) = (
                     dir.clone(),
                     case.clone(),
                     mode.mem.clone(),
                     mode.outcomes.clone(),
+                    mode.memory.clone(),
                 );
                 trials.push(Trial::test(format!("{}{file}", mode.prefix), move || {
-                    let o = check_file(&mem, &dir, &case, &file)?;
+                    let o = check_file(&mem, &dir, &case, &file, &memory)?;
                     outcomes
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -357,7 +384,41 @@ fn main() {
             refused.join(", "),
             mode.mem.live()
         );
+        let memory = mode.memory.lock().unwrap_or_else(|e| e.into_inner());
+        let assigned = memory.values().filter(|x| x.fallback.is_none()).count();
+        let assigned_control_flow = memory
+            .values()
+            .filter(|x| x.fallback.is_none() && x.control_flow)
+            .count();
+        let per_value: Vec<String> = memory
+            .iter()
+            .filter_map(|(f, x)| x.fallback.as_ref().map(|why| format!("{f} ({why})")))
+            .collect();
+        eprintln!(
+            "nvptx-sim{}: {assigned} of {} compiled files run from their static assignment \
+             (one temporary allocation), {assigned_control_flow} of them with host control flow; \
+             a buffer per value: {}",
+            if mode.prefix.is_empty() {
+                ""
+            } else {
+                " without libdevice"
+            },
+            memory.len(),
+            if per_value.is_empty() {
+                "none".to_string()
+            } else {
+                per_value.join(", ")
+            }
+        );
         if !filtered && !args.list {
+            if !per_value.is_empty() {
+                eprintln!(
+                    "error: {} corpus files run with a buffer per value instead of from their \
+                     static assignment",
+                    per_value.len()
+                );
+                low = true;
+            }
             if passed.len() < mode.floor {
                 eprintln!(
                     "error: {} corpus files pass on nvptx-sim{}, fewer than the {} passed before",

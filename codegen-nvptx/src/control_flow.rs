@@ -3,11 +3,12 @@
 //! iteration to the next ([`LoopState`]).
 //!
 //! The host computations are listed by `crate::host_computations`, and kernels are planned for
-//! their instructions (`crate::kernels`); the executor (`crate::executor`) runs a host
-//! computation on argument buffers, evaluating a `while` by running its condition's kernels,
-//! reading the one-byte predicate back, and running the body on the state buffers, whose result
-//! buffers are the next state; a `conditional` reads its predicate or index back and runs the
-//! branch it selects; a `call` runs its computation.
+//! their instructions (`crate::kernels`). Both ways of running them read a `while`'s one-byte
+//! predicate ([`pred_value`]) and a `conditional`'s selector ([`branch_taken`]) back to the
+//! host: from the static assignment (`crate::arena`: the state and the branch outputs are the
+//! assignment's buffers, filled by its copies), and, in the per-value fallback
+//! (`crate::executor`), on a buffer per value, where the body's result buffers become the next
+//! state ([`LoopState`]).
 //!
 //! Invariants: a [`LoopState`] owns exactly the buffers of its state that earlier iterations
 //! made and that are still part of the state, each once: a leaf passed through unchanged,

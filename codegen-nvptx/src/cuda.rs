@@ -129,6 +129,18 @@ impl Device for CudaDevice {
         Ok(v)
     }
 
+    fn read(&self, mem: &CudaMem, offset: usize, bytes: usize) -> Result<Vec<u8>, String> {
+        let end = offset
+            .checked_add(bytes)
+            .filter(|&e| e <= mem.len)
+            .ok_or_else(|| format!("a read of {bytes} bytes at {offset} runs past a buffer"))?;
+        guarded("copying from the GPU", || {
+            self.stream
+                .clone_dtoh(&mem.slice.slice(offset..end))
+                .map_err(|e| e.to_string())
+        })
+    }
+
     fn copy(
         &self,
         src: &CudaMem,

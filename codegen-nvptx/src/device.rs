@@ -45,6 +45,10 @@ pub trait Device: Send + Sync + 'static {
     fn alloc(&self, bytes: usize) -> Result<Self::Mem, String>;
     /// The bytes of a buffer.
     fn download(&self, mem: &Self::Mem) -> Result<Vec<u8>, String>;
+    /// The `bytes` bytes of a buffer from byte `offset` (a loop condition or a branch index
+    /// read back from inside a larger buffer). The caller ([`DeviceMemory::read`]) has
+    /// checked the range against the buffer's size.
+    fn read(&self, mem: &Self::Mem, offset: usize, bytes: usize) -> Result<Vec<u8>, String>;
     /// Compiles and loads the kernels `kernels` of module `m` (planned by
     /// [`crate::plan_kernels`]).
     fn load(&self, m: &Module, kernels: &[KernelInfo]) -> Result<Self::Program, CodegenError>;
@@ -188,6 +192,16 @@ impl<D: Device> DeviceMemory<D> {
     pub fn download(&self, key: BufferKey) -> Result<Vec<u8>, String> {
         let store = self.lock();
         self.device.download(store.get(key)?)
+    }
+
+    /// The bytes of range `s`; an error when it is stale or runs past its buffer.
+    pub fn read(&self, s: BufferSlice) -> Result<Vec<u8>, String> {
+        let store = self.lock();
+        let (mem, offset) = store.reach(s)?;
+        if s.bytes == 0 {
+            return Ok(Vec::new());
+        }
+        self.device.read(mem, offset, s.bytes)
     }
 
     /// Frees buffer `key`; an error for a stale key (freed already).

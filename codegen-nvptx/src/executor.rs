@@ -2,29 +2,33 @@
 //! [`Device`], each on the grid and block of its launch plan, and the module's host control
 //! flow ([`crate::control_flow`]) between them, every host computation in the module's
 //! memory-aware schedule (`axle_schedule::schedule_module`, the `memory-schedule` pass that
-//! ends the `gpu` pipeline; a module compiled without a schedule is scheduled here, as the cpu
-//! backend does), as XLA's GPU backend runs its thunks in its scheduled order.
+//! ends the `gpu` pipeline; a module compiled without a schedule, or with one the buffer
+//! assignment refuses, is flattened and scheduled here, as the cpu backend does), as XLA's GPU
+//! backend runs its thunks in its scheduled order.
 //!
-//! A host computation (the entry, or one a `while`, `conditional` or `call` runs) runs on
-//! argument buffers, one list per parameter. A value is a list of buffers, one per array leaf
-//! (depth-first): a parameter's are the argument's, a constant's are uploaded from its literal
-//! (once per run, whichever computation holds it), a tuple's are its operands' (an
-//! `opt-barrier`'s too) and a `get-tuple-element`'s a part of its operand's (no copies); an
-//! instruction with a kernel gets fresh output buffers, which the kernel writes (an instruction
-//! computed by several consecutive kernels gets them once, before its first kernel, and its
-//! scratch buffers, [`KernelInfo::scratch`], for as long as its kernels run); an instruction
-//! whose every leaf is zero-sized (no kernel, no launch) gets empty buffers. A `while` runs its
-//! condition on the state, reads the one-byte predicate back and, while it is true, runs its
-//! body on the state, whose result is the next state; a `conditional` reads its predicate or
+//! With a buffer per value (the fallback, see Memory below), a host computation (the entry, or one
+//! a `while`, `conditional` or `call` runs) runs on argument buffers, one list per parameter. A
+//! value is a list of buffers, one per array leaf (depth-first): a parameter's are the argument's,
+//! a constant's are uploaded from its literal (once per run, whichever computation holds it), a
+//! tuple's are its operands' (an `opt-barrier`'s too) and a `get-tuple-element`'s a part of its
+//! operand's (no copies); an instruction with a kernel gets fresh output buffers, which the kernel
+//! writes (an instruction computed by several consecutive kernels gets them once, before its first
+//! kernel, and its scratch buffers, [`KernelInfo::scratch`], for as long as its kernels run); an
+//! instruction whose every leaf is zero-sized (no kernel, no launch) gets empty buffers. A `while`
+//! runs its condition on the state, reads the one-byte predicate back and, while it is true, runs
+//! its body on the state, whose result is the next state; a `conditional` reads its predicate or
 //! index back and runs the branch it selects on that branch's operand; a `call` runs its
-//! computation on its operands. Buffers are never written after their kernels ran, so a value
-//! may share buffers with others (a state leaf passed through unchanged, or repeated).
+//! computation on its operands. Buffers are never written after their kernels ran, so a value may
+//! share buffers with others (a state leaf passed through unchanged, or repeated).
 //!
-//! Memory: a straight-line module (the entry its only host computation) whose static buffer
-//! assignment `assign` accepts runs from it ([`crate::arena`]: one temporary allocation per
-//! run, every kernel on offsets inside it, XLA's GPU way); any other module (host control flow,
-//! or an assignment refused) runs as described below, with a device buffer per value, which is
-//! the fallback, not an error. [`Executable::assignment`] says which one a module uses.
+//! Memory: a module whose static buffer assignment `assign` accepts runs from it
+//! ([`crate::arena`]: one temporary allocation per run, every kernel on offsets inside it, the
+//! host control flow's loop and branch copies as device copies between slices, XLA's GPU
+//! way), host control flow included. Only a module the assignment refuses (or one needing a
+//! runtime arena) runs as described above and below, with a device buffer per value: the
+//! fallback, not an error, and never silent: [`Executable::fallback_reason`] and
+//! [`Executable::memory_summary`] say why. [`Executable::assignment`] gives the assignment a
+//! module runs from.
 //!
 //! Buffer lifetimes ([`crate::host_liveness`]): after each step, the values whose last reader
 //! that step was die, and a buffer the computation's run made (a kernel's output, or a nested
@@ -49,7 +53,7 @@ use axle_codegen_llvm::error::{at, finish, Fail};
 use axle_ir::{AttrKey, CompId, InstId, Module, Opcode, Shape};
 use axle_schedule::{schedule_module, BufferAssignment, Heuristic};
 
-use crate::arena::{arena_assignment, leaf_bytes, run_from_assignment};
+use crate::arena::{arena_assignment, leaf_bytes, ArenaProgram};
 use crate::control_flow::{branch_taken, pred_value, LoopState};
 use crate::device::{BufferKey, BufferSlice, Device, DeviceMemory};
 use crate::host_computations::{control_callees, host_computations};
@@ -68,8 +72,9 @@ pub struct Executable<D: Device> {
     /// and, per step, the values that die after it ([`release_points`]).
     orders: HashMap<CompId, (Vec<InstId>, Vec<Vec<InstId>>)>,
     program: D::Program,
-    /// The static assignment the module runs from, where it has one ([`crate::arena`]).
-    arena: Option<BufferAssignment>,
+    /// The static assignment the module runs from ([`crate::arena`]), or why it runs with a
+    /// buffer per value.
+    arena: Result<BufferAssignment, String>,
 }
 
 /// One run of an [`Executable`]: its memory and the constants it uploaded.
@@ -80,6 +85,14 @@ struct Run<'a, D: Device> {
     constants: HashMap<InstId, Vec<BufferKey>>,
     /// Every buffer in `constants`, which the run owns until it ends.
     constant_keys: Vec<BufferKey>,
+}
+
+/// Flattens `m`'s call graph and schedules it with the memory scheduler (best of its
+/// heuristics).
+fn schedule(m: &mut Module) -> Result<(), CodegenError> {
+    schedule_module(m, Heuristic::Best)
+        .map(|_| ())
+        .map_err(|e| CodegenError::general(&m.name, format!("scheduling failed: {}", e.message)))
 }
 
 /// The array leaves of a shape, counted.
@@ -106,13 +119,21 @@ impl<D: Device> Executable<D> {
     ) -> Result<Self, CodegenError> {
         axle_ir::check_runnable(&m).map_err(|e| CodegenError::general(&m.name, e.to_string()))?;
         // A module that arrives scheduled (the `gpu` pipeline ends in `memory-schedule`) keeps
-        // its order; any other is scheduled here, as the cpu backend does.
-        if m.schedule().is_none() {
-            schedule_module(&mut m, Heuristic::Best).map_err(|e| {
-                CodegenError::general(&m.name, format!("scheduling failed: {}", e.message))
-            })?;
+        // its order; any other is scheduled here (flattened first), as the cpu backend does.
+        let arrived_scheduled = m.schedule().is_some();
+        if !arrived_scheduled {
+            schedule(&mut m)?;
         }
-        let kernels = plan_kernels_with(&m, opts)?;
+        let mut kernels = plan_kernels_with(&m, opts)?;
+        let mut arena = arena_assignment(&m, &kernels);
+        if arena.is_err() && arrived_scheduled {
+            // A schedule the assignment cannot use (a computation called from two sites, not
+            // yet flattened) is replaced by the memory scheduler's after flattening, as the
+            // cpu backend does; the kernels are planned again for the flattened module.
+            schedule(&mut m)?;
+            kernels = plan_kernels_with(&m, opts)?;
+            arena = arena_assignment(&m, &kernels);
+        }
         let mut by_inst: HashMap<InstId, Vec<usize>> = HashMap::new();
         for (k, info) in kernels.iter().enumerate() {
             by_inst.entry(info.inst).or_default().push(k);
@@ -129,7 +150,6 @@ impl<D: Device> Executable<D> {
             orders.insert(c, (order, dies));
         }
         let program = mem.device().load(&m, &kernels)?;
-        let arena = arena_assignment(&m, &kernels, orders.len());
         Ok(Executable {
             module: m,
             kernels,
@@ -153,7 +173,26 @@ impl<D: Device> Executable<D> {
     /// The static buffer assignment the module runs from (one temporary allocation of its
     /// `temp_bytes` per run), or `None` where it runs with a buffer per value.
     pub fn assignment(&self) -> Option<&BufferAssignment> {
-        self.arena.as_ref()
+        self.arena.as_ref().ok()
+    }
+
+    /// Why the module runs with a buffer per value instead of from its static assignment
+    /// (`assign` refused it, or it needs a runtime arena); `None` where it runs from the
+    /// assignment.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.arena.as_ref().err().map(String::as_str)
+    }
+
+    /// One line saying how a run gets its device memory: the assignment's one temporary
+    /// allocation and its size, or a buffer per value and why.
+    pub fn memory_summary(&self) -> String {
+        match &self.arena {
+            Ok(a) => format!(
+                "memory: one temporary allocation of {} bytes per run (static buffer assignment)",
+                a.temp_bytes
+            ),
+            Err(why) => format!("memory: a device buffer per value ({why})"),
+        }
     }
 
     /// Runs the module on `args` (per entry parameter, in order, the buffers of its array
@@ -163,19 +202,15 @@ impl<D: Device> Executable<D> {
         mem: &DeviceMemory<D>,
         args: &[Vec<BufferKey>],
     ) -> Result<Vec<BufferKey>, String> {
-        if let Some(a) = &self.arena {
-            let entry = self.module.entry();
-            let order = self.orders.get(&entry).map_or(&[][..], |o| &o.0[..]);
-            return run_from_assignment(
-                mem,
-                &self.module,
-                a,
-                order,
-                &self.kernels,
-                &self.by_inst,
-                &self.program,
-                args,
-            );
+        if let Ok(a) = &self.arena {
+            let arena = ArenaProgram::<D> {
+                module: &self.module,
+                assignment: a,
+                kernels: &self.kernels,
+                by_inst: &self.by_inst,
+                program: &self.program,
+            };
+            return arena.run(mem, args);
         }
         let mut run = Run {
             exe: self,

@@ -19,9 +19,11 @@
 //! CUDA driver ([`cuda`], loaded at run time), or the host simulator `nvptx-sim` ([`sim`]),
 //! which runs the same kernels retargeted to the host ([`sim_jit`]) with the GPU's threads,
 //! barriers, shared memory and warp shuffles emulated. The executor runs each host computation
-//! in the memory-aware schedule and frees every buffer after its last reader
-//! ([`host_liveness`]); [`buffer_rules`] gives the schedule crate the backend's rules for a
-//! static assignment of all temporaries into one block.
+//! in the memory-aware schedule from the module's static buffer assignment ([`buffer_rules`]
+//! gives the schedule crate the backend's rules): one temporary allocation per run, every
+//! kernel and every loop or branch copy on offsets inside it ([`arena`]); a module the
+//! assignment refuses runs with a buffer per value, each freed after its last reader
+//! ([`host_liveness`]), and the executor says why.
 //!
 //! The PTX is LLVM's (`default<O3>`, then the NVPTX code generator for the chosen
 //! [`GpuArch`], PTX ISA 7.8, the first version `sm_90` accepts).

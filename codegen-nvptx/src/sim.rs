@@ -115,6 +115,14 @@ impl Device for SimDevice {
         Ok(mem.bytes().to_vec())
     }
 
+    fn read(&self, mem: &SimMem, offset: usize, bytes: usize) -> Result<Vec<u8>, String> {
+        offset
+            .checked_add(bytes)
+            .and_then(|end| mem.bytes().get(offset..end))
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| format!("a read of {bytes} bytes at {offset} runs past a buffer"))
+    }
+
     fn copy(
         &self,
         src: &SimMem,

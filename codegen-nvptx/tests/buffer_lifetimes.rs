@@ -1,13 +1,13 @@
 //! Device buffer lifetimes on the nvptx backend's executor, run by the host simulator against
-//! the reference evaluator: a straight-line module runs from its static assignment (one
-//! temporary block, `arena`), any other with a buffer per value, where each host computation runs in its memory-aware schedule and every
-//! buffer is freed right after its last reader, so a long chain of kernels, and a chain of
-//! diamonds, keep a few buffers live instead of all of them (the peak counted by
-//! [`DeviceMemory::peak`]); buffers shared by several values (a tuple and its elements read
-//! through `get-tuple-element`, an `opt-barrier`, a `while` state leaf passed through, a
-//! `call` or branch returning its parameter) stay live until the last of those values is read,
-//! and a run still leaves only its result. The static assignment of the same modules under the
-//! backend's rules (`buffer_rules`) passes the independent checker (`axle_schedule::check`).
+//! the reference evaluator: every module here runs from its static assignment (one temporary
+//! block, `arena`), so a long chain of kernels, and a chain of diamonds, keep a few buffers
+//! live instead of all of them (the peak counted by [`DeviceMemory::peak`]); values sharing
+//! buffers (a tuple and its elements read through `get-tuple-element`, an `opt-barrier`, a
+//! `while` state leaf made before the loop and passed through, a `call` returning its parameter
+//! or a copy of it) give the evaluator's results, and a run leaves only its result. The static
+//! assignment of the same modules under the backend's rules (`buffer_rules`) passes the
+//! independent checker (`axle_schedule::check`). (The per-value fallback's lifetimes are
+//! covered in `arena.rs`, by a module nested too deep for the assignment.)
 
 use axle_codegen_nvptx::buffer_rules::buffer_assignment;
 use axle_codegen_nvptx::device::DeviceMemory;

@@ -1,150 +1,33 @@
 //! Host control flow on the nvptx backend (`while`, `conditional`, `call`), run by the host
-//! simulator against the reference evaluator: loops of 0, 1 and many trips, nested loops,
-//! tuple states whose leaves are passed through unchanged or repeated, conditionals by `pred`
-//! and by `s32` index (an index out of range takes the last branch), branches that return
-//! their parameter unchanged, and `call`s. Also: device memory does not grow with the trip
-//! count (the peak of live buffers is the same for 10 and 1000 trips, and a run leaves only
-//! its result), kernel names are unique across computations and the PTX holding every
-//! computation's kernels is accepted by ptxas, and an unsupported instruction inside a loop
-//! body is an error naming it.
+//! simulator from the static buffer assignment (`axle_codegen_nvptx::arena`: the loop and
+//! branch copies as device copies, the condition and selector read back from their slices)
+//! against the reference evaluator: loops of 0, 1 and many trips, nested loops, tuple states
+//! whose leaves are passed through unchanged or repeated, conditionals by `pred` and by `s32`
+//! index (an index out of range takes the last branch), branches that return their parameter
+//! unchanged, a conditional inside a loop, and `call`s. Every run makes exactly one temporary
+//! allocation, of the assignment's bytes, and one buffer per result leaf, so device memory
+//! does not grow with the trip count (the peak of live buffers and bytes is the same for 10 and
+//! 1000 trips) and a run leaves only its result. Also: kernel names are unique across
+//! computations and the PTX holding every computation's kernels is accepted by ptxas, and an
+//! unsupported instruction inside a loop body is an error naming it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-
-use axle_codegen_nvptx::device::{Device, DeviceMemory};
-use axle_codegen_nvptx::sim::{SimDevice, SimMem};
-use axle_codegen_nvptx::{plan_kernels, CodegenError, KernelInfo};
+use axle_codegen_nvptx::plan_kernels;
 use axle_ir::types::ElementType;
-use axle_ir::{compare_arrays, Literal, Module, Tolerance};
-use axle_testkit::{leaves, real_array};
+use axle_ir::{Literal, Module};
+use axle_testkit::real_array;
 
 mod common;
-use common::sim_run::{run_on, Ran};
+use common::logging::logging_memory;
+use common::sim_run::{checked_run, run_on, Logged};
 use common::{module, ptx_checked};
 
-/// Live and peak buffer counts of a [`Counting`] device.
-#[derive(Default)]
-struct Counts {
-    live: AtomicUsize,
-    peak: AtomicUsize,
-}
-
-/// A simulator buffer that counts itself live until dropped.
-struct Counted {
-    mem: SimMem,
-    counts: Arc<Counts>,
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.counts.live.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// The simulator, counting its live buffers and their peak.
-struct Counting {
-    sim: SimDevice,
-    counts: Arc<Counts>,
-}
-
-impl Counting {
-    fn count(&self, mem: SimMem) -> Counted {
-        let live = self.counts.live.fetch_add(1, Ordering::SeqCst) + 1;
-        self.counts.peak.fetch_max(live, Ordering::SeqCst);
-        Counted {
-            mem,
-            counts: self.counts.clone(),
-        }
-    }
-}
-
-impl Device for Counting {
-    type Mem = Counted;
-    type Program = <SimDevice as Device>::Program;
-
-    fn name(&self) -> &str {
-        self.sim.name()
-    }
-    fn description(&self) -> String {
-        self.sim.description()
-    }
-    fn upload(&self, bytes: &[u8]) -> Result<Counted, String> {
-        Ok(self.count(self.sim.upload(bytes)?))
-    }
-    fn alloc(&self, bytes: usize) -> Result<Counted, String> {
-        Ok(self.count(self.sim.alloc(bytes)?))
-    }
-    fn download(&self, mem: &Counted) -> Result<Vec<u8>, String> {
-        self.sim.download(&mem.mem)
-    }
-    fn load(&self, m: &Module, kernels: &[KernelInfo]) -> Result<Self::Program, CodegenError> {
-        self.sim.load(m, kernels)
-    }
-    fn launch(
-        &self,
-        program: &Self::Program,
-        kernel: &KernelInfo,
-        index: usize,
-        args: &[(&Counted, usize)],
-    ) -> Result<(), String> {
-        let inner: Vec<(&SimMem, usize)> = args.iter().map(|(c, off)| (&c.mem, *off)).collect();
-        self.sim.launch(program, kernel, index, &inner)
-    }
-    fn copy(
-        &self,
-        src: &Counted,
-        src_off: usize,
-        dst: &Counted,
-        dst_off: usize,
-        bytes: usize,
-    ) -> Result<(), String> {
-        self.sim.copy(&src.mem, src_off, &dst.mem, dst_off, bytes)
-    }
-}
-
-/// What a run on the counting simulator gave: the run, and the peak of live buffers
-/// (arguments included).
-struct CountedRun {
-    ran: Ran,
-    peak: usize,
-}
-
-/// Runs `m` on the counting simulator on `args`; every buffer is freed afterwards.
-fn run_counted(m: &Module, args: &[Literal]) -> Result<CountedRun, String> {
-    let counts = Arc::new(Counts::default());
-    let mem = DeviceMemory::new(Counting {
-        sim: SimDevice::default(),
-        counts: counts.clone(),
-    });
-    let ran = run_on(&mem, m, args)?;
-    assert_eq!(counts.live.load(Ordering::SeqCst), 0);
-    Ok(CountedRun {
-        ran,
-        peak: counts.peak.load(Ordering::SeqCst),
-    })
-}
-
-/// Runs `m` on `args` on the simulator and checks every result leaf against the evaluator
-/// (floats within a close tolerance, others exactly) and that the run left exactly the
-/// result's buffers live; gives the run.
-fn check(m: &Module, args: &[Literal]) -> CountedRun {
-    let counted = run_counted(m, args).unwrap_or_else(|e| panic!("{e}"));
-    let ran = &counted.ran;
-    let want = leaves(&axle_analysis::eval::evaluate(m, args).unwrap_or_else(|e| panic!("{e}")));
-    assert_eq!(ran.leaves.len(), want.len());
-    assert_eq!(ran.left, want.len(), "live buffers after the run");
-    for (k, (g, w)) in ran.leaves.iter().zip(&want).enumerate() {
-        let tol = if w.shape.ty.is_floating() {
-            Tolerance::Close {
-                rtol: 1e-5,
-                atol: 1e-6,
-            }
-        } else {
-            Tolerance::Exact
-        };
-        compare_arrays(w, g, tol).unwrap_or_else(|e| panic!("out{k}: {e}"));
-    }
-    counted
+/// Runs `m` on `args` on the simulator, checks the result against the evaluator, that the run
+/// left only its result and that it ran from the static assignment with one temporary
+/// allocation; gives what it saw.
+fn check(m: &Module, args: &[Literal]) -> Logged {
+    let logged = checked_run(m, args);
+    logged.assert_one_temporary_allocation();
+    logged
 }
 
 fn s32(v: i64) -> Literal {
@@ -229,7 +112,7 @@ fn memory_does_not_grow_with_the_trip_count() {
     let thousand = check(&m, &[s32(1000), x]);
     assert_eq!(
         ten.peak, thousand.peak,
-        "the peak of live buffers grew with the trip count"
+        "the peak of live buffers or bytes grew with the trip count"
     );
     assert_eq!(
         thousand.ran.left, 3,
@@ -508,7 +391,7 @@ ENTRY e {
     );
     let e = plan_kernels(&m).expect_err("a custom call is refused");
     assert!(e.to_string().contains("odd"), "{e}");
-    let e = run_counted(&m, &[f32s(4, |i| i as f64)])
+    let e = run_on(&logging_memory(), &m, &[f32s(4, |i| i as f64)])
         .err()
         .expect("a custom call is refused");
     assert!(e.contains("odd") && e.contains("custom-call"), "{e}");

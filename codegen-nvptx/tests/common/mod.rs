@@ -1,7 +1,8 @@
 //! Helpers shared by the nvptx backend's kernel tests: a parsed module, its PTX for every
 //! architecture, assembled by ptxas where it is present (`$AXLE_PTXAS` or `PATH`; where it is
 //! absent the test says so on stderr and checks the PTX text only), and runs on the host
-//! simulator checked against the reference evaluator.
+//! simulator checked against the reference evaluator, also on a simulator that records what it
+//! allocates ([`logging`]).
 
 // Each test file uses some of the helpers.
 #![allow(dead_code)]
@@ -11,6 +12,7 @@ use axle_codegen_nvptx::{emit_text, Emit, GpuArch, NvptxOptions};
 use axle_ir::{compare_arrays, parse_module, Literal, Module, Shape, Tolerance};
 use axle_testkit::{leaves, noise, real_array};
 
+pub mod logging;
 pub mod sim_run;
 pub use sim_run::run_sim;
 
