@@ -2,7 +2,7 @@
 //! of a dot, the elemental forms of both ([`gen_contraction`]: the value of one output element
 //! as a loop over the contraction, in the evaluator's order, rounded to the result type once;
 //! the CPU and NVPTX backends give it to their generators; a convolution's checked geometry is
-//! [`axle_ir::conv_geo`], which the evaluator reads too), the accumulation type (`f32` for
+//! [`axle_ir::conv_geo()`], which the evaluator reads too), the accumulation type (`f32` for
 //! `f32` and narrower floats, `f64`, wrapping `i64` for integers and pred, `c64` for complex
 //! unless `c128` or `f64` is involved, then `c128`, as the evaluator accumulates) and one
 //! accumulation step (a fused multiply-add for `f32` and `f64`, as the evaluator's). The

@@ -29,7 +29,7 @@
 //! but elementwise ops of its own dimensions (or not reaching the fusion's root).
 //!
 //! Invariants: every instruction reading the convolution is elementwise with its dimensions,
-//! so binding it to the thread's sum is exact; geometry errors are [`axle_ir::conv_geo`]'s, naming the
+//! so binding it to the thread's sum is exact; geometry errors are [`axle_ir::conv_geo()`]'s, naming the
 //! instruction.
 
 use axle_codegen_llvm::contraction::acc_type;
