@@ -45,6 +45,9 @@ use crate::gemm::GemmGeo;
 use crate::kernels::{Kc, GRAIN_ELEMS};
 use crate::reach::dims as dims_of;
 
+/// The loop property that keeps LLVM from unrolling a loop ([`crate::cg::Cg::for_range_hinted`]).
+const NO_UNROLL: &str = "llvm.loop.unroll.disable";
+
 impl<'a, 'ctx> Kc<'a, 'ctx> {
     /// Emits an output fusion: per work item, the core's block, then the epilogue over it.
     /// `scratch` holds the GEMM's packing scratch (dots) and then the core's buffer when no
@@ -204,14 +207,17 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         let cg = self.cg();
         let b = &cg.b;
         let mty = cg.mem_ty(geo.out_ty)?;
-        // Not unrolled: the loop runs at most `MR` times, and LLVM would otherwise copy the
-        // vectorized row (with its scalar remainder) once per row it may run.
-        cg.for_range_hinted(cg.c64(0), t.rows, &["llvm.loop.unroll.disable"], |r| {
+        // Neither loop is unrolled: the rows' loop runs at most `MR` times, and LLVM would
+        // otherwise copy the vectorized row (with its scalar remainder) once per row it may
+        // run; the columns' loop often has a known trip count (`NR`), and fully unrolled
+        // before the loop vectorizer sees it, it would stay `NR` scalar copies (its loads and
+        // stores may alias, so the SLP vectorizer leaves them).
+        cg.for_range_hinted(cg.c64(0), t.rows, &[NO_UNROLL], |r| {
             let lo =
                 b.build_int_nsw_add(t.lin, b.build_int_nsw_mul(r, cg.c64(geo.n), "tr")?, "lo")?;
             let row = cg.gep(mty, t.buf, b.build_int_nsw_mul(r, cg.c64(geo.nr()), "tb")?)?;
             self.g.bind(core, Ext::Row(row, lo));
-            self.emit_segment(dims, lo, t.cols)
+            self.emit_segment(dims, lo, t.cols, &[NO_UNROLL])
         })
     }
 }

@@ -215,7 +215,9 @@ impl<'ctx> Cg<'ctx> {
             body(i)?;
             Ok(Vec::new())
         })?;
-        self.set_loop_hints(latch, hints);
+        if !hints.is_empty() {
+            self.set_loop_hints(latch, hints);
+        }
         Ok(())
     }
 
