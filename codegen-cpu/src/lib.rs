@@ -99,11 +99,11 @@ pub struct CpuOptions {
     pub stream_min_bytes: Option<u64>,
     /// Output fusions of a dot apply their elementwise epilogue (bias, activation, scaling) to
     /// each register tile of the GEMM on its last `K` block, one tile row at a time, so the
-    /// result is written once with its final values; off applies it to each finished block of
-    /// the result after the GEMM stored it. Both give the same bits ([`crate::epilogue`] has
-    /// the measurements that chose the default). [`CpuOptions::default`] takes
-    /// `AXLE_CPU_TILE_EPILOGUES` (`1` or `0`) when it is set, so `axle bench` and `axle compile`
-    /// can run either.
+    /// result is written once with its final values; off (the default) applies it to each
+    /// finished block of the result after the GEMM stored it. Both give the same bits; the
+    /// measurements that chose the default are in the `epilogue` module's notes
+    /// (`codegen-cpu/src/epilogue.rs`). [`CpuOptions::default`] takes `AXLE_CPU_TILE_EPILOGUES`
+    /// (`1` or `0`) when it is set, so `axle bench` and `axle compile` can run either.
     pub tile_epilogues: bool,
 }
 
@@ -132,7 +132,7 @@ fn default_tile_epilogues() -> bool {
 }
 
 /// The built-in default of [`CpuOptions::tile_epilogues`] (see [`crate::epilogue`]).
-const TILE_EPILOGUES_BY_DEFAULT: bool = true;
+const TILE_EPILOGUES_BY_DEFAULT: bool = false;
 
 /// This build of the backend: the crate's version and a hash of the sources of every crate
 /// that shapes its code (this one, the IR, the passes it runs), computed by the build script.
