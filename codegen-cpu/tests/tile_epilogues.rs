@@ -298,9 +298,29 @@ fn ir(case: Case, tiles: bool) -> String {
     let m = parse_module(&case.text()).expect("parses");
     let opts = CpuOptions {
         tile_epilogues: tiles,
+        threads: 1,
         ..Default::default()
     };
     emit_text(&m, &opts, Emit::LlvmIr).expect("compiles")
+}
+
+#[test]
+fn tile_epilogues_stay_vector_loops() {
+    // With 256 columns every tile row is a full `NR` wide, a trip count LLVM knows: unrolled
+    // before the loop vectorizer ran, the row's loop became `NR` scalar additions of the
+    // bias. The tile rows' loops carry `llvm.loop.unroll.disable` and stay vector loops, so
+    // the tile path has no more scalar additions than the block path (its loops' remainders).
+    let case = case("f32", (64, 64, 256), Epi::BiasRelu);
+    let (tiles, blocks) = (ir(case, true), ir(case, false));
+    let scalar_adds = |t: &str| t.matches("fadd float ").count();
+    assert!(tiles.contains("llvm.loop.unroll.disable"), "{tiles}");
+    assert!(!blocks.contains("llvm.loop.unroll.disable"), "{blocks}");
+    assert!(
+        scalar_adds(&tiles) <= scalar_adds(&blocks),
+        "tiles: {} scalar adds, blocks: {}\n{tiles}",
+        scalar_adds(&tiles),
+        scalar_adds(&blocks)
+    );
 }
 
 #[test]
