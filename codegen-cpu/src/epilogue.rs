@@ -39,30 +39,31 @@
 //! compiles within a few percent of the block path, and still runs no faster: the block
 //! path's extra pass reads a block it has just written, mostly from L2, at full vector width
 //! over long rows, while a tile row is two vectors behind a loop entry and an alias check, so
-//! what the tile path saves is about what it spends. Measured on 2 AVX-512 cores (AMD EPYC)
-//! shared with three builds (load average 10 to 25), tiles over blocks:
+//! what the tile path saves is about what it spends, and on a short contraction (`K = 64`) a
+//! little less. Measured on 2 AVX-512 cores (AMD EPYC) shared with other work, tiles over
+//! blocks, per-round ratios of alternating rounds, their median:
 //! - Compile time, `axle compile --no-cache`, `AXLE_CPU_THREADS=1`, the process's CPU time,
-//!   medians of 6 alternating rounds (3 for the last): `mlp3_b256_w1024` 0.134 to 0.137 s
+//!   6 rounds (3 for the last) at load average 10 to 18: `mlp3_b256_w1024` 0.134 to 0.137 s
 //!   (1.02), `mlp3_train_step_b256_w1024` 0.357 to 0.363 s (1.02),
 //!   `transformer_block_s512_d512` 0.458 to 0.475 s (1.04), `large_deep_dag_10k` 1.035 to
 //!   1.069 s (1.03), `large_layer_stack_10k` 0.855 to 0.843 s (0.99), and 120 distinct dots
-//!   with bias and ReLU, tanh or exp epilogues 15.75 to 15.47 s (0.98). Without
-//!   `llvm.loop.unroll.disable` on the tile's loops LLVM copied them per row and per lane
-//!   (`mlp3_b256_w1024` compiled 1.35x as long, part of it scalar code).
-//! - Run time, `cpu_kernel_time` (bench/examples), one thread, the calling thread's CPU time,
-//!   median of 20 runs (60 for the single layers), median of per-round ratios over 6 A-B-B-A
-//!   rounds (8): `mlp3_b256_w1024` 1.012, `mlp3_train_step_b256_w1024` 0.993,
-//!   `transformer_block_s512_d512` 1.004, a `[256, 1024] x [1024, 1024]` bias and ReLU 0.972
-//!   (rounds 0.77 to 1.12), the same with `K = 64` and 2048 rows 0.999 (its wall time 1.019,
-//!   every round 0.998 to 1.050). `axle bench` (one thread, fresh and reused outputs, 6
-//!   rounds) could not resolve a difference (per-round ratios 0.67 to 1.55 under that load),
-//!   nor could the divan bench `gemm_bias_relu` (fastest of 100 samples, three runs: tiles
-//!   5.39, 5.47, 5.37 ms, blocks 5.43, 5.53, 5.49 ms).
+//!   with bias and ReLU, tanh or exp epilogues 15.75 to 15.47 s (0.98); `axle bench`'s
+//!   compile times at load 2 agree (1.03, 1.00, 1.01). Without `llvm.loop.unroll.disable` on
+//!   the tile's loops LLVM copied them per row and per lane (`mlp3_b256_w1024` compiled 1.35x
+//!   as long, part of it scalar code).
+//! - Run time at load average 1.5 to 2.2, one thread: `axle bench`, 6 rounds, fresh / reused
+//!   outputs: `mlp3_b256_w1024` 0.998 / 0.998 (16.4 ms), `mlp3_train_step_b256_w1024`
+//!   0.997 / 1.001 (44.2 ms), `transformer_block_s512_d512` 1.001 / 1.000 (38.9 ms).
+//!   `cpu_kernel_time` (bench/examples), median of 60 runs, 8 rounds: a `[256, 1024] x
+//!   [1024, 1024]` bias and ReLU 0.999 (rounds 0.990 to 1.024), the same with `K = 64` and
+//!   2048 rows 1.014 (every round 1.001 to 1.054). The divan bench `gemm_bias_relu`, fastest
+//!   of 100 samples, two runs: tiles 5.40 and 5.31 ms, blocks 5.39 and 5.41 ms. With both
+//!   threads (`axle bench`, 4 rounds) the medians were 0.995 to 1.12, too noisy to read.
 //!
 //! An epilogue reading another array as large as the core stays on blocks either way: the
 //! first version measured the weight updates of `mlp3_train_step_b256_w1024` (`w - lr * dW`)
 //! about 20% slower on tiles, which read such an array in `MR` short pieces of rows far apart.
-//!
+
 use std::collections::HashSet;
 
 use axle_ir::{InstId, Opcode};
