@@ -43,12 +43,12 @@
 //! little less. Measured on 2 AVX-512 cores (AMD EPYC) shared with other work, tiles over
 //! blocks, per-round ratios of alternating rounds, their median:
 //! - Compile time, `axle compile --no-cache`, `AXLE_CPU_THREADS=1`, the process's CPU time,
-//!   6 rounds (3 for the last) at load average 10 to 18: `mlp3_b256_w1024` 0.134 to 0.137 s
-//!   (1.02), `mlp3_train_step_b256_w1024` 0.357 to 0.363 s (1.02),
-//!   `transformer_block_s512_d512` 0.458 to 0.475 s (1.04), `large_deep_dag_10k` 1.035 to
-//!   1.069 s (1.03), `large_layer_stack_10k` 0.855 to 0.843 s (0.99), and 120 distinct dots
-//!   with bias and ReLU, tanh or exp epilogues 15.75 to 15.47 s (0.98); `axle bench`'s
-//!   compile times at load 2 agree (1.03, 1.00, 1.01). Without `llvm.loop.unroll.disable` on
+//!   6 rounds (2 for the last) at load average 1.4 to 2.8: `mlp3_b256_w1024` 0.129 to
+//!   0.132 s (1.03), `mlp3_train_step_b256_w1024` 0.326 to 0.334 s (1.01),
+//!   `transformer_block_s512_d512` 0.430 to 0.443 s (1.03), `large_deep_dag_10k` 1.034 to
+//!   1.030 s (1.00), `large_layer_stack_10k` 0.831 to 0.827 s (0.99), and 120 distinct dots
+//!   with bias and ReLU, tanh or exp epilogues 14.70 to 14.46 s (0.98); at load 10 to 18 the
+//!   same runs gave 1.01 to 1.04 and 0.98 to 1.03. Without `llvm.loop.unroll.disable` on
 //!   the tile's loops LLVM copied them per row and per lane (`mlp3_b256_w1024` compiled 1.35x
 //!   as long, part of it scalar code).
 //! - Run time at load average 1.5 to 2.2, one thread: `axle bench`, 6 rounds, fresh / reused
