@@ -1,8 +1,9 @@
 //! `cpu_kernels`: the CPU backend's GEMM, sort and reduction kernels on their own, so that
 //! regressions show: square matmuls (f32, and bf16 operands widened in the packing), the dots of
 //! an MLP training step (plain and transposed operands), an MLP layer's output fusion (bias and
-//! ReLU after the dot), attention shaped batch dots (and their heads read through views of one
-//! projection, in place or materialized first),
+//! ReLU after the dot) with its epilogue on the register tiles and on finished blocks,
+//! attention shaped batch dots (and their heads read through views of one projection, in place
+//! or materialized first),
 //! `sort_1M`'s comparator (radix sort) on 64k and 1M keys and a key-value argsort, top-k by
 //! selection and by sort, a full and a row reduction, and a softmax row kernel (streaming stores). Each module is compiled once; the timed part is one run into reused
 //! output buffers. Counters: flops for dots, elements for sorts, bytes read for reductions. Run
@@ -24,6 +25,10 @@ struct Prepared {
 }
 
 fn prepare(text: &str) -> Prepared {
+    prepare_with(text, &CpuOptions::default())
+}
+
+fn prepare_with(text: &str, opts: &CpuOptions) -> Prepared {
     let m = parse_module(text).expect("the bench module parses");
     let inputs = axle::run::generate_inputs(&m, 0)
         .expect("the bench inputs fit in memory")
@@ -33,7 +38,7 @@ fn prepare(text: &str) -> Prepared {
             Literal::Tuple(_) => panic!("array parameters"),
         })
         .collect();
-    let exe = compile(&m, &CpuOptions::default()).expect("the bench module compiles");
+    let exe = compile(&m, opts).expect("the bench module compiles");
     Prepared { exe, inputs }
 }
 
@@ -91,11 +96,17 @@ fn gemm_train_step(bencher: Bencher, which: &str) {
     );
 }
 
-/// An MLP layer as one output fusion, `relu(x @ w + bias)` of `[256, 1024] x [1024, 1024]`:
-/// the GEMM with its epilogue applied to each finished block.
-#[divan::bench]
-fn gemm_bias_relu(bencher: Bencher) {
-    let p = prepare("HloModule layer\nfused {\n  x = f32[256,1024] parameter(0)\n  w = f32[1024,1024] parameter(1)\n  b = f32[1024] parameter(2)\n  d = f32[256,1024] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  bb = f32[256,1024] broadcast(b), dimensions={1}\n  s = f32[256,1024] add(d, bb)\n  z = f32[] constant(0)\n  zb = f32[256,1024] broadcast(z), dimensions={}\n  ROOT r = f32[256,1024] maximum(s, zb)\n}\nENTRY main {\n  x = f32[256,1024] parameter(0)\n  w = f32[1024,1024] parameter(1)\n  b = f32[1024] parameter(2)\n  ROOT f = f32[256,1024] fusion(x, w, b), kind=kOutput, calls=fused\n}\n");
+/// An MLP layer as one output fusion, `relu(x @ w + bias)` of `[256, 1024] x [1024, 1024]`,
+/// with the epilogue applied to each GEMM register tile on its last `K` block (`tiles`) or to
+/// each finished block after the GEMM stored it (`blocks`).
+#[divan::bench(args = ["tiles", "blocks"])]
+fn gemm_bias_relu(bencher: Bencher, epilogue: &str) {
+    let text = "HloModule layer\nfused {\n  x = f32[256,1024] parameter(0)\n  w = f32[1024,1024] parameter(1)\n  b = f32[1024] parameter(2)\n  d = f32[256,1024] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  bb = f32[256,1024] broadcast(b), dimensions={1}\n  s = f32[256,1024] add(d, bb)\n  z = f32[] constant(0)\n  zb = f32[256,1024] broadcast(z), dimensions={}\n  ROOT r = f32[256,1024] maximum(s, zb)\n}\nENTRY main {\n  x = f32[256,1024] parameter(0)\n  w = f32[1024,1024] parameter(1)\n  b = f32[1024] parameter(2)\n  ROOT f = f32[256,1024] fusion(x, w, b), kind=kOutput, calls=fused\n}\n";
+    let opts = CpuOptions {
+        tile_epilogues: epilogue == "tiles",
+        ..Default::default()
+    };
+    let p = prepare_with(text, &opts);
     run(
         bencher.counter(ItemsCount::new(2u64 * 256 * 1024 * 1024)),
         &p,

@@ -1,47 +1,84 @@
 //! Output fusions ([`Epilogue`]): a dot run by the blocked GEMM, or a convolution run by the
 //! tiled kernel, with the fusion's elementwise epilogue (bias, activation, residual, scaling)
-//! applied to each block right after the block is finished, while it is still in cache.
+//! applied while the core's values are still in registers or in cache.
 //!
-//! The hook is deliberately separate from the micro-kernels: each work item first runs the
-//! core kernel for that one item (its output block: a rectangle of GEMM rows and columns of one
-//! batch, [`crate::gemm::item_block`], or a tile of convolution output pixels, a contiguous
-//! range of the core's row-major result), then computes the root's leaves over that block with
-//! the core bound to the memory it was written to. When an output leaf has the core's element type the core writes straight into
-//! it and the epilogue overwrites it in place (it reads the core only at the index it writes,
-//! which the planner guarantees), so no scratch is needed; otherwise the core goes to a
-//! scratch buffer of its shape.
+//! The contract both paths rest on is the planner's: it absorbs a core into an epilogue only
+//! where every read of the core is at the root's own index ([`crate::reach::Reach`]
+//! `Identity`), so the epilogue reads each core element once, at the index it writes, and never
+//! at another. Its other operands (a bias vector, a residual) are read through the elemental
+//! generator at that index, from memory.
 //!
-//! The contract the in-place overwrite rests on is the planner's: it absorbs a core into an
-//! epilogue only where every read of the core is at the root's own index
-//! ([`crate::reach::Reach`] `Identity`), so the epilogue reads each core element once, at the
-//! index it writes, and never at another; its other operands (a bias vector, a residual) are
-//! read through the elemental generator at that index, from memory.
+//! - Tile epilogues (dots, with [`crate::gemm::GemmTarget::tile_epilogues`], unless the
+//!   epilogue reads another array as large as the core, [`Kc::on_tiles`]): on the last `K`
+//!   block of each register tile the GEMM stores the tile's final sums, rounded to the result
+//!   type exactly as a store to `C` rounds them, to a tile buffer on the stack (one tile,
+//!   `MR x NR`, in L1) instead of to `C`, and [`Kc::emit_tile`] runs the epilogue over it: a
+//!   loop over the tile's rows (not unrolled) whose body computes the root's leaves on the
+//!   row's columns in one loop with the core bound to the row of the buffer
+//!   ([`Ext::Row`]), which the loop vectorizer turns into vector code. So `C` is written once
+//!   with final values and never read back, and the epilogue is emitted once per kernel, as
+//!   on the block path: its code does not grow with the tile.
+//! - Block epilogues (convolutions, epilogues reading a residual, or the option off): each
+//!   work item first runs the core kernel for that one item (its output block: a rectangle
+//!   of GEMM rows and columns of one batch, [`crate::gemm::item_block`], or a tile of
+//!   convolution output pixels, a contiguous range of the core's row-major result), then
+//!   computes the root's leaves over that block with the core bound to the memory it was
+//!   written to.
 //!
-//! Results do not depend on the thread count: an item's block is computed, then finished, by
-//! the same code whatever the split.
+//! Either way, when an output leaf has the core's element type the core writes straight into
+//! it (a GEMM's partial sums between `K` blocks, or the whole block) and the epilogue
+//! overwrites it in place, which the contract above allows; otherwise the core goes to a
+//! scratch buffer of its shape. Both paths give the same bits: the epilogue sees the same
+//! rounded core value and runs the same elemental code on it. Results do not depend on the
+//! thread count: an element is finished by the same code whatever the split.
 //!
-//! Measured and not kept: applying the epilogue to each GEMM register tile on its last `K`
-//! block instead, so `C` is written once and never re-read (branch `cpu16`, commits `a25aef3`
-//! and `b15b688`: the tile's sums bound to the core, full tiles emitted lane by lane for the SLP
-//! vectorizer, bit-identical to this path). Run time did not change beyond noise on
-//! `mlp3_b256_w1024` and `mlp3_train_step_b256_w1024` (one thread, tiles over blocks 0.99 to
-//! 1.00, as `matmul_1024`, which has no epilogue), `transformer_block_s512_d512` took 1% more
-//! CPU time and a `[1024, 4096] x [4096, 4096]` bias and ReLU 2% more, while compiling took 9%
-//! to 35% longer (32 lanes times 8 rows of scalar epilogue for LLVM to vectorize per kernel).
-//! The block path's extra pass reads a block it has just written, mostly from cache, and the
-//! epilogue's own arithmetic costs the same on either path. An epilogue reading another array
-//! as large as the core does worse on tiles, which read it in short pieces of rows far apart:
-//! the weight updates of `mlp3_train_step_b256_w1024` (`w - lr * dW`) took about 20% longer
-//! each (`axle bench --profile`, one thread).
+//! Why the block path is the default ([`crate::CpuOptions::tile_epilogues`] off): the tile
+//! path was measured no faster, as a first version was. That one (commits `a25aef3` and
+//! `b15b688`, removed in `ec55ba1`) emitted full tiles lane by lane (8 to 12 rows of 32 scalar
+//! lanes for the SLP vectorizer), ran no faster and compiled 9% to 35% longer. This one
+//! compiles within a few percent of the block path, and still runs no faster: the block
+//! path's extra pass reads a block it has just written, mostly from L2, at full vector width
+//! over long rows, while a tile row is two vectors behind a loop entry and an alias check, so
+//! what the tile path saves is about what it spends, and on a short contraction (`K = 64`) a
+//! little less. Measured on 2 AVX-512 cores (AMD EPYC) shared with other work, tiles over
+//! blocks, per-round ratios of alternating rounds, their median:
+//! - Compile time, `axle compile --no-cache`, `AXLE_CPU_THREADS=1`, the process's CPU time,
+//!   6 rounds (2 for the last) at load average 1.4 to 2.8: `mlp3_b256_w1024` 0.129 to
+//!   0.132 s (1.03), `mlp3_train_step_b256_w1024` 0.326 to 0.334 s (1.01),
+//!   `transformer_block_s512_d512` 0.430 to 0.443 s (1.03), `large_deep_dag_10k` 1.034 to
+//!   1.030 s (1.00), `large_layer_stack_10k` 0.831 to 0.827 s (0.99), and 120 distinct dots
+//!   with bias and ReLU, tanh or exp epilogues 14.70 to 14.46 s (0.98); at load 10 to 18 the
+//!   same runs gave 1.01 to 1.04 and 0.98 to 1.03. Without `llvm.loop.unroll.disable` on
+//!   the tile's loops LLVM copied them per row and per lane (`mlp3_b256_w1024` compiled 1.35x
+//!   as long, part of it scalar code).
+//! - Run time at load average 1.5 to 2.2, one thread: `axle bench`, 6 rounds, fresh / reused
+//!   outputs: `mlp3_b256_w1024` 0.998 / 0.998 (16.4 ms), `mlp3_train_step_b256_w1024`
+//!   0.997 / 1.001 (44.2 ms), `transformer_block_s512_d512` 1.001 / 1.000 (38.9 ms).
+//!   `cpu_kernel_time` (bench/examples), median of 60 runs, 8 rounds: a `[256, 1024] x
+//!   [1024, 1024]` bias and ReLU 0.999 (rounds 0.990 to 1.024), the same with `K = 64` and
+//!   2048 rows 1.014 (every round 1.001 to 1.054). The divan bench `gemm_bias_relu`, fastest
+//!   of 100 samples, two runs: tiles 5.40 and 5.31 ms, blocks 5.39 and 5.41 ms. With both
+//!   threads (`axle bench`, 4 rounds) the medians were 0.995 to 1.12, too noisy to read.
+//!
+//! An epilogue reading another array as large as the core stays on blocks either way: the
+//! first version measured the weight updates of `mlp3_train_step_b256_w1024` (`w - lr * dW`)
+//! about 20% slower on tiles, which read such an array in `MR` short pieces of rows far apart.
 
-use axle_ir::Opcode;
+use std::collections::HashSet;
+
+use axle_ir::{InstId, Opcode};
 use inkwell::values::{IntValue, PointerValue};
 
 use crate::cg::numel;
 use crate::elemental::{arr_of, Ext};
 use crate::error::R;
 use crate::fused::Epilogue;
+use crate::gemm::GemmGeo;
 use crate::kernels::{Kc, GRAIN_ELEMS};
+use crate::reach::dims as dims_of;
+
+/// The loop property that keeps LLVM from unrolling a loop ([`crate::cg::Cg::for_range_hinted`]).
+const NO_UNROLL: &str = "llvm.loop.unroll.disable";
 
 impl<'a, 'ctx> Kc<'a, 'ctx> {
     /// Emits an output fusion: per work item, the core's block, then the epilogue over it.
@@ -85,6 +122,24 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         let dims = arr_of(m, core)?.dims.to_vec();
         let (start, end) = (self.start, self.end);
         let (items, grain) = match m.opcode(core) {
+            Opcode::Dot if self.on_tiles(core, gemm.as_ref().map(|g| &g.0)) => {
+                let geo = gemm.ok_or("dot is not a GEMM")?.0;
+                let pack = *scratch.first().ok_or("gemm without scratch")?;
+                let buf = crate::stream::entry_alloca(cg, geo.out_ty, geo.mr * geo.nr(), "tile")?;
+                let mut finish = |t: &crate::gemm::Tile<'ctx>| self.emit_tile(&geo, &dims, core, t);
+                crate::gemm::emit_gemm(
+                    cg,
+                    &geo,
+                    lhs,
+                    rhs,
+                    c,
+                    pack,
+                    start,
+                    end,
+                    Some((buf, &mut finish)),
+                )?;
+                (geo.items(), geo.grain())
+            }
             Opcode::Dot => {
                 let geo = gemm.ok_or("dot is not a GEMM")?.0;
                 let pack = *scratch.first().ok_or("gemm without scratch")?;
@@ -92,7 +147,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 let whole_rows = geo.cb == 1;
                 cg.for_range(start, end, |item| {
                     let next = b.build_int_nsw_add(item, cg.c64(1), "next")?;
-                    crate::gemm::emit_gemm(cg, &geo, lhs, rhs, c, pack, item, next)?;
+                    crate::gemm::emit_gemm(cg, &geo, lhs, rhs, c, pack, item, next, None)?;
                     // The item's block: rows `i0..i1` and columns `j0..j1` of one batch.
                     let blk = crate::gemm::item_block(cg, &geo, item)?;
                     let off = b.build_int_nsw_mul(blk.batch, cg.c64(mm * n), "off")?;
@@ -138,5 +193,63 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         };
         self.g.unbind(core);
         Ok((items, grain))
+    }
+
+    /// Whether dot `core`'s epilogue runs on the GEMM's register tiles: when the target says
+    /// so, unless the epilogue reads, besides the core, an array in memory as large as the
+    /// core and longer than one of its rows or columns (a residual, the weights an update step
+    /// subtracts from), which a tile would read in `MR` short pieces of rows far apart.
+    fn on_tiles(&self, core: InstId, geo: Option<&GemmGeo>) -> bool {
+        let m = self.m;
+        let Some(geo) = geo.filter(|_| self.gemm.tile_epilogues) else {
+            return false;
+        };
+        let size = numel(dims_of(m, core));
+        let line = geo.m.max(geo.n);
+        let mut seen = HashSet::new();
+        let mut stack = vec![self.root];
+        while let Some(i) = stack.pop() {
+            if i == core || !seen.insert(i) {
+                continue;
+            }
+            if self.g.is_bound(i) || m.opcode(i) == Opcode::Constant {
+                let n = numel(dims_of(m, i));
+                if n >= size && n > line {
+                    return false;
+                }
+                continue;
+            }
+            stack.extend_from_slice(m.operands(i));
+        }
+        true
+    }
+
+    /// The epilogue of one finished GEMM tile: a loop over the tile's rows whose body computes
+    /// and stores the root's leaves on the row's columns in one loop ([`Kc::emit_segment`]),
+    /// the core read from the tile's buffer. The loop vectorizer turns that inner loop into
+    /// vector code, so the epilogue is emitted once per kernel, as on the block path, and its
+    /// size does not grow with the tile.
+    fn emit_tile(
+        &mut self,
+        geo: &GemmGeo,
+        dims: &[i64],
+        core: InstId,
+        t: &crate::gemm::Tile<'ctx>,
+    ) -> R<()> {
+        let cg = self.cg();
+        let b = &cg.b;
+        let mty = cg.mem_ty(geo.out_ty)?;
+        // Neither loop is unrolled: the rows' loop runs at most `MR` times, and LLVM would
+        // otherwise copy the vectorized row (with its scalar remainder) once per row it may
+        // run; the columns' loop often has a known trip count (`NR`), and fully unrolled
+        // before the loop vectorizer sees it, it would stay `NR` scalar copies (its loads and
+        // stores may alias, so the SLP vectorizer leaves them).
+        cg.for_range_hinted(cg.c64(0), t.rows, &[NO_UNROLL], |r| {
+            let lo =
+                b.build_int_nsw_add(t.lin, b.build_int_nsw_mul(r, cg.c64(geo.n), "tr")?, "lo")?;
+            let row = cg.gep(mty, t.buf, b.build_int_nsw_mul(r, cg.c64(geo.nr()), "tb")?)?;
+            self.g.bind(core, Ext::Row(row, lo));
+            self.emit_segment(dims, lo, t.cols, &[NO_UNROLL])
+        })
     }
 }

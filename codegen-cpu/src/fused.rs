@@ -93,11 +93,11 @@ pub(crate) struct RowPlan {
     pub cached: Vec<(usize, InstId)>,
 }
 
-/// An output fusion: the `core` dot or convolution runs as its blocked kernel; each work
-/// item then applies the root's elementwise epilogue to the block it has just written. The
-/// planner absorbs the core only where the epilogue reads it at the index it writes and
-/// nowhere else, which is what lets the epilogue overwrite the core in place
-/// ([`crate::epilogue`]).
+/// An output fusion: the `core` dot or convolution runs as its blocked kernel, and the root's
+/// elementwise epilogue is applied to each GEMM register tile as it is finished, or to each
+/// block the kernel has just written ([`crate::epilogue`]). The planner absorbs the core only
+/// where the epilogue reads it at the index it writes and nowhere else, which is what lets the
+/// epilogue take the core's value from the tile, or overwrite the core in place.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Epilogue {
     /// The dot or convolution.

@@ -39,6 +39,11 @@
 //! results differ from the evaluator's separate multiply and add by rounding only and never
 //! depend on the item split or the thread count. Results narrower than the accumulation type
 //! take one `K` block (no partial sums in `C`) and are rounded once when stored.
+//!
+//! An output fusion may pass a tile epilogue ([`TileFn`], with a buffer of one tile): on a
+//! tile's last `K` block the accumulators, rounded exactly as a store to `C` rounds them, go
+//! to that buffer and the epilogue writes the tile's final values wherever they belong, in
+//! place of the store to `C` (earlier `K` blocks store and reload partial sums as above).
 
 use std::sync::OnceLock;
 
@@ -209,6 +214,9 @@ pub(crate) struct GemmTarget {
     /// The smallest output in bytes that kernels write with non-temporal stores
     /// ([`crate::stream`]); `None` where the target cannot (or the options do not let it).
     pub stream_min: Option<i64>,
+    /// Whether output fusions apply their epilogue to each register tile on its last `K`
+    /// block ([`crate::CpuOptions::tile_epilogues`]); otherwise to each finished block.
+    pub tile_epilogues: bool,
 }
 
 /// How the GEMM reads one operand of a dot: `base`'s buffer (row-major, as every buffer is)
@@ -471,7 +479,27 @@ fn split(geo: &mut GemmGeo, threads: i64) {
     geo.cb = best.2;
 }
 
-/// Emits the GEMM body into the current kernel function: items `start..end`.
+/// A register tile whose sums are final, handed to a tile epilogue ([`TileFn`]).
+pub(crate) struct Tile<'ctx> {
+    /// The tile's values in the result type, rounded as they would be stored to `C`: row `r`
+    /// at element `r * NR` of the buffer the caller gave [`emit_gemm`].
+    pub buf: PointerValue<'ctx>,
+    /// The linear offset in `C` (batches included) of the tile's first element; its rows are
+    /// `n` elements apart there.
+    pub lin: IntValue<'ctx>,
+    /// The rows of the tile that exist (1 to `MR`).
+    pub rows: IntValue<'ctx>,
+    /// The columns of the tile that exist (1 to `NR`).
+    pub cols: IntValue<'ctx>,
+}
+
+/// What finishes a register tile on its last `K` block in place of storing it to `C`: it
+/// must write every element of the tile (`rows x cols`) wherever the result goes.
+pub(crate) type TileFn<'f, 'ctx> = dyn FnMut(&Tile<'ctx>) -> R<()> + 'f;
+
+/// Emits the GEMM body into the current kernel function: items `start..end`. With `finish`
+/// (a buffer of `MR x NR` elements of the result type, and the tile epilogue), each tile's
+/// last `K` block goes to that buffer and then to the epilogue instead of to `C`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_gemm<'ctx>(
     cg: &Cg<'ctx>,
@@ -482,6 +510,7 @@ pub(crate) fn emit_gemm<'ctx>(
     scratch: PointerValue<'ctx>,
     start: IntValue<'ctx>,
     end: IntValue<'ctx>,
+    mut finish: Option<(PointerValue<'ctx>, &mut TileFn<'_, 'ctx>)>,
 ) -> R<()> {
     let ety = cg.reg_ty(geo.acc)?.into_float_type();
     let bb = &cg.b;
@@ -519,6 +548,7 @@ pub(crate) fn emit_gemm<'ctx>(
             abase,
             bbase,
             cbase,
+            c_off,
             apack,
             bpack,
             i1,
@@ -542,6 +572,10 @@ pub(crate) fn emit_gemm<'ctx>(
                     cg.c64(geo.kc),
                 )?;
                 let first = bb.build_int_compare(IntPredicate::EQ, pci, cg.c64(0), "first")?;
+                // Whether this is the last `K` block (known when there is only one).
+                let last = (pcs > 1)
+                    .then(|| bb.build_int_compare(IntPredicate::EQ, pci, cg.c64(pcs - 1), "last"))
+                    .transpose()?;
                 ctx.pack_b(cg, pc, kc, jc, ncur, panels)?;
                 // Row blocks of at most MC.
                 let ics = bb.build_int_nsw_sub(i1, i0, "rows")?;
@@ -562,7 +596,8 @@ pub(crate) fn emit_gemm<'ctx>(
                     // Each strip of B stays in L1 while every strip of A runs over it.
                     cg.for_range(cg.c64(0), panels, |p| {
                         cg.for_range(cg.c64(0), strips, |s| {
-                            ctx.tile(cg, s, ic, pc, kc, jc, p, first)
+                            let fin = finish.as_mut().map(|(buf, f)| (*buf, &mut **f));
+                            ctx.tile(cg, s, ic, pc, kc, jc, p, first, last, fin)
                         })
                     })
                 })
@@ -630,6 +665,8 @@ struct Item<'g, 'ctx> {
     abase: PointerValue<'ctx>,
     bbase: PointerValue<'ctx>,
     cbase: PointerValue<'ctx>,
+    /// The linear offset of `cbase` in `C` (its batch's first element).
+    c_off: IntValue<'ctx>,
     apack: PointerValue<'ctx>,
     bpack: PointerValue<'ctx>,
     /// The end of the item's rows.
@@ -990,7 +1027,8 @@ impl<'ctx> Item<'_, 'ctx> {
     }
 
     /// One `MR x NR` register tile: rows `ic + s*MR ..` (masked beyond the item's end) and
-    /// column strip `p` of the panel at `jc`.
+    /// column strip `p` of the panel at `jc`; `last` says whether this `K` block is the last
+    /// (`None`: there is only one), where `finish` takes the tile instead of `C`.
     #[allow(clippy::too_many_arguments)]
     fn tile(
         &self,
@@ -1002,6 +1040,8 @@ impl<'ctx> Item<'_, 'ctx> {
         jc: IntValue<'ctx>,
         p: IntValue<'ctx>,
         first: IntValue<'ctx>,
+        last: Option<IntValue<'ctx>>,
+        finish: Option<(PointerValue<'ctx>, &mut TileFn<'_, 'ctx>)>,
     ) -> R<()> {
         let geo = self.geo;
         let bb = &cg.b;
@@ -1135,38 +1175,67 @@ impl<'ctx> Item<'_, 'ctx> {
             }
             Ok(out)
         })?;
-        for (r, (off, inside, masks)) in rowsel.iter().enumerate() {
-            for (h, mask) in masks.iter().enumerate() {
-                let acc = accs[2 * r + h];
-                let o = bb.build_int_nsw_add(*off, cg.c64(h as i64 * lanes), "o")?;
-                if wide_out {
-                    let q = cg.gep(out_mty, self.cbase, o)?;
-                    cg.call(mstore, &[acc, bv(q), bv(align), bv(*mask)])?;
-                    continue;
+        // Stores the tile at `base`, row `r` at offset `offs[r]`: masked vector stores of a
+        // wide result, a narrower one rounded and stored lane by lane.
+        let store = |base: PointerValue<'ctx>, offs: &[IntValue<'ctx>]| -> R<()> {
+            for (r, (_, inside, masks)) in rowsel.iter().enumerate() {
+                for (h, mask) in masks.iter().enumerate() {
+                    let acc = accs[2 * r + h];
+                    let o = bb.build_int_nsw_add(offs[r], cg.c64(h as i64 * lanes), "o")?;
+                    if wide_out {
+                        let q = cg.gep(out_mty, base, o)?;
+                        cg.call(mstore, &[acc, bv(q), bv(align), bv(*mask)])?;
+                        continue;
+                    }
+                    // A narrower result: round and store lane by lane.
+                    let lim = min64(
+                        cg,
+                        bb.build_int_nsw_sub(w, cg.c64(h as i64 * lanes), "l")?,
+                        cg.c64(lanes),
+                    )?;
+                    let lim = bb
+                        .build_select(*inside, lim, cg.c64(0), "lim")?
+                        .into_int_value();
+                    let accv = acc.into_vector_value();
+                    cg.for_range(cg.c64(0), lim, |j| {
+                        let x = bb.build_extract_element(accv, j, "x")?.into_float_value();
+                        let x = bb.build_float_trunc(x, cg.f32(), "n")?;
+                        cg.store(geo.out_ty, base, bb.build_int_nsw_add(o, j, "oj")?, bv(x))
+                    })?;
                 }
-                // A narrower result: round and store lane by lane.
-                let lim = min64(
-                    cg,
-                    bb.build_int_nsw_sub(w, cg.c64(h as i64 * lanes), "l")?,
-                    cg.c64(lanes),
-                )?;
-                let lim = bb
-                    .build_select(*inside, lim, cg.c64(0), "lim")?
-                    .into_int_value();
-                let accv = acc.into_vector_value();
-                cg.for_range(cg.c64(0), lim, |j| {
-                    let x = bb.build_extract_element(accv, j, "x")?.into_float_value();
-                    let x = bb.build_float_trunc(x, cg.f32(), "n")?;
-                    cg.store(
-                        geo.out_ty,
-                        self.cbase,
-                        bb.build_int_nsw_add(o, j, "oj")?,
-                        bv(x),
-                    )
-                })?;
             }
+            Ok(())
+        };
+        let c_offs: Vec<_> = rowsel.iter().map(|(off, _, _)| *off).collect();
+        let Some((buf, finish)) = finish else {
+            return store(self.cbase, &c_offs);
+        };
+        // The last `K` block: the tile goes to the buffer, rounded as `C` would hold it, and
+        // the epilogue writes it out from there.
+        let mut to_epilogue = || -> R<()> {
+            let offs: Vec<_> = (0..mr).map(|r| cg.c64(r * nr)).collect();
+            store(buf, &offs)?;
+            let row = bb.build_int_nsw_mul(row0, cg.c64(geo.n), "tr")?;
+            let lin = bb.build_int_nsw_add(self.c_off, row, "tl")?;
+            let rows = min64(cg, bb.build_int_nsw_sub(self.i1, row0, "rl")?, cg.c64(mr))?;
+            finish(&Tile {
+                buf,
+                lin: bb.build_int_nsw_add(lin, jr, "tl")?,
+                rows,
+                cols: w,
+            })
+        };
+        match last {
+            None => to_epilogue(),
+            Some(last) => cg
+                .if_else_with(
+                    &mut (),
+                    last,
+                    |_| to_epilogue().map(|_| Vec::new()),
+                    |_| store(self.cbase, &c_offs).map(|_| Vec::new()),
+                )
+                .map(|_| ()),
         }
-        Ok(())
     }
 }
 

@@ -490,9 +490,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 self.store_leaves(&shapes, &v, i)
             });
         }
-        let rank = dims.len();
-        let last = dims[rank - 1];
-        let outer = dims[..rank - 1].to_vec();
+        let last = dims[dims.len() - 1];
         let r0 = b.build_int_unsigned_div(lo, cg.c64(last), "r0")?;
         let r1 = b.build_int_unsigned_div(
             b.build_int_nsw_add(hi, cg.c64(last - 1), "r1")?,
@@ -500,21 +498,73 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             "r1",
         )?;
         cg.for_range(r0, r1, |row| {
-            self.g.push_scope();
-            let oi = self.g.index_linear(&outer, row)?;
             let base = b.build_int_nsw_mul(row, cg.c64(last), "base")?;
             let j0 = max64(cg, b.build_int_nsw_sub(lo, base, "j0")?, cg.c64(0))?;
             let j1 = crate::gemm::min64(cg, b.build_int_nsw_sub(hi, base, "j1")?, cg.c64(last))?;
-            cg.for_range(j0, j1, |j| {
-                self.g.push_scope();
-                let mut multi = oi.multi.clone();
-                multi.push(j);
-                let lin = b.build_int_nsw_add(base, j, "lin")?;
-                self.gen_and_store(&shapes, multi, lin)
-            })?;
-            self.g.pop_scope();
-            Ok(())
+            self.emit_row_part(dims, row, j0, j1, &[])
         })
+    }
+
+    /// Computes and stores the root's leaves (all of dimensions `dims`) at linear offsets
+    /// `[lo, lo + len)`, which lie in one row of the last dimension (`len` at least 1): one
+    /// vectorizable loop, its row's coordinates computed once, that carries `hints` for LLVM's
+    /// loop passes ([`Cg::for_range_hinted`]).
+    pub(crate) fn emit_segment(
+        &mut self,
+        dims: &[i64],
+        lo: IntValue<'ctx>,
+        len: IntValue<'ctx>,
+        hints: &[&str],
+    ) -> R<()> {
+        let cg = self.cg();
+        let b = &cg.b;
+        if self.loop_is_flat(dims) {
+            let shapes = inst_leaves(self.m, self.root)?;
+            let hi = b.build_int_nsw_add(lo, len, "hi")?;
+            return cg.for_range_hinted(lo, hi, hints, |i| {
+                self.g.push_scope();
+                let idx = self.g.index_linear(dims, i)?;
+                let v = self.g.gen_mem(self.root, &idx)?;
+                self.g.pop_scope();
+                self.store_leaves(&shapes, &v, i)
+            });
+        }
+        let last = dims[dims.len() - 1];
+        let row = b.build_int_unsigned_div(lo, cg.c64(last), "row")?;
+        let base = b.build_int_nsw_mul(row, cg.c64(last), "base")?;
+        let j0 = b.build_int_nsw_sub(lo, base, "j0")?;
+        let j1 = b.build_int_nsw_add(j0, len, "j1")?;
+        self.emit_row_part(dims, row, j0, j1, hints)
+    }
+
+    /// Computes and stores the root's leaves (all of dimensions `dims`, rank at least 2) at
+    /// columns `j0..j1` of row `row` of the last dimension, in a vectorizable loop carrying
+    /// `hints`.
+    fn emit_row_part(
+        &mut self,
+        dims: &[i64],
+        row: IntValue<'ctx>,
+        j0: IntValue<'ctx>,
+        j1: IntValue<'ctx>,
+        hints: &[&str],
+    ) -> R<()> {
+        let cg = self.cg();
+        let b = &cg.b;
+        let shapes = inst_leaves(self.m, self.root)?;
+        let rank = dims.len();
+        let last = dims[rank - 1];
+        self.g.push_scope();
+        let oi = self.g.index_linear(&dims[..rank - 1], row)?;
+        let base = b.build_int_nsw_mul(row, cg.c64(last), "base")?;
+        cg.for_range_hinted(j0, j1, hints, |j| {
+            self.g.push_scope();
+            let mut multi = oi.multi.clone();
+            multi.push(j);
+            let lin = b.build_int_nsw_add(base, j, "lin")?;
+            self.gen_and_store(&shapes, multi, lin)
+        })?;
+        self.g.pop_scope();
+        Ok(())
     }
 
     /// Reduce roots (one, or a tuple of siblings reducing inputs of the same dimensions over
@@ -660,6 +710,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             scratch,
             self.start,
             self.end,
+            None,
         )?;
         Ok((geo.items(), geo.grain()))
     }

@@ -97,6 +97,14 @@ pub struct CpuOptions {
     /// stack buffer and stream it to memory, skipping the cache. `None` (the default)
     /// takes half the host's last-level cache; `Some(u64::MAX)` never streams.
     pub stream_min_bytes: Option<u64>,
+    /// Output fusions of a dot apply their elementwise epilogue (bias, activation, scaling) to
+    /// each register tile of the GEMM on its last `K` block, one tile row at a time, so the
+    /// result is written once with its final values; off (the default) applies it to each
+    /// finished block of the result after the GEMM stored it. Both give the same bits; the
+    /// measurements that chose the default are in the `epilogue` module's notes
+    /// (`codegen-cpu/src/epilogue.rs`). [`CpuOptions::default`] takes `AXLE_CPU_TILE_EPILOGUES`
+    /// (`1` or `0`) when it is set, so `axle bench` and `axle compile` can run either.
+    pub tile_epilogues: bool,
 }
 
 impl Default for CpuOptions {
@@ -108,9 +116,23 @@ impl Default for CpuOptions {
             libm_math: false,
             opt_level: 3,
             stream_min_bytes: None,
+            tile_epilogues: default_tile_epilogues(),
         }
     }
 }
+
+/// Whether [`CpuOptions::default`] applies epilogues on the GEMM's tiles:
+/// `AXLE_CPU_TILE_EPILOGUES` (`1`/`on` or `0`/`off`) when set, else the built-in default.
+fn default_tile_epilogues() -> bool {
+    match std::env::var("AXLE_CPU_TILE_EPILOGUES").as_deref() {
+        Ok("1" | "on") => true,
+        Ok("0" | "off") => false,
+        _ => TILE_EPILOGUES_BY_DEFAULT,
+    }
+}
+
+/// The built-in default of [`CpuOptions::tile_epilogues`] (see [`crate::epilogue`]).
+const TILE_EPILOGUES_BY_DEFAULT: bool = false;
 
 /// This build of the backend: the crate's version and a hash of the sources of every crate
 /// that shapes its code (this one, the IR, the passes it runs), computed by the build script.

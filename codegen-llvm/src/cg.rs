@@ -19,7 +19,8 @@ use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::{BasicType, BasicTypeEnum, FunctionType};
 use inkwell::values::{
-    BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue, IntValue, PointerValue,
+    AsValueRef, BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue,
+    InstructionValue, IntValue, PointerValue,
 };
 use inkwell::IntPredicate;
 
@@ -199,6 +200,55 @@ impl<'ctx> Cg<'ctx> {
         .map(|_| ())
     }
 
+    /// `for i in start..end { body(i) }` as [`Cg::for_range`], its latch carrying loop
+    /// properties for LLVM's loop passes (`llvm.loop` metadata): each of `hints` names one that
+    /// takes no value, such as `llvm.loop.unroll.disable` (a short loop whose body is large
+    /// stays a loop instead of being copied once per iteration it may run).
+    pub fn for_range_hinted(
+        &self,
+        start: IntValue<'ctx>,
+        end: IntValue<'ctx>,
+        hints: &[&str],
+        body: impl FnOnce(IntValue<'ctx>) -> R<()>,
+    ) -> R<()> {
+        let (_, latch) = self.counted_loop(start, end, &[], |i, _| {
+            body(i)?;
+            Ok(Vec::new())
+        })?;
+        if !hints.is_empty() {
+            self.set_loop_hints(latch, hints);
+        }
+        Ok(())
+    }
+
+    /// Attaches `llvm.loop` metadata naming `hints` to a loop's latch branch `br`. A loop ID is
+    /// a node whose first operand is the node itself (LLVM ignores any other), which inkwell
+    /// cannot build, hence the C API: a temporary node stands for the ID until the ID exists.
+    fn set_loop_hints(&self, br: InstructionValue<'ctx>, hints: &[&str]) {
+        use llvm_sys::core::{
+            LLVMGetMDKindIDInContext, LLVMMDNodeInContext2, LLVMMDStringInContext2,
+            LLVMMetadataAsValue, LLVMSetMetadata,
+        };
+        use llvm_sys::debuginfo::{LLVMMetadataReplaceAllUsesWith, LLVMTemporaryMDNode};
+        const KIND: &str = "llvm.loop";
+        let ctx = self.ctx.raw();
+        // SAFETY: every pointer passed is a live object of `ctx` or a string with its length;
+        // the temporary node is replaced (and freed) by LLVMMetadataReplaceAllUsesWith once the
+        // ID that refers to it exists, as clang builds loop IDs.
+        unsafe {
+            let tmp = LLVMTemporaryMDNode(ctx, std::ptr::null_mut(), 0);
+            let mut ops = vec![tmp];
+            for h in hints {
+                let mut name = [LLVMMDStringInContext2(ctx, h.as_ptr().cast(), h.len())];
+                ops.push(LLVMMDNodeInContext2(ctx, name.as_mut_ptr(), 1));
+            }
+            let id = LLVMMDNodeInContext2(ctx, ops.as_mut_ptr(), ops.len());
+            LLVMMetadataReplaceAllUsesWith(tmp, id);
+            let kind = LLVMGetMDKindIDInContext(ctx, KIND.as_ptr().cast(), KIND.len() as u32);
+            LLVMSetMetadata(br.as_value_ref(), kind, LLVMMetadataAsValue(ctx, id));
+        }
+    }
+
     /// `for i in start..end` with loop-carried values: `body(i, accs)` returns the next values;
     /// the result is the values after the last iteration (`init` if the loop runs zero times).
     pub fn for_range_acc(
@@ -208,6 +258,17 @@ impl<'ctx> Cg<'ctx> {
         init: &[Val<'ctx>],
         body: impl FnOnce(IntValue<'ctx>, &[Val<'ctx>]) -> R<Vec<Val<'ctx>>>,
     ) -> R<Vec<Val<'ctx>>> {
+        Ok(self.counted_loop(start, end, init, body)?.0)
+    }
+
+    /// [`Cg::for_range_acc`], with the loop's latch branch.
+    fn counted_loop(
+        &self,
+        start: IntValue<'ctx>,
+        end: IntValue<'ctx>,
+        init: &[Val<'ctx>],
+        body: impl FnOnce(IntValue<'ctx>, &[Val<'ctx>]) -> R<Vec<Val<'ctx>>>,
+    ) -> R<(Vec<Val<'ctx>>, InstructionValue<'ctx>)> {
         let pre = self.cur_block()?;
         let header = self.block("loop")?;
         let exit = self.block("loop.exit")?;
@@ -239,7 +300,7 @@ impl<'ctx> Cg<'ctx> {
         let more = self
             .b
             .build_int_compare(IntPredicate::SLT, inext, end, "loop.more")?;
-        self.b.build_conditional_branch(more, header, exit)?;
+        let br = self.b.build_conditional_branch(more, header, exit)?;
         self.b.position_at_end(exit);
         let mut out = Vec::with_capacity(init.len());
         for (k, v) in init.iter().enumerate() {
@@ -247,7 +308,7 @@ impl<'ctx> Cg<'ctx> {
             p.add_incoming(&[(v as &dyn BasicValue, pre), (&next[k], latch)]);
             out.push(p.as_basic_value());
         }
-        Ok(out)
+        Ok((out, br))
     }
 
     /// `while cond(state) { state = body(state) }` with the condition evaluated first.
