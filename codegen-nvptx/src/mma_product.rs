@@ -38,7 +38,7 @@
 //! 16-byte aligned arrays, so aligned; masked products (a convolution's padding) are refused.
 
 use axle_codegen_llvm::cg::Val;
-use axle_codegen_llvm::elemental::{arr_of, Ext, Gen};
+use axle_codegen_llvm::elemental::{arr_of, Gen};
 use axle_codegen_llvm::error::R;
 use axle_codegen_llvm::ops;
 use axle_ir::ElementType;
@@ -48,7 +48,7 @@ use inkwell::IntPredicate;
 
 use crate::launch::{LaunchPlan, WARP};
 use crate::primitives::{barrier, kernel_name, registers, shared_array};
-use crate::tiled_product::{tile_value, ProductShape, TileAt, Tiled, TiledProduct};
+use crate::tiled_product::{store_root, tile_value, ProductShape, TileAt, Tiled, TiledProduct};
 
 /// Rows of a block's output tile.
 pub const BLOCK_M: u64 = 64;
@@ -305,7 +305,7 @@ pub(crate) fn emit_mma_tiled<'ctx>(
         }
     }
     barrier(cg)?;
-    let os = arr_of(g.m, t.contraction)?.clone();
+    let os_ty = arr_of(g.m, t.contraction)?.ty;
     cg.for_range(c(0), c(BLOCK_M * BLOCK_N / THREADS), |e| {
         let at = b.build_int_nuw_mul(e, c(THREADS), "out.e")?;
         let at = b.build_int_nuw_add(at, tid, "out.at")?;
@@ -318,24 +318,13 @@ pub(crate) fn emit_mma_tiled<'ctx>(
         let inside = b.build_and(row_in, col_in, "out.in")?;
         cg.if_then(inside, || {
             let sum = b.build_load(f32t, slot(f32t.into(), ot, STRIDE_OUT, r, cl)?, "sum")?;
-            let v = ops::convert(cg, ElementType::F32, os.ty, sum)?;
-            g.bind(t.contraction, Ext::Vals(vec![v]));
-            g.push_scope();
-            let res = (|| {
-                let multi = p.output(
-                    g,
-                    TileAt {
-                        batch,
-                        i: row,
-                        j: col,
-                    },
-                )?;
-                let idx = g.index_multi(&os.dims, multi)?;
-                let v = g.gen1(t.root, &idx)?;
-                cg.store(out_ty, out, idx.linear, v)
-            })();
-            g.pop_scope();
-            res
+            let v = ops::convert(cg, ElementType::F32, os_ty, sum)?;
+            let at = TileAt {
+                batch,
+                i: row,
+                j: col,
+            };
+            store_root(g, t, p, at, v, (out_ty, out))
         })
     })?;
     Ok(())

@@ -262,27 +262,46 @@ pub(crate) fn emit_tiled<'ctx>(
     })?;
     let inside = b.build_and(row_in, col_in, "out.in")?;
     cg.if_then(inside, || {
-        let os = arr_of(g.m, t.contraction)?.clone();
-        let v = ops::convert(cg, acc_ty, os.ty, acc[0])?;
-        g.bind(t.contraction, Ext::Vals(vec![v]));
-        g.push_scope();
-        let r = (|| {
-            let multi = p.output(
-                g,
-                TileAt {
-                    batch,
-                    i: row,
-                    j: col,
-                },
-            )?;
-            let idx = g.index_multi(&os.dims, multi)?;
-            let v = g.gen1(t.root, &idx)?;
-            cg.store(out_ty, out, idx.linear, v)
-        })();
-        g.pop_scope();
-        r
+        let v = ops::convert(cg, acc_ty, arr_of(g.m, t.contraction)?.ty, acc[0])?;
+        store_root(
+            g,
+            t,
+            p,
+            TileAt {
+                batch,
+                i: row,
+                j: col,
+            },
+            v,
+            (out_ty, out),
+        )
     })?;
     Ok(())
+}
+
+/// The kernel's root at output position `at` (inside the product), stored into `out` (of
+/// element type `out_ty`): the contraction bound to `v` (its value there, in its own type),
+/// then the root, the contraction or an elementwise epilogue of it, computed at the
+/// contraction's output index.
+pub(crate) fn store_root<'ctx>(
+    g: &mut Gen<'_, 'ctx>,
+    t: &Tiled<'_>,
+    p: &dyn TiledProduct<'ctx>,
+    at: TileAt<'ctx>,
+    v: Val<'ctx>,
+    (out_ty, out): (ElementType, PointerValue<'ctx>),
+) -> R<()> {
+    let dims = arr_of(g.m, t.contraction)?.dims.clone();
+    g.bind(t.contraction, Ext::Vals(vec![v]));
+    g.push_scope();
+    let r = (|| {
+        let multi = p.output(g, at)?;
+        let idx = g.index_multi(&dims, multi)?;
+        let v = g.gen1(t.root, &idx)?;
+        g.cg.store(out_ty, out, idx.linear, v)
+    })();
+    g.pop_scope();
+    r
 }
 
 /// Stores tile element `e` at `slot`, converted to the accumulation type, where it is
