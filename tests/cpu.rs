@@ -325,6 +325,42 @@ ENTRY main {
     assert_eq!(got[1].data, want[1].data, "topk's indices");
 }
 
+/// `erf` with the C library's transcendentals gives the evaluator's bits: the evaluator's
+/// `erf` is the C library's, as its other transcendentals are (Rust's `f64::tanh` and the rest
+/// call the platform's libm). It had been the `libm` crate's port, which differs from glibc's
+/// in the last bit on some inputs, and a `bitcast-convert` of the result showed it (cpu
+/// campaign seed 1824015, case 2714).
+#[test]
+fn erf_bits_match_the_evaluator_with_the_c_library() {
+    let text = r#"
+HloModule m
+ENTRY main {
+  x = f64[4096]{0} parameter(0)
+  e = f64[4096]{0} erf(x)
+  y = f32[4096]{0} convert(x)
+  f = f32[4096]{0} erf(y)
+  a = u64[4096]{0} bitcast-convert(e)
+  b = u32[4096]{0} bitcast-convert(f)
+  ROOT r = (u64[4096]{0}, u32[4096]{0}) tuple(a, b)
+}
+"#;
+    let m = parse_module(text).expect("parses");
+    // Points from -6 to 6, where erf goes from -1 to 1 through every regime of its
+    // approximations (small arguments, the middle range, the tails).
+    let xs: Vec<f64> = (0..4096)
+        .map(|i| -6.0 + 12.0 * (i as f64 + 0.37) / 4096.0)
+        .collect();
+    let bytes: Vec<u8> = xs.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let shape = ArrayShape::new(ElementType::F64, &[4096]);
+    let x = Literal::Array(ArrayLiteral::new(shape, bytes).expect("4096 f64"));
+    let want = run_on("interpreter", &m, std::slice::from_ref(&x)).expect("evaluates");
+    let got = run_cpu_libm(&m, &[x]).expect("runs");
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        let differ = g.data != w.data;
+        assert!(!differ, "result {k}: erf bits differ from the evaluator's");
+    }
+}
+
 #[test]
 fn elementwise_loops_are_vectorized() {
     let text = r#"
