@@ -69,7 +69,8 @@ pub struct Executable<D: Device> {
     /// Per instruction with kernels, their positions in `kernels`.
     by_inst: HashMap<InstId, Vec<usize>>,
     /// Per host computation, its instructions in the order they run (the module's schedule)
-    /// and, per step, the values that die after it ([`release_points`]).
+    /// and, per step, the values that die after it ([`release_points`]); what the per-value
+    /// path runs, so empty when the module runs from its assignment.
     orders: HashMap<CompId, (Vec<InstId>, Vec<Vec<InstId>>)>,
     program: D::Program,
     /// The static assignment the module runs from ([`crate::arena`]), or why it runs with a
@@ -146,8 +147,12 @@ impl<D: Device> Executable<D> {
                     return Err(finish(&m, at(&m, id, f)));
                 }
             }
-            let dies = release_points(&m, m.root(c), &order, &kernels, &by_inst);
-            orders.insert(c, (order, dies));
+            // Only the per-value path frees buffers after their last reader; a run from the
+            // assignment has its memory placed already.
+            if arena.is_err() {
+                let dies = release_points(&m, m.root(c), &order, &kernels, &by_inst);
+                orders.insert(c, (order, dies));
+            }
         }
         let program = mem.device().load(&m, &kernels)?;
         Ok(Executable {
