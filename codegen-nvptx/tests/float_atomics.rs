@@ -6,16 +6,14 @@
 //! path, which is bit-identical to the evaluator.
 
 use axle_codegen_nvptx::ptxas::{assemble, find_ptxas};
-use axle_codegen_nvptx::scatter::{AtomicCombiner, ScatterKernel, ScatterPass, UpdateStrategy};
-use axle_codegen_nvptx::{
-    emit_text, plan_kernels_with, Emit, GpuArch, KernelKind, KernelOptions, NvptxOptions,
-};
+use axle_codegen_nvptx::scatter::AtomicCombiner;
+use axle_codegen_nvptx::{emit_text, Emit, GpuArch, KernelOptions, NvptxOptions};
 use axle_ir::{compare_arrays, Module, Tolerance};
 use axle_testkit::leaves;
 
 mod common;
 use common::sim_run::run_sim_with;
-use common::{inputs, module};
+use common::{atomic_ops, inputs, module};
 
 fn on() -> KernelOptions {
     KernelOptions {
@@ -43,24 +41,6 @@ fn embedding(ty: &str, op: &str, n: usize) -> Module {
          to_apply=c\n}}\n",
         idx.join(",")
     ))
-}
-
-/// The atomic combiners of `m`'s scatter updates planned with `opts` (`None`: owner path).
-fn atomic_ops(m: &Module, opts: &KernelOptions) -> Vec<Option<AtomicCombiner>> {
-    plan_kernels_with(m, opts)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .iter()
-        .filter_map(|k| match &k.kind {
-            KernelKind::Scatter(ScatterKernel {
-                pass: ScatterPass::Update,
-                geo,
-            }) => Some(match geo.update {
-                UpdateStrategy::Atomic { op, .. } => Some(op),
-                UpdateStrategy::Owner { .. } => None,
-            }),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The simulator's result for `m` planned with `opts` against the evaluator's, within `tol`.

@@ -14,11 +14,11 @@
 //! compared exactly too, and run as racing OS threads on the simulator.
 
 use axle_codegen_nvptx::scatter::{AtomicCombiner, ScatterKernel, ScatterPass, UpdateStrategy};
-use axle_codegen_nvptx::{plan_kernels, KernelKind};
+use axle_codegen_nvptx::{plan_kernels, KernelKind, KernelOptions};
 use axle_ir::{Module, Tolerance};
 
 mod common;
-use common::{matches_evaluator, module, ptx_checked};
+use common::{atomic_ops, matches_evaluator, module, ptx_checked, update_strategies};
 
 /// The scatter kernels of `m`'s one scatter: the copy's and the update's thread counts.
 fn scatter_threads(m: &Module) -> (u64, u64) {
@@ -36,31 +36,6 @@ fn scatter_threads(m: &Module) -> (u64, u64) {
         (ScatterPass::Copy, ScatterPass::Update)
     );
     (passes[0].1, passes[1].1)
-}
-
-/// The update strategies of `m`'s scatters, in launch order.
-fn strategies(m: &Module) -> Vec<UpdateStrategy> {
-    let ks = plan_kernels(m).unwrap_or_else(|e| panic!("{e}"));
-    ks.iter()
-        .filter_map(|k| match &k.kind {
-            KernelKind::Scatter(ScatterKernel {
-                pass: ScatterPass::Update,
-                geo,
-            }) => Some(geo.update.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The atomic combiners of `m`'s scatters, in launch order (`None` for an owner update).
-fn atomic_ops(m: &Module) -> Vec<Option<AtomicCombiner>> {
-    strategies(m)
-        .into_iter()
-        .map(|u| match u {
-            UpdateStrategy::Atomic { op, .. } => Some(op),
-            UpdateStrategy::Owner { .. } => None,
-        })
-        .collect()
 }
 
 fn check(m: &Module, name: &str) {
@@ -406,7 +381,7 @@ fn integer_combiners_take_the_atomic_path_and_match_the_evaluator() {
             (UMin, UMax)
         };
         assert_eq!(
-            atomic_ops(&m),
+            atomic_ops(&m, &KernelOptions::default()),
             [Add, min, max, And, Or, Xor].map(Some),
             "{ty}"
         );
@@ -445,7 +420,7 @@ fn pred_combiners_take_the_atomic_path_but_add() {
          pred[9,3]) tuple(s0, s1, s2, s3, s4, s5)\n}}\n"
     ));
     assert_eq!(
-        atomic_ops(&m),
+        atomic_ops(&m, &KernelOptions::default()),
         [Some(And), Some(Or), Some(Xor), Some(UMin), Some(UMax), None]
     );
     matches_evaluator(&m, Tolerance::Exact);
@@ -474,7 +449,7 @@ ENTRY e {
     );
     assert_eq!(scatter_threads(&m), (35, 30));
     assert_eq!(
-        strategies(&m),
+        update_strategies(&m, &KernelOptions::default()),
         [UpdateStrategy::Atomic {
             op: AtomicCombiner::Add,
             updates: vec![6, 5]
@@ -487,10 +462,16 @@ ENTRY e {
 #[test]
 fn atomic_scatters_with_batching_dimensions_and_at_a_fusions_root() {
     let m = batching_scatter("u16", "maximum");
-    assert_eq!(atomic_ops(&m), [Some(AtomicCombiner::UMax)]);
+    assert_eq!(
+        atomic_ops(&m, &KernelOptions::default()),
+        [Some(AtomicCombiner::UMax)]
+    );
     check(&m, "batching_u16");
     let m = fused_scatter("s64", "y, x");
-    assert_eq!(atomic_ops(&m), [Some(AtomicCombiner::Add)]);
+    assert_eq!(
+        atomic_ops(&m, &KernelOptions::default()),
+        [Some(AtomicCombiner::Add)]
+    );
     check(&m, "fused_s64");
     atomics_in_ptx(&m, "fused_s64", 1);
 }
@@ -533,7 +514,11 @@ fn the_owner_path_stays_where_the_order_could_show() {
     ];
     for (ty, body, attrs) in cases {
         let m = one(ty, body, attrs);
-        assert_eq!(atomic_ops(&m), [None], "{ty}: {body}{attrs}");
+        assert_eq!(
+            atomic_ops(&m, &KernelOptions::default()),
+            [None],
+            "{ty}: {body}{attrs}"
+        );
     }
     // The float sum runs on the owner path, bit-identical to the evaluator.
     check(&one("f32", "ROOT r = f32[] add(x, y)", ""), "f32_add_owner");
@@ -560,5 +545,5 @@ ENTRY e {
 }
 "#,
     );
-    assert_eq!(atomic_ops(&m), [None]);
+    assert_eq!(atomic_ops(&m, &KernelOptions::default()), [None]);
 }

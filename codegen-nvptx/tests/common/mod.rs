@@ -8,7 +8,10 @@
 #![allow(dead_code)]
 
 use axle_codegen_nvptx::ptxas::{assemble, find_ptxas};
-use axle_codegen_nvptx::{emit_text, Emit, GpuArch, NvptxOptions};
+use axle_codegen_nvptx::scatter::{AtomicCombiner, ScatterKernel, ScatterPass, UpdateStrategy};
+use axle_codegen_nvptx::{
+    emit_text, plan_kernels_with, Emit, GpuArch, KernelKind, KernelOptions, NvptxOptions,
+};
 use axle_ir::{compare_arrays, parse_module, Literal, Module, Shape, Tolerance};
 use axle_testkit::{leaves, noise, real_array};
 
@@ -82,4 +85,31 @@ pub fn matches_evaluator(m: &Module, tol: Tolerance) {
         };
         compare_arrays(w, g, tol).unwrap_or_else(|e| panic!("out{k}: {e}"));
     }
+}
+
+/// The update strategies of `m`'s scatters planned with `opts`, in launch order.
+pub fn update_strategies(m: &Module, opts: &KernelOptions) -> Vec<UpdateStrategy> {
+    plan_kernels_with(m, opts)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .filter_map(|k| match &k.kind {
+            KernelKind::Scatter(ScatterKernel {
+                pass: ScatterPass::Update,
+                geo,
+            }) => Some(geo.update.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The atomic combiners of `m`'s scatters planned with `opts`, in launch order (`None` for an
+/// owner update).
+pub fn atomic_ops(m: &Module, opts: &KernelOptions) -> Vec<Option<AtomicCombiner>> {
+    update_strategies(m, opts)
+        .into_iter()
+        .map(|u| match u {
+            UpdateStrategy::Atomic { op, .. } => Some(op),
+            UpdateStrategy::Owner { .. } => None,
+        })
+        .collect()
 }
