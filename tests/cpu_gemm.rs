@@ -146,6 +146,18 @@ fn odd_sizes_f32() {
     }
 }
 
+/// Products whose packing of `A` overlaps the multiply-adds (`A` row-major, of the
+/// accumulation type, and more column strips than the direct path takes): more rows than one
+/// block of `A` (at one thread, with L2 up to 2 MiB), two `K` blocks and a partial last
+/// column strip, with either operand transposed (a transposed `A` is packed first), and `f64`.
+#[test]
+fn packing_overlapped_with_the_tiles() {
+    plain("f32", 1100, 300, 140, false, false);
+    plain("f32", 1100, 300, 140, false, true);
+    plain("f32", 1100, 300, 140, true, false);
+    plain("f64", 600, 300, 70, false, false);
+}
+
 #[test]
 fn transposed_operands_f32() {
     for &(m, k, n) in &[(3, 17, 255), (255, 17, 3), (17, 255, 33), (64, 300, 40)] {

@@ -28,10 +28,23 @@
 //! in L1 and `MC` a block of `A` in L2 (both from the host's cache sizes); `MR` and `NR` use 16
 //! of the 32 vector registers of AVX-512 for accumulators (the vector width follows the host: 16
 //! `f32` lanes with AVX-512, 8 with AVX2, where the tile keeps 2 x 6 accumulators of the 16
-//! registers), so that a strip of `A` fits in L1 beside the strip of `B`. While a tile computes,
+//! registers), so that a strip of `A` is small beside the strip of `B`. While a tile computes,
 //! the rows of `C` the next tile reads are prefetched into L2.
 //! Items only a few strips of `B` wide (attention's `P @ V`) skip packing a row-major `A` of
 //! the accumulation type and broadcast its elements from where they lie, `MR` rows at a time.
+//!
+//! Packing `A` overlaps the multiply-adds where `A` can be read in place (row-major, of the
+//! accumulation type, and wide enough to be packed at all): instead of a separate pass, the
+//! tiles over the first strip of `B` of each block broadcast their strips of `A` from where
+//! they lie and store each element to the packed block as they read it (the load ports have
+//! room beside the multiply-adds); the tiles over every later strip read the packed block.
+//! Measured on 2 AVX-512 cores (AMD Zen 4), both threads, 8 alternating rounds, medians of 15
+//! runs each: 1.6% to 2.7% less wall time than packing first on 1024 and 2048 matmuls and a
+//! `256 x 1024 x 1024` MLP (all packing together had cost about 5%); the kernel compiles
+//! 10% to 20% longer, its tile being emitted twice. The same for `B` (the first tile over each
+//! strip of `B` storing the strip's rows as it loads them) gained 0.4% to 1% on the matmuls,
+//! lost 1% on the MLP and cost as much compile time again, and packing each strip just before
+//! its first use instead of in one pass gained nothing; neither is done.
 //! Partial column strips are stored with masked stores, rows past the end are masked off.
 //!
 //! Each output element accumulates its products in order of `k` with fused multiply-adds (a
@@ -146,6 +159,26 @@ pub(crate) struct GemmGeo {
     /// row-major `A` of the accumulation type when an item has so few column strips that
     /// packing `A` (once per block, read back once per strip of `B`) costs more than it saves.
     pub direct_a: bool,
+    /// Whether a packed block of `A` is filled by the register tiles of its first strip of `B`
+    /// instead of by a separate pass ([`ARead::Fill`]): for row-major `A` of the accumulation
+    /// type that is packed at all.
+    pub fill_a: bool,
+}
+
+/// Where a register tile reads its strip of `A`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum ARead {
+    /// From the packed block.
+    Packed,
+    /// Where `A` lies ([`GemmGeo::direct_a`]).
+    Direct,
+    /// Where `A` lies, storing each element read to its place in the packed block as well, so
+    /// that packing overlaps the first strip of `B`'s multiply-adds and every later strip
+    /// reads the block packed ([`GemmGeo::fill_a`]). The block holds exactly what a separate
+    /// packing pass writes for the rows that exist (the same values, as `A` has the
+    /// accumulation type); rows past the item's end hold its first row, whose results are
+    /// masked off as they are for any strip.
+    Fill,
 }
 
 impl GemmGeo {
@@ -418,14 +451,20 @@ pub(crate) fn gemm_geo_views(
         rb: 1,
         cb: 1,
         direct_a: false,
+        fill_a: false,
     };
     if geo.m == 0 || geo.n == 0 || geo.k == 0 || geo.batch.contains(&0) {
         return None;
     }
     let (l1, l2) = cache_sizes();
     let nr = geo.nr();
-    // A strip of B (KC x NR) takes about two thirds of L1, the strip of A beside it the rest.
-    let kc = (l1 * 2 / 3 / (nr * esize)).clamp(64, 512) / 16 * 16;
+    // A strip of B (KC x NR) fills L1, up to 256 steps of `k`. On a 32 KiB L1 (AMD Zen 4,
+    // AVX-512) this is 256 where two thirds of L1 gave 160, and 256 took 2.5% to 4% less wall
+    // time on 1024 and 2048 matmuls and a 256 x 1024 x 1024 MLP with both threads (4
+    // alternating rounds, median of 15 runs each): the strip of `A` (8 KiB) streams from L2
+    // beside it, and fewer `K` blocks load and store `C` fewer times. On a 48 KiB L1 (the
+    // Intel host of earlier measurements) both rules give 256. AVX2 hosts were not measured.
+    let kc = (l1 / (nr * esize)).clamp(64, 256) / 16 * 16;
     // Narrow results keep their sums in registers over the whole contraction.
     geo.kc = if out.ty == acc { kc.min(geo.k) } else { geo.k };
     // A block of A (MC x KC) takes half of L2.
@@ -438,6 +477,7 @@ pub(crate) fn gemm_geo_views(
     let nc_max = ((l2 / (geo.kc * esize)) / nr).max(1) * nr;
     geo.nc = cols.min(nc_max.max(4 * nr));
     geo.direct_a = geo.a_sk == 1 && geo.a_ty == acc && cols <= DIRECT_A_COLS * nr;
+    geo.fill_a = !geo.direct_a && geo.a_sk == 1 && geo.a_ty == acc;
     Some((geo, [lv.base, rv.base]))
 }
 
@@ -590,16 +630,35 @@ pub(crate) fn emit_gemm<'ctx>(
                     let rows = min64(cg, bb.build_int_nsw_sub(i1, ic, "rl")?, cg.c64(geo.mc))?;
                     let strips = bb.build_int_nsw_add(rows, cg.c64(geo.mr - 1), "s")?;
                     let strips = bb.build_int_unsigned_div(strips, cg.c64(geo.mr), "strips")?;
-                    if !geo.direct_a {
+                    let read = if geo.direct_a {
+                        ARead::Direct
+                    } else if geo.fill_a {
+                        ARead::Fill
+                    } else {
                         ctx.pack_a(cg, pc, kc, ic, strips)?;
-                    }
-                    // Each strip of B stays in L1 while every strip of A runs over it.
-                    cg.for_range(cg.c64(0), panels, |p| {
+                        ARead::Packed
+                    };
+                    // Each strip of B stays in L1 while every strip of A runs over it. With
+                    // `Fill`, the first strip of B packs the block of A as its tiles read it.
+                    let mut strip_of_b = |p, read| {
                         cg.for_range(cg.c64(0), strips, |s| {
                             let fin = finish.as_mut().map(|(buf, f)| (*buf, &mut **f));
-                            ctx.tile(cg, s, ic, pc, kc, jc, p, first, last, fin)
+                            ctx.tile(cg, s, ic, pc, kc, jc, p, read, first, last, fin)
                         })
-                    })
+                    };
+                    let p0 = match read {
+                        ARead::Fill => {
+                            strip_of_b(cg.c64(0), ARead::Fill)?;
+                            cg.c64(1)
+                        }
+                        _ => cg.c64(0),
+                    };
+                    let rest = if read == ARead::Fill {
+                        ARead::Packed
+                    } else {
+                        read
+                    };
+                    cg.for_range(p0, panels, |p| strip_of_b(p, rest))
                 })
             })
         })
@@ -1028,7 +1087,8 @@ impl<'ctx> Item<'_, 'ctx> {
 
     /// One `MR x NR` register tile: rows `ic + s*MR ..` (masked beyond the item's end) and
     /// column strip `p` of the panel at `jc`; `last` says whether this `K` block is the last
-    /// (`None`: there is only one), where `finish` takes the tile instead of `C`.
+    /// (`None`: there is only one), where `finish` takes the tile instead of `C`; `read` says
+    /// where the strip of `A` comes from.
     #[allow(clippy::too_many_arguments)]
     fn tile(
         &self,
@@ -1039,6 +1099,7 @@ impl<'ctx> Item<'_, 'ctx> {
         kc: IntValue<'ctx>,
         jc: IntValue<'ctx>,
         p: IntValue<'ctx>,
+        read: ARead,
         first: IntValue<'ctx>,
         last: Option<IntValue<'ctx>>,
         finish: Option<(PointerValue<'ctx>, &mut TileFn<'_, 'ctx>)>,
@@ -1129,7 +1190,7 @@ impl<'ctx> Item<'_, 'ctx> {
         // With `A` read directly: the start of each row's `K` block (rows past the item's end
         // read its first row; their results are masked off).
         let mut arows = Vec::new();
-        if geo.direct_a {
+        if read != ARead::Packed {
             for r in 0..mr {
                 let (off, _) = self.row_offset(cg, row0, r, ic, geo.a_sm, pc)?;
                 arows.push(cg.gep(ety.into(), self.abase, off)?);
@@ -1155,16 +1216,18 @@ impl<'ctx> Item<'_, 'ctx> {
                 bb.build_int_nsw_add(abase, bb.build_int_nsw_mul(kk, cg.c64(mr), "ak")?, "ao")?;
             let mut out = Vec::with_capacity(acc.len());
             for r in 0..mr {
-                let ap = if geo.direct_a {
-                    cg.gep(ety.into(), arows[r as usize], kk)?
-                } else {
-                    cg.gep(
-                        ety.into(),
-                        self.apack,
-                        bb.build_int_nsw_add(aoff, cg.c64(r), "ar")?,
-                    )?
+                let packed = || {
+                    let o = bb.build_int_nsw_add(aoff, cg.c64(r), "ar")?;
+                    cg.gep(ety.into(), self.apack, o)
+                };
+                let ap = match read {
+                    ARead::Packed => packed()?,
+                    ARead::Direct | ARead::Fill => cg.gep(ety.into(), arows[r as usize], kk)?,
                 };
                 let av = bb.build_load(ety, ap, "a")?.into_float_value();
+                if read == ARead::Fill {
+                    bb.build_store(packed()?, av)?;
+                }
                 let sa = splat_float(cg, av, lanes)?;
                 for h in 0..2 {
                     let x = cg

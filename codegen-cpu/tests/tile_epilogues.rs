@@ -308,15 +308,19 @@ fn ir(case: Case, tiles: bool) -> String {
 fn tile_epilogues_stay_vector_loops() {
     // With 256 columns every tile row is a full `NR` wide, a trip count LLVM knows: unrolled
     // before the loop vectorizer ran, the row's loop became `NR` scalar additions of the
-    // bias. The tile rows' loops carry `llvm.loop.unroll.disable` and stay vector loops, so
-    // the tile path has no more scalar additions than the block path (its loops' remainders).
+    // bias in every copy of the epilogue. The tile rows' loops carry
+    // `llvm.loop.unroll.disable` and stay vector loops, so scalar additions remain only in
+    // the loops' remainders: one per copy of the epilogue (the GEMM emits the tile, and so
+    // its epilogue, once for each way it reads its operands: packing `A` or `B` as it goes,
+    // or reading them packed), far fewer than one unrolled row's `NR` (32 lanes of `f32`
+    // with AVX-512, 16 with AVX2).
     let case = case("f32", (64, 64, 256), Epi::BiasRelu);
     let (tiles, blocks) = (ir(case, true), ir(case, false));
     let scalar_adds = |t: &str| t.matches("fadd float ").count();
     assert!(tiles.contains("llvm.loop.unroll.disable"), "{tiles}");
     assert!(!blocks.contains("llvm.loop.unroll.disable"), "{blocks}");
     assert!(
-        scalar_adds(&tiles) <= scalar_adds(&blocks),
+        scalar_adds(&tiles) < 16,
         "tiles: {} scalar adds, blocks: {}\n{tiles}",
         scalar_adds(&tiles),
         scalar_adds(&blocks)
