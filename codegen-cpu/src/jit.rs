@@ -142,12 +142,13 @@ pub(crate) struct Built<'ctx> {
 }
 
 /// The rewrites the backend needs before lowering (see [`needs_expansion`]).
-const BACKEND_EXPANSIONS: &str = "batchnorm-expander,linalg-upcast,dce";
+const BACKEND_EXPANSIONS: &str = "batchnorm-expander,linalg-upcast,tree-reduce,dce";
 
 /// Whether `m` has an instruction that [`BACKEND_EXPANSIONS`] rewrites.
 fn needs_expansion(m: &Module) -> bool {
     axle_fusion::batchnorm_expander::has_batch_norm(m)
         || axle_fusion::linalg_upcast::has_narrow_linalg(m)
+        || axle_fusion::tree_reduce::has_long_narrow_reduce(m)
 }
 
 /// The module the backend lowers and its buffers (see [`plan_buffers`]).

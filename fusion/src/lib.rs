@@ -25,6 +25,7 @@ pub mod reduction_split;
 pub mod reshape_mover;
 pub mod rewrite;
 pub mod target;
+pub mod tree_reduce;
 pub mod tuple_simplify;
 pub mod while_simplify;
 pub mod zero_sized_elim;
@@ -106,6 +107,12 @@ pub fn register(reg: &mut PassRegistry) {
                 max_results: o.int("max_results"),
             })
         },
+    });
+    reg.register(PassInfo {
+        name: "tree-reduce",
+        doc: "computes a long reduction of bf16, f16 or f8 as XLA CPU does: windows of 32 per reduced dimension, level after level (pad, reshape, reduce)",
+        options: &[],
+        create: |_| Box::new(tree_reduce::TreeReduce),
     });
     reg.register(PassInfo {
         name: "linalg-upcast",

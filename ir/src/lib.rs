@@ -38,6 +38,7 @@ mod schedule_check;
 pub mod shape_inference;
 pub mod stack;
 pub mod topo;
+pub mod tree_reduction;
 pub mod types;
 pub mod verify;
 

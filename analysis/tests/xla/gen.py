@@ -712,6 +712,59 @@ ENTRY main {
   ROOT t = (f32[40,4,4], f32[40,4,4], c64[20,3,3], c64[20,3,3], f64[20,7,7]) tuple(la, ua, lz, uz, ld)
 }""", [sing, zs, ds])
 
+# Long reductions of narrow floats: XLA CPU computes a reduce with a reduced dimension longer
+# than 32 as windows of 32 (SAME padding by the init value), level after level, each folded
+# left to right with the reducer's rounding at every step; a sequential bf16 fold of 1000 ones
+# stops at 256. Exact: the evaluator and the cpu backend (its tree-reduce pass) follow that
+# order (ir/src/tree_reduction.rs). Also a 48-element sum over short dimensions (one left
+# fold), a non-identity init (padding is skipped, not folded as the init), maximum, and a
+# reducer that is not one op (on whole windows: the cpu backend pads with the reducer's
+# identity, which such a reducer lacks).
+trng = np.random.default_rng(20261125)
+case("tree_reduce_narrow", """
+absadd {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ab = bf16[] abs(b)
+  ROOT s = bf16[] add(a, ab)
+}
+addb {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT s = bf16[] add(a, b)
+}
+addh {
+  a = f16[] parameter(0)
+  b = f16[] parameter(1)
+  ROOT s = f16[] add(a, b)
+}
+maxh {
+  a = f16[] parameter(0)
+  b = f16[] parameter(1)
+  ROOT s = f16[] maximum(a, b)
+}
+ENTRY main {
+  ones = bf16[1000] parameter(0)
+  u = bf16[8,125] parameter(1)
+  w = bf16[8,128] parameter(4)
+  h = f16[3,70,40] parameter(2)
+  c = bf16[4,3,4] parameter(3)
+  zb = bf16[] constant(0)
+  zh = f16[] constant(0.5)
+  mh = f16[] constant(-inf)
+  r0 = bf16[] reduce(ones, zb), dimensions={0}, to_apply=addb
+  r1 = bf16[] reduce(u, zb), dimensions={0,1}, to_apply=addb
+  r2 = bf16[8] reduce(w, zb), dimensions={1}, to_apply=absadd
+  r3 = f16[70] reduce(h, zh), dimensions={0,2}, to_apply=addh
+  r4 = f16[3] reduce(h, mh), dimensions={1,2}, to_apply=maxh
+  r5 = f16[40] reduce(h, zh), dimensions={0,1}, to_apply=addh
+  r6 = bf16[] reduce(c, zb), dimensions={0,1,2}, to_apply=addb
+  ROOT t = (bf16[], bf16[], bf16[8], f16[70], f16[3], f16[40], bf16[]) tuple(r0, r1, r2, r3, r4, r5, r6)
+}""", [np.ones(1000, BF16), trng.uniform(-0.5, 1, size=(8, 125)).astype(BF16),
+       trng.uniform(-1, 4, size=(3, 70, 40)).astype(np.float16),
+       (trng.integers(-64, 64, size=(4, 3, 4)) / 17.0).astype(BF16),
+       trng.uniform(-0.5, 1, size=(8, 128)).astype(BF16)])
+
 with open(os.path.join(HERE, "manifest.json"), "w") as f:
     json.dump({"generator": "gen.py", "jax_version": jax.__version__, "cases": CASES}, f, indent=1)
 print(len(CASES), "cases")
