@@ -88,6 +88,36 @@ fn run_close(text: &str, args: &[Literal]) -> Literal {
     want
 }
 
+/// A narrow-float reduction over a zero-sized dimension beside one of 2^61 is its init at once
+/// in the evaluator's tree order (hostile_fuzz found the evaluator walking the positions of
+/// such an empty window), and on the cpu backend, unfused and with its pipeline.
+#[test]
+fn tree_order_reduction_of_an_empty_huge_array_is_its_init() {
+    let text = module(
+        "add { a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n ROOT s = bf16[] add(a, b) }",
+        &["bf16[2305843009213693952,0]"],
+        "z = bf16[] constant(1.5)\nr = bf16[] reduce(p0, z), dimensions={0,1}, to_apply=add",
+    );
+    let m = parse(&text);
+    let arg = Literal::Array(
+        ArrayLiteral::new(
+            ArrayShape::new(ElementType::BF16, &[1 << 61, 0]),
+            Vec::new(),
+        )
+        .expect("an empty literal"),
+    );
+    let got = evaluate(&m, std::slice::from_ref(&arg)).unwrap_or_else(|e| panic!("{e}"));
+    let want = Literal::Array(
+        ArrayLiteral::new(
+            ArrayShape::new(ElementType::BF16, &[]),
+            bf16::from_f32(1.5).to_le_bytes().to_vec(),
+        )
+        .expect("a scalar literal"),
+    );
+    assert_eq!(got, want);
+    check_cpu(&m, &[arg], &want, true);
+}
+
 fn run_err(text: &str, args: &[Literal]) -> EvalError {
     let m = parse(text);
     match evaluate(&m, args) {

@@ -54,7 +54,8 @@ pub struct TreeLevel {
 
 /// The next level for an operand of `dims` reduced over the dimensions where `reduced` is
 /// true, or `None` when no reduced dimension is longer than [`WINDOW`] (the reduction then
-/// folds its elements in order) or one is empty.
+/// folds its elements in order), when one is empty, or when a padded length would not fit in
+/// an `i64` (no array that long exists; such a reduction is left as it is).
 pub fn tree_level(dims: &[i64], reduced: &[bool]) -> Option<TreeLevel> {
     let long = dims.iter().zip(reduced).any(|(&d, &r)| r && d > WINDOW);
     let empty = dims.iter().zip(reduced).any(|(&d, &r)| r && d == 0);
@@ -69,8 +70,8 @@ pub fn tree_level(dims: &[i64], reduced: &[bool]) -> Option<TreeLevel> {
     };
     for (&d, &r) in dims.iter().zip(reduced) {
         let w = if r { d.min(WINDOW) } else { 1 };
-        let out = if r { (d + w - 1) / w } else { d };
-        let pad = if r { out * w - d } else { 0 };
+        let out = if r { d / w + i64::from(d % w != 0) } else { d };
+        let pad = if r { out.checked_mul(w)? - d } else { 0 };
         level.window.push(w);
         level.out.push(out);
         level.pad_lo.push(pad / 2);
@@ -96,6 +97,10 @@ mod tests {
         assert_eq!(tree_level(&[4, 3, 4], &[true, true, true]), None);
         assert_eq!(tree_level(&[0, 100], &[true, true]), None);
         assert_eq!(tree_level(&[100, 7], &[false, true]), None);
+        // Lengths near the largest `i64`: no overflow, and no level where padding would not fit.
+        assert_eq!(tree_level(&[i64::MAX], &[true]), None);
+        let l = tree_level(&[1 << 62, 0], &[true, false]).unwrap();
+        assert_eq!(l.out, vec![1 << 57, 0]);
     }
 
     #[test]

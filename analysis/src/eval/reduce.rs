@@ -517,10 +517,15 @@ fn reduce_tree(
         let mut o = vec![0i64; rank];
         for _ in 0..n_out {
             // The window's positions in row-major order; padding is skipped, as XLA's
-            // `reduce-window` kernels skip it.
+            // `reduce-window` kernels skip it. A window with an empty dimension (a reduction
+            // over a zero-sized dimension, however long the others) has none.
             offsets.clear();
             let mut k = vec![0i64; rank];
+            let empty = level.window.contains(&0);
             'window: loop {
+                if empty {
+                    break;
+                }
                 let mut at = 0i64;
                 let mut pad = false;
                 for d in 0..rank {
