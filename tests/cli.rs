@@ -589,8 +589,8 @@ fn compile_for_nvptx_puts_f16_dots_on_tensor_cores_unless_told_not_to() {
     )
     .unwrap();
     let file = f.to_str().unwrap();
-    let ptx = |tc: &str| {
-        let o = axle(&[
+    let compile = |tc: &str| {
+        axle(&[
             "compile",
             file,
             "--backend",
@@ -599,7 +599,10 @@ fn compile_for_nvptx_puts_f16_dots_on_tensor_cores_unless_told_not_to() {
             "ptx",
             "--tensor-cores",
             tc,
-        ]);
+        ])
+    };
+    let ptx = |tc: &str| {
+        let o = compile(tc);
         assert!(o.status.success(), "{}", stderr(&o));
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
@@ -607,16 +610,7 @@ fn compile_for_nvptx_puts_f16_dots_on_tensor_cores_unless_told_not_to() {
     assert!(ptx("auto").contains(mma));
     assert!(ptx("always").contains(mma));
     assert!(!ptx("off").contains("mma.sync"));
-    let o = axle(&[
-        "compile",
-        file,
-        "--backend",
-        "nvptx",
-        "--emit",
-        "ptx",
-        "--tensor-cores",
-        "sometimes",
-    ]);
+    let o = compile("sometimes");
     // A setting clap does not know: its usage error (exit status 2).
     fails_with(&o, 2, &["sometimes", "auto", "off", "always"]);
 }

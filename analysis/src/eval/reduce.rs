@@ -473,7 +473,10 @@ fn for_each_window(
 
 /// `reduce-window`.
 /// One reduction of `input` over the dimensions where `reduced` is true, in XLA CPU's tree
-/// order ([`axle_ir::tree_reduction`]); returns the result's elements in row-major order.
+/// order ([`axle_ir::tree_reduction`]); returns the result's elements in row-major order. Each
+/// level is a `reduce-window` walked by [`for_each_window`] (window positions in row-major
+/// order, padding skipped as XLA's kernels skip it); the last one has every reduced dimension
+/// in one window.
 fn reduce_tree(
     ev: &mut Evaluator,
     c: &mut Callable,
@@ -490,7 +493,6 @@ fn reduce_tree(
     let mut dims = input.shape.dims.to_vec();
     let mut data = input.data.to_vec();
     loop {
-        // The level's windows, or the last fold: every reduced dimension in one window.
         let (level, last) = match tree_reduction::tree_level(&dims, reduced) {
             Some(l) => (l, false),
             None => {
@@ -509,60 +511,40 @@ fn reduce_tree(
                 (l, true)
             }
         };
-        let strides = so::strides(&dims);
-        let rank = dims.len();
         let n_out = so::numel(&level.out);
         let mut next = Vec::with_capacity(n_out * w);
-        let mut offsets = Vec::new();
-        let mut o = vec![0i64; rank];
-        for _ in 0..n_out {
-            // The window's positions in row-major order; padding is skipped, as XLA's
-            // `reduce-window` kernels skip it. A window with an empty dimension (a reduction
-            // over a zero-sized dimension, however long the others) has none.
-            offsets.clear();
-            let mut k = vec![0i64; rank];
-            let empty = level.window.contains(&0);
-            'window: loop {
-                if empty {
-                    break;
-                }
-                let mut at = 0i64;
-                let mut pad = false;
-                for d in 0..rank {
-                    let i = o[d] * level.window[d] + k[d] - level.pad_lo[d];
-                    pad |= i < 0 || i >= dims[d];
-                    at += i * strides[d];
-                }
-                if !pad {
-                    offsets.push(at as usize);
-                }
-                for d in (0..rank).rev() {
-                    k[d] += 1;
-                    if k[d] < level.window[d] {
-                        continue 'window;
+        if so::numel(&dims) == 0 {
+            // No elements: every window folds nothing (and its dimensions may be far too long
+            // to walk, `bf16[2^61, 0]`).
+            for _ in 0..n_out {
+                next.extend_from_slice(init);
+            }
+        } else {
+            let wd: Vec<WindowDim> = (0..dims.len())
+                .map(|d| WindowDim {
+                    size: level.window[d],
+                    stride: level.window[d],
+                    pad_lo: level.pad_lo[d],
+                    pad_hi: level.pad_hi[d],
+                    lhs_dilate: 1,
+                    rhs_dilate: 1,
+                    reversal: false,
+                })
+                .collect();
+            for_each_window(&wd, &dims, &level.out, |_, offs| {
+                let mut acc: Reg = [0u8; 16];
+                acc[..w].copy_from_slice(init);
+                match fast {
+                    Some(f) => f(&mut acc[..w], &data, &mut offs.iter().copied()),
+                    None => {
+                        let mut regs = [acc];
+                        fold_generic(ev, c, &mut regs, &[&data], &[w], offs.iter().copied())?;
+                        acc = regs[0];
                     }
-                    k[d] = 0;
                 }
-                break;
-            }
-            let mut acc: Reg = [0u8; 16];
-            acc[..w].copy_from_slice(init);
-            match fast {
-                Some(f) => f(&mut acc[..w], &data, &mut offsets.iter().copied()),
-                None => {
-                    let mut regs = [acc];
-                    fold_generic(ev, c, &mut regs, &[&data], &[w], offsets.iter().copied())?;
-                    acc = regs[0];
-                }
-            }
-            next.extend_from_slice(&acc[..w]);
-            for d in (0..rank).rev() {
-                o[d] += 1;
-                if o[d] < level.out[d] {
-                    break;
-                }
-                o[d] = 0;
-            }
+                next.extend_from_slice(&acc[..w]);
+                Ok(())
+            })?;
         }
         if last {
             return Ok(next);
