@@ -448,6 +448,9 @@ impl<'ctx> Cg<'ctx> {
     /// Calls a C math library function (`expf`, `tanh`, ...) of one or two float arguments,
     /// through the symbol the target gives it; an error naming it where the target has none.
     pub fn call_libm(&self, name: &str, args: &[Val<'ctx>]) -> R<Val<'ctx>> {
+        if args.iter().any(|a| a.is_vector_value()) {
+            return Err(format!("{name} is called on scalars only, not on vectors").into());
+        }
         let f = {
             let mut cache = self.libm.borrow_mut();
             match cache.get(name) {

@@ -9,86 +9,74 @@ use inkwell::FloatPredicate;
 
 use crate::cg::{bv, Cg, Val};
 use crate::error::R;
+use crate::lanes;
 
+/// The instructions of the approximations, on `f32` values of one shape: scalars, or vectors
+/// of `f32` ([`crate::lanes`]); constants take the shape of `like`.
 struct F<'a, 'ctx> {
     cg: &'a Cg<'ctx>,
+    like: Val<'ctx>,
 }
 
 impl<'a, 'ctx> F<'a, 'ctx> {
-    fn c(&self, v: f64) -> FloatValue<'ctx> {
-        self.cg.f32().const_float(v)
+    fn c(&self, v: f64) -> R<Val<'ctx>> {
+        lanes::float_const(self.like, v)
     }
-    fn add(&self, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
-        Ok(self.cg.b.build_float_add(a, b, "a")?)
+    fn add(&self, a: Val<'ctx>, b: Val<'ctx>) -> R<Val<'ctx>> {
+        lanes::fadd(self.cg, a, b, "a")
     }
-    fn sub(&self, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
-        Ok(self.cg.b.build_float_sub(a, b, "s")?)
+    fn sub(&self, a: Val<'ctx>, b: Val<'ctx>) -> R<Val<'ctx>> {
+        lanes::fsub(self.cg, a, b, "s")
     }
-    fn mul(&self, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
-        Ok(self.cg.b.build_float_mul(a, b, "m")?)
+    fn mul(&self, a: Val<'ctx>, b: Val<'ctx>) -> R<Val<'ctx>> {
+        lanes::fmul(self.cg, a, b, "m")
     }
     /// `a * b + c`, fused where the target has it.
-    fn fma(
-        &self,
-        a: FloatValue<'ctx>,
-        b: FloatValue<'ctx>,
-        c: FloatValue<'ctx>,
-    ) -> R<FloatValue<'ctx>> {
-        Ok(self
-            .cg
-            .call_intrinsic("llvm.fmuladd", &[bv(a), bv(b), bv(c)])?
-            .into_float_value())
+    fn fma(&self, a: Val<'ctx>, b: Val<'ctx>, c: Val<'ctx>) -> R<Val<'ctx>> {
+        self.cg.call_intrinsic("llvm.fmuladd", &[a, b, c])
     }
     /// Horner's rule: `((c0 * x + c1) * x + ...) + cn`.
-    fn poly(&self, x: FloatValue<'ctx>, cs: &[f64]) -> R<FloatValue<'ctx>> {
-        let mut acc = self.c(cs[0]);
+    fn poly(&self, x: Val<'ctx>, cs: &[f64]) -> R<Val<'ctx>> {
+        let mut acc = self.c(cs[0])?;
         for &c in &cs[1..] {
-            acc = self.fma(acc, x, self.c(c))?;
+            acc = self.fma(acc, x, self.c(c)?)?;
         }
         Ok(acc)
     }
-    fn sel(
-        &self,
-        p: inkwell::values::IntValue<'ctx>,
-        a: FloatValue<'ctx>,
-        b: FloatValue<'ctx>,
-    ) -> R<FloatValue<'ctx>> {
-        Ok(self.cg.b.build_select(p, a, b, "sel")?.into_float_value())
+    fn sel(&self, p: Val<'ctx>, a: Val<'ctx>, b: Val<'ctx>) -> R<Val<'ctx>> {
+        lanes::select(self.cg, p, a, b, "sel")
     }
-    fn cmp(
-        &self,
-        p: FloatPredicate,
-        a: FloatValue<'ctx>,
-        b: FloatValue<'ctx>,
-    ) -> R<inkwell::values::IntValue<'ctx>> {
-        Ok(self.cg.b.build_float_compare(p, a, b, "c")?)
+    fn cmp(&self, p: FloatPredicate, a: Val<'ctx>, b: Val<'ctx>) -> R<Val<'ctx>> {
+        lanes::fcmp(self.cg, p, a, b, "c")
     }
-    /// `2^n` for an integer `n` in `[-126, 127]`.
-    fn pow2(&self, n: inkwell::values::IntValue<'ctx>) -> R<FloatValue<'ctx>> {
-        let b = &self.cg.b;
-        let e = b.build_int_add(n, self.cg.c32(127), "e")?;
-        let e = b.build_left_shift(e, self.cg.c32(23), "e")?;
-        Ok(b.build_bit_cast(e, self.cg.f32(), "p2")?.into_float_value())
+    /// `2^n` for an integer `n` (of `like`'s shape) in `[-126, 127]`.
+    fn pow2(&self, n: Val<'ctx>) -> R<Val<'ctx>> {
+        let it = n.get_type();
+        let e = lanes::iadd(self.cg, n, lanes::int_const(it, 127)?, "e")?;
+        let e = lanes::shl(self.cg, e, lanes::int_const(it, 23)?, "e")?;
+        lanes::bitcast(self.cg, e, self.like.get_type(), "p2")
     }
 }
 
 /// `exp(x)` for `f32`.
 pub fn exp_f32<'ctx>(cg: &Cg<'ctx>, x: FloatValue<'ctx>) -> R<Val<'ctx>> {
-    let f = F { cg };
-    let b = &cg.b;
+    exp(cg, bv(x))
+}
+
+/// `exp(x)` for an `f32` or a vector of `f32` (the same code per lane, [`crate::lanes`]).
+pub fn exp<'ctx>(cg: &Cg<'ctx>, x: Val<'ctx>) -> R<Val<'ctx>> {
+    let f = F { cg, like: x };
     // Keep NaN (ordered compares are false for it); beyond these bounds the result is inf or 0.
-    let hi = f.cmp(FloatPredicate::OGT, x, f.c(89.0))?;
-    let x = f.sel(hi, f.c(89.0), x)?;
-    let lo = f.cmp(FloatPredicate::OLT, x, f.c(-104.0))?;
-    let x = f.sel(lo, f.c(-104.0), x)?;
-    let fx = cg
-        .call_intrinsic(
-            "llvm.roundeven",
-            &[bv(f.mul(x, f.c(std::f64::consts::LOG2_E))?)],
-        )?
-        .into_float_value();
-    let r = f.fma(fx, f.c(-0.693359375), x)?;
-    let r = f.fma(fx, f.c(2.121_944_4e-4), r)?;
+    let hi = f.cmp(FloatPredicate::OGT, x, f.c(89.0)?)?;
+    let x = f.sel(hi, f.c(89.0)?, x)?;
+    let lo = f.cmp(FloatPredicate::OLT, x, f.c(-104.0)?)?;
+    let x = f.sel(lo, f.c(-104.0)?, x)?;
+    let fx = cg.call_intrinsic(
+        "llvm.roundeven",
+        &[f.mul(x, f.c(std::f64::consts::LOG2_E)?)?],
+    )?;
+    let r = f.fma(fx, f.c(-0.693359375)?, x)?;
+    let r = f.fma(fx, f.c(2.121_944_4e-4)?, r)?;
     let p = f.poly(
         r,
         &[
@@ -102,29 +90,31 @@ pub fn exp_f32<'ctx>(cg: &Cg<'ctx>, x: FloatValue<'ctx>) -> R<Val<'ctx>> {
     )?;
     let r2 = f.mul(r, r)?;
     let p = f.fma(p, r2, r)?;
-    let p = f.add(p, f.c(1.0))?;
+    let p = f.add(p, f.c(1.0)?)?;
     // p * 2^n with n split in two so subnormal and overflowing results come out right. `fx`
     // is an integer in [-151, 129] or NaN (then `p` is NaN too and `n` does not matter): a
     // plain conversion of NaN-as-zero vectorizes, a saturating one is scalarized on x86.
     let ordered = f.cmp(FloatPredicate::ORD, fx, fx)?;
-    let fx0 = f.sel(ordered, fx, f.c(0.0))?;
-    let n = b.build_float_to_signed_int(fx0, cg.i32(), "n")?;
-    let n1 = b.build_right_shift(n, cg.c32(1), true, "n1")?;
-    let n2 = b.build_int_sub(n, n1, "n2")?;
-    let y = f.mul(f.mul(p, f.pow2(n1)?)?, f.pow2(n2)?)?;
-    Ok(bv(y))
+    let fx0 = f.sel(ordered, fx, f.c(0.0)?)?;
+    let it = lanes::int_type_like(cg, x)?;
+    let n = lanes::fptosi(cg, fx0, it, "n")?;
+    let n1 = lanes::shr(cg, n, lanes::int_const(it, 1)?, true, "n1")?;
+    let n2 = lanes::isub(cg, n, n1, "n2")?;
+    f.mul(f.mul(p, f.pow2(n1)?)?, f.pow2(n2)?)
 }
 
 /// `log(x)` for `f32`.
 pub fn log_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>> {
-    let f = F { cg };
+    let f = F { cg, like: bv(x0) };
+    // `x0` is a scalar, so every compare below is an `i1`.
+    let x0 = bv(x0);
     let b = &cg.b;
     let i32t = cg.i32();
     // Subnormals: scale into the normal range first.
-    let tiny = f.cmp(FloatPredicate::OLT, x0, f.c(1.175_494_4e-38))?;
-    let x = f.sel(tiny, f.mul(x0, f.c(8_388_608.0))?, x0)?;
+    let tiny = f.cmp(FloatPredicate::OLT, x0, f.c(1.175_494_4e-38)?)?;
+    let x = f.sel(tiny, f.mul(x0, f.c(8_388_608.0)?)?, x0)?;
     let bias = b
-        .build_select(tiny, cg.c32(23), cg.c32(0), "bias")?
+        .build_select(tiny.into_int_value(), cg.c32(23), cg.c32(0), "bias")?
         .into_int_value();
     let bits = b.build_bit_cast(x, i32t, "bits")?.into_int_value();
     let e = b.build_right_shift(bits, cg.c32(23), false, "e")?;
@@ -132,13 +122,21 @@ pub fn log_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>> {
     let e = b.build_int_sub(e, bias, "e")?;
     let mbits = b.build_and(bits, cg.c32(0x007f_ffff), "m")?;
     let mbits = b.build_or(mbits, cg.c32(0x3f00_0000), "m")?;
-    let m = b.build_bit_cast(mbits, cg.f32(), "m")?.into_float_value();
+    let m = b.build_bit_cast(mbits, cg.f32(), "m")?;
     // m in [0.5, 1): fold to [sqrt(1/2), sqrt(2)) - 1.
-    let small = f.cmp(FloatPredicate::OLT, m, f.c(std::f64::consts::FRAC_1_SQRT_2))?;
-    let e = b.build_int_sub(e, b.build_int_z_extend(small, i32t, "s")?, "e")?;
+    let small = f.cmp(
+        FloatPredicate::OLT,
+        m,
+        f.c(std::f64::consts::FRAC_1_SQRT_2)?,
+    )?;
+    let e = b.build_int_sub(
+        e,
+        b.build_int_z_extend(small.into_int_value(), i32t, "s")?,
+        "e",
+    )?;
     let m = f.sel(small, f.add(m, m)?, m)?;
-    let m = f.sub(m, f.c(1.0))?;
-    let ef = b.build_signed_int_to_float(e, cg.f32(), "ef")?;
+    let m = f.sub(m, f.c(1.0)?)?;
+    let ef = bv(b.build_signed_int_to_float(e, cg.f32(), "ef")?);
     let z = f.mul(m, m)?;
     let y = f.poly(
         m,
@@ -155,32 +153,41 @@ pub fn log_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>> {
         ],
     )?;
     let y = f.mul(f.mul(y, m)?, z)?;
-    let y = f.fma(ef, f.c(-2.121_944_4e-4), y)?;
-    let y = f.fma(z, f.c(-0.5), y)?;
+    let y = f.fma(ef, f.c(-2.121_944_4e-4)?, y)?;
+    let y = f.fma(z, f.c(-0.5)?, y)?;
     let r = f.add(m, y)?;
-    let r = f.fma(ef, f.c(0.693_359_375), r)?;
+    let r = f.fma(ef, f.c(0.693_359_375)?, r)?;
     // Special values: log(0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN stays NaN. The NaN
     // of a negative input is x86's default NaN (`0xffc00000`), as the evaluator's `log` and
     // negative as XLA's (`0xffffffff`): a total order (`topk`, a TOTALORDER sort) puts it
     // first, where a positive NaN would sort last.
     let r = f.sel(
-        f.cmp(FloatPredicate::OEQ, x0, f.c(0.0))?,
-        f.c(f64::NEG_INFINITY),
+        f.cmp(FloatPredicate::OEQ, x0, f.c(0.0)?)?,
+        f.c(f64::NEG_INFINITY)?,
         r,
     )?;
-    let r = f.sel(f.cmp(FloatPredicate::OLT, x0, f.c(0.0))?, f.c(-f64::NAN), r)?;
-    let r = f.sel(f.cmp(FloatPredicate::OEQ, x0, f.c(f64::INFINITY))?, x0, r)?;
+    let r = f.sel(
+        f.cmp(FloatPredicate::OLT, x0, f.c(0.0)?)?,
+        f.c(-f64::NAN)?,
+        r,
+    )?;
+    let r = f.sel(f.cmp(FloatPredicate::OEQ, x0, f.c(f64::INFINITY)?)?, x0, r)?;
     let r = f.sel(f.cmp(FloatPredicate::UNO, x0, x0)?, x0, r)?;
-    Ok(bv(r))
+    Ok(r)
 }
 
 /// `tanh(x)` for `f32`: Eigen's rational approximation.
 pub fn tanh_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>> {
-    let f = F { cg };
-    let hi = f.cmp(FloatPredicate::OGT, x0, f.c(9.0))?;
-    let x = f.sel(hi, f.c(9.0), x0)?;
-    let lo = f.cmp(FloatPredicate::OLT, x, f.c(-9.0))?;
-    let x = f.sel(lo, f.c(-9.0), x)?;
+    tanh(cg, bv(x0))
+}
+
+/// `tanh(x)` for an `f32` or a vector of `f32` (the same code per lane, [`crate::lanes`]).
+pub fn tanh<'ctx>(cg: &Cg<'ctx>, x0: Val<'ctx>) -> R<Val<'ctx>> {
+    let f = F { cg, like: x0 };
+    let hi = f.cmp(FloatPredicate::OGT, x0, f.c(9.0)?)?;
+    let x = f.sel(hi, f.c(9.0)?, x0)?;
+    let lo = f.cmp(FloatPredicate::OLT, x, f.c(-9.0)?)?;
+    let x = f.sel(lo, f.c(-9.0)?, x)?;
     let x2 = f.mul(x, x)?;
     let p = f.poly(
         x2,
@@ -204,11 +211,9 @@ pub fn tanh_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>> {
             4.893_525_185_543_85e-3,
         ],
     )?;
-    let r = cg.b.build_float_div(p, q, "tanh")?;
+    let r = lanes::fdiv(cg, p, q, "tanh")?;
     // Tiny inputs: tanh(x) = x (keeps the sign of zero).
-    let a = cg
-        .call_intrinsic("llvm.fabs", &[bv(x0)])?
-        .into_float_value();
-    let small = f.cmp(FloatPredicate::OLT, a, f.c(4e-4))?;
-    Ok(bv(f.sel(small, x0, r)?))
+    let a = cg.call_intrinsic("llvm.fabs", &[x0])?;
+    let small = f.cmp(FloatPredicate::OLT, a, f.c(4e-4)?)?;
+    f.sel(small, x0, r)
 }

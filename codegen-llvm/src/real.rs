@@ -25,6 +25,7 @@ use inkwell::{FloatPredicate, IntPredicate};
 
 use crate::cg::{bv, Cg, Val};
 use crate::error::{Fail, R};
+use crate::lanes;
 use crate::minifloat::is_minifloat;
 
 /// The error for an op that is not defined on element type `ty`.
@@ -59,14 +60,13 @@ pub fn unary<'ctx>(cg: &Cg<'ctx>, op: Opcode, in_ty: ElementType, v: Val<'ctx>) 
         // Ops not computed by one float instruction flush explicitly under FTZ: a select
         // passes its operand's bits through, a libm function may return a tiny input as is.
         let flushes = !matches!(op, Abs | Negate | Real | Imag | IsFinite | Sqrt | Rsqrt);
-        let x = v.into_float_value();
-        let x = if flushes { flush(cg, in_ty, x)? } else { x };
+        let x = if flushes { flush_val(cg, in_ty, v)? } else { v };
         let r = float_unary(cg, op, in_ty, x)?;
         return if op == IsFinite {
             Ok(r)
         } else if flushes {
-            let r = flush(cg, in_ty, r.into_float_value())?;
-            cg.round(in_ty, bv(r))
+            let r = flush_val(cg, in_ty, r)?;
+            cg.round(in_ty, r)
         } else {
             cg.round(in_ty, r)
         };
@@ -77,7 +77,48 @@ pub fn unary<'ctx>(cg: &Cg<'ctx>, op: Opcode, in_ty: ElementType, v: Val<'ctx>) 
     Err(not_defined(op, in_ty))
 }
 
-fn float_unary<'ctx>(
+/// A float unary op on `v`, a scalar or (for the ops [`vector_unary`] admits) a vector.
+fn float_unary<'ctx>(cg: &Cg<'ctx>, op: Opcode, ty: ElementType, v: Val<'ctx>) -> R<Val<'ctx>> {
+    use Opcode::*;
+    let is64 = ty == ElementType::F64;
+    let one = lanes::float_const(v, 1.0)?;
+    let intr = |name: &str| cg.call_intrinsic(name, &[v]);
+    Ok(match op {
+        Abs => intr("llvm.fabs")?,
+        Negate => lanes::fneg(cg, v, "neg")?,
+        Sqrt => intr("llvm.sqrt")?,
+        Rsqrt => {
+            let s = intr("llvm.sqrt")?;
+            lanes::fdiv(cg, one, s, "rsqrt")?
+        }
+        Exp if !is64 && !cg.libm_math => crate::math::exp(cg, v)?,
+        Tanh if !is64 && !cg.libm_math => crate::math::tanh(cg, v)?,
+        Logistic => {
+            let n = lanes::fneg(cg, v, "n")?;
+            let e = if is64 || cg.libm_math {
+                cg.call_libm(&libm_name("exp", is64), &[n])?
+            } else {
+                crate::math::exp(cg, n)?
+            };
+            let d = lanes::fadd(cg, one, e, "d")?;
+            lanes::fdiv(cg, one, d, "logistic")?
+        }
+        _ => scalar_float_unary(cg, op, ty, lanes::scalar_float(v, op.name())?)?,
+    })
+}
+
+/// Whether [`unary`] computes `op` on a vector of `ty` (lane by lane, with the scalar code's
+/// bits): the ops of single instructions and the inline polynomials, not libm calls.
+pub fn vector_unary(cg: &Cg<'_>, op: Opcode, ty: ElementType) -> bool {
+    use Opcode::*;
+    let poly = ty == ElementType::F32 && !cg.libm_math;
+    matches!(ty, ElementType::F32 | ElementType::F64)
+        && (matches!(op, Abs | Negate | Sqrt | Rsqrt)
+            || (poly && matches!(op, Exp | Tanh | Logistic)))
+}
+
+/// The float unary ops computed on scalars only (libm calls, and ops no vector path needs).
+fn scalar_float_unary<'ctx>(
     cg: &Cg<'ctx>,
     op: Opcode,
     ty: ElementType,
@@ -92,8 +133,6 @@ fn float_unary<'ctx>(
     let libm = |name: &str| cg.call_libm(&libm_name(name, is64), &[bv(v)]);
     let intr = |name: &str| cg.call_intrinsic(name, &[bv(v)]);
     Ok(match op {
-        Abs => intr("llvm.fabs")?,
-        Negate => bv(b.build_float_neg(v, "neg")?),
         Sign => {
             let c = cg.call_intrinsic("llvm.copysign", &[bv(one), bv(v)])?;
             let keep = b.build_float_compare(FloatPredicate::UEQ, v, zero, "keep")?;
@@ -103,33 +142,15 @@ fn float_unary<'ctx>(
         Ceil => intr("llvm.ceil")?,
         RoundNearestAfz => intr("llvm.round")?,
         RoundNearestEven => intr("llvm.roundeven")?,
-        Sqrt => intr("llvm.sqrt")?,
-        Rsqrt => {
-            let s = intr("llvm.sqrt")?.into_float_value();
-            bv(b.build_float_div(one, s, "rsqrt")?)
-        }
         Cbrt => libm("cbrt")?,
-        Exp if !is64 && !cg.libm_math => crate::math::exp_f32(cg, v)?,
         Exp => libm("exp")?,
         Expm1 => libm("expm1")?,
         Log if !is64 && !cg.libm_math => crate::math::log_f32(cg, v)?,
         Log => libm("log")?,
         Log1p => libm("log1p")?,
-        Logistic => {
-            let n = b.build_float_neg(v, "n")?;
-            let e = if is64 || cg.libm_math {
-                cg.call_libm(&libm_name("exp", is64), &[bv(n)])?
-            } else {
-                crate::math::exp_f32(cg, n)?
-            }
-            .into_float_value();
-            let d = b.build_float_add(one, e, "d")?;
-            bv(b.build_float_div(one, d, "logistic")?)
-        }
         Sin => libm("sin")?,
         Cos => libm("cos")?,
         Tan => libm("tan")?,
-        Tanh if !is64 && !cg.libm_math => crate::math::tanh_f32(cg, v)?,
         Tanh => libm("tanh")?,
         Erf => libm("erf")?,
         Real => bv(v),
@@ -209,30 +230,23 @@ pub fn binary<'ctx>(
         use Opcode::*;
         // As for unary ops: only the single-instruction arithmetic is flushed by the hardware.
         let flushes = !matches!(op, Add | Subtract | Multiply | Divide | Remainder | Power);
-        let (x, y) = (a.into_float_value(), c.into_float_value());
-        let r = if op == Remainder {
-            // XLA's `fmod` call tests the divisor for zero with a float compare (DAZ) and
-            // computes the rest exactly: NaN for a divisor that flushes to zero, else the
-            // remainder of the unflushed operands.
-            let r = float_binary(cg, op, ty, x, y)?.into_float_value();
-            let y0 = b.build_float_compare(
-                FloatPredicate::OEQ,
-                flush(cg, ty, y)?,
-                y.get_type().const_zero(),
-                "y0",
-            )?;
-            let nan = y.get_type().const_float(f64::NAN);
-            b.build_select(y0, nan, r, "rem")?
-        } else if op == Power {
-            // `powf`/`pow` read their operands exactly; the result is flushed.
-            let r = float_binary(cg, op, ty, x, y)?;
-            bv(flush(cg, ty, r.into_float_value())?)
-        } else if flushes {
-            let (x, y) = (flush(cg, ty, x)?, flush(cg, ty, y)?);
-            let r = float_binary(cg, op, ty, x, y)?;
-            bv(flush(cg, ty, r.into_float_value())?)
-        } else {
+        let r = if matches!(op, Remainder | Power) {
+            let (x, y) = (
+                lanes::scalar_float(a, op.name())?,
+                lanes::scalar_float(c, op.name())?,
+            );
+            scalar_float_binary(cg, op, ty, x, y)?
+        } else if matches!(op, Maximum | Minimum) {
+            // The result is one of the flushed operands, or the AND or OR of two equal ones'
+            // bits (both zeros, or the same bits): never subnormal, so it needs no flush.
+            let (x, y) = (flush_val(cg, ty, a)?, flush_val(cg, ty, c)?);
             float_binary(cg, op, ty, x, y)?
+        } else if flushes {
+            let (x, y) = (flush_val(cg, ty, a)?, flush_val(cg, ty, c)?);
+            let r = float_binary(cg, op, ty, x, y)?;
+            flush_val(cg, ty, r)?
+        } else {
+            float_binary(cg, op, ty, a, c)?
         };
         return cg.round(ty, r);
     }
@@ -242,98 +256,156 @@ pub fn binary<'ctx>(
     Err(not_defined(op, ty))
 }
 
+/// Whether [`binary`] computes `op` on vectors of `ty` (lane by lane, with the scalar code's
+/// bits).
+pub fn vector_binary(op: Opcode, ty: ElementType) -> bool {
+    use Opcode::*;
+    matches!(ty, ElementType::F32 | ElementType::F64)
+        && matches!(op, Add | Subtract | Multiply | Divide | Maximum | Minimum)
+}
+
+/// `remainder` and `power` on scalar floats (libm calls).
+fn scalar_float_binary<'ctx>(
+    cg: &Cg<'ctx>,
+    op: Opcode,
+    ty: ElementType,
+    x: FloatValue<'ctx>,
+    y: FloatValue<'ctx>,
+) -> R<Val<'ctx>> {
+    let b = &cg.b;
+    if op == Opcode::Remainder {
+        // XLA's `fmod` call tests the divisor for zero with a float compare (DAZ) and
+        // computes the rest exactly: NaN for a divisor that flushes to zero, else the
+        // remainder of the unflushed operands.
+        let r = scalar_float_binary_op(cg, op, ty, x, y)?.into_float_value();
+        let y0 = b.build_float_compare(
+            FloatPredicate::OEQ,
+            flush(cg, ty, y)?,
+            y.get_type().const_zero(),
+            "y0",
+        )?;
+        let nan = y.get_type().const_float(f64::NAN);
+        Ok(b.build_select(y0, nan, r, "rem")?)
+    } else {
+        // `powf`/`pow` read their operands exactly; the result is flushed.
+        let r = scalar_float_binary_op(cg, op, ty, x, y)?;
+        Ok(bv(flush(cg, ty, r.into_float_value())?))
+    }
+}
+
 /// A subnormal `f32`/`f64` register value replaced by a zero of its sign when the module runs
 /// with FTZ (as XLA's CPU backend does); integer operations, so the result does not depend on
 /// the float mode. The narrower floats compute in `f32` under the same rules, but only `bf16`
 /// and `f8e8m0fnu` (`2^-127`) hold values that are subnormal there; the others pass through.
 pub fn flush<'ctx>(cg: &Cg<'ctx>, ty: ElementType, v: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+    lanes::scalar_float(flush_val(cg, ty, bv(v))?, "flush")
+}
+
+/// [`flush`] of a scalar or a vector of `ty` in its register form.
+pub fn flush_val<'ctx>(cg: &Cg<'ctx>, ty: ElementType, v: Val<'ctx>) -> R<Val<'ctx>> {
     use ElementType::*;
     if !matches!(ty, F32 | F64 | BF16 | F8E8M0FNU) {
         return Ok(v);
     }
-    flush_reg(cg, v)
+    flush_bits(cg, v)
 }
 
 /// [`flush`] of any `f32` or `f64` register value, whatever type it holds.
 fn flush_reg<'ctx>(cg: &Cg<'ctx>, v: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+    lanes::scalar_float(flush_bits(cg, bv(v))?, "flush")
+}
+
+/// [`flush_reg`] of a scalar or a vector of `f32` or `f64`.
+fn flush_bits<'ctx>(cg: &Cg<'ctx>, v: Val<'ctx>) -> R<Val<'ctx>> {
     if !cg.ftz {
         return Ok(v);
     }
-    let b = &cg.b;
-    let (it, exp, sign) = if v.get_type() == cg.f64() {
-        (cg.i64(), 0x7ff0_0000_0000_0000u64, 1u64 << 63)
+    let it = lanes::int_type_like(cg, v)?;
+    let (exp, sign) = if lanes::float_bits(cg, v)? == 64 {
+        (0x7ff0_0000_0000_0000u64, 1u64 << 63)
     } else {
-        (cg.i32(), 0x7f80_0000, 1 << 31)
+        (0x7f80_0000, 1 << 31)
     };
-    let x = b.build_bit_cast(v, it, "fb")?.into_int_value();
-    let e = b.build_and(x, it.const_int(exp, false), "fe")?;
-    let sub = b.build_int_compare(IntPredicate::EQ, e, it.const_zero(), "sub")?;
-    let z = b.build_and(x, it.const_int(sign, false), "fz")?;
-    let r = b.build_select(sub, z, x, "ftz")?;
-    Ok(b.build_bit_cast(r, v.get_type(), "f")?.into_float_value())
+    let x = lanes::bitcast(cg, v, it, "fb")?;
+    let e = lanes::and(cg, x, lanes::int_const(it, exp)?, "fe")?;
+    let sub = lanes::icmp(cg, IntPredicate::EQ, e, lanes::int_const(it, 0)?, "sub")?;
+    let z = lanes::and(cg, x, lanes::int_const(it, sign)?, "fz")?;
+    let r = lanes::select(cg, sub, z, x, "ftz")?;
+    lanes::bitcast(cg, r, v.get_type(), "f")
 }
 
 /// The result of `maximum` (`max`) or `minimum` on two equal zeros: `+0` wins `maximum` unless
 /// both are `-0`, `-0` wins `minimum` (the bits' AND or OR). Equal non-zero values have equal
 /// bits, so this is right whenever the operands compare equal.
-fn zero_tie<'ctx>(
-    cg: &Cg<'ctx>,
-    max: bool,
-    a: FloatValue<'ctx>,
-    c: FloatValue<'ctx>,
-) -> R<FloatValue<'ctx>> {
-    let b = &cg.b;
-    let it = if a.get_type() == cg.f64() {
-        cg.i64()
-    } else {
-        cg.i32()
-    };
-    let x = b.build_bit_cast(a, it, "xb")?.into_int_value();
-    let y = b.build_bit_cast(c, it, "yb")?.into_int_value();
+fn zero_tie<'ctx>(cg: &Cg<'ctx>, max: bool, a: Val<'ctx>, c: Val<'ctx>) -> R<Val<'ctx>> {
+    let it = lanes::int_type_like(cg, a)?;
+    let x = lanes::bitcast(cg, a, it, "xb")?;
+    let y = lanes::bitcast(cg, c, it, "yb")?;
     let r = if max {
-        b.build_and(x, y, "tie")?
+        lanes::and(cg, x, y, "tie")?
     } else {
-        b.build_or(x, y, "tie")?
+        lanes::or(cg, x, y, "tie")?
     };
-    Ok(b.build_bit_cast(r, a.get_type(), "tie")?.into_float_value())
+    lanes::bitcast(cg, r, a.get_type(), "tie")
 }
 
 /// XLA's `maximum` on floats (IEEE 754-2019 `maximum`, as XLA's CPU backend computes it): NaN
 /// if either is NaN (the left one first), else the larger, with `+0` above `-0`. Operands are
 /// already flushed where the module flushes.
 pub fn fmax<'ctx>(cg: &Cg<'ctx>, a: FloatValue<'ctx>, c: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
-    extremum(cg, true, a, c)
+    lanes::scalar_float(extremum(cg, true, bv(a), bv(c))?, "maximum")
 }
 
 /// XLA's `minimum` on floats: as [`fmax`], with `-0` below `+0`.
 pub fn fmin<'ctx>(cg: &Cg<'ctx>, a: FloatValue<'ctx>, c: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
-    extremum(cg, false, a, c)
+    lanes::scalar_float(extremum(cg, false, bv(a), bv(c))?, "minimum")
 }
 
-/// [`fmax`] (`max`) or [`fmin`].
-fn extremum<'ctx>(
-    cg: &Cg<'ctx>,
-    max: bool,
-    a: FloatValue<'ctx>,
-    c: FloatValue<'ctx>,
-) -> R<FloatValue<'ctx>> {
-    let b = &cg.b;
+/// [`fmax`] (`max`) or [`fmin`], on scalars or vectors.
+fn extremum<'ctx>(cg: &Cg<'ctx>, max: bool, a: Val<'ctx>, c: Val<'ctx>) -> R<Val<'ctx>> {
     // Unordered: a NaN `c` is taken here, a NaN `a` below.
     let pred = if max {
         FloatPredicate::ULT
     } else {
         FloatPredicate::UGT
     };
-    let take_c = b.build_float_compare(pred, a, c, "take")?;
-    let r = b.build_select(take_c, c, a, "ext")?.into_float_value();
-    let eq = b.build_float_compare(FloatPredicate::OEQ, a, c, "eq")?;
+    let take_c = lanes::fcmp(cg, pred, a, c, "take")?;
+    let r = lanes::select(cg, take_c, c, a, "ext")?;
+    let eq = lanes::fcmp(cg, FloatPredicate::OEQ, a, c, "eq")?;
     let tie = zero_tie(cg, max, a, c)?;
-    let r = b.build_select(eq, tie, r, "ext")?.into_float_value();
-    let anan = b.build_float_compare(FloatPredicate::UNO, a, a, "anan")?;
-    Ok(b.build_select(anan, a, r, "ext")?.into_float_value())
+    let r = lanes::select(cg, eq, tie, r, "ext")?;
+    let anan = lanes::fcmp(cg, FloatPredicate::UNO, a, a, "anan")?;
+    lanes::select(cg, anan, a, r, "ext")
 }
 
+/// The float binary ops of single instructions and `maximum`/`minimum`, on scalars or vectors.
 fn float_binary<'ctx>(
+    cg: &Cg<'ctx>,
+    op: Opcode,
+    ty: ElementType,
+    a: Val<'ctx>,
+    c: Val<'ctx>,
+) -> R<Val<'ctx>> {
+    use Opcode::*;
+    Ok(match op {
+        Add => lanes::fadd(cg, a, c, "add")?,
+        Subtract => lanes::fsub(cg, a, c, "sub")?,
+        Multiply => lanes::fmul(cg, a, c, "mul")?,
+        Divide => lanes::fdiv(cg, a, c, "div")?,
+        Maximum => extremum(cg, true, a, c)?,
+        Minimum => extremum(cg, false, a, c)?,
+        _ => scalar_float_binary_op(
+            cg,
+            op,
+            ty,
+            lanes::scalar_float(a, op.name())?,
+            lanes::scalar_float(c, op.name())?,
+        )?,
+    })
+}
+
+/// The float binary ops of libm calls, on scalars.
+fn scalar_float_binary_op<'ctx>(
     cg: &Cg<'ctx>,
     op: Opcode,
     ty: ElementType,
@@ -344,13 +416,7 @@ fn float_binary<'ctx>(
     let b = &cg.b;
     let is64 = ty == ElementType::F64;
     Ok(match op {
-        Add => bv(b.build_float_add(a, c, "add")?),
-        Subtract => bv(b.build_float_sub(a, c, "sub")?),
-        Multiply => bv(b.build_float_mul(a, c, "mul")?),
-        Divide => bv(b.build_float_div(a, c, "div")?),
         Remainder => bv(b.build_float_rem(a, c, "rem")?),
-        Maximum => bv(fmax(cg, a, c)?),
-        Minimum => bv(fmin(cg, a, c)?),
         Power => {
             let ft = a.get_type();
             let one = ft.const_float(1.0);
@@ -518,8 +584,11 @@ pub fn compare<'ctx>(
     use ComparisonDirection as D;
     let b = &cg.b;
     if ty.is_float() {
-        let (x, y) = (a.into_float_value(), c.into_float_value());
         if cty == ComparisonType::TotalOrder {
+            let (x, y) = (
+                lanes::scalar_float(a, "a total-order compare")?,
+                lanes::scalar_float(c, "a total-order compare")?,
+            );
             let (kx, ky) = (total_order_key(cg, x)?, total_order_key(cg, y)?);
             return Ok(bv(b.build_int_compare(
                 int_pred(dir, true),
@@ -536,7 +605,7 @@ pub fn compare<'ctx>(
             D::Gt => FloatPredicate::OGT,
             D::Ge => FloatPredicate::OGE,
         };
-        return Ok(bv(b.build_float_compare(p, x, y, "cmp")?));
+        return lanes::fcmp(cg, p, a, c, "cmp");
     }
     if ty.is_int() || ty.is_pred() {
         let signed = ty.is_signed_int();
@@ -568,7 +637,7 @@ fn int_pred(dir: ComparisonDirection, signed: bool) -> IntPredicate {
 
 /// `select(p, a, b)` on an `i1` predicate.
 pub fn select<'ctx>(cg: &Cg<'ctx>, p: Val<'ctx>, a: Val<'ctx>, c: Val<'ctx>) -> R<Val<'ctx>> {
-    Ok(cg.b.build_select(p.into_int_value(), a, c, "sel")?)
+    lanes::select(cg, p, a, c, "sel")
 }
 
 /// `clamp(lo, x, hi)`.
