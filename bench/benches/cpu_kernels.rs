@@ -10,7 +10,7 @@
 //! with `cargo bench -p axle-bench --bench cpu_kernels`.
 
 use axle::ir::{parse_module, ElementType, Literal};
-use axle_codegen_cpu::{compile, CpuExecutable, CpuOptions};
+use axle_codegen_cpu::{compile, CpuExecutable, CpuOptions, Epilogues};
 use divan::counter::{BytesCount, ItemsCount};
 use divan::Bencher;
 
@@ -97,13 +97,18 @@ fn gemm_train_step(bencher: Bencher, which: &str) {
 }
 
 /// An MLP layer as one output fusion, `relu(x @ w + bias)` of `[256, 1024] x [1024, 1024]`,
-/// with the epilogue applied to each GEMM register tile on its last `K` block (`tiles`) or to
-/// each finished block after the GEMM stored it (`blocks`).
-#[divan::bench(args = ["tiles", "blocks"])]
+/// with the epilogue applied on each GEMM register tile on its last `K` block, from its
+/// registers (`registers`) or through a tile buffer (`tiles`), or to each finished block after
+/// the GEMM stored it (`blocks`).
+#[divan::bench(args = ["registers", "tiles", "blocks"])]
 fn gemm_bias_relu(bencher: Bencher, epilogue: &str) {
     let text = "HloModule layer\nfused {\n  x = f32[256,1024] parameter(0)\n  w = f32[1024,1024] parameter(1)\n  b = f32[1024] parameter(2)\n  d = f32[256,1024] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  bb = f32[256,1024] broadcast(b), dimensions={1}\n  s = f32[256,1024] add(d, bb)\n  z = f32[] constant(0)\n  zb = f32[256,1024] broadcast(z), dimensions={}\n  ROOT r = f32[256,1024] maximum(s, zb)\n}\nENTRY main {\n  x = f32[256,1024] parameter(0)\n  w = f32[1024,1024] parameter(1)\n  b = f32[1024] parameter(2)\n  ROOT f = f32[256,1024] fusion(x, w, b), kind=kOutput, calls=fused\n}\n";
     let opts = CpuOptions {
-        tile_epilogues: epilogue == "tiles",
+        epilogues: match epilogue {
+            "registers" => Epilogues::Registers,
+            "tiles" => Epilogues::Tiles,
+            _ => Epilogues::Blocks,
+        },
         ..Default::default()
     };
     let p = prepare_with(text, &opts);

@@ -4,9 +4,9 @@
 //!
 //! `cargo run --release -p axle-bench --example cpu_kernel_time -- FILE.hlo [THREADS] [RUNS]
 //! [FLOPS] [EPILOGUES]`: prints the median wall and CPU time per run, and GFLOP/s per CPU second
-//! when the module's flop count is given (0: not given). `EPILOGUES` is `tiles` or `blocks`
-//! (default: `CpuOptions::default`'s): where output fusions of a dot apply their epilogue
-//! (`CpuOptions::tile_epilogues`), to compare the two in one build.
+//! when the module's flop count is given (0: not given). `EPILOGUES` is `registers`, `tiles`
+//! or `blocks` (default: `CpuOptions::default`'s): where output fusions of a dot apply their
+//! epilogue (`CpuOptions::epilogues`), to compare them in one build.
 
 use std::time::Instant;
 
@@ -25,18 +25,19 @@ fn main() {
     let threads: usize = args.get(2).map_or(1, |s| s.parse().expect("threads"));
     let runs: usize = args.get(3).map_or(20, |s| s.parse().expect("runs"));
     let flops: f64 = args.get(4).map_or(0.0, |s| s.parse().expect("flops"));
-    let tile_epilogues = match args.get(5).map(|s| s.as_str()) {
-        None => axle_codegen_cpu::CpuOptions::default().tile_epilogues,
-        Some("tiles") => true,
-        Some("blocks") => false,
-        Some(other) => panic!("EPILOGUES is tiles or blocks, not {other}"),
+    let epilogues = match args.get(5).map(|s| s.as_str()) {
+        None => axle_codegen_cpu::CpuOptions::default().epilogues,
+        Some("registers") => axle_codegen_cpu::Epilogues::Registers,
+        Some("tiles") => axle_codegen_cpu::Epilogues::Tiles,
+        Some("blocks") => axle_codegen_cpu::Epilogues::Blocks,
+        Some(other) => panic!("EPILOGUES is registers, tiles or blocks, not {other}"),
     };
     let text = std::fs::read_to_string(file).expect("reads the file");
     let m = axle::ir::parse_module(&text).expect("parses");
     let inputs = axle::run::generate_inputs(&m, 0).expect("the inputs fit in memory");
     let opts = axle_codegen_cpu::CpuOptions {
         threads,
-        tile_epilogues,
+        epilogues,
         ..Default::default()
     };
     let exe = axle_codegen_cpu::compile(&m, &opts).expect("compiles");

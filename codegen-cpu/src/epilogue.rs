@@ -8,32 +8,56 @@
 //! at another. Its other operands (a bias vector, a residual) are read through the elemental
 //! generator at that index, from memory.
 //!
-//! - Tile epilogues (dots, with [`crate::gemm::GemmTarget::tile_epilogues`], unless the
-//!   epilogue reads another array as large as the core, [`Kc::on_tiles`]): on the last `K`
-//!   block of each register tile the GEMM stores the tile's final sums, rounded to the result
-//!   type exactly as a store to `C` rounds them, to a tile buffer on the stack (one tile,
-//!   `MR x NR`, in L1) instead of to `C`, and [`Kc::emit_tile`] runs the epilogue over it: a
-//!   loop over the tile's rows (not unrolled) whose body computes the root's leaves on the
-//!   row's columns in one loop with the core bound to the row of the buffer
+//! Where the epilogue runs ([`crate::CpuOptions::epilogues`]):
+//! - Register epilogues (dots, the default, [`crate::Epilogues::Registers`], where
+//!   [`crate::lane_epilogue::LanePlan`] admits every op of the epilogue and it reads no other
+//!   array as large as the core, [`Kc::on_tiles`]): on the last `K` block of each register
+//!   tile the GEMM hands its accumulators, as they are, to [`Kc::emit_lane_tile`], which
+//!   computes the root on each accumulator vector with the scalar path's own op functions
+//!   and stores it to the output once with masked stores. `C` is written once with final
+//!   values, the core is never stored or read back, and no loop runs over the tile.
+//! - Tile epilogues (dots, [`crate::Epilogues::Tiles`], with the same exclusion): on the last
+//!   `K` block of each register tile the GEMM stores the tile's final sums, rounded to the
+//!   result type exactly as a store to `C` rounds them, to a tile buffer on the stack (one
+//!   tile, `MR x NR`, in L1) instead of to `C`, and [`Kc::emit_tile`] runs the epilogue over
+//!   it: a loop over the tile's rows (not unrolled) whose body computes the root's leaves on
+//!   the row's columns in one loop with the core bound to the row of the buffer
 //!   ([`Ext::Row`]), which the loop vectorizer turns into vector code. So `C` is written once
 //!   with final values and never read back, and the epilogue is emitted once per kernel, as
 //!   on the block path: its code does not grow with the tile.
-//! - Block epilogues (convolutions, epilogues reading a residual, or the option off): each
-//!   work item first runs the core kernel for that one item (its output block: a rectangle
-//!   of GEMM rows and columns of one batch, [`crate::gemm::item_block`], or a tile of
-//!   convolution output pixels, a contiguous range of the core's row-major result), then
-//!   computes the root's leaves over that block with the core bound to the memory it was
-//!   written to.
+//! - Block epilogues (convolutions, epilogues reading a residual, epilogues the register path
+//!   does not admit, or [`crate::Epilogues::Blocks`]): each work item first runs the core
+//!   kernel for that one item (its output block: a rectangle of GEMM rows and columns of one
+//!   batch, [`crate::gemm::item_block`], or a tile of convolution output pixels, a contiguous
+//!   range of the core's row-major result), then computes the root's leaves over that block
+//!   with the core bound to the memory it was written to.
 //!
 //! Either way, when an output leaf has the core's element type the core writes straight into
 //! it (a GEMM's partial sums between `K` blocks, or the whole block) and the epilogue
 //! overwrites it in place, which the contract above allows; otherwise the core goes to a
-//! scratch buffer of its shape. Both paths give the same bits: the epilogue sees the same
-//! rounded core value and runs the same elemental code on it. Results do not depend on the
-//! thread count: an element is finished by the same code whatever the split.
+//! scratch buffer of its shape. All paths give the same bits: the epilogue sees the same
+//! rounded core value and runs the same op code on it (on vectors in registers, through
+//! [`axle_codegen_llvm::lanes`]). Results do not depend on the thread count: an element is
+//! finished by the same code whatever the split.
 //!
-//! Why the block path is the default ([`crate::CpuOptions::tile_epilogues`] off): the tile
-//! path was measured no faster, as a first version was. That one (commits `a25aef3` and
+//! Why registers are the default: the issue asked for epilogues applied while the tile is in
+//! registers, and on the programs that have them they cost nothing against blocks. Measured
+//! on 2 AVX-512 cores (AMD EPYC, Zen 4) shared with other work, `cpu_kernel_time` on the
+//! `cpu` pipeline's output, per-round ratios registers / blocks of medians of 15 runs,
+//! 8 alternating rounds, their median (one thread / two): `mlp3_b256_w1024` (bias) 0.998 /
+//! 0.968, `transformer_block_s512_d512` (GELU) 0.994 / 0.984, `mlp3_train_step_b256_w1024`
+//! 1.013 / 1.013, a `[2048, 64] x [64, 1024]` bias and ReLU 1.005 (two threads too noisy to
+//! read); single rounds ranged 0.92 to 1.05 on one thread. Compile times were the same
+//! within noise. What the register path saves, the block path's second pass over a block
+//! mostly in L2, is small beside the epilogue's own arithmetic, which both paths do: on that
+//! `K = 64` dot, bias and ReLU cost 11% over the bare dot either way (2.75 against 2.45 ms,
+//! one thread), about the vector operations `maximum`'s NaN, signed-zero and subnormal rules
+//! take beside the tile's 64 steps of multiply-adds. Residuals read in registers measured 4%
+//! to 5% slower on the train step's weight updates (and the same on the transformer's), so
+//! they stay on blocks.
+//!
+//! Why tiles are not the default: the tile path was measured no faster than blocks, as a
+//! first version was. That one (commits `a25aef3` and
 //! `b15b688`, removed in `ec55ba1`) emitted full tiles lane by lane (8 to 12 rows of 32 scalar
 //! lanes for the SLP vectorizer), ran no faster and compiled 9% to 35% longer. This one
 //! compiles within a few percent of the block path, and still runs no faster: the block
@@ -73,9 +97,11 @@ use crate::cg::numel;
 use crate::elemental::{arr_of, Ext};
 use crate::error::R;
 use crate::fused::Epilogue;
-use crate::gemm::GemmGeo;
+use crate::gemm::{GemmGeo, TileEnd};
 use crate::kernels::{Kc, GRAIN_ELEMS};
+use crate::lane_epilogue::LanePlan;
 use crate::reach::dims as dims_of;
+use crate::Epilogues;
 
 /// The loop property that keeps LLVM from unrolling a loop ([`crate::cg::Cg::for_range_hinted`]).
 const NO_UNROLL: &str = "llvm.loop.unroll.disable";
@@ -121,8 +147,37 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         self.g.bind(core, Ext::Bufs(vec![c]));
         let dims = arr_of(m, core)?.dims.to_vec();
         let (start, end) = (self.start, self.end);
+        let place = match &gemm {
+            Some((geo, _)) if self.on_tiles(core, geo) => self.gemm.epilogues,
+            _ => Epilogues::Blocks,
+        };
+        let lanes = match (place, &gemm) {
+            (Epilogues::Registers, Some((geo, _))) => {
+                LanePlan::new(cg, m, &self.g, self.root, core, geo)
+            }
+            _ => None,
+        };
         let (items, grain) = match m.opcode(core) {
-            Opcode::Dot if self.on_tiles(core, gemm.as_ref().map(|g| &g.0)) => {
+            Opcode::Dot if lanes.is_some() => {
+                let (geo, plan) = (gemm.ok_or("dot is not a GEMM")?.0, lanes.as_ref());
+                let plan = plan.ok_or("a register epilogue without its plan")?;
+                let pack = *scratch.first().ok_or("gemm without scratch")?;
+                let mut finish =
+                    |t: &crate::gemm::RegTile<'ctx>| self.emit_lane_tile(plan, &geo, &dims, t);
+                crate::gemm::emit_gemm(
+                    cg,
+                    &geo,
+                    lhs,
+                    rhs,
+                    c,
+                    pack,
+                    start,
+                    end,
+                    Some(TileEnd::Registers(&mut finish)),
+                )?;
+                (geo.items(), geo.grain())
+            }
+            Opcode::Dot if place == Epilogues::Tiles => {
                 let geo = gemm.ok_or("dot is not a GEMM")?.0;
                 let pack = *scratch.first().ok_or("gemm without scratch")?;
                 let buf = crate::stream::entry_alloca(cg, geo.out_ty, geo.mr * geo.nr(), "tile")?;
@@ -136,7 +191,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                     pack,
                     start,
                     end,
-                    Some((buf, &mut finish)),
+                    Some(TileEnd::Buffer(buf, &mut finish)),
                 )?;
                 (geo.items(), geo.grain())
             }
@@ -195,15 +250,13 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         Ok((items, grain))
     }
 
-    /// Whether dot `core`'s epilogue runs on the GEMM's register tiles: when the target says
-    /// so, unless the epilogue reads, besides the core, an array in memory as large as the
-    /// core and longer than one of its rows or columns (a residual, the weights an update step
-    /// subtracts from), which a tile would read in `MR` short pieces of rows far apart.
-    fn on_tiles(&self, core: InstId, geo: Option<&GemmGeo>) -> bool {
+    /// Whether dot `core`'s epilogue may run on the GEMM's register tiles (in registers or
+    /// through a tile buffer): unless the epilogue reads, besides the core, an array in memory
+    /// as large as the core and longer than one of its rows or columns (a residual, the
+    /// weights an update step subtracts from), which a tile would read in `MR` short pieces of
+    /// rows far apart.
+    fn on_tiles(&self, core: InstId, geo: &GemmGeo) -> bool {
         let m = self.m;
-        let Some(geo) = geo.filter(|_| self.gemm.tile_epilogues) else {
-            return false;
-        };
         let size = numel(dims_of(m, core));
         let line = geo.m.max(geo.n);
         let mut seen = HashSet::new();

@@ -63,7 +63,7 @@ use std::sync::OnceLock;
 
 use axle_ir::{AttrKey, AttrValue, ElementType, InstId, Module, Opcode};
 use inkwell::types::{BasicTypeEnum, FloatType, VectorType};
-use inkwell::values::{BasicValue, IntValue, PointerValue, VectorValue};
+use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue, VectorValue};
 use inkwell::IntPredicate;
 
 use crate::cg::{bv, strides, Cg};
@@ -248,9 +248,8 @@ pub(crate) struct GemmTarget {
     /// The smallest output in bytes that kernels write with non-temporal stores
     /// ([`crate::stream`]); `None` where the target cannot (or the options do not let it).
     pub stream_min: Option<i64>,
-    /// Whether output fusions apply their epilogue to each register tile on its last `K`
-    /// block ([`crate::CpuOptions::tile_epilogues`]); otherwise to each finished block.
-    pub tile_epilogues: bool,
+    /// Where output fusions of a dot apply their epilogue ([`crate::CpuOptions::epilogues`]).
+    pub epilogues: crate::Epilogues,
 }
 
 /// How the GEMM reads one operand of a dot: `base`'s buffer (row-major, as every buffer is)
@@ -538,9 +537,43 @@ pub(crate) struct Tile<'ctx> {
 /// must write every element of the tile (`rows x cols`) wherever the result goes.
 pub(crate) type TileFn<'f, 'ctx> = dyn FnMut(&Tile<'ctx>) -> R<()> + 'f;
 
-/// Emits the GEMM body into the current kernel function: items `start..end`. With `finish`
-/// (a buffer of `MR x NR` elements of the result type, and the tile epilogue), each tile's
-/// last `K` block goes to that buffer and then to the epilogue instead of to `C`.
+/// A register tile whose sums are final, still in its registers, handed to a register
+/// epilogue ([`RegFn`]). Only for results of the accumulation type (nothing to round).
+pub(crate) struct RegTile<'ctx> {
+    /// The accumulators: row `r`'s columns `h * lanes ..` at `2 * r + h`, vectors of `lanes`
+    /// values of the accumulation type.
+    pub accs: Vec<BasicValueEnum<'ctx>>,
+    /// Per row of the tile, the masks of its two vectors: the columns that exist, all off for
+    /// a row past the item's end.
+    pub masks: Vec<[VectorValue<'ctx>; 2]>,
+    /// The masks of the columns that exist, whatever the row.
+    pub col_masks: [VectorValue<'ctx>; 2],
+    /// The linear offset in `C` (batches included) of the tile's first element; its rows are
+    /// `n` elements apart there.
+    pub lin: IntValue<'ctx>,
+    /// The batch of the tile (linear over the batch dimensions).
+    pub batch: IntValue<'ctx>,
+    /// The row (in its batch) of the tile's first row.
+    pub row0: IntValue<'ctx>,
+    /// The tile's first column.
+    pub col0: IntValue<'ctx>,
+}
+
+/// What finishes a register tile on its last `K` block from its registers, in place of
+/// storing it to `C`: it must write every element of the tile that exists (the masks').
+pub(crate) type RegFn<'f, 'ctx> = dyn FnMut(&RegTile<'ctx>) -> R<()> + 'f;
+
+/// How a tile's last `K` block ends, when not by a store to `C`.
+pub(crate) enum TileEnd<'f, 'ctx> {
+    /// Stored to a buffer of one tile (`MR x NR` elements of the result type), then handed to
+    /// a tile epilogue.
+    Buffer(PointerValue<'ctx>, &'f mut TileFn<'f, 'ctx>),
+    /// Handed to a register epilogue as it is.
+    Registers(&'f mut RegFn<'f, 'ctx>),
+}
+
+/// Emits the GEMM body into the current kernel function: items `start..end`. With `finish`,
+/// each tile's last `K` block goes to it ([`TileEnd`]) instead of to `C`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_gemm<'ctx>(
     cg: &Cg<'ctx>,
@@ -551,8 +584,11 @@ pub(crate) fn emit_gemm<'ctx>(
     scratch: PointerValue<'ctx>,
     start: IntValue<'ctx>,
     end: IntValue<'ctx>,
-    mut finish: Option<(PointerValue<'ctx>, &mut TileFn<'_, 'ctx>)>,
+    mut finish: Option<TileEnd<'_, 'ctx>>,
 ) -> R<()> {
+    if matches!(finish, Some(TileEnd::Registers(_))) && geo.out_ty != geo.acc {
+        return Err("a register epilogue of a result narrower than the accumulation".into());
+    }
     let ety = cg.reg_ty(geo.acc)?.into_float_type();
     let bb = &cg.b;
     cg.for_range(start, end, |item| {
@@ -590,6 +626,7 @@ pub(crate) fn emit_gemm<'ctx>(
             bbase,
             cbase,
             c_off,
+            batch: bi,
             apack,
             bpack,
             i1,
@@ -643,8 +680,7 @@ pub(crate) fn emit_gemm<'ctx>(
                     // `Fill`, the first strip of B packs the block of A as its tiles read it.
                     let mut strip_of_b = |p, read| {
                         cg.for_range(cg.c64(0), strips, |s| {
-                            let fin = finish.as_mut().map(|(buf, f)| (*buf, &mut **f));
-                            ctx.tile(cg, s, ic, pc, kc, jc, p, read, first, last, fin)
+                            ctx.tile(cg, s, ic, pc, kc, jc, p, read, first, last, finish.as_mut())
                         })
                     };
                     let p0 = match read {
@@ -727,6 +763,8 @@ struct Item<'g, 'ctx> {
     cbase: PointerValue<'ctx>,
     /// The linear offset of `cbase` in `C` (its batch's first element).
     c_off: IntValue<'ctx>,
+    /// The item's batch (linear over the batch dimensions).
+    batch: IntValue<'ctx>,
     apack: PointerValue<'ctx>,
     bpack: PointerValue<'ctx>,
     /// The end of the item's rows.
@@ -1103,7 +1141,7 @@ impl<'ctx> Item<'_, 'ctx> {
         read: ARead,
         first: IntValue<'ctx>,
         last: Option<IntValue<'ctx>>,
-        finish: Option<(PointerValue<'ctx>, &mut TileFn<'_, 'ctx>)>,
+        finish: Option<&mut TileEnd<'_, 'ctx>>,
     ) -> R<()> {
         let geo = self.geo;
         let bb = &cg.b;
@@ -1271,23 +1309,37 @@ impl<'ctx> Item<'_, 'ctx> {
             Ok(())
         };
         let c_offs: Vec<_> = rowsel.iter().map(|(off, _, _)| *off).collect();
-        let Some((buf, finish)) = finish else {
+        let Some(finish) = finish else {
             return store(self.cbase, &c_offs);
         };
-        // The last `K` block: the tile goes to the buffer, rounded as `C` would hold it, and
-        // the epilogue writes it out from there.
+        let row = bb.build_int_nsw_mul(row0, cg.c64(geo.n), "tr")?;
+        let lin = bb.build_int_nsw_add(self.c_off, row, "tl")?;
+        let lin = bb.build_int_nsw_add(lin, jr, "tl")?;
+        // The last `K` block: the epilogue writes the tile out, from a buffer (the tile
+        // rounded as `C` would hold it) or from its registers.
         let mut to_epilogue = || -> R<()> {
-            let offs: Vec<_> = (0..mr).map(|r| cg.c64(r * nr)).collect();
-            store(buf, &offs)?;
-            let row = bb.build_int_nsw_mul(row0, cg.c64(geo.n), "tr")?;
-            let lin = bb.build_int_nsw_add(self.c_off, row, "tl")?;
-            let rows = min64(cg, bb.build_int_nsw_sub(self.i1, row0, "rl")?, cg.c64(mr))?;
-            finish(&Tile {
-                buf,
-                lin: bb.build_int_nsw_add(lin, jr, "tl")?,
-                rows,
-                cols: w,
-            })
+            match finish {
+                TileEnd::Buffer(buf, finish) => {
+                    let offs: Vec<_> = (0..mr).map(|r| cg.c64(r * nr)).collect();
+                    store(*buf, &offs)?;
+                    let rows = min64(cg, bb.build_int_nsw_sub(self.i1, row0, "rl")?, cg.c64(mr))?;
+                    finish(&Tile {
+                        buf: *buf,
+                        lin,
+                        rows,
+                        cols: w,
+                    })
+                }
+                TileEnd::Registers(finish) => finish(&RegTile {
+                    accs: accs.clone(),
+                    masks: rowsel.iter().map(|(_, _, m)| [m[0], m[1]]).collect(),
+                    col_masks: [colmask[0], colmask[1]],
+                    lin,
+                    batch: self.batch,
+                    row0,
+                    col0: jr,
+                }),
+            }
         };
         match last {
             None => to_epilogue(),

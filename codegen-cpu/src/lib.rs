@@ -43,6 +43,7 @@ mod host;
 mod jit;
 mod kernel_kind;
 mod kernels;
+mod lane_epilogue;
 mod lower;
 mod modules;
 mod parallel_cost;
@@ -63,7 +64,7 @@ pub use artifact::Artifact;
 pub use axle_codegen_llvm::CodegenError;
 
 // The shared LLVM layer's modules, under the paths this crate's files name them by.
-use axle_codegen_llvm::{cg, contraction as conv, elemental, error, forms, ops};
+use axle_codegen_llvm::{cg, contraction as conv, elemental, error, forms, ops, real};
 pub use jit::{
     buffer_assignment, AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn,
     KernelProfile, RECYCLE_MAX_BYTES, RECYCLE_MIN_BYTES,
@@ -97,14 +98,31 @@ pub struct CpuOptions {
     /// stack buffer and stream it to memory, skipping the cache. `None` (the default)
     /// takes half the host's last-level cache; `Some(u64::MAX)` never streams.
     pub stream_min_bytes: Option<u64>,
-    /// Output fusions of a dot apply their elementwise epilogue (bias, activation, scaling) to
-    /// each register tile of the GEMM on its last `K` block, one tile row at a time, so the
-    /// result is written once with its final values; off (the default) applies it to each
-    /// finished block of the result after the GEMM stored it. Both give the same bits; the
-    /// measurements that chose the default are in the `epilogue` module's notes
-    /// (`codegen-cpu/src/epilogue.rs`). [`CpuOptions::default`] takes `AXLE_CPU_TILE_EPILOGUES`
-    /// (`1` or `0`) when it is set, so `axle bench` and `axle compile` can run either.
-    pub tile_epilogues: bool,
+    /// Where output fusions of a dot apply their elementwise epilogue (bias, activation,
+    /// scaling): on the GEMM's register tiles where the epilogue allows it (the default), on
+    /// a tile buffer, or on each finished block ([`Epilogues`]). All give the same bits.
+    /// [`CpuOptions::default`] takes `AXLE_CPU_EPILOGUES` (`registers`, `tiles` or `blocks`)
+    /// when it is set, so `axle bench` and `axle compile` can run each.
+    pub epilogues: Epilogues,
+}
+
+/// Where an output fusion of a dot applies its elementwise epilogue; the measurements that
+/// chose the default are in the notes of the `epilogue` module (`codegen-cpu/src/epilogue.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Epilogues {
+    /// On each register tile of the GEMM on its last `K` block, from the accumulators as they
+    /// are, a vector of columns at a time, so the result is written once with its final values
+    /// and never read back. Epilogues with an op this path does not compute on vectors (a libm
+    /// call, a convert, a gather), or that read another array as large as the result, run on
+    /// blocks instead.
+    #[default]
+    Registers,
+    /// On each register tile on its last `K` block, through a tile buffer on the stack, one
+    /// tile row at a time with the scalar elemental code (epilogues reading another array as
+    /// large as the result run on blocks).
+    Tiles,
+    /// On each finished block of the result after the GEMM stored it.
+    Blocks,
 }
 
 impl Default for CpuOptions {
@@ -116,23 +134,20 @@ impl Default for CpuOptions {
             libm_math: false,
             opt_level: 3,
             stream_min_bytes: None,
-            tile_epilogues: default_tile_epilogues(),
+            epilogues: default_epilogues(),
         }
     }
 }
 
-/// Whether [`CpuOptions::default`] applies epilogues on the GEMM's tiles:
-/// `AXLE_CPU_TILE_EPILOGUES` (`1`/`on` or `0`/`off`) when set, else the built-in default.
-fn default_tile_epilogues() -> bool {
-    match std::env::var("AXLE_CPU_TILE_EPILOGUES").as_deref() {
-        Ok("1" | "on") => true,
-        Ok("0" | "off") => false,
-        _ => TILE_EPILOGUES_BY_DEFAULT,
+/// [`CpuOptions::epilogues`] by default: `AXLE_CPU_EPILOGUES` (`registers`, `tiles` or
+/// `blocks`) when set, else [`Epilogues::default`].
+fn default_epilogues() -> Epilogues {
+    match std::env::var("AXLE_CPU_EPILOGUES").as_deref() {
+        Ok("tiles") => Epilogues::Tiles,
+        Ok("blocks") => Epilogues::Blocks,
+        _ => Epilogues::default(),
     }
 }
-
-/// The built-in default of [`CpuOptions::tile_epilogues`] (see [`crate::epilogue`]).
-const TILE_EPILOGUES_BY_DEFAULT: bool = false;
 
 /// This build of the backend: the crate's version and a hash of the sources of every crate
 /// that shapes its code (this one, the IR, the passes it runs), computed by the build script.

@@ -113,6 +113,6 @@ pub(crate) fn gemm_target(opts: &CpuOptions) -> crate::gemm::GemmTarget {
         features,
         threads: thread_count(opts),
         stream_min,
-        tile_epilogues: opts.tile_epilogues,
+        epilogues: opts.epilogues,
     }
 }
