@@ -158,41 +158,27 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             _ => None,
         };
         let (items, grain) = match m.opcode(core) {
-            Opcode::Dot if lanes.is_some() => {
-                let (geo, plan) = (gemm.ok_or("dot is not a GEMM")?.0, lanes.as_ref());
-                let plan = plan.ok_or("a register epilogue without its plan")?;
-                let pack = *scratch.first().ok_or("gemm without scratch")?;
-                let mut finish =
-                    |t: &crate::gemm::RegTile<'ctx>| self.emit_lane_tile(plan, &geo, &dims, t);
-                crate::gemm::emit_gemm(
-                    cg,
-                    &geo,
-                    lhs,
-                    rhs,
-                    c,
-                    pack,
-                    start,
-                    end,
-                    Some(TileEnd::Registers(&mut finish)),
-                )?;
-                (geo.items(), geo.grain())
-            }
-            Opcode::Dot if place == Epilogues::Tiles => {
+            Opcode::Dot if lanes.is_some() || place == Epilogues::Tiles => {
                 let geo = gemm.ok_or("dot is not a GEMM")?.0;
                 let pack = *scratch.first().ok_or("gemm without scratch")?;
-                let buf = crate::stream::entry_alloca(cg, geo.out_ty, geo.mr * geo.nr(), "tile")?;
-                let mut finish = |t: &crate::gemm::Tile<'ctx>| self.emit_tile(&geo, &dims, core, t);
-                crate::gemm::emit_gemm(
-                    cg,
-                    &geo,
-                    lhs,
-                    rhs,
-                    c,
-                    pack,
-                    start,
-                    end,
-                    Some(TileEnd::Buffer(buf, &mut finish)),
-                )?;
+                let run = |finish: TileEnd<'_, 'ctx>| {
+                    crate::gemm::emit_gemm(cg, &geo, lhs, rhs, c, pack, start, end, Some(finish))
+                };
+                match &lanes {
+                    Some(plan) => {
+                        let mut finish = |t: &crate::gemm::RegTile<'ctx>| {
+                            self.emit_lane_tile(plan, &geo, &dims, t)
+                        };
+                        run(TileEnd::Registers(&mut finish))?;
+                    }
+                    None => {
+                        let buf =
+                            crate::stream::entry_alloca(cg, geo.out_ty, geo.mr * geo.nr(), "tile")?;
+                        let mut finish =
+                            |t: &crate::gemm::Tile<'ctx>| self.emit_tile(&geo, &dims, core, t);
+                        run(TileEnd::Buffer(buf, &mut finish))?;
+                    }
+                }
                 (geo.items(), geo.grain())
             }
             Opcode::Dot => {

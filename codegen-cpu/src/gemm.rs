@@ -54,10 +54,12 @@
 //! depend on the item split or the thread count. Results narrower than the accumulation type
 //! take one `K` block (no partial sums in `C`) and are rounded once when stored.
 //!
-//! An output fusion may pass a tile epilogue ([`TileFn`], with a buffer of one tile): on a
-//! tile's last `K` block the accumulators, rounded exactly as a store to `C` rounds them, go
-//! to that buffer and the epilogue writes the tile's final values wherever they belong, in
-//! place of the store to `C` (earlier `K` blocks store and reload partial sums as above).
+//! An output fusion may pass an epilogue ([`TileEnd`]) that takes each tile's last `K` block in
+//! place of the store to `C` (earlier `K` blocks store and reload partial sums as above): a
+//! register epilogue ([`RegFn`]) gets the accumulators as they are, with the tile's masks and
+//! coordinates, for results of the accumulation type; a tile epilogue ([`TileFn`], with a
+//! buffer of one tile) gets them stored to that buffer, rounded exactly as a store to `C`
+//! rounds them. Either writes the tile's final values wherever they belong.
 
 use std::sync::OnceLock;
 
