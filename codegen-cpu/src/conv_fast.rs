@@ -17,7 +17,7 @@ use inkwell::IntPredicate;
 
 use crate::cg::{bv, numel, strides, Cg, Val};
 use crate::error::R;
-use crate::gemm::{delinearize, min64, splat_float, splat_int};
+use crate::gemm::{delinearize, min64, splat_float, splat_int, RegFn, RegTile};
 
 /// Output pixels per register tile.
 pub(crate) const MR: i64 = 6;
@@ -131,8 +131,11 @@ fn nest_acc<'ctx>(
     })
 }
 
-/// Emits the tiled convolution into the current kernel function.
-#[allow(clippy::too_many_arguments)]
+/// Emits the tiled convolution into the current kernel function: work items `start..end`,
+/// each tile stored to `out`, or with `finish` handed as it is to that register epilogue
+/// ([`RegFn`], `f32` and `f64` only). `finish.as_deref_mut()` reborrows the epilogue for each
+/// tile the loops emit (clippy takes it for a no-op).
+#[allow(clippy::too_many_arguments, clippy::needless_option_as_deref)]
 pub(crate) fn emit_conv<'ctx>(
     cg: &Cg<'ctx>,
     geo: &ConvFast,
@@ -141,7 +144,11 @@ pub(crate) fn emit_conv<'ctx>(
     out: PointerValue<'ctx>,
     start: IntValue<'ctx>,
     end: IntValue<'ctx>,
+    mut finish: Option<&mut RegFn<'_, 'ctx>>,
 ) -> R<()> {
+    if finish.is_some() && !matches!(geo.ty, ElementType::F32 | ElementType::F64) {
+        return Err("a register epilogue of a narrow-float convolution".into());
+    }
     let bb = &cg.b;
     let p_total = numel(&geo.pix_dims);
     cg.for_range(start, end, |t| {
@@ -157,7 +164,7 @@ pub(crate) fn emit_conv<'ctx>(
         let done = cg.block("conv.done")?;
         bb.build_conditional_branch(full, tb, rb)?;
         bb.position_at_end(tb);
-        tile(cg, geo, MR, p0, input, kernel, out)?;
+        tile(cg, geo, MR, p0, input, kernel, out, finish.as_deref_mut())?;
         bb.build_unconditional_branch(done)?;
         bb.position_at_end(rb);
         let pend = min64(
@@ -165,14 +172,18 @@ pub(crate) fn emit_conv<'ctx>(
             bb.build_int_nsw_add(p0, cg.c64(MR), "pe")?,
             cg.c64(p_total),
         )?;
-        cg.for_range(p0, pend, |p| tile(cg, geo, 1, p, input, kernel, out))?;
+        cg.for_range(p0, pend, |p| {
+            tile(cg, geo, 1, p, input, kernel, out, finish.as_deref_mut())
+        })?;
         bb.build_unconditional_branch(done)?;
         bb.position_at_end(done);
         Ok(())
     })
 }
 
-/// Output pixels `p0 .. p0 + rows`, every strip of output features.
+/// Output pixels `p0 .. p0 + rows`, every strip of output features: stored to `out`, or
+/// handed to `finish` (a register epilogue, [`RegFn`]) as they are.
+#[allow(clippy::too_many_arguments)]
 fn tile<'ctx>(
     cg: &Cg<'ctx>,
     geo: &ConvFast,
@@ -181,6 +192,7 @@ fn tile<'ctx>(
     input: PointerValue<'ctx>,
     kernel: PointerValue<'ctx>,
     out: PointerValue<'ctx>,
+    mut finish: Option<&mut RegFn<'_, 'ctx>>,
 ) -> R<()> {
     let bb = &cg.b;
     let lanes = geo.lanes();
@@ -316,6 +328,21 @@ fn tile<'ctx>(
                 Ok(next)
             })
         })?;
+        if let Some(finish) = &mut finish {
+            let mut pixels = Vec::with_capacity(rows as usize);
+            for r in 0..rows {
+                pixels.push(bb.build_int_nsw_add(p0, cg.c64(r), "p")?);
+            }
+            let m2 = [masks[0], masks[1]];
+            return finish(&RegTile {
+                accs,
+                lanes,
+                masks: vec![m2; rows as usize],
+                col_masks: m2,
+                rows: pixels,
+                col0: o0,
+            });
+        }
         for r in 0..rows {
             let p = bb.build_int_nsw_add(p0, cg.c64(r), "p")?;
             let off =

@@ -90,7 +90,7 @@
 
 use std::collections::HashSet;
 
-use axle_ir::{InstId, Opcode};
+use axle_ir::{ElementType, InstId, Opcode};
 use inkwell::values::{IntValue, PointerValue};
 
 use crate::cg::numel;
@@ -147,13 +147,41 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         self.g.bind(core, Ext::Bufs(vec![c]));
         let dims = arr_of(m, core)?.dims.to_vec();
         let (start, end) = (self.start, self.end);
-        let place = match &gemm {
-            Some((geo, _)) if self.on_tiles(core, geo) => self.gemm.epilogues,
+        let conv = match m.opcode(core) {
+            Opcode::Convolution => {
+                Some(crate::conv_fast::conv_fast(m, core).ok_or("not a tiled convolution")?)
+            }
+            _ => None,
+        };
+        // The core's register tile: the longest line of its result (rows or columns), its
+        // accumulation type, and whether its rows and columns are the result's (all but the
+        // last dimension, and the last) in the result's own type.
+        let tile = match (&gemm, &conv) {
+            (Some((geo, _)), _) => {
+                let rank = dims.len();
+                let batches: i64 = dims.iter().take(rank.saturating_sub(2)).product();
+                let rows_cols = geo.out_ty == geo.acc
+                    && rank >= 2
+                    && dims[rank - 1] == geo.n
+                    && dims[rank - 2] == geo.m
+                    && batches == geo.batch.iter().product::<i64>();
+                Some((geo.m.max(geo.n), geo.acc, rows_cols))
+            }
+            (None, Some(geo)) => {
+                let rows_cols = matches!(geo.ty, ElementType::F32 | ElementType::F64)
+                    && dims[..dims.len() - 1] == geo.pix_dims[..]
+                    && dims.last() == Some(&geo.o);
+                Some((numel(&geo.pix_dims).max(geo.o), geo.ty, rows_cols))
+            }
+            _ => None,
+        };
+        let place = match tile {
+            Some((line, _, _)) if self.on_tiles(core, line) => self.gemm.epilogues,
             _ => Epilogues::Blocks,
         };
-        let lanes = match (place, &gemm) {
-            (Epilogues::Registers, Some((geo, _))) => {
-                LanePlan::new(cg, m, &self.g, self.root, core, geo)
+        let lanes = match (place, tile) {
+            (Epilogues::Registers, Some((_, acc, true))) => {
+                LanePlan::new(cg, m, &self.g, self.root, core, acc)
             }
             _ => None,
         };
@@ -166,9 +194,8 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 };
                 match &lanes {
                     Some(plan) => {
-                        let mut finish = |t: &crate::gemm::RegTile<'ctx>| {
-                            self.emit_lane_tile(plan, &geo, &dims, t)
-                        };
+                        let mut finish =
+                            |t: &crate::gemm::RegTile<'ctx>| self.emit_lane_tile(plan, &dims, t);
                         run(TileEnd::Registers(&mut finish))?;
                     }
                     None => {
@@ -209,23 +236,38 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 (geo.items(), geo.grain())
             }
             Opcode::Convolution => {
-                let geo = crate::conv_fast::conv_fast(m, core).ok_or("not a tiled convolution")?;
+                let geo = conv.ok_or("not a tiled convolution")?;
                 let npix = numel(&geo.pix_dims);
                 let o = geo.o;
-                cg.for_range(start, end, |item| {
-                    let next = b.build_int_nsw_add(item, cg.c64(1), "next")?;
-                    crate::conv_fast::emit_conv(cg, &geo, lhs, rhs, c, item, next)?;
-                    // The item's output pixels, all features of each.
-                    let p0 = b.build_int_nsw_mul(item, cg.c64(crate::conv_fast::MR), "p0")?;
-                    let p1 = crate::gemm::min64(
+                if let Some(plan) = &lanes {
+                    let mut finish =
+                        |t: &crate::gemm::RegTile<'ctx>| self.emit_lane_tile(plan, &dims, t);
+                    crate::conv_fast::emit_conv(
                         cg,
-                        b.build_int_nsw_add(p0, cg.c64(crate::conv_fast::MR), "p1")?,
-                        cg.c64(npix),
+                        &geo,
+                        lhs,
+                        rhs,
+                        c,
+                        start,
+                        end,
+                        Some(&mut finish),
                     )?;
-                    let lo = b.build_int_nsw_mul(p0, cg.c64(o), "lo")?;
-                    let hi = b.build_int_nsw_mul(p1, cg.c64(o), "hi")?;
-                    self.emit_elements(&dims, lo, hi)
-                })?;
+                } else {
+                    cg.for_range(start, end, |item| {
+                        let next = b.build_int_nsw_add(item, cg.c64(1), "next")?;
+                        crate::conv_fast::emit_conv(cg, &geo, lhs, rhs, c, item, next, None)?;
+                        // The item's output pixels, all features of each.
+                        let p0 = b.build_int_nsw_mul(item, cg.c64(crate::conv_fast::MR), "p0")?;
+                        let p1 = crate::gemm::min64(
+                            cg,
+                            b.build_int_nsw_add(p0, cg.c64(crate::conv_fast::MR), "p1")?,
+                            cg.c64(npix),
+                        )?;
+                        let lo = b.build_int_nsw_mul(p0, cg.c64(o), "lo")?;
+                        let hi = b.build_int_nsw_mul(p1, cg.c64(o), "hi")?;
+                        self.emit_elements(&dims, lo, hi)
+                    })?;
+                }
                 let per_item =
                     crate::conv_fast::MR * geo.o * geo.c * geo.k_sp.iter().product::<i64>();
                 (geo.items(), (GRAIN_ELEMS * 64 / per_item.max(1)).max(1))
@@ -236,15 +278,14 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         Ok((items, grain))
     }
 
-    /// Whether dot `core`'s epilogue may run on the GEMM's register tiles (in registers or
+    /// Whether `core`'s epilogue may run on its register tiles (in registers, or for a dot
     /// through a tile buffer): unless the epilogue reads, besides the core, an array in memory
-    /// as large as the core and longer than one of its rows or columns (a residual, the
-    /// weights an update step subtracts from), which a tile would read in `MR` short pieces of
-    /// rows far apart.
-    fn on_tiles(&self, core: InstId, geo: &GemmGeo) -> bool {
+    /// as large as the core and longer than `line`, the core's longest row or column (a
+    /// residual, the weights an update step subtracts from), which a tile would read in `MR`
+    /// short pieces of rows far apart.
+    fn on_tiles(&self, core: InstId, line: i64) -> bool {
         let m = self.m;
         let size = numel(dims_of(m, core));
-        let line = geo.m.max(geo.n);
         let mut seen = HashSet::new();
         let mut stack = vec![self.root];
         while let Some(i) = stack.pop() {

@@ -540,23 +540,21 @@ pub(crate) struct Tile<'ctx> {
 pub(crate) type TileFn<'f, 'ctx> = dyn FnMut(&Tile<'ctx>) -> R<()> + 'f;
 
 /// A register tile whose sums are final, still in its registers, handed to a register
-/// epilogue ([`RegFn`]). Only for results of the accumulation type (nothing to round).
+/// epilogue ([`RegFn`]) by the GEMM or the tiled convolution: rows of two vectors of `lanes`
+/// columns each, of a result of the accumulation type (nothing to round).
 pub(crate) struct RegTile<'ctx> {
-    /// The accumulators: row `r`'s columns `h * lanes ..` at `2 * r + h`, vectors of `lanes`
-    /// values of the accumulation type.
+    /// The accumulators: row `r`'s columns `h * lanes ..` at `2 * r + h`.
     pub accs: Vec<BasicValueEnum<'ctx>>,
+    /// The values per vector.
+    pub lanes: i64,
     /// Per row of the tile, the masks of its two vectors: the columns that exist, all off for
-    /// a row past the item's end.
+    /// a row that does not.
     pub masks: Vec<[VectorValue<'ctx>; 2]>,
     /// The masks of the columns that exist, whatever the row.
     pub col_masks: [VectorValue<'ctx>; 2],
-    /// The linear offset in `C` (batches included) of the tile's first element; its rows are
-    /// `n` elements apart there.
-    pub lin: IntValue<'ctx>,
-    /// The batch of the tile (linear over the batch dimensions).
-    pub batch: IntValue<'ctx>,
-    /// The row (in its batch) of the tile's first row.
-    pub row0: IntValue<'ctx>,
+    /// Per row of the tile, its linear index over the result's dimensions but the last; a row
+    /// that does not exist has the index of one that does, so reading it stays in bounds.
+    pub rows: Vec<IntValue<'ctx>>,
     /// The tile's first column.
     pub col0: IntValue<'ctx>,
 }
@@ -1314,9 +1312,6 @@ impl<'ctx> Item<'_, 'ctx> {
         let Some(finish) = finish else {
             return store(self.cbase, &c_offs);
         };
-        let row = bb.build_int_nsw_mul(row0, cg.c64(geo.n), "tr")?;
-        let lin = bb.build_int_nsw_add(self.c_off, row, "tl")?;
-        let lin = bb.build_int_nsw_add(lin, jr, "tl")?;
         // The last `K` block: the epilogue writes the tile out, from a buffer (the tile
         // rounded as `C` would hold it) or from its registers.
         let mut to_epilogue = || -> R<()> {
@@ -1324,6 +1319,9 @@ impl<'ctx> Item<'_, 'ctx> {
                 TileEnd::Buffer(buf, finish) => {
                     let offs: Vec<_> = (0..mr).map(|r| cg.c64(r * nr)).collect();
                     store(*buf, &offs)?;
+                    let row = bb.build_int_nsw_mul(row0, cg.c64(geo.n), "tr")?;
+                    let lin = bb.build_int_nsw_add(self.c_off, row, "tl")?;
+                    let lin = bb.build_int_nsw_add(lin, jr, "tl")?;
                     let rows = min64(cg, bb.build_int_nsw_sub(self.i1, row0, "rl")?, cg.c64(mr))?;
                     finish(&Tile {
                         buf: *buf,
@@ -1332,15 +1330,23 @@ impl<'ctx> Item<'_, 'ctx> {
                         cols: w,
                     })
                 }
-                TileEnd::Registers(finish) => finish(&RegTile {
-                    accs: accs.clone(),
-                    masks: rowsel.iter().map(|(_, _, m)| [m[0], m[1]]).collect(),
-                    col_masks: [colmask[0], colmask[1]],
-                    lin,
-                    batch: self.batch,
-                    row0,
-                    col0: jr,
-                }),
+                TileEnd::Registers(finish) => {
+                    let first = bb.build_int_nsw_mul(self.batch, cg.c64(geo.m), "br")?;
+                    let mut rows = Vec::with_capacity(mr as usize);
+                    for r in 0..mr {
+                        let i = bb.build_int_nsw_add(row0, cg.c64(r), "i")?;
+                        let i = min64(cg, i, cg.c64(geo.m - 1))?;
+                        rows.push(bb.build_int_nsw_add(first, i, "ri")?);
+                    }
+                    finish(&RegTile {
+                        accs: accs.clone(),
+                        lanes,
+                        masks: rowsel.iter().map(|(_, _, m)| [m[0], m[1]]).collect(),
+                        col_masks: [colmask[0], colmask[1]],
+                        rows,
+                        col0: jr,
+                    })
+                }
             }
         };
         match last {

@@ -727,7 +727,16 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             .g
             .bound_ptr(ops[1])
             .ok_or("convolution operand is not in memory")?;
-        crate::conv_fast::emit_conv(self.cg(), &geo, a, b, self.outs[0], self.start, self.end)?;
+        crate::conv_fast::emit_conv(
+            self.cg(),
+            &geo,
+            a,
+            b,
+            self.outs[0],
+            self.start,
+            self.end,
+            None,
+        )?;
         let per_item = 6 * geo.o * geo.c * geo.k_sp.iter().product::<i64>();
         Ok((geo.items(), (GRAIN_ELEMS * 64 / per_item.max(1)).max(1)))
     }

@@ -1,7 +1,8 @@
-//! Register epilogues ([`crate::Epilogues::Registers`]): the elementwise epilogue of a dot's
-//! output fusion computed on the GEMM's register tile on its last `K` block, from the
-//! accumulators as they are, one vector of `lanes` columns of one tile row at a time, and
-//! stored to the result once, with masked stores.
+//! Register epilogues ([`crate::Epilogues::Registers`]): the elementwise epilogue of an output
+//! fusion computed on the register tile of its core (the GEMM's on its last `K` block, or the
+//! tiled convolution's), from the accumulators as they are, one vector of `lanes` columns
+//! (along the result's last dimension) of one tile row at a time, and stored to the result
+//! once, with masked stores.
 //!
 //! Invariants:
 //! - [`LanePlan::new`] admits an epilogue only where every instruction between the root and
@@ -18,8 +19,8 @@
 //!   shape, are masked vector loads.
 //! - Every value of a tile is computed before the first store, so no load follows a store to
 //!   the result (which aliases nothing the epilogue reads, but LLVM cannot know that).
-//! - Rows past the item's end compute on the last row's coordinates and store nothing (their
-//!   masks are off); columns past the end are masked off in every load and store.
+//! - A tile row that does not exist computes on the coordinates of one that does and stores
+//!   nothing (its masks are off); columns past the end are masked off in every load and store.
 
 use std::collections::HashMap;
 
@@ -29,7 +30,7 @@ use inkwell::values::{BasicValueEnum, IntValue, VectorValue};
 use crate::cg::{bv, strides, Cg, Val};
 use crate::elemental::{arr_of, Gen};
 use crate::error::R;
-use crate::gemm::{GemmGeo, RegTile};
+use crate::gemm::RegTile;
 use crate::kernels::Kc;
 use crate::{ops, real};
 
@@ -56,33 +57,30 @@ enum Form {
 /// The forms of an admitted epilogue's instructions.
 pub(crate) struct LanePlan {
     forms: HashMap<InstId, Form>,
+    /// The type the tile accumulates in: the core's and the root's.
+    acc: ElementType,
 }
 
 impl LanePlan {
-    /// The plan of the epilogue of `root` over dot `core` (dimensions `dims`, the GEMM's
-    /// `geo`), or `None` where a register epilogue cannot compute it with the scalar path's bits.
+    /// The plan of the epilogue of `root` over `core`, whose register tile accumulates in
+    /// `acc` (rows over the result's dimensions but the last, columns along the last), or
+    /// `None` where a register epilogue cannot compute it with the scalar path's bits.
     pub(crate) fn new(
         cg: &Cg<'_>,
         m: &Module,
         g: &Gen<'_, '_>,
         root: InstId,
         core: InstId,
-        geo: &GemmGeo,
+        acc: ElementType,
     ) -> Option<LanePlan> {
-        let acc = geo.acc;
-        let dims = &arr_of(m, core).ok()?.dims;
-        let rank = dims.len();
-        let batches: i64 = dims.iter().take(rank.saturating_sub(2)).product();
-        if geo.out_ty != acc
-            || rank < 2
-            || dims[rank - 1] != geo.n
-            || dims[rank - 2] != geo.m
-            || batches != geo.batch.iter().product::<i64>()
-        {
-            return None;
-        }
+        let core_shape = arr_of(m, core).ok()?;
+        let dims = &core_shape.dims;
         let root_shape = arr_of(m, root).ok()?;
-        if root_shape.ty != acc || *root_shape.dims != **dims {
+        if core_shape.ty != acc
+            || root_shape.ty != acc
+            || dims.is_empty()
+            || root_shape.dims != *dims
+        {
             return None;
         }
         let mut forms = HashMap::new();
@@ -95,7 +93,7 @@ impl LanePlan {
             forms.insert(id, form);
             stack.extend(next);
         }
-        Some(LanePlan { forms })
+        Some(LanePlan { forms, acc })
     }
 }
 
@@ -182,11 +180,10 @@ fn ints(m: &Module, id: InstId) -> Option<&[i64]> {
     }
 }
 
-/// The coordinates of one tile: its batch's, and per tile row its row's (clamped to the last
-/// row) and its linear offset in the result.
+/// The coordinates of one tile: per tile row, its coordinates in the result's dimensions but
+/// the last, and the linear offset in the result of its first column.
 struct TileAt<'ctx> {
-    batch: Vec<IntValue<'ctx>>,
-    rows: Vec<IntValue<'ctx>>,
+    coords: Vec<Vec<IntValue<'ctx>>>,
     lins: Vec<IntValue<'ctx>>,
 }
 
@@ -195,48 +192,46 @@ struct TileAt<'ctx> {
 type Key = (InstId, i64, i64);
 
 impl<'ctx> Kc<'_, 'ctx> {
-    /// Computes the epilogue on register tile `t` of the dot `core` (result `dims`) and stores
-    /// the root's values to the output.
+    /// Computes the epilogue on register tile `t` (of a result of dimensions `dims`) and
+    /// stores the root's values to the output.
     pub(crate) fn emit_lane_tile(
         &mut self,
         plan: &LanePlan,
-        geo: &GemmGeo,
         dims: &[i64],
         t: &RegTile<'ctx>,
     ) -> R<()> {
         let cg = self.cg();
         let b = &cg.b;
         let rank = dims.len();
-        let (mm, n) = (dims[rank - 2], dims[rank - 1]);
-        let batch = crate::gemm::delinearize(cg, &dims[..rank - 2], t.batch)?;
-        let mut rows = Vec::new();
-        let mut lins = Vec::new();
-        for r in 0..geo.mr {
-            let i = b.build_int_nsw_add(t.row0, cg.c64(r), "i")?;
-            rows.push(crate::gemm::min64(cg, i, cg.c64(mm - 1))?);
-            lins.push(b.build_int_nsw_add(t.lin, cg.c64(r * n), "rl")?);
+        let n = dims[rank - 1];
+        let mut coords = Vec::with_capacity(t.rows.len());
+        let mut lins = Vec::with_capacity(t.rows.len());
+        for &row in &t.rows {
+            coords.push(crate::gemm::delinearize(cg, &dims[..rank - 1], row)?);
+            let lin = b.build_int_nsw_mul(row, cg.c64(n), "rl")?;
+            lins.push(b.build_int_nsw_add(lin, t.col0, "rl")?);
         }
-        let at = TileAt { batch, rows, lins };
+        let at = TileAt { coords, lins };
         self.g.push_scope();
         let mut memo = HashMap::new();
-        let mut vals = Vec::with_capacity(2 * geo.mr as usize);
-        for r in 0..geo.mr {
+        let mut vals = Vec::with_capacity(t.accs.len());
+        for r in 0..t.rows.len() as i64 {
             for h in 0..2 {
-                vals.push(self.lane_val(plan, geo, dims, t, &at, self.root, r, h, &mut memo)?);
+                vals.push(self.lane_val(plan, dims, t, &at, self.root, r, h, &mut memo)?);
             }
         }
         self.g.pop_scope();
         let vty = cg
-            .reg_ty(geo.acc)?
+            .reg_ty(plan.acc)?
             .into_float_type()
-            .vec_type(geo.lanes as u32);
+            .vec_type(t.lanes as u32);
         let mstore = cg.intrinsic("llvm.masked.store", &[vty.into(), cg.ptr().into()])?;
-        let align = cg.i32().const_int(geo.acc.byte_size() as u64, false);
-        let mty = cg.mem_ty(geo.acc)?;
+        let align = cg.i32().const_int(plan.acc.byte_size() as u64, false);
+        let mty = cg.mem_ty(plan.acc)?;
         let out = *self.outs.first().ok_or("an epilogue without its output")?;
-        for r in 0..geo.mr as usize {
+        for r in 0..t.rows.len() {
             for h in 0..2 {
-                let o = b.build_int_nsw_add(at.lins[r], cg.c64(h as i64 * geo.lanes), "o")?;
+                let o = b.build_int_nsw_add(at.lins[r], cg.c64(h as i64 * t.lanes), "o")?;
                 let q = cg.gep(mty, out, o)?;
                 cg.call(
                     mstore,
@@ -252,7 +247,6 @@ impl<'ctx> Kc<'_, 'ctx> {
     fn lane_val(
         &mut self,
         plan: &LanePlan,
-        geo: &GemmGeo,
         dims: &[i64],
         t: &RegTile<'ctx>,
         at: &TileAt<'ctx>,
@@ -277,7 +271,7 @@ impl<'ctx> Kc<'_, 'ctx> {
         if let Some(v) = memo.get(&key) {
             return Ok(*v);
         }
-        let lanes = geo.lanes;
+        let lanes = t.lanes;
         let ru = r as usize;
         let last = dims.len() - 1;
         let ops = m.operands(id);
@@ -296,7 +290,7 @@ impl<'ctx> Kc<'_, 'ctx> {
                 let multi = map
                     .iter()
                     .zip(&xdims)
-                    .map(|(&d, &nx)| coord(cg, at, ru, d as usize, last, nx))
+                    .map(|(&d, &nx)| coord(cg, at, ru, d as usize, nx))
                     .collect();
                 let idx = self.g.index_multi(&xdims, multi)?;
                 let s = self.g.gen1(x, &idx)?;
@@ -312,7 +306,7 @@ impl<'ctx> Kc<'_, 'ctx> {
                     if d as usize == last || xdims[p] == 1 {
                         continue;
                     }
-                    let c = coord(cg, at, ru, d as usize, last, xdims[p]);
+                    let c = coord(cg, at, ru, d as usize, xdims[p]);
                     off =
                         b.build_int_nsw_add(off, b.build_int_nsw_mul(c, cg.c64(st[p]), "s")?, "o")?;
                 }
@@ -320,17 +314,17 @@ impl<'ctx> Kc<'_, 'ctx> {
                     .g
                     .bound_ptr(x)
                     .ok_or("a broadcast operand not in memory")?;
-                self.masked_load(geo, base, off, t.col_masks[h as usize])?
+                self.masked_load(plan.acc, lanes, base, off, t.col_masks[h as usize])?
             }
             Form::Load => {
                 let base = self.g.bound_ptr(id).ok_or("an operand not in memory")?;
                 let off = b.build_int_nsw_add(at.lins[ru], cg.c64(h * lanes), "o")?;
-                self.masked_load(geo, base, off, t.masks[ru][h as usize])?
+                self.masked_load(plan.acc, lanes, base, off, t.masks[ru][h as usize])?
             }
             Form::Op => {
                 let mut xs = Vec::with_capacity(ops.len());
                 for &o in ops {
-                    xs.push(self.lane_val(plan, geo, dims, t, at, o, r, h, memo)?);
+                    xs.push(self.lane_val(plan, dims, t, at, o, r, h, memo)?);
                 }
                 let ty = arr_of(m, id)?.ty;
                 match m.opcode(id) {
@@ -356,44 +350,33 @@ impl<'ctx> Kc<'_, 'ctx> {
         Ok(v)
     }
 
-    /// A masked load of `lanes` values of the accumulation type at element `off` of `base`
-    /// (lanes off read nothing and are zero).
+    /// A masked load of `lanes` values of type `ty` at element `off` of `base` (lanes off read
+    /// nothing and are zero).
     fn masked_load(
         &self,
-        geo: &GemmGeo,
+        ty: ElementType,
+        lanes: i64,
         base: inkwell::values::PointerValue<'ctx>,
         off: IntValue<'ctx>,
         mask: VectorValue<'ctx>,
     ) -> R<Val<'ctx>> {
         let cg = self.cg();
-        let vty = cg
-            .reg_ty(geo.acc)?
-            .into_float_type()
-            .vec_type(geo.lanes as u32);
+        let vty = cg.reg_ty(ty)?.into_float_type().vec_type(lanes as u32);
         let mload = cg.intrinsic("llvm.masked.load", &[vty.into(), cg.ptr().into()])?;
-        let align = cg.i32().const_int(geo.acc.byte_size() as u64, false);
-        let q = cg.gep(cg.mem_ty(geo.acc)?, base, off)?;
+        let align = cg.i32().const_int(ty.byte_size() as u64, false);
+        let q = cg.gep(cg.mem_ty(ty)?, base, off)?;
         cg.call(mload, &[bv(q), bv(align), bv(mask), bv(vty.const_zero())])?
             .ok_or_else(|| "masked load returned nothing".into())
     }
 }
 
-/// The coordinate of result dimension `d` (not the columns) for tile row `r`, for an operand
+/// The coordinate of result dimension `d` (not the last) for tile row `r`, for an operand
 /// dimension of size `nx` (`0` where it is 1, as a broadcast reads it).
-fn coord<'ctx>(
-    cg: &Cg<'ctx>,
-    at: &TileAt<'ctx>,
-    r: usize,
-    d: usize,
-    last: usize,
-    nx: i64,
-) -> IntValue<'ctx> {
-    if nx == 1 || d == last {
+fn coord<'ctx>(cg: &Cg<'ctx>, at: &TileAt<'ctx>, r: usize, d: usize, nx: i64) -> IntValue<'ctx> {
+    if nx == 1 {
         cg.c64(0)
-    } else if d + 1 == last {
-        at.rows[r]
     } else {
-        at.batch[d]
+        at.coords[r][d]
     }
 }
 

@@ -1,5 +1,6 @@
 //! Output fusions of a dot whose epilogue runs on the GEMM's register tiles, from the
-//! registers or through a tile buffer, or on finished blocks (`CpuOptions::epilogues`,
+//! registers or through a tile buffer, or on finished blocks, and of a convolution whose
+//! epilogue runs on its register tiles or on finished blocks (`CpuOptions::epilogues`,
 //! `codegen-cpu/src/epilogue.rs`, `lane_epilogue.rs`): bias and ReLU, scaling and a bias, the
 //! core returned beside its epilogue, a result narrower than the core, a residual alone or
 //! scaled (which keep the epilogue on finished blocks), the transcendentals of GELU and the
@@ -7,7 +8,8 @@
 //! column, and special values (NaN, infinities, -0 and subnormals) through all of them, on
 //! `f32`, `f64`, `bf16` and `f16` dots of odd sizes (1, 3, 17, 255, and a contraction long
 //! enough to take several `K` blocks), with partial tiles at the right and bottom edges,
-//! transposed and batched operands.
+//! transposed and batched operands, and NHWC convolutions with partial pixel tiles and
+//! feature strips.
 //!
 //! Every case must give the same bits with the epilogue in registers, on tile buffers and on
 //! blocks, on 1 and 8 threads, with fresh outputs and with reused ones that hold NaN garbage,
@@ -57,10 +59,23 @@ impl Epi {
     }
 }
 
+/// A convolution core: NHWC input `[n, h, w, c]`, a `k x k` kernel `[k, k, c, o]`, stride 1
+/// and padding that keeps `h x w`.
+#[derive(Clone, Copy, Debug)]
+struct Conv {
+    n: i64,
+    h: i64,
+    w: i64,
+    c: i64,
+    o: i64,
+    k: i64,
+}
+
 /// One output fusion: `dot` of element type `ty`, `[batch?, m, k] x [batch?, k, n]` with
-/// either operand transposed in memory, then `epi`.
+/// either operand transposed in memory (or the convolution `conv` instead), then `epi`.
 #[derive(Clone, Copy, Debug)]
 struct Case {
+    conv: Option<Conv>,
     ty: &'static str,
     batch: Option<i64>,
     m: i64,
@@ -105,14 +120,42 @@ impl Case {
         } else {
             (with([k, n]), b)
         };
-        let out = with([m, n]);
         let batch_dims = if b == 1 {
             "lhs_batch_dims={0}, rhs_batch_dims={0}, "
         } else {
             ""
         };
+        // The operands' shapes, the core's text and its result's dimensions.
+        let (lhs, rhs, core, out_dims) = match self.conv {
+            None => (
+                lhs,
+                rhs,
+                format!("dot(a, w), {batch_dims}lhs_contracting_dims={{{lc}}}, rhs_contracting_dims={{{rc}}}"),
+                [&lead[..], &[m, n][..]].concat(),
+            ),
+            Some(Conv { n, h, w, c, o, k }) => {
+                let (lo, hi) = ((k - 1) / 2, k / 2);
+                (
+                    list(&[n, h, w, c]),
+                    list(&[k, k, c, o]),
+                    format!(
+                        "convolution(a, w), window={{size={k}x{k} pad={lo}_{hi}x{lo}_{hi}}}, \
+                         dim_labels=b01f_01io->b01f"
+                    ),
+                    vec![n, h, w, o],
+                )
+            }
+        };
+        let last = out_dims.len() - 1;
+        // Batch-like leading dimensions (a dot's batch, a convolution's images).
+        let lead = if self.conv.is_some() || b == 1 {
+            vec![0]
+        } else {
+            vec![]
+        };
+        let out = list(&out_dims);
         let t = format!("{ty}[{out}]");
-        let bias = format!("  bb = {t} broadcast(bias), dimensions={{{}}}\n", b + 1);
+        let bias = format!("  bb = {t} broadcast(bias), dimensions={{{last}}}\n");
         let (body, root_ty) = match self.epi {
             Epi::BiasRelu => (
                 format!(
@@ -177,29 +220,34 @@ impl Case {
             Epi::RowScale => (
                 format!(
                     "  rb = {t} broadcast(rows), dimensions={{{}}}\n  ROOT o = {t} multiply(d, rb)\n",
-                    list(&(0..=b).map(|d| d as i64).collect::<Vec<_>>())
+                    list(&(0..last as i64).collect::<Vec<_>>())
                 ),
                 t.clone(),
             ),
             Epi::BatchBias => (
                 format!(
                     "  b2 = {t} broadcast(bias2), dimensions={{{}}}\n  ROOT o = {t} add(d, b2)\n",
-                    list(&(0..b).chain([b + 1]).map(|d| d as i64).collect::<Vec<_>>())
+                    list(&[&lead[..], &[last as i64][..]].concat())
                 ),
                 t.clone(),
             ),
         };
-        let rows = with([m, 1]);
-        let rows = &rows[..rows.len() - 2];
-        let bias2 = list(&[&lead[..], &[n][..]].concat());
+        let cols = out_dims[last];
+        let rows = list(&out_dims[..last]);
+        let bias2 = list(
+            &lead
+                .iter()
+                .map(|&d| out_dims[d as usize])
+                .chain([cols])
+                .collect::<Vec<_>>(),
+        );
         let params = format!(
             "  a = {ty}[{lhs}] parameter(0)\n  w = {ty}[{rhs}] parameter(1)\n  \
-             bias = {ty}[{n}] parameter(2)\n  res = {t} parameter(3)\n  \
+             bias = {ty}[{cols}] parameter(2)\n  res = {t} parameter(3)\n  \
              rows = {ty}[{rows}] parameter(4)\n  bias2 = {ty}[{bias2}] parameter(5)\n"
         );
         format!(
-            "HloModule dot_epilogue\n\nfused {{\n{params}  d = {t} dot(a, w), {batch_dims}\
-             lhs_contracting_dims={{{lc}}}, rhs_contracting_dims={{{rc}}}\n{body}}}\n\n\
+            "HloModule epilogue\n\nfused {{\n{params}  d = {t} {core}\n{body}}}\n\n\
              ENTRY main {{\n{params}  ROOT f = {root_ty} fusion(a, w, bias, res, rows, bias2), \
              kind=kOutput, calls=fused\n}}\n"
         )
@@ -263,11 +311,12 @@ fn check(case: Case) {
     let m = parse_module(&text).unwrap_or_else(|e| panic!("{text}\n{e}"));
     let args = eighths(&m, case.specials);
     let want = axle_testkit::leaves(&evaluate(&m, &args).expect("the evaluator runs it"));
-    // One kernel: the GEMM with the epilogue around its core.
+    // One kernel: the GEMM or the tiled convolution with the epilogue around its core.
     let plan = kernel_plan(&m).expect("plans");
+    let kind = if case.conv.is_some() { "Conv" } else { "Gemm" };
     assert!(
         plan.len() == 1
-            && plan[0].starts_with("Gemm f root=o ")
+            && plan[0].starts_with(&format!("{kind} f root=o "))
             && plan[0].contains("epilogue core=d"),
         "{case:?}: {plan:?}"
     );
@@ -337,6 +386,7 @@ const EPILOGUES: &[Epi] = &[
 
 fn case(ty: &'static str, (m, k, n): (i64, i64, i64), epi: Epi) -> Case {
     Case {
+        conv: None,
         ty,
         batch: None,
         m,
@@ -515,4 +565,76 @@ fn residuals_as_large_as_the_core_keep_the_block_epilogue() {
             "{res:?}"
         );
     }
+}
+
+/// A convolution case: `[2, 5, 7, 9] * [3, 3, 9, 40]` (70 pixels per image, not a multiple of
+/// the 6-pixel tile; 40 features, a full strip and a partial one) or a 1x1 kernel of 3
+/// features.
+fn conv_case(ty: &'static str, epi: Epi, wide: bool) -> Case {
+    let conv = if wide {
+        Conv {
+            n: 2,
+            h: 5,
+            w: 7,
+            c: 9,
+            o: 40,
+            k: 3,
+        }
+    } else {
+        Conv {
+            n: 1,
+            h: 3,
+            w: 5,
+            c: 4,
+            o: 3,
+            k: 1,
+        }
+    };
+    Case {
+        conv: Some(conv),
+        ..case(ty, (1, 1, 1), epi)
+    }
+}
+
+#[test]
+fn convolution_epilogues_in_registers_are_the_bits_of_block_epilogues() {
+    for ty in ["f32", "f64"] {
+        for epi in [
+            Epi::BiasRelu,
+            Epi::ScaleBias,
+            Epi::Gelu,
+            Epi::SelectDivide,
+            Epi::RowScale,
+            Epi::BatchBias,
+            Epi::Residual,
+            Epi::Narrowed,
+        ] {
+            for wide in [true, false] {
+                check(conv_case(ty, epi, wide));
+            }
+        }
+        for epi in [Epi::BiasRelu, Epi::Logistic, Epi::RowScale] {
+            check(Case {
+                specials: true,
+                ..conv_case(ty, epi, true)
+            });
+        }
+    }
+    // A narrow convolution keeps its epilogue on blocks (its tile rounds once as it stores).
+    check(conv_case("bf16", Epi::BiasRelu, true));
+}
+
+#[test]
+fn convolution_register_epilogues_compute_on_the_accumulators() {
+    let case = conv_case("f32", Epi::BiasRelu, true);
+    let (regs, blocks) = (ir(case, Epilogues::Registers), ir(case, Epilogues::Blocks));
+    let scalar = |t: &str| scalar_adds(t);
+    assert_eq!(scalar(&regs), 0, "{case:?}\n{regs}");
+    assert!(scalar(&blocks) > 0, "{case:?}\n{blocks}");
+    let res = conv_case("f32", Epi::Residual, true);
+    assert_eq!(
+        ir(res, Epilogues::Registers),
+        ir(res, Epilogues::Blocks),
+        "{res:?}"
+    );
 }
