@@ -9,13 +9,14 @@
 //! generator at that index, from memory.
 //!
 //! Where the epilogue runs ([`crate::CpuOptions::epilogues`]):
-//! - Register epilogues (dots, the default, [`crate::Epilogues::Registers`], where
-//!   [`crate::lane_epilogue::LanePlan`] admits every op of the epilogue and it reads no other
-//!   array as large as the core, [`Kc::on_tiles`]): on the last `K` block of each register
-//!   tile the GEMM hands its accumulators, as they are, to [`Kc::emit_lane_tile`], which
+//! - Register epilogues (dots and `f32`/`f64` convolutions, the default,
+//!   [`crate::Epilogues::Registers`], where [`crate::lane_epilogue::LanePlan`] admits every op
+//!   of the epilogue and it reads no other array as large as the core, [`Kc::on_tiles`]): the
+//!   GEMM on the last `K` block of each register tile, or the tiled convolution on each of
+//!   its tiles, hands its accumulators, as they are, to [`Kc::emit_lane_tile`], which
 //!   computes the root on each accumulator vector with the scalar path's own op functions
-//!   and stores it to the output once with masked stores. `C` is written once with final
-//!   values, the core is never stored or read back, and no loop runs over the tile.
+//!   and stores it to the output once with masked stores. The result is written once with
+//!   final values, the core is never stored or read back, and no loop runs over the tile.
 //! - Tile epilogues (dots, [`crate::Epilogues::Tiles`], with the same exclusion): on the last
 //!   `K` block of each register tile the GEMM stores the tile's final sums, rounded to the
 //!   result type exactly as a store to `C` rounds them, to a tile buffer on the stack (one
@@ -25,8 +26,9 @@
 //!   ([`Ext::Row`]), which the loop vectorizer turns into vector code. So `C` is written once
 //!   with final values and never read back, and the epilogue is emitted once per kernel, as
 //!   on the block path: its code does not grow with the tile.
-//! - Block epilogues (convolutions, epilogues reading a residual, epilogues the register path
-//!   does not admit, or [`crate::Epilogues::Blocks`]): each work item first runs the core
+//! - Block epilogues (epilogues reading a residual, epilogues the register path does not
+//!   admit, narrow-float convolutions, or [`crate::Epilogues::Blocks`], and for convolutions
+//!   [`crate::Epilogues::Tiles`]): each work item first runs the core
 //!   kernel for that one item (its output block: a rectangle of GEMM rows and columns of one
 //!   batch, [`crate::gemm::item_block`], or a tile of convolution output pixels, a contiguous
 //!   range of the core's row-major result), then computes the root's leaves over that block
@@ -47,7 +49,8 @@
 //! 8 alternating rounds, their median (one thread / two): `mlp3_b256_w1024` (bias) 0.998 /
 //! 0.968, `transformer_block_s512_d512` (GELU) 0.994 / 0.984, `mlp3_train_step_b256_w1024`
 //! 1.013 / 1.013, a `[2048, 64] x [64, 1024]` bias and ReLU 1.005 (two threads too noisy to
-//! read); single rounds ranged 0.92 to 1.05 on one thread. Compile times were the same
+//! read), a `[32, 56, 56, 64]` 3x3 convolution with bias and ReLU 0.992 / 0.997 (6 rounds);
+//! single rounds ranged 0.92 to 1.05 on one thread. Compile times were the same
 //! within noise. What the register path saves, the block path's second pass over a block
 //! mostly in L2, is small beside the epilogue's own arithmetic, which both paths do: on that
 //! `K = 64` dot, bias and ReLU cost 11% over the bare dot either way (2.75 against 2.45 ms,

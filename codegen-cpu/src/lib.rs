@@ -110,16 +110,16 @@ pub struct CpuOptions {
 /// chose the default are in the notes of the `epilogue` module (`codegen-cpu/src/epilogue.rs`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Epilogues {
-    /// On each register tile of the GEMM on its last `K` block, from the accumulators as they
-    /// are, a vector of columns at a time, so the result is written once with its final values
-    /// and never read back. Epilogues with an op this path does not compute on vectors (a libm
-    /// call, a convert, a gather), or that read another array as large as the result, run on
-    /// blocks instead.
+    /// On each register tile of the GEMM on its last `K` block (or of the tiled convolution,
+    /// `f32` and `f64`), from the accumulators as they are, a vector of columns at a time, so
+    /// the result is written once with its final values and never read back. Epilogues with an
+    /// op this path does not compute on vectors (a libm call, a convert, a clamp, a gather), or
+    /// that read another array as large as the result, run on blocks instead.
     #[default]
     Registers,
-    /// On each register tile on its last `K` block, through a tile buffer on the stack, one
-    /// tile row at a time with the scalar elemental code (epilogues reading another array as
-    /// large as the result run on blocks).
+    /// On each register tile of a GEMM on its last `K` block, through a tile buffer on the
+    /// stack, one tile row at a time with the scalar elemental code (epilogues reading another
+    /// array as large as the result, and convolutions' epilogues, run on blocks).
     Tiles,
     /// On each finished block of the result after the GEMM stored it.
     Blocks,
