@@ -7,9 +7,9 @@
 //! Invariants:
 //! - [`LanePlan::new`] admits an epilogue only where every instruction between the root and
 //!   the core is computed on vectors by the very functions the scalar elemental generator
-//!   calls for it ([`ops::unary`], [`ops::binary`], [`ops::compare`], [`ops::select`], on the
-//!   ops [`real::vector_unary`] and [`real::vector_binary`] admit and non-total-order float
-//!   compares), so every lane holds the bits the block path computes for its element. Anything
+//!   calls for it ([`ops::unary`], [`ops::binary`], [`ops::compare`], [`ops::select`],
+//!   [`ops::clamp`], on the ops [`real::vector_unary`] and [`real::vector_binary`] admit,
+//!   non-total-order float compares and float clamps), so every lane holds the bits the block path computes for its element. Anything
 //!   else (a libm call, a convert, a gather, a constant array, a result narrower than the
 //!   accumulation) is not admitted, and the caller runs the epilogue on blocks.
 //! - What does not depend on the core is read per lane as the scalar path reads it: a rank-0
@@ -159,6 +159,9 @@ fn form_of(
             let p = arr_of(m, ops[0]).ok()?.ty;
             (shape.ty == acc && p == ElementType::Pred).then(|| (Form::Op, ops.to_vec()))
         }
+        Clamp => (real::vector_clamp(acc)
+            && ops.iter().all(|&o| arr_of(m, o).is_ok_and(|s| s.ty == acc)))
+        .then(|| (Form::Op, ops.to_vec())),
         _ if op.is_elementwise_unary() => {
             let in_ty = arr_of(m, ops[0]).ok()?.ty;
             (in_ty == acc && shape.ty == acc && real::vector_unary(cg, op, acc))
@@ -341,6 +344,7 @@ impl<'ctx> Kc<'_, 'ctx> {
                         ops::compare(cg, dir, cty, in_ty, xs[0], xs[1])?
                     }
                     Opcode::Select => ops::select(cg, xs[0], xs[1], xs[2])?,
+                    Opcode::Clamp => ops::clamp(cg, ty, xs[0], xs[1], xs[2])?,
                     op if op.is_elementwise_unary() => ops::unary(cg, op, ty, xs[0])?,
                     op => ops::binary(cg, op, ty, xs[0], xs[1])?,
                 }

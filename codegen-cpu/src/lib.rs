@@ -113,7 +113,7 @@ pub enum Epilogues {
     /// On each register tile of the GEMM on its last `K` block (or of the tiled convolution,
     /// `f32` and `f64`), from the accumulators as they are, a vector of columns at a time, so
     /// the result is written once with its final values and never read back. Epilogues with an
-    /// op this path does not compute on vectors (a libm call, a convert, a clamp, a gather), or
+    /// op this path does not compute on vectors (a libm call, a convert, a gather), or
     /// that read another array as large as the result, run on blocks instead.
     #[default]
     Registers,

@@ -4,8 +4,9 @@
 //! `codegen-cpu/src/epilogue.rs`, `lane_epilogue.rs`): bias and ReLU, scaling and a bias, the
 //! core returned beside its epilogue, a result narrower than the core, a residual alone or
 //! scaled (which keep the epilogue on finished blocks), the transcendentals of GELU and the
-//! logistic, minimum, division, compare and select, a scale per row, a bias per batch and
-//! column, and special values (NaN, infinities, -0 and subnormals) through all of them, on
+//! logistic, ReLU6's clamp, minimum, division, compare and select, a scale per row, a bias
+//! per batch and column, and special values (NaN, infinities, -0 and subnormals) through all
+//! of them, on
 //! `f32`, `f64`, `bf16` and `f16` dots of odd sizes (1, 3, 17, 255, and a contraction long
 //! enough to take several `K` blocks), with partial tiles at the right and bottom edges,
 //! transposed and batched operands, and NHWC convolutions with partial pixel tiles and
@@ -49,6 +50,8 @@ enum Epi {
     RowScale,
     /// `d + bias2`, a bias per batch and column (`[batch, n]`).
     BatchBias,
+    /// ReLU6 of `d + bias`: `clamp(0, d + bias, 6)`.
+    Relu6,
 }
 
 impl Epi {
@@ -217,6 +220,13 @@ impl Case {
                 ),
                 t.clone(),
             ),
+            Epi::Relu6 => (
+                format!(
+                    "{bias}  s = {t} add(d, bb)\n  lo = {ty}[] constant(0)\n  \
+                     hi = {ty}[] constant(6)\n  ROOT o = {t} clamp(lo, s, hi)\n"
+                ),
+                t.clone(),
+            ),
             Epi::RowScale => (
                 format!(
                     "  rb = {t} broadcast(rows), dimensions={{{}}}\n  ROOT o = {t} multiply(d, rb)\n",
@@ -382,6 +392,7 @@ const EPILOGUES: &[Epi] = &[
     Epi::Narrowed,
     Epi::Residual,
     Epi::ScaleResidual,
+    Epi::Relu6,
 ];
 
 fn case(ty: &'static str, (m, k, n): (i64, i64, i64), epi: Epi) -> Case {
@@ -408,7 +419,7 @@ fn f32_epilogues_in_registers_and_on_tiles_are_the_bits_of_block_epilogues() {
     }
     // f64 sums: half as many lanes, a tile half as wide.
     for size in [(3, 17, 255), (67, 600, 100)] {
-        for epi in [Epi::ScaleBias, Epi::SelectDivide, Epi::RowScale] {
+        for epi in [Epi::ScaleBias, Epi::SelectDivide, Epi::RowScale, Epi::Relu6] {
             check(case("f64", size, epi));
         }
     }
@@ -426,6 +437,7 @@ fn special_values_through_every_admitted_op() {
             Epi::RowScale,
             Epi::Logistic,
             Epi::Gelu,
+            Epi::Relu6,
         ] {
             check(Case {
                 specials: true,
@@ -525,6 +537,7 @@ fn register_epilogues_compute_on_the_accumulators() {
         ((67, 600, 100), Epi::BiasRelu),
         ((64, 64, 256), Epi::Gelu),
         ((17, 300, 40), Epi::RowScale),
+        ((3, 17, 255), Epi::Relu6),
     ] {
         let case = case("f32", size, epi);
         let (regs, blocks) = (ir(case, Epilogues::Registers), ir(case, Epilogues::Blocks));
@@ -606,6 +619,7 @@ fn convolution_epilogues_in_registers_are_the_bits_of_block_epilogues() {
             Epi::SelectDivide,
             Epi::RowScale,
             Epi::BatchBias,
+            Epi::Relu6,
             Epi::Residual,
             Epi::Narrowed,
         ] {
@@ -622,6 +636,7 @@ fn convolution_epilogues_in_registers_are_the_bits_of_block_epilogues() {
     }
     // A narrow convolution keeps its epilogue on blocks (its tile rounds once as it stores).
     check(conv_case("bf16", Epi::BiasRelu, true));
+    check(conv_case("bf16", Epi::Relu6, true));
 }
 
 #[test]

@@ -264,6 +264,11 @@ pub fn vector_binary(op: Opcode, ty: ElementType) -> bool {
         && matches!(op, Add | Subtract | Multiply | Divide | Maximum | Minimum)
 }
 
+/// Whether [`clamp`] computes on vectors of `ty` (lane by lane, with the scalar code's bits).
+pub fn vector_clamp(ty: ElementType) -> bool {
+    matches!(ty, ElementType::F32 | ElementType::F64)
+}
+
 /// `remainder` and `power` on scalar floats (libm calls).
 fn scalar_float_binary<'ctx>(
     cg: &Cg<'ctx>,
@@ -654,19 +659,19 @@ pub fn clamp<'ctx>(
         return Ok(bv(b.build_and(t, hi.into_int_value(), "clamp")?));
     }
     if ty.is_float() {
+        // Scalars or vectors alike ([`vector_clamp`]).
         let (l, v, h) = (
-            lo.into_float_value(),
-            x.into_float_value(),
-            hi.into_float_value(),
+            flush_val(cg, ty, lo)?,
+            flush_val(cg, ty, x)?,
+            flush_val(cg, ty, hi)?,
         );
-        let (l, v, h) = (flush(cg, ty, l)?, flush(cg, ty, v)?, flush(cg, ty, h)?);
-        let r = bv(fmin(cg, fmax(cg, v, l)?, h)?);
-        let hn = b.build_float_compare(FloatPredicate::UNO, h, h, "hn")?;
-        let r = b.build_select(hn, bv(h), r, "r")?;
-        let vn = b.build_float_compare(FloatPredicate::UNO, v, v, "vn")?;
-        let r = b.build_select(vn, bv(v), r, "r")?;
-        let ln = b.build_float_compare(FloatPredicate::UNO, l, l, "ln")?;
-        return Ok(b.build_select(ln, bv(l), r, "clamp")?);
+        let r = extremum(cg, false, extremum(cg, true, v, l)?, h)?;
+        let hn = lanes::fcmp(cg, FloatPredicate::UNO, h, h, "hn")?;
+        let r = lanes::select(cg, hn, h, r, "r")?;
+        let vn = lanes::fcmp(cg, FloatPredicate::UNO, v, v, "vn")?;
+        let r = lanes::select(cg, vn, v, r, "r")?;
+        let ln = lanes::fcmp(cg, FloatPredicate::UNO, l, l, "ln")?;
+        return lanes::select(cg, ln, l, r, "clamp");
     }
     if ty.is_int() {
         let s = ty.is_signed_int();
