@@ -59,6 +59,7 @@ pub(crate) fn emit_kernel<'ctx>(
     gemm: &GemmTarget,
     m: &Module,
     k: &Kernel,
+    shared: &[(usize, usize)],
     name: &str,
 ) -> R<Emitted> {
     let ptr = cg.ptr();
@@ -96,12 +97,19 @@ pub(crate) fn emit_kernel<'ctx>(
         outs.push(next_ptr()?);
     }
     let mut g = Gen::new(cg, m).with_contraction(crate::conv::gen_contraction);
+    let mut inputs = Vec::new();
     for (inst, bs) in &k.bindings {
         let mut ps = Vec::with_capacity(bs.len());
         for _ in bs {
             ps.push(next_ptr()?);
         }
+        inputs.extend_from_slice(&ps);
         g.bind(*inst, Ext::Bufs(ps));
+    }
+    // An output in the memory of an input is written through the input's pointer.
+    for &(o, i) in shared {
+        *outs.get_mut(o).ok_or("a shared output out of range")? =
+            *inputs.get(i).ok_or("a shared input out of range")?;
     }
     let mut scratch = Vec::with_capacity(k.scratch.len());
     for _ in &k.scratch {

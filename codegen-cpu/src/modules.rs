@@ -38,12 +38,13 @@ use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{FileType, RelocMode, TargetMachine};
 use rayon::prelude::*;
 
+use crate::buf::BufId;
 use crate::cg::Cg;
 use crate::cpu_target::CpuTarget;
 use crate::emit::{build_entry, build_top_parts, kernel_label, kernel_symbol, EntryKernel, PART};
 use crate::error::{finish, CodegenError, R};
 use crate::kernels::{attribute, emit_kernel};
-use crate::lower::{visit_kernels, visit_thunks, Kernel, Program, Thunk};
+use crate::lower::{visit_kernels, visit_thunks, BufKind, Kernel, Program, Thunk};
 use crate::signature::kernel_signature;
 use crate::target_spec::{target_machine, TargetSpec};
 use crate::CpuOptions;
@@ -72,8 +73,9 @@ fn on_big_stack<T>(f: impl FnOnce() -> T) -> T {
 
 /// The distinct kernels of a program and what each kernel number calls.
 struct Kernels<'p> {
-    /// Distinct kernels in order of first use, with their function names and weights.
-    unique: Vec<(&'p Kernel, String, usize)>,
+    /// Distinct kernels in order of first use, with their function names, weights and shared
+    /// outputs.
+    unique: Vec<(&'p Kernel, String, usize, Shared)>,
     /// Per distinct kernel, its pipeline class ([`class`]).
     class: Vec<Class>,
     /// Per kernel number: the distinct kernel it runs and its description.
@@ -100,10 +102,12 @@ fn collect<'p>(m: &Module, prog: &'p Program) -> Kernels<'p> {
                 + k.views.len();
             ks.max_bufs = ks.max_bufs.max(n);
             let number = ks.uses.len();
-            let sig = kernel_signature(m, k);
+            let shared = shared_outputs(prog, k);
+            let sig = format!("{} shared={shared:?}", kernel_signature(m, k));
             let weight = sig.len();
             let u = *seen.entry(sig).or_insert_with(|| {
-                ks.unique.push((k, kernel_symbol(m, k, number), weight));
+                ks.unique
+                    .push((k, kernel_symbol(m, k, number), weight, shared));
                 ks.class.push(class(prog, k));
                 ks.unique.len() - 1
             });
@@ -117,6 +121,44 @@ fn collect<'p>(m: &Module, prog: &'p Program) -> Kernels<'p> {
         _ => {}
     });
     ks
+}
+
+/// A kernel's outputs in its inputs' memory ([`shared_outputs`]).
+type Shared = Vec<(usize, usize)>;
+
+/// The outputs of kernel `k` that start where the buffer of one of its bindings does (the
+/// buffer assignment gave an elementwise result its operand's memory): pairs of the output's
+/// index and the binding's pointer slot (counted over the bindings' buffers, in order). The
+/// kernel then writes through the binding's pointer, so LLVM sees one pointer where there is
+/// one buffer: an elementwise loop reading and writing the same element vectorizes, where two
+/// pointers it cannot tell apart made it check at run time that they do not overlap and,
+/// since they do, run its scalar copy (an in-place `exp` took 7.5 times as long).
+fn shared_outputs(prog: &Program, k: &Kernel) -> Shared {
+    // Where a buffer starts: its memory and the offset in it (constants are never written).
+    let at = |b: BufId| -> Option<(u8, u32, u64)> {
+        let off = prog.offsets[b as usize];
+        match prog.bufs[b as usize].kind {
+            BufKind::Param(k) => Some((0, k, 0)),
+            BufKind::Output(k) => Some((1, k, off)),
+            BufKind::Temp => Some((2, 0, off)),
+            BufKind::Arena => Some((3, 0, off)),
+            BufKind::Const(..) => None,
+        }
+    };
+    let inputs: Vec<_> = k
+        .bindings
+        .iter()
+        .flat_map(|(_, bs)| bs.iter())
+        .map(|&b| at(b))
+        .collect();
+    k.outputs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &o)| {
+            let o = at(o)?;
+            inputs.iter().position(|&b| b == Some(o)).map(|j| (i, j))
+        })
+        .collect()
 }
 
 /// The most bytes a light kernel reads and writes.
@@ -190,7 +232,7 @@ fn partition(ks: &Kernels) -> Vec<Group> {
     let mut done = Vec::new();
     // The open group of each class and its weight.
     let mut open: [(Vec<usize>, usize); 3] = Default::default();
-    for (i, (_, _, w)) in ks.unique.iter().enumerate() {
+    for (i, (_, _, w, _)) in ks.unique.iter().enumerate() {
         let class = ks.class[i];
         let (g, weight) = &mut open[class as usize];
         g.push(i);
@@ -367,8 +409,9 @@ fn compile_group(s: &Setup, ks: &Kernels, g: &Group, form: Form) -> Result<Part,
     let cg = new_cg(&ctx, s, &format!("{}.k{}", m.name, g.kernels[0]), &tm);
     let mut facts = Vec::with_capacity(g.kernels.len());
     for &u in &g.kernels {
-        let (k, name, _) = &ks.unique[u];
-        let e = emit_kernel(&cg, s.gemm, m, k, name).map_err(|f| finish(m, attribute(m, k, f)))?;
+        let (k, name, _, shared) = &ks.unique[u];
+        let e = emit_kernel(&cg, s.gemm, m, k, shared, name)
+            .map_err(|f| finish(m, attribute(m, k, f)))?;
         facts.push((e.items, e.grain));
     }
     finish_module(s, &cg, &tm, &pipeline, form, t, facts)
