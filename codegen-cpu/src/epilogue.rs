@@ -55,9 +55,11 @@
 //! mostly in L2, is small beside the epilogue's own arithmetic, which both paths do: on that
 //! `K = 64` dot, bias and ReLU cost 11% over the bare dot either way (2.75 against 2.45 ms,
 //! one thread), about the vector operations `maximum`'s NaN, signed-zero and subnormal rules
-//! take beside the tile's 64 steps of multiply-adds. Residuals read in registers measured 4%
-//! to 5% slower on the train step's weight updates (and the same on the transformer's), so
-//! they stay on blocks.
+//! take beside the tile's 64 steps of multiply-adds. Residuals read in registers measured 3%
+//! to 5% slower on the train step (its weight updates 5.5 to 5.9 ms each) and the same on the
+//! transformer, with or without prefetching the next tiles' residual rows, so they stay on
+//! blocks (likely: the residual's lines, read at every tile, evict the packed strip of `B`
+//! that fills L1; not verified).
 //!
 //! Why tiles are not the default: the tile path was measured no faster than blocks, as a
 //! first version was. That one (commits `a25aef3` and
