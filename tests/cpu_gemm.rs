@@ -61,13 +61,7 @@ fn check_module(text: &str, threads: &[usize]) {
         Literal::Array(a) => a,
         Literal::Tuple(_) => panic!("array result"),
     };
-    let inputs: Vec<&[u8]> = args
-        .iter()
-        .map(|l| match l {
-            Literal::Array(a) => &a.data[..],
-            Literal::Tuple(_) => unreachable!("array parameters"),
-        })
-        .collect();
+    let inputs = axle_testkit::array_bytes(&args);
     let mut first: Option<Vec<u8>> = None;
     for &threads in threads {
         let exe = compile(

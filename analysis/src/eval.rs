@@ -43,8 +43,8 @@ mod sort;
 use crate::float_mode::with_float_mode;
 use axle_ir::memory::MemoryBudget;
 use axle_ir::{
-    ArrayLiteral, ArrayShape, AttrKey, AttrValue, CompId, ComparisonType, ElementType, InstId,
-    Literal, Module, Opcode, Shape,
+    ArrayLiteral, ArrayShape, AttrKey, AttrValue, CompId, ElementType, InstId, Literal, Module,
+    Opcode, Shape,
 };
 use scalar::{Reg, ScalarProg};
 use shape_ops as so;
@@ -1001,10 +1001,7 @@ impl<'m> Evaluator<'m> {
                     Some(AttrValue::Direction(d)) => *d,
                     _ => return Err("compare needs a direction".into()),
                 };
-                let cty = match m.attr(id, &AttrKey::Type) {
-                    Some(AttrValue::CmpType(t)) => *t,
-                    _ => ComparisonType::default_for(a.ty()),
-                };
+                let cty = m.comparison_type(id, a.ty());
                 let mut data = vec![0u8; n];
                 elementwise::compare(dir, cty, a.ty(), &a.data, &b.data, &mut data, self.ftz)?;
                 so::array(ty, dims, data)

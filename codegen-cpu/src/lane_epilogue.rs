@@ -9,9 +9,10 @@
 //!   the core is computed on vectors by the very functions the scalar elemental generator
 //!   calls for it ([`ops::unary`], [`ops::binary`], [`ops::compare`], [`ops::select`],
 //!   [`ops::clamp`], on the ops [`real::vector_unary`] and [`real::vector_binary`] admit,
-//!   non-total-order float compares and float clamps), so every lane holds the bits the block path computes for its element. Anything
-//!   else (a libm call, a convert, a gather, a constant array, a result narrower than the
-//!   accumulation) is not admitted, and the caller runs the epilogue on blocks.
+//!   non-total-order float compares and float clamps), so every lane holds the bits the block
+//!   path computes for its element. Anything else (a libm call, a convert, a gather, a
+//!   constant array, a result narrower than the accumulation) is not admitted, and the caller
+//!   runs the epilogue on blocks.
 //! - What does not depend on the core is read per lane as the scalar path reads it: a rank-0
 //!   value, or a broadcast that does not vary along the columns, is computed once (per tile
 //!   row where it varies along the rows) by the scalar elemental generator and splat; a
@@ -30,7 +31,7 @@ use inkwell::values::{BasicValueEnum, IntValue, VectorValue};
 use crate::cg::{bv, strides, Cg, Val};
 use crate::elemental::{arr_of, Gen};
 use crate::error::R;
-use crate::gemm::RegTile;
+use crate::gemm::{splat_float, splat_int, RegTile};
 use crate::kernels::Kc;
 use crate::{ops, real};
 
@@ -128,7 +129,7 @@ fn form_of(
     match op {
         Broadcast => {
             let x = arr_of(m, ops[0]).ok()?;
-            let map = ints(m, id)?;
+            let map = m.ints_attr(id, &AttrKey::Dimensions)?;
             let along = map.iter().position(|&d| d as usize == last);
             match along.filter(|&p| x.dims[p] > 1) {
                 None => Some((Form::RowSplat, Vec::new())),
@@ -148,10 +149,7 @@ fn form_of(
         }
         Compare => {
             let in_ty = arr_of(m, ops[0]).ok()?.ty;
-            let cty = match m.attr(id, &AttrKey::Type) {
-                Some(AttrValue::CmpType(t)) => *t,
-                _ => ComparisonType::default_for(in_ty),
-            };
+            let cty = m.comparison_type(id, in_ty);
             (in_ty == acc && shape.ty == ElementType::Pred && cty != ComparisonType::TotalOrder)
                 .then(|| (Form::Op, ops.to_vec()))
         }
@@ -171,14 +169,6 @@ fn form_of(
             && ops.iter().all(|&o| arr_of(m, o).is_ok_and(|s| s.ty == acc))
             && real::vector_binary(op, acc))
         .then(|| (Form::Op, ops.to_vec())),
-        _ => None,
-    }
-}
-
-/// A broadcast's `dimensions`.
-fn ints(m: &Module, id: InstId) -> Option<&[i64]> {
-    match m.attr(id, &AttrKey::Dimensions) {
-        Some(AttrValue::Ints(v)) => Some(v),
         _ => None,
     }
 }
@@ -289,7 +279,9 @@ impl<'ctx> Kc<'_, 'ctx> {
                 // The operand at the row's coordinates (columns are not mapped, or size 1).
                 let x = ops[0];
                 let xdims = arr_of(m, x)?.dims.to_vec();
-                let map = ints(m, id).ok_or("broadcast without dimensions")?;
+                let map = m
+                    .ints_attr(id, &AttrKey::Dimensions)
+                    .ok_or("broadcast without dimensions")?;
                 let multi = map
                     .iter()
                     .zip(&xdims)
@@ -303,7 +295,9 @@ impl<'ctx> Kc<'_, 'ctx> {
                 let x = ops[0];
                 let xdims = arr_of(m, x)?.dims.to_vec();
                 let st = strides(&xdims);
-                let map = ints(m, id).ok_or("broadcast without dimensions")?;
+                let map = m
+                    .ints_attr(id, &AttrKey::Dimensions)
+                    .ok_or("broadcast without dimensions")?;
                 let mut off = b.build_int_nsw_add(t.col0, cg.c64(h * lanes), "c")?;
                 for (p, &d) in map.iter().enumerate() {
                     if d as usize == last || xdims[p] == 1 {
@@ -337,10 +331,7 @@ impl<'ctx> Kc<'_, 'ctx> {
                             _ => return Err("compare needs a direction".into()),
                         };
                         let in_ty = arr_of(m, ops[0])?.ty;
-                        let cty = match m.attr(id, &AttrKey::Type) {
-                            Some(AttrValue::CmpType(t)) => *t,
-                            _ => ComparisonType::default_for(in_ty),
-                        };
+                        let cty = m.comparison_type(id, in_ty);
                         ops::compare(cg, dir, cty, in_ty, xs[0], xs[1])?
                     }
                     Opcode::Select => ops::select(cg, xs[0], xs[1], xs[2])?,
@@ -386,16 +377,9 @@ fn coord<'ctx>(cg: &Cg<'ctx>, at: &TileAt<'ctx>, r: usize, d: usize, nx: i64) ->
 
 /// `lanes` copies of scalar `v` (a float or an `i1`).
 fn splat<'ctx>(cg: &Cg<'ctx>, v: Val<'ctx>, lanes: i64) -> R<Val<'ctx>> {
-    let vty = match v {
-        BasicValueEnum::FloatValue(f) => f.get_type().vec_type(lanes as u32),
-        BasicValueEnum::IntValue(i) => i.get_type().vec_type(lanes as u32),
-        _ => return Err("a splat of a value that is neither a float nor an integer".into()),
-    };
-    let poison = vty.get_poison();
-    let ins = cg.b.build_insert_element(poison, v, cg.c32(0), "ins")?;
-    let zeros =
-        inkwell::types::VectorType::const_vector(&vec![cg.i32().const_zero(); lanes as usize]);
-    Ok(bv(cg
-        .b
-        .build_shuffle_vector(ins, poison, zeros, "splat")?))
+    match v {
+        BasicValueEnum::FloatValue(f) => Ok(bv(splat_float(cg, f, lanes)?)),
+        BasicValueEnum::IntValue(i) => Ok(bv(splat_int(cg, i, lanes)?)),
+        _ => Err("a splat of a value that is neither a float nor an integer".into()),
+    }
 }

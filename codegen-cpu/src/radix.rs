@@ -102,10 +102,7 @@ pub(crate) fn plan(m: &Module, id: InstId) -> Option<RadixPlan> {
     };
     let (x, y) = (m.operands(root)[0], m.operands(root)[1]);
     let x_ty = m.array_shape(x)?.ty;
-    let cty = match m.attr(root, &AttrKey::Type) {
-        Some(AttrValue::CmpType(t)) => *t,
-        _ => ComparisonType::default_for(x_ty),
-    };
+    let cty = m.comparison_type(root, x_ty);
     let ok_type = match cty {
         ComparisonType::TotalOrder => matches!(x_ty, ElementType::F32 | ElementType::F64),
         ComparisonType::Signed => x_ty.is_signed_int(),

@@ -296,13 +296,7 @@ fn eighths(m: &axle_ir::Module, specials: bool) -> Vec<Literal> {
 /// start as NaN garbage.
 fn run(m: &axle_ir::Module, args: &[Literal], opts: &CpuOptions) -> [Vec<Vec<u8>>; 2] {
     let exe = compile(m, opts).unwrap_or_else(|e| panic!("compiles: {e}"));
-    let inputs: Vec<&[u8]> = args
-        .iter()
-        .map(|l| match l {
-            Literal::Array(a) => &a.data[..],
-            Literal::Tuple(_) => panic!("array parameters"),
-        })
-        .collect();
+    let inputs = axle_testkit::array_bytes(args);
     let bytes = |outs: Vec<HostBuffer>| outs.iter().map(|o| o.bytes().to_vec()).collect();
     let mut fresh = exe.alloc_outputs();
     exe.execute(&inputs, &mut fresh).expect("runs");

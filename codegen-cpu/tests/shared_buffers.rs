@@ -69,13 +69,7 @@ fn check_results(text: &str) {
         })
         .collect();
     let want = axle_testkit::leaves(&evaluate(&m, &args).expect("the evaluator runs it"));
-    let inputs: Vec<&[u8]> = args
-        .iter()
-        .map(|l| match l {
-            Literal::Array(a) => &a.data[..],
-            Literal::Tuple(_) => panic!("array parameters"),
-        })
-        .collect();
+    let inputs = axle_testkit::array_bytes(&args);
     for threads in [1, 8] {
         let opts = CpuOptions {
             threads,

@@ -20,8 +20,8 @@
 use std::collections::HashMap;
 
 use axle_ir::{
-    ArrayShape, AttrKey, AttrValue, CompId, ComparisonType, ElementType, InstId, Layout, Literal,
-    Module, Opcode, Shape,
+    ArrayShape, AttrKey, AttrValue, CompId, ElementType, InstId, Layout, Literal, Module, Opcode,
+    Shape,
 };
 use inkwell::module::Linkage;
 use inkwell::values::{IntValue, PointerValue};
@@ -836,10 +836,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
                     _ => return Err("compare needs a direction".into()),
                 };
                 let in_ty = self.arr(ops[0])?.ty;
-                let cty = match m.attr(id, &AttrKey::Type) {
-                    Some(AttrValue::CmpType(t)) => *t,
-                    _ => ComparisonType::default_for(in_ty),
-                };
+                let cty = m.comparison_type(id, in_ty);
                 ops::compare(cg, dir, cty, in_ty, a, c)?
             }
             Select => {

@@ -28,11 +28,6 @@ macro_rules! pair {
     };
 }
 
-/// Whether `v` is a vector.
-pub fn is_vector(v: Val<'_>) -> bool {
-    matches!(v, BasicValueEnum::VectorValue(_))
-}
-
 /// `v` as a scalar float: an error (not a panic) for a vector or a non-float, for the code
 /// paths that exist only for scalars (libm calls, total-order keys).
 pub fn scalar_float<'ctx>(v: Val<'ctx>, what: &str) -> R<FloatValue<'ctx>> {

@@ -58,11 +58,6 @@ impl<'a, 'ctx> F<'a, 'ctx> {
     }
 }
 
-/// `exp(x)` for `f32`.
-pub fn exp_f32<'ctx>(cg: &Cg<'ctx>, x: FloatValue<'ctx>) -> R<Val<'ctx>> {
-    exp(cg, bv(x))
-}
-
 /// `exp(x)` for an `f32` or a vector of `f32` (the same code per lane, [`crate::lanes`]).
 pub fn exp<'ctx>(cg: &Cg<'ctx>, x: Val<'ctx>) -> R<Val<'ctx>> {
     let f = F { cg, like: x };
@@ -174,11 +169,6 @@ pub fn log_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>> {
     let r = f.sel(f.cmp(FloatPredicate::OEQ, x0, f.c(f64::INFINITY)?)?, x0, r)?;
     let r = f.sel(f.cmp(FloatPredicate::UNO, x0, x0)?, x0, r)?;
     Ok(r)
-}
-
-/// `tanh(x)` for `f32`: Eigen's rational approximation.
-pub fn tanh_f32<'ctx>(cg: &Cg<'ctx>, x0: FloatValue<'ctx>) -> R<Val<'ctx>> {
-    tanh(cg, bv(x0))
 }
 
 /// `tanh(x)` for an `f32` or a vector of `f32` (the same code per lane, [`crate::lanes`]).

@@ -21,7 +21,7 @@ pub use crate::ids::{BufferId, CompId, InstId, LayoutId, ShapeId};
 use crate::literal::Literal;
 use crate::opcode::Opcode;
 use crate::schedule::Schedule;
-use crate::types::{ArrayShape, Layout, Shape};
+use crate::types::{ArrayShape, ComparisonType, ElementType, Layout, Shape};
 
 /// An append-only interner: equal values get equal ids.
 #[derive(Clone, Debug)]
@@ -483,6 +483,15 @@ impl Module {
         match self.attr(id, key) {
             Some(AttrValue::Ints(v)) => Some(v),
             _ => None,
+        }
+    }
+
+    /// The comparison type of `compare` instruction `id` on operands of element type
+    /// `operand_ty`: its `type` attribute, else XLA's default for that type.
+    pub fn comparison_type(&self, id: InstId, operand_ty: ElementType) -> ComparisonType {
+        match self.attr(id, &AttrKey::Type) {
+            Some(AttrValue::CmpType(t)) => *t,
+            _ => ComparisonType::default_for(operand_ty),
         }
     }
 

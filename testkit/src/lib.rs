@@ -61,6 +61,17 @@ pub fn leaves(l: &Literal) -> Vec<ArrayLiteral> {
     }
 }
 
+/// The bytes of each argument, for a compiled executable's inputs; every argument must be an
+/// array (a tuple panics: a test's own inputs are arrays).
+pub fn array_bytes(args: &[Literal]) -> Vec<&[u8]> {
+    args.iter()
+        .map(|l| match l {
+            Literal::Array(a) => &a.data[..],
+            Literal::Tuple(_) => panic!("array parameters"),
+        })
+        .collect()
+}
+
 /// The element type a manifest names (`f32`, `bf16`, ...).
 pub fn dtype(v: &Value) -> Option<ElementType> {
     ElementType::from_name(v.as_str()?)

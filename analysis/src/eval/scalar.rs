@@ -298,10 +298,7 @@ impl<'m> Builder<'m> {
                                 AttrValue::Direction(d) => *d,
                                 _ => return None,
                             };
-                            let cty = match m.attr(id, &AttrKey::Type) {
-                                Some(AttrValue::CmpType(t)) => *t,
-                                _ => ComparisonType::default_for(in_ty),
-                            };
+                            let cty = m.comparison_type(id, in_ty);
                             let dst = self.reg(ty);
                             self.insts.push(SInst::Compare {
                                 dir,
