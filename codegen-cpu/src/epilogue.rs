@@ -56,10 +56,15 @@
 //! `K = 64` dot, bias and ReLU cost 11% over the bare dot either way (2.75 against 2.45 ms,
 //! one thread), about the vector operations `maximum`'s NaN, signed-zero and subnormal rules
 //! take beside the tile's 64 steps of multiply-adds. Residuals read in registers measured 3%
-//! to 5% slower on the train step (its weight updates 5.5 to 5.9 ms each) and the same on the
-//! transformer, with or without prefetching the next tiles' residual rows, so they stay on
-//! blocks (likely: the residual's lines, read at every tile, evict the packed strip of `B`
-//! that fills L1; not verified).
+//! to 6% slower on the train step (its weight updates 5.5 to 5.9 ms each) and the same on the
+//! transformer, so they stay on blocks. What costs is reading the residual's memory in `MR`
+//! short row pieces at every tile: the same kernel with those loads pointed at a fixed,
+//! L1-resident place ran 6% faster than blocks, and 12% faster than the real loads; prefetching
+//! the next tiles' residual rows into L1 or L2, huge pages under the residual (TLB), a smaller
+//! `KC` (half of L1 left free, so not the packed strip of `B` evicted) and a row stride that
+//! is no multiple of 4 KiB (no L1 set conflicts between rows) each left it as slow or slower
+//! (`codegen-cpu/BENCH.md`, the eleventh session's section). The block path reads the
+//! residual in long rows, once per work item, which the hardware prefetchers stream.
 //!
 //! Why tiles are not the default: the tile path was measured no faster than blocks, as a
 //! first version was. That one (commits `a25aef3` and
