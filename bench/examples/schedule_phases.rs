@@ -8,13 +8,7 @@ use std::time::Instant;
 /// CPU time of the whole process (all threads), in milliseconds: the machine is shared, so
 /// wall time alone overstates.
 fn cpu_ms() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
+    axle_bench::cpu_clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID) as f64 / 1e6
 }
 
 struct Timer(Instant, f64);

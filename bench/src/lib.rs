@@ -21,6 +21,21 @@ pub fn shared_dir() -> PathBuf {
         .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"))
 }
 
+/// The CPU time of `clock` (`libc::CLOCK_THREAD_CPUTIME_ID` for the calling thread,
+/// `libc::CLOCK_PROCESS_CPUTIME_ID` for the whole process) in nanoseconds, exact to the
+/// nanosecond where the kernel keeps it so; panics where the clock cannot be read (benches
+/// and examples only).
+pub fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime({clock}) failed");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The text of an HLO file, gunzipped when its name ends in `.gz`; panics on an unreadable
 /// file (benches and examples only).
 pub fn hlo_file_text(path: &std::path::Path) -> String {
