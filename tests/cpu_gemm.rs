@@ -6,13 +6,17 @@
 //! fresh result buffers and with reused ones that hold NaN garbage, at one and two threads;
 //! and operands read through views inside an output fusion (transposed, permuted batch
 //! dimensions, sliced and strided, broadcast, reshaped, chains of them: the GEMM reads the
-//! parameter's buffer through the views' strides) in every float type, at one and eight threads.
+//! parameter's buffer through the views' strides) in every float type, at one and eight threads;
+//! and the dots of training as JAX emits them (several free or contracting dimensions per side,
+//! contracting dimensions apart or out of order), through the `cpu` pipeline, whose
+//! `dot-canonicalize` brings them to the GEMM's form.
 //!
 //! Inputs are multiples of 1/8 in [-2, 2], so every product and partial sum is exact in the
 //! accumulation type: any summation order gives the evaluator's value, and the results must
 //! match exactly (narrow results are rounded once from the same exact sum).
 
 use axle::analysis::eval::evaluate;
+use axle::backend::{prepare_module, CompileOptions};
 use axle::ir::literal::f64_to_element;
 use axle::ir::{compare_arrays, parse_module, ArrayLiteral, ArrayShape, Literal, Shape, Tolerance};
 use axle_codegen_cpu::{compile, CpuOptions, HostBuffer};
@@ -47,7 +51,22 @@ fn check(lhs: &str, rhs: &str, out: &str, dims: &str) {
 /// Module `text` (one array result) compiled as given, checked against the evaluator with
 /// fresh and reused (NaN-filled) outputs at each of `threads`, with the same bits at each.
 fn check_module(text: &str, threads: &[usize]) {
+    check_compiled(text, None, threads);
+}
+
+/// [`check_module`], with the standard pipeline `pipeline` run before compiling when given.
+fn check_compiled(text: &str, pipeline: Option<&str>, threads: &[usize]) {
     let m = parse_module(text).unwrap_or_else(|e| panic!("{text}\n{e}"));
+    let compiled = match pipeline {
+        None => m.clone(),
+        Some(p) => {
+            let opts = CompileOptions {
+                pipeline: Some(p.into()),
+                ..Default::default()
+            };
+            prepare_module("cpu", m.clone(), &opts).unwrap_or_else(|e| panic!("{text}\n{e}"))
+        }
+    };
     let args: Vec<Literal> = m
         .params(m.entry())
         .iter()
@@ -65,7 +84,7 @@ fn check_module(text: &str, threads: &[usize]) {
     let mut first: Option<Vec<u8>> = None;
     for &threads in threads {
         let exe = compile(
-            &m,
+            &compiled,
             &CpuOptions {
                 threads,
                 ..Default::default()
@@ -363,5 +382,66 @@ fn reshape_views() {
         "f32[255,1,17]",
         "f32[1,17]",
         "  r = f32[1,255] reshape(p0)\n  rb = f32[255,17] reshape(p1)\n  ROOT d = f32[1,17] dot(r, rb), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+    );
+}
+
+/// `ROOT dot(a, b)` through the `cpu` pipeline (which merges free and contracting dimensions,
+/// `dot-canonicalize`), against the evaluator on the module as written.
+fn check_pipeline(lhs: &str, rhs: &str, out: &str, dims: &str) {
+    let text = format!(
+        "HloModule gemm\n\nENTRY main {{\n  a = {lhs} parameter(0)\n  b = {rhs} parameter(1)\n  ROOT d = {out} dot(a, b), {dims}\n}}\n"
+    );
+    check_compiled(&text, Some("cpu"), &[1, 2]);
+}
+
+#[test]
+fn training_dots_through_the_pipeline() {
+    // A dense layer on a rank-3 activation (GPT-2's projections).
+    check_pipeline(
+        "f32[2,17,33]",
+        "f32[33,40]",
+        "f32[2,17,40]",
+        "lhs_contracting_dims={2}, rhs_contracting_dims={0}",
+    );
+    // The tied vocabulary projection: the weight transposed.
+    check_pipeline(
+        "f32[1,17,33]",
+        "f32[255,33]",
+        "f32[1,17,255]",
+        "lhs_contracting_dims={2}, rhs_contracting_dims={1}",
+    );
+    // A weight gradient: the batch and sequence dimensions both contracted.
+    check_pipeline(
+        "f32[3,17,33]",
+        "f32[3,17,40]",
+        "f32[33,40]",
+        "lhs_contracting_dims={0,1}, rhs_contracting_dims={0,1}",
+    );
+    // Contracting dimensions apart on the left and out of order on the right (transposes).
+    check_pipeline(
+        "f32[5,17,3]",
+        "f32[3,40,5]",
+        "f32[17,40]",
+        "lhs_contracting_dims={0,2}, rhs_contracting_dims={2,0}",
+    );
+    // Several free dimensions on both sides, with a batch dimension.
+    check_pipeline(
+        "f64[2,3,5,7]",
+        "f64[2,7,4,6]",
+        "f64[2,3,5,4,6]",
+        "lhs_batch_dims={0}, lhs_contracting_dims={3}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
+    );
+    // bf16 operands with an f32 result, and an f16 weight gradient.
+    check_pipeline(
+        "bf16[4,9,33]",
+        "bf16[33,17]",
+        "f32[4,9,17]",
+        "lhs_contracting_dims={2}, rhs_contracting_dims={0}",
+    );
+    check_pipeline(
+        "f16[2,9,17]",
+        "f16[2,9,5]",
+        "f16[17,5]",
+        "lhs_contracting_dims={0,1}, rhs_contracting_dims={0,1}",
     );
 }

@@ -3,7 +3,7 @@
 //! an MLP training step (plain and transposed operands), an MLP layer's output fusion (bias and
 //! ReLU after the dot) with its epilogue on the register tiles and on finished blocks,
 //! attention shaped batch dots (and their heads read through views of one projection, in place
-//! or materialized first),
+//! or materialized first), the dots of training as JAX emits them (through the `cpu` pipeline),
 //! `sort_1M`'s comparator (radix sort) on 64k and 1M keys and a key-value argsort, top-k by
 //! selection and by sort, a full and a row reduction, and a softmax row kernel (streaming stores). Each module is compiled once; the timed part is one run into reused
 //! output buffers. Counters: flops for dots, elements for sorts, bytes read for reductions. Run
@@ -154,6 +154,44 @@ fn gemm_attention_head_views(bencher: Bencher, which: &str) {
         bencher.counter(ItemsCount::new(2u64 * 8 * 512 * 512 * 64)),
         &p,
     );
+}
+
+/// The dots of training as JAX emits them, compiled through the `cpu` pipeline (whose
+/// `dot-canonicalize` merges several free or contracting dimensions into the GEMM's form, so a
+/// regression to the elemental loop shows here): GPT-2's dense layer on a rank-3 activation,
+/// the tied vocabulary projection (the weight transposed; an 8192-word vocabulary to keep the
+/// bench short) and its weight gradient, BERT's weight gradient (batch and sequence both
+/// contracted), attention's batched scores against transposed keys, and a bf16 dense layer
+/// accumulating in f32.
+#[divan::bench(args = ["dense", "vocab", "vocab_grad", "weight_grad", "scores", "dense_bf16"])]
+fn gemm_training_dots(bencher: Bencher, which: &str) {
+    // Operand shapes, result shape, dimension numbers and multiply-adds.
+    let (lhs, rhs, out, dims, macs): (&str, &str, &str, &str, u64) = match which {
+        "dense" => ("f32[1,128,768]", "f32[768,2304]", "f32[1,128,2304]",
+            "lhs_contracting_dims={2}, rhs_contracting_dims={0}", 128 * 768 * 2304),
+        "vocab" => ("f32[1,128,768]", "f32[8192,768]", "f32[1,128,8192]",
+            "lhs_contracting_dims={2}, rhs_contracting_dims={1}", 128 * 768 * 8192),
+        "vocab_grad" => ("f32[1,128,8192]", "f32[1,128,768]", "f32[8192,768]",
+            "lhs_contracting_dims={0,1}, rhs_contracting_dims={0,1}", 128 * 768 * 8192),
+        "weight_grad" => ("f32[16,128,256]", "f32[16,128,1024]", "f32[256,1024]",
+            "lhs_contracting_dims={0,1}, rhs_contracting_dims={0,1}", 16 * 128 * 256 * 1024),
+        "scores" => ("f32[16,4,128,64]", "f32[16,4,128,64]", "f32[16,4,128,128]",
+            "lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={3}",
+            16 * 4 * 128 * 128 * 64),
+        _ => ("bf16[4,128,1024]", "bf16[1024,1024]", "f32[4,128,1024]",
+            "lhs_contracting_dims={2}, rhs_contracting_dims={0}", 4 * 128 * 1024 * 1024),
+    };
+    let text = format!(
+        "HloModule train\nENTRY main {{\n  a = {lhs} parameter(0)\n  b = {rhs} parameter(1)\n  ROOT d = {out} dot(a, b), {dims}\n}}\n"
+    );
+    let m = parse_module(&text).expect("the bench module parses");
+    let opts = axle::backend::CompileOptions {
+        pipeline: Some("cpu".into()),
+        ..Default::default()
+    };
+    let m = axle::backend::prepare_module("cpu", m, &opts).expect("the cpu pipeline runs");
+    let p = prepare(&axle::ir::print_module(&m));
+    run(bencher.counter(ItemsCount::new((2 * macs) as usize)), &p);
 }
 
 const JAX_F32_LT: &str = "cmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  nan = f32[] constant(nan)\n  zero = f32[] constant(0)\n  ane = pred[] compare(a, a), direction=NE\n  aeq = pred[] compare(a, zero), direction=EQ\n  az = f32[] select(aeq, zero, a)\n  x = f32[] select(ane, nan, az)\n  bne = pred[] compare(b, b), direction=NE\n  beq = pred[] compare(b, zero), direction=EQ\n  bz = f32[] select(beq, zero, b)\n  y = f32[] select(bne, nan, bz)\n  ROOT lt = pred[] compare(x, y), direction=LT, type=TOTALORDER\n}\n";

@@ -1,6 +1,6 @@
 //! Graph rewriting that feeds fusion: algebraic simplification, constant folding, inlining,
 //! tuple, while-loop and reshape simplification, zero-sized-array elimination, broadcast
-//! canonicalization, the expansion of batch-norm ops, the `f32` upcast of narrow-typed linear
+//! and dot canonicalization, the expansion of batch-norm ops, the `f32` upcast of narrow-typed linear
 //! algebra, the splitting of long reductions into few results, and fusion itself (`fusion`,
 //! `multi-output-fusion`), one pass per file, named as the pass.
 //!
@@ -15,6 +15,7 @@ pub mod batchnorm_expander;
 pub mod broadcast_canonicalize;
 pub mod clone;
 pub mod constant_folding;
+pub mod dot_canonicalize;
 pub mod fusion;
 pub mod inline;
 pub mod linalg_upcast;
@@ -90,6 +91,12 @@ pub fn register(reg: &mut PassRegistry) {
         doc: "sorts broadcast dimensions (adding a transpose) and drops degenerate reshapes under broadcasts",
         options: &[],
         create: |_| Box::new(broadcast_canonicalize::BroadcastCanonicalize),
+    });
+    reg.register(PassInfo {
+        name: "dot-canonicalize",
+        doc: "merges a float dot's free dimensions and its contracting dimensions into one each per side (reshapes, a transpose where they are not adjacent), as XLA's dot decomposer",
+        options: &[],
+        create: |_| Box::new(dot_canonicalize::DotCanonicalize),
     });
     reg.register(PassInfo {
         name: "batchnorm-expander",
