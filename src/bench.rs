@@ -45,6 +45,9 @@ pub struct BenchOptions {
     pub policies: Vec<OutputPolicy>,
     /// Also time every kernel (`cpu` only): the report lists the slowest ones.
     pub profile: bool,
+    /// Also record a trace of the profiled runs (`cpu` only): one span per kernel call and per
+    /// range of a parallel kernel on the thread that ran it ([`BenchReport::trace`]).
+    pub trace: bool,
     /// A pass pipeline (standard name or text) to run before code generation; its time counts
     /// as compile time. `None` runs the backend's default (the `cpu` pipeline on `cpu`), `none`
     /// runs nothing.
@@ -62,6 +65,7 @@ impl Default for BenchOptions {
             seed: 0,
             policies: vec![OutputPolicy::Fresh, OutputPolicy::Reused],
             profile: false,
+            trace: false,
             pipeline: None,
             cache: CacheMode::Off,
         }
@@ -108,9 +112,25 @@ pub struct BenchReport {
     pub scratch_bytes: Option<u64>,
     /// One timing per policy.
     pub timings: Vec<Timing>,
-    /// Per-kernel times per run (name, calls per run, time per run), slowest first, when
-    /// profiled.
-    pub kernels: Vec<(String, f64, Duration)>,
+    /// Per-kernel times per run, slowest first, when profiled.
+    pub kernels: Vec<KernelTime>,
+    /// The profiled runs as a Chrome trace (JSON that Perfetto and `chrome://tracing` load),
+    /// when traced.
+    pub trace: Option<String>,
+}
+
+/// One kernel's share of a profiled run.
+#[derive(Clone, Debug)]
+pub struct KernelTime {
+    /// `kN.name (opcode)`.
+    pub name: String,
+    /// What it computes: its kind, the instruction doing the work with its shapes, and the
+    /// operations fused with it.
+    pub detail: String,
+    /// Calls per run (a kernel in a loop body runs once per trip).
+    pub calls: f64,
+    /// Time per run.
+    pub time: Duration,
 }
 
 /// Compiles `m` on the backend and times it.
@@ -122,9 +142,10 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
     if opts.policies.is_empty() {
         return Err("no output-buffer policy to time".into());
     }
-    if opts.profile && opts.backend != "cpu" {
+    if (opts.profile || opts.trace) && opts.backend != "cpu" {
         return Err(format!(
-            "--profile times the kernels of the cpu backend, not of '{}'",
+            "--{} times the kernels of the cpu backend, not of '{}'",
+            if opts.profile { "profile" } else { "trace" },
             opts.backend
         ));
     }
@@ -173,10 +194,10 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
         timings.push(Timing { policy, runs });
     }
     let stats = exe.stats();
-    let kernels = if opts.profile && opts.backend == "cpu" {
+    let (kernels, trace) = if (opts.profile || opts.trace) && opts.backend == "cpu" {
         profile_kernels(exe.module(), &inputs, opts)?
     } else {
-        Vec::new()
+        (Vec::new(), None)
     };
     Ok(BenchReport {
         module: name,
@@ -187,15 +208,17 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
         scratch_bytes: stats.scratch_bytes,
         timings,
         kernels,
+        trace,
     })
 }
 
-/// Runs the module on the CPU code generator with kernel timing on (outputs reused).
+/// Runs the module on the CPU code generator with kernel timing on (outputs reused), and
+/// with tracing on when asked.
 fn profile_kernels(
     m: &Module,
     inputs: &[axle_ir::Literal],
     opts: &BenchOptions,
-) -> Result<Vec<(String, f64, Duration)>, String> {
+) -> Result<(Vec<KernelTime>, Option<String>), String> {
     let exe = axle_codegen_cpu::compile(m, &axle_codegen_cpu::CpuOptions::default())
         .map_err(|e| e.to_string())?;
     let leaves: Vec<&axle_ir::ArrayLiteral> = inputs
@@ -211,15 +234,25 @@ fn profile_kernels(
         exe.execute(&data, &mut outs).map_err(|e| e.to_string())?;
     }
     exe.set_profiling(true);
+    exe.set_tracing(opts.trace);
     let runs = opts.repeat.max(1);
     for _ in 0..runs {
         exe.execute(&data, &mut outs).map_err(|e| e.to_string())?;
     }
-    Ok(exe
+    let kernels = exe
         .profile()
         .into_iter()
-        .map(|k| (k.name, k.calls as f64 / runs as f64, k.total / runs as u32))
-        .collect())
+        .map(|k| KernelTime {
+            name: k.name,
+            detail: k.detail,
+            calls: k.calls as f64 / runs as f64,
+            time: k.total / runs as u32,
+        })
+        .collect();
+    let trace = opts
+        .trace
+        .then(|| crate::trace::chrome_trace(&exe.kernel_names().collect::<Vec<_>>(), &exe.trace()));
+    Ok((kernels, trace))
 }
 
 fn ms(d: Duration) -> f64 {
@@ -256,24 +289,28 @@ pub fn report(r: &BenchReport) -> String {
         );
     }
     if !r.kernels.is_empty() {
-        let total: Duration = r.kernels.iter().map(|k| k.2).sum();
+        let total: Duration = r.kernels.iter().map(|k| k.time).sum();
         let _ = writeln!(
             s,
             "kernels (reused outputs, per run; {:.3} ms in kernels):",
             ms(total)
         );
-        for (name, calls, t) in r.kernels.iter().take(12) {
+        for k in r.kernels.iter().take(12) {
             let _ = writeln!(
                 s,
-                "  {:>9.3} ms {:>5.1}%  {name}{}",
-                ms(*t),
-                100.0 * t.as_secs_f64() / total.as_secs_f64().max(1e-12),
-                if *calls != 1.0 {
-                    format!(" x{calls}")
+                "  {:>9.3} ms {:>5.1}%  {}{}",
+                ms(k.time),
+                100.0 * k.time.as_secs_f64() / total.as_secs_f64().max(1e-12),
+                k.name,
+                if k.calls != 1.0 {
+                    format!(" x{}", k.calls)
                 } else {
                     String::new()
                 }
             );
+            if !k.detail.is_empty() {
+                let _ = writeln!(s, "                      {}", k.detail);
+            }
         }
     }
     s

@@ -351,6 +351,7 @@ fn measure(m: &Module, mo: &MeasureOptions, seed: u64) -> Result<Measured, Strin
             seed,
             policies: vec![OutputPolicy::Fresh],
             profile: false,
+            trace: false,
             pipeline: Some(crate::backend::NO_PIPELINE.to_string()),
             // Off, so that `codegen_ns` is a real compilation every time.
             cache: crate::CacheMode::Off,

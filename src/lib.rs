@@ -100,6 +100,8 @@ pub mod nvptx;
 pub mod passes;
 #[cfg(feature = "cli")]
 pub mod run;
+#[cfg(feature = "cli")]
+pub mod trace;
 
 pub use axle_analysis as analysis;
 pub use axle_codegen_cpu as codegen_cpu;

@@ -265,9 +265,16 @@ enum Command {
         seed: u64,
         #[command(flatten)]
         elided: ElidedArgs,
-        /// Also time each kernel (cpu backend) and list the slowest ones.
+        /// Also time each kernel (cpu backend) and list the slowest ones, each with what it
+        /// computes (its kind, the instruction doing the work with its shapes, what is fused
+        /// with it).
         #[arg(long)]
         profile: bool,
+        /// Write a Chrome trace of the profiled runs to this file (cpu backend; Perfetto and
+        /// chrome://tracing load it): one span per kernel call and per range of a parallel
+        /// kernel, on the thread that ran it.
+        #[arg(long, value_name = "FILE.json")]
+        trace: Option<PathBuf>,
         /// The pass pipeline to run before compiling (a standard pipeline's name or pipeline
         /// text; default: the backend's own, `cpu` on the cpu backend; `none` runs nothing); its
         /// time counts as compile time.
@@ -417,6 +424,7 @@ fn main() -> ExitCode {
             outputs,
             seed,
             profile,
+            trace,
             passes,
             elided,
         } => {
@@ -433,11 +441,17 @@ fn main() -> ExitCode {
                 seed,
                 policies,
                 profile,
+                trace: trace.is_some(),
                 pipeline: passes,
                 // A benchmark measures compilation too, so it never loads code from the cache.
                 cache: axle::CacheMode::Off,
             };
-            cmd_bench(&file, &opts, elided.into_load(seed, quiet))
+            cmd_bench(
+                &file,
+                &opts,
+                trace.as_deref(),
+                elided.into_load(seed, quiet),
+            )
         }
         Command::Compare {
             expected,
@@ -1055,6 +1069,7 @@ fn compile_cpu_output(
 fn cmd_bench(
     path: &Path,
     opts: &axle::bench::BenchOptions,
+    trace: Option<&Path>,
     load_opts: LoadOptions,
 ) -> Result<(), Reported> {
     if opts.repeat == 0 {
@@ -1065,6 +1080,9 @@ fn cmd_bench(
     progress.phase("compile and time runs", Some(m.num_live_insts()));
     let r = axle::bench::bench_module(m, opts)
         .map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
+    if let (Some(t), Some(json)) = (trace, &r.trace) {
+        write_file(t, json.as_bytes())?;
+    }
     write_stdout(&axle::bench::report(&r))
 }
 

@@ -3,17 +3,17 @@
 //! facade's compilation cache) and loaded into another process without LLVM's optimizer or code
 //! generator ([`crate::load_artifact`]).
 //!
-//! Format (little-endian): the magic `AXLEOBJ3`, then `u32` counts and lengths followed by
+//! Format (little-endian): the magic `AXLEOBJ4`, then `u32` counts and lengths followed by
 //! their items: parameter shapes, result shapes (each an element type name and `i64`
 //! dimensions), `u64` temporary bytes, `u64` bytes of the block a run allocates (the
-//! temporary block and the scratch arena), `u64` kernel count, kernel names, and the object
+//! temporary block and the scratch arena), `u64` kernel count, kernel names and details (two strings per kernel), and the object
 //! files (a count, then each with its length; the entry point's last).
 //! Decoding checks every length against the bytes left, so a truncated or altered artifact is
 //! an error value, never a panic or an out-of-range read.
 
 use axle_ir::{ArrayShape, ElementType};
 
-const MAGIC: &[u8; 8] = b"AXLEOBJ3";
+const MAGIC: &[u8; 8] = b"AXLEOBJ4";
 
 /// A compiled module: object code and runtime facts.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,6 +27,8 @@ pub struct Artifact {
     pub(crate) block_bytes: u64,
     pub(crate) kernels: usize,
     pub(crate) kernel_names: Vec<String>,
+    /// Per kernel number, what it computes (for profiles and traces).
+    pub(crate) kernel_details: Vec<String>,
 }
 
 impl Artifact {
@@ -45,6 +47,7 @@ impl Artifact {
             block_bytes: self.block_bytes,
             kernels: self.kernels,
             kernel_names: self.kernel_names.clone(),
+            kernel_details: self.kernel_details.clone(),
         }
     }
 
@@ -67,8 +70,9 @@ impl Artifact {
         out.extend_from_slice(&self.block_bytes.to_le_bytes());
         out.extend_from_slice(&(self.kernels as u64).to_le_bytes());
         put_u32(&mut out, self.kernel_names.len());
-        for n in &self.kernel_names {
+        for (k, n) in self.kernel_names.iter().enumerate() {
             put_str(&mut out, n);
+            put_str(&mut out, self.kernel_details.get(k).map_or("", |d| d));
         }
         put_u32(&mut out, self.objects.len());
         for o in &self.objects {
@@ -116,8 +120,10 @@ impl Artifact {
         let kernels = r.i64()? as usize;
         let n = r.u32()?;
         let mut kernel_names = Vec::with_capacity(n.min(1 << 16));
+        let mut kernel_details = Vec::with_capacity(n.min(1 << 16));
         for _ in 0..n {
             kernel_names.push(r.str()?);
+            kernel_details.push(r.str()?);
         }
         let n = r.u32()?;
         let mut objects = Vec::with_capacity(n.min(1 << 16));
@@ -136,6 +142,7 @@ impl Artifact {
             block_bytes,
             kernels,
             kernel_names,
+            kernel_details,
         })
     }
 }

@@ -7,7 +7,7 @@
 //! kernel with enough work items is handed to `rt->parallel_for(rt, kernel, bufs, items,
 //! grain)`, which may split `[0, items)` across threads.
 
-use axle_ir::{ElementType, Module};
+use axle_ir::{AttrKey, AttrValue, ElementType, InstId, Module};
 use inkwell::module::Linkage;
 use inkwell::values::{FunctionValue, IntValue, PointerValue};
 use inkwell::IntPredicate;
@@ -211,6 +211,86 @@ pub(crate) fn kernel_label(m: &Module, k: &Kernel, number: usize) -> String {
         kernel_symbol(m, k, number),
         m.opcode(k.root).name()
     )
+}
+
+/// What kernel `k` computes, for profiles and traces: its kind, the instruction doing the work
+/// (the first dot, convolution, reduction, scatter, sort, ... of a fusion, else its root) with
+/// its operand and result shapes and dimension numbers, and the other operations fused with it.
+pub(crate) fn kernel_detail(m: &Module, k: &Kernel) -> String {
+    use axle_ir::Opcode::*;
+    let insts: Vec<InstId> = match m.called_comps(k.origin).first() {
+        Some(&c) if m.opcode(k.origin) == Fusion => m
+            .comp_insts(c)
+            .into_iter()
+            .filter(|&i| !matches!(m.opcode(i), Parameter | Constant))
+            .collect(),
+        _ => vec![k.origin],
+    };
+    let weight = |op: axle_ir::Opcode| match op {
+        Dot | Convolution => 0,
+        Reduce | ReduceWindow | Scatter | SelectAndScatter | Sort | Gather => 1,
+        DynamicUpdateSlice | DynamicSlice | Fft => 2,
+        _ => 3,
+    };
+    let core = insts
+        .iter()
+        .copied()
+        .min_by_key(|&i| weight(m.opcode(i)))
+        .unwrap_or(k.root);
+    let shape = |i: InstId| axle_ir::printer::shape_to_string(m, m.shape_id(i), m.layout_id(i));
+    let operands: Vec<String> = m.operands(core).iter().map(|&o| shape(o)).collect();
+    let mut s = format!(
+        "{}: {} {} -> {}",
+        k.kind.name(),
+        m.opcode(core).name(),
+        operands.join(" x "),
+        shape(core)
+    );
+    for key in [
+        AttrKey::LhsBatchDims,
+        AttrKey::LhsContractingDims,
+        AttrKey::RhsBatchDims,
+        AttrKey::RhsContractingDims,
+        AttrKey::Dimensions,
+    ] {
+        if let Some(v) = m.ints_attr(core, &key) {
+            let v: Vec<String> = v.iter().map(|d| d.to_string()).collect();
+            s.push_str(&format!(", {}={{{}}}", key.name(), v.join(",")));
+        }
+    }
+    if let Some(AttrValue::Window(w)) = m.attr(core, &AttrKey::Window) {
+        s.push_str(", window={");
+        s.push_str(&axle_ir::printer::format_window(w));
+        s.push('}');
+    }
+    if let Some(AttrValue::DimLabels(d)) = m.attr(core, &AttrKey::DimLabels) {
+        s.push_str(", dim_labels=");
+        s.push_str(&axle_ir::printer::format_dim_labels(d));
+    }
+    // The other operations, by opcode, in order of first appearance.
+    let mut others: Vec<(axle_ir::Opcode, usize)> = Vec::new();
+    for &i in &insts {
+        if i == core {
+            continue;
+        }
+        let op = m.opcode(i);
+        match others.iter_mut().find(|(o, _)| *o == op) {
+            Some((_, n)) => *n += 1,
+            None => others.push((op, 1)),
+        }
+    }
+    if !others.is_empty() {
+        let list: Vec<String> = others
+            .iter()
+            .map(|(o, n)| match n {
+                1 => o.name().to_string(),
+                n => format!("{} x{n}", o.name()),
+            })
+            .collect();
+        s.push_str("; with ");
+        s.push_str(&list.join(", "));
+    }
+    s
 }
 
 /// A symbol-safe version of an instruction name.

@@ -43,18 +43,48 @@ struct RtData<'a> {
     profile: Option<&'a Mutex<Profile>>,
 }
 
-/// Per-kernel wall times.
+/// Per-kernel wall times, and the spans of a trace while tracing.
 #[derive(Default)]
 struct Profile {
     started: Vec<Option<Instant>>,
     calls: Vec<u64>,
     total: Vec<Duration>,
+    /// Whether spans are recorded ([`CpuExecutable::set_tracing`]).
+    tracing: bool,
+    /// What span times count from: the first traced run's start.
+    origin: Option<Instant>,
+    /// The kernel now running (the entry runs one kernel at a time), for worker ranges.
+    current: usize,
+    spans: Vec<TraceSpan>,
+}
+
+impl Profile {
+    fn span(&mut self, kernel: usize, start: Instant, end: Instant, range: Option<(i64, i64)>) {
+        let origin = *self.origin.get_or_insert(start);
+        self.spans.push(TraceSpan {
+            kernel,
+            thread: thread_number(),
+            start: start.saturating_duration_since(origin),
+            duration: end.saturating_duration_since(start),
+            range,
+        });
+    }
+}
+
+/// A small number naming the calling thread in traces (0 for the first thread that asks).
+fn thread_number() -> u32 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    thread_local! {
+        static NUMBER: u32 = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    NUMBER.with(|n| *n)
 }
 
 unsafe extern "C" fn rt_trace(rt: *const AxleRuntime, kernel: i64, phase: i64) {
     // SAFETY: `rt` is the runtime `CpuExecutable::execute` built.
     let data = unsafe { &*((*rt).user as *const RtData) };
     let Some(p) = data.profile else { return };
+    let now = Instant::now();
     let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
     let k = kernel as usize;
     if p.calls.len() <= k {
@@ -63,11 +93,31 @@ unsafe extern "C" fn rt_trace(rt: *const AxleRuntime, kernel: i64, phase: i64) {
         p.total.resize(k + 1, Duration::ZERO);
     }
     if phase == 0 {
+        p.current = k;
         p.started[k] = Some(Instant::now());
     } else if let Some(t) = p.started[k].take() {
         p.calls[k] += 1;
-        p.total[k] += t.elapsed();
+        p.total[k] += now.saturating_duration_since(t);
+        if p.tracing {
+            p.span(k, t, now, None);
+        }
     }
+}
+
+/// One span of a trace: a kernel call on the thread that runs the program, or one range of a
+/// kernel's items on the thread that ran it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceSpan {
+    /// The kernel number (an index into [`CpuExecutable::kernel_names`]).
+    pub kernel: usize,
+    /// The thread ([`TraceSpan::range`]s run on the pool's threads).
+    pub thread: u32,
+    /// When it started, from the first traced run's start.
+    pub start: Duration,
+    /// How long it took.
+    pub duration: Duration,
+    /// The items `[s, e)` of a parallel kernel's range; `None` for a whole kernel call.
+    pub range: Option<(i64, i64)>,
 }
 
 /// Time spent in one kernel over the profiled runs.
@@ -75,6 +125,9 @@ unsafe extern "C" fn rt_trace(rt: *const AxleRuntime, kernel: i64, phase: i64) {
 pub struct KernelProfile {
     /// `kN.name (opcode)`.
     pub name: String,
+    /// What it computes: its kind, the instruction doing the work with its shapes, and the
+    /// operations fused with it (`gemm: dot f32[128,768] x f32[768,2304] -> ...; with add`).
+    pub detail: String,
     /// Calls (a kernel in a loop body runs once per iteration).
     pub calls: u64,
     /// Total wall time.
@@ -111,10 +164,20 @@ unsafe extern "C" fn rt_parallel_for(
     };
     let bufs = SendPtr(bufs);
     let ftz = data.ftz;
+    let tracing = data
+        .profile
+        .filter(|p| p.lock().unwrap_or_else(|e| e.into_inner()).tracing);
     pool.for_ranges(n, grain, |s, e| {
         let b = &bufs;
+        let t = tracing.map(|_| Instant::now());
         // SAFETY: the kernel reads the buffer table and writes disjoint output ranges.
         with_float_mode(ftz, || unsafe { kernel(b.0, s, e) });
+        if let (Some(p), Some(t)) = (tracing, t) {
+            let end = Instant::now();
+            let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
+            let k = p.current;
+            p.span(k, t, end, Some((s, e)));
+        }
     });
 }
 
@@ -453,6 +516,7 @@ pub struct CpuExecutable {
     kernels: usize,
     flush_denormals: bool,
     kernel_names: Vec<String>,
+    kernel_details: Vec<String>,
     profiling: std::sync::atomic::AtomicBool,
     profile: Mutex<Profile>,
     compile_time: Duration,
@@ -492,6 +556,7 @@ pub(crate) fn compile_object(
         block_bytes,
         kernels,
         kernel_names: compiled.kernel_names,
+        kernel_details: compiled.kernel_details,
     };
     let (code, entry) =
         load_objects(&artifact.objects).map_err(|e| CodegenError::general(&m.name, e))?;
@@ -564,6 +629,7 @@ impl CpuExecutable {
             kernels: facts.kernels,
             flush_denormals: opts.flush_denormals,
             kernel_names: facts.kernel_names,
+            kernel_details: facts.kernel_details,
             profiling: std::sync::atomic::AtomicBool::new(false),
             profile: Mutex::new(Profile::default()),
             compile_time: t0.elapsed(),
@@ -646,6 +712,7 @@ impl CpuExecutable {
             .filter(|(_, (c, _))| **c > 0)
             .map(|(k, (&calls, &total))| KernelProfile {
                 name: self.kernel_names.get(k).cloned().unwrap_or_default(),
+                detail: self.kernel_details.get(k).cloned().unwrap_or_default(),
                 calls,
                 total,
             })
@@ -654,9 +721,43 @@ impl CpuExecutable {
         v
     }
 
-    /// Forgets the accumulated profile.
+    /// Forgets the accumulated profile and trace (tracing stays as it was).
     pub fn reset_profile(&self) {
-        *self.profile.lock().unwrap_or_else(|e| e.into_inner()) = Profile::default();
+        let mut p = self.profile.lock().unwrap_or_else(|e| e.into_inner());
+        let tracing = p.tracing;
+        *p = Profile {
+            tracing,
+            ..Profile::default()
+        };
+    }
+
+    /// Turns tracing on or off for the following runs: with profiling on
+    /// ([`CpuExecutable::set_profiling`]), every kernel call and every range of a parallel
+    /// kernel is recorded as a [`TraceSpan`].
+    pub fn set_tracing(&self, on: bool) {
+        self.profile
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .tracing = on;
+    }
+
+    /// The spans recorded since tracing was turned on, in the order they ended.
+    pub fn trace(&self) -> Vec<TraceSpan> {
+        self.profile
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .spans
+            .clone()
+    }
+
+    /// Per kernel number, its name (`kN.name (opcode)`) and what it computes.
+    pub fn kernel_names(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.kernel_names.iter().enumerate().map(|(k, n)| {
+            (
+                n.as_str(),
+                self.kernel_details.get(k).map_or("", |d| d.as_str()),
+            )
+        })
     }
 
     /// Wall time of the whole compilation.

@@ -43,6 +43,25 @@ pub(crate) enum KernelKind {
     Rng,
 }
 
+impl KernelKind {
+    /// The kind's name in profiles and traces.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            KernelKind::Loop => "loop",
+            KernelKind::Reduce => "reduce",
+            KernelKind::Row => "row",
+            KernelKind::Dus => "dynamic-update-slice",
+            KernelKind::Scatter => "scatter",
+            KernelKind::SelectAndScatter => "select-and-scatter",
+            KernelKind::Sort => "sort",
+            KernelKind::TopK => "topk",
+            KernelKind::Gemm => "gemm",
+            KernelKind::Conv => "conv",
+            KernelKind::Rng => "rng",
+        }
+    }
+}
+
 /// The instructions `comp`'s root depends on, operands before users.
 pub(crate) fn order(m: &Module, comp: CompId) -> R<Vec<InstId>> {
     let root = m.root(comp);

@@ -67,7 +67,7 @@ pub use axle_codegen_llvm::CodegenError;
 use axle_codegen_llvm::{cg, contraction as conv, elemental, error, forms, ops, real};
 pub use jit::{
     buffer_assignment, AxleRuntime, CompileTimings, CpuExecutable, HostBuffer, KernelFn,
-    KernelProfile, RECYCLE_MAX_BYTES, RECYCLE_MIN_BYTES,
+    KernelProfile, TraceSpan, RECYCLE_MAX_BYTES, RECYCLE_MIN_BYTES,
 };
 
 use axle_ir::Module;

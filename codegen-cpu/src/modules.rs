@@ -41,7 +41,9 @@ use rayon::prelude::*;
 use crate::buf::BufId;
 use crate::cg::Cg;
 use crate::cpu_target::CpuTarget;
-use crate::emit::{build_entry, build_top_parts, kernel_label, kernel_symbol, EntryKernel, PART};
+use crate::emit::{
+    build_entry, build_top_parts, kernel_detail, kernel_label, kernel_symbol, EntryKernel, PART,
+};
 use crate::error::{finish, CodegenError, R};
 use crate::kernels::{attribute, emit_kernel};
 use crate::lower::{visit_kernels, visit_thunks, BufKind, Kernel, Program, Thunk};
@@ -80,6 +82,8 @@ struct Kernels<'p> {
     class: Vec<Class>,
     /// Per kernel number: the distinct kernel it runs and its description.
     uses: Vec<(usize, String)>,
+    /// Per kernel number: what it computes ([`kernel_detail`]).
+    details: Vec<String>,
     /// The most buffers any kernel or host call binds.
     max_bufs: usize,
 }
@@ -91,6 +95,7 @@ fn collect<'p>(m: &Module, prog: &'p Program) -> Kernels<'p> {
         unique: Vec::new(),
         class: Vec::new(),
         uses: Vec::new(),
+        details: Vec::new(),
         max_bufs: 1,
     };
     let mut seen: HashMap<String, usize> = HashMap::new();
@@ -116,6 +121,7 @@ fn collect<'p>(m: &Module, prog: &'p Program) -> Kernels<'p> {
                 ks.class[u] = Class::Full;
             }
             ks.uses.push((u, kernel_label(m, k, number)));
+            ks.details.push(kernel_detail(m, k));
         }
         Thunk::HostCall(h) => ks.max_bufs = ks.max_bufs.max(h.buffers().len()),
         _ => {}
@@ -269,6 +275,8 @@ pub(crate) struct Compiled {
     pub parts: Vec<Vec<u8>>,
     /// Per kernel number, its description.
     pub kernel_names: Vec<String>,
+    /// Per kernel number, what it computes.
+    pub kernel_details: Vec<String>,
     /// Time spent emitting, optimizing and generating code, summed over threads.
     pub emit: Duration,
     pub optimize: Duration,
@@ -362,6 +370,7 @@ pub(crate) fn compile(
     let mut out = Compiled {
         parts: Vec::with_capacity(parts.len() + 1),
         kernel_names: ks.uses.iter().map(|(_, l)| l.clone()).collect(),
+        kernel_details: ks.details,
         emit: Duration::ZERO,
         optimize: Duration::ZERO,
         codegen: Duration::ZERO,
