@@ -641,11 +641,12 @@ fn same_file(a: &Path, b: &Path) -> bool {
 const PARSE_BYTES_PER_TEXT_BYTE: u64 = 5;
 
 /// Reads HLO text, gunzipping it (every member of a multi-member file) when it is gzip (a `.gz`
-/// name or the gzip magic bytes). The text is streamed: it must start with `HloModule` (after
-/// blanks and comments), checked as soon as the first bytes arrive, so a file that is not HLO
-/// text (`/dev/zero`) fails at once; and it may be at most the memory ceiling over
-/// [`PARSE_BYTES_PER_TEXT_BYTE`] bytes, checked as it grows (before reading, for a plain file),
-/// so an endless or hugely inflating input stops with an error.
+/// name or the gzip magic bytes). The text is streamed: it must start like a module (after
+/// blanks and comments, `HloModule`, `ENTRY` or a computation name and its `{` or `(`:
+/// `axle::ir::parser::starts_like_module`), checked as soon as the first bytes arrive, so a
+/// file that is not HLO text (`/dev/zero`) fails at once; and it may be at most the memory
+/// ceiling over [`PARSE_BYTES_PER_TEXT_BYTE`] bytes, checked as it grows (before reading, for a
+/// plain file), so an endless or hugely inflating input stops with an error.
 fn read_source(path: &Path) -> Result<String, Reported> {
     use std::io::BufRead;
     let shown = path.display();
@@ -706,7 +707,7 @@ fn read_source(path: &Path) -> Result<String, Reported> {
             .map_err(|_| Reported(format!("{shown}: error: out of memory reading the file")))?;
         bytes.extend_from_slice(&chunk[..n]);
         if !header_ok {
-            match starts_like_hlo(&bytes) {
+            match axle::ir::parser::starts_like_module(&bytes) {
                 Some(true) => header_ok = true,
                 Some(false) => return Err(not_hlo(&bytes, &shown.to_string())),
                 None => {}
@@ -740,43 +741,8 @@ impl ElidedArgs {
     }
 }
 
-/// Whether text starting with `b` starts with `HloModule` after blanks and comments: `None`
-/// while `b` is too short to tell.
-fn starts_like_hlo(b: &[u8]) -> Option<bool> {
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b' ' | b'\t' | b'\r' | b'\n' => i += 1,
-            b'/' if b.get(i + 1) == Some(&b'/') => match b[i..].iter().position(|&c| c == b'\n') {
-                Some(k) => i += k + 1,
-                None => return None,
-            },
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                match b[i + 2..].windows(2).position(|w| w == b"*/") {
-                    Some(k) => i += k + 4,
-                    None => return None,
-                }
-            }
-            b'/' if i + 1 == b.len() => return None,
-            _ => {
-                let rest = &b[i..];
-                let want: &[u8] = b"HloModule";
-                let n = rest.len().min(want.len());
-                return if rest[..n] != want[..n] {
-                    Some(false)
-                } else if n < want.len() {
-                    None
-                } else {
-                    Some(true)
-                };
-            }
-        }
-    }
-    None
-}
-
-/// The parser's own error for text that does not start with `HloModule`, from the first line
-/// of it (the rest of the file is never read).
+/// The parser's own error for text that does not start like a module, from the first line of
+/// it (the rest of the file is never read).
 fn not_hlo(bytes: &[u8], file: &str) -> Reported {
     let start = bytes
         .iter()

@@ -638,7 +638,7 @@ fn c4_dev_zero_is_refused_at_once_as_input_and_as_text() {
     fails_with(
         &o,
         1,
-        &["/dev/zero:1:1: error: expected 'HloModule', found '\u{0}'"],
+        &["/dev/zero:1:1: error: expected 'HloModule' or a computation, found '\u{0}'"],
     );
     // A .npy header whose shape needs more data than the file has is refused before reading it.
     let mut lie =
@@ -651,6 +651,35 @@ fn c4_dev_zero_is_refused_at_once_as_input_and_as_text() {
         let o = axle(&["run", &f, "--backend", b, "--input", p.to_str().unwrap()]);
         fails_with(&o, 1, &["data is truncated: shape [9] of dtype '<f4' needs 36 bytes of data but the file has only 16"]);
     }
+}
+
+#[test]
+fn c4_text_without_a_module_line_parses_and_other_text_fails_at_its_start() {
+    let d = tmp();
+    // A bare computation, as XLA's parser takes it, with a shape to infer.
+    let f = write(
+        d.path(),
+        "bare.hlo",
+        "ENTRY e {\n  a = f32[2] parameter(0)\n  ROOT n = negate(a)\n}\n",
+    );
+    let out = succeeds(&axle(&["parse", &f]));
+    assert!(out.starts_with("HloModule module_e\n"), "{out}");
+    assert!(out.contains("ROOT n = f32[2] negate(a)"), "{out}");
+    // Text that is not HLO fails with the parser's error for its first line (a megabyte of
+    // `yes` is refused from its first bytes), binary data too.
+    let y = write(d.path(), "yes.txt", &"y\n".repeat(1 << 19));
+    fails_exactly(
+        &axle(&["parse", &y]),
+        1,
+        &format!("{y}:1:1: error: expected 'HloModule' or a computation, found 'y'\ny\n^\n"),
+    );
+    let png = d.path().join("x.png");
+    std::fs::write(&png, b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
+    fails_with(
+        &axle(&["parse", png.to_str().unwrap()]),
+        1,
+        &["error: file is not UTF-8 text (byte 0)"],
+    );
 }
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {

@@ -11,6 +11,12 @@
 //! (`u8`..`u64`), `float16`, `float32`, `float64`, `complex64` and `complex128`. NumPy has no
 //! bfloat16, so the corpus stores `bf16` arrays as `uint16` bit patterns: [`read_npy_as`] with
 //! [`ElementType::BF16`] accepts a `uint16` file, and [`write_npy`] writes `bf16` as `<u2`.
+//! NumPy has no 2- or 4-bit integers either: `s2`/`s4` travel as `int8` and `u2`/`u4` as
+//! `uint8` files holding each element's value (not its bits), so [`read_npy_as`] with a
+//! sub-byte type takes such a file and checks that every value fits the type (an
+//! [`NpyErrorKind::OutOfRange`] naming the element otherwise), and [`write_npy`] writes their
+//! values as `|i1` and `|u1`. In a literal a sub-byte element is one byte holding its low bits
+//! (what [`crate::literal::i128_to_element`] writes).
 //!
 //! Big-endian files are converted to little-endian and `fortran_order` files are transposed to
 //! row-major while reading, so a literal is always row-major little-endian. `bool` elements other
@@ -21,7 +27,7 @@
 //! corpus. [`write_npy`] writes to a temporary file in the destination directory and renames it
 //! over the destination, so a failed write never leaves a partial file behind.
 
-use crate::literal::ArrayLiteral;
+use crate::literal::{element_to_i128, ArrayLiteral};
 use crate::memory::MemoryBudget;
 use crate::types::{ArrayShape, ElementType};
 use std::path::{Path, PathBuf};
@@ -129,9 +135,24 @@ pub enum NpyErrorKind {
         /// The dtype as written in the header.
         descr: String,
     },
-    /// The element type has no `.npy` dtype (sub-byte integers and 8-bit or 4-bit floats).
+    /// The element type has no `.npy` dtype (the 8-bit and 4-bit floats).
     #[error("element type {0} has no .npy dtype (convert it to a wider type first)")]
     UnwritableType(ElementType),
+    /// [`read_npy_as`] read a value that the sub-byte element type asked for cannot hold.
+    #[error(
+        "element {flat} (index {index:?}) holds {value}, outside the range of {ty} [{}, {}]",
+        sub_byte_range(*ty).0, sub_byte_range(*ty).1
+    )]
+    OutOfRange {
+        /// The element type asked for.
+        ty: ElementType,
+        /// The element's position in row-major order.
+        flat: usize,
+        /// The element's index, one entry per dimension.
+        index: Vec<i64>,
+        /// The value the file holds there.
+        value: i64,
+    },
     /// The literal's shape and data disagree.
     #[error("invalid literal: {0}")]
     InvalidLiteral(String),
@@ -169,16 +190,17 @@ struct Header {
     data_offset: usize,
 }
 
-/// The `.npy` dtype Axle writes for `ty` (`bf16` as `<u2`), or `None` if there is none.
+/// The `.npy` dtype Axle writes for `ty` (`bf16` as `<u2`, `s2`/`s4` as `|i1` and `u2`/`u4` as
+/// `|u1`), or `None` if there is none.
 pub fn npy_descr(ty: ElementType) -> Option<&'static str> {
     use ElementType::*;
     Some(match ty {
         Pred => "|b1",
-        S8 => "|i1",
+        S2 | S4 | S8 => "|i1",
         S16 => "<i2",
         S32 => "<i4",
         S64 => "<i8",
-        U8 => "|u1",
+        U2 | U4 | U8 => "|u1",
         U16 | BF16 => "<u2",
         U32 => "<u4",
         U64 => "<u8",
@@ -189,6 +211,57 @@ pub fn npy_descr(ty: ElementType) -> Option<&'static str> {
         C128 => "<c16",
         _ => return None,
     })
+}
+
+/// The type whose `.npy` files carry elements of `ty`: `u16` for `bf16`, `s8` for `s2` and
+/// `s4`, `u8` for `u2` and `u4`, else `ty` itself.
+fn carrier(ty: ElementType) -> ElementType {
+    use ElementType::*;
+    match ty {
+        BF16 => U16,
+        S2 | S4 => S8,
+        U2 | U4 => U8,
+        t => t,
+    }
+}
+
+/// The values a 2- or 4-bit integer type holds, `(min, max)`.
+fn sub_byte_range(ty: ElementType) -> (i64, i64) {
+    let bits = ty.bits().min(8);
+    if ty.is_signed_int() {
+        (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    } else {
+        (0, (1 << bits) - 1)
+    }
+}
+
+/// Turns a literal read from an `int8`/`uint8` file into one of sub-byte type `ty`, checking
+/// every value against the type's range (row-major order, so the first bad element is named).
+fn narrow(lit: &mut ArrayLiteral, ty: ElementType) -> Result<(), NpyErrorKind> {
+    let (lo, hi) = sub_byte_range(ty);
+    let signed = lit.shape.ty.is_signed_int();
+    for (flat, b) in lit.data.iter_mut().enumerate() {
+        let value = if signed { *b as i8 as i64 } else { *b as i64 };
+        if value < lo || value > hi {
+            let mut index = vec![0i64; lit.shape.dims.len()];
+            let mut rest = flat as i64;
+            for (k, &d) in lit.shape.dims.iter().enumerate().rev() {
+                if d > 0 {
+                    index[k] = rest % d;
+                    rest /= d;
+                }
+            }
+            return Err(NpyErrorKind::OutOfRange {
+                ty,
+                flat,
+                index,
+                value,
+            });
+        }
+        *b &= (1u8 << ty.bits()) - 1;
+    }
+    lit.shape.ty = ty;
+    Ok(())
 }
 
 /// Reads a `.npy` file as an array of the file's own dtype (`bf16` files read as `u16`).
@@ -220,8 +293,10 @@ pub fn read_npy_within(
     };
     let (header, data) = read_stream(path, ty, budget).map_err(with_path)?;
     let mut lit = decode_payload(&header, data).map_err(with_path)?;
-    if let Some(ty) = ty {
-        lit.shape.ty = ty;
+    match ty {
+        Some(ty) if ty.bits() < 8 && ty.is_int() => narrow(&mut lit, ty).map_err(with_path)?,
+        Some(ty) => lit.shape.ty = ty,
+        None => {}
     }
     Ok(lit)
 }
@@ -303,7 +378,7 @@ fn read_stream(
     let header = parse_header(&head)?;
     if let Some(ty) = want {
         let found = header.ty;
-        if !(found == ty || (ty == ElementType::BF16 && found == ElementType::U16)) {
+        if found != ty && found != carrier(ty) {
             return Err(NpyErrorKind::DtypeMismatch {
                 expected: ty,
                 found,
@@ -339,7 +414,8 @@ fn read_stream(
 /// Reads a `.npy` file that must hold elements of type `ty`.
 ///
 /// The dtype must match exactly, except that [`ElementType::BF16`] accepts a `uint16` file (the
-/// corpus convention for bf16 bit patterns).
+/// corpus convention for bf16 bit patterns), and `s2`/`s4` an `int8` and `u2`/`u4` a `uint8`
+/// file whose values all fit the type.
 pub fn read_npy_as(path: impl AsRef<Path>, ty: ElementType) -> Result<ArrayLiteral, NpyError> {
     let path = path.as_ref();
     let with_path = |kind| NpyError {
@@ -454,7 +530,13 @@ pub fn encode_npy(lit: &ArrayLiteral) -> Result<Vec<u8>, NpyErrorKind> {
     out.extend_from_slice(text.as_bytes());
     out.resize(out.len() + padlen, b' ');
     out.push(b'\n');
-    out.extend_from_slice(&lit.data);
+    if ty.bits() < 8 && ty.is_int() {
+        // Each element's value, sign-extended for s2/s4, whatever its byte's upper bits hold.
+        let values = lit.data.iter().map(|&b| element_to_i128(ty, &[b]) as u8);
+        out.extend(values);
+    } else {
+        out.extend_from_slice(&lit.data);
+    }
     Ok(out)
 }
 
@@ -739,7 +821,7 @@ fn parse_descr(descr: &str) -> Result<(ElementType, ByteOrder), NpyErrorKind> {
         _ => {
             return Err(unsupported(
                 "Axle reads bool, int8/16/32/64, uint8/16/32/64, float16/32/64 and \
-                 complex64/128 (bf16 is stored as uint16)",
+                 complex64/128 (bf16 is stored as uint16, s2/s4 as int8, u2/u4 as uint8)",
             ))
         }
     };
@@ -810,12 +892,7 @@ mod tests {
             if let Some(d) = npy_descr(ty) {
                 let (read, order) = parse_descr(d).unwrap();
                 assert_eq!(order, ByteOrder::Little);
-                let want = if ty == ElementType::BF16 {
-                    ElementType::U16
-                } else {
-                    ty
-                };
-                assert_eq!(read, want, "{ty}");
+                assert_eq!(read, carrier(ty), "{ty}");
             }
         }
     }

@@ -1,4 +1,5 @@
-//! The HLO text parser: XLA's format as JAX and XLA print it.
+//! The HLO text parser: XLA's format as JAX and XLA print it, and the forms XLA's own parser
+//! (`hlo_parser.cc`) accepts beyond what it prints.
 //!
 //! Both dialects are accepted: the short pre-optimization form (`add.1 = f32[4]{0} add(x, y)`) and
 //! XLA's optimized dumps (`%`-sigils, computation signatures, operand shapes in long form,
@@ -10,18 +11,42 @@
 //! within one computation a duplicate is an error. Attributes the IR does not type are kept
 //! verbatim.
 //!
-//! Errors are [`ParseError`] values with a 1-based line and column; the parser never panics.
+//! What XLA's parser accepts beyond its printer's output, read the way it reads it:
+//! - no `HloModule` line: the text starts with a computation ([`starts_like_module`]); the module
+//!   is named `module_` and the entry's name, and the header (`HloModule name`, optionally
+//!   `name:`, then `, key=value` attributes) is otherwise as XLA prints it;
+//! - an instruction without a result shape (`y = add(x, x)`) for the opcodes XLA infers shapes
+//!   of ([`infers_shape`]); the shape is inferred once the module is read (operands may be
+//!   defined later), and a `broadcast` without one takes its `dimensions` as sizes put before
+//!   the operand's dimensions, as XLA does;
+//! - operands written as nested instructions, with or without a shape and without attributes
+//!   (`add(s32[] parameter(0), negate(x))`), created before their user and named
+//!   `opcode.anon`, `opcode.anon.1`, ... (names no earlier instruction has);
+//! - computations written inline as attribute values (`to_apply={...}`, and inside lists such as
+//!   `branch_computations={{...}, b}`), scoped like any computation and named `_`, `_.1`, ...
+//!   (names no named computation has) once the module is read;
+//! - `broadcast` without `dimensions=` when its operand is a scalar (`dimensions={}`);
+//! - a lone scalar as the literal of an array constant (`f32[4] constant(5)`): XLA stores it at
+//!   the first element of a zero-filled literal, so it reads as `{5, 0, 0, 0}`;
+//! - a computation signature's parameter list is read and not checked (XLA ignores it), while
+//!   its result shape must be the root's; `, execution_thread="..."` after a computation is
+//!   read and dropped (every computation runs on one thread here, which changes no value).
+//!
+//! Errors are [`ParseError`] values with a 1-based line and column; the parser never panics, and
+//! nesting (nested instructions, inline computations) grows the stack on demand
+//! ([`crate::stack::deep`]) rather than overflowing it.
 
 use hashbrown::{HashMap, HashSet};
 use std::fmt;
 
 use crate::attrs::{Attr, AttrKey, AttrKind, AttrValue, ConvDims, WindowDim};
 use crate::literal::{complex_to_element, parse_element, ArrayLiteral, Literal};
+use crate::memory::MemoryBudget;
 use crate::module::{CompId, ConstValue, DebugTable, InstId, LayoutId, Module, ShapeId, SrcLoc};
 use crate::name_index::NameIndex;
 use crate::opcode::Opcode;
 use crate::schedule::Schedule;
-use crate::shape_inference::OwnedShape;
+use crate::shape_inference::{infer_shape, OwnedShape};
 use crate::types::{
     ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,
     Shape,
@@ -79,7 +104,150 @@ pub fn parse_shape(m: &mut Module, text: &str) -> Result<(ShapeId, LayoutId), Pa
     Ok(r)
 }
 
-type Signature<'a> = (Vec<(&'a str, ShapeId, SrcLoc)>, ShapeId, SrcLoc);
+/// Whether HLO text starting with `b` starts like a module, as [`parse_module`] reads one: after
+/// blanks and comments, `HloModule`, `ENTRY`, or a computation name (`[%]name`) followed by `{`
+/// or by a signature's `(`; `None` while `b` is too short to tell. A reader streaming a file
+/// can refuse text that is not HLO (binary data, another format) from its first bytes, and
+/// [`parse_module`] reports the same text as not a module.
+pub fn starts_like_module(b: &[u8]) -> Option<bool> {
+    let mut i = skip_blanks(b, 0)?;
+    for keyword in [&b"HloModule"[..], b"ENTRY"] {
+        let n = (b.len() - i).min(keyword.len());
+        if b[i..i + n] == keyword[..n] {
+            match b.get(i + keyword.len()) {
+                None => return None,
+                Some(&c) if !is_name_byte(c) => return Some(true),
+                // A longer name that starts like the keyword: a computation name.
+                Some(_) => break,
+            }
+        }
+    }
+    if b[i] == b'%' {
+        i += 1;
+    }
+    let start = i;
+    while i < b.len() && is_name_byte(b[i]) {
+        i += 1;
+    }
+    if i == b.len() {
+        return None;
+    }
+    if i == start {
+        return Some(false);
+    }
+    let i = skip_blanks(b, i)?;
+    Some(matches!(b[i], b'{' | b'('))
+}
+
+/// The index of the first byte at or after `i` that is not a blank or inside a comment, or
+/// `None` if `b` ends first (a longer text could go on).
+fn skip_blanks(b: &[u8], mut i: usize) -> Option<usize> {
+    loop {
+        match b.get(i)? {
+            b' ' | b'\t' | b'\r' | b'\n' => i += 1,
+            b'/' => match b.get(i + 1)? {
+                b'/' => i += b[i..].iter().position(|&c| c == b'\n')? + 1,
+                b'*' => i += 2 + b[i + 2..].windows(2).position(|w| w == b"*/")? + 2,
+                _ => return Some(i),
+            },
+            _ => return Some(i),
+        }
+    }
+}
+
+/// Whether XLA's parser infers the result shape of `op` when the text gives none (its
+/// `CanInferShape`); the others (`reshape`, `convert`, `constant`, `parameter`, the
+/// asynchronous and collective ops, ...) must be written with their shape.
+pub fn infers_shape(op: Opcode) -> bool {
+    use Opcode::*;
+    matches!(
+        op,
+        Abs | Add
+            | AddDependency
+            | AfterAll
+            | And
+            | Atan2
+            | BatchNormGrad
+            | BatchNormInference
+            | BatchNormTraining
+            | Broadcast
+            | Call
+            | Cbrt
+            | Ceil
+            | Cholesky
+            | Clamp
+            | Clz
+            | Compare
+            | Complex
+            | Concatenate
+            | Conditional
+            | Convolution
+            | Copy
+            | Cos
+            | Divide
+            | Domain
+            | Dot
+            | Erf
+            | Exp
+            | Expm1
+            | Fft
+            | Floor
+            | Gather
+            | GetDimensionSize
+            | GetTupleElement
+            | Imag
+            | IsFinite
+            | Log
+            | Log1p
+            | Logistic
+            | Map
+            | Maximum
+            | Minimum
+            | Multiply
+            | Negate
+            | Not
+            | OptBarrier
+            | Or
+            | Pad
+            | PartitionId
+            | Popcnt
+            | Power
+            | RaggedDot
+            | Real
+            | Reduce
+            | ReduceWindow
+            | Remainder
+            | ReplicaId
+            | Reverse
+            | RoundNearestAfz
+            | RoundNearestEven
+            | Rsqrt
+            | Scatter
+            | Select
+            | SelectAndScatter
+            | SetDimensionSize
+            | ShiftLeft
+            | ShiftRightArithmetic
+            | ShiftRightLogical
+            | Sign
+            | Sin
+            | Sort
+            | Sqrt
+            | Subtract
+            | Tan
+            | Tanh
+            | TopK
+            | Transpose
+            | TriangularSolve
+            | Tuple
+            | While
+            | Xor
+    )
+}
+
+/// A computation's signature: its result shape and where it is written (the parameter list is
+/// read but not kept: XLA ignores it).
+type Signature = (ShapeId, SrcLoc);
 
 struct PendingOperand<'a> {
     inst: InstId,
@@ -122,6 +290,35 @@ struct Parser<'a> {
     /// Whether two computations define an instruction of the same name (allowed, as in XLA;
     /// the later ones are renamed once the module is parsed).
     shared_names: bool,
+    /// Named computations by name (inline computations have none until the module is read).
+    comp_by_name: HashMap<&'a str, CompId>,
+    /// Instructions by name: an entry is the latest instruction of that name, except that the
+    /// names an inline computation took over go back to their earlier instructions when it
+    /// closes.
+    inst_by_name: NameIndex,
+    /// Computation names in attributes, resolved once the module is read.
+    pending_comps: Vec<PendingComp<'a>>,
+    /// Control predecessors, resolved at the end of their computation.
+    pending_ctrl: Vec<PendingCtrl<'a>>,
+    /// Instructions written without a result shape, with their opcode's location: inferred once
+    /// the module is read (their shape is `ShapeId::NONE` until then).
+    shapeless: Vec<(InstId, SrcLoc)>,
+    /// `broadcast`s written without `dimensions=`, with their opcode's location.
+    bare_broadcasts: Vec<(InstId, SrcLoc)>,
+    /// Signature result shapes to check against a root whose shape is inferred.
+    pending_results: Vec<(CompId, ShapeId, SrcLoc)>,
+    /// Computations written inline in attributes, in the order they were read.
+    inline_comps: Vec<CompId>,
+    /// How many inline computations enclose the text being read.
+    inline_depth: usize,
+    /// Instructions whose name an instruction of an inline computation took over in
+    /// `inst_by_name`, put back when that computation closes.
+    shadowed: Vec<InstId>,
+    /// The next suffix to try for each opcode's generated `opcode.anon` names.
+    anon_next: HashMap<Opcode, u64>,
+    /// The memory that array constants written as one scalar take (their text does not bound
+    /// their size); made on first use.
+    fill_budget: Option<MemoryBudget>,
 }
 
 /// Renames instructions whose name an earlier instruction (in another computation) already has,
@@ -189,6 +386,18 @@ impl<'a> Parser<'a> {
             ops_buf: Vec::new(),
             attrs_buf: Vec::new(),
             shared_names: false,
+            comp_by_name: HashMap::new(),
+            inst_by_name: NameIndex::default(),
+            pending_comps: Vec::new(),
+            pending_ctrl: Vec::new(),
+            shapeless: Vec::new(),
+            bare_broadcasts: Vec::new(),
+            pending_results: Vec::new(),
+            inline_comps: Vec::new(),
+            inline_depth: 0,
+            shadowed: Vec::new(),
+            anon_next: HashMap::new(),
+            fill_budget: None,
         }
     }
 
@@ -812,63 +1021,31 @@ impl<'a> Parser<'a> {
 
     fn module(&mut self) -> PResult<Module> {
         self.skip_ws();
-        if !self.eat_str("HloModule") {
+        if starts_like_module(&self.b[self.pos..]) != Some(true) {
             return Err(self.err(format!(
-                "expected 'HloModule', found {}",
+                "expected 'HloModule' or a computation, found {}",
                 self.describe_here()
             )));
         }
-        let name = self.name("a module name")?;
-        let mut m = Module::new(name);
+        let header = self.eat_str("HloModule");
+        let mut m = Module::new("");
         let mut scheduled = false;
-        while self.eat(b',') {
-            let key = self.name("a module attribute")?;
-            self.expect(b'=', "after the module attribute name")?;
-            if key == "entry_computation_layout" {
-                self.expect(b'{', "to open entry_computation_layout")?;
-                self.expect(b'(', "to open the parameter shapes")?;
-                let mut params = Vec::new();
-                if !self.eat(b')') {
-                    loop {
-                        params.push(self.shape(&mut m)?);
-                        if self.eat(b')') {
-                            break;
-                        }
-                        self.expect(b',', "between parameter shapes")?;
-                    }
-                }
-                if !self.eat_str("->") {
-                    return Err(self.err(format!("expected '->', found {}", self.describe_here())));
-                }
-                let result = self.shape(&mut m)?;
-                self.expect(b'}', "to close entry_computation_layout")?;
-                m.entry_layout = Some((params, result));
-            } else if key == "is_scheduled" {
-                // The text order of a scheduled module is its schedule (read below).
-                let vloc = self.loc();
-                match self.raw_value()? {
-                    "true" => scheduled = true,
-                    "false" => scheduled = false,
-                    v => {
-                        return Err(self.err_at(
-                            vloc,
-                            format!("is_scheduled must be true or false, found '{v}'"),
-                        ))
-                    }
-                }
-            } else {
-                let v = self.raw_value()?;
-                m.header_attrs.push((key.to_string(), v.to_string()));
+        if header {
+            m.name = self.name("a module name")?.to_string();
+            // Older XLA text puts a colon right after the name (`HloModule m:`).
+            if self.peek() == b':' {
+                self.pos += 1;
+            }
+            while self.eat(b',') {
+                scheduled = self.header_attr(&mut m)?.unwrap_or(scheduled);
             }
         }
-        let mut pending_comps: Vec<PendingComp<'a>> = Vec::new();
-        let mut pending_ctrl: Vec<PendingCtrl<'a>> = Vec::new();
-        let mut comp_by_name: HashMap<&'a str, CompId> = HashMap::new();
         // About one instruction per line: size the name map once instead of rehashing as it grows.
         let lines = self.b.iter().filter(|&&c| c == b'\n').count();
-        let mut inst_by_name = NameIndex::with_capacity(lines);
+        self.inst_by_name = NameIndex::with_capacity(lines);
         m.reserve(lines, lines * 2, lines * 12);
         let mut entry_seen: Option<SrcLoc> = None;
+        let mut last: Option<CompId> = None;
         loop {
             self.skip_ws();
             if self.at_end() {
@@ -891,29 +1068,96 @@ impl<'a> Parser<'a> {
                 }
                 entry_seen = Some(loc);
             }
-            let c = self.computation(
-                &mut m,
-                &mut comp_by_name,
-                &mut inst_by_name,
-                &mut pending_comps,
-                &mut pending_ctrl,
-            )?;
+            let c = self.computation(&mut m)?;
             if is_entry {
                 m.set_entry(c);
             }
+            last = Some(c);
         }
-        if m.comp_capacity() == 0 {
+        let Some(last) = last else {
             return Err(self.err("the module has no computations"));
-        }
+        };
         if m.entry().is_none() {
             // As in XLA, the last computation is the entry when none is marked.
-            m.set_entry(CompId::new(m.comp_capacity() - 1));
+            m.set_entry(last);
         }
-        // Resolve computation references.
+        self.resolve_comps(&mut m)?;
+        debug_assert!(self.pending_ctrl.is_empty());
+        self.name_inline_comps(&mut m);
+        self.infer_shapes(&mut m)?;
+        self.complete_broadcasts(&mut m)?;
+        for &(c, result, loc) in &self.pending_results {
+            if m.shape_id(m.root(c)) != result {
+                return Err(self.err_at(
+                    loc,
+                    format!(
+                        "signature's result shape differs from the root of '{}'",
+                        m.comp_name(c)
+                    ),
+                ));
+            }
+        }
+        if !header {
+            m.name = format!("module_{}", m.comp_name(m.entry()));
+        }
+        if self.shared_names {
+            uniquify_names(&mut m);
+        }
+        if scheduled {
+            let s = self.text_order_schedule(&m)?;
+            m.set_schedule(s);
+        }
+        Ok(m)
+    }
+
+    /// One `key=value` attribute of the module header, after its comma; returns the value of
+    /// `is_scheduled` when that is the key.
+    fn header_attr(&mut self, m: &mut Module) -> PResult<Option<bool>> {
+        let key = self.name("a module attribute")?;
+        self.expect(b'=', "after the module attribute name")?;
+        if key == "entry_computation_layout" {
+            self.expect(b'{', "to open entry_computation_layout")?;
+            self.expect(b'(', "to open the parameter shapes")?;
+            let mut params = Vec::new();
+            if !self.eat(b')') {
+                loop {
+                    params.push(self.shape(m)?);
+                    if self.eat(b')') {
+                        break;
+                    }
+                    self.expect(b',', "between parameter shapes")?;
+                }
+            }
+            if !self.eat_str("->") {
+                return Err(self.err(format!("expected '->', found {}", self.describe_here())));
+            }
+            let result = self.shape(m)?;
+            self.expect(b'}', "to close entry_computation_layout")?;
+            m.entry_layout = Some((params, result));
+        } else if key == "is_scheduled" {
+            // The text order of a scheduled module is its schedule (read once it is parsed).
+            let vloc = self.loc();
+            return match self.raw_value()? {
+                "true" => Ok(Some(true)),
+                "false" => Ok(Some(false)),
+                v => Err(self.err_at(
+                    vloc,
+                    format!("is_scheduled must be true or false, found '{v}'"),
+                )),
+            };
+        } else {
+            let v = self.raw_value()?;
+            m.header_attrs.push((key.to_string(), v.to_string()));
+        }
+        Ok(None)
+    }
+
+    /// Puts the computations that attributes name into those attributes.
+    fn resolve_comps(&mut self, m: &mut Module) -> PResult<()> {
         let mut patches: Vec<(InstId, AttrKey, u32, CompId)> =
-            Vec::with_capacity(pending_comps.len());
-        for pc in &pending_comps {
-            let Some(&c) = comp_by_name.get(pc.name) else {
+            Vec::with_capacity(self.pending_comps.len());
+        for pc in &self.pending_comps {
+            let Some(&c) = self.comp_by_name.get(pc.name) else {
                 return Err(self.err_at(pc.loc, format!("unknown computation '{}'", pc.name)));
             };
             patches.push((pc.inst, pc.key.clone(), pc.index, c));
@@ -931,15 +1175,162 @@ impl<'a> Parser<'a> {
             }
             m.set_attrs(inst, attrs);
         }
-        debug_assert!(pending_ctrl.is_empty());
-        if self.shared_names {
-            uniquify_names(&mut m);
+        Ok(())
+    }
+
+    /// Names the inline computations `_`, `_.1`, `_.2`, ... in the order they were read,
+    /// skipping the names of named computations (as XLA's name uniquer does).
+    fn name_inline_comps(&self, m: &mut Module) {
+        let mut k = 0u64;
+        for &c in &self.inline_comps {
+            let name = loop {
+                let cand = if k == 0 {
+                    "_".to_string()
+                } else {
+                    format!("_.{k}")
+                };
+                k += 1;
+                if !self.comp_by_name.contains_key(cand.as_str()) {
+                    break cand;
+                }
+            };
+            m.set_comp_name(c, &name);
         }
-        if scheduled {
-            let s = self.text_order_schedule(&m)?;
-            m.set_schedule(s);
+    }
+
+    /// Infers the shapes of the instructions written without one, each after the operands and
+    /// called computations' roots it depends on (forward references are allowed, so text order
+    /// is not enough): a depth-first walk, in which reaching an instruction still open is a
+    /// cycle.
+    fn infer_shapes(&self, m: &mut Module) -> PResult<()> {
+        if self.shapeless.is_empty() {
+            return Ok(());
         }
-        Ok(m)
+        #[derive(Clone, Copy, PartialEq)]
+        enum Mark {
+            Open,
+            Done,
+        }
+        let locs: HashMap<InstId, SrcLoc> = self.shapeless.iter().copied().collect();
+        let mut mark: HashMap<InstId, Mark> = HashMap::with_capacity(locs.len());
+        let mut stack: Vec<(InstId, bool)> = Vec::new();
+        for &(first, _) in &self.shapeless {
+            stack.push((first, false));
+            while let Some((i, expanded)) = stack.pop() {
+                if expanded {
+                    self.infer_one(m, i, locs[&i])?;
+                    mark.insert(i, Mark::Done);
+                    continue;
+                }
+                match mark.get(&i) {
+                    Some(Mark::Done) => continue,
+                    Some(Mark::Open) => {
+                        return Err(self.err_at(
+                            locs[&i],
+                            format!(
+                                "cannot infer the shape of '{}': it depends on itself",
+                                m.name(i)
+                            ),
+                        ))
+                    }
+                    None => {}
+                }
+                mark.insert(i, Mark::Open);
+                stack.push((i, true));
+                let deps = m
+                    .operands(i)
+                    .iter()
+                    .copied()
+                    .chain(m.called_comps_iter(i).map(|c| m.root(c)));
+                for d in deps {
+                    if locs.contains_key(&d) && mark.get(&d) != Some(&Mark::Done) {
+                        stack.push((d, false));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Infers and sets the shape of shapeless instruction `i`, whose operands and called roots
+    /// have shapes; `loc` is its opcode.
+    fn infer_one(&self, m: &mut Module, i: InstId, loc: SrcLoc) -> PResult<()> {
+        let name = m.name(i).to_string();
+        let cannot =
+            |why: String| self.err_at(loc, format!("cannot infer the shape of '{name}': {why}"));
+        let shape = if m.opcode(i) == Opcode::Broadcast {
+            // XLA reads a shapeless broadcast's `dimensions` as sizes to put before the
+            // operand's dimensions (its verifier then checks them like any broadcast's).
+            if m.operands(i).len() != 1 {
+                let n = m.operands(i).len();
+                return Err(cannot(format!("broadcast: expects 1 operand, got {n}")));
+            }
+            let dims = self.broadcast_dims(m, i, loc)?;
+            let Some(a) = m.array_shape(m.operands(i)[0]) else {
+                return Err(cannot(
+                    "broadcast: the operand must be an array".to_string(),
+                ));
+            };
+            let out = ArrayShape {
+                ty: a.ty,
+                dims: dims.iter().chain(a.dims.iter()).copied().collect(),
+                dynamic: dims
+                    .iter()
+                    .map(|_| false)
+                    .chain(a.dynamic.iter().copied())
+                    .collect(),
+            };
+            if let Err(why) = out.validate() {
+                return Err(cannot(format!("broadcast: the result {why}")));
+            }
+            OwnedShape::Array(out)
+        } else {
+            infer_shape(m, m.opcode(i), m.operands(i), m.attrs(i), None)
+                .map_err(|e| cannot(e.to_string()))?
+        };
+        let id = shape.intern(m);
+        let no_layout = m.no_layout();
+        m.set_shape(i, id, no_layout);
+        Ok(())
+    }
+
+    /// The `dimensions` of broadcast `i`; when it has none, its operand must be a scalar, and
+    /// `dimensions={}` is added (XLA's default for a scalar).
+    fn broadcast_dims(&self, m: &mut Module, i: InstId, loc: SrcLoc) -> PResult<Box<[i64]>> {
+        if let Some(d) = m.ints_attr(i, &AttrKey::Dimensions) {
+            return Ok(d.into());
+        }
+        let operand = match m.operands(i) {
+            &[o] if !o.is_none() && !m.shape_id(o).is_none() => Some(o),
+            _ => None,
+        };
+        let scalar = operand.is_some_and(|o| m.array_shape(o).is_some_and(|a| a.rank() == 0));
+        if !scalar {
+            let what = match operand {
+                Some(o) => format!("broadcasts '{}', which is not a scalar", m.name(o)),
+                None => format!("has {} operands, not 1", m.operands(i).len()),
+            };
+            return Err(self.err_at(
+                loc,
+                format!("broadcast '{}' needs dimensions=: it {what}", m.name(i)),
+            ));
+        }
+        let mut attrs = m.attrs(i).to_vec();
+        attrs.push((AttrKey::Dimensions, AttrValue::Ints(Box::new([]))));
+        m.set_attrs(i, attrs);
+        Ok(Box::new([]))
+    }
+
+    /// Gives the broadcasts written without `dimensions=` (and with a shape) their
+    /// dimensions, once every shape is known.
+    fn complete_broadcasts(&self, m: &mut Module) -> PResult<()> {
+        for &(i, loc) in &self.bare_broadcasts {
+            // A wrong operand count is the verifier's to report.
+            if m.operands(i).len() == 1 {
+                self.broadcast_dims(m, i, loc)?;
+            }
+        }
+        Ok(())
     }
 
     /// The schedule of a module printed with `is_scheduled=true`: each computation's
@@ -1017,37 +1408,28 @@ impl<'a> Parser<'a> {
         Ok(true)
     }
 
-    fn computation(
-        &mut self,
-        m: &mut Module,
-        comp_by_name: &mut HashMap<&'a str, CompId>,
-        inst_by_name: &mut NameIndex,
-        pending_comps: &mut Vec<PendingComp<'a>>,
-        pending_ctrl: &mut Vec<PendingCtrl<'a>>,
-    ) -> PResult<CompId> {
+    /// A named computation: `name (signature)? { instructions } (, execution_thread="...")?`.
+    fn computation(&mut self, m: &mut Module) -> PResult<CompId> {
         self.skip_ws();
         let loc = self.loc();
         let name = self.name("a computation name")?;
-        let name_loc = loc;
-        if comp_by_name.contains_key(name) {
-            return Err(self.err_at(name_loc, format!("duplicate computation name '{name}'")));
+        if self.comp_by_name.contains_key(name) {
+            return Err(self.err_at(loc, format!("duplicate computation name '{name}'")));
         }
         let c = m.add_computation(name);
-        m.set_comp_src_loc(c, name_loc);
-        comp_by_name.insert(name, c);
-        // Optional signature: `(p: shape, ...) -> shape`.
-        let mut signature: Option<Signature<'a>> = None;
+        m.set_comp_src_loc(c, loc);
+        self.comp_by_name.insert(name, c);
+        // Optional signature: `(p: shape, ...) -> shape`. XLA reads the parameters and checks
+        // only the result against the root.
+        let mut signature: Option<Signature> = None;
         self.skip_ws();
         if self.peek() == b'(' {
             self.pos += 1;
-            let mut params = Vec::new();
             if !self.eat(b')') {
                 loop {
-                    let pl = self.loc();
-                    let pname = self.name("a parameter name")?;
+                    self.name("a parameter name")?;
                     self.expect(b':', "after the parameter name")?;
-                    let (s, _) = self.shape(m)?;
-                    params.push((pname, s, pl));
+                    self.shape(m)?;
                     if self.eat(b')') {
                         break;
                     }
@@ -1063,10 +1445,73 @@ impl<'a> Parser<'a> {
             self.skip_ws();
             let rl = self.loc();
             let (r, _) = self.shape(m)?;
-            signature = Some((params, r, rl));
+            signature = Some((r, rl));
         }
+        let label = format!("computation '{name}'");
+        let root = self.body(m, c, &label, &format!("'{name}'"), loc)?;
+        if let Some((result, rloc)) = signature {
+            if m.shape_id(root).is_none() {
+                // The root's shape is inferred once the module is read.
+                self.pending_results.push((c, result, rloc));
+            } else if m.shape_id(root) != result {
+                return Err(self.err_at(
+                    rloc,
+                    format!("signature's result shape differs from the root of '{name}'"),
+                ));
+            }
+        }
+        // Computation attributes, as XLA reads them: only the execution thread, dropped.
+        while self.eat(b',') {
+            self.skip_ws();
+            let kloc = self.loc();
+            let key = self.name("a computation attribute")?;
+            if key != "execution_thread" {
+                return Err(self.err_at(
+                    kloc,
+                    format!("unknown computation attribute '{key}' (only execution_thread)"),
+                ));
+            }
+            self.expect(b'=', "after the attribute name")?;
+            self.string()?;
+        }
+        Ok(c)
+    }
+
+    /// A computation written inline as an attribute value (`to_apply={...}`): a body without
+    /// name or signature, whose instructions see only each other's names.
+    fn inline_computation(&mut self, m: &mut Module) -> PResult<CompId> {
+        self.skip_ws();
+        let loc = self.loc();
+        let c = m.add_computation("_");
+        m.set_comp_src_loc(c, loc);
+        self.inline_comps.push(c);
+        let shadow_start = self.shadowed.len();
+        self.inline_depth += 1;
+        let label = format!("the computation inline at line {}", loc.line);
+        let r = crate::stack::deep(|| self.body(m, c, &label, &label, loc));
+        self.inline_depth -= 1;
+        // The enclosing computation's names resolve to its own instructions again.
+        let shadowed: Vec<InstId> = self.shadowed.drain(shadow_start..).rev().collect();
+        for prev in shadowed {
+            self.inst_by_name.insert(m, prev);
+        }
+        r?;
+        Ok(c)
+    }
+
+    /// The `{ instructions }` of computation `c` (`label` names it in messages as a subject,
+    /// `place` after "in"; `loc` is where it starts): reads the instructions, resolves the
+    /// operands and control predecessors within it, and sets and returns its root.
+    fn body(
+        &mut self,
+        m: &mut Module,
+        c: CompId,
+        label: &str,
+        place: &str,
+        loc: SrcLoc,
+    ) -> PResult<InstId> {
         self.expect(b'{', "to open the computation body")?;
-        let ctrl_start = pending_ctrl.len();
+        let ctrl_start = self.pending_ctrl.len();
         let mut pending: Vec<PendingOperand<'a>> = Vec::new();
         let mut root: Option<(InstId, SrcLoc)> = None;
         let mut last: Option<InstId> = None;
@@ -1077,25 +1522,18 @@ impl<'a> Parser<'a> {
             }
             if self.at_end() {
                 return Err(self.err(format!(
-                    "unexpected end of file: computation '{name}' is not closed with '}}'"
+                    "unexpected end of file: {label} is not closed with '}}'"
                 )));
             }
             let iloc = self.loc();
             let is_root = self.eat_str("ROOT");
-            let id = self.instruction(
-                m,
-                c,
-                inst_by_name,
-                &mut pending,
-                pending_comps,
-                pending_ctrl,
-            )?;
+            let id = self.instruction(m, c, &mut pending)?;
             if is_root {
                 if let Some((_, prev)) = root {
                     return Err(self.err_at(
                         iloc,
                         format!(
-                            "computation '{name}' has a second ROOT (the first is at line {})",
+                            "{label} has a second ROOT (the first is at line {})",
                             prev.line
                         ),
                     ));
@@ -1106,7 +1544,7 @@ impl<'a> Parser<'a> {
         }
         // Resolve operands within this computation.
         for po in &pending {
-            let target = match inst_by_name.get(m, po.name) {
+            let target = match self.inst_by_name.get(m, po.name) {
                 Some(t) if m.parent(t) == c => t,
                 Some(_) => {
                     return Err(self.err_at_pos(
@@ -1114,7 +1552,7 @@ impl<'a> Parser<'a> {
                         po.line_start,
                         po.pos,
                         format!(
-                            "operand '{}' is defined in another computation, not in '{name}'",
+                            "operand '{}' is defined in another computation, not in {place}",
                             po.name
                         ),
                     ))
@@ -1131,8 +1569,9 @@ impl<'a> Parser<'a> {
             m.set_operand(po.inst, po.index as usize, target);
         }
         // Control predecessors, also within this computation.
-        for pc in pending_ctrl.drain(ctrl_start..) {
-            let target = match inst_by_name.get(m, pc.name) {
+        let ctrl: Vec<PendingCtrl<'a>> = self.pending_ctrl.drain(ctrl_start..).collect();
+        for pc in ctrl {
+            let target = match self.inst_by_name.get(m, pc.name) {
                 Some(t) if m.parent(t) == c => t,
                 Some(_) => {
                     return Err(self.err_at(
@@ -1156,54 +1595,58 @@ impl<'a> Parser<'a> {
             m.set_attrs(pc.inst, attrs);
         }
         let Some(root) = root.map(|r| r.0).or(last) else {
-            return Err(self.err_at(loc, format!("computation '{name}' has no instructions")));
+            return Err(self.err_at(loc, format!("{label} has no instructions")));
         };
         m.set_root(c, root);
-        if let Some((params, result, rloc)) = signature {
-            let actual = m.params(c).to_vec();
-            if params.len() != actual.len() || actual.iter().any(|p| p.is_none()) {
-                return Err(self.err_at(
-                    loc,
-                    format!(
-                        "computation '{name}' declares {} parameters in its signature but has {}",
-                        params.len(),
-                        actual.iter().filter(|p| !p.is_none()).count()
-                    ),
-                ));
-            }
-            for (i, (pname, s, pl)) in params.iter().enumerate() {
-                if m.shape_id(actual[i]) != *s {
-                    return Err(self.err_at(
-                        *pl,
-                        format!("signature gives parameter '{pname}' a shape different from parameter({i})"),
-                    ));
-                }
-            }
-            if m.shape_id(root) != result {
-                return Err(self.err_at(
-                    rloc,
-                    format!("signature's result shape differs from the root of '{name}'"),
-                ));
-            }
-        }
-        Ok(c)
+        Ok(root)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// One instruction line of computation `c`: `name = ` and the rest
+    /// ([`Parser::instruction_rhs`]).
     fn instruction(
         &mut self,
         m: &mut Module,
         c: CompId,
-        inst_by_name: &mut NameIndex,
         pending: &mut Vec<PendingOperand<'a>>,
-        pending_comps: &mut Vec<PendingComp<'a>>,
-        pending_ctrl: &mut Vec<PendingCtrl<'a>>,
     ) -> PResult<InstId> {
         self.skip_ws();
         let loc = self.loc();
         let name = self.name("an instruction name")?;
         self.expect(b'=', "after the instruction name")?;
-        let (shape, layout) = self.shape_cached(m)?;
+        self.instruction_rhs(m, c, Some(name), loc, pending)
+    }
+
+    /// Whether a shape starts here: a tuple's `(`, or a word followed by `[` (an opcode never
+    /// is).
+    fn at_shape(&self) -> bool {
+        if self.peek() == b'(' {
+            return true;
+        }
+        let mut i = self.pos;
+        while i < self.b.len() && self.b[i].is_ascii_alphanumeric() {
+            i += 1;
+        }
+        i > self.pos && self.b.get(i) == Some(&b'[')
+    }
+
+    /// An instruction after its `name =` (`name` is `None` for a nested instruction, which takes
+    /// no attributes and gets a generated name): an optional shape, the opcode, the operands and
+    /// the attributes. `loc` is where the instruction starts; operands not yet defined go to
+    /// `pending`.
+    fn instruction_rhs(
+        &mut self,
+        m: &mut Module,
+        c: CompId,
+        name: Option<&'a str>,
+        loc: SrcLoc,
+        pending: &mut Vec<PendingOperand<'a>>,
+    ) -> PResult<InstId> {
+        self.skip_ws();
+        let shaped = if self.at_shape() {
+            Some(self.shape_cached(m)?)
+        } else {
+            None
+        };
         self.skip_ws();
         let oloc = self.loc();
         let start = self.pos;
@@ -1212,20 +1655,42 @@ impl<'a> Parser<'a> {
         }
         let opname = &self.src[start..self.pos];
         if opname.is_empty() {
-            return Err(self.err(format!(
-                "expected an opcode, found {}",
-                self.describe_here()
-            )));
+            let what = if shaped.is_some() {
+                "an opcode"
+            } else {
+                "a shape or an opcode"
+            };
+            return Err(self.err(format!("expected {what}, found {}", self.describe_here())));
         }
-        let opcode = Opcode::from_name(opname)
-            .ok_or_else(|| self.err_at(oloc, format!("unknown opcode '{opname}'")))?;
+        let Some(opcode) = Opcode::from_name(opname) else {
+            let msg = if shaped.is_some() {
+                format!("unknown opcode '{opname}'")
+            } else {
+                format!("expected a shape or an opcode, found '{opname}'")
+            };
+            return Err(self.err_at(oloc, msg));
+        };
+        if shaped.is_none() && !infers_shape(opcode) {
+            return Err(self.err_at(
+                oloc,
+                format!("the shape of {opname} cannot be inferred: write it before the opcode"),
+            ));
+        }
+        let (shape, layout) = shaped.unwrap_or((ShapeId::NONE, m.no_layout()));
         self.expect(b'(', "after the opcode")?;
+        // Pending entries made for this instruction carry `InstId::NONE` until it exists
+        // (nested instructions and inline computations, read in between, create theirs first
+        // and fill in their own).
+        let (pending_start, comps_start, ctrl_start) = (
+            pending.len(),
+            self.pending_comps.len(),
+            self.pending_ctrl.len(),
+        );
         let mut operands = std::mem::take(&mut self.ops_buf);
         operands.clear();
         let mut attrs = std::mem::take(&mut self.attrs_buf);
         attrs.clear();
         let mut constant = None;
-        let id_next = InstId::new(m.inst_capacity());
         match opcode {
             Opcode::Parameter => {
                 let pl = self.loc();
@@ -1244,36 +1709,8 @@ impl<'a> Parser<'a> {
             _ => {
                 if !self.eat(b')') {
                     loop {
-                        self.skip_ws();
-                        // Long form: an operand may be preceded by its shape.
-                        let save = (self.pos, self.line, self.line_start);
-                        if (self.peek() == b'(' || self.looks_like_shape())
-                            && self.shape(m).is_err()
-                        {
-                            (self.pos, self.line, self.line_start) = save;
-                        }
-                        let (line, line_start, pos) =
-                            (self.line, self.line_start as u32, self.pos as u32);
-                        let oname = self.name("an operand name")?;
-                        // An operand already defined in this computation resolves now (names
-                        // are unique within a computation, so no later line can change it,
-                        // and its table slot was just touched, so the lookup is cheap); the
-                        // rest (forward references, and names another computation defined
-                        // first) wait for the end of the computation.
-                        match inst_by_name.get(m, oname) {
-                            Some(t) if m.parent(t) == c => operands.push(t),
-                            _ => {
-                                pending.push(PendingOperand {
-                                    inst: id_next,
-                                    index: operands.len() as u32,
-                                    name: oname,
-                                    line,
-                                    line_start,
-                                    pos,
-                                });
-                                operands.push(InstId::NONE);
-                            }
-                        }
+                        let op = self.operand(m, c, pending, operands.len())?;
+                        operands.push(op);
                         if self.eat(b')') {
                             break;
                         }
@@ -1282,8 +1719,8 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        // Attributes.
-        while self.eat(b',') {
+        // Attributes (a nested instruction has none: a comma after it separates operands).
+        while name.is_some() && self.eat(b',') {
             let kloc = self.loc();
             let key = self.name("an attribute name")?;
             self.expect(b'=', "after the attribute name")?;
@@ -1294,19 +1731,49 @@ impl<'a> Parser<'a> {
             if attrs.iter().any(|(x, _)| *x == k) {
                 return Err(self.err_at(kloc, format!("duplicate attribute '{key}'")));
             }
-            let v = self.attr_value(&k, id_next, pending_comps, pending_ctrl)?;
+            let v = self.attr_value(m, &k)?;
             attrs.push((k, v));
         }
+        let bare_broadcast =
+            opcode == Opcode::Broadcast && !attrs.iter().any(|(k, _)| *k == AttrKey::Dimensions);
+        let generated;
+        let name = match name {
+            Some(n) => n,
+            None => {
+                generated = self.anon_name(m, opcode);
+                &generated
+            }
+        };
         let id = m.push_inst_parts(c, opcode, shape, layout, &operands, &mut attrs, name);
         // The buffers go back for the next instruction: parsing allocates nothing per line.
         self.ops_buf = operands;
         self.attrs_buf = attrs;
-        debug_assert_eq!(id, id_next);
+        for p in &mut pending[pending_start..] {
+            if p.inst.is_none() {
+                p.inst = id;
+            }
+        }
+        for p in &mut self.pending_comps[comps_start..] {
+            if p.inst.is_none() {
+                p.inst = id;
+            }
+        }
+        for p in &mut self.pending_ctrl[ctrl_start..] {
+            if p.inst.is_none() {
+                p.inst = id;
+            }
+        }
         m.set_src_loc(id, loc);
         if let Some(v) = constant {
             m.set_constant(id, v);
         }
-        if let Some(prev) = inst_by_name.insert(m, id) {
+        if shape.is_none() {
+            self.shapeless.push((id, oloc));
+        }
+        if bare_broadcast {
+            self.bare_broadcasts.push((id, oloc));
+        }
+        if let Some(prev) = self.inst_by_name.insert(m, id) {
             if m.parent(prev) == c {
                 let pl = m.src_loc(prev).map(|l| l.line).unwrap_or(0);
                 return Err(self.err_at(
@@ -1317,8 +1784,76 @@ impl<'a> Parser<'a> {
             // Names are scoped by computation in the text (this computation's operands now
             // resolve to the new instruction); the module renames the later one.
             self.shared_names = true;
+            if self.inline_depth > 0 {
+                self.shadowed.push(prev);
+            }
         }
         Ok(id)
+    }
+
+    /// Operand `index` of an instruction of computation `c`: a name, optionally after its shape
+    /// (the long form), or a nested instruction (`negate(x)`, `f32[] constant(1)`), created
+    /// now. A name not yet defined in `c` goes to `pending` (its instruction is filled in
+    /// when that exists) and reads as `InstId::NONE` until the computation is closed.
+    fn operand(
+        &mut self,
+        m: &mut Module,
+        c: CompId,
+        pending: &mut Vec<PendingOperand<'a>>,
+        index: usize,
+    ) -> PResult<InstId> {
+        self.skip_ws();
+        let start = (self.pos, self.line, self.line_start);
+        let start_loc = self.loc();
+        // Long form: an operand may be preceded by its shape.
+        if (self.peek() == b'(' || self.looks_like_shape()) && self.shape(m).is_err() {
+            (self.pos, self.line, self.line_start) = start;
+        }
+        self.skip_ws();
+        let (line, line_start, pos) = (self.line, self.line_start as u32, self.pos as u32);
+        let oname = self.name("an operand name")?;
+        self.skip_ws();
+        if self.peek() == b'(' {
+            // An opcode and its operands: a nested instruction, read again from its shape.
+            (self.pos, self.line, self.line_start) = start;
+            return crate::stack::deep(|| self.instruction_rhs(m, c, None, start_loc, pending));
+        }
+        // An operand already defined in this computation resolves now (names are unique within
+        // a computation, so no later line can change it, and its table slot was just touched,
+        // so the lookup is cheap); the rest (forward references, and names another computation
+        // defined first) wait for the end of the computation.
+        match self.inst_by_name.get(m, oname) {
+            Some(t) if m.parent(t) == c => Ok(t),
+            _ => {
+                pending.push(PendingOperand {
+                    inst: InstId::NONE,
+                    index: index as u32,
+                    name: oname,
+                    line,
+                    line_start,
+                    pos,
+                });
+                Ok(InstId::NONE)
+            }
+        }
+    }
+
+    /// A name for a nested instruction: `opcode.anon`, else `opcode.anon.N` with the smallest
+    /// `N` no instruction read so far has (XLA's name uniquer, which also refuses a later
+    /// instruction of the same computation that takes the name).
+    fn anon_name(&mut self, m: &Module, opcode: Opcode) -> String {
+        let k = self.anon_next.entry(opcode).or_insert(0);
+        loop {
+            let cand = if *k == 0 {
+                format!("{}.anon", opcode.name())
+            } else {
+                format!("{}.anon.{k}", opcode.name())
+            };
+            *k += 1;
+            if self.inst_by_name.get(m, &cand).is_none() {
+                return cand;
+            }
+        }
     }
 
     fn looks_like_shape(&self) -> bool {
@@ -1333,13 +1868,11 @@ impl<'a> Parser<'a> {
         t == "token" || t == "opaque" || ElementType::from_name(t).is_some()
     }
 
-    fn attr_value(
-        &mut self,
-        key: &AttrKey,
-        inst: InstId,
-        pending_comps: &mut Vec<PendingComp<'a>>,
-        pending_ctrl: &mut Vec<PendingCtrl<'a>>,
-    ) -> PResult<AttrValue> {
+    /// The value of attribute `key` of the instruction being read. Names of computations and
+    /// control predecessors are resolved later: their pending entries carry `InstId::NONE`
+    /// until the instruction exists.
+    fn attr_value(&mut self, m: &mut Module, key: &AttrKey) -> PResult<AttrValue> {
+        let inst = InstId::NONE;
         // A scalar's padding has no dimensions: the printer (like XLA's) writes `padding=` with
         // nothing before the next attribute or the end of the line.
         let rest = self.src[self.pos..].trim_start_matches([' ', '\t']);
@@ -1410,10 +1943,11 @@ impl<'a> Parser<'a> {
                         .ok_or_else(|| bad(self, "one of kLoop, kInput, kOutput, kCustom"))?,
                 )
             }
+            AttrKind::Comp if self.peek() == b'{' => AttrValue::Comp(self.inline_computation(m)?),
             AttrKind::Comp => {
                 let l = self.loc();
                 let n = self.name("a computation name")?;
-                pending_comps.push(PendingComp {
+                self.pending_comps.push(PendingComp {
                     inst,
                     key: key.clone(),
                     index: 0,
@@ -1427,16 +1961,21 @@ impl<'a> Parser<'a> {
                 let mut v = Vec::new();
                 if !self.eat(b'}') {
                     loop {
-                        let l = self.loc();
-                        let n = self.name("a computation name")?;
-                        pending_comps.push(PendingComp {
-                            inst,
-                            key: key.clone(),
-                            index: v.len() as u32,
-                            name: n,
-                            loc: l,
-                        });
-                        v.push(CompId::NONE);
+                        self.skip_ws();
+                        if self.peek() == b'{' {
+                            v.push(self.inline_computation(m)?);
+                        } else {
+                            let l = self.loc();
+                            let n = self.name("a computation name")?;
+                            self.pending_comps.push(PendingComp {
+                                inst,
+                                key: key.clone(),
+                                index: v.len() as u32,
+                                name: n,
+                                loc: l,
+                            });
+                            v.push(CompId::NONE);
+                        }
                         if self.eat(b'}') {
                             break;
                         }
@@ -1452,7 +1991,7 @@ impl<'a> Parser<'a> {
                     loop {
                         let l = self.loc();
                         let n = self.name("an instruction name")?;
-                        pending_ctrl.push(PendingCtrl {
+                        self.pending_ctrl.push(PendingCtrl {
                             inst,
                             index: v.len() as u32,
                             name: n,
@@ -1562,6 +2101,13 @@ impl<'a> Parser<'a> {
 
     fn literal_of(&mut self, m: &Module, shape: ShapeId) -> PResult<Literal> {
         self.skip_ws();
+        if let Shape::Array(a) = m.shape_of(shape) {
+            if a.rank() > 0 && self.peek() != b'{' && !a.ty.is_complex() {
+                let a = a.clone();
+                return self.scalar_filled(a);
+            }
+        }
+        self.skip_ws();
         let loc = self.loc();
         match m.shape_of(shape).clone() {
             Shape::Tuple(elems) => {
@@ -1601,6 +2147,43 @@ impl<'a> Parser<'a> {
             }
             _ => Err(self.err_at(loc, "constants of token or opaque type are not supported")),
         }
+    }
+
+    /// An array literal written as one scalar (`f32[4] constant(5)`), read as XLA's parser
+    /// reads it: the value at linear index 0 of a zero-filled literal (its reader stores
+    /// elements at a running index and does not stop at the missing braces), so `{5, 0, 0, 0}`.
+    /// The data is not bounded by the text, so it is reserved under the memory ceiling first.
+    fn scalar_filled(&mut self, a: ArrayShape) -> PResult<Literal> {
+        let loc = self.loc();
+        let n = a.num_elements().max(0) as u64;
+        if n == 0 {
+            return Err(self.err_at(
+                loc,
+                format!(
+                    "a single value cannot be the literal of {}: the shape has no elements",
+                    OwnedShape::Array(a)
+                ),
+            ));
+        }
+        let width = a.ty.byte_size();
+        let mut first = Vec::with_capacity(width);
+        self.scalar(a.ty, &mut first)?;
+        let bytes = n.saturating_mul(width as u64);
+        let what = || format!("the constant at line {}", loc.line);
+        let budget = match &mut self.fill_budget {
+            Some(b) => b,
+            None => {
+                let b = MemoryBudget::new().map_err(|e| self.err_at(loc, e))?;
+                self.fill_budget.insert(b)
+            }
+        };
+        budget
+            .reserve(bytes, what)
+            .map_err(|e| self.err_at(loc, e.to_string()))?;
+        let mut data =
+            crate::memory::try_zeroed(bytes, what).map_err(|e| self.err_at(loc, e.to_string()))?;
+        data[..width].copy_from_slice(&first);
+        Ok(Literal::Array(ArrayLiteral { shape: a, data }))
     }
 
     /// The nested braces of an array literal of rank >= 1, iteratively (a rank-100000 shape

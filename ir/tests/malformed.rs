@@ -41,8 +41,8 @@ macro_rules! cases {
 }
 
 cases! {
-    empty_file: "" => (1, 1, "expected 'HloModule', found end of file");
-    not_a_module: "HloModul x\n" => (1, 1, "expected 'HloModule', found 'HloModul'");
+    empty_file: "" => (1, 1, "expected 'HloModule' or a computation, found end of file");
+    not_a_module: "HloModul x\n" => (1, 1, "expected 'HloModule' or a computation, found 'HloModul'");
     missing_module_name: "HloModule \n" => (2, 1, "expected a module name, found end of file");
     no_computations: "HloModule m\n" => (2, 1, "the module has no computations");
     truncated_in_computation: format!("{HEAD}ENTRY main {{\n  p = f32[4]{{0}} parameter(0)\n")
@@ -57,7 +57,7 @@ cases! {
     shape_missing_bracket: body("  p = f32[4 parameter(0)")
         => (4, 13, "expected ',' between dimension sizes, found 'parameter'");
     negative_dimension: body("  p = f32[-1]{0} parameter(0)") => (4, 11, "negative dimension size -1");
-    shape_not_a_shape: body("  p = 42 parameter(0)") => (4, 7, "expected a shape, found '42'");
+    shape_not_a_shape: body("  p = 42 parameter(0)") => (4, 7, "expected a shape or an opcode, found '42'");
     token_with_dims: body("  p = token[3] parameter(0)") => (4, 7, "token shapes take no dimensions");
     layout_not_permutation: body("  p = f32[2,3]{2,0} parameter(0)")
         => (4, 15, "layout {2,0} is not a permutation of 0..2");
@@ -125,8 +125,6 @@ cases! {
         => (7, 1, "second ENTRY computation (the first is at line 3)");
     empty_computation: format!("{HEAD}ENTRY main {{\n}}\n") => (3, 7, "computation 'main' has no instructions");
     negative_parameter_number: body("  ROOT p = f32[4]{0} parameter(-1)") => (4, 32, "negative parameter number -1");
-    signature_parameter_count: format!("{HEAD}ENTRY main (a: f32[4], b: f32[4]) -> f32[4] {{\n  ROOT a = f32[4]{{0}} parameter(0)\n}}\n")
-        => (3, 7, "computation 'main' declares 2 parameters in its signature but has 1");
     signature_result_mismatch: format!("{HEAD}ENTRY main (a: f32[4]) -> s32[4] {{\n  ROOT a = f32[4]{{0}} parameter(0)\n}}\n")
         => (3, 27, "signature's result shape differs from the root of 'main'");
     unknown_control_predecessor: body("  p = f32[4]{0} parameter(0)\n  ROOT r = f32[4]{0} negate(p), control-predecessors={ghost}")

@@ -522,6 +522,9 @@ fn every_npy_dtype_round_trips() {
                 .map(|i| {
                     if ty.is_pred() {
                         (i % 2) as u8
+                    } else if ty.bits() < 8 {
+                        // A sub-byte element's byte holds only its low bits.
+                        (i * 37 + 5) as u8 & ((1 << ty.bits()) - 1)
                     } else {
                         (i * 37 + 5) as u8
                     }
@@ -544,14 +547,177 @@ fn every_npy_dtype_round_trips() {
             written += 1;
         }
     }
-    assert_eq!(written, 15 * shapes.len());
+    // 15 numpy dtypes, bf16 as uint16, and s2, s4, u2 and u4 as int8 and uint8.
+    assert_eq!(written, 19 * shapes.len());
+}
+
+/// Every value of `ty` (a 2- or 4-bit integer type), in order, as one-byte literal elements.
+fn sub_byte_values(ty: ElementType) -> (Vec<i64>, ArrayLiteral) {
+    let bits = ty.bits() as i64;
+    let values: Vec<i64> = if ty.is_signed_int() {
+        (-(1 << (bits - 1))..(1 << (bits - 1))).collect()
+    } else {
+        (0..(1 << bits)).collect()
+    };
+    let lit = ArrayLiteral {
+        shape: ArrayShape::new(ty, &[values.len() as i64]),
+        data: values
+            .iter()
+            .map(|&v| (v as u8) & ((1 << bits) - 1))
+            .collect(),
+    };
+    (values, lit)
+}
+
+#[test]
+fn sub_byte_integers_travel_as_int8_and_uint8_values() {
+    use ElementType::*;
+    let dir = tempfile::tempdir().unwrap();
+    for (ty, carrier, descr) in [
+        (S2, S8, "|i1"),
+        (S4, S8, "|i1"),
+        (U2, U8, "|u1"),
+        (U4, U8, "|u1"),
+    ] {
+        let (values, lit) = sub_byte_values(ty);
+        let path = dir.path().join(format!("{ty}.npy"));
+        write_npy(&path, &lit).unwrap();
+        // The file is what numpy writes for the values as int8/uint8 (s4's -1 is 0xff there,
+        // 0x0f in the literal).
+        let plain = read_npy(&path).unwrap();
+        assert_eq!(plain.ty(), carrier, "{ty}");
+        let bytes: Vec<u8> = values.iter().map(|&v| v as u8).collect();
+        assert_eq!(plain.data, bytes, "{ty}");
+        assert!(String::from_utf8_lossy(&std::fs::read(&path).unwrap()).contains(descr));
+        assert_eq!(npy_descr(ty), Some(descr));
+        // Read as the sub-byte type, it is the literal again.
+        assert_eq!(read_npy_as(&path, ty).unwrap(), lit, "{ty}");
+    }
+}
+
+#[test]
+fn sub_byte_literals_write_their_low_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s4.npy");
+    // Bytes whose upper bits are set: the element is the low nibble (0xf7 is 7, 0x08 is -8).
+    let lit = ArrayLiteral {
+        shape: ArrayShape::new(ElementType::S4, &[3]),
+        data: vec![0xf7, 0x08, 0x1f],
+    };
+    write_npy(&path, &lit).unwrap();
+    assert_eq!(
+        read_npy(&path).unwrap().to_vec::<i8>().unwrap(),
+        [7, -8, -1]
+    );
+    assert_eq!(
+        read_npy_as(&path, ElementType::S4).unwrap().data,
+        [0x07, 0x08, 0x0f]
+    );
+}
+
+#[test]
+fn sub_byte_values_out_of_range_name_the_file_index_and_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str, &[u8], ElementType, &str); 5] = [
+        (
+            "|i1",
+            "(2, 3)",
+            &[0, 1, 7, -8i8 as u8, 8, 0],
+            ElementType::S4,
+            "element 4 (index [1, 1]) holds 8, outside the range of s4 [-8, 7]",
+        ),
+        (
+            "|i1",
+            "(4,)",
+            &[0, -9i8 as u8, 0, 0],
+            ElementType::S4,
+            "element 1 (index [1]) holds -9, outside the range of s4 [-8, 7]",
+        ),
+        (
+            "|u1",
+            "(2, 2)",
+            &[15, 0, 3, 16],
+            ElementType::U4,
+            "element 3 (index [1, 1]) holds 16, outside the range of u4 [0, 15]",
+        ),
+        (
+            "|i1",
+            "()",
+            &[2],
+            ElementType::S2,
+            "element 0 (index []) holds 2, outside the range of s2 [-2, 1]",
+        ),
+        (
+            "|u1",
+            "(3,)",
+            &[3, 255, 0],
+            ElementType::U2,
+            "element 1 (index [1]) holds 255, outside the range of u2 [0, 3]",
+        ),
+    ];
+    for (descr, shape, data, ty, msg) in cases {
+        let path = dir.path().join("bad.npy");
+        std::fs::write(&path, npy_bytes(&header(descr, false, shape), data)).unwrap();
+        let e = read_npy_as(&path, ty).unwrap_err();
+        assert!(matches!(e.kind, NpyErrorKind::OutOfRange { .. }), "{e}");
+        assert_eq!(e.to_string(), format!("{}: {msg}", path.display()));
+    }
+    // A column-major file is checked in row-major order: [[0, 1, 2], [3, 9, 5]] stored as
+    // 0 3 1 9 2 5 has its bad value at [1, 1], row-major element 4.
+    let path = dir.path().join("fortran.npy");
+    std::fs::write(
+        &path,
+        npy_bytes(&header("|i1", true, "(2, 3)"), &[0, 3, 1, 9, 2, 5]),
+    )
+    .unwrap();
+    let e = read_npy_as(&path, ElementType::S4).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: element 4 (index [1, 1]) holds 9, outside the range of s4 [-8, 7]",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn sub_byte_types_take_only_their_carrier_dtype() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.npy");
+    let cases = [
+        (
+            "|u1",
+            ElementType::S4,
+            "expected element type s4 ('|i1') but the file holds u8 ('|u1')",
+        ),
+        (
+            "|i1",
+            ElementType::U2,
+            "expected element type u2 ('|u1') but the file holds s8 ('|i1')",
+        ),
+        (
+            "<i2",
+            ElementType::S4,
+            "expected element type s4 ('|i1') but the file holds s16 ('<i2')",
+        ),
+    ];
+    for (descr, ty, msg) in cases {
+        let width = if descr == "<i2" { 2 } else { 1 };
+        std::fs::write(
+            &path,
+            npy_bytes(&header(descr, false, "(2,)"), &vec![0; 2 * width]),
+        )
+        .unwrap();
+        let e = read_npy_as(&path, ty).unwrap_err();
+        assert_eq!(e.to_string(), format!("{}: {msg}", path.display()));
+    }
 }
 
 #[test]
 fn types_without_an_npy_dtype_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     for ty in [
-        ElementType::S4,
+        ElementType::F8E5M2,
         ElementType::F8E4M3FN,
         ElementType::F4E2M1FN,
     ] {

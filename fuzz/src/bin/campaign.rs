@@ -108,9 +108,9 @@ fn write_inputs(m: &axle::ir::Module, seed: u64, dir: &std::path::Path) -> Resul
         let path = dir.join(format!("in{k}.npy"));
         match axle_ir::write_npy(&path, a) {
             Ok(()) => {}
-            // A one-byte type without a .npy dtype (the 8- and 4-bit floats, the narrow
-            // integers) is written as its bytes, `uint8`, to be viewed as the type in numpy
-            // (`ml_dtypes`).
+            // A one-byte type without a .npy dtype (the 8- and 4-bit floats; the narrow
+            // integers have one, their values as int8/uint8) is written as its bytes, `uint8`,
+            // to be viewed as the type in numpy (`ml_dtypes`).
             Err(_) if a.ty().byte_size() == 1 => {
                 let mut bits = a.clone();
                 bits.shape.ty = axle::ir::ElementType::U8;
