@@ -621,6 +621,51 @@ fn tiled_convolutions_match_the_evaluator() {
     }
 }
 
+/// Convolutions of training and of PyTorch-ordered programs whose kernel or output keeps its
+/// features elsewhere than last (the backward-data `01oi` kernel, `bf01_oi01->bf01`, with base
+/// dilation and a stride), compiled through the `cpu` pipeline (whose `conv-canonicalize`
+/// brings them to the tiled kernel's form), match the evaluator on the module as written.
+#[test]
+fn convolutions_through_the_pipeline_match_the_evaluator() {
+    let cases = [
+        "f32[2,9,9,6] parameter(0)|f32[3,3,7,6] parameter(1)|f32[2,9,9,7]|window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01oi->b01f",
+        "f32[2,5,9,8] parameter(0)|f32[7,5,3,3] parameter(1)|f32[2,7,9,8]|window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01",
+        "f32[2,4,4,5] parameter(0)|f32[3,3,6,5] parameter(1)|f32[2,8,8,6]|window={size=3x3 pad=1_2x1_2 lhs_dilate=2x2}, dim_labels=b01f_01oi->b01f",
+        "f64[1,3,11] parameter(0)|f64[4,3,3] parameter(1)|f64[1,4,5]|window={size=3 stride=2}, dim_labels=bf0_oi0->bf0",
+        "bf16[1,6,6,8] parameter(0)|bf16[3,3,9,8] parameter(1)|bf16[1,6,6,9]|window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01oi->b01f",
+    ];
+    for (i, case) in cases.iter().enumerate() {
+        let parts: Vec<&str> = case.split('|').collect();
+        let text = format!(
+            "HloModule c\nENTRY main {{\n  x = {}\n  k = {}\n  ROOT y = {} convolution(x, k), {}\n}}\n",
+            parts[0], parts[1], parts[2], parts[3]
+        );
+        let module = parse_module(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        axle::verify_module(&module).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let args = axle::run::generate_inputs(&module, i as u64).expect("inputs");
+        let opts = axle::backend::CompileOptions {
+            pipeline: Some("cpu".into()),
+            ..Default::default()
+        };
+        let compiled = axle::backend::prepare_module("cpu", module.clone(), &opts)
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        let exe = compile(&compiled, &CpuOptions::default()).expect("compiles");
+        let got = exe.run_literals(&args).expect("runs");
+        let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
+        let tol = match want[0].ty() {
+            ElementType::BF16 => Tolerance::Close {
+                rtol: 1e-2,
+                atol: 1e-2,
+            },
+            _ => Tolerance::Close {
+                rtol: 1e-5,
+                atol: 1e-5,
+            },
+        };
+        compare_arrays(&want[0], &got[0], tol).unwrap_or_else(|e| panic!("{text}: {e}"));
+    }
+}
+
 /// A long program (more thunks than one entry-point function holds) inside and outside a
 /// `while` body, with many structurally identical kernels (which share code), gives the
 /// evaluator's results.

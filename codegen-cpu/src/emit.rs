@@ -259,9 +259,8 @@ pub(crate) fn kernel_detail(m: &Module, k: &Kernel) -> String {
         }
     }
     if let Some(AttrValue::Window(w)) = m.attr(core, &AttrKey::Window) {
-        s.push_str(", window={");
+        s.push_str(", window=");
         s.push_str(&axle_ir::printer::format_window(w));
-        s.push('}');
     }
     if let Some(AttrValue::DimLabels(d)) = m.attr(core, &AttrKey::DimLabels) {
         s.push_str(", dim_labels=");

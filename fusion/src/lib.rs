@@ -1,7 +1,7 @@
 //! Graph rewriting that feeds fusion: algebraic simplification, constant folding, inlining,
-//! tuple, while-loop and reshape simplification, zero-sized-array elimination, broadcast
-//! and dot canonicalization, the expansion of batch-norm ops, the `f32` upcast of narrow-typed linear
-//! algebra, the splitting of long reductions into few results, and fusion itself (`fusion`,
+//! tuple, while-loop and reshape simplification, zero-sized-array elimination, broadcast, dot
+//! and convolution canonicalization, the expansion of batch-norm ops, the `f32` upcast of
+//! narrow-typed linear algebra, the splitting of long reductions into few results, and fusion itself (`fusion`,
 //! `multi-output-fusion`), one pass per file, named as the pass.
 //!
 //! [`register`] adds the simplification passes to a [`PassRegistry`]; the fusion passes need a
@@ -15,6 +15,7 @@ pub mod batchnorm_expander;
 pub mod broadcast_canonicalize;
 pub mod clone;
 pub mod constant_folding;
+pub mod conv_canonicalize;
 pub mod dot_canonicalize;
 pub mod fusion;
 pub mod inline;
@@ -91,6 +92,12 @@ pub fn register(reg: &mut PassRegistry) {
         doc: "sorts broadcast dimensions (adding a transpose) and drops degenerate reshapes under broadcasts",
         options: &[],
         create: |_| Box::new(broadcast_canonicalize::BroadcastCanonicalize),
+    });
+    reg.register(PassInfo {
+        name: "conv-canonicalize",
+        doc: "puts a float convolution's kernel and output feature dimensions last (transposes), the form the tiled convolution reads",
+        options: &[],
+        create: |_| Box::new(conv_canonicalize::ConvCanonicalize),
     });
     reg.register(PassInfo {
         name: "dot-canonicalize",
