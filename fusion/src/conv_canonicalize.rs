@@ -69,7 +69,7 @@ fn match_at(m: &Module, id: InstId) -> Option<(Vec<&'static str>, Rewrite)> {
     let Some(AttrValue::DimLabels(dn)) = m.attr(id, &AttrKey::DimLabels) else {
         return None;
     };
-    let (xd, kd, od) = (dims(m, x)?, dims(m, k)?, dims(m, id)?);
+    let (kd, od) = (dims(m, k)?, dims(m, id)?);
     let kperm = (dn.kernel_output_feature as usize != kd.len() - 1)
         .then(|| to_last(kd.len(), dn.kernel_output_feature));
     let operm =
