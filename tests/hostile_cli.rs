@@ -1472,3 +1472,33 @@ fn c8_pred_dot_runs_as_in_xla_on_every_backend_and_pipeline() {
         }
     }
 }
+
+/// An empty array with 10^12 rows before its zero dimension (`f32[1000000000000,0] iota()`,
+/// from XLA's tests) runs through the default pipeline and writes its empty result: the
+/// pipeline does not turn it into a constant whose text would hold 10^12 rows (it ran out of
+/// memory printing them, for the compilation cache's key), on both backends.
+#[test]
+fn empty_arrays_with_many_rows_run() {
+    let d = tmp();
+    let f = write(
+        d.path(),
+        "m.hlo",
+        "HloModule m\nENTRY e {\n  ROOT i = f32[1000000000000,0] iota(), iota_dimension=0\n}\n",
+    );
+    for backend in ["cpu", "interpreter"] {
+        let out = d.path().join(backend);
+        let o = axle(&[
+            "run",
+            &f,
+            "--backend",
+            backend,
+            "--out-dir",
+            &out.display().to_string(),
+        ]);
+        succeeds(&o);
+        assert_eq!(files_in(&out), vec!["out0.npy".to_string()]);
+    }
+    let o = axle(&["opt", &f, "--pipeline", "cpu"]);
+    let text = succeeds(&o);
+    assert!(text.contains("f32[1000000000000,0]") && text.len() < 4096, "{text}");
+}

@@ -8,7 +8,10 @@
 //! forwarded through the rewriter. Linear in the module.
 //!
 //! Pre-conditions: a valid module. Post-conditions: the same values; no side-effect-free
-//! computation of an empty array is left.
+//! computation of an empty array is left, except where its constant's text would be long: an
+//! empty array's literal prints one `{}` per row before its first zero dimension
+//! (`f32[1000000000000,0]` is 10^12 of them, as XLA writes it), so arrays with more than
+//! [`MAX_PRINTED_ROWS`] such rows keep their instruction, which computes nothing anyway.
 //!
 //! Counters: `replaced`.
 
@@ -18,6 +21,17 @@ use rayon::prelude::*;
 
 use crate::rewrite::{apply_plan, array, Node, Rewrite, ShapeSpec};
 
+/// The most rows (`{}` in the printed literal) an empty constant made by the pass may have.
+pub const MAX_PRINTED_ROWS: i64 = 1 << 12;
+
+/// The rows of an empty array's printed literal: the product of its dimensions before the
+/// first zero one (saturating).
+fn printed_rows(dims: &[i64]) -> i64 {
+    dims.iter()
+        .take_while(|&&d| d != 0)
+        .fold(1i64, |a, &d| a.saturating_mul(d))
+}
+
 /// The `zero-sized-elim` pass.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ZeroSizedElim;
@@ -25,7 +39,8 @@ pub struct ZeroSizedElim;
 impl Pass for ZeroSizedElim {
     fn run(&mut self, m: &mut Module, cx: &mut PassCx<'_>) -> Result<Changed, PassError> {
         let empty = |id: InstId| {
-            array(m, id).is_some_and(|a| a.num_elements() == 0)
+            array(m, id)
+                .is_some_and(|a| a.num_elements() == 0 && printed_rows(&a.dims) <= MAX_PRINTED_ROWS)
                 && !matches!(m.opcode(id), Opcode::Parameter | Opcode::Constant)
                 && m.control_predecessors(id).is_empty()
         };
