@@ -1500,5 +1500,8 @@ fn empty_arrays_with_many_rows_run() {
     }
     let o = axle(&["opt", &f, "--pipeline", "cpu"]);
     let text = succeeds(&o);
-    assert!(text.contains("f32[1000000000000,0]") && text.len() < 4096, "{text}");
+    assert!(
+        text.contains("f32[1000000000000,0]") && text.len() < 4096,
+        "{text}"
+    );
 }

@@ -670,3 +670,72 @@ fn scatter_sort_and_map_on_complex_values() {
     ];
     check(text, &args, ieee(), Tolerance::Exact);
 }
+
+/// Quotients Smith's algorithm leaves as NaN + NaN i are recovered as C99's Annex G and XLA
+/// recover them, on the evaluator and the CPU backend alike: an infinite numerator over a
+/// finite divisor is infinite, a finite numerator over an infinite divisor is a signed zero
+/// (values from XLA's `complex_unary_op_test` and checked against XLA CPU).
+#[test]
+fn division_recovers_infinities_and_zeros_as_annex_g() {
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let x = [
+        (1.0, 1.0),
+        (inf, nan),
+        (-inf, 2.0),
+        (3.0, -4.0),
+        (nan, nan),
+        (inf, inf),
+    ];
+    let y = [
+        (nan, inf),
+        (1.0, 1.0),
+        (2.0, 0.0),
+        (-inf, nan),
+        (1.0, 2.0),
+        (inf, 1.0),
+    ];
+    // XLA CPU's quotients (jax 0.10.2), signed zeros told apart, any NaN matching NaN.
+    let want: [(f64, f64); 6] = [
+        (0.0, -0.0),
+        (inf, -inf),
+        (-inf, nan),
+        (-0.0, 0.0),
+        (nan, nan),
+        (nan, nan),
+    ];
+    for ty in [ElementType::C64, ElementType::C128] {
+        let t = ty.name();
+        let text = format!(
+            "HloModule m\nENTRY main {{\n  x = {t}[6] parameter(0)\n  y = {t}[6] parameter(1)\n  \
+             ROOT d = {t}[6] divide(x, y)\n}}\n"
+        );
+        let args = [complex(ty, &[6], &x), complex(ty, &[6], &y)];
+        check(&text, &args, ieee(), Tolerance::Exact);
+        let m = parse_module(&text).unwrap();
+        let got = compile(&m, &ieee()).unwrap().run_literals(&args).unwrap();
+        // The parts of element `k`, from the literal's bytes.
+        let part = |k: usize, p: usize| -> f64 {
+            let d = &got[0].data;
+            if ty == ElementType::C64 {
+                let o = 8 * k + 4 * p;
+                f32::from_le_bytes(d[o..o + 4].try_into().unwrap()) as f64
+            } else {
+                let o = 16 * k + 8 * p;
+                f64::from_le_bytes(d[o..o + 8].try_into().unwrap())
+            }
+        };
+        for (k, &(re, im)) in want.iter().enumerate() {
+            let (gr, gi) = (part(k, 0), part(k, 1));
+            let same = |a: f64, b: f64| {
+                (a.is_nan() && b.is_nan())
+                    || (a == b && a.is_sign_negative() == b.is_sign_negative())
+            };
+            assert!(
+                same(gr, re) && same(gi, im),
+                "{t}: {:?} / {:?} gave ({gr}, {gi}), want ({re}, {im})",
+                x[k],
+                y[k]
+            );
+        }
+    }
+}

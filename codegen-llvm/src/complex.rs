@@ -159,7 +159,9 @@ impl<'a, 'ctx> K<'a, 'ctx> {
         let im = self.add(p(a.re, c.im)?, p(a.im, c.re)?)?;
         Ok(Cx { re, im })
     }
-    /// Smith's algorithm; a zero divisor divides both parts by its real part.
+    /// Smith's algorithm; a zero divisor divides both parts by its real part; a quotient whose
+    /// parts are both NaN recovered as the evaluator's `smith::div` recovers it (C99 Annex G,
+    /// as XLA's emitter).
     fn cdiv(&self, a: Cx<'ctx>, c: Cx<'ctx>) -> R<Cx<'ctx>> {
         use FloatPredicate::*;
         let zero = self.k(0.0);
@@ -185,7 +187,41 @@ impl<'a, 'ctx> K<'a, 'ctx> {
             im: self.div(self.sub(self.mul(a.im, r)?, a.re)?, d)?,
         };
         let big = self.csel(c_zero, z, big)?;
-        self.csel(re_big, big, small)
+        let q = self.csel(re_big, big, small)?;
+        // Recovery of a NaN quotient.
+        let inf = self.k(f64::INFINITY);
+        let one = self.k(1.0);
+        let is_inf = |x: FloatValue<'ctx>| self.cmp(OEQ, self.fabs(x)?, inf);
+        let finite = |x: FloatValue<'ctx>| self.cmp(ONE, self.fabs(x)?, inf);
+        let unit = |x: FloatValue<'ctx>| -> R<FloatValue<'ctx>> {
+            let m = self.sel(is_inf(x)?, one, zero)?;
+            Ok(self
+                .cg
+                .call_intrinsic("llvm.copysign", &[bv(m), bv(x)])?
+                .into_float_value())
+        };
+        let both_nan = self.and(self.cmp(UNO, q.re, q.re)?, self.cmp(UNO, q.im, q.im)?)?;
+        let inf_num = self.and(
+            self.or(is_inf(a.re)?, is_inf(a.im)?)?,
+            self.and(finite(c.re)?, finite(c.im)?)?,
+        )?;
+        let (u, v) = (unit(a.re)?, unit(a.im)?);
+        let inf_q = Cx {
+            re: self.mul(inf, self.add(self.mul(u, c.re)?, self.mul(v, c.im)?)?)?,
+            im: self.mul(inf, self.sub(self.mul(v, c.re)?, self.mul(u, c.im)?)?)?,
+        };
+        let inf_den = self.and(
+            self.or(is_inf(c.re)?, is_inf(c.im)?)?,
+            self.and(finite(a.re)?, finite(a.im)?)?,
+        )?;
+        let (u, v) = (unit(c.re)?, unit(c.im)?);
+        let zero_q = Cx {
+            re: self.mul(zero, self.add(self.mul(a.re, u)?, self.mul(a.im, v)?)?)?,
+            im: self.mul(zero, self.sub(self.mul(a.im, u)?, self.mul(a.re, v)?)?)?,
+        };
+        let r = self.csel(inf_den, zero_q, q)?;
+        let r = self.csel(inf_num, inf_q, r)?;
+        self.csel(both_nan, r, q)
     }
     /// `hypot(re, im)` in `f64` (of `f64`-widened parts).
     fn hypot64(&self, x: FloatValue<'ctx>, y: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
