@@ -50,7 +50,8 @@ impl Real for f32 {
         self.is_infinite()
     }
     fn unit_if_inf(self) -> Self {
-        (if self.is_infinite() { 1.0 } else { 0.0 } as f32).copysign(self)
+        let m: f32 = if self.is_infinite() { 1.0 } else { 0.0 };
+        m.copysign(self)
     }
     fn of(value: f64) -> Self {
         value as f32
@@ -71,10 +72,11 @@ impl Real for f64 {
         self.is_infinite()
     }
     fn unit_if_inf(self) -> Self {
-        (if self.is_infinite() { 1.0 } else { 0.0 } as f64).copysign(self)
+        let m: f64 = if self.is_infinite() { 1.0 } else { 0.0 };
+        m.copysign(self)
     }
     fn of(value: f64) -> Self {
-        value as f64
+        value
     }
 }
 
