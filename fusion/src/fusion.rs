@@ -589,16 +589,25 @@ impl Ctx<'_> {
                 if uses.iter().all(|u| u.cluster == c0) {
                     groups.push((0, uses.len()));
                 } else if dup {
+                    // A splat (a broadcast of a scalar, an iota) reads no buffer: copies of it
+                    // cost nothing, where keeping it whole costs a buffer as large as its
+                    // result, live from its first reader to its last (a GELU's constants,
+                    // shared by every layer after CSE: 43 buffers of 9.6 MB in an MLP-Mixer).
+                    let limit = if is_splat(self.m, p) {
+                        usize::MAX
+                    } else {
+                        max_dups
+                    };
                     distinct.clear();
                     for u in &uses {
                         if !distinct.contains(&u.cluster) {
                             distinct.push(u.cluster);
-                            if distinct.len() > max_dups {
+                            if distinct.len() > limit {
                                 break;
                             }
                         }
                     }
-                    if distinct.len() <= max_dups {
+                    if distinct.len() <= limit {
                         uses.sort_by_key(|u| u.cluster);
                         let mut s = 0;
                         while s < uses.len() {
@@ -678,6 +687,19 @@ struct Placed {
     scale: Option<Scale>,
     evals: f64,
     view: bool,
+}
+
+/// Whether `p` computes its elements from no buffer: an `iota`, or a `broadcast` of a scalar.
+fn is_splat(m: &Module, p: InstId) -> bool {
+    match m.opcode(p) {
+        Opcode::Iota => true,
+        Opcode::Broadcast => m
+            .operands(p)
+            .first()
+            .and_then(|&o| m.array_shape(o))
+            .is_some_and(|a| a.rank() == 0),
+        _ => false,
+    }
 }
 
 /// Whether `op` may be part of a dot's prologue (a view of its operand).
