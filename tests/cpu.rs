@@ -374,14 +374,8 @@ ENTRY main {
 "#;
     let m = parse_module(text).expect("parses");
     let ir = emit_text(&m, &CpuOptions::default(), Emit::LlvmIr).expect("compiles");
+    let width = host_f32_vector();
     let (_, _, features) = axle_codegen_cpu::host_target();
-    let width = if features.contains("+avx512f") {
-        "<16 x float>"
-    } else if features.contains("+avx") {
-        "<8 x float>"
-    } else {
-        "<4 x float>"
-    };
     for op in ["fmul", "fadd"] {
         assert!(
             ir.lines().any(|l| l.contains(&format!("{op} {width}"))
@@ -393,6 +387,70 @@ ENTRY main {
     if features.contains("+avx512f") {
         assert!(asm.contains("zmm"), "no 512-bit registers in the assembly");
     }
+}
+
+/// The LLVM vector type of `f32` the loop vectorizer uses on this host.
+fn host_f32_vector() -> &'static str {
+    let (_, _, features) = axle_codegen_cpu::host_target();
+    if features.contains("+avx512f") {
+        "<16 x float>"
+    } else if features.contains("+avx") {
+        "<8 x float>"
+    } else {
+        "<4 x float>"
+    }
+}
+
+/// Exact GELU, `0.5 x (1 + erf(x / sqrt(2)))` as MLP-Mixer and ViT compute it, is one vector
+/// loop: `f32` `erf` is inline polynomial code (`axle_codegen_llvm::math::erf`), no libm call
+/// per element, and nothing else in the fused loop (the flushes of subnormals, the
+/// broadcasts) keeps it scalar. With `libm_math` it calls the C library's `erff` instead.
+#[test]
+fn erf_gelu_loop_is_vectorized() {
+    let text = r#"
+HloModule gelu
+ENTRY main {
+  x = f32[4,196,3072] parameter(0)
+  c = f32[] constant(0.70710677)
+  cb = f32[4,196,3072] broadcast(c), dimensions={}
+  xs = f32[4,196,3072] multiply(x, cb)
+  e = f32[4,196,3072] erf(xs)
+  one = f32[] constant(1)
+  ob = f32[4,196,3072] broadcast(one), dimensions={}
+  p = f32[4,196,3072] add(e, ob)
+  h = f32[] constant(0.5)
+  hb = f32[4,196,3072] broadcast(h), dimensions={}
+  xh = f32[4,196,3072] multiply(x, hb)
+  ROOT g = f32[4,196,3072] multiply(xh, p)
+}
+"#;
+    let m = parse_module(text).expect("parses");
+    let ir = emit_text(&m, &CpuOptions::default(), Emit::LlvmIr).expect("compiles");
+    let width = host_f32_vector();
+    assert!(!ir.contains("@erff("), "a libm call per element:\n{ir}");
+    assert!(
+        ir.contains(&format!("@llvm.fmuladd.{}", width_suffix(width))),
+        "no vector polynomial:\n{ir}"
+    );
+    assert!(
+        ir.contains(&format!("store {width}")),
+        "no vector store:\n{ir}"
+    );
+    let opts = CpuOptions {
+        libm_math: true,
+        ..Default::default()
+    };
+    let libm = emit_text(&m, &opts, Emit::LlvmIr).expect("compiles");
+    assert!(
+        libm.contains("@erff("),
+        "libm_math calls the C library:\n{libm}"
+    );
+}
+
+/// The intrinsic suffix of an LLVM vector type (`<16 x float>` to `v16f32`).
+fn width_suffix(vector: &str) -> String {
+    let lanes: String = vector.chars().filter(char::is_ascii_digit).collect();
+    format!("v{lanes}f32")
 }
 
 const AOT_MODULE: &str = r#"

@@ -5,7 +5,8 @@
 //! attention shaped batch dots (and their heads read through views of one projection, in place
 //! or materialized first), the dots of training as JAX emits them (through the `cpu` pipeline),
 //! `sort_1M`'s comparator (radix sort) on 64k and 1M keys and a key-value argsort, top-k by
-//! selection and by sort, a full and a row reduction, and a softmax row kernel (streaming stores). Each module is compiled once; the timed part is one run into reused
+//! selection and by sort, a full and a row reduction, a softmax row kernel (streaming stores),
+//! and exact-`erf` GELU (inline `erf` and libm's). Each module is compiled once; the timed part is one run into reused
 //! output buffers. Counters: flops for dots, elements for sorts, bytes read for reductions. Run
 //! with `cargo bench -p axle-bench --bench cpu_kernels`.
 
@@ -258,4 +259,27 @@ fn softmax_rows_f32(bencher: Bencher) {
         "HloModule sm\n{ADD}{max}\nfused {{\n  x = f32[4096,4096] parameter(0)\n  ninf = f32[] constant(-inf)\n  mx = f32[4096] reduce(x, ninf), dimensions={{1}}, to_apply=max\n  mb = f32[4096,4096] broadcast(mx), dimensions={{0}}\n  s = f32[4096,4096] subtract(x, mb)\n  e = f32[4096,4096] exponential(s)\n  z = f32[] constant(0)\n  sm = f32[4096] reduce(e, z), dimensions={{1}}, to_apply=add\n  sb = f32[4096,4096] broadcast(sm), dimensions={{0}}\n  ROOT d = f32[4096,4096] divide(e, sb)\n}}\nENTRY main {{\n  x = f32[4096,4096] parameter(0)\n  ROOT f = f32[4096,4096] fusion(x), kind=kCustom, calls=fused\n}}\n"
     ));
     run(bencher.counter(BytesCount::new(2 * 4u64 * 4096 * 4096)), &p);
+}
+
+/// Exact GELU, `0.5 x (1 + erf(x / sqrt(2)))`, over `f32[4, 196, 3072]` (an MLP-Mixer or ViT
+/// MLP activation at batch 4), fused as the `cpu` pipeline fuses it: one vector loop with the inline `erf`, or a scalar loop that calls the C
+/// library's `erff` per element (`CpuOptions::libm_math`). Bytes: the input read and the output
+/// written.
+#[divan::bench(args = ["inline", "libm"])]
+fn gelu_erf_f32(bencher: Bencher, math: &str) {
+    let t = "f32[4,196,3072]";
+    let opts = CpuOptions {
+        libm_math: math == "libm",
+        ..Default::default()
+    };
+    let p = prepare_with(
+        &format!(
+            "HloModule gelu\nfused {{\n  x = {t} parameter(0)\n  c = f32[] constant(0.70710677)\n  cb = {t} broadcast(c), dimensions={{}}\n  xs = {t} multiply(x, cb)\n  e = {t} erf(xs)\n  one = f32[] constant(1)\n  ob = {t} broadcast(one), dimensions={{}}\n  p = {t} add(e, ob)\n  h = f32[] constant(0.5)\n  hb = {t} broadcast(h), dimensions={{}}\n  xh = {t} multiply(x, hb)\n  ROOT g = {t} multiply(xh, p)\n}}\nENTRY main {{\n  x = {t} parameter(0)\n  ROOT f = {t} fusion(x), kind=kLoop, calls=fused\n}}\n"
+        ),
+        &opts,
+    );
+    run(
+        bencher.counter(BytesCount::new(2 * 4u64 * 4 * 196 * 3072)),
+        &p,
+    );
 }

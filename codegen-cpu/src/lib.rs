@@ -86,8 +86,9 @@ pub struct CpuOptions {
     /// Run with subnormal floats flushed to zero (x86's FTZ and DAZ modes), as XLA's CPU backend
     /// does; on by default. Off gives IEEE gradual underflow.
     pub flush_denormals: bool,
-    /// Call the C library for `f32` `exp`, `log` and `tanh` (as the reference evaluator does)
-    /// instead of the inline vectorizable approximations (a few ulps from libm, as XLA's).
+    /// Call the C library for `f32` `exp`, `log`, `tanh`, `logistic` and `erf` (as the
+    /// reference evaluator does) instead of the inline vectorizable approximations (a few ulps
+    /// from libm at most, as XLA's).
     /// Off by default; differential tests turn it on so ill-conditioned compositions compare.
     pub libm_math: bool,
     /// LLVM's optimization level, 0 to 3 (the default; larger values mean 3): the pass

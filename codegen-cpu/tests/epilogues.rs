@@ -3,8 +3,8 @@
 //! epilogue runs on its register tiles or on finished blocks (`CpuOptions::epilogues`,
 //! `codegen-cpu/src/epilogue.rs`, `lane_epilogue.rs`): bias and ReLU, scaling and a bias, the
 //! core returned beside its epilogue, a result narrower than the core, a residual alone or
-//! scaled (which keep the epilogue on finished blocks), the transcendentals of GELU and the
-//! logistic, ReLU6's clamp, minimum, division, compare and select, a scale per row, a bias
+//! scaled (which keep the epilogue on finished blocks), the transcendentals of GELU (its tanh
+//! form and its exact `erf` form) and the logistic, ReLU6's clamp, minimum, division, compare and select, a scale per row, a bias
 //! per batch and column, and special values (NaN, infinities, -0 and subnormals) through all
 //! of them, on
 //! `f32`, `f64`, `bf16` and `f16` dots of odd sizes (1, 3, 17, 255, and a contraction long
@@ -41,6 +41,9 @@ enum Epi {
     Narrowed,
     /// GELU's tanh form of `d + bias`, as JAX writes it.
     Gelu,
+    /// GELU's exact form of `d + bias`, `0.5 x (1 + erf(x / sqrt(2)))` (`approximate=False`
+    /// in JAX and Flax, as MLP-Mixer and ViT use it).
+    GeluErf,
     /// `logistic(d) * exp(bias)`.
     Logistic,
     /// `select(d > bias, min(d, 1), d / bias)`: a compare, a select, `minimum`, a division
@@ -58,7 +61,7 @@ impl Epi {
     /// Whether the evaluator computes it with other approximations of transcendentals, so it
     /// matches within a tolerance rather than exactly.
     fn approximate(self) -> bool {
-        matches!(self, Epi::Gelu | Epi::Logistic)
+        matches!(self, Epi::Gelu | Epi::GeluErf | Epi::Logistic)
     }
 }
 
@@ -199,6 +202,17 @@ impl Case {
                      c1b = {t} broadcast(c1), dimensions={{}}\n  ins = {t} multiply(in, c1b)\n  \
                      th = {t} tanh(ins)\n  one = {ty}[] constant(1)\n  \
                      oneb = {t} broadcast(one), dimensions={{}}\n  p = {t} add(th, oneb)\n  \
+                     half = {ty}[] constant(0.5)\n  hb = {t} broadcast(half), dimensions={{}}\n  \
+                     xh = {t} multiply(x, hb)\n  ROOT o = {t} multiply(xh, p)\n"
+                ),
+                t.clone(),
+            ),
+            Epi::GeluErf => (
+                format!(
+                    "{bias}  x = {t} add(d, bb)\n  c = {ty}[] constant(0.70710677)\n  \
+                     cb = {t} broadcast(c), dimensions={{}}\n  xs = {t} multiply(x, cb)\n  \
+                     e = {t} erf(xs)\n  one = {ty}[] constant(1)\n  \
+                     oneb = {t} broadcast(one), dimensions={{}}\n  p = {t} add(e, oneb)\n  \
                      half = {ty}[] constant(0.5)\n  hb = {t} broadcast(half), dimensions={{}}\n  \
                      xh = {t} multiply(x, hb)\n  ROOT o = {t} multiply(xh, p)\n"
                 ),
@@ -431,6 +445,7 @@ fn special_values_through_every_admitted_op() {
             Epi::RowScale,
             Epi::Logistic,
             Epi::Gelu,
+            Epi::GeluErf,
             Epi::Relu6,
         ] {
             check(Case {
@@ -530,6 +545,7 @@ fn register_epilogues_compute_on_the_accumulators() {
     for (size, epi) in [
         ((67, 600, 100), Epi::BiasRelu),
         ((64, 64, 256), Epi::Gelu),
+        ((64, 64, 256), Epi::GeluErf),
         ((17, 300, 40), Epi::RowScale),
         ((3, 17, 255), Epi::Relu6),
     ] {
@@ -539,6 +555,7 @@ fn register_epilogues_compute_on_the_accumulators() {
         assert_eq!(scalar(&regs), 0, "{case:?}\n{regs}");
         assert!(scalar(&blocks) > 0, "{case:?}\n{blocks}");
         assert!(!tile_buffer(&regs), "{case:?}\n{regs}");
+        assert!(!regs.contains("@erff("), "{case:?}: a libm call\n{regs}");
         let tiles = ir(case, Epilogues::Tiles);
         assert!(tile_buffer(&tiles), "{case:?}\n{tiles}");
     }
@@ -610,6 +627,7 @@ fn convolution_epilogues_in_registers_are_the_bits_of_block_epilogues() {
             Epi::BiasRelu,
             Epi::ScaleBias,
             Epi::Gelu,
+            Epi::GeluErf,
             Epi::SelectDivide,
             Epi::RowScale,
             Epi::BatchBias,

@@ -46,7 +46,8 @@ pub struct Cg<'ctx> {
     pub b: Builder<'ctx>,
     /// The machine the code is for.
     pub target: Box<dyn Target>,
-    /// Whether `f32` `exp`, `log` and `tanh` call libm instead of the inline approximations.
+    /// Whether `f32` `exp`, `log`, `tanh`, `logistic` and `erf` call libm instead of the inline
+    /// approximations ([`crate::math`]).
     pub libm_math: bool,
     /// Whether kernels run with subnormals flushed (x86's FTZ and DAZ modes): functions say so
     /// to LLVM, and ops whose results are not produced by float arithmetic flush explicitly.

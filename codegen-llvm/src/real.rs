@@ -59,7 +59,11 @@ pub fn unary<'ctx>(cg: &Cg<'ctx>, op: Opcode, in_ty: ElementType, v: Val<'ctx>) 
         use Opcode::*;
         // Ops not computed by one float instruction flush explicitly under FTZ: a select
         // passes its operand's bits through, a libm function may return a tiny input as is.
-        let flushes = !matches!(op, Abs | Negate | Real | Imag | IsFinite | Sqrt | Rsqrt);
+        // The inline `erf` only does float arithmetic on its input and selects between results
+        // of it ([`crate::math::erf`]).
+        let inline_erf = op == Erf && in_ty != ElementType::F64 && !cg.libm_math;
+        let flushes =
+            !matches!(op, Abs | Negate | Real | Imag | IsFinite | Sqrt | Rsqrt) && !inline_erf;
         let x = if flushes { flush_val(cg, in_ty, v)? } else { v };
         let r = float_unary(cg, op, in_ty, x)?;
         return if op == IsFinite {
@@ -93,6 +97,7 @@ fn float_unary<'ctx>(cg: &Cg<'ctx>, op: Opcode, ty: ElementType, v: Val<'ctx>) -
         }
         Exp if !is64 && !cg.libm_math => crate::math::exp(cg, v)?,
         Tanh if !is64 && !cg.libm_math => crate::math::tanh(cg, v)?,
+        Erf if !is64 && !cg.libm_math => crate::math::erf(cg, v)?,
         Logistic => {
             let n = lanes::fneg(cg, v, "n")?;
             let e = if is64 || cg.libm_math {
@@ -114,7 +119,7 @@ pub fn vector_unary(cg: &Cg<'_>, op: Opcode, ty: ElementType) -> bool {
     let poly = ty == ElementType::F32 && !cg.libm_math;
     matches!(ty, ElementType::F32 | ElementType::F64)
         && (matches!(op, Abs | Negate | Sqrt | Rsqrt)
-            || (poly && matches!(op, Exp | Tanh | Logistic)))
+            || (poly && matches!(op, Exp | Tanh | Logistic | Erf)))
 }
 
 /// The float unary ops computed on scalars only (libm calls, and ops no vector path needs).
