@@ -644,39 +644,7 @@ fn tiled_convolutions_match_the_evaluator() {
         "bf16[2,9,9,5] parameter(0)|bf16[3,3,5,7] parameter(1)|bf16[2,4,4,7]|window={size=3x3 stride=2x2 pad=0_1x0_1}, dim_labels=b01f_01io->b01f",
         "f16[1,6,7,24] parameter(0)|f16[3,3,24,19] parameter(1)|f16[1,6,7,19]|window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f",
     ];
-    for (i, case) in cases.iter().enumerate() {
-        let parts: Vec<&str> = case.split('|').collect();
-        let text = format!(
-            "HloModule c\nENTRY main {{\n  x = {}\n  k = {}\n  ROOT y = {} convolution(x, k), {}\n}}\n",
-            parts[0], parts[1], parts[2], parts[3]
-        );
-        let module = match parse_module(&text) {
-            Ok(m) => m,
-            Err(e) => panic!("{text}: {e}"),
-        };
-        axle::verify_module(&module).unwrap_or_else(|e| panic!("{text}: {e}"));
-        let args = axle::run::generate_inputs(&module, i as u64).expect("inputs");
-        let exe = compile(&module, &CpuOptions::default()).expect("compiles");
-        let got = exe.run_literals(&args).expect("runs");
-        let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
-        // Narrow floats accumulate in f32 on both sides and round once: at most one ulp of
-        // the narrow type apart where the f32 sums differ in their last bits.
-        let tol = match want[0].ty() {
-            ElementType::BF16 => Tolerance::Close {
-                rtol: 1e-2,
-                atol: 1e-2,
-            },
-            ElementType::F16 => Tolerance::Close {
-                rtol: 1e-3,
-                atol: 1e-3,
-            },
-            _ => Tolerance::Close {
-                rtol: 1e-5,
-                atol: 1e-5,
-            },
-        };
-        compare_arrays(&want[0], &got[0], tol).unwrap_or_else(|e| panic!("{text}: {e}"));
-    }
+    check_convolutions(&cases, None);
 }
 
 /// Convolutions of training and of PyTorch-ordered programs whose kernel or output keeps its
@@ -692,6 +660,13 @@ fn convolutions_through_the_pipeline_match_the_evaluator() {
         "f64[1,3,11] parameter(0)|f64[4,3,3] parameter(1)|f64[1,4,5]|window={size=3 stride=2}, dim_labels=bf0_oi0->bf0",
         "bf16[1,6,6,8] parameter(0)|bf16[3,3,9,8] parameter(1)|bf16[1,6,6,9]|window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01oi->b01f",
     ];
+    check_convolutions(&cases, Some("cpu"));
+}
+
+/// Each case (`lhs|rhs|result|attributes`) as `ROOT y = convolution(x, k)`, compiled on cpu
+/// (after the standard pipeline `pipeline` when given) and run on generated inputs, against
+/// the evaluator on the module as written.
+fn check_convolutions(cases: &[&str], pipeline: Option<&str>) {
     for (i, case) in cases.iter().enumerate() {
         let parts: Vec<&str> = case.split('|').collect();
         let text = format!(
@@ -701,19 +676,30 @@ fn convolutions_through_the_pipeline_match_the_evaluator() {
         let module = parse_module(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
         axle::verify_module(&module).unwrap_or_else(|e| panic!("{text}: {e}"));
         let args = axle::run::generate_inputs(&module, i as u64).expect("inputs");
-        let opts = axle::backend::CompileOptions {
-            pipeline: Some("cpu".into()),
-            ..Default::default()
+        let compiled = match pipeline {
+            None => module.clone(),
+            Some(p) => {
+                let opts = axle::backend::CompileOptions {
+                    pipeline: Some(p.into()),
+                    ..Default::default()
+                };
+                axle::backend::prepare_module("cpu", module.clone(), &opts)
+                    .unwrap_or_else(|e| panic!("{text}: {e}"))
+            }
         };
-        let compiled = axle::backend::prepare_module("cpu", module.clone(), &opts)
-            .unwrap_or_else(|e| panic!("{text}: {e}"));
         let exe = compile(&compiled, &CpuOptions::default()).expect("compiles");
         let got = exe.run_literals(&args).expect("runs");
         let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
+        // Narrow floats accumulate in f32 on both sides and round once: at most one ulp of
+        // the narrow type apart where the f32 sums differ in their last bits.
         let tol = match want[0].ty() {
             ElementType::BF16 => Tolerance::Close {
                 rtol: 1e-2,
                 atol: 1e-2,
+            },
+            ElementType::F16 => Tolerance::Close {
+                rtol: 1e-3,
+                atol: 1e-3,
             },
             _ => Tolerance::Close {
                 rtol: 1e-5,

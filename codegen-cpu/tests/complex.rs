@@ -213,6 +213,14 @@ fn abs_does_not_overflow_or_underflow() {
     }
 }
 
+/// `ROOT d = divide(x, y)` of two `t[6]` parameters.
+fn divide6(t: &str) -> String {
+    format!(
+        "HloModule m\nENTRY main {{\n  x = {t}[6] parameter(0)\n  y = {t}[6] parameter(1)\n  \
+         ROOT d = {t}[6] divide(x, y)\n}}\n"
+    )
+}
+
 #[test]
 fn division_by_huge_and_zero() {
     for ty in [ElementType::C64, ElementType::C128] {
@@ -243,10 +251,7 @@ fn division_by_huge_and_zero() {
             (-0.0, 0.0),
             (0.5, big),
         ];
-        let text = format!(
-            "HloModule m\nENTRY main {{\n  x = {t}[6] parameter(0)\n  y = {t}[6] parameter(1)\n  \
-             ROOT d = {t}[6] divide(x, y)\n}}\n"
-        );
+        let text = divide6(t);
         let args = [complex(ty, &[6], &x), complex(ty, &[6], &y)];
         check(&text, &args, ieee(), Tolerance::Exact);
         // Smith's algorithm keeps (h + h i) / (h + h i) finite where |y|^2 overflows.
@@ -705,10 +710,7 @@ fn division_recovers_infinities_and_zeros_as_annex_g() {
     ];
     for ty in [ElementType::C64, ElementType::C128] {
         let t = ty.name();
-        let text = format!(
-            "HloModule m\nENTRY main {{\n  x = {t}[6] parameter(0)\n  y = {t}[6] parameter(1)\n  \
-             ROOT d = {t}[6] divide(x, y)\n}}\n"
-        );
+        let text = divide6(t);
         let args = [complex(ty, &[6], &x), complex(ty, &[6], &y)];
         check(&text, &args, ieee(), Tolerance::Exact);
         let m = parse_module(&text).unwrap();
