@@ -130,20 +130,10 @@ pub struct ExploreRow {
     pub measured: Option<Result<Measured, String>>,
 }
 
+/// `s` as a JSON string literal.
 fn json_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(o, "\\u{:04x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
+    let mut o = String::new();
+    axle_ir::json::write_string(&mut o, s);
     o
 }
 

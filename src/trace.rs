@@ -11,6 +11,7 @@
 use std::fmt::Write;
 
 use axle_codegen_cpu::TraceSpan;
+use axle_ir::json::write_string as json_str;
 
 /// The trace of `spans` as JSON; `kernels` gives each kernel number's name and detail.
 pub fn chrome_trace(kernels: &[(&str, &str)], spans: &[TraceSpan]) -> String {
@@ -39,25 +40,6 @@ pub fn chrome_trace(kernels: &[(&str, &str)], spans: &[TraceSpan]) -> String {
     }
     s.push_str("\n]}\n");
     s
-}
-
-/// Appends `v` as a JSON string.
-fn json_str(s: &mut String, v: &str) {
-    s.push('"');
-    for c in v.chars() {
-        match c {
-            '"' => s.push_str("\\\""),
-            '\\' => s.push_str("\\\\"),
-            '\n' => s.push_str("\\n"),
-            '\r' => s.push_str("\\r"),
-            '\t' => s.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(s, "\\u{:04x}", c as u32);
-            }
-            c => s.push(c),
-        }
-    }
-    s.push('"');
 }
 
 #[cfg(test)]

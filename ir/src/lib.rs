@@ -20,6 +20,7 @@ pub mod gen;
 #[cfg(feature = "generators")]
 pub mod hostile;
 pub mod ids;
+pub mod json;
 pub mod literal;
 pub mod memory;
 pub mod module;

@@ -30,6 +30,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use crate::json::write_string as json_string;
 use crate::module::{ConstValue, InstId, Module};
 use crate::pass::{AnalysisCache, Counters, Pass, PassCx, PassOptions, PassRegistry};
 use crate::pipeline::{Pipeline, PipelineError, PipelineItem};
@@ -138,24 +139,6 @@ pub struct StatsRow {
     pub counters: Vec<(String, u64)>,
     /// For a group summary: whether it stopped at `max` with changes still coming.
     pub hit_max: Option<bool>,
-}
-
-fn json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 impl StatsRow {
