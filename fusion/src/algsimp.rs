@@ -49,7 +49,7 @@ use axle_analysis::LazyUsers;
 use axle_ir::{Changed, InstId, Module, Opcode, Pass, PassCx, PassError, Shape};
 use rayon::prelude::*;
 
-use crate::rewrite::{apply, Rewrite};
+use crate::rewrite::{apply_plan_by_rule, Rewrite};
 
 /// What a rule returns: its name and the rewrite.
 pub(crate) type Hit = Option<(&'static str, Rewrite)>;
@@ -97,25 +97,16 @@ pub(crate) fn match_at(cx: &Cx<'_>, id: InstId) -> Hit {
 
 impl Pass for AlgSimp {
     fn run(&mut self, m: &mut Module, cx: &mut PassCx<'_>) -> Result<Changed, PassError> {
-        let plan: Vec<(InstId, &'static str, Rewrite)> = {
+        let plan: Vec<(InstId, [&'static str; 1], Rewrite)> = {
             let rcx = Cx {
                 m,
                 users: LazyUsers::new(m),
             };
             m.live_ids()
                 .into_par_iter()
-                .filter_map(|id| match_at(&rcx, id).map(|(rule, r)| (id, rule, r)))
+                .filter_map(|id| match_at(&rcx, id).map(|(rule, r)| (id, [rule], r)))
                 .collect()
         };
-        if plan.is_empty() {
-            return Ok(false);
-        }
-        let mut rw = m.rewriter();
-        for (id, rule, r) in plan {
-            if apply(&mut rw, id, r) {
-                cx.count(rule, 1);
-            }
-        }
-        Ok(rw.finish())
+        Ok(apply_plan_by_rule(m, plan, cx))
     }
 }

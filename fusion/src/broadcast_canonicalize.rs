@@ -16,7 +16,9 @@
 use axle_ir::{AttrKey, Changed, InstId, Module, Opcode, Pass, PassCx, PassError};
 use rayon::prelude::*;
 
-use crate::rewrite::{apply, dims, elem_ty, ints, ints_value, Node, Rewrite, ShapeSpec, Val};
+use crate::rewrite::{
+    apply_plan_by_rule, dims, elem_ty, ints, ints_value, Node, Rewrite, ShapeSpec, Val,
+};
 
 /// The `broadcast-canonicalize` pass.
 #[derive(Clone, Copy, Debug, Default)]
@@ -80,20 +82,11 @@ fn match_at(m: &Module, id: InstId) -> Option<(&'static str, Rewrite)> {
 
 impl Pass for BroadcastCanonicalize {
     fn run(&mut self, m: &mut Module, cx: &mut PassCx<'_>) -> Result<Changed, PassError> {
-        let plan: Vec<(InstId, &'static str, Rewrite)> = m
+        let plan: Vec<(InstId, [&'static str; 1], Rewrite)> = m
             .live_ids()
             .into_par_iter()
-            .filter_map(|id| match_at(m, id).map(|(n, r)| (id, n, r)))
+            .filter_map(|id| match_at(m, id).map(|(n, r)| (id, [n], r)))
             .collect();
-        if plan.is_empty() {
-            return Ok(false);
-        }
-        let mut rw = m.rewriter();
-        for (id, rule, r) in plan {
-            if apply(&mut rw, id, r) {
-                cx.count(rule, 1);
-            }
-        }
-        Ok(rw.finish())
+        Ok(apply_plan_by_rule(m, plan, cx))
     }
 }

@@ -26,7 +26,9 @@ use axle_ir::{
 };
 use rayon::prelude::*;
 
-use crate::rewrite::{apply, dims, elem_ty, int, ints_value, Node, Rewrite, ShapeSpec, Val};
+use crate::rewrite::{
+    apply_plan_by_rule, dims, elem_ty, int, ints_value, Node, Rewrite, ShapeSpec, Val,
+};
 
 /// The `conv-canonicalize` pass.
 #[derive(Clone, Copy, Debug, Default)]
@@ -146,17 +148,6 @@ impl Pass for ConvCanonicalize {
             .into_par_iter()
             .filter_map(|id| match_at(m, id).map(|(n, r)| (id, n, r)))
             .collect();
-        if plan.is_empty() {
-            return Ok(false);
-        }
-        let mut rw = m.rewriter();
-        for (id, rules, r) in plan {
-            if apply(&mut rw, id, r) {
-                for rule in rules {
-                    cx.count(rule, 1);
-                }
-            }
-        }
-        Ok(rw.finish())
+        Ok(apply_plan_by_rule(m, plan, cx))
     }
 }

@@ -110,13 +110,30 @@ pub fn apply_plan(
     cx: &mut axle_ir::PassCx<'_>,
     counter: &'static str,
 ) -> bool {
+    apply_plan_by_rule(
+        m,
+        plan.into_iter().map(|(id, r)| (id, [counter], r)).collect(),
+        cx,
+    )
+}
+
+/// The write phase of a pass whose rewrites each name the rules that made them: applies every
+/// rewrite of `plan` in order, counting each of its rules when it changed something; returns
+/// whether any did.
+pub fn apply_plan_by_rule<Rules: IntoIterator<Item = &'static str>>(
+    m: &mut Module,
+    plan: Vec<(InstId, Rules, Rewrite)>,
+    cx: &mut axle_ir::PassCx<'_>,
+) -> bool {
     if plan.is_empty() {
         return false;
     }
     let mut rw = m.rewriter();
-    for (id, r) in plan {
+    for (id, rules, r) in plan {
         if apply(&mut rw, id, r) {
-            cx.count(counter, 1);
+            for rule in rules {
+                cx.count(rule, 1);
+            }
         }
     }
     rw.finish()

@@ -14,7 +14,7 @@
 use axle_ir::{Changed, InstId, Module, Opcode, Pass, PassCx, PassError, Shape};
 use rayon::prelude::*;
 
-use crate::rewrite::{apply, forward, int, Rewrite};
+use crate::rewrite::{apply_plan_by_rule, forward, int, Rewrite};
 use axle_ir::AttrKey;
 
 /// The `tuple-simplify` pass.
@@ -61,20 +61,11 @@ fn match_at(m: &Module, id: InstId) -> Option<(&'static str, Rewrite)> {
 
 impl Pass for TupleSimplify {
     fn run(&mut self, m: &mut Module, cx: &mut PassCx<'_>) -> Result<Changed, PassError> {
-        let plan: Vec<(InstId, &'static str, Rewrite)> = m
+        let plan: Vec<(InstId, [&'static str; 1], Rewrite)> = m
             .live_ids()
             .into_par_iter()
-            .filter_map(|id| match_at(m, id).map(|(n, r)| (id, n, r)))
+            .filter_map(|id| match_at(m, id).map(|(n, r)| (id, [n], r)))
             .collect();
-        if plan.is_empty() {
-            return Ok(false);
-        }
-        let mut rw = m.rewriter();
-        for (id, rule, r) in plan {
-            if apply(&mut rw, id, r) {
-                cx.count(rule, 1);
-            }
-        }
-        Ok(rw.finish())
+        Ok(apply_plan_by_rule(m, plan, cx))
     }
 }
