@@ -41,6 +41,8 @@ struct RtData<'a> {
     /// Whether worker threads flush subnormals too.
     ftz: bool,
     profile: Option<&'a Mutex<Profile>>,
+    /// The profile, when this run records a trace's spans.
+    tracing: Option<&'a Mutex<Profile>>,
 }
 
 /// Per-kernel wall times, and the spans of a trace while tracing.
@@ -94,7 +96,7 @@ unsafe extern "C" fn rt_trace(rt: *const AxleRuntime, kernel: i64, phase: i64) {
     }
     if phase == 0 {
         p.current = k;
-        p.started[k] = Some(Instant::now());
+        p.started[k] = Some(now);
     } else if let Some(t) = p.started[k].take() {
         p.calls[k] += 1;
         p.total[k] += now.saturating_duration_since(t);
@@ -164,9 +166,7 @@ unsafe extern "C" fn rt_parallel_for(
     };
     let bufs = SendPtr(bufs);
     let ftz = data.ftz;
-    let tracing = data
-        .profile
-        .filter(|p| p.lock().unwrap_or_else(|e| e.into_inner()).tracing);
+    let tracing = data.tracing;
     pool.for_ranges(n, grain, |s, e| {
         let b = &bufs;
         let t = tracing.map(|_| Instant::now());
@@ -911,10 +911,17 @@ impl CpuExecutable {
             }
         };
         let profiling = self.profiling.load(std::sync::atomic::Ordering::Relaxed);
+        let tracing = profiling
+            && self
+                .profile
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .tracing;
         let data = RtData {
             pool: self.pool.as_deref(),
             ftz: self.flush_denormals,
             profile: profiling.then_some(&self.profile),
+            tracing: tracing.then_some(&self.profile),
         };
         let rt = (data.pool.is_some() || profiling).then(|| AxleRuntime {
             parallel_for: rt_parallel_for,
