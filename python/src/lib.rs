@@ -19,7 +19,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 
 create_exception!(_axle, AxleError, PyException, "An error reported by Axle.");
 
@@ -280,8 +280,36 @@ fn standard_pipelines() -> Vec<(String, String)> {
         .collect()
 }
 
+/// Calls `axle.jax_plugin._mlir_to_hlo` (jaxlib's StableHLO reader) for the PJRT plugin.
+fn mlir_to_hlo(code: &[u8]) -> Result<String, String> {
+    Python::with_gil(|py| {
+        py.import("axle.jax_plugin")?
+            .call_method1("_mlir_to_hlo", (PyBytes::new(py, code),))?
+            .extract::<String>()
+    })
+    .map_err(|e| e.to_string())
+}
+
+/// Tells the PJRT plugin the StableHLO versions this process's jaxlib reads (its plugin
+/// attributes `stablehlo_current_version` and `stablehlo_minimum_version`).
+#[pyfunction]
+fn _pjrt_set_stablehlo_versions(current: Vec<i64>, minimum: Vec<i64>) {
+    axle_pjrt::set_plugin_attributes(vec![
+        (
+            "stablehlo_current_version".to_string(),
+            axle_pjrt::Value::Ints(current),
+        ),
+        (
+            "stablehlo_minimum_version".to_string(),
+            axle_pjrt::Value::Ints(minimum),
+        ),
+    ]);
+}
+
 #[pymodule]
 fn _axle(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    axle_pjrt::set_mlir_converter(Box::new(mlir_to_hlo));
+    m.add_function(wrap_pyfunction!(_pjrt_set_stablehlo_versions, m)?)?;
     m.add("AxleError", m.py().get_type::<AxleError>())?;
     m.add_class::<Executable>()?;
     m.add_class::<Session>()?;

@@ -1,0 +1,48 @@
+"""Axle as a JAX backend: the ``jax_plugins`` entry point of the ``axle`` wheel.
+
+JAX imports this module at start-up and calls :func:`initialize`, which registers the platform
+``axle`` with the wheel's own shared library (``axle._axle``, which exports ``GetPjrtApi``) as
+the PJRT plugin. Select it with ``JAX_PLATFORMS=axle`` (or ``jax.devices("axle")``); it is
+registered below JAX's CPU backend, so installing the wheel does not change JAX's default.
+
+JAX hands a PJRT plugin StableHLO as a portable artifact (VHLO bytecode). The plugin turns it
+into HLO with the jaxlib of this process (:func:`_mlir_to_hlo`), so it reads every StableHLO
+version this jaxlib writes and carries no MLIR of its own.
+"""
+
+# Below JAX's cpu backend (priority 0): axle runs only when selected.
+PRIORITY = -100
+
+
+def _stablehlo_versions():
+    try:
+        from jaxlib.mlir.dialects import stablehlo
+    except ImportError:
+        return None
+    parse = lambda v: [int(x) for x in str(v).split(".")]  # noqa: E731
+    return parse(stablehlo.get_current_version()), parse(stablehlo.get_minimum_version())
+
+
+def _mlir_to_hlo(code: bytes) -> str:
+    """HLO text of a StableHLO program: a portable artifact (VHLO bytecode) or MLIR text."""
+    from jax._src.interpreters import mlir
+    from jax._src.lib import _jax
+
+    if code[:4] == b"ML\xefR":
+        ctx = mlir.make_ir_context()
+        module = _jax.mlir.deserialize_portable_artifact(code, ctx)
+        code = mlir.module_to_bytecode(module)
+    comp = _jax.mlir.mlir_module_to_xla_computation(code, use_tuple_args=False, return_tuple=False)
+    return comp.as_hlo_text(print_large_constants=True)
+
+
+def initialize():
+    """Registers the ``axle`` platform with JAX (called by JAX's plugin discovery)."""
+    from jax._src import xla_bridge
+
+    from . import _axle
+
+    versions = _stablehlo_versions()
+    if versions is not None:
+        _axle._pjrt_set_stablehlo_versions(*versions)
+    xla_bridge.register_plugin("axle", priority=PRIORITY, library_path=_axle.__file__)
