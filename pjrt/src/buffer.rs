@@ -257,7 +257,7 @@ entry! {
 entry! {
     /// `PJRT_Buffer_ElementType`.
     fn buffer_element_type(args: PJRT_Buffer_ElementType_Args) {
-        args.type_ = element::to_pjrt(Buffer::get(args.buffer)?.ty);
+        args.type_ = element::to_pjrt(Buffer::get(args.buffer)?.ty)?;
         Ok(())
     }
 }

@@ -102,7 +102,7 @@ fn compile_loaded(
     let mut out_dims = Vec::new();
     let mut out_dim_sizes = Vec::new();
     for s in compiled.output_shapes() {
-        out_types.push(element::to_pjrt(s.ty));
+        out_types.push(element::to_pjrt(s.ty)?);
         out_dims.extend_from_slice(&s.dims);
         out_dim_sizes.push(s.dims.len());
     }
