@@ -274,9 +274,9 @@ fn transcendental_edge_cases() {
             "HloModule m\nENTRY main {{\n  x = {t}[{n}] parameter(0)\n  e = {t}[{n}] exponential(x)\n  \
              em = {t}[{n}] exponential-minus-one(x)\n  l = {t}[{n}] log(x)\n  \
              lp = {t}[{n}] log-plus-one(x)\n  th = {t}[{n}] tanh(x)\n  s = {t}[{n}] sine(x)\n  \
-             c = {t}[{n}] cosine(x)\n  \
-             ROOT o = ({t}[{n}], {t}[{n}], {t}[{n}], {t}[{n}], {t}[{n}], {t}[{n}], {t}[{n}]) \
-             tuple(e, em, l, lp, th, s, c)\n}}\n"
+             c = {t}[{n}] cosine(x)\n  tn = {t}[{n}] tan(x)\n  \
+             ROOT o = ({t}[{n}], {t}[{n}], {t}[{n}], {t}[{n}], {t}[{n}], {t}[{n}], {t}[{n}], \
+             {t}[{n}]) tuple(e, em, l, lp, th, s, c, tn)\n}}\n"
         );
         let args = [complex(ty, &[n as i64], &x)];
         check(&text, &args, ieee_libm(), Tolerance::Close { rtol, atol });
@@ -627,7 +627,6 @@ fn undefined_complex_ops_are_errors() {
         ("c64[2] remainder(x, x)", "remainder"),
         ("c64[2] clamp(x, x, x)", "clamp"),
         ("c64[2] floor(x)", "floor"),
-        ("c64[2] tan(x)", "tan"),
         ("c64[2] logistic(x)", "logistic"),
         ("c64[2] cbrt(x)", "cbrt"),
         ("c64[2] atan2(x, x)", "atan2"),

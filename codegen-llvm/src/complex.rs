@@ -432,6 +432,17 @@ pub fn unary<'ctx>(cg: &Cg<'ctx>, op: Opcode, ty: ElementType, v: Val<'ctx>) -> 
         Sin => k.csincos(f, false)?,
         Cos => k.csincos(f, true)?,
         Tanh => k.ctanh(f)?,
+        // tan(z) = -i tanh(iz).
+        Tan => {
+            let w = k.ctanh(Cx {
+                re: cg.b.build_float_neg(f.im, "neg")?,
+                im: f.re,
+            })?;
+            Cx {
+                re: w.im,
+                im: cg.b.build_float_neg(w.re, "neg")?,
+            }
+        }
         Sign => {
             // XLA: select(abs(x) == 0, x, x / abs(x)) with `abs` flushed, so an operand that
             // flushes to zero comes back as it was.

@@ -1129,6 +1129,11 @@ impl<F: Float> Complex<F> {
             F::from_f64(u * (1.0 - t * t) / d),
         )
     }
+    /// `-i tanh(iz)`.
+    pub fn tan(self) -> Self {
+        let w = Complex::new(-self.im, self.re).tanh();
+        Complex::new(w.im, -w.re)
+    }
     pub fn pow(self, o: Self) -> Self {
         if (self.re == F::ONE && self.im == F::ZERO) || (o.re == F::ZERO && o.im == F::ZERO) {
             return Complex::new(F::ONE, F::ZERO);

@@ -410,6 +410,7 @@ where
         Sin => m!(|v| v.sin()),
         Cos => m!(|v| v.cos()),
         Tanh => m!(|v| v.tanh()),
+        Tan => m!(|v| v.tan()),
         // XLA: select(abs(x) == 0, x, x / abs(x)), with `abs` flushed; an operand whose
         // flushed magnitude is zero comes back as it was (subnormal components included).
         Sign => map1::<C<F>, C<F>>(x, out, |s| {

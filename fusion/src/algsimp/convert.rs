@@ -1,7 +1,7 @@
-//! Conversion rules: no-op conversions and copies, and chains of conversions whose first step
-//! loses nothing.
+//! Conversion rules: no-op conversions, copies and sharding annotations, and chains of
+//! conversions whose first step loses nothing.
 
-use axle_ir::{ElementType, InstId, Opcode};
+use axle_ir::{AttrKey, AttrValue, ElementType, InstId, Opcode};
 
 use super::{Cx, Hit};
 use crate::rewrite::{elem_ty, forward, int_range, Node, Rewrite, ShapeSpec, Val};
@@ -79,6 +79,20 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
             forward(m, id, x).map(|r| ("bitcast-convert-same-type", r))
         }
         Opcode::Copy => forward(m, id, x).map(|r| ("copy-same-layout", r)),
+        _ => None,
+    }
+}
+
+/// `custom-call(x), custom_call_target="Sharding"`: a sharding annotation (what
+/// `jax.lax.with_sharding_constraint` and JAX's own lowering write), the identity on one device.
+pub(super) fn annotation(cx: &Cx<'_>, id: InstId) -> Hit {
+    let m = cx.m;
+    let target = match m.attr(id, &AttrKey::CustomCallTarget) {
+        Some(AttrValue::Str(s)) | Some(AttrValue::Raw(s)) | Some(AttrValue::Ident(s)) => s,
+        _ => return None,
+    };
+    match m.operands(id) {
+        [x] if &**target == "Sharding" => forward(m, id, *x).map(|r| ("sharding-annotation", r)),
         _ => None,
     }
 }
