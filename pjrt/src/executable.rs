@@ -97,7 +97,7 @@ fn compile_loaded(
     }
     let name = m.name.clone();
     let cost = axle::analysis::cost::module_cost(&m);
-    let compiled = axle::compile("cpu", m, &options.compile_options())?;
+    let compiled = axle::compile("cpu", m, &options.compile_options()?)?;
     let mut out_types = Vec::new();
     let mut out_dims = Vec::new();
     let mut out_dim_sizes = Vec::new();

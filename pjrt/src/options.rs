@@ -152,15 +152,19 @@ impl Options {
         Ok((o, replicas, partitions))
     }
 
-    /// Axle's compile options for the `cpu` device.
-    pub fn compile_options(&self) -> CompileOptions {
-        CompileOptions {
-            pipeline: self.pipeline.clone(),
+    /// Axle's compile options for the `cpu` device: the pipeline asked for, or else the
+    /// backend's default (`cpu`); `none` runs none.
+    pub fn compile_options(&self) -> PluginResult<CompileOptions> {
+        let platform = axle::backends::registry()
+            .get("cpu")
+            .map_err(|e| PluginError::internal(e.to_string()))?;
+        Ok(CompileOptions {
+            pipeline: axle::backend::pipeline_for(&*platform, self.pipeline.as_deref()),
             threads: self.threads,
             opt_level: self.opt_level,
             cache: self.cache.clone(),
             ..CompileOptions::default()
-        }
+        })
     }
 }
 

@@ -146,10 +146,12 @@ fn compile(
     cache_dir: Option<std::path::PathBuf>,
     pipeline: Option<String>,
 ) -> PyResult<Executable> {
+    // No pipeline asked for is the backend's default (`cpu`'s simplification and fusion).
+    let platform = axle::backends::registry().get(backend).map_err(err)?;
     let opts = CompileOptions {
         threads,
         cache: cache_dir.map_or(CacheMode::Off, CacheMode::Dir),
-        pipeline,
+        pipeline: axle::backend::pipeline_for(&*platform, pipeline.as_deref()),
         ..Default::default()
     };
     let exe = py

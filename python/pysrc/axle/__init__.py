@@ -137,7 +137,8 @@ def compile(hlo_text, backend="cpu", threads=None, cache_dir=None, pipeline=None
     """Compiles HLO text (as ``jax.jit(f).lower(...).as_text(dialect="hlo")`` gives) on
     ``backend`` (``"cpu"`` or ``"interpreter"``). ``threads`` per run (default: the backend's),
     ``cache_dir`` for the compilation cache (default: none), ``pipeline`` a pass pipeline to run
-    first (a standard pipeline's name or pipeline text)."""
+    first (a standard pipeline's name or pipeline text; default: the backend's own, ``"none"``
+    for none)."""
     return Executable(_axle.compile(hlo_text, backend, threads, cache_dir, pipeline))
 
 
