@@ -41,6 +41,8 @@ const COMPUTATIONS: u32 = 3;
 const INSTRUCTIONS: u32 = 2;
 /// `HloInstructionProto.literal`.
 const LITERAL: u32 = 8;
+/// `HloModuleProto.stack_frame_index`.
+const STACK_FRAME_INDEX: u32 = 17;
 
 /// Reads a serialized `HloModuleProto` (what XLA writes with `--xla_dump_hlo_as_proto` and
 /// what PJRT clients send as format `"hlo"`) into a verified module.
@@ -56,7 +58,12 @@ pub fn read_module(bytes: &[u8]) -> Result<Module, ProtoError> {
                 .collect::<Result<_, _>>()?,
         );
     }
-    let m = build(&proto, &raw_literals)?;
+    let mut m = build(&proto, &raw_literals)?;
+    if m.debug_tables.is_empty() {
+        if let Some(index) = wire::last_bytes(bytes, STACK_FRAME_INDEX)? {
+            m.debug_tables = debug_tables(index)?;
+        }
+    }
     axle_ir::verify(&m).map_err(ProtoError::Verify)?;
     Ok(m)
 }
@@ -285,6 +292,19 @@ fn build(
                     .collect::<Result<Vec<_>, _>>()?;
                 sched.set_sequence(c, seq);
             }
+            // XLA schedules no fused computation; the text parser's schedule of a scheduled
+            // module is every computation's text order, so these take their proto order.
+            for (ci, ids) in inst_of.iter().enumerate() {
+                let c = CompId::new(ci);
+                if sched.sequence(c).is_none() {
+                    let order = proto.computations[ci]
+                        .instructions
+                        .iter()
+                        .map(|ip| ids[&ip.id])
+                        .collect();
+                    sched.set_sequence(c, order);
+                }
+            }
             m.set_schedule(sched);
         }
     }
@@ -375,4 +395,71 @@ fn read_header(proto: &HloModuleProto, m: &mut Module) -> Result<(), ProtoError>
         });
     }
     Ok(())
+}
+
+/// The debug tables XLA prints for a module's `StackFrameIndexProto` (read from its raw bytes:
+/// the vendored proto predates `end_line` and `end_column`): `FileNames`, `FunctionNames`,
+/// `FileLocations` and `StackFrames`, each when not empty, numbered from 1 as XLA prints them
+/// (a frame's parent printed one above its proto value, as XLA does).
+fn debug_tables(index: &[u8]) -> Result<Vec<DebugTable>, ProtoError> {
+    let strings = |tag: u32| -> Result<Vec<Box<str>>, ProtoError> {
+        wire::repeated_bytes(index, tag)?
+            .into_iter()
+            .enumerate()
+            .map(|(k, b)| {
+                let s = std::str::from_utf8(b)
+                    .map_err(|_| invalid("a stack frame index string is not UTF-8".into()))?;
+                Ok(format!("{} \"{}\"", k + 1, crate::verbatim::c_escape(s)).into())
+            })
+            .collect()
+    };
+    let records = |tag: u32, keys: &[(&str, u32, i64)]| -> Result<Vec<Box<str>>, ProtoError> {
+        let mut out = Vec::new();
+        for (k, b) in wire::repeated_bytes(index, tag)?.into_iter().enumerate() {
+            let mut values: HashMap<u32, i64> = HashMap::new();
+            for f in wire::fields(b) {
+                if let (t, wire::Value::Varint(v)) = f? {
+                    values.insert(t, v as i64);
+                }
+            }
+            let items: Vec<String> = keys
+                .iter()
+                .map(|&(name, t, add)| {
+                    format!("{name}={}", values.get(&t).copied().unwrap_or(0) + add)
+                })
+                .collect();
+            out.push(format!("{} {{{}}}", k + 1, items.join(" ")).into());
+        }
+        Ok(out)
+    };
+    let tables = [
+        ("FileNames", strings(1)?),
+        ("FunctionNames", strings(2)?),
+        (
+            "FileLocations",
+            records(
+                3,
+                &[
+                    ("file_name_id", 1, 0),
+                    ("function_name_id", 2, 0),
+                    ("line", 3, 0),
+                    ("end_line", 5, 0),
+                    ("column", 4, 0),
+                    ("end_column", 6, 0),
+                ],
+            )?,
+        ),
+        (
+            "StackFrames",
+            records(4, &[("file_location_id", 1, 0), ("parent_frame_id", 2, 1)])?,
+        ),
+    ];
+    Ok(tables
+        .into_iter()
+        .filter(|(_, lines)| !lines.is_empty())
+        .map(|(title, lines)| DebugTable {
+            title: title.into(),
+            lines,
+        })
+        .collect())
 }

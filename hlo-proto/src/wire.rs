@@ -15,7 +15,9 @@ use prost::encoding::{encode_key, encode_varint, WireType};
 pub(crate) enum Value<'a> {
     /// A length-delimited payload (bytes, a string, a message or a packed list).
     Bytes(&'a [u8]),
-    /// A varint or a fixed-width scalar (its value is not needed here).
+    /// A varint.
+    Varint(u64),
+    /// A fixed-width scalar (its value is not needed here).
     Scalar,
 }
 
@@ -69,10 +71,7 @@ impl<'a> Iterator for Fields<'a> {
                 .filter(|&t| t > 0)
                 .ok_or_else(|| ProtoError::Decode(format!("invalid field key {key}")))?;
             let v = match key & 7 {
-                0 => {
-                    varint(&mut self.buf)?;
-                    Value::Scalar
-                }
+                0 => Value::Varint(varint(&mut self.buf)?),
                 1 => {
                     take(&mut self.buf, 8)?;
                     Value::Scalar
