@@ -36,14 +36,19 @@ const DEBUG_PREFIX: &str = "axle.debug.";
 /// A module frontend attribute saying the module has no `entry_computation_layout`.
 const NO_ENTRY_LAYOUT: &str = "axle.no_entry_layout";
 
-/// Whether `bytes` look like a serialized protobuf message rather than HLO text: not UTF-8,
-/// or starting with a byte no HLO text starts with (a field key of a low field number; the
-/// first field XLA writes is the module's name, field 1, byte `0x0a`).
-pub fn looks_like_proto(bytes: &[u8]) -> bool {
-    match bytes.first() {
-        None => false,
-        Some(&b) if b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r') => true,
-        _ => std::str::from_utf8(&bytes[..bytes.len().min(4096)])
-            .is_err_and(|e| e.error_len().is_some()),
-    }
+/// Whether `head`, the first bytes of a file, start like a serialized `HloModuleProto` as XLA
+/// and [`write_module`] write one: field 1 (the module's name, an HLO name of fewer than 128
+/// bytes) first, then field 2 (the entry computation's name). No HLO text starts so (text
+/// would need a newline, then a control character), so a reader can pick the format by content.
+pub fn looks_like_proto(head: &[u8]) -> bool {
+    let [0x0a, n, rest @ ..] = head else {
+        return false;
+    };
+    let n = *n as usize;
+    n < 0x80
+        && rest.len() > n
+        && rest[..n]
+            .iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-' | b'$'))
+        && rest[n] == 0x12
 }
