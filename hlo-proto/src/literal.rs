@@ -7,8 +7,9 @@
 //! - Sub-byte types (`s2`, `u2`, `s4`, `u4`, `f4e2m1fn`) travel one element per byte, as XLA
 //!   writes them; reading keeps only each byte's low bits.
 //! - The data fields the vendored proto predates (`f8e4m3s` 28, `f8e3m4s` 29, `f4e2m1fns` 32,
-//!   `f8e8m0fnus` 33) are read from and written to the raw bytes ([`crate::wire`]), so reading
-//!   works on the literal's raw message, not on prost's decoded copy (which drops them).
+//!   `f8e8m0fnus` 33) are read from and written to the raw bytes (the crate's `wire` module),
+//!   so reading works on the literal's raw message, not on prost's decoded copy (which drops
+//!   them).
 //! - The element count of the data must be the count of the shape, checked before anything is
 //!   allocated from the shape's dimensions.
 
