@@ -722,6 +722,43 @@ fn read_source(path: &Path) -> Result<String, Reported> {
     })
 }
 
+/// Whether `path` holds a serialized `HloModuleProto` rather than HLO text: by its name
+/// (`.pb`, `.hlo.pb`, `.proto`, `.binpb`) or by its first bytes
+/// ([`axle_hlo_proto::looks_like_proto`]).
+fn is_proto_file(path: &Path) -> bool {
+    if path
+        .extension()
+        .is_some_and(|e| e == "pb" || e == "proto" || e == "binpb")
+    {
+        return true;
+    }
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    axle_hlo_proto::looks_like_proto(&head[..n])
+}
+
+/// Reads a serialized `HloModuleProto` into a verified module; it may be at most the memory
+/// ceiling over [`PARSE_BYTES_PER_TEXT_BYTE`] bytes, as HLO text may.
+fn read_proto(path: &Path) -> Result<Module, Reported> {
+    let shown = path.display();
+    let (limit, _) = axle::ir::memory::limit().map_err(|e| Reported(format!("error: {e}")))?;
+    let max = limit / PARSE_BYTES_PER_TEXT_BYTE;
+    let file = std::fs::File::open(path)
+        .map_err(|e| Reported(format!("{shown}: error: cannot read file: {e}")))?;
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Reported(format!("{shown}: error: cannot read file: {e}")))?;
+    if bytes.len() as u64 > max {
+        return Err(Reported(format!(
+            "{shown}: error: the HloModuleProto is larger than {max} bytes, the most that can be read under the memory limit of {limit} bytes"
+        )));
+    }
+    axle_hlo_proto::read_module(&bytes).map_err(|e| Reported(format!("{shown}: error: {e}")))
+}
+
 /// What `load` does with elided constants: the mode and the seed of `random`. The default refuses
 /// them (commands without the `--elided-constants` flag).
 #[derive(Clone, Copy, Default)]
@@ -778,9 +815,18 @@ fn load_with(
     progress: &Progress,
 ) -> Result<Module, Reported> {
     progress.phase("parse", None);
-    let text = read_source(path)?;
     let file = path.display().to_string();
-    let mut m = parse_module(&text).map_err(|e| Reported(e.render(&file)))?;
+    let (mut m, text) = if is_proto_file(path) {
+        // Verified as it is read; errors have no line to point at, and the printed text
+        // stands in for the source.
+        let m = read_proto(path)?;
+        let text = print_module(&m);
+        (m, text)
+    } else {
+        let text = read_source(path)?;
+        let m = parse_module(&text).map_err(|e| Reported(e.render(&file)))?;
+        (m, text)
+    };
     progress.phase("verify", Some(m.num_live_insts()));
     axle::verify_for_cli(&m, &text, &file).map_err(Reported)?;
     axle::elided::apply(&mut m, opts.elided, opts.seed)

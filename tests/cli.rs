@@ -774,3 +774,57 @@ fn run_on_nvptx_sim_matches_xla_and_nvptx_without_a_gpu_is_a_clear_error() {
         assert_fails(&o, &["no CUDA driver"]);
     }
 }
+
+/// A fixture `HloModuleProto` serialized by XLA (`hlo-proto/tests/data`).
+fn proto_fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("hlo-proto/tests/data/{name}.pb"))
+}
+
+#[test]
+fn run_reads_a_serialized_hlo_module_proto_by_name_and_by_content() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pb = proto_fixture("while_collatz");
+    // The same bytes under a name that says nothing: chosen by content.
+    let unnamed = tmp.path().join("module.bin");
+    std::fs::copy(&pb, &unnamed).unwrap();
+    for (k, file) in [pb, unnamed].iter().enumerate() {
+        let out = tmp.path().join(format!("out{k}"));
+        let o = axle(&[
+            "run",
+            &file.display().to_string(),
+            "--input",
+            &corpus("while_collatz.in0.npy"),
+            "--out-dir",
+            &out.display().to_string(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        for j in 0..3 {
+            let o = axle(&[
+                "compare",
+                &corpus(&format!("while_collatz.out{j}.npy")),
+                &out.join(format!("out{j}.npy")).display().to_string(),
+            ]);
+            assert!(o.status.success(), "output {j}: {}", stderr(&o));
+        }
+    }
+    // `parse` prints the module the proto holds.
+    let o = axle(&[
+        "parse",
+        &proto_fixture("while_collatz").display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains(" while("), "{}", stdout(&o));
+}
+
+#[test]
+fn a_truncated_proto_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(proto_fixture("while_collatz")).unwrap();
+    let f = tmp.path().join("cut.pb");
+    std::fs::write(&f, &bytes[..bytes.len() / 2]).unwrap();
+    let o = axle(&["run", &f.display().to_string()]);
+    assert_fails(
+        &o,
+        &[&format!("{}: error: ", f.display()), "HloModuleProto"],
+    );
+}
