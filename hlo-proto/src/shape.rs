@@ -267,7 +267,9 @@ pub fn write_shape_with_layout(m: &Module, s: ShapeId, l: LayoutId) -> Result<Sh
     Ok(p)
 }
 
-fn fill_layouts(p: &mut ShapeProto) {
+/// Gives every array in `p` that has no layout the default one (major-to-minor), as XLA's own
+/// readers expect of every shape (a scalar gets the empty layout `{}`).
+pub fn fill_layouts(p: &mut ShapeProto) {
     match p.element_type {
         TUPLE => p.tuple_shapes.iter_mut().for_each(fill_layouts),
         TOKEN | OPAQUE => {}

@@ -96,7 +96,15 @@ pub fn write_module(m: &Module) -> Result<Vec<u8>, ProtoError> {
                 .collect::<Result<_, _>>()
                 .map_err(unrep)?,
             result: Some(write_shape(m, result.0, result.1).map_err(unrep)?),
-            parameter_names: Vec::new(),
+            // XLA's readers want one name per parameter (the entry's parameters, by number).
+            parameter_names: if entry.is_none() || m.params(entry).len() != params.len() {
+                Vec::new()
+            } else {
+                m.params(entry)
+                    .iter()
+                    .map(|&p| m.name(p).to_string())
+                    .collect()
+            },
         },
         None if !entry.is_none() => program_shape(m, entry).map_err(unrep)?,
         None => ProgramShapeProto::default(),

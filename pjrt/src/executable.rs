@@ -8,16 +8,21 @@
 //! - Every `PJRT_Executable` handed out (`PJRT_LoadedExecutable_GetExecutable`) is its own leaked
 //!   `Box<Arc<Executable>>`, freed by `PJRT_Executable_Destroy`; a `PJRT_LoadedExecutable` is a
 //!   leaked `Box<LoadedExecutable>`, freed by `PJRT_LoadedExecutable_Destroy`.
-//! - A serialized executable holds the program's HLO text and its compile options; loading it
-//!   compiles again, through Axle's compilation cache when one is configured (`axle_cache_dir`,
-//!   `AXLE_CACHE_DIR`), so a cached load does no code generation.
+//! - A serialized executable holds the program as the client sent it (format and code) and its
+//!   compile options; loading it compiles again, through Axle's compilation cache when one is
+//!   configured (`axle_cache_dir`, `AXLE_CACHE_DIR`), so a cached load does no code generation.
+//! - The optimized program (`PJRT_Executable_OptimizedProgram`) is the module after Axle's
+//!   pipeline as an `HloModuleProtoWithConfig` (format `hlo_with_config`), which is what clients
+//!   parse (`jax.jit(f).lower(x).compile().as_text()`).
 
 use std::ffi::c_char;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axle::{ArrayRef, Compiled};
+use pjrt_sys::protos::xla::{HloModuleConfigProto, HloModuleProto, HloModuleProtoWithConfig};
 use pjrt_sys::*;
+use prost::Message;
 use sha2::{Digest, Sha256};
 
 use crate::buffer::Buffer;
@@ -38,8 +43,10 @@ const MAGIC: &[u8] = b"axle-pjrt-executable-1\n";
 pub struct Executable {
     compiled: Arc<Compiled>,
     name: String,
-    /// The program as read, and the compile options it was compiled with (serialization).
-    hlo_text: String,
+    /// The program as the client sent it, and the compile options it was compiled with
+    /// (serialization).
+    format: String,
+    code: Vec<u8>,
     compile_options: Vec<u8>,
     fingerprint: String,
     out_types: Vec<PJRT_Buffer_Type>,
@@ -80,14 +87,15 @@ impl LoadedExecutable {
     }
 }
 
-/// Compiles `hlo_text`'s module (already read as `m`) with the client's options and the
-/// serialized `compile_options`, and loads it on the client's device.
+/// Compiles the program `code` of `format` with the client's options and the serialized
+/// `compile_options`, and loads it on the client's device.
 fn compile_loaded(
     client: &Client,
-    m: axle::ir::Module,
-    hlo_text: String,
+    format: &str,
+    code: &[u8],
     compile_options: &[u8],
 ) -> PluginResult<*mut PJRT_LoadedExecutable> {
+    let m = program::module(format, code)?;
     let (options, replicas, partitions) = client.options.with_compile_options(compile_options)?;
     if replicas * partitions != 1 {
         return Err(PluginError::unimplemented(format!(
@@ -108,14 +116,16 @@ fn compile_loaded(
     }
     let n = out_types.len();
     let mut h = Sha256::new();
-    h.update(hlo_text.as_bytes());
+    h.update(format.as_bytes());
+    h.update(code);
     h.update(compile_options);
     h.update(format!("{options:?}").as_bytes());
     let fingerprint = format!("{:x}", h.finalize());
     let exe = Executable {
         compiled: Arc::new(compiled),
         name,
-        hlo_text,
+        format: format.to_string(),
+        code: code.to_vec(),
         compile_options: compile_options.to_vec(),
         fingerprint,
         out_types,
@@ -161,8 +171,7 @@ entry! {
         let code = unsafe { bytes(prog.code, prog.code_size, "program")? };
         // SAFETY: as above.
         let options = unsafe { bytes(args.compile_options, args.compile_options_size, "compile options")? };
-        let (m, text) = program::module(format, code)?;
-        args.executable = compile_loaded(client, m, text, options)?;
+        args.executable = compile_loaded(client, format, code, options)?;
         Ok(())
     }
 }
@@ -174,22 +183,23 @@ entry! {
         let client = Client::get(args.client)?;
         // SAFETY: the client's bytes.
         let b = unsafe { bytes(args.serialized_executable, args.serialized_executable_size, "serialized executable")? };
-        let rest = b
+        let mut rest = b
             .strip_prefix(MAGIC)
             .ok_or_else(|| PluginError::invalid("axle: not a serialized axle executable"))?;
-        if rest.len() < 8 {
-            return Err(PluginError::invalid("axle: truncated serialized executable"));
-        }
-        let n = u64::from_le_bytes(rest[..8].try_into().expect("8 bytes")) as usize;
-        let rest = &rest[8..];
-        if rest.len() < n {
-            return Err(PluginError::invalid("axle: truncated serialized executable"));
-        }
-        let (options, text) = rest.split_at(n);
-        let text = std::str::from_utf8(text)
-            .map_err(|_| PluginError::invalid("axle: serialized executable is not UTF-8 HLO"))?;
-        let m = program::module_from_text(text, "<serialized executable>")?;
-        args.loaded_executable = compile_loaded(client, m, text.to_string(), options)?;
+        let mut field = || -> PluginResult<&[u8]> {
+            let truncated = || PluginError::invalid("axle: truncated serialized executable");
+            let n = rest.get(..8).ok_or_else(truncated)?;
+            let n = u64::from_le_bytes(n.try_into().expect("8 bytes"));
+            let n = usize::try_from(n).map_err(|_| truncated())?;
+            let f = rest.get(8..8usize.saturating_add(n)).ok_or_else(truncated)?;
+            rest = &rest[8 + n..];
+            Ok(f)
+        };
+        let format = std::str::from_utf8(field()?)
+            .map_err(|_| PluginError::invalid("axle: serialized executable: bad format name"))?;
+        let options = field()?;
+        let code = field()?;
+        args.loaded_executable = compile_loaded(client, format, code, options)?;
         Ok(())
     }
 }
@@ -208,9 +218,10 @@ entry! {
     fn executable_serialize(args: PJRT_Executable_Serialize_Args) {
         let e = Executable::get(args.executable as *mut PJRT_Executable)?;
         let mut out = MAGIC.to_vec();
-        out.extend_from_slice(&(e.compile_options.len() as u64).to_le_bytes());
-        out.extend_from_slice(&e.compile_options);
-        out.extend_from_slice(e.hlo_text.as_bytes());
+        for f in [e.format.as_bytes(), &e.compile_options, &e.code] {
+            out.extend_from_slice(&(f.len() as u64).to_le_bytes());
+            out.extend_from_slice(f);
+        }
         let s = Box::new(Serialized(out));
         args.serialized_bytes = s.0.as_ptr() as *const c_char;
         args.serialized_bytes_size = s.0.len();
@@ -319,12 +330,68 @@ entry! {
     }
 }
 
+/// Gives every shape of `m` a layout (the default where the IR has none), as XLA's module
+/// reader checks instruction shapes layouts included.
+fn with_layouts(m: &mut HloModuleProto) {
+    use axle_hlo_proto::shape::fill_layouts;
+    let program = |p: &mut pjrt_sys::protos::xla::ProgramShapeProto| {
+        p.parameters.iter_mut().for_each(fill_layouts);
+        p.result.iter_mut().for_each(fill_layouts);
+    };
+    m.host_program_shape.iter_mut().for_each(program);
+    for c in &mut m.computations {
+        c.program_shape.iter_mut().for_each(program);
+        for i in &mut c.instructions {
+            i.shape.iter_mut().for_each(fill_layouts);
+        }
+    }
+}
+
+/// The program format of [`executable_optimized_program`]'s output.
+const OPTIMIZED_FORMAT: &str = "hlo_with_config";
+
 entry! {
-    /// `PJRT_Executable_OptimizedProgram`: not available yet (clients expect an
-    /// `HloModuleProtoWithConfig`).
+    /// `PJRT_Executable_OptimizedProgram`: the module after Axle's pipeline, a serialized
+    /// `HloModuleProtoWithConfig`. With a null `code`, the size it needs.
     fn executable_optimized_program(args: PJRT_Executable_OptimizedProgram_Args) {
-        Executable::get(args.executable)?;
-        Err(PluginError::unimplemented("axle: the optimized program is not exported yet"))
+        let e = Executable::get(args.executable)?;
+        // SAFETY: the client's program struct.
+        let prog = unsafe { args.program.as_mut() }
+            .ok_or_else(|| PluginError::invalid("PJRT_Executable_OptimizedProgram: null program"))?;
+        let module = axle_hlo_proto::write_module(e.compiled.executable().module())
+            .map_err(|err| PluginError::internal(format!("axle: the optimized module: {err}")))?;
+        let mut module = HloModuleProto::decode(module.as_slice())
+            .map_err(|err| PluginError::internal(format!("axle: the optimized module: {err}")))?;
+        with_layouts(&mut module);
+        // Clients rebuild an `HloModule` from this; its config must carry the entry layout.
+        let config = HloModuleConfigProto {
+            entry_computation_layout: module.host_program_shape.clone(),
+            replica_count: 1,
+            num_partitions: 1,
+            ..Default::default()
+        };
+        let bytes = HloModuleProtoWithConfig {
+            hlo_module: Some(module),
+            config: Some(config),
+        }
+        .encode_to_vec();
+        prog.format = OPTIMIZED_FORMAT.as_ptr() as *const c_char;
+        prog.format_size = OPTIMIZED_FORMAT.len();
+        if prog.code.is_null() {
+            prog.code_size = bytes.len();
+            return Ok(());
+        }
+        if prog.code_size < bytes.len() {
+            return Err(PluginError::invalid(format!(
+                "PJRT_Executable_OptimizedProgram: {} bytes of room for {}",
+                prog.code_size,
+                bytes.len()
+            )));
+        }
+        // SAFETY: the client's buffer of `code_size` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), prog.code as *mut u8, bytes.len()) };
+        prog.code_size = bytes.len();
+        Ok(())
     }
 }
 

@@ -282,12 +282,13 @@ fn standard_pipelines() -> Vec<(String, String)> {
         .collect()
 }
 
-/// Calls `axle.jax_plugin._mlir_to_hlo` (jaxlib's StableHLO reader) for the PJRT plugin.
-fn mlir_to_hlo(code: &[u8]) -> Result<String, String> {
+/// Calls `axle.jax_plugin._mlir_to_hlo` (jaxlib's StableHLO reader) for the PJRT plugin: a
+/// serialized `HloModuleProto`.
+fn mlir_to_hlo(code: &[u8]) -> Result<Vec<u8>, String> {
     Python::with_gil(|py| {
         py.import("axle.jax_plugin")?
             .call_method1("_mlir_to_hlo", (PyBytes::new(py, code),))?
-            .extract::<String>()
+            .extract::<Vec<u8>>()
     })
     .map_err(|e| e.to_string())
 }

@@ -23,8 +23,9 @@ def _stablehlo_versions():
     return parse(stablehlo.get_current_version()), parse(stablehlo.get_minimum_version())
 
 
-def _mlir_to_hlo(code: bytes) -> str:
-    """HLO text of a StableHLO program: a portable artifact (VHLO bytecode) or MLIR text."""
+def _mlir_to_hlo(code: bytes) -> bytes:
+    """A serialized HloModuleProto of a StableHLO program: a portable artifact (VHLO bytecode) or
+    MLIR text."""
     from jax._src.interpreters import mlir
     from jax._src.lib import _jax
 
@@ -33,7 +34,7 @@ def _mlir_to_hlo(code: bytes) -> str:
         module = _jax.mlir.deserialize_portable_artifact(code, ctx)
         code = mlir.module_to_bytecode(module)
     comp = _jax.mlir.mlir_module_to_xla_computation(code, use_tuple_args=False, return_tuple=False)
-    return comp.as_hlo_text(print_large_constants=True)
+    return comp.as_serialized_hlo_module_proto()
 
 
 def initialize():
