@@ -37,7 +37,7 @@ RUN_ARGS ?= run $(EXAMPLE)
 # maturin (release) and installed into it. PYTHON is the interpreter the venv is made from.
 PYTHON ?= python3
 PY_VENV ?= $(ROOT)/target/python-venv
-PY_REQS := maturin numpy pytest ml_dtypes jax==0.10.2 jaxlib==0.10.2
+PY_REQS := maturin numpy pytest ml_dtypes absl-py jax==0.10.2 jaxlib==0.10.2
 # The Cargo profile of the wheel: `release` for `make python`; `make test` builds its wheel with
 # `dev`, which shares the test build's dependencies and skips a second optimized build of the
 # whole compiler (the generated code is optimized by LLVM either way; pytest takes seconds).
@@ -51,6 +51,11 @@ CLIPPY = $(strip $(CARGO) clippy $(LOCKED) --workspace --all-targets -- -D warni
 UNIT = $(strip $(CARGO) test $(LOCKED) --workspace)
 DOC = $(strip RUSTDOCFLAGS="-D warnings" $(CARGO) doc $(LOCKED) --workspace --no-deps)
 PYTEST = $(strip $(PY_VENV)/bin/python -m pytest -q python/tests)
+# JAX through the PJRT plugin: our suite (python/tests_pjrt) and one of JAX's own test files from
+# the shared data, three parameter draws per test (about 250 tests in all).
+PYTEST_JAX = $(strip JAX_PLATFORMS=axle JAX_NUM_GENERATED_CASES=3 PYTHONDONTWRITEBYTECODE=1 \
+	$(PY_VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests_pjrt \
+	$(AXLE_SHARED)/jaxtests/lax_numpy_reducers_test.py)
 
 # $(call step,NAME,COMMAND): echo COMMAND, run it, then print its wall time (and append it to the
 # file $$STEP_TIMES when set; .ci/run's summary reads it).
@@ -68,7 +73,7 @@ help:
 	@echo 'make bench   divan benches: parse/verify/print (axle-ir), simplify at scale (axle-bench)'
 	@echo 'make fmt     format the workspace'
 	@echo 'make python  build the axle Python package (wheel) into a venv at $(PY_VENV)'
-	@echo 'steps of make test: fmt-check import-circles clippy unit doc pytest'
+	@echo 'steps of make test: fmt-check import-circles clippy unit doc pytest (python/tests, then JAX on the plugin)'
 	@echo 'AXLE_SHARED=$(AXLE_SHARED)'
 
 deps:
@@ -88,6 +93,7 @@ test: deps
 	$(call step,doc,$(DOC))
 	$(call step,python,$(MAKE) python PY_PROFILE=dev)
 	$(call step,pytest,$(PYTEST))
+	$(call step,pytest-jax,$(PYTEST_JAX))
 
 fmt-check: deps
 	$(FMT_CHECK)
@@ -102,6 +108,7 @@ doc: deps
 pytest:
 	$(MAKE) python PY_PROFILE=dev
 	$(PYTEST)
+	$(PYTEST_JAX)
 
 # The venv is made once and its packages installed when missing; the wheel is rebuilt by cargo's
 # own change tracking and reinstalled every time.
