@@ -33,6 +33,8 @@ pub enum ArrayError {
     NotBool,
     /// The array is not contiguous in row-major order (an `ndarray` view with strides).
     NotContiguous,
+    /// The system refused the memory (this many bytes).
+    OutOfMemory(usize),
 }
 
 impl fmt::Display for ArrayError {
@@ -48,6 +50,9 @@ impl fmt::Display for ArrayError {
             ArrayError::NotBool => f.write_str("a pred array holds a byte other than 0 or 1"),
             ArrayError::NotContiguous => {
                 f.write_str("the array is not contiguous in row-major order")
+            }
+            ArrayError::OutOfMemory(n) => {
+                write!(f, "the system refused {n} bytes of memory for an array")
             }
         }
     }
@@ -291,7 +296,7 @@ impl Array {
         let n = dims_bytes(ty, dims)?;
         Ok(Array {
             shape: ArrayShape::new(ty, dims),
-            buf: HostBuffer::zeroed(n),
+            buf: HostBuffer::try_zeroed(n).ok_or(ArrayError::OutOfMemory(n))?,
         })
     }
 
@@ -313,7 +318,7 @@ impl Array {
         }
         Ok(Array {
             shape: ArrayShape::new(ty, dims),
-            buf: HostBuffer::from_bytes(bytes),
+            buf: HostBuffer::try_from_bytes(bytes).ok_or(ArrayError::OutOfMemory(need))?,
         })
     }
 

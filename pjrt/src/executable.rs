@@ -331,7 +331,7 @@ entry! {
 }
 
 /// Gives every shape of `m` a layout (the default where the IR has none), as XLA's module
-/// reader checks instruction shapes layouts included.
+/// reader checks instruction shapes layouts included, and drops stack frame ids.
 fn with_layouts(m: &mut HloModuleProto) {
     use axle_hlo_proto::shape::fill_layouts;
     let program = |p: &mut pjrt_sys::protos::xla::ProgramShapeProto| {
@@ -343,6 +343,11 @@ fn with_layouts(m: &mut HloModuleProto) {
         c.program_shape.iter_mut().for_each(program);
         for i in &mut c.instructions {
             i.shape.iter_mut().for_each(fill_layouts);
+            // The module carries no stack frame index for XLA (Axle keeps its debug tables as
+            // frontend attributes), so a frame id would point nowhere.
+            if let Some(md) = &mut i.metadata {
+                md.stack_frame_id = 0;
+            }
         }
     }
 }
