@@ -1350,8 +1350,14 @@ impl<'m> Evaluator<'m> {
         }
         match target.as_str() {
             "TopK" => sort::custom_topk(self, id, arr(ops[0])?),
-            // A sharding annotation: the identity on one device.
-            "Sharding" if ops.len() == 1 => Ok(ops[0].clone()),
+            // A sharding annotation of the value's own shape: the identity.
+            t if axle_ir::SHARDING_ANNOTATIONS.contains(&t)
+                && ops.len() == 1
+                && matches!((m.shape(id), ops[0]), (axle_ir::Shape::Array(a), Literal::Array(l))
+                    if a.ty == l.ty() && a.dims == l.shape.dims) =>
+            {
+                Ok(ops[0].clone())
+            }
             _ => Err(format!("unsupported custom-call target \"{target}\"").into()),
         }
     }

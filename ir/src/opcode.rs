@@ -276,3 +276,15 @@ impl fmt::Display for Opcode {
         f.write_str(self.name())
     }
 }
+
+/// Custom-call targets that annotate a value's sharding (`jax.lax.with_sharding_constraint`,
+/// JAX's lowering, Shardy's export, the SPMD partitioner's shape markers): a custom-call of one
+/// of these whose result has its operand's shape is the identity.
+pub const SHARDING_ANNOTATIONS: &[&str] = &[
+    "Sharding",
+    "xla.sdy.FuncResultSharding",
+    "xla.sdy.GlobalToLocalShape",
+    "xla.sdy.LocalToGlobalShape",
+    "SPMDFullToShardShape",
+    "SPMDShardToFullShape",
+];

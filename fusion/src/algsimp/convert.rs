@@ -83,8 +83,10 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
     }
 }
 
-/// `custom-call(x), custom_call_target="Sharding"`: a sharding annotation (what
-/// `jax.lax.with_sharding_constraint` and JAX's own lowering write), the identity on one device.
+/// `custom-call(x)` of a sharding annotation target ([`axle_ir::SHARDING_ANNOTATIONS`]: what
+/// `jax.lax.with_sharding_constraint`, JAX's lowering and Shardy write) whose result has `x`'s
+/// shape: the identity (a sharding changes where the value lives, not what it is; where it
+/// would change the shape, the shapes differ and the rule does not apply).
 pub(super) fn annotation(cx: &Cx<'_>, id: InstId) -> Hit {
     let m = cx.m;
     let target = match m.attr(id, &AttrKey::CustomCallTarget) {
@@ -92,7 +94,9 @@ pub(super) fn annotation(cx: &Cx<'_>, id: InstId) -> Hit {
         _ => return None,
     };
     match m.operands(id) {
-        [x] if &**target == "Sharding" => forward(m, id, *x).map(|r| ("sharding-annotation", r)),
+        [x] if axle_ir::SHARDING_ANNOTATIONS.contains(&&**target) => {
+            forward(m, id, *x).map(|r| ("sharding-annotation", r))
+        }
         _ => None,
     }
 }
