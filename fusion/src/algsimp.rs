@@ -19,8 +19,8 @@
 //!   `xor-self`, `not-not`, `select-same`, `select-const-pred`, `select-not-pred`,
 //!   `compare-self`, `compare-pred-const`;
 //! - conversions (`convert`): `convert-same-type`, `convert-convert`, `bitcast-convert-same-type`,
-//!   `copy-same-layout`, `sharding-annotation` (a `Sharding` custom-call, the identity on one
-//!   device);
+//!   `copy-same-layout`, `sharding-annotation` (a sharding custom-call of the value's own shape),
+//!   `lone-collective` (a collective among groups of one device each);
 //! - data movement (`shapes`): `reshape-noop`, `reshape-reshape`, `reshape-broadcast-scalar`,
 //!   `broadcast-noop`, `broadcast-broadcast`, `transpose-identity`, `transpose-transpose`,
 //!   `transpose-dot`, `transpose-degenerate`, `slice-noop`, `slice-slice`, `slice-concat`, `slice-broadcast`,
@@ -90,6 +90,9 @@ pub(crate) fn match_at(cx: &Cx<'_>, id: InstId) -> Hit {
         And | Or | Xor | Not | Select | Compare => logic::rules(cx, id),
         Convert | BitcastConvert | Copy => convert::rules(cx, id),
         CustomCall => convert::annotation(cx, id),
+        AllReduce | AllGather | ReduceScatter | AllToAll | CollectivePermute => {
+            convert::lone_collective(cx, id)
+        }
         Reshape | Broadcast | Transpose | Slice | Pad | Concatenate | Reverse | DynamicSlice
         | DynamicUpdateSlice | Iota => shapes::rules(cx, id),
         Reduce | Dot => reduce::rules(cx, id),

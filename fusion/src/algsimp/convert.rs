@@ -1,5 +1,5 @@
-//! Conversion rules: no-op conversions, copies and sharding annotations, and chains of
-//! conversions whose first step loses nothing.
+//! Conversion rules: no-op conversions, copies, sharding annotations and collectives among one
+//! device each, and chains of conversions whose first step loses nothing.
 
 use axle_ir::{AttrKey, AttrValue, ElementType, InstId, Opcode};
 
@@ -98,5 +98,75 @@ pub(super) fn annotation(cx: &Cx<'_>, id: InstId) -> Hit {
             forward(m, id, *x).map(|r| ("sharding-annotation", r))
         }
         _ => None,
+    }
+}
+
+/// Whether `replica_groups` (as HLO text writes it: `{{0},{1}}` lists or the iota form
+/// `[4,1]<=[4]`) puts every device in a group of its own.
+fn singleton_groups(text: &str) -> bool {
+    let t: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    if let Some(rest) = t.strip_prefix('[') {
+        // Iota form: [groups,size]<=[...]: singletons when the group size is 1.
+        let dims = rest.split(']').next().unwrap_or("");
+        let d: Vec<&str> = dims.split(',').collect();
+        return d.len() == 2 && d[1] == "1";
+    }
+    let Some(inner) = t.strip_prefix("{{").and_then(|r| r.strip_suffix("}}")) else {
+        return false;
+    };
+    inner
+        .split("},{")
+        .all(|g| !g.is_empty() && g.parse::<i64>().is_ok())
+}
+
+/// `all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all` of one array among groups of one
+/// device each, and `collective-permute` whose every pair sends a device its own value: each
+/// device only meets itself, so the result is the operand (when the shapes agree).
+pub(super) fn lone_collective(cx: &Cx<'_>, id: InstId) -> Hit {
+    let m = cx.m;
+    let [x] = m.operands(id) else { return None };
+    let text = |key: &str| match m.attr(id, &AttrKey::from_name(key)) {
+        Some(AttrValue::Raw(s)) | Some(AttrValue::Str(s)) | Some(AttrValue::Ident(s)) => {
+            Some(s.to_string())
+        }
+        _ => None,
+    };
+    let lone = match m.opcode(id) {
+        Opcode::AllReduce | Opcode::AllGather | Opcode::ReduceScatter | Opcode::AllToAll => {
+            text("replica_groups").is_some_and(|g| singleton_groups(&g))
+        }
+        Opcode::CollectivePermute => text("source_target_pairs").is_some_and(|p| {
+            let p: String = p.chars().filter(|c| !c.is_whitespace()).collect();
+            p.strip_prefix("{{")
+                .and_then(|r| r.strip_suffix("}}"))
+                .is_some_and(|inner| {
+                    inner.split("},{").all(|pair| {
+                        let v: Vec<&str> = pair.split(',').collect();
+                        v.len() == 2 && v[0] == v[1] && v[0].parse::<i64>().is_ok()
+                    })
+                })
+        }),
+        _ => false,
+    };
+    if lone {
+        forward(m, id, *x).map(|r| ("lone-collective", r))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::singleton_groups;
+
+    #[test]
+    fn singleton_replica_groups() {
+        assert!(singleton_groups("{{0}}"));
+        assert!(singleton_groups("{{0},{1},{2}}"));
+        assert!(singleton_groups("[4,1]<=[4]"));
+        assert!(!singleton_groups("{{0,1}}"));
+        assert!(!singleton_groups("{}"));
+        assert!(!singleton_groups("[2,2]<=[4]"));
+        assert!(!singleton_groups("{{0},{1,2}}"));
     }
 }
