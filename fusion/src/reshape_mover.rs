@@ -35,25 +35,31 @@ fn scalar_broadcast(m: &Module, o: InstId) -> Option<InstId> {
         .then(|| m.operands(o)[0])
 }
 
-fn movable(op: Opcode) -> bool {
-    op.is_elementwise() && op != Opcode::Copy
+/// Whether `id` is elementwise in the shape sense (its result has each operand's dimensions):
+/// not a copy, nor a `bitcast-convert` between types of different widths (which adds or drops
+/// the minor dimension).
+fn movable(m: &Module, id: InstId) -> bool {
+    let op = m.opcode(id);
+    op.is_elementwise()
+        && op != Opcode::Copy
+        && (op != Opcode::BitcastConvert || dims(m, id) == dims(m, m.operands(id)[0]))
 }
 
 /// Whether `id` may move a reshape this sweep: an elementwise instruction whose operands are
 /// all reshapes, transposes, scalar broadcasts or elementwise instructions (which may turn into
 /// reshapes earlier in the same sweep).
 fn candidate(m: &Module, id: InstId) -> bool {
-    movable(m.opcode(id))
+    movable(m, id)
         && m.control_predecessors(id).is_empty()
         && dims(m, id).is_some()
-        && m.operands(id).iter().any(|&o| {
-            matches!(m.opcode(o), Opcode::Reshape | Opcode::Transpose) || movable(m.opcode(o))
-        })
+        && m.operands(id)
+            .iter()
+            .any(|&o| matches!(m.opcode(o), Opcode::Reshape | Opcode::Transpose) || movable(m, o))
         && m.operands(id).iter().all(|&o| {
             matches!(
                 m.opcode(o),
                 Opcode::Reshape | Opcode::Transpose | Opcode::Broadcast
-            ) || movable(m.opcode(o))
+            ) || movable(m, o)
         })
 }
 
