@@ -8,58 +8,11 @@ use axle_analysis::eval::evaluate;
 use axle_codegen_cpu::{compile, CpuOptions};
 use axle_ir::literal::{element_to_i128, i128_to_element};
 use axle_ir::{parse_module, ArrayLiteral, ArrayShape, ElementType, Literal};
+use axle_testkit::{int_array as array, int_pairs, int_range as range};
 
-/// splitmix64: the random operands' bits.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn range(ty: ElementType) -> (i128, i128) {
-    let n = ty.bits();
-    if ty.is_signed_int() {
-        (-(1i128 << (n - 1)), (1i128 << (n - 1)) - 1)
-    } else {
-        (0, (1i128 << n) - 1)
-    }
-}
-
-/// The operand pairs for `ty`: every pair of its extremes (of all its values when it has at
-/// most 16), then 1000 random pairs.
+/// The operand pairs for `ty`: its extremes, then a thousand random pairs.
 fn operands(ty: ElementType) -> (Vec<i128>, Vec<i128>) {
-    let (lo, hi) = range(ty);
-    let special: Vec<i128> = if hi - lo < 16 {
-        (lo..=hi).collect()
-    } else {
-        let mid = lo + (hi - lo) / 2;
-        vec![lo, lo + 1, -2, -1, 0, 1, 2, mid, mid + 1, hi - 1, hi]
-            .into_iter()
-            .filter(|v| (lo..=hi).contains(v))
-            .collect()
-    };
-    let mut a = Vec::new();
-    let mut b = Vec::new();
-    for &x in &special {
-        for &y in &special {
-            a.push(x);
-            b.push(y);
-        }
-    }
-    for k in 0..1000u64 {
-        // Wrapping the random bits into the type covers its whole range.
-        a.push(mix(2 * k) as i64 as i128);
-        b.push(mix(2 * k + 1) as i64 as i128);
-    }
-    (a, b)
-}
-
-fn array(ty: ElementType, v: &[i128]) -> Literal {
-    Literal::Array(ArrayLiteral {
-        shape: ArrayShape::new(ty, &[v.len() as i64]),
-        data: v.iter().flat_map(|&x| i128_to_element(ty, x)).collect(),
-    })
+    int_pairs(ty, 1000)
 }
 
 /// Runs `text` on `args` on the CPU backend on 1 and 8 threads and in the evaluator; every
