@@ -2,7 +2,8 @@
 //! (complex ones are [`crate::complex`]; [`crate::ops`] dispatches between them), following XLA (and the
 //! reference evaluator): integer arithmetic wraps, `x / 0` is `-1` (signed) or all ones
 //! (unsigned), `INT_MIN / -1` is `INT_MIN`, `x % 0` is `x`, `INT_MIN % -1` is `0`, shifts by at
-//! least the bit width give `0` (or the sign for arithmetic right shifts), integer `power`
+//! least the bit width give `0` (or the sign for arithmetic right shifts), `mulhi` is the high
+//! half of the double-width product (of the 8-bit product for `s4`/`u4`), integer `power`
 //! squares over the exponent's low six bits, float `maximum`/`minimum` propagate NaN (the left
 //! one first) and order `-0` below `+0`, float-to-int `convert` saturates and maps NaN to `0`,
 //! and the floats narrower than `f32` (`f16`, `bf16`, the 8- and 4-bit formats) are computed in
@@ -468,6 +469,29 @@ fn int_binary<'ctx>(
         Add => b.build_int_add(x, y, "add")?,
         Subtract => b.build_int_sub(x, y, "sub")?,
         Multiply => b.build_int_mul(x, y, "mul")?,
+        MulHi => {
+            // The high half of the double-width product (operands sign- or zero-extended by
+            // the type's signedness); LLVM selects a widening multiply (`imul`/`mul` on x86,
+            // `smulh`/`umulh` on AArch64, `mul.hi` on NVPTX), i128 included. A 4-bit type takes
+            // the high half of the 8-bit types' product, as XLA's CPU pipeline widens it (see
+            // the evaluator's `mulhi`).
+            let n = if bits == 4 { 8 } else { bits };
+            let wide = cg.int_ty(2 * n as u32);
+            let (xw, yw) = if signed {
+                (
+                    b.build_int_s_extend(x, wide, "xw")?,
+                    b.build_int_s_extend(y, wide, "yw")?,
+                )
+            } else {
+                (
+                    b.build_int_z_extend(x, wide, "xw")?,
+                    b.build_int_z_extend(y, wide, "yw")?,
+                )
+            };
+            let p = b.build_int_mul(xw, yw, "wide")?;
+            let hi = b.build_right_shift(p, wide.const_int(n, false), signed, "hi")?;
+            b.build_int_truncate(hi, it, "mulhi")?
+        }
         Divide | Remainder => {
             let yz = b.build_int_compare(IntPredicate::EQ, y, zero, "y0")?;
             let bad = if signed {

@@ -101,6 +101,7 @@ fn generated_modules_reach_every_family() {
         Map,
         Maximum,
         Minimum,
+        MulHi,
         Multiply,
         Negate,
         Not,

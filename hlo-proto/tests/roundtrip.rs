@@ -1,8 +1,8 @@
 //! Text -> IR -> `HloModuleProto` -> IR -> text is the identity on every HLO file of the shared
 //! data: the corpus (`NAME.hlo`, `NAME.opt.hlo`, `NAME.debug.hlo`), the models and the
-//! baseline programs (the gzipped ones included), one named trial per file. Each trial also
-//! checks that writing the module read back gives the same bytes (the writer is deterministic
-//! and the reader loses nothing the writer wrote).
+//! baseline programs (the gzipped ones included), and this crate's `tests/data/*.hlo`, one named
+//! trial per file. Each trial also checks that writing the module read back gives the same
+//! bytes (the writer is deterministic and the reader loses nothing the writer wrote).
 //!
 //! `large_wide_300k.hlo.gz` (16.7 MB of text, about 18 s alone in a debug build) runs only in
 //! optimized builds (`cargo test --release -p axle-hlo-proto --test roundtrip`), so the debug
@@ -123,6 +123,13 @@ fn main() {
         "no HLO files under {} (set AXLE_SHARED)",
         shared.display()
     );
+    // This crate's own texts (the XLA fixtures' sources: opcodes and literals the shared data
+    // lacks, such as `mulhi`).
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    for path in hlo_files(&data) {
+        let name = format!("data/{}", path.file_name().unwrap().to_string_lossy());
+        trials.push(Trial::test(name, move || round_trip(&path)));
+    }
     trials.push(Trial::test("mismatch_is_noticed", mismatch_is_noticed));
     libtest_mimic::run(&args, trials).exit();
 }

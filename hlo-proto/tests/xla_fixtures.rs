@@ -1,7 +1,7 @@
 //! The reader against the real producer: `tests/data/NAME.pb` are `HloModuleProto`s serialized
 //! by XLA itself (jaxlib 0.10.2, `tests/data/gen_fixtures.py`) from corpus texts and from
-//! `tests/data/literals.hlo`. Each must read into the module the text parser builds from the
-//! same text:
+//! `tests/data/literals.hlo` and `tests/data/mulhi.hlo`. Each must read into the module the text
+//! parser builds from the same text:
 //! - structurally: XLA keeps names but orders instructions (and computations) its own way, so
 //!   the printed modules are compared computation by computation as sets of instruction lines,
 //!   with the same header (`entry_computation_layout`; the other header attributes are module
@@ -74,6 +74,7 @@ const FIXTURES: &[(&str, Option<&str>, Option<&str>)] = &[
         Some("topk_logsumexp"),
     ),
     ("literals", None, None),
+    ("mulhi", None, None),
 ];
 
 fn data_dir() -> PathBuf {

@@ -381,6 +381,7 @@ impl Recipe {
                     let ops = [
                         Opcode::Add,
                         Opcode::Multiply,
+                        Opcode::MulHi,
                         Opcode::Subtract,
                         Opcode::And,
                         Opcode::Or,

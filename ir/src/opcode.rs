@@ -103,6 +103,7 @@ opcodes! {
     Map => "map",
     Maximum => "maximum",
     Minimum => "minimum",
+    MulHi => "mulhi",
     Multiply => "multiply",
     Negate => "negate",
     Not => "not",
@@ -209,6 +210,7 @@ impl Opcode {
                 | Divide
                 | Maximum
                 | Minimum
+                | MulHi
                 | Multiply
                 | Or
                 | Power
@@ -232,7 +234,10 @@ impl Opcode {
     /// Whether two operands can be swapped without changing the result.
     pub fn is_commutative(self) -> bool {
         use Opcode::*;
-        matches!(self, Add | Multiply | Maximum | Minimum | And | Or | Xor)
+        matches!(
+            self,
+            Add | Multiply | MulHi | Maximum | Minimum | And | Or | Xor
+        )
     }
 
     /// Whether the op has effects beyond its result, so it must not be removed or merged.

@@ -203,6 +203,7 @@ pub fn infers_shape(op: Opcode) -> bool {
             | Map
             | Maximum
             | Minimum
+            | MulHi
             | Multiply
             | Negate
             | Not

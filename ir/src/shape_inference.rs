@@ -801,9 +801,9 @@ impl<'a> Cx<'a> {
             BitcastConvert => self.bitcast_convert(),
             ReducePrecision => self.reduce_precision(),
             StochasticConvert => self.stochastic_convert(),
-            Add | Atan2 | And | Complex | Compare | Divide | Maximum | Minimum | Multiply | Or
-            | Power | Remainder | ShiftLeft | ShiftRightArithmetic | ShiftRightLogical
-            | Subtract | Xor => self.binary(),
+            Add | Atan2 | And | Complex | Compare | Divide | Maximum | Minimum | MulHi
+            | Multiply | Or | Power | Remainder | ShiftLeft | ShiftRightArithmetic
+            | ShiftRightLogical | Subtract | Xor => self.binary(),
             Select => self.select(),
             Clamp => self.clamp(),
             Broadcast => self.broadcast(),
@@ -1168,7 +1168,9 @@ impl<'a> Cx<'a> {
             Maximum | Minimum => need(!t.is_complex(), "a non-complex")?,
             Atan2 => need(t.is_floating(), "a floating-point or complex")?,
             And | Or | Xor => need(t.is_int() || t.is_pred(), "a pred or integer")?,
-            ShiftLeft | ShiftRightArithmetic | ShiftRightLogical => need(t.is_int(), "an integer")?,
+            ShiftLeft | ShiftRightArithmetic | ShiftRightLogical | MulHi => {
+                need(t.is_int(), "an integer")?
+            }
             Complex => {
                 need(
                     matches!(t, ElementType::F32 | ElementType::F64),

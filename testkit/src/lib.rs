@@ -315,3 +315,63 @@ pub fn real_array(ty: ElementType, dims: &[i64], f: impl Fn(usize) -> f64) -> Li
         data,
     })
 }
+
+/// The smallest and largest value of integer type `ty`.
+pub fn int_range(ty: ElementType) -> (i128, i128) {
+    let n = ty.bits();
+    if ty.is_signed_int() {
+        (-(1i128 << (n - 1)), (1i128 << (n - 1)) - 1)
+    } else {
+        (0, (1i128 << n) - 1)
+    }
+}
+
+/// Operand pairs for a binary op on integer type `ty`: every pair of its extremes (min,
+/// min + 1, -2, -1, 0, 1, 2, the middle of its range and the next value, max - 1, max: those in
+/// range), or of all its values when it has at most 16, then `random` pairs of values from a
+/// fixed hash (their bits wrapped into the type, so they cover its whole range).
+pub fn int_pairs(ty: ElementType, random: u64) -> (Vec<i128>, Vec<i128>) {
+    let (lo, hi) = int_range(ty);
+    let special: Vec<i128> = if hi - lo < 16 {
+        (lo..=hi).collect()
+    } else {
+        let mid = lo + (hi - lo) / 2;
+        let mut v: Vec<i128> = [lo, lo + 1, -2, -1, 0, 1, 2, mid, mid + 1, hi - 1, hi]
+            .into_iter()
+            .filter(|v| (lo..=hi).contains(v))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    for &x in &special {
+        for &y in &special {
+            a.push(x);
+            b.push(y);
+        }
+    }
+    let bits = |seed: u64, k: u64| {
+        // `noise` keeps 53 bits; two of them make 64.
+        let hi = ((noise(seed, k) + 1.0) * (1u64 << 31) as f64) as u64;
+        let lo = ((noise(seed + 1, k) + 1.0) * (1u64 << 31) as f64) as u64;
+        ((hi << 32) | (lo & 0xffff_ffff)) as i64 as i128
+    };
+    for k in 0..random {
+        a.push(bits(1, k));
+        b.push(bits(3, k));
+    }
+    (a, b)
+}
+
+/// A one-dimensional array of integer type `ty` holding `values` (each wrapped into the type).
+pub fn int_array(ty: ElementType, values: &[i128]) -> Literal {
+    Literal::Array(ArrayLiteral {
+        shape: axle_ir::ArrayShape::new(ty, &[values.len() as i64]),
+        data: values
+            .iter()
+            .flat_map(|&x| axle_ir::literal::i128_to_element(ty, x))
+            .collect(),
+    })
+}

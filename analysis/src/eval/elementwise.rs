@@ -610,6 +610,35 @@ fn ipow<T: Int>(base: T, exp: T) -> T {
     }
 }
 
+/// XLA's `mulhi`: the high half of the double-width product, the operands sign-extended for
+/// signed types and zero-extended for unsigned ones, as XLA's CPU backend computes it. That is
+/// the high `BITS` bits for every type but the 4-bit ones: XLA's CPU pipeline
+/// (`float-normalization-s4`/`-u4`) widens a 4-bit `mulhi`, which its 4-bit support does not
+/// list, to 8 bits and converts the result back, so `s4` and `u4` give bits 8..12 of the
+/// 16-bit product (the product's sign for `s4`, always 0 for `u4`); `s2` and `u2` keep their
+/// own width (bits 2..4 of the 4-bit product).
+fn mulhi_width(bits: u32) -> u32 {
+    if bits == 4 {
+        8
+    } else {
+        bits
+    }
+}
+
+fn mulhi<T: Int>(x: T, y: T) -> T {
+    // Exact for every type up to 64 bits: a signed product fits in an `i128`; an unsigned one
+    // may not, but its bits do, read back as a `u128`. Extending a 4-bit operand to 8 bits
+    // keeps its value, so only the shift differs.
+    let p = x.to_i128().wrapping_mul(y.to_i128());
+    let n = mulhi_width(T::BITS);
+    let hi = if T::SIGNED {
+        p >> n
+    } else {
+        ((p as u128) >> n) as i128
+    };
+    T::from_i128(hi)
+}
+
 fn int_binary<T: Int>(op: Opcode, a: &[u8], b: &[u8], out: &mut [u8]) -> Result<(), String> {
     use Opcode::*;
     let bits = T::BITS as u64;
@@ -617,6 +646,7 @@ fn int_binary<T: Int>(op: Opcode, a: &[u8], b: &[u8], out: &mut [u8]) -> Result<
         Add => map2::<T, T>(a, b, out, |x, y| x.wadd(y)),
         Subtract => map2::<T, T>(a, b, out, |x, y| x.wsub(y)),
         Multiply => map2::<T, T>(a, b, out, |x, y| x.wmul(y)),
+        MulHi => map2::<T, T>(a, b, out, mulhi::<T>),
         Divide => map2::<T, T>(a, b, out, |x, y| {
             if y == T::ZERO {
                 if T::SIGNED {

@@ -3,9 +3,9 @@
 Each fixture NAME.pb is what XLA (jaxlib 0.10.2) gives for an HLO text:
 `xla_client.hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()`, the bytes a PJRT
 client sends as format "hlo". The texts are corpus cases of the shared data (CASES below,
-`$AXLE_SHARED/corpus/FILE`) and `literals.hlo` here (constants of every element type XLA's
-literal proto stores differently: sub-byte integers, the newer 8- and 4-bit floats, complex, and
-an array in a non-default layout).
+`$AXLE_SHARED/corpus/FILE`), `literals.hlo` here (constants of every element type XLA's literal
+proto stores differently: sub-byte integers, the newer 8- and 4-bit floats, complex, and an
+array in a non-default layout) and `mulhi.hlo` here (`mulhi`, which no corpus case has).
 
 Regenerate (from the repository root):
     /work/jaxenv/bin/python hlo-proto/tests/data/gen_fixtures.py
@@ -52,8 +52,9 @@ def main():
     for name, file in CASES:
         with open(os.path.join(SHARED, "corpus", file)) as f:
             write(name, f.read())
-    with open(os.path.join(HERE, "literals.hlo")) as f:
-        write("literals", f.read())
+    for name in ["literals", "mulhi"]:
+        with open(os.path.join(HERE, name + ".hlo")) as f:
+            write(name, f.read())
 
 
 if __name__ == "__main__":

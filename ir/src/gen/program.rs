@@ -749,6 +749,7 @@ impl Builder {
                     Add,
                     Subtract,
                     Multiply,
+                    MulHi,
                     Divide,
                     Remainder,
                     Maximum,
