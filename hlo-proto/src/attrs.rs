@@ -27,9 +27,10 @@ use axle_ir::{
 };
 use pjrt_sys::protos::xla::{
     hlo_instruction_proto::SliceDimensions, padding_config::PaddingConfigDimension,
-    CholeskyOptions, ConvolutionDimensionNumbers, DotDimensionNumbers, FrontendAttributes,
-    GatherDimensionNumbers, HloInstructionProto, PaddingConfig, PrecisionConfig,
-    ScatterDimensionNumbers, TriangularSolveOptions, Window, WindowDimension,
+    CholeskyOptions, CollectiveDeviceListProto, ConvolutionDimensionNumbers, DotDimensionNumbers,
+    FrontendAttributes, GatherDimensionNumbers, HloInstructionProto, IotaReplicaGroupListProto,
+    PaddingConfig, PrecisionConfig, ReplicaGroup, ScatterDimensionNumbers, SourceTarget,
+    TriangularSolveOptions, Window, WindowDimension,
 };
 
 use crate::verbatim;
@@ -91,6 +92,87 @@ fn calls_key(op: Opcode) -> AttrKey {
         }
         _ => AttrKey::ToApply,
     }
+}
+
+fn ints(v: impl IntoIterator<Item = i64>) -> String {
+    v.into_iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The device groups, pairs and flags of a collective, as XLA prints them: `replica_groups`
+/// (explicit lists, `{}` for all devices, or the iota form `[g,s]<=[dims]T(perm)`),
+/// `use_global_device_ids`, `source_target_pairs`, `constrain_layout`.
+fn collective_attrs(p: &HloInstructionProto, op: Opcode) -> Vec<(&'static str, String)> {
+    use Opcode::*;
+    let mut out = Vec::new();
+    if matches!(
+        op,
+        AllReduce
+            | AllReduceStart
+            | AllGather
+            | AllGatherStart
+            | ReduceScatter
+            | AllToAll
+            | RaggedAllToAll
+            | CollectiveBroadcast
+    ) {
+        let list = p.collective_device_list.as_ref();
+        #[allow(deprecated)] // Older writers (and XLA's text path) still fill it.
+        let groups = if !p.replica_groups.is_empty() {
+            Some(&p.replica_groups)
+        } else {
+            list.map(|l| &l.replica_groups).filter(|g| !g.is_empty())
+        };
+        let text = match (
+            groups,
+            list.and_then(|l| l.iota_replica_group_list.as_ref()),
+        ) {
+            (Some(g), _) => format!(
+                "{{{}}}",
+                g.iter()
+                    .map(|r| format!("{{{}}}", ints(r.replica_ids.iter().copied())))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            (None, Some(iota)) => {
+                let mut t = format!(
+                    "[{},{}]<=[{}]",
+                    iota.num_replica_groups,
+                    iota.num_devices_per_group,
+                    ints(iota.iota_reshape_dims.iter().copied())
+                );
+                let perm: Vec<i64> = iota.iota_transpose_perm.iter().map(|&x| x as i64).collect();
+                if !perm.is_empty() && perm.iter().enumerate().any(|(k, &x)| k as i64 != x) {
+                    t.push_str(&format!("T({})", ints(perm)));
+                }
+                t
+            }
+            (None, None) => "{}".to_string(),
+        };
+        out.push(("replica_groups", text));
+    }
+    if matches!(op, CollectivePermute | CollectivePermuteStart) {
+        out.push((
+            "source_target_pairs",
+            format!(
+                "{{{}}}",
+                p.source_target_pairs
+                    .iter()
+                    .map(|st| format!("{{{},{}}}", st.source, st.target))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        ));
+    }
+    if p.use_global_device_ids {
+        out.push(("use_global_device_ids", "true".to_string()));
+    }
+    if p.constrain_layout {
+        out.push(("constrain_layout", "true".to_string()));
+    }
+    out
 }
 
 /// The attributes of instruction `p` with opcode `op`, as the text parser would build them
@@ -340,6 +422,9 @@ pub fn from_proto(p: &HloInstructionProto, op: Opcode, cx: &ReadCx) -> Result<Ve
             V::Raw(p.channel_id.to_string().into()),
         ));
     }
+    for (name, text) in collective_attrs(p, op) {
+        a.push((K::Other(name.into()), V::Raw(text.into())));
+    }
     if p.custom_call_has_side_effect {
         a.push((
             K::Other("custom_call_has_side_effect".into()),
@@ -553,7 +638,8 @@ pub fn to_proto(
             (_, V::Comp(c)) => called.push((k.clone(), vec![*c])),
             (_, V::Comps(cs)) => called.push((k.clone(), cs.to_vec())),
             (_, V::Raw(text)) => {
-                if !raw_to_proto(k, text, p, &mut precision) {
+                if !collective_to_proto(k, text, op, p) && !raw_to_proto(k, text, p, &mut precision)
+                {
                     fa.insert(format!("{VERBATIM_PREFIX}{}", k.name()), text.to_string());
                 }
             }
@@ -584,6 +670,122 @@ pub fn to_proto(
 
 /// Puts a verbatim attribute in its proto field when that field renders back to the same
 /// text; returns whether it did.
+/// A list of integer lists, `{{0,1},{2}}` (`{}` is none).
+fn parse_int_lists(text: &str) -> Option<Vec<Vec<i64>>> {
+    let inner = text.strip_prefix('{')?.strip_suffix('}')?;
+    if inner.is_empty() {
+        return Some(Vec::new());
+    }
+    let inner = inner.strip_prefix('{')?.strip_suffix('}')?;
+    inner
+        .split("},{")
+        .map(|g| {
+            if g.is_empty() {
+                Some(Vec::new())
+            } else {
+                g.split(',').map(|x| x.parse::<i64>().ok()).collect()
+            }
+        })
+        .collect()
+}
+
+/// The iota form of replica groups, `[g,s]<=[dims]` or `[g,s]<=[dims]T(perm)`.
+fn parse_iota_groups(text: &str) -> Option<IotaReplicaGroupListProto> {
+    let rest = text.strip_prefix('[')?;
+    let (gs, rest) = rest.split_once("]<=[")?;
+    let (dims, rest) = rest.split_once(']')?;
+    let (g, sz) = gs.split_once(',')?;
+    let perm: Vec<i32> = match rest.strip_prefix("T(").and_then(|r| r.strip_suffix(')')) {
+        Some(p) => p
+            .split(',')
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?,
+        None if rest.is_empty() => Vec::new(),
+        None => return None,
+    };
+    Some(IotaReplicaGroupListProto {
+        num_replica_groups: g.parse().ok()?,
+        num_devices_per_group: sz.parse().ok()?,
+        iota_reshape_dims: dims
+            .split(',')
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?,
+        iota_transpose_perm: perm,
+    })
+}
+
+/// Writes a collective's `replica_groups`, `source_target_pairs`, `use_global_device_ids` or
+/// `constrain_layout` into `p`'s fields when reading them back renders `text` exactly (else
+/// leaves `p` as it was and returns false).
+fn collective_to_proto(k: &AttrKey, text: &str, op: Opcode, p: &mut HloInstructionProto) -> bool {
+    let AttrKey::Other(name) = k else {
+        return false;
+    };
+    let before = (
+        p.collective_device_list.clone(),
+        p.source_target_pairs.clone(),
+        p.use_global_device_ids,
+        p.constrain_layout,
+    );
+    let set = match &**name {
+        "use_global_device_ids" if text == "true" => {
+            p.use_global_device_ids = true;
+            true
+        }
+        "constrain_layout" if text == "true" => {
+            p.constrain_layout = true;
+            true
+        }
+        "replica_groups" => {
+            if let Some(groups) = parse_int_lists(text) {
+                if !groups.is_empty() {
+                    p.collective_device_list = Some(CollectiveDeviceListProto {
+                        replica_groups: groups
+                            .into_iter()
+                            .map(|replica_ids| ReplicaGroup { replica_ids })
+                            .collect(),
+                        iota_replica_group_list: None,
+                    });
+                }
+                true
+            } else if let Some(iota) = parse_iota_groups(text) {
+                p.collective_device_list = Some(CollectiveDeviceListProto {
+                    replica_groups: Vec::new(),
+                    iota_replica_group_list: Some(iota),
+                });
+                true
+            } else {
+                false
+            }
+        }
+        "source_target_pairs" => match parse_int_lists(text) {
+            Some(pairs) if pairs.iter().all(|pr| pr.len() == 2) => {
+                p.source_target_pairs = pairs
+                    .into_iter()
+                    .map(|pr| SourceTarget {
+                        source: pr[0],
+                        target: pr[1],
+                    })
+                    .collect();
+                true
+            }
+            _ => false,
+        },
+        _ => false,
+    };
+    let back = collective_attrs(p, op);
+    if set && back.iter().any(|(n, t)| *n == &**name && t == text) {
+        return true;
+    }
+    (
+        p.collective_device_list,
+        p.source_target_pairs,
+        p.use_global_device_ids,
+        p.constrain_layout,
+    ) = before;
+    false
+}
+
 fn raw_to_proto(
     k: &AttrKey,
     text: &str,

@@ -179,9 +179,28 @@ pub fn parse_frontend_attributes(s: &str) -> Option<HashMap<String, String>> {
         rest = &rest[eq + 1..];
         let value;
         if let Some(r) = rest.strip_prefix('"') {
-            let end = r.find('"')?;
-            value = r[..end].to_string();
-            rest = &r[end + 1..];
+            // A C-escaped string (XLA's `CEscape`): \\, \", \', \n, \t, \r.
+            let mut v = String::new();
+            let mut chars = r.char_indices();
+            let mut end = None;
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '"' => {
+                        end = Some(i);
+                        break;
+                    }
+                    '\\' => v.push(match chars.next()?.1 {
+                        'n' => '\n',
+                        't' => '\t',
+                        'r' => '\r',
+                        c @ ('\\' | '"' | '\'') => c,
+                        _ => return None,
+                    }),
+                    c => v.push(c),
+                }
+            }
+            value = v;
+            rest = &r[end? + 1..];
         } else if rest.starts_with('{') {
             let end = balanced(rest)?;
             value = rest[..end].to_string();
@@ -245,7 +264,7 @@ pub fn render_frontend_attributes<'a>(
             if v.starts_with('{') && balanced(v) == Some(v.len()) {
                 format!("{k}={v}")
             } else {
-                format!("{k}=\"{v}\"")
+                format!("{k}=\"{}\"", c_escape(v))
             }
         })
         .collect();
