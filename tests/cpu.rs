@@ -170,11 +170,11 @@ ENTRY main {
 HloModule m
 ENTRY main {
   x = c64[4] parameter(0)
-  ROOT n = c64[4] tan(x)
+  ROOT n = c64[4] cbrt(x)
 }
 "#;
     let m = parse_module(text).expect("parses");
-    let e = compile(&m, &CpuOptions::default()).expect_err("complex tan is not defined");
+    let e = compile(&m, &CpuOptions::default()).expect_err("complex cbrt is not defined");
     assert!(e.message.contains("c64"), "{e}");
     // Through the backend interface too.
     let e = registry()
