@@ -114,7 +114,7 @@ pytest:
 # own change tracking and reinstalled every time.
 python: deps
 	@[ -x '$(PY_VENV)/bin/python' ] || $(PYTHON) -m venv '$(PY_VENV)'
-	@'$(PY_VENV)/bin/python' -c 'import maturin, numpy, pytest, ml_dtypes, jax' 2>/dev/null \
+	@'$(PY_VENV)/bin/python' -c 'import maturin, numpy, pytest, ml_dtypes, jax, absl' 2>/dev/null \
 		|| '$(PY_VENV)/bin/python' -m pip install -q --disable-pip-version-check $(PY_REQS)
 	rm -f '$(ROOT)'/target/wheels/axle-*.whl
 	$(strip '$(PY_VENV)/bin/maturin' build --profile $(PY_PROFILE) $(LOCKED) -q -m python/Cargo.toml \
