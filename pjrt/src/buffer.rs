@@ -13,7 +13,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use axle::ir::ElementType;
+use axle::ir::{ArrayShape, ElementType};
 use axle::Array;
 use pjrt_sys::*;
 
@@ -80,20 +80,18 @@ impl Buffer {
     }
 }
 
-/// The size in bytes of a dense array of `ty` and `dims`, or an error when it overflows.
+/// The size in bytes of a dense array of `ty` and `dims` ([`ArrayShape::byte_size`]), or an error
+/// when a dimension is negative or the size overflows.
 fn dense_bytes(ty: ElementType, dims: &[i64]) -> PluginResult<usize> {
-    let mut n: usize = ty.byte_size();
-    for &d in dims {
-        if d < 0 {
-            return Err(PluginError::invalid(format!(
-                "axle: negative dimension {d} in {dims:?}"
-            )));
-        }
-        n = n
-            .checked_mul(d as usize)
-            .ok_or_else(|| PluginError::invalid(format!("axle: {dims:?} overflows")))?;
-    }
-    Ok(n)
+    ArrayShape::new(ty, dims)
+        .byte_size()
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| {
+            PluginError::invalid(format!(
+                "axle: {}{dims:?} has no size in memory (a negative dimension, or too large)",
+                ty.name()
+            ))
+        })
 }
 
 /// Copies the array at `src` with per-dimension `strides` (bytes, may be negative) into `dst`,

@@ -147,17 +147,6 @@ fn compile_loaded(
     })) as *mut PJRT_LoadedExecutable)
 }
 
-// SAFETY (for the `slice` calls below): the client's pointer and length.
-unsafe fn bytes<'a>(p: *const c_char, len: usize, what: &str) -> PluginResult<&'a [u8]> {
-    if len == 0 {
-        return Ok(&[]);
-    }
-    if p.is_null() {
-        return Err(PluginError::invalid(format!("axle: null {what}")));
-    }
-    Ok(std::slice::from_raw_parts(p as *const u8, len))
-}
-
 entry! {
     /// `PJRT_Client_Compile`.
     fn client_compile(args: PJRT_Client_Compile_Args) {
@@ -168,9 +157,9 @@ entry! {
         // SAFETY: the client's strings and bytes.
         let format = unsafe { named::str_arg(prog.format, prog.format_size, "program format")? };
         // SAFETY: as above.
-        let code = unsafe { bytes(prog.code, prog.code_size, "program")? };
+        let code = unsafe { named::bytes_arg(prog.code, prog.code_size, "program")? };
         // SAFETY: as above.
-        let options = unsafe { bytes(args.compile_options, args.compile_options_size, "compile options")? };
+        let options = unsafe { named::bytes_arg(args.compile_options, args.compile_options_size, "compile options")? };
         args.executable = compile_loaded(client, format, code, options)?;
         Ok(())
     }
@@ -182,7 +171,7 @@ entry! {
     fn executable_deserialize_and_load(args: PJRT_Executable_DeserializeAndLoad_Args) {
         let client = Client::get(args.client)?;
         // SAFETY: the client's bytes.
-        let b = unsafe { bytes(args.serialized_executable, args.serialized_executable_size, "serialized executable")? };
+        let b = unsafe { named::bytes_arg(args.serialized_executable, args.serialized_executable_size, "serialized executable")? };
         let mut rest = b
             .strip_prefix(MAGIC)
             .ok_or_else(|| PluginError::invalid("axle: not a serialized axle executable"))?;
@@ -415,10 +404,7 @@ entry! {
     fn executable_get_compiled_memory_stats(args: PJRT_Executable_GetCompiledMemoryStats_Args) {
         let e = Executable::get(args.executable)?;
         let size = |shapes: &[axle::ir::ArrayShape]| -> i64 {
-            shapes
-                .iter()
-                .map(|s| s.num_elements().max(0) * s.ty.byte_size() as i64)
-                .sum()
+            shapes.iter().map(|s| s.byte_size().unwrap_or(0) as i64).sum()
         };
         let stats = e.compiled.stats();
         args.generated_code_size_in_bytes = 0;

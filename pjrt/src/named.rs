@@ -1,4 +1,5 @@
-//! PJRT's `PJRT_NamedValue` lists in both directions: [`NamedValues`] owns a list the plugin hands
+//! PJRT's `PJRT_NamedValue` lists in both directions, and the client's pointer-and-length
+//! arguments ([`bytes_arg`], [`str_arg`]): [`NamedValues`] owns a list the plugin hands
 //! out (its strings and integer lists live as long as it does); [`read`] copies a list the
 //! client hands in into [`Value`]s.
 
@@ -105,18 +106,26 @@ impl NamedValues {
     }
 }
 
+/// Borrows bytes the client passed as pointer and length.
+///
+/// # Safety
+/// `p` points to `len` readable bytes, or `len` is 0.
+pub unsafe fn bytes_arg<'a>(p: *const c_char, len: usize, what: &str) -> PluginResult<&'a [u8]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(PluginError::invalid(format!("axle: null {what}")));
+    }
+    Ok(std::slice::from_raw_parts(p as *const u8, len))
+}
+
 /// Reads a text the client passed as pointer and length.
 ///
 /// # Safety
 /// `p` points to `len` readable bytes, or `len` is 0.
 pub unsafe fn str_arg<'a>(p: *const c_char, len: usize, what: &str) -> PluginResult<&'a str> {
-    if len == 0 {
-        return Ok("");
-    }
-    if p.is_null() {
-        return Err(PluginError::invalid(format!("axle: null {what}")));
-    }
-    std::str::from_utf8(std::slice::from_raw_parts(p as *const u8, len))
+    std::str::from_utf8(bytes_arg(p, len, what)?)
         .map_err(|_| PluginError::invalid(format!("axle: {what} is not UTF-8")))
 }
 
