@@ -663,6 +663,67 @@ fn convolutions_through_the_pipeline_match_the_evaluator() {
     check_convolutions(&cases, Some("cpu"));
 }
 
+/// Convolutions the tiled kernel takes in its other forms: a base-dilated input (transposed
+/// convolutions, the data gradients of strided ones), whose output pixels it visits phase by
+/// phase (phases of 2 and 3, with a stride, odd sizes that leave a tile past a dimension's
+/// end, window dilation), and kernels too large to stay in cache, which it packs strip by strip
+/// (`f32`, `f64` and `bf16`, a last strip of few features, with and without base dilation).
+#[test]
+fn tiled_convolutions_with_base_dilation_and_packed_kernels_match_the_evaluator() {
+    let cases = [
+        "f32[2,5,7,9] parameter(0)|f32[3,3,9,40] parameter(1)|f32[2,9,13,40]|window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f",
+        "f32[2,5,7,9] parameter(0)|f32[3,3,9,40] parameter(1)|f32[2,7,13,40]|window={size=3x3 stride=2x1 pad=1_1x1_1 lhs_dilate=3x2}, dim_labels=b01f_01io->b01f",
+        "f64[3,6,5] parameter(0)|f64[4,5,17] parameter(1)|f64[3,10,17]|window={size=4 pad=3_2 lhs_dilate=2 rhs_dilate=2}, dim_labels=b0f_0io->b0f",
+        "f32[2,3,3,96] parameter(0)|f32[3,3,96,200] parameter(1)|f32[2,3,3,200]|window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f",
+        "f32[2,3,3,96] parameter(0)|f32[3,3,96,200] parameter(1)|f32[2,6,6,200]|window={size=3x3 pad=1_2x1_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f",
+        "bf16[1,3,3,128] parameter(0)|bf16[3,3,128,260] parameter(1)|bf16[1,3,3,260]|window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f",
+        "f64[1,4,4,64] parameter(0)|f64[3,3,64,120] parameter(1)|f64[1,7,7,120]|window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f",
+    ];
+    check_convolutions(&cases, None);
+}
+
+/// The same forms with epilogues fused through the `cpu` pipeline: a bias and a ReLU (run on
+/// the tile's registers) and a residual as large as the result (run on blocks of the output
+/// after each work item), on a phased order and on packed kernels.
+#[test]
+fn tiled_convolution_epilogues_with_base_dilation_and_packed_kernels_match_the_evaluator() {
+    let convs = [
+        ("f32[2,5,7,9]", "f32[3,3,9,40]", "f32[2,9,13,40]", "window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2}", 40),
+        ("f32[2,3,3,96]", "f32[3,3,96,200]", "f32[2,3,3,200]", "window={size=3x3 pad=1_1x1_1}", 200),
+        ("f32[2,3,3,96]", "f32[3,3,96,200]", "f32[2,6,6,200]", "window={size=3x3 pad=1_2x1_2 lhs_dilate=2x2}", 200),
+    ];
+    for (i, (x, k, y, window, o)) in convs.iter().enumerate() {
+        for residual in [false, true] {
+            let tail = if residual {
+                format!("  r = {y} parameter(2)\n  ROOT z = {y} add(c, r)\n")
+            } else {
+                format!(
+                    "  b = f32[{o}] parameter(2)\n  bb = {y} broadcast(b), dimensions={{3}}\n  s = {y} add(c, bb)\n  zero = f32[] constant(0)\n  zb = {y} broadcast(zero), dimensions={{}}\n  ROOT z = {y} maximum(s, zb)\n"
+                )
+            };
+            let text = format!(
+                "HloModule e\nENTRY main {{\n  x = {x} parameter(0)\n  k = {k} parameter(1)\n  c = {y} convolution(x, k), {window}, dim_labels=b01f_01io->b01f\n{tail}}}\n"
+            );
+            let module = parse_module(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let args = axle::run::generate_inputs(&module, i as u64).expect("inputs");
+            let opts = axle::backend::CompileOptions {
+                pipeline: Some("cpu".into()),
+                ..Default::default()
+            };
+            let compiled = axle::backend::prepare_module("cpu", module.clone(), &opts)
+                .unwrap_or_else(|e| panic!("{text}: {e}"));
+            let exe = compile(&compiled, &CpuOptions::default()).expect("compiles");
+            let got = exe.run_literals(&args).expect("runs");
+            let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
+            let tol = Tolerance::Close {
+                rtol: 1e-5,
+                atol: 1e-5,
+            };
+            compare_arrays(&want[0], &got[0], tol).unwrap_or_else(|e| panic!("{text}: {e}"));
+        }
+    }
+}
+
 /// Each case (`lhs|rhs|result|attributes`) as `ROOT y = convolution(x, k)`, compiled on cpu
 /// (after the standard pipeline `pipeline` when given) and run on generated inputs, against
 /// the evaluator on the module as written.

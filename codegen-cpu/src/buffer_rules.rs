@@ -158,6 +158,13 @@ impl BufferRules for CpuRules {
                     crate::gemm::gemm_geo(m, core, &self.gemm).map_or(0, |g| g.scratch_bytes());
                 sizes.push(Scratch::arena(bytes.max(0) as u64));
             }
+            KernelKind::Conv => {
+                if let Some(g) = crate::conv_fast::conv_fast(m, core) {
+                    if g.strip_major {
+                        sizes.push(Scratch::arena(g.scratch_bytes().max(0) as u64));
+                    }
+                }
+            }
             _ => {}
         }
         if let KernelPlan::Epilogue(e) = &plan {

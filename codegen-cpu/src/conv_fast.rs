@@ -3,8 +3,9 @@
 //! output and the kernel (`b01f`-style outputs with `01io`-style kernels, any input layout):
 //! `MR` consecutive output pixels times `NR` output features are accumulated in vector
 //! registers over the kernel positions and input features, reading the input through an
-//! implicit im2col (scalar broadcasts, zero where the window hangs over the padding). Feature
-//! and batch groups and base (lhs) dilation go to the elemental emitter.
+//! implicit im2col (scalar broadcasts, zero where the window hangs over the padding or falls
+//! between the elements of a base-dilated input; a kernel position that meets no element in
+//! any pixel of the tile is skipped). Feature and batch groups go to the elemental emitter.
 //!
 //! Each output element sums its terms in the evaluator's order (kernel positions, then input
 //! features) with fused multiply-adds; padding terms add zero. Narrow floats accumulate in
@@ -42,6 +43,19 @@ pub(crate) struct ConvFast {
     pub k_st_sp: Vec<i64>,
     pub k_st_in: i64,
     pub window: Vec<axle_ir::WindowDim>,
+    /// Whether a work item is one strip of output features over a chunk of the pixel tiles
+    /// (the strips outermost: the item first packs its strip's slice of the kernel into its
+    /// scratch, contiguous, and every tile of the chunk reads it from there), rather than every
+    /// strip of one tile (each tile reads the kernel where it lies).
+    pub strip_major: bool,
+    /// With [`ConvFast::strip_major`], the chunks the pixel tiles of a strip are cut into.
+    pub chunks: i64,
+    /// Per spatial dimension, the phases its output coordinates fall into: with a base
+    /// dilation `D` and stride `s`, `D / gcd(s, D)` (coordinates of one phase meet real input
+    /// elements at the same kernel positions), else 1. With any phase above 1, the tiles run
+    /// over the output pixels phase by phase ([`ConvFast::order_dims`]), so the pixels of a
+    /// tile skip the same kernel positions.
+    pub phase: Vec<i64>,
 }
 
 impl ConvFast {
@@ -52,10 +66,206 @@ impl ConvFast {
             16
         }
     }
-    /// Work items: tiles of `MR` output pixels.
-    pub fn items(&self) -> i64 {
-        (numel(&self.pix_dims) as u64).div_ceil(MR as u64) as i64
+    /// Output features per strip (two vectors).
+    fn nr(&self) -> i64 {
+        2 * self.lanes()
     }
+    /// Whether the pixels run phase by phase.
+    fn phased(&self) -> bool {
+        self.phase.iter().any(|&p| p > 1)
+    }
+    /// The dimensions of the order the tiles visit the output pixels in: the phases of the
+    /// phased spatial dimensions, outermost, then the pixel dimensions, each phased one cut
+    /// to its coordinates per phase (rounded up: a coordinate past the end does not exist).
+    fn order_dims(&self) -> Vec<i64> {
+        let mut dims: Vec<i64> = self.phase.iter().copied().filter(|&p| p > 1).collect();
+        for (d, role) in self.pix_dims.iter().zip(&self.pix_role) {
+            let p = role.map_or(1, |s| self.phase[s]);
+            dims.push((*d as u64).div_ceil(p as u64) as i64);
+        }
+        dims
+    }
+    /// Positions in the order the tiles visit the output pixels (some do not exist when
+    /// phased).
+    fn order_len(&self) -> i64 {
+        numel(&self.order_dims())
+    }
+    /// Tiles of `MR` output pixels.
+    fn pixel_tiles(&self) -> i64 {
+        (self.order_len() as u64).div_ceil(MR as u64) as i64
+    }
+    /// The same convolution with its pixels in their own order (no phases).
+    pub fn unphased(&self) -> ConvFast {
+        ConvFast {
+            phase: vec![1; self.phase.len()],
+            ..self.clone()
+        }
+    }
+    /// Strips of output features.
+    fn strips(&self) -> i64 {
+        (self.o as u64).div_ceil(self.nr() as u64) as i64
+    }
+    /// Pixel tiles per chunk ([`ConvFast::chunks`]).
+    fn tiles_per_chunk(&self) -> i64 {
+        (self.pixel_tiles() as u64).div_ceil(self.chunks.max(1) as u64) as i64
+    }
+    /// Work items: tiles of `MR` output pixels, or with [`ConvFast::strip_major`] the strips
+    /// of output features times the chunks of tiles.
+    pub fn items(&self) -> i64 {
+        if self.strip_major {
+            self.strips() * self.chunks
+        } else {
+            self.pixel_tiles()
+        }
+    }
+    /// Multiply-adds of one work item (at most).
+    pub fn item_work(&self) -> i64 {
+        let per_strip = MR * self.nr().min(self.o) * self.c * self.k_sp.iter().product::<i64>();
+        if self.strip_major {
+            per_strip * self.tiles_per_chunk()
+        } else {
+            per_strip * self.strips()
+        }
+    }
+    /// Elements of one strip's packed slice of the kernel: kernel positions, input
+    /// features, then the strip's `2 * lanes` output features.
+    fn slice_elems(&self) -> i64 {
+        self.k_sp.iter().product::<i64>() * self.c * self.nr()
+    }
+    /// Bytes of scratch the kernel needs: one packed slice per work item with
+    /// [`ConvFast::strip_major`], none otherwise.
+    pub fn scratch_bytes(&self) -> i64 {
+        if self.strip_major {
+            self.items() * self.slice_elems() * self.ty.byte_size() as i64
+        } else {
+            0
+        }
+    }
+}
+
+/// The greatest common divisor of two positive numbers.
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Where the pixel at position `q` of the tiles' order lies: its linear index over the pixel
+/// dimensions, its coordinates, and whether it exists (the index of pixel 0 when not).
+fn locate<'ctx>(
+    cg: &Cg<'ctx>,
+    geo: &ConvFast,
+    q: IntValue<'ctx>,
+) -> R<(IntValue<'ctx>, Vec<IntValue<'ctx>>, IntValue<'ctx>)> {
+    let bb = &cg.b;
+    if !geo.phased() {
+        return Ok((
+            q,
+            delinearize(cg, &geo.pix_dims, q)?,
+            cg.i1().const_all_ones(),
+        ));
+    }
+    let mq = delinearize(cg, &geo.order_dims(), q)?;
+    let nph = geo.phase.iter().filter(|&&p| p > 1).count();
+    let mut ph = vec![None; geo.phase.len()];
+    let mut k = 0;
+    for (s, &p) in geo.phase.iter().enumerate() {
+        if p > 1 {
+            ph[s] = Some(mq[k]);
+            k += 1;
+        }
+    }
+    let st = strides(&geo.pix_dims);
+    let mut exists = cg.i1().const_all_ones();
+    let mut lin = cg.c64(0);
+    let mut multi = Vec::with_capacity(geo.pix_dims.len());
+    for (i, role) in geo.pix_role.iter().enumerate() {
+        let mut c = mq[nph + i];
+        if let Some(phase) = role.and_then(|s| ph[s].map(|v| (s, v))) {
+            let (s, v) = phase;
+            c = bb.build_int_nsw_add(
+                bb.build_int_nsw_mul(c, cg.c64(geo.phase[s]), "pc")?,
+                v,
+                "c",
+            )?;
+            let lt = bb.build_int_compare(IntPredicate::SLT, c, cg.c64(geo.pix_dims[i]), "lt")?;
+            exists = bb.build_and(exists, lt, "exists")?;
+        }
+        lin = bb.build_int_nsw_add(lin, bb.build_int_nsw_mul(c, cg.c64(st[i]), "t")?, "lin")?;
+        multi.push(c);
+    }
+    let lin = bb
+        .build_select(exists, lin, cg.c64(0), "pix")?
+        .into_int_value();
+    Ok((lin, multi, exists))
+}
+
+/// The output a work item writes: pixels `p0..p1`, output features `o0..o1` of each.
+pub(crate) struct ItemBlock<'ctx> {
+    pub p0: IntValue<'ctx>,
+    pub p1: IntValue<'ctx>,
+    pub o0: IntValue<'ctx>,
+    pub o1: IntValue<'ctx>,
+}
+
+/// The output work item `t` writes.
+pub(crate) fn item_block<'ctx>(
+    cg: &Cg<'ctx>,
+    geo: &ConvFast,
+    t: IntValue<'ctx>,
+) -> R<ItemBlock<'ctx>> {
+    let bb = &cg.b;
+    if geo.phased() {
+        return Err("the output block of a phased convolution's item is not a range".into());
+    }
+    let npix = cg.c64(numel(&geo.pix_dims));
+    if !geo.strip_major {
+        let p0 = bb.build_int_nsw_mul(t, cg.c64(MR), "p0")?;
+        let p1 = min64(cg, bb.build_int_nsw_add(p0, cg.c64(MR), "p1")?, npix)?;
+        return Ok(ItemBlock {
+            p0,
+            p1,
+            o0: cg.c64(0),
+            o1: cg.c64(geo.o),
+        });
+    }
+    let chunks = cg.c64(geo.chunks);
+    let s = bb.build_int_signed_div(t, chunks, "strip")?;
+    let j = bb.build_int_signed_rem(t, chunks, "chunk")?;
+    let rows = cg.c64(geo.tiles_per_chunk() * MR);
+    let p0 = bb.build_int_nsw_mul(j, rows, "p0")?;
+    let p1 = min64(cg, bb.build_int_nsw_add(p0, rows, "p1")?, npix)?;
+    let o0 = bb.build_int_nsw_mul(s, cg.c64(geo.nr()), "o0")?;
+    let o1 = min64(cg, bb.build_int_nsw_add(o0, cg.c64(geo.nr()), "o1")?, cg.c64(geo.o))?;
+    Ok(ItemBlock { p0, p1, o0, o1 })
+}
+
+/// Work items a strip-major convolution aims at at least (so threads share the work).
+const MIN_ITEMS: i64 = 16;
+
+/// Bytes of an operand that stay in cache while the other operand streams through it (a
+/// part of a core's L2).
+const CACHED_BYTES: i64 = 512 << 10;
+
+/// Whether to run the strips of output features outermost: when that moves fewer bytes than
+/// running the tiles of pixels outermost, each counted as read once if it fits in
+/// [`CACHED_BYTES`] and once per pass of the outer loop otherwise.
+fn strip_major(geo: &ConvFast, input_elems: i64) -> bool {
+    let e = geo.ty.byte_size() as i64;
+    let kernel = geo.k_sp.iter().product::<i64>() * geo.c * geo.o * e;
+    let input = input_elems * e;
+    let again = |bytes: i64, passes: i64| {
+        if bytes <= CACHED_BYTES {
+            bytes
+        } else {
+            bytes.saturating_mul(passes)
+        }
+    };
+    let pixels_outer = input.saturating_add(again(kernel, geo.pixel_tiles()));
+    let strips_outer = kernel.saturating_add(again(input, geo.strips()));
+    geo.strips() > 1 && strips_outer < pixels_outer
 }
 
 /// The tiled geometry of convolution `id`, if the tiled kernel handles it.
@@ -75,7 +285,7 @@ pub(crate) fn conv_fast(m: &Module, id: InstId) -> Option<ConvFast> {
         return None;
     }
     let g = conv_geo(m, id).ok()?;
-    if g.fgc != 1 || g.bgc != 1 || g.window.iter().any(|w| w.lhs_dilate != 1) {
+    if g.fgc != 1 || g.bgc != 1 || g.window.iter().any(|w| w.lhs_dilate < 1) {
         return None;
     }
     let dn = &g.dn;
@@ -92,7 +302,7 @@ pub(crate) fn conv_fast(m: &Module, id: InstId) -> Option<ConvFast> {
     let pix_role = (0..orank - 1)
         .map(|d| dn.output_spatial.iter().position(|&s| s as usize == d))
         .collect();
-    Some(ConvFast {
+    let mut geo = ConvFast {
         ty: out.ty,
         pix_dims,
         pix_role,
@@ -106,7 +316,24 @@ pub(crate) fn conv_fast(m: &Module, id: InstId) -> Option<ConvFast> {
         k_st_sp: dn.kernel_spatial.iter().map(|&d| sk[d as usize]).collect(),
         k_st_in: sk[dn.kernel_input_feature as usize],
         window: g.window.clone(),
-    })
+        strip_major: false,
+        chunks: 1,
+        phase: g
+            .window
+            .iter()
+            .map(|w| {
+                let (d, st) = (w.lhs_dilate.max(1), w.stride.max(1));
+                d / gcd(d, st)
+            })
+            .collect(),
+    };
+    if strip_major(&geo, numel(&l.dims)) {
+        geo.strip_major = true;
+        geo.chunks = (MIN_ITEMS as u64)
+            .div_ceil(geo.strips() as u64)
+            .clamp(1, geo.pixel_tiles() as u64) as i64;
+    }
+    Some(geo)
 }
 
 /// The body of [`nest_acc`]: `(coordinates, loop-carried values) -> next values`.
@@ -131,10 +358,20 @@ fn nest_acc<'ctx>(
     })
 }
 
+/// Where a tile reads the kernel: the kernel as it lies (its strides, the strip's first
+/// output feature added), or a strip's packed slice.
+struct KernelView<'ctx> {
+    ptr: PointerValue<'ctx>,
+    st_sp: Vec<i64>,
+    st_in: i64,
+    packed: bool,
+}
+
 /// Emits the tiled convolution into the current kernel function: work items `start..end`,
 /// each tile stored to `out`, or with `finish` handed as it is to that register epilogue
-/// ([`RegFn`], `f32` and `f64` only). `finish.as_deref_mut()` reborrows the epilogue for each
-/// tile the loops emit (clippy takes it for a no-op).
+/// ([`RegFn`], `f32` and `f64` only). `pack` is the scratch of [`ConvFast::scratch_bytes`]
+/// (required with [`ConvFast::strip_major`]). `finish.as_deref_mut()` reborrows the
+/// epilogue for each tile the loops emit (clippy takes it for a no-op).
 #[allow(clippy::too_many_arguments, clippy::needless_option_as_deref)]
 pub(crate) fn emit_conv<'ctx>(
     cg: &Cg<'ctx>,
@@ -142,6 +379,7 @@ pub(crate) fn emit_conv<'ctx>(
     input: PointerValue<'ctx>,
     kernel: PointerValue<'ctx>,
     out: PointerValue<'ctx>,
+    pack: Option<PointerValue<'ctx>>,
     start: IntValue<'ctx>,
     end: IntValue<'ctx>,
     mut finish: Option<&mut RegFn<'_, 'ctx>>,
@@ -150,47 +388,199 @@ pub(crate) fn emit_conv<'ctx>(
         return Err("a register epilogue of a narrow-float convolution".into());
     }
     let bb = &cg.b;
-    let p_total = numel(&geo.pix_dims);
+    let mty = cg.mem_ty(geo.ty)?;
     cg.for_range(start, end, |t| {
-        let p0 = bb.build_int_nsw_mul(t, cg.c64(MR), "p0")?;
-        let full = bb.build_int_compare(
-            IntPredicate::SLE,
-            bb.build_int_nsw_add(p0, cg.c64(MR), "pe")?,
-            cg.c64(p_total),
-            "full",
+        if !geo.strip_major {
+            let view = KernelView {
+                ptr: kernel,
+                st_sp: geo.k_st_sp.clone(),
+                st_in: geo.k_st_in,
+                packed: false,
+            };
+            let strips = (cg.c64(0), cg.c64(geo.strips()));
+            return pixel_tile(cg, geo, t, strips, &view, input, out, finish.as_deref_mut());
+        }
+        let pack = pack.ok_or("a strip-major convolution without its scratch")?;
+        let chunks = cg.c64(geo.chunks);
+        let s = bb.build_int_signed_div(t, chunks, "strip")?;
+        let j = bb.build_int_signed_rem(t, chunks, "chunk")?;
+        let dst = cg.gep(
+            mty,
+            pack,
+            bb.build_int_nsw_mul(t, cg.c64(geo.slice_elems()), "slice")?,
         )?;
-        let tb = cg.block("conv.full")?;
-        let rb = cg.block("conv.rest")?;
-        let done = cg.block("conv.done")?;
-        bb.build_conditional_branch(full, tb, rb)?;
-        bb.position_at_end(tb);
-        tile(cg, geo, MR, p0, input, kernel, out, finish.as_deref_mut())?;
-        bb.build_unconditional_branch(done)?;
-        bb.position_at_end(rb);
-        let pend = min64(
+        pack_slice(cg, geo, kernel, dst, s)?;
+        let mut st_sp = vec![0; geo.k_sp.len()];
+        let mut st = geo.c * geo.nr();
+        for d in (0..geo.k_sp.len()).rev() {
+            st_sp[d] = st;
+            st *= geo.k_sp[d];
+        }
+        let view = KernelView {
+            ptr: dst,
+            st_sp,
+            st_in: geo.nr(),
+            packed: true,
+        };
+        let per = geo.tiles_per_chunk();
+        let t0 = bb.build_int_nsw_mul(j, cg.c64(per), "t0")?;
+        let t1 = min64(
             cg,
-            bb.build_int_nsw_add(p0, cg.c64(MR), "pe")?,
-            cg.c64(p_total),
+            bb.build_int_nsw_add(t0, cg.c64(per), "t1")?,
+            cg.c64(geo.pixel_tiles()),
         )?;
-        cg.for_range(p0, pend, |p| {
-            tile(cg, geo, 1, p, input, kernel, out, finish.as_deref_mut())
-        })?;
-        bb.build_unconditional_branch(done)?;
-        bb.position_at_end(done);
-        Ok(())
+        let strips = (s, bb.build_int_nsw_add(s, cg.c64(1), "s1")?);
+        cg.for_range(t0, t1, |pt| {
+            pixel_tile(cg, geo, pt, strips, &view, input, out, finish.as_deref_mut())
+        })
     })
 }
 
-/// Output pixels `p0 .. p0 + rows`, every strip of output features: stored to `out`, or
-/// handed to `finish` (a register epilogue, [`RegFn`]) as they are.
+/// Pixel tile `t` (`MR` output pixels, fewer at the end), strips `strips` of output features.
+#[allow(clippy::too_many_arguments)]
+fn pixel_tile<'ctx>(
+    cg: &Cg<'ctx>,
+    geo: &ConvFast,
+    t: IntValue<'ctx>,
+    strips: (IntValue<'ctx>, IntValue<'ctx>),
+    view: &KernelView<'ctx>,
+    input: PointerValue<'ctx>,
+    out: PointerValue<'ctx>,
+    mut finish: Option<&mut RegFn<'_, 'ctx>>,
+) -> R<()> {
+    let bb = &cg.b;
+    let p_total = geo.order_len();
+    let p0 = bb.build_int_nsw_mul(t, cg.c64(MR), "p0")?;
+    let full = bb.build_int_compare(
+        IntPredicate::SLE,
+        bb.build_int_nsw_add(p0, cg.c64(MR), "pe")?,
+        cg.c64(p_total),
+        "full",
+    )?;
+    let tb = cg.block("conv.full")?;
+    let rb = cg.block("conv.rest")?;
+    let done = cg.block("conv.done")?;
+    bb.build_conditional_branch(full, tb, rb)?;
+    bb.position_at_end(tb);
+    tile(cg, geo, MR, p0, strips, view, input, out, finish.as_deref_mut())?;
+    bb.build_unconditional_branch(done)?;
+    bb.position_at_end(rb);
+    let pend = min64(
+        cg,
+        bb.build_int_nsw_add(p0, cg.c64(MR), "pe")?,
+        cg.c64(p_total),
+    )?;
+    cg.for_range(p0, pend, |p| {
+        tile(cg, geo, 1, p, strips, view, input, out, finish.as_deref_mut())
+    })?;
+    bb.build_unconditional_branch(done)?;
+    bb.position_at_end(done);
+    Ok(())
+}
+
+/// Copies strip `s`'s slice of the kernel to `dst`, contiguous: for each kernel position (in
+/// the kernel's own order, not reversed) and input feature, the strip's `2 * lanes` output
+/// features, zeros past the last.
+fn pack_slice<'ctx>(
+    cg: &Cg<'ctx>,
+    geo: &ConvFast,
+    kernel: PointerValue<'ctx>,
+    dst: PointerValue<'ctx>,
+    s: IntValue<'ctx>,
+) -> R<()> {
+    let bb = &cg.b;
+    let lanes = geo.lanes();
+    let nr = geo.nr();
+    let mty = cg.mem_ty(geo.ty)?;
+    let mvty = match mty {
+        BasicTypeEnum::FloatType(t) => t.vec_type(lanes as u32),
+        BasicTypeEnum::IntType(t) => t.vec_type(lanes as u32),
+        _ => return Err(format!("no tiled convolution for {:?}", geo.ty).into()),
+    };
+    let mload = cg.intrinsic("llvm.masked.load", &[mvty.into(), cg.ptr().into()])?;
+    let align = cg.i32().const_int(geo.ty.byte_size() as u64, false);
+    let o0 = bb.build_int_nsw_mul(s, cg.c64(nr), "o0")?;
+    let masks = strip_masks(cg, geo, o0)?;
+    let mzero = mvty.const_zero();
+    let mut multi = Vec::new();
+    nest_acc(cg, &geo.k_sp, &mut multi, Vec::new(), &mut |kc, _| {
+        let mut src = o0;
+        let mut pos = cg.c64(0);
+        for d in 0..geo.k_sp.len() {
+            let t = bb.build_int_nsw_mul(kc[d], cg.c64(geo.k_st_sp[d]), "kt")?;
+            src = bb.build_int_nsw_add(src, t, "src")?;
+            pos = bb.build_int_nsw_add(
+                bb.build_int_nsw_mul(pos, cg.c64(geo.k_sp[d]), "pos")?,
+                kc[d],
+                "pos",
+            )?;
+        }
+        let row0 = bb.build_int_nsw_mul(pos, cg.c64(geo.c * nr), "row0")?;
+        cg.for_range(cg.c64(0), cg.c64(geo.c), |c| {
+            let from = bb.build_int_nsw_add(
+                src,
+                bb.build_int_nsw_mul(c, cg.c64(geo.k_st_in), "ci")?,
+                "from",
+            )?;
+            let to = bb.build_int_nsw_add(
+                row0,
+                bb.build_int_nsw_mul(c, cg.c64(nr), "co")?,
+                "to",
+            )?;
+            for (h, mask) in masks.iter().enumerate() {
+                let off = cg.c64(h as i64 * lanes);
+                let q = cg.gep(mty, kernel, bb.build_int_nsw_add(from, off, "q")?)?;
+                let v = cg
+                    .call(mload, &[bv(q), bv(align), bv(*mask), bv(mzero)])?
+                    .ok_or("masked load returned nothing")?;
+                let d = cg.gep(mty, dst, bb.build_int_nsw_add(to, off, "d")?)?;
+                let st = bb.build_store(d, v)?;
+                let _ = st.set_alignment(geo.ty.byte_size() as u32);
+            }
+            Ok(())
+        })?;
+        Ok(Vec::new())
+    })?;
+    Ok(())
+}
+
+/// The masks of a strip's two vectors of output features from `o0`: the features that exist.
+fn strip_masks<'ctx>(cg: &Cg<'ctx>, geo: &ConvFast, o0: IntValue<'ctx>) -> R<Vec<VectorValue<'ctx>>> {
+    let bb = &cg.b;
+    let lanes = geo.lanes();
+    let w = min64(
+        cg,
+        bb.build_int_nsw_sub(cg.c64(geo.o), o0, "w")?,
+        cg.c64(geo.nr()),
+    )?;
+    let lane_ids: Vec<_> = (0..lanes)
+        .map(|i| cg.i64().const_int(i as u64, false))
+        .collect();
+    let lane_vec = VectorType::const_vector(&lane_ids);
+    let mut masks = Vec::with_capacity(2);
+    for v in 0..2 {
+        let lim = bb.build_int_nsw_sub(w, cg.c64(v * lanes), "lim")?;
+        masks.push(bb.build_int_compare(
+            IntPredicate::SLT,
+            lane_vec,
+            splat_int(cg, lim, lanes)?,
+            "mask",
+        )?);
+    }
+    Ok(masks)
+}
+
+/// Output pixels `p0 .. p0 + rows`, strips `strips.0 .. strips.1` of output features: stored
+/// to `out`, or handed to `finish` (a register epilogue, [`RegFn`]) as they are.
 #[allow(clippy::too_many_arguments)]
 fn tile<'ctx>(
     cg: &Cg<'ctx>,
     geo: &ConvFast,
     rows: i64,
     p0: IntValue<'ctx>,
+    strips: (IntValue<'ctx>, IntValue<'ctx>),
+    view: &KernelView<'ctx>,
     input: PointerValue<'ctx>,
-    kernel: PointerValue<'ctx>,
     out: PointerValue<'ctx>,
     mut finish: Option<&mut RegFn<'_, 'ctx>>,
 ) -> R<()> {
@@ -210,17 +600,19 @@ fn tile<'ctx>(
     let mload = cg.intrinsic("llvm.masked.load", &[mvty.into(), cg.ptr().into()])?;
     let mstore = cg.intrinsic("llvm.masked.store", &[mvty.into(), cg.ptr().into()])?;
     let align = cg.i32().const_int(geo.ty.byte_size() as u64, false);
-    let lane_ids: Vec<_> = (0..lanes)
-        .map(|i| cg.i64().const_int(i as u64, false))
-        .collect();
-    let lane_vec = VectorType::const_vector(&lane_ids);
     let nsp = geo.k_sp.len();
     // Per pixel: input base offset (batch) and output spatial coordinates.
     let mut bases = Vec::with_capacity(rows as usize);
     let mut ocs: Vec<Vec<IntValue>> = Vec::with_capacity(rows as usize);
+    // Per pixel: its linear index and whether it exists (a phased order's tile can reach past
+    // the end of a dimension).
+    let mut pixels = Vec::with_capacity(rows as usize);
+    let mut exist = Vec::with_capacity(rows as usize);
     for r in 0..rows {
-        let p = bb.build_int_nsw_add(p0, cg.c64(r), "p")?;
-        let multi = delinearize(cg, &geo.pix_dims, p)?;
+        let q = bb.build_int_nsw_add(p0, cg.c64(r), "q")?;
+        let (p, multi, exists) = locate(cg, geo, q)?;
+        pixels.push(p);
+        exist.push(exists);
         let mut base = cg.c64(0);
         let mut oc = vec![cg.c64(0); nsp];
         for (d, role) in geo.pix_role.iter().enumerate() {
@@ -232,24 +624,9 @@ fn tile<'ctx>(
         bases.push(base);
         ocs.push(oc);
     }
-    let strips = (geo.o as u64).div_ceil(nr as u64) as i64;
-    cg.for_range(cg.c64(0), cg.c64(strips), |s| {
+    cg.for_range(strips.0, strips.1, |s| {
         let o0 = bb.build_int_nsw_mul(s, cg.c64(nr), "o0")?;
-        let w = min64(
-            cg,
-            bb.build_int_nsw_sub(cg.c64(geo.o), o0, "w")?,
-            cg.c64(nr),
-        )?;
-        let mut masks = Vec::with_capacity(2);
-        for v in 0..2 {
-            let lim = bb.build_int_nsw_sub(w, cg.c64(v * lanes), "lim")?;
-            masks.push(bb.build_int_compare(
-                IntPredicate::SLT,
-                lane_vec,
-                splat_int(cg, lim, lanes)?,
-                "mask",
-            )?);
-        }
+        let masks = strip_masks(cg, geo, o0)?;
         let zero = vty.const_zero();
         let mzero = mvty.const_zero();
         let init: Vec<Val> = (0..2 * rows).map(|_| bv(zero)).collect();
@@ -259,14 +636,23 @@ fn tile<'ctx>(
             let mut offs = Vec::with_capacity(rows as usize);
             let mut oks = Vec::with_capacity(rows as usize);
             for r in 0..rows as usize {
-                let mut ok = cg.i1().const_all_ones();
+                let mut ok = exist[r];
                 let mut off = bases[r];
                 for d in 0..nsp {
                     let wdim = &geo.window[d];
                     let p = bb.build_int_nsw_mul(ocs[r][d], cg.c64(wdim.stride), "p")?;
                     let p = bb.build_int_nsw_sub(p, cg.c64(wdim.pad_lo), "p")?;
                     let kk = bb.build_int_nsw_mul(kc[d], cg.c64(wdim.rhs_dilate), "kk")?;
-                    let p = bb.build_int_nsw_add(p, kk, "p")?;
+                    let mut p = bb.build_int_nsw_add(p, kk, "p")?;
+                    if wdim.lhs_dilate > 1 {
+                        // A position of the dilated input: a real element only where it is a
+                        // multiple of the dilation (`p` is checked non-negative below).
+                        let dil = cg.c64(wdim.lhs_dilate);
+                        let rem = bb.build_int_signed_rem(p, dil, "rem")?;
+                        let on = bb.build_int_compare(IntPredicate::EQ, rem, cg.c64(0), "on")?;
+                        ok = bb.build_and(ok, on, "ok")?;
+                        p = bb.build_int_signed_div(p, dil, "pd")?;
+                    }
                     let ge = bb.build_int_compare(IntPredicate::SGE, p, cg.c64(0), "ge")?;
                     let lt =
                         bb.build_int_compare(IntPredicate::SLT, p, cg.c64(geo.in_sp[d]), "lt")?;
@@ -277,27 +663,39 @@ fn tile<'ctx>(
                 offs.push(bb.build_select(ok, off, cg.c64(0), "off")?.into_int_value());
                 oks.push(ok);
             }
-            let mut koff = o0;
+            let mut koff = if view.packed { cg.c64(0) } else { o0 };
             for d in 0..nsp {
                 let kq = if geo.window[d].reversal {
                     bb.build_int_nsw_sub(cg.c64(geo.k_sp[d] - 1), kc[d], "kr")?
                 } else {
                     kc[d]
                 };
-                let t = bb.build_int_nsw_mul(kq, cg.c64(geo.k_st_sp[d]), "kt")?;
+                let t = bb.build_int_nsw_mul(kq, cg.c64(view.st_sp[d]), "kt")?;
                 koff = bb.build_int_nsw_add(koff, t, "ko")?;
             }
-            cg.for_range_acc(cg.c64(0), cg.c64(geo.c), &acc, |c, acc| {
+            // With a dilated input, a kernel position often meets no real element in any row
+            // of the tile: its input features are skipped (all their terms are zero).
+            let c_end = if geo.window.iter().any(|w| w.lhs_dilate > 1) {
+                let mut any = cg.i1().const_zero();
+                for ok in &oks {
+                    any = bb.build_or(any, *ok, "any")?;
+                }
+                bb.build_select(any, cg.c64(geo.c), cg.c64(0), "cend")?
+                    .into_int_value()
+            } else {
+                cg.c64(geo.c)
+            };
+            cg.for_range_acc(cg.c64(0), c_end, &acc, |c, acc| {
                 let kc_off = bb.build_int_nsw_add(
                     koff,
-                    bb.build_int_nsw_mul(c, cg.c64(geo.k_st_in), "kc")?,
+                    bb.build_int_nsw_mul(c, cg.c64(view.st_in), "kc")?,
                     "k",
                 )?;
                 let mut kv: Vec<VectorValue> = Vec::with_capacity(2);
                 for (h, mask) in masks.iter().enumerate() {
                     let q = cg.gep(
                         mty,
-                        kernel,
+                        view.ptr,
                         bb.build_int_nsw_add(kc_off, cg.c64(h as i64 * lanes), "q")?,
                     )?;
                     let v = cg
@@ -328,26 +726,33 @@ fn tile<'ctx>(
                 Ok(next)
             })
         })?;
-        if let Some(finish) = &mut finish {
-            let mut pixels = Vec::with_capacity(rows as usize);
-            for r in 0..rows {
-                pixels.push(bb.build_int_nsw_add(p0, cg.c64(r), "p")?);
+        // Per pixel, the masks of its two vectors: none where the pixel does not exist.
+        let mut row_masks = Vec::with_capacity(rows as usize);
+        for e in &exist {
+            let mut m2 = [masks[0], masks[1]];
+            if geo.phased() {
+                let none = masks[0].get_type().const_zero();
+                for m in &mut m2 {
+                    *m = bb.build_select(*e, *m, none, "rm")?.into_vector_value();
+                }
             }
-            let m2 = [masks[0], masks[1]];
+            row_masks.push(m2);
+        }
+        if let Some(finish) = &mut finish {
             return finish(&RegTile {
                 accs,
                 lanes,
-                masks: vec![m2; rows as usize],
-                col_masks: m2,
-                rows: pixels,
+                masks: row_masks,
+                col_masks: [masks[0], masks[1]],
+                rows: pixels.clone(),
                 col0: o0,
             });
         }
         for r in 0..rows {
-            let p = bb.build_int_nsw_add(p0, cg.c64(r), "p")?;
+            let p = pixels[r as usize];
             let off =
                 bb.build_int_nsw_add(bb.build_int_nsw_mul(p, cg.c64(geo.o), "po")?, o0, "oo")?;
-            for (h, mask) in masks.iter().enumerate() {
+            for (h, mask) in row_masks[r as usize].iter().enumerate() {
                 let q = cg.gep(
                     mty,
                     out,

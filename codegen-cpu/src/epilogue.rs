@@ -247,40 +247,59 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             }
             Opcode::Convolution => {
                 let geo = conv.ok_or("not a tiled convolution")?;
-                let npix = numel(&geo.pix_dims);
                 let o = geo.o;
                 if let Some(plan) = &lanes {
                     let mut finish =
                         |t: &crate::gemm::RegTile<'ctx>| self.emit_lane_tile(plan, &dims, t);
+                    let pack = if geo.strip_major {
+                        Some(*scratch.first().ok_or("a convolution without its scratch")?)
+                    } else {
+                        None
+                    };
                     crate::conv_fast::emit_conv(
                         cg,
                         &geo,
                         lhs,
                         rhs,
                         c,
+                        pack,
                         start,
                         end,
                         Some(&mut finish),
                     )?;
                 } else {
+                    // The epilogue runs on each item's output as a block of pixels.
+                    let geo = geo.unphased();
+                    let pack = if geo.strip_major {
+                        Some(*scratch.first().ok_or("a convolution without its scratch")?)
+                    } else {
+                        None
+                    };
                     cg.for_range(start, end, |item| {
                         let next = b.build_int_nsw_add(item, cg.c64(1), "next")?;
-                        crate::conv_fast::emit_conv(cg, &geo, lhs, rhs, c, item, next, None)?;
-                        // The item's output pixels, all features of each.
-                        let p0 = b.build_int_nsw_mul(item, cg.c64(crate::conv_fast::MR), "p0")?;
-                        let p1 = crate::gemm::min64(
-                            cg,
-                            b.build_int_nsw_add(p0, cg.c64(crate::conv_fast::MR), "p1")?,
-                            cg.c64(npix),
+                        crate::conv_fast::emit_conv(
+                            cg, &geo, lhs, rhs, c, pack, item, next, None,
                         )?;
-                        let lo = b.build_int_nsw_mul(p0, cg.c64(o), "lo")?;
-                        let hi = b.build_int_nsw_mul(p1, cg.c64(o), "hi")?;
-                        self.emit_elements(&dims, lo, hi)
+                        // The item's output: its pixels, its features of each.
+                        let blk = crate::conv_fast::item_block(cg, &geo, item)?;
+                        if !geo.strip_major {
+                            // Whole pixels: one contiguous range.
+                            let lo = b.build_int_nsw_mul(blk.p0, cg.c64(o), "lo")?;
+                            let hi = b.build_int_nsw_mul(blk.p1, cg.c64(o), "hi")?;
+                            return self.emit_elements(&dims, lo, hi);
+                        }
+                        cg.for_range(blk.p0, blk.p1, |p| {
+                            let row = b.build_int_nsw_mul(p, cg.c64(o), "row")?;
+                            let lo = b.build_int_nsw_add(row, blk.o0, "lo")?;
+                            let hi = b.build_int_nsw_add(row, blk.o1, "hi")?;
+                            self.emit_elements(&dims, lo, hi)
+                        })
                     })?;
                 }
-                let per_item =
-                    crate::conv_fast::MR * geo.o * geo.c * geo.k_sp.iter().product::<i64>();
-                (geo.items(), (GRAIN_ELEMS * 64 / per_item.max(1)).max(1))
+                (
+                    geo.items(),
+                    (GRAIN_ELEMS * 64 / geo.item_work().max(1)).max(1),
+                )
             }
             _ => return Err("an epilogue's core must be a dot or a convolution".into()),
         };

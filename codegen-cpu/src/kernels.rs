@@ -151,7 +151,7 @@ pub(crate) fn emit_kernel<'ctx>(
             kc.emit_epilogue(e, &scratch)?
         }
         KernelKind::Gemm => kc.emit_gemm(scratch_ptr.ok_or("gemm without scratch")?)?,
-        KernelKind::Conv => kc.emit_conv()?,
+        KernelKind::Conv => kc.emit_conv(scratch_ptr)?,
         KernelKind::Rng => crate::rng::emit_rng(&mut kc.g, m, k.root, &kc.outs, kc.start, kc.end)?,
     };
     cg.b.build_return(None)?;
@@ -723,7 +723,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         Ok((geo.items(), geo.grain()))
     }
 
-    fn emit_conv(&mut self) -> R<(i64, i64)> {
+    fn emit_conv(&mut self, pack: Option<PointerValue<'ctx>>) -> R<(i64, i64)> {
         let m = self.m;
         let geo = crate::conv_fast::conv_fast(m, self.root).ok_or("not a tiled convolution")?;
         let ops = m.operands(self.root);
@@ -741,12 +741,15 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             a,
             b,
             self.outs[0],
+            pack,
             self.start,
             self.end,
             None,
         )?;
-        let per_item = 6 * geo.o * geo.c * geo.k_sp.iter().product::<i64>();
-        Ok((geo.items(), (GRAIN_ELEMS * 64 / per_item.max(1)).max(1)))
+        Ok((
+            geo.items(),
+            (GRAIN_ELEMS * 64 / geo.item_work().max(1)).max(1),
+        ))
     }
 
     fn emit_dus_in_place(&mut self) -> R<(i64, i64)> {
