@@ -667,7 +667,8 @@ fn convolutions_through_the_pipeline_match_the_evaluator() {
 /// convolutions, the data gradients of strided ones), whose output pixels it visits phase by
 /// phase (phases of 2 and 3, with a stride, odd sizes that leave a tile past a dimension's
 /// end, window dilation), and kernels too large to stay in cache, which it packs strip by strip
-/// (`f32`, `f64` and `bf16`, a last strip of few features, with and without base dilation).
+/// and block by block of kernel rows (`f32`, `f64` and `bf16`, a last strip of few features,
+/// with and without base dilation, a reversed window, a weight gradient's `f01b_i01o->01bf`).
 #[test]
 fn tiled_convolutions_with_base_dilation_and_packed_kernels_match_the_evaluator() {
     let cases = [
@@ -678,6 +679,8 @@ fn tiled_convolutions_with_base_dilation_and_packed_kernels_match_the_evaluator(
         "f32[2,3,3,96] parameter(0)|f32[3,3,96,200] parameter(1)|f32[2,6,6,200]|window={size=3x3 pad=1_2x1_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f",
         "bf16[1,3,3,128] parameter(0)|bf16[3,3,128,260] parameter(1)|bf16[1,3,3,260]|window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f",
         "f64[1,4,4,64] parameter(0)|f64[3,3,64,120] parameter(1)|f64[1,7,7,120]|window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f",
+        "f32[1,3,3,96] parameter(0)|f32[3,3,96,200] parameter(1)|f32[1,3,3,200]|window={size=3x3 pad=1_1x1_1 rhs_reversal=1x1}, dim_labels=b01f_01io->b01f",
+        "f32[16,12,12,8] parameter(0)|f32[16,12,12,72] parameter(1)|f32[3,3,8,72]|window={size=12x12 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf",
     ];
     check_convolutions(&cases, None);
 }
@@ -688,9 +691,27 @@ fn tiled_convolutions_with_base_dilation_and_packed_kernels_match_the_evaluator(
 #[test]
 fn tiled_convolution_epilogues_with_base_dilation_and_packed_kernels_match_the_evaluator() {
     let convs = [
-        ("f32[2,5,7,9]", "f32[3,3,9,40]", "f32[2,9,13,40]", "window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2}", 40),
-        ("f32[2,3,3,96]", "f32[3,3,96,200]", "f32[2,3,3,200]", "window={size=3x3 pad=1_1x1_1}", 200),
-        ("f32[2,3,3,96]", "f32[3,3,96,200]", "f32[2,6,6,200]", "window={size=3x3 pad=1_2x1_2 lhs_dilate=2x2}", 200),
+        (
+            "f32[2,5,7,9]",
+            "f32[3,3,9,40]",
+            "f32[2,9,13,40]",
+            "window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2}",
+            40,
+        ),
+        (
+            "f32[2,3,3,96]",
+            "f32[3,3,96,200]",
+            "f32[2,3,3,200]",
+            "window={size=3x3 pad=1_1x1_1}",
+            200,
+        ),
+        (
+            "f32[2,3,3,96]",
+            "f32[3,3,96,200]",
+            "f32[2,6,6,200]",
+            "window={size=3x3 pad=1_2x1_2 lhs_dilate=2x2}",
+            200,
+        ),
     ];
     for (i, (x, k, y, window, o)) in convs.iter().enumerate() {
         for residual in [false, true] {

@@ -127,21 +127,59 @@ impl ConvFast {
             per_strip * self.strips()
         }
     }
-    /// Elements of one strip's packed slice of the kernel: kernel positions, input
-    /// features, then the strip's `2 * lanes` output features.
-    fn slice_elems(&self) -> i64 {
-        self.k_sp.iter().product::<i64>() * self.c * self.nr()
+    /// Kernel positions per coordinate of the first kernel spatial dimension.
+    fn inner_positions(&self) -> i64 {
+        self.k_sp.iter().skip(1).product()
     }
-    /// Bytes of scratch the kernel needs: one packed slice per work item with
-    /// [`ConvFast::strip_major`], none otherwise.
+    /// With [`ConvFast::strip_major`], the coordinates of the first kernel spatial dimension
+    /// in one block of the kernel: as many as keep the block's packed slice within
+    /// [`BLOCK_BYTES`], at least one (1 without spatial dimensions).
+    fn block_rows(&self) -> i64 {
+        let Some(&k0) = self.k_sp.first() else {
+            return 1;
+        };
+        let row = self.inner_positions() * self.c * self.nr() * self.ty.byte_size() as i64;
+        (BLOCK_BYTES / row.max(1)).clamp(1, k0.max(1))
+    }
+    /// Blocks of the kernel a strip-major item runs one after another.
+    fn k_blocks(&self) -> i64 {
+        match self.k_sp.first() {
+            Some(&k0) => (k0.max(1) as u64).div_ceil(self.block_rows() as u64) as i64,
+            None => 1,
+        }
+    }
+    /// Elements of one block's packed slice of the kernel for one strip: kernel positions,
+    /// input features, then the strip's `2 * lanes` output features.
+    fn block_elems(&self) -> i64 {
+        self.block_rows() * self.inner_positions() * self.c * self.nr()
+    }
+    /// Bytes of a packed block in an item's scratch, rounded up to a cache line.
+    fn block_bytes(&self) -> i64 {
+        (self.block_elems() * self.ty.byte_size() as i64 + 63) / 64 * 64
+    }
+    /// Bytes of the accumulators an item keeps between blocks of the kernel: each pixel of
+    /// its tiles times the strip's features, in the accumulation type (none with one block).
+    fn partial_bytes(&self) -> i64 {
+        if self.k_blocks() <= 1 {
+            return 0;
+        }
+        let acc = if self.ty == ElementType::F64 { 8 } else { 4 };
+        self.tiles_per_chunk() * MR * self.nr() * acc
+    }
+    /// Bytes of scratch the kernel needs: with [`ConvFast::strip_major`], per work item a
+    /// packed block of the kernel and the accumulators kept between blocks; none otherwise.
     pub fn scratch_bytes(&self) -> i64 {
         if self.strip_major {
-            self.items() * self.slice_elems() * self.ty.byte_size() as i64
+            self.items() * (self.block_bytes() + self.partial_bytes())
         } else {
             0
         }
     }
 }
+
+/// The most bytes of one packed block of a kernel strip (a part of a core's L2: every tile of
+/// the item's chunk reads the block while it stays there).
+const BLOCK_BYTES: i64 = 64 << 10;
 
 /// The greatest common divisor of two positive numbers.
 fn gcd(a: i64, b: i64) -> i64 {
@@ -185,11 +223,8 @@ fn locate<'ctx>(
         let mut c = mq[nph + i];
         if let Some(phase) = role.and_then(|s| ph[s].map(|v| (s, v))) {
             let (s, v) = phase;
-            c = bb.build_int_nsw_add(
-                bb.build_int_nsw_mul(c, cg.c64(geo.phase[s]), "pc")?,
-                v,
-                "c",
-            )?;
+            c =
+                bb.build_int_nsw_add(bb.build_int_nsw_mul(c, cg.c64(geo.phase[s]), "pc")?, v, "c")?;
             let lt = bb.build_int_compare(IntPredicate::SLT, c, cg.c64(geo.pix_dims[i]), "lt")?;
             exists = bb.build_and(exists, lt, "exists")?;
         }
@@ -238,7 +273,11 @@ pub(crate) fn item_block<'ctx>(
     let p0 = bb.build_int_nsw_mul(j, rows, "p0")?;
     let p1 = min64(cg, bb.build_int_nsw_add(p0, rows, "p1")?, npix)?;
     let o0 = bb.build_int_nsw_mul(s, cg.c64(geo.nr()), "o0")?;
-    let o1 = min64(cg, bb.build_int_nsw_add(o0, cg.c64(geo.nr()), "o1")?, cg.c64(geo.o))?;
+    let o1 = min64(
+        cg,
+        bb.build_int_nsw_add(o0, cg.c64(geo.nr()), "o1")?,
+        cg.c64(geo.o),
+    )?;
     Ok(ItemBlock { p0, p1, o0, o1 })
 }
 
@@ -339,10 +378,12 @@ pub(crate) fn conv_fast(m: &Module, id: InstId) -> Option<ConvFast> {
 /// The body of [`nest_acc`]: `(coordinates, loop-carried values) -> next values`.
 type NestFn<'f, 'ctx> = dyn FnMut(&[IntValue<'ctx>], Vec<Val<'ctx>>) -> R<Vec<Val<'ctx>>> + 'f;
 
-/// Loops over `dims` threading `accs` through `body(coordinates, accs)`.
+/// Loops over `dims` threading `accs` through `body(coordinates, accs)`; the first dimension
+/// over `first` when given instead of all of it.
 fn nest_acc<'ctx>(
     cg: &Cg<'ctx>,
     dims: &[i64],
+    first: Option<(IntValue<'ctx>, IntValue<'ctx>)>,
     multi: &mut Vec<IntValue<'ctx>>,
     accs: Vec<Val<'ctx>>,
     body: &mut NestFn<'_, 'ctx>,
@@ -351,10 +392,14 @@ fn nest_acc<'ctx>(
     if k == dims.len() {
         return body(multi, accs);
     }
+    let (lo, hi) = match first {
+        Some(range) if k == 0 => range,
+        _ => (cg.c64(0), cg.c64(dims[k])),
+    };
     let mut inner = multi.clone();
-    cg.for_range_acc(cg.c64(0), cg.c64(dims[k]), &accs, |i, a| {
+    cg.for_range_acc(lo, hi, &accs, |i, a| {
         inner.push(i);
-        nest_acc(cg, dims, &mut inner, a.to_vec(), body)
+        nest_acc(cg, dims, first, &mut inner, a.to_vec(), body)
     })
 }
 
@@ -365,6 +410,20 @@ struct KernelView<'ctx> {
     st_sp: Vec<i64>,
     st_in: i64,
     packed: bool,
+    /// For a packed block, the first coordinate (in the kernel's own order) of the first
+    /// spatial dimension it holds.
+    base0: Option<IntValue<'ctx>>,
+}
+
+/// One block of the kernel a strip-major item runs: the tile loops' coordinates `k0..k1` of
+/// the first kernel spatial dimension, whether it is the item's first and last block, and the
+/// accumulators kept between blocks (none with one block).
+#[derive(Clone, Copy)]
+struct Block<'ctx> {
+    range: Option<(IntValue<'ctx>, IntValue<'ctx>)>,
+    first: IntValue<'ctx>,
+    last: IntValue<'ctx>,
+    partial: Option<PointerValue<'ctx>>,
 }
 
 /// Emits the tiled convolution into the current kernel function: work items `start..end`,
@@ -388,7 +447,6 @@ pub(crate) fn emit_conv<'ctx>(
         return Err("a register epilogue of a narrow-float convolution".into());
     }
     let bb = &cg.b;
-    let mty = cg.mem_ty(geo.ty)?;
     cg.for_range(start, end, |t| {
         if !geo.strip_major {
             let view = KernelView {
@@ -396,32 +454,38 @@ pub(crate) fn emit_conv<'ctx>(
                 st_sp: geo.k_st_sp.clone(),
                 st_in: geo.k_st_in,
                 packed: false,
+                base0: None,
             };
             let strips = (cg.c64(0), cg.c64(geo.strips()));
-            return pixel_tile(cg, geo, t, strips, &view, input, out, finish.as_deref_mut());
+            return pixel_tile(
+                cg,
+                geo,
+                t,
+                strips,
+                &view,
+                None,
+                input,
+                out,
+                finish.as_deref_mut(),
+            );
         }
         let pack = pack.ok_or("a strip-major convolution without its scratch")?;
         let chunks = cg.c64(geo.chunks);
         let s = bb.build_int_signed_div(t, chunks, "strip")?;
         let j = bb.build_int_signed_rem(t, chunks, "chunk")?;
-        let dst = cg.gep(
-            mty,
+        let item_bytes = geo.block_bytes() + geo.partial_bytes();
+        let base = cg.gep(
+            cg.i8().into(),
             pack,
-            bb.build_int_nsw_mul(t, cg.c64(geo.slice_elems()), "slice")?,
+            bb.build_int_nsw_mul(t, cg.c64(item_bytes), "item")?,
         )?;
-        pack_slice(cg, geo, kernel, dst, s)?;
+        let partial_base = cg.gep(cg.i8().into(), base, cg.c64(geo.block_bytes()))?;
         let mut st_sp = vec![0; geo.k_sp.len()];
         let mut st = geo.c * geo.nr();
         for d in (0..geo.k_sp.len()).rev() {
             st_sp[d] = st;
             st *= geo.k_sp[d];
         }
-        let view = KernelView {
-            ptr: dst,
-            st_sp,
-            st_in: geo.nr(),
-            packed: true,
-        };
         let per = geo.tiles_per_chunk();
         let t0 = bb.build_int_nsw_mul(j, cg.c64(per), "t0")?;
         let t1 = min64(
@@ -430,8 +494,69 @@ pub(crate) fn emit_conv<'ctx>(
             cg.c64(geo.pixel_tiles()),
         )?;
         let strips = (s, bb.build_int_nsw_add(s, cg.c64(1), "s1")?);
-        cg.for_range(t0, t1, |pt| {
-            pixel_tile(cg, geo, pt, strips, &view, input, out, finish.as_deref_mut())
+        let nb = geo.k_blocks();
+        let rows = geo.block_rows();
+        cg.for_range(cg.c64(0), cg.c64(nb), |kb| {
+            // The block's coordinates of the first kernel spatial dimension, as the tiles
+            // loop over them and in the kernel's own order (reversed with a reversal).
+            let range = match geo.k_sp.first() {
+                Some(&k0) => {
+                    let lo = bb.build_int_nsw_mul(kb, cg.c64(rows), "k0")?;
+                    let hi = min64(
+                        cg,
+                        bb.build_int_nsw_add(lo, cg.c64(rows), "k1")?,
+                        cg.c64(k0),
+                    )?;
+                    Some((lo, hi))
+                }
+                None => None,
+            };
+            let kq = match range {
+                Some((lo, hi)) if geo.window[0].reversal => Some((
+                    bb.build_int_nsw_sub(cg.c64(geo.k_sp[0]), hi, "q0")?,
+                    bb.build_int_nsw_sub(cg.c64(geo.k_sp[0]), lo, "q1")?,
+                )),
+                r => r,
+            };
+            pack_slice(cg, geo, kernel, base, s, kq)?;
+            let view = KernelView {
+                ptr: base,
+                st_sp: st_sp.clone(),
+                st_in: geo.nr(),
+                packed: true,
+                base0: kq.map(|(q0, _)| q0),
+            };
+            let block = Block {
+                range,
+                first: bb.build_int_compare(IntPredicate::EQ, kb, cg.c64(0), "first")?,
+                last: bb.build_int_compare(IntPredicate::EQ, kb, cg.c64(nb - 1), "last")?,
+                partial: (nb > 1).then_some(partial_base),
+            };
+            cg.for_range(t0, t1, |pt| {
+                // This tile's accumulators in the item's partial sums.
+                let block = match block.partial {
+                    Some(pb) => {
+                        let k = bb.build_int_nsw_sub(pt, t0, "tk")?;
+                        let off = bb.build_int_nsw_mul(k, cg.c64(MR * geo.nr()), "toff")?;
+                        Block {
+                            partial: Some(cg.gep(cg.reg_ty(geo.ty)?, pb, off)?),
+                            ..block
+                        }
+                    }
+                    None => block,
+                };
+                pixel_tile(
+                    cg,
+                    geo,
+                    pt,
+                    strips,
+                    &view,
+                    Some(&block),
+                    input,
+                    out,
+                    finish.as_deref_mut(),
+                )
+            })
         })
     })
 }
@@ -444,6 +569,7 @@ fn pixel_tile<'ctx>(
     t: IntValue<'ctx>,
     strips: (IntValue<'ctx>, IntValue<'ctx>),
     view: &KernelView<'ctx>,
+    block: Option<&Block<'ctx>>,
     input: PointerValue<'ctx>,
     out: PointerValue<'ctx>,
     mut finish: Option<&mut RegFn<'_, 'ctx>>,
@@ -462,7 +588,18 @@ fn pixel_tile<'ctx>(
     let done = cg.block("conv.done")?;
     bb.build_conditional_branch(full, tb, rb)?;
     bb.position_at_end(tb);
-    tile(cg, geo, MR, p0, strips, view, input, out, finish.as_deref_mut())?;
+    tile(
+        cg,
+        geo,
+        MR,
+        p0,
+        strips,
+        view,
+        block,
+        input,
+        out,
+        finish.as_deref_mut(),
+    )?;
     bb.build_unconditional_branch(done)?;
     bb.position_at_end(rb);
     let pend = min64(
@@ -471,7 +608,33 @@ fn pixel_tile<'ctx>(
         cg.c64(p_total),
     )?;
     cg.for_range(p0, pend, |p| {
-        tile(cg, geo, 1, p, strips, view, input, out, finish.as_deref_mut())
+        // A lone pixel's accumulators: its row of the tile's.
+        let block = match block {
+            Some(b) => Some(match b.partial {
+                Some(pb) => {
+                    let r = bb.build_int_nsw_sub(p, p0, "r")?;
+                    let off = bb.build_int_nsw_mul(r, cg.c64(geo.nr()), "roff")?;
+                    Block {
+                        partial: Some(cg.gep(cg.reg_ty(geo.ty)?, pb, off)?),
+                        ..*b
+                    }
+                }
+                None => *b,
+            }),
+            None => None,
+        };
+        tile(
+            cg,
+            geo,
+            1,
+            p,
+            strips,
+            view,
+            block.as_ref(),
+            input,
+            out,
+            finish.as_deref_mut(),
+        )
     })?;
     bb.build_unconditional_branch(done)?;
     bb.position_at_end(done);
@@ -479,14 +642,16 @@ fn pixel_tile<'ctx>(
 }
 
 /// Copies strip `s`'s slice of the kernel to `dst`, contiguous: for each kernel position (in
-/// the kernel's own order, not reversed) and input feature, the strip's `2 * lanes` output
-/// features, zeros past the last.
+/// the kernel's own order, not reversed; the coordinates `kq` of the first spatial dimension
+/// when given) and input feature, the strip's `2 * lanes` output features, zeros past the
+/// last.
 fn pack_slice<'ctx>(
     cg: &Cg<'ctx>,
     geo: &ConvFast,
     kernel: PointerValue<'ctx>,
     dst: PointerValue<'ctx>,
     s: IntValue<'ctx>,
+    kq: Option<(IntValue<'ctx>, IntValue<'ctx>)>,
 ) -> R<()> {
     let bb = &cg.b;
     let lanes = geo.lanes();
@@ -503,15 +668,20 @@ fn pack_slice<'ctx>(
     let masks = strip_masks(cg, geo, o0)?;
     let mzero = mvty.const_zero();
     let mut multi = Vec::new();
-    nest_acc(cg, &geo.k_sp, &mut multi, Vec::new(), &mut |kc, _| {
+    nest_acc(cg, &geo.k_sp, kq, &mut multi, Vec::new(), &mut |kc, _| {
         let mut src = o0;
         let mut pos = cg.c64(0);
         for d in 0..geo.k_sp.len() {
             let t = bb.build_int_nsw_mul(kc[d], cg.c64(geo.k_st_sp[d]), "kt")?;
             src = bb.build_int_nsw_add(src, t, "src")?;
+            // Positions from the block's first.
+            let q = match kq {
+                Some((q0, _)) if d == 0 => bb.build_int_nsw_sub(kc[d], q0, "q")?,
+                _ => kc[d],
+            };
             pos = bb.build_int_nsw_add(
                 bb.build_int_nsw_mul(pos, cg.c64(geo.k_sp[d]), "pos")?,
-                kc[d],
+                q,
                 "pos",
             )?;
         }
@@ -522,11 +692,8 @@ fn pack_slice<'ctx>(
                 bb.build_int_nsw_mul(c, cg.c64(geo.k_st_in), "ci")?,
                 "from",
             )?;
-            let to = bb.build_int_nsw_add(
-                row0,
-                bb.build_int_nsw_mul(c, cg.c64(nr), "co")?,
-                "to",
-            )?;
+            let to =
+                bb.build_int_nsw_add(row0, bb.build_int_nsw_mul(c, cg.c64(nr), "co")?, "to")?;
             for (h, mask) in masks.iter().enumerate() {
                 let off = cg.c64(h as i64 * lanes);
                 let q = cg.gep(mty, kernel, bb.build_int_nsw_add(from, off, "q")?)?;
@@ -545,7 +712,11 @@ fn pack_slice<'ctx>(
 }
 
 /// The masks of a strip's two vectors of output features from `o0`: the features that exist.
-fn strip_masks<'ctx>(cg: &Cg<'ctx>, geo: &ConvFast, o0: IntValue<'ctx>) -> R<Vec<VectorValue<'ctx>>> {
+fn strip_masks<'ctx>(
+    cg: &Cg<'ctx>,
+    geo: &ConvFast,
+    o0: IntValue<'ctx>,
+) -> R<Vec<VectorValue<'ctx>>> {
     let bb = &cg.b;
     let lanes = geo.lanes();
     let w = min64(
@@ -580,6 +751,7 @@ fn tile<'ctx>(
     p0: IntValue<'ctx>,
     strips: (IntValue<'ctx>, IntValue<'ctx>),
     view: &KernelView<'ctx>,
+    block: Option<&Block<'ctx>>,
     input: PointerValue<'ctx>,
     out: PointerValue<'ctx>,
     mut finish: Option<&mut RegFn<'_, 'ctx>>,
@@ -598,7 +770,6 @@ fn tile<'ctx>(
     };
     let fma = cg.intrinsic("llvm.fmuladd", &[vty.into()])?;
     let mload = cg.intrinsic("llvm.masked.load", &[mvty.into(), cg.ptr().into()])?;
-    let mstore = cg.intrinsic("llvm.masked.store", &[mvty.into(), cg.ptr().into()])?;
     let align = cg.i32().const_int(geo.ty.byte_size() as u64, false);
     let nsp = geo.k_sp.len();
     // Per pixel: input base offset (batch) and output spatial coordinates.
@@ -629,9 +800,26 @@ fn tile<'ctx>(
         let masks = strip_masks(cg, geo, o0)?;
         let zero = vty.const_zero();
         let mzero = mvty.const_zero();
-        let init: Vec<Val> = (0..2 * rows).map(|_| bv(zero)).collect();
+        // The accumulators: zero, or where the item's previous block of the kernel left them.
+        let mut init: Vec<Val> = Vec::with_capacity(2 * rows as usize);
+        for r in 0..rows {
+            for h in 0..2 {
+                init.push(match block.and_then(|b| b.partial.map(|p| (b, p))) {
+                    Some((b, p)) => {
+                        let q = cg.gep(vty.get_element_type(), p, cg.c64(r * nr + h * lanes))?;
+                        let v = bb.build_load(vty, q, "part")?;
+                        if let Some(i) = v.as_instruction_value() {
+                            let _ = i.set_alignment(ety.get_bit_width() / 8);
+                        }
+                        bb.build_select(b.first, zero, v.into_vector_value(), "init")?
+                    }
+                    None => bv(zero),
+                });
+            }
+        }
         let mut multi = Vec::new();
-        let accs = nest_acc(cg, &geo.k_sp, &mut multi, init, &mut |kc, acc| {
+        let range = block.and_then(|b| b.range);
+        let accs = nest_acc(cg, &geo.k_sp, range, &mut multi, init, &mut |kc, acc| {
             // Input offsets and validity of each pixel at this kernel position.
             let mut offs = Vec::with_capacity(rows as usize);
             let mut oks = Vec::with_capacity(rows as usize);
@@ -669,6 +857,10 @@ fn tile<'ctx>(
                     bb.build_int_nsw_sub(cg.c64(geo.k_sp[d] - 1), kc[d], "kr")?
                 } else {
                     kc[d]
+                };
+                let kq = match view.base0 {
+                    Some(q0) if d == 0 => bb.build_int_nsw_sub(kq, q0, "kb")?,
+                    _ => kq,
                 };
                 let t = bb.build_int_nsw_mul(kq, cg.c64(view.st_sp[d]), "kt")?;
                 koff = bb.build_int_nsw_add(koff, t, "ko")?;
@@ -726,49 +918,118 @@ fn tile<'ctx>(
                 Ok(next)
             })
         })?;
-        // Per pixel, the masks of its two vectors: none where the pixel does not exist.
-        let mut row_masks = Vec::with_capacity(rows as usize);
-        for e in &exist {
-            let mut m2 = [masks[0], masks[1]];
-            if geo.phased() {
-                let none = masks[0].get_type().const_zero();
-                for m in &mut m2 {
-                    *m = bb.build_select(*e, *m, none, "rm")?.into_vector_value();
-                }
-            }
-            row_masks.push(m2);
-        }
-        if let Some(finish) = &mut finish {
-            return finish(&RegTile {
+        // Between blocks of the kernel, the accumulators wait in the item's partial sums.
+        let kept = block.and_then(|b| b.partial.map(|p| (b.last, p)));
+        let Some((last, partial)) = kept else {
+            return end_tile(
+                cg,
+                geo,
+                rows,
+                o0,
+                &masks,
+                &exist,
+                &pixels,
                 accs,
-                lanes,
-                masks: row_masks,
-                col_masks: [masks[0], masks[1]],
-                rows: pixels.clone(),
-                col0: o0,
-            });
+                out,
+                finish.as_deref_mut(),
+            );
+        };
+        let lastb = cg.block("conv.last")?;
+        let moreb = cg.block("conv.more")?;
+        let doneb = cg.block("conv.kept")?;
+        bb.build_conditional_branch(last, lastb, moreb)?;
+        bb.position_at_end(moreb);
+        for (k, a) in accs.iter().enumerate() {
+            let q = cg.gep(vty.get_element_type(), partial, cg.c64(k as i64 * lanes))?;
+            let st = bb.build_store(q, *a)?;
+            let _ = st.set_alignment(ety.get_bit_width() / 8);
         }
-        for r in 0..rows {
-            let p = pixels[r as usize];
-            let off =
-                bb.build_int_nsw_add(bb.build_int_nsw_mul(p, cg.c64(geo.o), "po")?, o0, "oo")?;
-            for (h, mask) in row_masks[r as usize].iter().enumerate() {
-                let q = cg.gep(
-                    mty,
-                    out,
-                    bb.build_int_nsw_add(off, cg.c64(h as i64 * lanes), "q")?,
-                )?;
-                let v = narrow(
-                    cg,
-                    geo.ty,
-                    accs[(2 * r) as usize + h].into_vector_value(),
-                    lanes,
-                )?;
-                cg.call(mstore, &[bv(v), bv(q), bv(align), bv(*mask)])?;
-            }
-        }
+        bb.build_unconditional_branch(doneb)?;
+        bb.position_at_end(lastb);
+        end_tile(
+            cg,
+            geo,
+            rows,
+            o0,
+            &masks,
+            &exist,
+            &pixels,
+            accs,
+            out,
+            finish.as_deref_mut(),
+        )?;
+        bb.build_unconditional_branch(doneb)?;
+        bb.position_at_end(doneb);
         Ok(())
     })
+}
+
+/// A tile's results: its accumulators stored to `out` (rounded to a narrow type), or handed
+/// to `finish`.
+#[allow(clippy::too_many_arguments)]
+fn end_tile<'ctx>(
+    cg: &Cg<'ctx>,
+    geo: &ConvFast,
+    rows: i64,
+    o0: IntValue<'ctx>,
+    masks: &[VectorValue<'ctx>],
+    exist: &[IntValue<'ctx>],
+    pixels: &[IntValue<'ctx>],
+    accs: Vec<Val<'ctx>>,
+    out: PointerValue<'ctx>,
+    finish: Option<&mut RegFn<'_, 'ctx>>,
+) -> R<()> {
+    let bb = &cg.b;
+    let lanes = geo.lanes();
+    let mty = cg.mem_ty(geo.ty)?;
+    let mvty = match mty {
+        BasicTypeEnum::FloatType(t) => t.vec_type(lanes as u32),
+        BasicTypeEnum::IntType(t) => t.vec_type(lanes as u32),
+        _ => return Err(format!("no tiled convolution for {:?}", geo.ty).into()),
+    };
+    let mstore = cg.intrinsic("llvm.masked.store", &[mvty.into(), cg.ptr().into()])?;
+    let align = cg.i32().const_int(geo.ty.byte_size() as u64, false);
+    // Per pixel, the masks of its two vectors: none where the pixel does not exist.
+    let mut row_masks = Vec::with_capacity(rows as usize);
+    for e in exist {
+        let mut m2 = [masks[0], masks[1]];
+        if geo.phased() {
+            let none = masks[0].get_type().const_zero();
+            for m in &mut m2 {
+                *m = bb.build_select(*e, *m, none, "rm")?.into_vector_value();
+            }
+        }
+        row_masks.push(m2);
+    }
+    if let Some(finish) = finish {
+        return finish(&RegTile {
+            accs,
+            lanes,
+            masks: row_masks,
+            col_masks: [masks[0], masks[1]],
+            rows: pixels.to_vec(),
+            col0: o0,
+        });
+    }
+    for r in 0..rows {
+        let p = pixels[r as usize];
+        let off = bb.build_int_nsw_add(bb.build_int_nsw_mul(p, cg.c64(geo.o), "po")?, o0, "oo")?;
+        for (h, mask) in row_masks[r as usize].iter().enumerate() {
+            let q = cg.gep(
+                mty,
+                out,
+                bb.build_int_nsw_add(off, cg.c64(h as i64 * lanes), "q")?,
+            )?;
+            let v = narrow(
+                cg,
+                geo.ty,
+                accs[(2 * r) as usize + h].into_vector_value(),
+                lanes,
+            )?;
+            cg.call(mstore, &[bv(v), bv(q), bv(align), bv(*mask)])?;
+        }
+    }
+    Ok(())
 }
 
 /// A vector of `f16`/`bf16` bits as loaded from memory, widened to `f32` lanes (exact); other

@@ -277,9 +277,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                     };
                     cg.for_range(start, end, |item| {
                         let next = b.build_int_nsw_add(item, cg.c64(1), "next")?;
-                        crate::conv_fast::emit_conv(
-                            cg, &geo, lhs, rhs, c, pack, item, next, None,
-                        )?;
+                        crate::conv_fast::emit_conv(cg, &geo, lhs, rhs, c, pack, item, next, None)?;
                         // The item's output: its pixels, its features of each.
                         let blk = crate::conv_fast::item_block(cg, &geo, item)?;
                         if !geo.strip_major {

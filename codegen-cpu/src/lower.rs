@@ -488,12 +488,10 @@ impl<'m> Lower<'m> {
         };
         let packs = kind == KernelKind::Conv
             && crate::conv_fast::conv_fast(m, core).is_some_and(|g| g.strip_major);
-        let needed = usize::from(
-            matches!(
-                kind,
-                KernelKind::Sort | KernelKind::TopK | KernelKind::Gemm
-            ) || packs,
-        ) + usize::from(matches!(&plan, KernelPlan::Epilogue(e) if e.c_leaf.is_none()));
+        let needed =
+            usize::from(
+                matches!(kind, KernelKind::Sort | KernelKind::TopK | KernelKind::Gemm) || packs,
+            ) + usize::from(matches!(&plan, KernelPlan::Epilogue(e) if e.c_leaf.is_none()));
         if scratch.len() != needed {
             return Err(format!(
                 "the buffer assignment gave the kernel {} scratch buffers, it needs {needed}",
