@@ -565,13 +565,22 @@ fn aot_object_links_into_a_c_program() {
 }
 
 /// Dots the blocked GEMM takes (every layout of one free and one contracting dimension per
-/// side, batch dimensions, sizes around the tile and panel edges, f32 and f64) match the
-/// evaluator.
+/// side, batch dimensions, sizes around the tile and panel edges, f32 and f64), and the
+/// matrix-vector products it leaves to `gemv` (one row of `A`; `B` contiguous along `K`, with
+/// a tail of `K` past the vector steps, or along `N`, with a partial group of strips), match
+/// the evaluator.
 #[test]
 fn gemm_dots_match_the_evaluator() {
     // (ty, batch, m, n, k, lhs contracting first, rhs contracting last)
     let cases: &[(&str, i64, i64, i64, i64, bool, bool)] = &[
         ("f32", 0, 1, 1, 1, false, false),
+        ("f32", 0, 1, 37, 1000, false, true),
+        ("f32", 0, 1, 5, 20, true, true),
+        ("f32", 0, 1, 300, 70, false, false),
+        ("f32", 0, 1, 70, 9, true, false),
+        ("f32", 3, 1, 40, 50, false, true),
+        ("f64", 0, 1, 45, 77, false, true),
+        ("f64", 2, 1, 33, 10, false, false),
         ("f32", 0, 7, 33, 5, false, false),
         ("f32", 0, 130, 70, 300, false, false),
         ("f32", 0, 9, 600, 17, true, false),
@@ -625,6 +634,60 @@ fn gemm_dots_match_the_evaluator() {
             },
         )
         .unwrap_or_else(|e| panic!("{text}: {e}"));
+    }
+}
+
+/// Matrix-vector products with epilogues fused through the `cpu` pipeline (a bias and a ReLU,
+/// a residual; one row and a batch of rows; `B` contiguous along `K` and along `N`) match the
+/// evaluator.
+#[test]
+fn matrix_vector_epilogues_match_the_evaluator() {
+    for (batch, rhs_t) in [(0, true), (0, false), (3, true), (3, false)] {
+        for residual in [false, true] {
+            let (bd, lead) = if batch > 0 {
+                (
+                    ", lhs_batch_dims={0}, rhs_batch_dims={0}".to_string(),
+                    format!("{batch},"),
+                )
+            } else {
+                (String::new(), String::new())
+            };
+            let (k, n) = (200, 300);
+            let (rshape, rc) = if rhs_t {
+                (format!("f32[{lead}{n},{k}]"), if batch > 0 { 2 } else { 1 })
+            } else {
+                (format!("f32[{lead}{k},{n}]"), if batch > 0 { 1 } else { 0 })
+            };
+            let lc = if batch > 0 { 2 } else { 1 };
+            let y = format!("f32[{lead}1,{n}]");
+            let tail = if residual {
+                format!("  r = {y} parameter(2)\n  ROOT z = {y} add(d, r)\n")
+            } else {
+                let last = if batch > 0 { 2 } else { 1 };
+                format!(
+                    "  b = f32[{n}] parameter(2)\n  bb = {y} broadcast(b), dimensions={{{last}}}\n  s = {y} add(d, bb)\n  zero = f32[] constant(0)\n  zb = {y} broadcast(zero), dimensions={{}}\n  ROOT z = {y} maximum(s, zb)\n"
+                )
+            };
+            let text = format!(
+                "HloModule v\nENTRY main {{\n  x = f32[{lead}1,{k}] parameter(0)\n  w = {rshape} parameter(1)\n  d = {y} dot(x, w){bd}, lhs_contracting_dims={{{lc}}}, rhs_contracting_dims={{{rc}}}\n{tail}}}\n"
+            );
+            let module = parse_module(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let args = axle::run::generate_inputs(&module, 5).expect("inputs");
+            let opts = axle::backend::CompileOptions {
+                pipeline: Some("cpu".into()),
+                ..Default::default()
+            };
+            let compiled = axle::backend::prepare_module("cpu", module.clone(), &opts)
+                .unwrap_or_else(|e| panic!("{text}: {e}"));
+            let exe = compile(&compiled, &CpuOptions::default()).expect("compiles");
+            let got = exe.run_literals(&args).expect("runs");
+            let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
+            let tol = Tolerance::Close {
+                rtol: 1e-4,
+                atol: 1e-4,
+            };
+            compare_arrays(&want[0], &got[0], tol).unwrap_or_else(|e| panic!("{text}: {e}"));
+        }
     }
 }
 

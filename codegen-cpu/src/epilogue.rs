@@ -200,7 +200,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 let geo = gemm.ok_or("dot is not a GEMM")?.0;
                 let pack = *scratch.first().ok_or("gemm without scratch")?;
                 let run = |finish: TileEnd<'_, 'ctx>| {
-                    crate::gemm::emit_gemm(cg, &geo, lhs, rhs, c, pack, start, end, Some(finish))
+                    crate::gemv::emit_dot(cg, &geo, lhs, rhs, c, pack, start, end, Some(finish))
                 };
                 match &lanes {
                     Some(plan) => {
@@ -225,7 +225,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 let whole_rows = geo.cb == 1;
                 cg.for_range(start, end, |item| {
                     let next = b.build_int_nsw_add(item, cg.c64(1), "next")?;
-                    crate::gemm::emit_gemm(cg, &geo, lhs, rhs, c, pack, item, next, None)?;
+                    crate::gemv::emit_dot(cg, &geo, lhs, rhs, c, pack, item, next, None)?;
                     // The item's block: rows `i0..i1` and columns `j0..j1` of one batch.
                     let blk = crate::gemm::item_block(cg, &geo, item)?;
                     let off = b.build_int_nsw_mul(blk.batch, cg.c64(mm * n), "off")?;

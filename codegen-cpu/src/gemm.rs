@@ -166,6 +166,9 @@ pub(crate) struct GemmGeo {
     /// instead of by a separate pass ([`ARead::Fill`]): for row-major `A` of the accumulation
     /// type that is packed at all.
     pub fill_a: bool,
+    /// Whether the GEMM is a matrix-vector product read where `B` lies, and in which form
+    /// ([`crate::gemv`]).
+    pub gemv: Option<GemvForm>,
 }
 
 /// Where a register tile reads its strip of `A`.
@@ -454,6 +457,7 @@ pub(crate) fn gemm_geo_views(
         cb: 1,
         direct_a: false,
         fill_a: false,
+        gemv: None,
     };
     if geo.m == 0 || geo.n == 0 || geo.k == 0 || geo.batch.contains(&0) {
         return None;
@@ -480,7 +484,69 @@ pub(crate) fn gemm_geo_views(
     geo.nc = cols.min(nc_max.max(4 * nr));
     geo.direct_a = geo.a_sk == 1 && geo.a_ty == acc && cols <= DIRECT_A_COLS * nr;
     geo.fill_a = !geo.direct_a && geo.a_sk == 1 && geo.a_ty == acc;
+    geo.gemv = gemv_form(&geo);
+    if geo.gemv.is_some() {
+        // Nothing is packed.
+        (geo.kc, geo.mc, geo.nc) = (1, 1, 1);
+        (geo.direct_a, geo.fill_a) = (false, false);
+    }
     Some((geo, [lv.base, rv.base]))
+}
+
+/// Which of `B`'s dimensions is contiguous in a matrix-vector product ([`crate::gemv`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GemvForm {
+    /// `K` (each output a dot product of contiguous runs).
+    Rows,
+    /// `N` (outputs side by side in vectors).
+    Cols,
+}
+
+/// The form a GEMM takes as a matrix-vector product, if it is one: one row of `A`, all of
+/// the accumulation type, `B` contiguous along `K` (with `A` contiguous) or along `N`.
+fn gemv_form(geo: &GemmGeo) -> Option<GemvForm> {
+    if geo.m != 1 || geo.a_ty != geo.acc || geo.b_ty != geo.acc || geo.out_ty != geo.acc {
+        return None;
+    }
+    if geo.b_sk == 1 && geo.a_sk == 1 {
+        Some(GemvForm::Rows)
+    } else if geo.b_sn == 1 {
+        Some(GemvForm::Cols)
+    } else {
+        None
+    }
+}
+
+/// Where item `item` of a GEMM starts in its operands and result: `A`'s, `B`'s and `C`'s
+/// first elements of its batch (pointers), and `C`'s offset of it (elements).
+pub(crate) fn batch_bases<'ctx>(
+    cg: &Cg<'ctx>,
+    geo: &GemmGeo,
+    a: PointerValue<'ctx>,
+    b: PointerValue<'ctx>,
+    c: PointerValue<'ctx>,
+    bi: IntValue<'ctx>,
+) -> R<(
+    PointerValue<'ctx>,
+    PointerValue<'ctx>,
+    PointerValue<'ctx>,
+    IntValue<'ctx>,
+)> {
+    let bb = &cg.b;
+    let bidx = delinearize(cg, &geo.batch, bi)?;
+    let mut a_off = cg.c64(geo.a_off);
+    let mut b_off = cg.c64(geo.b_off);
+    for (d, &x) in bidx.iter().enumerate() {
+        let t = bb.build_int_nsw_mul(x, cg.c64(geo.lb_st[d]), "t")?;
+        a_off = bb.build_int_nsw_add(a_off, t, "ao")?;
+        let t = bb.build_int_nsw_mul(x, cg.c64(geo.rb_st[d]), "t")?;
+        b_off = bb.build_int_nsw_add(b_off, t, "bo")?;
+    }
+    let c_off = bb.build_int_nsw_mul(bi, cg.c64(geo.m * geo.n), "co")?;
+    let abase = cg.gep(cg.mem_ty(geo.a_ty)?, a, a_off)?;
+    let bbase = cg.gep(cg.mem_ty(geo.b_ty)?, b, b_off)?;
+    let cbase = cg.gep(cg.mem_ty(geo.out_ty)?, c, c_off)?;
+    Ok((abase, bbase, cbase, c_off))
 }
 
 /// Chooses row and column blocks per batch: at least two items per thread when there is
@@ -589,6 +655,9 @@ pub(crate) fn emit_gemm<'ctx>(
     if matches!(finish, Some(TileEnd::Registers(_))) && geo.out_ty != geo.acc {
         return Err("a register epilogue of a result narrower than the accumulation".into());
     }
+    if geo.gemv.is_some() {
+        return Err("a matrix-vector product emitted as a GEMM (gemv::emit_dot takes it)".into());
+    }
     let ety = cg.reg_ty(geo.acc)?.into_float_type();
     let bb = &cg.b;
     cg.for_range(start, end, |item| {
@@ -599,20 +668,8 @@ pub(crate) fn emit_gemm<'ctx>(
             j0,
             j1,
         } = item_block(cg, geo, item)?;
-        // Batch offsets.
-        let bidx = delinearize(cg, &geo.batch, bi)?;
-        let mut a_off = cg.c64(geo.a_off);
-        let mut b_off = cg.c64(geo.b_off);
-        for (d, &x) in bidx.iter().enumerate() {
-            let t = bb.build_int_nsw_mul(x, cg.c64(geo.lb_st[d]), "t")?;
-            a_off = bb.build_int_nsw_add(a_off, t, "ao")?;
-            let t = bb.build_int_nsw_mul(x, cg.c64(geo.rb_st[d]), "t")?;
-            b_off = bb.build_int_nsw_add(b_off, t, "bo")?;
-        }
-        let c_off = bb.build_int_nsw_mul(bi, cg.c64(geo.m * geo.n), "co")?;
-        let abase = cg.gep(cg.mem_ty(geo.a_ty)?, a, a_off)?;
-        let bbase = cg.gep(cg.mem_ty(geo.b_ty)?, b, b_off)?;
-        let cbase = cg.gep(cg.mem_ty(geo.out_ty)?, c, c_off)?;
+        let (abase, bbase, cbase, c_off) = batch_bases(cg, geo, a, b, c, bi)?;
+
         let bpack = cg.gep(
             ety.into(),
             scratch,

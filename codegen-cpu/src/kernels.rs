@@ -709,7 +709,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
 
     fn emit_gemm(&mut self, scratch: PointerValue<'ctx>) -> R<(i64, i64)> {
         let (geo, [a, b]) = self.gemm_operands(self.root)?;
-        crate::gemm::emit_gemm(
+        crate::gemv::emit_dot(
             self.cg(),
             &geo,
             a,

@@ -39,6 +39,7 @@ mod epilogue;
 mod fused;
 pub mod fusion_target;
 mod gemm;
+mod gemv;
 mod host;
 mod jit;
 mod kernel_kind;
