@@ -162,9 +162,10 @@ fn gemm_attention_head_views(bencher: Bencher, which: &str) {
 /// regression to the elemental loop shows here): GPT-2's dense layer on a rank-3 activation,
 /// the tied vocabulary projection (the weight transposed; an 8192-word vocabulary to keep the
 /// bench short) and its weight gradient, BERT's weight gradient (batch and sequence both
-/// contracted), attention's batched scores against transposed keys, and a bf16 dense layer
-/// accumulating in f32.
-#[divan::bench(args = ["dense", "vocab", "vocab_grad", "weight_grad", "scores", "dense_bf16"])]
+/// contracted), attention's batched scores against transposed keys, a bf16 dense layer
+/// accumulating in f32, and one decoding step's matrix-vector products (the vocabulary
+/// projection against the transposed weight, a dense layer).
+#[divan::bench(args = ["dense", "vocab", "vocab_grad", "weight_grad", "scores", "dense_bf16", "decode_vocab", "decode_dense"])]
 fn gemm_training_dots(bencher: Bencher, which: &str) {
     // Operand shapes, result shape, dimension numbers and multiply-adds.
     let (lhs, rhs, out, dims, macs): (&str, &str, &str, &str, u64) = match which {
@@ -179,11 +180,57 @@ fn gemm_training_dots(bencher: Bencher, which: &str) {
         "scores" => ("f32[16,4,128,64]", "f32[16,4,128,64]", "f32[16,4,128,128]",
             "lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={3}",
             16 * 4 * 128 * 128 * 64),
+        "decode_vocab" => ("f32[1,1,768]", "f32[8192,768]", "f32[1,1,8192]",
+            "lhs_contracting_dims={2}, rhs_contracting_dims={1}", 768 * 8192),
+        "decode_dense" => ("f32[1,1,768]", "f32[768,3072]", "f32[1,1,3072]",
+            "lhs_contracting_dims={2}, rhs_contracting_dims={0}", 768 * 3072),
         _ => ("bf16[4,128,1024]", "bf16[1024,1024]", "f32[4,128,1024]",
             "lhs_contracting_dims={2}, rhs_contracting_dims={0}", 4 * 128 * 1024 * 1024),
     };
     let text = format!(
         "HloModule train\nENTRY main {{\n  a = {lhs} parameter(0)\n  b = {rhs} parameter(1)\n  ROOT d = {out} dot(a, b), {dims}\n}}\n"
+    );
+    let m = parse_module(&text).expect("the bench module parses");
+    let opts = axle::backend::CompileOptions {
+        pipeline: Some("cpu".into()),
+        ..Default::default()
+    };
+    let m = axle::backend::prepare_module("cpu", m, &opts).expect("the cpu pipeline runs");
+    let p = prepare(&axle::ir::print_module(&m));
+    run(bencher.counter(ItemsCount::new((2 * macs) as usize)), &p);
+}
+
+/// The convolutions of a ResNet training step as JAX emits them, through the `cpu` pipeline:
+/// a forward 3x3 convolution with deep channels on a small image (a kernel larger than cache),
+/// the data gradient of a stride-2 convolution (a base-dilated input), and a weight gradient
+/// (the batch contracted as input features over a 16x16 window).
+#[divan::bench(args = ["fwd_deep", "bwd_data_dilated", "bwd_filter"])]
+fn conv_training(bencher: Bencher, which: &str) {
+    let (lhs, rhs, out, attrs, macs): (&str, &str, &str, &str, u64) = match which {
+        "fwd_deep" => (
+            "f32[16,4,4,512]",
+            "f32[3,3,512,512]",
+            "f32[16,4,4,512]",
+            "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f",
+            16 * 16 * 512 * 9 * 512,
+        ),
+        "bwd_data_dilated" => (
+            "f32[16,4,4,512]",
+            "f32[3,3,512,256]",
+            "f32[16,8,8,256]",
+            "window={size=3x3 pad=1_2x1_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f",
+            16 * 64 * 256 * 9 * 512 / 4,
+        ),
+        _ => (
+            "f32[16,16,16,128]",
+            "f32[16,16,16,128]",
+            "f32[3,3,128,128]",
+            "window={size=16x16 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf",
+            9 * 128 * 128 * 16 * 16 * 16,
+        ),
+    };
+    let text = format!(
+        "HloModule conv\nENTRY main {{\n  a = {lhs} parameter(0)\n  b = {rhs} parameter(1)\n  ROOT c = {out} convolution(a, b), {attrs}\n}}\n"
     );
     let m = parse_module(&text).expect("the bench module parses");
     let opts = axle::backend::CompileOptions {
