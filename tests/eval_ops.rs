@@ -283,6 +283,53 @@ fn binary(ty: &str, op: &str, a: Literal, b: Literal) -> Literal {
     run(&t, &[a, b])
 }
 
+#[test]
+fn pred_add_is_or_and_multiply_is_and() {
+    // As XLA's fusion rewrites them (`add` on `pred` to `or`); `subtract` stays refused.
+    let a = preds(&[4], &[false, false, true, true]);
+    let b = preds(&[4], &[false, true, false, true]);
+    let sum = binary("pred", "add", a.clone(), b.clone());
+    assert_eq!(as_pred(&sum), vec![false, true, true, true]);
+    let product = binary("pred", "multiply", a, b);
+    assert_eq!(as_pred(&product), vec![false, false, false, true]);
+    let text = module("", &["pred[2]", "pred[2]"], "r = pred[2] subtract(p0, p1)");
+    let err = axle::ir::parser::parse_module(&text)
+        .map_err(|e| e.to_string())
+        .and_then(|m| axle::verify_module(&m).map_err(|e| e.to_string()))
+        .expect_err("subtract on pred is refused");
+    assert!(err.contains("pred"), "{err}");
+}
+
+#[test]
+fn dot_algorithms_compute_at_the_operands_precision() {
+    let body = |alg: &str| {
+        format!(
+            "r = f32[2,2] dot(p0, p1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{alg}"
+        )
+    };
+    let params = ["f32[2,3]", "f32[3,2]"];
+    let a = f32s(&[2, 3], &[0.5, 2.5, -3.0, 4.0, 5.0, 6.0]);
+    let b = f32s(&[3, 2], &[0.25, 2.0, 3.0, -4.0, 5.0, 6.0]);
+    let plain = run(&module("", &params, &body("")), &[a.clone(), b.clone()]);
+    for alg in [
+        "dot_bf16_bf16_f32",
+        "dot_tf32_tf32_f32_x3",
+        "ALG_DOT_F32_F32_F32",
+    ] {
+        let got = run(
+            &module("", &params, &body(&format!(", algorithm={alg}"))),
+            &[a.clone(), b.clone()],
+        );
+        same_f32(&as_f32(&got), &as_f32(&plain));
+    }
+    let text = module("", &params, &body(", algorithm=dot_f7_f7_f7"));
+    let err = axle::ir::parser::parse_module(&text)
+        .map_err(|e| e.to_string())
+        .and_then(|m| axle::verify_module(&m).map_err(|e| e.to_string()))
+        .expect_err("an unknown algorithm is refused");
+    assert!(err.contains("dot_f7_f7_f7"), "{err}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Integer arithmetic.
 

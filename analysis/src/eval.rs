@@ -875,11 +875,9 @@ impl<'m> Evaluator<'m> {
                 AttrKey::Algorithm
                     if matches!(self.m.opcode(id), Opcode::Dot | Opcode::Convolution) =>
                 {
-                    let ok = matches!(v, AttrValue::Ident(s) if s.as_ref() == "unset" || s.as_ref() == "ALG_UNSET");
+                    let ok = matches!(v, AttrValue::Ident(s) if axle_ir::shape_inference::is_dot_algorithm(s));
                     if !ok {
-                        return Err(
-                            "dot algorithms other than the default are not supported".into()
-                        );
+                        return Err(format!("unknown dot algorithm {v:?}").into());
                     }
                 }
                 _ => {}

@@ -1162,7 +1162,9 @@ impl<'a> Cx<'a> {
             Ok(())
         };
         match self.op {
-            Add | Subtract | Multiply | Divide | Remainder | Power => {
+            // On `pred`, XLA's `add` is `or` and `multiply` is `and`.
+            Add | Multiply => {}
+            Subtract | Divide | Remainder | Power => {
                 need(!t.is_pred(), "an arithmetic (not pred)")?
             }
             Maximum | Minimum => need(!t.is_complex(), "a non-complex")?,
@@ -2243,6 +2245,11 @@ impl<'a> Cx<'a> {
             }
             self.expect_operands(2)?;
         }
+        if let Some(v) = self.attr(&AttrKey::Algorithm) {
+            if !matches!(v, AttrValue::Ident(s) if is_dot_algorithm(s)) {
+                bail!(self, "unknown dot algorithm {v:?}");
+            }
+        }
         let (l, r) = (self.array(0)?, self.array(1)?);
         let lb = self.ints_or_empty(&AttrKey::LhsBatchDims)?;
         let rb = self.ints_or_empty(&AttrKey::RhsBatchDims)?;
@@ -3248,4 +3255,30 @@ fn fmt_count(n: Option<i128>) -> String {
         Some(n) => n.to_string(),
         None => "too many".to_string(),
     }
+}
+
+/// Whether `name` is one of XLA's dot algorithms (`algorithm=dot_bf16_bf16_f32`, or the
+/// `ALG_DOT_..` spelling of its enum). Each permits a dot at most as precise as its operands'
+/// own types with `f32` accumulation; like XLA CPU, Axle's backends compute every one at the
+/// operands' precision (the default), which is at least as precise as any of them asks.
+pub fn is_dot_algorithm(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    let n = n.strip_prefix("alg_").unwrap_or(&n);
+    matches!(
+        n,
+        "unset"
+            | "dot_any_f8_any_f8_f32"
+            | "dot_any_f8_any_f8_f32_fast_accum"
+            | "dot_f16_f16_f16"
+            | "dot_f16_f16_f32"
+            | "dot_bf16_bf16_bf16"
+            | "dot_bf16_bf16_f32"
+            | "dot_bf16_bf16_f32_x3"
+            | "dot_bf16_bf16_f32_x6"
+            | "dot_bf16_bf16_f32_x9"
+            | "dot_tf32_tf32_f32"
+            | "dot_tf32_tf32_f32_x3"
+            | "dot_f32_f32_f32"
+            | "dot_f64_f64_f64"
+    )
 }
