@@ -12,6 +12,7 @@
 
 pub mod attrs;
 pub mod builder;
+pub mod collective;
 pub mod compare;
 pub mod conv_geo;
 pub mod filetest;
