@@ -120,6 +120,10 @@ pub enum CommError {
     },
 }
 
+/// A reduction step: `reduce(acc, x)` folds buffer `x` into `acc` (same length), or says why
+/// it cannot.
+pub type Reducer<'a> = dyn FnMut(&mut [u8], &[u8]) -> Result<(), String> + 'a;
+
 /// A device's endpoint in a run of several devices.
 ///
 /// Each collective call is the device's next one in sequence; devices meet at calls of the
@@ -172,7 +176,7 @@ pub trait Communicator: Send + Sync {
         op: Op<'_>,
         group: &[DeviceId],
         data: &[u8],
-        reduce: &mut dyn FnMut(&mut [u8], &[u8]) -> Result<(), String>,
+        reduce: &mut Reducer<'_>,
     ) -> Result<Vec<u8>, CommError> {
         let op = Op {
             kind: OpKind::AllReduce,
