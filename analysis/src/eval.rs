@@ -38,6 +38,7 @@ mod linalg;
 mod reduce;
 mod rng;
 mod scalar;
+mod sdy;
 mod shape_ops;
 mod sort;
 
@@ -1492,6 +1493,8 @@ impl<'m> Evaluator<'m> {
         }
         match target.as_str() {
             "TopK" => sort::custom_topk(self, id, arr(ops[0])?),
+            "xla.sdy.GlobalToLocalShape" if self.device.is_some() => self.global_to_local(id, ops),
+            "xla.sdy.LocalToGlobalShape" if self.device.is_some() => self.local_to_global(id, ops),
             // A sharding annotation of the value's own shape: the identity.
             t if axle_ir::SHARDING_ANNOTATIONS.contains(&t)
                 && ops.len() == 1

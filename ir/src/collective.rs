@@ -46,7 +46,10 @@ pub enum ReplicaGroups {
 pub type SourceTargetPair = [i64; 2];
 
 fn join(v: &[i64]) -> String {
-    v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 impl fmt::Display for IotaGroups {
@@ -236,9 +239,7 @@ impl GroupMode {
     /// or `None` for the others.
     pub fn of(has_channel_id: bool, use_global_device_ids: Option<bool>) -> Result<Self, String> {
         match (has_channel_id, use_global_device_ids) {
-            (false, Some(true)) => {
-                Err("use_global_device_ids=true needs a channel_id".to_string())
-            }
+            (false, Some(true)) => Err("use_global_device_ids=true needs a channel_id".to_string()),
             (false, _) => Ok(GroupMode::CrossReplica),
             (true, None) => Ok(GroupMode::CrossPartition),
             (true, Some(false)) => Ok(GroupMode::CrossReplicaAndPartition),
@@ -321,7 +322,9 @@ impl DeviceMesh {
             }
         }
         let Some(ids) = found else {
-            return Err(format!("{what} {mine} (device {device}) is in no replica group"));
+            return Err(format!(
+                "{what} {mine} (device {device}) is in no replica group"
+            ));
         };
         Ok(match mode {
             GroupMode::CrossReplica => ids.iter().map(|&x| self.device(x, p)).collect(),
@@ -361,7 +364,9 @@ impl DeviceMesh {
         for &[s, t] in pairs {
             let (s, t) = (self.id(s, space, what)?, self.id(t, space, what)?);
             if !targets.insert(t) {
-                return Err(format!("{what} {t} is the target of two source-target pairs"));
+                return Err(format!(
+                    "{what} {t} is the target of two source-target pairs"
+                ));
             }
             if s == mine {
                 sends.push(to_device(t));

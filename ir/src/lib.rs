@@ -37,6 +37,7 @@ pub mod printer;
 pub mod runnable;
 pub mod schedule;
 mod schedule_check;
+pub mod sdy;
 pub mod shape_inference;
 pub mod stack;
 pub mod topo;

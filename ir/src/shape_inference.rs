@@ -3259,7 +3259,10 @@ impl<'a> Cx<'a> {
                     bail!(self, "{e}");
                 }
                 if global == Some(true) && g.is_empty_list() {
-                    bail!(self, "use_global_device_ids=true needs explicit replica groups");
+                    bail!(
+                        self,
+                        "use_global_device_ids=true needs explicit replica groups"
+                    );
                 }
                 Ok(g.uniform_group_size())
             }
@@ -3280,7 +3283,11 @@ impl<'a> Cx<'a> {
         if self.attr(&AttrKey::Dimensions).is_some() {
             let dims = self.ints(&AttrKey::Dimensions)?;
             if dims.len() != 1 {
-                bail!(self, "dimensions {} must name exactly one split dimension", join(dims));
+                bail!(
+                    self,
+                    "dimensions {} must name exactly one split dimension",
+                    join(dims)
+                );
             }
             for i in 0..self.n() {
                 let a = self.array(i)?;
@@ -3317,7 +3324,10 @@ impl<'a> Cx<'a> {
             Some(_) => bail!(self, "source_target_pairs must be pairs like {{0,1}}"),
             None => bail!(self, "missing attribute `source_target_pairs`"),
         };
-        let (mut src, mut dst) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+        let (mut src, mut dst) = (
+            std::collections::BTreeSet::new(),
+            std::collections::BTreeSet::new(),
+        );
         for [s, t] in pairs.iter() {
             if !src.insert(s) {
                 bail!(self, "source {s} appears in two source-target pairs");

@@ -8,6 +8,8 @@ For every case NAME (listed in manifest.json with its devices, mesh and toleranc
                     xla.sdy.GlobalToLocalShape / LocalToGlobalShape custom calls)
   NAME.opt.hlo      XLA CPU's optimized per-device module (.compile().as_text()), num_partitions=N
                     (or replica_count=N for pmap)
+  NAME.inK.npy      the global value of parameter K of NAME.hlo's entry
+  NAME.outK.npy     the global K-th output leaf of NAME.hlo's entry, as XLA CPU computed it
   NAME.dD.inK.npy   device D's value of parameter K of the per-device program
   NAME.dD.outK.npy  device D's K-th output leaf as XLA CPU computed it
 Device D is partition D (replica D for pmap): mesh.devices.flat[D]. bf16 arrays are uint16 bit
@@ -33,6 +35,13 @@ def save_leaf(path, a):
     np.save(path, a)
 
 
+def save_global(name, args, outs):
+    for k, a in enumerate(args):
+        save_leaf(os.path.join(HERE, f"{name}.in{k}.npy"), a)
+    for k, o in enumerate(outs):
+        save_leaf(os.path.join(HERE, f"{name}.out{k}.npy"), o)
+
+
 def mesh_of(shape, names):
     n = int(np.prod(shape))
     return Mesh(np.array(jax.devices()[:n]).reshape(shape), names)
@@ -46,6 +55,7 @@ def case_shard_map(name, desc, f, mesh, in_specs, out_specs, args, tol):
     devices = list(mesh.devices.flat)
     placed = [jax.device_put(a, NamedSharding(mesh, s)) for a, s in zip(args, in_specs)]
     outs = jax.tree_util.tree_leaves(sf(*placed))
+    save_global(name, args, outs)
     for d, dev in enumerate(devices):
         for k, a in enumerate(placed):
             local = [s.data for s in a.addressable_shards if s.device == dev][0]
@@ -64,6 +74,7 @@ def case_pmap(name, desc, f, n, args, tol):
     open(os.path.join(HERE, name + ".hlo"), "w").write(lowered.as_text(dialect="hlo"))
     open(os.path.join(HERE, name + ".opt.hlo"), "w").write(lowered.compile().as_text())
     outs = jax.tree_util.tree_leaves(pf(*args))
+    save_global(name, args, outs)
     for d in range(n):
         for k, a in enumerate(args):
             save_leaf(os.path.join(HERE, f"{name}.d{d}.in{k}.npy"), np.asarray(a)[d:d + 1])
