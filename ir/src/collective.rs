@@ -259,6 +259,45 @@ pub struct DeviceMesh {
 }
 
 impl DeviceMesh {
+    /// The mesh of a run of `module` on `devices` devices: the header's `replica_count` x
+    /// `num_partitions` when they name more than one device (then they must multiply to
+    /// `devices`); otherwise `devices` partitions when any instruction has a `channel_id` (as
+    /// JAX's `shard_map` modules do), else `devices` replicas (cross-replica collectives, as
+    /// written without channels).
+    pub fn for_module(module: &crate::Module, devices: u32) -> Result<DeviceMesh, String> {
+        if devices == 0 {
+            return Err("a run needs at least one device".into());
+        }
+        let (r, p) = (module.replica_count(), module.num_partitions());
+        if u64::from(r) * u64::from(p) > 1 {
+            if u64::from(r) * u64::from(p) != u64::from(devices) {
+                return Err(format!(
+                    "the module is for {} devices (replica_count={r}, num_partitions={p}), not {devices}",
+                    u64::from(r) * u64::from(p)
+                ));
+            }
+            return Ok(DeviceMesh {
+                replicas: r,
+                partitions: p,
+            });
+        }
+        let channels = module
+            .live_ids()
+            .into_iter()
+            .any(|i| module.attr(i, &crate::AttrKey::ChannelId).is_some());
+        Ok(if channels {
+            DeviceMesh {
+                replicas: 1,
+                partitions: devices,
+            }
+        } else {
+            DeviceMesh {
+                replicas: devices,
+                partitions: 1,
+            }
+        })
+    }
+
     /// The number of devices.
     pub fn devices(&self) -> u32 {
         self.replicas * self.partitions
