@@ -108,8 +108,8 @@ enum Command {
         /// Run on this many devices of this process (interpreter backend): --input files are
         /// one set for every device, or one set per device (device 0's first); outputs go to
         /// DIR/dD/outK.npy for each device D. JAX's shard_map modules take global inputs.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
-        devices: u32,
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        devices: Option<u32>,
         /// With --devices: how long a collective waits for the rest of its group, in seconds,
         /// before the run fails on every device.
         #[arg(long, default_value_t = 60.0)]
@@ -394,7 +394,7 @@ fn main() -> ExitCode {
                 pipeline: passes,
                 cache,
             };
-            if devices > 1 {
+            if let Some(devices) = devices {
                 cmd_run_devices(
                     &file,
                     &opts,

@@ -1503,6 +1503,11 @@ impl<'m> Evaluator<'m> {
             {
                 Ok(ops[0].clone())
             }
+            "xla.sdy.GlobalToLocalShape" | "xla.sdy.LocalToGlobalShape" => Err(format!(
+                "{target} changes the shape, which needs a multi-device run \
+                 (evaluate_devices, or `axle run --devices N`)"
+            )
+            .into()),
             _ => Err(format!("unsupported custom-call target \"{target}\"").into()),
         }
     }

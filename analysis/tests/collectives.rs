@@ -280,6 +280,26 @@ fn mismatched_programs_fail() -> Result<(), String> {
     {
         return Err(e.to_string());
     }
+    // So does JAX's shard_map entry, whose custom calls change shapes.
+    let text = std::fs::read_to_string(dir().join("tp_mlp_2.hlo")).map_err(|e| e.to_string())?;
+    let m = parse_module(&text).map_err(|e| e.render("tp_mlp_2.hlo"))?;
+    let mut args = Vec::new();
+    for (k, &p) in m.params(m.entry()).iter().enumerate() {
+        let Shape::Array(s) = m.shape(p) else {
+            return Err(format!("parameter {k} is not an array"));
+        };
+        let f = dir().join(format!("tp_mlp_2.in{k}.npy"));
+        args.push(Literal::Array(
+            read_npy_as(&f, s.ty).map_err(|e| e.to_string())?,
+        ));
+    }
+    let e = axle_analysis::evaluate(&m, &args)
+        .err()
+        .ok_or("evaluate ran shard_map")?
+        .to_string();
+    if !e.contains("xla.sdy.GlobalToLocalShape changes the shape, which needs a multi-device run") {
+        return Err(e);
+    }
     Ok(())
 }
 

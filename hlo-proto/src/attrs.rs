@@ -141,7 +141,10 @@ fn collective_attrs(p: &HloInstructionProto, op: Opcode) -> Vec<Attr> {
             }
             (None, None) => ReplicaGroups::List(Box::new([])),
         };
-        out.push((AttrKey::ReplicaGroups, AttrValue::ReplicaGroups(Box::new(value))));
+        out.push((
+            AttrKey::ReplicaGroups,
+            AttrValue::ReplicaGroups(Box::new(value)),
+        ));
     }
     if matches!(op, CollectivePermute | CollectivePermuteStart) {
         out.push((
@@ -178,7 +181,8 @@ fn replica_groups_to_proto(g: &ReplicaGroups, p: &mut HloInstructionProto) -> Re
         }),
         ReplicaGroups::Iota(i) => {
             let int32 = |x: i64| {
-                i32::try_from(x).map_err(|_| format!("replica_groups={g}: {x} does not fit in 32 bits"))
+                i32::try_from(x)
+                    .map_err(|_| format!("replica_groups={g}: {x} does not fit in 32 bits"))
             };
             Some(CollectiveDeviceListProto {
                 replica_groups: Vec::new(),

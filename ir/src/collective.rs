@@ -509,6 +509,32 @@ mod tests {
     }
 
     #[test]
+    fn the_mesh_of_a_module() {
+        let m = |text: &str| crate::parse_module(text).unwrap();
+        let body = "ENTRY e {\n  x = f32[2] parameter(0)\n  ROOT r = f32[2] collective-permute(x), CH source_target_pairs={{0,1}}\n}\n";
+        let with = m(&format!(
+            "HloModule a\n{}",
+            body.replace("CH", "channel_id=1,")
+        ));
+        let without = m(&format!("HloModule a\n{}", body.replace("CH", "")));
+        let header = m(&format!(
+            "HloModule a, replica_count=2, num_partitions=3\n{}",
+            body.replace("CH", "")
+        ));
+        let mesh = |r, p| DeviceMesh {
+            replicas: r,
+            partitions: p,
+        };
+        assert_eq!(DeviceMesh::for_module(&with, 4).unwrap(), mesh(1, 4));
+        assert_eq!(DeviceMesh::for_module(&without, 4).unwrap(), mesh(4, 1));
+        assert_eq!(DeviceMesh::for_module(&header, 6).unwrap(), mesh(2, 3));
+        assert!(DeviceMesh::for_module(&header, 4)
+            .unwrap_err()
+            .contains("for 6 devices"));
+        assert!(DeviceMesh::for_module(&with, 0).is_err());
+    }
+
+    #[test]
     fn permute_peers_and_duplicate_targets() {
         let mesh = DeviceMesh {
             replicas: 1,
