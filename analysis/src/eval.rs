@@ -208,8 +208,9 @@ pub fn evaluate_on_device(
                 Fail::Msg(msg) => fail(msg),
             })
     })();
-    if let Err(e) = &r {
-        dev.comm.abort(&e.to_string());
+    match &r {
+        Ok(_) => dev.comm.finish(),
+        Err(e) => dev.comm.abort(&e.to_string()),
     }
     r
 }

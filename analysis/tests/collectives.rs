@@ -255,6 +255,23 @@ fn mismatched_programs_fail() -> Result<(), String> {
             t0.elapsed()
         ));
     }
+    // Device-dependent control flow: only partition 0 reaches the all-reduce. Device 1
+    // finishes, and device 0 fails at once instead of waiting for the timeout.
+    let branchy = format!(
+        "HloModule m, num_partitions=2\n\n{ADD}\nyes {{\n  y = f32[2] parameter(0)\n  ROOT r = f32[2] all-reduce(y), channel_id=1, replica_groups={{{{0,1}}}}, use_global_device_ids=true, to_apply=add\n}}\n\nno {{\n  ROOT n = f32[2] parameter(0)\n}}\n\nENTRY e {{\n  x = f32[2] parameter(0)\n  pid = u32[] partition-id()\n  zero = u32[] constant(0)\n  first = pred[] compare(pid, zero), direction=EQ\n  ROOT c = f32[2] conditional(first, x, x), true_computation=yes, false_computation=no\n}}\n"
+    );
+    let t0 = std::time::Instant::now();
+    let e = run_text(&branchy, mesh, |_| vec![vec_arg(&[1.0, 2.0])], TIMEOUT)
+        .err()
+        .ok_or("a run where one device skips a collective succeeded")?;
+    if !e.contains("device 1 finished its program after 0 collectives")
+        || t0.elapsed() > Duration::from_secs(20)
+    {
+        return Err(format!(
+            "unexpected error or too slow ({:?}): {e}",
+            t0.elapsed()
+        ));
+    }
     // Too few argument lists.
     let e = evaluate_devices(
         &m,

@@ -42,6 +42,8 @@ struct Seq {
 struct State {
     seqs: HashMap<u64, Seq>,
     aborted: Option<(DeviceId, String)>,
+    /// Devices that finished their programs, with how many collectives they made.
+    finished: HashMap<DeviceId, u64>,
 }
 
 struct Shared {
@@ -223,6 +225,24 @@ impl InProcessDevice {
                 }
                 return Ok(parts);
             }
+            // A member that finished its program will never arrive.
+            if let Some((&d, &n)) = group
+                .iter()
+                .filter(|d| !entry.posts.contains_key(d))
+                .find_map(|d| st.finished.get_key_value(d))
+            {
+                let err = CommError::Mismatch {
+                    seq,
+                    first: format!("device {} ({}) calls {desc}", self.device, op.label),
+                    second: format!(
+                        "device {d} finished its program after {n} collective{}",
+                        if n == 1 { "" } else { "s" }
+                    ),
+                };
+                abort_locked(&mut st, self.device, err.to_string());
+                shared.cv.notify_all();
+                return Err(err);
+            }
             let now = Instant::now();
             if now >= deadline {
                 let missing: Vec<DeviceId> = group
@@ -341,6 +361,13 @@ impl Communicator for InProcessDevice {
     fn abort(&self, reason: &str) {
         let mut st = self.shared.lock();
         abort_locked(&mut st, self.device, reason.to_string());
+        self.shared.cv.notify_all();
+    }
+
+    fn finish(&self) {
+        let mut st = self.shared.lock();
+        st.finished
+            .insert(self.device, self.seq.load(Ordering::SeqCst));
         self.shared.cv.notify_all();
     }
 }

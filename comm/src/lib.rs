@@ -12,8 +12,9 @@
 //!   byte counts) as its same-numbered collective; a mismatch is an error on every device of
 //!   the run, never a hang.
 //! - A device that fails calls [`Communicator::abort`]; every device then waiting or later
-//!   calling gets [`CommError::Aborted`] naming it and its reason. A device that never arrives
-//!   makes the others fail with [`CommError::Timeout`] after the run's timeout.
+//!   calling gets [`CommError::Aborted`] naming it and its reason. A device that has finished
+//!   its program ([`Communicator::finish`]) fails the devices waiting for it at once; one that
+//!   never arrives makes the others fail with [`CommError::Timeout`] after the run's timeout.
 #![deny(missing_docs)]
 
 mod in_process;
@@ -167,6 +168,12 @@ pub trait Communicator: Send + Sync {
     /// Ends the run: every device waiting in or later entering a collective gets
     /// [`CommError::Aborted`] with this device and `reason`. The first abort wins.
     fn abort(&self, reason: &str);
+
+    /// Says this device has run its whole program and will call no more collectives: a device
+    /// waiting for it then fails at once with [`CommError::Mismatch`] (the programs differ)
+    /// instead of waiting for the timeout. The default does nothing (the timeout still ends
+    /// such a wait).
+    fn finish(&self) {}
 
     /// The reduction of every member's `data` with `reduce` (`reduce(acc, x)` folds `x` into
     /// `acc`), folded left to right in group order from member 0's buffer. The default

@@ -186,3 +186,21 @@ fn results_are_identical_across_runs() {
         assert_eq!(run(8, T, f), first);
     }
 }
+
+#[test]
+fn a_finished_device_fails_its_waiters_at_once() {
+    let start = Instant::now();
+    let out = run(2, Duration::from_secs(60), |c| {
+        if c.device() == 1 {
+            c.finish();
+            return Ok(Vec::new());
+        }
+        c.all_gather(op(OpKind::AllGather), &[0, 1], &[1])
+    });
+    assert!(start.elapsed() < Duration::from_secs(30));
+    let e = out[0].as_ref().unwrap_err().to_string();
+    assert!(
+        e.contains("device 1 finished its program after 0 collectives"),
+        "{e}"
+    );
+}
