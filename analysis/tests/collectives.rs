@@ -231,6 +231,36 @@ fn async_pairs_and_broadcast() -> Result<(), String> {
     Ok(())
 }
 
+/// Iota replica groups (with a transpose) give what their explicit lists give, and different
+/// groups give different results (so the comparison can fail).
+fn iota_groups_match_lists() -> Result<(), String> {
+    let module = |groups: &str| {
+        format!(
+            "HloModule m, num_partitions=8\n\n{ADD}\nENTRY e {{\n  x = f32[2] parameter(0)\n  r = f32[2] all-reduce(x), channel_id=1, replica_groups={groups}, use_global_device_ids=true, to_apply=add\n  g = f32[4] all-gather(x), channel_id=2, replica_groups={groups}, dimensions={{0}}, use_global_device_ids=true\n  ROOT t = (f32[2], f32[4]) tuple(r, g)\n}}\n"
+        )
+    };
+    let mesh = DeviceMesh {
+        replicas: 1,
+        partitions: 8,
+    };
+    let arg = |d: u32| vec![vec_arg(&[d as f32, 1.0 + 10.0 * d as f32])];
+    let iota = run_text(&module("[4,2]<=[2,4]T(1,0)"), mesh, arg, TIMEOUT)?;
+    let list = run_text(&module("{{0,4},{1,5},{2,6},{3,7}}"), mesh, arg, TIMEOUT)?;
+    let other = run_text(&module("[4,2]<=[8]"), mesh, arg, TIMEOUT)?;
+    if iota != list {
+        return Err("the iota form and its explicit lists differ".into());
+    }
+    if iota == other {
+        return Err("different groups gave the same results".into());
+    }
+    // Device 5 meets device 1: sum [6, 62], gathered [1, 11, 5, 51].
+    let want = [6.0, 62.0, 1.0, 11.0, 5.0, 51.0];
+    if f32s(&iota[5]) != want {
+        return Err(format!("device 5: {:?}, expected {want:?}", f32s(&iota[5])));
+    }
+    Ok(())
+}
+
 /// A device that runs a different program (a collective fewer) ends the run with an error on
 /// every device, quickly; so does one whose collective has another shape.
 fn mismatched_programs_fail() -> Result<(), String> {
@@ -339,7 +369,8 @@ fn main() {
             }));
         }
     }
-    let hand: [(&str, Check); 3] = [
+    let hand: [(&str, Check); 4] = [
+        ("iota_groups_match_lists", iota_groups_match_lists),
         ("cross_replica", cross_replica),
         ("async_pairs_and_broadcast", async_pairs_and_broadcast),
         ("mismatched_programs_fail", mismatched_programs_fail),
