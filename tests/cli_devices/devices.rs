@@ -1,5 +1,6 @@
 //! `axle run --devices N`: JAX's shard_map modules on global inputs, XLA's per-device modules
-//! on per-device inputs, outputs per device, and the errors of runs that cannot work.
+//! on per-device inputs, outputs per device, and the errors of runs that cannot work. A module
+//! of the `cli` test binary (one binary less to link).
 
 use axle_ir::{compare_arrays, read_npy, Tolerance};
 use std::path::{Path, PathBuf};
