@@ -261,6 +261,42 @@ fn iota_groups_match_lists() -> Result<(), String> {
     Ok(())
 }
 
+/// A one-op reducer (run as a typed elementwise op) and the same sum written so that it runs
+/// as a scalar program (`a - (-b)`) give the same bits, in f32 and bf16.
+fn fast_and_general_reducers_agree() -> Result<(), String> {
+    for ty in ["f32", "bf16"] {
+        let module = |body: &str| {
+            format!(
+                "HloModule m, num_partitions=4\n\nred {{\n  a = {ty}[] parameter(0)\n  b = {ty}[] parameter(1)\n{body}\n}}\n\nENTRY e {{\n  x = f32[64] parameter(0)\n  y = {ty}[64] convert(x)\n  ROOT r = {ty}[64] all-reduce(y), channel_id=1, replica_groups={{{{3,1,0,2}}}}, use_global_device_ids=true, to_apply=red\n}}\n"
+            )
+        };
+        let fast = module(&format!("  ROOT s = {ty}[] add(a, b)"));
+        let general = module(&format!(
+            "  n = {ty}[] negate(b)\n  ROOT s = {ty}[] subtract(a, n)"
+        ));
+        let mesh = DeviceMesh {
+            replicas: 1,
+            partitions: 4,
+        };
+        let arg = |d: u32| {
+            let v: Vec<f32> = (0..64)
+                .map(|i| {
+                    ((i * 7 + d as i32 * 13) % 17) as f32
+                        * 0.37
+                        * 10f32.powi((i + d as i32) % 9 - 4)
+                })
+                .collect();
+            vec![vec_arg(&v)]
+        };
+        let a = run_text(&fast, mesh, arg, TIMEOUT)?;
+        let b = run_text(&general, mesh, arg, TIMEOUT)?;
+        if a != b {
+            return Err(format!("{ty}: the reducers' results differ"));
+        }
+    }
+    Ok(())
+}
+
 /// A device that runs a different program (a collective fewer) ends the run with an error on
 /// every device, quickly; so does one whose collective has another shape.
 fn mismatched_programs_fail() -> Result<(), String> {
@@ -369,7 +405,11 @@ fn main() {
             }));
         }
     }
-    let hand: [(&str, Check); 4] = [
+    let hand: [(&str, Check); 5] = [
+        (
+            "fast_and_general_reducers_agree",
+            fast_and_general_reducers_agree,
+        ),
         ("iota_groups_match_lists", iota_groups_match_lists),
         ("cross_replica", cross_replica),
         ("async_pairs_and_broadcast", async_pairs_and_broadcast),

@@ -9,12 +9,15 @@
 //! ([`axle_ir::collective::DeviceMesh::participants`]), and exchanges bytes through the
 //! [`Communicator`]. Reductions fold the members' values left to right in group order with the
 //! instruction's reducer, element by element, so every device (and every transport) computes
-//! the same bits. `collective-permute` gives zeros to a device no pair sends to; a
+//! the same bits (a one-op reducer such as `add` runs as that elementwise op over the whole
+//! buffer, any other reducer as its scalar program per element). `collective-permute` gives zeros to a device no pair sends to; a
 //! `collective-broadcast` sends member 0's value to its group.
 //!
 //! Without a [`Device`] (plain [`crate::evaluate`]) collectives are an error naming the
 //! instruction, and `replica-id`/`partition-id` are 0.
 
+use super::elementwise;
+use super::scalar::Fast;
 use super::shape_ops as so;
 use super::{arr, Evaluator, Fail, R};
 use axle_comm::{Communicator, Op, OpKind};
@@ -143,9 +146,22 @@ impl<'m> Evaluator<'m> {
         let name = self.m.name(id).to_string();
         let mut failure: Option<Fail> = None;
         let mut out = vec![[0u8; 16]; 1];
+        // A one-op reducer (`add`, `maximum`, ...) of the operand's type runs as one typed
+        // elementwise op per member, with the semantics of the op itself.
+        let (ty, ftz) = (a.ty(), self.ftz);
+        let fast = match c.fast() {
+            Fast::Binary(op) if c.in_tys.iter().all(|&t| t == ty) => Some(op),
+            _ => None,
+        };
         let mut reduce = |acc: &mut [u8], x: &[u8]| -> Result<(), String> {
             if acc.len() != x.len() {
                 return Err("members' buffers differ in size".into());
+            }
+            if let Some(op) = fast {
+                let mut r = vec![0u8; acc.len()];
+                elementwise::binary(op, ty, acc, x, &mut r, ftz)?;
+                acc.copy_from_slice(&r);
+                return Ok(());
             }
             for (ac, xc) in acc.chunks_exact_mut(w).zip(x.chunks_exact(w)) {
                 if let Err(f) = self.call(&mut c, &[&*ac, xc], &mut out) {
