@@ -192,6 +192,16 @@ pub fn evaluate_on_device(
         message,
     };
     let r = (|| {
+        let n = dev.mesh.devices();
+        if n == 0 || dev.comm.num_devices() != n || dev.comm.device() >= n {
+            return Err(fail(format!(
+                "device {} of a run of {} does not fit a mesh of {} replicas x {} partitions",
+                dev.comm.device(),
+                dev.comm.num_devices(),
+                dev.mesh.replicas,
+                dev.mesh.partitions
+            )));
+        }
         let entry = comp;
         if entry.is_none() {
             return Err(fail("the module has no entry computation".into()));

@@ -338,6 +338,24 @@ fn mismatched_programs_fail() -> Result<(), String> {
             t0.elapsed()
         ));
     }
+    // An endpoint that does not fit the mesh is an error, not a panic.
+    let world = axle_comm::InProcess::new(2, TIMEOUT);
+    let ends = world.devices();
+    let bad = axle_analysis::Device {
+        comm: &ends[1],
+        mesh: DeviceMesh {
+            replicas: 0,
+            partitions: 4,
+        },
+    };
+    let e =
+        axle_analysis::evaluate_on_device(&m, m.entry(), &args[0], &EvalOptions::default(), bad)
+            .err()
+            .ok_or("a device outside its mesh ran")?
+            .to_string();
+    if !e.contains("does not fit a mesh of 0 replicas x 4 partitions") {
+        return Err(e);
+    }
     // Too few argument lists.
     let e = evaluate_devices(
         &m,

@@ -33,6 +33,10 @@ pub struct IotaGroups {
     pub transpose: Option<Box<[i64]>>,
 }
 
+/// The most devices [`IotaGroups::expand`] lists (a run has far fewer; the bound keeps a
+/// hostile iota form from allocating without limit).
+pub const MAX_LISTED_DEVICES: i64 = 1 << 20;
+
 /// `replica_groups=`: explicit lists (empty: all devices form one group) or the iota form.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ReplicaGroups {
@@ -110,6 +114,9 @@ impl IotaGroups {
             .reshape_dims
             .iter()
             .try_fold(1i64, |a, &d| a.checked_mul(d));
+        if total.is_none_or(|t| t > 1 << 31) {
+            return Err(format!("replica groups {self}: more than 2^31 devices"));
+        }
         if total != self.num_groups.checked_mul(self.group_size) {
             return Err(format!(
                 "replica groups {self}: {} groups of {} devices do not hold the {} devices of \
@@ -138,9 +145,15 @@ impl IotaGroups {
         Ok(())
     }
 
-    /// The groups this form stands for (after [`IotaGroups::validate`]).
+    /// The groups this form stands for (after [`IotaGroups::validate`]); at most
+    /// [`MAX_LISTED_DEVICES`] devices are listed.
     pub fn expand(&self) -> Result<Vec<Vec<i64>>, String> {
         self.validate()?;
+        if self.num_groups * self.group_size > MAX_LISTED_DEVICES {
+            return Err(format!(
+                "replica groups {self}: more than {MAX_LISTED_DEVICES} devices to list"
+            ));
+        }
         let dims = &self.reshape_dims;
         let rank = dims.len();
         let perm: Vec<usize> = match &self.transpose {
@@ -197,6 +210,15 @@ impl ReplicaGroups {
             }
         }
         Ok(groups)
+    }
+
+    /// Checks the groups without listing an iota form's devices: the iota form's sizes and
+    /// transpose, or for lists what [`ReplicaGroups::expand`] checks.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            ReplicaGroups::Iota(i) => i.validate(),
+            ReplicaGroups::List(_) => self.expand().map(|_| ()),
+        }
     }
 
     /// Whether this is the empty list `{}` (every device in one group).
@@ -300,7 +322,7 @@ impl DeviceMesh {
 
     /// The number of devices.
     pub fn devices(&self) -> u32 {
-        self.replicas * self.partitions
+        self.replicas.saturating_mul(self.partitions)
     }
 
     /// The replica id of `device`.
@@ -459,6 +481,15 @@ mod tests {
         assert!(iota(3, 2, &[8], None).expand().is_err());
         assert!(iota(4, 2, &[2, 4], Some(&[0, 0])).expand().is_err());
         assert!(iota(0, 2, &[0], None).expand().is_err());
+        // Hostile sizes are errors, not allocations.
+        let huge = iota(1, 1 << 40, &[1 << 40], None);
+        assert!(huge
+            .validate()
+            .unwrap_err()
+            .contains("more than 2^31 devices"));
+        let big = iota(1, 1 << 30, &[1 << 30], None);
+        assert!(big.validate().is_ok());
+        assert!(big.expand().unwrap_err().contains("devices to list"));
         let dup = ReplicaGroups::List(vec![vec![0, 1].into(), vec![1].into()].into());
         assert!(dup.expand().unwrap_err().contains("two groups"));
         let neg = ReplicaGroups::List(vec![vec![-1].into()].into());

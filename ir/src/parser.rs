@@ -2019,11 +2019,7 @@ impl<'a> Parser<'a> {
             }
             AttrKind::ReplicaGroups => {
                 let g = self.replica_groups()?;
-                let checked = match &g {
-                    ReplicaGroups::Iota(i) => i.validate(),
-                    ReplicaGroups::List(_) => g.expand().map(|_| ()),
-                };
-                checked.map_err(|e| self.err_at(vloc, e))?;
+                g.validate().map_err(|e| self.err_at(vloc, e))?;
                 AttrValue::ReplicaGroups(Box::new(g))
             }
             AttrKind::Pairs => {

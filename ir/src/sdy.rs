@@ -130,9 +130,12 @@ pub fn parse_meshes(text: &str) -> Result<Vec<Mesh>, String> {
                 c.expect(",")?;
             }
         }
+        let total = axes
+            .iter()
+            .try_fold(1i64, |t, a| t.checked_mul(a.1).filter(|&t| t <= 1 << 31))
+            .ok_or_else(|| format!("mesh {name} has more than 2^31 devices"))?;
         if c.eat(",") {
             c.expect("device_ids=[")?;
-            let total: i64 = axes.iter().map(|a| a.1).product();
             let mut k = 0;
             loop {
                 if c.int()? != k {
@@ -299,6 +302,11 @@ mod tests {
         assert!(s[2].dims.is_empty());
         assert!(parse_shardings("#sdy.sharding_per_value<[<@mesh, [{?}]>]>").is_err());
         assert!(parse_meshes(r#"mesh = #sdy.mesh<["x"=2], device_ids=[1,0]>"#).is_err());
+        assert!(
+            parse_meshes(r#"m = #sdy.mesh<["x"=4294967296, "y"=4294967296]>"#)
+                .unwrap_err()
+                .contains("more than 2^31 devices")
+        );
     }
 
     #[test]

@@ -3255,7 +3255,7 @@ impl<'a> Cx<'a> {
         }
         match self.attr(&AttrKey::ReplicaGroups) {
             Some(AttrValue::ReplicaGroups(g)) => {
-                if let Err(e) = g.expand() {
+                if let Err(e) = g.validate() {
                     bail!(self, "{e}");
                 }
                 if global == Some(true) && g.is_empty_list() {

@@ -85,11 +85,13 @@ impl Evaluator<'_> {
         Ok(dev.mesh.partition_of(dev.comm.device()) as i64)
     }
 
-    fn pack_like(&self, id: InstId, mut vals: Vec<Literal>) -> Literal {
+    fn pack_like(&self, id: InstId, mut vals: Vec<Literal>) -> R<Literal> {
         if matches!(self.m.shape(id), axle_ir::Shape::Tuple(_)) {
-            Literal::Tuple(vals)
+            Ok(Literal::Tuple(vals))
+        } else if vals.len() == 1 {
+            Ok(vals.pop().expect("one value"))
         } else {
-            vals.pop().expect("one value")
+            Err(format!("an array result for {} operands", vals.len()).into())
         }
     }
 
@@ -107,7 +109,7 @@ impl Evaluator<'_> {
             let bounds: Vec<[i64; 3]> = block.iter().map(|&(st, n)| [st, st + n, 1]).collect();
             vals.push(Literal::Array(so::slice(a, &bounds)));
         }
-        Ok(self.pack_like(id, vals))
+        self.pack_like(id, vals)
     }
 
     /// `xla.sdy.LocalToGlobalShape`: every device's blocks gathered and assembled into the
@@ -161,6 +163,6 @@ impl Evaluator<'_> {
             }
             vals.push(Literal::Array(so::array(a.ty(), &g.dims, data)));
         }
-        Ok(self.pack_like(id, vals))
+        self.pack_like(id, vals)
     }
 }
