@@ -91,6 +91,8 @@ pub mod cache;
 pub mod compiled;
 pub mod cpu;
 #[cfg(feature = "cli")]
+pub mod devices;
+#[cfg(feature = "cli")]
 pub mod elided;
 pub mod error;
 pub mod explore;

@@ -105,6 +105,15 @@ enum Command {
         /// on the cpu backend); `none` compiles the module exactly as given.
         #[arg(long)]
         passes: Option<String>,
+        /// Run on this many devices of this process (interpreter backend): --input files are
+        /// one set for every device, or one set per device (device 0's first); outputs go to
+        /// DIR/dD/outK.npy for each device D. JAX's shard_map modules take global inputs.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        devices: Option<u32>,
+        /// With --devices: how long a collective waits for the rest of its group, in seconds,
+        /// before the run fails on every device.
+        #[arg(long, default_value_t = 60.0)]
+        timeout: f64,
     },
     /// Run a pass pipeline on a module and print the result (or write it with -o).
     Opt {
@@ -373,6 +382,8 @@ fn main() -> ExitCode {
             seed,
             passes,
             elided,
+            devices,
+            timeout,
         } => {
             let opts = axle::run::RunOptions {
                 backend,
@@ -383,7 +394,17 @@ fn main() -> ExitCode {
                 pipeline: passes,
                 cache,
             };
-            cmd_run(&file, &opts, elided.into_load(seed.unwrap_or(0), quiet))
+            if let Some(devices) = devices {
+                cmd_run_devices(
+                    &file,
+                    &opts,
+                    devices,
+                    timeout,
+                    elided.into_load(seed.unwrap_or(0), quiet),
+                )
+            } else {
+                cmd_run(&file, &opts, elided.into_load(seed.unwrap_or(0), quiet))
+            }
         }
         Command::Compile {
             file,
@@ -873,6 +894,34 @@ fn cmd_run(
     let report = axle::run::run_module(m, opts)
         .map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
     write_stdout(&axle::run::summary(&report))
+}
+
+fn cmd_run_devices(
+    path: &Path,
+    opts: &axle::run::RunOptions,
+    devices: u32,
+    timeout: f64,
+    load_opts: LoadOptions,
+) -> Result<(), Reported> {
+    if opts.repeat == 0 {
+        return Err(Reported("error: --repeat must be at least 1".into()));
+    }
+    if !(timeout.is_finite() && timeout > 0.0 && timeout <= 86400.0) {
+        return Err(Reported(
+            "error: --timeout must be a number of seconds in (0, 86400]".into(),
+        ));
+    }
+    let progress = Progress::new(load_opts.quiet, 3);
+    let m = load_with(path, load_opts, true, &progress)?;
+    progress.phase("run on devices", Some(m.num_live_insts()));
+    let report = axle::devices::run_on_devices(
+        m,
+        opts,
+        devices,
+        std::time::Duration::from_secs_f64(timeout),
+    )
+    .map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
+    write_stdout(&axle::devices::summary(&report))
 }
 
 struct CompileArgs {

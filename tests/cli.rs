@@ -8,6 +8,9 @@ use std::process::{Command, Output};
 mod common;
 use common::{fails_with, stderr, stdout, write};
 
+#[path = "cli_devices/devices.rs"]
+mod devices;
+
 fn axle(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_axle"))
         .args(args)

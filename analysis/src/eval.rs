@@ -28,6 +28,7 @@
 //! typed loops, parallel over output rows. Results do not depend on the thread count.
 
 mod batchnorm;
+mod collective;
 mod dot;
 pub(crate) mod elem;
 mod elementwise;
@@ -37,6 +38,7 @@ mod linalg;
 mod reduce;
 mod rng;
 mod scalar;
+mod sdy;
 mod shape_ops;
 mod sort;
 
@@ -46,6 +48,7 @@ use axle_ir::{
     ArrayLiteral, ArrayShape, AttrKey, AttrValue, CompId, ElementType, InstId, Literal, Module,
     Opcode, Shape,
 };
+pub use collective::Device;
 use scalar::{Reg, ScalarProg};
 use shape_ops as so;
 use std::borrow::Cow;
@@ -169,6 +172,123 @@ pub fn evaluate_computation_with(
                 message: msg,
             },
         })
+}
+
+/// [`evaluate_computation_with`] as device `dev` of a multi-device run: collectives meet the
+/// other devices through `dev.comm`. On failure the run is aborted
+/// ([`axle_comm::Communicator::abort`]) so that the other devices stop with an error instead of
+/// waiting.
+pub fn evaluate_on_device(
+    m: &Module,
+    comp: CompId,
+    args: &[Literal],
+    opts: &EvalOptions,
+    dev: Device<'_>,
+) -> Result<Literal, EvalError> {
+    let fail = |message: String| EvalError {
+        instruction: String::new(),
+        opcode: String::new(),
+        computation: m.name.clone(),
+        message,
+    };
+    let r = (|| {
+        let n = dev.mesh.devices();
+        if n == 0 || dev.comm.num_devices() != n || dev.comm.device() >= n {
+            return Err(fail(format!(
+                "device {} of a run of {} does not fit a mesh of {} replicas x {} partitions",
+                dev.comm.device(),
+                dev.comm.num_devices(),
+                dev.mesh.replicas,
+                dev.mesh.partitions
+            )));
+        }
+        let entry = comp;
+        if entry.is_none() {
+            return Err(fail("the module has no entry computation".into()));
+        }
+        let mut budget = MemoryBudget::new().map_err(fail)?;
+        budget.force(args.iter().map(|a| a.byte_len() as u64).sum());
+        let mut ev = Evaluator::new(m, opts, budget);
+        ev.device = Some(dev);
+        let args = args.iter().map(Val::Ref).collect();
+        ev.run(entry, args)
+            .map(Val::into_owned)
+            .map_err(|f| match f {
+                Fail::Eval(e) => *e,
+                Fail::Msg(msg) => fail(msg),
+            })
+    })();
+    match &r {
+        Ok(_) => dev.comm.finish(),
+        Err(e) => dev.comm.abort(&e.to_string()),
+    }
+    r
+}
+
+/// Runs computation `comp` of `m` (usually its entry) on the devices of `mesh`, each on its own
+/// thread with `args[d]` as device `d`'s arguments, meeting through an in-process communicator whose collectives wait at most
+/// `timeout`. Returns every device's result, in device order. When a device fails, the run
+/// ends on every device and the error is the first failing device's (named in the message).
+pub fn evaluate_devices(
+    m: &Module,
+    comp: CompId,
+    mesh: axle_ir::collective::DeviceMesh,
+    args: &[Vec<Literal>],
+    opts: &EvalOptions,
+    timeout: std::time::Duration,
+) -> Result<Vec<Literal>, EvalError> {
+    let n = mesh.devices();
+    let whole = |message: String| EvalError {
+        instruction: String::new(),
+        opcode: String::new(),
+        computation: m.name.clone(),
+        message,
+    };
+    if args.len() != n as usize {
+        return Err(whole(format!(
+            "{n} devices ({} replicas x {} partitions) need {n} argument lists, got {}",
+            mesh.replicas,
+            mesh.partitions,
+            args.len()
+        )));
+    }
+    let world = axle_comm::InProcess::new(n, timeout);
+    let endpoints = world.devices();
+    let results: Vec<Result<Literal, EvalError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = endpoints
+            .iter()
+            .zip(args)
+            .map(|(c, a)| {
+                s.spawn(move || evaluate_on_device(m, comp, a, opts, Device { comm: c, mesh }))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(d, h)| {
+                h.join()
+                    .unwrap_or_else(|_| Err(whole(format!("device {d}'s evaluation panicked"))))
+            })
+            .collect()
+    });
+    let first = world.aborted().map(|(d, _)| d as usize);
+    let mut out = Vec::with_capacity(results.len());
+    let mut errs: Vec<(usize, EvalError)> = Vec::new();
+    for (d, r) in results.into_iter().enumerate() {
+        match r {
+            Ok(l) => out.push(l),
+            Err(e) => errs.push((d, e)),
+        }
+    }
+    if errs.is_empty() {
+        return Ok(out);
+    }
+    let (d, mut e) = match first.and_then(|f| errs.iter().position(|(d, _)| *d == f)) {
+        Some(k) => errs.swap_remove(k),
+        None => errs.swap_remove(0),
+    };
+    e.message = format!("device {d}: {}", e.message);
+    Err(e)
 }
 
 /// An internal failure: a message still to be attributed to the instruction being evaluated,
@@ -331,6 +451,8 @@ pub(crate) struct Evaluator<'m> {
     /// The bytes of the values computed and still live, under the process's memory ceiling:
     /// every instruction's result is reserved before it is computed.
     budget: MemoryBudget,
+    /// The device this evaluation runs as, in a multi-device run.
+    device: Option<Device<'m>>,
 }
 
 /// The bytes a value of shape `s` holds (array leaves), or `None` for a shape no backend runs
@@ -500,6 +622,32 @@ fn arity_ok(op: Opcode, n: usize) -> bool {
     }
 }
 
+/// The ops `collective` evaluates.
+fn is_collective(op: Opcode) -> bool {
+    use Opcode::*;
+    matches!(
+        op,
+        ReplicaId
+            | PartitionId
+            | AllReduce
+            | AllReduceStart
+            | AllReduceDone
+            | AllGather
+            | AllGatherStart
+            | AllGatherDone
+            | ReduceScatter
+            | AllToAll
+            | RaggedAllToAll
+            | CollectivePermute
+            | CollectivePermuteStart
+            | CollectivePermuteDone
+            | CollectiveBroadcast
+            | AsyncStart
+            | AsyncUpdate
+            | AsyncDone
+    )
+}
+
 /// Attribute keys that carry no semantics the evaluator must honor.
 fn benign_other_attr(name: &str) -> bool {
     matches!(
@@ -530,6 +678,7 @@ impl<'m> Evaluator<'m> {
             progs: HashMap::new(),
             depth: 0,
             budget,
+            device: None,
         }
     }
 
@@ -893,6 +1042,11 @@ impl<'m> Evaluator<'m> {
         let op = m.opcode(id);
         if !arity_ok(op, ops.len()) {
             return Err(format!("{} does not take {} operands", op.name(), ops.len()).into());
+        }
+        if is_collective(op) {
+            if let Some(l) = self.eval_collective(id, ops)? {
+                return Ok(l);
+            }
         }
         let out = match op {
             Copy | OptBarrier | Domain => {
@@ -1348,6 +1502,8 @@ impl<'m> Evaluator<'m> {
         }
         match target.as_str() {
             "TopK" => sort::custom_topk(self, id, arr(ops[0])?),
+            "xla.sdy.GlobalToLocalShape" if self.device.is_some() => self.global_to_local(id, ops),
+            "xla.sdy.LocalToGlobalShape" if self.device.is_some() => self.local_to_global(id, ops),
             // A sharding annotation of the value's own shape: the identity.
             t if axle_ir::SHARDING_ANNOTATIONS.contains(&t)
                 && ops.len() == 1
@@ -1356,6 +1512,11 @@ impl<'m> Evaluator<'m> {
             {
                 Ok(ops[0].clone())
             }
+            "xla.sdy.GlobalToLocalShape" | "xla.sdy.LocalToGlobalShape" => Err(format!(
+                "{target} changes the shape, which needs a multi-device run \
+                 (evaluate_devices, or `axle run --devices N`)"
+            )
+            .into()),
             _ => Err(format!("unsupported custom-call target \"{target}\"").into()),
         }
     }

@@ -21,6 +21,7 @@
 
 use std::collections::HashMap;
 
+use axle_ir::collective::{IotaGroups, ReplicaGroups};
 use axle_ir::{
     Attr, AttrKey, AttrValue, CompId, ComparisonDirection, ComparisonType, ConvDims, ElementType,
     FusionKind, InstId, Opcode, WindowDim,
@@ -94,17 +95,11 @@ fn calls_key(op: Opcode) -> AttrKey {
     }
 }
 
-fn ints(v: impl IntoIterator<Item = i64>) -> String {
-    v.into_iter()
-        .map(|x| x.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// The device groups, pairs and flags of a collective, as XLA prints them: `replica_groups`
-/// (explicit lists, `{}` for all devices, or the iota form `[g,s]<=[dims]T(perm)`),
-/// `use_global_device_ids`, `source_target_pairs`, `constrain_layout`.
-fn collective_attrs(p: &HloInstructionProto, op: Opcode) -> Vec<(&'static str, String)> {
+/// (explicit lists, `{}` for all devices, or the iota form `[g,s]<=[dims]T(perm)`, with an
+/// identity permutation left out), `use_global_device_ids`, `source_target_pairs`,
+/// `constrain_layout`.
+fn collective_attrs(p: &HloInstructionProto, op: Opcode) -> Vec<Attr> {
     use Opcode::*;
     let mut out = Vec::new();
     if matches!(
@@ -125,54 +120,85 @@ fn collective_attrs(p: &HloInstructionProto, op: Opcode) -> Vec<(&'static str, S
         } else {
             list.map(|l| &l.replica_groups).filter(|g| !g.is_empty())
         };
-        let text = match (
+        let value = match (
             groups,
             list.and_then(|l| l.iota_replica_group_list.as_ref()),
         ) {
-            (Some(g), _) => format!(
-                "{{{}}}",
+            (Some(g), _) => ReplicaGroups::List(
                 g.iter()
-                    .map(|r| format!("{{{}}}", ints(r.replica_ids.iter().copied())))
-                    .collect::<Vec<_>>()
-                    .join(",")
+                    .map(|r| r.replica_ids.clone().into_boxed_slice())
+                    .collect(),
             ),
             (None, Some(iota)) => {
-                let mut t = format!(
-                    "[{},{}]<=[{}]",
-                    iota.num_replica_groups,
-                    iota.num_devices_per_group,
-                    ints(iota.iota_reshape_dims.iter().copied())
-                );
-                let perm: Vec<i64> = iota.iota_transpose_perm.iter().map(|&x| x as i64).collect();
-                if !perm.is_empty() && perm.iter().enumerate().any(|(k, &x)| k as i64 != x) {
-                    t.push_str(&format!("T({})", ints(perm)));
-                }
-                t
+                let perm: Box<[i64]> = iota.iota_transpose_perm.iter().map(|&x| x as i64).collect();
+                let identity = perm.iter().enumerate().all(|(k, &x)| k as i64 == x);
+                ReplicaGroups::Iota(IotaGroups {
+                    num_groups: iota.num_replica_groups,
+                    group_size: iota.num_devices_per_group,
+                    reshape_dims: iota.iota_reshape_dims.clone().into(),
+                    transpose: (!identity).then_some(perm),
+                })
             }
-            (None, None) => "{}".to_string(),
+            (None, None) => ReplicaGroups::List(Box::new([])),
         };
-        out.push(("replica_groups", text));
+        out.push((
+            AttrKey::ReplicaGroups,
+            AttrValue::ReplicaGroups(Box::new(value)),
+        ));
     }
     if matches!(op, CollectivePermute | CollectivePermuteStart) {
         out.push((
-            "source_target_pairs",
-            format!(
-                "{{{}}}",
+            AttrKey::SourceTargetPairs,
+            AttrValue::Pairs(
                 p.source_target_pairs
                     .iter()
-                    .map(|st| format!("{{{},{}}}", st.source, st.target))
-                    .collect::<Vec<_>>()
-                    .join(",")
+                    .map(|st| [st.source, st.target])
+                    .collect(),
             ),
         ));
     }
     if p.use_global_device_ids {
-        out.push(("use_global_device_ids", "true".to_string()));
+        out.push((AttrKey::UseGlobalDeviceIds, AttrValue::Bool(true)));
     }
     if p.constrain_layout {
-        out.push(("constrain_layout", "true".to_string()));
+        out.push((AttrKey::ConstrainLayout, AttrValue::Bool(true)));
     }
     out
+}
+
+/// Writes typed `replica_groups` into `p`'s collective device list (`{}` leaves it empty).
+fn replica_groups_to_proto(g: &ReplicaGroups, p: &mut HloInstructionProto) -> Result<(), String> {
+    p.collective_device_list = match g {
+        ReplicaGroups::List(l) if l.is_empty() => None,
+        ReplicaGroups::List(l) => Some(CollectiveDeviceListProto {
+            replica_groups: l
+                .iter()
+                .map(|g| ReplicaGroup {
+                    replica_ids: g.to_vec(),
+                })
+                .collect(),
+            iota_replica_group_list: None,
+        }),
+        ReplicaGroups::Iota(i) => {
+            let int32 = |x: i64| {
+                i32::try_from(x)
+                    .map_err(|_| format!("replica_groups={g}: {x} does not fit in 32 bits"))
+            };
+            Some(CollectiveDeviceListProto {
+                replica_groups: Vec::new(),
+                iota_replica_group_list: Some(IotaReplicaGroupListProto {
+                    num_replica_groups: i.num_groups,
+                    num_devices_per_group: i.group_size,
+                    iota_reshape_dims: i.reshape_dims.to_vec(),
+                    iota_transpose_perm: match &i.transpose {
+                        Some(t) => t.iter().map(|&x| int32(x)).collect::<Result<_, _>>()?,
+                        None => Vec::new(),
+                    },
+                }),
+            })
+        }
+    };
+    Ok(())
 }
 
 /// The attributes of instruction `p` with opcode `op`, as the text parser would build them
@@ -417,14 +443,9 @@ pub fn from_proto(p: &HloInstructionProto, op: Opcode, cx: &ReadCx) -> Result<Ve
         a.push((K::BackendConfig, V::Raw(t.into())));
     }
     if p.channel_id != 0 {
-        a.push((
-            K::Other("channel_id".into()),
-            V::Raw(p.channel_id.to_string().into()),
-        ));
+        a.push((K::ChannelId, V::Int(p.channel_id)));
     }
-    for (name, text) in collective_attrs(p, op) {
-        a.push((K::Other(name.into()), V::Raw(text.into())));
-    }
+    a.extend(collective_attrs(p, op));
     if p.custom_call_has_side_effect {
         a.push((
             K::Other("custom_call_has_side_effect".into()),
@@ -631,6 +652,16 @@ pub fn to_proto(
                 tri(p).transpose_a = number_of(TRANSPOSES, s, "transpose_a")?
             }
             (K::Kind, V::FusionKind(k)) => p.fusion_kind = k.name().into(),
+            (K::ChannelId, V::Int(x)) => p.channel_id = *x,
+            (K::ReplicaGroups, V::ReplicaGroups(g)) => replica_groups_to_proto(g, p)?,
+            (K::SourceTargetPairs, V::Pairs(pairs)) => {
+                p.source_target_pairs = pairs
+                    .iter()
+                    .map(|&[source, target]| SourceTarget { source, target })
+                    .collect()
+            }
+            (K::UseGlobalDeviceIds, V::Bool(b)) => p.use_global_device_ids = *b,
+            (K::ConstrainLayout, V::Bool(b)) => p.constrain_layout = *b,
             (K::CustomCallTarget, V::Str(s)) => p.custom_call_target = s.to_string(),
             (K::ControlPredecessors, V::Insts(is)) => {
                 p.control_predecessor_ids = is.iter().map(|&i| inst(i)).collect()
@@ -638,8 +669,7 @@ pub fn to_proto(
             (_, V::Comp(c)) => called.push((k.clone(), vec![*c])),
             (_, V::Comps(cs)) => called.push((k.clone(), cs.to_vec())),
             (_, V::Raw(text)) => {
-                if !collective_to_proto(k, text, op, p) && !raw_to_proto(k, text, p, &mut precision)
-                {
+                if !raw_to_proto(k, text, p, &mut precision) {
                     fa.insert(format!("{VERBATIM_PREFIX}{}", k.name()), text.to_string());
                 }
             }
@@ -670,122 +700,6 @@ pub fn to_proto(
 
 /// Puts a verbatim attribute in its proto field when that field renders back to the same
 /// text; returns whether it did.
-/// A list of integer lists, `{{0,1},{2}}` (`{}` is none).
-fn parse_int_lists(text: &str) -> Option<Vec<Vec<i64>>> {
-    let inner = text.strip_prefix('{')?.strip_suffix('}')?;
-    if inner.is_empty() {
-        return Some(Vec::new());
-    }
-    let inner = inner.strip_prefix('{')?.strip_suffix('}')?;
-    inner
-        .split("},{")
-        .map(|g| {
-            if g.is_empty() {
-                Some(Vec::new())
-            } else {
-                g.split(',').map(|x| x.parse::<i64>().ok()).collect()
-            }
-        })
-        .collect()
-}
-
-/// The iota form of replica groups, `[g,s]<=[dims]` or `[g,s]<=[dims]T(perm)`.
-fn parse_iota_groups(text: &str) -> Option<IotaReplicaGroupListProto> {
-    let rest = text.strip_prefix('[')?;
-    let (gs, rest) = rest.split_once("]<=[")?;
-    let (dims, rest) = rest.split_once(']')?;
-    let (g, sz) = gs.split_once(',')?;
-    let perm: Vec<i32> = match rest.strip_prefix("T(").and_then(|r| r.strip_suffix(')')) {
-        Some(p) => p
-            .split(',')
-            .map(|x| x.parse().ok())
-            .collect::<Option<_>>()?,
-        None if rest.is_empty() => Vec::new(),
-        None => return None,
-    };
-    Some(IotaReplicaGroupListProto {
-        num_replica_groups: g.parse().ok()?,
-        num_devices_per_group: sz.parse().ok()?,
-        iota_reshape_dims: dims
-            .split(',')
-            .map(|x| x.parse().ok())
-            .collect::<Option<_>>()?,
-        iota_transpose_perm: perm,
-    })
-}
-
-/// Writes a collective's `replica_groups`, `source_target_pairs`, `use_global_device_ids` or
-/// `constrain_layout` into `p`'s fields when reading them back renders `text` exactly (else
-/// leaves `p` as it was and returns false).
-fn collective_to_proto(k: &AttrKey, text: &str, op: Opcode, p: &mut HloInstructionProto) -> bool {
-    let AttrKey::Other(name) = k else {
-        return false;
-    };
-    let before = (
-        p.collective_device_list.clone(),
-        p.source_target_pairs.clone(),
-        p.use_global_device_ids,
-        p.constrain_layout,
-    );
-    let set = match &**name {
-        "use_global_device_ids" if text == "true" => {
-            p.use_global_device_ids = true;
-            true
-        }
-        "constrain_layout" if text == "true" => {
-            p.constrain_layout = true;
-            true
-        }
-        "replica_groups" => {
-            if let Some(groups) = parse_int_lists(text) {
-                if !groups.is_empty() {
-                    p.collective_device_list = Some(CollectiveDeviceListProto {
-                        replica_groups: groups
-                            .into_iter()
-                            .map(|replica_ids| ReplicaGroup { replica_ids })
-                            .collect(),
-                        iota_replica_group_list: None,
-                    });
-                }
-                true
-            } else if let Some(iota) = parse_iota_groups(text) {
-                p.collective_device_list = Some(CollectiveDeviceListProto {
-                    replica_groups: Vec::new(),
-                    iota_replica_group_list: Some(iota),
-                });
-                true
-            } else {
-                false
-            }
-        }
-        "source_target_pairs" => match parse_int_lists(text) {
-            Some(pairs) if pairs.iter().all(|pr| pr.len() == 2) => {
-                p.source_target_pairs = pairs
-                    .into_iter()
-                    .map(|pr| SourceTarget {
-                        source: pr[0],
-                        target: pr[1],
-                    })
-                    .collect();
-                true
-            }
-            _ => false,
-        },
-        _ => false,
-    };
-    let back = collective_attrs(p, op);
-    if set && back.iter().any(|(n, t)| *n == &**name && t == text) {
-        return true;
-    }
-    (
-        p.collective_device_list,
-        p.source_target_pairs,
-        p.use_global_device_ids,
-        p.constrain_layout,
-    ) = before;
-    false
-}
-
 fn raw_to_proto(
     k: &AttrKey,
     text: &str,
@@ -833,13 +747,6 @@ fn raw_to_proto(
                     precision
                         .get_or_insert_with(Default::default)
                         .operand_precision = v;
-                    true
-                }
-                _ => false,
-            },
-            "channel_id" => match text.parse::<i64>() {
-                Ok(x) if x != 0 && x.to_string() == text => {
-                    p.channel_id = x;
                     true
                 }
                 _ => false,

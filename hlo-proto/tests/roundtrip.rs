@@ -1,6 +1,7 @@
 //! Text -> IR -> `HloModuleProto` -> IR -> text is the identity on every HLO file of the shared
 //! data: the corpus (`NAME.hlo`, `NAME.opt.hlo`, `NAME.debug.hlo`), the models and the
-//! baseline programs (the gzipped ones included), and this crate's `tests/data/*.hlo`, one named
+//! baseline programs (the gzipped ones included), the collectives corpus
+//! (`testkit/collectives`) and this crate's `tests/data/*.hlo`, one named
 //! trial per file. Each trial also checks that writing the module read back gives the same
 //! bytes (the writer is deterministic and the reader loses nothing the writer wrote).
 //!
@@ -130,6 +131,22 @@ fn main() {
         let name = format!("data/{}", path.file_name().unwrap().to_string_lossy());
         trials.push(Trial::test(name, move || round_trip(&path)));
     }
+    // The collectives corpus: typed replica groups, pairs and channel ids in JAX's and XLA's
+    // forms.
+    let coll = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/collectives");
+    let before = trials.len();
+    for path in hlo_files(&coll) {
+        let name = format!(
+            "collectives/{}",
+            path.file_name().unwrap().to_string_lossy()
+        );
+        trials.push(Trial::test(name, move || round_trip(&path)));
+    }
+    assert!(
+        trials.len() > before,
+        "no HLO files under {}",
+        coll.display()
+    );
     trials.push(Trial::test("mismatch_is_noticed", mismatch_is_noticed));
     libtest_mimic::run(&args, trials).exit();
 }

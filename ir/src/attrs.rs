@@ -5,6 +5,7 @@
 //! nothing beyond the range. Keys XLA defines get typed values; any other key keeps its value text
 //! verbatim ([`AttrKey::Other`] with [`AttrValue::Raw`]) so that printing loses nothing.
 
+use crate::collective::{ReplicaGroups, SourceTargetPair};
 use crate::types::{ComparisonDirection, ComparisonType, FusionKind};
 use crate::{CompId, InstId};
 
@@ -101,11 +102,19 @@ pub enum AttrKind {
     Comps,
     /// `{a, b}` instruction names.
     Insts,
+    /// `replica_groups`: `{{0,1},{2,3}}`, `{}` or `[2,4]<=[4,2]T(1,0)`.
+    ReplicaGroups,
+    /// `{{0,1},{1,2}}`: source-target pairs.
+    Pairs,
     /// Anything else, verbatim.
     Raw,
 }
 
 attr_keys! {
+    ChannelId => "channel_id": Int,
+    ReplicaGroups => "replica_groups": ReplicaGroups,
+    SourceTargetPairs => "source_target_pairs": Pairs,
+    ConstrainLayout => "constrain_layout": Bool,
     ParameterNumber => "parameter_number": Int,
     Index => "index": Int,
     Dimensions => "dimensions": Ints,
@@ -134,6 +143,7 @@ attr_keys! {
     SliceSizes => "slice_sizes": Ints,
     IndicesAreSorted => "indices_are_sorted": Bool,
     UniqueIndices => "unique_indices": Bool,
+    UseGlobalDeviceIds => "use_global_device_ids": Bool,
     IotaDimension => "iota_dimension": Int,
     Direction => "direction": Direction,
     Type => "type": CmpType,
@@ -253,6 +263,10 @@ pub enum AttrValue {
     Comps(Box<[CompId]>),
     /// Several instructions (control predecessors).
     Insts(Box<[InstId]>),
+    /// Replica groups.
+    ReplicaGroups(Box<ReplicaGroups>),
+    /// Source-target pairs.
+    Pairs(Box<[SourceTargetPair]>),
     /// Verbatim text.
     Raw(Box<str>),
 }

@@ -12,6 +12,7 @@
 
 pub mod attrs;
 pub mod builder;
+pub mod collective;
 pub mod compare;
 pub mod conv_geo;
 pub mod filetest;
@@ -36,6 +37,7 @@ pub mod printer;
 pub mod runnable;
 pub mod schedule;
 mod schedule_check;
+pub mod sdy;
 pub mod shape_inference;
 pub mod stack;
 pub mod topo;

@@ -196,6 +196,44 @@ impl Default for Module {
 }
 
 impl Module {
+    fn header_count(&self, key: &str) -> u32 {
+        self.header_attrs
+            .iter()
+            .find(|(k, _)| k == key)
+            .and_then(|(_, v)| v.parse::<u32>().ok())
+            .filter(|&n| n >= 1)
+            .unwrap_or(1)
+    }
+
+    fn set_header_count(&mut self, key: &str, n: u32) {
+        match self.header_attrs.iter_mut().find(|(k, _)| k == key) {
+            Some((_, v)) => *v = n.to_string(),
+            None => self.header_attrs.push((key.to_string(), n.to_string())),
+        }
+    }
+
+    /// `replica_count=` of the header (1 when absent; the parser refuses a value that is not
+    /// a positive `u32`).
+    pub fn replica_count(&self) -> u32 {
+        self.header_count("replica_count")
+    }
+
+    /// `num_partitions=` of the header (1 when absent; the parser refuses a value that is not
+    /// a positive `u32`).
+    pub fn num_partitions(&self) -> u32 {
+        self.header_count("num_partitions")
+    }
+
+    /// Sets `replica_count=` (kept with the other header attributes, in their order).
+    pub fn set_replica_count(&mut self, n: u32) {
+        self.set_header_count("replica_count", n)
+    }
+
+    /// Sets `num_partitions=` (kept with the other header attributes, in their order).
+    pub fn set_num_partitions(&mut self, n: u32) {
+        self.set_header_count("num_partitions", n)
+    }
+
     /// An empty module.
     pub fn new(name: &str) -> Module {
         let mut m = Module {
@@ -1040,6 +1078,11 @@ fn attr_heap_bytes(v: &AttrValue) -> usize {
         AttrValue::DimLabels(_) => size_of::<crate::attrs::ConvDims>() + 64,
         AttrValue::Comps(c) => c.len() * 4,
         AttrValue::Insts(c) => c.len() * 4,
+        AttrValue::Pairs(p) => p.len() * 16,
+        AttrValue::ReplicaGroups(g) => match &**g {
+            crate::collective::ReplicaGroups::List(l) => l.iter().map(|g| 16 + g.len() * 8).sum(),
+            crate::collective::ReplicaGroups::Iota(i) => 64 + i.reshape_dims.len() * 16,
+        },
         _ => 0,
     }
 }

@@ -40,6 +40,7 @@ use hashbrown::{HashMap, HashSet};
 use std::fmt;
 
 use crate::attrs::{Attr, AttrKey, AttrKind, AttrValue, ConvDims, WindowDim};
+use crate::collective::{IotaGroups, ReplicaGroups};
 use crate::literal::{complex_to_element, parse_element, ArrayLiteral, Literal};
 use crate::memory::MemoryBudget;
 use crate::module::{CompId, ConstValue, DebugTable, InstId, LayoutId, Module, ShapeId, SrcLoc};
@@ -1147,7 +1148,16 @@ impl<'a> Parser<'a> {
                 )),
             };
         } else {
+            let vloc = self.loc();
             let v = self.raw_value()?;
+            if matches!(key, "replica_count" | "num_partitions")
+                && !v.parse::<u32>().is_ok_and(|n| n >= 1)
+            {
+                return Err(self.err_at(
+                    vloc,
+                    format!("{key} must be a positive 32-bit integer, found '{v}'"),
+                ));
+            }
             m.header_attrs.push((key.to_string(), v.to_string()));
         }
         Ok(None)
@@ -2007,8 +2017,99 @@ impl<'a> Parser<'a> {
                 }
                 AttrValue::Insts(v.into())
             }
+            AttrKind::ReplicaGroups => {
+                let g = self.replica_groups()?;
+                g.validate().map_err(|e| self.err_at(vloc, e))?;
+                AttrValue::ReplicaGroups(Box::new(g))
+            }
+            AttrKind::Pairs => {
+                let lists = self.int_lists_braced()?;
+                let mut pairs = Vec::with_capacity(lists.len());
+                for l in lists {
+                    match *l {
+                        [s, t] if s >= 0 && t >= 0 => pairs.push([s, t]),
+                        _ => return Err(bad(self, "pairs of non-negative ids like {{0,1},{1,0}}")),
+                    }
+                }
+                AttrValue::Pairs(pairs.into())
+            }
             AttrKind::Raw => AttrValue::Raw(self.raw_value()?.into()),
         })
+    }
+
+    /// `{{0,1},{2}}` (or `{}`): a braced list of braced integer lists.
+    fn int_lists_braced(&mut self) -> PResult<Vec<Box<[i64]>>> {
+        self.expect(b'{', "to open a list of integer lists")?;
+        let mut v = Vec::new();
+        if !self.eat(b'}') {
+            loop {
+                v.push(self.int_list_braced()?);
+                if self.eat(b'}') {
+                    break;
+                }
+                self.expect(b',', "between integer lists")?;
+            }
+        }
+        Ok(v)
+    }
+
+    /// `[a,b,...]`: a bracketed, non-empty list of integers.
+    fn int_list_bracketed(&mut self, what: &str) -> PResult<Box<[i64]>> {
+        self.expect(b'[', what)?;
+        let mut v = Vec::new();
+        loop {
+            v.push(self.int()?);
+            if self.eat(b']') {
+                break;
+            }
+            self.expect(b',', "between integers")?;
+        }
+        Ok(v.into())
+    }
+
+    /// `replica_groups`: explicit lists, or the iota form `[G,S]<=[dims]` with an optional
+    /// `T(perm)`.
+    fn replica_groups(&mut self) -> PResult<ReplicaGroups> {
+        self.skip_ws();
+        if self.peek() != b'[' {
+            return Ok(ReplicaGroups::List(self.int_lists_braced()?.into()));
+        }
+        let gs_loc = self.loc();
+        let gs = self.int_list_bracketed("to open the iota groups' [count,size]")?;
+        let [num_groups, group_size] = *gs else {
+            return Err(self.err_at(
+                gs_loc,
+                "the iota form of replica groups starts with [group count,group size]",
+            ));
+        };
+        if !self.eat_str("<=") {
+            return Err(self.err(format!(
+                "expected '<=' in the iota form of replica groups, found {}",
+                self.describe_here()
+            )));
+        }
+        let reshape_dims = self.int_list_bracketed("to open the iota's reshape dimensions")?;
+        let transpose = if self.peek() == b'T' {
+            self.pos += 1;
+            self.expect(b'(', "to open the transpose")?;
+            let mut v = Vec::new();
+            loop {
+                v.push(self.int()?);
+                if self.eat(b')') {
+                    break;
+                }
+                self.expect(b',', "between transpose dimensions")?;
+            }
+            Some(v.into())
+        } else {
+            None
+        };
+        Ok(ReplicaGroups::Iota(IotaGroups {
+            num_groups,
+            group_size,
+            reshape_dims,
+            transpose,
+        }))
     }
 
     fn slice_value(&mut self) -> PResult<Box<[[i64; 3]]>> {

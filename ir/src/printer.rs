@@ -217,6 +217,10 @@ fn write_attr_value(m: &Module, names: &InstNames, v: &AttrValue, out: &mut Stri
             out.push('}');
         }
         AttrValue::Padding(p) => out.push_str(&format_padding(p)),
+        AttrValue::ReplicaGroups(g) => {
+            let _ = write!(out, "{g}");
+        }
+        AttrValue::Pairs(p) => out.push_str(&crate::collective::format_pairs(p)),
         AttrValue::Window(w) => out.push_str(&format_window(w)),
         AttrValue::DimLabels(d) => out.push_str(&format_dim_labels(d)),
         AttrValue::Direction(d) => out.push_str(d.name()),

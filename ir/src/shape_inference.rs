@@ -902,8 +902,10 @@ impl<'a> Cx<'a> {
             }
             AllGather => self.all_gather(),
             ReduceScatter => self.reduce_scatter(),
-            AllToAll | CollectiveBroadcast => {
+            AllToAll => self.all_to_all(),
+            CollectiveBroadcast => {
                 self.expect_at_least(1)?;
+                self.collective_attrs()?;
                 for i in 0..self.n() {
                     self.array(i)?;
                 }
@@ -927,6 +929,7 @@ impl<'a> Cx<'a> {
             }
             CollectivePermute => {
                 self.expect_at_least(1)?;
+                self.permute_pairs()?;
                 if self.n() == 1 {
                     Ok(self.shape(0).clone())
                 } else {
@@ -935,6 +938,11 @@ impl<'a> Cx<'a> {
             }
             AllGatherStart | CollectivePermuteStart => {
                 self.expect_at_least(1)?;
+                if self.op == CollectivePermuteStart {
+                    self.permute_pairs()?;
+                } else {
+                    self.collective_attrs()?;
+                }
                 let d = self.declared()?;
                 match d.as_tuple() {
                     Some(t) if t.len() >= 2 => Ok(d.clone()),
@@ -3167,6 +3175,7 @@ impl<'a> Cx<'a> {
 
     fn all_reduce(&self) -> R<OwnedShape> {
         self.expect_at_least(1)?;
+        self.collective_attrs()?;
         for i in 0..self.n() {
             let t = self.array(i)?.ty;
             self.reducer(&AttrKey::ToApply, &[t], &[t])?;
@@ -3198,6 +3207,7 @@ impl<'a> Cx<'a> {
                 join(dims)
             );
         }
+        let size = self.collective_attrs()?;
         for (i, out) in outs.iter().enumerate() {
             let a = self.array(i)?;
             let dim = self.dim_index("dimension", dims[0], a.rank())?;
@@ -3206,6 +3216,16 @@ impl<'a> Cx<'a> {
                 None => bail!(self, "result {i} must be an array, got {out}"),
             };
             let (small, big) = if gather { (a, o) } else { (o, a) };
+            if let Some(size) = size {
+                if small.dims[dim].checked_mul(size) != Some(big.dims[dim]) {
+                    bail!(
+                        self,
+                        "result {out} does not fit operand {i} {} along dimension {dim} for \
+                         groups of {size}",
+                        self.shape(i)
+                    );
+                }
+            }
             let ok = o.ty == a.ty
                 && o.rank() == a.rank()
                 && (0..a.rank()).all(|k| k == dim || o.dims[k] == a.dims[k])
@@ -3224,6 +3244,106 @@ impl<'a> Cx<'a> {
 
     fn all_gather(&self) -> R<OwnedShape> {
         self.scaled_collective(true)
+    }
+
+    /// What every collective's attributes must satisfy: a positive `channel_id`,
+    /// `use_global_device_ids=true` only with a `channel_id` (and then explicit groups), valid
+    /// replica groups. Returns the groups' uniform size when the form gives it.
+    fn collective_attrs(&self) -> R<Option<i64>> {
+        let channel = self.opt_int(&AttrKey::ChannelId)?;
+        if let Some(c) = channel {
+            if c < 1 {
+                bail!(self, "channel_id must be positive, got {c}");
+            }
+        }
+        let global = self.opt_bool(&AttrKey::UseGlobalDeviceIds)?;
+        if global == Some(true) && channel.is_none() {
+            bail!(self, "use_global_device_ids=true needs a channel_id");
+        }
+        match self.attr(&AttrKey::ReplicaGroups) {
+            Some(AttrValue::ReplicaGroups(g)) => {
+                if let Err(e) = g.validate() {
+                    bail!(self, "{e}");
+                }
+                if global == Some(true) && g.is_empty_list() {
+                    bail!(
+                        self,
+                        "use_global_device_ids=true needs explicit replica groups"
+                    );
+                }
+                Ok(g.uniform_group_size())
+            }
+            Some(_) => bail!(self, "replica_groups must be lists of ids or the iota form"),
+            None => Ok(None),
+        }
+    }
+
+    /// `all-to-all`: the array form (`dimensions={d}`, one operand split into one chunk per
+    /// group member) keeps the operand's shape; the tuple form sends operand `k` to member
+    /// `k` and has one operand per member.
+    fn all_to_all(&self) -> R<OwnedShape> {
+        self.expect_at_least(1)?;
+        let size = self.collective_attrs()?;
+        for i in 0..self.n() {
+            self.array(i)?;
+        }
+        if self.attr(&AttrKey::Dimensions).is_some() {
+            let dims = self.ints(&AttrKey::Dimensions)?;
+            if dims.len() != 1 {
+                bail!(
+                    self,
+                    "dimensions {} must name exactly one split dimension",
+                    join(dims)
+                );
+            }
+            for i in 0..self.n() {
+                let a = self.array(i)?;
+                let d = self.dim_index("split dimension", dims[0], a.rank())?;
+                if let Some(size) = size {
+                    if a.dims[d] % size != 0 {
+                        bail!(
+                            self,
+                            "split dimension {d} of operand {i} {} does not divide into {size} \
+                             chunks (the group size)",
+                            self.shape(i)
+                        );
+                    }
+                }
+            }
+        } else if let Some(size) = size {
+            if self.n() as i64 != size {
+                bail!(
+                    self,
+                    "the tuple form takes one operand per group member ({size}), got {}",
+                    self.n()
+                );
+            }
+        }
+        Ok(self.one_or_tuple())
+    }
+
+    /// `collective-permute` (and its `-start`): source-target pairs with no source and no
+    /// target twice.
+    fn permute_pairs(&self) -> R<()> {
+        self.collective_attrs()?;
+        let pairs = match self.attr(&AttrKey::SourceTargetPairs) {
+            Some(AttrValue::Pairs(p)) => p,
+            Some(_) => bail!(self, "source_target_pairs must be pairs like {{0,1}}"),
+            None => bail!(self, "missing attribute `source_target_pairs`"),
+        };
+        let (mut src, mut dst) = (
+            std::collections::BTreeSet::new(),
+            std::collections::BTreeSet::new(),
+        );
+        for [s, t] in pairs.iter() {
+            if !src.insert(s) {
+                bail!(self, "source {s} appears in two source-target pairs");
+            }
+            if !dst.insert(t) {
+                bail!(self, "target {t} appears in two source-target pairs");
+            }
+        }
+        Ok(())
     }
 
     fn reduce_scatter(&self) -> R<OwnedShape> {

@@ -41,6 +41,22 @@ macro_rules! cases {
 }
 
 cases! {
+    replica_groups_overlap: body("  p = f32[4]{0} parameter(0)\n  ROOT r = f32[4]{0} all-gather(p), replica_groups={{0,1},{1,2}}, dimensions={0}")
+        => (5, 52, "replica groups {{0,1},{1,2}}: id 1 is in two groups");
+    replica_groups_iota_count: body("  p = f32[4]{0} parameter(0)\n  ROOT r = f32[4]{0} all-to-all(p), replica_groups=[3,2]<=[8], dimensions={0}")
+        => (5, 52, "replica groups [3,2]<=[8]: 3 groups of 2 devices do not hold the 8 devices of the reshape dimensions");
+    replica_groups_iota_transpose: body("  p = f32[4]{0} parameter(0)\n  ROOT r = f32[4]{0} all-to-all(p), replica_groups=[4,2]<=[2,4]T(1,1), dimensions={0}")
+        => (5, 52, "replica groups [4,2]<=[2,4]T(1,1): the transpose must permute the 2 reshape dimensions");
+    replica_groups_iota_syntax: body("  p = f32[4]{0} parameter(0)\n  ROOT r = f32[4]{0} all-to-all(p), replica_groups=[4,2]=[8], dimensions={0}")
+        => (5, 57, "expected '<=' in the iota form of replica groups, found '='");
+    replica_groups_iota_head: body("  p = f32[4]{0} parameter(0)\n  ROOT r = f32[4]{0} all-to-all(p), replica_groups=[8]<=[8], dimensions={0}")
+        => (5, 52, "the iota form of replica groups starts with [group count,group size]");
+    source_target_pairs_triple: body("  p = f32[4]{0} parameter(0)\n  ROOT r = f32[4]{0} collective-permute(p), source_target_pairs={{0,1,2}}")
+        => (5, 65, "invalid value for attribute 'source_target_pairs': expected pairs of non-negative ids like {{0,1},{1,0}}");
+    num_partitions_zero: "HloModule m, num_partitions=0\n\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n"
+        => (1, 29, "num_partitions must be a positive 32-bit integer, found '0'");
+    replica_count_word: "HloModule m, replica_count=two\n\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n"
+        => (1, 28, "replica_count must be a positive 32-bit integer, found 'two'");
     empty_file: "" => (1, 1, "expected 'HloModule' or a computation, found end of file");
     not_a_module: "HloModul x\n" => (1, 1, "expected 'HloModule' or a computation, found 'HloModul'");
     missing_module_name: "HloModule \n" => (2, 1, "expected a module name, found end of file");

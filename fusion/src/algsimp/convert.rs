@@ -1,6 +1,7 @@
 //! Conversion rules: no-op conversions, copies, sharding annotations and collectives among one
 //! device each, and chains of conversions whose first step loses nothing.
 
+use axle_ir::collective::ReplicaGroups;
 use axle_ir::{AttrKey, AttrValue, ElementType, InstId, Opcode};
 
 use super::{Cx, Hit};
@@ -101,22 +102,13 @@ pub(super) fn annotation(cx: &Cx<'_>, id: InstId) -> Hit {
     }
 }
 
-/// Whether `replica_groups` (as HLO text writes it: `{{0},{1}}` lists or the iota form
-/// `[4,1]<=[4]`) puts every device in a group of its own.
-fn singleton_groups(text: &str) -> bool {
-    let t: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-    if let Some(rest) = t.strip_prefix('[') {
-        // Iota form: [groups,size]<=[...]: singletons when the group size is 1.
-        let dims = rest.split(']').next().unwrap_or("");
-        let d: Vec<&str> = dims.split(',').collect();
-        return d.len() == 2 && d[1] == "1";
+/// Whether `replica_groups` puts every device in a group of its own (explicit lists of one id
+/// each, or the iota form with groups of one; `{}` is one group of all devices).
+fn singleton_groups(g: &ReplicaGroups) -> bool {
+    match g {
+        ReplicaGroups::Iota(i) => i.group_size == 1 && i.validate().is_ok(),
+        ReplicaGroups::List(l) => !l.is_empty() && l.iter().all(|g| g.len() == 1),
     }
-    let Some(inner) = t.strip_prefix("{{").and_then(|r| r.strip_suffix("}}")) else {
-        return false;
-    };
-    inner
-        .split("},{")
-        .all(|g| !g.is_empty() && g.parse::<i64>().is_ok())
 }
 
 /// `all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all` of one array among groups of one
@@ -125,27 +117,14 @@ fn singleton_groups(text: &str) -> bool {
 pub(super) fn lone_collective(cx: &Cx<'_>, id: InstId) -> Hit {
     let m = cx.m;
     let [x] = m.operands(id) else { return None };
-    let text = |key: &str| match m.attr(id, &AttrKey::from_name(key)) {
-        Some(AttrValue::Raw(s)) | Some(AttrValue::Str(s)) | Some(AttrValue::Ident(s)) => {
-            Some(s.to_string())
-        }
-        _ => None,
-    };
     let lone = match m.opcode(id) {
         Opcode::AllReduce | Opcode::AllGather | Opcode::ReduceScatter | Opcode::AllToAll => {
-            text("replica_groups").is_some_and(|g| singleton_groups(&g))
+            matches!(m.attr(id, &AttrKey::ReplicaGroups), Some(AttrValue::ReplicaGroups(g)) if singleton_groups(g))
         }
-        Opcode::CollectivePermute => text("source_target_pairs").is_some_and(|p| {
-            let p: String = p.chars().filter(|c| !c.is_whitespace()).collect();
-            p.strip_prefix("{{")
-                .and_then(|r| r.strip_suffix("}}"))
-                .is_some_and(|inner| {
-                    inner.split("},{").all(|pair| {
-                        let v: Vec<&str> = pair.split(',').collect();
-                        v.len() == 2 && v[0] == v[1] && v[0].parse::<i64>().is_ok()
-                    })
-                })
-        }),
+        Opcode::CollectivePermute => matches!(
+            m.attr(id, &AttrKey::SourceTargetPairs),
+            Some(AttrValue::Pairs(p)) if p.iter().all(|[s, t]| s == t)
+        ),
         _ => false,
     };
     if lone {
@@ -158,15 +137,29 @@ pub(super) fn lone_collective(cx: &Cx<'_>, id: InstId) -> Hit {
 #[cfg(test)]
 mod tests {
     use super::singleton_groups;
+    use axle_ir::collective::{IotaGroups, ReplicaGroups};
+
+    fn list(gs: &[&[i64]]) -> ReplicaGroups {
+        ReplicaGroups::List(gs.iter().map(|g| g.to_vec().into()).collect())
+    }
+
+    fn iota(g: i64, s: i64) -> ReplicaGroups {
+        ReplicaGroups::Iota(IotaGroups {
+            num_groups: g,
+            group_size: s,
+            reshape_dims: vec![g * s].into(),
+            transpose: None,
+        })
+    }
 
     #[test]
     fn singleton_replica_groups() {
-        assert!(singleton_groups("{{0}}"));
-        assert!(singleton_groups("{{0},{1},{2}}"));
-        assert!(singleton_groups("[4,1]<=[4]"));
-        assert!(!singleton_groups("{{0,1}}"));
-        assert!(!singleton_groups("{}"));
-        assert!(!singleton_groups("[2,2]<=[4]"));
-        assert!(!singleton_groups("{{0},{1,2}}"));
+        assert!(singleton_groups(&list(&[&[0]])));
+        assert!(singleton_groups(&list(&[&[0], &[1], &[2]])));
+        assert!(singleton_groups(&iota(4, 1)));
+        assert!(!singleton_groups(&list(&[&[0, 1]])));
+        assert!(!singleton_groups(&list(&[])));
+        assert!(!singleton_groups(&iota(2, 2)));
+        assert!(!singleton_groups(&list(&[&[0], &[1, 2]])));
     }
 }

@@ -1447,9 +1447,17 @@ fn tokens_rng_collectives_dynamic() {
         "f32[4,2]",
     );
     ok(fx.infer(Opcode::AllToAll, &[x], &[], None), "f32[4,8]");
+    let pairs = (
+        AttrKey::SourceTargetPairs,
+        AttrValue::Pairs(vec![[0, 1], [1, 0]].into()),
+    );
     ok(
-        fx.infer(Opcode::CollectivePermute, &[x], &[], None),
+        fx.infer(Opcode::CollectivePermute, &[x], &[pairs], None),
         "f32[4,8]",
+    );
+    err(
+        fx.infer(Opcode::CollectivePermute, &[x], &[], None),
+        "missing attribute `source_target_pairs`",
     );
     let start = fx.p(OwnedShape::tuple(vec![
         arr(F32, &[4, 8]),

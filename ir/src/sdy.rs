@@ -1,0 +1,408 @@
+//! Shardy's text in JAX's HLO: the meshes of the module's `xla.sdy.meshes` frontend attribute
+//! and the per-value shardings of `xla.sdy.in_shardings` / `xla.sdy.out_shardings` on the
+//! `xla.sdy.GlobalToLocalShape` / `LocalToGlobalShape` custom calls around a `shard_map` body,
+//! and what they mean: which block of a global array each device holds.
+//!
+//! Grammar read (escaped quotes `\"` read as quotes):
+//! - mesh: `NAME = #sdy.mesh<["x"=2, "y"=4]>` (an optional `, device_ids=[...]` is refused
+//!   unless it is the iota), several separated by commas;
+//! - sharding per value: `#sdy.sharding_per_value<[<@NAME, [{"x"}, {}, {"x", "y"}]>, ...]>`,
+//!   one dimension list per value; a trailing `replicated={...}` is accepted (replication is
+//!   the default); open dimensions (`?`) and sub-axes (`"x":(1)2`) are refused.
+//!
+//! Invariant: a [`Sharding`] names only axes of its [`Mesh`], each at most once; device `d` of
+//! the mesh has coordinates `d` in mixed radix over the axes, the first axis major.
+
+/// A device mesh: named axes and their sizes, the first axis major.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mesh {
+    /// The mesh's name (`mesh` in `@mesh`).
+    pub name: String,
+    /// `(axis, size)`, in order.
+    pub axes: Vec<(String, i64)>,
+}
+
+/// One value's sharding: for each dimension, the mesh axes it is split over, major first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sharding {
+    /// The mesh it refers to.
+    pub mesh: String,
+    /// Per dimension, the axes splitting it.
+    pub dims: Vec<Vec<String>>,
+}
+
+/// A tiny cursor over Shardy's text.
+struct Cur<'a> {
+    s: &'a str,
+    i: usize,
+}
+
+impl<'a> Cur<'a> {
+    fn ws(&mut self) {
+        while self.s[self.i..].starts_with([' ', '\n', '\t']) {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, t: &str) -> bool {
+        self.ws();
+        if self.s[self.i..].starts_with(t) {
+            self.i += t.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, t: &str) -> Result<(), String> {
+        if self.eat(t) {
+            Ok(())
+        } else {
+            Err(format!(
+                "expected '{t}' at '{}'",
+                &self.s[self.i..].chars().take(24).collect::<String>()
+            ))
+        }
+    }
+
+    fn quoted(&mut self) -> Result<&'a str, String> {
+        self.expect("\"")?;
+        let rest = &self.s[self.i..];
+        let end = rest.find('"').ok_or("unterminated axis name")?;
+        self.i += end + 1;
+        Ok(&rest[..end])
+    }
+
+    fn word(&mut self) -> &'a str {
+        self.ws();
+        let rest = &self.s[self.i..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-'))
+            .unwrap_or(rest.len());
+        self.i += end;
+        &rest[..end]
+    }
+
+    fn int(&mut self) -> Result<i64, String> {
+        let w = self.word();
+        w.parse()
+            .map_err(|_| format!("expected an integer, found '{w}'"))
+    }
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("\\\"", "\"")
+}
+
+/// The meshes of an `xla.sdy.meshes` value: `{mesh = #sdy.mesh<["x"=2]>, ...}` (braces
+/// optional).
+pub fn parse_meshes(text: &str) -> Result<Vec<Mesh>, String> {
+    let t = unescape(text);
+    let t = t.trim();
+    let t = t
+        .strip_prefix('{')
+        .and_then(|r| r.strip_suffix('}'))
+        .unwrap_or(t);
+    let mut c = Cur { s: t, i: 0 };
+    let mut out = Vec::new();
+    loop {
+        c.ws();
+        if c.i >= t.len() {
+            break;
+        }
+        let name = c.word().to_string();
+        c.expect("=")?;
+        c.expect("#sdy.mesh<")?;
+        c.expect("[")?;
+        let mut axes = Vec::new();
+        if !c.eat("]") {
+            loop {
+                let a = c.quoted()?.to_string();
+                c.expect("=")?;
+                let n = c.int()?;
+                if n < 1 {
+                    return Err(format!("mesh axis \"{a}\" has size {n}"));
+                }
+                axes.push((a, n));
+                if c.eat("]") {
+                    break;
+                }
+                c.expect(",")?;
+            }
+        }
+        let total = axes
+            .iter()
+            .try_fold(1i64, |t, a| t.checked_mul(a.1).filter(|&t| t <= 1 << 31))
+            .ok_or_else(|| format!("mesh {name} has more than 2^31 devices"))?;
+        if c.eat(",") {
+            c.expect("device_ids=[")?;
+            let mut k = 0;
+            loop {
+                if c.int()? != k {
+                    return Err(format!(
+                        "mesh {name}: device_ids other than 0..{total} are not supported"
+                    ));
+                }
+                k += 1;
+                if c.eat("]") {
+                    break;
+                }
+                c.expect(",")?;
+            }
+        }
+        c.expect(">")?;
+        out.push(Mesh { name, axes });
+        if !c.eat(",") {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// The shardings of a `#sdy.sharding_per_value<[...]>` value, one per value.
+pub fn parse_shardings(text: &str) -> Result<Vec<Sharding>, String> {
+    let t = unescape(text);
+    let t = t.trim().trim_matches('"');
+    let mut c = Cur { s: t, i: 0 };
+    c.expect("#sdy.sharding_per_value<")?;
+    c.expect("[")?;
+    let mut out = Vec::new();
+    if c.eat("]") {
+        c.expect(">")?;
+        return Ok(out);
+    }
+    loop {
+        c.expect("<@")?;
+        let mesh = c.word().to_string();
+        c.expect(",")?;
+        c.expect("[")?;
+        let mut dims = Vec::new();
+        if !c.eat("]") {
+            loop {
+                c.expect("{")?;
+                let mut axes = Vec::new();
+                if !c.eat("}") {
+                    loop {
+                        if c.eat("?") {
+                            return Err("open sharding dimensions ('?') are not supported".into());
+                        }
+                        axes.push(c.quoted()?.to_string());
+                        if c.eat(":") {
+                            return Err("sub-axes are not supported".into());
+                        }
+                        if c.eat("}") {
+                            break;
+                        }
+                        c.expect(",")?;
+                    }
+                }
+                dims.push(axes);
+                if c.eat("]") {
+                    break;
+                }
+                c.expect(",")?;
+            }
+        }
+        if c.eat(",") {
+            // `replicated={...}`: replication is what unnamed axes mean anyway.
+            c.expect("replicated={")?;
+            let end = c.s[c.i..]
+                .find('}')
+                .ok_or("unterminated replicated={...}")?;
+            c.i += end + 1;
+        }
+        c.expect(">")?;
+        out.push(Sharding { mesh, dims });
+        if c.eat("]") {
+            break;
+        }
+        c.expect(",")?;
+    }
+    c.expect(">")?;
+    Ok(out)
+}
+
+impl Mesh {
+    /// The number of devices.
+    pub fn devices(&self) -> i64 {
+        self.axes.iter().map(|a| a.1).product()
+    }
+
+    fn axis(&self, name: &str) -> Result<(usize, i64), String> {
+        self.axes
+            .iter()
+            .position(|a| a.0 == name)
+            .map(|k| (k, self.axes[k].1))
+            .ok_or_else(|| format!("mesh {} has no axis \"{name}\"", self.name))
+    }
+
+    /// Device `d`'s coordinate along each axis.
+    pub fn coords(&self, d: i64) -> Vec<i64> {
+        let mut c = vec![0; self.axes.len()];
+        let mut r = d;
+        for k in (0..self.axes.len()).rev() {
+            c[k] = r % self.axes[k].1;
+            r /= self.axes[k].1;
+        }
+        c
+    }
+
+    /// The block of a global array of dimensions `global` that device `d` holds under `s`:
+    /// per dimension `(start, size)`. Errors when a dimension does not divide evenly or `s`
+    /// names an axis twice or one the mesh lacks.
+    pub fn block(&self, s: &Sharding, global: &[i64], d: i64) -> Result<Vec<(i64, i64)>, String> {
+        if s.dims.len() != global.len() {
+            return Err(format!(
+                "a sharding of {} dimensions for an array of {}",
+                s.dims.len(),
+                global.len()
+            ));
+        }
+        let coords = self.coords(d);
+        let mut used = vec![false; self.axes.len()];
+        let mut out = Vec::with_capacity(global.len());
+        for (axes, &g) in s.dims.iter().zip(global) {
+            let (mut index, mut count) = (0i64, 1i64);
+            for a in axes {
+                let (k, size) = self.axis(a)?;
+                if std::mem::replace(&mut used[k], true) {
+                    return Err(format!("axis \"{a}\" shards two dimensions"));
+                }
+                index = index * size + coords[k];
+                count *= size;
+            }
+            if g % count != 0 {
+                return Err(format!(
+                    "dimension of size {g} does not split into {count} shards"
+                ));
+            }
+            out.push((index * (g / count), g / count));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meshes_and_shardings_parse() {
+        let m = parse_meshes(r#"{mesh = #sdy.mesh<["x"=2, "y"=4]>}"#).unwrap();
+        assert_eq!(m[0].axes, vec![("x".into(), 2), ("y".into(), 4)]);
+        let s = parse_shardings(
+            r##""#sdy.sharding_per_value<[<@mesh, [{\"x\"}, {\"y\"}]>, <@mesh, [{\"x\", \"y\"}, {}]>, <@mesh, []>]>""##,
+        )
+        .unwrap();
+        assert_eq!(s.len(), 3);
+        assert_eq!(
+            s[1].dims,
+            vec![vec!["x".to_string(), "y".to_string()], vec![]]
+        );
+        assert!(s[2].dims.is_empty());
+        assert!(parse_shardings("#sdy.sharding_per_value<[<@mesh, [{?}]>]>").is_err());
+        assert!(parse_meshes(r#"mesh = #sdy.mesh<["x"=2], device_ids=[1,0]>"#).is_err());
+        assert!(
+            parse_meshes(r#"m = #sdy.mesh<["x"=4294967296, "y"=4294967296]>"#)
+                .unwrap_err()
+                .contains("more than 2^31 devices")
+        );
+    }
+
+    #[test]
+    fn blocks_follow_the_mesh_coordinates() {
+        let m = parse_meshes(r#"mesh = #sdy.mesh<["x"=2, "y"=4]>"#)
+            .unwrap()
+            .remove(0);
+        let s = |dims: Vec<Vec<&str>>| Sharding {
+            mesh: "mesh".into(),
+            dims: dims
+                .into_iter()
+                .map(|d| d.into_iter().map(String::from).collect())
+                .collect(),
+        };
+        // Device 6 is x=1, y=2.
+        assert_eq!(
+            m.block(&s(vec![vec!["x"], vec!["y"]]), &[4, 8], 6).unwrap(),
+            vec![(2, 2), (4, 2)]
+        );
+        assert_eq!(
+            m.block(&s(vec![vec!["x", "y"], vec![]]), &[16, 3], 6)
+                .unwrap(),
+            vec![(12, 2), (0, 3)]
+        );
+        assert_eq!(
+            m.block(&s(vec![vec!["y", "x"]]), &[16], 6).unwrap(),
+            vec![(10, 2)]
+        );
+        assert!(m.block(&s(vec![vec!["x"], vec!["x"]]), &[4, 4], 0).is_err());
+        assert!(m.block(&s(vec![vec!["z"]]), &[4], 0).is_err());
+        assert!(m.block(&s(vec![vec!["y"]]), &[6], 0).is_err());
+    }
+}
+
+/// The value of `key` in a `frontend_attributes={k=v,...}` text: a quoted string (unescaped)
+/// or a braced group, as written.
+pub fn frontend_value(text: &str, key: &str) -> Option<String> {
+    let pat = format!("{key}=");
+    let mut from = 0;
+    let at = loop {
+        let k = from + text[from..].find(&pat)?;
+        // A key starts after `{` or `,` (not inside another key's value).
+        if k == 0 || text[..k].ends_with(['{', ',', ' ']) {
+            break k + pat.len();
+        }
+        from = k + 1;
+    };
+    let rest = &text[at..];
+    if let Some(r) = rest.strip_prefix('"') {
+        let mut out = String::new();
+        let mut chars = r.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => out.push(chars.next()?),
+                '"' => return Some(out),
+                c => out.push(c),
+            }
+        }
+        return None;
+    }
+    if rest.starts_with('{') {
+        let mut depth = 0;
+        for (i, c) in rest.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(rest[..=i].to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
+        return None;
+    }
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    Some(rest[..end].to_string())
+}
+
+#[cfg(test)]
+mod frontend_tests {
+    use super::frontend_value;
+
+    #[test]
+    fn values_are_found_and_unescaped() {
+        let t = r##"{xla.sdy.in_shardings="#sdy.sharding_per_value<[<@mesh, [{\"x\"}]>]>",xla.sdy.manual_axes="#sdy<manual_axes{\"x\"}>"}"##;
+        assert_eq!(
+            frontend_value(t, "xla.sdy.in_shardings").unwrap(),
+            r##"#sdy.sharding_per_value<[<@mesh, [{"x"}]>]>"##
+        );
+        let h = r#"{xla.sdy.meshes={mesh = #sdy.mesh<["x"=2]>}}"#;
+        assert_eq!(
+            frontend_value(h, "xla.sdy.meshes").unwrap(),
+            r#"{mesh = #sdy.mesh<["x"=2]>}"#
+        );
+        assert_eq!(frontend_value(h, "meshes"), None);
+    }
+}

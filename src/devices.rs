@@ -1,0 +1,167 @@
+//! `axle run --devices N`: one module on N devices of one process (threads meeting through
+//! the in-process communicator), on the interpreter.
+//!
+//! - The mesh: the header's `replica_count` x `num_partitions` when they name more than one
+//!   device (they must multiply to N), else N partitions when the module has channel ids (JAX's
+//!   `shard_map` modules) and N replicas otherwise ([`DeviceMesh::for_module`]).
+//! - Inputs: `--input` files, one per array leaf of the entry parameters, give every device the
+//!   same values; N times as many give each device its own (device 0's files first, then
+//!   device 1's, ...). Without files, every device gets the same values generated from the
+//!   seed. JAX's `shard_map` modules take global values this way: each device keeps its block.
+//! - Outputs: every device's output leaves, depth-first, as `DIR/dD/outK.npy` for device `D`
+//!   (each directory replaced as a set, as `axle run` does); for JAX's `shard_map` modules
+//!   every device holds the global outputs.
+//! - Failures: a device that fails ends the run on every device (its error is reported, with
+//!   the device), and a collective that waits longer than the timeout for its group fails.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use axle_analysis::{evaluate_devices, EvalOptions};
+use axle_ir::collective::DeviceMesh;
+use axle_ir::memory::MemoryBudget;
+use axle_ir::{ArrayLiteral, Literal, Module};
+
+use crate::backend::ValueShape;
+use crate::run::{bind_inputs_within, flatten, try_generate_inputs, write_outputs, RunOptions};
+
+/// What a run on several devices produced.
+#[derive(Clone, Debug)]
+pub struct DevicesReport {
+    /// The mesh it ran on.
+    pub mesh: DeviceMesh,
+    /// Each device's output leaves, depth-first, by device.
+    pub outputs: Vec<Vec<ArrayLiteral>>,
+    /// Wall time of each run (all devices).
+    pub run_times: Vec<Duration>,
+    /// Output files written.
+    pub written: Vec<PathBuf>,
+}
+
+/// Runs `m` on `devices` in-process devices with the inputs, repeats and output directory of
+/// `opts` (see the module docs); collectives wait at most `timeout`. Only the interpreter runs
+/// several devices; `opts.pipeline` must be unset (the module runs as given).
+pub fn run_on_devices(
+    m: Module,
+    opts: &RunOptions,
+    devices: u32,
+    timeout: Duration,
+) -> Result<DevicesReport, String> {
+    if opts.backend != "interpreter" {
+        return Err(format!(
+            "--devices {devices} runs on the interpreter only (--backend interpreter); the {} \
+             backend does not run collectives yet",
+            opts.backend
+        ));
+    }
+    if opts.pipeline.as_deref().is_some_and(|p| p != "none") {
+        return Err("--passes is not supported with --devices: the module runs as given".into());
+    }
+    axle_ir::check_runnable(&m).map_err(|e| e.to_string())?;
+    let mesh = DeviceMesh::for_module(&m, devices)?;
+    let mut budget = MemoryBudget::new()?;
+    let per_device: Vec<Vec<Literal>> = if opts.inputs.is_empty() {
+        let a = try_generate_inputs(&m, opts.seed, &mut budget)?;
+        vec![a; devices as usize]
+    } else {
+        let n = devices as usize;
+        let per: usize = m
+            .params(m.entry())
+            .iter()
+            .map(|&p| ValueShape::of_shape(&m, m.shape(p)).leaves().len())
+            .sum();
+        if opts.inputs.len() == per * n && n > 1 && per > 0 {
+            let mut all = Vec::with_capacity(n);
+            for d in 0..n {
+                let files = &opts.inputs[d * per..(d + 1) * per];
+                all.push(
+                    bind_inputs_within(&m, files, &mut budget)
+                        .map_err(|e| format!("device {d}'s inputs: {e}"))?,
+                );
+            }
+            all
+        } else {
+            let a = bind_inputs_within(&m, &opts.inputs, &mut budget).map_err(|e| {
+                format!("{e} (give one file per input array for every device, or {n} times as many, device 0's first)")
+            })?;
+            vec![a; n]
+        }
+    };
+    let eval_opts = EvalOptions::default();
+    let mut run_times = Vec::new();
+    let mut result = None;
+    for _ in 0..opts.repeat.max(1) {
+        let t = Instant::now();
+        let r = evaluate_devices(&m, m.entry(), mesh, &per_device, &eval_opts, timeout)
+            .map_err(|e| e.to_string())?;
+        run_times.push(t.elapsed());
+        result = Some(r);
+    }
+    let outputs: Vec<Vec<ArrayLiteral>> = result
+        .expect("at least one run")
+        .into_iter()
+        .map(flatten)
+        .collect();
+    let mut written = Vec::new();
+    if let Some(dir) = &opts.out_dir {
+        for (d, outs) in outputs.iter().enumerate() {
+            written.extend(write_outputs(&dir.join(format!("d{d}")), outs)?);
+        }
+    }
+    Ok(DevicesReport {
+        mesh,
+        outputs,
+        run_times,
+        written,
+    })
+}
+
+/// A short human-readable summary: device 0's outputs, whether the devices agree, timings.
+pub fn summary(r: &DevicesReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} devices ({} replicas x {} partitions)",
+        r.mesh.devices(),
+        r.mesh.replicas,
+        r.mesh.partitions
+    );
+    if let Some(first) = r.outputs.first() {
+        for (k, o) in first.iter().enumerate() {
+            let dims: Vec<String> = o.shape.dims.iter().map(|d| d.to_string()).collect();
+            let n = o.len();
+            let shown: Vec<String> = (0..n.min(6))
+                .map(|i| axle_ir::literal::format_element(o.ty(), o.element_bytes(i)))
+                .collect();
+            let more = if n > 6 { ", ..." } else { "" };
+            let same = r.outputs.iter().all(|d| d.get(k) == Some(o));
+            let _ = writeln!(
+                s,
+                "device 0 out{k}: {}[{}] = [{}{more}]{}",
+                o.ty().name(),
+                dims.join(","),
+                shown.join(", "),
+                if same {
+                    " (the same on every device)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    let mut times = r.run_times.clone();
+    times.sort();
+    let _ = writeln!(
+        s,
+        "backend interpreter: run median {:.3} ms, min {:.3} ms over {} run{}",
+        times[times.len() / 2].as_secs_f64() * 1e3,
+        times[0].as_secs_f64() * 1e3,
+        times.len(),
+        if times.len() == 1 { "" } else { "s" }
+    );
+    for w in &r.written {
+        let _ = writeln!(s, "wrote {}", w.display());
+    }
+    s
+}
