@@ -56,6 +56,37 @@ pub fn scalar_cost(c: &Cost) -> f64 {
     c.flops + (TRANSCENDENTAL_COST - 1.0) * c.transcendentals + BYTE_COST * c.bytes
 }
 
+/// See `GymModule.kernels`.
+fn kernels(m: &Module) -> usize {
+    let entry = m.entry();
+    if entry.is_none() {
+        return 0;
+    }
+    let by_comp = m.insts_by_comp();
+    let mut host = vec![false; m.comp_capacity()];
+    let mut stack = vec![entry];
+    host[entry.index()] = true;
+    let mut n = 0;
+    while let Some(c) = stack.pop() {
+        for &i in &by_comp[c.index()] {
+            use Opcode::*;
+            match m.opcode(i) {
+                Call | While | Conditional => {
+                    for cc in m.called_comps_iter(i) {
+                        if !cc.is_none() && cc.index() < host.len() && !host[cc.index()] {
+                            host[cc.index()] = true;
+                            stack.push(cc);
+                        }
+                    }
+                }
+                Parameter | Constant | Tuple | GetTupleElement | Bitcast | AfterAll => {}
+                _ => n += 1,
+            }
+        }
+    }
+    n
+}
+
 /// A module an environment optimizes, with the thread pool its passes run in.
 #[pyclass(module = "axle._axle")]
 pub struct GymModule {
@@ -214,9 +245,32 @@ impl GymModule {
         self.module.num_live_insts()
     }
 
-    /// The cost model's scalar estimate ([`scalar_cost`]).
-    fn cost(&self, py: Python<'_>) -> f64 {
-        py.allow_threads(|| scalar_cost(&self.install(|| module_cost(&self.module))))
+    /// The cost model's scalar estimate: [`scalar_cost`] by default, or with `weights` =
+    /// (per flop, per transcendental, per byte, per kernel), such as a calibration fits in
+    /// seconds, `flops * w0 + transcendentals * w1 + bytes * w2 + kernels() * w3`.
+    #[pyo3(signature = (weights = None))]
+    fn cost(&self, py: Python<'_>, weights: Option<(f64, f64, f64, f64)>) -> f64 {
+        py.allow_threads(|| {
+            let c = self.install(|| module_cost(&self.module));
+            match weights {
+                None => scalar_cost(&c),
+                Some((f, t, b, k)) => {
+                    c.flops * f
+                        + c.transcendentals * t
+                        + c.bytes * b
+                        + kernels(&self.module) as f64 * k
+                }
+            }
+        })
+    }
+
+    /// The instructions that run as kernels of their own if nothing more is fused: those of the
+    /// entry computation and of the computations it reaches through `call`, `while` and
+    /// `conditional`, except parameters, constants, tuples, `get-tuple-element`s, bitcasts,
+    /// tokens and the control flow itself.
+    #[pyo3(name = "kernels")]
+    fn py_kernels(&self) -> usize {
+        kernels(&self.module)
     }
 
     /// The cost features, in the order of `cost_feature_names()`, as float64 bytes.
@@ -523,4 +577,128 @@ pub fn generated_hlo(seed: u64, size: usize) -> PyResult<String> {
     let bytes: Vec<u8> = (0..size).map(|_| r.next_u64() as u8).collect();
     let m = axle_ir::gen::Program::from_bytes(&bytes).build();
     Ok(axle::ir::print_module(&m))
+}
+
+/// The predicted cost of the kernel computing `i`: its own cost, plus for a fusion the
+/// arithmetic of its fused computation (whose values never reach memory).
+fn kernel_cost(m: &Module, by_comp: &[Vec<axle::ir::InstId>], i: axle::ir::InstId) -> Cost {
+    let mut c = inst_cost(m, i);
+    if m.opcode(i) == Opcode::Fusion {
+        for callee in m.called_comps_iter(i) {
+            if callee.is_none() || callee.index() >= by_comp.len() {
+                continue;
+            }
+            for &j in &by_comp[callee.index()] {
+                let f = inst_cost(m, j);
+                c.flops += f.flops;
+                c.transcendentals += f.transcendentals;
+            }
+        }
+    }
+    c
+}
+
+/// One profiled kernel: (name `kN.inst (opcode)`, what it computes, calls per run, seconds
+/// per run, and the cost model's flops, transcendentals and bytes for all its calls in a run).
+type KernelRow = (String, String, f64, f64, f64, f64, f64);
+
+/// Runs `pipeline` on the module in `hlo_text`, compiles the result for the CPU with
+/// `threads` threads per run (no further passes), times every kernel over `repeat` runs after
+/// `warmup` (inputs from `seed`), and pairs each kernel with the cost model's prediction for
+/// the instruction it computes (NaN when the kernel's name names no instruction of the
+/// optimized module).
+#[pyfunction]
+#[pyo3(signature = (hlo_text, pipeline = "cpu", threads = 1, warmup = 2, repeat = 5, seed = 0))]
+pub fn kernel_costs(
+    py: Python<'_>,
+    hlo_text: &str,
+    pipeline: &str,
+    threads: usize,
+    warmup: usize,
+    repeat: usize,
+    seed: u64,
+) -> PyResult<Vec<KernelRow>> {
+    if repeat == 0 || threads == 0 {
+        return Err(err("threads and repeat must be at least 1"));
+    }
+    py.allow_threads(|| {
+        let mut m = axle::ir::parse_module(hlo_text).map_err(|e| e.render("<hlo>"))?;
+        axle::verify_for_cli(&m, hlo_text, "<hlo>")?;
+        let text = axle::passes::standard_pipeline(pipeline).unwrap_or(pipeline);
+        axle::passes::optimize(&mut m, text, PassManagerOptions::default())
+            .map_err(|e| e.to_string())?;
+        axle::ir::check_runnable(&m).map_err(|e| e.to_string())?;
+        let cpu = axle::codegen_cpu::CpuOptions {
+            threads,
+            ..Default::default()
+        };
+        let exe = axle::codegen_cpu::compile(&m, &cpu).map_err(|e| e.to_string())?;
+        let leaves: Vec<ArrayLiteral> = inputs(&m, seed)
+            .into_iter()
+            .flat_map(Literal::into_leaves)
+            .collect();
+        let data: Vec<&[u8]> = leaves.iter().map(|a| &a.data[..]).collect();
+        let mut outs = exe.alloc_outputs();
+        for _ in 0..warmup {
+            exe.execute(&data, &mut outs).map_err(|e| e.to_string())?;
+        }
+        exe.set_profiling(true);
+        for _ in 0..repeat {
+            exe.execute(&data, &mut outs).map_err(|e| e.to_string())?;
+        }
+        // Kernels are named `kN.LABEL (opcode)`, LABEL the instruction's name (or
+        // `opcode_index` when it has none) with every character but ASCII letters and digits
+        // made `_`, cut at 40 characters; labels two instructions share match neither.
+        let label = |i: axle::ir::InstId| -> String {
+            let n = match m.name(i) {
+                "" => format!("{}_{}", m.opcode(i).name(), i.index()),
+                n => n.to_string(),
+            };
+            n.chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .take(40)
+                .collect()
+        };
+        let mut by_label: std::collections::HashMap<String, Option<axle::ir::InstId>> =
+            std::collections::HashMap::new();
+        for i in m.live_ids() {
+            by_label
+                .entry(label(i))
+                .and_modify(|v| *v = None)
+                .or_insert(Some(i));
+        }
+        let by_comp = m.insts_by_comp();
+        let runs = repeat as f64;
+        Ok::<_, String>(
+            exe.profile()
+                .into_iter()
+                .map(|k| {
+                    let inst = k
+                        .name
+                        .split_once('.')
+                        .map(|(_, rest)| rest.rsplit_once(" (").map_or(rest, |(n, _)| n))
+                        .and_then(|n| by_label.get(n).copied().flatten());
+                    let c = inst.map_or(
+                        Cost {
+                            flops: f64::NAN,
+                            transcendentals: f64::NAN,
+                            bytes: f64::NAN,
+                        },
+                        |i| kernel_cost(&m, &by_comp, i),
+                    );
+                    let calls = k.calls as f64 / runs;
+                    (
+                        k.name,
+                        k.detail,
+                        calls,
+                        k.total.as_secs_f64() / runs,
+                        c.flops * calls,
+                        c.transcendentals * calls,
+                        c.bytes * calls,
+                    )
+                })
+                .collect(),
+        )
+    })
+    .map_err(err)
 }

@@ -331,5 +331,6 @@ fn _axle(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gym::cost_feature_names, m)?)?;
     m.add_function(wrap_pyfunction!(gym::pass_specs, m)?)?;
     m.add_function(wrap_pyfunction!(gym::generated_hlo, m)?)?;
+    m.add_function(wrap_pyfunction!(gym::kernel_costs, m)?)?;
     Ok(())
 }

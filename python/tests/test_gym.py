@@ -369,3 +369,42 @@ def test_gymnasium_interfaces_where_installed():
     assert isinstance(env.action_space, gymnasium.spaces.Discrete)
     obs, info = env.reset(seed=0)
     assert env.observation_space.contains(obs)
+
+
+def test_spearman_and_fit():
+    from axle.gym import calibrate
+    assert calibrate.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert calibrate.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # Ties take their mean rank: ranks (1.5, 1.5, 3) against (1, 2, 3).
+    assert calibrate.spearman([1, 1, 2], [1, 2, 3]) == pytest.approx(np.corrcoef(
+        [1.5, 1.5, 3], [1, 2, 3])[0, 1])
+    rng = np.random.default_rng(0)
+    w = (2e-10, 3e-9, 5e-11, 1e-7)
+    rows = []
+    for _ in range(50):
+        r = {"flops": float(rng.integers(1, 1e6)), "transcendentals": float(rng.integers(0, 1e4)),
+             "bytes": float(rng.integers(1, 1e7)), "calls": float(rng.integers(1, 4))}
+        r["seconds"] = sum(wk * r[t] for wk, t in zip(w, calibrate.TERMS))
+        rows.append(r)
+    assert calibrate.fit(rows) == pytest.approx(w, rel=1e-6)
+
+
+def test_kernel_costs_pair_kernels_with_predictions(tmp_path, monkeypatch):
+    from axle.gym import calibrate
+    rows = _axle.kernel_costs(FOLDABLE, "cpu", 1, 1, 2, 0)
+    assert rows and all(secs > 0 and calls == 1.0 for _, _, calls, secs, *_ in rows)
+    assert all(not np.isnan(fl) and by > 0 for *_, fl, _, by in rows)
+    assert sum(tr for *_, tr, _ in rows) == 512.0  # one exponential per element of e1
+    monkeypatch.setenv("AXLE_CALIBRATION_DIR", str(tmp_path))
+    assert calibrate.load() is None
+    calibrate.save((1e-9, 1e-8, 1e-10, 1e-6))
+    w = calibrate.load()
+    env = gym.AxleEnv(dump_file(tmp_path, FOLDABLE), cost_weights=w)
+    _, info = env.reset()
+    m = _axle.GymModule(FOLDABLE)
+    f = dict(zip(gym.COST_FEATURES, np.frombuffer(m.cost_features(), np.float64)))
+    assert m.kernels() == 9  # the entry's instructions but the parameter, constants and tuple
+    assert info["cost"] == pytest.approx(f["flops"] * 1e-9 + f["transcendentals"] * 1e-8
+                                         + f["bytes"] * 1e-10 + 9 * 1e-6)
+    with pytest.raises(axle.AxleError, match="cost_weights"):
+        gym.AxleEnv(cost_weights=(1, 2))

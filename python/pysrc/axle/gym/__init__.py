@@ -28,7 +28,9 @@
   count (``threads=``), as every pass does.
 
 Datasets are in :mod:`axle.gym.datasets`, search baselines in :mod:`axle.gym.baselines`, the
-leaderboard in :mod:`axle.gym.leaderboard` (``python -m axle.gym.leaderboard``).
+leaderboard in :mod:`axle.gym.leaderboard` (``python -m axle.gym.leaderboard``), the cost model
+checked against measured kernel times and fitted per host in :mod:`axle.gym.calibrate`
+(``python -m axle.gym.calibrate``).
 """
 
 from . import datasets, spaces

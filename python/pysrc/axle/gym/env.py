@@ -170,13 +170,16 @@ class AxleEnv(_Base):
     pipeline is the baseline (``baseline_pipeline`` overrides it). ``threads``: the thread pool
     passes run in (None: every core; results do not depend on it). ``max_steps``: steps before
     ``truncated``. ``runtime``: how the ``runtime`` reward measures (:class:`RuntimeConfig`).
+    ``cost_weights``: (per flop, transcendental, byte, kernel) weights for the ``cost`` metric,
+    such as :func:`axle.gym.calibrate.load` returns (default: the cpu fusion target's constants,
+    ``flops + 11 transcendentals + 6 bytes``).
     """
 
     metadata = {"render_modes": ["ansi"]}
 
     def __init__(self, benchmark=None, *, observation_space="features", reward_space="cost",
                  dataset="corpus", backend="cpu", baseline_pipeline=None, threads=None,
-                 max_steps=100, runtime=None):
+                 max_steps=100, runtime=None, cost_weights=None):
         names = [observation_space] if isinstance(observation_space, str) else list(
             observation_space)
         for n in names:
@@ -189,6 +192,15 @@ class AxleEnv(_Base):
             raise AxleError(f"threads must be a positive integer or None, not {threads!r}")
         if not isinstance(max_steps, int) or max_steps < 1:
             raise AxleError(f"max_steps must be a positive integer, not {max_steps!r}")
+        if cost_weights is not None:
+            try:
+                cost_weights = tuple(float(w) for w in cost_weights)
+            except (TypeError, ValueError):
+                cost_weights = ()
+            if len(cost_weights) != 4 or not all(w >= 0 for w in cost_weights):
+                raise AxleError("cost_weights must be four non-negative numbers (per flop, "
+                                "transcendental, byte, kernel)")
+        self.cost_weights = cost_weights
         pipelines = dict(_axle.standard_pipelines())
         if baseline_pipeline is None:
             baseline_pipeline = "cpu" if backend == "cpu" else {"nvptx": "gpu",
@@ -266,13 +278,14 @@ class AxleEnv(_Base):
         if name == "insts":
             return float(module.instructions())
         if name == "cost":
-            return float(module.cost())
+            return float(module.cost(self.cost_weights))
         return measure(module, self.runtime_config, self._seed).median
 
     def _baseline(self, name=None):
         name = name or self.reward_space.name
         key = (self._original.hash(), self.baseline_pipeline, name, self.runtime_config,
-               self._seed if name == "runtime" else 0)
+               self._seed if name == "runtime" else 0,
+               self.cost_weights if name == "cost" else None)
         v = _BASELINE_CACHE.get(key)
         if v is None:
             m = self._original.copy()
