@@ -8,8 +8,8 @@ Every benchmark is optimized by the cpu pipeline and compiled; every kernel is t
 instruction it computes (a fusion adds its fused computation's arithmetic). The prediction with
 the default constants is the cpu fusion target's ``flops + 11 transcendentals + 6 bytes``; the
 calibrated one is ``w_flop flops + w_trans transcendentals + w_byte bytes + w_call calls`` in
-seconds, with non-negative weights fitted to the train split's kernels by least squares on
-relative error (every subset of the four terms is solved and the best non-negative one kept).
+seconds, with non-negative weights fitted to the train split's kernels by least squares on the
+logarithm of the time, every benchmark weighing the same (:func:`fit`).
 The report gives the Spearman rank correlation of predicted and measured kernel time on the
 train split, on the held-out test split and on all kernels, before and after calibration, and
 per kernel kind (``loop``, ``gemm``, ``row``, ...) where the calibrated model is worst.
@@ -20,7 +20,6 @@ The weights are stored per host in ``$AXLE_CALIBRATION_DIR`` (default
 """
 
 import argparse
-import itertools
 import json
 import math
 import os
@@ -106,29 +105,53 @@ def predict(rows, weights):
     return _x(rows) @ np.asarray(weights, dtype=float)
 
 
-def fit(rows):
-    """Non-negative weights (per flop, transcendental, byte, call) minimizing the squared
-    relative error of the predicted kernel times on ``rows``."""
+def fit(rows, iterations=200):
+    """Non-negative weights (per flop, transcendental, byte, call) minimizing the squared error
+    of the logarithm of the predicted kernel times on ``rows``, each benchmark weighing the
+    same whatever its number of kernels (Levenberg-Marquardt on the logarithms of the
+    weights; a term no kernel has keeps weight 0)."""
     if not rows:
         raise AxleError("no kernels to fit")
     t = np.array([r["seconds"] for r in rows])
-    a = _x(rows) / t[:, None]
-    target = np.ones(len(rows))
-    best, best_res = None, math.inf
-    for k in range(1, len(TERMS) + 1):
-        for subset in itertools.combinations(range(len(TERMS)), k):
-            cols = list(subset)
-            w, *_ = np.linalg.lstsq(a[:, cols], target, rcond=None)
-            if np.any(w < 0):
-                continue
-            res = float(np.sum((a[:, cols] @ w - target) ** 2))
-            if res < best_res:
-                full = np.zeros(len(TERMS))
-                full[cols] = w
-                best, best_res = full, res
-    if best is None:
-        raise AxleError("no non-negative fit")
-    return tuple(float(v) for v in best)
+    x = _x(rows)
+    counts = {}
+    for r in rows:
+        counts[r.get("benchmark")] = counts.get(r.get("benchmark"), 0) + 1
+    sw = np.sqrt(np.array([1.0 / counts[r.get("benchmark")] for r in rows]))
+    used = np.array([np.any(x[:, j] > 0) for j in range(x.shape[1])])
+    xs = x[:, used]
+    # Start with each term explaining a quarter of the median time.
+    theta = np.array([math.log(np.median(t) / 4 / np.median(c[c > 0])) for c in xs.T])
+    lam = 1e-3
+
+    def residual(th):
+        p = xs @ np.exp(th)
+        return sw * (np.log(np.maximum(p, 1e-300)) - np.log(t)), p
+
+    r, p = residual(theta)
+    cost = float(r @ r)
+    for _ in range(iterations):
+        w = np.exp(theta)
+        jac = sw[:, None] * xs * w[None, :] / np.maximum(p, 1e-300)[:, None]
+        g = jac.T @ r
+        h = jac.T @ jac
+        step = np.linalg.solve(h + lam * np.diag(np.diag(h) + 1e-12), -g)
+        r2, p2 = residual(theta + step)
+        c2 = float(r2 @ r2)
+        if c2 < cost:
+            theta, r, p = theta + step, r2, p2
+            lam = max(lam / 3, 1e-9)
+            if cost - c2 < 1e-12 * max(cost, 1.0):
+                cost = c2
+                break
+            cost = c2
+        else:
+            lam *= 4
+            if lam > 1e12:
+                break
+    out = np.zeros(x.shape[1])
+    out[used] = np.exp(theta)
+    return tuple(float(v) for v in out)
 
 
 def _dir():
@@ -207,13 +230,22 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--no-save", action="store_true", help="do not store the weights")
     p.add_argument("--out", default=None, help="write the Markdown report here too")
+    p.add_argument("--save-rows", default=None, help="write the measured kernels as JSON here")
+    p.add_argument("--rows", default=None, help="fit and report the kernels of a --save-rows "
+                   "file instead of measuring")
     a = p.parse_args(argv)
     uris = []
     for ds in a.datasets.split(","):
         u = datasets.dataset(ds.strip()).uris()
         uris += u[: a.limit] if a.limit else u
     t = time.perf_counter()
-    rows = kernel_rows(uris, threads=a.threads, warmup=a.warmup, repeat=a.repeat, log=sys.stderr)
+    if a.rows:
+        rows = json.loads(pathlib.Path(a.rows).read_text())
+    else:
+        rows = kernel_rows(uris, threads=a.threads, warmup=a.warmup, repeat=a.repeat,
+                           log=sys.stderr)
+    if a.save_rows:
+        pathlib.Path(a.save_rows).write_text(json.dumps(rows))
     train = [r for r in rows if r["split"] == "train"]
     weights = fit(train or rows)
     md = (f"{len(rows)} kernels of {len(uris)} benchmarks ({a.datasets}), {a.threads} thread, "

@@ -343,8 +343,9 @@ class AxleEnv(_Base):
     def step(self, action):
         """Applies ``action`` (an index into ``action_space``, an action's name, or any
         pipeline text) and returns (observation, reward, terminated, truncated, info).
-        ``stop`` ends the episode. A pipeline that does not parse, or a pass that fails, raises
-        ``AxleError`` and leaves the state as it was."""
+        ``stop`` ends the episode. A pipeline that does not parse, a pass that fails, or (for
+        the ``runtime`` reward) a module that does not compile raises ``AxleError`` and leaves
+        the state as it was."""
         m = self._require_module()
         name = self._action_name(action)
         if name == "stop":
@@ -352,9 +353,16 @@ class AxleEnv(_Base):
             info = {"action": name, "changed": False, "pass_seconds": 0.0,
                     self.reward_space.name: self._prev, "baseline": self.reward_space.baseline}
             return self._observe(), 0.0, True, False, info
+        # A measured metric can fail after the pass succeeded (the module does not compile):
+        # the step is undone then, as when the pass fails.
+        backup = m.copy() if self.reward_space.name == "runtime" else None
         changed, secs = m.apply(name)
+        try:
+            cur = self._metric(m)
+        except AxleError:
+            self._module = backup
+            raise
         self._actions.append(name)
-        cur = self._metric(m)
         base = self.reward_space.baseline or 1.0
         reward = (self._prev - cur) / base
         self._prev = cur
