@@ -347,6 +347,18 @@ def test_leaderboard_scores_the_default_at_one(tmp_path):
     assert "| default | 1.000 |" in md and "| greedy |" in md and uris[0] in md
 
 
+def test_leaderboard_measures_runtime_after_the_searches(tmp_path):
+    cfg = gym.RuntimeConfig(threads=1, warmup=1, repeat=3)
+    uri = dump_file(tmp_path, FOLDABLE)
+    rows = leaderboard.run([uri], ["default", "greedy"], budget=40, score="runtime",
+                           runtime=cfg, rounds=2)
+    assert [r["method"] for r in rows] == ["default", "greedy"]
+    d, g = rows
+    # The default's final module is the baseline's: one measurement scores both.
+    assert d["speedup"] == 1.0 and d["score"] == d["baseline"] > 0
+    assert g["error"] is None and g["score"] > 0 and g["speedup"] == d["baseline"] / g["score"]
+
+
 def test_spaces_without_gymnasium():
     code = ("import sys; sys.modules['gymnasium'] = None\n"
             "import axle.gym as g\n"

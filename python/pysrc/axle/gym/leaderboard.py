@@ -6,7 +6,9 @@ pipeline, written as a Markdown table.
 
 Searches minimize ``--search-metric`` (the cheap ``cost`` by default) within ``--budget`` pass
 applications; the best sequence each finds is then replayed and scored by ``--score``
-(``runtime``: measured as :class:`~axle.gym.RuntimeConfig` says; or ``cost``/``insts``). The
+(``runtime``: measured as :class:`~axle.gym.RuntimeConfig` says, the default's module and the
+methods' in ``--rounds`` interleaved rounds after the searches, so load that drifts during a
+run does not favour one method; or ``cost``/``insts``). The
 speed-up of a method on a benchmark is ``score(default pipeline) / score(method)``; above 1
 beats the default. ``--validate`` checks every final module with the evaluator.
 """
@@ -15,6 +17,8 @@ import argparse
 import math
 import sys
 import time
+
+import numpy as np
 
 from .. import AxleError
 from . import baselines, datasets
@@ -28,22 +32,43 @@ def _geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+def _interleaved(modules, config, seed, rounds):
+    """Median run time of each module (None stays None) over ``rounds`` rounds that measure
+    every distinct module (by hash) once each, uncached; equal modules share their time."""
+    keys = [None if m is None else m.hash() for m in modules]
+    distinct = {}
+    for k, m in zip(keys, modules):
+        if m is not None and k not in distinct:
+            distinct[k] = m
+    meds = {k: [] for k in distinct}
+    for _ in range(rounds):
+        for k, m in distinct.items():
+            _, t = m.measure(config.backend, config.threads, config.warmup, config.repeat, seed)
+            meds[k].append(float(np.median(t)))
+    return [None if k is None else float(np.median(meds[k])) for k in keys]
+
+
 def run(uris, methods=("default", "random", "greedy", "evolution"), budget=200, seed=0,
-        search_metric="cost", score="runtime", runtime=None, validate=False, log=None):
+        search_metric="cost", score="runtime", runtime=None, validate=False, log=None,
+        rounds=3):
     """Runs ``methods`` on every benchmark of ``uris``; returns one dict per (benchmark,
     method): ``benchmark``, ``method``, ``actions``, ``score`` (the method's), ``baseline``
     (the default pipeline's), ``speedup``, ``valid`` (None unless ``validate``), ``seconds``,
-    ``steps`` and ``error`` (a message when the search failed, else None)."""
+    ``steps`` and ``error`` (a message when the search failed, else None). Run-time scores
+    are measured after the searches, the default's module and every method's in ``rounds``
+    interleaved rounds, each the median of its rounds' medians."""
     rows = []
     for uri in uris:
         env = AxleEnv(uri, reward_space=search_metric, runtime=runtime)
         try:
             env.reset(seed=seed)
-            base = env.baseline(score)
+            # Run times are measured after the searches (below).
+            base = env.baseline(score) if score != "runtime" else None
         except AxleError as e:
             if log:
                 print(f"{uri}: skipped ({str(e).splitlines()[0]})", file=log)
             continue
+        bench_rows, modules = [], []
         for name in methods:
             row = {"benchmark": uri, "method": name, "actions": (), "score": None,
                    "baseline": base, "speedup": None, "valid": None, "seconds": 0.0,
@@ -51,18 +76,41 @@ def run(uris, methods=("default", "random", "greedy", "evolution"), budget=200, 
             try:
                 r = baselines.SEARCHES[name](env, metric=search_metric, budget=budget, seed=seed)
                 env.replay(r.state)
-                v = env.metric(score)
-                row.update(actions=r.actions, score=v, speedup=base / v if v > 0 else None,
-                           seconds=r.seconds, steps=r.steps)
+                row.update(actions=r.actions, seconds=r.seconds, steps=r.steps,
+                           score=env.metric(score) if score != "runtime" else None)
+                modules.append(env._require_module().copy())
                 if validate:
                     row["valid"] = env.validate().ok
             except AxleError as e:
                 row["error"] = str(e).splitlines()[0]
+                modules.append(None)
+            bench_rows.append(row)
+        if score == "runtime":
+            # Run times drift with the machine's load: the default's module and every method's
+            # are measured again in interleaved rounds, and each scored by its median.
+            env.reset(seed=seed)
+            try:
+                default = env._require_module().copy()
+                default.apply(env.baseline_pipeline)
+                times = _interleaved([default] + modules, env.runtime_config, seed, rounds)
+                base = times[0]
+                for row, t in zip(bench_rows, times[1:]):
+                    row["baseline"] = base
+                    if t is not None:
+                        row["score"] = t
+            except AxleError as e:
+                for row in bench_rows:
+                    row["error"] = row["error"] or str(e).splitlines()[0]
+        for row in bench_rows:
+            if row["error"] is None:
+                v = row["score"]
+                row["speedup"] = row["baseline"] / v if v and v > 0 else None
             rows.append(row)
             if log:
-                s = "error: " + row["error"] if row["error"] else f"{row['speedup']:.3f}x"
-                print(f"{uri:45s} {name:10s} {s}  ({row['seconds']:.1f}s, {row['steps']} steps)",
-                      file=log)
+                s = ("error: " + row["error"] if row["error"] else
+                     f"{row['speedup']:.3f}x" if row["speedup"] else "no score")
+                print(f"{uri:45s} {row['method']:10s} {s}  ({row['seconds']:.1f}s, "
+                      f"{row['steps']} steps)", file=log)
         env.close()
     return rows
 
@@ -96,7 +144,7 @@ def markdown(rows, score="runtime", methods=None):
         cells = []
         for m in methods:
             r = next((r for r in rows if r["benchmark"] == u and r["method"] == m), None)
-            if r is None or r["error"]:
+            if r is None or r["error"] or r["speedup"] is None:
                 cells.append("error" if r else "")
             else:
                 cells.append(f"{r['speedup']:.3f}")
@@ -120,6 +168,8 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1, help="threads per measured run")
     p.add_argument("--repeat", type=int, default=7, help="timed runs per measurement")
     p.add_argument("--warmup", type=int, default=2, help="untimed runs before them")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved measurement rounds of "
+                   "the final modules (run-time score)")
     p.add_argument("--validate", action="store_true", help="check final modules with the "
                    "evaluator")
     p.add_argument("--out", default=None, help="write the Markdown table here too")
@@ -134,11 +184,11 @@ def main(argv=None):
     cfg = RuntimeConfig(threads=a.threads, repeat=a.repeat, warmup=a.warmup)
     t = time.perf_counter()
     rows = run(uris, methods, a.budget, a.seed, a.search_metric, a.score, cfg, a.validate,
-               log=sys.stderr)
+               log=sys.stderr, rounds=a.rounds)
     md = (f"{a.dataset} ({a.split} split, {len(uris)} benchmarks), budget {a.budget} pass "
           f"applications, searching on {a.search_metric}, scored by {a.score}"
-          + (f" ({cfg.threads} thread, median of {cfg.repeat} after {cfg.warmup} warm-up)"
-             if a.score == "runtime" else "")
+          + (f" ({cfg.threads} thread, median of {cfg.repeat} after {cfg.warmup} warm-up, "
+             f"final modules in {a.rounds} interleaved rounds)" if a.score == "runtime" else "")
           + f", seed {a.seed}, {time.perf_counter() - t:.0f} s in all\n\n"
           + markdown(rows, a.score, methods))
     print(md)
