@@ -1,6 +1,7 @@
 //! The native side of `axle.gym`: [`GymModule`], one module an environment optimizes, and the
 //! observations, evaluations and measurements an environment step needs, computed here so a
-//! step on a module of ten thousand instructions stays within milliseconds.
+//! step on a module of ten thousand instructions stays within milliseconds; [`kernel_costs`],
+//! every kernel's measured time beside the cost model's prediction (`axle.gym.calibrate`).
 //!
 //! Invariants:
 //! - A module is modified only by [`GymModule::apply`], which runs a pipeline through the pass
@@ -11,8 +12,9 @@
 //!   order (after compaction, creation order), edges are sorted by source and then by
 //!   destination, and nothing iterates a hash map, so the same module gives the same bytes at
 //!   any thread count.
-//! - Arrays cross to Python as `bytes` in little-endian machine order with a NumPy dtype string
-//!   beside them (`axle.gym` wraps them with `numpy.frombuffer`, no copy on that side).
+//! - Arrays cross to Python as `bytes` in the machine's byte order with a little-endian NumPy
+//!   dtype string beside them (every host Axle compiles for is little-endian); `axle.gym` wraps
+//!   them with `numpy.frombuffer`, no copy on that side.
 //! - Passes run in the module's own thread pool when it was made with a thread count, else in
 //!   rayon's global pool; the count never changes a result (DESIGN.md rule 4).
 

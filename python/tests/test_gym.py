@@ -420,3 +420,22 @@ def test_kernel_costs_pair_kernels_with_predictions(tmp_path, monkeypatch):
                                          + f["bytes"] * 1e-10 + 9 * 1e-6)
     with pytest.raises(axle.AxleError, match="cost_weights"):
         gym.AxleEnv(cost_weights=(1, 2))
+
+
+def test_parallel_environments_match_sequential_ones():
+    gymnasium = pytest.importorskip("gymnasium")
+    fns = [lambda u=u: gym.make(u, observation_space="features")
+           for u in ["generated/3", "generated/4"]]
+    actions = [gym.action_names().index(a) for a in ["algsimp", "fusion", "dce"]]
+    out = []
+    for vec in (gymnasium.vector.AsyncVectorEnv, gymnasium.vector.SyncVectorEnv):
+        v = vec(fns)
+        obs, _ = v.reset(seed=[0, 0])
+        trace = [obs]
+        for a in actions:
+            obs, r, *_ = v.step(np.array([a, a]))
+            trace += [obs, r]
+        v.close()
+        out.append(trace)
+    for x, y in zip(*out):
+        assert np.array_equal(x, y)
