@@ -381,6 +381,8 @@ def test_gymnasium_interfaces_where_installed():
     assert isinstance(env.action_space, gymnasium.spaces.Discrete)
     obs, info = env.reset(seed=0)
     assert env.observation_space.contains(obs)
+    from gymnasium.utils.env_checker import check_env
+    check_env(env, skip_render_check=True)  # raises on a broken interface
 
 
 def test_spearman_and_fit():
@@ -428,7 +430,9 @@ def test_parallel_environments_match_sequential_ones():
            for u in ["generated/3", "generated/4"]]
     actions = [gym.action_names().index(a) for a in ["algsimp", "fusion", "dce"]]
     out = []
-    for vec in (gymnasium.vector.AsyncVectorEnv, gymnasium.vector.SyncVectorEnv):
+    # "spawn": a forked child inherits rayon's thread pool without its threads and hangs.
+    for vec in (lambda f: gymnasium.vector.AsyncVectorEnv(f, context="spawn"),
+                gymnasium.vector.SyncVectorEnv):
         v = vec(fns)
         obs, _ = v.reset(seed=[0, 0])
         trace = [obs]
