@@ -25,4 +25,4 @@ args = ["--dataset", a.dataset, "--split", "test", "--methods", "default,random,
         "--budget", str(a.steps), "--score", a.score, "--validate"]
 if a.out:
     args += ["--out", a.out]
-sys.exit(leaderboard.main(args))
+sys.exit(leaderboard.cli(args))

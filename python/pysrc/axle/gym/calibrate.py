@@ -34,7 +34,7 @@ from .. import AxleError
 from .. import _axle
 from . import datasets
 
-__all__ = ["fit", "kernel_rows", "load", "main", "predict", "save", "spearman"]
+__all__ = ["cli", "fit", "kernel_rows", "load", "main", "predict", "save", "spearman"]
 
 TERMS = ("flops", "transcendentals", "bytes", "calls")
 
@@ -198,8 +198,8 @@ def report(rows, weights):
                    f"{spearman(predict(sel, weights), t):.3f} |")
     w = dict(zip(TERMS, weights))
     out += ["", "Fitted weights (seconds): " + ", ".join(f"{k} {v:.3g}" for k, v in w.items())
-            + (f"; bytes cost {w['bytes'] / w['flops']:.2f} flops and a transcendental "
-               f"{w['transcendentals'] / w['flops']:.2f} (defaults 6 and 11 more than a flop)"
+            + (f"; a byte costs {w['bytes'] / w['flops']:.2f} flops and a transcendental "
+               f"{w['transcendentals'] / w['flops']:.2f} more than a flop (defaults 6 and 11)"
                if w["flops"] > 0 else "") + ".", "",
             "| kernel kind | count | Spearman, calibrated | measured / predicted, median | "
             "10th-90th percentile |", "|---|---:|---:|---:|---:|"]
@@ -262,5 +262,14 @@ def main(argv=None):
     return 0
 
 
+def cli(argv=None):
+    """:func:`main`, with an Axle error printed as one line and exit status 2."""
+    try:
+        return main(argv)
+    except AxleError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

@@ -24,7 +24,7 @@ from .. import AxleError
 from . import baselines, datasets
 from .env import AxleEnv, RuntimeConfig
 
-__all__ = ["run", "markdown", "main"]
+__all__ = ["cli", "run", "markdown", "main"]
 
 
 def _geomean(xs):
@@ -198,5 +198,14 @@ def main(argv=None):
     return 0
 
 
+def cli(argv=None):
+    """:func:`main`, with an Axle error printed as one line and exit status 2."""
+    try:
+        return main(argv)
+    except AxleError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())
