@@ -308,6 +308,7 @@ impl GymModule {
     /// The module as a graph for a GNN, a dict of arrays as (dtype, bytes): nodes are the live
     /// instructions in id order with `opcode` (index into `opcode_names()`), `element_type`
     /// (index into `element_type_names()`, -1 for tuples and tokens), `rank`, `elements`,
+    /// `dims` (every node's dimensions one after another, `rank` of them per node),
     /// `result_bytes`, `flops`, `transcendentals`, `bytes` (the instruction's own cost) and
     /// `computation` (a dense index, the entry's is 0); edges in CSR form (`indptr` over source
     /// nodes, `indices` the destinations, `edge_type` beside them): 0 for operand to user, 1 for
@@ -338,6 +339,7 @@ impl GymModule {
         let mut ety = Vec::with_capacity(n);
         let mut rank = Vec::with_capacity(n);
         let mut elements = Vec::with_capacity(n);
+        let mut dims: Vec<i64> = Vec::with_capacity(2 * n);
         let mut rbytes = Vec::with_capacity(n);
         let mut flops = Vec::with_capacity(n);
         let mut trans = Vec::with_capacity(n);
@@ -352,6 +354,7 @@ impl GymModule {
                     ety.push(element_type_index(a.ty));
                     rank.push(a.dims.len() as i32);
                     elements.push(a.num_elements().max(0));
+                    dims.extend_from_slice(&a.dims);
                 }
                 _ => {
                     ety.push(-1);
@@ -398,6 +401,7 @@ impl GymModule {
         d.set_item("element_type", ("<i4", le_bytes(py, &ety)))?;
         d.set_item("rank", ("<i4", le_bytes(py, &rank)))?;
         d.set_item("elements", ("<i8", le_bytes(py, &elements)))?;
+        d.set_item("dims", ("<i8", le_bytes(py, &dims)))?;
         d.set_item("result_bytes", ("<f8", le_bytes(py, &rbytes)))?;
         d.set_item("flops", ("<f8", le_bytes(py, &flops)))?;
         d.set_item("transcendentals", ("<f8", le_bytes(py, &trans)))?;

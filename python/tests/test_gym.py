@@ -88,6 +88,7 @@ def test_graph_csr_of_a_known_module(tmp_path):
     assert g["edge_type"].tolist() == [0, 0, 0]
     assert [gym.ELEMENT_TYPES[k] for k in g["element_type"]] == ["f32"] * 3
     assert g["elements"].tolist() == [4, 4, 4]
+    assert g["rank"].tolist() == [1, 1, 1] and g["dims"].tolist() == [4, 4, 4]
     assert g["result_bytes"].tolist() == [16.0] * 3
     # negate and add: one flop per element; bytes are the result and the operands.
     assert g["flops"].tolist() == [0.0, 4.0, 4.0]
@@ -106,6 +107,11 @@ def test_called_computation_roots_feed_their_callers(tmp_path):
     g, _ = env.reset()
     ops = [gym.OPCODES[k] for k in g["opcode"]]
     reduce_node = ops.index("reduce")
+    # Dimensions one node after another: the reduce's f32[16] follows its operands' shapes.
+    offsets = np.concatenate([[0], np.cumsum(g["rank"])])
+    assert g["dims"][offsets[reduce_node]:offsets[reduce_node + 1]].tolist() == [16]
+    assert g["dims"][offsets[ops.index("multiply")]:offsets[ops.index("multiply") + 1]].tolist() \
+        == [16, 32]
     calls = [(s, int(g["indices"][k])) for s in range(len(ops))
              for k in range(g["indptr"][s], g["indptr"][s + 1]) if g["edge_type"][k] == 1]
     assert len(calls) == 1

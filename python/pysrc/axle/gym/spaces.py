@@ -140,6 +140,7 @@ class HloTextSpace(Space):
 # The graph's arrays and their dtypes (see GymModule.graph).
 GRAPH_ARRAYS = {
     "opcode": np.int32, "element_type": np.int32, "rank": np.int32, "elements": np.int64,
+    "dims": np.int64,
     "result_bytes": np.float64, "flops": np.float64, "transcendentals": np.float64,
     "bytes": np.float64, "computation": np.int32, "indptr": np.int64, "indices": np.int32,
     "edge_type": np.int8,
@@ -150,7 +151,8 @@ class CsrGraphSpace(Space):
     """The module as a graph in CSR form: a dict of 1-D arrays, per node (``opcode``,
     ``element_type``, ``rank``, ``elements``, ``result_bytes``, ``flops``, ``transcendentals``,
     ``bytes``, ``computation``) and per edge (``indices``, ``edge_type``), with ``indptr`` of
-    length nodes + 1 (edges of node ``k`` are ``indptr[k]:indptr[k+1]``)."""
+    length nodes + 1 (edges of node ``k`` are ``indptr[k]:indptr[k+1]``), and ``dims``, every
+    node's dimensions one after another (``rank[k]`` of them for node ``k``)."""
 
     def __init__(self, seed=None):
         super().__init__(None, None, seed)
@@ -166,8 +168,9 @@ class CsrGraphSpace(Space):
         return (all(np.asarray(x[k]).dtype == t for k, t in GRAPH_ARRAYS.items())
                 and len(x["indptr"]) == n + 1 and int(x["indptr"][-1]) == e
                 and len(x["edge_type"]) == e
+                and len(x["dims"]) == int(np.sum(x["rank"]))
                 and all(len(x[k]) == n for k in GRAPH_ARRAYS
-                        if k not in ("indptr", "indices", "edge_type")))
+                        if k not in ("indptr", "indices", "edge_type", "dims")))
 
     def __repr__(self):
         return "CsrGraphSpace()"
