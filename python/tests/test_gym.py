@@ -176,6 +176,8 @@ def test_bad_input_raises_and_keeps_the_state(tmp_path):
     with pytest.raises(axle.AxleError):
         env.reset(benchmark=dump_file(tmp_path, "HloModule x\nENTRY e { ROOT p = f32[ }",
                                       "bad.txt"))
+    assert env.state.benchmark.endswith("m.before_optimizations.txt")
+    assert env.observation["hlo"] == before
     with pytest.raises(axle.AxleError, match="DATASET/NAME"):
         datasets.benchmark("nothing")
     with pytest.raises(axle.AxleError, match="SEED"):

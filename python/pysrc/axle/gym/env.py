@@ -310,19 +310,24 @@ class AxleEnv(_Base):
         if benchmark is None and options:
             benchmark = options.get("benchmark")
         if benchmark is not None:
-            self._benchmark = _datasets.benchmark(benchmark)
-        elif self._benchmark is None:
+            bench = _datasets.benchmark(benchmark)
+        elif self._benchmark is not None:
+            bench = self._benchmark
+        else:
             uris = _datasets.dataset(self._dataset).uris("train")
             if not uris:
                 raise AxleError(f"dataset {self._dataset} has no train benchmarks")
-            self._benchmark = _datasets.benchmark(uris[int(self.np_random.integers(len(uris)))])
-        self._seed = 0 if seed is None else int(seed)
-        if self._original is None or self._original_uri != self._benchmark.uri:
-            self._original = _axle.GymModule(self._benchmark.hlo_text(), self.threads)
-            self._original_uri = self._benchmark.uri
+            bench = _datasets.benchmark(uris[int(self.np_random.integers(len(uris)))])
+        seed = 0 if seed is None else int(seed)
+        # Nothing changes until the benchmark has loaded: a benchmark that does not parse
+        # leaves the environment as it was.
+        if self._original is None or self._original_uri != bench.uri:
+            original = _axle.GymModule(bench.hlo_text(), self.threads)
+            self._original, self._original_uri, self._reference = original, bench.uri, None
+        elif self._reference is not None and self._reference.seed != seed:
             self._reference = None
-        elif self._reference is not None and self._reference.seed != self._seed:
-            self._reference = None
+        self._benchmark = bench
+        self._seed = seed
         self._module = self._original.copy()
         self._actions = []
         self.reward_space.baseline = self._baseline()
