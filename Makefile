@@ -37,7 +37,7 @@ RUN_ARGS ?= run $(EXAMPLE)
 # maturin (release) and installed into it. PYTHON is the interpreter the venv is made from.
 PYTHON ?= python3
 PY_VENV ?= $(ROOT)/target/python-venv
-PY_REQS := maturin numpy pytest ml_dtypes absl-py jax==0.10.2 jaxlib==0.10.2
+PY_REQS := maturin numpy pytest ml_dtypes absl-py gymnasium jax==0.10.2 jaxlib==0.10.2
 # The Cargo profile of the wheel: `release` for `make python`; `make test` builds its wheel with
 # `dev`, which shares the test build's dependencies and skips a second optimized build of the
 # whole compiler (the generated code is optimized by LLVM either way; pytest takes seconds).
@@ -114,7 +114,7 @@ pytest:
 # own change tracking and reinstalled every time.
 python: deps
 	@[ -x '$(PY_VENV)/bin/python' ] || $(PYTHON) -m venv '$(PY_VENV)'
-	@'$(PY_VENV)/bin/python' -c 'import maturin, numpy, pytest, ml_dtypes, jax, absl' 2>/dev/null \
+	@'$(PY_VENV)/bin/python' -c 'import maturin, numpy, pytest, ml_dtypes, jax, absl, gymnasium' 2>/dev/null \
 		|| '$(PY_VENV)/bin/python' -m pip install -q --disable-pip-version-check $(PY_REQS)
 	rm -f '$(ROOT)'/target/wheels/axle-*.whl
 	$(strip '$(PY_VENV)/bin/maturin' build --profile $(PY_PROFILE) $(LOCKED) -q -m python/Cargo.toml \

@@ -8,6 +8,9 @@
 //! - `Session`: [`axle::passes::Session`], the pass-ordering environment: apply a pass or
 //!   pipeline by name, observe instruction count and cost estimate, measure the run time.
 //!
+//! - `GymModule` (`gym.rs`): the module of an `axle.gym` environment, with its observations
+//!   (opcode counts, cost features, the graph as CSR arrays), evaluation and measurement.
+//!
 //! Every Axle error is raised as `axle.AxleError` with Axle's message.
 
 use std::sync::Arc;
@@ -20,6 +23,8 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
+
+mod gym;
 
 create_exception!(_axle, AxleError, PyException, "An error reported by Axle.");
 
@@ -319,5 +324,13 @@ fn _axle(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(pass_names, m)?)?;
     m.add_function(wrap_pyfunction!(standard_pipelines, m)?)?;
+    m.add_class::<gym::GymModule>()?;
+    m.add_class::<gym::Outputs>()?;
+    m.add_function(wrap_pyfunction!(gym::opcode_names, m)?)?;
+    m.add_function(wrap_pyfunction!(gym::element_type_names, m)?)?;
+    m.add_function(wrap_pyfunction!(gym::cost_feature_names, m)?)?;
+    m.add_function(wrap_pyfunction!(gym::pass_specs, m)?)?;
+    m.add_function(wrap_pyfunction!(gym::generated_hlo, m)?)?;
+    m.add_function(wrap_pyfunction!(gym::kernel_costs, m)?)?;
     Ok(())
 }

@@ -8,6 +8,8 @@
   it lowers ``fn`` with JAX to HLO text and compiles that; later calls run the compiled code.
 - ``axle.passes.Session`` is the pass-ordering environment (apply passes by name, observe the
   instruction count and cost estimate, measure the run time).
+- ``axle.gym`` is the pass-ordering research environment (gymnasium-style ``reset``/``step``,
+  observations for learning, cheap and measured rewards, datasets, baselines, a leaderboard).
 
 Every element type numpy has maps to Axle's: bool, the signed and unsigned integers, float16,
 float32, float64, complex64, complex128, and through ``ml_dtypes`` (when installed) bfloat16, the
