@@ -633,7 +633,7 @@ fn pixel_tile<'ctx>(
             block.as_ref(),
             input,
             out,
-            finish.as_deref_mut(),
+            finish,
         )
     })?;
     bb.build_unconditional_branch(done)?;
@@ -956,7 +956,7 @@ fn tile<'ctx>(
             &pixels,
             accs,
             out,
-            finish.as_deref_mut(),
+            finish,
         )?;
         bb.build_unconditional_branch(doneb)?;
         bb.position_at_end(doneb);
