@@ -947,16 +947,7 @@ fn tile<'ctx>(
         bb.build_unconditional_branch(doneb)?;
         bb.position_at_end(lastb);
         end_tile(
-            cg,
-            geo,
-            rows,
-            o0,
-            &masks,
-            &exist,
-            &pixels,
-            accs,
-            out,
-            finish,
+            cg, geo, rows, o0, &masks, &exist, &pixels, accs, out, finish,
         )?;
         bb.build_unconditional_branch(doneb)?;
         bb.position_at_end(doneb);
