@@ -484,12 +484,10 @@ pub(crate) fn gemm_geo_views(
     geo.nc = cols.min(nc_max.max(4 * nr));
     geo.direct_a = geo.a_sk == 1 && geo.a_ty == acc && cols <= DIRECT_A_COLS * nr;
     geo.fill_a = !geo.direct_a && geo.a_sk == 1 && geo.a_ty == acc;
+    // The blocking (and so the scratch the buffer assignment reserves, from the geometry of
+    // the operands without their views) stays the GEMM's: the strides that decide the form
+    // are the views', which may differ. A matrix-vector product leaves the scratch unused.
     geo.gemv = gemv_form(&geo);
-    if geo.gemv.is_some() {
-        // Nothing is packed.
-        (geo.kc, geo.mc, geo.nc) = (1, 1, 1);
-        (geo.direct_a, geo.fill_a) = (false, false);
-    }
     Some((geo, [lv.base, rv.base]))
 }
 
