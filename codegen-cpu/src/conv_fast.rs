@@ -633,7 +633,7 @@ fn pixel_tile<'ctx>(
             block.as_ref(),
             input,
             out,
-            finish.as_deref_mut(),
+            finish,
         )
     })?;
     bb.build_unconditional_branch(done)?;
@@ -947,16 +947,7 @@ fn tile<'ctx>(
         bb.build_unconditional_branch(doneb)?;
         bb.position_at_end(lastb);
         end_tile(
-            cg,
-            geo,
-            rows,
-            o0,
-            &masks,
-            &exist,
-            &pixels,
-            accs,
-            out,
-            finish.as_deref_mut(),
+            cg, geo, rows, o0, &masks, &exist, &pixels, accs, out, finish,
         )?;
         bb.build_unconditional_branch(doneb)?;
         bb.position_at_end(doneb);
