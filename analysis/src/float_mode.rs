@@ -1,13 +1,14 @@
 //! Running code in XLA CPU's floating-point mode: x86's flush-to-zero (FTZ) and
 //! denormals-are-zero (DAZ) bits of MXCSR, which XLA CPU sets while it executes. The `cpu`
-//! backend runs its kernels (and the runtime routines they call) in this mode; the evaluator
-//! runs the routines it shares with that runtime ([`crate::fft`], [`crate::trsm`], Cholesky,
-//! the LAPACK custom calls) in it too, so a subnormal operand reads as zero on both sides. The
-//! evaluator's own elementwise, dot, reduction and sort arithmetic never uses this module: it
-//! flushes operands and results explicitly (`eval/elementwise.rs`, `eval/elem.rs`).
+//! backend runs its JIT kernels (and the runtime routines they call) in this mode.
 //!
-//! [`without_float_mode`] turns both modes off around the exact conversions into and out of
-//! such code.
+//! The evaluator computes the mode explicitly wherever it can: its elementwise, dot,
+//! reduction and sort arithmetic flushes operands and results (`eval/elementwise.rs`,
+//! `eval/dot.rs`), and it runs the routines it shares with the `cpu` runtime
+//! ([`crate::trsm`], [`crate::cholesky`]) on [`crate::flushed::Flushed`] values. Only code
+//! that cannot take explicit flushing runs here: the FFT (rustfft's vectorized butterflies,
+//! which the runtime runs too) and the LAPACK custom calls `potrf`, `getrf`, `geqrf` and
+//! `orgqr` (their conversions and arithmetic in the mode, as they ran before).
 //!
 //! Invariants:
 //! - Each change of MXCSR is made and undone inside one `asm!` block: the block saves the
@@ -31,22 +32,9 @@ const FTZ_DAZ: u32 = 0x8040;
 pub fn with_float_mode<T>(ftz: bool, f: impl FnOnce() -> T) -> T {
     #[cfg(target_arch = "x86_64")]
     if ftz {
-        return with_mxcsr(FTZ_DAZ, !0, f);
+        return with_mxcsr(FTZ_DAZ, f);
     }
     let _ = ftz;
-    f()
-}
-
-/// Runs `f` with x86's flush-to-zero and denormals-are-zero modes off, restoring the thread's
-/// floating-point control register afterwards: for the exact conversions around code that
-/// runs in XLA CPU's mode (a subnormal converted from `f32` to `f64` under DAZ reads as zero,
-/// one converted back under FTZ is written as zero, where XLA's converts keep it).
-pub fn without_float_mode<T>(f: impl FnOnce() -> T) -> T {
-    #[cfg(target_arch = "x86_64")]
-    {
-        with_mxcsr(0, !FTZ_DAZ, f)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
     f()
 }
 
@@ -86,10 +74,10 @@ extern "C" fn trampoline<F: FnOnce() -> T, T>(p: *mut Call<F, T>) {
     }
 }
 
-/// Runs `f` with MXCSR set to `(saved & keep) | set`, restoring `saved` before returning (or
+/// Runs `f` with MXCSR set to `saved | set`, restoring `saved` before returning (or
 /// resuming `f`'s panic). The write, the call and the restore are one asm block.
 #[cfg(target_arch = "x86_64")]
-fn with_mxcsr<F: FnOnce() -> T, T>(set: u32, keep: u32, f: F) -> T {
+fn with_mxcsr<F: FnOnce() -> T, T>(set: u32, f: F) -> T {
     let mut call = Call {
         f: Some(f),
         out: None,
@@ -106,7 +94,6 @@ fn with_mxcsr<F: FnOnce() -> T, T>(set: u32, keep: u32, f: F) -> T {
         std::arch::asm!(
             "stmxcsr [r12]",
             "mov eax, dword ptr [r12]",
-            "and eax, {keep:e}",
             "or eax, {set:e}",
             "mov dword ptr [r12 + 4], eax",
             "ldmxcsr [r12 + 4]",
@@ -114,7 +101,6 @@ fn with_mxcsr<F: FnOnce() -> T, T>(set: u32, keep: u32, f: F) -> T {
             "ldmxcsr [r12]",
             in("r12") slot.as_mut_ptr(),
             in("rdi") &mut call as *mut Call<F, T>,
-            keep = in(reg) keep,
             set = in(reg) set,
             tramp = in(reg) trampoline::<F, T> as extern "C" fn(*mut Call<F, T>),
             out("eax") _,
@@ -155,12 +141,12 @@ mod tests {
             with_float_mode(false, || black_box(tiny) * black_box(1.0f32)),
             tiny
         );
-        // Nested: off inside on, on again after.
-        let (off, on) = with_float_mode(true, || {
-            let off = without_float_mode(|| black_box(tiny) * black_box(1.0f32));
-            (off, black_box(tiny) * black_box(1.0f32))
+        // Nested: still on inside, restored once after.
+        let nested = with_float_mode(true, || {
+            with_float_mode(true, || black_box(tiny) * black_box(1.0f32))
+                + black_box(tiny) * black_box(1.0f32)
         });
-        assert_eq!((off, on), (tiny, 0.0));
+        assert_eq!(nested, 0.0);
         assert_eq!(control(), before);
     }
 
