@@ -4,14 +4,16 @@
 //!
 //! Operands are converted to an accumulation type chosen from the result type (`f32` for
 //! `f32` and narrower floats, `f64`, wrapping `i64` for integers, `c64` when no operand or
-//! result is `c128`, else `c128`), accumulated
-//! in order along the contraction, real floats with fused multiply-adds (one rounding per
-//! term, as XLA CPU's kernels and the cpu backend contract them: a dot of two terms is
-//! `fma(a1, b1, a0 * b0)`), and rounded to the result type once at the end. With `ftz` (x86's FTZ and DAZ modes, as
-//! XLA CPU runs) real operands are flushed as they are loaded and every rounded step of the
-//! accumulation is flushed as it is made, so a subnormal partial sum reads as zero in the next
-//! term, as it does in the hardware mode. Both ops canonicalize their operands with one transpose and then run tight
-//! loops over typed slices, parallel over output rows.
+//! result is `c128`, else `c128`), accumulated in order along the contraction, real floats
+//! with fused multiply-adds (one rounding per term, as XLA CPU's kernels and the cpu backend
+//! contract them: a dot of two terms is `fma(a1, b1, a0 * b0)`), and rounded to the result type
+//! once at the end. With `ftz` (x86's FTZ and DAZ modes, in which XLA CPU runs) real operands
+//! are flushed as they are loaded and every rounded step of the accumulation is flushed as it
+//! is made, so a subnormal partial sum reads as zero in the next term, as in the hardware
+//! modes. (The sign of a zero made of flushed terms follows the instruction sequence, which
+//! differs between the backend's dot and convolution kernels; the evaluator's is the dot's.)
+//! Both ops canonicalize their operands with one transpose and then run tight loops over
+//! typed slices, parallel over output rows.
 
 use super::elem::{from_slice, to_vec, Complex, Elem, Float};
 use super::elementwise::convert;
