@@ -18,8 +18,8 @@
 //! shapes that fit are tiny, so every run is fast. (The count of modules that run, checked
 //! first, applies the same bound.) A zero-element array may still have huge dimensions
 //! (`pred[2^62, 0]`); every backend runs it in no time, since a loop nest with an empty
-//! dimension emits no loop (`Gen::nest` in codegen-llvm; before, the seed 6027254438179824314
-//! hung the unfused `cpu` run in a reduction of such an array).
+//! dimension emits no loop (`Gen::nest` in codegen-llvm), so a reduction of such an array ends
+//! at once on the unfused `cpu` run too.
 //!
 //! The generator's seed is random per run unless `AXLE_HOSTILE_SEED` gives one; the test prints
 //! it (cargo shows it when the test fails), so a failing run is rerun with

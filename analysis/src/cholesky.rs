@@ -26,6 +26,7 @@
 
 use num_complex::Complex;
 
+use crate::flushed::{Flushed, Lit};
 use crate::trsm::Field;
 
 /// The arithmetic a Cholesky factorization needs beyond a triangular solve's.
@@ -82,21 +83,21 @@ macro_rules! real_scalar {
                 self.is_nan()
             }
             fn re_not_positive(self) -> bool {
-                self <= 0.0 || self.is_nan()
+                self <= <$t as Lit>::lit(0.0) || self.is_nan()
             }
             fn nan() -> Self {
                 <$t>::NAN
             }
             fn one() -> Self {
-                1.0
+                <$t as Lit>::lit(1.0)
             }
             fn div_pivot(self, d: Self) -> Self {
-                self * (1.0 / d)
+                self * (<$t as Lit>::lit(1.0) / d)
             }
         }
     )*};
 }
-real_scalar!(f32: true, f64: false);
+real_scalar!(f32: true, f64: false, Flushed<f32>: true, Flushed<f64>: false);
 
 macro_rules! complex_scalar {
     ($($t:ty),*) => {$(
@@ -108,10 +109,10 @@ macro_rules! complex_scalar {
                 acc.plus(self.times(b))
             }
             fn re_only(self) -> Self {
-                Complex::new(self.re, 0.0)
+                Complex::new(self.re, <$t as Lit>::lit(0.0))
             }
             fn sqrt_re(self) -> Self {
-                Complex::new(self.re.sqrt(), 0.0)
+                Complex::new(self.re.sqrt(), <$t as Lit>::lit(0.0))
             }
             fn scale_re(self, r: Self) -> Self {
                 Complex::new(self.re * r.re, self.im * r.re)
@@ -120,13 +121,13 @@ macro_rules! complex_scalar {
                 self.re.is_nan()
             }
             fn re_not_positive(self) -> bool {
-                self.re <= 0.0 || self.re.is_nan()
+                self.re <= <$t as Lit>::lit(0.0) || self.re.is_nan()
             }
             fn nan() -> Self {
-                Complex::new(<$t>::NAN, 0.0)
+                Complex::new(<$t>::NAN, <$t as Lit>::lit(0.0))
             }
             fn one() -> Self {
-                Complex::new(1.0, 0.0)
+                Complex::new(<$t as Lit>::lit(1.0), <$t as Lit>::lit(0.0))
             }
             fn div_pivot(self, d: Self) -> Self {
                 self.over(d)
@@ -134,7 +135,7 @@ macro_rules! complex_scalar {
         }
     )*};
 }
-complex_scalar!(f32, f64);
+complex_scalar!(f32, f64, Flushed<f32>, Flushed<f64>);
 
 /// `sum_k x(k) * conj(y(k))` over `k < len`, accumulated from zero in increasing `k`.
 fn dot<T: Scalar>(len: usize, x: impl Fn(usize) -> T, y: impl Fn(usize) -> T) -> T {

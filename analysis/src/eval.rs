@@ -1332,11 +1332,11 @@ impl<'m> Evaluator<'m> {
             SelectAndScatter => reduce::select_and_scatter(self, id, ops, shape)?,
             Cholesky => {
                 let a = a0()?;
-                with_float_mode(self.ftz, || linalg::cholesky(self, id, a))?
+                linalg::cholesky(self, id, a)?
             }
             TriangularSolve => {
                 let (a, b) = (a0()?, arr(ops[1])?);
-                with_float_mode(self.ftz, || linalg::triangular_solve(self, id, a, b))?
+                linalg::triangular_solve(self, id, a, b)?
             }
             GetDimensionSize => {
                 let a = a0()?;
@@ -1496,8 +1496,7 @@ impl<'m> Evaluator<'m> {
             }
             _ => return Err("custom-call without a target".into()),
         };
-        let ftz = self.ftz;
-        if let Some(r) = with_float_mode(ftz, || lapack::lapack(self, id, &target, ops)) {
+        if let Some(r) = lapack::lapack(self, id, &target, ops) {
             return r;
         }
         match target.as_str() {

@@ -8,6 +8,7 @@ pub mod equivalence;
 pub mod eval;
 pub mod fft;
 pub mod float_mode;
+pub mod flushed;
 mod smith;
 pub mod trsm;
 pub mod users;

@@ -12,6 +12,8 @@
 
 use num_complex::Complex;
 
+use crate::flushed::{Flushed, Lit};
+
 /// The arithmetic a triangular solve needs, on real (`f32`, `f64`) and complex (`Complex<f32>`,
 /// `Complex<f64>`) values.
 pub trait Field: Copy {
@@ -31,7 +33,7 @@ macro_rules! real_field {
     ($($t:ty),*) => {$(
         impl Field for $t {
             fn zero() -> Self {
-                0.0
+                <$t as Lit>::lit(0.0)
             }
             fn minus(self, o: Self) -> Self {
                 self - o
@@ -48,13 +50,13 @@ macro_rules! real_field {
         }
     )*};
 }
-real_field!(f32, f64);
+real_field!(f32, f64, Flushed<f32>, Flushed<f64>);
 
 macro_rules! complex_field {
     ($($t:ty),*) => {$(
         impl Field for Complex<$t> {
             fn zero() -> Self {
-                Complex::new(0.0, 0.0)
+                Complex::new(<$t as Lit>::lit(0.0), <$t as Lit>::lit(0.0))
             }
             fn minus(self, o: Self) -> Self {
                 Complex::new(self.re - o.re, self.im - o.im)
@@ -70,12 +72,12 @@ macro_rules! complex_field {
                 Complex::new(re, im)
             }
             fn conjugate(self) -> Self {
-                self.conj()
+                Complex::new(self.re, -self.im)
             }
         }
     )*};
 }
-complex_field!(f32, f64);
+complex_field!(f32, f64, Flushed<f32>, Flushed<f64>);
 
 /// A batched triangular solve: `op(T) X = B` (`left`) or `X op(T) = B`, where `T` is the
 /// `lower` or upper triangle of the `m`-by-`m` matrices (unit diagonal if `unit`), `op` is the

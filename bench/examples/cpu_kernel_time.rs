@@ -1,9 +1,8 @@
 //! Times one HLO module on the CPU code generator by wall clock and by the CPU time of the
 //! calling thread (`CLOCK_THREAD_CPUTIME_ID`), which stays meaningful on a loaded machine:
 //! with `--threads 1` every kernel runs on the calling thread, so CPU time is the kernels' own.
-//! (It read `/proc/thread-self/schedstat` before, whose run time is 0 or whole scheduler ticks,
-//! 4 ms, on kernels without fine-grained scheduler statistics, as on the Zen 4 machines of
-//! the issue-13 sessions; the thread clock is exact to the nanosecond there.)
+//! The thread clock is exact to the nanosecond, where `/proc/thread-self/schedstat` counts
+//! whole scheduler ticks (4 ms) on kernels without fine-grained scheduler statistics.
 //!
 //! `cargo run --release -p axle-bench --example cpu_kernel_time -- FILE.hlo [THREADS] [RUNS]
 //! [FLOPS] [EPILOGUES]`: prints the median wall and CPU time per run, and GFLOP/s per CPU second

@@ -42,61 +42,19 @@
 //! [`axle_codegen_llvm::lanes`]). Results do not depend on the thread count: an element is
 //! finished by the same code whatever the split.
 //!
-//! Why registers are the default: the issue asked for epilogues applied while the tile is in
-//! registers, and on the programs that have them they cost nothing against blocks. Measured
-//! on 2 AVX-512 cores (AMD EPYC, Zen 4) shared with other work, `cpu_kernel_time` on the
-//! `cpu` pipeline's output, per-round ratios registers / blocks of medians of 15 runs,
-//! 8 alternating rounds, their median (one thread / two): `mlp3_b256_w1024` (bias) 0.998 /
-//! 0.968, `transformer_block_s512_d512` (GELU) 0.994 / 0.984, `mlp3_train_step_b256_w1024`
-//! 1.013 / 1.013, a `[2048, 64] x [64, 1024]` bias and ReLU 1.005 (two threads too noisy to
-//! read), a `[32, 56, 56, 64]` 3x3 convolution with bias and ReLU 0.992 / 0.997 (6 rounds);
-//! single rounds ranged 0.92 to 1.05 on one thread. Compile times were the same
-//! within noise. What the register path saves, the block path's second pass over a block
-//! mostly in L2, is small beside the epilogue's own arithmetic, which both paths do: on that
-//! `K = 64` dot, bias and ReLU cost 11% over the bare dot either way (2.75 against 2.45 ms,
-//! one thread), about the vector operations `maximum`'s NaN, signed-zero and subnormal rules
-//! take beside the tile's 64 steps of multiply-adds. Residuals read in registers measured 3%
-//! to 6% slower on the train step (its weight updates 5.5 to 5.9 ms each) and the same on the
-//! transformer, so they stay on blocks. What costs is reading the residual's memory in `MR`
-//! short row pieces at every tile: the same kernel with those loads pointed at a fixed,
-//! L1-resident place ran 6% faster than blocks, and 12% faster than the real loads; prefetching
-//! the next tiles' residual rows into L1 or L2, huge pages under the residual (TLB), a smaller
-//! `KC` (half of L1 left free, so not the packed strip of `B` evicted) and a row stride that
-//! is no multiple of 4 KiB (no L1 set conflicts between rows) each left it as slow or slower
-//! (`codegen-cpu/BENCH.md`, the eleventh session's section). The block path reads the
-//! residual in long rows, once per work item, which the hardware prefetchers stream.
-//!
-//! Why tiles are not the default: the tile path was measured no faster than blocks, as a
-//! first version was. That one (commits `a25aef3` and
-//! `b15b688`, removed in `ec55ba1`) emitted full tiles lane by lane (8 to 12 rows of 32 scalar
-//! lanes for the SLP vectorizer), ran no faster and compiled 9% to 35% longer. This one
-//! compiles within a few percent of the block path, and still runs no faster: the block
-//! path's extra pass reads a block it has just written, mostly from L2, at full vector width
-//! over long rows, while a tile row is two vectors behind a loop entry and an alias check, so
-//! what the tile path saves is about what it spends, and on a short contraction (`K = 64`) a
-//! little less. Measured on 2 AVX-512 cores (AMD EPYC) shared with other work, tiles over
-//! blocks, per-round ratios of alternating rounds, their median:
-//! - Compile time, `axle compile --no-cache`, `AXLE_CPU_THREADS=1`, the process's CPU time,
-//!   6 rounds (2 for the last) at load average 1.4 to 2.8: `mlp3_b256_w1024` 0.129 to
-//!   0.132 s (1.03), `mlp3_train_step_b256_w1024` 0.326 to 0.334 s (1.01),
-//!   `transformer_block_s512_d512` 0.430 to 0.443 s (1.03), `large_deep_dag_10k` 1.034 to
-//!   1.030 s (1.00), `large_layer_stack_10k` 0.831 to 0.827 s (0.99), and 120 distinct dots
-//!   with bias and ReLU, tanh or exp epilogues 14.70 to 14.46 s (0.98); at load 10 to 18 the
-//!   same runs gave 1.01 to 1.04 and 0.98 to 1.03. Without `llvm.loop.unroll.disable` on
-//!   the tile's loops LLVM copied them per row and per lane (`mlp3_b256_w1024` compiled 1.35x
-//!   as long, part of it scalar code).
-//! - Run time at load average 1.5 to 2.2, one thread: `axle bench`, 6 rounds, fresh / reused
-//!   outputs: `mlp3_b256_w1024` 0.998 / 0.998 (16.4 ms), `mlp3_train_step_b256_w1024`
-//!   0.997 / 1.001 (44.2 ms), `transformer_block_s512_d512` 1.001 / 1.000 (38.9 ms).
-//!   `cpu_kernel_time` (bench/examples), median of 60 runs, 8 rounds: a `[256, 1024] x
-//!   [1024, 1024]` bias and ReLU 0.999 (rounds 0.990 to 1.024), the same with `K = 64` and
-//!   2048 rows 1.014 (every round 1.001 to 1.054). The divan bench `gemm_bias_relu`, fastest
-//!   of 100 samples, two runs: tiles 5.40 and 5.31 ms, blocks 5.39 and 5.41 ms. With both
-//!   threads (`axle bench`, 4 rounds) the medians were 0.995 to 1.12, too noisy to read.
-//!
-//! An epilogue reading another array as large as the core stays on blocks either way: the
-//! first version measured the weight updates of `mlp3_train_step_b256_w1024` (`w - lr * dW`)
-//! about 20% slower on tiles, which read such an array in `MR` short pieces of rows far apart.
+//! Which path runs which epilogue (the figures behind each rule are in `codegen-cpu/BENCH.md`,
+//! "Moved from module headers"):
+//! - Registers are the default: on the programs that have such epilogues they run as fast as
+//!   blocks, with the core never stored or read back.
+//! - An epilogue reading another array as large as the core (a residual, a weight update's
+//!   `dW`) stays on blocks on every path: at a register or tile epilogue it would be read in
+//!   `MR` short row pieces per tile, far apart, while the block path reads it in long rows,
+//!   once per work item, which the hardware prefetchers stream.
+//! - Tiles are never the default: they run no faster than blocks (the block path's extra pass
+//!   reads a block it has just written, mostly from L2, at full vector width over long rows,
+//!   while a tile row is two vectors behind a loop entry and an alias check). The tile's loops
+//!   carry `llvm.loop.unroll.disable`, so its code is emitted once per kernel and does not grow
+//!   with the tile.
 
 use std::collections::HashSet;
 

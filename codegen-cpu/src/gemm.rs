@@ -38,14 +38,9 @@
 //! tiles over the first strip of `B` of each block broadcast their strips of `A` from where
 //! they lie and store each element to the packed block as they read it (the load ports have
 //! room beside the multiply-adds); the tiles over every later strip read the packed block.
-//! Measured on 2 AVX-512 cores (AMD Zen 4), both threads, 8 alternating rounds, medians of 15
-//! runs each: 1.6% to 2.7% less wall time than packing first on 1024 and 2048 matmuls and a
-//! `256 x 1024 x 1024` MLP (all packing together had cost about 5%); the tile is emitted twice,
-//! which made `mlp3_b256_w1024` compile 20% longer (0.10 to 0.12 s) and the train step and
-//! transformer block 0% to 3%. The same for `B` (the first tile over each
-//! strip of `B` storing the strip's rows as it loads them) gained 0.4% to 1% on the matmuls,
-//! lost 1% on the MLP and cost as much compile time again, and packing each strip just before
-//! its first use instead of in one pass gained nothing; neither is done.
+//! The tile is emitted twice for this (reading `A` in place while packing it, and reading
+//! the packed block). `B` is packed in one pass before its tiles, not overlapped in the same
+//! way: that did not pay (`codegen-cpu/BENCH.md`, "Moved from module headers").
 //! Partial column strips are stored with masked stores, rows past the end are masked off.
 //!
 //! Each output element accumulates its products in order of `k` with fused multiply-adds (a

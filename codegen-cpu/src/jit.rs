@@ -142,9 +142,13 @@ pub type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
 /// A program's entry point.
 type EntryFn = unsafe extern "C" fn(*const *mut u8, *const *mut u8, *mut u8, *const AxleRuntime);
 
+/// The buffer table of a parallel kernel call, shared by the pool's threads.
 struct SendPtr(*const *mut u8);
 // SAFETY: the buffer table is only read by the kernels, and outlives the parallel call.
 unsafe impl Send for SendPtr {}
+// SAFETY: as for `Send`: the table itself is never written while shared; the kernels write
+// the buffers it points to in disjoint ranges (`[s, e)` of each call), which is the kernels'
+// contract, not this pointer's.
 unsafe impl Sync for SendPtr {}
 
 /// Runs the kernel over `[0, n)` split into ranges of at least `grain` items on the shared pool
@@ -399,8 +403,12 @@ const HUGE_BYTES: usize = 4 << 20;
 /// The size (and alignment) of a transparent huge page.
 const HUGE_PAGE: usize = 2 << 20;
 
-// SAFETY: an owned allocation.
+// SAFETY: the buffer owns its allocation (no other value refers to it), so moving it to
+// another thread moves sole ownership.
 unsafe impl Send for AlignedBuf {}
+// SAFETY: through `&AlignedBuf` the memory can only be read (`HostBuffer::bytes`); the only
+// way to a writable pointer is [`AlignedBuf::ptr_mut`], which takes `&mut self`, so while
+// threads share a buffer none of them can write it.
 unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
@@ -478,7 +486,10 @@ impl AlignedBuf {
         None
     }
 
-    pub fn ptr(&self) -> *mut u8 {
+    /// A pointer to the bytes for writing (by a copy or by compiled code). It takes `&mut
+    /// self`, so no shared borrow of the buffer can write through it (what makes
+    /// `AlignedBuf: Sync` sound); the pointer stays valid until the buffer is dropped.
+    pub fn ptr_mut(&mut self) -> *mut u8 {
         self.ptr
     }
 }
@@ -850,15 +861,17 @@ impl CpuExecutable {
                 )));
             }
             if !(i.as_ptr() as usize).is_multiple_of(s.ty.byte_size().max(1)) {
-                let c = AlignedBuf::try_zeroed(i.len()).ok_or_else(|| {
+                let mut c = AlignedBuf::try_zeroed(i.len()).ok_or_else(|| {
                     err(format!(
                         "input {k} is not aligned and the system refused the {} bytes to copy it",
                         i.len()
                     ))
                 })?;
-                // SAFETY: both ranges are `i.len()` bytes and do not overlap.
-                unsafe { std::ptr::copy_nonoverlapping(i.as_ptr(), c.ptr(), i.len()) };
-                in_ptrs.push(c.ptr());
+                let p = c.ptr_mut();
+                // SAFETY: `p` points to `i.len()` fresh bytes owned by `c`, which `i` cannot
+                // overlap.
+                unsafe { std::ptr::copy_nonoverlapping(i.as_ptr(), p, i.len()) };
+                in_ptrs.push(p);
                 copies.push(c);
             } else {
                 in_ptrs.push(i.as_ptr() as *mut u8);
@@ -886,7 +899,7 @@ impl CpuExecutable {
             let mut pool = self.temps.lock().unwrap_or_else(|e| e.into_inner());
             pool.pop()
         };
-        let temp = match pooled {
+        let mut temp = match pooled {
             Some(t) => t,
             None => {
                 // The run holds its inputs and outputs already; the temporary block must fit
@@ -934,7 +947,7 @@ impl CpuExecutable {
         // SAFETY: the pointers cover buffers of exactly the sizes the program was compiled
         // for, outputs are distinct allocations, and the runtime outlives the call.
         with_float_mode(self.flush_denormals, || unsafe {
-            (self.entry)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), temp.ptr(), rt_ptr)
+            (self.entry)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), temp.ptr_mut(), rt_ptr)
         });
         drop(copies);
         self.temps
@@ -1023,11 +1036,8 @@ impl HostBuffer {
     /// A copy of `bytes` (in recycled memory where there is some), or `None` when the system
     /// refuses the allocation.
     pub fn try_from_bytes(bytes: &[u8]) -> Option<HostBuffer> {
-        let b = HostBuffer::try_recycled(bytes.len())?;
-        if !bytes.is_empty() {
-            // SAFETY: both ranges are `bytes.len()` long and distinct.
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), b.0.ptr(), bytes.len()) };
-        }
+        let mut b = HostBuffer::try_recycled(bytes.len())?;
+        b.bytes_mut().copy_from_slice(bytes);
         Some(b)
     }
 
@@ -1054,11 +1064,8 @@ impl HostBuffer {
 
     /// A copy of `bytes`.
     pub fn from_bytes(bytes: &[u8]) -> HostBuffer {
-        let b = HostBuffer::recycled(bytes.len());
-        if !bytes.is_empty() {
-            // SAFETY: both ranges are `bytes.len()` long and distinct.
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), b.0.ptr(), bytes.len()) };
-        }
+        let mut b = HostBuffer::recycled(bytes.len());
+        b.bytes_mut().copy_from_slice(bytes);
         b
     }
 

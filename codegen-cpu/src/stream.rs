@@ -15,9 +15,8 @@
 //! completion signal. (LLVM's loop vectorizer refuses `!nontemporal` on the scalar stores of a
 //! loop, since their alignment is the element's, hence the explicit copy.)
 //!
-//! Flat elementwise loops were tried the same way (2048-element chunks through the stack) and
-//! do not stream: on a 16M-element `x * 1.5` the best run took 6 to 9% longer than with plain
-//! stores, while layernorm's row kernel took half the time.
+//! Flat elementwise loops do not stream (through the stack in chunks they ran slower than with
+//! plain stores; `codegen-cpu/BENCH.md`, "Moved from module headers"): row kernels do.
 //!
 //! Which outputs stream: those of at least [`GemmTarget::stream_min`] bytes (by default half the
 //! host's last-level cache, [`crate::CpuOptions::stream_min_bytes`] overrides it).

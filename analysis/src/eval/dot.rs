@@ -4,11 +4,16 @@
 //!
 //! Operands are converted to an accumulation type chosen from the result type (`f32` for
 //! `f32` and narrower floats, `f64`, wrapping `i64` for integers, `c64` when no operand or
-//! result is `c128`, else `c128`), accumulated
-//! in order along the contraction, real floats with fused multiply-adds (one rounding per
-//! term, as XLA CPU's kernels and the cpu backend contract them: a dot of two terms is
-//! `fma(a1, b1, a0 * b0)`), and rounded to the result type once at the end. Both ops canonicalize their operands with one transpose and then run tight
-//! loops over typed slices, parallel over output rows.
+//! result is `c128`, else `c128`), accumulated in order along the contraction, real floats
+//! with fused multiply-adds (one rounding per term, as XLA CPU's kernels and the cpu backend
+//! contract them: a dot of two terms is `fma(a1, b1, a0 * b0)`), and rounded to the result type
+//! once at the end. With `ftz` (x86's FTZ and DAZ modes, in which XLA CPU runs) real operands
+//! are flushed as they are loaded and every rounded step of the accumulation is flushed as it
+//! is made, so a subnormal partial sum reads as zero in the next term, as in the hardware
+//! modes. (The sign of a zero made of flushed terms follows the instruction sequence, which
+//! differs between the backend's dot and convolution kernels; the evaluator's is the dot's.)
+//! Both ops canonicalize their operands with one transpose and then run tight loops over
+//! typed slices, parallel over output rows.
 
 use super::elem::{from_slice, to_vec, Complex, Elem, Float};
 use super::elementwise::convert;
@@ -26,6 +31,14 @@ trait Acc: Elem + Default + Send + Sync {
     fn mul_add(self, a: Self, b: Self) -> Self;
     /// The value with subnormals flushed to zero (identity for integers).
     fn flush(self) -> Self;
+    /// [`Acc::mul_add`] as x86's FTZ mode computes it on flushed operands: every rounded
+    /// result (the product of the unfused step, the sum, the fused multiply-add) is flushed,
+    /// so a subnormal partial sum never carries into the next term. Complex and integer
+    /// accumulators keep [`Acc::mul_add`].
+    #[inline(always)]
+    fn mul_add_ftz(self, a: Self, b: Self) -> Self {
+        self.mul_add(a, b)
+    }
 }
 
 impl Acc for f32 {
@@ -45,6 +58,15 @@ impl Acc for f32 {
     fn flush(self) -> f32 {
         Float::flush(self)
     }
+    #[inline(always)]
+    fn mul_add_ftz(self, a: f32, b: f32) -> f32 {
+        let r = if self == 0.0 {
+            self + Float::flush(a * b)
+        } else {
+            a.mul_add(b, self)
+        };
+        Float::flush(r)
+    }
 }
 
 impl Acc for f64 {
@@ -63,6 +85,15 @@ impl Acc for f64 {
     #[inline(always)]
     fn flush(self) -> f64 {
         Float::flush(self)
+    }
+    #[inline(always)]
+    fn mul_add_ftz(self, a: f64, b: f64) -> f64 {
+        let r = if self == 0.0 {
+            self + Float::flush(a * b)
+        } else {
+            a.mul_add(b, self)
+        };
+        Float::flush(r)
     }
 }
 
@@ -165,7 +196,14 @@ fn store<T: Acc>(v: &[T], shape: &ArrayShape, ftz: bool) -> R<ArrayLiteral> {
 }
 
 /// Batched matmul: `a` is `[bsz, m, k]`, `b` is `[bsz, k, n]`, the result `[bsz, m, n]`.
-fn matmul<T: Acc>(a: &[T], b: &[T], bsz: usize, m: usize, k: usize, n: usize) -> Vec<T> {
+fn matmul<T: Acc, const FTZ: bool>(
+    a: &[T],
+    b: &[T],
+    bsz: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Vec<T> {
     const ROWS: usize = 8;
     let mut c = vec![T::default(); bsz * m * n];
     if n == 0 || m == 0 || bsz == 0 {
@@ -193,7 +231,11 @@ fn matmul<T: Acc>(a: &[T], b: &[T], bsz: usize, m: usize, k: usize, n: usize) ->
                 let av = a[(row0 + r) * k + kk];
                 let crow = &mut out[r * n..(r + 1) * n];
                 for (cv, &bv) in crow.iter_mut().zip(brow) {
-                    *cv = cv.mul_add(av, bv);
+                    *cv = if FTZ {
+                        cv.mul_add_ftz(av, bv)
+                    } else {
+                        cv.mul_add(av, bv)
+                    };
                 }
             }
         }
@@ -256,7 +298,12 @@ pub(crate) fn dot(
         ($T:ty) => {{
             let a = load::<$T>(&lt, ftz)?;
             let b = load::<$T>(&rt, ftz)?;
-            store::<$T>(&matmul(&a, &b, bsz, mm, kk, nn), shape, ftz)
+            let c = if ftz {
+                matmul::<$T, true>(&a, &b, bsz, mm, kk, nn)
+            } else {
+                matmul::<$T, false>(&a, &b, bsz, mm, kk, nn)
+            };
+            store::<$T>(&c, shape, ftz)
         }};
     }
     match acc_kind(shape.ty, lhs.ty(), rhs.ty())? {
@@ -344,7 +391,12 @@ pub(crate) fn convolution(
         ($T:ty) => {{
             let a = load::<$T>(&it, ftz)?;
             let b = load::<$T>(&kt, ftz)?;
-            store::<$T>(&conv_canonical(&a, &b, &geo), &canon_shape, ftz)?
+            let c = if ftz {
+                conv_canonical::<$T, true>(&a, &b, &geo)
+            } else {
+                conv_canonical::<$T, false>(&a, &b, &geo)
+            };
+            store::<$T>(&c, &canon_shape, ftz)?
         }};
     }
     let canon = match acc_kind(shape.ty, lhs.ty(), rhs.ty())? {
@@ -377,7 +429,7 @@ struct ConvGeometry {
     reversal: Vec<bool>,
 }
 
-fn conv_canonical<T: Acc>(input: &[T], kernel: &[T], g: &ConvGeometry) -> Vec<T> {
+fn conv_canonical<T: Acc, const FTZ: bool>(input: &[T], kernel: &[T], g: &ConvGeometry) -> Vec<T> {
     let nsp = g.in_sp.len();
     let out_pos = so::numel(&g.out_sp);
     let k_pos = so::numel(&g.k_sp);
@@ -439,7 +491,11 @@ fn conv_canonical<T: Acc>(input: &[T], kernel: &[T], g: &ConvGeometry) -> Vec<T>
                         let a = input[ibase + ic];
                         let krow = &kernel[kbase + ic * g.o_ch..kbase + (ic + 1) * g.o_ch];
                         for (cv, &kv) in accs.iter_mut().zip(&krow[orange.clone()]) {
-                            *cv = cv.mul_add(a, kv);
+                            *cv = if FTZ {
+                                cv.mul_add_ftz(a, kv)
+                            } else {
+                                cv.mul_add(a, kv)
+                            };
                         }
                     }
                 }

@@ -18,6 +18,7 @@ use super::elem::{from_slice, to_vec, Complex};
 use super::elementwise::convert;
 use super::shape_ops as so;
 use super::{arr, Evaluator, R};
+use crate::float_mode::with_float_mode;
 use axle_ir::{ArrayLiteral, AttrKey, AttrValue, ElementType, InstId, Literal};
 
 type C = Complex<f64>;
@@ -92,12 +93,13 @@ pub(crate) fn lapack(
     if !matches!(prefix, "s" | "d" | "c" | "z") {
         return None;
     }
+    let ftz = ev.ftz;
     Some(match routine {
-        "potrf" => potrf(ev, id, ops),
-        "getrf" => getrf(ops),
+        "potrf" => with_float_mode(ftz, || potrf(ev, id, ops)),
+        "getrf" => with_float_mode(ftz, || getrf(ops)),
         "trsm" => trsm(ev, id, ops),
-        "geqrf" if matches!(prefix, "s" | "d") => geqrf(ops),
-        "orgqr" if matches!(prefix, "s" | "d") => orgqr(ops),
+        "geqrf" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || geqrf(ops)),
+        "orgqr" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || orgqr(ops)),
         _ => Err(format!("the evaluator does not support the LAPACK call {target}").into()),
     })
 }
@@ -201,7 +203,7 @@ fn trsm(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
         transpose,
         adjoint,
     };
-    Ok(Literal::Array(super::linalg::solve(a, b, p)?))
+    Ok(Literal::Array(super::linalg::solve(a, b, p, ev.ftz)?))
 }
 
 fn geqrf(ops: &[&Literal]) -> R<Literal> {

@@ -10,6 +10,12 @@
 //! pivot's square root is NaN), the implementation the `cpu` backend's runtime calls too.
 //! `triangular-solve` substitutes, in real arithmetic for real types. `fft` runs
 //! [`crate::fft::transform`], the implementation the `cpu` backend's runtime calls too.
+//!
+//! In XLA CPU's float mode (the evaluator's `ftz`), `cholesky` and `triangular-solve` run the
+//! shared routines on [`Flushed`] values, whose arithmetic is the FTZ and DAZ modes' computed
+//! explicitly (the tests below hold them to the hardware modes bit for bit); `fft` runs in
+//! the hardware modes ([`crate::float_mode`]), since rustfft's butterflies take no explicit
+//! flushing.
 
 use super::elem::{from_slice, to_vec, Complex, Float};
 use super::elementwise::convert;
@@ -17,7 +23,7 @@ use super::shape_ops as so;
 use super::{Evaluator, R};
 use crate::cholesky;
 use crate::fft::{self, FftKind};
-use crate::float_mode::without_float_mode;
+use crate::flushed::Flushed;
 use crate::trsm::{self, TriSolve};
 use axle_ir::{ArrayLiteral, AttrKey, AttrValue, ElementType, InstId, Literal};
 
@@ -86,6 +92,30 @@ fn from_num<F: Float>(v: Vec<num_complex::Complex<F>>) -> Vec<C<F>> {
     v.into_iter().map(|x| c(x.re, x.im)).collect()
 }
 
+/// Real values as [`Flushed`] ones (the same bits).
+fn flush_r<F>(v: Vec<F>) -> Vec<Flushed<F>> {
+    v.into_iter().map(Flushed).collect()
+}
+
+/// The inverse of [`flush_r`].
+fn unflush_r<F>(v: Vec<Flushed<F>>) -> Vec<F> {
+    v.into_iter().map(|x| x.0).collect()
+}
+
+/// Complex values as ones with [`Flushed`] components (the same bits).
+fn flush_c<F>(v: Vec<num_complex::Complex<F>>) -> Vec<num_complex::Complex<Flushed<F>>> {
+    v.into_iter()
+        .map(|x| num_complex::Complex::new(Flushed(x.re), Flushed(x.im)))
+        .collect()
+}
+
+/// The inverse of [`flush_c`].
+fn unflush_c<F>(v: Vec<num_complex::Complex<Flushed<F>>>) -> Vec<num_complex::Complex<F>> {
+    v.into_iter()
+        .map(|x| num_complex::Complex::new(x.re.0, x.im.0))
+        .collect()
+}
+
 /// Loads a real array as values of compute type `F`.
 fn load_real<F: Float>(a: &ArrayLiteral) -> R<Vec<F>> {
     Ok(load_c::<F>(a)?.into_iter().map(|x| x.re).collect())
@@ -112,6 +142,12 @@ fn matrix_dims(a: &ArrayLiteral) -> R<(usize, usize, usize)> {
 /// `cholesky`.
 pub(crate) fn cholesky(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R<ArrayLiteral> {
     let lower = ev.m.bool_attr(id, &AttrKey::Lower).unwrap_or(false);
+    factor(a, lower, ev.ftz)
+}
+
+/// The `cholesky` of `a` (the `lower` factor, else the upper one), in XLA CPU's float mode
+/// with `ftz` (computed explicitly on [`Flushed`] values).
+fn factor(a: &ArrayLiteral, lower: bool, ftz: bool) -> R<ArrayLiteral> {
     let (batch, n, n2) = matrix_dims(a)?;
     if n != n2 {
         return Err("cholesky needs square matrices".into());
@@ -122,19 +158,39 @@ pub(crate) fn cholesky(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R<Ar
     let (ty, dims) = (a.ty(), &a.shape.dims);
     match (ty.is_complex(), in_f64(ty)) {
         (true, true) => {
-            let out = cholesky::cholesky(&to_num(load_c::<f64>(a)?), batch, n, lower);
+            let v = to_num(load_c::<f64>(a)?);
+            let out = if ftz {
+                unflush_c(cholesky::cholesky(&flush_c(v), batch, n, lower))
+            } else {
+                cholesky::cholesky(&v, batch, n, lower)
+            };
             store_c(&from_num(out), ty, dims)
         }
         (true, false) => {
-            let out = cholesky::cholesky(&to_num(load_c::<f32>(a)?), batch, n, lower);
+            let v = to_num(load_c::<f32>(a)?);
+            let out = if ftz {
+                unflush_c(cholesky::cholesky(&flush_c(v), batch, n, lower))
+            } else {
+                cholesky::cholesky(&v, batch, n, lower)
+            };
             store_c(&from_num(out), ty, dims)
         }
         (false, true) => {
-            let out = cholesky::cholesky(&load_real::<f64>(a)?, batch, n, lower);
+            let v = load_real::<f64>(a)?;
+            let out = if ftz {
+                unflush_r(cholesky::cholesky(&flush_r(v), batch, n, lower))
+            } else {
+                cholesky::cholesky(&v, batch, n, lower)
+            };
             store_real(&out, ty, dims)
         }
         (false, false) => {
-            let out = cholesky::cholesky(&load_real::<f32>(a)?, batch, n, lower);
+            let v = load_real::<f32>(a)?;
+            let out = if ftz {
+                unflush_r(cholesky::cholesky(&flush_r(v), batch, n, lower))
+            } else {
+                cholesky::cholesky(&v, batch, n, lower)
+            };
             store_real(&out, ty, dims)
         }
     }
@@ -216,50 +272,58 @@ pub(crate) fn triangular_solve(
         transpose,
         adjoint,
     };
-    solve(a, b, p)
+    solve(a, b, p, ev.ftz)
 }
 
 /// Solves `p` for the arrays `a` and `b` with [`trsm::solve`] (the `cpu` backend's solve too),
 /// in the arithmetic XLA uses for `b`'s type (real for real types; `f64` for `f64` and `c128`,
-/// `f32` otherwise), rounded to `b`'s type.
+/// `f32` otherwise), rounded to `b`'s type; with `ftz` in XLA CPU's float mode
+/// (flush-to-zero, denormals-are-zero), computed explicitly on [`Flushed`] values.
 ///
-/// Called in XLA CPU's float mode (flush-to-zero, denormals-are-zero), where only the solve's
-/// arithmetic reads and writes subnormals as zero: the conversions in and out run outside it
-/// and are exact, so an element of `b` the substitution passes through unchanged (a unit
-/// diagonal, nothing to subtract) keeps its subnormal value, as in the backend (which converts
-/// with integer instructions) and XLA (a 1-by-1 unit solve returns `b`). Before, an `f32`
-/// `1e-40` came back as `0`, and an `f8e8m0fnu` `2^-127` (an `f32` subnormal; the format has
-/// no zero) as NaN (cpu campaign seed 17955192027, case 4012).
-pub(crate) fn solve(a: &ArrayLiteral, b: &ArrayLiteral, p: TriSolve) -> R<ArrayLiteral> {
+/// Only the solve's arithmetic reads and writes subnormals as zero: the conversions in and out
+/// are exact, so an element of `b` the substitution passes through unchanged (a unit diagonal,
+/// nothing to subtract) keeps its subnormal value, as in the backend (which converts with
+/// integer instructions) and XLA (a 1-by-1 unit solve returns `b`): an `f32` `1e-40` stays
+/// `1e-40`, and an `f8e8m0fnu` `2^-127` (an `f32` subnormal; the format has no zero) stays
+/// `2^-127`.
+pub(crate) fn solve(a: &ArrayLiteral, b: &ArrayLiteral, p: TriSolve, ftz: bool) -> R<ArrayLiteral> {
     let (ty, dims) = (b.ty(), &b.shape.dims);
     match (ty.is_complex(), in_f64(ty)) {
         (true, true) => {
-            let (a, b) = without_float_mode(|| -> R<_> {
-                Ok((to_num(load_c::<f64>(a)?), to_num(load_c::<f64>(b)?)))
-            })?;
-            let out = trsm::solve(&a, &b, &p);
-            without_float_mode(|| store_c(&from_num(out), ty, dims))
+            let (a, b) = (to_num(load_c::<f64>(a)?), to_num(load_c::<f64>(b)?));
+            let out = if ftz {
+                unflush_c(trsm::solve(&flush_c(a), &flush_c(b), &p))
+            } else {
+                trsm::solve(&a, &b, &p)
+            };
+            store_c(&from_num(out), ty, dims)
         }
         (true, false) => {
-            let (a, b) = without_float_mode(|| -> R<_> {
-                Ok((to_num(load_c::<f32>(a)?), to_num(load_c::<f32>(b)?)))
-            })?;
-            let out = trsm::solve(&a, &b, &p);
-            without_float_mode(|| store_c(&from_num(out), ty, dims))
+            let (a, b) = (to_num(load_c::<f32>(a)?), to_num(load_c::<f32>(b)?));
+            let out = if ftz {
+                unflush_c(trsm::solve(&flush_c(a), &flush_c(b), &p))
+            } else {
+                trsm::solve(&a, &b, &p)
+            };
+            store_c(&from_num(out), ty, dims)
         }
         (false, true) => {
-            let (a, b) = without_float_mode(|| -> R<_> {
-                Ok((load_real::<f64>(a)?, load_real::<f64>(b)?))
-            })?;
-            let out = trsm::solve(&a, &b, &p);
-            without_float_mode(|| store_real(&out, ty, dims))
+            let (a, b) = (load_real::<f64>(a)?, load_real::<f64>(b)?);
+            let out = if ftz {
+                unflush_r(trsm::solve(&flush_r(a), &flush_r(b), &p))
+            } else {
+                trsm::solve(&a, &b, &p)
+            };
+            store_real(&out, ty, dims)
         }
         (false, false) => {
-            let (a, b) = without_float_mode(|| -> R<_> {
-                Ok((load_real::<f32>(a)?, load_real::<f32>(b)?))
-            })?;
-            let out = trsm::solve(&a, &b, &p);
-            without_float_mode(|| store_real(&out, ty, dims))
+            let (a, b) = (load_real::<f32>(a)?, load_real::<f32>(b)?);
+            let out = if ftz {
+                unflush_r(trsm::solve(&flush_r(a), &flush_r(b), &p))
+            } else {
+                trsm::solve(&a, &b, &p)
+            };
+            store_real(&out, ty, dims)
         }
     }
 }
@@ -302,4 +366,155 @@ fn fft_in<F: Float + rustfft::FftNum>(
     let axes = a.shape.rank() - first;
     let out = fft::transform(kind, to_num(load_c::<F>(a)?), &a.shape.dims, out_dims, axes);
     store_c(&from_num(out), ty, out_dims)
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    //! The explicit flushing of [`Flushed`] against the hardware's FTZ and DAZ modes
+    //! ([`crate::float_mode::with_float_mode`]), the way the shared routines ran before and
+    //! still run in the `cpu` backend's runtime: the same bits on inputs around the subnormal
+    //! range, for every element type.
+    use super::*;
+    use crate::float_mode::with_float_mode;
+
+    /// A deterministic stream of values around the subnormal range of `f32` (`wide`: of
+    /// `f64`), of both signs, with some zeros and some ordinary values.
+    fn values(seed: u64, count: usize, wide: bool) -> Vec<f64> {
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (0..count)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let r = (x >> 33) as u32;
+                let sign = if r & 1 == 0 { 1.0 } else { -1.0 };
+                let k = (r >> 1) as i32;
+                let e = if wide { -1040 + k % 50 } else { -142 + k % 40 };
+                match r % 11 {
+                    0 => 0.0,
+                    1 => sign * 1.5,
+                    _ => sign * (1.0 + f64::from((r >> 8) % 97) / 97.0) * 2f64.powi(e),
+                }
+            })
+            .collect()
+    }
+
+    fn literal(ty: ElementType, dims: &[i64], v: &[f64]) -> ArrayLiteral {
+        let (src, bytes): (ElementType, Vec<u8>) = if ty.is_complex() {
+            let pairs: Vec<u8> = v
+                .iter()
+                .flat_map(|x| [x.to_le_bytes(), (x * 0.75).to_le_bytes()])
+                .flatten()
+                .collect();
+            (ElementType::C128, pairs)
+        } else {
+            (
+                ElementType::F64,
+                v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            )
+        };
+        let n: usize = dims.iter().product::<i64>() as usize;
+        let mut data = vec![0u8; n * ty.byte_size()];
+        convert(src, ty, &bytes, &mut data, false).expect("converts");
+        so::array(ty, dims, data)
+    }
+
+    fn ok<T>(r: R<T>) -> T {
+        r.unwrap_or_else(|_| panic!("the evaluator refused a test input"))
+    }
+
+    const TYPES: [ElementType; 6] = [
+        ElementType::F32,
+        ElementType::F64,
+        ElementType::BF16,
+        ElementType::F16,
+        ElementType::C64,
+        ElementType::C128,
+    ];
+
+    #[test]
+    fn cholesky_flushed_explicitly_matches_the_hardware_mode() {
+        let mut differ = 0;
+        for ty in TYPES {
+            for seed in 0..40u64 {
+                let n = 1 + (seed % 5) as i64;
+                let a = literal(
+                    ty,
+                    &[2, n, n],
+                    &values(seed, (2 * n * n) as usize, in_f64(ty)),
+                );
+                for lower in [true, false] {
+                    let hw = ok(with_float_mode(true, || factor(&a, lower, false)));
+                    let explicit = ok(factor(&a, lower, true));
+                    assert_eq!(explicit.data, hw.data, "{ty} seed {seed} lower {lower}");
+                    let plain = ok(factor(&a, lower, false));
+                    differ += usize::from(plain.data != hw.data);
+                }
+            }
+        }
+        assert!(differ > 0, "the inputs reach the subnormal range");
+    }
+
+    #[test]
+    fn triangular_solves_flushed_explicitly_match_the_hardware_mode() {
+        let mut differ = 0;
+        for ty in [
+            ElementType::F32,
+            ElementType::F64,
+            ElementType::C64,
+            ElementType::C128,
+        ] {
+            for seed in 0..40u64 {
+                let m = 1 + (seed % 4) as usize;
+                let cols = 2;
+                let wide = in_f64(ty);
+                let a = literal(ty, &[1, m as i64, m as i64], &values(seed, m * m, wide));
+                let b = literal(
+                    ty,
+                    &[1, m as i64, cols as i64],
+                    &values(seed + 99, m * cols, wide),
+                );
+                let p = TriSolve {
+                    batch: 1,
+                    m,
+                    rows: m,
+                    cols,
+                    left: true,
+                    lower: seed % 2 == 0,
+                    unit: seed % 3 == 0,
+                    transpose: seed % 5 == 0,
+                    adjoint: seed % 10 == 0,
+                };
+                // The hardware mode around the solve's arithmetic only, exact conversions.
+                let hw = match (ty.is_complex(), wide) {
+                    (true, true) => {
+                        let (x, y) = (to_num(ok(load_c::<f64>(&a))), to_num(ok(load_c::<f64>(&b))));
+                        let out = with_float_mode(true, || trsm::solve(&x, &y, &p));
+                        ok(store_c(&from_num(out), ty, &b.shape.dims))
+                    }
+                    (true, false) => {
+                        let (x, y) = (to_num(ok(load_c::<f32>(&a))), to_num(ok(load_c::<f32>(&b))));
+                        let out = with_float_mode(true, || trsm::solve(&x, &y, &p));
+                        ok(store_c(&from_num(out), ty, &b.shape.dims))
+                    }
+                    (false, true) => {
+                        let (x, y) = (ok(load_real::<f64>(&a)), ok(load_real::<f64>(&b)));
+                        let out = with_float_mode(true, || trsm::solve(&x, &y, &p));
+                        ok(store_real(&out, ty, &b.shape.dims))
+                    }
+                    (false, false) => {
+                        let (x, y) = (ok(load_real::<f32>(&a)), ok(load_real::<f32>(&b)));
+                        let out = with_float_mode(true, || trsm::solve(&x, &y, &p));
+                        ok(store_real(&out, ty, &b.shape.dims))
+                    }
+                };
+                let explicit = ok(solve(&a, &b, p, true));
+                assert_eq!(explicit.data, hw.data, "{ty} seed {seed} {p:?}");
+                differ += usize::from(ok(solve(&a, &b, p, false)).data != hw.data);
+            }
+        }
+        assert!(differ > 0, "the inputs reach the subnormal range");
+    }
 }
