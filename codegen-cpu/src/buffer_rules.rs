@@ -143,37 +143,26 @@ impl BufferRules for CpuRules {
         let Some((kind, plan, root)) = self.kernel(m, inst) else {
             return Vec::new();
         };
-        let core = match &plan {
-            KernelPlan::Epilogue(e) => e.core,
-            _ => root,
-        };
+        let core = plan.core(root);
+        let (arena, core_temp) = plan.scratch_needs(m, kind, root);
         let mut sizes = Vec::new();
-        match kind {
-            KernelKind::Sort | KernelKind::TopK => {
-                let bytes = crate::kernels::sort_scratch_bytes(m, root).unwrap_or(0);
-                sizes.push(Scratch::arena(bytes.max(0) as u64));
-            }
-            KernelKind::Gemm => {
-                let bytes =
-                    crate::gemm::gemm_geo(m, core, &self.gemm).map_or(0, |g| g.scratch_bytes());
-                sizes.push(Scratch::arena(bytes.max(0) as u64));
-            }
-            KernelKind::Conv => {
-                if let Some(g) = crate::conv_fast::conv_fast(m, core) {
-                    if g.strip_major {
-                        sizes.push(Scratch::arena(g.scratch_bytes().max(0) as u64));
-                    }
+        if arena {
+            let bytes = match kind {
+                KernelKind::Sort | KernelKind::TopK => {
+                    crate::kernels::sort_scratch_bytes(m, root).unwrap_or(0)
                 }
-            }
-            _ => {}
+                KernelKind::Gemm => {
+                    crate::gemm::gemm_geo(m, core, &self.gemm).map_or(0, |g| g.scratch_bytes())
+                }
+                _ => crate::conv_fast::conv_fast(m, core).map_or(0, |g| g.scratch_bytes()),
+            };
+            sizes.push(Scratch::arena(bytes.max(0) as u64));
         }
-        if let KernelPlan::Epilogue(e) = &plan {
-            if e.c_leaf.is_none() {
-                let bytes = m.array_shape(core).map_or(0, |s| {
-                    s.num_elements().max(0) as u64 * s.ty.byte_size() as u64
-                });
-                sizes.push(Scratch::temp(bytes));
-            }
+        if core_temp {
+            let bytes = m.array_shape(core).map_or(0, |s| {
+                s.num_elements().max(0) as u64 * s.ty.byte_size() as u64
+            });
+            sizes.push(Scratch::temp(bytes));
         }
         sizes
     }

@@ -18,7 +18,7 @@ use inkwell::IntPredicate;
 
 use crate::cg::{bv, numel, strides, Cg, Val};
 use crate::error::R;
-use crate::gemm::{delinearize, min64, splat_float, splat_int, RegFn, RegTile};
+use crate::gemm::{col_masks, delinearize, min64, splat_float, splat_int, RegFn, RegTile};
 
 /// Output pixels per register tile.
 pub(crate) const MR: i64 = 6;
@@ -657,11 +657,7 @@ fn pack_slice<'ctx>(
     let lanes = geo.lanes();
     let nr = geo.nr();
     let mty = cg.mem_ty(geo.ty)?;
-    let mvty = match mty {
-        BasicTypeEnum::FloatType(t) => t.vec_type(lanes as u32),
-        BasicTypeEnum::IntType(t) => t.vec_type(lanes as u32),
-        _ => return Err(format!("no tiled convolution for {:?}", geo.ty).into()),
-    };
+    let mvty = mem_vec_ty(cg, geo)?;
     let mload = cg.intrinsic("llvm.masked.load", &[mvty.into(), cg.ptr().into()])?;
     let align = cg.i32().const_int(geo.ty.byte_size() as u64, false);
     let o0 = bb.build_int_nsw_mul(s, cg.c64(nr), "o0")?;
@@ -716,29 +712,24 @@ fn strip_masks<'ctx>(
     cg: &Cg<'ctx>,
     geo: &ConvFast,
     o0: IntValue<'ctx>,
-) -> R<Vec<VectorValue<'ctx>>> {
-    let bb = &cg.b;
-    let lanes = geo.lanes();
+) -> R<[VectorValue<'ctx>; 2]> {
     let w = min64(
         cg,
-        bb.build_int_nsw_sub(cg.c64(geo.o), o0, "w")?,
+        cg.b.build_int_nsw_sub(cg.c64(geo.o), o0, "w")?,
         cg.c64(geo.nr()),
     )?;
-    let lane_ids: Vec<_> = (0..lanes)
-        .map(|i| cg.i64().const_int(i as u64, false))
-        .collect();
-    let lane_vec = VectorType::const_vector(&lane_ids);
-    let mut masks = Vec::with_capacity(2);
-    for v in 0..2 {
-        let lim = bb.build_int_nsw_sub(w, cg.c64(v * lanes), "lim")?;
-        masks.push(bb.build_int_compare(
-            IntPredicate::SLT,
-            lane_vec,
-            splat_int(cg, lim, lanes)?,
-            "mask",
-        )?);
+    col_masks(cg, geo.lanes(), w)
+}
+
+/// The in-memory vector type of `lanes` elements of the convolution's type (`i16` lanes for
+/// the narrow floats).
+fn mem_vec_ty<'ctx>(cg: &Cg<'ctx>, geo: &ConvFast) -> R<VectorType<'ctx>> {
+    let lanes = geo.lanes() as u32;
+    match cg.mem_ty(geo.ty)? {
+        BasicTypeEnum::FloatType(t) => Ok(t.vec_type(lanes)),
+        BasicTypeEnum::IntType(t) => Ok(t.vec_type(lanes)),
+        _ => Err(format!("no tiled convolution for {:?}", geo.ty).into()),
     }
-    Ok(masks)
 }
 
 /// Output pixels `p0 .. p0 + rows`, strips `strips.0 .. strips.1` of output features: stored
@@ -763,11 +754,7 @@ fn tile<'ctx>(
     let vty = ety.vec_type(lanes as u32);
     // The in-memory element and vector types: `i16` for the narrow floats.
     let mty = cg.mem_ty(geo.ty)?;
-    let mvty = match mty {
-        BasicTypeEnum::FloatType(t) => t.vec_type(lanes as u32),
-        BasicTypeEnum::IntType(t) => t.vec_type(lanes as u32),
-        _ => return Err(format!("no tiled convolution for {:?}", geo.ty).into()),
-    };
+    let mvty = mem_vec_ty(cg, geo)?;
     let fma = cg.intrinsic("llvm.fmuladd", &[vty.into()])?;
     let mload = cg.intrinsic("llvm.masked.load", &[mvty.into(), cg.ptr().into()])?;
     let align = cg.i32().const_int(geo.ty.byte_size() as u64, false);
@@ -973,11 +960,7 @@ fn end_tile<'ctx>(
     let bb = &cg.b;
     let lanes = geo.lanes();
     let mty = cg.mem_ty(geo.ty)?;
-    let mvty = match mty {
-        BasicTypeEnum::FloatType(t) => t.vec_type(lanes as u32),
-        BasicTypeEnum::IntType(t) => t.vec_type(lanes as u32),
-        _ => return Err(format!("no tiled convolution for {:?}", geo.ty).into()),
-    };
+    let mvty = mem_vec_ty(cg, geo)?;
     let mstore = cg.intrinsic("llvm.masked.store", &[mvty.into(), cg.ptr().into()])?;
     let align = cg.i32().const_int(geo.ty.byte_size() as u64, false);
     // Per pixel, the masks of its two vectors: none where the pixel does not exist.

@@ -72,6 +72,33 @@ pub(crate) enum KernelPlan {
     Epilogue(Epilogue),
 }
 
+impl KernelPlan {
+    /// The instruction doing the kernel's work: an epilogue's core, else the root.
+    pub(crate) fn core(&self, root: InstId) -> InstId {
+        match self {
+            KernelPlan::Epilogue(e) => e.core,
+            _ => root,
+        }
+    }
+
+    /// The scratch a kernel of `kind` with this plan, rooted at `root`, reads after its
+    /// bindings, in this order: whether an arena buffer (a sort's planes, a GEMM's packed
+    /// blocks, a strip-major convolution's packed kernel), and whether a temporary for an
+    /// epilogue's core that has no output of its own. The buffer rules size them; lowering
+    /// checks the assignment gave them.
+    pub(crate) fn scratch_needs(&self, m: &Module, kind: KernelKind, root: InstId) -> (bool, bool) {
+        let arena = match kind {
+            KernelKind::Sort | KernelKind::TopK | KernelKind::Gemm => true,
+            KernelKind::Conv => {
+                crate::conv_fast::conv_fast(m, self.core(root)).is_some_and(|g| g.strip_major)
+            }
+            _ => false,
+        };
+        let core_temp = matches!(self, KernelPlan::Epilogue(e) if e.c_leaf.is_none());
+        (arena, core_temp)
+    }
+}
+
 /// A row kernel: items are rows (the first `k` dimensions of the root); for each row the
 /// absorbed reductions run in passes over the row (a pass reads each input element once,
 /// several independent reductions share it), their results stay in registers, then one pass

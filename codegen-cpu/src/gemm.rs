@@ -1202,19 +1202,13 @@ impl<'ctx> Item<'_, 'ctx> {
         let mload = cg.intrinsic("llvm.masked.load", &[vty.into(), cg.ptr().into()])?;
         let mstore = cg.intrinsic("llvm.masked.store", &[vty.into(), cg.ptr().into()])?;
         let align = cg.i32().const_int(geo.acc.byte_size() as u64, false);
-        let lane_vec = lane_ids(cg, lanes);
         let jr = bb.build_int_nsw_add(jc, bb.build_int_nsw_mul(p, cg.c64(nr), "j")?, "jr")?;
         let w = min64(
             cg,
             bb.build_int_nsw_sub(cg.c64(geo.n), jr, "w")?,
             cg.c64(nr),
         )?;
-        let mut colmask = Vec::with_capacity(2);
-        for v in 0..2 {
-            let lim = bb.build_int_nsw_sub(w, cg.c64(v * lanes), "lim")?;
-            let splat = splat_int(cg, lim, lanes)?;
-            colmask.push(bb.build_int_compare(IntPredicate::SLT, lane_vec, splat, "mask")?);
-        }
+        let colmask = col_masks(cg, lanes, w)?;
         let row0 = bb.build_int_nsw_add(ic, bb.build_int_nsw_mul(s, cg.c64(mr), "r0")?, "r0")?;
         let none = colmask[0].get_type().const_zero();
         let wide_out = geo.out_ty == geo.acc;
@@ -1440,6 +1434,23 @@ fn transpose<'ctx>(cg: &Cg<'ctx>, mut rows: Vec<VectorValue<'ctx>>) -> R<Vec<Vec
         b /= 2;
     }
     Ok(rows)
+}
+
+/// The masks of a strip's two vectors of `lanes` columns: the first `w` columns exist.
+pub(crate) fn col_masks<'ctx>(
+    cg: &Cg<'ctx>,
+    lanes: i64,
+    w: IntValue<'ctx>,
+) -> R<[VectorValue<'ctx>; 2]> {
+    let lane_vec = lane_ids(cg, lanes);
+    let mask = |v: i64| -> R<VectorValue<'ctx>> {
+        let lim = cg.b.build_int_nsw_sub(w, cg.c64(v * lanes), "lim")?;
+        let splat = splat_int(cg, lim, lanes)?;
+        Ok(cg
+            .b
+            .build_int_compare(IntPredicate::SLT, lane_vec, splat, "mask")?)
+    };
+    Ok([mask(0)?, mask(1)?])
 }
 
 /// The vector `<0, 1, .., lanes-1>` of `i64`.

@@ -28,7 +28,7 @@ use inkwell::IntPredicate;
 use crate::cg::{bv, Cg};
 use crate::error::R;
 use crate::gemm::{
-    batch_bases, item_block, min64, splat_int, GemmGeo, GemvForm, RegTile, Tile, TileEnd,
+    batch_bases, col_masks, item_block, min64, GemmGeo, GemvForm, RegTile, Tile, TileEnd,
 };
 
 /// Outputs of the rows form computed together (each with two accumulators).
@@ -161,25 +161,6 @@ fn emit_item<'ctx>(
 
 /// Strips of the columns form run side by side.
 const GROUP: i64 = 4;
-
-/// The masks of a strip's two vectors: the first `w` columns.
-fn col_masks<'ctx>(cg: &Cg<'ctx>, lanes: i64, w: IntValue<'ctx>) -> R<[VectorValue<'ctx>; 2]> {
-    let ids: Vec<_> = (0..lanes)
-        .map(|i| cg.i64().const_int(i as u64, false))
-        .collect();
-    let ids = VectorType::const_vector(&ids);
-    let mut out = Vec::with_capacity(2);
-    for h in 0..2 {
-        let lim = cg.b.build_int_nsw_sub(w, cg.c64(h * lanes), "lim")?;
-        out.push(cg.b.build_int_compare(
-            IntPredicate::SLT,
-            ids,
-            splat_int(cg, lim, lanes)?,
-            "cm",
-        )?);
-    }
-    Ok([out[0], out[1]])
-}
 
 /// The columns form: each strip's outputs `jr..jr + 2L` (masked to its `w`) summed over `k`
 /// in order; the strips' accumulators in order, two per strip.

@@ -482,16 +482,8 @@ impl<'m> Lower<'m> {
             .iter()
             .map(|b| b.index() as BufId)
             .collect();
-        let core = match &plan {
-            KernelPlan::Epilogue(e) => e.core,
-            _ => root,
-        };
-        let packs = kind == KernelKind::Conv
-            && crate::conv_fast::conv_fast(m, core).is_some_and(|g| g.strip_major);
-        let needed =
-            usize::from(
-                matches!(kind, KernelKind::Sort | KernelKind::TopK | KernelKind::Gemm) || packs,
-            ) + usize::from(matches!(&plan, KernelPlan::Epilogue(e) if e.c_leaf.is_none()));
+        let (arena, core_temp) = plan.scratch_needs(m, kind, root);
+        let needed = usize::from(arena) + usize::from(core_temp);
         if scratch.len() != needed {
             return Err(format!(
                 "the buffer assignment gave the kernel {} scratch buffers, it needs {needed}",
@@ -782,10 +774,7 @@ pub(crate) fn gemm_core(
     plan: &KernelPlan,
     root: InstId,
 ) -> Option<InstId> {
-    let core = match plan {
-        KernelPlan::Epilogue(e) => e.core,
-        _ => root,
-    };
+    let core = plan.core(root);
     (kind == KernelKind::Gemm && m.opcode(core) == axle_ir::Opcode::Dot).then_some(core)
 }
 
