@@ -15,7 +15,11 @@
 //!   each step using the previous one so that every instruction is live;
 //! - `conv_stack`: a MobileNet-style stack (3x3 stride-2 convolution, then depthwise 3x3 and
 //!   pointwise 1x1 convolutions with bias and ReLU6, a global mean and a classifier) whose weights
-//!   are elided constants, `constant({...})`, as in XLA's own benchmark models.
+//!   are elided constants, `constant({...})`, as in XLA's own benchmark models;
+//! - `dot_chains`: 8 interleaved chains of residual layers over `f32[8,16]`, each layer a
+//!   `16x16` dot scaled by its own scalar constant (distinct in every layer, so CSE cannot merge
+//!   layers), a bias and a tanh, and a mean-centering row normalization every 4th layer: small
+//!   dots with epilogues in every layer (issue 30's graph).
 //!
 //! Invariants: the text is deterministic in the arguments; every computation is defined before
 //! it is called; instruction names are unique; the module has an `entry_computation_layout`.
@@ -40,17 +44,20 @@ pub enum Family {
     RandomDag,
     /// MobileNet-style convolutions with elided weights.
     ConvStack,
+    /// Interleaved chains of small dot layers, each with its own constant.
+    DotChains,
 }
 
 impl Family {
     /// Every family, in the order of [`Family::name`]s the CLI lists.
-    pub const ALL: [Family; 6] = [
+    pub const ALL: [Family; 7] = [
         Family::LayerStack,
         Family::DeepDag,
         Family::Wide,
         Family::Transformer,
         Family::RandomDag,
         Family::ConvStack,
+        Family::DotChains,
     ];
 
     /// The family's name.
@@ -62,6 +69,7 @@ impl Family {
             Family::Transformer => "transformer",
             Family::RandomDag => "random_dag",
             Family::ConvStack => "conv_stack",
+            Family::DotChains => "dot_chains",
         }
     }
 
@@ -79,6 +87,7 @@ impl Family {
             Family::Transformer => 67.0,
             Family::RandomDag => 1.0,
             Family::ConvStack => 16.0,
+            Family::DotChains => 7.5,
         }
     }
 
@@ -92,6 +101,7 @@ impl Family {
             Family::Transformer => transformer(units),
             Family::RandomDag => random_dag(units, seed),
             Family::ConvStack => conv_stack(units),
+            Family::DotChains => dot_chains(units),
         }
     }
 
@@ -514,6 +524,66 @@ pub fn conv_stack(blocks: usize) -> String {
         "ROOT out",
         "f32[1,10]{1,0}",
         &format!("dot({s}, {wc}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}"),
+    );
+    t.out.push_str("}\n");
+    t.out
+}
+
+/// The number of chains [`dot_chains`] interleaves.
+const DOT_CHAINS: usize = 8;
+
+/// `layers` residual dot layers spread over [`DOT_CHAINS`] interleaved chains (see the module
+/// docs); the result concatenates the chains into `f32[64,16]`.
+pub fn dot_chains(layers: usize) -> String {
+    let (m, row) = ("f32[8,16]{1,0}", "f32[8]{0}");
+    let mut t = Text::new(&format!(
+        "HloModule dot_chains, entry_computation_layout={{(f32[64,16]{{1,0}}, f32[16,16]{{1,0}}, \
+         f32[16]{{0}})->f32[64,16]{{1,0}}}}\n{REDUCERS}"
+    ));
+    t.named("x", "f32[64,16]{1,0}", "parameter(0)");
+    t.named("w", "f32[16,16]{1,0}", "parameter(1)");
+    t.named("b", "f32[16]{0}", "parameter(2)");
+    let bias = t.inst(m, "broadcast(b), dimensions={1}");
+    let zero = t.inst("f32[]", "constant(0)");
+    let inv_n = t.splat(m, 1.0 / 16.0);
+    let mut h: Vec<String> = (0..DOT_CHAINS)
+        .map(|j| {
+            t.inst(
+                m,
+                &format!("slice(x), slice={{[{}:{}], [0:16]}}", 8 * j, 8 * j + 8),
+            )
+        })
+        .collect();
+    for i in 0..layers {
+        let j = i % DOT_CHAINS;
+        let d = t.inst(
+            m,
+            &format!(
+                "dot({}, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+                h[j]
+            ),
+        );
+        // Distinct in every layer: 0.5 + i * 2^-24 is exact in f64 and prints uniquely.
+        let c = t.splat(m, 0.5 + i as f64 / 16_777_216.0);
+        let a = t.inst(m, &format!("multiply({d}, {c})"));
+        let a = t.inst(m, &format!("add({a}, {bias})"));
+        let a = t.inst(m, &format!("tanh({a})"));
+        let mut y = t.inst(m, &format!("add({}, {a})", h[j]));
+        if i / DOT_CHAINS % 4 == 3 {
+            let s = t.inst(
+                row,
+                &format!("reduce({y}, {zero}), dimensions={{1}}, to_apply=add_f32"),
+            );
+            let s = t.inst(m, &format!("broadcast({s}), dimensions={{0}}"));
+            let mean = t.inst(m, &format!("multiply({s}, {inv_n})"));
+            y = t.inst(m, &format!("subtract({y}, {mean})"));
+        }
+        h[j] = y;
+    }
+    t.named(
+        "ROOT out",
+        "f32[64,16]{1,0}",
+        &format!("concatenate({}), dimensions={{0}}", h.join(", ")),
     );
     t.out.push_str("}\n");
     t.out

@@ -220,7 +220,7 @@ pub(crate) fn kernel_detail(m: &Module, k: &Kernel) -> String {
     use axle_ir::Opcode::*;
     let insts: Vec<InstId> = match m.called_comps(k.origin).first() {
         Some(&c) if m.opcode(k.origin) == Fusion => m
-            .comp_insts(c)
+            .root_reach(c)
             .into_iter()
             .filter(|&i| !matches!(m.opcode(i), Parameter | Constant))
             .collect(),
@@ -493,6 +493,14 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                         p = cg.gep(cg.ctx.i8_type().into(), p, cg.c64(off))?;
                     }
                     let slot = cg.gep(cg.ptr().into(), self.bufs_array, cg.c64(i as i64))?;
+                    cg.b.build_store(slot, p)?;
+                }
+                // Lifted constants: pointers to their values, after everything else.
+                let first = all.len() + k.views.len();
+                for (j, &c) in k.lifted.iter().enumerate() {
+                    let p = crate::elemental::const_leaf_global(cg, self.m, c, 0)?;
+                    let slot =
+                        cg.gep(cg.ptr().into(), self.bufs_array, cg.c64((first + j) as i64))?;
                     cg.b.build_store(slot, p)?;
                 }
                 let func = self.kernel_fn(id)?;

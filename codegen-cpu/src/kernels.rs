@@ -1,7 +1,8 @@
 //! Kernels: the LLVM function of each kernel thunk.
 //!
 //! Every kernel has the signature `void kernel(void *const *bufs, int64_t start, int64_t end)`:
-//! `bufs` holds its output buffers, then the buffers of its bindings (then its scratch buffer),
+//! `bufs` holds its output buffers, then the buffers of its bindings (then its scratch buffers,
+//! its GEMM operand views and its lifted constants, [`crate::lifted`]),
 //! and `[start, end)` is the part of its work items to do, so the runtime can split the items
 //! across threads. Results never depend on the split: every output element is computed by one
 //! item with the same code.
@@ -119,6 +120,12 @@ pub(crate) fn emit_kernel<'ctx>(
     let mut views = Vec::with_capacity(k.views.len());
     for _ in &k.views {
         views.push(next_ptr()?);
+    }
+    // Lifted constants are values from the kernel's first block on.
+    for &c in &k.lifted {
+        let ty = crate::elemental::arr_of(m, c)?.ty;
+        let v = cg.load(ty, next_ptr()?, cg.c64(0))?;
+        g.bind(c, Ext::Vals(vec![v]));
     }
     let mut kc = Kc {
         g,

@@ -45,6 +45,7 @@ mod jit;
 mod kernel_kind;
 mod kernels;
 mod lane_epilogue;
+mod lifted;
 mod lower;
 mod modules;
 mod parallel_cost;

@@ -107,6 +107,9 @@ pub(crate) struct Kernel {
     /// depend on the offsets and kernels that differ only in a slice's start (attention's
     /// heads) share one function. Empty for other kernels.
     pub views: Vec<(BufId, i64)>,
+    /// Scalar constants of the kernel's subgraph passed after the views as pointers to their
+    /// values ([`crate::lifted`]), so kernels that differ only in them share one function.
+    pub lifted: Vec<InstId>,
 }
 
 /// One step of the program.
@@ -492,6 +495,7 @@ impl<'m> Lower<'m> {
             .into());
         }
         let views = gemm_views(m, kind, &plan, root, &bindings)?;
+        let lifted = crate::lifted::lifted_constants(m, root, &bindings);
         out.push(Thunk::Kernel(Box::new(Kernel {
             kind,
             plan,
@@ -502,6 +506,7 @@ impl<'m> Lower<'m> {
             origin,
             scratch,
             views,
+            lifted,
         })));
         Ok(tree)
     }

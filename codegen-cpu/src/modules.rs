@@ -104,7 +104,8 @@ fn collect<'p>(m: &Module, prog: &'p Program) -> Kernels<'p> {
             let n = k.outputs.len()
                 + k.bindings.iter().map(|(_, b)| b.len()).sum::<usize>()
                 + k.scratch.len()
-                + k.views.len();
+                + k.views.len()
+                + k.lifted.len();
             ks.max_bufs = ks.max_bufs.max(n);
             let number = ks.uses.len();
             let shared = shared_outputs(prog, k);

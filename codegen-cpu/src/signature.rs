@@ -2,7 +2,8 @@
 //!
 //! A kernel's code depends only on the subgraph it computes (opcodes, shapes, layouts,
 //! attributes, constants, applied computations), on which instructions are bound to buffers,
-//! and on its kind; the buffers themselves are arguments. Two kernels with the same signature
+//! and on its kind; the buffers themselves are arguments, and so are its lifted constants
+//! ([`crate::lifted`]), named by position. Two kernels with the same signature
 //! are the same function. Large unrolled graphs (layer stacks, while bodies) repeat a handful of
 //! kernels many times, so this keeps compile time proportional to the distinct kernels.
 
@@ -127,6 +128,12 @@ pub(crate) fn kernel_signature(m: &Module, k: &Kernel) -> String {
         shape_sig(m, m.shape(*inst), &mut out);
         out.push(';');
     }
+    // Lifted constants by position and type, not value.
+    for (i, &c) in k.lifted.iter().enumerate() {
+        let mut name = format!("L{i}:");
+        shape_sig(m, m.shape(c), &mut name);
+        local.insert(c, name);
+    }
     gemm_operand_names(m, k, &mut local);
     sig.node(k.root, &mut local, &mut out);
     // The plan, its instructions named as in the subgraph above.
@@ -164,7 +171,7 @@ fn gemm_operand_names(m: &Module, k: &Kernel, local: &mut HashMap<InstId, String
         return;
     }
     let others = m
-        .comp_insts(m.parent(core))
+        .root_reach(m.parent(core))
         .into_iter()
         .filter(|&i| i != core)
         .flat_map(|i| m.operands(i).to_vec())

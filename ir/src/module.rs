@@ -824,6 +824,26 @@ impl Module {
         out
     }
 
+    /// The instructions computation `c`'s root depends on through operands, the root first
+    /// (depth-first, each once): the work is proportional to them, where [`Module::comp_insts`]
+    /// sweeps the whole module, so this is the one to call per fusion of a large module.
+    pub fn root_reach(&self, c: CompId) -> Vec<InstId> {
+        let root = self.root(c);
+        let mut seen = hashbrown::HashSet::new();
+        seen.insert(root);
+        let mut out = Vec::new();
+        let mut stack = vec![root];
+        while let Some(i) = stack.pop() {
+            out.push(i);
+            for &o in self.operands(i) {
+                if seen.insert(o) {
+                    stack.push(o);
+                }
+            }
+        }
+        out
+    }
+
     /// Live instructions of computation `c`, in creation order (a sweep over the parent column).
     pub fn comp_insts(&self, c: CompId) -> Vec<InstId> {
         self.live_indices()
