@@ -272,24 +272,38 @@ impl CompileOptions {
 /// module to generate code for. Errors name `backend`.
 pub fn prepare_module(
     backend: &str,
-    mut m: Module,
+    m: Module,
     opts: &CompileOptions,
 ) -> Result<Module, BackendError> {
+    prepare_module_phases(backend, m, opts).map(|(m, _)| m)
+}
+
+/// [`prepare_module`], with the time of verification and of each pass ([`pass_phases`]).
+pub fn prepare_module_phases(
+    backend: &str,
+    mut m: Module,
+    opts: &CompileOptions,
+) -> Result<(Module, Vec<Phase>), BackendError> {
     if opts.device != 0 {
         return Err(BackendError::new(
             backend,
             format!("no device {}", opts.device),
         ));
     }
+    let t = std::time::Instant::now();
     crate::verify_module(&m).map_err(|e| BackendError::new(backend, e))?;
     axle_ir::check_runnable(&m).map_err(|e| BackendError::new(backend, e.to_string()))?;
+    let mut phases = vec![Phase {
+        name: "verify".into(),
+        time: t.elapsed(),
+    }];
     if let Some(p) = opts.pipeline.as_ref().filter(|p| p.as_str() != NO_PIPELINE) {
         let text = crate::passes::standard_pipeline(p).unwrap_or(p);
         let pm_opts = axle_ir::PassManagerOptions {
             verify: axle_ir::VerifyMode::default_for_build(),
             ..Default::default()
         };
-        crate::passes::optimize(&mut m, text, pm_opts).map_err(|e| {
+        let rows = crate::passes::optimize(&mut m, text, pm_opts).map_err(|e| {
             let msg = match e {
                 crate::passes::OptimizeError::Pipeline(e) => {
                     format!("pipeline '{p}': {}", e.render())
@@ -298,8 +312,9 @@ pub fn prepare_module(
             };
             BackendError::new(backend, msg)
         })?;
+        phases.extend(pass_phases(&rows));
     }
-    Ok(m)
+    Ok((m, phases))
 }
 
 /// Checks host arrays against the array leaves an executable expects (`what` is `argument` for
@@ -358,7 +373,12 @@ pub struct ExecutableStats {
     pub scratch_bytes: Option<u64>,
     /// What the compilation did with the compilation cache.
     pub cache: CacheOutcome,
+    /// The compilation's phases in order (verification, each pass of the pipeline, then the
+    /// backend's own), with their times; empty where the backend does not say.
+    pub phases: Vec<Phase>,
 }
+
+pub use crate::phases::{pass_phases, Phase};
 
 /// Turns modules into executables for one platform.
 pub trait Compiler: Send + Sync {

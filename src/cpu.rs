@@ -24,7 +24,7 @@ use axle_ir::{ArrayLiteral, Literal, Module};
 use crate::array::ArrayRef;
 use crate::backend::{
     check_host_arrays, BackendError, CacheMode, CompileOptions, Compiler, DeviceBuffer, DeviceInfo,
-    Executable, ExecutableStats, HostExecutable, Platform, TransferManager, ValueShape,
+    Executable, ExecutableStats, HostExecutable, Phase, Platform, TransferManager, ValueShape,
 };
 use crate::cache::{CacheKey, CacheOutcome, DiskCache};
 
@@ -150,7 +150,7 @@ impl Compiler for CpuCompiler {
             CacheMode::Dir(d) => Some(DiskCache::new(d)),
         };
         let Some(cache) = cache else {
-            let m = crate::backend::prepare_module(NAME, m, opts)?;
+            let (m, phases) = crate::backend::prepare_module_phases(NAME, m, opts)?;
             let exe = axle_codegen_cpu::compile(&m, &cpu)
                 .map_err(|e| BackendError::new(NAME, e.to_string()))?;
             return Ok(Box::new(CpuExecutable::new(
@@ -159,19 +159,25 @@ impl Compiler for CpuCompiler {
                 cpu,
                 t0,
                 CacheOutcome::Off,
+                phases,
             )));
         };
         let key = cache_key(&m, opts, &cpu);
         if let Some(payload) = cache.get(NAME, &key) {
             match decode_entry(&payload, m.clone(), &cpu) {
                 Ok((m, exe)) => {
+                    let phases = vec![Phase {
+                        name: "load from the cache".into(),
+                        time: t0.elapsed(),
+                    }];
                     return Ok(Box::new(CpuExecutable::new(
                         m,
                         exe,
                         cpu,
                         t0,
                         CacheOutcome::Hit,
-                    )))
+                        phases,
+                    )));
                 }
                 // An entry that passed the checksum but does not load (written by a build whose
                 // version string collided, or a loader failure): compile instead and replace it.
@@ -181,7 +187,7 @@ impl Compiler for CpuCompiler {
             }
         }
         let pipeline = opts.pipeline.is_some();
-        let m = crate::backend::prepare_module(NAME, m, opts)?;
+        let (m, phases) = crate::backend::prepare_module_phases(NAME, m, opts)?;
         let (exe, artifact) = axle_codegen_cpu::compile_with_artifact(&m, &cpu)
             .map_err(|e| BackendError::new(NAME, e.to_string()))?;
         let payload = encode_entry(pipeline.then_some(&m), &artifact);
@@ -192,6 +198,7 @@ impl Compiler for CpuCompiler {
             cpu,
             t0,
             CacheOutcome::Miss { stored },
+            phases,
         )))
     }
 }
@@ -212,14 +219,31 @@ impl CpuExecutable {
         options: CpuOptions,
         t0: Instant,
         cache: CacheOutcome,
+        mut phases: Vec<Phase>,
     ) -> CpuExecutable {
         let root = ValueShape::of_shape(&module, module.shape(module.root(module.entry())));
+        if cache != CacheOutcome::Hit {
+            let t = exe.timings();
+            for (name, time) in [
+                ("schedule and buffer assignment", t.schedule),
+                ("lowering", t.lower),
+                ("LLVM emission", t.emit),
+                ("LLVM optimization", t.optimize),
+                ("LLVM code generation and linking", t.codegen),
+            ] {
+                phases.push(Phase {
+                    name: name.into(),
+                    time,
+                });
+            }
+        }
         let stats = ExecutableStats {
             compile_time: t0.elapsed(),
             instructions: module.num_live_insts(),
             temp_bytes: Some(exe.temp_bytes()),
             scratch_bytes: Some(exe.scratch_bytes()),
             cache,
+            phases,
         };
         CpuExecutable {
             module,

@@ -61,7 +61,7 @@ impl Compiler for InterpreterCompiler {
         opts: &CompileOptions,
     ) -> Result<Box<dyn Executable>, BackendError> {
         let t0 = Instant::now();
-        let m = crate::backend::prepare_module(NAME, m, opts)?;
+        let (m, phases) = crate::backend::prepare_module_phases(NAME, m, opts)?;
         let instructions = m.num_live_insts();
         Ok(Box::new(InterpreterExecutable {
             module: m,
@@ -69,6 +69,7 @@ impl Compiler for InterpreterCompiler {
                 compile_time: t0.elapsed(),
                 instructions,
                 temp_bytes: None,
+                phases,
                 ..Default::default()
             },
         }))

@@ -100,6 +100,7 @@ pub mod graph;
 pub mod interpreter;
 pub mod nvptx;
 pub mod passes;
+pub mod phases;
 #[cfg(feature = "cli")]
 pub mod run;
 #[cfg(feature = "cli")]

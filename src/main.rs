@@ -244,6 +244,11 @@ enum Command {
         /// cpu backend; `none` compiles the module exactly as given).
         #[arg(long)]
         passes: Option<String>,
+        /// Print every phase of the compilation with its time and share: reading the file,
+        /// verification, each pass, then the backend's phases (on `cpu`: scheduling and buffer
+        /// assignment, lowering, LLVM emission, optimization, code generation and linking).
+        #[arg(long, visible_alias = "time-passes")]
+        timings: bool,
         #[command(flatten)]
         elided: ElidedArgs,
         /// Seed for `--elided-constants random`.
@@ -419,6 +424,7 @@ fn main() -> ExitCode {
             tensor_cores,
             float_atomics,
             passes,
+            timings,
             elided,
             seed,
         } => cmd_compile(CompileArgs {
@@ -435,6 +441,7 @@ fn main() -> ExitCode {
             float_atomics,
             cache,
             passes,
+            timings,
             elided: elided.into_load(seed, quiet),
         }),
         Command::Bench {
@@ -938,6 +945,7 @@ struct CompileArgs {
     float_atomics: bool,
     cache: axle::CacheMode,
     passes: Option<String>,
+    timings: bool,
     elided: LoadOptions,
 }
 
@@ -980,7 +988,9 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
         ));
     }
     let progress = Progress::new(a.elided.quiet, 3);
+    let t_read = Instant::now();
     let m = load_with(&a.file, a.elided, true, &progress)?;
+    let t_read = t_read.elapsed();
     progress.phase(
         "compile: passes, code generation, LLVM",
         Some(m.num_live_insts()),
@@ -1021,7 +1031,16 @@ fn cmd_compile(a: CompileArgs) -> Result<(), Reported> {
             .temp_bytes
             .map(|t| format!(", {t} temporary bytes"))
             .unwrap_or_default()
-    ))
+    ))?;
+    if a.timings {
+        let mut phases = vec![axle::phases::Phase {
+            name: "read, parse and check the file".into(),
+            time: t_read,
+        }];
+        phases.extend(stats.phases);
+        write_stdout(&axle::phases::phase_table(&phases))?;
+    }
+    Ok(())
 }
 
 /// `axle compile --backend nvptx --emit ptx|llvm`: the kernels' PTX or LLVM IR for `--gpu-arch`,

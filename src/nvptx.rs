@@ -203,11 +203,16 @@ impl<D: Device> Compiler for GpuCompiler<D> {
         let name = self.shared.name;
         let t0 = Instant::now();
         let memory = self.shared.memory()?;
-        let m = crate::backend::prepare_module(name, m, opts)?;
+        let (m, mut phases) = crate::backend::prepare_module_phases(name, m, opts)?;
         let instructions = m.num_live_insts();
         let kernels = kernel_options_from_env().map_err(|e| BackendError::new(name, e))?;
+        let t = Instant::now();
         let program = GpuProgram::compile_with(&memory, m, &kernels)
             .map_err(|e| BackendError::new(name, e.to_string()))?;
+        phases.push(crate::backend::Phase {
+            name: "kernels (planning, LLVM, PTX)".into(),
+            time: t.elapsed(),
+        });
         // The one temporary allocation a run makes, where the module runs from its static
         // assignment (a run with a buffer per value has no fixed figure).
         let temp_bytes = program.assignment().map(|a| a.temp_bytes);
@@ -219,6 +224,7 @@ impl<D: Device> Compiler for GpuCompiler<D> {
                 compile_time: t0.elapsed(),
                 instructions,
                 temp_bytes,
+                phases,
                 ..Default::default()
             },
         }))

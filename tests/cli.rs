@@ -385,6 +385,35 @@ fn compile_emits_llvm_ir_and_assembly() {
 }
 
 #[test]
+fn compile_timings_list_every_phase() {
+    let o = axle(&[
+        "compile",
+        &corpus("ew_binary_f32.hlo"),
+        "--no-cache",
+        "--timings",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for phase in [
+        "read, parse and check the file",
+        "verify",
+        "pass fusion",
+        "schedule and buffer assignment",
+        "lowering",
+        "LLVM emission",
+        "LLVM optimization",
+        "LLVM code generation and linking",
+    ] {
+        assert!(out.contains(phase), "no {phase}: {out}");
+    }
+    let total = out.lines().last().unwrap_or_default();
+    assert!(
+        total.starts_with("total") && total.ends_with("100.0%"),
+        "{out}"
+    );
+}
+
+#[test]
 fn compile_aot_writes_an_object_and_a_header() {
     let tmp = tempfile::tempdir().unwrap();
     let obj = tmp.path().join("model.o");
