@@ -60,6 +60,21 @@ const GROUP_WEIGHT: usize = 48 * 1024;
 /// The most kernels in one group.
 const GROUP_KERNELS: usize = 256;
 
+/// The weight a register-tiled kernel (a GEMM or a tiled convolution) adds to its signature's:
+/// its code is a few unrolled tile loops that LLVM spends some 100 ms on, where its signature
+/// is a few hundred bytes, so without it a program's GEMMs share one module and compile on one
+/// thread. At half a group, each module holds at most two of them.
+const HEAVY_WEIGHT: usize = GROUP_WEIGHT / 2;
+
+/// [`HEAVY_WEIGHT`] for GEMM and convolution kernels, 0 for others.
+fn heavy_weight(k: &Kernel) -> usize {
+    use crate::lower::KernelKind::*;
+    match k.kind {
+        Gemm | Conv => HEAVY_WEIGHT,
+        _ => 0,
+    }
+}
+
 /// Top-level chunks of the entry point (each [`PART`] thunks) in one module.
 const ENTRY_CHUNKS: usize = 64;
 
@@ -110,7 +125,7 @@ fn collect<'p>(m: &Module, prog: &'p Program) -> Kernels<'p> {
             let number = ks.uses.len();
             let shared = shared_outputs(prog, k);
             let sig = format!("{} shared={shared:?}", kernel_signature(m, k));
-            let weight = sig.len();
+            let weight = sig.len() + heavy_weight(k);
             let u = *seen.entry(sig).or_insert_with(|| {
                 ks.unique
                     .push((k, kernel_symbol(m, k, number), weight, shared));
