@@ -390,3 +390,25 @@ fn compile_text_reports_where_the_text_is_wrong() {
     let msg = e.to_string();
     assert!(msg.starts_with("<hlo>:3:"), "{msg}");
 }
+
+/// A module with collectives compiled for one device runs on the interpreter as a one-device
+/// mesh run (every group is the device itself), as XLA runs one replica: an all-reduce gives
+/// its operand and replica-id gives 0, through the host path and the buffer path alike.
+#[test]
+fn interpreter_runs_collectives_on_one_device() -> Result<(), Error> {
+    let text = "HloModule m\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  \
+                ROOT s = f32[] add(x, y)\n}\n\nENTRY e {\n  p = f32[3] parameter(0)\n  \
+                r = f32[3] all-reduce(p), to_apply=add\n  id = u32[] replica-id()\n  \
+                ROOT t = (f32[3], u32[]) tuple(r, id)\n}\n";
+    let exe = axle::compile_text("interpreter", text, &CompileOptions::default())?;
+    let x = [1.5f32, -2.0, 4.0];
+    let out = exe.call(&[ArrayRef::vector(&x)])?;
+    assert_eq!(out[0].to_vec::<f32>()?, x);
+    assert_eq!(out[1].to_vec::<u32>()?, [0]);
+    let platform = registry().get("interpreter")?;
+    let lit = axle::ir::Literal::Array(ArrayRef::vector(&x).to_literal());
+    let got =
+        axle::run::run_literals(&*platform, exe.executable(), &[lit]).map_err(Error::Parse)?;
+    assert_eq!(got[0], out[0].to_literal());
+    Ok(())
+}
