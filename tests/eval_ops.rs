@@ -1513,6 +1513,20 @@ fn fft_with_a_zero_length_or_an_empty_operand() {
     assert!(e.to_string().contains("fft_length"), "{e}");
 }
 
+/// A gather from an empty operand whose result is not empty reads nothing: its elements are
+/// zeros, as XLA gives (the evaluator panicked and the cpu backend read out of bounds).
+#[test]
+fn gather_from_an_empty_operand_gives_zeros() {
+    let t = module(
+        "",
+        &["f32[0,2]", "s32[3,1]"],
+        "g = f32[3,2] gather(p0, p1), offset_dims={1}, collapsed_slice_dims={0}, \
+         start_index_map={0}, index_vector_dim=1, slice_sizes={0,2}",
+    );
+    let r = run(&t, &[f32s(&[0, 2], &[]), s32s(&[3, 1], &[0, 1, -2])]);
+    assert_eq!(as_f32(&r), vec![0.0; 6]);
+}
+
 fn as_f32_pairs(l: &Literal) -> Vec<(f32, f32)> {
     get(l, 8, |b| {
         (
