@@ -412,3 +412,31 @@ fn interpreter_runs_collectives_on_one_device() -> Result<(), Error> {
     assert_eq!(got[0], out[0].to_literal());
     Ok(())
 }
+
+/// The cpu backend runs one device: an all-reduce or all-gather among the one device (no
+/// groups, `{}`, `{{0}}`) is its operand, as on the interpreter; one written for two devices is
+/// still refused by name.
+#[test]
+fn cpu_runs_collectives_of_the_one_device() -> Result<(), Error> {
+    let head = "HloModule m\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  \
+                ROOT s = f32[] add(x, y)\n}\n\nENTRY e {\n  p = f32[3] parameter(0)\n";
+    let text = format!(
+        "{head}  a = f32[3] all-reduce(p), to_apply=add\n  \
+         b = f32[3] all-reduce(a), replica_groups={{{{0}}}}, to_apply=add\n  \
+         ROOT g = f32[3] all-gather(b), replica_groups={{}}, dimensions={{0}}\n}}\n"
+    );
+    let x = [1.5f32, -2.0, 4.0];
+    for backend in ["cpu", "interpreter"] {
+        let exe = axle::compile_text(backend, &text, &CompileOptions::default())?;
+        let out = exe.call(&[ArrayRef::vector(&x)])?;
+        assert_eq!(out[0].to_vec::<f32>()?, x, "{backend}");
+    }
+    let two = format!(
+        "{head}  ROOT a = f32[3] all-reduce(p), replica_groups={{{{0,1}}}}, to_apply=add\n}}\n"
+    );
+    let e = axle::compile_text("cpu", &two, &CompileOptions::default())
+        .err()
+        .expect("an all-reduce of two devices on cpu");
+    assert!(e.to_string().contains("does not support all-reduce"), "{e}");
+    Ok(())
+}
