@@ -144,6 +144,8 @@ impl Compiler for CpuCompiler {
         opts: &CompileOptions,
     ) -> Result<Box<dyn Executable>, BackendError> {
         let t0 = Instant::now();
+        let mut m = m;
+        one_device_collectives(&mut m);
         let cpu = self.options_for(opts);
         let cache = match &opts.cache {
             CacheMode::Off => None,
@@ -201,6 +203,49 @@ impl Compiler for CpuCompiler {
             phases,
         )))
     }
+}
+
+/// The cpu backend runs one device (`--devices` and the PJRT plugin run no more), as XLA CPU
+/// runs one replica of one partition: in a module for one device (`replica_count` and
+/// `num_partitions` 1), an `all-reduce`, `all-gather`, `reduce-scatter` or `all-to-all` of one
+/// array whose groups hold only that device (no groups, `{}`, or `{{0}}`) and whose result has
+/// its operand's shape meets only itself, so it is its operand. Other collectives are left
+/// for the code generator to refuse by name (a module written for more devices among them).
+pub fn one_device_collectives(m: &mut Module) {
+    use axle_ir::collective::ReplicaGroups;
+    use axle_ir::{AttrKey, AttrValue, Opcode};
+    if m.replica_count() != 1 || m.num_partitions() != 1 {
+        return;
+    }
+    let lone: Vec<_> = m
+        .live_ids()
+        .into_iter()
+        .filter_map(|id| {
+            let op = m.opcode(id);
+            let kind = matches!(
+                op,
+                Opcode::AllReduce | Opcode::AllGather | Opcode::ReduceScatter | Opcode::AllToAll
+            );
+            let [x] = m.operands(id) else { return None };
+            let groups = match m.attr(id, &AttrKey::ReplicaGroups) {
+                None => true,
+                Some(AttrValue::ReplicaGroups(g)) => match &**g {
+                    ReplicaGroups::List(l) => l.iter().all(|g| g.iter().all(|&d| d == 0)),
+                    ReplicaGroups::Iota(_) => false,
+                },
+                Some(_) => false,
+            };
+            (kind && groups && m.shape(id) == m.shape(*x)).then_some((id, *x))
+        })
+        .collect();
+    if lone.is_empty() {
+        return;
+    }
+    let mut rw = m.rewriter();
+    for (id, x) in lone {
+        rw.replace_all_uses(id, x);
+    }
+    rw.finish();
 }
 
 /// A JIT-compiled module.

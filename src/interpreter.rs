@@ -3,7 +3,8 @@
 
 use std::time::Instant;
 
-use axle_analysis::eval::evaluate;
+use axle_analysis::eval::{evaluate, evaluate_devices, is_collective, EvalOptions};
+use axle_ir::collective::DeviceMesh;
 use axle_ir::{ArrayShape, Literal, Module};
 
 use crate::array::ArrayRef;
@@ -63,7 +64,9 @@ impl Compiler for InterpreterCompiler {
         let t0 = Instant::now();
         let (m, phases) = crate::backend::prepare_module_phases(NAME, m, opts)?;
         let instructions = m.num_live_insts();
+        let collectives = m.live_ids().into_iter().any(|i| is_collective(m.opcode(i)));
         Ok(Box::new(InterpreterExecutable {
+            collectives,
             module: m,
             stats: ExecutableStats {
                 compile_time: t0.elapsed(),
@@ -76,14 +79,37 @@ impl Compiler for InterpreterCompiler {
     }
 }
 
+/// How long a collective of a one-device run may wait for its group (which is only itself, so
+/// it never waits).
+const ONE_DEVICE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A verified module, evaluated on each run.
 pub struct InterpreterExecutable {
     module: Module,
+    /// Whether the module holds collectives: a run is then a one-device mesh run, where every
+    /// group is the one device (as XLA runs a module with one replica and one partition).
+    collectives: bool,
     stats: ExecutableStats,
 }
 
 fn host_literal(buf: &DeviceBuffer) -> Result<&Literal, BackendError> {
     buf.payload_of(NAME, "a host literal")
+}
+
+impl InterpreterExecutable {
+    /// Evaluates the module on `lits`: on one device, collectives included.
+    fn evaluate(&self, lits: Vec<Literal>) -> Result<Literal, BackendError> {
+        let err = |e: axle_analysis::eval::EvalError| BackendError::new(NAME, e.to_string());
+        if !self.collectives {
+            return evaluate(&self.module, &lits).map_err(err);
+        }
+        let m = &self.module;
+        let mesh = DeviceMesh::for_module(m, 1).map_err(|e| BackendError::new(NAME, e))?;
+        let opts = EvalOptions::default();
+        let mut outs = evaluate_devices(m, m.entry(), mesh, &[lits], &opts, ONE_DEVICE_TIMEOUT)
+            .map_err(err)?;
+        Ok(outs.swap_remove(0))
+    }
 }
 
 impl Executable for InterpreterExecutable {
@@ -96,8 +122,7 @@ impl Executable for InterpreterExecutable {
             .iter()
             .map(|b| host_literal(b).cloned())
             .collect::<Result<_, _>>()?;
-        let out =
-            evaluate(&self.module, &lits).map_err(|e| BackendError::new(NAME, e.to_string()))?;
+        let out = self.evaluate(lits)?;
         Ok(DeviceBuffer {
             platform: NAME.into(),
             device: 0,
@@ -153,8 +178,7 @@ impl HostExecutable for InterpreterExecutable {
             .iter()
             .map(|&p| rebuild(&ValueShape::of_shape(m, m.shape(p)), &mut leaves))
             .collect::<Result<Vec<_>, _>>()?;
-        let out =
-            evaluate(&self.module, &lits).map_err(|e| BackendError::new(NAME, e.to_string()))?;
+        let out = self.evaluate(lits)?;
         let mut k = 0;
         copy_leaves(&out, outs, &mut k)
     }

@@ -390,3 +390,53 @@ fn compile_text_reports_where_the_text_is_wrong() {
     let msg = e.to_string();
     assert!(msg.starts_with("<hlo>:3:"), "{msg}");
 }
+
+/// A module with collectives compiled for one device runs on the interpreter as a one-device
+/// mesh run (every group is the device itself), as XLA runs one replica: an all-reduce gives
+/// its operand and replica-id gives 0, through the host path and the buffer path alike.
+#[test]
+fn interpreter_runs_collectives_on_one_device() -> Result<(), Error> {
+    let text = "HloModule m\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  \
+                ROOT s = f32[] add(x, y)\n}\n\nENTRY e {\n  p = f32[3] parameter(0)\n  \
+                r = f32[3] all-reduce(p), to_apply=add\n  id = u32[] replica-id()\n  \
+                ROOT t = (f32[3], u32[]) tuple(r, id)\n}\n";
+    let exe = axle::compile_text("interpreter", text, &CompileOptions::default())?;
+    let x = [1.5f32, -2.0, 4.0];
+    let out = exe.call(&[ArrayRef::vector(&x)])?;
+    assert_eq!(out[0].to_vec::<f32>()?, x);
+    assert_eq!(out[1].to_vec::<u32>()?, [0]);
+    let platform = registry().get("interpreter")?;
+    let lit = axle::ir::Literal::Array(ArrayRef::vector(&x).to_literal());
+    let got =
+        axle::run::run_literals(&*platform, exe.executable(), &[lit]).map_err(Error::Parse)?;
+    assert_eq!(got[0], out[0].to_literal());
+    Ok(())
+}
+
+/// The cpu backend runs one device: an all-reduce or all-gather among the one device (no
+/// groups, `{}`, `{{0}}`) is its operand, as on the interpreter; one written for two devices is
+/// still refused by name.
+#[test]
+fn cpu_runs_collectives_of_the_one_device() -> Result<(), Error> {
+    let head = "HloModule m\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  \
+                ROOT s = f32[] add(x, y)\n}\n\nENTRY e {\n  p = f32[3] parameter(0)\n";
+    let text = format!(
+        "{head}  a = f32[3] all-reduce(p), to_apply=add\n  \
+         b = f32[3] all-reduce(a), replica_groups={{{{0}}}}, to_apply=add\n  \
+         ROOT g = f32[3] all-gather(b), replica_groups={{}}, dimensions={{0}}\n}}\n"
+    );
+    let x = [1.5f32, -2.0, 4.0];
+    for backend in ["cpu", "interpreter"] {
+        let exe = axle::compile_text(backend, &text, &CompileOptions::default())?;
+        let out = exe.call(&[ArrayRef::vector(&x)])?;
+        assert_eq!(out[0].to_vec::<f32>()?, x, "{backend}");
+    }
+    let two = format!(
+        "{head}  ROOT a = f32[3] all-reduce(p), replica_groups={{{{0,1}}}}, to_apply=add\n}}\n"
+    );
+    let e = axle::compile_text("cpu", &two, &CompileOptions::default())
+        .err()
+        .expect("an all-reduce of two devices on cpu");
+    assert!(e.to_string().contains("does not support all-reduce"), "{e}");
+    Ok(())
+}

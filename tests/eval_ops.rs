@@ -1477,6 +1477,56 @@ fn fft_round_trips() {
     }
 }
 
+/// XLA does not tie an FFT's lengths to its operand's dimensions where one of them is zero
+/// (XLA's evaluator tests): a zero fft_length on a non-empty operand gives zeros, a zero-sized
+/// operand an empty result, on the evaluator and the cpu backend alike.
+#[test]
+fn fft_with_a_zero_length_or_an_empty_operand() {
+    let c64s = |dims: &[i64], v: &[(f32, f32)]| {
+        lit(ElementType::C64, dims, v, |(re, im)| {
+            [re.to_le_bytes(), im.to_le_bytes()].concat()
+        })
+    };
+    let t = module(
+        "",
+        &["c64[2,3]"],
+        "r = c64[2,3] fft(p0), fft_type=FFT, fft_length={0}",
+    );
+    let x: Vec<(f32, f32)> = (0..6).map(|k| (k as f32 + 1.0, -0.5)).collect();
+    let r = run(&t, &[c64s(&[2, 3], &x)]);
+    assert_eq!(as_f32_pairs(&r), vec![(0.0, 0.0); 6]);
+    let t = module(
+        "",
+        &["c64[2,0]"],
+        "r = c64[2,0] fft(p0), fft_type=IFFT, fft_length={3}",
+    );
+    let r = run(&t, &[c64s(&[2, 0], &[])]);
+    assert!(as_f32_pairs(&r).is_empty());
+    // A non-zero length that differs from the dimension stays an error.
+    let bad = module(
+        "",
+        &["c64[3]"],
+        "r = c64[3] fft(p0), fft_type=FFT, fft_length={4}",
+    );
+    let m = parse(&bad);
+    let e = axle::ir::verify(&m).expect_err("fft_length 4 of a c64[3]");
+    assert!(e.to_string().contains("fft_length"), "{e}");
+}
+
+/// A gather from an empty operand whose result is not empty reads nothing: its elements are
+/// zeros, as XLA gives (the evaluator panicked and the cpu backend read out of bounds).
+#[test]
+fn gather_from_an_empty_operand_gives_zeros() {
+    let t = module(
+        "",
+        &["f32[0,2]", "s32[3,1]"],
+        "g = f32[3,2] gather(p0, p1), offset_dims={1}, collapsed_slice_dims={0}, \
+         start_index_map={0}, index_vector_dim=1, slice_sizes={0,2}",
+    );
+    let r = run(&t, &[f32s(&[0, 2], &[]), s32s(&[3, 1], &[0, 1, -2])]);
+    assert_eq!(as_f32(&r), vec![0.0; 6]);
+}
+
 fn as_f32_pairs(l: &Literal) -> Vec<(f32, f32)> {
     get(l, 8, |b| {
         (

@@ -622,8 +622,9 @@ fn arity_ok(op: Opcode, n: usize) -> bool {
     }
 }
 
-/// The ops `collective` evaluates.
-fn is_collective(op: Opcode) -> bool {
+/// The ops `collective` evaluates: on one device they need [`evaluate_devices`] with a
+/// one-device mesh (what XLA runs with `replica_count=1`).
+pub fn is_collective(op: Opcode) -> bool {
     use Opcode::*;
     matches!(
         op,

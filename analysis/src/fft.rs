@@ -44,6 +44,18 @@ impl FftKind {
     }
 }
 
+/// The dimensions an `FFT` or `IFFT` of an operand with dimensions `dims` transforms with
+/// `fft_length` `lengths`: the operand's, except that a zero length makes the transformed data
+/// empty (its result is zeros, as XLA's evaluator gives).
+pub fn complex_in_dims(dims: &[i64], lengths: &[i64]) -> Vec<i64> {
+    let mut d = dims.to_vec();
+    if lengths.contains(&0) && lengths.len() <= d.len() {
+        let first = d.len() - lengths.len();
+        d[first..].copy_from_slice(lengths);
+    }
+    d
+}
+
 fn numel(d: &[i64]) -> usize {
     d.iter().map(|&x| x.max(0) as usize).product()
 }

@@ -1299,6 +1299,11 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         let slice_sizes = self.ints(id, AttrKey::SliceSizes)?.to_vec();
         let ivd = self.int(id, AttrKey::IndexVectorDim)? as usize;
         let a = self.arr(ops[0])?.clone();
+        if a.dims.contains(&0) {
+            // Nothing to read: every element of a gather from an empty operand is zero (as XLA
+            // gives), whatever its indices.
+            return scalar_const(cg, a.ty, &vec![0u8; a.ty.byte_size()]);
+        }
         let ind = self.arr(ops[1])?.clone();
         let out_rank = idx.multi.len();
         let op_rank = a.rank();

@@ -282,7 +282,7 @@ pub fn filetest_trials(
 
 /// The harness itself must notice a wrong answer: one case's first output compared with the
 /// expectation of its second output must fail.
-fn harness_detects_mismatch(dir: &Path, case: &Value, run: &Runner) -> Result<(), Failed> {
+pub fn harness_detects_mismatch(dir: &Path, case: &Value, run: &Runner) -> Result<(), Failed> {
     let file = format!("{}.hlo", case["name"].as_str().unwrap_or_default());
     let module = load(dir, &file)?;
     let got = run(&module, &inputs(dir, case)?).map_err(|e| e.message)?;

@@ -123,6 +123,11 @@ pub(crate) fn gather(
     let w = operand.ty().byte_size();
     let n = so::numel(out_dims);
     let mut data = vec![0u8; n * w];
+    if operand.data.is_empty() {
+        // Nothing to read: every element of a gather from an empty operand is zero (as XLA
+        // gives), whatever its indices.
+        return Ok(so::array(operand.ty(), out_dims, data));
+    }
     let mut oidx = vec![0i64; out_rank];
     let mut g = vec![0i64; batch_out.len()];
     let mut vec_buf = Vec::new();

@@ -344,27 +344,33 @@ pub(crate) fn fft(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R<Literal
     }
     let first = rank - l;
     let out_dims = shape.dims.to_vec();
+    let in_dims = match kind.as_str() {
+        "FFT" | "IFFT" => fft::complex_in_dims(&a.shape.dims, &lengths),
+        _ => a.shape.dims.to_vec(),
+    };
     let result = if in_f64(shape.ty) {
-        fft_in::<f64>(&kind, a, first, shape.ty, &out_dims)?
+        fft_in::<f64>(&kind, a, &in_dims, first, shape.ty, &out_dims)?
     } else {
-        fft_in::<f32>(&kind, a, first, shape.ty, &out_dims)?
+        fft_in::<f32>(&kind, a, &in_dims, first, shape.ty, &out_dims)?
     };
     Ok(Literal::Array(result))
 }
 
-/// The transform `kind` of `a` along its dimensions from `first` on, in the arithmetic of `F`,
+/// The transform `kind` of `a` (read as `in_dims`: see [`fft::complex_in_dims`]) along its
+/// dimensions from `first` on, in the arithmetic of `F`,
 /// stored as `ty[out_dims]` (through [`crate::fft::transform`], which the `cpu` backend runs
 /// too).
 fn fft_in<F: Float + rustfft::FftNum>(
     kind: &str,
     a: &ArrayLiteral,
+    in_dims: &[i64],
     first: usize,
     ty: ElementType,
     out_dims: &[i64],
 ) -> R<ArrayLiteral> {
     let kind = FftKind::from_name(kind).ok_or_else(|| format!("unknown fft_type {kind}"))?;
     let axes = a.shape.rank() - first;
-    let out = fft::transform(kind, to_num(load_c::<F>(a)?), &a.shape.dims, out_dims, axes);
+    let out = fft::transform(kind, to_num(load_c::<F>(a)?), in_dims, out_dims, axes);
     store_c(&from_num(out), ty, out_dims)
 }
 

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Reference outputs from XLA CPU for the HLO modules of XLA's own tests.
+
+Usage (with jax/jaxlib 0.10.2): gen.py MODULES_JSON [--only NAME...]
+
+MODULES_JSON is what extract.py writes. For each module this compiles the text on XLA CPU (as
+../shared/baseline/baseline.py does), makes seeded inputs for the entry parameters (seed =
+zlib.crc32(NAME)), runs it, and writes beside this file `NAME.hlo`, `NAME.inK.npy`,
+`NAME.outK.npy` and a `manifest.json` in the format of ../shared/corpus (plus each case's origin
+in XLA's sources). Modules that do not become a case are listed in `skipped.json` with the
+reason: XLA rejects the text or fails to run it, a tuple or token parameter, an element type
+`.npy` cannot carry, data too large to keep in the repository, or a run past the time limit.
+
+Inputs: floats are normals with standard deviation 1 (complex: both parts), signed integers
+uniform in [-3, 4], unsigned in [0, 7], pred fair coin flips. Small integers keep most indices of
+gathers, dynamic slices and scatters in range; where one is out of range XLA's clamping or
+skipping is defined and the case checks it.
+"""
+import json
+import multiprocessing as mp
+import os
+import re
+import sys
+import zlib
+
+import ml_dtypes
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Per case, the bytes of its inputs and outputs together: larger cases are skipped.
+MAX_CASE_BYTES = 96 * 1024
+# Seconds XLA may take to compile and run one module.
+TIMEOUT_S = 10
+
+NP = {
+    "pred": np.bool_, "s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64,
+    "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
+    "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64,
+    "c64": np.complex64, "c128": np.complex128, "s4": ml_dtypes.int4, "u4": ml_dtypes.uint4,
+    "s2": ml_dtypes.int2, "u2": ml_dtypes.uint2,
+}
+# How each element type is stored in a .npy file (the corpus's conventions).
+CARRIER = {"bf16": np.uint16, "s4": np.int8, "u4": np.uint8, "s2": np.int8, "u2": np.uint8}
+TOLERANCE = {
+    "f16": {"rtol": 1e-2, "atol": 1e-2}, "bf16": {"rtol": 2e-2, "atol": 2e-2},
+    "f32": {"rtol": 1e-4, "atol": 1e-5}, "c64": {"rtol": 1e-4, "atol": 1e-5},
+    "f64": {"rtol": 1e-10, "atol": 1e-12}, "c128": {"rtol": 1e-10, "atol": 1e-12},
+}
+
+
+def dname(dt):
+    for k, v in NP.items():
+        if np.dtype(v) == dt:
+            return k
+    raise ValueError(f"no element type for {dt}")
+
+
+def split_top(s):
+    """Splits `s` at commas outside brackets."""
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def entry_params(module_text):
+    """The entry parameters' shapes, from the `entry_computation_layout` XLA prints."""
+    header = re.sub(r"/\*.*?\*/", "", module_text.splitlines()[0])
+    m = re.search(r"entry_computation_layout=\{\((.*)\)->", header)
+    if not m:
+        raise ValueError("no entry_computation_layout")
+    params = []
+    for p in split_top(m.group(1)):
+        if p.startswith("(") or p.startswith("token"):
+            raise ValueError(f"a tuple or token parameter ({p})")
+        t = re.match(r"([a-z0-9]+)\[([0-9,]*)\]", p)
+        if not t:
+            raise ValueError(f"unreadable parameter shape {p}")
+        dims = [int(d) for d in t.group(2).split(",") if d]
+        params.append((t.group(1), dims))
+    return params
+
+
+def make_input(rng, ty, dims):
+    if ty not in NP:
+        raise ValueError(f"element type {ty} has no .npy carrier")
+    dt = NP[ty]
+    if ty == "pred":
+        return rng.integers(0, 2, dims).astype(np.bool_)
+    if ty in ("c64", "c128"):
+        return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(dt)
+    if ty[0] == "f" or ty == "bf16":
+        return rng.standard_normal(dims).astype(dt)
+    if ty[0] == "s":
+        return rng.integers(-3, 5, dims).astype(dt)
+    return rng.integers(0, 8, dims).astype(dt)
+
+
+def worker(conn):
+    """Runs the modules it receives one by one, sending back each one's answer."""
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    while True:
+        text, name = conn.recv()
+        conn.send(run_one(jax, text, name))
+
+
+def run_one(jax, text, name):
+    """Compiles and runs one module on XLA CPU: ("ok", (inputs, outputs)) or an error."""
+    try:
+        from jax._src.lib import _jax, xla_client as xc
+        import jax._src.lib as L
+        import jax._src.xla_bridge as xb
+        try:
+            mod = L.hlo.hlo_module_from_text(text)
+        except Exception as e:  # noqa: BLE001
+            return ("xla-parse", str(e).strip().splitlines()[0][:300])
+        params = entry_params(mod.to_string())
+        rng = np.random.default_rng(zlib.crc32(name.encode()))
+        ins = [make_input(rng, ty, dims) for ty, dims in params]
+        try:
+            shlo = _jax.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
+            exe = xb.get_backend("cpu").compile_and_load(
+                shlo, jax.devices("cpu")[:1], xc.CompileOptions())
+        except Exception as e:  # noqa: BLE001
+            return ("xla-compile", str(e).strip().splitlines()[0][:300])
+        dev = jax.devices("cpu")[0]
+        outs = [np.asarray(o) for o in exe.execute([jax.device_put(x, dev) for x in ins])]
+        return ("ok", (ins, outs))
+    except Exception as e:  # noqa: BLE001
+        msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+        return ("error", msg)
+
+
+def save(x, path):
+    ty = dname(x.dtype)
+    np.save(path, x.astype(CARRIER[ty]) if ty in ("s4", "u4", "s2", "u2") else
+            x.view(CARRIER[ty]) if ty in CARRIER else x)
+
+
+def main():
+    src = json.load(open(sys.argv[1]))
+    only = set(sys.argv[sys.argv.index("--only") + 1:]) if "--only" in sys.argv else None
+    ctx = mp.get_context("spawn")
+    cases, skipped = [], list(src["skipped"])
+    proc = conn = None
+    for old in os.listdir(HERE):
+        if only is None and (old.endswith(".npy") or old.endswith(".hlo")):
+            os.remove(os.path.join(HERE, old))
+    for mod in src["modules"]:
+        name = mod["name"]
+        if only is not None and name not in only:
+            continue
+        if proc is None:
+            conn, child = ctx.Pipe()
+            proc = ctx.Process(target=worker, args=(child,), daemon=True)
+            proc.start()
+            # Only the worker holds its end, so its death reads as the end of the pipe.
+            child.close()
+        conn.send((mod["text"], name))
+        status, payload = ("timeout", f"XLA took over {TIMEOUT_S} s")
+        if conn.poll(TIMEOUT_S):
+            try:
+                status, payload = conn.recv()
+            except EOFError:
+                status, payload = ("crash", "XLA's process died")
+        if status in ("timeout", "crash"):
+            proc.kill()
+            proc.join()
+            proc = None
+        if status != "ok":
+            skipped.append({"name": name, "origin": mod["origin"], "reason": f"{status}: {payload}"})
+            print(f"skip {name}: {status}: {payload}", flush=True)
+            continue
+        ins, outs = payload
+        size = sum(x.nbytes for x in ins + outs)
+        if size > MAX_CASE_BYTES:
+            skipped.append({"name": name, "origin": mod["origin"],
+                            "reason": f"too large to keep: {size} bytes of data"})
+            print(f"skip {name}: {size} bytes", flush=True)
+            continue
+        try:
+            entry = {"name": name, "hlo": name + ".hlo", "origin": mod["origin"],
+                     "inputs": [], "outputs": []}
+            for k, x in enumerate(ins):
+                entry["inputs"].append({"file": f"{name}.in{k}.npy", "dtype": dname(x.dtype),
+                                        "shape": list(x.shape)})
+            for k, x in enumerate(outs):
+                ty = dname(x.dtype)
+                entry["outputs"].append({"file": f"{name}.out{k}.npy", "dtype": ty,
+                                         "shape": list(x.shape),
+                                         "tolerance": TOLERANCE.get(ty, "exact")})
+        except ValueError as e:
+            skipped.append({"name": name, "origin": mod["origin"], "reason": str(e)})
+            continue
+        for k, x in enumerate(ins):
+            save(x, os.path.join(HERE, f"{name}.in{k}.npy"))
+        for k, x in enumerate(outs):
+            save(x, os.path.join(HERE, f"{name}.out{k}.npy"))
+        with open(os.path.join(HERE, name + ".hlo"), "w") as f:
+            f.write(mod["text"])
+        cases.append(entry)
+        print(f"ok {name}", flush=True)
+    if only is None:
+        json.dump({"generator": "gen.py", "jax_version": "0.10.2", "cases": cases},
+                  open(os.path.join(HERE, "manifest.json"), "w"), indent=1)
+        json.dump({"skipped": skipped}, open(os.path.join(HERE, "skipped.json"), "w"), indent=1)
+    print(f"{len(cases)} cases, {len(skipped)} skipped")
+
+
+if __name__ == "__main__":
+    main()
