@@ -74,7 +74,7 @@ fn a_run_on_read_only_inputs_copies_the_donated_one() {
     for alias in [false, true] {
         let exe = compile(&parse_module(&module(alias)).unwrap(), &opts()).unwrap();
         let mut outs = vec![vec![0u8; 4096], vec![0u8; 64]];
-        exe.execute(&[&pb, &ub], &mut outs).unwrap();
+        exe.execute(&[&pb[..], &ub[..]], &mut outs).unwrap();
         assert_eq!(pb, bytes(&p), "the input was written (alias {alias})");
         let (d, n) = expected();
         assert_eq!(floats(&outs[0]), d, "alias {alias}");
@@ -90,7 +90,8 @@ fn a_donated_input_in_its_output_is_updated_in_place() {
     // The caller's donated array, handed over as output 0's buffer.
     let mut outs = vec![bytes(&p), vec![0u8; 64]];
     let before = outs[0].as_ptr();
-    exe.execute_donated(&[None, Some(&ub)], &mut outs).unwrap();
+    exe.execute_donated(&[None, Some(&ub[..])], &mut outs)
+        .unwrap();
     assert_eq!(outs[0].as_ptr(), before);
     let (d, n) = expected();
     assert_eq!(floats(&outs[0]), d);
@@ -99,17 +100,17 @@ fn a_donated_input_in_its_output_is_updated_in_place() {
 
 #[test]
 fn an_input_left_out_must_be_donated_to_an_output() {
-    let (_, u) = inputs();
-    let ub = bytes(&u);
+    let (p, u) = inputs();
+    let (pb, ub) = (bytes(&p), bytes(&u));
     let plain = compile(&parse_module(&module(false)).unwrap(), &opts()).unwrap();
     let mut outs = vec![vec![0u8; 4096], vec![0u8; 64]];
     let e = plain
-        .execute_donated(&[None, Some(&ub)], &mut outs)
+        .execute_donated(&[None, Some(&ub[..])], &mut outs)
         .unwrap_err();
     assert!(e.to_string().contains("input 0"), "{e}");
     let donated = compile(&parse_module(&module(true)).unwrap(), &opts()).unwrap();
     let e = donated
-        .execute_donated(&[Some(&ub[..0]), None], &mut outs)
+        .execute_donated(&[Some(&pb[..]), None], &mut outs)
         .unwrap_err();
     assert!(e.to_string().contains("input 1"), "{e}");
 }
@@ -123,7 +124,8 @@ fn the_alias_survives_an_artifact_round_trip() {
     assert_eq!(exe.donated_outputs(), &[(0, 0)]);
     let (p, u) = inputs();
     let mut outs = vec![bytes(&p), vec![0u8; 64]];
-    exe.execute_donated(&[None, Some(&bytes(&u))], &mut outs)
+    let ub = bytes(&u);
+    exe.execute_donated(&[None, Some(&ub[..])], &mut outs)
         .unwrap();
     assert_eq!(floats(&outs[0]), expected().0);
 }

@@ -20,11 +20,12 @@ ENTRY e {
 }
 ";
 
+/// The module's `input_output_alias` header attribute, without white space.
 fn alias_attr(m: &axle_ir::Module) -> Option<String> {
     m.header_attrs
         .iter()
         .find(|(k, _)| k == "input_output_alias")
-        .map(|(_, v)| v.clone())
+        .map(|(_, v)| v.split_whitespace().collect())
 }
 
 #[test]
