@@ -439,6 +439,32 @@ pub trait HostExecutable: Send + Sync {
     /// row-major bytes, into `outs` (one per leaf, of the leaf's byte size, aligned for its
     /// element type).
     fn execute(&self, args: &[ArrayRef<'_>], outs: &mut [&mut [u8]]) -> Result<(), BackendError>;
+
+    /// `(output leaf, parameter leaf)` pairs donated through `input_output_alias` whose output
+    /// the program leaves in the parameter's memory, so that a caller owning a donated input can
+    /// hand its memory over as the output ([`HostExecutable::execute_donated`]); none by
+    /// default.
+    fn donated_outputs(&self) -> &[(u32, u32)] {
+        &[]
+    }
+
+    /// [`HostExecutable::execute`] where `args[k]` may be `None` for a pair `(j, k)` of
+    /// [`HostExecutable::donated_outputs`]: the parameter's bytes are already in `outs[j]`,
+    /// which the run updates in place. With every argument given, the same as `execute`.
+    fn execute_donated(
+        &self,
+        args: &[Option<ArrayRef<'_>>],
+        outs: &mut [&mut [u8]],
+    ) -> Result<(), BackendError> {
+        let given: Option<Vec<ArrayRef<'_>>> = args.iter().cloned().collect();
+        match given {
+            Some(args) => self.execute(&args, outs),
+            None => Err(BackendError::new(
+                "host",
+                "this executable takes no donated arguments in its outputs",
+            )),
+        }
+    }
 }
 
 impl dyn Executable + '_ {

@@ -129,6 +129,43 @@ impl Compiled {
         Ok(())
     }
 
+    /// `(output leaf, parameter leaf)` pairs donated through the module's `input_output_alias`
+    /// whose output the program leaves in the parameter's memory (host backends that write
+    /// donated parameters; none elsewhere): see [`Compiled::run_donated`].
+    pub fn donated_outputs(&self) -> &[(u32, u32)] {
+        self.exe.host().map_or(&[], |h| h.donated_outputs())
+    }
+
+    /// [`Compiled::run`] where `args[k]` may be `None` for a pair `(j, k)` of
+    /// [`Compiled::donated_outputs`]: the caller has moved the donated argument's bytes into
+    /// `outs[j]` (its own memory, handed over), and the run updates them there with no copy.
+    pub fn run_donated(
+        &self,
+        args: &[Option<ArrayRef<'_>>],
+        outs: &mut [Array],
+    ) -> Result<(), Error> {
+        let backend = self.platform.name();
+        check_host_arrays(
+            backend,
+            "output",
+            &self.output_leaves,
+            outs.iter().map(|a| (a.ty(), a.dims())),
+        )?;
+        let Some(h) = self.exe.host().filter(|_| args.iter().any(|a| a.is_none())) else {
+            let given: Option<Vec<ArrayRef<'_>>> = args.iter().cloned().collect();
+            return match given {
+                Some(given) => self.run(&given, outs),
+                None => Err(BackendError::new(
+                    backend,
+                    "an argument left in its output needs a host backend",
+                )
+                .into()),
+            };
+        };
+        let mut slices: Vec<&mut [u8]> = outs.iter_mut().map(|o| o.bytes_mut()).collect();
+        Ok(h.execute_donated(args, &mut slices)?)
+    }
+
     /// [`Compiled::run`] writing the results as row-major bytes into caller memory of any kind
     /// (a numpy array's buffer, ...): one slice per result leaf, of exactly the leaf's byte size
     /// and aligned for its element type.

@@ -341,6 +341,48 @@ impl HostExecutable for CpuExecutable {
             .execute(inputs, outs)
             .map_err(|e| BackendError::new(NAME, e.to_string()))
     }
+
+    fn donated_outputs(&self) -> &[(u32, u32)] {
+        self.exe.donated_outputs()
+    }
+
+    fn execute_donated(
+        &self,
+        args: &[Option<ArrayRef<'_>>],
+        outs: &mut [&mut [u8]],
+    ) -> Result<(), BackendError> {
+        let params = self.exe.param_shapes();
+        if args.len() != params.len() {
+            return Err(BackendError::new(
+                NAME,
+                format!("{} arguments for {} parameters", args.len(), params.len()),
+            ));
+        }
+        // Given arguments are checked as `execute` checks them; one left in its output buffer
+        // is checked there (by size) by the executable.
+        for (k, (a, p)) in args.iter().zip(params).enumerate() {
+            if let Some(a) = a
+                .as_ref()
+                .filter(|a| a.ty() != p.ty || a.dims() != &p.dims[..])
+            {
+                return Err(BackendError::new(
+                    NAME,
+                    format!(
+                        "argument {k}: {}{:?} expected, {}{:?} given",
+                        p.ty.name(),
+                        &p.dims[..],
+                        a.ty().name(),
+                        a.dims()
+                    ),
+                ));
+            }
+        }
+        let inputs: Vec<Option<&[u8]>> =
+            args.iter().map(|a| a.as_ref().map(|a| a.bytes())).collect();
+        self.exe
+            .execute_donated(&inputs, outs)
+            .map_err(|e| BackendError::new(NAME, e.to_string()))
+    }
 }
 
 /// The payload of a `cpu` buffer: the array leaves of a value, depth-first.

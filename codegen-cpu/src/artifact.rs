@@ -3,17 +3,19 @@
 //! facade's compilation cache) and loaded into another process without LLVM's optimizer or code
 //! generator ([`crate::load_artifact`]).
 //!
-//! Format (little-endian): the magic `AXLEOBJ4`, then `u32` counts and lengths followed by
+//! Format (little-endian): the magic `AXLEOBJ5`, then `u32` counts and lengths followed by
 //! their items: parameter shapes, result shapes (each an element type name and `i64`
 //! dimensions), `u64` temporary bytes, `u64` bytes of the block a run allocates (the
-//! temporary block and the scratch arena), `u64` kernel count, kernel names and details (two strings per kernel), and the object
-//! files (a count, then each with its length; the entry point's last).
+//! temporary block and the scratch arena), `u64` kernel count, kernel names and details (two
+//! strings per kernel), the parameter leaves the code writes (a count, then `u32`s), the
+//! outputs left in a parameter's memory (a count, then `u32` output and parameter leaf pairs),
+//! and the object files (a count, then each with its length; the entry point's last).
 //! Decoding checks every length against the bytes left, so a truncated or altered artifact is
 //! an error value, never a panic or an out-of-range read.
 
 use axle_ir::{ArrayShape, ElementType};
 
-const MAGIC: &[u8; 8] = b"AXLEOBJ4";
+const MAGIC: &[u8; 8] = b"AXLEOBJ5";
 
 /// A compiled module: object code and runtime facts.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +31,10 @@ pub struct Artifact {
     pub(crate) kernel_names: Vec<String>,
     /// Per kernel number, what it computes (for profiles and traces).
     pub(crate) kernel_details: Vec<String>,
+    /// The parameter leaves the code writes (donated ones).
+    pub(crate) writable_params: Vec<u32>,
+    /// `(output leaf, parameter leaf)`: outputs the code leaves in a parameter's memory.
+    pub(crate) donated_outputs: Vec<(u32, u32)>,
 }
 
 impl Artifact {
@@ -48,6 +54,8 @@ impl Artifact {
             kernels: self.kernels,
             kernel_names: self.kernel_names.clone(),
             kernel_details: self.kernel_details.clone(),
+            writable_params: self.writable_params.clone(),
+            donated_outputs: self.donated_outputs.clone(),
         }
     }
 
@@ -73,6 +81,15 @@ impl Artifact {
         for (k, n) in self.kernel_names.iter().enumerate() {
             put_str(&mut out, n);
             put_str(&mut out, self.kernel_details.get(k).map_or("", |d| d));
+        }
+        put_u32(&mut out, self.writable_params.len());
+        for &k in &self.writable_params {
+            put_u32(&mut out, k as usize);
+        }
+        put_u32(&mut out, self.donated_outputs.len());
+        for &(j, k) in &self.donated_outputs {
+            put_u32(&mut out, j as usize);
+            put_u32(&mut out, k as usize);
         }
         put_u32(&mut out, self.objects.len());
         for o in &self.objects {
@@ -126,6 +143,26 @@ impl Artifact {
             kernel_details.push(r.str()?);
         }
         let n = r.u32()?;
+        let mut writable_params = Vec::with_capacity(n.min(1 << 16));
+        for _ in 0..n {
+            let k = r.u32()?;
+            if k >= params.len() {
+                return Err(format!("writable parameter {k} of {}", params.len()));
+            }
+            writable_params.push(k as u32);
+        }
+        let n = r.u32()?;
+        let mut donated_outputs = Vec::with_capacity(n.min(1 << 16));
+        for _ in 0..n {
+            let (j, k) = (r.u32()?, r.u32()?);
+            if j >= outputs.len() || !writable_params.contains(&(k as u32)) {
+                return Err(format!(
+                    "output {j} left in parameter {k}, which is not a writable parameter"
+                ));
+            }
+            donated_outputs.push((j as u32, k as u32));
+        }
+        let n = r.u32()?;
         let mut objects = Vec::with_capacity(n.min(1 << 16));
         for _ in 0..n {
             let len = r.u32()?;
@@ -143,6 +180,8 @@ impl Artifact {
             kernels,
             kernel_names,
             kernel_details,
+            writable_params,
+            donated_outputs,
         })
     }
 }

@@ -32,7 +32,12 @@
 //!   to the one that combines them: they are the working memory of one parallel reduction,
 //!   which XLA runs as one loop keeping its partial sums in registers (or Eigen's parallel
 //!   reductions in their own buffers), not an array of the program.
-//! - Parameters are read-only (the runtime takes them as `&[u8]`), donated or not.
+//! - Parameters are read-only, except those donated through `input_output_alias` when the
+//!   program is run by [`crate::CpuExecutable`] (`donated_writable`): its run hands the code a
+//!   writable copy of each donated parameter (in the output buffer the parameter is aliased to
+//!   when the assignment puts that output there, so a caller that owns the input can pass the
+//!   input's own memory as that output and nothing is copied). Ahead-of-time code keeps every
+//!   parameter read-only (its C entry point takes them `const`).
 //!
 //! Fusion plans are made once per fused computation and kept for the rules' lifetime (one
 //! compilation): the assignment asks about a fusion and its steps many times.
@@ -57,6 +62,8 @@ pub struct CpuRules {
     /// The plan of each fused computation asked about (`None`: it cannot be planned, and
     /// lowering reports why).
     pub(crate) plans: PlanCache,
+    /// Whether donated parameters may be written (see the header).
+    pub(crate) donated_writable: bool,
 }
 
 impl CpuRules {
@@ -66,6 +73,7 @@ impl CpuRules {
         CpuRules {
             gemm: crate::target_spec::gemm_target(opts),
             plans: PlanCache::default(),
+            donated_writable: true,
         }
     }
 
@@ -242,7 +250,7 @@ impl BufferRules for CpuRules {
     }
 
     fn writes_donated_params(&self) -> bool {
-        false
+        self.donated_writable
     }
 }
 

@@ -330,12 +330,20 @@ fn compile_parts(
     let mut timings = CompileTimings::default();
     let t = Instant::now();
     let spec = target_spec(opts);
-    let rules = CpuRules::new(opts);
+    let mut rules = CpuRules::new(opts);
+    // Only a run through `CpuExecutable::execute` hands the code writable donated parameters.
+    rules.donated_writable = form == Form::Object;
     let gemm = rules.gemm.clone();
     let plan = plan_buffers(m, &rules)?;
     timings.schedule = plan.schedule;
     let (m, asg) = (&*plan.module, &plan.assignment);
-    let prog = lower(m, asg, &rules.plans).map_err(|f| finish(m, f))?;
+    let mut prog = lower(m, asg, &rules.plans).map_err(|f| finish(m, f))?;
+    if rules.donated_writable {
+        prog.writable_params = axle_schedule::alias::donations(m)
+            .into_iter()
+            .map(|(_, k)| k)
+            .collect();
+    }
     timings.lower = t.elapsed() - timings.schedule;
     let t = Instant::now();
     let setup = Setup {
@@ -519,6 +527,10 @@ pub struct CpuExecutable {
     entry: EntryFn,
     params: Vec<ArrayShape>,
     outputs: Vec<ArrayShape>,
+    /// The parameter leaves the code writes: a run hands it writable copies.
+    writable_params: Vec<u32>,
+    /// `(output leaf, parameter leaf)`: outputs the code leaves in that parameter's memory.
+    donated_outputs: Vec<(u32, u32)>,
     temp_bytes: u64,
     /// The temporary block and the scratch arena after it: what a run allocates.
     block_bytes: u64,
@@ -568,6 +580,8 @@ pub(crate) fn compile_object(
         kernels,
         kernel_names: compiled.kernel_names,
         kernel_details: compiled.kernel_details,
+        writable_params: prog.writable_params,
+        donated_outputs: prog.donated_outputs,
     };
     let (code, entry) =
         load_objects(&artifact.objects).map_err(|e| CodegenError::general(&m.name, e))?;
@@ -633,6 +647,8 @@ impl CpuExecutable {
             entry,
             params: facts.params,
             outputs: facts.outputs,
+            writable_params: facts.writable_params,
+            donated_outputs: facts.donated_outputs,
             temp_bytes: facts.temp_bytes,
             block_bytes: facts.block_bytes,
             pool,
@@ -826,13 +842,46 @@ impl CpuExecutable {
             .collect()
     }
 
+    /// `(output leaf, parameter leaf)` pairs donated through `input_output_alias` whose output
+    /// the code leaves in the parameter's memory: a caller that owns a donated input may hand
+    /// it over as that output's buffer ([`CpuExecutable::execute_donated`]) and nothing is
+    /// copied.
+    pub fn donated_outputs(&self) -> &[(u32, u32)] {
+        &self.donated_outputs
+    }
+
     /// Runs the program: `inputs` hold the parameter leaves' row-major bytes, `outputs` receive
     /// the result leaves (buffers from [`CpuExecutable::alloc_outputs`] can be reused across
     /// runs; any byte buffer aligned to its element size will do). Sizes are checked; inputs
-    /// that are not aligned to their element size are copied, misaligned outputs refused.
+    /// that are not aligned to their element size are copied, misaligned outputs refused. A
+    /// donated parameter the code writes is copied first (into its aliased output's buffer
+    /// where it has one), so `inputs` are never written.
     pub fn execute<O: AsMut<[u8]>>(
         &self,
         inputs: &[&[u8]],
+        outputs: &mut [O],
+    ) -> Result<(), CodegenError> {
+        let mut given: [Option<&[u8]>; 8] = [None; 8];
+        let spill: Vec<Option<&[u8]>>;
+        let given: &[Option<&[u8]>] = if inputs.len() <= given.len() {
+            for (slot, i) in given.iter_mut().zip(inputs) {
+                *slot = Some(i);
+            }
+            &given[..inputs.len()]
+        } else {
+            spill = inputs.iter().map(|&i| Some(i)).collect();
+            &spill
+        };
+        self.execute_donated(given, outputs)
+    }
+
+    /// [`CpuExecutable::execute`] where input `k` may be `None` when `(j, k)` is one of
+    /// [`CpuExecutable::donated_outputs`]: the parameter's bytes are then already in
+    /// `outputs[j]` (the caller donated its own memory), the code updates them there and
+    /// nothing is copied. A `None` for any other input is an error.
+    pub fn execute_donated<O: AsMut<[u8]>>(
+        &self,
+        inputs: &[Option<&[u8]>],
         outputs: &mut [O],
     ) -> Result<(), CodegenError> {
         let err = |msg: String| CodegenError::general("cpu executable", msg);
@@ -849,33 +898,6 @@ impl CpuExecutable {
                 self.outputs.len(),
                 outputs.len()
             )));
-        }
-        let mut copies = Vec::new();
-        let mut in_ptrs: Vec<*mut u8> = Vec::with_capacity(inputs.len());
-        for (k, (i, s)) in inputs.iter().zip(&self.params).enumerate() {
-            if i.len() != shape_bytes(s) {
-                return Err(err(format!(
-                    "input {k} has {} bytes, its shape needs {}",
-                    i.len(),
-                    shape_bytes(s)
-                )));
-            }
-            if !(i.as_ptr() as usize).is_multiple_of(s.ty.byte_size().max(1)) {
-                let mut c = AlignedBuf::try_zeroed(i.len()).ok_or_else(|| {
-                    err(format!(
-                        "input {k} is not aligned and the system refused the {} bytes to copy it",
-                        i.len()
-                    ))
-                })?;
-                let p = c.ptr_mut();
-                // SAFETY: `p` points to `i.len()` fresh bytes owned by `c`, which `i` cannot
-                // overlap.
-                unsafe { std::ptr::copy_nonoverlapping(i.as_ptr(), p, i.len()) };
-                in_ptrs.push(p);
-                copies.push(c);
-            } else {
-                in_ptrs.push(i.as_ptr() as *mut u8);
-            }
         }
         let mut out_ptrs: Vec<*mut u8> = Vec::with_capacity(outputs.len());
         for (k, (o, s)) in outputs.iter_mut().zip(&self.outputs).enumerate() {
@@ -895,6 +917,60 @@ impl CpuExecutable {
             }
             out_ptrs.push(o.as_mut_ptr());
         }
+        let aliased_output = |k: usize| {
+            self.donated_outputs
+                .iter()
+                .find(|&&(_, p)| p as usize == k)
+                .map(|&(j, _)| j as usize)
+        };
+        let mut copies = Vec::new();
+        let mut in_ptrs: Vec<*mut u8> = Vec::with_capacity(inputs.len());
+        for (k, (i, s)) in inputs.iter().zip(&self.params).enumerate() {
+            let need = shape_bytes(s);
+            let Some(i) = i else {
+                // The parameter's bytes are in its aliased output buffer, whose size was
+                // checked; the two shapes hold the same bytes (they share one buffer).
+                match aliased_output(k) {
+                    Some(j) if shape_bytes(&self.outputs[j]) == need => {
+                        in_ptrs.push(out_ptrs[j]);
+                        continue;
+                    }
+                    _ => {
+                        return Err(err(format!(
+                            "input {k} was not given and is not donated to an output"
+                        )))
+                    }
+                }
+            };
+            if i.len() != need {
+                return Err(err(format!(
+                    "input {k} has {} bytes, its shape needs {need}",
+                    i.len(),
+                )));
+            }
+            let writable = self.writable_params.contains(&(k as u32));
+            if let Some(j) = aliased_output(k).filter(|_| writable) {
+                // SAFETY: `out_ptrs[j]` points to the `need` bytes of `outputs[j]` (sizes
+                // checked above), a `&mut` buffer `i` cannot overlap.
+                unsafe { std::ptr::copy_nonoverlapping(i.as_ptr(), out_ptrs[j], need) };
+                in_ptrs.push(out_ptrs[j]);
+            } else if writable || !(i.as_ptr() as usize).is_multiple_of(s.ty.byte_size().max(1)) {
+                let mut c = AlignedBuf::try_zeroed(i.len()).ok_or_else(|| {
+                    err(format!(
+                        "input {k} needs a copy and the system refused its {} bytes",
+                        i.len()
+                    ))
+                })?;
+                let p = c.ptr_mut();
+                // SAFETY: `p` points to `i.len()` fresh bytes owned by `c`, which `i` cannot
+                // overlap.
+                unsafe { std::ptr::copy_nonoverlapping(i.as_ptr(), p, i.len()) };
+                in_ptrs.push(p);
+                copies.push(c);
+            } else {
+                in_ptrs.push(i.as_ptr() as *mut u8);
+            }
+        }
         let pooled = {
             let mut pool = self.temps.lock().unwrap_or_else(|e| e.into_inner());
             pool.pop()
@@ -907,7 +983,7 @@ impl CpuExecutable {
                 let mut budget =
                     axle_ir::memory::MemoryBudget::new().map_err(|e| err(e.to_string()))?;
                 // Output sizes were checked against their shapes above.
-                let held: usize = inputs.iter().map(|i| i.len()).sum::<usize>()
+                let held: usize = inputs.iter().flatten().map(|i| i.len()).sum::<usize>()
                     + self.outputs.iter().map(shape_bytes).sum::<usize>();
                 budget.force(held as u64);
                 budget
@@ -945,7 +1021,8 @@ impl CpuExecutable {
             .as_ref()
             .map_or(std::ptr::null(), |r| r as *const AxleRuntime);
         // SAFETY: the pointers cover buffers of exactly the sizes the program was compiled
-        // for, outputs are distinct allocations, and the runtime outlives the call.
+        // for, outputs are distinct allocations, every parameter the code writes is memory of
+        // ours (a copy or an output buffer), and the runtime outlives the call.
         with_float_mode(self.flush_denormals, || unsafe {
             (self.entry)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), temp.ptr_mut(), rt_ptr)
         });

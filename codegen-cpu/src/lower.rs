@@ -153,6 +153,11 @@ pub(crate) struct Program {
     pub temp_bytes: u64,
     /// The size of the scratch arena after it (GEMM packing and sort planes).
     pub arena_bytes: u64,
+    /// The parameter leaves the code may write (donated, under rules that let it).
+    pub writable_params: Vec<u32>,
+    /// `(output leaf, parameter leaf)`: outputs the code leaves in a writable parameter's
+    /// memory (it writes nothing to those output buffers).
+    pub donated_outputs: Vec<(u32, u32)>,
 }
 
 impl Program {
@@ -637,6 +642,8 @@ pub(crate) fn lower(m: &Module, asg: &BufferAssignment, plans: &PlanCache) -> R<
         offsets,
         temp_bytes: asg.temp_bytes,
         arena_bytes: asg.arena_bytes,
+        writable_params: Vec::new(),
+        donated_outputs: asg.donated_outputs.clone(),
     })
 }
 

@@ -25,7 +25,7 @@ use axle_ir::{
     CompId, ConstValue, DebugTable, InstId, LayoutId, Module, NewInst, Opcode, Schedule, Shape,
     ShapeId,
 };
-use pjrt_sys::protos::xla::{HloInstructionProto, HloModuleProto};
+use pjrt_sys::protos::xla::{HloInstructionProto, HloModuleProto, Kind};
 use prost::Message;
 
 use crate::attrs::{self, ReadCx};
@@ -354,7 +354,10 @@ fn read_header(proto: &HloModuleProto, m: &mut Module) -> Result<(), ProtoError>
             m.entry_layout = Some((params, result));
         }
     }
-    let Some(fa) = fa else { return Ok(()) };
+    let Some(fa) = fa else {
+        foreign_aliases(proto, m);
+        return Ok(());
+    };
     let mut header: Vec<(usize, String, String)> = Vec::new();
     for (k, v) in fa {
         if let Some(n) = k.strip_prefix(HEADER_PREFIX) {
@@ -368,6 +371,7 @@ fn read_header(proto: &HloModuleProto, m: &mut Module) -> Result<(), ProtoError>
         }
     }
     if header.is_empty() {
+        foreign_aliases(proto, m);
         let theirs = fa.iter().filter(|(k, _)| !k.starts_with("axle."));
         if let Some(t) = crate::verbatim::render_frontend_attributes(theirs) {
             m.header_attrs.push(("frontend_attributes".into(), t));
@@ -395,6 +399,46 @@ fn read_header(proto: &HloModuleProto, m: &mut Module) -> Result<(), ProtoError>
         });
     }
     Ok(())
+}
+
+/// The proto's `input_output_alias` (what a client that donates arguments sends) as the header
+/// attribute the text parser reads, `{ {out}: (param, {index}, kind), ... }`, for a proto this
+/// crate did not write (ours carry every header attribute as a frontend attribute).
+fn foreign_aliases(proto: &HloModuleProto, m: &mut Module) {
+    let Some(alias) = &proto.input_output_alias else {
+        return;
+    };
+    if alias.entries.is_empty() {
+        return;
+    }
+    let index = |v: &[i64]| {
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let entries: Vec<String> = alias
+        .entries
+        .iter()
+        .map(|e| {
+            // An undefined kind prints as XLA prints it, `may-alias`.
+            let kind = if e.kind == Kind::MustAlias as i32 {
+                "must-alias"
+            } else {
+                "may-alias"
+            };
+            format!(
+                "{{{}}}: ({}, {{{}}}, {kind})",
+                index(&e.output_shape_index),
+                e.parameter_number,
+                index(&e.parameter_shape_index)
+            )
+        })
+        .collect();
+    m.header_attrs.push((
+        "input_output_alias".into(),
+        format!("{{ {} }}", entries.join(", ")),
+    ));
 }
 
 /// The debug tables XLA prints for a module's `StackFrameIndexProto` (read from its raw bytes:

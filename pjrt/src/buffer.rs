@@ -8,9 +8,15 @@
 //!   external reference (`PJRT_Buffer_IncreaseExternalReferenceCount`, how JAX lends the memory
 //!   to NumPy without a copy) keeps the bytes alive until it is released, so a pointer handed out
 //!   never dangles while it is held.
+//! - Donation (`input_output_alias`) moves the bytes out of an argument that nothing else holds
+//!   into the output it is aliased to ([`Buffer::take_unique`]); the argument is deleted.
+//! - [`memory_stats`] counts the bytes of every live buffer that holds its bytes (from its
+//!   creation to its deletion, donation or destruction), for all clients of the process: an
+//!   external reference that outlives a deleted buffer is the client's memory, not counted.
 //! - Layouts are row-major (`minor_to_major` = n-1, ..., 0) with no tiling; any other layout
 //!   asked for is an error naming it, never a silent reinterpretation.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axle::ir::{ArrayShape, ElementType};
@@ -22,12 +28,54 @@ use crate::element;
 use crate::error::{entry, PluginError, PluginResult};
 use crate::event::Event;
 
+/// Bytes held by live buffers, the most ever held at once, allocations and the largest one.
+static IN_USE: AtomicI64 = AtomicI64::new(0);
+static PEAK: AtomicI64 = AtomicI64::new(0);
+static ALLOCS: AtomicI64 = AtomicI64::new(0);
+static LARGEST: AtomicI64 = AtomicI64::new(0);
+
+/// The device memory statistics: bytes held by live buffers now, the peak, the number of
+/// buffers that held bytes and the largest (see the header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes held by live buffers now.
+    pub bytes_in_use: i64,
+    /// The most bytes held at once.
+    pub peak_bytes_in_use: i64,
+    /// Buffers made that held bytes.
+    pub num_allocs: i64,
+    /// The largest buffer's bytes.
+    pub largest_alloc_size: i64,
+}
+
+/// The statistics now.
+pub fn memory_stats() -> MemoryStats {
+    MemoryStats {
+        bytes_in_use: IN_USE.load(Ordering::Relaxed),
+        peak_bytes_in_use: PEAK.load(Ordering::Relaxed),
+        num_allocs: ALLOCS.load(Ordering::Relaxed),
+        largest_alloc_size: LARGEST.load(Ordering::Relaxed),
+    }
+}
+
+fn count_alloc(bytes: usize) {
+    let n = bytes as i64;
+    let now = IN_USE.fetch_add(n, Ordering::Relaxed) + n;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+    ALLOCS.fetch_add(1, Ordering::Relaxed);
+    LARGEST.fetch_max(n, Ordering::Relaxed);
+}
+
+fn count_free(bytes: usize) {
+    IN_USE.fetch_sub(bytes as i64, Ordering::Relaxed);
+}
+
 /// An array on the device.
 pub struct Buffer {
     device: *mut PJRT_Device,
     memory: *mut PJRT_Memory,
-    ty: ElementType,
-    dims: Vec<i64>,
+    pub(crate) ty: ElementType,
+    pub(crate) dims: Vec<i64>,
     minor_to_major: Vec<i64>,
     data: Mutex<Option<Arc<Array>>>,
     external: Mutex<Vec<Arc<Array>>>,
@@ -42,6 +90,7 @@ impl Buffer {
     ) -> *mut PJRT_Buffer {
         let dims = array.dims().to_vec();
         let minor_to_major = (0..dims.len() as i64).rev().collect();
+        count_alloc(array.bytes().len());
         Box::into_raw(Box::new(Buffer {
             device,
             memory,
@@ -69,14 +118,40 @@ impl Buffer {
             .ok_or_else(|| PluginError::precondition("axle: the buffer was deleted or donated"))
     }
 
+    /// The bytes themselves, taken out of the buffer (which is then deleted), when nothing else
+    /// holds them (no external reference, no other handle): what an execution that donates the
+    /// buffer writes its output into. `None` leaves the buffer as it was.
+    pub fn take_unique(&self) -> Option<Array> {
+        let mut data = self.data.lock().unwrap_or_else(|e| e.into_inner());
+        let arc = data.take()?;
+        match Arc::try_unwrap(arc) {
+            Ok(a) => {
+                count_free(a.bytes().len());
+                Some(a)
+            }
+            Err(arc) => {
+                *data = Some(arc);
+                None
+            }
+        }
+    }
+
     /// Drops the buffer's own reference to its bytes.
     pub fn delete(&self) {
-        *self.data.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if let Some(a) = self.data.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            count_free(a.bytes().len());
+        }
     }
 
     /// The device the buffer is on.
     pub fn device(&self) -> *mut PJRT_Device {
         self.device
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        self.delete();
     }
 }
 

@@ -483,13 +483,19 @@ entry! {
 }
 
 entry! {
-    /// `PJRT_Device_MemoryStats`: Axle keeps no allocator statistics; only the required
-    /// `bytes_in_use` is reported, as 0, and every optional figure as unset.
+    /// `PJRT_Device_MemoryStats`: the bytes of live buffers now and at their peak, the
+    /// buffers made and the largest ([`crate::buffer::memory_stats`]).
     fn device_memory_stats(args: PJRT_Device_MemoryStats_Args) {
         Device::get(args.device)?;
-        Err(PluginError::unimplemented(
-            "axle: device memory statistics are not kept (buffers are host memory)",
-        ))
+        let st = crate::buffer::memory_stats();
+        args.bytes_in_use = st.bytes_in_use;
+        args.peak_bytes_in_use = st.peak_bytes_in_use;
+        args.peak_bytes_in_use_is_set = true;
+        args.num_allocs = st.num_allocs;
+        args.num_allocs_is_set = true;
+        args.largest_alloc_size = st.largest_alloc_size;
+        args.largest_alloc_size_is_set = true;
+        Ok(())
     }
 }
 

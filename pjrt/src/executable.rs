@@ -49,6 +49,9 @@ pub struct Executable {
     code: Vec<u8>,
     compile_options: Vec<u8>,
     fingerprint: String,
+    /// The arguments the program's `input_output_alias` donates: deleted by every execution
+    /// that does not mark them non-donatable.
+    donated_params: Vec<usize>,
     out_types: Vec<PJRT_Buffer_Type>,
     out_dims: Vec<i64>,
     out_dim_sizes: Vec<usize>,
@@ -105,6 +108,12 @@ fn compile_loaded(
     }
     let name = m.name.clone();
     let cost = axle::analysis::cost::module_cost(&m);
+    let mut donated_params: Vec<usize> = axle::schedule::alias::donations(&m)
+        .into_iter()
+        .map(|(_, k)| k as usize)
+        .collect();
+    donated_params.sort_unstable();
+    donated_params.dedup();
     let compiled = axle::compile("cpu", m, &options.compile_options()?)?;
     let mut out_types = Vec::new();
     let mut out_dims = Vec::new();
@@ -128,6 +137,7 @@ fn compile_loaded(
         code: code.to_vec(),
         compile_options: compile_options.to_vec(),
         fingerprint,
+        donated_params,
         out_types,
         out_dims,
         out_dim_sizes,
@@ -478,6 +488,38 @@ entry! {
     }
 }
 
+/// The arguments an execution donates: those of the program's `input_output_alias`
+/// (`donated`) unless the client marks them non-donatable or passes the same buffer as another
+/// argument (then they are only read).
+///
+/// # Safety
+/// `options` is null or points to the client's valid execute options.
+unsafe fn donated_arguments(
+    donated: &[usize],
+    buffers: &[*mut PJRT_Buffer],
+    options: *const PJRT_ExecuteOptions,
+) -> Vec<usize> {
+    if donated.is_empty() {
+        return Vec::new();
+    }
+    let kept: &[i64] = match options.as_ref() {
+        Some(o) if !o.non_donatable_input_indices.is_null() => std::slice::from_raw_parts(
+            o.non_donatable_input_indices,
+            o.num_non_donatable_input_indices,
+        ),
+        _ => &[],
+    };
+    donated
+        .iter()
+        .copied()
+        .filter(|&k| {
+            k < buffers.len()
+                && !kept.contains(&(k as i64))
+                && buffers.iter().filter(|&&b| b == buffers[k]).count() == 1
+        })
+        .collect()
+}
+
 entry! {
     /// `PJRT_LoadedExecutable_Execute`: runs on the one device before returning; the
     /// completion events are ready.
@@ -528,9 +570,48 @@ entry! {
                 })
             })
             .collect::<PluginResult<Vec<_>>>()?;
-        let views: Vec<ArrayRef<'_>> = arrays.iter().map(|a| a.view()).collect();
         let mut outs = compiled.alloc_outputs()?;
-        compiled.run(&views, &mut outs)?;
+        // SAFETY: the client's execute options, or null.
+        let donated = unsafe { donated_arguments(&le.exe.donated_params, &buffers, args.options) };
+        if donated.is_empty() {
+            let views: Vec<ArrayRef<'_>> = arrays.iter().map(|a| a.view()).collect();
+            compiled.run(&views, &mut outs)?;
+        } else {
+            // A donated argument's bytes become the output the program leaves in its memory
+            // when nothing else holds them: the buffer is then deleted and the run updates them
+            // in place. Otherwise the run copies them; every donated buffer is deleted after
+            // the run, as PJRT's donation says.
+            drop(arrays);
+            let mut moved = vec![false; buffers.len()];
+            let out_shapes = compiled.output_shapes();
+            let in_place = compiled
+                .donated_outputs()
+                .iter()
+                .map(|&(j, k)| (j as usize, k as usize))
+                .filter(|(_, k)| donated.contains(k));
+            for (j, k) in in_place {
+                let b = Buffer::get(buffers[k])?;
+                let s = &out_shapes[j];
+                if b.ty != s.ty || b.dims.as_slice() != &s.dims[..] {
+                    continue;
+                }
+                if let Some(a) = b.take_unique() {
+                    outs[j] = a;
+                    moved[k] = true;
+                }
+            }
+            let arrays = buffers
+                .iter()
+                .zip(&moved)
+                .map(|(&b, &m)| if m { Ok(None) } else { Buffer::get(b)?.array().map(Some) })
+                .collect::<PluginResult<Vec<_>>>()?;
+            let views: Vec<Option<ArrayRef<'_>>> =
+                arrays.iter().map(|a| a.as_ref().map(|a| a.view())).collect();
+            compiled.run_donated(&views, &mut outs)?;
+            for &k in &donated {
+                Buffer::get(buffers[k])?.delete();
+            }
+        }
         // SAFETY: one output list with room for every output.
         let out_list = unsafe { *args.output_lists };
         if out_list.is_null() && !outs.is_empty() {

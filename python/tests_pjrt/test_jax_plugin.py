@@ -247,3 +247,71 @@ def test_donated_arguments_keep_values_correct():
     x = jnp.arange(6.0)
     y = f(x)
     close(y, np.arange(6.0) + 1)
+
+
+def test_donation_reuses_the_donated_array():
+    import warnings
+
+    x0 = rand(1024)
+    u = rand(16)
+
+    def step(x, u):
+        return lax.dynamic_update_slice(x, u * 2.0, (100,)), u + 1.0
+
+    f = jax.jit(step, donate_argnums=0)
+    x = jnp.asarray(x0)
+    where = x.unsafe_buffer_pointer()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Some donated buffers were not usable" fails the test
+        y, v = f(x, u)
+    assert y.unsafe_buffer_pointer() == where  # the output took the donated memory
+    want = x0.copy()
+    want[100:116] = u * 2.0
+    close(y, want)
+    close(v, u + 1.0)
+    assert x.is_deleted()
+    with pytest.raises(RuntimeError):
+        np.asarray(x)
+    # A donated array held elsewhere (a NumPy view) is copied, never written under the view.
+    x = jnp.asarray(x0)
+    view = np.asarray(x)
+    y, _ = f(x, u)
+    close(y, want)
+    close(view, x0)
+    # A non-donated call leaves its argument alone.
+    g = jax.jit(step)
+    x = jnp.asarray(x0)
+    g(x, u)
+    assert not x.is_deleted()
+    close(x, x0)
+
+
+def test_memory_stats_count_live_buffers():
+    dev = jax.devices()[0]
+    before = dev.memory_stats()
+    assert before["bytes_in_use"] >= 0
+    x = jnp.asarray(np.ones((256, 1024), np.float32))  # 1 MiB
+    x.block_until_ready()
+    held = dev.memory_stats()
+    assert held["bytes_in_use"] - before["bytes_in_use"] >= 1 << 20
+    assert held["peak_bytes_in_use"] >= held["bytes_in_use"]
+    assert held["largest_alloc_size"] >= 1 << 20
+    x.delete()
+    after = dev.memory_stats()
+    assert after["bytes_in_use"] <= held["bytes_in_use"] - (1 << 20)
+    assert after["peak_bytes_in_use"] >= held["bytes_in_use"]
+
+
+def test_linear_algebra_lowers_as_for_xla_cpu():
+    # qr and lu reach Axle as LAPACK custom-calls (geqrf/orgqr, getrf), as JAX sends XLA CPU,
+    # not as TPU custom-calls ("Qr", "LuDecomposition") that no CPU compiler expands.
+    a = rand(6, 4)
+    q, r = jax.jit(jnp.linalg.qr)(a)
+    close(q @ r, a, rtol=1e-4, atol=1e-5)
+    close(q.T @ q, np.eye(4, dtype=np.float32), rtol=1e-4, atol=1e-5)
+    s = a.T @ a + 4 * np.eye(4, dtype=np.float32)
+    lu, piv = jax.jit(jax.scipy.linalg.lu_factor)(s)
+    x = jax.scipy.linalg.lu_solve((lu, piv), a[:4])
+    close(s @ x, a[:4], rtol=1e-4, atol=1e-4)
+    text = jax.jit(jnp.linalg.qr).lower(a).compile().as_text()
+    assert "lapack_sgeqrf_ffi" in text or "geqrf" in text.lower()

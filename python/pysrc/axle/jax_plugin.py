@@ -47,3 +47,58 @@ def initialize():
     if versions is not None:
         _axle._pjrt_set_stablehlo_versions(*versions)
     xla_bridge.register_plugin("axle", priority=PRIORITY, library_path=_axle.__file__)
+    _enable_donation()
+    _use_cpu_linalg_lowerings()
+
+
+# Linear algebra JAX lowers for XLA CPU to LAPACK custom-calls (`lapack_sgeqrf_ffi`, ...), which
+# Axle's cpu backend runs where it implements the routine (potrf, getrf, trsm, geqrf, orgqr) and
+# refuses by name otherwise. For any other platform JAX emits TPU custom-calls ("Qr",
+# "LuDecomposition", "Eigh") that only XLA's TPU expanders know.
+_CPU_LINALG = frozenset(
+    (
+        "cholesky",
+        "eig",
+        "eigh",
+        "geqp3",
+        "geqrf",
+        "hessenberg",
+        "householder_product",
+        "lu",
+        "ormqr",
+        "schur",
+        "svd",
+        "triangular_solve",
+        "tridiagonal",
+        "tridiagonal_solve",
+    )
+)
+
+
+def _use_cpu_linalg_lowerings():
+    """Lowers JAX's linear algebra for ``axle`` as for ``cpu`` (see ``_CPU_LINALG``)."""
+    try:
+        import jax._src.lax.linalg  # noqa: F401 - registers the cpu lowerings
+        from jax._src.interpreters import mlir
+    except ImportError:
+        return
+    table = getattr(mlir, "_platform_specific_lowerings", None)
+    if table is None:
+        return
+    ours = table.get("axle", {})
+    for prim, entry in list(table.get("cpu", {}).items()):
+        if str(prim) in _CPU_LINALG and prim not in ours:
+            mlir.register_lowering(prim, entry.rule, platform="axle", inline=entry.inline)
+
+
+def _enable_donation():
+    """Lets ``donate_argnums`` reach Axle: JAX lowers donation to ``input_output_alias`` only for
+    the platforms in its list (there is no public hook), and the plugin honours the alias (the
+    output takes the donated array's memory, which is then deleted)."""
+    try:
+        from jax._src.interpreters import mlir
+    except ImportError:
+        return
+    platforms = getattr(mlir, "_platforms_with_donation", None)
+    if isinstance(platforms, list) and "axle" not in platforms:
+        platforms.append("axle")
