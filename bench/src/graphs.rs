@@ -532,7 +532,7 @@ pub fn conv_stack(blocks: usize) -> String {
 /// The number of chains [`dot_chains`] interleaves.
 const DOT_CHAINS: usize = 8;
 
-/// `layers` residual dot layers spread over [`DOT_CHAINS`] interleaved chains (see the module
+/// `layers` residual dot layers spread over eight interleaved chains (see the module
 /// docs); the result concatenates the chains into `f32[64,16]`.
 pub fn dot_chains(layers: usize) -> String {
     let (m, row) = ("f32[8,16]{1,0}", "f32[8]{0}");
