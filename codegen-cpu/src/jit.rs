@@ -835,6 +835,47 @@ impl CpuExecutable {
         inputs: &[&[u8]],
         outputs: &mut [O],
     ) -> Result<(), CodegenError> {
+        self.execute_as(None, inputs, outputs)
+    }
+
+    /// [`CpuExecutable::execute`] as device `dev` of a multi-device run: the program's
+    /// collectives meet the other devices through `dev.comm` (whose device id must fit
+    /// `dev.mesh`). A failure (this device's or another's) is an error, and aborts the run on
+    /// the communicator so the other devices stop too. The caller says when the device is done
+    /// ([`axle_comm::Communicator::finish`]) after its last run.
+    pub fn execute_on_device<O: AsMut<[u8]>>(
+        &self,
+        dev: axle_analysis::Device<'_>,
+        inputs: &[&[u8]],
+        outputs: &mut [O],
+    ) -> Result<(), CodegenError> {
+        let n = dev.mesh.devices();
+        let r = if n == 0 || dev.comm.num_devices() != n || dev.comm.device() >= n {
+            Err(CodegenError::general(
+                "cpu executable",
+                format!(
+                    "device {} of a run of {} does not fit a mesh of {} replicas x {} partitions",
+                    dev.comm.device(),
+                    dev.comm.num_devices(),
+                    dev.mesh.replicas,
+                    dev.mesh.partitions
+                ),
+            ))
+        } else {
+            self.execute_as(Some(dev), inputs, outputs)
+        };
+        if let Err(e) = &r {
+            dev.comm.abort(&e.message);
+        }
+        r
+    }
+
+    fn execute_as<O: AsMut<[u8]>>(
+        &self,
+        dev: Option<axle_analysis::Device<'_>>,
+        inputs: &[&[u8]],
+        outputs: &mut [O],
+    ) -> Result<(), CodegenError> {
         let err = |msg: String| CodegenError::general("cpu executable", msg);
         if inputs.len() != self.params.len() {
             return Err(err(format!(
@@ -946,15 +987,20 @@ impl CpuExecutable {
             .map_or(std::ptr::null(), |r| r as *const AxleRuntime);
         // SAFETY: the pointers cover buffers of exactly the sizes the program was compiled
         // for, outputs are distinct allocations, and the runtime outlives the call.
-        with_float_mode(self.flush_denormals, || unsafe {
-            (self.entry)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), temp.ptr_mut(), rt_ptr)
+        let ((), failure) = crate::runtime::collective::run_as(dev, self.flush_denormals, || {
+            with_float_mode(self.flush_denormals, || unsafe {
+                (self.entry)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), temp.ptr_mut(), rt_ptr)
+            })
         });
         drop(copies);
         self.temps
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(temp);
-        Ok(())
+        match failure {
+            None => Ok(()),
+            Some(msg) => Err(err(msg)),
+        }
     }
 }
 
