@@ -267,7 +267,7 @@ fn build(m: &Module, id: InstId, kind: CollKind) -> R<Coll> {
     }
     Ok(Coll {
         kind,
-        label: m.name(id).to_string(),
+        label: crate::fused::inst_label(m, id),
         mode,
         groups,
         pairs,

@@ -185,3 +185,93 @@ fn collectives_need_devices_and_one_op_reducers() {
         .to_string();
     assert!(e.contains("reducer odd is not one"), "{e}");
 }
+
+/// `text` on `mesh` with `args(d)` per device, on the cpu backend (compiled as given) and on
+/// the evaluator: every device's result leaves, which must agree bit for bit.
+fn cpu_and_evaluator(
+    text: &str,
+    mesh: DeviceMesh,
+    args: impl Fn(u32) -> Vec<axle::ir::Literal>,
+) -> Vec<Vec<ArrayLiteral>> {
+    let m = parse_module(text).unwrap();
+    axle::ir::verify(&m).unwrap();
+    let args: Vec<Vec<axle::ir::Literal>> = (0..mesh.devices()).map(args).collect();
+    let want: Vec<Vec<ArrayLiteral>> =
+        axle::analysis::evaluate_devices(&m, m.entry(), mesh, &args, &Default::default(), TIMEOUT)
+            .unwrap()
+            .into_iter()
+            .map(|l| l.into_leaves())
+            .collect();
+    let exe = axle_codegen_cpu::compile(&m, &Default::default()).unwrap();
+    let leaves: Vec<Vec<ArrayLiteral>> = args
+        .into_iter()
+        .map(|a| a.into_iter().flat_map(|l| l.into_leaves()).collect())
+        .collect();
+    let refs: Vec<Vec<&[u8]>> = leaves
+        .iter()
+        .map(|a| a.iter().map(|l| &l.data[..]).collect())
+        .collect();
+    let r = axle_codegen_cpu::execute_devices(&exe, mesh, &refs, 2, TIMEOUT).unwrap();
+    for (d, outs) in r.outputs.iter().enumerate() {
+        let got: Vec<&[u8]> = outs.iter().map(|b| b.bytes()).collect();
+        let w: Vec<&[u8]> = want[d].iter().map(|l| &l.data[..]).collect();
+        assert_eq!(
+            got, w,
+            "device {d}: the cpu backend and the evaluator differ"
+        );
+    }
+    want
+}
+
+fn f32_arg(v: &[f32]) -> axle::ir::Literal {
+    axle::ir::Literal::Array(ArrayLiteral {
+        shape: axle::ir::ArrayShape::new(axle::ir::ElementType::F32, &[v.len() as i64]),
+        data: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    })
+}
+
+const ADD: &str =
+    "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n";
+
+/// What JAX does not emit on CPU: cross-replica groups with replica and partition ids, the
+/// `-start`/`-done` pairs, collective-broadcast, all-to-all and iota groups with a transpose,
+/// on the cpu backend as on the evaluator; `async-start` is refused by name.
+#[test]
+fn hand_written_collectives_match_the_evaluator() {
+    let text = format!(
+        "HloModule m, replica_count=2, num_partitions=2\n\n{ADD}\nENTRY e {{\n  x = f32[2] parameter(0)\n  r = f32[2] all-reduce(x), replica_groups={{}}, to_apply=add\n  rid = u32[] replica-id()\n  pid = u32[] partition-id()\n  ROOT t = (f32[2], u32[], u32[]) tuple(r, rid, pid)\n}}\n"
+    );
+    let mesh = DeviceMesh {
+        replicas: 2,
+        partitions: 2,
+    };
+    let got = cpu_and_evaluator(&text, mesh, |d| vec![f32_arg(&[d as f32, 10.0 * d as f32])]);
+    // Device 3 is replica 1, partition 1: it sums with device 1.
+    assert_eq!(got[3][1].data, 1u32.to_le_bytes());
+    assert_eq!(got[3][2].data, 1u32.to_le_bytes());
+    let four = DeviceMesh {
+        replicas: 1,
+        partitions: 4,
+    };
+    let asy = format!(
+        "HloModule m, num_partitions=4\n\n{ADD}\nENTRY e {{\n  x = f32[2] parameter(0)\n  rs0 = f32[2] all-reduce-start(x), channel_id=1, replica_groups={{{{0,1}},{{2,3}}}}, use_global_device_ids=true, to_apply=add\n  r = f32[2] all-reduce-done(rs0)\n  gs = (f32[2], f32[8]) all-gather-start(x), channel_id=2, replica_groups=[2,2]<=[2,2]T(1,0), dimensions={{0}}, use_global_device_ids=true\n  g = f32[8] all-gather-done(gs)\n  ps = (f32[2], f32[2], u32[], u32[]) collective-permute-start(x), channel_id=3, source_target_pairs={{{{0,3}},{{3,0}}}}\n  p = f32[2] collective-permute-done(ps)\n  rs = f32[1] reduce-scatter(x), channel_id=4, replica_groups={{{{1,0}},{{3,2}}}}, use_global_device_ids=true, dimensions={{0}}, to_apply=add\n  b = f32[2] collective-broadcast(x), channel_id=5, replica_groups={{{{2,0}},{{1,3}}}}\n  a2a = f32[2] all-to-all(x), channel_id=6, replica_groups={{{{0,1}},{{2,3}}}}, dimensions={{0}}\n  ROOT t = (f32[2], f32[8], f32[2], f32[1], f32[2], f32[2]) tuple(r, g, p, rs, b, a2a)\n}}\n"
+    )
+    .replace("f32[8] all-gather-done", "f32[4] all-gather-done")
+    .replace("(f32[2], f32[8]) all-gather-start", "(f32[2], f32[4]) all-gather-start")
+    .replace("(f32[2], f32[8], f32[2]", "(f32[2], f32[4], f32[2]");
+    let got = cpu_and_evaluator(&asy, four, |d| {
+        vec![f32_arg(&[1.0 + d as f32, 100.0 * (1.0 + d as f32)])]
+    });
+    // Device 0: all-reduce over {0,1}, broadcast from device 2 in {2,0}.
+    assert_eq!(got[0][0].data, f32_arg(&[3.0, 300.0]).into_leaves()[0].data);
+    assert_eq!(got[0][4].data, f32_arg(&[3.0, 300.0]).into_leaves()[0].data);
+    let wrapped = format!(
+        "HloModule m, num_partitions=2\n\n{ADD}\nbody {{\n  y = f32[2] parameter(0)\n  ROOT z = f32[2] all-reduce(y), channel_id=1, replica_groups={{{{0,1}}}}, use_global_device_ids=true, to_apply=add\n}}\n\nENTRY e {{\n  x = f32[2] parameter(0)\n  as = ((f32[2]), f32[2], s32[]) async-start(x), calls=body\n  ROOT d = f32[2] async-done(as)\n}}\n"
+    );
+    let m = parse_module(&wrapped).unwrap();
+    let e = axle_codegen_cpu::compile(&m, &Default::default())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("async-start"), "{e}");
+}

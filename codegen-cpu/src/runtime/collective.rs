@@ -350,16 +350,10 @@ pub(crate) extern "C" fn axle_rt_failed() -> u8 {
 /// recorded in the slot (and aborts the run), and the outputs are zeroed.
 ///
 /// # Safety
-/// `bufs` must hold `c.buffers()` buffers of the sizes `c` describes.
+/// `bufs` must hold the operand buffers and then the output leaves `c` describes, of their
+/// sizes.
 pub(crate) unsafe fn run(c: &Coll, bufs: *const *mut u8) {
     let n_in = c.operands.len();
-    // SAFETY: the caller's contract: the operands' buffers, read before any output is written.
-    let ins: Vec<Vec<u8>> = c
-        .operands
-        .iter()
-        .enumerate()
-        .map(|(k, a)| unsafe { super::read::<u8>(*bufs.add(k), a.bytes()) })
-        .collect();
     let out_arrs: Vec<&Arr> = c
         .operands
         .iter()
@@ -367,11 +361,53 @@ pub(crate) unsafe fn run(c: &Coll, bufs: *const *mut u8) {
         .chain(&c.results)
         .chain(&c.suffix)
         .collect();
-    let mut outs: Vec<Vec<u8>> = out_arrs.iter().map(|a| vec![0u8; a.bytes()]).collect();
+    let ptr = |k: usize| {
+        // SAFETY: the table has an entry per operand and output leaf (the caller's contract).
+        unsafe { *bufs.add(k) }
+    };
+    let ranges: Vec<(usize, usize)> = c
+        .operands
+        .iter()
+        .chain(out_arrs.iter().copied())
+        .enumerate()
+        .map(|(k, a)| (ptr(k) as usize, a.bytes()))
+        .collect();
+    // Outputs are buffers of their own (host calls never work in place); should one overlap
+    // an operand all the same, the operands are read into copies first.
+    let overlap = ranges[n_in..].iter().any(|&(o, ol)| {
+        ranges[..n_in]
+            .iter()
+            .any(|&(i, il)| ol > 0 && il > 0 && o < i + il && i < o + ol)
+    });
+    let owned: Vec<Vec<u8>> = if overlap {
+        // SAFETY: operand `k` holds `a.bytes()` bytes.
+        (0..n_in)
+            .map(|k| unsafe { super::read::<u8>(ptr(k), ranges[k].1) })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let ins: Vec<&[u8]> = (0..n_in)
+        .map(|k| match owned.get(k) {
+            Some(o) => &o[..],
+            None if ranges[k].1 == 0 => &[][..],
+            // SAFETY: operand `k` holds `ranges[k].1` bytes, which no output overlaps.
+            None => unsafe { std::slice::from_raw_parts(ptr(k), ranges[k].1) },
+        })
+        .collect();
+    let mut outs: Vec<&mut [u8]> = (n_in..ranges.len())
+        .map(|k| match ranges[k].1 {
+            0 => &mut [][..],
+            // SAFETY: output leaf `k` holds `ranges[k].1` bytes, distinct from every other
+            // leaf and (or copied above) from the operands.
+            n => unsafe { std::slice::from_raw_parts_mut(ptr(k), n) },
+        })
+        .collect();
     let (comm, mesh, ftz, failed) = SLOT.with(|s| {
         let s = s.borrow();
         (s.comm, s.mesh, s.ftz, s.error.is_some())
     });
+    let mut ok = false;
     if !failed {
         // SAFETY: the slot's endpoint is valid while `run_as` runs, which called the entry
         // point that called this.
@@ -380,28 +416,31 @@ pub(crate) unsafe fn run(c: &Coll, bufs: *const *mut u8) {
             mesh,
         });
         for k in 0..c.prefix {
-            outs[k].copy_from_slice(&ins[k]);
+            outs[k].copy_from_slice(ins[k]);
         }
         let results = &mut outs[c.prefix..c.prefix + c.results.len()];
-        if let Err(msg) = compute(c, dev, ftz, &ins, results) {
-            let msg = format!("{} ({}): {msg}", c.label, describe(c));
-            if let Some(d) = dev {
-                d.comm.abort(&msg);
-            }
-            for o in outs.iter_mut() {
-                o.fill(0);
-            }
-            SLOT.with(|s| {
-                let mut s = s.borrow_mut();
-                if s.error.is_none() {
-                    s.error = Some(msg);
+        match compute(c, dev, ftz, &ins, results) {
+            Ok(()) => ok = true,
+            Err(msg) => {
+                let msg = format!("{} ({}): {msg}", c.label, describe(c));
+                if let Some(d) = dev {
+                    d.comm.abort(&msg);
                 }
-            });
+                SLOT.with(|s| {
+                    let mut s = s.borrow_mut();
+                    if s.error.is_none() {
+                        s.error = Some(msg);
+                    }
+                });
+            }
         }
     }
-    for (k, o) in outs.iter().enumerate() {
-        // SAFETY: output leaf `k` has exactly the bytes its array describes.
-        unsafe { super::write::<u8>(*bufs.add(n_in + k), o) };
+    let n_out = outs.len();
+    for (k, o) in outs.iter_mut().enumerate() {
+        // Zeros for a failed run, and for a `-start`'s context.
+        if !ok || k >= n_out - c.suffix.len() {
+            o.fill(0);
+        }
     }
 }
 
@@ -464,24 +503,18 @@ fn join(parts: &[Vec<u8>], dims: &[i64], d: usize, w: usize, out: &mut [u8]) -> 
     Ok(())
 }
 
-/// Copies the block of `local` (of `ldims`) between a global array of `gdims` at `start`;
-/// `to_global` writes the block into `global`, else reads it into `local`.
-fn block_copy(
-    global: &mut [u8],
+/// Calls `f(global offset, local offset, bytes)` for each row of the block of `ldims` at
+/// `start` in a row-major array of `gdims`, elements of `w` bytes.
+fn block_rows(
     gdims: &[i64],
-    local: &mut [u8],
     ldims: &[i64],
     start: &[i64],
     w: usize,
-    to_global: bool,
+    mut f: impl FnMut(usize, usize, usize),
 ) {
     let rank = gdims.len();
     if rank == 0 {
-        if to_global {
-            global[..w].copy_from_slice(&local[..w]);
-        } else {
-            local[..w].copy_from_slice(&global[..w]);
-        }
+        f(0, 0, w);
         return;
     }
     if ldims.iter().any(|&d| d <= 0) {
@@ -496,13 +529,7 @@ fn block_copy(
             let i = if k < rank - 1 { idx[k] } else { 0 };
             off = off * gdims[k] + start[k] + i;
         }
-        let o = off as usize * w;
-        let l = &mut local[r * row..(r + 1) * row];
-        if to_global {
-            global[o..o + row].copy_from_slice(l);
-        } else {
-            l.copy_from_slice(&global[o..o + row]);
-        }
+        f(off as usize * w, r * row, row);
         for k in (0..rank - 1).rev() {
             idx[k] += 1;
             if idx[k] < ldims[k] {
@@ -547,8 +574,8 @@ fn compute(
     c: &Coll,
     dev: Option<Device<'_>>,
     ftz: bool,
-    ins: &[Vec<u8>],
-    outs: &mut [Vec<u8>],
+    ins: &[&[u8]],
+    outs: &mut [&mut [u8]],
 ) -> Result<(), String> {
     let op = |kind| Op {
         kind,
@@ -570,11 +597,12 @@ fn compute(
             let rop = c.reducer.ok_or("the reduction has no reducer")?;
             for (k, (a, data)) in c.operands.iter().zip(ins).enumerate() {
                 let ty = a.ty;
+                let mut r = Vec::new();
                 let mut reduce = |acc: &mut [u8], x: &[u8]| -> Result<(), String> {
                     if acc.len() != x.len() {
                         return Err("members' buffers differ in size".into());
                     }
-                    let mut r = vec![0u8; acc.len()];
+                    r.resize(acc.len(), 0);
                     axle_analysis::eval::binary_elementwise(rop, ty, acc, x, &mut r, ftz)?;
                     acc.copy_from_slice(&r);
                     Ok(())
@@ -649,10 +677,9 @@ fn compute(
                         ins.len()
                     ));
                 }
-                let refs: Vec<&[u8]> = ins.iter().map(|x| &x[..]).collect();
                 let got = dev
                     .comm
-                    .all_to_all(op(OpKind::AllToAll), &group, &refs)
+                    .all_to_all(op(OpKind::AllToAll), &group, ins)
                     .map_err(comm_err)?;
                 for (o, g) in outs.iter_mut().zip(got) {
                     if o.len() != g.len() {
@@ -669,7 +696,7 @@ fn compute(
                 .permute_peers(dev.comm.device(), &c.pairs, c.mode)?;
             let got = dev
                 .comm
-                .permute(op(OpKind::Permute), &to, from, &ins[0])
+                .permute(op(OpKind::Permute), &to, from, ins[0])
                 .map_err(comm_err)?;
             match got {
                 Some(g) if g.len() == outs[0].len() => outs[0].copy_from_slice(&g),
@@ -697,15 +724,13 @@ fn compute(
                 let p = sdy_place(dev, c.sdy_devices[k])?;
                 let rank = a.dims.len();
                 let start = &c.starts[k][p * rank..(p + 1) * rank];
-                let mut g = data.clone();
-                block_copy(
-                    &mut g,
+                let out = &mut *outs[k];
+                block_rows(
                     &a.dims,
-                    &mut outs[k],
                     &c.results[k].dims,
                     start,
                     a.ty.byte_size(),
-                    false,
+                    |g, l, n| out[l..l + n].copy_from_slice(&data[g..g + n]),
                 );
             }
         }
@@ -729,16 +754,10 @@ fn compute(
                         return Err(format!("device {j}'s block has the wrong size"));
                     }
                     let start = &c.starts[k][j * rank..(j + 1) * rank];
-                    let mut l = part.clone();
-                    block_copy(
-                        &mut outs[k],
-                        &gdims,
-                        &mut l,
-                        &a.dims,
-                        start,
-                        a.ty.byte_size(),
-                        true,
-                    );
+                    let out = &mut *outs[k];
+                    block_rows(&gdims, &a.dims, start, a.ty.byte_size(), |g, l, n| {
+                        out[g..g + n].copy_from_slice(&part[l..l + n])
+                    });
                 }
             }
         }
