@@ -200,10 +200,10 @@ fn build(m: &Module, id: InstId, kind: CollKind) -> R<Coll> {
                 return Err("missing source_target_pairs".into());
             }
         }
-        CollKind::ReplicaId | CollKind::PartitionId => {
-            if results.len() != 1 || results[0].bytes() != 4 {
-                return Err(format!("{} must return a u32 scalar", op.name()).into());
-            }
+        CollKind::ReplicaId | CollKind::PartitionId
+            if results.len() != 1 || results[0].bytes() != 4 =>
+        {
+            return Err(format!("{} must return a u32 scalar", op.name()).into());
         }
         CollKind::GlobalToLocal | CollKind::LocalToGlobal => {
             let key = if kind == CollKind::GlobalToLocal {
@@ -267,7 +267,11 @@ fn build(m: &Module, id: InstId, kind: CollKind) -> R<Coll> {
     }
     Ok(Coll {
         kind,
-        label: crate::fused::inst_label(m, id),
+        // The name, or the opcode and id when the pipeline left it unnamed.
+        label: match m.name(id) {
+            "" => format!("{}_{}", op.name(), id.index()),
+            n => n.to_string(),
+        },
         mode,
         groups,
         pairs,

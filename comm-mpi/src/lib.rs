@@ -342,16 +342,8 @@ impl Communicator for Mpi {
                 inner.world.all_gather_varcount_into(data, &mut part);
             } else {
                 let (sc, sd) = counts(&to).map_err(|m| self.invalid(m))?;
-                // One copy per member, in rank order as the displacements say.
-                let mut ordered = vec![0u8; data.len() * group.len()];
-                let mut k = 0;
-                for r in 0..n {
-                    if to[r] > 0 {
-                        let len = to[r] as usize;
-                        ordered[k..k + len].copy_from_slice(data);
-                        k += len;
-                    }
-                }
+                // One copy per member (the displacements place them in rank order).
+                let ordered = data.repeat(group.len());
                 let send = Partition::new(&ordered[..], &sc[..], &sd[..]);
                 let mut part = PartitionMut::new(&mut recv[..], &rc[..], &rd[..]);
                 inner.world.all_to_all_varcount_into(&send, &mut part);
@@ -410,10 +402,8 @@ impl Communicator for Mpi {
                 });
             }
             let mut send = Vec::with_capacity(to.iter().sum::<u64>() as usize);
-            for r in 0..n {
-                if let Some(k) = chunk_of[r] {
-                    send.extend_from_slice(chunks[k]);
-                }
+            for &k in chunk_of.iter().flatten() {
+                send.extend_from_slice(chunks[k]);
             }
             let from: Vec<u64> = (0..n).map(|r| hdrs[r][2]).collect();
             let (sc, sd) = counts(&to).map_err(|m| self.invalid(m))?;

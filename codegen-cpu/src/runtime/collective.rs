@@ -652,7 +652,7 @@ fn compute(
                         group.len()
                     ));
                 }
-                join(&parts, &dims, d, a.ty.byte_size(), &mut outs[k])?;
+                join(&parts, &dims, d, a.ty.byte_size(), outs[k])?;
             }
         }
         CollKind::AllToAll => {
@@ -667,7 +667,7 @@ fn compute(
                         .comm
                         .all_to_all(op(OpKind::AllToAll), &group, &refs)
                         .map_err(comm_err)?;
-                    join(&got, &a.dims, d, w, &mut outs[k])?;
+                    join(&got, &a.dims, d, w, outs[k])?;
                 }
             } else {
                 if ins.len() != group.len() {
