@@ -1,9 +1,13 @@
 //! `axle run --devices N`: one module on N devices of one process (threads meeting through
-//! the in-process communicator), on the interpreter.
+//! the in-process communicator), on the interpreter or the `cpu` backend.
 //!
 //! - The mesh: the header's `replica_count` x `num_partitions` when they name more than one
 //!   device (they must multiply to N), else N partitions when the module has channel ids (JAX's
 //!   `shard_map` modules) and N replicas otherwise ([`DeviceMesh::for_module`]).
+//! - The interpreter runs the module as given. The `cpu` backend compiles it once (with its
+//!   default pipeline, or `--passes`) and runs that one executable on every device's thread
+//!   ([`axle_codegen_cpu::execute_devices`]), so every device issues the same collectives in
+//!   the same order.
 //! - Inputs: `--input` files, one per array leaf of the entry parameters, give every device the
 //!   same values; N times as many give each device its own (device 0's files first, then
 //!   device 1's, ...). Without files, every device gets the same values generated from the
@@ -22,12 +26,14 @@ use axle_ir::collective::DeviceMesh;
 use axle_ir::memory::MemoryBudget;
 use axle_ir::{ArrayLiteral, Literal, Module};
 
-use crate::backend::ValueShape;
+use crate::backend::{pipeline_for, CompileOptions, Executable, ValueShape};
 use crate::run::{bind_inputs_within, flatten, try_generate_inputs, write_outputs, RunOptions};
 
 /// What a run on several devices produced.
 #[derive(Clone, Debug)]
 pub struct DevicesReport {
+    /// The backend that ran it.
+    pub backend: String,
     /// The mesh it ran on.
     pub mesh: DeviceMesh,
     /// Each device's output leaves, depth-first, by device.
@@ -39,23 +45,31 @@ pub struct DevicesReport {
 }
 
 /// Runs `m` on `devices` in-process devices with the inputs, repeats and output directory of
-/// `opts` (see the module docs); collectives wait at most `timeout`. Only the interpreter runs
-/// several devices; `opts.pipeline` must be unset (the module runs as given).
+/// `opts` (see the module docs); collectives wait at most `timeout`. The interpreter and the
+/// `cpu` backend run several devices; on the interpreter `opts.pipeline` must be unset (the
+/// module runs as given).
 pub fn run_on_devices(
     m: Module,
     opts: &RunOptions,
     devices: u32,
     timeout: Duration,
 ) -> Result<DevicesReport, String> {
-    if opts.backend != "interpreter" {
-        return Err(format!(
-            "--devices {devices} runs on the interpreter only (--backend interpreter); the {} \
-             backend does not run collectives yet",
-            opts.backend
-        ));
-    }
-    if opts.pipeline.as_deref().is_some_and(|p| p != "none") {
-        return Err("--passes is not supported with --devices: the module runs as given".into());
+    let cpu = match opts.backend.as_str() {
+        "interpreter" => false,
+        "cpu" => true,
+        b => {
+            return Err(format!(
+                "--devices {devices} runs on the interpreter and cpu backends; the {b} backend \
+                 does not run collectives yet"
+            ))
+        }
+    };
+    if !cpu && opts.pipeline.as_deref().is_some_and(|p| p != "none") {
+        return Err(
+            "--passes is not supported with --devices on the interpreter: the module runs as \
+             given"
+                .into(),
+        );
     }
     axle_ir::check_runnable(&m).map_err(|e| e.to_string())?;
     let mesh = DeviceMesh::for_module(&m, devices)?;
@@ -87,21 +101,26 @@ pub fn run_on_devices(
             vec![a; n]
         }
     };
-    let eval_opts = EvalOptions::default();
-    let mut run_times = Vec::new();
-    let mut result = None;
-    for _ in 0..opts.repeat.max(1) {
-        let t = Instant::now();
-        let r = evaluate_devices(&m, m.entry(), mesh, &per_device, &eval_opts, timeout)
-            .map_err(|e| e.to_string())?;
-        run_times.push(t.elapsed());
-        result = Some(r);
-    }
-    let outputs: Vec<Vec<ArrayLiteral>> = result
-        .expect("at least one run")
-        .into_iter()
-        .map(flatten)
-        .collect();
+    let (outputs, run_times) = if cpu {
+        run_cpu(m, opts, mesh, per_device, timeout)?
+    } else {
+        let eval_opts = EvalOptions::default();
+        let mut run_times = Vec::new();
+        let mut result = None;
+        for _ in 0..opts.repeat.max(1) {
+            let t = Instant::now();
+            let r = evaluate_devices(&m, m.entry(), mesh, &per_device, &eval_opts, timeout)
+                .map_err(|e| e.to_string())?;
+            run_times.push(t.elapsed());
+            result = Some(r);
+        }
+        let outputs: Vec<Vec<ArrayLiteral>> = result
+            .expect("at least one run")
+            .into_iter()
+            .map(flatten)
+            .collect();
+        (outputs, run_times)
+    };
     let mut written = Vec::new();
     if let Some(dir) = &opts.out_dir {
         for (d, outs) in outputs.iter().enumerate() {
@@ -109,11 +128,93 @@ pub fn run_on_devices(
         }
     }
     Ok(DevicesReport {
+        backend: opts.backend.clone(),
         mesh,
         outputs,
         run_times,
         written,
     })
+}
+
+/// The executable of a `cpu` compilation of `m` (with `opts`' pipeline and cache).
+pub(crate) fn compile_cpu(m: Module, opts: &RunOptions) -> Result<Box<dyn Executable>, String> {
+    let platform = crate::backends::registry()
+        .get("cpu")
+        .map_err(|e| e.to_string())?;
+    platform
+        .compiler()
+        .compile(
+            m,
+            &CompileOptions {
+                pipeline: pipeline_for(&*platform, opts.pipeline.as_deref()),
+                cache: opts.cache.clone(),
+                ..Default::default()
+            },
+        )
+        .map_err(|e| e.to_string())
+}
+
+/// The compiled code of a `cpu` executable.
+pub(crate) fn jitted(exe: &dyn Executable) -> Result<&crate::cpu::Jitted, String> {
+    exe.as_any()
+        .and_then(|a| a.downcast_ref::<crate::cpu::CpuExecutable>())
+        .map(|c| c.jitted())
+        .ok_or_else(|| "the cpu backend gave an executable of another kind".to_string())
+}
+
+/// Output leaves of `exe` as literals.
+pub(crate) fn output_literals(
+    exe: &crate::cpu::Jitted,
+    outs: &[crate::cpu::HostBuffer],
+) -> Vec<ArrayLiteral> {
+    outs.iter()
+        .zip(exe.output_shapes())
+        .map(|(o, s)| ArrayLiteral {
+            shape: s.clone(),
+            data: o.bytes().to_vec(),
+        })
+        .collect()
+}
+
+/// The module compiled once for the `cpu` backend and run on every device's thread.
+fn run_cpu(
+    m: Module,
+    opts: &RunOptions,
+    mesh: DeviceMesh,
+    per_device: Vec<Vec<Literal>>,
+    timeout: Duration,
+) -> Result<(Vec<Vec<ArrayLiteral>>, Vec<Duration>), String> {
+    let exe = compile_cpu(m, opts)?;
+    let j = jitted(&*exe)?;
+    let leaves: Vec<Vec<ArrayLiteral>> = per_device
+        .into_iter()
+        .map(|a| a.into_iter().flat_map(flatten).collect())
+        .collect();
+    let inputs: Vec<Vec<&[u8]>> = leaves
+        .iter()
+        .map(|d| d.iter().map(|l| &l.data[..]).collect())
+        .collect();
+    for (d, dev) in leaves.iter().enumerate() {
+        if dev.len() != j.param_shapes().len() {
+            return Err(format!(
+                "device {d} has {} input arrays, the program takes {}",
+                dev.len(),
+                j.param_shapes().len()
+            ));
+        }
+        for (l, p) in dev.iter().zip(j.param_shapes()) {
+            if l.shape.ty != p.ty || l.shape.dims != p.dims {
+                return Err(format!(
+                    "device {d}: an input is {}{:?}, the parameter needs {}{:?}",
+                    l.shape.ty, l.shape.dims, p.ty, p.dims
+                ));
+            }
+        }
+    }
+    let run = axle_codegen_cpu::execute_devices(j, mesh, &inputs, opts.repeat.max(1), timeout)
+        .map_err(|e| e.message)?;
+    let outputs = run.outputs.iter().map(|o| output_literals(j, o)).collect();
+    Ok((outputs, run.run_times))
 }
 
 /// A short human-readable summary: device 0's outputs, whether the devices agree, timings.
@@ -154,7 +255,8 @@ pub fn summary(r: &DevicesReport) -> String {
     times.sort();
     let _ = writeln!(
         s,
-        "backend interpreter: run median {:.3} ms, min {:.3} ms over {} run{}",
+        "backend {}: run median {:.3} ms, min {:.3} ms over {} run{}",
+        r.backend,
         times[times.len() / 2].as_secs_f64() * 1e3,
         times[0].as_secs_f64() * 1e3,
         times.len(),

@@ -78,6 +78,8 @@
 //! - `cli` (default): the `axle` command-line tool and the modules only it needs, [`run`] and
 //!   [`mod@bench`] (with `clap`, `rand`, `tempfile`, `flate2` and `indicatif`). Embedders use
 //!   `default-features = false`: the library alone, which needs none of those crates.
+//! - `mpi` (default): `axle run` under `mpirun -n N`, one device per rank ([`mod@mpi`], with
+//!   the `cli` feature); links the system's MPI library (Open MPI).
 //! - `ndarray`: conversions between [`Array`]/[`ArrayRef`] and `ndarray` views.
 #![deny(missing_docs)]
 
@@ -98,6 +100,8 @@ pub mod error;
 pub mod explore;
 pub mod graph;
 pub mod interpreter;
+#[cfg(all(feature = "cli", feature = "mpi"))]
+pub mod mpi;
 pub mod nvptx;
 pub mod passes;
 pub mod phases;

@@ -105,13 +105,15 @@ enum Command {
         /// on the cpu backend); `none` compiles the module exactly as given.
         #[arg(long)]
         passes: Option<String>,
-        /// Run on this many devices of this process (interpreter backend): --input files are
-        /// one set for every device, or one set per device (device 0's first); outputs go to
-        /// DIR/dD/outK.npy for each device D. JAX's shard_map modules take global inputs.
+        /// Run on this many devices of this process (interpreter or cpu backend): --input
+        /// files are one set for every device, or one set per device (device 0's first);
+        /// outputs go to DIR/dD/outK.npy for each device D. JAX's shard_map modules take global
+        /// inputs. Under `mpirun -n N` (detected from the launcher's environment) every rank
+        /// is one device and rank 0 writes the outputs; --devices, if given, must be N.
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
         devices: Option<u32>,
-        /// With --devices: how long a collective waits for the rest of its group, in seconds,
-        /// before the run fails on every device.
+        /// With --devices or under mpirun: how long a collective waits for the rest of its
+        /// group, in seconds, before the run fails on every device.
         #[arg(long, default_value_t = 60.0)]
         timeout: f64,
     },
@@ -399,7 +401,15 @@ fn main() -> ExitCode {
                 pipeline: passes,
                 cache,
             };
-            if let Some(devices) = devices {
+            if cfg!(feature = "mpi") && mpi_launched() {
+                cmd_run_mpi(
+                    &file,
+                    &opts,
+                    devices,
+                    timeout,
+                    elided.into_load(seed.unwrap_or(0), quiet),
+                )
+            } else if let Some(devices) = devices {
                 cmd_run_devices(
                     &file,
                     &opts,
@@ -929,6 +939,69 @@ fn cmd_run_devices(
     )
     .map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
     write_stdout(&axle::devices::summary(&report))
+}
+
+/// Whether this process was started by an MPI launcher (with the `mpi` feature).
+fn mpi_launched() -> bool {
+    #[cfg(feature = "mpi")]
+    return axle::mpi::launched();
+    #[cfg(not(feature = "mpi"))]
+    false
+}
+
+/// `axle run` under mpirun: this process is one device (its rank) of the job; rank 0 prints
+/// the summary and writes the outputs.
+#[cfg(not(feature = "mpi"))]
+fn cmd_run_mpi(
+    _: &Path,
+    _: &axle::run::RunOptions,
+    _: Option<u32>,
+    _: f64,
+    _: LoadOptions,
+) -> Result<(), Reported> {
+    Err(Reported(
+        "error: this axle was built without MPI (feature `mpi`)".into(),
+    ))
+}
+
+/// `axle run` under mpirun: this process is one device (its rank) of the job; rank 0 prints
+/// the summary and writes the outputs.
+#[cfg(feature = "mpi")]
+fn cmd_run_mpi(
+    path: &Path,
+    opts: &axle::run::RunOptions,
+    devices: Option<u32>,
+    timeout: f64,
+    mut load_opts: LoadOptions,
+) -> Result<(), Reported> {
+    if opts.repeat == 0 {
+        return Err(Reported("error: --repeat must be at least 1".into()));
+    }
+    if !(timeout.is_finite() && timeout > 0.0 && timeout <= 86400.0) {
+        return Err(Reported(
+            "error: --timeout must be a number of seconds in (0, 86400]".into(),
+        ));
+    }
+    // Only rank 0 talks.
+    let rank0 = std::env::var("OMPI_COMM_WORLD_RANK")
+        .or_else(|_| std::env::var("PMIX_RANK"))
+        .or_else(|_| std::env::var("PMI_RANK"))
+        .map_or(true, |r| r.trim() == "0");
+    load_opts.quiet |= !rank0;
+    let progress = Progress::new(load_opts.quiet, 3);
+    let m = load_with(path, load_opts, true, &progress)?;
+    progress.phase("run on MPI ranks", Some(m.num_live_insts()));
+    let report = axle::mpi::run_on_rank(
+        m,
+        opts,
+        devices,
+        std::time::Duration::from_secs_f64(timeout),
+    )
+    .map_err(|e| Reported(format!("{}: error: {e}", path.display())))?;
+    match report {
+        Some(r) => write_stdout(&axle::devices::summary(&r)),
+        None => Ok(()),
+    }
 }
 
 struct CompileArgs {

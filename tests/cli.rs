@@ -10,6 +10,8 @@ use common::{fails_with, stderr, stdout, write};
 
 #[path = "cli_devices/devices.rs"]
 mod devices;
+#[path = "cli_devices/mpi.rs"]
+mod mpi;
 
 fn axle(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_axle"))

@@ -5,6 +5,9 @@
 
 use std::process::Command;
 
+#[path = "cpu_devices/collectives.rs"]
+mod collectives;
+
 use axle::backend::CompileOptions;
 use axle::backends::registry;
 use axle::ir::gen::Recipe;

@@ -56,6 +56,25 @@ use std::collections::HashMap;
 use std::fmt;
 use std::rc::Rc;
 
+/// Binary op `op` (arithmetic or logical, as an HLO instruction computes it) on two arrays of
+/// type `ty` given as row-major bytes of equal length, into `out`, with the evaluator's
+/// semantics (subnormals flushed if `ftz`; `f16`/`bf16`/f8 computed in `f32` and rounded).
+/// Backends run all-reduce reducers of one op with it, so their reductions give the
+/// evaluator's bits.
+pub fn binary_elementwise(
+    op: Opcode,
+    ty: ElementType,
+    a: &[u8],
+    b: &[u8],
+    out: &mut [u8],
+    ftz: bool,
+) -> Result<(), String> {
+    if a.len() != b.len() || a.len() != out.len() {
+        return Err("binary operands of different sizes".into());
+    }
+    elementwise::binary(op, ty, a, b, out, ftz)
+}
+
 /// An evaluation failure, naming the instruction that failed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EvalError {

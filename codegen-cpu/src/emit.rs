@@ -31,6 +31,19 @@ struct Entry<'a, 'ctx> {
     bufs_array: PointerValue<'ctx>,
     bufs_ty: inkwell::types::ArrayType<'ctx>,
     dispatch: FunctionValue<'ctx>,
+    /// Whether the program makes collective calls: then every loop also stops when the run
+    /// has failed (`axle_rt_failed`), so a failed collective ends the run in bounded time.
+    collectives: bool,
+}
+
+/// Whether `thunks` make a collective host call, at any depth.
+fn has_collectives(thunks: &[Thunk]) -> bool {
+    thunks.iter().any(|t| match t {
+        Thunk::HostCall(h) => matches!(h.call, crate::runtime::Call::Collective(_)),
+        Thunk::While { cond, body, .. } => has_collectives(cond) || has_collectives(body),
+        Thunk::Cond { branches, .. } => branches.iter().any(|(b, _)| has_collectives(b)),
+        Thunk::Kernel(_) | Thunk::Copy { .. } => false,
+    })
 }
 
 /// Thunks per function of the entry point.
@@ -369,6 +382,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
             bufs_array: null,
             bufs_ty: cg.ptr().array_type(max_bufs.max(1) as u32),
             dispatch,
+            collectives: has_collectives(&prog.body),
         })
     }
 
@@ -532,7 +546,12 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                 cg.b.position_at_end(head);
                 self.thunks(cond)?;
                 let pp = self.buf(*pred)?;
-                let go = cg.load(ElementType::Pred, pp, cg.c64(0))?.into_int_value();
+                let mut go = cg.load(ElementType::Pred, pp, cg.c64(0))?.into_int_value();
+                if self.collectives {
+                    let failed = self.failed_flag()?;
+                    let ok = cg.b.build_not(failed, "ok")?;
+                    go = cg.b.build_and(go, ok, "go")?;
+                }
                 cg.b.build_conditional_branch(go, bodyb, exit)?;
                 cg.b.position_at_end(bodyb);
                 self.thunks(body)?;
@@ -594,6 +613,29 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                 Ok(())
             }
         }
+    }
+
+    /// `axle_rt_failed() != 0` as an `i1`: whether this run's collectives have failed.
+    fn failed_flag(&self) -> R<IntValue<'ctx>> {
+        let cg = self.cg;
+        let name = "axle_rt_failed";
+        let f = match cg.module.get_function(name) {
+            Some(f) => f,
+            None => cg.module.add_function(
+                name,
+                cg.ctx.i8_type().fn_type(&[], false),
+                Some(Linkage::External),
+            ),
+        };
+        let v =
+            cg.b.build_call(f, &[], "failed")?
+                .try_as_basic_value()
+                .basic()
+                .ok_or("axle_rt_failed returns nothing")?
+                .into_int_value();
+        Ok(cg
+            .b
+            .build_int_compare(IntPredicate::NE, v, cg.ctx.i8_type().const_zero(), "failed")?)
     }
 
     fn call_kernel(&self, func: FunctionValue<'ctx>, items: i64, grain: i64, id: usize) -> R<()> {

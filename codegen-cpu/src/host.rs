@@ -63,6 +63,9 @@ fn target(m: &Module, id: InstId) -> String {
 /// The runtime call for `id` if the runtime library runs it (an error if it should but
 /// cannot), `None` for every other instruction.
 pub(crate) fn plan(m: &Module, id: InstId) -> Option<R<Call>> {
+    if let Some(c) = crate::collective::plan(m, id) {
+        return Some(c);
+    }
     match m.opcode(id) {
         Opcode::Fft => Some(fft(m, id)),
         Opcode::Cholesky => Some(cholesky(m, id)),

@@ -872,7 +872,7 @@ impl CpuExecutable {
             spill = inputs.iter().map(|&i| Some(i)).collect();
             &spill
         };
-        self.execute_donated(given, outputs)
+        self.execute_as(None, given, outputs)
     }
 
     /// [`CpuExecutable::execute`] where input `k` may be `None` when `(j, k)` is one of
@@ -881,6 +881,48 @@ impl CpuExecutable {
     /// nothing is copied. A `None` for any other input is an error.
     pub fn execute_donated<O: AsMut<[u8]>>(
         &self,
+        inputs: &[Option<&[u8]>],
+        outputs: &mut [O],
+    ) -> Result<(), CodegenError> {
+        self.execute_as(None, inputs, outputs)
+    }
+
+    /// [`CpuExecutable::execute`] as device `dev` of a multi-device run: the program's
+    /// collectives meet the other devices through `dev.comm` (whose device id must fit
+    /// `dev.mesh`). A failure (this device's or another's) is an error, and aborts the run on
+    /// the communicator so the other devices stop too. The caller says when the device is done
+    /// ([`axle_comm::Communicator::finish`]) after its last run.
+    pub fn execute_on_device<O: AsMut<[u8]>>(
+        &self,
+        dev: axle_analysis::Device<'_>,
+        inputs: &[&[u8]],
+        outputs: &mut [O],
+    ) -> Result<(), CodegenError> {
+        let n = dev.mesh.devices();
+        let r = if n == 0 || dev.comm.num_devices() != n || dev.comm.device() >= n {
+            Err(CodegenError::general(
+                "cpu executable",
+                format!(
+                    "device {} of a run of {} does not fit a mesh of {} replicas x {} partitions",
+                    dev.comm.device(),
+                    dev.comm.num_devices(),
+                    dev.mesh.replicas,
+                    dev.mesh.partitions
+                ),
+            ))
+        } else {
+            let given: Vec<Option<&[u8]>> = inputs.iter().map(|&i| Some(i)).collect();
+            self.execute_as(Some(dev), &given, outputs)
+        };
+        if let Err(e) = &r {
+            dev.comm.abort(&e.message);
+        }
+        r
+    }
+
+    fn execute_as<O: AsMut<[u8]>>(
+        &self,
+        dev: Option<axle_analysis::Device<'_>>,
         inputs: &[Option<&[u8]>],
         outputs: &mut [O],
     ) -> Result<(), CodegenError> {
@@ -1023,15 +1065,20 @@ impl CpuExecutable {
         // SAFETY: the pointers cover buffers of exactly the sizes the program was compiled
         // for, outputs are distinct allocations, every parameter the code writes is memory of
         // ours (a copy or an output buffer), and the runtime outlives the call.
-        with_float_mode(self.flush_denormals, || unsafe {
-            (self.entry)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), temp.ptr_mut(), rt_ptr)
+        let ((), failure) = crate::runtime::collective::run_as(dev, self.flush_denormals, || {
+            with_float_mode(self.flush_denormals, || unsafe {
+                (self.entry)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), temp.ptr_mut(), rt_ptr)
+            })
         });
         drop(copies);
         self.temps
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(temp);
-        Ok(())
+        match failure {
+            None => Ok(()),
+            Some(msg) => Err(err(msg)),
+        }
     }
 }
 

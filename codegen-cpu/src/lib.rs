@@ -32,8 +32,10 @@ mod aot;
 mod artifact;
 mod buf;
 pub mod buffer_rules;
+mod collective;
 mod conv_fast;
 mod cpu_target;
+mod devices;
 mod emit;
 mod epilogue;
 mod fused;
@@ -64,6 +66,7 @@ mod target_spec;
 pub use aot::{c_identifier, compile_aot, AotOutput};
 pub use artifact::Artifact;
 pub use axle_codegen_llvm::CodegenError;
+pub use devices::{execute_devices, DevicesRun};
 
 // The shared LLVM layer's modules, under the paths this crate's files name them by.
 use axle_codegen_llvm::{cg, contraction as conv, elemental, error, forms, ops, real};

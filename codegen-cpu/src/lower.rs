@@ -293,6 +293,9 @@ impl<'m> Lower<'m> {
                 }
             }
             AfterAll => Ok(VTree::Tuple(Vec::new())),
+            AllReduceDone | AllGatherDone | CollectivePermuteDone => {
+                self.collective_done(id, val(&ops[0])?, out)
+            }
             Reshape => self.alias_view(id, val(&ops[0])?),
             Bitcast if bitcast_is_reshape(m, id)? => self.alias_view(id, val(&ops[0])?),
             Call => {
@@ -445,6 +448,34 @@ impl<'m> Lower<'m> {
             outputs,
             origin: id,
         })));
+        Ok(tree)
+    }
+
+    /// A collective's `-done`: copies the results out of its `-start`'s value
+    /// (all of it for `all-reduce-start`, tuple element 1 otherwise) into its own buffers.
+    fn collective_done(&mut self, id: InstId, start: VTree, out: &mut Vec<Thunk>) -> R<VTree> {
+        let src = match (self.m.opcode(id), start) {
+            (Opcode::AllReduceDone, v) => v,
+            (_, VTree::Tuple(mut es)) if es.len() >= 2 => es.swap_remove(1),
+            _ => return Err("the operand is not a -start's tuple".into()),
+        };
+        let from = src.leaves();
+        if from.len() != self.tree(id, false)?.leaves().len() {
+            return Err("the -done's shape does not match its -start's results".into());
+        }
+        self.copy_into(id, from, out)
+    }
+
+    /// `id`'s own buffers, the first `from.len()` of its leaves copied from `from`.
+    fn copy_into(&mut self, id: InstId, from: Vec<BufId>, out: &mut Vec<Thunk>) -> R<VTree> {
+        let tree = self.tree(id, false)?;
+        let to = tree.leaves();
+        if from.len() > to.len() {
+            return Err("the value does not fit the instruction's shape".into());
+        }
+        for (s, d) in from.into_iter().zip(to) {
+            out.push(Thunk::Copy { src: s, dst: d });
+        }
         Ok(tree)
     }
 

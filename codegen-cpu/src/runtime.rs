@@ -14,6 +14,7 @@
 //! results are deterministic at any thread count. The numerics live in [`fft`] (through the
 //! `rustfft` crate) and [`linalg`] (LAPACK's unblocked algorithms).
 
+pub(crate) mod collective;
 pub(crate) mod fft;
 pub(crate) mod linalg;
 
@@ -110,6 +111,9 @@ pub(crate) enum Call {
         n: usize,
         k: usize,
     },
+    /// A collective (or `replica-id`, `partition-id`, a shard_map boundary) on the device the
+    /// calling thread runs as ([`collective`]).
+    Collective(Box<collective::Coll>),
 }
 
 impl Call {
@@ -122,6 +126,7 @@ impl Call {
             Call::Trsm { .. } => "axle_rt_trsm",
             Call::Geqrf { .. } => "axle_rt_geqrf",
             Call::Orgqr { .. } => "axle_rt_orgqr",
+            Call::Collective(_) => "axle_rt_collective",
         }
     }
 
@@ -179,6 +184,7 @@ impl Call {
                 n,
                 k,
             } => d.extend([*elem as i64, *batch as i64, *m as i64, *n as i64, *k as i64]),
+            Call::Collective(c) => c.encode_into(&mut d),
         }
         d[0] = d.len() as i64;
         d
@@ -186,6 +192,9 @@ impl Call {
 
     /// Reads a descriptor written by [`Call::encode`] for the routine `symbol`.
     fn decode(symbol: &str, d: &[i64]) -> Option<Call> {
+        if symbol == "axle_rt_collective" {
+            return collective::Coll::decode(d.get(1..)?).map(|c| Call::Collective(Box::new(c)));
+        }
         let mut it = d.iter().copied().skip(1);
         let mut next = || it.next();
         let elem = Elem::from_code(next()?)?;
@@ -357,12 +366,14 @@ unsafe fn run(call: &Call, bufs: *const *mut u8) {
             Call::Trsm { .. } => linalg::trsm(call, buf(0), buf(1), buf(2)),
             Call::Geqrf { .. } => linalg::geqrf(call, buf(0), buf(1), buf(2)),
             Call::Orgqr { .. } => linalg::orgqr(call, buf(0), buf(1), buf(2)),
+            Call::Collective(c) => collective::run(c, bufs),
         }
     }
 }
 
 /// Decodes the descriptor and runs the call; a descriptor the compiler did not write, or a
-/// failure inside the routine, aborts the process rather than return a wrong answer.
+/// failure inside the routine, aborts the process rather than return a wrong answer (a
+/// collective's failures are the run's errors, [`collective::run_as`]).
 ///
 /// # Safety
 /// `desc` must be a descriptor [`Call::encode`] wrote for `symbol`, `bufs` its buffer table.
@@ -398,7 +409,10 @@ macro_rules! entry_points {
         )*
         /// The runtime's symbols and the addresses of their functions, for the JIT.
         pub(crate) fn symbols() -> Vec<(&'static str, usize)> {
-            vec![$((stringify!($name), $name as unsafe extern "C" fn(*const i64, *const *mut u8) as usize)),*]
+            vec![
+                $((stringify!($name), $name as unsafe extern "C" fn(*const i64, *const *mut u8) as usize),)*
+                ("axle_rt_failed", collective::axle_rt_failed as extern "C" fn() -> u8 as usize),
+            ]
         }
     };
 }
@@ -409,7 +423,8 @@ entry_points!(
     axle_rt_getrf,
     axle_rt_trsm,
     axle_rt_geqrf,
-    axle_rt_orgqr
+    axle_rt_orgqr,
+    axle_rt_collective
 );
 
 #[cfg(test)]
@@ -466,6 +481,30 @@ mod tests {
                 n: 4,
                 k: 4,
             },
+            Call::Collective(Box::new(collective::Coll {
+                kind: collective::CollKind::ReduceScatter,
+                label: "rs.1".into(),
+                mode: axle_ir::collective::GroupMode::FlattenedId,
+                groups: vec![vec![1, 0], vec![3, 2]],
+                pairs: vec![[0, 3], [3, 0]],
+                reducer: Some(axle_ir::Opcode::Maximum),
+                dim: 1,
+                operands: vec![collective::Arr {
+                    ty: axle_ir::ElementType::BF16,
+                    dims: vec![2, 8],
+                }],
+                prefix: 1,
+                results: vec![collective::Arr {
+                    ty: axle_ir::ElementType::BF16,
+                    dims: vec![2, 4],
+                }],
+                suffix: vec![collective::Arr {
+                    ty: axle_ir::ElementType::U32,
+                    dims: vec![],
+                }],
+                starts: vec![vec![0, 0, 1, 0]],
+                sdy_devices: vec![2],
+            })),
         ];
         for c in calls {
             let d = c.encode();

@@ -1,5 +1,6 @@
-//! `axle run --devices N`: JAX's shard_map modules on global inputs, XLA's per-device modules
-//! on per-device inputs, outputs per device, and the errors of runs that cannot work. A module
+//! `axle run --devices N` on the interpreter and the cpu backend: JAX's shard_map modules on
+//! global inputs, XLA's per-device modules on per-device inputs, outputs per device, and the
+//! errors of runs that cannot work. A module
 //! of the `cli` test binary (one binary less to link).
 
 use axle_ir::{compare_arrays, read_npy, Tolerance};
@@ -37,13 +38,19 @@ fn close(want: &Path, got: &Path) {
 
 #[test]
 fn shard_map_module_on_global_inputs() {
+    for backend in ["interpreter", "cpu"] {
+        shard_map_module_on(backend);
+    }
+}
+
+fn shard_map_module_on(backend: &str) {
     let c = corpus();
     let out = tempfile::tempdir().unwrap();
     let mut args: Vec<String> = [
         "run",
         &s(&c.join("tp_mlp_2.hlo")),
         "--backend",
-        "interpreter",
+        backend,
         "--devices",
         "2",
         "--out-dir",
@@ -75,13 +82,19 @@ fn shard_map_module_on_global_inputs() {
 
 #[test]
 fn per_device_module_on_per_device_inputs() {
+    for backend in ["interpreter", "cpu"] {
+        per_device_module_on(backend);
+    }
+}
+
+fn per_device_module_on(backend: &str) {
     let c = corpus();
     let out = tempfile::tempdir().unwrap();
     let mut args: Vec<String> = [
         "run",
         &s(&c.join("ppermute_ring_4.opt.hlo")),
         "--backend",
-        "interpreter",
+        backend,
         "--devices",
         "4",
         "--out-dir",
@@ -119,11 +132,14 @@ fn runs_that_cannot_work_are_errors() {
         e.contains("the module is for 4 devices (replica_count=1, num_partitions=4), not 2"),
         "{e}"
     );
-    // Only the interpreter runs several devices.
-    let o = axle(&["run", &f, "--devices", "4"]);
+    // Only the interpreter and cpu run several devices.
+    let o = axle(&["run", &f, "--backend", "nvptx", "--devices", "4"]);
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{e}");
-    assert!(e.contains("runs on the interpreter only"), "{e}");
+    assert!(
+        e.contains("runs on the interpreter and cpu backends"),
+        "{e}"
+    );
     // Three input files fit neither one set nor one set per device.
     let i = s(&c.join("ppermute_ring_4.d0.in0.npy"));
     let o = axle(&[
