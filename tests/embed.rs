@@ -434,9 +434,13 @@ fn cpu_runs_collectives_of_the_one_device() -> Result<(), Error> {
     let two = format!(
         "{head}  ROOT a = f32[3] all-reduce(p), replica_groups={{{{0,1}}}}, to_apply=add\n}}\n"
     );
-    let e = axle::compile_text("cpu", &two, &CompileOptions::default())
+    // A program for two devices compiles (it runs with `--devices 2`); one device alone
+    // cannot run it.
+    let exe = axle::compile_text("cpu", &two, &CompileOptions::default())?;
+    let e = exe
+        .call(&[ArrayRef::vector(&x)])
         .err()
-        .expect("an all-reduce of two devices on cpu");
-    assert!(e.to_string().contains("does not support all-reduce"), "{e}");
+        .expect("an all-reduce of two devices run on one");
+    assert!(e.to_string().contains("needs a multi-device run"), "{e}");
     Ok(())
 }
