@@ -10,13 +10,12 @@
 //!   never dangles while it is held.
 //! - Donation (`input_output_alias`) moves the bytes out of an argument that nothing else holds
 //!   into the output it is aliased to ([`Buffer::take_unique`]); the argument is deleted.
-//! - [`memory_stats`] counts the bytes of every live buffer that holds its bytes (from its
+//! - [`crate::memory_stats`] counts the bytes of every live buffer that holds its bytes (from its
 //!   creation to its deletion, donation or destruction), for all clients of the process: an
 //!   external reference that outlives a deleted buffer is the client's memory, not counted.
 //! - Layouts are row-major (`minor_to_major` = n-1, ..., 0) with no tiling; any other layout
 //!   asked for is an error naming it, never a silent reinterpretation.
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axle::ir::{ArrayShape, ElementType};
@@ -27,48 +26,7 @@ use crate::client::Client;
 use crate::element;
 use crate::error::{entry, PluginError, PluginResult};
 use crate::event::Event;
-
-/// Bytes held by live buffers, the most ever held at once, allocations and the largest one.
-static IN_USE: AtomicI64 = AtomicI64::new(0);
-static PEAK: AtomicI64 = AtomicI64::new(0);
-static ALLOCS: AtomicI64 = AtomicI64::new(0);
-static LARGEST: AtomicI64 = AtomicI64::new(0);
-
-/// The device memory statistics: bytes held by live buffers now, the peak, the number of
-/// buffers that held bytes and the largest (see the header).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MemoryStats {
-    /// Bytes held by live buffers now.
-    pub bytes_in_use: i64,
-    /// The most bytes held at once.
-    pub peak_bytes_in_use: i64,
-    /// Buffers made that held bytes.
-    pub num_allocs: i64,
-    /// The largest buffer's bytes.
-    pub largest_alloc_size: i64,
-}
-
-/// The statistics now.
-pub fn memory_stats() -> MemoryStats {
-    MemoryStats {
-        bytes_in_use: IN_USE.load(Ordering::Relaxed),
-        peak_bytes_in_use: PEAK.load(Ordering::Relaxed),
-        num_allocs: ALLOCS.load(Ordering::Relaxed),
-        largest_alloc_size: LARGEST.load(Ordering::Relaxed),
-    }
-}
-
-fn count_alloc(bytes: usize) {
-    let n = bytes as i64;
-    let now = IN_USE.fetch_add(n, Ordering::Relaxed) + n;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-    ALLOCS.fetch_add(1, Ordering::Relaxed);
-    LARGEST.fetch_max(n, Ordering::Relaxed);
-}
-
-fn count_free(bytes: usize) {
-    IN_USE.fetch_sub(bytes as i64, Ordering::Relaxed);
-}
+use crate::memory_stats::{count_alloc, count_free};
 
 /// An array on the device.
 pub struct Buffer {

@@ -484,10 +484,10 @@ entry! {
 
 entry! {
     /// `PJRT_Device_MemoryStats`: the bytes of live buffers now and at their peak, the
-    /// buffers made and the largest ([`crate::buffer::memory_stats`]).
+    /// buffers made and the largest ([`crate::memory_stats::memory_stats`]).
     fn device_memory_stats(args: PJRT_Device_MemoryStats_Args) {
         Device::get(args.device)?;
-        let st = crate::buffer::memory_stats();
+        let st = crate::memory_stats::memory_stats();
         args.bytes_in_use = st.bytes_in_use;
         args.peak_bytes_in_use = st.peak_bytes_in_use;
         args.peak_bytes_in_use_is_set = true;

@@ -25,6 +25,7 @@ pub mod element;
 pub mod error;
 pub mod event;
 pub mod executable;
+pub mod memory_stats;
 pub mod named;
 pub mod options;
 pub mod program;
