@@ -270,10 +270,10 @@ fn watchdog(w: &Watch, rank: DeviceId, timeout: Duration, multiple: bool) {
             .filter(|(t, _)| t.elapsed() > timeout)
             .map(|(_, what)| what.clone());
         if let Some(what) = late {
-            eprintln!(
+            say(&format!(
                 "axle: device {rank}: {what} timed out after {timeout:?} waiting for the other \
                  ranks; aborting the MPI job"
-            );
+            ));
             if multiple {
                 // SAFETY: the library was initialized with MPI_THREAD_MULTIPLE, so any thread
                 // may call it; MPI_Abort does not return.
@@ -485,7 +485,10 @@ impl Communicator for Mpi {
     }
 
     fn abort(&self, reason: &str) {
-        eprintln!("axle: device {}: {reason}; aborting the MPI job", self.rank);
+        say(&format!(
+            "axle: device {}: {reason}; aborting the MPI job",
+            self.rank
+        ));
         let inner = self.lock();
         inner.world.abort(2);
     }
@@ -507,4 +510,12 @@ impl Communicator for Mpi {
             self.abort(&msg);
         }
     }
+}
+
+/// Writes `msg` and a newline to standard error in one write, so the launcher's own messages
+/// (Open MPI's abort banner) cannot land inside it.
+fn say(msg: &str) {
+    use std::io::Write;
+    let line = format!("{msg}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
