@@ -90,6 +90,33 @@ impl LoadedExecutable {
     }
 }
 
+/// Why module `m` cannot run on one device, if it cannot: a collective whose replica groups or
+/// source-target pairs name a device other than 0.
+fn needs_several_devices(m: &axle::ir::Module) -> Option<String> {
+    use axle::ir::AttrValue;
+    for insts in m.insts_by_comp() {
+        for id in insts {
+            for (_, v) in m.attrs(id) {
+                let beyond = match v {
+                    AttrValue::ReplicaGroups(g) => g
+                        .expand()
+                        .map_or(true, |gs| gs.iter().flatten().any(|&d| d != 0)),
+                    AttrValue::Pairs(ps) => ps.iter().flatten().any(|&d| d != 0),
+                    _ => false,
+                };
+                if beyond {
+                    return Some(format!(
+                        "%{} ({}) is a collective among several devices",
+                        m.name(id),
+                        m.opcode(id).name()
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
 /// Compiles the program `code` of `format` with the client's options and the serialized
 /// `compile_options`, and loads it on the client's device.
 fn compile_loaded(
@@ -104,6 +131,11 @@ fn compile_loaded(
         return Err(PluginError::unimplemented(format!(
             "axle: a program of {replicas} replicas x {partitions} partitions: axle runs one \
              device per process"
+        )));
+    }
+    if let Some(why) = needs_several_devices(&m) {
+        return Err(PluginError::unimplemented(format!(
+            "axle: {why}: axle runs one device per process"
         )));
     }
     let name = m.name.clone();
