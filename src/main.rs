@@ -913,13 +913,8 @@ fn cmd_run(
     write_stdout(&axle::run::summary(&report))
 }
 
-fn cmd_run_devices(
-    path: &Path,
-    opts: &axle::run::RunOptions,
-    devices: u32,
-    timeout: f64,
-    load_opts: LoadOptions,
-) -> Result<(), Reported> {
+/// The checks a multi-device run (in one process or under mpirun) makes of its options.
+fn check_device_run(opts: &axle::run::RunOptions, timeout: f64) -> Result<(), Reported> {
     if opts.repeat == 0 {
         return Err(Reported("error: --repeat must be at least 1".into()));
     }
@@ -928,6 +923,17 @@ fn cmd_run_devices(
             "error: --timeout must be a number of seconds in (0, 86400]".into(),
         ));
     }
+    Ok(())
+}
+
+fn cmd_run_devices(
+    path: &Path,
+    opts: &axle::run::RunOptions,
+    devices: u32,
+    timeout: f64,
+    load_opts: LoadOptions,
+) -> Result<(), Reported> {
+    check_device_run(opts, timeout)?;
     let progress = Progress::new(load_opts.quiet, 3);
     let m = load_with(path, load_opts, true, &progress)?;
     progress.phase("run on devices", Some(m.num_live_insts()));
@@ -974,14 +980,7 @@ fn cmd_run_mpi(
     timeout: f64,
     mut load_opts: LoadOptions,
 ) -> Result<(), Reported> {
-    if opts.repeat == 0 {
-        return Err(Reported("error: --repeat must be at least 1".into()));
-    }
-    if !(timeout.is_finite() && timeout > 0.0 && timeout <= 86400.0) {
-        return Err(Reported(
-            "error: --timeout must be a number of seconds in (0, 86400]".into(),
-        ));
-    }
+    check_device_run(opts, timeout)?;
     // Only rank 0 talks.
     let rank0 = std::env::var("OMPI_COMM_WORLD_RANK")
         .or_else(|_| std::env::var("PMIX_RANK"))
