@@ -8,7 +8,9 @@
 //! sources, [`axle_codegen_cpu::BACKEND_VERSION`]) and the target (triple, CPU name and
 //! features); an entry holds the object file with the facts to run it, and the module's text
 //! after the pipeline when there is one. A hit links the object code and skips verification,
-//! the pipeline and LLVM.
+//! the pipeline and LLVM. A miss compiles with the same directory as a kernel cache
+//! ([`KernelStore`], entries under `cpu-kernels/`): each LLVM module of kernels compiled before
+//! by any program, for this build, target and options, is loaded rather than compiled.
 //!
 //! Its default pipeline (what `axle run`, `bench` and `compile` run unless told otherwise) is the
 //! standard `cpu` pipeline: simplification, then fusion for the cpu target.
@@ -29,6 +31,31 @@ use crate::backend::{
 use crate::cache::{CacheKey, CacheOutcome, DiskCache};
 
 const NAME: &str = "cpu";
+
+/// The kernel cache's subdirectory of the compilation cache.
+const KERNELS: &str = "cpu-kernels";
+
+/// The code generator's kernel cache on a compilation cache's directory: an entry per module of
+/// kernels, keyed by the SHA-256 of the key material the code generator gives.
+pub struct KernelStore(DiskCache);
+
+impl KernelStore {
+    /// The kernel cache kept in `cache`'s directory.
+    pub fn new(cache: &DiskCache) -> KernelStore {
+        KernelStore(cache.clone())
+    }
+}
+
+impl axle_codegen_cpu::KernelCache for KernelStore {
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.0.get(KERNELS, &CacheKey::new(&[key]))
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) {
+        // A cache that cannot be written only costs later compilations their hits.
+        let _ = self.0.put(KERNELS, &CacheKey::new(&[key]), value);
+    }
+}
 
 /// The CPU platform: one device, the host.
 #[derive(Default)]
@@ -190,8 +217,9 @@ impl Compiler for CpuCompiler {
         }
         let pipeline = opts.pipeline.is_some();
         let (m, phases) = crate::backend::prepare_module_phases(NAME, m, opts)?;
-        let (exe, artifact) = axle_codegen_cpu::compile_with_artifact(&m, &cpu)
-            .map_err(|e| BackendError::new(NAME, e.to_string()))?;
+        let (exe, artifact) =
+            axle_codegen_cpu::compile_with_kernel_cache(&m, &cpu, &KernelStore::new(&cache))
+                .map_err(|e| BackendError::new(NAME, e.to_string()))?;
         let payload = encode_entry(pipeline.then_some(&m), &artifact);
         let stored = cache.put(NAME, &key, &payload).is_ok();
         Ok(Box::new(CpuExecutable::new(
@@ -279,6 +307,15 @@ impl CpuExecutable {
                 phases.push(Phase {
                     name: name.into(),
                     time,
+                });
+            }
+            if t.cached_modules > 0 {
+                phases.push(Phase {
+                    name: format!(
+                        "({} of {} kernel modules from the kernel cache)",
+                        t.cached_modules, t.kernel_modules
+                    ),
+                    time: std::time::Duration::ZERO,
                 });
             }
         }

@@ -416,6 +416,43 @@ fn compile_timings_list_every_phase() {
 }
 
 #[test]
+fn a_compile_with_another_pipeline_loads_its_kernels_from_the_kernel_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let compile = |passes: Option<&str>| {
+        let file = corpus("mlp_forward.hlo");
+        let mut args = vec!["compile", &file, "--timings"];
+        if let Some(p) = passes {
+            args.extend(["--passes", p]);
+        }
+        let o = Command::new(env!("CARGO_BIN_EXE_axle"))
+            .args(&args)
+            .env("AXLE_CACHE_DIR", tmp.path())
+            .output()
+            .expect("runs axle");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let first = compile(None);
+    assert!(!first.contains("kernel cache"), "{first}");
+    // The default pipeline and a trailing `cse`: the same kernels, another module cache key.
+    let cpu = axle::passes::standard_pipeline("cpu").expect("the cpu pipeline");
+    let second = compile(Some(&format!("{cpu},cse")));
+    assert!(
+        second.contains("LLVM optimization"),
+        "not from the module cache: {second}"
+    );
+    let line = second
+        .lines()
+        .find(|l| l.contains("kernel modules from the kernel cache"))
+        .unwrap_or_else(|| panic!("no kernel cache line: {second}"));
+    let words: Vec<&str> = line.trim_start_matches('(').split_whitespace().collect();
+    assert_eq!(
+        words[0], words[2],
+        "every kernel module from the cache: {line}"
+    );
+}
+
+#[test]
 fn compile_aot_writes_an_object_and_a_header() {
     let tmp = tempfile::tempdir().unwrap();
     let obj = tmp.path().join("model.o");

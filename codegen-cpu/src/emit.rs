@@ -212,7 +212,9 @@ pub(crate) fn build_top_parts(
     Ok(())
 }
 
-/// The function name of kernel number `number` (rooted at `k`'s origin): unique in the program.
+/// The readable function name of kernel number `number` (rooted at `k`'s origin), unique in
+/// the program: what printed IR and ahead-of-time objects call it (JIT objects name kernels by
+/// content, [`crate::kernel_cache`]).
 pub(crate) fn kernel_symbol(m: &Module, k: &Kernel, number: usize) -> String {
     format!("k{number}.{}", sanitize(&inst_label(m, k.origin)))
 }

@@ -17,6 +17,7 @@ use axle_schedule::{assign, schedule_module, BufferAssignment, Heuristic};
 use crate::artifact::Artifact;
 use crate::buffer_rules::CpuRules;
 use crate::error::{finish, CodegenError};
+use crate::kernel_cache::KernelCache;
 use crate::lower::{lower, Program};
 use crate::modules::{Compiled, Form, Setup};
 use crate::pool::SharedPool;
@@ -198,6 +199,10 @@ pub struct CompileTimings {
     pub optimize: Duration,
     /// Machine code generation (JIT) or object emission.
     pub codegen: Duration,
+    /// LLVM modules of kernels the program has.
+    pub kernel_modules: usize,
+    /// Of those, the modules loaded from the kernel cache (no LLVM work).
+    pub cached_modules: usize,
 }
 
 /// A lowered and optimized program linked into one LLVM module (for ahead-of-time objects
@@ -326,6 +331,7 @@ fn compile_parts(
     opts: &CpuOptions,
     entry: &str,
     form: Form,
+    cache: Option<&dyn KernelCache>,
 ) -> Result<(Program, Compiled, CompileTimings), CodegenError> {
     let mut timings = CompileTimings::default();
     let t = Instant::now();
@@ -353,6 +359,7 @@ fn compile_parts(
         opts,
         gemm: &gemm,
         reloc: RelocMode::PIC,
+        cache,
     };
     let compiled = crate::modules::compile(&setup, entry, true, form)?;
     // The phases run interleaved on several threads: their shares of the wall time.
@@ -362,6 +369,8 @@ fn compile_parts(
     timings.emit = share(compiled.emit);
     timings.optimize = share(compiled.optimize);
     timings.codegen = share(compiled.codegen);
+    timings.kernel_modules = compiled.kernel_modules;
+    timings.cached_modules = compiled.cached_modules;
     Ok((prog, compiled, timings))
 }
 
@@ -373,7 +382,7 @@ pub(crate) fn build<'ctx>(
     entry: &str,
     reloc: RelocMode,
 ) -> Result<Built<'ctx>, CodegenError> {
-    let (prog, compiled, _) = compile_parts(m, opts, entry, Form::Bitcode)?;
+    let (prog, compiled, _) = compile_parts(m, opts, entry, Form::Bitcode, None)?;
     let module = crate::modules::link(ctx, m, &compiled.parts, entry)?;
     let tm = target_machine(&target_spec(opts), reloc, opts.opt_level)
         .map_err(|e| CodegenError::general(&m.name, e))?;
@@ -557,17 +566,19 @@ impl std::fmt::Debug for CpuExecutable {
 }
 
 pub(crate) fn compile(m: &Module, opts: &CpuOptions) -> Result<CpuExecutable, CodegenError> {
-    compile_object(m, opts).map(|(exe, _)| exe)
+    compile_object(m, opts, None).map(|(exe, _)| exe)
 }
 
 /// Compiles `m` to an object file, loads it into the process and returns the executable with
 /// the artifact that [`load_artifact`] turns into the same executable in any process.
+/// Kernel modules come from `cache` where it has them, and new ones go into it.
 pub(crate) fn compile_object(
     m: &Module,
     opts: &CpuOptions,
+    cache: Option<&dyn KernelCache>,
 ) -> Result<(CpuExecutable, Artifact), CodegenError> {
     let t0 = Instant::now();
-    let (prog, compiled, timings) = compile_parts(m, opts, "axle_entry", Form::Object)?;
+    let (prog, compiled, timings) = compile_parts(m, opts, "axle_entry", Form::Object, cache)?;
     let t = Instant::now();
     let kernels = count_kernels(&prog.body);
     let block_bytes = prog.block_bytes();

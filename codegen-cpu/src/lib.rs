@@ -44,6 +44,7 @@ mod gemm;
 mod gemv;
 mod host;
 mod jit;
+mod kernel_cache;
 mod kernel_kind;
 mod kernels;
 mod lane_epilogue;
@@ -67,6 +68,7 @@ pub use aot::{c_identifier, compile_aot, AotOutput};
 pub use artifact::Artifact;
 pub use axle_codegen_llvm::CodegenError;
 pub use devices::{execute_devices, DevicesRun};
+pub use kernel_cache::KernelCache;
 
 // The shared LLVM layer's modules, under the paths this crate's files name them by.
 use axle_codegen_llvm::{cg, contraction as conv, elemental, error, forms, ops, real};
@@ -184,7 +186,20 @@ pub fn compile_with_artifact(
     m: &Module,
     opts: &CpuOptions,
 ) -> Result<(CpuExecutable, Artifact), CodegenError> {
-    jit::compile_object(m, opts)
+    jit::compile_object(m, opts, None)
+}
+
+/// [`compile_with_artifact`] with a kernel cache: each LLVM module of kernels that `cache` holds
+/// (compiled before for this build, target and options, by any program with the same kernels)
+/// is loaded from it instead of compiled, and each module compiled is stored in it. The code is
+/// the same as without the cache; [`CompileTimings::cached_modules`] says how many came from
+/// it.
+pub fn compile_with_kernel_cache(
+    m: &Module,
+    opts: &CpuOptions,
+    cache: &dyn KernelCache,
+) -> Result<(CpuExecutable, Artifact), CodegenError> {
+    jit::compile_object(m, opts, Some(cache))
 }
 
 /// The executable of an artifact from [`compile_with_artifact`], made by this build of the

@@ -17,10 +17,16 @@
 //! - The partition depends only on the program (kernel order and sizes), never on the thread
 //!   count or the rayon pool, and every group is compiled alone, so the object files (and the
 //!   outputs of the code) are the same at any thread count.
-//! - Kernel numbers, names and the sharing of one function by structurally identical kernels
-//!   ([`crate::signature`]) are the same as in one module: a kernel's function is
-//!   `kN.name`, `N` the number of its first use, defined in the group of that use and external;
-//!   the entry module declares each function it calls. Constants a kernel reads are private
+//! - Kernel numbers and the sharing of one function by structurally identical kernels
+//!   ([`crate::signature`]) are the same as in one module: a kernel's function is defined in
+//!   the group of its first use and external; the entry module declares each function it
+//!   calls. In objects for the JIT it is named by its signature alone
+//!   ([`crate::kernel_cache`]); in bitcode (printed IR, ahead-of-time objects) `kN.name`, `N`
+//!   the number of its first use, for readers.
+//! - A group's object is the same in every program that has the group's kernels, so it is
+//!   looked up in the kernel cache (when there is one, for JIT objects) before it is compiled;
+//!   heavy kernels (GEMMs, tiled convolutions) are groups of their own, and boundaries between
+//!   other kernels are partly content-defined ([`CUT_WEIGHT`]), so groups recur. Constants a kernel reads are private
 //!   globals of the kernel's module (a constant read by kernels of two groups is in both).
 //! - Each LLVM context, builder and module is created, used and dropped on one thread (LLVM
 //!   allows one context per thread; nothing here is shared between contexts but bytes).
@@ -45,6 +51,7 @@ use crate::emit::{
     build_entry, build_top_parts, kernel_detail, kernel_label, kernel_symbol, EntryKernel, PART,
 };
 use crate::error::{finish, CodegenError, R};
+use crate::kernel_cache::{self, content_symbol, KernelCache};
 use crate::kernels::{attribute, emit_kernel};
 use crate::lower::{visit_kernels, visit_thunks, BufKind, Kernel, Program, Thunk};
 use crate::signature::kernel_signature;
@@ -63,8 +70,20 @@ const GROUP_KERNELS: usize = 256;
 /// The weight a register-tiled kernel (a GEMM or a tiled convolution) adds to its signature's:
 /// its code is a few unrolled tile loops that LLVM spends some 100 ms on, where its signature
 /// is a few hundred bytes, so without it a program's GEMMs share one module and compile on one
-/// thread. At half a group, each module holds at most two of them.
-const HEAVY_WEIGHT: usize = GROUP_WEIGHT / 2;
+/// thread. At a whole group, each is a module of its own: the threads share them out, and the
+/// kernel cache keeps each apart, for any program that has it.
+const HEAVY_WEIGHT: usize = GROUP_WEIGHT;
+
+/// The weight from which a group also closes after a kernel whose signature's hash is
+/// [`CUT_MASK`]-aligned (content-defined boundaries, as backup tools chunk files): a
+/// kernel inserted early in a program moves the boundaries of a weight-only partition all
+/// down the program, while these come back to the same kernels a group or two later, so the
+/// following modules are the same and come from the kernel cache.
+const CUT_WEIGHT: usize = GROUP_WEIGHT / 4;
+
+/// A kernel whose signature's hash has these low bits clear closes a group past
+/// [`CUT_WEIGHT`].
+const CUT_MASK: u64 = 3;
 
 /// [`HEAVY_WEIGHT`] for GEMM and convolution kernels, 0 for others.
 fn heavy_weight(k: &Kernel) -> usize {
@@ -93,6 +112,8 @@ struct Kernels<'p> {
     /// Distinct kernels in order of first use, with their function names, weights and shared
     /// outputs.
     unique: Vec<(&'p Kernel, String, usize, Shared)>,
+    /// Per distinct kernel, its signature (shared outputs included).
+    sigs: Vec<String>,
     /// Per distinct kernel, its pipeline class ([`class`]).
     class: Vec<Class>,
     /// Per kernel number: the distinct kernel it runs and its description.
@@ -104,10 +125,11 @@ struct Kernels<'p> {
 }
 
 /// The kernels of `prog` in kernel number order (a loop's condition, then its body; branches
-/// in order), sharing one function per signature.
-fn collect<'p>(m: &Module, prog: &'p Program) -> Kernels<'p> {
+/// in order), sharing one function per signature, named for `form`.
+fn collect<'p>(m: &Module, prog: &'p Program, form: Form) -> Kernels<'p> {
     let mut ks = Kernels {
         unique: Vec::new(),
+        sigs: Vec::new(),
         class: Vec::new(),
         uses: Vec::new(),
         details: Vec::new(),
@@ -126,9 +148,13 @@ fn collect<'p>(m: &Module, prog: &'p Program) -> Kernels<'p> {
             let shared = shared_outputs(prog, k);
             let sig = format!("{} shared={shared:?}", kernel_signature(m, k));
             let weight = sig.len() + heavy_weight(k);
-            let u = *seen.entry(sig).or_insert_with(|| {
-                ks.unique
-                    .push((k, kernel_symbol(m, k, number), weight, shared));
+            let u = *seen.entry(sig).or_insert_with_key(|sig| {
+                let name = match form {
+                    Form::Object => content_symbol(sig, k),
+                    Form::Bitcode => kernel_symbol(m, k, number),
+                };
+                ks.unique.push((k, name, weight, shared));
+                ks.sigs.push(sig.clone());
                 ks.class.push(class(prog, k));
                 ks.unique.len() - 1
             });
@@ -248,7 +274,8 @@ struct Group {
 }
 
 /// Groups of distinct kernels, one class to a group, each in order of first use and closed
-/// at [`GROUP_WEIGHT`] or [`GROUP_KERNELS`]; groups are ordered by their first kernel.
+/// at [`GROUP_WEIGHT`] or [`GROUP_KERNELS`], or past [`CUT_WEIGHT`] after a kernel whose name
+/// says so; groups are ordered by their first kernel.
 fn partition(ks: &Kernels) -> Vec<Group> {
     const CLASSES: [Class; 3] = [Class::Full, Class::Light, Class::Bare];
     let mut done = Vec::new();
@@ -259,7 +286,10 @@ fn partition(ks: &Kernels) -> Vec<Group> {
         let (g, weight) = &mut open[class as usize];
         g.push(i);
         *weight += w;
-        if *weight >= GROUP_WEIGHT || g.len() >= GROUP_KERNELS {
+        if *weight >= GROUP_WEIGHT
+            || g.len() >= GROUP_KERNELS
+            || (*weight >= CUT_WEIGHT && cut_after(&ks.sigs[i]))
+        {
             done.push(Group {
                 kernels: std::mem::take(g),
                 class,
@@ -274,6 +304,12 @@ fn partition(ks: &Kernels) -> Vec<Group> {
     }
     done.sort_by_key(|g| g.kernels[0]);
     done
+}
+
+/// Whether the group closes after the kernel whose signature is `sig` once past
+/// [`CUT_WEIGHT`].
+fn cut_after(sig: &str) -> bool {
+    kernel_cache::sig_hash(sig) & CUT_MASK == 0
 }
 
 /// What a compiled module is handed back as.
@@ -293,6 +329,9 @@ pub(crate) struct Compiled {
     pub kernel_names: Vec<String>,
     /// Per kernel number, what it computes.
     pub kernel_details: Vec<String>,
+    /// Modules of kernels, and how many of them came from the kernel cache.
+    pub kernel_modules: usize,
+    pub cached_modules: usize,
     /// Time spent emitting, optimizing and generating code, summed over threads.
     pub emit: Duration,
     pub optimize: Duration,
@@ -307,6 +346,8 @@ pub(crate) struct Setup<'a> {
     pub opts: &'a CpuOptions,
     pub gemm: &'a crate::gemm::GemmTarget,
     pub reloc: RelocMode,
+    /// Where kernel modules compiled before are found and new ones kept (JIT objects only).
+    pub cache: Option<&'a dyn KernelCache>,
 }
 
 /// A module's result: its bytes and the phase times.
@@ -315,6 +356,8 @@ struct Part {
     /// Items and grain of each kernel the module defines.
     facts: Vec<(i64, i64)>,
     times: [Duration; 3],
+    /// Whether it came from the kernel cache.
+    cached: bool,
 }
 
 /// Compiles the program's kernels and its entry point `entry` (exported when `export`).
@@ -324,22 +367,25 @@ pub(crate) fn compile(
     export: bool,
     form: Form,
 ) -> Result<Compiled, CodegenError> {
-    let ks = collect(s.m, s.prog);
+    let ks = collect(s.m, s.prog, form);
     let groups = partition(&ks);
-    if std::env::var_os("AXLE_CPU_TIMINGS").is_some() {
+    let timings = std::env::var_os("AXLE_CPU_TIMINGS").is_some();
+    let parts: Vec<Part> = groups
+        .par_iter()
+        .map(|g| on_big_stack(|| compile_group(s, &ks, g, form)))
+        .collect::<Result<_, _>>()?;
+    if timings {
         let count = |c: Class| groups.iter().filter(|g| g.class == c).count();
         let (light, bare) = (count(Class::Light), count(Class::Bare));
+        let cached = parts.iter().filter(|p| p.cached).count();
         eprintln!(
-            "cpu modules: {} kernels, {} distinct, {} kernel modules ({light} light, {bare} bare)",
+            "cpu modules: {} kernels, {} distinct, {} kernel modules ({light} light, {bare} bare, \
+             {cached} from the kernel cache)",
             ks.uses.len(),
             ks.unique.len(),
             groups.len()
         );
     }
-    let parts: Vec<Part> = groups
-        .par_iter()
-        .map(|g| on_big_stack(|| compile_group(s, &ks, g, form)))
-        .collect::<Result<_, _>>()?;
     let mut facts = vec![(0, 0); ks.unique.len()];
     for (g, p) in groups.iter().zip(&parts) {
         for (&u, &f) in g.kernels.iter().zip(&p.facts) {
@@ -385,6 +431,8 @@ pub(crate) fn compile(
         .collect::<Result<_, _>>()?;
     let mut out = Compiled {
         parts: Vec::with_capacity(parts.len() + 1),
+        kernel_modules: parts.len(),
+        cached_modules: parts.iter().filter(|p| p.cached).count(),
         kernel_names: ks.uses.iter().map(|(_, l)| l.clone()).collect(),
         kernel_details: ks.details,
         emit: Duration::ZERO,
@@ -430,6 +478,36 @@ fn compile_group(s: &Setup, ks: &Kernels, g: &Group, form: Form) -> Result<Part,
         Class::Bare => Some(ENTRY_PIPELINE),
     };
     let pipeline = pipeline(s.opts, cheap);
+    let cache = s.cache.filter(|_| form == Form::Object);
+    let key = cache.map(|_| {
+        let spec = s.spec;
+        let setting = format!(
+            "{} {} {} {:?} {:?} {:?} {:?} {}",
+            spec.triple.as_str().to_string_lossy(),
+            spec.cpu,
+            spec.features,
+            s.opts,
+            s.reloc,
+            g.class,
+            pipeline.passes,
+            pipeline.codegen
+        );
+        let kernels = g.kernels.iter().map(|&u| (&*ks.unique[u].1, &*ks.sigs[u]));
+        kernel_cache::group_key(&setting, kernels)
+    });
+    if let (Some(cache), Some(key)) = (cache, &key) {
+        let hit = cache
+            .get(key)
+            .and_then(|e| kernel_cache::decode(&e, g.kernels.len()));
+        if let Some((facts, bytes)) = hit {
+            return Ok(Part {
+                bytes,
+                facts,
+                times: [t.elapsed(), Duration::ZERO, Duration::ZERO],
+                cached: true,
+            });
+        }
+    }
     let tm = target_machine(s.spec, s.reloc, pipeline.codegen).map_err(|e| general(m, e))?;
     let cg = new_cg(&ctx, s, &format!("{}.k{}", m.name, g.kernels[0]), &tm);
     let mut facts = Vec::with_capacity(g.kernels.len());
@@ -439,7 +517,11 @@ fn compile_group(s: &Setup, ks: &Kernels, g: &Group, form: Form) -> Result<Part,
             .map_err(|f| finish(m, attribute(m, k, f)))?;
         facts.push((e.items, e.grain));
     }
-    finish_module(s, &cg, &tm, &pipeline, form, t, facts)
+    let part = finish_module(s, &cg, &tm, &pipeline, form, t, facts)?;
+    if let (Some(cache), Some(key)) = (cache, &key) {
+        cache.put(key, &kernel_cache::encode(&part.facts, &part.bytes));
+    }
+    Ok(part)
 }
 
 /// How one module is optimized: LLVM's pass pipeline and the code generator's level.
@@ -498,6 +580,7 @@ fn finish_module(
         bytes,
         facts,
         times: [emit, optimize, t.elapsed()],
+        cached: false,
     })
 }
 

@@ -28,7 +28,7 @@ use axle::ir::{
     compare_literals, ArrayLiteral, CompactPolicy, ElementType, Literal, Module, Opcode,
     PassManagerOptions, Shape, Tolerance, VerifyMode,
 };
-use axle::{ArrayRef, CompileOptions};
+use axle::{ArrayRef, CacheMode, CompileOptions};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -462,8 +462,11 @@ impl GymModule {
 
     /// Compiles the module as it stands (no further passes) on `backend` with `threads` threads
     /// per run, runs it `warmup` times, then `repeat` times timed, on inputs drawn from `seed`;
-    /// returns (compile seconds, the timed runs' seconds in order).
-    #[pyo3(signature = (backend = "cpu", threads = 1, warmup = 2, repeat = 7, seed = 0))]
+    /// returns (compile seconds, the timed runs' seconds in order). With `cache_dir`, the
+    /// compilation cache there: kernels compiled before for another module (another pass
+    /// order of the same program) are loaded, not compiled again.
+    #[pyo3(signature = (backend = "cpu", threads = 1, warmup = 2, repeat = 7, seed = 0, cache_dir = None))]
+    #[allow(clippy::too_many_arguments)]
     fn measure(
         &self,
         py: Python<'_>,
@@ -472,6 +475,7 @@ impl GymModule {
         warmup: usize,
         repeat: usize,
         seed: u64,
+        cache_dir: Option<std::path::PathBuf>,
     ) -> PyResult<(f64, Vec<f64>)> {
         if threads == 0 || repeat == 0 {
             return Err(err("threads and repeat must be at least 1"));
@@ -480,7 +484,9 @@ impl GymModule {
         py.allow_threads(|| {
             let args = inputs(&m, seed);
             let t = Instant::now();
-            let exe = axle::compile(backend, m, &CompileOptions::default().threads(threads))?;
+            let cache = cache_dir.map_or(CacheMode::Off, CacheMode::Dir);
+            let opts = CompileOptions::default().threads(threads).cache(cache);
+            let exe = axle::compile(backend, m, &opts)?;
             let compile = t.elapsed().as_secs_f64();
             let leaves: Vec<ArrayLiteral> =
                 args.into_iter().flat_map(Literal::into_leaves).collect();

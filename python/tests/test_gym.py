@@ -277,6 +277,17 @@ def test_runtime_reward_is_measured_once_per_module(tmp_path):
     assert f.measure() is m1
 
 
+def test_runtime_with_a_cache_dir_keeps_kernels_for_later_states(tmp_path):
+    cache = tmp_path / "cache"
+    cfg = gym.RuntimeConfig(threads=1, warmup=1, repeat=3, cache_dir=str(cache))
+    env = gym.AxleEnv(dump_file(tmp_path, FOLDABLE), reward_space="runtime", runtime=cfg)
+    env.reset()
+    env.step("algsimp")
+    assert env.measure().median > 0
+    kernels = list((cache / "cpu-kernels").glob("*.axc"))
+    assert kernels, "kernel modules are kept in the cache directory"
+
+
 def test_generated_programs_are_seeded():
     a, b = _axle.generated_hlo(3), _axle.generated_hlo(3)
     assert a == b and a != _axle.generated_hlo(4)

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import math
+import typing
 
 import numpy as np
 
@@ -94,12 +95,15 @@ class EnvState:
 class RuntimeConfig:
     """How run time is measured: the module is compiled as it stands (no further passes) on
     ``backend`` with ``threads`` threads per run, run ``warmup`` times, then ``repeat`` times
-    timed; the value is the median."""
+    timed; the value is the median. ``cache_dir``: a compilation cache directory, so that
+    states sharing kernels with one measured before (in this process or another) load those
+    kernels' code instead of compiling them again (the measured times do not change)."""
 
     backend: str = "cpu"
     threads: int = 1
     warmup: int = 2
     repeat: int = 7
+    cache_dir: typing.Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +142,7 @@ def measure(module, config, seed=0):
     m = _RUNTIME_CACHE.get(key)
     if m is None:
         compile_s, times = module.measure(config.backend, config.threads, config.warmup,
-                                          config.repeat, seed)
+                                          config.repeat, seed, config.cache_dir)
         q1, med, q3 = np.percentile(times, [25, 50, 75])
         m = Measurement(float(med), tuple(times), float((q3 - q1) / 2 / med) if med > 0 else 0.0,
                         compile_s)
