@@ -982,7 +982,7 @@ fn cmd_run_mpi(
 ) -> Result<(), Reported> {
     check_device_run(opts, timeout)?;
     // Only rank 0 talks.
-    let rank0 = axle::mpi::launch().map_or(true, |l| l.is_rank0());
+    let rank0 = axle::mpi::launch().is_none_or(|l| l.is_rank0());
     load_opts.quiet |= !rank0;
     let progress = Progress::new(load_opts.quiet, 3);
     let m = load_with(path, load_opts, true, &progress)?;

@@ -59,7 +59,7 @@ pub struct Launch {
 impl Launch {
     /// Whether this process speaks for the job: rank 0, or a launch that names no rank.
     pub fn is_rank0(&self) -> bool {
-        self.rank.as_deref().map_or(true, |r| r == "0")
+        self.rank.as_deref().is_none_or(|r| r == "0")
     }
 }
 
