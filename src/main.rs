@@ -950,7 +950,7 @@ fn cmd_run_devices(
 /// Whether this process was started by an MPI launcher (with the `mpi` feature).
 fn mpi_launched() -> bool {
     #[cfg(feature = "mpi")]
-    return axle::mpi::launched();
+    return axle::mpi::launch().is_some();
     #[cfg(not(feature = "mpi"))]
     false
 }
@@ -982,10 +982,7 @@ fn cmd_run_mpi(
 ) -> Result<(), Reported> {
     check_device_run(opts, timeout)?;
     // Only rank 0 talks.
-    let rank0 = std::env::var("OMPI_COMM_WORLD_RANK")
-        .or_else(|_| std::env::var("PMIX_RANK"))
-        .or_else(|_| std::env::var("PMI_RANK"))
-        .map_or(true, |r| r.trim() == "0");
+    let rank0 = axle::mpi::launch().is_none_or(|l| l.is_rank0());
     load_opts.quiet |= !rank0;
     let progress = Progress::new(load_opts.quiet, 3);
     let m = load_with(path, load_opts, true, &progress)?;

@@ -1,7 +1,7 @@
 //! `axle run` under `mpirun -n N`: one device per rank ([`axle_comm_mpi::Mpi`]), on the
 //! interpreter or the `cpu` backend; the build's `mpi` feature (on by default).
 //!
-//! - The launch is detected from the launcher's environment ([`axle_comm_mpi::launched`]:
+//! - The launch and the rank are read from the launcher's environment ([`axle_comm_mpi::launch`]:
 //!   Open MPI's `OMPI_COMM_WORLD_SIZE`, or PMI); `--devices`, if given, must be the number of
 //!   ranks. The mesh, the inputs (one set for every device, or N sets, device 0's first) and
 //!   the outputs' layout are those of `--devices N` ([`crate::devices`]).
@@ -25,7 +25,7 @@ use crate::backend::ValueShape;
 use crate::devices::{compile_cpu, jitted, output_literals, DevicesReport};
 use crate::run::{bind_inputs_within, flatten, try_generate_inputs, write_outputs, RunOptions};
 
-pub use axle_comm_mpi::launched;
+pub use axle_comm_mpi::{launch, Launch};
 
 /// What a rank's part of an MPI run gives: rank 0's report (with every device's outputs), or
 /// `None` on the other ranks.

@@ -1378,3 +1378,38 @@ ENTRY main {
     );
     assert_eq!(out[1].len(), 0);
 }
+
+/// JAX's `Sharding` annotation that changes only the layout (around a transposed key array, as
+/// in random_test's `KeyArrayTest.test_transpose`) through the backend interface with the
+/// platform's default pipeline, as the PJRT plugin compiles it: the interpreter and the cpu backend give XLA's outputs bit for bit
+/// (`analysis/tests/xla/sharding_layout.*`, written by gen.py outside its manifest), while the
+/// code generator without passes refuses the annotation by name.
+#[test]
+fn sharding_layout_change_gives_xla_outputs() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("analysis/tests/xla");
+    let npy = |f: String| axle::ir::read_npy(dir.join(f)).expect("reads the case's data");
+    let text = std::fs::read_to_string(dir.join("sharding_layout.hlo")).expect("reads");
+    let m = parse_module(&text).expect("parses");
+    let ins: Vec<Literal> = (0..2)
+        .map(|k| Literal::Array(npy(format!("sharding_layout.in{k}.npy"))))
+        .collect();
+    for backend in ["interpreter", "cpu"] {
+        // The platform's default pipeline, as `axle run` and the plugin compile.
+        let p = registry().get(backend).expect("registered");
+        let opts = CompileOptions {
+            pipeline: axle::backend::pipeline_for(&*p, None),
+            ..Default::default()
+        };
+        let exe = p.compiler().compile(m.clone(), &opts);
+        let exe = exe.unwrap_or_else(|e| panic!("{backend}: {e}"));
+        let got = axle::run::run_literals(&*p, &*exe, &ins).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got.len(), 2, "{backend}");
+        for (k, g) in got.iter().enumerate() {
+            let want = npy(format!("sharding_layout.out{k}.npy"));
+            compare_arrays(&want, g, Tolerance::Exact)
+                .unwrap_or_else(|e| panic!("{backend}: output {k}: {e}"));
+        }
+    }
+    let e = compile(&m, &CpuOptions::default()).expect_err("needs algsimp");
+    assert!(e.to_string().contains("\"Sharding\""), "{e}");
+}

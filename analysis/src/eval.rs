@@ -271,43 +271,25 @@ pub fn evaluate_devices(
             args.len()
         )));
     }
-    let world = axle_comm::InProcess::new(n, timeout);
-    let endpoints = world.devices();
-    let results: Vec<Result<Literal, EvalError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = endpoints
-            .iter()
-            .zip(args)
-            .map(|(c, a)| {
-                s.spawn(move || evaluate_on_device(m, comp, a, opts, Device { comm: c, mesh }))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .enumerate()
-            .map(|(d, h)| {
-                h.join()
-                    .unwrap_or_else(|_| Err(whole(format!("device {d}'s evaluation panicked"))))
-            })
-            .collect()
-    });
-    let first = world.aborted().map(|(d, _)| d as usize);
-    let mut out = Vec::with_capacity(results.len());
-    let mut errs: Vec<(usize, EvalError)> = Vec::new();
-    for (d, r) in results.into_iter().enumerate() {
-        match r {
-            Ok(l) => out.push(l),
-            Err(e) => errs.push((d, e)),
-        }
-    }
-    if errs.is_empty() {
-        return Ok(out);
-    }
-    let (d, mut e) = match first.and_then(|f| errs.iter().position(|(d, _)| *d == f)) {
-        Some(k) => errs.swap_remove(k),
-        None => errs.swap_remove(0),
-    };
-    e.message = format!("device {d}: {}", e.message);
-    Err(e)
+    use axle_comm::Communicator as _;
+    axle_comm::run_device_threads(
+        n,
+        timeout,
+        |c| {
+            evaluate_on_device(
+                m,
+                comp,
+                &args[c.device() as usize],
+                opts,
+                Device { comm: c, mesh },
+            )
+        },
+        |d| whole(format!("device {d}'s evaluation panicked")),
+    )
+    .map_err(|(d, mut e)| {
+        e.message = format!("device {d}: {}", e.message);
+        e
+    })
 }
 
 /// An internal failure: a message still to be attributed to the instruction being evaluated,

@@ -9,7 +9,8 @@ Needs a venv with jax/jaxlib 0.10.2 and numpy (see the developers' guide). For e
 every round, XLA and Axle are measured one after the other (interleaved, so machine noise hits
 both sides alike); the table shows the median over rounds of each side's per-round median.
 
-XLA side: the HLO text is compiled as `compile_hlo_text` in shared/baseline/baseline.py does
+XLA side: the HLO text is compiled by `compile_hlo_text` of $AXLE_SHARED/baseline/baseline.py
+(default ../shared)
 (parse -> StableHLO -> XLA CPU), inputs are random normal values of the parameters' shapes
 (integers in [0, 16)), and each run is `execute_sharded` plus waiting for the results:
 - fresh: every run allocates its outputs (XLA's default);
@@ -37,41 +38,17 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "testkit"))
+sys.path.insert(0, os.path.join(os.environ.get("AXLE_SHARED") or os.path.join(ROOT, "..", "shared"),
+                                "baseline"))
+from baseline import compile_hlo_text  # noqa: E402
+from shape_list import split_top  # noqa: E402
 
 ELEM = {
     "pred": np.bool_, "s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64,
     "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
     "f16": np.float16, "f32": np.float32, "f64": np.float64,
 }
-
-
-def compile_hlo_text(text):
-    """Compiles HLO text with XLA CPU exactly as shared/baseline/baseline.py does."""
-    import jax
-    from jax._src.lib import _jax, xla_client as xc
-    import jax._src.lib as L
-    import jax._src.xla_bridge as xb
-    mod = L.hlo.hlo_module_from_text(text)
-    shlo = _jax.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
-    return xb.get_backend("cpu").compile_and_load(shlo, jax.devices("cpu")[:1], xc.CompileOptions())
-
-
-def split_top(s):
-    """Splits a comma-separated list at depth 0 of (), [] and {}."""
-    out, depth, cur = [], 0, ""
-    for ch in s:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
 
 
 def layout_span(header):

@@ -15,7 +15,7 @@
 //! the same order: the order is the program's, fixed at compile time.
 
 use axle_ir::collective::GroupMode;
-use axle_ir::sdy::{frontend_value, parse_meshes, parse_shardings};
+use axle_ir::sdy::shardings_of;
 use axle_ir::{ArrayShape, AttrKey, AttrValue, InstId, Module, Opcode, Shape};
 
 use crate::error::R;
@@ -211,19 +211,7 @@ fn build(m: &Module, id: InstId, kind: CollKind) -> R<Coll> {
             } else {
                 "xla.sdy.out_shardings"
             };
-            let fa = match m.attr(id, &AttrKey::FrontendAttributes) {
-                Some(AttrValue::Raw(t)) => t,
-                _ => return Err("no frontend_attributes with the shardings".into()),
-            };
-            let text = frontend_value(fa, key).ok_or_else(|| format!("no {key} attribute"))?;
-            let header = m
-                .header_attrs
-                .iter()
-                .find(|(k, _)| k == "frontend_attributes")
-                .and_then(|(_, v)| frontend_value(v, "xla.sdy.meshes"))
-                .ok_or("the module has no xla.sdy.meshes attribute")?;
-            let meshes = parse_meshes(&header)?;
-            let shardings = parse_shardings(&text)?;
+            let shardings = shardings_of(m, id, key)?;
             if shardings.len() != operands.len() || !same_count {
                 return Err(format!(
                     "{} shardings for {} operands and {} results",
@@ -233,11 +221,7 @@ fn build(m: &Module, id: InstId, kind: CollKind) -> R<Coll> {
                 )
                 .into());
             }
-            for ((s, a), r) in shardings.iter().zip(&operands).zip(&results) {
-                let mesh = meshes
-                    .iter()
-                    .find(|x| x.name == s.mesh)
-                    .ok_or_else(|| format!("no mesh named {}", s.mesh))?;
+            for (((mesh, s), a), r) in shardings.iter().zip(&operands).zip(&results) {
                 let (global, local) = if kind == CollKind::GlobalToLocal {
                     (a, r)
                 } else {

@@ -45,65 +45,39 @@ pub fn execute_devices(
             inputs.len()
         )));
     }
-    let world = axle_comm::InProcess::new(n, timeout);
-    let endpoints = world.devices();
-    type DeviceResult = Result<(Vec<HostBuffer>, Vec<Duration>), CodegenError>;
-    let results: Vec<DeviceResult> = std::thread::scope(|s| {
-        let handles: Vec<_> = endpoints
-            .iter()
-            .zip(inputs)
-            .map(|(c, ins)| {
-                s.spawn(move || {
-                    let dev = Device { comm: c, mesh };
-                    let r: DeviceResult = (|| {
-                        let mut outs = exe.try_alloc_outputs()?;
-                        let mut times = Vec::new();
-                        for _ in 0..repeat.max(1) {
-                            let t = Instant::now();
-                            exe.execute_on_device(dev, ins, &mut outs)?;
-                            times.push(t.elapsed());
-                        }
-                        Ok((outs, times))
-                    })();
-                    match &r {
-                        Ok(_) => c.finish(),
-                        Err(e) => c.abort(&e.message),
-                    }
-                    r
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .enumerate()
-            .map(|(d, h)| {
-                h.join()
-                    .unwrap_or_else(|_| Err(whole(format!("device {d}'s run panicked"))))
-            })
-            .collect()
-    });
-    let first = world.aborted().map(|(d, _)| d as usize);
-    let mut outputs = Vec::with_capacity(results.len());
-    let mut run_times: Vec<Duration> = Vec::new();
-    let mut errs: Vec<(usize, CodegenError)> = Vec::new();
-    for (d, r) in results.into_iter().enumerate() {
-        match r {
-            Ok((o, t)) => {
-                outputs.push(o);
-                run_times.resize(t.len().max(run_times.len()), Duration::ZERO);
-                for (k, t) in t.into_iter().enumerate() {
-                    run_times[k] = run_times[k].max(t);
+    let runs = axle_comm::run_device_threads(
+        n,
+        timeout,
+        |c| {
+            let dev = Device { comm: c, mesh };
+            let ins = &inputs[c.device() as usize];
+            let r: Result<(Vec<HostBuffer>, Vec<Duration>), CodegenError> = (|| {
+                let mut outs = exe.try_alloc_outputs()?;
+                let mut times = Vec::new();
+                for _ in 0..repeat.max(1) {
+                    let t = Instant::now();
+                    exe.execute_on_device(dev, ins, &mut outs)?;
+                    times.push(t.elapsed());
                 }
+                Ok((outs, times))
+            })();
+            match &r {
+                Ok(_) => c.finish(),
+                Err(e) => c.abort(&e.message),
             }
-            Err(e) => errs.push((d, e)),
+            r
+        },
+        |d| whole(format!("device {d}'s run panicked")),
+    )
+    .map_err(|(d, e)| whole(format!("device {d}: {}", e.message)))?;
+    let mut outputs = Vec::with_capacity(runs.len());
+    let mut run_times: Vec<Duration> = Vec::new();
+    for (o, t) in runs {
+        outputs.push(o);
+        run_times.resize(t.len().max(run_times.len()), Duration::ZERO);
+        for (k, t) in t.into_iter().enumerate() {
+            run_times[k] = run_times[k].max(t);
         }
     }
-    if errs.is_empty() {
-        return Ok(DevicesRun { outputs, run_times });
-    }
-    let (d, e) = match first.and_then(|f| errs.iter().position(|(d, _)| *d == f)) {
-        Some(k) => errs.swap_remove(k),
-        None => errs.swap_remove(0),
-    };
-    Err(whole(format!("device {d}: {}", e.message)))
+    Ok(DevicesRun { outputs, run_times })
 }

@@ -33,19 +33,48 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use axle_comm::{CommError, Communicator, DeviceId, Op, OpKind};
+use axle_comm::{rank_in_group, CommError, Communicator, DeviceId, Op, OpKind};
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator as _, CommunicatorCollectives, Destination, Source};
 use mpi::Threading;
 
-/// Whether this process was started by an MPI launcher (`mpirun`, `mpiexec`, `srun` with
-/// PMI): Open MPI's `OMPI_COMM_WORLD_SIZE`, or PMI(x) variables.
-pub fn launched() -> bool {
-    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"]
+/// The launchers' environment variables: one that says a launcher started this process, and
+/// the one holding its rank, for Open MPI, PMIx and PMI, in the order they are read.
+const LAUNCHERS: [(&str, &str); 3] = [
+    ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),
+    ("PMIX_RANK", "PMIX_RANK"),
+    ("PMI_SIZE", "PMI_RANK"),
+];
+
+/// This process's start by an MPI launcher, as the launcher's environment says it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// The rank the launcher gave this process, as written (trimmed); `None` when the
+    /// launcher set none of the rank variables.
+    pub rank: Option<String>,
+}
+
+impl Launch {
+    /// Whether this process speaks for the job: rank 0, or a launch that names no rank.
+    pub fn is_rank0(&self) -> bool {
+        self.rank.as_deref().is_none_or(|r| r == "0")
+    }
+}
+
+/// How an MPI launcher (`mpirun`, `mpiexec`, `srun` with PMI) started this process, or `None`
+/// when none did: Open MPI's `OMPI_COMM_WORLD_SIZE`, or PMI(x) variables.
+pub fn launch() -> Option<Launch> {
+    let var = |v: &str| std::env::var_os(v);
+    LAUNCHERS
         .iter()
-        .any(|v| std::env::var_os(v).is_some())
+        .any(|(set, _)| var(set).is_some())
+        .then(|| Launch {
+            rank: LAUNCHERS
+                .iter()
+                .find_map(|(_, rank)| var(rank).map(|r| r.to_string_lossy().trim().to_string())),
+        })
 }
 
 /// A header record: kind, group hash, bytes to the receiver, sequence number.
@@ -163,28 +192,9 @@ impl Mpi {
         }
     }
 
-    /// Checks `group` (ids in range, no repeats, this device in it); returns this device's
-    /// index in it.
+    /// Checks `group` ([`rank_in_group`]); returns this device's index in it.
     fn rank_in(&self, group: &[DeviceId]) -> Result<usize, CommError> {
-        let mut seen = vec![false; self.size as usize];
-        for &d in group {
-            match seen.get_mut(d as usize) {
-                None => {
-                    return Err(self.invalid(format!(
-                        "device {d} of group {group:?} is outside the job's {} ranks",
-                        self.size
-                    )))
-                }
-                Some(s) if *s => {
-                    return Err(self.invalid(format!("device {d} is twice in group {group:?}")))
-                }
-                Some(s) => *s = true,
-            }
-        }
-        group
-            .iter()
-            .position(|&d| d == self.rank)
-            .ok_or_else(|| self.invalid(format!("group {group:?} does not contain this device")))
+        rank_in_group(self.rank, self.size, group, "the job's {n} ranks")
     }
 
     /// Step 1: sends `(kind, hash, bytes[r], seq)` to every rank `r`; returns the records
@@ -232,6 +242,57 @@ impl Mpi {
             }
         }
         Ok(())
+    }
+
+    /// Both steps of a gather or an all-to-all, inside [`Mpi::collective`]: the headers (this
+    /// device sends `to[r]` bytes to rank `r`), their check against `group`'s members, and
+    /// that every member sends this device as many bytes as it sends itself (else a mismatch,
+    /// `sizes` saying what this device does and what another does); then `data` moves the
+    /// bytes, given the world, the send counts and displacements of `to`, and the receive
+    /// buffer laid out by rank. Returns what each member sent, in group order.
+    fn exchange(
+        &self,
+        inner: &mut Inner,
+        op: Op<'_>,
+        group: &[DeviceId],
+        to: &[u64],
+        sizes: impl FnOnce() -> (String, &'static str),
+        data: impl FnOnce(
+            &SimpleCommunicator,
+            (&[i32], &[i32]),
+            &mut PartitionMut<'_, [u8], &[i32], &[i32]>,
+        ),
+    ) -> Result<Vec<Vec<u8>>, CommError> {
+        let n = self.size as usize;
+        let seq = inner.seq;
+        let kind = kind_code(op.kind);
+        let hash = group_hash(op.label, group);
+        let hdrs = self.headers(inner, kind, hash, to);
+        self.check(seq, &op.kind.to_string(), kind, hash, group, &hdrs)?;
+        let expect = to[self.rank as usize];
+        if group.iter().any(|&m| hdrs[m as usize][2] != expect) {
+            let (first, second) = sizes();
+            return Err(CommError::Mismatch {
+                seq,
+                first,
+                second: second.into(),
+            });
+        }
+        let from: Vec<u64> = (0..n).map(|r| hdrs[r][2]).collect();
+        let (rc, rd) = counts(&from).map_err(|m| self.invalid(m))?;
+        let (sc, sd) = counts(to).map_err(|m| self.invalid(m))?;
+        let mut recv = vec![0u8; from.iter().sum::<u64>() as usize];
+        {
+            let mut part = PartitionMut::new(&mut recv[..], &rc[..], &rd[..]);
+            data(&inner.world, (&sc, &sd), &mut part);
+        }
+        Ok(group
+            .iter()
+            .map(|&m| {
+                let (s, l) = (rd[m as usize] as usize, rc[m as usize] as usize);
+                recv[s..s + l].to_vec()
+            })
+            .collect())
     }
 
     /// Runs `f` as collective `label` under the watchdog, with the lock held.
@@ -314,47 +375,27 @@ impl Communicator for Mpi {
     ) -> Result<Vec<Vec<u8>>, CommError> {
         self.rank_in(group)?;
         let n = self.size as usize;
-        let kind = kind_code(op.kind);
-        let hash = group_hash(op.label, group);
         self.collective(op.label, |inner| {
-            let seq = inner.seq;
             let mut to = vec![0u64; n];
             for &m in group {
                 to[m as usize] = data.len() as u64;
             }
-            let hdrs = self.headers(inner, kind, hash, &to);
-            self.check(seq, &op.kind.to_string(), kind, hash, group, &hdrs)?;
-            if group
-                .iter()
-                .any(|&m| hdrs[m as usize][2] != data.len() as u64)
-            {
-                return Err(CommError::Mismatch {
-                    seq,
-                    first: format!("device {} gathers {} bytes", self.rank, data.len()),
-                    second: "another member gathers another size".into(),
-                });
-            }
-            let from: Vec<u64> = (0..n).map(|r| hdrs[r][2]).collect();
-            let (rc, rd) = counts(&from).map_err(|m| self.invalid(m))?;
-            let mut recv = vec![0u8; from.iter().sum::<u64>() as usize];
-            if group.len() == n {
-                let mut part = PartitionMut::new(&mut recv[..], &rc[..], &rd[..]);
-                inner.world.all_gather_varcount_into(data, &mut part);
-            } else {
-                let (sc, sd) = counts(&to).map_err(|m| self.invalid(m))?;
-                // One copy per member (the displacements place them in rank order).
-                let ordered = data.repeat(group.len());
-                let send = Partition::new(&ordered[..], &sc[..], &sd[..]);
-                let mut part = PartitionMut::new(&mut recv[..], &rc[..], &rd[..]);
-                inner.world.all_to_all_varcount_into(&send, &mut part);
-            }
-            Ok(group
-                .iter()
-                .map(|&m| {
-                    let (s, l) = (rd[m as usize] as usize, rc[m as usize] as usize);
-                    recv[s..s + l].to_vec()
-                })
-                .collect())
+            let sizes = || {
+                (
+                    format!("device {} gathers {} bytes", self.rank, data.len()),
+                    "another member gathers another size",
+                )
+            };
+            self.exchange(inner, op, group, &to, sizes, |world, (sc, sd), recv| {
+                if group.len() == n {
+                    world.all_gather_varcount_into(data, recv);
+                } else {
+                    // One copy per member (the displacements place them in rank order).
+                    let ordered = data.repeat(group.len());
+                    let send = Partition::new(&ordered[..], sc, sd);
+                    world.all_to_all_varcount_into(&send, recv);
+                }
+            })
         })
     }
 
@@ -373,54 +414,32 @@ impl Communicator for Mpi {
             )));
         }
         let n = self.size as usize;
-        let kind = kind_code(op.kind);
-        let hash = group_hash(op.label, group);
         self.collective(op.label, |inner| {
-            let seq = inner.seq;
             let mut to = vec![0u64; n];
             let mut chunk_of = vec![None; n];
             for (k, &m) in group.iter().enumerate() {
                 to[m as usize] = chunks[k].len() as u64;
                 chunk_of[m as usize] = Some(k);
             }
-            let hdrs = self.headers(inner, kind, hash, &to);
-            self.check(seq, &op.kind.to_string(), kind, hash, group, &hdrs)?;
-            // Chunk `me` of every member comes here: its size must be this device's chunk
-            // `me`'s (equal chunks, as the in-process transport checks).
-            if group
-                .iter()
-                .any(|&m| hdrs[m as usize][2] != chunks[me].len() as u64)
-            {
-                return Err(CommError::Mismatch {
-                    seq,
-                    first: format!(
-                        "device {} exchanges chunks of {} bytes",
-                        self.rank,
-                        chunks[me].len()
-                    ),
-                    second: "another member sends chunks of another size".into(),
-                });
-            }
             let mut send = Vec::with_capacity(to.iter().sum::<u64>() as usize);
             for &k in chunk_of.iter().flatten() {
                 send.extend_from_slice(chunks[k]);
             }
-            let from: Vec<u64> = (0..n).map(|r| hdrs[r][2]).collect();
-            let (sc, sd) = counts(&to).map_err(|m| self.invalid(m))?;
-            let (rc, rd) = counts(&from).map_err(|m| self.invalid(m))?;
-            let mut recv = vec![0u8; from.iter().sum::<u64>() as usize];
-            {
-                let s = Partition::new(&send[..], &sc[..], &sd[..]);
-                let mut part = PartitionMut::new(&mut recv[..], &rc[..], &rd[..]);
-                inner.world.all_to_all_varcount_into(&s, &mut part);
-            }
-            Ok(group
-                .iter()
-                .map(|&m| {
-                    let (s, l) = (rd[m as usize] as usize, rc[m as usize] as usize);
-                    recv[s..s + l].to_vec()
-                })
-                .collect())
+            // Chunk `me` of every member comes here: its size must be this device's chunk
+            // `me`'s (equal chunks, as the in-process transport checks).
+            let sizes = || {
+                (
+                    format!(
+                        "device {} exchanges chunks of {} bytes",
+                        self.rank,
+                        chunks[me].len()
+                    ),
+                    "another member sends chunks of another size",
+                )
+            };
+            self.exchange(inner, op, group, &to, sizes, |world, (sc, sd), recv| {
+                world.all_to_all_varcount_into(&Partition::new(&send[..], sc, sd), recv);
+            })
         })
     }
 

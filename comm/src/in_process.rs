@@ -8,7 +8,7 @@
 //! every device of the run has read it. Waiting is bounded by the run's timeout; a timeout or
 //! an [`Communicator::abort`] wakes every waiting device with an error.
 
-use crate::{CommError, Communicator, DeviceId, Op, OpKind};
+use crate::{rank_in_group, CommError, Communicator, DeviceId, Op, OpKind};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -119,27 +119,9 @@ impl InProcessDevice {
         }
     }
 
-    /// Checks `group`: ids in range, no repeats, this device in it; returns this device's rank.
+    /// Checks `group` ([`rank_in_group`]); returns this device's rank in it.
     fn rank_in(&self, group: &[DeviceId]) -> Result<usize, CommError> {
-        let mut seen = vec![false; self.shared.n as usize];
-        for &d in group {
-            match seen.get_mut(d as usize) {
-                None => {
-                    return Err(self.invalid(format!(
-                        "device {d} of group {group:?} is outside the run's {} devices",
-                        self.shared.n
-                    )))
-                }
-                Some(s) if *s => {
-                    return Err(self.invalid(format!("device {d} is twice in group {group:?}")))
-                }
-                Some(s) => *s = true,
-            }
-        }
-        group
-            .iter()
-            .position(|&d| d == self.device)
-            .ok_or_else(|| self.invalid(format!("group {group:?} does not contain this device")))
+        rank_in_group(self.device, self.shared.n, group, "the run's {n} devices")
     }
 
     /// Posts `chunks` as this device's next collective and waits for every member of `group`;

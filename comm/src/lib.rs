@@ -1,5 +1,6 @@
 //! Collectives between devices over byte buffers: the [`Communicator`] trait every transport
-//! implements, and [`InProcess`], N devices as threads of one process sharing memory.
+//! implements, and [`InProcess`], N devices as threads of one process sharing memory (run by
+//! [`run_device_threads`]).
 //!
 //! The trait knows devices, groups and bytes, nothing of HLO: callers (the evaluator, later the
 //! cpu runtime) turn an instruction into a group of device ids (in group order) and buffers.
@@ -17,8 +18,12 @@
 //!   never arrives makes the others fail with [`CommError::Timeout`] after the run's timeout.
 #![deny(missing_docs)]
 
+mod device_threads;
+mod group;
 mod in_process;
 
+pub use device_threads::run_device_threads;
+pub use group::rank_in_group;
 pub use in_process::{InProcess, InProcessDevice};
 
 use std::fmt;

@@ -1,7 +1,9 @@
 //! Shardy's text in JAX's HLO: the meshes of the module's `xla.sdy.meshes` frontend attribute
 //! and the per-value shardings of `xla.sdy.in_shardings` / `xla.sdy.out_shardings` on the
 //! `xla.sdy.GlobalToLocalShape` / `LocalToGlobalShape` custom calls around a `shard_map` body,
-//! and what they mean: which block of a global array each device holds.
+//! and what they mean: which block of a global array each device holds ([`Mesh::block`], read
+//! off an instruction by [`shardings_of`]) and where its rows lie in the array ([`block_rows`]),
+//! for the evaluator and the cpu runtime alike.
 //!
 //! Grammar read (escaped quotes `\"` read as quotes):
 //! - mesh: `NAME = #sdy.mesh<["x"=2, "y"=4]>` (an optional `, device_ids=[...]` is refused
@@ -282,6 +284,79 @@ impl Mesh {
     }
 }
 
+/// The shardings of the frontend attribute `key` (`xla.sdy.in_shardings` or
+/// `xla.sdy.out_shardings`) of instruction `id`, each with the mesh of the module's
+/// `xla.sdy.meshes` it names. Errors when an attribute is missing or unreadable or a sharding
+/// names a mesh the module lacks.
+pub fn shardings_of(
+    m: &crate::Module,
+    id: crate::InstId,
+    key: &str,
+) -> Result<Vec<(Mesh, Sharding)>, String> {
+    let fa = match m.attr(id, &crate::AttrKey::FrontendAttributes) {
+        Some(crate::AttrValue::Raw(t)) => t,
+        _ => return Err("no frontend_attributes with the shardings".into()),
+    };
+    let text = frontend_value(fa, key).ok_or_else(|| format!("no {key} attribute"))?;
+    let header = m
+        .header_attrs
+        .iter()
+        .find(|(k, _)| k == "frontend_attributes")
+        .and_then(|(_, v)| frontend_value(v, "xla.sdy.meshes"))
+        .ok_or("the module has no xla.sdy.meshes attribute")?;
+    let meshes = parse_meshes(&header)?;
+    parse_shardings(&text)?
+        .into_iter()
+        .map(|s| {
+            let mesh = meshes
+                .iter()
+                .find(|m| m.name == s.mesh)
+                .cloned()
+                .ok_or_else(|| format!("no mesh named {}", s.mesh))?;
+            Ok((mesh, s))
+        })
+        .collect()
+}
+
+/// Calls `f(global offset, local offset, bytes)` for each row (last dimension) of the block
+/// of dimensions `ldims` at `start` in a row-major array of dimensions `gdims`, elements of
+/// `w` bytes; offsets are in bytes. The block must lie inside the array; an empty block has
+/// no rows.
+pub fn block_rows(
+    gdims: &[i64],
+    ldims: &[i64],
+    start: &[i64],
+    w: usize,
+    mut f: impl FnMut(usize, usize, usize),
+) {
+    let rank = gdims.len();
+    if rank == 0 {
+        f(0, 0, w);
+        return;
+    }
+    if ldims.iter().any(|&d| d <= 0) {
+        return;
+    }
+    let row = ldims[rank - 1] as usize * w;
+    let rows: i64 = ldims[..rank - 1].iter().product();
+    let mut idx = vec![0i64; rank - 1];
+    for r in 0..rows as usize {
+        let mut off = 0i64;
+        for k in 0..rank {
+            let i = if k < rank - 1 { idx[k] } else { 0 };
+            off = off * gdims[k] + start[k] + i;
+        }
+        f(off as usize * w, r * row, row);
+        for k in (0..rank - 1).rev() {
+            idx[k] += 1;
+            if idx[k] < ldims[k] {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,6 +413,20 @@ mod tests {
         assert!(m.block(&s(vec![vec!["x"], vec!["x"]]), &[4, 4], 0).is_err());
         assert!(m.block(&s(vec![vec!["z"]]), &[4], 0).is_err());
         assert!(m.block(&s(vec![vec!["y"]]), &[6], 0).is_err());
+    }
+
+    #[test]
+    fn block_rows_walk_the_block_in_row_major_order() {
+        // The 2x2 block at (1, 1) of a 3x4 array of 2-byte elements.
+        let mut rows = Vec::new();
+        block_rows(&[3, 4], &[2, 2], &[1, 1], 2, |g, l, n| rows.push((g, l, n)));
+        assert_eq!(rows, vec![(10, 0, 4), (18, 4, 4)]);
+        let mut scalar = Vec::new();
+        block_rows(&[], &[], &[], 4, |g, l, n| scalar.push((g, l, n)));
+        assert_eq!(scalar, vec![(0, 0, 4)]);
+        let mut empty = 0;
+        block_rows(&[3, 4], &[0, 2], &[0, 0], 2, |_, _, _| empty += 1);
+        assert_eq!(empty, 0);
     }
 }
 

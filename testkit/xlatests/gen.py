@@ -3,8 +3,8 @@
 
 Usage (with jax/jaxlib 0.10.2): gen.py MODULES_JSON [--only NAME...]
 
-MODULES_JSON is what extract.py writes. For each module this compiles the text on XLA CPU (as
-../shared/baseline/baseline.py does), makes seeded inputs for the entry parameters (seed =
+MODULES_JSON is what extract.py writes. For each module this compiles the text on XLA CPU with
+`compile_hlo_text` of $AXLE_SHARED/baseline/baseline.py (default ../shared), makes seeded inputs for the entry parameters (seed =
 zlib.crc32(NAME)), runs it, and writes beside this file `NAME.hlo`, `NAME.inK.npy`,
 `NAME.outK.npy` and a `manifest.json` in the format of ../shared/corpus (plus each case's origin
 in XLA's sources). Modules that do not become a case are listed in `skipped.json` with the
@@ -27,6 +27,13 @@ import ml_dtypes
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "testkit"))
+# XLA CPU is reached through the shared baseline's compile_hlo_text (imported in the worker,
+# after JAX is configured).
+sys.path.insert(0, os.path.join(os.environ.get("AXLE_SHARED") or os.path.join(ROOT, "..", "shared"),
+                                "baseline"))
+from shape_list import split_top  # noqa: E402
 # Per case, the bytes of its inputs and outputs together: larger cases are skipped.
 MAX_CASE_BYTES = 96 * 1024
 # Seconds XLA may take to compile and run one module.
@@ -53,24 +60,6 @@ def dname(dt):
         if np.dtype(v) == dt:
             return k
     raise ValueError(f"no element type for {dt}")
-
-
-def split_top(s):
-    """Splits `s` at commas outside brackets."""
-    out, depth, cur = [], 0, ""
-    for ch in s:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
 
 
 def entry_params(module_text):
@@ -119,9 +108,8 @@ def worker(conn):
 def run_one(jax, text, name):
     """Compiles and runs one module on XLA CPU: ("ok", (inputs, outputs)) or an error."""
     try:
-        from jax._src.lib import _jax, xla_client as xc
         import jax._src.lib as L
-        import jax._src.xla_bridge as xb
+        from baseline import compile_hlo_text
         try:
             mod = L.hlo.hlo_module_from_text(text)
         except Exception as e:  # noqa: BLE001
@@ -130,9 +118,7 @@ def run_one(jax, text, name):
         rng = np.random.default_rng(zlib.crc32(name.encode()))
         ins = [make_input(rng, ty, dims) for ty, dims in params]
         try:
-            shlo = _jax.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
-            exe = xb.get_backend("cpu").compile_and_load(
-                shlo, jax.devices("cpu")[:1], xc.CompileOptions())
+            exe = compile_hlo_text(text)
         except Exception as e:  # noqa: BLE001
             return ("xla-compile", str(e).strip().splitlines()[0][:300])
         dev = jax.devices("cpu")[0]

@@ -9,66 +9,10 @@
 use super::shape_ops as so;
 use super::{arr, Evaluator, Fail, R};
 use axle_comm::{Op, OpKind};
-use axle_ir::sdy::{frontend_value, parse_meshes, parse_shardings, Mesh, Sharding};
-use axle_ir::{AttrKey, AttrValue, InstId, Literal, OwnedShape};
-
-/// Copies `local` (of `ldims`) into `global` (of `gdims`) at `start`; elements of `w` bytes.
-fn insert(global: &mut [u8], gdims: &[i64], local: &[u8], ldims: &[i64], start: &[i64], w: usize) {
-    let rank = gdims.len();
-    if rank == 0 {
-        global[..w].copy_from_slice(&local[..w]);
-        return;
-    }
-    let row = ldims[rank - 1] as usize * w;
-    let rows: i64 = ldims[..rank - 1].iter().product();
-    let mut idx = vec![0i64; rank - 1];
-    for r in 0..rows as usize {
-        let mut off = 0i64;
-        for k in 0..rank {
-            let i = if k < rank - 1 { idx[k] } else { 0 };
-            off = off * gdims[k] + start[k] + i;
-        }
-        let o = off as usize * w;
-        global[o..o + row].copy_from_slice(&local[r * row..(r + 1) * row]);
-        for k in (0..rank - 1).rev() {
-            idx[k] += 1;
-            if idx[k] < ldims[k] {
-                break;
-            }
-            idx[k] = 0;
-        }
-    }
-}
+use axle_ir::sdy::{block_rows, shardings_of, Mesh};
+use axle_ir::{InstId, Literal, OwnedShape};
 
 impl Evaluator<'_> {
-    /// The shardings `key` of `id` with the mesh each names.
-    fn shardings(&self, id: InstId, key: &str) -> R<Vec<(Mesh, Sharding)>> {
-        let m = self.m;
-        let fa = match m.attr(id, &AttrKey::FrontendAttributes) {
-            Some(AttrValue::Raw(t)) => t,
-            _ => return Err("no frontend_attributes with the shardings".into()),
-        };
-        let text = frontend_value(fa, key).ok_or_else(|| format!("no {key} attribute"))?;
-        let header = m
-            .header_attrs
-            .iter()
-            .find(|(k, _)| k == "frontend_attributes")
-            .and_then(|(_, v)| frontend_value(v, "xla.sdy.meshes"))
-            .ok_or("the module has no xla.sdy.meshes attribute")?;
-        let meshes = parse_meshes(&header)?;
-        parse_shardings(&text)?
-            .into_iter()
-            .map(|s| {
-                let mesh = meshes
-                    .iter()
-                    .find(|m| m.name == s.mesh)
-                    .cloned()
-                    .ok_or_else(|| Fail::Msg(format!("no mesh named {}", s.mesh)))?;
-                Ok((mesh, s))
-            })
-            .collect()
-    }
-
     fn sdy_device(&self, mesh: &Mesh) -> R<i64> {
         let dev = self
             .device
@@ -97,7 +41,7 @@ impl Evaluator<'_> {
 
     /// `xla.sdy.GlobalToLocalShape`: this device's block of each operand.
     pub(crate) fn global_to_local(&mut self, id: InstId, ops: &[&Literal]) -> R<Literal> {
-        let sh = self.shardings(id, "xla.sdy.in_shardings")?;
+        let sh = shardings_of(self.m, id, "xla.sdy.in_shardings")?;
         if sh.len() != ops.len() {
             return Err(format!("{} shardings for {} operands", sh.len(), ops.len()).into());
         }
@@ -115,7 +59,7 @@ impl Evaluator<'_> {
     /// `xla.sdy.LocalToGlobalShape`: every device's blocks gathered and assembled into the
     /// declared global shapes.
     pub(crate) fn local_to_global(&mut self, id: InstId, ops: &[&Literal]) -> R<Literal> {
-        let sh = self.shardings(id, "xla.sdy.out_shardings")?;
+        let sh = shardings_of(self.m, id, "xla.sdy.out_shardings")?;
         if sh.len() != ops.len() {
             return Err(format!("{} shardings for {} operands", sh.len(), ops.len()).into());
         }
@@ -159,7 +103,9 @@ impl Evaluator<'_> {
                     .into());
                 }
                 let start: Vec<i64> = block.iter().map(|b| b.0).collect();
-                insert(&mut data, &g.dims, part, &ldims, &start, w);
+                block_rows(&g.dims, &ldims, &start, w, |at, from, n| {
+                    data[at..at + n].copy_from_slice(&part[from..from + n])
+                });
             }
             vals.push(Literal::Array(so::array(a.ty(), &g.dims, data)));
         }

@@ -24,6 +24,7 @@ use std::cell::RefCell;
 use axle_analysis::Device;
 use axle_comm::{Communicator, Op, OpKind};
 use axle_ir::collective::{DeviceMesh, GroupMode};
+use axle_ir::sdy::block_rows;
 use axle_ir::{ElementType, Opcode};
 
 /// What a collective host call does.
@@ -501,43 +502,6 @@ fn join(parts: &[Vec<u8>], dims: &[i64], d: usize, w: usize, out: &mut [u8]) -> 
         }
     }
     Ok(())
-}
-
-/// Calls `f(global offset, local offset, bytes)` for each row of the block of `ldims` at
-/// `start` in a row-major array of `gdims`, elements of `w` bytes.
-fn block_rows(
-    gdims: &[i64],
-    ldims: &[i64],
-    start: &[i64],
-    w: usize,
-    mut f: impl FnMut(usize, usize, usize),
-) {
-    let rank = gdims.len();
-    if rank == 0 {
-        f(0, 0, w);
-        return;
-    }
-    if ldims.iter().any(|&d| d <= 0) {
-        return;
-    }
-    let row = ldims[rank - 1] as usize * w;
-    let rows: i64 = ldims[..rank - 1].iter().product();
-    let mut idx = vec![0i64; rank - 1];
-    for r in 0..rows as usize {
-        let mut off = 0i64;
-        for k in 0..rank {
-            let i = if k < rank - 1 { idx[k] } else { 0 };
-            off = off * gdims[k] + start[k] + i;
-        }
-        f(off as usize * w, r * row, row);
-        for k in (0..rank - 1).rev() {
-            idx[k] += 1;
-            if idx[k] < ldims[k] {
-                break;
-            }
-            idx[k] = 0;
-        }
-    }
 }
 
 fn need<'a>(dev: Option<Device<'a>>, c: &Coll) -> Result<Device<'a>, String> {

@@ -87,7 +87,9 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
 /// `custom-call(x)` of a sharding annotation target ([`axle_ir::SHARDING_ANNOTATIONS`]: what
 /// `jax.lax.with_sharding_constraint`, JAX's lowering and Shardy write) whose result has `x`'s
 /// shape: the identity (a sharding changes where the value lives, not what it is; where it
-/// would change the shape, the shapes differ and the rule does not apply).
+/// would change the shape, the shapes differ and the rule does not apply), or, for an array
+/// whose layouts alone differ, a `copy` into the annotation's layout (JAX annotates a
+/// transposed value, laid out as XLA's transposes are, with its result's layout).
 pub(super) fn annotation(cx: &Cx<'_>, id: InstId) -> Hit {
     let m = cx.m;
     let target = match m.attr(id, &AttrKey::CustomCallTarget) {
@@ -96,7 +98,22 @@ pub(super) fn annotation(cx: &Cx<'_>, id: InstId) -> Hit {
     };
     match m.operands(id) {
         [x] if axle_ir::SHARDING_ANNOTATIONS.contains(&&**target) => {
-            forward(m, id, *x).map(|r| ("sharding-annotation", r))
+            if m.shape_id(id) != m.shape_id(*x) {
+                return None;
+            }
+            if let Some(r) = forward(m, id, *x) {
+                return Some(("sharding-annotation", r));
+            }
+            // Only the layouts differ: an array is copied into the annotation's layout.
+            m.array_shape(id)?;
+            Some((
+                "sharding-annotation",
+                Rewrite::Build(vec![Node::new(
+                    Opcode::Copy,
+                    ShapeSpec::Of(id),
+                    vec![Val::Old(*x)],
+                )]),
+            ))
         }
         _ => None,
     }
