@@ -43,11 +43,14 @@
 //! way: that did not pay (`codegen-cpu/BENCH.md`, "Moved from module headers").
 //! Partial column strips are stored with masked stores, rows past the end are masked off.
 //!
-//! Each output element accumulates its products in order of `k` with fused multiply-adds (a
-//! `K` block ends by storing the accumulators to `C`, exactly, and the next reloads them), so
-//! results differ from the evaluator's separate multiply and add by rounding only and never
-//! depend on the item split or the thread count. Results narrower than the accumulation type
-//! take one `K` block (no partial sums in `C`) and are rounded once when stored.
+//! Each output element sums its products in a fixed three-level order, so that no rounding
+//! chain is long (a single chain over `K = 25600` was 30 times less accurate than XLA's): in
+//! runs of [`SUB_K`] steps of `k` with fused multiply-adds from zero, the runs of a `K` block
+//! added in order into the block's totals, and the blocks' totals added in order into `C` (the
+//! first stores, each later block loads `C`, adds and stores). The order depends on `K`, `KC`
+//! and `SUB_K` only, never on the item split or the thread count; results differ from the
+//! evaluator's by rounding only. Results narrower than the accumulation type take one `K`
+//! block (no partial sums in `C`) and are rounded once when stored.
 //!
 //! An output fusion may pass an epilogue ([`TileEnd`]) that takes each tile's last `K` block in
 //! place of the store to `C` (earlier `K` blocks store and reload partial sums as above): a
@@ -63,7 +66,7 @@ use inkwell::types::{BasicTypeEnum, FloatType, VectorType};
 use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue, VectorValue};
 use inkwell::IntPredicate;
 
-use crate::cg::{bv, strides, Cg};
+use crate::cg::{bv, strides, Cg, Val};
 use crate::conv::dot_dims;
 use crate::elemental::bitcast_is_reshape;
 use crate::error::R;
@@ -73,6 +76,11 @@ use crate::error::R;
 /// so than with `A` packed; on wide items (1024 and `256 x 1024 x 1024` matmuls) either way
 /// measured the same within noise, and packing stays the default there.
 const DIRECT_A_COLS: i64 = 4;
+
+/// Steps of `k` a register tile sums from zero before adding the run to the `K` block's
+/// totals ([`Item::tile`]): runs of 32 and blocks of at most `KC = 256` keep each rounding
+/// chain at most 32 terms long inside a block (see the module header).
+pub(crate) const SUB_K: i64 = 32;
 
 /// Dots with fewer multiply-adds than this run on one thread.
 const SEQUENTIAL_FLOPS: i64 = 1 << 21;
@@ -1245,29 +1253,7 @@ impl<'ctx> Item<'_, 'ctx> {
             }
         }
         let zero = vty.const_zero();
-        let init = if wide_out {
-            cg.if_else_with(
-                &mut (),
-                first,
-                |_| Ok((0..2 * mr).map(|_| bv(zero)).collect()),
-                |_| {
-                    let mut v = Vec::new();
-                    for (off, _, masks) in &rowsel {
-                        for (h, mask) in masks.iter().enumerate() {
-                            let o = bb.build_int_nsw_add(*off, cg.c64(h as i64 * lanes), "o")?;
-                            let q = cg.gep(out_mty, self.cbase, o)?;
-                            let x = cg
-                                .call(mload, &[bv(q), bv(align), bv(*mask), bv(zero)])?
-                                .ok_or("masked load returned nothing")?;
-                            v.push(x);
-                        }
-                    }
-                    Ok(v)
-                },
-            )?
-        } else {
-            (0..2 * mr).map(|_| bv(zero)).collect()
-        };
+        let init: Vec<Val<'ctx>> = (0..2 * mr).map(|_| bv(zero)).collect();
         let pbase = bb.build_int_nsw_mul(bb.build_int_nsw_mul(p, kc, "pb")?, cg.c64(nr), "pb")?;
         let abase = bb.build_int_nsw_mul(bb.build_int_nsw_mul(s, kc, "ab")?, cg.c64(mr), "ab")?;
         // With `A` read directly: the start of each row's `K` block (rows past the item's end
@@ -1279,48 +1265,93 @@ impl<'ctx> Item<'_, 'ctx> {
                 arows.push(cg.gep(ety.into(), self.abase, off)?);
             }
         }
-        let accs = cg.for_range_acc(cg.c64(0), kc, &init, |kk, acc| {
-            let boff =
-                bb.build_int_nsw_add(pbase, bb.build_int_nsw_mul(kk, cg.c64(nr), "bk")?, "bo")?;
-            let mut bvs: Vec<VectorValue> = Vec::with_capacity(2);
-            for h in 0..2 {
-                let q = cg.gep(
-                    ety.into(),
-                    self.bpack,
-                    bb.build_int_nsw_add(boff, cg.c64(h * lanes), "q")?,
-                )?;
-                let l = bb.build_load(vty, q, "bvec")?;
-                if let Some(i) = l.as_instruction_value() {
-                    let _ = i.set_alignment(geo.acc.byte_size() as u32);
-                }
-                bvs.push(l.into_vector_value());
-            }
-            let aoff =
-                bb.build_int_nsw_add(abase, bb.build_int_nsw_mul(kk, cg.c64(mr), "ak")?, "ao")?;
-            let mut out = Vec::with_capacity(acc.len());
-            for r in 0..mr {
-                let packed = || {
-                    let o = bb.build_int_nsw_add(aoff, cg.c64(r), "ar")?;
-                    cg.gep(ety.into(), self.apack, o)
-                };
-                let ap = match read {
-                    ARead::Packed => packed()?,
-                    ARead::Direct | ARead::Fill => cg.gep(ety.into(), arows[r as usize], kk)?,
-                };
-                let av = bb.build_load(ety, ap, "a")?.into_float_value();
-                if read == ARead::Fill {
-                    bb.build_store(packed()?, av)?;
-                }
-                let sa = splat_float(cg, av, lanes)?;
+        // The block's sums start from zero and run in runs of `SUB_K` steps, each run's sums
+        // added to the block's totals; the totals are added to `C` after the block.
+        let runs = bb.build_int_unsigned_div(
+            bb.build_int_nsw_add(kc, cg.c64(SUB_K - 1), "rk")?,
+            cg.c64(SUB_K),
+            "runs",
+        )?;
+        let totals = cg.for_range_acc(cg.c64(0), runs, &init, |run, tot| {
+            let k0 = bb.build_int_nsw_mul(run, cg.c64(SUB_K), "k0")?;
+            let k1 = min64(cg, bb.build_int_nsw_add(k0, cg.c64(SUB_K), "k1")?, kc)?;
+            let part = cg.for_range_acc(k0, k1, &init, |kk, acc| {
+                let boff =
+                    bb.build_int_nsw_add(pbase, bb.build_int_nsw_mul(kk, cg.c64(nr), "bk")?, "bo")?;
+                let mut bvs: Vec<VectorValue> = Vec::with_capacity(2);
                 for h in 0..2 {
-                    let x = cg
-                        .call(fma, &[bv(sa), bv(bvs[h]), acc[(2 * r + h as i64) as usize]])?
-                        .ok_or("fmuladd returned nothing")?;
-                    out.push(x);
+                    let q = cg.gep(
+                        ety.into(),
+                        self.bpack,
+                        bb.build_int_nsw_add(boff, cg.c64(h * lanes), "q")?,
+                    )?;
+                    let l = bb.build_load(vty, q, "bvec")?;
+                    if let Some(i) = l.as_instruction_value() {
+                        let _ = i.set_alignment(geo.acc.byte_size() as u32);
+                    }
+                    bvs.push(l.into_vector_value());
                 }
+                let aoff =
+                    bb.build_int_nsw_add(abase, bb.build_int_nsw_mul(kk, cg.c64(mr), "ak")?, "ao")?;
+                let mut out = Vec::with_capacity(acc.len());
+                for r in 0..mr {
+                    let packed = || {
+                        let o = bb.build_int_nsw_add(aoff, cg.c64(r), "ar")?;
+                        cg.gep(ety.into(), self.apack, o)
+                    };
+                    let ap = match read {
+                        ARead::Packed => packed()?,
+                        ARead::Direct | ARead::Fill => cg.gep(ety.into(), arows[r as usize], kk)?,
+                    };
+                    let av = bb.build_load(ety, ap, "a")?.into_float_value();
+                    if read == ARead::Fill {
+                        bb.build_store(packed()?, av)?;
+                    }
+                    let sa = splat_float(cg, av, lanes)?;
+                    for h in 0..2 {
+                        let x = cg
+                            .call(fma, &[bv(sa), bv(bvs[h]), acc[(2 * r + h as i64) as usize]])?
+                            .ok_or("fmuladd returned nothing")?;
+                        out.push(x);
+                    }
+                }
+                Ok(out)
+            })?;
+            let mut out = Vec::with_capacity(tot.len());
+            for (t, x) in tot.iter().zip(&part) {
+                out.push(bv(bb.build_float_add(
+                    t.into_vector_value(),
+                    x.into_vector_value(),
+                    "tot",
+                )?));
             }
             Ok(out)
         })?;
+        // A later `K` block adds its totals to the partial sums the earlier ones left in `C`.
+        let accs = if wide_out {
+            cg.if_else_with(
+                &mut (),
+                first,
+                |_| Ok(totals.clone()),
+                |_| {
+                    let mut v = Vec::with_capacity(totals.len());
+                    for (r, (off, _, masks)) in rowsel.iter().enumerate() {
+                        for (h, mask) in masks.iter().enumerate() {
+                            let o = bb.build_int_nsw_add(*off, cg.c64(h as i64 * lanes), "o")?;
+                            let q = cg.gep(out_mty, self.cbase, o)?;
+                            let x = cg
+                                .call(mload, &[bv(q), bv(align), bv(*mask), bv(zero)])?
+                                .ok_or("masked load returned nothing")?;
+                            let t = totals[2 * r + h].into_vector_value();
+                            v.push(bv(bb.build_float_add(x.into_vector_value(), t, "c")?));
+                        }
+                    }
+                    Ok(v)
+                },
+            )?
+        } else {
+            totals
+        };
         // Stores the tile at `base`, row `r` at offset `offs[r]`: masked vector stores of a
         // wide result, a narrower one rounded and stored lane by lane.
         let store = |base: PointerValue<'ctx>, offs: &[IntValue<'ctx>]| -> R<()> {
