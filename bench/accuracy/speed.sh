@@ -4,13 +4,14 @@
 # interleaved for ROUNDS rounds (so machine noise falls on both), one thread (AXLE_CPU_THREADS=1),
 # reused output buffers; prints each side's best median and best minimum in ms.
 #
-#   bench/accuracy/speed.sh BEFORE_AXLE AFTER_AXLE [ROUNDS]
+#   [ONLY=REGEX] bench/accuracy/speed.sh BEFORE_AXLE AFTER_AXLE [ROUNDS]
 set -eu
 before=$1 after=$2 rounds=${3:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 export AXLE_CPU_THREADS=${AXLE_CPU_THREADS:-1}
 printf '| kernel | before median | after median | before min | after min | after/before (min) |\n|---|---|---|---|---|---|\n'
 for f in "$here"/speed/*.hlo; do
+  [[ $(basename "$f" .hlo) =~ ${ONLY:-.} ]] || continue
   bmed=1e18 amed=1e18 bmin=1e18 amin=1e18
   for _ in $(seq "$rounds"); do
     for side in before after; do
