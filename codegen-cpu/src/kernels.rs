@@ -1704,8 +1704,12 @@ struct ColumnSum<'r, 'ctx> {
     bufs: PointerValue<'ctx>,
     input: InstId,
     /// The input's index at reduced coordinates `rmulti` and output column `j`.
-    at: &'r dyn Fn(&mut Gen<'_, 'ctx>, &[IntValue<'ctx>], IntValue<'ctx>) -> R<Index<'ctx>>,
+    at: &'r ColumnIndex<'r, 'ctx>,
 }
+
+/// The input's index of a column reduction at reduced coordinates and an output column.
+type ColumnIndex<'f, 'ctx> =
+    dyn Fn(&mut Gen<'_, 'ctx>, &[IntValue<'ctx>], IntValue<'ctx>) -> R<Index<'ctx>> + 'f;
 
 /// Sums coordinates `base .. min(base + spans[level], n)` of the innermost reduced dimension
 /// (the outer reduced coordinates in `prefix`) for every output column, from `-0.0`, into

@@ -269,7 +269,7 @@ impl<T: Acc> Cascade<T> {
                 }
                 slot => *slot = Some(carry),
             }
-            if count % FAN != 0 {
+            if !count.is_multiple_of(FAN) {
                 return;
             }
             carry = self.levels[l].take().unwrap_or_default();
