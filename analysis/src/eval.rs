@@ -13,7 +13,9 @@
 //!
 //! Float sum and product reductions fold as a balanced tree (HLO leaves the order open; XLA's
 //! vectorized reductions are close to exact, a left-to-right `f32` fold of millions of values
-//! is not). Every result is checked against its instruction's declared shape, and reserved
+//! is not), and `dot` and `convolution` sum their terms in runs of 32 whose sums combine as a
+//! fixed tree (see `dot`): no rounding chain is long, and the order never depends on the
+//! thread count. Every result is checked against its instruction's declared shape, and reserved
 //! before it is computed in a memory budget under the process's ceiling
 //! ([`axle_ir::memory`]; the arguments count as held): a result over the ceiling, or of a shape
 //! with an unbounded dynamic dimension, is an error naming the instruction, never an abort.

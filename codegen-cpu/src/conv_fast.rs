@@ -7,9 +7,16 @@
 //! between the elements of a base-dilated input; a kernel position that meets no element in
 //! any pixel of the tile is skipped). Feature and batch groups go to the elemental emitter.
 //!
-//! Each output element sums its terms in the evaluator's order (kernel positions, then input
-//! features) with fused multiply-adds; padding terms add zero. Narrow floats accumulate in
-//! `f32` and round to nearest even once per output element, as the evaluator does.
+//! Each output element sums its terms (kernel positions, then input features) with fused
+//! multiply-adds; padding terms add zero. So that no rounding chain is long (one chain over a
+//! window of 25600 terms was 40 times less accurate than XLA's), the sum is a fixed tree of
+//! short chains: with more than [`SUB_C`] input features, a position's features are summed
+//! in runs of `SUB_C` from zero and the runs added into the position's sum; with more than
+//! [`SUB_POS`] coordinates in the first kernel dimension, the positions are summed in runs of
+//! `SUB_POS` coordinates from zero and the runs added into the totals (which start from the
+//! partial sums of the item's earlier kernel blocks). The order depends on the geometry only,
+//! never on the work split. Narrow floats accumulate in `f32` and round to nearest even once
+//! per output element.
 
 use axle_ir::{conv_geo, ElementType, InstId, Module};
 use inkwell::types::{BasicTypeEnum, VectorType};
@@ -176,6 +183,14 @@ impl ConvFast {
         }
     }
 }
+
+/// Input features a tile sums from zero before adding the run to the kernel position's sum
+/// (only when a position has more than this many; see the module header).
+const SUB_C: i64 = 32;
+
+/// Coordinates of the first kernel dimension whose terms a tile sums from zero before adding
+/// them to its totals (only when the kernel is longer than this in that dimension).
+const SUB_POS: i64 = 16;
 
 /// The most bytes of one packed block of a kernel strip (a part of a core's L2: every tile of
 /// the item's chunk reads the block while it stays there).
@@ -804,9 +819,9 @@ fn tile<'ctx>(
                 });
             }
         }
-        let mut multi = Vec::new();
         let range = block.and_then(|b| b.range);
-        let accs = nest_acc(cg, &geo.k_sp, range, &mut multi, init, &mut |kc, acc| {
+        let zeros: Vec<Val> = init.iter().map(|_| bv(zero)).collect();
+        let mut position = |kc: &[IntValue<'ctx>], acc: Vec<Val<'ctx>>| -> R<Vec<Val<'ctx>>> {
             // Input offsets and validity of each pixel at this kernel position.
             let mut offs = Vec::with_capacity(rows as usize);
             let mut oks = Vec::with_capacity(rows as usize);
@@ -864,47 +879,103 @@ fn tile<'ctx>(
             } else {
                 cg.c64(geo.c)
             };
-            cg.for_range_acc(cg.c64(0), c_end, &acc, |c, acc| {
-                let kc_off = bb.build_int_nsw_add(
-                    koff,
-                    bb.build_int_nsw_mul(c, cg.c64(view.st_in), "kc")?,
-                    "k",
-                )?;
-                let mut kv: Vec<VectorValue> = Vec::with_capacity(2);
-                for (h, mask) in masks.iter().enumerate() {
-                    let q = cg.gep(
-                        mty,
-                        view.ptr,
-                        bb.build_int_nsw_add(kc_off, cg.c64(h as i64 * lanes), "q")?,
+            let run = |c0: IntValue<'ctx>, c1: IntValue<'ctx>, from: &[Val<'ctx>]| {
+                cg.for_range_acc(c0, c1, from, |c, acc| {
+                    let kc_off = bb.build_int_nsw_add(
+                        koff,
+                        bb.build_int_nsw_mul(c, cg.c64(view.st_in), "kc")?,
+                        "k",
                     )?;
-                    let v = cg
-                        .call(mload, &[bv(q), bv(align), bv(*mask), bv(mzero)])?
-                        .ok_or("masked load returned nothing")?;
-                    kv.push(widen(cg, geo.ty, v.into_vector_value(), lanes)?);
-                }
-                let cterm = bb.build_int_nsw_mul(c, cg.c64(geo.in_st_feat), "ct")?;
-                let mut next = Vec::with_capacity(acc.len());
-                for r in 0..rows as usize {
-                    let q = cg.gep(mty, input, bb.build_int_nsw_add(offs[r], cterm, "io")?)?;
-                    let a = bb.build_load(mty, q, "a")?;
-                    if let Some(i) = a.as_instruction_value() {
-                        let _ = i.set_alignment(geo.ty.byte_size() as u32);
+                    let mut kv: Vec<VectorValue> = Vec::with_capacity(2);
+                    for (h, mask) in masks.iter().enumerate() {
+                        let q = cg.gep(
+                            mty,
+                            view.ptr,
+                            bb.build_int_nsw_add(kc_off, cg.c64(h as i64 * lanes), "q")?,
+                        )?;
+                        let v = cg
+                            .call(mload, &[bv(q), bv(align), bv(*mask), bv(mzero)])?
+                            .ok_or("masked load returned nothing")?;
+                        kv.push(widen(cg, geo.ty, v.into_vector_value(), lanes)?);
                     }
-                    let a = cg.load_form(geo.ty, a)?;
-                    let a = bb
-                        .build_select(oks[r], a.into_float_value(), ety.const_zero(), "a")?
-                        .into_float_value();
-                    let sa = splat_float(cg, a, lanes)?;
-                    for h in 0..2 {
-                        let x = cg
-                            .call(fma, &[bv(sa), bv(kv[h]), acc[2 * r + h]])?
-                            .ok_or("fmuladd returned nothing")?;
-                        next.push(x);
+                    let cterm = bb.build_int_nsw_mul(c, cg.c64(geo.in_st_feat), "ct")?;
+                    let mut next = Vec::with_capacity(acc.len());
+                    for r in 0..rows as usize {
+                        let q = cg.gep(mty, input, bb.build_int_nsw_add(offs[r], cterm, "io")?)?;
+                        let a = bb.build_load(mty, q, "a")?;
+                        if let Some(i) = a.as_instruction_value() {
+                            let _ = i.set_alignment(geo.ty.byte_size() as u32);
+                        }
+                        let a = cg.load_form(geo.ty, a)?;
+                        let a = bb
+                            .build_select(oks[r], a.into_float_value(), ety.const_zero(), "a")?
+                            .into_float_value();
+                        let sa = splat_float(cg, a, lanes)?;
+                        for h in 0..2 {
+                            let x = cg
+                                .call(fma, &[bv(sa), bv(kv[h]), acc[2 * r + h]])?
+                                .ok_or("fmuladd returned nothing")?;
+                            next.push(x);
+                        }
                     }
-                }
-                Ok(next)
-            })
-        })?;
+                    Ok(next)
+                })
+            };
+            if geo.c <= SUB_C {
+                return run(cg.c64(0), c_end, &acc);
+            }
+            // The position's input features in runs of `SUB_C`, each summed from zero and
+            // added to the position's sum, which is added to `acc`.
+            let runs = bb.build_int_unsigned_div(
+                bb.build_int_nsw_add(c_end, cg.c64(SUB_C - 1), "rc")?,
+                cg.c64(SUB_C),
+                "runs",
+            )?;
+            let sum = cg.for_range_acc(cg.c64(0), runs, &zeros, |i, sum| {
+                let c0 = bb.build_int_nsw_mul(i, cg.c64(SUB_C), "c0")?;
+                let c1 = min64(cg, bb.build_int_nsw_add(c0, cg.c64(SUB_C), "c1")?, c_end)?;
+                let part = run(c0, c1, &zeros)?;
+                add_vecs(cg, sum, &part)
+            })?;
+            add_vecs(cg, &acc, &sum)
+        };
+        // The first kernel dimension's coordinates in runs of `SUB_POS`, each summed from
+        // zero and added to the totals (which start from `init`).
+        let (lo, hi) = match (range, geo.k_sp.first()) {
+            (Some(r), _) => r,
+            (None, Some(&k0)) => (cg.c64(0), cg.c64(k0)),
+            (None, None) => (cg.c64(0), cg.c64(1)),
+        };
+        let split = geo.k_sp.first().is_some_and(|&k0| k0 > SUB_POS);
+        let accs = if split {
+            let span = bb.build_int_nsw_sub(hi, lo, "span")?;
+            let runs = bb.build_int_unsigned_div(
+                bb.build_int_nsw_add(span, cg.c64(SUB_POS - 1), "rp")?,
+                cg.c64(SUB_POS),
+                "pruns",
+            )?;
+            cg.for_range_acc(cg.c64(0), runs, &init, |i, tot| {
+                let r0 = bb.build_int_nsw_add(
+                    lo,
+                    bb.build_int_nsw_mul(i, cg.c64(SUB_POS), "r0")?,
+                    "r0",
+                )?;
+                let r1 = min64(cg, bb.build_int_nsw_add(r0, cg.c64(SUB_POS), "r1")?, hi)?;
+                let mut multi = Vec::new();
+                let part = nest_acc(
+                    cg,
+                    &geo.k_sp,
+                    Some((r0, r1)),
+                    &mut multi,
+                    zeros.clone(),
+                    &mut position,
+                )?;
+                add_vecs(cg, tot, &part)
+            })?
+        } else {
+            let mut multi = Vec::new();
+            nest_acc(cg, &geo.k_sp, range, &mut multi, init, &mut position)?
+        };
         // Between blocks of the kernel, the accumulators wait in the item's partial sums.
         let kept = block.and_then(|b| b.partial.map(|p| (b.last, p)));
         let Some((last, partial)) = kept else {
@@ -940,6 +1011,17 @@ fn tile<'ctx>(
         bb.position_at_end(doneb);
         Ok(())
     })
+}
+
+/// The lane-wise sums `a[i] + b[i]` of two lists of vectors.
+fn add_vecs<'ctx>(cg: &Cg<'ctx>, a: &[Val<'ctx>], b: &[Val<'ctx>]) -> R<Vec<Val<'ctx>>> {
+    let mut out = Vec::with_capacity(a.len());
+    for (x, y) in a.iter().zip(b) {
+        let s =
+            cg.b.build_float_add(x.into_vector_value(), y.into_vector_value(), "sum")?;
+        out.push(bv(s));
+    }
+    Ok(out)
 }
 
 /// A tile's results: its accumulators stored to `out` (rounded to a narrow type), or handed

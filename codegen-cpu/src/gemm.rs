@@ -43,11 +43,17 @@
 //! way: that did not pay (`codegen-cpu/BENCH.md`, "Moved from module headers").
 //! Partial column strips are stored with masked stores, rows past the end are masked off.
 //!
-//! Each output element accumulates its products in order of `k` with fused multiply-adds (a
-//! `K` block ends by storing the accumulators to `C`, exactly, and the next reloads them), so
-//! results differ from the evaluator's separate multiply and add by rounding only and never
-//! depend on the item split or the thread count. Results narrower than the accumulation type
-//! take one `K` block (no partial sums in `C`) and are rounded once when stored.
+//! Each output element sums its products in a fixed three-level order, so that no rounding
+//! chain is long (a single chain over `K = 25600` was 30 times less accurate than XLA's): in
+//! runs of [`SUB_K`] steps of `k` with fused multiply-adds from zero, the runs of a `K` block
+//! added in order into the block's totals, and the blocks' totals added in order into `C` (the
+//! first stores, each later block loads `C`, adds and stores). With more than [`K_GROUP`]
+//! blocks, the blocks are summed in groups of `K_GROUP` in the item's group sums (scratch the
+//! size of the item's block of `C`, when `C` has at most [`PSUM_ELEMS`] elements), and the
+//! groups' sums added in order into `C`. The order depends on the dot's sizes, `KC` and the
+//! constants only, never on the item split or the thread count; results differ from the
+//! evaluator's by rounding only. Results narrower than the accumulation type take one `K`
+//! block (no partial sums in `C`) and are rounded once when stored.
 //!
 //! An output fusion may pass an epilogue ([`TileEnd`]) that takes each tile's last `K` block in
 //! place of the store to `C` (earlier `K` blocks store and reload partial sums as above): a
@@ -63,7 +69,7 @@ use inkwell::types::{BasicTypeEnum, FloatType, VectorType};
 use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue, VectorValue};
 use inkwell::IntPredicate;
 
-use crate::cg::{bv, strides, Cg};
+use crate::cg::{bv, strides, Cg, Val};
 use crate::conv::dot_dims;
 use crate::elemental::bitcast_is_reshape;
 use crate::error::R;
@@ -73,6 +79,19 @@ use crate::error::R;
 /// so than with `A` packed; on wide items (1024 and `256 x 1024 x 1024` matmuls) either way
 /// measured the same within noise, and packing stays the default there.
 const DIRECT_A_COLS: i64 = 4;
+
+/// Steps of `k` a register tile sums from zero before adding the run to the `K` block's
+/// totals ([`Item::tile`]): runs of 32 and blocks of at most `KC = 256` keep each rounding
+/// chain at most 32 terms long inside a block (see the module header).
+pub(crate) const SUB_K: i64 = 32;
+
+/// `K` blocks whose totals are summed in an item's group sums before the group's sum is added
+/// to `C` (see the module header), when there are more blocks than this.
+const K_GROUP: i64 = 16;
+
+/// The most elements of a matrix `C` whose items keep group sums (1 MiB of `f32` in all);
+/// larger products add every `K` block to `C`.
+const PSUM_ELEMS: i64 = 1 << 18;
 
 /// Dots with fewer multiply-adds than this run on one thread.
 const SEQUENTIAL_FLOPS: i64 = 1 << 21;
@@ -208,11 +227,30 @@ impl GemmGeo {
             1
         }
     }
-    /// Elements of one item's scratch: a packed `KC x NC` panel of `B` and a packed
-    /// `MC x KC` block of `A`, rounded up to whole cache lines.
+    /// Elements of one item's scratch: a packed `KC x NC` panel of `B`, a packed `MC x KC`
+    /// block of `A` and the item's group sums ([`GemmGeo::psum_elems`]), each rounded up to
+    /// whole cache lines.
     fn scratch_elems(&self) -> i64 {
         let e = self.kc * self.nc + self.mc * self.kc;
-        (e + 15) / 16 * 16
+        (e + 15) / 16 * 16 + (self.psum_elems() + 15) / 16 * 16
+    }
+    /// Columns of an item's group sums: the most columns an item has.
+    fn psum_cols(&self) -> i64 {
+        (self.col_strips() + self.cb - 1) / self.cb * self.nr()
+    }
+    /// Elements of an item's group sums, where its `K` blocks are summed in groups of
+    /// [`K_GROUP`] (a result of the accumulation type with more than `K_GROUP` blocks, and a
+    /// matrix `C` of at most [`PSUM_ELEMS`] elements: a condition on the dot alone, so that
+    /// the order never depends on the item split), else 0.
+    fn psum_elems(&self) -> i64 {
+        let blocks = (self.k + self.kc - 1) / self.kc.max(1);
+        let rows = (self.row_strips() + self.rb - 1) / self.rb * self.mr;
+        let grouped = self.out_ty == self.acc && blocks > K_GROUP;
+        if grouped && self.m.saturating_mul(self.n) <= PSUM_ELEMS {
+            rows * self.psum_cols()
+        } else {
+            0
+        }
     }
     /// Scratch bytes: one pair of packed blocks per item.
     pub fn scratch_bytes(&self) -> i64 {
@@ -669,7 +707,16 @@ pub(crate) fn emit_gemm<'ctx>(
             bb.build_int_nsw_mul(item, cg.c64(geo.scratch_elems()), "po")?,
         )?;
         let apack = cg.gep(ety.into(), bpack, cg.c64(geo.kc * geo.nc))?;
+        let pk = (geo.kc * geo.nc + geo.mc * geo.kc + 15) / 16 * 16;
+        let psum = if geo.psum_elems() > 0 {
+            Some(cg.gep(ety.into(), bpack, cg.c64(pk))?)
+        } else {
+            None
+        };
         let ctx = Item {
+            psum,
+            i0,
+            j0,
             geo,
             ety,
             abase,
@@ -730,7 +777,8 @@ pub(crate) fn emit_gemm<'ctx>(
                     // `Fill`, the first strip of B packs the block of A as its tiles read it.
                     let mut strip_of_b = |p, read| {
                         cg.for_range(cg.c64(0), strips, |s| {
-                            ctx.tile(cg, s, ic, pc, kc, jc, p, read, first, last, finish.as_mut())
+                            let blk = (pci, first, last);
+                            ctx.tile(cg, s, ic, pc, kc, jc, p, read, blk, finish.as_mut())
                         })
                     };
                     let p0 = match read {
@@ -806,6 +854,11 @@ pub(crate) fn item_block<'ctx>(
 
 /// What the loops of one work item share.
 struct Item<'g, 'ctx> {
+    /// The item's group sums ([`GemmGeo::psum_elems`]), when it has them.
+    psum: Option<PointerValue<'ctx>>,
+    /// The item's first row and column.
+    i0: IntValue<'ctx>,
+    j0: IntValue<'ctx>,
     geo: &'g GemmGeo,
     ety: FloatType<'ctx>,
     abase: PointerValue<'ctx>,
@@ -1175,9 +1228,9 @@ impl<'ctx> Item<'_, 'ctx> {
     }
 
     /// One `MR x NR` register tile: rows `ic + s*MR ..` (masked beyond the item's end) and
-    /// column strip `p` of the panel at `jc`; `last` says whether this `K` block is the last
-    /// (`None`: there is only one), where `finish` takes the tile instead of `C`; `read` says
-    /// where the strip of `A` comes from.
+    /// column strip `p` of the panel at `jc`, for `K` block `pci`; `first` and `last` say
+    /// whether the block is the first and the last (`None`: there is only one), where
+    /// `finish` takes the tile instead of `C`; `read` says where the strip of `A` comes from.
     #[allow(clippy::too_many_arguments)]
     fn tile(
         &self,
@@ -1189,8 +1242,7 @@ impl<'ctx> Item<'_, 'ctx> {
         jc: IntValue<'ctx>,
         p: IntValue<'ctx>,
         read: ARead,
-        first: IntValue<'ctx>,
-        last: Option<IntValue<'ctx>>,
+        (pci, first, last): (IntValue<'ctx>, IntValue<'ctx>, Option<IntValue<'ctx>>),
         finish: Option<&mut TileEnd<'_, 'ctx>>,
     ) -> R<()> {
         let geo = self.geo;
@@ -1245,29 +1297,7 @@ impl<'ctx> Item<'_, 'ctx> {
             }
         }
         let zero = vty.const_zero();
-        let init = if wide_out {
-            cg.if_else_with(
-                &mut (),
-                first,
-                |_| Ok((0..2 * mr).map(|_| bv(zero)).collect()),
-                |_| {
-                    let mut v = Vec::new();
-                    for (off, _, masks) in &rowsel {
-                        for (h, mask) in masks.iter().enumerate() {
-                            let o = bb.build_int_nsw_add(*off, cg.c64(h as i64 * lanes), "o")?;
-                            let q = cg.gep(out_mty, self.cbase, o)?;
-                            let x = cg
-                                .call(mload, &[bv(q), bv(align), bv(*mask), bv(zero)])?
-                                .ok_or("masked load returned nothing")?;
-                            v.push(x);
-                        }
-                    }
-                    Ok(v)
-                },
-            )?
-        } else {
-            (0..2 * mr).map(|_| bv(zero)).collect()
-        };
+        let init: Vec<Val<'ctx>> = (0..2 * mr).map(|_| bv(zero)).collect();
         let pbase = bb.build_int_nsw_mul(bb.build_int_nsw_mul(p, kc, "pb")?, cg.c64(nr), "pb")?;
         let abase = bb.build_int_nsw_mul(bb.build_int_nsw_mul(s, kc, "ab")?, cg.c64(mr), "ab")?;
         // With `A` read directly: the start of each row's `K` block (rows past the item's end
@@ -1279,131 +1309,248 @@ impl<'ctx> Item<'_, 'ctx> {
                 arows.push(cg.gep(ety.into(), self.abase, off)?);
             }
         }
-        let accs = cg.for_range_acc(cg.c64(0), kc, &init, |kk, acc| {
-            let boff =
-                bb.build_int_nsw_add(pbase, bb.build_int_nsw_mul(kk, cg.c64(nr), "bk")?, "bo")?;
-            let mut bvs: Vec<VectorValue> = Vec::with_capacity(2);
-            for h in 0..2 {
-                let q = cg.gep(
-                    ety.into(),
-                    self.bpack,
-                    bb.build_int_nsw_add(boff, cg.c64(h * lanes), "q")?,
-                )?;
-                let l = bb.build_load(vty, q, "bvec")?;
-                if let Some(i) = l.as_instruction_value() {
-                    let _ = i.set_alignment(geo.acc.byte_size() as u32);
-                }
-                bvs.push(l.into_vector_value());
-            }
-            let aoff =
-                bb.build_int_nsw_add(abase, bb.build_int_nsw_mul(kk, cg.c64(mr), "ak")?, "ao")?;
-            let mut out = Vec::with_capacity(acc.len());
-            for r in 0..mr {
-                let packed = || {
-                    let o = bb.build_int_nsw_add(aoff, cg.c64(r), "ar")?;
-                    cg.gep(ety.into(), self.apack, o)
-                };
-                let ap = match read {
-                    ARead::Packed => packed()?,
-                    ARead::Direct | ARead::Fill => cg.gep(ety.into(), arows[r as usize], kk)?,
-                };
-                let av = bb.build_load(ety, ap, "a")?.into_float_value();
-                if read == ARead::Fill {
-                    bb.build_store(packed()?, av)?;
-                }
-                let sa = splat_float(cg, av, lanes)?;
+        // The block's sums start from zero and run in runs of `SUB_K` steps, each run's sums
+        // added to the block's totals; the totals are added to `C` after the block.
+        let runs = bb.build_int_unsigned_div(
+            bb.build_int_nsw_add(kc, cg.c64(SUB_K - 1), "rk")?,
+            cg.c64(SUB_K),
+            "runs",
+        )?;
+        let totals = cg.for_range_acc(cg.c64(0), runs, &init, |run, tot| {
+            let k0 = bb.build_int_nsw_mul(run, cg.c64(SUB_K), "k0")?;
+            let k1 = min64(cg, bb.build_int_nsw_add(k0, cg.c64(SUB_K), "k1")?, kc)?;
+            let part = cg.for_range_acc(k0, k1, &init, |kk, acc| {
+                let boff =
+                    bb.build_int_nsw_add(pbase, bb.build_int_nsw_mul(kk, cg.c64(nr), "bk")?, "bo")?;
+                let mut bvs: Vec<VectorValue> = Vec::with_capacity(2);
                 for h in 0..2 {
-                    let x = cg
-                        .call(fma, &[bv(sa), bv(bvs[h]), acc[(2 * r + h as i64) as usize]])?
-                        .ok_or("fmuladd returned nothing")?;
-                    out.push(x);
+                    let q = cg.gep(
+                        ety.into(),
+                        self.bpack,
+                        bb.build_int_nsw_add(boff, cg.c64(h * lanes), "q")?,
+                    )?;
+                    let l = bb.build_load(vty, q, "bvec")?;
+                    if let Some(i) = l.as_instruction_value() {
+                        let _ = i.set_alignment(geo.acc.byte_size() as u32);
+                    }
+                    bvs.push(l.into_vector_value());
                 }
+                let aoff =
+                    bb.build_int_nsw_add(abase, bb.build_int_nsw_mul(kk, cg.c64(mr), "ak")?, "ao")?;
+                let mut out = Vec::with_capacity(acc.len());
+                for r in 0..mr {
+                    let packed = || {
+                        let o = bb.build_int_nsw_add(aoff, cg.c64(r), "ar")?;
+                        cg.gep(ety.into(), self.apack, o)
+                    };
+                    let ap = match read {
+                        ARead::Packed => packed()?,
+                        ARead::Direct | ARead::Fill => cg.gep(ety.into(), arows[r as usize], kk)?,
+                    };
+                    let av = bb.build_load(ety, ap, "a")?.into_float_value();
+                    if read == ARead::Fill {
+                        bb.build_store(packed()?, av)?;
+                    }
+                    let sa = splat_float(cg, av, lanes)?;
+                    for h in 0..2 {
+                        let x = cg
+                            .call(fma, &[bv(sa), bv(bvs[h]), acc[(2 * r + h as i64) as usize]])?
+                            .ok_or("fmuladd returned nothing")?;
+                        out.push(x);
+                    }
+                }
+                Ok(out)
+            })?;
+            let mut out = Vec::with_capacity(tot.len());
+            for (t, x) in tot.iter().zip(&part) {
+                out.push(bv(bb.build_float_add(
+                    t.into_vector_value(),
+                    x.into_vector_value(),
+                    "tot",
+                )?));
             }
             Ok(out)
         })?;
-        // Stores the tile at `base`, row `r` at offset `offs[r]`: masked vector stores of a
-        // wide result, a narrower one rounded and stored lane by lane.
-        let store = |base: PointerValue<'ctx>, offs: &[IntValue<'ctx>]| -> R<()> {
-            for (r, (_, inside, masks)) in rowsel.iter().enumerate() {
+        // Adds to `vals` the tile's values at `base`, each row at its offset in `offs`.
+        let plus_mem = |vals: &[Val<'ctx>], base: PointerValue<'ctx>, offs: &[IntValue<'ctx>]| {
+            let mut v = Vec::with_capacity(vals.len());
+            for (r, (_, _, masks)) in rowsel.iter().enumerate() {
                 for (h, mask) in masks.iter().enumerate() {
-                    let acc = accs[2 * r + h];
                     let o = bb.build_int_nsw_add(offs[r], cg.c64(h as i64 * lanes), "o")?;
-                    if wide_out {
-                        let q = cg.gep(out_mty, base, o)?;
-                        cg.call(mstore, &[acc, bv(q), bv(align), bv(*mask)])?;
-                        continue;
-                    }
-                    // A narrower result: round and store lane by lane.
-                    let lim = min64(
-                        cg,
-                        bb.build_int_nsw_sub(w, cg.c64(h as i64 * lanes), "l")?,
-                        cg.c64(lanes),
-                    )?;
-                    let lim = bb
-                        .build_select(*inside, lim, cg.c64(0), "lim")?
-                        .into_int_value();
-                    let accv = acc.into_vector_value();
-                    cg.for_range(cg.c64(0), lim, |j| {
-                        let x = bb.build_extract_element(accv, j, "x")?.into_float_value();
-                        let x = bb.build_float_trunc(x, cg.f32(), "n")?;
-                        cg.store(geo.out_ty, base, bb.build_int_nsw_add(o, j, "oj")?, bv(x))
-                    })?;
+                    let q = cg.gep(out_mty, base, o)?;
+                    let x = cg
+                        .call(mload, &[bv(q), bv(align), bv(*mask), bv(zero)])?
+                        .ok_or("masked load returned nothing")?;
+                    let t = vals[2 * r + h].into_vector_value();
+                    v.push(bv(bb.build_float_add(x.into_vector_value(), t, "c")?));
                 }
             }
-            Ok(())
+            Ok(v)
         };
         let c_offs: Vec<_> = rowsel.iter().map(|(off, _, _)| *off).collect();
-        let Some(finish) = finish else {
-            return store(self.cbase, &c_offs);
+        // The tile's offsets in the item's group sums (`K` blocks in groups; rows past the
+        // item's end read its first row, masked off).
+        let group = match self.psum {
+            Some(psum) if wide_out => {
+                let pw = geo.psum_cols();
+                let col = bb.build_int_nsw_sub(jr, self.j0, "pj")?;
+                let mut offs = Vec::with_capacity(mr as usize);
+                for r in 0..mr {
+                    let (off, _) = self.row_offset(cg, row0, r, ic, pw, col)?;
+                    offs.push(bb.build_int_nsw_sub(
+                        off,
+                        bb.build_int_nsw_mul(self.i0, cg.c64(pw), "p0")?,
+                        "po",
+                    )?);
+                }
+                Some((psum, offs))
+            }
+            _ => None,
         };
-        // The last `K` block: the epilogue writes the tile out, from a buffer (the tile
-        // rounded as `C` would hold it) or from its registers.
-        let mut to_epilogue = || -> R<()> {
-            match finish {
-                TileEnd::Buffer(buf, finish) => {
-                    let offs: Vec<_> = (0..mr).map(|r| cg.c64(r * nr)).collect();
-                    store(*buf, &offs)?;
-                    let row = bb.build_int_nsw_mul(row0, cg.c64(geo.n), "tr")?;
-                    let lin = bb.build_int_nsw_add(self.c_off, row, "tl")?;
-                    let lin = bb.build_int_nsw_add(lin, jr, "tl")?;
-                    let rows = min64(cg, bb.build_int_nsw_sub(self.i1, row0, "rl")?, cg.c64(mr))?;
-                    finish(&Tile {
-                        buf: *buf,
-                        lin,
-                        rows,
-                        cols: w,
-                    })
-                }
-                TileEnd::Registers(finish) => {
-                    let first = bb.build_int_nsw_mul(self.batch, cg.c64(geo.m), "br")?;
-                    let mut rows = Vec::with_capacity(mr as usize);
-                    for r in 0..mr {
-                        let i = bb.build_int_nsw_add(row0, cg.c64(r), "i")?;
-                        let i = min64(cg, i, cg.c64(geo.m - 1))?;
-                        rows.push(bb.build_int_nsw_add(first, i, "ri")?);
+        // With groups: a group's first block starts its group sums, later ones add theirs.
+        let totals = match &group {
+            Some((psum, offs)) => {
+                let g = cg.c64(K_GROUP);
+                let pos = bb.build_int_unsigned_rem(pci, g, "gpos")?;
+                let gfirst = bb.build_int_compare(IntPredicate::EQ, pos, cg.c64(0), "gfirst")?;
+                cg.if_else_with(
+                    &mut (),
+                    gfirst,
+                    |_| Ok(totals.clone()),
+                    |_| plus_mem(&totals, *psum, offs),
+                )?
+            }
+            None => totals,
+        };
+        // A later `K` block (or group) adds its totals to the partial sums the earlier ones
+        // left in `C`.
+        let c_first = match &group {
+            Some(_) => bb.build_int_compare(IntPredicate::ULT, pci, cg.c64(K_GROUP), "cfirst")?,
+            None => first,
+        };
+        let with_c = |totals: Vec<Val<'ctx>>| -> R<Vec<Val<'ctx>>> {
+            if !wide_out {
+                return Ok(totals);
+            }
+            cg.if_else_with(
+                &mut (),
+                c_first,
+                |_| Ok(totals.clone()),
+                |_| plus_mem(&totals, self.cbase, &c_offs),
+            )
+        };
+        // The tile's end once its sums are final for `C` (or, with groups, for this group):
+        // stored to `C`, or to the epilogue after the last block.
+        let ending = |accs: Vec<Val<'ctx>>| -> R<()> {
+            // Stores the tile at `base`, row `r` at offset `offs[r]`: masked vector stores of a
+            // wide result, a narrower one rounded and stored lane by lane.
+            let store = |base: PointerValue<'ctx>, offs: &[IntValue<'ctx>]| -> R<()> {
+                for (r, (_, inside, masks)) in rowsel.iter().enumerate() {
+                    for (h, mask) in masks.iter().enumerate() {
+                        let acc = accs[2 * r + h];
+                        let o = bb.build_int_nsw_add(offs[r], cg.c64(h as i64 * lanes), "o")?;
+                        if wide_out {
+                            let q = cg.gep(out_mty, base, o)?;
+                            cg.call(mstore, &[acc, bv(q), bv(align), bv(*mask)])?;
+                            continue;
+                        }
+                        // A narrower result: round and store lane by lane.
+                        let lim = min64(
+                            cg,
+                            bb.build_int_nsw_sub(w, cg.c64(h as i64 * lanes), "l")?,
+                            cg.c64(lanes),
+                        )?;
+                        let lim = bb
+                            .build_select(*inside, lim, cg.c64(0), "lim")?
+                            .into_int_value();
+                        let accv = acc.into_vector_value();
+                        cg.for_range(cg.c64(0), lim, |j| {
+                            let x = bb.build_extract_element(accv, j, "x")?.into_float_value();
+                            let x = bb.build_float_trunc(x, cg.f32(), "n")?;
+                            cg.store(geo.out_ty, base, bb.build_int_nsw_add(o, j, "oj")?, bv(x))
+                        })?;
                     }
-                    finish(&RegTile {
-                        accs: accs.clone(),
-                        lanes,
-                        masks: rowsel.iter().map(|(_, _, m)| [m[0], m[1]]).collect(),
-                        col_masks: [colmask[0], colmask[1]],
-                        rows,
-                        col0: jr,
-                    })
                 }
+                Ok(())
+            };
+            let Some(finish) = finish else {
+                return store(self.cbase, &c_offs);
+            };
+            // The last `K` block: the epilogue writes the tile out, from a buffer (the tile
+            // rounded as `C` would hold it) or from its registers.
+            let mut to_epilogue = || -> R<()> {
+                match finish {
+                    TileEnd::Buffer(buf, finish) => {
+                        let offs: Vec<_> = (0..mr).map(|r| cg.c64(r * nr)).collect();
+                        store(*buf, &offs)?;
+                        let row = bb.build_int_nsw_mul(row0, cg.c64(geo.n), "tr")?;
+                        let lin = bb.build_int_nsw_add(self.c_off, row, "tl")?;
+                        let lin = bb.build_int_nsw_add(lin, jr, "tl")?;
+                        let rows =
+                            min64(cg, bb.build_int_nsw_sub(self.i1, row0, "rl")?, cg.c64(mr))?;
+                        finish(&Tile {
+                            buf: *buf,
+                            lin,
+                            rows,
+                            cols: w,
+                        })
+                    }
+                    TileEnd::Registers(finish) => {
+                        let first = bb.build_int_nsw_mul(self.batch, cg.c64(geo.m), "br")?;
+                        let mut rows = Vec::with_capacity(mr as usize);
+                        for r in 0..mr {
+                            let i = bb.build_int_nsw_add(row0, cg.c64(r), "i")?;
+                            let i = min64(cg, i, cg.c64(geo.m - 1))?;
+                            rows.push(bb.build_int_nsw_add(first, i, "ri")?);
+                        }
+                        finish(&RegTile {
+                            accs: accs.clone(),
+                            lanes,
+                            masks: rowsel.iter().map(|(_, _, m)| [m[0], m[1]]).collect(),
+                            col_masks: [colmask[0], colmask[1]],
+                            rows,
+                            col0: jr,
+                        })
+                    }
+                }
+            };
+            match last {
+                None => to_epilogue(),
+                Some(last) => cg
+                    .if_else_with(
+                        &mut (),
+                        last,
+                        |_| to_epilogue().map(|_| Vec::new()),
+                        |_| store(self.cbase, &c_offs).map(|_| Vec::new()),
+                    )
+                    .map(|_| ()),
             }
         };
-        match last {
-            None => to_epilogue(),
-            Some(last) => cg
-                .if_else_with(
-                    &mut (),
-                    last,
-                    |_| to_epilogue().map(|_| Vec::new()),
-                    |_| store(self.cbase, &c_offs).map(|_| Vec::new()),
-                )
-                .map(|_| ()),
-        }
+        let Some((psum, offs)) = group else {
+            return ending(with_c(totals)?);
+        };
+        // With groups: a group's last block (or the item's last) ends the tile with the
+        // group's sums; every other block leaves them in the group sums.
+        let g = cg.c64(K_GROUP);
+        let pos = bb.build_int_unsigned_rem(pci, g, "gpos")?;
+        let glast = bb.build_int_compare(IntPredicate::EQ, pos, cg.c64(K_GROUP - 1), "glast")?;
+        let glast = bb.build_or(glast, last.unwrap_or(first), "glast")?;
+        cg.if_else_with(
+            &mut (),
+            glast,
+            |_| ending(with_c(totals.clone())?).map(|_| Vec::new()),
+            |_| {
+                for (r, (_, _, masks)) in rowsel.iter().enumerate() {
+                    for (h, mask) in masks.iter().enumerate() {
+                        let o = bb.build_int_nsw_add(offs[r], cg.c64(h as i64 * lanes), "o")?;
+                        let q = cg.gep(out_mty, psum, o)?;
+                        cg.call(mstore, &[totals[2 * r + h], bv(q), bv(align), bv(*mask)])?;
+                    }
+                }
+                Ok(Vec::new())
+            },
+        )
+        .map(|_| ())
     }
 }
 

@@ -31,7 +31,9 @@ use inkwell::values::{IntValue, PointerValue};
 use inkwell::IntPredicate;
 
 use crate::cg::{bv, numel, Cg, Val};
-use crate::elemental::{arr_of, inst_leaves, window, window_pos, Ext, Gen, Index};
+use crate::elemental::{
+    arr_of, inst_leaves, simple_binary, sum_spans, window, window_pos, Ext, Gen, Index, SUM_FAN,
+};
 use crate::error::{at, R};
 use crate::fused::KernelPlan;
 use crate::gemm::GemmTarget;
@@ -649,6 +651,24 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             .map(|d| in_shape.dims[d])
             .collect();
         let in_dims = in_shape.dims.to_vec();
+        // One float sum over a long innermost reduced dimension: a tree of short chains in
+        // buffers of a row of outputs each (see `column_sum_level`).
+        let tree = match (&reds[..], red_dims.last()) {
+            ([red], Some(&n)) if red.inputs.len() == 1 && n > SUM_FAN => {
+                let ty = red.shapes[0].ty;
+                let sum = matches!(ty, ElementType::F32 | ElementType::F64)
+                    && simple_binary(m, red.comp) == Some(Opcode::Add);
+                let spans = sum_spans(n, SUM_FAN);
+                (sum && spans.len() as i64 * dl <= COLUMN_TREE_ELEMS)
+                    .then(|| -> R<_> {
+                        let bufs =
+                            crate::stream::entry_alloca(cg, ty, spans.len() as i64 * dl, "colsum")?;
+                        Ok((ty, spans, bufs))
+                    })
+                    .transpose()?
+            }
+            _ => None,
+        };
         let (start, end) = (self.start, self.end);
         cg.for_range(start, end, |row| {
             let g = &mut self.g;
@@ -673,6 +693,50 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 }
                 Ok(())
             })?;
+            if let Some((ty, spans, bufs)) = &tree {
+                let (&n, outer_red) = red_dims.split_last().ok_or("no reduced dimension")?;
+                let input = reds[0].inputs[0];
+                let out = outs_of[0][0];
+                let at = |g: &mut Gen<'_, 'ctx>, rmulti: &[IntValue<'ctx>], j: IntValue<'ctx>| {
+                    let mut multi = Vec::with_capacity(rank);
+                    let (mut ki, mut ri) = (0, 0);
+                    for &red in &reduced {
+                        if red {
+                            multi.push(rmulti[ri]);
+                            ri += 1;
+                        } else {
+                            multi.push(if ki < oi.multi.len() { oi.multi[ki] } else { j });
+                            ki += 1;
+                        }
+                    }
+                    g.index_multi(&in_dims, multi)
+                };
+                let col = ColumnSum {
+                    ty: *ty,
+                    spans,
+                    n,
+                    dl,
+                    bufs: *bufs,
+                    input,
+                    at: &at,
+                };
+                g.nest(outer_red, Vec::new(), &mut |g, om, _| {
+                    let top = spans.len() - 1;
+                    let mut prefix = om.to_vec();
+                    let sums = column_sum_level(g, &col, top, cg.c64(0), &mut prefix)?;
+                    cg.for_range(cg.c64(0), cg.c64(dl), |j| {
+                        let lin = cg.b.build_int_nsw_add(base, j, "lin")?;
+                        let x = cg.load(*ty, out, lin)?;
+                        let y = cg.load(*ty, sums, j)?;
+                        let s =
+                            cg.b.build_float_add(x.into_float_value(), y.into_float_value(), "s")?;
+                        cg.store(*ty, out, lin, bv(s))
+                    })?;
+                    Ok(Vec::new())
+                })?;
+                g.pop_scope();
+                return Ok(());
+            }
             g.nest(&red_dims, Vec::new(), &mut |g, rmulti, _| {
                 cg.for_range(cg.c64(0), cg.c64(dl), |j| {
                     g.push_scope();
@@ -1622,4 +1686,86 @@ fn zero_of(t: inkwell::types::BasicTypeEnum<'_>) -> Val<'_> {
 /// Attributes a kernel failure to its instruction.
 pub(crate) fn attribute(m: &Module, k: &Kernel, f: crate::error::Fail) -> crate::error::Fail {
     at(m, k.origin, f)
+}
+
+/// The most elements of the stack buffers of a column reduction's tree ([`column_sum_level`]):
+/// a buffer of a row of outputs per level of the tree.
+const COLUMN_TREE_ELEMS: i64 = 16 << 10;
+
+/// A float sum over the innermost reduced dimension (`n` long) of a reduction that keeps the
+/// input's last dimension (`dl` outputs per row, side by side), summed as a tree.
+struct ColumnSum<'r, 'ctx> {
+    ty: ElementType,
+    /// [`sum_spans`] of `n`, runs of [`SUM_FAN`].
+    spans: &'r [i64],
+    n: i64,
+    dl: i64,
+    /// `spans.len()` buffers of `dl` elements, one per level.
+    bufs: PointerValue<'ctx>,
+    input: InstId,
+    /// The input's index at reduced coordinates `rmulti` and output column `j`.
+    at: &'r ColumnIndex<'r, 'ctx>,
+}
+
+/// The input's index of a column reduction at reduced coordinates and an output column.
+type ColumnIndex<'f, 'ctx> =
+    dyn Fn(&mut Gen<'_, 'ctx>, &[IntValue<'ctx>], IntValue<'ctx>) -> R<Index<'ctx>> + 'f;
+
+/// Sums coordinates `base .. min(base + spans[level], n)` of the innermost reduced dimension
+/// (the outer reduced coordinates in `prefix`) for every output column, from `-0.0`, into
+/// buffer `level`, and returns it: a run adds its terms one by one (each column's chain in
+/// its own lane of the vectorized loop over the columns), a higher level adds the buffers of
+/// its parts in order. The tree depends on `n` alone.
+fn column_sum_level<'ctx>(
+    g: &mut Gen<'_, 'ctx>,
+    col: &ColumnSum<'_, 'ctx>,
+    level: usize,
+    base: IntValue<'ctx>,
+    prefix: &mut Vec<IntValue<'ctx>>,
+) -> R<PointerValue<'ctx>> {
+    let cg = g.cg;
+    let b = &cg.b;
+    let (ty, dl) = (col.ty, col.dl);
+    let buf = cg.gep(cg.mem_ty(ty)?, col.bufs, cg.c64(level as i64 * dl))?;
+    let zero = cg.const_f(ty, -0.0)?;
+    cg.for_range(cg.c64(0), cg.c64(dl), |j| cg.store(ty, buf, j, zero))?;
+    let left = b.build_int_nsw_sub(cg.c64(col.n), base, "left")?;
+    let span = cg.c64(col.spans[level]);
+    let lt = b.build_int_compare(IntPredicate::SLT, left, span, "lt")?;
+    let cover = b.build_select(lt, left, span, "cover")?.into_int_value();
+    let add_into = |j: IntValue<'ctx>, y: Val<'ctx>| -> R<()> {
+        let x = cg.load(ty, buf, j)?;
+        let s = b.build_float_add(x.into_float_value(), y.into_float_value(), "s")?;
+        cg.store(ty, buf, j, bv(s))
+    };
+    if level == 0 {
+        let end = b.build_int_nsw_add(base, cover, "end")?;
+        cg.for_range(base, end, |i| {
+            prefix.push(i);
+            let r = cg.for_range(cg.c64(0), cg.c64(dl), |j| {
+                g.push_scope();
+                let idx = (col.at)(g, prefix, j)?;
+                let x = g.gen1(col.input, &idx)?;
+                g.pop_scope();
+                add_into(j, x)
+            });
+            prefix.pop();
+            r
+        })?;
+        return Ok(buf);
+    }
+    let sub = col.spans[level - 1];
+    let parts = b.build_int_unsigned_div(
+        b.build_int_nsw_add(cover, cg.c64(sub - 1), "pc")?,
+        cg.c64(sub),
+        "parts",
+    )?;
+    cg.for_range(cg.c64(0), parts, |p| {
+        let at = b.build_int_nsw_add(base, b.build_int_nsw_mul(p, cg.c64(sub), "o")?, "at")?;
+        let part = column_sum_level(g, col, level - 1, at, prefix)?;
+        cg.for_range(cg.c64(0), cg.c64(dl), |j| {
+            add_into(j, cg.load(ty, part, j)?)
+        })
+    })?;
+    Ok(buf)
 }

@@ -15,11 +15,13 @@
 //! is computed by one item with the same code, so results do not depend on how rows are split
 //! across threads.
 
-use axle_ir::{AttrKey, InstId, Opcode};
+use axle_ir::{AttrKey, ElementType, InstId, Opcode};
 use inkwell::values::{IntValue, PointerValue};
 
-use crate::cg::{numel, strides};
-use crate::elemental::{arr_of, inst_leaves, minmax_intrinsic, Ext, Index};
+use crate::cg::{numel, strides, Val};
+use crate::elemental::{
+    arr_of, inst_leaves, minmax_intrinsic, simple_binary, Ext, Gen, Index, SUM_RUN_MINOR,
+};
 use crate::error::R;
 use crate::fused::RowPlan;
 use crate::kernels::{Kc, GRAIN_ELEMS};
@@ -195,8 +197,22 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 .ok_or("reduce needs to_apply")?;
             steps.push((comp, minmax_intrinsic(m, r)));
         }
+        // A pass of float sums only sums each row as a tree of short chains
+        // ([`Gen::nest_sum`]).
+        let mut zeros = Vec::with_capacity(pass.len());
+        for &r in pass {
+            let ty = arr_of(m, m.operands(r)[0])?.ty;
+            let comp = m.comp_attr(r, &AttrKey::ToApply);
+            let sum = m.operands(r).len() == 2
+                && matches!(ty, ElementType::F32 | ElementType::F64)
+                && comp.and_then(|c| simple_binary(m, c)) == Some(Opcode::Add);
+            if sum {
+                zeros.push(cg.const_f(ty, -0.0)?);
+            }
+        }
+        let sums = zeros.len() == pass.len();
         let row = row.to_vec();
-        let accs = self.g.nest(&red_dims, init, &mut |g, rm, accs| {
+        let mut body = |g: &mut Gen<'_, 'ctx>, rm: &[IntValue<'ctx>], accs: Vec<Val<'ctx>>| {
             let mut multi = row.clone();
             multi.extend_from_slice(rm);
             let idx = g.index_multi(&in_dims, multi)?;
@@ -216,7 +232,13 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 cg.store(ty, p, at, x)?;
             }
             Ok(next)
-        })?;
+        };
+        let accs = if sums {
+            self.g
+                .nest_sum(&red_dims, init, SUM_RUN_MINOR, &zeros, &mut body)?
+        } else {
+            self.g.nest(&red_dims, init, &mut body)?
+        };
         for (j, &r) in pass.iter().enumerate() {
             let (at, n) = spans[j];
             self.g.bind(r, Ext::Vals(accs[at..at + n].to_vec()));

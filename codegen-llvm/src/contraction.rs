@@ -1,6 +1,7 @@
 //! What one element of a `dot` or `convolution` is, for every backend: the dimension numbers
 //! of a dot, the elemental forms of both ([`gen_contraction`]: the value of one output element
-//! as a loop over the contraction, in the evaluator's order, rounded to the result type once;
+//! as a loop over the contraction, rounded to the result type once, its innermost dimension
+//! summed as a tree of short chains for `f32` and `f64` (see [`Gen::nest_sum`]);
 //! the CPU and NVPTX backends give it to their generators; a convolution's checked geometry is
 //! [`axle_ir::conv_geo()`], which the evaluator reads too), the accumulation type (`f32` for
 //! `f32` and narrower floats, `f64`, wrapping `i64` for integers and pred, `c64` for complex
@@ -12,7 +13,7 @@ use axle_ir::{conv_geo, AttrKey, ElementType, InstId};
 use inkwell::values::IntValue;
 
 use crate::cg::{Cg, Val};
-use crate::elemental::{window_dim_pos, Gen, Index};
+use crate::elemental::{window_dim_pos, Gen, Index, NestBody, SUM_FAN};
 use crate::error::R;
 use crate::ops;
 
@@ -140,7 +141,7 @@ pub fn gen_dot<'ctx>(g: &mut Gen<'_, 'ctx>, id: InstId, idx: &Index<'ctx>) -> R<
     }
     let zero = cg.const_f(acc_ty, 0.0)?;
     let out_multi = idx.multi.clone();
-    let acc = g.nest(&cdims, vec![zero], &mut |g, c, accs| {
+    let mut body = |g: &mut Gen<'_, 'ctx>, c: &[IntValue<'ctx>], accs: Vec<Val<'ctx>>| {
         let mut lm = vec![cg.c64(0); ls.rank()];
         let mut rm = vec![cg.c64(0); rs.rank()];
         for k in 0..nb {
@@ -164,7 +165,8 @@ pub fn gen_dot<'ctx>(g: &mut Gen<'_, 'ctx>, id: InstId, idx: &Index<'ctx>) -> R<
         let a = ops::convert(cg, ls.ty, acc_ty, a)?;
         let b = ops::convert(cg, rs.ty, acc_ty, b)?;
         Ok(vec![mul_add(cg, acc_ty, accs[0], a, b)?])
-    })?;
+    };
+    let acc = sum_nest(g, acc_ty, &cdims, zero, &mut body)?;
     ops::convert(cg, acc_ty, out.ty, acc[0])
 }
 
@@ -226,7 +228,7 @@ pub fn gen_convolution<'ctx>(g: &mut Gen<'_, 'ctx>, id: InstId, idx: &Index<'ctx
     let mut loop_dims = geo.k_sp.clone();
     loop_dims.push(cgs);
     let zero = cg.const_f(acc_ty, 0.0)?;
-    let acc = g.nest(&loop_dims, vec![zero], &mut |g, c, accs| {
+    let mut body = |g: &mut Gen<'_, 'ctx>, c: &[IntValue<'ctx>], accs: Vec<Val<'ctx>>| {
         let b = &cg.b;
         let mut ok = cg.i1().const_all_ones();
         let mut lm = vec![cg.c64(0); ls.rank()];
@@ -258,6 +260,25 @@ pub fn gen_convolution<'ctx>(g: &mut Gen<'_, 'ctx>, id: InstId, idx: &Index<'ctx
         let w = ops::convert(cg, rs.ty, acc_ty, w)?;
         let next = mul_add(cg, acc_ty, accs[0], a, w)?;
         Ok(vec![b.build_select(ok, next, accs[0], "acc")?])
-    })?;
+    };
+    let acc = sum_nest(g, acc_ty, &loop_dims, zero, &mut body)?;
     ops::convert(cg, acc_ty, out.ty, acc[0])
+}
+
+/// The loop nest of a contraction over `dims` from `zero`: for an `f32` or `f64` sum, the
+/// innermost dimension summed as a tree of short chains ([`Gen::nest_sum`]), so that a long
+/// contraction is not one rounding chain; else [`Gen::nest`].
+fn sum_nest<'a, 'ctx>(
+    g: &mut Gen<'a, 'ctx>,
+    acc_ty: ElementType,
+    dims: &[i64],
+    zero: Val<'ctx>,
+    body: &mut NestBody<'_, 'a, 'ctx>,
+) -> R<Vec<Val<'ctx>>> {
+    if matches!(acc_ty, ElementType::F32 | ElementType::F64) {
+        let minus = g.cg.const_f(acc_ty, -0.0)?;
+        g.nest_sum(dims, vec![zero], SUM_FAN, &[minus], body)
+    } else {
+        g.nest(dims, vec![zero], body)
+    }
 }

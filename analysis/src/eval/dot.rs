@@ -4,10 +4,16 @@
 //!
 //! Operands are converted to an accumulation type chosen from the result type (`f32` for
 //! `f32` and narrower floats, `f64`, wrapping `i64` for integers, `c64` when no operand or
-//! result is `c128`, else `c128`), accumulated in order along the contraction, real floats
-//! with fused multiply-adds (one rounding per term, as XLA CPU's kernels and the cpu backend
-//! contract them: a dot of two terms is `fma(a1, b1, a0 * b0)`), and rounded to the result type
-//! once at the end. With `ftz` (x86's FTZ and DAZ modes, in which XLA CPU runs) real operands
+//! result is `c128`, else `c128`), accumulated along the contraction, real floats with fused
+//! multiply-adds (one rounding per term, as XLA CPU's kernels and the cpu backend contract
+//! them: a dot of two terms is `fma(a1, b1, a0 * b0)`), and rounded to the result type once at
+//! the end. The order of the sum: runs of [`RUN`] consecutive terms (in order of the
+//! contraction; a convolution's kernel positions, then input features) are each a chain from
+//! zero, and the runs' sums combine as a fixed tree ([`Cascade`]: groups of [`FAN`] runs,
+//! groups of `FAN` groups, ..), so no rounding chain is long (one chain over `K = 25600` was 30
+//! times less accurate than XLA's dot); a contraction of at most `RUN` terms is one chain. The
+//! cpu backend's GEMM and convolution sum in a similar but not identical tree, so the two
+//! agree to rounding, not bits. With `ftz` (x86's FTZ and DAZ modes, in which XLA CPU runs) real operands
 //! are flushed as they are loaded and every rounded step of the accumulation is flushed as it
 //! is made, so a subnormal partial sum reads as zero in the next term, as in the hardware
 //! modes. (The sign of a zero made of flushed terms follows the instruction sequence, which
@@ -39,10 +45,20 @@ trait Acc: Elem + Default + Send + Sync {
     fn mul_add_ftz(self, a: Self, b: Self) -> Self {
         self.mul_add(a, b)
     }
+    /// `self + b` (wrapping for integers), flushed with `FTZ`: how partial sums combine.
+    fn plus<const FTZ: bool>(self, b: Self) -> Self;
 }
 
 impl Acc for f32 {
     const TY: ElementType = ElementType::F32;
+    #[inline(always)]
+    fn plus<const FTZ: bool>(self, b: f32) -> f32 {
+        if FTZ {
+            Float::flush(self + b)
+        } else {
+            self + b
+        }
+    }
     #[inline(always)]
     fn mul_add(self, a: f32, b: f32) -> f32 {
         // From a zero accumulator the product is added rounded, as before fusing: the value
@@ -72,6 +88,14 @@ impl Acc for f32 {
 impl Acc for f64 {
     const TY: ElementType = ElementType::F64;
     #[inline(always)]
+    fn plus<const FTZ: bool>(self, b: f64) -> f64 {
+        if FTZ {
+            Float::flush(self + b)
+        } else {
+            self + b
+        }
+    }
+    #[inline(always)]
     fn mul_add(self, a: f64, b: f64) -> f64 {
         // From a zero accumulator the product is added rounded, as before fusing: the value
         // is the fused one, and the sign of zero that of `0 + a * b`, which algsimp's rewrite
@@ -100,6 +124,10 @@ impl Acc for f64 {
 impl Acc for i64 {
     const TY: ElementType = ElementType::S64;
     #[inline(always)]
+    fn plus<const FTZ: bool>(self, b: i64) -> i64 {
+        self.wrapping_add(b)
+    }
+    #[inline(always)]
     fn mul_add(self, a: i64, b: i64) -> i64 {
         self.wrapping_add(a.wrapping_mul(b))
     }
@@ -123,6 +151,10 @@ macro_rules! complex_acc {
             #[inline(always)]
             fn mul_add(self, a: Self, b: Self) -> Self {
                 self.add(a.mul(b))
+            }
+            #[inline(always)]
+            fn plus<const FTZ: bool>(self, b: Self) -> Self {
+                self.add(b)
             }
             #[inline(always)]
             fn flush(self) -> Self {
@@ -195,6 +227,69 @@ fn store<T: Acc>(v: &[T], shape: &ArrayShape, ftz: bool) -> R<ArrayLiteral> {
     Ok(so::array(shape.ty, &shape.dims, data))
 }
 
+/// Terms of the contraction an output element sums in one chain from zero (a run).
+const RUN: usize = 32;
+
+/// Items (runs, or groups of runs) a level of [`Cascade`] adds before it is complete.
+const FAN: usize = 16;
+
+/// The partial sums of a contraction's runs, combined as a fixed tree: each run's sums are
+/// added to level 0; each `FAN`-th item completes a level, which is then added to the level
+/// above (and starts again empty); at the end the levels are added from the lowest up. An
+/// item arriving at an empty level is taken as it is (so one run alone is exactly its chain).
+/// The tree depends on the number of runs only.
+struct Cascade<T> {
+    levels: Vec<Option<Vec<T>>>,
+    runs: usize,
+}
+
+impl<T: Acc> Cascade<T> {
+    fn new() -> Self {
+        Cascade {
+            levels: Vec::new(),
+            runs: 0,
+        }
+    }
+
+    /// Adds the sums of the next run.
+    fn push<const FTZ: bool>(&mut self, run: &[T]) {
+        self.runs += 1;
+        let mut count = self.runs;
+        let mut carry = run.to_vec();
+        let mut l = 0;
+        loop {
+            if self.levels.len() <= l {
+                self.levels.push(None);
+            }
+            match &mut self.levels[l] {
+                Some(buf) => {
+                    for (x, &y) in buf.iter_mut().zip(&carry) {
+                        *x = x.plus::<FTZ>(y);
+                    }
+                }
+                slot => *slot = Some(carry),
+            }
+            if !count.is_multiple_of(FAN) {
+                return;
+            }
+            carry = self.levels[l].take().unwrap_or_default();
+            count /= FAN;
+            l += 1;
+        }
+    }
+
+    /// Writes the total to `out`.
+    fn finish<const FTZ: bool>(self, out: &mut [T]) {
+        let mut first = true;
+        for buf in self.levels.into_iter().flatten() {
+            for (x, &y) in out.iter_mut().zip(&buf) {
+                *x = if first { y } else { x.plus::<FTZ>(y) };
+            }
+            first = false;
+        }
+    }
+}
+
 /// Batched matmul: `a` is `[bsz, m, k]`, `b` is `[bsz, k, n]`, the result `[bsz, m, n]`.
 fn matmul<T: Acc, const FTZ: bool>(
     a: &[T],
@@ -225,20 +320,33 @@ fn matmul<T: Acc, const FTZ: bool>(
         let bi = row0 / m;
         let bmat = &b[bi * k * n..(bi + 1) * k * n];
         let rows = out.len() / n;
-        for kk in 0..k {
-            let brow = &bmat[kk * n..(kk + 1) * n];
-            for r in 0..rows {
-                let av = a[(row0 + r) * k + kk];
-                let crow = &mut out[r * n..(r + 1) * n];
-                for (cv, &bv) in crow.iter_mut().zip(brow) {
-                    *cv = if FTZ {
-                        cv.mul_add_ftz(av, bv)
-                    } else {
-                        cv.mul_add(av, bv)
-                    };
+        let chain = |dst: &mut [T], k0: usize, k1: usize| {
+            for kk in k0..k1 {
+                let brow = &bmat[kk * n..(kk + 1) * n];
+                for r in 0..rows {
+                    let av = a[(row0 + r) * k + kk];
+                    let crow = &mut dst[r * n..(r + 1) * n];
+                    for (cv, &bv) in crow.iter_mut().zip(brow) {
+                        *cv = if FTZ {
+                            cv.mul_add_ftz(av, bv)
+                        } else {
+                            cv.mul_add(av, bv)
+                        };
+                    }
                 }
             }
+        };
+        if k <= RUN {
+            return chain(out, 0, k);
         }
+        let mut run = vec![T::default(); out.len()];
+        let mut sums = Cascade::new();
+        for k0 in (0..k).step_by(RUN) {
+            run.iter_mut().for_each(|x| *x = T::default());
+            chain(&mut run, k0, (k0 + RUN).min(k));
+            sums.push::<FTZ>(&run);
+        }
+        sums.finish::<FTZ>(out);
     });
     c
 }
@@ -444,7 +552,12 @@ fn conv_canonical<T: Acc, const FTZ: bool>(input: &[T], kernel: &[T], g: &ConvGe
     let ob = g.o_ch / blocks;
     out.par_chunks_mut(g.o_ch)
         .enumerate()
-        .for_each(|(row, acc)| {
+        .for_each(|(row, out_row)| {
+            // The row's terms in runs (about `RUN` per output element) combined by a
+            // `Cascade`; with one run only, the run is the result.
+            let mut acc = vec![T::default(); out_row.len()];
+            let mut sums = Cascade::new();
+            let mut terms = 0;
             let n = row / out_pos.max(1);
             let mut p = row % out_pos.max(1);
             // Output spatial coordinates of this row.
@@ -486,20 +599,34 @@ fn conv_canonical<T: Acc, const FTZ: bool>(input: &[T], kernel: &[T], g: &ConvGe
                     let c0 = if g.fgc > 1 { blk * cg } else { 0 };
                     let ibase = n_img * in_img + off as usize * g.c_in + c0;
                     let orange = blk * ob..(blk + 1) * ob;
-                    let accs = &mut acc[orange.clone()];
                     for ic in 0..cg {
                         let a = input[ibase + ic];
                         let krow = &kernel[kbase + ic * g.o_ch..kbase + (ic + 1) * g.o_ch];
-                        for (cv, &kv) in accs.iter_mut().zip(&krow[orange.clone()]) {
+                        let accs = acc[orange.clone()].iter_mut();
+                        for (cv, &kv) in accs.zip(&krow[orange.clone()]) {
                             *cv = if FTZ {
                                 cv.mul_add_ftz(a, kv)
                             } else {
                                 cv.mul_add(a, kv)
                             };
                         }
+                        terms += 1;
+                        if terms == RUN * blocks {
+                            sums.push::<FTZ>(&acc);
+                            acc.iter_mut().for_each(|x| *x = T::default());
+                            terms = 0;
+                        }
                     }
                 }
             }
+            if sums.runs == 0 {
+                out_row.copy_from_slice(&acc);
+                return;
+            }
+            if terms > 0 {
+                sums.push::<FTZ>(&acc);
+            }
+            sums.finish::<FTZ>(out_row);
         });
     out
 }
