@@ -505,7 +505,7 @@ impl<'m> Lower<'m> {
         let tree = self.tree(owner, true)?;
         let outputs = tree.leaves();
         // In place exactly when the assignment gave the output the updated operand's buffer.
-        let in_place = match kind {
+        let mut in_place = match kind {
             KernelKind::Dus | KernelKind::Scatter => {
                 let op0 = m.operands(root)[0];
                 bindings
@@ -515,6 +515,18 @@ impl<'m> Lower<'m> {
             }
             _ => false,
         };
+        if kind == KernelKind::Dus && !in_place {
+            if let Some(src) = self.dus_copy_source(root, &bindings, &outputs) {
+                // The updated operand lies in a buffer of its own: copy it into the output
+                // (one memcpy) and update the output in place, instead of computing every
+                // element of the output as "inside the update or not".
+                out.push(Thunk::Copy {
+                    src,
+                    dst: outputs[0],
+                });
+                in_place = true;
+            }
+        }
         let scratch: Vec<BufId> = self
             .asg
             .scratch(owner)
@@ -545,6 +557,36 @@ impl<'m> Lower<'m> {
             lifted,
         })));
         Ok(tree)
+    }
+
+    /// The buffer to copy into a `dynamic-update-slice`'s output before updating it in place:
+    /// the updated operand's own buffer, when it and the output both hold exactly the
+    /// operand's bytes and no other input of the kernel lies in the output's buffer (the copy
+    /// must not overwrite what the kernel still reads).
+    fn dus_copy_source(
+        &self,
+        root: InstId,
+        bindings: &[(InstId, Vec<BufId>)],
+        outputs: &[BufId],
+    ) -> Option<BufId> {
+        let m = self.m;
+        let op0 = m.operands(root)[0];
+        let &[dst] = outputs else {
+            return None;
+        };
+        let (_, bs) = bindings.iter().find(|(i, _)| *i == op0)?;
+        let &[src] = &bs[..] else {
+            return None;
+        };
+        let bytes = m.array_shape(op0)?.byte_size()?;
+        let others_apart = bindings
+            .iter()
+            .all(|(i, bs)| *i == op0 || !bs.contains(&dst));
+        (src != dst
+            && others_apart
+            && self.bufs[src as usize].bytes == bytes
+            && self.bufs[dst as usize].bytes == bytes)
+            .then_some(src)
     }
 
     fn lower_while(&mut self, id: InstId, init: VTree, out: &mut Vec<Thunk>) -> R<VTree> {

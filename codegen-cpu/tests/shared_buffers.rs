@@ -4,7 +4,8 @@
 //! run time that two pointers do not overlap (they do: the check sent the loop to its scalar
 //! copy). Each module must give the evaluator's results on 1 and 8 threads, and the kernel's
 //! optimized IR must hold no such check where the memory is shared, and hold one where it is
-//! not (the control that shows the test can see it).
+//! not (the control that shows the test can see it). A `dynamic-update-slice` whose operand
+//! keeps its own buffer is copied into the output and updated there, with the same results.
 
 use axle_analysis::eval::evaluate;
 use axle_codegen_cpu::{compile, emit_text, CpuOptions, Emit};
@@ -114,5 +115,61 @@ fn elementwise_kernels_in_their_operands_memory_have_no_overlap_check() {
             kernel_ir(&apart)
         );
         check_results(&apart);
+    }
+}
+
+/// A `dynamic-update-slice` whose updated operand keeps its own buffer (a read-only parameter,
+/// or a value read again later) is a copy of the operand into the output, then the update
+/// written in place: the whole output, and the update at clamped starts (from `2 * noise`
+/// rounded, scaled to land inside, on the edge and out of range), fused or not, match the
+/// evaluator on 1 and 8 threads.
+#[test]
+fn dynamic_update_slices_of_operands_that_stay_copy_then_update_in_place() {
+    let cases = [
+        // The operand is a parameter; the starts are parameters.
+        r#"HloModule dus_param
+ENTRY e {
+  c = f32[6,1,5,33,16] parameter(0)
+  u = f32[1,1,5,1,16] parameter(1)
+  p = s32[] parameter(2)
+  q = s32[] parameter(3)
+  seven = s32[] constant(7)
+  two = s32[] constant(2)
+  i = s32[] add(p, two)
+  j = s32[] add(s32[] multiply(q, seven), seven)
+  z = s32[] constant(0)
+  ROOT d = f32[6,1,5,33,16] dynamic-update-slice(c, u, i, z, z, j, z)
+}"#,
+        // The operand is computed and read again after the update; the update is computed.
+        r#"HloModule dus_live
+ENTRY e {
+  x = f32[40,70] parameter(0)
+  c = f32[40,70] exponential(x)
+  v = f32[3,70] parameter(1)
+  u = f32[3,70] negate(v)
+  p = s32[] parameter(2)
+  nine = s32[] constant(9)
+  i = s32[] add(s32[] multiply(p, nine), nine)
+  z = s32[] constant(0)
+  d = f32[40,70] dynamic-update-slice(c, u, i, z)
+  ROOT t = (f32[40,70], f32[40,70]) tuple(d, c)
+}"#,
+        // A chain: the first update copies the parameter, the second updates in place.
+        r#"HloModule dus_chain
+ENTRY e {
+  c = f32[64,48] parameter(0)
+  u = f32[2,48] parameter(1)
+  p = s32[] parameter(2)
+  q = s32[] parameter(3)
+  ten = s32[] constant(10)
+  i = s32[] add(s32[] multiply(p, ten), ten)
+  j = s32[] add(s32[] multiply(q, ten), s32[] constant(40))
+  z = s32[] constant(0)
+  d = f32[64,48] dynamic-update-slice(c, u, i, z)
+  ROOT d2 = f32[64,48] dynamic-update-slice(d, u, j, z)
+}"#,
+    ];
+    for text in cases {
+        check_results(text);
     }
 }

@@ -7,7 +7,15 @@
 //!   reads it back from memory). The consumer must read it only at the index it computes (its
 //!   fused uses of it are elementwise of the same shape).
 //! - **siblings**: fusions and fusible instructions that read the same operand of at least the
-//!   target's `sibling_min_bytes` become one fusion that reads it once.
+//!   target's `sibling_min_bytes` become one fusion that reads it once, unless each side also
+//!   reads a computed value (not a parameter or constant) larger than the shared one: one
+//!   kernel would hold both of those live at once, where apart the schedule can finish one
+//!   before the other is made (slices of a batch split sharing a mask), to save one read of a
+//!   smaller array.
+//!
+//! Producer merges run before the sibling merges and once more after them, since sibling
+//! merges can put every user of a producer into one group (a clipped gradient read by the
+//! first and second moments' updates); a producer with no user outside the group is no output.
 //!
 //! Merged outputs must be ones the target can write in one pass (`multi_output_compatible`, on
 //! every backend so far: the same dimensions), at most `max_outputs` of them. Output fusions
@@ -221,8 +229,27 @@ impl Merger<'_> {
         }
     }
 
+    /// The bytes of the largest value a member of `g` reads that is computed outside `g`
+    /// (neither a parameter nor a constant), other than `shared`.
+    fn private_bytes(&self, g: GroupKey, shared: InstId) -> f64 {
+        let m = self.m;
+        self.groups[g]
+            .members
+            .iter()
+            .flat_map(|&i| m.operands(i).iter().copied())
+            .filter(|&o| {
+                o != shared
+                    && self.group_of[o.index()] != Some(g)
+                    && !matches!(m.opcode(o), Opcode::Parameter | Opcode::Constant)
+            })
+            .map(|o| axle_analysis::result_bytes(m, o))
+            .fold(0.0, f64::max)
+    }
+
     /// Merges the candidate users of `x` that sit at equal labels (each user is compared with
-    /// at most [`MAX_TRIES`] earlier groups of its label).
+    /// at most [`MAX_TRIES`] earlier groups of its label), except pairs that each read a
+    /// computed value larger than `x` (merging them would hold both live to save a read of
+    /// `x`).
     fn siblings(&mut self, x: InstId, candidate: &impl Fn(InstId) -> bool) {
         let us = self.users.users(x);
         if us.len() < 2 {
@@ -241,12 +268,14 @@ impl Merger<'_> {
                 continue;
             }
             let lu = self.groups[gu].label;
+            let shared = axle_analysis::result_bytes(self.m, x);
+            let apart = self.private_bytes(gu, x) > shared;
             let list = heads.entry(lu).or_default();
-            let into = list
-                .iter()
-                .take(MAX_TRIES)
-                .copied()
-                .find(|&h| self.groups.contains_key(h) && self.compatible(gu, h));
+            let into = list.iter().take(MAX_TRIES).copied().find(|&h| {
+                self.groups.contains_key(h)
+                    && self.compatible(gu, h)
+                    && !(apart && self.private_bytes(h, x) > shared)
+            });
             match into {
                 Some(h) => {
                     self.merge(gu, h, lu);
@@ -353,6 +382,13 @@ impl Pass for MultiOutputFusion {
                 for &x in order {
                     if axle_analysis::result_bytes(m, x) >= min_bytes {
                         mg.siblings(x, &candidate);
+                    }
+                }
+                if producers {
+                    for &p in order {
+                        if candidate(p) {
+                            mg.producer(p, &candidate);
+                        }
                     }
                 }
             }
