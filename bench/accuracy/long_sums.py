@@ -16,7 +16,6 @@ issue's figures use: no cancellation, so the error of a sequential chain grows w
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -25,6 +24,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench", "xla"))
+from differential import axle_outputs  # noqa: E402
 from side_by_side import compile_hlo_text  # noqa: E402
 
 ADD = """add {
@@ -137,16 +137,6 @@ CASES = (
 )
 
 
-def axle_outputs(axle, path, inputs, backend, out_dir):
-    cmd = [axle, "run", path, "--backend", backend, "--out-dir", out_dir, "--quiet"]
-    for p in inputs:
-        cmd += ["--input", p]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"axle run --backend {backend} failed on {path}:\n{r.stderr}")
-    return np.load(os.path.join(out_dir, "out0.npy"))
-
-
 def rel_err(y, ref, scale):
     e = np.abs(np.asarray(y, np.float64) - ref) / np.maximum(scale, np.finfo(np.float64).tiny)
     return float(e.max()), float(e.mean())
@@ -189,7 +179,7 @@ def main():
         xla = np.asarray(outs.disassemble_into_single_device_arrays()[0][0])
         errs = [rel_err(xla, ref, scale)]
         for b in backends:
-            y = axle_outputs(a.axle, path, paths, b, os.path.join(d, f"case{n}_{b}"))
+            y = axle_outputs(a.axle, path, paths, b, os.path.join(d, f"case{n}_{b}"))[0]
             errs.append(rel_err(y, ref, scale))
         worst = max(e[0] for e in errs[1:]) / max(errs[0][0], 1e-30)
         cells = " | ".join(f"{mx:.2e} | {mn:.2e}" for mx, mn in errs)

@@ -698,18 +698,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 let input = reds[0].inputs[0];
                 let out = outs_of[0][0];
                 let at = |g: &mut Gen<'_, 'ctx>, rmulti: &[IntValue<'ctx>], j: IntValue<'ctx>| {
-                    let mut multi = Vec::with_capacity(rank);
-                    let (mut ki, mut ri) = (0, 0);
-                    for &red in &reduced {
-                        if red {
-                            multi.push(rmulti[ri]);
-                            ri += 1;
-                        } else {
-                            multi.push(if ki < oi.multi.len() { oi.multi[ki] } else { j });
-                            ki += 1;
-                        }
-                    }
-                    g.index_multi(&in_dims, multi)
+                    g.index_multi(&in_dims, interleave(&reduced, rmulti, &oi.multi, j))
                 };
                 let col = ColumnSum {
                     ty: *ty,
@@ -741,18 +730,8 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 cg.for_range(cg.c64(0), cg.c64(dl), |j| {
                     g.push_scope();
                     let lin = cg.b.build_int_nsw_add(base, j, "lin")?;
-                    let mut multi = Vec::with_capacity(rank);
-                    let (mut ki, mut ri) = (0, 0);
-                    for &red in &reduced {
-                        if red {
-                            multi.push(rmulti[ri]);
-                            ri += 1;
-                        } else {
-                            multi.push(if ki < oi.multi.len() { oi.multi[ki] } else { j });
-                            ki += 1;
-                        }
-                    }
-                    let idx = g.index_multi(&in_dims, multi)?;
+                    let idx =
+                        g.index_multi(&in_dims, interleave(&reduced, rmulti, &oi.multi, j))?;
                     for (r, red) in reds.iter().enumerate() {
                         let mut args = Vec::with_capacity(2 * red.inputs.len());
                         for (k, sh) in red.shapes.iter().enumerate() {
@@ -1670,6 +1649,28 @@ pub(crate) fn sort_scratch_bytes(m: &Module, root: InstId) -> R<i64> {
 }
 
 /// The larger of two signed `i64` values.
+/// A reduction input's index: the reduced dimensions (where `reduced` says) from `rmulti`, the
+/// kept ones from `kept`, and `j` for the kept dimension past `kept`'s end (the innermost).
+fn interleave<'ctx>(
+    reduced: &[bool],
+    rmulti: &[IntValue<'ctx>],
+    kept: &[IntValue<'ctx>],
+    j: IntValue<'ctx>,
+) -> Vec<IntValue<'ctx>> {
+    let mut multi = Vec::with_capacity(reduced.len());
+    let (mut ki, mut ri) = (0, 0);
+    for &red in reduced {
+        if red {
+            multi.push(rmulti[ri]);
+            ri += 1;
+        } else {
+            multi.push(kept.get(ki).copied().unwrap_or(j));
+            ki += 1;
+        }
+    }
+    multi
+}
+
 fn max64<'ctx>(cg: &Cg<'ctx>, a: IntValue<'ctx>, b: IntValue<'ctx>) -> R<IntValue<'ctx>> {
     let gt = cg.b.build_int_compare(IntPredicate::SGT, a, b, "gt")?;
     Ok(cg.b.build_select(gt, a, b, "max")?.into_int_value())
