@@ -66,6 +66,9 @@ pub(crate) fn group_key<'a>(
     key
 }
 
+/// The items and grain of each kernel of a module, in module order.
+pub(crate) type Facts = Vec<(i64, i64)>;
+
 /// An entry: the items and grain of each kernel the module defines, the SHA-256 of its object
 /// file, then the object file.
 pub(crate) fn encode(facts: &[(i64, i64)], object: &[u8]) -> Vec<u8> {
@@ -82,7 +85,7 @@ pub(crate) fn encode(facts: &[(i64, i64)], object: &[u8]) -> Vec<u8> {
 
 /// The facts and object of an entry made by [`encode`] for a module of `kernels` kernels;
 /// `None` when it is not one.
-pub(crate) fn decode(entry: &[u8], kernels: usize) -> Option<(Vec<(i64, i64)>, Vec<u8>)> {
+pub(crate) fn decode(entry: &[u8], kernels: usize) -> Option<(Facts, Vec<u8>)> {
     let word = |at: usize| -> Option<[u8; 8]> { entry.get(at..at + 8)?.try_into().ok() };
     let n = u64::from_le_bytes(word(0)?) as usize;
     if n != kernels {
