@@ -849,9 +849,14 @@ fn check_convolutions(cases: &[&str], pipeline: Option<&str>) {
                 rtol: 1e-3,
                 atol: 1e-3,
             },
+            // f32: the evaluator sums each output's terms in blocks (runs of 32 in groups of
+            // 16), the tiled kernels by kernel position and runs of features, so long windows
+            // (a weight gradient's 2,304 terms here) agree to the rounding of their sums, not
+            // their last bits: on such a case with normal inputs, cpu is 2.6e-4 and the
+            // evaluator 2.6e-5 from an f64 reference, on results up to 80.
             _ => Tolerance::Close {
-                rtol: 1e-5,
-                atol: 1e-5,
+                rtol: 1e-4,
+                atol: 1e-4,
             },
         };
         compare_arrays(&want[0], &got[0], tol).unwrap_or_else(|e| panic!("{text}: {e}"));
