@@ -36,13 +36,13 @@ pub(crate) fn sig_hash(sig: &str) -> u64 {
     u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
 }
 
-/// The function name, in objects for the JIT, of a kernel whose signature is `sig`: its
-/// [`sig_hash`] and kind, e.g. `k3f9a0c1d2b4e5f60.gemm`. Distinct signatures whose names
-/// collide would fail to link (never silently share code); at 64 bits that takes billions of
-/// distinct kernels in one program.
-pub(crate) fn content_symbol(sig: &str, k: &Kernel) -> String {
+/// The function name, in objects for the JIT, of kernel `k` whose signature's [`sig_hash`] is
+/// `hash`: the hash and the kernel's kind, e.g. `k3f9a0c1d2b4e5f60.gemm`. Distinct signatures
+/// whose names collide would fail to link (never silently share code); at 64 bits that takes
+/// billions of distinct kernels in one program.
+pub(crate) fn content_symbol(hash: u64, k: &Kernel) -> String {
     let kind = format!("{:?}", k.kind).to_lowercase();
-    format!("k{:016x}.{kind}", sig_hash(sig))
+    format!("k{hash:016x}.{kind}")
 }
 
 /// The key material of a module of kernels (see the module docs): `setting` covers the build,

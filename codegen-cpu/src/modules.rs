@@ -22,12 +22,12 @@
 //!   the group of its first use and external; the entry module declares each function it
 //!   calls. In objects for the JIT it is named by its signature alone
 //!   ([`crate::kernel_cache`]); in bitcode (printed IR, ahead-of-time objects) `kN.name`, `N`
-//!   the number of its first use, for readers.
+//!   the number of its first use, for readers. Constants a kernel reads are private globals
+//!   of the kernel's module (a constant read by kernels of two groups is in both).
 //! - A group's object is the same in every program that has the group's kernels, so it is
 //!   looked up in the kernel cache (when there is one, for JIT objects) before it is compiled;
 //!   heavy kernels (GEMMs, tiled convolutions) are groups of their own, and boundaries between
-//!   other kernels are partly content-defined ([`CUT_WEIGHT`]), so groups recur. Constants a kernel reads are private
-//!   globals of the kernel's module (a constant read by kernels of two groups is in both).
+//!   other kernels are partly content-defined ([`CUT_WEIGHT`]), so groups recur.
 //! - Each LLVM context, builder and module is created, used and dropped on one thread (LLVM
 //!   allows one context per thread; nothing here is shared between contexts but bytes).
 //! - Ahead-of-time objects and the printed IR link every module into one (the kernels made
@@ -112,8 +112,9 @@ struct Kernels<'p> {
     /// Distinct kernels in order of first use, with their function names, weights and shared
     /// outputs.
     unique: Vec<(&'p Kernel, String, usize, Shared)>,
-    /// Per distinct kernel, its signature (shared outputs included).
-    sigs: Vec<String>,
+    /// Per distinct kernel, its signature (shared outputs included) and the signature's hash
+    /// ([`kernel_cache::sig_hash`]).
+    sigs: Vec<(String, u64)>,
     /// Per distinct kernel, its pipeline class ([`class`]).
     class: Vec<Class>,
     /// Per kernel number: the distinct kernel it runs and its description.
@@ -149,12 +150,13 @@ fn collect<'p>(m: &Module, prog: &'p Program, form: Form) -> Kernels<'p> {
             let sig = format!("{} shared={shared:?}", kernel_signature(m, k));
             let weight = sig.len() + heavy_weight(k);
             let u = *seen.entry(sig).or_insert_with_key(|sig| {
+                let hash = kernel_cache::sig_hash(sig);
                 let name = match form {
-                    Form::Object => content_symbol(sig, k),
+                    Form::Object => content_symbol(hash, k),
                     Form::Bitcode => kernel_symbol(m, k, number),
                 };
                 ks.unique.push((k, name, weight, shared));
-                ks.sigs.push(sig.clone());
+                ks.sigs.push((sig.clone(), hash));
                 ks.class.push(class(prog, k));
                 ks.unique.len() - 1
             });
@@ -274,8 +276,8 @@ struct Group {
 }
 
 /// Groups of distinct kernels, one class to a group, each in order of first use and closed
-/// at [`GROUP_WEIGHT`] or [`GROUP_KERNELS`], or past [`CUT_WEIGHT`] after a kernel whose name
-/// says so; groups are ordered by their first kernel.
+/// at [`GROUP_WEIGHT`] or [`GROUP_KERNELS`], or past [`CUT_WEIGHT`] after a kernel whose
+/// signature hash says so ([`CUT_MASK`]); groups are ordered by their first kernel.
 fn partition(ks: &Kernels) -> Vec<Group> {
     const CLASSES: [Class; 3] = [Class::Full, Class::Light, Class::Bare];
     let mut done = Vec::new();
@@ -288,7 +290,7 @@ fn partition(ks: &Kernels) -> Vec<Group> {
         *weight += w;
         if *weight >= GROUP_WEIGHT
             || g.len() >= GROUP_KERNELS
-            || (*weight >= CUT_WEIGHT && cut_after(&ks.sigs[i]))
+            || (*weight >= CUT_WEIGHT && ks.sigs[i].1 & CUT_MASK == 0)
         {
             done.push(Group {
                 kernels: std::mem::take(g),
@@ -304,12 +306,6 @@ fn partition(ks: &Kernels) -> Vec<Group> {
     }
     done.sort_by_key(|g| g.kernels[0]);
     done
-}
-
-/// Whether the group closes after the kernel whose signature is `sig` once past
-/// [`CUT_WEIGHT`].
-fn cut_after(sig: &str) -> bool {
-    kernel_cache::sig_hash(sig) & CUT_MASK == 0
 }
 
 /// What a compiled module is handed back as.
@@ -369,15 +365,14 @@ pub(crate) fn compile(
 ) -> Result<Compiled, CodegenError> {
     let ks = collect(s.m, s.prog, form);
     let groups = partition(&ks);
-    let timings = std::env::var_os("AXLE_CPU_TIMINGS").is_some();
     let parts: Vec<Part> = groups
         .par_iter()
         .map(|g| on_big_stack(|| compile_group(s, &ks, g, form)))
         .collect::<Result<_, _>>()?;
-    if timings {
+    let cached = parts.iter().filter(|p| p.cached).count();
+    if std::env::var_os("AXLE_CPU_TIMINGS").is_some() {
         let count = |c: Class| groups.iter().filter(|g| g.class == c).count();
         let (light, bare) = (count(Class::Light), count(Class::Bare));
-        let cached = parts.iter().filter(|p| p.cached).count();
         eprintln!(
             "cpu modules: {} kernels, {} distinct, {} kernel modules ({light} light, {bare} bare, \
              {cached} from the kernel cache)",
@@ -432,7 +427,7 @@ pub(crate) fn compile(
     let mut out = Compiled {
         parts: Vec::with_capacity(parts.len() + 1),
         kernel_modules: parts.len(),
-        cached_modules: parts.iter().filter(|p| p.cached).count(),
+        cached_modules: cached,
         kernel_names: ks.uses.iter().map(|(_, l)| l.clone()).collect(),
         kernel_details: ks.details,
         emit: Duration::ZERO,
@@ -492,7 +487,10 @@ fn compile_group(s: &Setup, ks: &Kernels, g: &Group, form: Form) -> Result<Part,
             pipeline.passes,
             pipeline.codegen
         );
-        let kernels = g.kernels.iter().map(|&u| (&*ks.unique[u].1, &*ks.sigs[u]));
+        let kernels = g
+            .kernels
+            .iter()
+            .map(|&u| (&*ks.unique[u].1, &*ks.sigs[u].0));
         kernel_cache::group_key(&setting, kernels)
     });
     if let (Some(cache), Some(key)) = (cache, &key) {
