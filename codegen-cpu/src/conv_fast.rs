@@ -25,7 +25,9 @@ use inkwell::IntPredicate;
 
 use crate::cg::{bv, numel, strides, Cg, Val};
 use crate::error::R;
-use crate::gemm::{col_masks, delinearize, min64, splat_float, splat_int, RegFn, RegTile};
+use crate::gemm::{
+    ceil_div64, col_masks, delinearize, min64, splat_float, splat_int, RegFn, RegTile,
+};
 
 /// Output pixels per register tile.
 pub(crate) const MR: i64 = 6;
@@ -926,11 +928,7 @@ fn tile<'ctx>(
             }
             // The position's input features in runs of `SUB_C`, each summed from zero and
             // added to the position's sum, which is added to `acc`.
-            let runs = bb.build_int_unsigned_div(
-                bb.build_int_nsw_add(c_end, cg.c64(SUB_C - 1), "rc")?,
-                cg.c64(SUB_C),
-                "runs",
-            )?;
+            let runs = ceil_div64(cg, c_end, SUB_C)?;
             let sum = cg.for_range_acc(cg.c64(0), runs, &zeros, |i, sum| {
                 let c0 = bb.build_int_nsw_mul(i, cg.c64(SUB_C), "c0")?;
                 let c1 = min64(cg, bb.build_int_nsw_add(c0, cg.c64(SUB_C), "c1")?, c_end)?;

@@ -61,7 +61,7 @@ use std::collections::HashSet;
 use axle_ir::{ElementType, InstId, Opcode};
 use inkwell::values::{IntValue, PointerValue};
 
-use crate::cg::numel;
+use crate::cg::{numel, NO_UNROLL};
 use crate::elemental::{arr_of, Ext};
 use crate::error::R;
 use crate::fused::Epilogue;
@@ -70,9 +70,6 @@ use crate::kernels::{Kc, GRAIN_ELEMS};
 use crate::lane_epilogue::LanePlan;
 use crate::reach::dims as dims_of;
 use crate::Epilogues;
-
-/// The loop property that keeps LLVM from unrolling a loop ([`crate::cg::Cg::for_range_hinted`]).
-const NO_UNROLL: &str = "llvm.loop.unroll.disable";
 
 impl<'a, 'ctx> Kc<'a, 'ctx> {
     /// Emits an output fusion: per work item, the core's block, then the epilogue over it.

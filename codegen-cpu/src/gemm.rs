@@ -1311,11 +1311,7 @@ impl<'ctx> Item<'_, 'ctx> {
         }
         // The block's sums start from zero and run in runs of `SUB_K` steps, each run's sums
         // added to the block's totals; the totals are added to `C` after the block.
-        let runs = bb.build_int_unsigned_div(
-            bb.build_int_nsw_add(kc, cg.c64(SUB_K - 1), "rk")?,
-            cg.c64(SUB_K),
-            "runs",
-        )?;
+        let runs = ceil_div64(cg, kc, SUB_K)?;
         let totals = cg.for_range_acc(cg.c64(0), runs, &init, |run, tot| {
             let k0 = bb.build_int_nsw_mul(run, cg.c64(SUB_K), "k0")?;
             let k1 = min64(cg, bb.build_int_nsw_add(k0, cg.c64(SUB_K), "k1")?, kc)?;
@@ -1606,6 +1602,12 @@ fn lane_ids<'ctx>(cg: &Cg<'ctx>, lanes: i64) -> VectorValue<'ctx> {
         .map(|i| cg.i64().const_int(i as u64, false))
         .collect();
     VectorType::const_vector(&ids)
+}
+
+/// `ceil(v / n)` for `v >= 0` and a constant `n > 0`: how many runs of `n` cover `v`.
+pub(crate) fn ceil_div64<'ctx>(cg: &Cg<'ctx>, v: IntValue<'ctx>, n: i64) -> R<IntValue<'ctx>> {
+    let up = cg.b.build_int_nsw_add(v, cg.c64(n - 1), "up")?;
+    Ok(cg.b.build_int_unsigned_div(up, cg.c64(n), "runs")?)
 }
 
 pub(crate) fn min64<'ctx>(

@@ -28,7 +28,8 @@ use inkwell::IntPredicate;
 use crate::cg::{bv, Cg};
 use crate::error::R;
 use crate::gemm::{
-    batch_bases, col_masks, item_block, min64, GemmGeo, GemvForm, RegTile, Tile, TileEnd,
+    batch_bases, ceil_div64, col_masks, item_block, min64, GemmGeo, GemvForm, RegTile, Tile,
+    TileEnd,
 };
 
 /// Outputs of the rows form computed together (each with two accumulators).
@@ -117,11 +118,7 @@ fn emit_item<'ctx>(
     }
     // The columns form runs `GROUP` strips side by side, so that each step of `k` reads a
     // longer run of a row of `B` (strips past the item's end are masked off, read nothing).
-    let groups = bb.build_int_unsigned_div(
-        bb.build_int_nsw_add(strips, cg.c64(GROUP - 1), "gs")?,
-        cg.c64(GROUP),
-        "groups",
-    )?;
+    let groups = ceil_div64(cg, strips, GROUP)?;
     cg.for_range(cg.c64(0), groups, |g| {
         let mut strips_of = Vec::with_capacity(GROUP as usize);
         for i in 0..GROUP {

@@ -30,13 +30,13 @@ use inkwell::module::Linkage;
 use inkwell::values::{IntValue, PointerValue};
 use inkwell::IntPredicate;
 
-use crate::cg::{bv, numel, Cg, Val};
+use crate::cg::{bv, numel, Cg, Val, NO_UNROLL};
 use crate::elemental::{
     arr_of, inst_leaves, simple_binary, sum_spans, window, window_pos, Ext, Gen, Index, SUM_FAN,
 };
 use crate::error::{at, R};
 use crate::fused::KernelPlan;
-use crate::gemm::GemmTarget;
+use crate::gemm::{ceil_div64, GemmTarget};
 use crate::lower::{Kernel, KernelKind};
 use crate::ops;
 
@@ -1756,12 +1756,9 @@ fn column_sum_level<'ctx>(
         return Ok(buf);
     }
     let sub = col.spans[level - 1];
-    let parts = b.build_int_unsigned_div(
-        b.build_int_nsw_add(cover, cg.c64(sub - 1), "pc")?,
-        cg.c64(sub),
-        "parts",
-    )?;
-    cg.for_range(cg.c64(0), parts, |p| {
+    let parts = ceil_div64(cg, cover, sub)?;
+    // As the elemental sum tree's levels: one copy of the level below, not one per part.
+    cg.for_range_hinted(cg.c64(0), parts, &[NO_UNROLL], |p| {
         let at = b.build_int_nsw_add(base, b.build_int_nsw_mul(p, cg.c64(sub), "o")?, "at")?;
         let part = column_sum_level(g, col, level - 1, at, prefix)?;
         cg.for_range(cg.c64(0), cg.c64(dl), |j| {

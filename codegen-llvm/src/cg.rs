@@ -36,6 +36,11 @@ impl From<BuilderError> for Fail {
     }
 }
 
+/// The loop property that keeps LLVM from unrolling a loop ([`Cg::for_range_hinted`]): a
+/// loop whose body is large (a tile, or a level of a sum tree holding the levels below it)
+/// stays one copy of its body.
+pub const NO_UNROLL: &str = "llvm.loop.unroll.disable";
+
 /// The code generation state of one LLVM module.
 pub struct Cg<'ctx> {
     /// The LLVM context everything is created in.
@@ -212,14 +217,27 @@ impl<'ctx> Cg<'ctx> {
         hints: &[&str],
         body: impl FnOnce(IntValue<'ctx>) -> R<()>,
     ) -> R<()> {
-        let (_, latch) = self.counted_loop(start, end, &[], |i, _| {
+        self.for_range_acc_hinted(start, end, &[], hints, |i, _| {
             body(i)?;
             Ok(Vec::new())
-        })?;
+        })
+        .map(|_| ())
+    }
+
+    /// [`Cg::for_range_acc`] with `llvm.loop` properties, as [`Cg::for_range_hinted`].
+    pub fn for_range_acc_hinted(
+        &self,
+        start: IntValue<'ctx>,
+        end: IntValue<'ctx>,
+        init: &[Val<'ctx>],
+        hints: &[&str],
+        body: impl FnOnce(IntValue<'ctx>, &[Val<'ctx>]) -> R<Vec<Val<'ctx>>>,
+    ) -> R<Vec<Val<'ctx>>> {
+        let (vals, latch) = self.counted_loop(start, end, init, body)?;
         if !hints.is_empty() {
             self.set_loop_hints(latch, hints);
         }
-        Ok(())
+        Ok(vals)
     }
 
     /// Attaches `llvm.loop` metadata naming `hints` to a loop's latch branch `br`. A loop ID is

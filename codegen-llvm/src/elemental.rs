@@ -27,7 +27,7 @@ use inkwell::module::Linkage;
 use inkwell::values::{IntValue, PointerValue};
 use inkwell::IntPredicate;
 
-use crate::cg::{bv, strides, Cg, Val};
+use crate::cg::{bv, strides, Cg, Val, NO_UNROLL};
 use crate::error::{at, Fail, R};
 use crate::forms::{complex_constant_bytes, supported_type, unsupported_type};
 use crate::minifloat;
@@ -1471,7 +1471,9 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             cg.c64(sub),
             "parts",
         )?;
-        cg.for_range_acc(cg.c64(0), parts, zeros, |j, a| {
+        // Each part is the whole tree below this level: unrolled, every level would copy it
+        // once per part, a thousand copies of the innermost run for three levels.
+        cg.for_range_acc_hinted(cg.c64(0), parts, zeros, &[NO_UNROLL], |j, a| {
             let at = b.build_int_nsw_add(base, b.build_int_nsw_mul(j, cg.c64(sub), "o")?, "at")?;
             let part = self.sum_level(spans, level - 1, at, n, zeros, prefix, body)?;
             add_sums(cg, a, &part)
