@@ -21,8 +21,9 @@ use sha2::{Digest, Sha256};
 
 use crate::lower::Kernel;
 
-/// Where compiled kernel modules are kept between compilations. Keys are the key material of
-/// [`group_key`] (hash it to name an entry); values are what [`encode`] makes.
+/// Where compiled kernel modules are kept between compilations. Keys are key material (the
+/// build, target, options and kernels' signatures; hash it to name an entry); values are the
+/// modules' objects with the facts to run them. Both are opaque bytes to a store.
 pub trait KernelCache: Send + Sync {
     /// The entry stored under `key`, if there is a sound one.
     fn get(&self, key: &[u8]) -> Option<Vec<u8>>;
