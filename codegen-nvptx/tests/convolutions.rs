@@ -7,14 +7,17 @@
 //! to it (complex, one output feature per group); and their PTX assembled for `sm_80` and
 //! `sm_90` where ptxas is present.
 //!
-//! Results are compared exactly: both paths accumulate in the evaluator's type and order
-//! (kernel positions, then input features, with fused multiply-adds), skip the padding as it
-//! does, and round once, so the bits agree.
+//! Both paths accumulate in the evaluator's type with fused multiply-adds as one chain (kernel
+//! positions, then input features), skip the padding as it does, and round once. The evaluator
+//! sums a chain only up to 32 terms (longer sums are runs of 32 combined as a tree,
+//! `axle_analysis::eval`), so results are compared exactly where every output sums at most 32
+//! terms, and within the `f32` tolerance of two summation orders where they sum more
+//! ([`tolerance`]).
 
 use axle_codegen_nvptx::convolution::ConvGeometry;
 use axle_codegen_nvptx::tiled_product::ProductShape;
 use axle_codegen_nvptx::{plan_kernels, KernelKind};
-use axle_ir::Tolerance;
+use axle_ir::{conv_geo, Module, Opcode, Tolerance};
 
 mod common;
 use common::{matches_evaluator, module, ptx_checked};
@@ -47,6 +50,35 @@ fn tiled(m: &axle_ir::Module, name: &str) -> ConvGeometry {
     }
 }
 
+/// The terms the evaluator sums as one chain before it starts another run.
+const EVAL_RUN: i64 = 32;
+
+/// How the results of `m` must match the evaluator's: exactly where each convolution's output
+/// element sums at most [`EVAL_RUN`] terms (its kernel positions times its input features per
+/// group), else within `rtol` 1e-5 (the kernel's one chain against the evaluator's tree of
+/// runs; 45 terms of values near 10 differ in the last bit or two).
+fn tolerance(m: &Module) -> Tolerance {
+    let longest = m
+        .computations()
+        .into_iter()
+        .flat_map(|c| m.comp_insts(c))
+        .filter(|&i| m.opcode(i) == Opcode::Convolution)
+        .map(|i| {
+            let g = conv_geo(m, i).unwrap_or_else(|e| panic!("{e}"));
+            g.k_sp.iter().product::<i64>() * (g.c_in / g.fgc)
+        })
+        .max()
+        .unwrap_or(0);
+    if longest <= EVAL_RUN {
+        Tolerance::Exact
+    } else {
+        Tolerance::Close {
+            rtol: 1e-5,
+            atol: 1e-6,
+        }
+    }
+}
+
 /// Checks that `m` has one kernel on `path`, its result against the evaluator, and its PTX.
 fn check(m: &axle_ir::Module, name: &str, path: Path) {
     if path == Tiled {
@@ -56,7 +88,7 @@ fn check(m: &axle_ir::Module, name: &str, path: Path) {
         assert_eq!(ks.len(), 1, "{name}: {ks:?}");
         assert_eq!(ks[0].kind, KernelKind::Loop, "{name}");
     }
-    matches_evaluator(m, Tolerance::Exact);
+    matches_evaluator(m, tolerance(m));
     ptx_checked(m, name);
 }
 
@@ -290,7 +322,7 @@ ENTRY e {
     // 32 output positions by 4 features: two row tiles; depth 27: two steps.
     let geo = tiled(&m, "fused_relu");
     assert_eq!(geo.launch_plan().map(|p| p.grid), Ok(2));
-    matches_evaluator(&m, Tolerance::Exact);
+    matches_evaluator(&m, tolerance(&m));
     for p in ptx_checked(&m, "fused_relu") {
         // The input, kernel and padding-mask tiles in shared memory, barriers between steps.
         assert_eq!(p.matches(".shared .align 16 .b8").count(), 3, "{p}");
@@ -441,6 +473,6 @@ fn random_convolutions_match_the_evaluator() {
         let text = random_conv(case);
         let m = module(&text);
         tiled(&m, &text);
-        matches_evaluator(&m, Tolerance::Exact);
+        matches_evaluator(&m, tolerance(&m));
     }
 }
