@@ -15,7 +15,7 @@ export LLVM_PREFIX ?= /usr/lib/llvm-19
 # NVIDIA's PTX assembler, which .ci/deps installs from pip (nvidia-cuda-nvcc-cu12) for the nvptx
 # backend's tests (tests/nvptx_ptxas.rs); the same place .ci/deps puts it. The same pip package
 # ships libdevice (nvvm/libdevice/libdevice.10.bc), which the nvptx backend finds beside the real
-# ptxas for math functions (or at $AXLE_LIBDEVICE).
+# ptxas for math functions (or at $AXLE_LIBDEVICE); outside make it finds both in this folder too.
 export AXLE_TOOLS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/axle
 export AXLE_PTXAS ?= $(AXLE_TOOLS)/cuda-nvcc-12.9.86/ptxas
 

@@ -57,6 +57,7 @@ mod sim_mma;
 mod sim_threads;
 pub mod sort;
 pub mod tiled_product;
+pub mod toolkit;
 pub mod transpose;
 
 pub use axle_codegen_llvm::CodegenError;

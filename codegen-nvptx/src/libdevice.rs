@@ -2,10 +2,12 @@
 //! LLVM bitcode, linked into a module's kernels for the math functions the shared layer has no
 //! inline form of, as XLA does.
 //!
-//! The bitcode is found at `$AXLE_LIBDEVICE`, else beside the ptxas `.ci/deps` installs
-//! (`$AXLE_PTXAS`, whose pip package ships `nvvm/libdevice/libdevice.10.bc` two levels above
-//! `bin/ptxas`). It is optional: without it, a math function the device lacks stays an error
-//! naming the op, as before.
+//! The bitcode is found at `$AXLE_LIBDEVICE` (set to a path that is not a file, such as
+//! `none`, it turns libdevice off), else beside the real location of `$AXLE_PTXAS` (the copy
+//! `.ci/deps` installs), else where a CUDA toolkit or pip's `nvidia-cuda-nvcc-cu12` puts it
+//! ([`crate::toolkit`]: `$CUDA_HOME`, the `ptxas` on `PATH`, `make deps`'s folder, Python's
+//! site packages, `/usr/local/cuda`, Debian's toolkit). It is optional: without it, a math
+//! function that has no inline form stays an error naming the op.
 //!
 //! Invariants: only functions libdevice defines are called (the target answers `None` for the
 //! rest); after linking, every function but the kernels is internal, so the optimizer keeps
@@ -22,21 +24,28 @@ use inkwell::targets::{TargetData, TargetTriple};
 /// The prefix of libdevice's functions: `__nv_` and the C math library's name.
 pub const PREFIX: &str = "__nv_";
 
-/// The libdevice bitcode to link, if there is one: `$AXLE_LIBDEVICE` when set (and a file),
-/// else the one beside `$AXLE_PTXAS`'s real location.
+/// The libdevice bitcode to link, if there is one: `$AXLE_LIBDEVICE` when set (`None` unless
+/// it is a file), else the one beside `$AXLE_PTXAS`'s real location, else the first a CUDA
+/// toolkit holds ([`crate::toolkit::toolkit_roots`]).
 pub fn find_libdevice() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("AXLE_LIBDEVICE").filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
         return p.is_file().then_some(p);
     }
-    let ptxas = std::env::var_os("AXLE_PTXAS").filter(|p| !p.is_empty())?;
-    let real = std::fs::canonicalize(ptxas).ok()?;
-    let p = real
-        .parent()?
-        .parent()?
-        .join("nvvm/libdevice/libdevice.10.bc");
-    p.is_file().then_some(p)
+    let beside_ptxas = std::env::var_os("AXLE_PTXAS")
+        .filter(|p| !p.is_empty())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .and_then(|real| Some(real.parent()?.parent()?.join(RELATIVE[0])))
+        .filter(|p| p.is_file());
+    beside_ptxas
+        .or_else(|| crate::toolkit::find_in_toolkits(&crate::toolkit::process_env, &RELATIVE))
 }
+
+/// Where libdevice sits under a toolkit's root: NVIDIA's layout (CUDA and pip), then Debian's.
+const RELATIVE: [&str; 2] = [
+    "nvvm/libdevice/libdevice.10.bc",
+    "libdevice/libdevice.10.bc",
+];
 
 /// Loaded libdevice bitcode and the names of the functions it defines.
 pub struct Libdevice<'ctx> {

@@ -3,8 +3,9 @@
 //! valid for `sm_80` and `sm_90` on machines without a GPU.
 //!
 //! The assembler is found at `$AXLE_PTXAS` (the Makefile points it at the copy `.ci/deps`
-//! installs from pip's `nvidia-cuda-nvcc-cu12`) or on `PATH`; it is optional, and its absence
-//! is reported as such (`None`), never mistaken for success.
+//! installs from pip's `nvidia-cuda-nvcc-cu12`), on `PATH`, or in a CUDA toolkit's `bin/`
+//! ([`crate::toolkit`]); it is optional, and its absence is reported as such (`None`), never
+//! mistaken for success.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,16 +13,26 @@ use std::process::Command;
 use crate::GpuArch;
 
 /// The ptxas to run, if there is one: `$AXLE_PTXAS` when set (and a file), else `ptxas` on
-/// `PATH` when it answers `--version`.
+/// `PATH` when it answers `--version`, else the first `bin/ptxas` of a CUDA toolkit
+/// ([`crate::toolkit::toolkit_roots`]) that answers it.
 pub fn find_ptxas() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("AXLE_PTXAS").filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
         return p.is_file().then_some(p);
     }
-    let ok = Command::new("ptxas").arg("--version").output();
-    ok.ok()
-        .filter(|o| o.status.success())
-        .map(|_| PathBuf::from("ptxas"))
+    let answers = |p: &Path| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if answers(Path::new("ptxas")) {
+        return Some(PathBuf::from("ptxas"));
+    }
+    crate::toolkit::toolkit_roots(&crate::toolkit::process_env)
+        .into_iter()
+        .map(|root| root.join("bin/ptxas"))
+        .find(|p| p.is_file() && answers(p))
 }
 
 /// Assembles `ptx` for `arch` with the assembler at `ptxas`, returning the cubin's bytes, or
