@@ -5,8 +5,9 @@
 //! - [`forms`]: the register and memory forms of every element type (loads, stores, constants);
 //! - [`ops`]: the scalar semantics of every op, XLA's rules included (FTZ, integer edge cases),
 //!   dispatching to [`real`] and [`complex`]; [`minifloat`] the 8- and 4-bit float conversions,
-//!   [`math`] the inline math approximations, [`lanes`] the instructions both run on scalars
-//!   or vectors;
+//!   [`math`] the inline math approximations, [`libm_fallback`] inline forms of the math
+//!   library functions for a target without one, [`lanes`] the instructions both run on
+//!   scalars or vectors;
 //! - [`elemental`]: the elemental generators, from an output index to the value at that index,
 //!   composed across operands;
 //! - [`contraction`]: a dot's dimension numbers, a convolution's geometry, the elemental forms
@@ -31,6 +32,7 @@ pub mod elemental;
 pub mod error;
 pub mod forms;
 pub mod lanes;
+pub mod libm_fallback;
 pub mod math;
 pub mod minifloat;
 pub mod object_loader;

@@ -3,8 +3,9 @@
 //! Buffers are in the global address space (1), so loads and stores are `ld.global` /
 //! `st.global`; functions carry no CPU attributes; there is no C math library on the device:
 //! a math function is libdevice's `__nv_<name>` where libdevice is linked and defines it
-//! ([`crate::libdevice`]), else an error naming it (the shared inline approximations cover
-//! `f32` `exp`, `log` and `tanh` either way); the thread index comes from the `%tid.x`,
+//! ([`crate::libdevice`]), else the shared layer's inline form of it
+//! (`axle_codegen_llvm::libm_fallback`; the inline approximations of `f32` `exp`, `log`,
+//! `tanh` and `erf` are used either way); the thread index comes from the `%tid.x`,
 //! `%ctaid.x` and `%ntid.x` special registers.
 
 use std::collections::HashSet;

@@ -37,7 +37,8 @@
 //! Invariants: a kernel is emitted only for an instruction whose every fused instruction the
 //! backend supports; anything else (a reduction or dot read other than at its own output,
 //! a scatter or select-and-scatter other than a kernel's root, custom calls other than `TopK`
-//! (named with their target), math library functions the device lacks) is a [`CodegenError`]
+//! (named with their target), math library functions with neither libdevice nor an inline
+//! form) is a [`CodegenError`]
 //! naming the instruction and its op, never a wrong kernel.
 //! Outputs of a multi-output loop fusion have equal dimensions (each thread stores the same
 //! element of every output). Deciding what each instruction becomes walks each fused

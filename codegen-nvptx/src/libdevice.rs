@@ -6,8 +6,8 @@
 //! `none`, it turns libdevice off), else beside the real location of `$AXLE_PTXAS` (the copy
 //! `.ci/deps` installs), else where a CUDA toolkit or pip's `nvidia-cuda-nvcc-cu12` puts it
 //! ([`crate::toolkit`]: `$CUDA_HOME`, the `ptxas` on `PATH`, `make deps`'s folder, Python's
-//! site packages, `/usr/local/cuda`, Debian's toolkit). It is optional: without it, a math
-//! function that has no inline form stays an error naming the op.
+//! site packages, `/usr/local/cuda`, Debian's toolkit). It is optional: without it, math
+//! functions are the shared layer's inline forms (`axle_codegen_llvm::libm_fallback`).
 //!
 //! Invariants: only functions libdevice defines are called (the target answers `None` for the
 //! rest); after linking, every function but the kernels is internal, so the optimizer keeps

@@ -1,8 +1,8 @@
 //! The simulator's code: a module's NVPTX kernels, emitted by the same code as for the GPU
 //! ([`crate::kernels::emit_kernels`]), retargeted to the host and compiled there.
 //!
-//! Math: without libdevice, math is the shared approximations of `axle-codegen-llvm` (as on the
-//! GPU without libdevice) and a function with no inline form is refused naming its op; with
+//! Math: without libdevice, math is the shared approximations and inline math library forms of
+//! `axle-codegen-llvm` (`math`, `libm_fallback`), as on the GPU without libdevice; with
 //! libdevice, its bitcode is linked as for the GPU (then unused functions dropped) and the NVVM
 //! math intrinsics it calls run as host functions (`sim_intrinsics`, which says where
 //! they are not bit-exact), `__nvvm_reflect` answering as for the GPU's PTX.

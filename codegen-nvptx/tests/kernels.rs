@@ -115,16 +115,6 @@ ENTRY e {
         e.to_string().contains("nvptx backend does not support fft"),
         "{e}"
     );
-    // A math library function the device lacks (f64 `exp`) is named too.
-    let m = module(
-        "HloModule x\nENTRY e {\n  a = f64[4] parameter(0)\n  ROOT x = f64[4] exponential(a)\n}\n",
-    );
-    let e = emit_text(&m, &NvptxOptions::default(), Emit::Ptx).unwrap_err();
-    assert_eq!(e.opcode, "exponential", "{e}");
-    assert!(
-        e.to_string().contains("no math library function exp"),
-        "{e}"
-    );
 }
 
 #[test]
@@ -142,10 +132,9 @@ fn math_functions_come_from_libdevice_where_it_is_present() {
     let Some(libdevice) = axle_codegen_nvptx::libdevice::find_libdevice() else {
         eprintln!(
             "math_functions_come_from_libdevice: no libdevice (set AXLE_LIBDEVICE or \
-             AXLE_PTXAS, or run `make deps`): only the refusal without it is checked"
+             AXLE_PTXAS, or run `make deps`): not checked (tests/math_fallback.rs checks the \
+             inline forms)"
         );
-        let e = emit_text(&m, &NvptxOptions::default(), Emit::Ptx).unwrap_err();
-        assert!(e.to_string().contains("no math library function"), "{e}");
         return;
     };
     for arch in GpuArch::ALL {
