@@ -50,7 +50,9 @@
 use std::collections::{HashMap, HashSet};
 
 use axle_codegen_llvm::cg::{numel, Cg, Val};
-use axle_codegen_llvm::elemental::{arr_of, inst_leaves, minmax_intrinsic, Ext, Gen, Index};
+use axle_codegen_llvm::elemental::{
+    arr_of, bitcast_is_reshape, inst_leaves, minmax_intrinsic, Ext, Gen, Index,
+};
 use axle_codegen_llvm::error::{at, Fail, R};
 use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
 use inkwell::values::{IntValue, PointerValue};
@@ -284,6 +286,12 @@ pub fn reduction_geometry(m: &Module, id: InstId) -> R<Option<ReductionGeometry>
                 at_input && at_output_of(o) && long == kept_long
             }
             Opcode::Reshape => at_output && at_output_of(m.operands(x)[0]),
+            // XLA's optimized modules write a reshape as a bitcast between row-major layouts.
+            Opcode::Bitcast => {
+                at_output
+                    && at_output_of(m.operands(x)[0])
+                    && bitcast_is_reshape(m, x).map_err(|f| at(m, x, f))?
+            }
             _ => op.is_elementwise() && (at_output || at_input),
         };
         if !ok {
@@ -305,15 +313,13 @@ pub fn reduction_geometry(m: &Module, id: InstId) -> R<Option<ReductionGeometry>
     }
     for &r in &roots {
         let d = dims_of(r);
-        let fits = is_reduce(m, r)
-            || d.as_deref() == Some(&kept_dims[..])
-            || row && d.as_deref() == Some(&in_dims[..]);
+        let fits = is_reduce(m, r) || at_output_of(r) || row && d.as_deref() == Some(&in_dims[..]);
         if !fits {
             return Err(refuse(
                 m,
                 r,
                 "an output whose dimensions are neither the reduction's output's nor, in a row \
-                 reduction, its input's",
+                 reduction, its input's (up to unit dimensions)",
             ));
         }
     }
@@ -707,7 +713,17 @@ fn store_roots<'ctx>(
     let r = (|| {
         for (i, &r) in geo.roots.iter().enumerate() {
             if which(i) {
-                let vals = g.gen(r, kept)?;
+                // A root with unit dimensions added or removed is indexed in its own
+                // dimensions; the row-major position is the same.
+                let kept_dims = geo.kept_dims();
+                let own = match g.m.array_shape(r) {
+                    Some(a) if a.dims[..] != kept_dims[..] => {
+                        let dims = a.dims.to_vec();
+                        g.index_linear(&dims, kept.linear)?
+                    }
+                    _ => kept.clone(),
+                };
+                let vals = g.gen(r, &own)?;
                 store_outputs(g.cg, root_outs[i], kept.linear, &vals)?;
             }
         }

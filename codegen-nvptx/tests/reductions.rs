@@ -6,10 +6,10 @@
 
 use axle_codegen_nvptx::reduction::{ReductionKind, REDUCTION_BLOCK};
 use axle_codegen_nvptx::{emit_text, plan_kernels, Emit, KernelKind, NvptxOptions};
-use axle_ir::Module;
+use axle_ir::{Module, Tolerance};
 
 mod common;
-use common::{module, ptx_checked};
+use common::{matches_evaluator, module, ptx_checked};
 
 /// A module reducing `a` of type `ty[dims]` over `rdims` with `add`.
 fn sum(ty: &str, dims: &str, out: &str, rdims: &str) -> Module {
@@ -322,5 +322,61 @@ fn reductions_reading_reductions_run_in_passes_over_the_row() {
         // Each pass has a shared array of its own.
         assert_eq!(p.matches(".shared .align").count(), 2, "{p}");
         assert_eq!(p.matches("bar.sync").count(), 2, "{p}");
+    }
+}
+
+#[test]
+fn reshapes_and_bitcasts_adding_unit_dimensions_read_and_store_the_result() {
+    // XLA's optimized modules write JAX's keepdims reshapes as bitcasts, also as the root.
+    for (kind, op) in [
+        ("row", "bitcast"),
+        ("row", "reshape"),
+        ("column", "bitcast"),
+    ] {
+        let (input, rdim, out) = if kind == "row" {
+            ("f32[8,40]", "1", "f32[8]")
+        } else {
+            ("f32[40,8]", "0", "f32[8]")
+        };
+        let m = module(&format!(
+            r#"
+HloModule keepdims
+add {{
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}}
+fused {{
+  p = {input}{{1,0}} parameter(0)
+  b = f32[1,8,1]{{2,1,0}} parameter(1)
+  z = f32[] constant(0)
+  r = {out}{{0}} reduce(p, z), dimensions={{{rdim}}}, to_apply=add
+  k = f32[1,8,1]{{2,1,0}} {op}(r)
+  l = f32[1,8,1]{{2,1,0}} exponential(k)
+  ROOT o = f32[1,8,1]{{2,1,0}} add(l, b)
+}}
+ENTRY e {{
+  a = {input}{{1,0}} parameter(0)
+  b = f32[1,8,1]{{2,1,0}} parameter(1)
+  ROOT f = f32[1,8,1]{{2,1,0}} fusion(a, b), kind=kInput, calls=fused
+}}
+"#
+        ));
+        let name = format!("{kind}_{op}");
+        let ks = plan_kernels(&m).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            matches!(ks[0].kind, KernelKind::Reduction(_)),
+            "{name}: {:?}",
+            ks[0].kind
+        );
+        // The kernel sums as a tree, the evaluator as a chain.
+        matches_evaluator(
+            &m,
+            Tolerance::Close {
+                rtol: 1e-5,
+                atol: 1e-6,
+            },
+        );
+        ptx_checked(&m, &name);
     }
 }
