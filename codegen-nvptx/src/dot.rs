@@ -1,5 +1,5 @@
 //! Dot kernels: a `dot` (an unfused one, or a fusion's, whose root may be an elementwise
-//! epilogue of it, such as a bias add and a ReLU) as a shared-memory-tiled matrix product, on
+//! epilogue of it, such as a bias add and a ReLU, through reshapes too) as a shared-memory-tiled matrix product, on
 //! one of two loops sharing one description of the operands (`DotProduct`): tensor cores
 //! ([`crate::mma_product`]: warp-level `mma.sync.aligned.m16n8k16` on 64 x 64 block tiles)
 //! for dots whose operands are both `f16` or both `bf16` and accumulate in `f32`
@@ -25,10 +25,11 @@
 //! leaves open, so results agree with the evaluator's within the dtype tolerances, not bit
 //! for bit.
 //!
-//! Invariants: every instruction reading the dot is elementwise with the dot's dimensions
-//! (checked by [`dot_geometry`]), so binding the dot to the thread's sum is exact. Refused,
-//! with an error naming the instruction: complex dots, a dot read other than elementwise, and
-//! a fusion with several outputs.
+//! Invariants: every instruction reading the dot reads it at its own row-major position
+//! (elementwise ops, reshapes and bitcasts between row-major layouts, which XLA's optimized
+//! modules put after dots; checked by [`dot_geometry`]), so binding the dot to the thread's
+//! sum is exact. Refused, with an error naming the instruction: complex dots, a dot read
+//! otherwise (through a transpose, a slice, ...), and a fusion with several outputs.
 
 use axle_codegen_llvm::cg::numel;
 use axle_codegen_llvm::contraction::{acc_type, dot_dims, DotDims};
@@ -163,7 +164,7 @@ pub fn dot_geometry(m: &Module, id: InstId, tc: TensorCores) -> R<Option<DotGeom
                 m,
                 x,
                 &format!(
-                    "{} reading a dot's result (only elementwise ops of its dimensions do)",
+                    "{} reading a dot's result (only elementwise ops, reshapes and row-major bitcasts do)",
                     m.opcode(x).name()
                 ),
             ))

@@ -12,7 +12,8 @@
 //! waits again before the next step overwrites the tiles. Operands are computed elementally
 //! where they are loaded, so fused producers cost one evaluation per tile load. After the
 //! last step the contraction is bound to the thread's sum, rounded to its type once, and the
-//! kernel's root (the contraction or an elementwise epilogue of it) is computed and stored.
+//! kernel's root (the contraction or an elementwise epilogue of it, reshapes and row-major
+//! bitcasts included) is computed and stored at the contraction's row-major position.
 //!
 //! Semantics: the accumulation type and step are the shared ones
 //! (`axle_codegen_llvm::contraction`: [`acc_type`](axle_codegen_llvm::contraction::acc_type),
@@ -25,7 +26,8 @@
 //!
 //! Invariants: every thread reaches every barrier (threads past the edges load zeros and store
 //! nothing); each output element is stored by one thread; every instruction between the
-//! contraction and the root is elementwise with the contraction's dimensions (the planners
+//! contraction and the root keeps each element's row-major position (elementwise ops of
+//! their operands' dimensions, reshapes, bitcasts between row-major layouts; the planners
 //! check it, `elementwise_epilogue`), so binding the contraction to the thread's sum is
 //! exact.
 
@@ -33,7 +35,7 @@ use std::collections::HashSet;
 
 use axle_codegen_llvm::cg::Val;
 use axle_codegen_llvm::contraction::mul_add;
-use axle_codegen_llvm::elemental::{arr_of, Ext, Gen};
+use axle_codegen_llvm::elemental::{arr_of, bitcast_is_reshape, Ext, Gen};
 use axle_codegen_llvm::error::{at, R};
 use axle_codegen_llvm::ops;
 use axle_ir::{AttrKey, ElementType, InstId, Module, Opcode};
@@ -142,22 +144,34 @@ pub(crate) fn kernel_insts(m: &Module, id: InstId) -> R<(Vec<InstId>, InstId)> {
     })
 }
 
-/// Checks that everything of `insts` reading `hero` (directly or not) is elementwise with
-/// `hero`'s dimensions and that `root` reads it: the first instruction that is not
-/// (`Err(Some(x))`), or `Err(None)` when `root` does not depend on `hero`.
+/// Checks that everything of `insts` reading `hero` (directly or not) reads it at the same
+/// row-major position (an elementwise op whose operands reading it have its dimensions, a
+/// reshape, a bitcast between row-major layouts) and that `root` reads it: the first
+/// instruction that does not (`Err(Some(x))`), or `Err(None)` when `root` does not depend on
+/// `hero`.
 pub(crate) fn elementwise_epilogue(
     m: &Module,
     insts: &[InstId],
     hero: InstId,
     root: InstId,
 ) -> Result<(), Option<InstId>> {
-    let dims = m.array_shape(hero).map(|a| a.dims.clone());
+    let dims = |x: InstId| m.array_shape(x).map(|a| a.dims.clone());
     let mut depends = HashSet::new();
     for &x in insts {
         if x == hero || m.operands(x).iter().any(|o| depends.contains(o)) {
             depends.insert(x);
-            let same = m.array_shape(x).map(|a| a.dims.clone()) == dims;
-            if x != hero && !(m.opcode(x).is_elementwise() && same) {
+            let same = m
+                .operands(x)
+                .iter()
+                .filter(|o| depends.contains(*o))
+                .all(|&o| dims(o) == dims(x));
+            let ok = match m.opcode(x) {
+                _ if x == hero => true,
+                Opcode::Reshape => dims(x).is_some(),
+                Opcode::Bitcast => bitcast_is_reshape(m, x).unwrap_or(false),
+                op => op.is_elementwise() && same,
+            };
+            if !ok {
                 return Err(Some(x));
             }
         }
@@ -297,7 +311,15 @@ pub(crate) fn store_root<'ctx>(
     let r = (|| {
         let multi = p.output(g, at)?;
         let idx = g.index_multi(&dims, multi)?;
-        let v = g.gen1(t.root, &idx)?;
+        // A root reshaped from the contraction is indexed in its own dimensions at the same
+        // row-major position.
+        let root_dims = arr_of(g.m, t.root)?.dims.clone();
+        let own = if root_dims == dims {
+            idx.clone()
+        } else {
+            g.index_linear(&root_dims, idx.linear)?
+        };
+        let v = g.gen1(t.root, &own)?;
         g.cg.store(out_ty, out, idx.linear, v)
     })();
     g.pop_scope();

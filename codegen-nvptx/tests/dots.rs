@@ -4,10 +4,10 @@
 //! (`$AXLE_PTXAS` or `PATH`), the PTX is assembled for `sm_80` and `sm_90`.
 
 use axle_codegen_nvptx::{emit_text, plan_kernels, Emit, KernelKind, NvptxOptions};
-use axle_ir::Module;
+use axle_ir::{Module, Tolerance};
 
 mod common;
-use common::{module, ptx_checked};
+use common::{matches_evaluator, module, ptx_checked};
 
 /// The grid of `m`'s one kernel, a dot kernel.
 fn dot_grid(m: &Module) -> u64 {
@@ -107,4 +107,40 @@ ENTRY e {
     );
     let e = emit_text(&m, &NvptxOptions::default(), Emit::Ptx).unwrap_err();
     assert!(e.to_string().contains("complex dots"), "{e}");
+}
+
+#[test]
+fn reshapes_and_bitcasts_after_a_dot_are_stored_at_its_positions() {
+    // XLA's optimized modules split a dot's rows back into batch and sequence with a bitcast
+    // before the bias add; the kernel stores each element at the dot's row-major position.
+    for op in ["bitcast", "reshape"] {
+        let m = module(&format!(
+            r#"
+HloModule r
+fused {{
+  x = f32[40,24]{{1,0}} parameter(0)
+  w = f32[24,20]{{1,0}} parameter(1)
+  b = f32[2,20,20]{{2,1,0}} parameter(2)
+  d = f32[40,20]{{1,0}} dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  r = f32[2,20,20]{{2,1,0}} {op}(d)
+  ROOT s = f32[2,20,20]{{2,1,0}} add(r, b)
+}}
+ENTRY e {{
+  x = f32[40,24]{{1,0}} parameter(0)
+  w = f32[24,20]{{1,0}} parameter(1)
+  b = f32[2,20,20]{{2,1,0}} parameter(2)
+  ROOT f = f32[2,20,20]{{2,1,0}} fusion(x, w, b), kind=kOutput, calls=fused
+}}
+"#
+        ));
+        let ks = plan_kernels(&m).unwrap_or_else(|e| panic!("{op}: {e}"));
+        assert!(
+            matches!(ks[0].kind, KernelKind::Dot(_)),
+            "{op}: {:?}",
+            ks[0].kind
+        );
+        // Depth 24: one chain in the kernel and in the evaluator, so the bits agree.
+        matches_evaluator(&m, Tolerance::Exact);
+        ptx_checked(&m, op);
+    }
 }
