@@ -75,10 +75,19 @@ fn same_values(
     }
 }
 
+/// Whether `pipeline` runs `excess-precision` on a module where it rewrites something: it skips
+/// a bf16 rounding the evaluator does (as XLA CPU), so results agree only up to that rounding
+/// (`fusion/tests/excess_precision.rs` checks it against the computation in f32 instead).
+fn inexact(m: &axle::ir::Module, pipeline: &str) -> bool {
+    pipeline.contains("excess-precision")
+        && axle::fusion::excess_precision::has_excess_precision_site(m)
+}
+
 fn pipelines_keep_results(r: Recipe, picks: Vec<u8>, seed: u64) -> TestResult {
     let m = r.build();
     let pipeline = pipeline_from(&picks);
     match run_both(&m, &pipeline) {
+        Ok(_) if inexact(&m, &pipeline) => TestResult::discard(),
         Ok(out) => same_values(&m, &out, &pipeline, seed),
         Err(e) => e,
     }
@@ -144,6 +153,9 @@ fn fusion_keeps_results(r: Recipe, target: u8, seed: u64) -> TestResult {
         .any(|&i| out.opcode(i) == axle::ir::Opcode::Fusion)
     {
         FUSED_MODULES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    if inexact(&m, &pipeline) {
+        return TestResult::discard();
     }
     same_values(&m, &out, &pipeline, seed)
 }

@@ -1,7 +1,7 @@
 //! Graph rewriting that feeds fusion: algebraic simplification, constant folding, inlining,
 //! tuple, while-loop and reshape simplification, zero-sized-array elimination, broadcast, dot
 //! and convolution canonicalization, the expansion of batch-norm ops, the `f32` upcast of
-//! narrow-typed linear algebra, the splitting of long reductions into few results, and fusion itself (`fusion`,
+//! narrow-typed linear algebra, XLA CPU's excess precision of `bf16` results converted to `f32`, the splitting of long reductions into few results, and fusion itself (`fusion`,
 //! `multi-output-fusion`), one pass per file, named as the pass.
 //!
 //! [`register`] adds the simplification passes to a [`PassRegistry`]; the fusion passes need a
@@ -17,6 +17,7 @@ pub mod clone;
 pub mod constant_folding;
 pub mod conv_canonicalize;
 pub mod dot_canonicalize;
+pub mod excess_precision;
 pub mod fusion;
 pub mod inline;
 pub mod linalg_upcast;
@@ -127,6 +128,12 @@ pub fn register(reg: &mut PassRegistry) {
         doc: "computes a long reduction of bf16, f16 or f8 as XLA CPU does: windows of 32 per reduced dimension, level after level (pad, reshape, reduce)",
         options: &[],
         create: |_| Box::new(tree_reduce::TreeReduce),
+    });
+    reg.register(PassInfo {
+        name: "excess-precision",
+        doc: "a convert to f32 of a bf16 arithmetic op or dot reads the op's f32 value unrounded, as XLA CPU computes it (float normalization under xla_allow_excess_precision)",
+        options: &[],
+        create: |_| Box::new(excess_precision::ExcessPrecision),
     });
     reg.register(PassInfo {
         name: "linalg-upcast",
