@@ -1,6 +1,7 @@
-//! Accuracy of long `f32` sums on the `cpu` backend and the evaluator: a reduction over a
-//! strided dimension, a GEMM with a long `K`, a matrix-vector product and a convolution with a
-//! long window, each against the same sum computed in `f64` here.
+//! Accuracy of long `f32` sums on the `cpu` backend and the evaluator: reductions over a
+//! strided and a contiguous dimension, a GEMM with a long `K`, matrix-vector and
+//! vector-matrix products, a convolution with a long window and one in a weight gradient's
+//! form (packed kernel blocks), each against the same sum computed in `f64` here.
 //!
 //! Inputs are uniform in [0, 1) (no cancellation: the error of a sequential chain grows with
 //! its length). Each check also computes, here, the error of the sequential `f32` chain of
@@ -206,5 +207,62 @@ fn convolution_with_a_long_window() {
         ],
         &terms,
         1e-6,
+    );
+}
+
+#[test]
+fn convolution_as_a_weight_gradient() {
+    // A weight gradient's form, `f01b_i01o->01bf`: the batch of the forward pass as input
+    // features (c), a whole image as the window, the tiled kernel's packed blocks of the
+    // kernel. Each output sums the window's positions, then the input features.
+    let (c, hw, b, o) = (16usize, 12usize, 8usize, 72usize);
+    let x = uniform(c * hw * hw * b, 9);
+    let w = uniform(c * hw * hw * o, 10);
+    let text = format!(
+        "HloModule c\nENTRY e {{\n  x = f32[{c},{hw},{hw},{b}] parameter(0)\n  w = f32[{c},{hw},{hw},{o}] parameter(1)\n  ROOT y = f32[1,1,{b},{o}] convolution(x, w), window={{size={hw}x{hw}}}, dim_labels=f01b_i01o->01bf\n}}\n"
+    );
+    let terms: Terms = (0..b * o)
+        .map(|q| {
+            let (bi, f) = (q / o, q % o);
+            let mut t = Vec::with_capacity(hw * hw * c);
+            for p in 0..hw * hw {
+                for ci in 0..c {
+                    t.push((
+                        x[(ci * hw * hw + p) * b + bi],
+                        w[(ci * hw * hw + p) * o + f],
+                    ));
+                }
+            }
+            t
+        })
+        .collect();
+    check(
+        &text,
+        &[
+            (vec![c as i64, hw as i64, hw as i64, b as i64], x),
+            (vec![c as i64, hw as i64, hw as i64, o as i64], w),
+        ],
+        &terms,
+        5e-7,
+    );
+}
+
+#[test]
+fn vector_matrix_product() {
+    // `x @ W` with `W` row-major: the GEMV kernel's columns form.
+    let (k, n) = (4097usize, 64usize);
+    let x = uniform(k, 11);
+    let w = uniform(k * n, 12);
+    let text = format!(
+        "HloModule vm\nENTRY e {{\n  x = f32[{k}] parameter(0)\n  w = f32[{k},{n}] parameter(1)\n  ROOT d = f32[{n}] dot(x, w), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}\n}}\n"
+    );
+    let terms: Terms = (0..n)
+        .map(|j| (0..k).map(|kk| (x[kk], w[kk * n + j])).collect())
+        .collect();
+    check(
+        &text,
+        &[(vec![k as i64], x), (vec![k as i64, n as i64], w)],
+        &terms,
+        6e-7,
     );
 }

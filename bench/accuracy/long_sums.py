@@ -123,6 +123,17 @@ def conv2d(c, hw=10, o=16):
         conv2d_ref(x, w), conv2d_ref(np.abs(x), np.abs(w)))
 
 
+def conv_wgrad(c=16, hw=12, b=8, o=72):
+    """A weight gradient's form: the batch as features, a whole image as the window."""
+    text = f"""ENTRY e {{
+  x = f32[{c},{hw},{hw},{b}] parameter(0)
+  w = f32[{c},{hw},{hw},{o}] parameter(1)
+  ROOT y = f32[1,1,{b},{o}] convolution(x, w), window={{size={hw}x{hw}}}, dim_labels=f01b_i01o->01bf
+}}"""
+    ref = lambda x, w: np.einsum("cijb,cijo->bo", x, w)[None, None]
+    return text, [(c, hw, hw, b), (c, hw, hw, o)], lambda x, w: (ref(x, w), ref(np.abs(x), np.abs(w)))
+
+
 # (kind, label, program) with the sizes around the issue's four (K = 25,600 dot, K = 1025
 # matrix-vector product, 1000-long reduce, long convolution windows).
 CASES = (
@@ -134,6 +145,7 @@ CASES = (
     + [("matvec", f"W@v   256x{k} @ {k}", matvec(k)) for k in (257, 1025, 4097)]
     + [("conv", f"1d    w={kw} c=64 (K={kw * 64})", conv1d(kw)) for kw in (16, 64, 400)]
     + [("conv", f"2d    3x3 c={c} (K={9 * c})", conv2d(c)) for c in (128, 1024)]
+    + [("conv", "wgrad 12x12 window, 16 features (K=2304)", conv_wgrad())]
 )
 
 

@@ -10,20 +10,21 @@
 //! Each output element sums its terms (kernel positions, then input features) with fused
 //! multiply-adds; padding terms add zero. So that no rounding chain is long (one chain over a
 //! window of 25600 terms was 40 times less accurate than XLA's), the sum is a fixed tree of
-//! short chains: with more than [`SUB_C`] input features, a position's features are summed
-//! in runs of `SUB_C` from zero and the runs added into the position's sum; with more than
-//! [`SUB_POS`] coordinates in the first kernel dimension, the positions are summed in runs of
-//! `SUB_POS` coordinates from zero and the runs added into the totals (which start from the
-//! partial sums of the item's earlier kernel blocks). The order depends on the geometry only,
-//! never on the work split. Narrow floats accumulate in `f32` and round to nearest even once
-//! per output element.
+//! short chains ([`SumTree`]): a position with more than [`SUB_C`] input features sums them in
+//! runs of `SUB_C` from zero, chained into the position's sum; the positions of a block of the
+//! kernel (all of them without blocks), in the tile loops' order, are summed in leaves of about
+//! `SUB_C` terms, each level of the tree chaining [`SUM_FAN`] nodes of the level below from
+//! zero; a block's sum is added to the totals its item's earlier blocks left. A kernel of at
+//! most [`CHAIN_TERMS`] terms is one chain (as XLA sums it, and faster). The order
+//! depends on the geometry only, never on the work split. Narrow floats accumulate in `f32`
+//! and round to nearest even once per output element.
 
 use axle_ir::{conv_geo, ElementType, InstId, Module};
 use inkwell::types::{BasicTypeEnum, VectorType};
 use inkwell::values::{BasicValue, IntValue, PointerValue, VectorValue};
 use inkwell::IntPredicate;
 
-use crate::cg::{bv, numel, strides, Cg, Val};
+use crate::cg::{bv, numel, strides, Cg, Val, NO_UNROLL};
 use crate::error::R;
 use crate::gemm::{
     ceil_div64, col_masks, delinearize, min64, splat_float, splat_int, RegFn, RegTile,
@@ -140,6 +141,41 @@ impl ConvFast {
     fn inner_positions(&self) -> i64 {
         self.k_sp.iter().skip(1).product()
     }
+    /// The tree a tile sums a block's kernel positions in ([`SumTree`]): leaves of about
+    /// [`SUB_C`] terms, and as many levels of [`SUM_FAN`] as leave at most `SUM_FAN` nodes at
+    /// the top for the longest block; one leaf of all a block's positions when the whole
+    /// kernel has at most [`CHAIN_TERMS`] terms.
+    pub(crate) fn sum_tree(&self) -> SumTree {
+        let all = self.k_sp.iter().product::<i64>().max(1);
+        let positions = match self.k_sp.first() {
+            Some(_) if self.strip_major => self.block_rows() * self.inner_positions(),
+            Some(&k0) => k0.max(1) * self.inner_positions(),
+            None => 1,
+        };
+        if all * self.c <= CHAIN_TERMS {
+            // One chain, in straight code once LLVM unrolls it.
+            return SumTree {
+                dims: self.k_sp.clone(),
+                leaf: positions.max(1),
+                levels: 0,
+            };
+        }
+        let leaf = (SUB_C / self.c.max(1)).max(1);
+        let mut nodes = (positions as u64).div_ceil(leaf as u64);
+        let mut levels = 0;
+        while nodes > 1 {
+            levels += 1;
+            if nodes <= SUM_FAN as u64 {
+                break;
+            }
+            nodes = nodes.div_ceil(SUM_FAN as u64);
+        }
+        SumTree {
+            dims: self.k_sp.clone(),
+            leaf,
+            levels,
+        }
+    }
     /// With [`ConvFast::strip_major`], the coordinates of the first kernel spatial dimension
     /// in one block of the kernel: as many as keep the block's packed slice within
     /// [`BLOCK_BYTES`], at least one (1 without spatial dimensions).
@@ -190,9 +226,75 @@ impl ConvFast {
 /// (only when a position has more than this many; see the module header).
 const SUB_C: i64 = 32;
 
-/// Coordinates of the first kernel dimension whose terms a tile sums from zero before adding
-/// them to its totals (only when the kernel is longer than this in that dimension).
-const SUB_POS: i64 = 16;
+/// The most terms (kernel positions times input features) an output element sums in one
+/// chain instead of a tree ([`SumTree`]): the tree's loops made a `3x3` convolution of 16
+/// features 1.55 times slower, and XLA sums so few terms in one chain too.
+const CHAIN_TERMS: i64 = 512;
+
+/// Children of each node of the tree the kernel positions are summed in ([`SumTree`]).
+const SUM_FAN: i64 = 16;
+
+/// How a tile sums an output element's kernel positions (each of `c` input features): a fixed
+/// tree of short chains over the positions of a block of the kernel (all positions without
+/// blocks), in the tile loops' order. Its leaves chain [`SumTree::leaf`] consecutive positions
+/// from zero (about [`SUB_C`] terms; one position with more features, whose own sum is a chain
+/// of runs of `SUB_C` features); each level above chains [`SUM_FAN`] nodes of the level below
+/// from zero; the top level chains its nodes (at most `SUM_FAN`) into the totals.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SumTree {
+    /// The kernel's spatial dimensions (a position's coordinates).
+    pub dims: Vec<i64>,
+    /// Positions per leaf.
+    pub leaf: i64,
+    /// Levels above the leaves: 0 when a block's positions fit in one leaf (then the totals
+    /// are its chain).
+    pub levels: u32,
+}
+
+/// The positions spanned by a node `level` levels above the leaves.
+fn node_span(tree: &SumTree, level: u32) -> i64 {
+    tree.leaf * SUM_FAN.pow(level)
+}
+
+/// Positions `q0..q1` (linear in the kernel's spatial dimensions, in the tile loops' order)
+/// summed as `level` levels of `tree` ([`SumTree`]), chained into `from`, or from zero with
+/// `None`. `position(coordinates, from)` adds one position's terms to `from` (or sums them
+/// from zero with `None`). The levels above the first are loops LLVM does not unroll
+/// ([`NO_UNROLL`]).
+fn sum_positions<'ctx>(
+    cg: &Cg<'ctx>,
+    tree: &SumTree,
+    level: u32,
+    (q0, q1): (IntValue<'ctx>, IntValue<'ctx>),
+    from: Option<Vec<Val<'ctx>>>,
+    zeros: &[Val<'ctx>],
+    position: &mut PosFn<'_, 'ctx>,
+) -> R<Vec<Val<'ctx>>> {
+    let bb = &cg.b;
+    let dims = &tree.dims;
+    if level == 0 {
+        if tree.leaf == 1 {
+            // One position, `q1 = q0 + 1`.
+            return position(&delinearize(cg, dims, q0)?, from);
+        }
+        let start = from.unwrap_or_else(|| zeros.to_vec());
+        return cg.for_range_acc(q0, q1, &start, |q, acc| {
+            position(&delinearize(cg, dims, q)?, Some(acc.to_vec()))
+        });
+    }
+    let span = node_span(tree, level - 1);
+    let n = ceil_div64(cg, bb.build_int_nsw_sub(q1, q0, "n")?, span)?;
+    let start = from.unwrap_or_else(|| zeros.to_vec());
+    // A level over leaves may be unrolled (a small kernel's positions then lie in straight
+    // code, as one chain's did); higher levels, each containing the tree below it, not.
+    let hints: &[&str] = if level >= 2 { &[NO_UNROLL] } else { &[] };
+    cg.for_range_acc_hinted(cg.c64(0), n, &start, hints, |i, tot| {
+        let a = bb.build_int_nsw_add(q0, bb.build_int_nsw_mul(i, cg.c64(span), "qa")?, "qa")?;
+        let b = min64(cg, bb.build_int_nsw_add(a, cg.c64(span), "qb")?, q1)?;
+        let part = sum_positions(cg, tree, level - 1, (a, b), None, zeros, position)?;
+        add_vecs(cg, tot, &part)
+    })
+}
 
 /// The most bytes of one packed block of a kernel strip (a part of a core's L2: every tile of
 /// the item's chunk reads the block while it stays there).
@@ -391,6 +493,10 @@ pub(crate) fn conv_fast(m: &Module, id: InstId) -> Option<ConvFast> {
     }
     Some(geo)
 }
+
+/// The body of [`sum_positions`]: `(coordinates, the sum to add to or none) -> the sum`.
+type PosFn<'f, 'ctx> =
+    dyn FnMut(&[IntValue<'ctx>], Option<Vec<Val<'ctx>>>) -> R<Vec<Val<'ctx>>> + 'f;
 
 /// The body of [`nest_acc`]: `(coordinates, loop-carried values) -> next values`.
 type NestFn<'f, 'ctx> = dyn FnMut(&[IntValue<'ctx>], Vec<Val<'ctx>>) -> R<Vec<Val<'ctx>>> + 'f;
@@ -804,26 +910,34 @@ fn tile<'ctx>(
         let masks = strip_masks(cg, geo, o0)?;
         let zero = vty.const_zero();
         let mzero = mvty.const_zero();
-        // The accumulators: zero, or where the item's previous block of the kernel left them.
-        let mut init: Vec<Val> = Vec::with_capacity(2 * rows as usize);
-        for r in 0..rows {
-            for h in 0..2 {
-                init.push(match block.and_then(|b| b.partial.map(|p| (b, p))) {
-                    Some((b, p)) => {
-                        let q = cg.gep(vty.get_element_type(), p, cg.c64(r * nr + h * lanes))?;
-                        let v = bb.build_load(vty, q, "part")?;
-                        if let Some(i) = v.as_instruction_value() {
-                            let _ = i.set_alignment(ety.get_bit_width() / 8);
+        // The accumulators: zero, or where the item's previous block of the kernel left them
+        // (read once the block's own sum is done, so they are not live during it).
+        let init = || -> R<Vec<Val<'ctx>>> {
+            let mut init: Vec<Val> = Vec::with_capacity(2 * rows as usize);
+            for r in 0..rows {
+                for h in 0..2 {
+                    init.push(match block.and_then(|b| b.partial.map(|p| (b, p))) {
+                        Some((b, p)) => {
+                            let q =
+                                cg.gep(vty.get_element_type(), p, cg.c64(r * nr + h * lanes))?;
+                            let v = bb.build_load(vty, q, "part")?;
+                            if let Some(i) = v.as_instruction_value() {
+                                let _ = i.set_alignment(ety.get_bit_width() / 8);
+                            }
+                            bb.build_select(b.first, zero, v.into_vector_value(), "init")?
                         }
-                        bb.build_select(b.first, zero, v.into_vector_value(), "init")?
-                    }
-                    None => bv(zero),
-                });
+                        None => bv(zero),
+                    });
+                }
             }
-        }
+            Ok(init)
+        };
         let range = block.and_then(|b| b.range);
-        let zeros: Vec<Val> = init.iter().map(|_| bv(zero)).collect();
-        let mut position = |kc: &[IntValue<'ctx>], acc: Vec<Val<'ctx>>| -> R<Vec<Val<'ctx>>> {
+        let zeros: Vec<Val> = vec![bv(zero); 2 * rows as usize];
+        // A kernel position's terms added to `acc`, or with `None` summed from zero.
+        let mut position = |kc: &[IntValue<'ctx>],
+                            acc: Option<Vec<Val<'ctx>>>|
+         -> R<Vec<Val<'ctx>>> {
             // Input offsets and validity of each pixel at this kernel position.
             let mut offs = Vec::with_capacity(rows as usize);
             let mut oks = Vec::with_capacity(rows as usize);
@@ -924,7 +1038,7 @@ fn tile<'ctx>(
                 })
             };
             if geo.c <= SUB_C {
-                return run(cg.c64(0), c_end, &acc);
+                return run(cg.c64(0), c_end, acc.as_deref().unwrap_or(&zeros));
             }
             // The position's input features in runs of `SUB_C`, each summed from zero and
             // added to the position's sum, which is added to `acc`.
@@ -935,44 +1049,46 @@ fn tile<'ctx>(
                 let part = run(c0, c1, &zeros)?;
                 add_vecs(cg, sum, &part)
             })?;
-            add_vecs(cg, &acc, &sum)
+            match acc {
+                Some(acc) => add_vecs(cg, &acc, &sum),
+                None => Ok(sum),
+            }
         };
-        // The first kernel dimension's coordinates in runs of `SUB_POS`, each summed from
-        // zero and added to the totals (which start from `init`).
+        // The kernel positions of this block (all of them without blocks), in the loops'
+        // order, as one linear range summed as the tree of [`SumTree`].
         let (lo, hi) = match (range, geo.k_sp.first()) {
             (Some(r), _) => r,
             (None, Some(&k0)) => (cg.c64(0), cg.c64(k0)),
             (None, None) => (cg.c64(0), cg.c64(1)),
         };
-        let split = geo.k_sp.first().is_some_and(|&k0| k0 > SUB_POS);
-        let accs = if split {
-            let span = bb.build_int_nsw_sub(hi, lo, "span")?;
-            let runs = bb.build_int_unsigned_div(
-                bb.build_int_nsw_add(span, cg.c64(SUB_POS - 1), "rp")?,
-                cg.c64(SUB_POS),
-                "pruns",
+        let inner = cg.c64(geo.inner_positions());
+        let q_lo = bb.build_int_nsw_mul(lo, inner, "qlo")?;
+        let q_hi = bb.build_int_nsw_mul(hi, inner, "qhi")?;
+        let plan = geo.sum_tree();
+        let blocked = block.is_some_and(|b| b.partial.is_some());
+        let accs = if blocked {
+            // The block's sum from zero, added to what the item's earlier blocks left.
+            let part = sum_positions(
+                cg,
+                &plan,
+                plan.levels,
+                (q_lo, q_hi),
+                None,
+                &zeros,
+                &mut position,
             )?;
-            cg.for_range_acc(cg.c64(0), runs, &init, |i, tot| {
-                let r0 = bb.build_int_nsw_add(
-                    lo,
-                    bb.build_int_nsw_mul(i, cg.c64(SUB_POS), "r0")?,
-                    "r0",
-                )?;
-                let r1 = min64(cg, bb.build_int_nsw_add(r0, cg.c64(SUB_POS), "r1")?, hi)?;
-                let mut multi = Vec::new();
-                let part = nest_acc(
-                    cg,
-                    &geo.k_sp,
-                    Some((r0, r1)),
-                    &mut multi,
-                    zeros.clone(),
-                    &mut position,
-                )?;
-                add_vecs(cg, tot, &part)
-            })?
+            add_vecs(cg, &init()?, &part)?
         } else {
-            let mut multi = Vec::new();
-            nest_acc(cg, &geo.k_sp, range, &mut multi, init, &mut position)?
+            let from = Some(init()?);
+            sum_positions(
+                cg,
+                &plan,
+                plan.levels,
+                (q_lo, q_hi),
+                from,
+                &zeros,
+                &mut position,
+            )?
         };
         // Between blocks of the kernel, the accumulators wait in the item's partial sums.
         let kept = block.and_then(|b| b.partial.map(|p| (b.last, p)));

@@ -87,7 +87,7 @@ pub(crate) const SUB_K: i64 = 32;
 
 /// `K` blocks whose totals are summed in an item's group sums before the group's sum is added
 /// to `C` (see the module header), when there are more blocks than this.
-const K_GROUP: i64 = 16;
+pub(crate) const K_GROUP: i64 = 16;
 
 /// The most elements of a matrix `C` whose items keep group sums (1 MiB of `f32` in all);
 /// larger products add every `K` block to `C`.

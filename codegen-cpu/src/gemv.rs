@@ -13,9 +13,11 @@
 //!   end), then the two are added and their lanes combined by a fixed tree of halving adds.
 //!   The order of each output's sum is fixed by `K` and the vector width alone.
 //! - **Columns** (`B` is `K x N` with `N` contiguous): a strip of `2 L` outputs is two vectors
-//!   of accumulators summing over `k` in order with fused multiply-adds, `A`'s element
-//!   broadcast: exactly the GEMM's order, so the results are the GEMM's bits. Four strips run
-//!   side by side, so each step of `k` reads a run of a row of `B` four strips long.
+//!   of accumulators summing over `k` with fused multiply-adds, `A`'s element broadcast, in a
+//!   fixed tree of short chains (as the GEMM's, not its bits): runs of [`SUB_K`] steps of `k`
+//!   from zero, added in groups of [`K_GROUP`] runs from zero, the groups added in order.
+//!   Four strips run side by side, so each step of `k` reads a run of a row of `B` four
+//!   strips long.
 //!
 //! Either way an item's outputs are strips of `2 L` columns ([`item_block`]'s), each ending as
 //! a GEMM tile of one row ends: stored to `C` with masked stores, or handed to its epilogue
@@ -25,11 +27,11 @@ use inkwell::types::VectorType;
 use inkwell::values::{BasicValue, IntValue, PointerValue, VectorValue};
 use inkwell::IntPredicate;
 
-use crate::cg::{bv, Cg};
+use crate::cg::{bv, Cg, Val, NO_UNROLL};
 use crate::error::R;
 use crate::gemm::{
     batch_bases, ceil_div64, col_masks, item_block, min64, GemmGeo, GemvForm, RegTile, Tile,
-    TileEnd,
+    TileEnd, K_GROUP, SUB_K,
 };
 
 /// Outputs of the rows form computed together (each with two accumulators).
@@ -160,7 +162,7 @@ fn emit_item<'ctx>(
 const GROUP: i64 = 4;
 
 /// The columns form: each strip's outputs `jr..jr + 2L` (masked to its `w`) summed over `k`
-/// in order; the strips' accumulators in order, two per strip.
+/// as the module header says; the strips' accumulators in order, two per strip.
 fn cols_group<'ctx>(
     cg: &Cg<'ctx>,
     geo: &GemmGeo,
@@ -177,7 +179,7 @@ fn cols_group<'ctx>(
     let align = cg.i32().const_int(geo.acc.byte_size() as u64, false);
     let zero = vty.const_zero();
     let init: Vec<_> = (0..2 * strips.len()).map(|_| bv(zero)).collect();
-    cg.for_range_acc(cg.c64(0), cg.c64(geo.k), &init, |k, acc| {
+    let step = |k: IntValue<'ctx>, acc: &[Val<'ctx>]| -> R<Vec<Val<'ctx>>> {
         let aq = cg.gep(
             ety.into(),
             abase,
@@ -205,7 +207,43 @@ fn cols_group<'ctx>(
             }
         }
         Ok(next)
+    };
+    // Runs of `SUB_K` steps of `k` from zero, added in groups of `K_GROUP` runs from zero,
+    // the groups added in order into the totals (see the module header).
+    let k = geo.k;
+    if k <= SUB_K {
+        return cg.for_range_acc(cg.c64(0), cg.c64(k), &init, |kk, acc| step(kk, acc));
+    }
+    let group = SUB_K * K_GROUP;
+    let groups = (k as u64).div_ceil(group as u64) as i64;
+    cg.for_range_acc_hinted(cg.c64(0), cg.c64(groups), &init, &[NO_UNROLL], |g, tot| {
+        let g0 = bb.build_int_nsw_mul(g, cg.c64(group), "g0")?;
+        let g1 = min64(
+            cg,
+            bb.build_int_nsw_add(g0, cg.c64(group), "g1")?,
+            cg.c64(k),
+        )?;
+        let runs = ceil_div64(cg, bb.build_int_nsw_sub(g1, g0, "gk")?, SUB_K)?;
+        let sum = cg.for_range_acc_hinted(cg.c64(0), runs, &init, &[NO_UNROLL], |r, sum| {
+            let k0 =
+                bb.build_int_nsw_add(g0, bb.build_int_nsw_mul(r, cg.c64(SUB_K), "r0")?, "k0")?;
+            let k1 = min64(cg, bb.build_int_nsw_add(k0, cg.c64(SUB_K), "k1")?, g1)?;
+            let part = cg.for_range_acc(k0, k1, &init, |kk, acc| step(kk, acc))?;
+            add_vecs(cg, sum, &part)
+        })?;
+        add_vecs(cg, tot, &sum)
     })
+}
+
+/// The lane-wise sums `a[i] + b[i]` of two lists of vectors.
+fn add_vecs<'ctx>(cg: &Cg<'ctx>, a: &[Val<'ctx>], b: &[Val<'ctx>]) -> R<Vec<Val<'ctx>>> {
+    let mut out = Vec::with_capacity(a.len());
+    for (x, y) in a.iter().zip(b) {
+        let s =
+            cg.b.build_float_add(x.into_vector_value(), y.into_vector_value(), "sum")?;
+        out.push(bv(s));
+    }
+    Ok(out)
 }
 
 /// The rows form: outputs `jr..jr + w`, each a dot product over `K`, gathered into the

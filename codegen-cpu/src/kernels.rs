@@ -32,7 +32,8 @@ use inkwell::IntPredicate;
 
 use crate::cg::{bv, numel, Cg, Val, NO_UNROLL};
 use crate::elemental::{
-    arr_of, inst_leaves, simple_binary, sum_spans, window, window_pos, Ext, Gen, Index, SUM_FAN,
+    arr_of, inst_leaves, narrow_sum, simple_binary, sum_spans, widen_sum, window, window_pos, Ext,
+    Gen, Index, SUM_FAN,
 };
 use crate::error::{at, R};
 use crate::fused::KernelPlan;
@@ -661,8 +662,12 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 let spans = sum_spans(n, SUM_FAN);
                 (sum && spans.len() as i64 * dl <= COLUMN_TREE_ELEMS)
                     .then(|| -> R<_> {
-                        let bufs =
-                            crate::stream::entry_alloca(cg, ty, spans.len() as i64 * dl, "colsum")?;
+                        let bufs = crate::stream::entry_alloca(
+                            cg,
+                            level_type(ty),
+                            spans.len() as i64 * dl,
+                            "colsum",
+                        )?;
                         Ok((ty, spans, bufs))
                     })
                     .transpose()?
@@ -716,7 +721,8 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                     cg.for_range(cg.c64(0), cg.c64(dl), |j| {
                         let lin = cg.b.build_int_nsw_add(base, j, "lin")?;
                         let x = cg.load(*ty, out, lin)?;
-                        let y = cg.load(*ty, sums, j)?;
+                        let y = cg.load(level_type(*ty), sums, j)?;
+                        let y = narrow_sum(cg, y, x)?;
                         let s =
                             cg.b.build_float_add(x.into_float_value(), y.into_float_value(), "s")?;
                         cg.store(*ty, out, lin, bv(s))
@@ -1693,6 +1699,16 @@ pub(crate) fn attribute(m: &Module, k: &Kernel, f: crate::error::Fail) -> crate:
 /// a buffer of a row of outputs per level of the tree.
 const COLUMN_TREE_ELEMS: i64 = 16 << 10;
 
+/// The type the levels of a column reduction's tree above its runs add in: `f64` for an `f32`
+/// sum (as the elemental sum tree's, [`widen_sum`]), else the sum's own.
+fn level_type(ty: ElementType) -> ElementType {
+    if ty == ElementType::F32 {
+        ElementType::F64
+    } else {
+        ty
+    }
+}
+
 /// A float sum over the innermost reduced dimension (`n` long) of a reduction that keeps the
 /// input's last dimension (`dl` outputs per row, side by side), summed as a tree.
 struct ColumnSum<'r, 'ctx> {
@@ -1701,7 +1717,8 @@ struct ColumnSum<'r, 'ctx> {
     spans: &'r [i64],
     n: i64,
     dl: i64,
-    /// `spans.len()` buffers of `dl` elements, one per level.
+    /// `spans.len()` buffers of `dl` elements of [`level_type`], one per level (the runs'
+    /// buffer holds elements of `ty`).
     bufs: PointerValue<'ctx>,
     input: InstId,
     /// The input's index at reduced coordinates `rmulti` and output column `j`.
@@ -1714,9 +1731,9 @@ type ColumnIndex<'f, 'ctx> =
 
 /// Sums coordinates `base .. min(base + spans[level], n)` of the innermost reduced dimension
 /// (the outer reduced coordinates in `prefix`) for every output column, from `-0.0`, into
-/// buffer `level`, and returns it: a run adds its terms one by one (each column's chain in
-/// its own lane of the vectorized loop over the columns), a higher level adds the buffers of
-/// its parts in order. The tree depends on `n` alone.
+/// buffer `level`, and returns it: a run adds its terms one by one in the sum's type (each
+/// column's chain in its own lane of the vectorized loop over the columns), a higher level
+/// adds the buffers of its parts in order, in [`level_type`]. The tree depends on `n` alone.
 fn column_sum_level<'ctx>(
     g: &mut Gen<'_, 'ctx>,
     col: &ColumnSum<'_, 'ctx>,
@@ -1726,8 +1743,14 @@ fn column_sum_level<'ctx>(
 ) -> R<PointerValue<'ctx>> {
     let cg = g.cg;
     let b = &cg.b;
-    let (ty, dl) = (col.ty, col.dl);
-    let buf = cg.gep(cg.mem_ty(ty)?, col.bufs, cg.c64(level as i64 * dl))?;
+    let dl = col.dl;
+    let level_ty = |l: usize| if l == 0 { col.ty } else { level_type(col.ty) };
+    let ty = level_ty(level);
+    let buf = cg.gep(
+        cg.mem_ty(level_type(col.ty))?,
+        col.bufs,
+        cg.c64(level as i64 * dl),
+    )?;
     let zero = cg.const_f(ty, -0.0)?;
     cg.for_range(cg.c64(0), cg.c64(dl), |j| cg.store(ty, buf, j, zero))?;
     let left = b.build_int_nsw_sub(cg.c64(col.n), base, "left")?;
@@ -1736,6 +1759,7 @@ fn column_sum_level<'ctx>(
     let cover = b.build_select(lt, left, span, "cover")?.into_int_value();
     let add_into = |j: IntValue<'ctx>, y: Val<'ctx>| -> R<()> {
         let x = cg.load(ty, buf, j)?;
+        let y = if level > 0 { widen_sum(cg, y)? } else { y };
         let s = b.build_float_add(x.into_float_value(), y.into_float_value(), "s")?;
         cg.store(ty, buf, j, bv(s))
     };
@@ -1762,7 +1786,7 @@ fn column_sum_level<'ctx>(
         let at = b.build_int_nsw_add(base, b.build_int_nsw_mul(p, cg.c64(sub), "o")?, "at")?;
         let part = column_sum_level(g, col, level - 1, at, prefix)?;
         cg.for_range(cg.c64(0), cg.c64(dl), |j| {
-            add_into(j, cg.load(ty, part, j)?)
+            add_into(j, cg.load(level_ty(level - 1), part, j)?)
         })
     })?;
     Ok(buf)

@@ -24,7 +24,7 @@ use axle_ir::{
     Shape,
 };
 use inkwell::module::Linkage;
-use inkwell::values::{IntValue, PointerValue};
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::IntPredicate;
 
 use crate::cg::{bv, strides, Cg, Val, NO_UNROLL};
@@ -1410,8 +1410,9 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
     /// chains instead of one chain (a chain of a million `f32` terms was 18 times less
     /// accurate than XLA's reduction). A run of at most `run` consecutive coordinates is
     /// summed from `zeros` (each sum's identity, `-0.0`), runs are added in groups of
-    /// [`SUM_FAN`], groups in groups of `SUM_FAN`, and so on; the whole dimension's sums are
-    /// then added to the accumulators. The tree depends on the dimension's size alone.
+    /// [`SUM_FAN`], groups in groups of `SUM_FAN`, and so on (for `f32`, the levels above the
+    /// runs add in `f64`, [`widen_sum`], and the total is rounded once); the whole dimension's
+    /// sums are then added to the accumulators. The tree depends on the dimension's size alone.
     pub fn nest_sum(
         &mut self,
         dims: &[i64],
@@ -1428,16 +1429,28 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         }
         let spans = sum_spans(n, run);
         let outer = outer.to_vec();
+        let cg = self.cg;
+        let wide = zeros
+            .iter()
+            .map(|&z| widen_sum(cg, z))
+            .collect::<R<Vec<_>>>()?;
         self.nest(&outer, accs, &mut |g, om, accs| {
             let mut prefix = om.to_vec();
             let top = spans.len() - 1;
-            let sums = g.sum_level(&spans, top, g.cg.c64(0), n, zeros, &mut prefix, body)?;
-            add_sums(g.cg, &accs, &sums)
+            let zs = (zeros, &wide[..]);
+            let sums = g.sum_level(&spans, top, g.cg.c64(0), n, zs, &mut prefix, body)?;
+            let mut narrow = Vec::with_capacity(sums.len());
+            for (s, z) in sums.iter().zip(zeros) {
+                narrow.push(narrow_sum(g.cg, *s, *z)?);
+            }
+            add_sums(g.cg, &accs, &narrow)
         })
     }
 
-    /// The sum from `zero` of coordinates `base .. min(base + spans[level], n)` of the
-    /// innermost dimension of [`Gen::nest_sum`].
+    /// The sum from zero of coordinates `base .. min(base + spans[level], n)` of the
+    /// innermost dimension of [`Gen::nest_sum`]: `zeros.0` are the sums' identities, in
+    /// which the runs (level 0) add; `zeros.1` the same in the type the levels above add in
+    /// ([`widen_sum`]).
     #[allow(clippy::too_many_arguments)]
     fn sum_level(
         &mut self,
@@ -1445,7 +1458,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         level: usize,
         base: IntValue<'ctx>,
         n: i64,
-        zeros: &[Val<'ctx>],
+        zeros: (&[Val<'ctx>], &[Val<'ctx>]),
         prefix: &mut Vec<IntValue<'ctx>>,
         body: &mut NestBody<'_, 'a, 'ctx>,
     ) -> R<Vec<Val<'ctx>>> {
@@ -1455,7 +1468,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         let left = b.build_int_nsw_sub(cg.c64(n), base, "left")?;
         if level == 0 {
             let end = b.build_int_nsw_add(base, min_i64(cg, left, span)?, "end")?;
-            return cg.for_range_acc(base, end, zeros, |i, a| {
+            return cg.for_range_acc(base, end, zeros.0, |i, a| {
                 self.push_scope();
                 prefix.push(i);
                 let r = body(self, prefix, a.to_vec());
@@ -1473,9 +1486,14 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         )?;
         // Each part is the whole tree below this level: unrolled, every level would copy it
         // once per part, a thousand copies of the innermost run for three levels.
-        cg.for_range_acc_hinted(cg.c64(0), parts, zeros, &[NO_UNROLL], |j, a| {
+        cg.for_range_acc_hinted(cg.c64(0), parts, zeros.1, &[NO_UNROLL], |j, a| {
             let at = b.build_int_nsw_add(base, b.build_int_nsw_mul(j, cg.c64(sub), "o")?, "at")?;
-            let part = self.sum_level(spans, level - 1, at, n, zeros, prefix, body)?;
+            let mut part = self.sum_level(spans, level - 1, at, n, zeros, prefix, body)?;
+            if level == 1 {
+                for p in &mut part {
+                    *p = widen_sum(cg, *p)?;
+                }
+            }
             add_sums(cg, a, &part)
         })
     }
@@ -1719,6 +1737,30 @@ pub const SUM_RUN_MINOR: i64 = 1024;
 /// Runs (or groups) of [`Gen::nest_sum`] added in one chain; also the run over a strided
 /// dimension, whose terms are added one by one.
 pub const SUM_FAN: i64 = 16;
+
+/// An `f32` value of a sum's tree extended to `f64`, the type the tree's levels above its
+/// runs add in (their `f32` roundings, of sums as large as the whole, were most of a long
+/// sum's error); other values as they are.
+pub fn widen_sum<'ctx>(cg: &Cg<'ctx>, v: Val<'ctx>) -> R<Val<'ctx>> {
+    match v {
+        BasicValueEnum::FloatValue(f) if f.get_type() == cg.f32() => {
+            Ok(bv(cg.b.build_float_ext(f, cg.f64(), "wide")?))
+        }
+        _ => Ok(v),
+    }
+}
+
+/// The inverse of [`widen_sum`]: `v` rounded (to nearest even) to the type of `like`.
+pub fn narrow_sum<'ctx>(cg: &Cg<'ctx>, v: Val<'ctx>, like: Val<'ctx>) -> R<Val<'ctx>> {
+    match (v, like) {
+        (BasicValueEnum::FloatValue(f), BasicValueEnum::FloatValue(l))
+            if f.get_type() != l.get_type() =>
+        {
+            Ok(bv(cg.b.build_float_trunc(f, l.get_type(), "narrow")?))
+        }
+        _ => Ok(v),
+    }
+}
 
 /// The lane sums `a[i] + b[i]` of float values, reassociable (see [`mark_reassoc`]).
 fn add_sums<'ctx>(cg: &Cg<'ctx>, a: &[Val<'ctx>], b: &[Val<'ctx>]) -> R<Vec<Val<'ctx>>> {
