@@ -465,16 +465,11 @@ impl<'ctx> Cg<'ctx> {
     }
 
     /// Calls a C math library function (`expf`, `tanh`, ...) of one or two float arguments,
-    /// through the symbol the target gives it; where the target has none, its inline form
-    /// ([`crate::libm_fallback`]), or an error naming it where there is none.
+    /// through the symbol the target gives it; an error naming it where the target has none
+    /// (`libm_fallback::call_libm` falls back to an inline form there).
     pub fn call_libm(&self, name: &str, args: &[Val<'ctx>]) -> R<Val<'ctx>> {
         if args.iter().any(|a| a.is_vector_value()) {
             return Err(format!("{name} is called on scalars only, not on vectors").into());
-        }
-        if !self.libm.borrow().contains_key(name) && self.target.math_function(name).is_none() {
-            if let Some(v) = crate::libm_fallback::call(self, name, args)? {
-                return Ok(v);
-            }
         }
         let f = {
             let mut cache = self.libm.borrow_mut();

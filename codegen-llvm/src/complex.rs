@@ -122,7 +122,7 @@ impl<'a, 'ctx> K<'a, 'ctx> {
         }
     }
     fn libm64(&self, name: &str, a: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
-        Ok(self.cg.call_libm(name, &[bv(a)])?.into_float_value())
+        Ok(crate::libm_fallback::call_libm(self.cg, name, &[bv(a)])?.into_float_value())
     }
     /// A component flushed to zero if subnormal (under FTZ), with integer instructions.
     fn fl(&self, a: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
@@ -227,7 +227,9 @@ impl<'a, 'ctx> K<'a, 'ctx> {
     fn hypot64(&self, x: FloatValue<'ctx>, y: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
         let cg = self.cg;
         if self.t == ElementType::C128 {
-            return Ok(cg.call_libm("hypot", &[bv(x), bv(y)])?.into_float_value());
+            return Ok(
+                crate::libm_fallback::call_libm(cg, "hypot", &[bv(x), bv(y)])?.into_float_value(),
+            );
         }
         // Squares of f32 values are exact in f64 and cannot overflow or underflow.
         let b = &cg.b;

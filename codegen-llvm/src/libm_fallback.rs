@@ -1,8 +1,8 @@
 //! Inline forms of the C math library functions the elemental code calls (`exp`, `expm1`,
 //! `log`, `log1p`, `pow`, `sin`, `cos`, `tan`, `tanh`, `sinh`, `cosh`, `cbrt`, `erf`,
 //! `atan2`, `hypot`, and their `f32` forms), for a target that has no math library for them:
-//! the nvptx backend where libdevice is not installed. [`crate::cg::Cg::call_libm`] emits them
-//! when the target names no symbol.
+//! the nvptx backend where libdevice is not installed. [`call_libm`] is how the elemental code
+//! calls a math function: the target's symbol where it names one, else the inline form.
 //!
 //! Invariants:
 //! - Every function computes in `f64`; an `f32` function extends its arguments to `f64` and
@@ -26,6 +26,18 @@ use inkwell::{FloatPredicate, IntPredicate};
 
 use crate::cg::{bv, Cg, Val, NO_UNROLL};
 use crate::error::R;
+
+/// Calls C math library function `name` on `args` (`f32` or `f64` scalars): through the
+/// target's symbol where it names one ([`Cg::call_libm`]), else its inline form ([`call`]); an
+/// error naming it where there is neither.
+pub fn call_libm<'ctx>(cg: &Cg<'ctx>, name: &str, args: &[Val<'ctx>]) -> R<Val<'ctx>> {
+    if cg.target.math_function(name).is_none() && args.iter().all(|a| a.is_float_value()) {
+        if let Some(v) = call(cg, name, args)? {
+            return Ok(v);
+        }
+    }
+    cg.call_libm(name, args)
+}
 
 /// The inline form of libm function `name` on `args` (`f32` or `f64` scalars), or `None` for a
 /// name this module has no form of.

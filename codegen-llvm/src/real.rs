@@ -102,7 +102,7 @@ fn float_unary<'ctx>(cg: &Cg<'ctx>, op: Opcode, ty: ElementType, v: Val<'ctx>) -
         Logistic => {
             let n = lanes::fneg(cg, v, "n")?;
             let e = if is64 || cg.libm_math {
-                cg.call_libm(&libm_name("exp", is64), &[n])?
+                crate::libm_fallback::call_libm(cg, &libm_name("exp", is64), &[n])?
             } else {
                 crate::math::exp(cg, n)?
             };
@@ -136,7 +136,7 @@ fn scalar_float_unary<'ctx>(
     let ft = v.get_type();
     let one = ft.const_float(1.0);
     let zero = ft.const_float(0.0);
-    let libm = |name: &str| cg.call_libm(&libm_name(name, is64), &[bv(v)]);
+    let libm = |name: &str| crate::libm_fallback::call_libm(cg, &libm_name(name, is64), &[bv(v)]);
     let intr = |name: &str| cg.call_intrinsic(name, &[bv(v)]);
     Ok(match op {
         Sign => {
@@ -431,7 +431,7 @@ fn scalar_float_binary_op<'ctx>(
         Power => {
             let ft = a.get_type();
             let one = ft.const_float(1.0);
-            let p = cg.call_libm(&libm_name("pow", is64), &[bv(a), bv(c)])?;
+            let p = crate::libm_fallback::call_libm(cg, &libm_name("pow", is64), &[bv(a), bv(c)])?;
             let x1 = b.build_float_compare(FloatPredicate::OEQ, a, one, "x1")?;
             // A bit test, not a float compare: `pow` reads a subnormal exponent exactly.
             let (it, mag) = if is64 {
@@ -445,7 +445,7 @@ fn scalar_float_binary_op<'ctx>(
             let t = b.build_or(x1, y0, "trivial")?;
             b.build_select(t, bv(one), p, "pow")?
         }
-        Atan2 => cg.call_libm(&libm_name("atan2", is64), &[bv(a), bv(c)])?,
+        Atan2 => crate::libm_fallback::call_libm(cg, &libm_name("atan2", is64), &[bv(a), bv(c)])?,
         _ => return Err(not_defined(op, ty)),
     })
 }
