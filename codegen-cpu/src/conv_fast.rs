@@ -27,7 +27,7 @@ use inkwell::IntPredicate;
 use crate::cg::{bv, numel, strides, Cg, Val, NO_UNROLL};
 use crate::error::R;
 use crate::gemm::{
-    ceil_div64, col_masks, delinearize, min64, splat_float, splat_int, RegFn, RegTile,
+    add_vecs, ceil_div64, col_masks, delinearize, min64, splat_float, splat_int, RegFn, RegTile,
 };
 
 /// Output pixels per register tile.
@@ -1125,17 +1125,6 @@ fn tile<'ctx>(
         bb.position_at_end(doneb);
         Ok(())
     })
-}
-
-/// The lane-wise sums `a[i] + b[i]` of two lists of vectors.
-fn add_vecs<'ctx>(cg: &Cg<'ctx>, a: &[Val<'ctx>], b: &[Val<'ctx>]) -> R<Vec<Val<'ctx>>> {
-    let mut out = Vec::with_capacity(a.len());
-    for (x, y) in a.iter().zip(b) {
-        let s =
-            cg.b.build_float_add(x.into_vector_value(), y.into_vector_value(), "sum")?;
-        out.push(bv(s));
-    }
-    Ok(out)
 }
 
 /// A tile's results: its accumulators stored to `out` (rounded to a narrow type), or handed

@@ -1604,6 +1604,17 @@ fn lane_ids<'ctx>(cg: &Cg<'ctx>, lanes: i64) -> VectorValue<'ctx> {
     VectorType::const_vector(&ids)
 }
 
+/// The lane-wise sums `a[i] + b[i]` of two lists of vectors.
+pub(crate) fn add_vecs<'ctx>(cg: &Cg<'ctx>, a: &[Val<'ctx>], b: &[Val<'ctx>]) -> R<Vec<Val<'ctx>>> {
+    let mut out = Vec::with_capacity(a.len());
+    for (x, y) in a.iter().zip(b) {
+        let s =
+            cg.b.build_float_add(x.into_vector_value(), y.into_vector_value(), "sum")?;
+        out.push(bv(s));
+    }
+    Ok(out)
+}
+
 /// `ceil(v / n)` for `v >= 0` and a constant `n > 0`: how many runs of `n` cover `v`.
 pub(crate) fn ceil_div64<'ctx>(cg: &Cg<'ctx>, v: IntValue<'ctx>, n: i64) -> R<IntValue<'ctx>> {
     let up = cg.b.build_int_nsw_add(v, cg.c64(n - 1), "up")?;

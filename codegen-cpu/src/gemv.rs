@@ -30,8 +30,8 @@ use inkwell::IntPredicate;
 use crate::cg::{bv, Cg, Val, NO_UNROLL};
 use crate::error::R;
 use crate::gemm::{
-    batch_bases, ceil_div64, col_masks, item_block, min64, GemmGeo, GemvForm, RegTile, Tile,
-    TileEnd, K_GROUP, SUB_K,
+    add_vecs, batch_bases, ceil_div64, col_masks, item_block, min64, GemmGeo, GemvForm, RegTile,
+    Tile, TileEnd, K_GROUP, SUB_K,
 };
 
 /// Outputs of the rows form computed together (each with two accumulators).
@@ -233,17 +233,6 @@ fn cols_group<'ctx>(
         })?;
         add_vecs(cg, tot, &sum)
     })
-}
-
-/// The lane-wise sums `a[i] + b[i]` of two lists of vectors.
-fn add_vecs<'ctx>(cg: &Cg<'ctx>, a: &[Val<'ctx>], b: &[Val<'ctx>]) -> R<Vec<Val<'ctx>>> {
-    let mut out = Vec::with_capacity(a.len());
-    for (x, y) in a.iter().zip(b) {
-        let s =
-            cg.b.build_float_add(x.into_vector_value(), y.into_vector_value(), "sum")?;
-        out.push(bv(s));
-    }
-    Ok(out)
 }
 
 /// The rows form: outputs `jr..jr + w`, each a dot product over `K`, gathered into the
