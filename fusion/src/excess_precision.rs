@@ -28,10 +28,10 @@
 //!
 //! Counters: one per rewritten op's name (`add`, `multiply`, `dot`, ...).
 
-use axle_ir::{
-    Changed, ElementType, InstId, Module, NewInst, Opcode, Pass, PassCx, PassError, Rewriter, Shape,
-};
+use axle_ir::{Changed, ElementType, InstId, Module, Opcode, Pass, PassCx, PassError, Rewriter};
 use rayon::prelude::*;
+
+use crate::rewrite::add_retyped;
 
 /// The `excess-precision` pass.
 #[derive(Clone, Copy, Debug, Default)]
@@ -104,38 +104,6 @@ pub fn has_excess_precision_site(m: &Module) -> bool {
     m.live_ids().into_par_iter().any(|id| matches(m, id))
 }
 
-/// The instruction `opcode(operands)` with `like`'s dimensions and layout and element type
-/// `ty`, added in `like`'s computation.
-fn with_type(
-    rw: &mut Rewriter<'_>,
-    like: InstId,
-    ty: ElementType,
-    opcode: Opcode,
-    operands: Vec<InstId>,
-    attrs: Vec<axle_ir::Attr>,
-) -> InstId {
-    let m = rw.module();
-    let comp = m.parent(like);
-    let layout = m.layout_id(like);
-    let mut shape = m
-        .array_shape(like)
-        .expect("matched instructions are arrays")
-        .clone();
-    shape.ty = ty;
-    let shape = rw.module_mut().intern_shape(Shape::Array(shape));
-    rw.add(
-        comp,
-        NewInst {
-            opcode,
-            shape,
-            layout,
-            operands,
-            attrs,
-            name: None,
-        },
-    )
-}
-
 /// The `f32` op standing for the convert `id` of a `bf16` op.
 fn widen(rw: &mut Rewriter<'_>, id: InstId) -> InstId {
     let m = rw.module();
@@ -150,7 +118,7 @@ fn widen(rw: &mut Rewriter<'_>, id: InstId) -> InstId {
         operands
             .into_iter()
             .map(|o| {
-                with_type(
+                add_retyped(
                     rw,
                     o,
                     ElementType::F32,
@@ -162,7 +130,7 @@ fn widen(rw: &mut Rewriter<'_>, id: InstId) -> InstId {
             .collect()
     };
     // `id` has `x`'s dimensions; its layout is the one its users read.
-    with_type(rw, id, ElementType::F32, op, operands, attrs)
+    add_retyped(rw, id, ElementType::F32, op, operands, attrs)
 }
 
 impl Pass for ExcessPrecision {

@@ -20,10 +20,11 @@
 //! Counters: `cholesky`, `triangular-solve` (instructions upcast).
 
 use axle_ir::{
-    ArrayShape, Changed, ElementType, InstId, Module, NewInst, Opcode, Pass, PassCx, PassError,
-    Rewriter, Shape,
+    ArrayShape, Changed, ElementType, InstId, Module, Opcode, Pass, PassCx, PassError, Rewriter,
 };
 use rayon::prelude::*;
+
+use crate::rewrite::add_retyped;
 
 /// The `linalg-upcast` pass.
 #[derive(Clone, Copy, Debug, Default)]
@@ -53,38 +54,6 @@ fn matches(m: &Module, id: InstId) -> bool {
         .all(|&o| narrow_array(m, o).is_some_and(|a| a.ty == ty))
 }
 
-/// The instruction `opcode(operands)` with `id`'s shape and layout, the element type replaced
-/// by `ty`, added next to `id`.
-fn with_type(
-    rw: &mut Rewriter<'_>,
-    like: InstId,
-    ty: ElementType,
-    opcode: Opcode,
-    operands: Vec<InstId>,
-    attrs: Vec<axle_ir::Attr>,
-) -> InstId {
-    let m = rw.module();
-    let comp = m.parent(like);
-    let layout = m.layout_id(like);
-    let mut shape = m
-        .array_shape(like)
-        .expect("matched instructions are arrays")
-        .clone();
-    shape.ty = ty;
-    let shape = rw.module_mut().intern_shape(Shape::Array(shape));
-    rw.add(
-        comp,
-        NewInst {
-            opcode,
-            shape,
-            layout,
-            operands,
-            attrs,
-            name: None,
-        },
-    )
-}
-
 /// Rewrites `id` into converts around the op in `f32`; returns the final convert.
 fn upcast(rw: &mut Rewriter<'_>, id: InstId) -> InstId {
     let m = rw.module();
@@ -99,7 +68,7 @@ fn upcast(rw: &mut Rewriter<'_>, id: InstId) -> InstId {
         .into_iter()
         .map(|o| {
             let o = rw.resolve(o);
-            with_type(
+            add_retyped(
                 rw,
                 o,
                 ElementType::F32,
@@ -111,8 +80,8 @@ fn upcast(rw: &mut Rewriter<'_>, id: InstId) -> InstId {
         .collect();
     // The converts of the operands live where the operands do; the op where `id` does. Both
     // are the same computation (operands never cross computations).
-    let inner = with_type(rw, id, ElementType::F32, op, wide, attrs);
-    with_type(rw, id, ty, Opcode::Convert, vec![inner], Vec::new())
+    let inner = add_retyped(rw, id, ElementType::F32, op, wide, attrs);
+    add_retyped(rw, id, ty, Opcode::Convert, vec![inner], Vec::new())
 }
 
 impl Pass for LinalgUpcast {

@@ -10,12 +10,13 @@
 //! replaced instruction's name, and forwards every use.
 //!
 //! The module also has the small readers the simplification passes share: attribute lists,
-//! static array shapes, and splat constants ([`splat`]).
+//! static array shapes, and splat constants ([`splat`]); and [`add_retyped`], the write-phase
+//! step of the passes that move an op to another element type.
 
 use axle_ir::literal::{f64_to_element, i128_to_element};
 use axle_ir::{
     ArrayLayout, ArrayLiteral, ArrayShape, Attr, AttrKey, AttrValue, ConstValue, ElementType,
-    InstId, Layout, LayoutId, Literal, Module, Opcode, Rewriter, Shape, ShapeId,
+    InstId, Layout, LayoutId, Literal, Module, NewInst, Opcode, Rewriter, Shape, ShapeId,
 };
 
 /// A value a rewrite refers to.
@@ -140,6 +141,38 @@ pub fn apply_plan_by_rule<Rules: IntoIterator<Item = &'static str>>(
 }
 
 /// Applies `r` to `id`; returns whether it changed anything (it does not when `id` or a
+/// Adds `opcode(operands)` with `attrs` next to `like` (in its computation): `like`'s
+/// dimensions and layout with element type `ty`. `like` is an array.
+pub fn add_retyped(
+    rw: &mut Rewriter<'_>,
+    like: InstId,
+    ty: ElementType,
+    opcode: Opcode,
+    operands: Vec<InstId>,
+    attrs: Vec<Attr>,
+) -> InstId {
+    let m = rw.module();
+    let comp = m.parent(like);
+    let layout = m.layout_id(like);
+    let mut shape = m
+        .array_shape(like)
+        .expect("retyped instructions are arrays")
+        .clone();
+    shape.ty = ty;
+    let shape = rw.module_mut().intern_shape(Shape::Array(shape));
+    rw.add(
+        comp,
+        NewInst {
+            opcode,
+            shape,
+            layout,
+            operands,
+            attrs,
+            name: None,
+        },
+    )
+}
+
 /// forwarding target is gone).
 pub fn apply(rw: &mut Rewriter<'_>, id: InstId, r: Rewrite) -> bool {
     if !rw.module().is_live(id) {
