@@ -225,8 +225,7 @@ entry! {
     /// buffer before returning, so the host buffer is free at once whatever the semantics asked.
     fn client_buffer_from_host_buffer(args: PJRT_Client_BufferFromHostBuffer_Args) {
         let client = Client::get(args.client)?;
-        let device = client.device(args.device)?;
-        let memory = client.memory(args.memory)?;
+        let (device, memory) = client.placement(args.device, args.memory)?;
         let ty = element::from_pjrt(args.type_)?;
         let dims: Vec<i64> = if args.num_dims == 0 {
             Vec::new()
@@ -388,33 +387,49 @@ entry! {
     }
 }
 
+/// A copy of `b`'s bytes on `device` and `memory` (checked by the caller).
+fn copy_to(
+    b: &Buffer,
+    device: *mut PJRT_Device,
+    memory: *mut PJRT_Memory,
+) -> PluginResult<*mut PJRT_Buffer> {
+    let src = b.array()?;
+    let copy = Array::from_bytes(src.ty(), src.dims(), src.bytes())
+        .map_err(|e| PluginError::internal(e.to_string()))?;
+    Ok(Buffer::into_raw(Arc::new(copy), device, memory))
+}
+
+/// The client that owns buffer `b` (through its device).
+fn client_of<'a>(b: &Buffer) -> PluginResult<&'a Client> {
+    Client::get(crate::client::Device::get(b.device)?.client as *mut PJRT_Client)
+}
+
 entry! {
-    /// `PJRT_Buffer_CopyToDevice`: a copy on the (only) device.
+    /// `PJRT_Buffer_CopyToDevice`: a copy on the device named (a null device: the buffer's
+    /// own), in its memory.
     fn buffer_copy_to_device(args: PJRT_Buffer_CopyToDevice_Args) {
         let b = Buffer::get(args.buffer)?;
-        let src = b.array()?;
-        let copy = Array::from_bytes(src.ty(), src.dims(), src.bytes())
-            .map_err(|e| PluginError::internal(e.to_string()))?;
-        let device = if args.dst_device.is_null() { b.device } else { args.dst_device };
-        if device != b.device {
-            return Err(PluginError::unimplemented("axle: copies between devices (one device per process)"));
-        }
-        args.dst_buffer = Buffer::into_raw(Arc::new(copy), device, b.memory);
+        let (device, memory) = if args.dst_device.is_null() {
+            (b.device, b.memory)
+        } else {
+            client_of(b)?.placement(args.dst_device, std::ptr::null_mut())?
+        };
+        args.dst_buffer = copy_to(b, device, memory)?;
         Ok(())
     }
 }
 
 entry! {
-    /// `PJRT_Buffer_CopyToMemory`: a copy in the (only) memory.
+    /// `PJRT_Buffer_CopyToMemory`: a copy in the memory named (a null memory: the buffer's
+    /// own), on the device it belongs to.
     fn buffer_copy_to_memory(args: PJRT_Buffer_CopyToMemory_Args) {
         let b = Buffer::get(args.buffer)?;
-        if !args.dst_memory.is_null() && args.dst_memory != b.memory {
-            return Err(PluginError::unimplemented("axle: copies between memories (one memory per device)"));
-        }
-        let src = b.array()?;
-        let copy = Array::from_bytes(src.ty(), src.dims(), src.bytes())
-            .map_err(|e| PluginError::internal(e.to_string()))?;
-        args.dst_buffer = Buffer::into_raw(Arc::new(copy), b.device, b.memory);
+        let (device, memory) = if args.dst_memory.is_null() {
+            (b.device, b.memory)
+        } else {
+            client_of(b)?.placement(std::ptr::null_mut(), args.dst_memory)?
+        };
+        args.dst_buffer = copy_to(b, device, memory)?;
         Ok(())
     }
 }

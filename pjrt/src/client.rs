@@ -4,8 +4,11 @@
 //! (`PJRT_Plugin_Initialize`, `PJRT_Plugin_Attributes`).
 //!
 //! Invariants:
-//! - One process, one device: device 0, kind `cpu`, Axle's `cpu` backend, with one memory of kind
-//!   `device` (host memory). Several devices are issue 32's.
+//! - One process, N devices (`AXLE_DEVICES`, or the create option `axle_devices`; 1 by
+//!   default): device `d` has id, local hardware id and memory id `d`, kind `cpu` (Axle's `cpu`
+//!   backend), process index 0, and one memory of kind `device` (host memory) of its own. All
+//!   are addressable; a program for several of them runs each device on a thread of this
+//!   process ([`crate::executable`]).
 //! - The client is a leaked `Box<Client>`; its devices, memories, descriptions and topology live
 //!   in it at fixed addresses until `PJRT_Client_Destroy`, so every pointer to them the client
 //!   hands out stays valid that long.
@@ -94,8 +97,34 @@ pub struct Client {
     pub options: Options,
 }
 
+/// The most devices a client may have.
+pub const MAX_DEVICES: i64 = 1024;
+
+/// The number of devices `value` asks for (from `what`), or an error naming it.
+fn device_count(value: &Value, what: &str) -> PluginResult<usize> {
+    match value {
+        Value::Int(n) if (1..=MAX_DEVICES).contains(n) => Ok(*n as usize),
+        _ => Err(PluginError::invalid(format!(
+            "axle: {what} takes a number of devices from 1 to {MAX_DEVICES}, got {value:?}"
+        ))),
+    }
+}
+
+/// The number of devices of the environment (`AXLE_DEVICES`; 1 when unset or empty).
+fn devices_from_env() -> PluginResult<usize> {
+    match std::env::var("AXLE_DEVICES") {
+        Ok(v) if !v.trim().is_empty() => {
+            let n = v.trim().parse::<i64>().map_err(|_| {
+                PluginError::invalid(format!("axle: AXLE_DEVICES={v} is not a number of devices"))
+            })?;
+            device_count(&Value::Int(n), "AXLE_DEVICES")
+        }
+        _ => Ok(1),
+    }
+}
+
 impl Client {
-    fn new(options: Options) -> Box<Client> {
+    fn new(options: Options, num_devices: usize) -> Box<Client> {
         let mut c = Box::new(Client {
             devices: Vec::new(),
             device_ptrs: Vec::new(),
@@ -109,25 +138,27 @@ impl Client {
             options,
         });
         let client: *const Client = &*c;
-        c.devices.push(Device {
-            client,
-            description: DeviceDescription {
-                id: 0,
-                kind: "cpu".into(),
-                debug: "AxleCpuDevice(id=0)".into(),
-                to_string: "AxleCpuDevice(id=0)".into(),
-                attributes: NamedValues::default(),
-            },
-            local_hardware_id: 0,
-            memories: Vec::new(),
-        });
-        c.memories.push(Memory {
-            id: 0,
-            kind: "device".into(),
-            debug: "AxleHostMemory(id=0)".into(),
-            to_string: "AxleHostMemory(id=0)".into(),
-            devices: Vec::new(),
-        });
+        for d in 0..num_devices as i32 {
+            c.devices.push(Device {
+                client,
+                description: DeviceDescription {
+                    id: d,
+                    kind: "cpu".into(),
+                    debug: format!("AxleCpuDevice(id={d})"),
+                    to_string: format!("AxleCpuDevice(id={d})"),
+                    attributes: NamedValues::default(),
+                },
+                local_hardware_id: d,
+                memories: Vec::new(),
+            });
+            c.memories.push(Memory {
+                id: d,
+                kind: "device".into(),
+                debug: format!("AxleHostMemory(id={d})"),
+                to_string: format!("AxleHostMemory(id={d})"),
+                devices: Vec::new(),
+            });
+        }
         c.device_ptrs = c
             .devices
             .iter_mut()
@@ -139,11 +170,11 @@ impl Client {
             .map(|m| m as *mut Memory as *mut PJRT_Memory)
             .collect();
         let (devs, mems) = (c.device_ptrs.clone(), c.memory_ptrs.clone());
-        for d in &mut c.devices {
-            d.memories = mems.clone();
+        for (d, m) in c.devices.iter_mut().zip(&mems) {
+            d.memories = vec![*m];
         }
-        for m in &mut c.memories {
-            m.devices = devs.clone();
+        for (m, d) in c.memories.iter_mut().zip(&devs) {
+            m.devices = vec![*d];
         }
         c.topology.descriptions = c
             .devices
@@ -165,9 +196,24 @@ impl Client {
         self.device_ptrs[0]
     }
 
-    /// The device's default memory.
-    pub fn default_memory(&self) -> *mut PJRT_Memory {
-        self.memory_ptrs[0]
+    /// The number of devices.
+    pub fn num_devices(&self) -> usize {
+        self.device_ptrs.len()
+    }
+
+    /// The device of id `id`, if there is one.
+    pub fn device_by_id(&self, id: i64) -> Option<*mut PJRT_Device> {
+        usize::try_from(id)
+            .ok()
+            .and_then(|k| self.device_ptrs.get(k).copied())
+    }
+
+    /// The id of device `d` (one of this client's).
+    pub fn device_id(&self, d: *mut PJRT_Device) -> PluginResult<usize> {
+        self.device_ptrs
+            .iter()
+            .position(|&p| p == d)
+            .ok_or_else(|| PluginError::invalid("axle: the device is not this client's"))
     }
 
     /// Checks that `d` is one of this client's devices (null: the default).
@@ -175,27 +221,39 @@ impl Client {
         if d.is_null() {
             return Ok(self.default_device());
         }
-        if self.device_ptrs.contains(&d) {
-            Ok(d)
-        } else {
-            Err(PluginError::invalid(
-                "axle: the device is not this client's",
-            ))
-        }
+        self.device_id(d).map(|_| d)
     }
 
-    /// Checks that `m` is one of this client's memories (null: the default).
-    pub fn memory(&self, m: *mut PJRT_Memory) -> PluginResult<*mut PJRT_Memory> {
+    /// The default memory of device `d` (one of this client's).
+    pub fn memory_of(&self, d: *mut PJRT_Device) -> PluginResult<*mut PJRT_Memory> {
+        Ok(self.memory_ptrs[self.device_id(d)?])
+    }
+
+    /// Where a new buffer goes when the client names a device, a memory, both or neither: the
+    /// memory's device, the device's memory, or device 0 and its memory. A memory of another
+    /// device than the one named is an error.
+    pub fn placement(
+        &self,
+        d: *mut PJRT_Device,
+        m: *mut PJRT_Memory,
+    ) -> PluginResult<(*mut PJRT_Device, *mut PJRT_Memory)> {
         if m.is_null() {
-            return Ok(self.default_memory());
+            let d = self.device(d)?;
+            return Ok((d, self.memory_of(d)?));
         }
-        if self.memory_ptrs.contains(&m) {
-            Ok(m)
-        } else {
-            Err(PluginError::invalid(
-                "axle: the memory is not this client's",
-            ))
+        let k = self
+            .memory_ptrs
+            .iter()
+            .position(|&p| p == m)
+            .ok_or_else(|| PluginError::invalid("axle: the memory is not this client's"))?;
+        let owner = self.device_ptrs[k];
+        if !d.is_null() && d != owner {
+            return Err(PluginError::invalid(format!(
+                "axle: memory {k} belongs to device {k}, not to device {}",
+                self.device_id(d)?
+            )));
         }
+        Ok((owner, m))
     }
 }
 
@@ -242,15 +300,21 @@ entry! {
 }
 
 entry! {
-    /// `PJRT_Client_Create`: the options are [`Options`]' names; the key-value store (several
-    /// processes) is not used.
+    /// `PJRT_Client_Create`: the options are [`Options`]' names and `axle_devices` (the number
+    /// of devices, overriding `AXLE_DEVICES`); the key-value store (several processes) is not
+    /// used.
     fn client_create(args: PJRT_Client_Create_Args) {
         let mut options = Options::from_env()?;
+        let mut devices = devices_from_env()?;
         // SAFETY: the client's option list.
         for (name, value) in unsafe { named::read(args.create_options, args.num_options)? } {
-            options.set(&name, &value)?;
+            if name == "axle_devices" {
+                devices = device_count(&value, "option axle_devices")?;
+            } else {
+                options.set(&name, &value)?;
+            }
         }
-        args.client = Box::into_raw(Client::new(options)) as *mut PJRT_Client;
+        args.client = Box::into_raw(Client::new(options, devices)) as *mut PJRT_Client;
         Ok(())
     }
 }
@@ -358,22 +422,29 @@ entry! {
 }
 
 entry! {
-    /// `PJRT_Client_DefaultDeviceAssignment`: one replica of one partition on device 0.
+    /// `PJRT_Client_DefaultDeviceAssignment`: replica `r` of partition `p` on device
+    /// `r * num_partitions + p` (the order of [`axle::ir::collective::DeviceMesh`]).
     fn client_default_device_assignment(args: PJRT_Client_DefaultDeviceAssignment_Args) {
-        Client::get(args.client)?;
+        let c = Client::get(args.client)?;
         let (r, p) = (args.num_replicas, args.num_partitions);
-        if r != 1 || p != 1 {
-            return Err(PluginError::unimplemented(format!(
-                "axle: {r} replicas x {p} partitions: axle runs one device per process"
+        let n = (r.max(0) as usize).saturating_mul(p.max(0) as usize);
+        if r < 1 || p < 1 || n > c.num_devices() {
+            return Err(PluginError::invalid(format!(
+                "axle: {r} replicas x {p} partitions need {} devices; this client has {} \
+                 (set AXLE_DEVICES)",
+                i64::from(r) * i64::from(p),
+                c.num_devices()
             )));
         }
-        if args.default_assignment_size < 1 || args.default_assignment.is_null() {
+        if args.default_assignment_size < n || args.default_assignment.is_null() {
             return Err(PluginError::invalid(
                 "PJRT_Client_DefaultDeviceAssignment: no room for the assignment",
             ));
         }
-        // SAFETY: the client's array of `default_assignment_size` ints.
-        unsafe { *args.default_assignment = 0 };
+        for d in 0..n {
+            // SAFETY: the client's array of `default_assignment_size` ints.
+            unsafe { *args.default_assignment.add(d) = d as i32 };
+        }
         Ok(())
     }
 }
@@ -448,7 +519,7 @@ entry! {
 }
 
 entry! {
-    /// `PJRT_Device_IsAddressable`: true.
+    /// `PJRT_Device_IsAddressable`: true (every device is this process's).
     fn device_is_addressable(args: PJRT_Device_IsAddressable_Args) {
         Device::get(args.device)?;
         args.is_addressable = true;

@@ -2,6 +2,15 @@
 //! compiled by Axle for the `cpu` device, with `PJRT_Client_Compile`, execution,
 //! serialization and the queries JAX makes of a compiled program.
 //!
+//! A program for `num_replicas` x `num_partitions` devices (the compile options) is loaded on
+//! the devices of the options' device assignment (or devices 0..N-1), logical device
+//! `replica * num_partitions + partition` being the executable's addressable device of that
+//! index. It is compiled once, as the program one device runs ([`crate::partition`]), and an
+//! execution runs it on every device at once, a thread per device meeting in the in-process
+//! communicator ([`axle::codegen_cpu::execute_devices`]); a device that fails, or a collective
+//! that waits longer than the timeout (`axle_timeout`), fails the whole execution with one
+//! error.
+//!
 //! Invariants:
 //! - Outputs are the array leaves of the entry root, depth-first (a tuple root is untupled), as
 //!   PJRT clients expect; arguments are the entry parameters' array leaves likewise.
@@ -31,6 +40,8 @@ use crate::element;
 use crate::error::{entry, PluginError, PluginResult};
 use crate::event::Event;
 use crate::named::{self, NamedValues, Value};
+use crate::options::DEFAULT_TIMEOUT;
+use crate::partition::{self, PerDevice};
 use crate::program;
 
 /// The memory kind of every output.
@@ -58,6 +69,14 @@ pub struct Executable {
     out_kinds: Vec<*const c_char>,
     out_kind_sizes: Vec<usize>,
     cost: NamedValues,
+    /// `num_replicas` x `num_partitions` of the compile options.
+    replicas: u32,
+    partitions: u32,
+    /// How long a collective waits for its group.
+    timeout: std::time::Duration,
+    /// The shardings the program was written with, for the optimized program.
+    param_shardings: Option<Vec<pjrt_sys::protos::xla::OpSharding>>,
+    output_sharding: Option<pjrt_sys::protos::xla::OpSharding>,
 }
 
 // SAFETY: the raw pointers (`out_kinds`) point to a `'static` string; everything else is owned.
@@ -65,10 +84,11 @@ unsafe impl Send for Executable {}
 // SAFETY: as above; shared access only reads.
 unsafe impl Sync for Executable {}
 
-/// A compiled program loaded on the client's device.
+/// A compiled program loaded on the client's devices.
 pub struct LoadedExecutable {
     exe: Arc<Executable>,
     client: *const Client,
+    /// The device of each logical device (`replica * num_partitions + partition`).
     devices: Vec<*mut PJRT_Device>,
     deleted: AtomicBool,
 }
@@ -126,18 +146,52 @@ fn compile_loaded(
     compile_options: &[u8],
 ) -> PluginResult<*mut PJRT_LoadedExecutable> {
     let m = program::module(format, code)?;
-    let (options, replicas, partitions) = client.options.with_compile_options(compile_options)?;
-    if replicas * partitions != 1 {
-        return Err(PluginError::unimplemented(format!(
-            "axle: a program of {replicas} replicas x {partitions} partitions: axle runs one \
-             device per process"
-        )));
+    let (options, build) = client.options.with_compile_options(compile_options)?;
+    let n = build.replicas.saturating_mul(build.partitions);
+    let too_many = || {
+        PluginError::invalid(format!(
+            "axle: a program for {} replicas x {} partitions ({n} devices); this client has {} \
+             (set AXLE_DEVICES={n} or the client option axle_devices)",
+            build.replicas,
+            build.partitions,
+            client.num_devices()
+        ))
+    };
+    if n > client.num_devices() as i64 {
+        return Err(too_many());
     }
-    if let Some(why) = needs_several_devices(&m) {
-        return Err(PluginError::unimplemented(format!(
-            "axle: {why}: axle runs one device per process"
-        )));
+    let (replicas, partitions) = (
+        u32::try_from(build.replicas).map_err(|_| too_many())?,
+        u32::try_from(build.partitions).map_err(|_| too_many())?,
+    );
+    let ids: Vec<i64> = build.assignment.clone().unwrap_or_else(|| (0..n).collect());
+    let mut devices = Vec::with_capacity(ids.len());
+    for &id in &ids {
+        let d = client.device_by_id(id).ok_or_else(|| {
+            PluginError::invalid(format!(
+                "axle: the device assignment names device {id}; this client has devices 0 to {}",
+                client.num_devices() - 1
+            ))
+        })?;
+        if devices.contains(&d) {
+            return Err(PluginError::invalid(format!(
+                "axle: the device assignment names device {id} twice"
+            )));
+        }
+        devices.push(d);
     }
+    if n == 1 {
+        if let Some(why) = needs_several_devices(&m) {
+            return Err(PluginError::unimplemented(format!(
+                "axle: {why}, in a program compiled for one device"
+            )));
+        }
+    }
+    let PerDevice {
+        module: m,
+        param_shardings,
+        output_sharding,
+    } = partition::per_device(m, replicas, partitions)?;
     let name = m.name.clone();
     let cost = axle::analysis::cost::module_cost(&m);
     let mut donated_params: Vec<usize> = axle::schedule::alias::donations(&m)
@@ -180,11 +234,16 @@ fn compile_loaded(
             ("transcendentals", Value::Float(cost.transcendentals as f32)),
             ("bytes accessed", Value::Float(cost.bytes as f32)),
         ]),
+        replicas,
+        partitions,
+        timeout: options.timeout.unwrap_or(DEFAULT_TIMEOUT),
+        param_shardings,
+        output_sharding,
     };
     Ok(Box::into_raw(Box::new(LoadedExecutable {
         exe: Arc::new(exe),
         client,
-        devices: vec![client.default_device()],
+        devices,
         deleted: AtomicBool::new(false),
     })) as *mut PJRT_LoadedExecutable)
 }
@@ -284,19 +343,17 @@ entry! {
 }
 
 entry! {
-    /// `PJRT_Executable_NumReplicas`: 1.
+    /// `PJRT_Executable_NumReplicas`: the compile options' `num_replicas`.
     fn executable_num_replicas(args: PJRT_Executable_NumReplicas_Args) {
-        Executable::get(args.executable)?;
-        args.num_replicas = 1;
+        args.num_replicas = Executable::get(args.executable)?.replicas as usize;
         Ok(())
     }
 }
 
 entry! {
-    /// `PJRT_Executable_NumPartitions`: 1.
+    /// `PJRT_Executable_NumPartitions`: the compile options' `num_partitions`.
     fn executable_num_partitions(args: PJRT_Executable_NumPartitions_Args) {
-        Executable::get(args.executable)?;
-        args.num_partitions = 1;
+        args.num_partitions = Executable::get(args.executable)?.partitions as usize;
         Ok(())
     }
 }
@@ -399,11 +456,16 @@ entry! {
         let mut module = HloModuleProto::decode(module.as_slice())
             .map_err(|err| PluginError::internal(format!("axle: the optimized module: {err}")))?;
         with_layouts(&mut module);
+        // Clients read the shardings of arguments and results from these (XLA's SPMD
+        // partitioner leaves them there).
+        module.spmd_output_sharding = e.output_sharding.clone();
+        module.spmd_parameters_shardings = e.param_shardings.clone().unwrap_or_default();
         // Clients rebuild an `HloModule` from this; its config must carry the entry layout.
         let config = HloModuleConfigProto {
             entry_computation_layout: module.host_program_shape.clone(),
-            replica_count: 1,
-            num_partitions: 1,
+            replica_count: i64::from(e.replicas),
+            num_partitions: i64::from(e.partitions),
+            use_spmd_partitioning: e.partitions > 1,
             ..Default::default()
         };
         let bytes = HloModuleProtoWithConfig {
@@ -553,27 +615,33 @@ unsafe fn donated_arguments(
 }
 
 entry! {
-    /// `PJRT_LoadedExecutable_Execute`: runs on the one device before returning; the
-    /// completion events are ready.
+    /// `PJRT_LoadedExecutable_Execute`: runs on the executable's devices (one argument list
+    /// per device) before returning; the completion events are ready.
     fn loaded_executable_execute(args: PJRT_LoadedExecutable_Execute_Args) {
         let le = LoadedExecutable::get(args.executable)?;
         if le.deleted.load(Ordering::Acquire) {
             return Err(PluginError::precondition("axle: the executable was deleted"));
         }
-        if args.num_devices != 1 {
-            return Err(PluginError::unimplemented(format!(
-                "axle: execution on {} devices (one device per process)",
-                args.num_devices
-            )));
-        }
         // SAFETY: the client's live client.
         let client = unsafe { &*le.client };
-        if !args.execute_device.is_null() {
-            client.device(args.execute_device)?;
-        }
         if args.argument_lists.is_null() || args.output_lists.is_null() {
             return Err(PluginError::invalid("PJRT_LoadedExecutable_Execute: null lists"));
         }
+        if le.devices.len() > 1 {
+            // SAFETY: the client's arguments, as the C API describes them.
+            return unsafe { execute_on_devices(le, client, args) };
+        }
+        if args.num_devices != 1 {
+            return Err(PluginError::invalid(format!(
+                "axle: {} argument lists for a program compiled for one device",
+                args.num_devices
+            )));
+        }
+        let device = if args.execute_device.is_null() {
+            le.devices[0]
+        } else {
+            client.device(args.execute_device)?
+        };
         let compiled = &le.exe.compiled;
         let want = compiled.param_shapes().len();
         if args.num_args != want {
@@ -649,8 +717,7 @@ entry! {
         if out_list.is_null() && !outs.is_empty() {
             return Err(PluginError::invalid("PJRT_LoadedExecutable_Execute: null output list"));
         }
-        let device = client.default_device();
-        let memory = client.default_memory();
+        let memory = client.memory_of(device)?;
         for (k, a) in outs.into_iter().enumerate() {
             // SAFETY: the client's output list has room for `NumOutputs` pointers.
             unsafe { *out_list.add(k) = Buffer::into_raw(Arc::new(a), device, memory) };
@@ -661,4 +728,138 @@ entry! {
         }
         Ok(())
     }
+}
+
+/// The arguments of device `d`'s list, checked to be on `device` and of the program's shapes.
+///
+/// # Safety
+/// `args` is the client's valid execute arguments with `num_devices` > `d` lists of `num_args`
+/// buffers.
+unsafe fn device_arguments(
+    compiled: &axle::Compiled,
+    args: &PJRT_LoadedExecutable_Execute_Args,
+    d: usize,
+    device: *mut PJRT_Device,
+) -> PluginResult<(Vec<*mut PJRT_Buffer>, Vec<Arc<axle::Array>>)> {
+    let want = compiled.param_shapes();
+    let list = *args.argument_lists.add(d);
+    let buffers: Vec<*mut PJRT_Buffer> = if want.is_empty() {
+        Vec::new()
+    } else if list.is_null() {
+        return Err(PluginError::invalid(format!(
+            "PJRT_LoadedExecutable_Execute: null argument list for device {d}"
+        )));
+    } else {
+        std::slice::from_raw_parts(list, want.len()).to_vec()
+    };
+    let mut arrays = Vec::with_capacity(buffers.len());
+    for (k, (&b, s)) in buffers.iter().zip(want).enumerate() {
+        let buf = Buffer::get(b)?;
+        if buf.device() != device {
+            return Err(PluginError::invalid(format!(
+                "axle: argument {k} of logical device {d} is on another device than the one \
+                 the executable runs it on"
+            )));
+        }
+        let a = buf.array().map_err(|e| PluginError {
+            message: format!("{} (argument {k} of logical device {d})", e.message),
+            ..e
+        })?;
+        if a.ty() != s.ty || a.dims() != &s.dims[..] {
+            return Err(PluginError::invalid(format!(
+                "axle: argument {k} of logical device {d} is {}{:?}; the program takes {}{:?}",
+                a.ty().name(),
+                a.dims(),
+                s.ty.name(),
+                s.dims
+            )));
+        }
+        arrays.push(a);
+    }
+    Ok((buffers, arrays))
+}
+
+/// `PJRT_LoadedExecutable_Execute` of an executable loaded on several devices: every device's
+/// run at once, a thread each (see the module docs).
+///
+/// # Safety
+/// `args` is the client's valid execute arguments.
+unsafe fn execute_on_devices(
+    le: &LoadedExecutable,
+    client: &Client,
+    args: &mut PJRT_LoadedExecutable_Execute_Args,
+) -> PluginResult<()> {
+    let exe = &le.exe;
+    let n = le.devices.len();
+    if args.num_devices != n {
+        return Err(PluginError::invalid(format!(
+            "axle: {} argument lists for a program on {n} devices",
+            args.num_devices
+        )));
+    }
+    if !args.execute_device.is_null() {
+        return Err(PluginError::invalid(
+            "axle: an execute device for a program on several devices",
+        ));
+    }
+    let compiled = &exe.compiled;
+    if args.num_args != compiled.param_shapes().len() {
+        return Err(PluginError::invalid(format!(
+            "axle: {} arguments for a program of {} parameters",
+            args.num_args,
+            compiled.param_shapes().len()
+        )));
+    }
+    let mut buffers = Vec::with_capacity(n);
+    let mut arrays = Vec::with_capacity(n);
+    for (d, &device) in le.devices.iter().enumerate() {
+        let (b, a) = device_arguments(compiled, args, d, device)?;
+        buffers.push(b);
+        arrays.push(a);
+    }
+    let jitted = compiled
+        .executable()
+        .as_any()
+        .and_then(|a| a.downcast_ref::<axle::cpu::CpuExecutable>())
+        .map(|c| c.jitted())
+        .ok_or_else(|| PluginError::internal("axle: the cpu backend gave another executable"))?;
+    let inputs: Vec<Vec<&[u8]>> = arrays
+        .iter()
+        .map(|a| a.iter().map(|x| x.bytes()).collect())
+        .collect();
+    let mesh = axle::ir::collective::DeviceMesh {
+        replicas: exe.replicas,
+        partitions: exe.partitions,
+    };
+    let run = axle::codegen_cpu::execute_devices(jitted, mesh, &inputs, 1, exe.timeout)
+        .map_err(|e| PluginError::internal(format!("axle: {}", e.message)))?;
+    drop(inputs);
+    drop(arrays);
+    // Donated arguments are read in place (several devices never update one in place) and
+    // deleted, as donation promises.
+    for list in &buffers {
+        for k in donated_arguments(&exe.donated_params, list, args.options) {
+            Buffer::get(list[k])?.delete();
+        }
+    }
+    let shapes = compiled.output_shapes();
+    for (d, outs) in run.outputs.into_iter().enumerate() {
+        let out_list = *args.output_lists.add(d);
+        if out_list.is_null() && !outs.is_empty() {
+            return Err(PluginError::invalid(format!(
+                "PJRT_LoadedExecutable_Execute: null output list for device {d}"
+            )));
+        }
+        let device = le.devices[d];
+        let memory = client.memory_of(device)?;
+        for (k, (o, s)) in outs.iter().zip(shapes).enumerate() {
+            let a = axle::Array::from_bytes(s.ty, &s.dims, o.bytes())
+                .map_err(|e| PluginError::internal(e.to_string()))?;
+            *out_list.add(k) = Buffer::into_raw(Arc::new(a), device, memory);
+        }
+        if !args.device_complete_events.is_null() {
+            *args.device_complete_events.add(d) = Event::ready(Ok(()));
+        }
+    }
+    Ok(())
 }

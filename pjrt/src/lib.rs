@@ -28,6 +28,7 @@ pub mod executable;
 pub mod memory_stats;
 pub mod named;
 pub mod options;
+pub mod partition;
 pub mod program;
 
 use std::sync::OnceLock;

@@ -7,6 +7,8 @@
 //! Invariant: a name this plugin does not know is an error naming it and listing the known ones,
 //! never silently ignored; so is a value of the wrong type.
 
+use std::time::Duration;
+
 use axle::{CacheMode, CompileOptions, OptLevel};
 use pjrt_sys::protos::xla::{option_override_proto, CompileOptionsProto};
 use prost::Message;
@@ -26,7 +28,14 @@ pub const KNOWN: &[(&str, &str)] = &[
         "axle_cache_dir",
         "a compilation cache directory (empty: none)",
     ),
+    (
+        "axle_timeout",
+        "seconds a collective waits for its group on several devices (default 60)",
+    ),
 ];
+
+/// How long a collective waits for the rest of its group by default, as `axle run --devices`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Axle's options for the compilations of one client.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -39,6 +48,20 @@ pub struct Options {
     pub opt_level: OptLevel,
     /// The compilation cache.
     pub cache: CacheMode,
+    /// How long a collective waits for its group (None: [`DEFAULT_TIMEOUT`]).
+    pub timeout: Option<Duration>,
+}
+
+/// What a compilation's `CompileOptionsProto` asks of the devices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Build {
+    /// `num_replicas` (at least 1).
+    pub replicas: i64,
+    /// `num_partitions` (at least 1).
+    pub partitions: i64,
+    /// The device id of each logical device `replica * partitions + partition`, when the
+    /// options carry a device assignment.
+    pub assignment: Option<Vec<i64>>,
 }
 
 fn level(n: i64, name: &str) -> PluginResult<OptLevel> {
@@ -111,6 +134,17 @@ impl Options {
                 Value::Str(s) => self.cache = CacheMode::Dir(s.into()),
                 _ => return Err(wrong("a string")),
             },
+            "axle_timeout" => {
+                let secs = match value {
+                    Value::Int(n) => *n as f64,
+                    Value::Float(f) => f64::from(*f),
+                    _ => return Err(wrong("a number of seconds")),
+                };
+                if !(secs.is_finite() && secs > 0.0 && secs <= 86400.0) {
+                    return Err(wrong("a number of seconds in (0, 86400]"));
+                }
+                self.timeout = Some(Duration::from_secs_f64(secs));
+            }
             _ => {
                 return Err(PluginError::invalid(format!(
                     "axle: unknown option {name:?}; axle knows {}",
@@ -122,9 +156,9 @@ impl Options {
     }
 
     /// These options with a serialized `CompileOptionsProto`'s `env_option_overrides` applied
-    /// (sorted by name, so the outcome does not depend on map order), and the number of replicas
-    /// and partitions it asks for.
-    pub fn with_compile_options(&self, bytes: &[u8]) -> PluginResult<(Options, i64, i64)> {
+    /// (sorted by name, so the outcome does not depend on map order), and what it asks of the
+    /// devices.
+    pub fn with_compile_options(&self, bytes: &[u8]) -> PluginResult<(Options, Build)> {
         let proto = CompileOptionsProto::decode(bytes).map_err(|e| {
             PluginError::invalid(format!("axle: compile options do not decode: {e}"))
         })?;
@@ -145,11 +179,45 @@ impl Options {
             };
             o.set(name, &value)?;
         }
-        let (replicas, partitions) = proto
-            .executable_build_options
-            .as_ref()
-            .map_or((1, 1), |b| (b.num_replicas.max(1), b.num_partitions.max(1)));
-        Ok((o, replicas, partitions))
+        let build = proto.executable_build_options.as_ref();
+        let (replicas, partitions) =
+            build.map_or((1, 1), |b| (b.num_replicas.max(1), b.num_partitions.max(1)));
+        let assignment = match build.and_then(|b| b.device_assignment.as_ref()) {
+            None => None,
+            Some(a) => {
+                let bad = |why: String| {
+                    PluginError::invalid(format!(
+                        "axle: the compile options' device assignment: {why}"
+                    ))
+                };
+                let (r, c) = (i64::from(a.replica_count), i64::from(a.computation_count));
+                if (r, c) != (replicas, partitions) || a.computation_devices.len() as i64 != c {
+                    return Err(bad(format!(
+                        "{r} replicas x {c} computations ({} listed) for {replicas} replicas x \
+                         {partitions} partitions",
+                        a.computation_devices.len()
+                    )));
+                }
+                let mut ids = Vec::with_capacity((r * c) as usize);
+                for rep in 0..r as usize {
+                    for (p, comp) in a.computation_devices.iter().enumerate() {
+                        let id = comp.replica_device_ids.get(rep).ok_or_else(|| {
+                            bad(format!("computation {p} has no device for replica {rep}"))
+                        })?;
+                        ids.push(*id);
+                    }
+                }
+                Some(ids)
+            }
+        };
+        Ok((
+            o,
+            Build {
+                replicas,
+                partitions,
+                assignment,
+            },
+        ))
     }
 
     /// Axle's compile options for the `cpu` device: the pipeline asked for, or else the
@@ -188,12 +256,12 @@ mod tests {
                 value: Some(option_override_proto::Value::IntField(1)),
             },
         );
-        let (o, r, p) = Options::default()
+        let (o, b) = Options::default()
             .with_compile_options(&proto.encode_to_vec())
             .unwrap();
         assert_eq!(o.pipeline.as_deref(), Some("simplify"));
         assert_eq!(o.threads, Some(1));
-        assert_eq!((r, p), (1, 1));
+        assert_eq!((b.replicas, b.partitions, b.assignment), (1, 1, None));
 
         proto.env_option_overrides.insert(
             "xla_cpu_fast_math".into(),
@@ -209,5 +277,49 @@ mod tests {
             .set("axle_threads", &Value::Str("x".into()))
             .unwrap_err();
         assert!(e.message.contains("axle_threads"), "{e:?}");
+    }
+
+    #[test]
+    fn the_device_assignment_is_read_in_logical_order() {
+        use pjrt_sys::protos::xla::{
+            device_assignment_proto::ComputationDevice, DeviceAssignmentProto,
+            ExecutableBuildOptionsProto,
+        };
+        let mut proto = CompileOptionsProto {
+            executable_build_options: Some(ExecutableBuildOptionsProto {
+                num_replicas: 2,
+                num_partitions: 2,
+                device_assignment: Some(DeviceAssignmentProto {
+                    replica_count: 2,
+                    computation_count: 2,
+                    computation_devices: vec![
+                        ComputationDevice {
+                            replica_device_ids: vec![3, 1],
+                        },
+                        ComputationDevice {
+                            replica_device_ids: vec![2, 0],
+                        },
+                    ],
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let (_, b) = Options::default()
+            .with_compile_options(&proto.encode_to_vec())
+            .unwrap();
+        // Logical device r * 2 + p: (r0,p0)=3, (r0,p1)=2, (r1,p0)=1, (r1,p1)=0.
+        assert_eq!(b.assignment, Some(vec![3, 2, 1, 0]));
+        if let Some(bo) = proto.executable_build_options.as_mut() {
+            bo.num_partitions = 4;
+        }
+        let e = Options::default()
+            .with_compile_options(&proto.encode_to_vec())
+            .unwrap_err();
+        assert!(e.message.contains("device assignment"), "{e:?}");
+        let e = Options::default()
+            .set("axle_timeout", &Value::Int(0))
+            .unwrap_err();
+        assert!(e.message.contains("axle_timeout"), "{e:?}");
     }
 }
