@@ -32,6 +32,7 @@ use pjrt_sys::protos::xla::{op_sharding, OpSharding};
 use crate::error::{PluginError, PluginResult};
 
 /// A module rewritten for one of its devices, with the shardings it was written with.
+#[derive(Debug)]
 pub struct PerDevice {
     /// The per-device module.
     pub module: Module,
@@ -693,5 +694,43 @@ mod tests {
         );
         let pd = per_device(m, 1, 4).unwrap();
         assert_eq!(dims(&pd.module, pd.module.root(pd.module.entry())), vec![8]);
+    }
+
+    #[test]
+    fn every_corpus_module_takes_and_gives_xla_s_per_device_shapes() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/collectives");
+        let mut seen = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            let file = path.file_name().unwrap().to_str().unwrap().to_string();
+            let Some(name) = file.strip_suffix(".hlo").filter(|n| !n.ends_with(".opt")) else {
+                continue;
+            };
+            let devices = (0..)
+                .take_while(|d| dir.join(format!("{name}.d{d}.in0.npy")).exists())
+                .count() as u32;
+            let m = module(&std::fs::read_to_string(&path).unwrap());
+            let pd = per_device(m, 1, devices).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+            let m = &pd.module;
+            for (k, &p) in m.params(m.entry()).iter().enumerate() {
+                let npy = axle::ir::read_npy(dir.join(format!("{name}.d0.in{k}.npy"))).unwrap();
+                assert_eq!(dims(m, p), npy.shape.dims.to_vec(), "{name} parameter {k}");
+            }
+            let mut outs = Vec::new();
+            leaves(m, m.shape_id(m.root(m.entry())), &mut outs);
+            for (k, o) in outs.iter().enumerate() {
+                let npy = axle::ir::read_npy(dir.join(format!("{name}.d0.out{k}.npy"))).unwrap();
+                let Shape::Array(a) = o else {
+                    panic!("{name}: output {k} is not an array")
+                };
+                assert_eq!(
+                    a.dims.to_vec(),
+                    npy.shape.dims.to_vec(),
+                    "{name} output {k}"
+                );
+            }
+            seen += 1;
+        }
+        assert_eq!(seen, 12);
     }
 }
