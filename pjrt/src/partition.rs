@@ -432,7 +432,7 @@ pub fn per_device(mut m: Module, replicas: u32, partitions: u32) -> PluginResult
             let Some((_, s)) = by_param.iter().find(|(p, _)| *p == id) else {
                 continue;
             };
-            let local = shard_dims(&s, a.ty, &a.dims).map_err(|e| refuse(&m, id, &e))?;
+            let local = shard_dims(s, a.ty, &a.dims).map_err(|e| refuse(&m, id, &e))?;
             if local[..] != a.dims[..] {
                 let mut a2 = a.clone();
                 a2.dims = local.into();
