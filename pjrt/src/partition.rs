@@ -17,9 +17,13 @@
 //!   sharded global value, a non-replicated `sharding` on an instruction of the entry, a
 //!   `shard_map` leaving mesh axes to the partitioner, a sharding that does not divide its
 //!   dimensions evenly) is an error naming the instruction, never a wrong shape or answer.
-//! - The shardings the module was written with are kept ([`PerDevice::param_shardings`],
-//!   [`PerDevice::output_sharding`]) for the executable's optimized program, from which PJRT
-//!   clients read the shardings of arguments and results.
+//! - The shardings of arguments and results are handed back for the executable's optimized
+//!   program ([`PerDevice::param_shardings`], [`PerDevice::output_sharding`]), from which PJRT
+//!   clients read them: a parameter's own `sharding`, else the `xla.sdy.in_shardings` of the
+//!   `shard_map` it enters (JAX leaves parameters unannotated when a jit has no in_shardings),
+//!   else replicated; the root's own, else per result the `xla.sdy.out_shardings` of the
+//!   `shard_map` result it is, else replicated ([`op_sharding_of`] turns Shardy's form into
+//!   XLA's).
 //! - A module for one device is returned unchanged.
 
 use std::collections::HashSet;
