@@ -124,7 +124,7 @@ fn devices_from_env() -> PluginResult<usize> {
 }
 
 impl Client {
-    fn new(options: Options, num_devices: usize) -> Box<Client> {
+    pub(crate) fn new(options: Options, num_devices: usize) -> Box<Client> {
         let mut c = Box::new(Client {
             devices: Vec::new(),
             device_ptrs: Vec::new(),

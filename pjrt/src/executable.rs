@@ -863,3 +863,108 @@ unsafe fn execute_on_devices(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pjrt_sys::protos::xla::{CompileOptionsProto, ExecutableBuildOptionsProto};
+
+    const PSUM: &str = "HloModule m, num_partitions=2\n\nadd {\n  a = f32[] parameter(0)\n  \
+                        b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY e {\n  \
+                        p = f32[3]{0} parameter(0)\n  ROOT r = f32[3]{0} all-reduce(p), \
+                        channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, \
+                        to_apply=add\n}\n";
+
+    fn options(partitions: i64) -> Vec<u8> {
+        CompileOptionsProto {
+            executable_build_options: Some(ExecutableBuildOptionsProto {
+                num_replicas: 1,
+                num_partitions: partitions,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .encode_to_vec()
+    }
+
+    /// Runs `exe` with `lists` (one argument list per device); the outputs per device, or the
+    /// error's message.
+    fn execute(
+        exe: *mut PJRT_LoadedExecutable,
+        lists: &[Vec<*mut PJRT_Buffer>],
+    ) -> Result<Vec<*mut PJRT_Buffer>, String> {
+        let mut outs = vec![std::ptr::null_mut::<PJRT_Buffer>(); lists.len()];
+        let out_lists: Vec<*mut *mut PJRT_Buffer> = outs
+            .iter_mut()
+            .map(|o| o as *mut *mut PJRT_Buffer)
+            .collect();
+        let arg_lists: Vec<*const *mut PJRT_Buffer> = lists.iter().map(|l| l.as_ptr()).collect();
+        let mut args = PJRT_LoadedExecutable_Execute_Args {
+            struct_size: std::mem::size_of::<PJRT_LoadedExecutable_Execute_Args>(),
+            extension_start: std::ptr::null_mut(),
+            executable: exe,
+            options: std::ptr::null_mut(),
+            argument_lists: arg_lists.as_ptr(),
+            num_devices: lists.len(),
+            num_args: 1,
+            output_lists: out_lists.as_ptr(),
+            device_complete_events: std::ptr::null_mut(),
+            execute_device: std::ptr::null_mut(),
+        };
+        // SAFETY: the arguments describe live buffers and room for one output per device.
+        let err = unsafe { loaded_executable_execute(&mut args) };
+        if err.is_null() {
+            Ok(outs)
+        } else {
+            // SAFETY: made by the entry point.
+            let e = unsafe { Box::from_raw(err as *mut PluginError) };
+            Err(e.message)
+        }
+    }
+
+    fn values(b: *mut PJRT_Buffer) -> Vec<f32> {
+        Buffer::get(b)
+            .unwrap()
+            .array()
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_program_for_two_devices_runs_on_both_and_refuses_wrong_arguments() {
+        let client = Client::new(crate::options::Options::default(), 2);
+        let c: &Client = &client;
+        let exe = compile_loaded(c, "hlo_text", PSUM.as_bytes(), &options(2)).unwrap();
+        let le = LoadedExecutable::get(exe).unwrap();
+        assert_eq!(le.devices.len(), 2);
+        let on = |d: usize, v: [f32; 3]| {
+            let dev = c.device_by_id(d as i64).unwrap();
+            let a = axle::Array::from_slice(&v, &[3]).unwrap();
+            Buffer::into_raw(Arc::new(a), dev, c.memory_of(dev).unwrap())
+        };
+        let (x0, x1) = (on(0, [1.0, 2.0, 3.0]), on(1, [10.0, 20.0, 30.0]));
+        let outs = execute(exe, &[vec![x0], vec![x1]]).unwrap();
+        for (d, &o) in outs.iter().enumerate() {
+            assert_eq!(values(o), vec![11.0, 22.0, 33.0]);
+            assert_eq!(Buffer::get(o).unwrap().device(), le.devices[d]);
+        }
+        // One list for two devices, and an argument on the other device, are errors.
+        let e = execute(exe, &[vec![x0]]).unwrap_err();
+        assert!(
+            e.contains("1 argument lists for a program on 2 devices"),
+            "{e}"
+        );
+        let e = execute(exe, &[vec![x1], vec![x0]]).unwrap_err();
+        assert!(e.contains("another device"), "{e}");
+        // A program for more devices than the client has is refused when it is compiled.
+        let e = compile_loaded(c, "hlo_text", PSUM.as_bytes(), &options(4)).unwrap_err();
+        assert!(e.message.contains("AXLE_DEVICES"), "{}", e.message);
+        for b in outs.into_iter().chain([x0, x1]) {
+            // SAFETY: made by `Buffer::into_raw` or the execution, freed once.
+            drop(unsafe { Box::from_raw(b as *mut Buffer) });
+        }
+        // SAFETY: made by `compile_loaded`, freed once.
+        drop(unsafe { Box::from_raw(exe as *mut LoadedExecutable) });
+    }
+}
