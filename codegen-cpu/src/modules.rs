@@ -4,7 +4,8 @@
 //! [`PART`] thunks, [`ENTRY_CHUNKS`] to a module, and the entry point calling them, last.
 //!
 //! Pipelines by weight: kernel groups get the options' `default<ON>` and code generator level,
-//! except groups of light kernels (small elementwise, reduction and row kernels outside loops,
+//! except GEMMs ([`TILED_PIPELINE`]: their loops are vector code as emitted; with the full code
+//! generator), groups of light kernels (small elementwise, reduction and row kernels outside loops,
 //! [`class`]), which get scalar clean-ups and the fast instruction selector, and of gathers of
 //! hundreds of buffers, which get what entry code gets: entry code only binds buffers and
 //! calls kernels, so `default<O0>` and the fast selector. A light
@@ -160,8 +161,8 @@ fn collect<'p>(m: &Module, prog: &'p Program, form: Form) -> Kernels<'p> {
                 ks.class.push(class(prog, k));
                 ks.unique.len() - 1
             });
-            // A kernel run by a loop runs many times: it keeps the full pipeline.
-            if in_loop {
+            // A kernel run by a loop runs many times: a light or bare one gets the full pipeline.
+            if in_loop && matches!(ks.class[u], Class::Light | Class::Bare) {
                 ks.class[u] = Class::Full;
             }
             ks.uses.push((u, kernel_label(m, k, number)));
@@ -220,6 +221,17 @@ const LIGHT_BYTES: u64 = 4 * 1024;
 /// generator.
 const LIGHT_PIPELINE: &str = "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg)";
 
+/// The pass pipeline of GEMM kernels' modules, with the options' code generator level. Their
+/// tiles, packing and register epilogues are emitted as vector code with the unrolling they
+/// need, so `default<O3>`'s unrollers and SLP vectorizer find nothing to do and cost three
+/// quarters of its time: scalar clean-ups, loop-invariant code motion and value numbering (the
+/// address arithmetic of the tile loops), then the loop vectorizer for the block epilogues'
+/// elementwise loops. Tiled convolutions keep `default<O3>`: their emitter leaves the
+/// unrolling of the tile's loops to LLVM's unroller (codegen-cpu/BENCH.md has the figures).
+const TILED_PIPELINE: &str = "function(sroa,early-cse<memssa>,simplifycfg,\
+     instcombine<no-verify-fixpoint>,loop-mssa(licm),gvn,loop-vectorize,\
+     instcombine<no-verify-fixpoint>,simplifycfg)";
+
 /// The pass pipeline of the entry point's modules: straight-line calls that run once per
 /// kernel call, so LLVM's cheapest pipeline and instruction selector (on a 100k-instruction
 /// `deep_dag`, whose 5,653 kernel calls share 19 functions, the entry point took two thirds of
@@ -237,18 +249,24 @@ const GATHER_BINDINGS: usize = 256;
 enum Class {
     /// The options' `default<ON>` pipeline and code generator level.
     Full,
+    /// [`TILED_PIPELINE`] and the options' code generator level.
+    Tiled,
     /// [`LIGHT_PIPELINE`] and the fast instruction selector.
     Light,
     /// [`ENTRY_PIPELINE`] and the fast instruction selector.
     Bare,
 }
 
-/// Kernel `k`'s class (before [`collect`] makes kernels run by a loop full): an elementwise,
-/// reduction or row kernel binding at least [`GATHER_BINDINGS`] buffers is bare, one that
-/// reads and writes at most [`LIGHT_BYTES`] light (its run time barely depends on
-/// vectorization and careful instruction selection), any other full.
+/// Kernel `k`'s class (before [`collect`] makes light and bare kernels run by a loop full): a
+/// GEMM is tiled; an elementwise, reduction or row kernel binding at least
+/// [`GATHER_BINDINGS`] buffers is bare, one that reads and writes at most [`LIGHT_BYTES`] light
+/// (its run time barely depends on vectorization and careful instruction selection), any other
+/// full.
 fn class(prog: &Program, k: &Kernel) -> Class {
     use crate::lower::KernelKind::*;
+    if k.kind == Gemm {
+        return Class::Tiled;
+    }
     if !matches!(k.kind, Loop | Reduce | Row) {
         return Class::Full;
     }
@@ -279,10 +297,10 @@ struct Group {
 /// at [`GROUP_WEIGHT`] or [`GROUP_KERNELS`], or past [`CUT_WEIGHT`] after a kernel whose
 /// signature hash says so ([`CUT_MASK`]); groups are ordered by their first kernel.
 fn partition(ks: &Kernels) -> Vec<Group> {
-    const CLASSES: [Class; 3] = [Class::Full, Class::Light, Class::Bare];
+    const CLASSES: [Class; 4] = [Class::Full, Class::Tiled, Class::Light, Class::Bare];
     let mut done = Vec::new();
     // The open group of each class and its weight.
-    let mut open: [(Vec<usize>, usize); 3] = Default::default();
+    let mut open: [(Vec<usize>, usize); 4] = Default::default();
     for (i, (_, _, w, _)) in ks.unique.iter().enumerate() {
         let class = ks.class[i];
         let (g, weight) = &mut open[class as usize];
@@ -372,10 +390,10 @@ pub(crate) fn compile(
     let cached = parts.iter().filter(|p| p.cached).count();
     if std::env::var_os("AXLE_CPU_TIMINGS").is_some() {
         let count = |c: Class| groups.iter().filter(|g| g.class == c).count();
-        let (light, bare) = (count(Class::Light), count(Class::Bare));
+        let (tiled, light, bare) = (count(Class::Tiled), count(Class::Light), count(Class::Bare));
         eprintln!(
-            "cpu modules: {} kernels, {} distinct, {} kernel modules ({light} light, {bare} bare, \
-             {cached} from the kernel cache)",
+            "cpu modules: {} kernels, {} distinct, {} kernel modules ({tiled} tiled, {light} \
+             light, {bare} bare, {cached} from the kernel cache)",
             ks.uses.len(),
             ks.unique.len(),
             groups.len()
@@ -467,12 +485,12 @@ fn compile_group(s: &Setup, ks: &Kernels, g: &Group, form: Form) -> Result<Part,
     let m = s.m;
     let t = Instant::now();
     let ctx = Context::create();
-    let cheap = match g.class {
-        Class::Full => None,
-        Class::Light => Some(LIGHT_PIPELINE),
-        Class::Bare => Some(ENTRY_PIPELINE),
+    let pipeline = match g.class {
+        Class::Tiled => tiled_pipeline(s.opts),
+        Class::Full => pipeline(s.opts, None),
+        Class::Light => pipeline(s.opts, Some(LIGHT_PIPELINE)),
+        Class::Bare => pipeline(s.opts, Some(ENTRY_PIPELINE)),
     };
-    let pipeline = pipeline(s.opts, cheap);
     let cache = s.cache.filter(|_| form == Form::Object);
     let key = cache.map(|_| {
         let spec = s.spec;
@@ -544,6 +562,20 @@ fn pipeline(opts: &CpuOptions, cheap: Option<&str>) -> Pipeline {
             level,
             codegen: level,
         },
+    }
+}
+
+/// [`TILED_PIPELINE`] with the options' code generator level (where the options optimize at
+/// all; the options' own pipeline where they do not).
+fn tiled_pipeline(opts: &CpuOptions) -> Pipeline {
+    let level = opts.opt_level.min(3);
+    if level == 0 {
+        return pipeline(opts, None);
+    }
+    Pipeline {
+        passes: TILED_PIPELINE.to_string(),
+        level,
+        codegen: level,
     }
 }
 
