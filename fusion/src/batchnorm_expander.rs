@@ -35,7 +35,7 @@ use axle_ir::{
 };
 use rayon::prelude::*;
 
-use crate::rewrite::{array, scalar_literal, Num};
+use crate::rewrite::{add_binary_computation, array, scalar_literal, Num};
 
 /// The `batchnorm-expander` pass.
 #[derive(Clone, Copy, Debug, Default)]
@@ -185,58 +185,6 @@ impl Emit<'_, '_> {
     }
 }
 
-/// A computation name not used yet.
-fn fresh_comp_name(m: &Module, base: &str) -> String {
-    let taken: std::collections::HashSet<&str> = m
-        .computations()
-        .into_iter()
-        .map(|c| m.comp_name(c))
-        .collect();
-    if !taken.contains(base) {
-        return base.to_string();
-    }
-    (1..)
-        .map(|k| format!("{base}.{k}"))
-        .find(|n| !taken.contains(n.as_str()))
-        .unwrap_or_default()
-}
-
-/// Adds the computation `(a: T[], b: T[]) -> add(a, b)`.
-fn add_reducer(rw: &mut Rewriter<'_>, ty: ElementType) -> CompId {
-    let name = fresh_comp_name(rw.module(), &format!("batchnorm_add.{}", ty.name()));
-    let m = rw.module_mut();
-    let c = m.add_computation(&name);
-    let s = m.intern_shape(Shape::Array(ArrayShape::new(ty, &[])));
-    let l = m.no_layout();
-    let mut ps = Vec::with_capacity(2);
-    for k in 0..2 {
-        ps.push(rw.add(
-            c,
-            NewInst {
-                opcode: Opcode::Parameter,
-                shape: s,
-                layout: l,
-                operands: Vec::new(),
-                attrs: vec![(AttrKey::ParameterNumber, AttrValue::Int(k as i64))],
-                name: None,
-            },
-        ));
-    }
-    let r = rw.add(
-        c,
-        NewInst {
-            opcode: Opcode::Add,
-            shape: s,
-            layout: l,
-            operands: ps,
-            attrs: Vec::new(),
-            name: None,
-        },
-    );
-    rw.module_mut().set_root(c, r);
-    c
-}
-
 /// Expands one instruction; returns its replacement.
 fn expand(rw: &mut Rewriter<'_>, p: &Plan, add: CompId) -> InstId {
     let m = rw.module();
@@ -365,7 +313,7 @@ impl Pass for BatchNormExpander {
                 _ if p.op == Opcode::BatchNormInference => CompId::NONE,
                 Some(&c) => c,
                 None => {
-                    let c = add_reducer(&mut rw, p.x.ty);
+                    let c = add_binary_computation(&mut rw, "batchnorm_add", p.x.ty, Opcode::Add);
                     adders.insert(p.x.ty, c);
                     c
                 }

@@ -14,6 +14,7 @@ pub mod algsimp;
 pub mod batchnorm_expander;
 pub mod broadcast_canonicalize;
 pub mod clone;
+pub mod collective_upcast;
 pub mod constant_folding;
 pub mod conv_canonicalize;
 pub mod dot_canonicalize;
@@ -134,6 +135,12 @@ pub fn register(reg: &mut PassRegistry) {
         doc: "a convert to f32 of a bf16 arithmetic op or dot reads the op's f32 value unrounded, as XLA CPU computes it (float normalization under xla_allow_excess_precision)",
         options: &[],
         create: |_| Box::new(excess_precision::ExcessPrecision),
+    });
+    reg.register(PassInfo {
+        name: "collective-upcast",
+        doc: "runs bf16 all-reduce and reduce-scatter (one add, multiply, maximum or minimum) in f32 between converts, as XLA CPU's float normalization does",
+        options: &[],
+        create: |_| Box::new(collective_upcast::CollectiveUpcast),
     });
     reg.register(PassInfo {
         name: "linalg-upcast",

@@ -10,13 +10,15 @@
 //! replaced instruction's name, and forwards every use.
 //!
 //! The module also has the small readers the simplification passes share: attribute lists,
-//! static array shapes, and splat constants ([`splat`]); and [`add_retyped`], the write-phase
-//! step of the passes that move an op to another element type.
+//! static array shapes, and splat constants ([`splat`]); [`add_retyped`], the write-phase
+//! step of the passes that move an op to another element type; and
+//! [`add_binary_computation`], the scalar reducers passes create.
 
 use axle_ir::literal::{f64_to_element, i128_to_element};
 use axle_ir::{
-    ArrayLayout, ArrayLiteral, ArrayShape, Attr, AttrKey, AttrValue, ConstValue, ElementType,
-    InstId, Layout, LayoutId, Literal, Module, NewInst, Opcode, Rewriter, Shape, ShapeId,
+    ArrayLayout, ArrayLiteral, ArrayShape, Attr, AttrKey, AttrValue, CompId, ConstValue,
+    ElementType, InstId, Layout, LayoutId, Literal, Module, NewInst, Opcode, Rewriter, Shape,
+    ShapeId,
 };
 
 /// A value a rewrite refers to.
@@ -455,4 +457,62 @@ pub fn reducer_identity(op: Opcode, ty: ElementType) -> Option<Num> {
         Opcode::Or | Opcode::Xor if !float => Num::Int(0),
         _ => return None,
     })
+}
+
+/// A computation name not used yet: `base`, else `base.1`, `base.2`, ...
+fn fresh_comp_name(m: &Module, base: &str) -> String {
+    let taken: hashbrown::HashSet<&str> = m
+        .computations()
+        .into_iter()
+        .map(|c| m.comp_name(c))
+        .collect();
+    if !taken.contains(base) {
+        return base.to_string();
+    }
+    (1..)
+        .map(|k| format!("{base}.{k}"))
+        .find(|n| !taken.contains(n.as_str()))
+        .unwrap_or_default()
+}
+
+/// Adds the computation `(a: T[], b: T[]) -> op(a, b)` (a reducer), named `base.T` or, where
+/// that is taken, with a number after it.
+pub fn add_binary_computation(
+    rw: &mut Rewriter<'_>,
+    base: &str,
+    ty: ElementType,
+    op: Opcode,
+) -> CompId {
+    let name = fresh_comp_name(rw.module(), &format!("{base}.{}", ty.name()));
+    let m = rw.module_mut();
+    let c = m.add_computation(&name);
+    let s = m.intern_shape(Shape::Array(ArrayShape::new(ty, &[])));
+    let l = m.no_layout();
+    let mut ps = Vec::with_capacity(2);
+    for k in 0..2 {
+        ps.push(rw.add(
+            c,
+            NewInst {
+                opcode: Opcode::Parameter,
+                shape: s,
+                layout: l,
+                operands: Vec::new(),
+                attrs: vec![(AttrKey::ParameterNumber, AttrValue::Int(k as i64))],
+                name: None,
+            },
+        ));
+    }
+    let r = rw.add(
+        c,
+        NewInst {
+            opcode: op,
+            shape: s,
+            layout: l,
+            operands: ps,
+            attrs: Vec::new(),
+            name: None,
+        },
+    );
+    rw.module_mut().set_root(c, r);
+    c
 }

@@ -161,6 +161,23 @@ fn jax_shard_map_modules_on_cpu_devices() {
     all_cases(false);
 }
 
+/// The `bf16` psum of JAX's `shard_map` module runs in `f32` under the `cpu` pipeline
+/// (`collective-upcast`), as XLA's optimized module does (`region_2.0_promoted`): every device's
+/// result has XLA's bits, where an all-reduce rounding after each member (HLO's per-op
+/// semantics, the manifest's 2e-2 tolerance) is one `bf16` unit off on some elements.
+#[test]
+fn bf16_psum_is_summed_in_f32_as_xla_does() {
+    let got = run("psum_s32_bf16_4", 4, false, 1).unwrap();
+    for (d, outs) in got.iter().enumerate() {
+        let f = dir().join("psum_s32_bf16_4.out2.npy");
+        let want = read_npy_as(&f, outs[2].ty()).unwrap();
+        assert_eq!(
+            want.data, outs[2].data,
+            "device {d}: the bf16 psum differs from XLA's"
+        );
+    }
+}
+
 /// A collective without a device, and a reducer the runtime does not run, are clear errors.
 #[test]
 fn collectives_need_devices_and_one_op_reducers() {
