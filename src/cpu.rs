@@ -233,8 +233,8 @@ impl Compiler for CpuCompiler {
     }
 }
 
-/// The cpu backend runs one device (`--devices` and the PJRT plugin run no more), as XLA CPU
-/// runs one replica of one partition: in a module for one device (`replica_count` and
+/// A module compiled for one device (without `--devices`, or for one device of the PJRT
+/// plugin), as XLA CPU runs one replica of one partition: in a module for one device (`replica_count` and
 /// `num_partitions` 1), an `all-reduce`, `all-gather`, `reduce-scatter` or `all-to-all` of one
 /// array whose groups hold only that device (no groups, `{}`, or `{{0}}`) and whose result has
 /// its operand's shape meets only itself, so it is its operand. Other collectives are left
