@@ -261,7 +261,7 @@ mod tests {
     use crate::parser::parse_module;
 
     /// A graph of ids 0..n given as successor lists.
-    fn graph(succs: &[&[usize]]) -> impl Fn(CompId, usize) -> Edge<CompId> + '_ {
+    fn graph<'a>(succs: &'a [&'a [usize]]) -> impl Fn(CompId, usize) -> Edge<CompId> + 'a {
         move |n, k| match succs[n.index()].get(k) {
             Some(&d) => Edge::To(CompId::new(d)),
             None => Edge::End,
