@@ -1,16 +1,16 @@
 //! Typed maps and sets keyed by the IR's dense ids, and the macro that declares such an id.
 //!
 //! The containers are `cranelift-entity`'s, re-exported: [`PrimaryMap`] (a vector that issues
-//! the ids of what it holds), [`SecondaryMap`] (a vector indexed by an
-//! id, every absent key reading as the map's default, growing on write), [`EntitySet`] (a dense
-//! bitset of ids) and [`PackedOption`] (an optional id in the id's own 4 bytes, `u32::MAX`
+//! the ids of what it holds), [`SecondaryMap`] (a vector indexed by an id, every absent key
+//! reading as the map's default, growing on write), [`EntitySet`] (a dense bitset of ids) and [`PackedOption`] (an optional id in the id's own 4 bytes, `u32::MAX`
 //! meaning none). That crate is small, dependency-light (its bitset crate only) and kept by the
 //! Cranelift project, and its model (an id type implementing [`EntityRef`]) is exactly ours, so
 //! it is used rather than a copy of it in this crate.
 //!
-//! Invariants: every id type declared with [`entity_id!`] is a `u32` newtype whose dense index is
-//! its value, with `u32::MAX` reserved as `NONE` (the [`ReservedValue`] of [`PackedOption`]); a
-//! map or set keyed by an id is only meaningful for the module (or program) that issued it.
+//! Invariants: every id type declared with [`crate::entity_id!`] is a `u32` newtype whose dense
+//! index is its value, with `u32::MAX` reserved as `NONE` (the [`ReservedValue`] of
+//! [`PackedOption`]); a map or set keyed by an id is only meaningful for the module (or program)
+//! that issued it.
 
 pub use cranelift_entity::packed_option::{PackedOption, ReservedValue};
 pub use cranelift_entity::{EntityRef, EntitySet, PrimaryMap, SecondaryMap};
