@@ -321,31 +321,8 @@ pub(crate) fn plan_order(m: &Module, comp: CompId) -> Result<Vec<InstId>, String
     if root.is_none() {
         return Err(format!("computation {} has no root", m.comp_name(comp)));
     }
-    let mut order = Vec::new();
-    // 0 = unvisited, 1 = on the stack, 2 = done.
-    let mut state: HashMap<InstId, u8> = HashMap::new();
-    let mut stack: Vec<(InstId, usize)> = vec![(root, 0)];
-    state.insert(root, 1);
-    while let Some(&mut (id, ref mut next)) = stack.last_mut() {
-        let ops = m.operands(id);
-        if *next < ops.len() {
-            let o = ops[*next];
-            *next += 1;
-            match state.get(&o) {
-                None => {
-                    state.insert(o, 1);
-                    stack.push((o, 0));
-                }
-                Some(1) => return Err(format!("cycle through %{}", m.name(o))),
-                _ => {}
-            }
-        } else {
-            state.insert(id, 2);
-            order.push(id);
-            stack.pop();
-        }
-    }
-    Ok(order)
+    axle_ir::traversal::operand_post_order(m, root)
+        .map_err(|o| format!("cycle through %{}", m.name(o)))
 }
 
 /// How a computation is run: its order, operand slots and when values die.

@@ -5,8 +5,6 @@
 //! Invariant: [`root_kind`] answers from the instruction alone (its op, attributes and shapes),
 //! so the fusion planner, the buffer rules and the lowering agree on every root.
 
-use std::collections::HashMap;
-
 use axle_ir::{AttrKey, AttrValue, CompId, InstId, Module, Opcode};
 
 use crate::elemental::{inst_leaves, is_elemental};
@@ -68,30 +66,8 @@ pub(crate) fn order(m: &Module, comp: CompId) -> R<Vec<InstId>> {
     if root.is_none() {
         return Err(format!("computation {} has no root", m.comp_name(comp)).into());
     }
-    let mut out = Vec::new();
-    let mut state: HashMap<InstId, u8> = HashMap::new();
-    let mut stack: Vec<(InstId, usize)> = vec![(root, 0)];
-    state.insert(root, 1);
-    while let Some(&mut (id, ref mut next)) = stack.last_mut() {
-        let ops = m.operands(id);
-        if *next < ops.len() {
-            let o = ops[*next];
-            *next += 1;
-            match state.get(&o) {
-                None => {
-                    state.insert(o, 1);
-                    stack.push((o, 0));
-                }
-                Some(1) => return Err(format!("cycle through %{}", m.name(o)).into()),
-                _ => {}
-            }
-        } else {
-            state.insert(id, 2);
-            out.push(id);
-            stack.pop();
-        }
-    }
-    Ok(out)
+    axle_ir::traversal::operand_post_order(m, root)
+        .map_err(|o| format!("cycle through %{}", m.name(o)).into())
 }
 
 /// The kernel kind for a root instruction, if it has one.

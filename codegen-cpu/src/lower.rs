@@ -199,7 +199,7 @@ impl<'m> Lower<'m> {
     fn tree(&self, id: InstId, check: bool) -> R<VTree> {
         let m = self.m;
         let leaves = self.asg.leaf_buffers(id);
-        let mut it = leaves.iter().map(|b| b.index() as BufId);
+        let mut it = leaves.iter().map(|b| BufId::new(b.index()));
         let t = shape_tree(m, m.shape(id), &mut it, check)?;
         if it.next().is_some() {
             return Err("the buffer assignment does not match the shape".into());
@@ -531,7 +531,7 @@ impl<'m> Lower<'m> {
             .asg
             .scratch(owner)
             .iter()
-            .map(|b| b.index() as BufId)
+            .map(|b| BufId::new(b.index()))
             .collect();
         let (arena, core_temp) = plan.scratch_needs(m, kind, root);
         let needed = usize::from(arena) + usize::from(core_temp);
@@ -584,8 +584,8 @@ impl<'m> Lower<'m> {
             .all(|(i, bs)| *i == op0 || !bs.contains(&dst));
         (src != dst
             && others_apart
-            && self.bufs[src as usize].bytes == bytes
-            && self.bufs[dst as usize].bytes == bytes)
+            && self.bufs[src.index()].bytes == bytes
+            && self.bufs[dst.index()].bytes == bytes)
             .then_some(src)
     }
 
@@ -605,7 +605,7 @@ impl<'m> Lower<'m> {
         let mut cond = Vec::new();
         let p = self.lower_comp(cond_c, vec![state_tree.clone()], &mut cond)?;
         let pred = match p {
-            VTree::Leaf(b) if self.bufs[b as usize].shape.ty == ElementType::Pred => b,
+            VTree::Leaf(b) if self.bufs[b.index()].shape.ty == ElementType::Pred => b,
             _ => return Err("while condition must return a pred scalar".into()),
         };
         let mut body = Vec::new();
@@ -702,8 +702,8 @@ pub(crate) fn lower(m: &Module, asg: &BufferAssignment, plans: &PlanCache) -> R<
     l.lower_comp(entry, args, &mut body)?;
     for mv in asg.output_moves() {
         body.push(Thunk::Copy {
-            src: mv.src.index() as BufId,
-            dst: mv.dst.index() as BufId,
+            src: BufId::new(mv.src.index()),
+            dst: BufId::new(mv.dst.index()),
         });
     }
     let outputs: Vec<ArrayShape> = inst_leaves(m, m.root(entry))?;
@@ -754,7 +754,7 @@ fn shape_tree(
 /// The assignment's copies as buffer pairs.
 fn moves(ms: &[Move]) -> Copies {
     ms.iter()
-        .map(|mv| (mv.src.index() as BufId, mv.dst.index() as BufId))
+        .map(|mv| (BufId::new(mv.src.index()), BufId::new(mv.dst.index())))
         .collect()
 }
 

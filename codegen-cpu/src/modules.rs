@@ -187,8 +187,8 @@ type Shared = Vec<(usize, usize)>;
 fn shared_outputs(prog: &Program, k: &Kernel) -> Shared {
     // Where a buffer starts: its memory and the offset in it (constants are never written).
     let at = |b: BufId| -> Option<(u8, u32, u64)> {
-        let off = prog.offsets[b as usize];
-        match prog.bufs[b as usize].kind {
+        let off = prog.offsets[b.index()];
+        match prog.bufs[b.index()].kind {
             BufKind::Param(k) => Some((0, k, 0)),
             BufKind::Output(k) => Some((1, k, off)),
             BufKind::Temp => Some((2, 0, off)),
@@ -279,7 +279,7 @@ fn class(prog: &Program, k: &Kernel) -> Class {
         .outputs
         .iter()
         .chain(bound())
-        .fold(0u64, |a, &b| a.saturating_add(prog.bufs[b as usize].bytes));
+        .fold(0u64, |a, &b| a.saturating_add(prog.bufs[b.index()].bytes));
     if bytes <= LIGHT_BYTES {
         Class::Light
     } else {

@@ -20,6 +20,7 @@
 use hashbrown::HashMap;
 
 use axle_ir::printer::{computation_order, topo_order_with, InstNames};
+use axle_ir::traversal::Marks;
 use axle_ir::{CompId, ConstValue, InstId, Module, Opcode, Shape};
 use pjrt_sys::protos::xla::{
     hlo_schedule_proto::InstructionSequence, HloComputationProto, HloInstructionProto,
@@ -48,7 +49,7 @@ pub fn write_module(m: &Module) -> Result<Vec<u8>, ProtoError> {
     // Instructions in printed order, numbered across the module.
     let by_comp = m.insts_by_comp();
     let schedule = m.schedule();
-    let mut state = vec![0u8; m.inst_capacity()];
+    let mut marks = Marks::with_capacity(m.inst_capacity());
     let mut seqs: Vec<(CompId, Vec<InstId>)> = Vec::with_capacity(order.len());
     let mut inst_id: HashMap<InstId, i64> = HashMap::new();
     let mut next = 1i64;
@@ -57,7 +58,7 @@ pub fn write_module(m: &Module) -> Result<Vec<u8>, ProtoError> {
             Some(seq) if seq.len() == by_comp[c.index()].len() => seq,
             _ => &by_comp[c.index()][..],
         };
-        let seq = topo_order_with(m, insts, &mut state);
+        let seq = topo_order_with(m, insts, &mut marks);
         for &i in &seq {
             inst_id.insert(i, next);
             next += 1;

@@ -2,58 +2,26 @@
 //! per entity ([`InstId`], [`CompId`], [`ShapeId`], [`LayoutId`], [`BufferId`]).
 //!
 //! Invariant: `u32::MAX` is reserved as `NONE`, so an optional id stays 4 bytes in a column;
-//! an id is only meaningful for the module (and epoch) that issued it.
+//! an id is only meaningful for the module (and epoch) that issued it. Each keys the typed maps
+//! and sets of [`crate::entity`].
 
-macro_rules! id_type {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        #[repr(transparent)]
-        pub struct $name(pub(crate) u32);
-
-        impl $name {
-            /// The reserved "no entity" value, so an optional id stays 4 bytes.
-            pub const NONE: $name = $name(u32::MAX);
-
-            /// The id with dense index `i`.
-            #[inline]
-            pub fn new(i: usize) -> Self {
-                debug_assert!(i < u32::MAX as usize);
-                $name(i as u32)
-            }
-
-            /// The dense index of this id.
-            #[inline]
-            pub fn index(self) -> usize {
-                self.0 as usize
-            }
-
-            /// Whether this is [`Self::NONE`].
-            #[inline]
-            pub fn is_none(self) -> bool {
-                self.0 == u32::MAX
-            }
-        }
-    };
-}
-
-id_type!(
+crate::entity_id!(
     /// An instruction.
-    InstId
+    pub InstId
 );
-id_type!(
+crate::entity_id!(
     /// A computation.
-    CompId
+    pub CompId
 );
-id_type!(
+crate::entity_id!(
     /// An interned [`crate::types::Shape`].
-    ShapeId
+    pub ShapeId
 );
-id_type!(
+crate::entity_id!(
     /// An interned [`crate::types::Layout`].
-    LayoutId
+    pub LayoutId
 );
-id_type!(
+crate::entity_id!(
     /// A buffer (assigned by the scheduler crate).
-    BufferId
+    pub BufferId
 );

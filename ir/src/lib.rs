@@ -15,6 +15,7 @@ pub mod builder;
 pub mod collective;
 pub mod compare;
 pub mod conv_geo;
+pub mod entity;
 pub mod filetest;
 #[cfg(feature = "generators")]
 pub mod gen;
@@ -40,7 +41,7 @@ mod schedule_check;
 pub mod sdy;
 pub mod shape_inference;
 pub mod stack;
-pub mod topo;
+pub mod traversal;
 pub mod tree_reduction;
 pub mod types;
 pub mod verify;

@@ -10,6 +10,9 @@ pub mod verify;
 use crate::module::{CompId, InstId, Module};
 use crate::opcode::Opcode;
 use crate::pass::{Analysis, PassInfo, PassRegistry};
+use crate::traversal::Marks;
+
+pub use crate::traversal::callee_first_order;
 
 /// Registers `dce`, `cse` and `verify`.
 pub fn register(reg: &mut PassRegistry) {
@@ -50,57 +53,6 @@ pub fn for_each_callee(m: &Module, id: InstId, mut f: impl FnMut(CompId)) {
 pub fn has_own_effect(m: &Module, id: InstId) -> bool {
     let op = m.opcode(id);
     op.has_side_effect() || op == Opcode::CustomCall
-}
-
-/// Live computations with every computation after the ones it calls (the entry last), from
-/// the instructions of each computation (`by_comp`). A cycle (invalid) is cut where it closes.
-pub fn callee_first_order(m: &Module, by_comp: &[Vec<InstId>]) -> Vec<CompId> {
-    let n = m.comp_capacity();
-    let callees: Vec<Vec<CompId>> = by_comp
-        .iter()
-        .map(|insts| {
-            let mut v = Vec::new();
-            for &i in insts {
-                for_each_callee(m, i, |c| {
-                    if !c.is_none() && c.index() < n && m.is_live_comp(c) {
-                        v.push(c);
-                    }
-                });
-            }
-            v
-        })
-        .collect();
-    let mut state = vec![0u8; n];
-    let mut order = Vec::with_capacity(n);
-    let entry = m.entry();
-    let mut roots: Vec<CompId> = m
-        .computations()
-        .into_iter()
-        .filter(|&c| c != entry)
-        .collect();
-    if !entry.is_none() && m.is_live_comp(entry) {
-        roots.push(entry);
-    }
-    for r in roots {
-        if state[r.index()] != 0 {
-            continue;
-        }
-        let mut stack: Vec<(CompId, usize)> = vec![(r, 0)];
-        state[r.index()] = 1;
-        while let Some((c, k)) = stack.pop() {
-            if let Some(&next) = callees[c.index()].get(k) {
-                stack.push((c, k + 1));
-                if state[next.index()] == 0 && next != entry {
-                    state[next.index()] = 1;
-                    stack.push((next, 0));
-                }
-            } else {
-                state[c.index()] = 2;
-                order.push(c);
-            }
-        }
-    }
-    order
 }
 
 /// For every computation (indexed by id): whether running it may have an effect, i.e. it holds
@@ -151,10 +103,10 @@ pub fn topo_orders(m: &Module) -> Vec<Vec<InstId>> {
 
 /// [`topo_orders`] from the instructions of each computation.
 pub fn topo_orders_in(m: &Module, by_comp: &[Vec<InstId>]) -> Vec<Vec<InstId>> {
-    let mut state = vec![0u8; m.inst_capacity()];
+    let mut marks = Marks::with_capacity(m.inst_capacity());
     by_comp
         .iter()
-        .map(|insts| crate::topo::topo_order_with(m, insts, &mut state))
+        .map(|insts| crate::traversal::topo_order_with(m, insts, &mut marks))
         .collect()
 }
 

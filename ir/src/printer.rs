@@ -17,7 +17,8 @@ use crate::attrs::{AttrKey, AttrValue, ConvDims, WindowDim};
 use crate::literal::{format_element, Literal};
 use crate::module::{CompId, ConstValue, InstId, LayoutId, Module, ShapeId};
 use crate::opcode::Opcode;
-pub use crate::topo::{topo_order, topo_order_with};
+use crate::traversal::Marks;
+pub use crate::traversal::{topo_order, topo_order_with};
 use crate::types::{Layout, Shape};
 
 /// Prints the module as canonical HLO text.
@@ -56,8 +57,8 @@ pub fn print_module(m: &Module) -> String {
         }
     }
     let by_comp = m.insts_by_comp();
-    let mut state = vec![0u8; m.inst_capacity()];
-    for c in computation_order(m) {
+    let mut marks = Marks::with_capacity(m.inst_capacity());
+    for c in crate::traversal::callee_first_order(m, &by_comp) {
         out.push('\n');
         // A scheduled computation prints in its sequence (the order is the schedule, as in
         // XLA's dumps); the topological fix below keeps a valid sequence as it is.
@@ -65,60 +66,14 @@ pub fn print_module(m: &Module) -> String {
             Some(seq) if seq.len() == by_comp[c.index()].len() => seq,
             _ => &by_comp[c.index()][..],
         };
-        print_computation(m, &names, insts, c, &mut state, &mut out);
+        print_computation(m, &names, insts, c, &mut marks, &mut out);
     }
     out
 }
 
 /// Computations in print order: every computation after the ones it calls, the entry last.
 pub fn computation_order(m: &Module) -> Vec<CompId> {
-    let n = m.comp_capacity();
-    let by_comp = m.insts_by_comp();
-    let callees: Vec<Vec<CompId>> = (0..n)
-        .map(|c| {
-            let mut v = Vec::new();
-            for &i in &by_comp[c] {
-                for cc in m.called_comps_iter(i) {
-                    if !cc.is_none() && cc.index() < n && m.is_live_comp(cc) {
-                        v.push(cc);
-                    }
-                }
-            }
-            v
-        })
-        .collect();
-    let mut state = vec![0u8; n]; // 0 new, 1 on stack, 2 done
-    let mut order = Vec::with_capacity(n);
-    let entry = m.entry();
-    let mut roots: Vec<CompId> = m
-        .computations()
-        .into_iter()
-        .filter(|&c| c != entry)
-        .collect();
-    if !entry.is_none() && m.is_live_comp(entry) {
-        roots.push(entry);
-    }
-    for r in roots {
-        if state[r.index()] != 0 {
-            continue;
-        }
-        // Iterative post-order DFS; a cycle (invalid module) is cut where it closes.
-        let mut stack: Vec<(CompId, usize)> = vec![(r, 0)];
-        state[r.index()] = 1;
-        while let Some((c, k)) = stack.pop() {
-            if let Some(&next) = callees[c.index()].get(k) {
-                stack.push((c, k + 1));
-                if state[next.index()] == 0 && next != entry {
-                    state[next.index()] = 1;
-                    stack.push((next, 0));
-                }
-            } else {
-                state[c.index()] = 2;
-                order.push(c);
-            }
-        }
-    }
-    order
+    crate::traversal::callee_first_order(m, &m.insts_by_comp())
 }
 
 fn print_computation(
@@ -126,7 +81,7 @@ fn print_computation(
     names: &InstNames,
     insts: &[InstId],
     c: CompId,
-    state: &mut [u8],
+    marks: &mut Marks<InstId>,
     out: &mut String,
 ) {
     if c == m.entry() {
@@ -135,7 +90,7 @@ fn print_computation(
     out.push_str(m.comp_name(c));
     out.push_str(" {\n");
     let root = m.root(c);
-    for i in topo_order_with(m, insts, state) {
+    for i in topo_order_with(m, insts, marks) {
         out.push_str("  ");
         if i == root {
             out.push_str("ROOT ");

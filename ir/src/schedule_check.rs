@@ -18,7 +18,7 @@ impl Schedule {
         let by_comp = m.insts_by_comp();
         let cap = m.inst_capacity();
         let mut in_seq = vec![false; cap];
-        let mut state = vec![0u8; cap];
+        let mut marks = crate::traversal::Marks::with_capacity(cap);
         let mut out = Schedule {
             seqs: vec![None; m.comp_capacity()],
         };
@@ -39,7 +39,7 @@ impl Schedule {
             }
             // The stable topological fix keeps a valid order as it is and pulls every new
             // operand in right before the first instruction that needs it.
-            let order = crate::topo::topo_order_with(m, &candidate, &mut state);
+            let order = crate::traversal::topo_order_with(m, &candidate, &mut marks);
             out.seqs[c.index()] = Some(order);
         }
         out

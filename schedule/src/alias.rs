@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 
 use hashbrown::HashSet;
 
+use axle_ir::entity::{EntitySet, SecondaryMap};
 use axle_ir::{AttrKey, InstId, Module, Opcode};
 
 use crate::liveness::{loop_body_end, Liveness};
@@ -51,12 +52,13 @@ enum Occ {
 /// The may-alias decisions: values grouped into sets that share a buffer.
 #[derive(Clone, Debug)]
 pub struct Aliases {
-    parent: Vec<u32>,
-    occ: Vec<Occ>,
-    count: Vec<u32>,
-    read_only: Vec<bool>,
-    fixed: Vec<bool>,
-    /// Registered handoffs by ending value (CSR): `(starting value, position)`.
+    parent: SecondaryMap<ValueId, ValueId>,
+    occ: SecondaryMap<ValueId, Occ>,
+    count: SecondaryMap<ValueId, u32>,
+    read_only: EntitySet<ValueId>,
+    fixed: EntitySet<ValueId>,
+    /// Registered handoffs by ending value (CSR, `handoff_off[v.index()]..`): `(starting value,
+    /// position)`.
     handoff_off: Vec<u32>,
     handoffs: Vec<(ValueId, u32)>,
     /// Merges made, by kind: in place, loop init, loop back, branch outputs.
@@ -141,19 +143,27 @@ impl Aliases {
         } else {
             HashSet::new()
         };
-        let mut read_only = vec![false; nv];
-        let mut fixed = vec![false; nv];
-        for (v, val) in p.values().iter().enumerate() {
+        let mut read_only = EntitySet::with_capacity(nv);
+        let mut fixed = EntitySet::with_capacity(nv);
+        let mut parent = SecondaryMap::with_default(ValueId::NONE);
+        let mut occ = SecondaryMap::with_default(Occ::One(ValueId::NONE));
+        for (v, val) in p.values().iter() {
+            parent[v] = v;
+            occ[v] = Occ::One(v);
             match val.kind {
-                ValueKind::Param(k) if donated.contains(&k) => fixed[v] = true,
-                ValueKind::Param(_) | ValueKind::Constant => read_only[v] = true,
+                ValueKind::Param(k) if donated.contains(&k) => {
+                    fixed.insert(v);
+                }
+                ValueKind::Param(_) | ValueKind::Constant => {
+                    read_only.insert(v);
+                }
                 _ => {}
             }
         }
         let mut a = Aliases {
-            parent: (0..nv as u32).collect(),
-            occ: (0..nv as u32).map(Occ::One).collect(),
-            count: vec![1; nv],
+            parent,
+            occ,
+            count: SecondaryMap::with_default(1),
             read_only,
             fixed,
             handoff_off: Vec::new(),
@@ -175,16 +185,16 @@ impl Aliases {
         }
         let mut off = vec![0u32; nv + 1];
         for &(u, ..) in &steps {
-            off[u as usize + 1] += 1;
+            off[u.index() + 1] += 1;
         }
         for k in 0..nv {
             off[k + 1] += off[k];
         }
         let mut fill = off.clone();
-        a.handoffs = vec![(0, 0); steps.len()];
+        a.handoffs = vec![(ValueId::NONE, 0); steps.len()];
         for &(u, v, pos, _) in &steps {
-            a.handoffs[fill[u as usize] as usize] = (v, pos);
-            fill[u as usize] += 1;
+            a.handoffs[fill[u.index()] as usize] = (v, pos);
+            fill[u.index()] += 1;
         }
         a.handoff_off = off;
         for (u, v, _, kind) in steps {
@@ -198,8 +208,8 @@ impl Aliases {
     /// The representative of `v`'s set.
     pub fn find(&self, v: ValueId) -> ValueId {
         let mut x = v;
-        while self.parent[x as usize] != x {
-            x = self.parent[x as usize];
+        while self.parent[x] != x {
+            x = self.parent[x];
         }
         x
     }
@@ -207,9 +217,9 @@ impl Aliases {
     fn find_mut(&mut self, v: ValueId) -> ValueId {
         let root = self.find(v);
         let mut x = v;
-        while self.parent[x as usize] != root {
-            let next = self.parent[x as usize];
-            self.parent[x as usize] = root;
+        while self.parent[x] != root {
+            let next = self.parent[x];
+            self.parent[x] = root;
             x = next;
         }
         root
@@ -217,11 +227,11 @@ impl Aliases {
 
     /// Whether `v`'s set may not be written (an entry parameter or a constant).
     pub fn read_only(&self, v: ValueId) -> bool {
-        self.read_only[self.find(v) as usize]
+        self.read_only.contains(self.find(v))
     }
 
     fn intervals(&self, live: &Liveness, root: ValueId) -> Vec<(u32, u32, ValueId)> {
-        match &self.occ[root as usize] {
+        match &self.occ[root] {
             Occ::One(v) => live
                 .intervals(*v)
                 .iter()
@@ -244,21 +254,21 @@ impl Aliases {
     /// Whether `u` ending at `pos` hands its memory to `v` there.
     fn is_handoff(&self, u: ValueId, v: ValueId, pos: u32) -> bool {
         let (s, e) = (
-            self.handoff_off[u as usize] as usize,
-            self.handoff_off[u as usize + 1] as usize,
+            self.handoff_off[u.index()] as usize,
+            self.handoff_off[u.index() + 1] as usize,
         );
         self.handoffs[s..e].contains(&(v, pos))
     }
 
     /// Whether the sets `a` and `b` (roots) may share a buffer.
     fn compatible(&self, live: &Liveness, a: ValueId, b: ValueId) -> bool {
-        let (small, large) = if self.count[a as usize] <= self.count[b as usize] {
+        let (small, large) = if self.count[a] <= self.count[b] {
             (a, b)
         } else {
             (b, a)
         };
         let xs = self.intervals(live, small);
-        match &self.occ[large as usize] {
+        match &self.occ[large] {
             Occ::One(v) => {
                 let ys: Vec<(u32, u32, ValueId)> = live
                     .intervals(*v)
@@ -291,10 +301,10 @@ impl Aliases {
         if a == b {
             return false;
         }
-        if self.read_only[a as usize] || self.read_only[b as usize] {
+        if self.read_only.contains(a) || self.read_only.contains(b) {
             return false;
         }
-        if self.fixed[a as usize] && self.fixed[b as usize] {
+        if self.fixed.contains(a) && self.fixed.contains(b) {
             return false;
         }
         if p.value(u).bytes != p.value(v).bytes {
@@ -303,13 +313,13 @@ impl Aliases {
         if !self.compatible(live, a, b) {
             return false;
         }
-        let (big, small) = if self.count[a as usize] >= self.count[b as usize] {
+        let (big, small) = if self.count[a] >= self.count[b] {
             (a, b)
         } else {
             (b, a)
         };
         let moved = self.intervals(live, small);
-        let mut map = match std::mem::replace(&mut self.occ[big as usize], Occ::One(big)) {
+        let mut map = match std::mem::replace(&mut self.occ[big], Occ::One(big)) {
             Occ::Many(map) => map,
             Occ::One(x) => live
                 .intervals(x)
@@ -321,11 +331,13 @@ impl Aliases {
             let slot = map.entry(s).or_insert((e, x));
             slot.0 = slot.0.max(e);
         }
-        self.occ[big as usize] = Occ::Many(map);
-        self.occ[small as usize] = Occ::One(small);
-        self.parent[small as usize] = big;
-        self.count[big as usize] += self.count[small as usize];
-        self.fixed[big as usize] |= self.fixed[small as usize];
+        self.occ[big] = Occ::Many(map);
+        self.occ[small] = Occ::One(small);
+        self.parent[small] = big;
+        self.count[big] += self.count[small];
+        if self.fixed.contains(small) {
+            self.fixed.insert(big);
+        }
         true
     }
 }

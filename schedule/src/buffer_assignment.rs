@@ -31,6 +31,7 @@
 
 use hashbrown::HashMap;
 
+use axle_ir::entity::{EntitySet, SecondaryMap};
 use axle_ir::{AttrKey, BufferId, InstId, Module};
 
 use crate::alias::{donations, Aliases};
@@ -121,7 +122,7 @@ pub struct BufferAssignment {
     program: Program,
     liveness: Liveness,
     buffers: Vec<Buffer>,
-    value_buffer: Vec<BufferId>,
+    value_buffer: SecondaryMap<ValueId, BufferId>,
     loop_init: HashMap<InstId, Vec<Move>>,
     loop_back: HashMap<InstId, Vec<Move>>,
     branch_out: HashMap<(InstId, usize), Vec<Move>>,
@@ -152,12 +153,12 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
     let nv = program.values().len();
 
     // 1. One buffer per set, numbered in order of the sets' first values.
-    let mut value_buffer = vec![BufferId::NONE; nv];
-    let mut root_buffer = vec![BufferId::NONE; nv];
+    let mut value_buffer = SecondaryMap::with_default(BufferId::NONE);
+    let mut root_buffer = SecondaryMap::with_default(BufferId::NONE);
     let mut buffers: Vec<Buffer> = Vec::new();
-    for v in 0..nv as u32 {
+    for v in program.values().keys() {
         let r = aliases.find(v);
-        if root_buffer[r as usize].is_none() {
+        if root_buffer[r].is_none() {
             buffers.push(Buffer {
                 memory: Memory::Temp { offset: 0 },
                 role: Role::Values,
@@ -165,10 +166,10 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
                 span: (u32::MAX, 0),
                 values: Vec::new(),
             });
-            root_buffer[r as usize] = BufferId::new(buffers.len() - 1);
+            root_buffer[r] = BufferId::new(buffers.len() - 1);
         }
-        let b = root_buffer[r as usize];
-        value_buffer[v as usize] = b;
+        let b = root_buffer[r];
+        value_buffer[v] = b;
         let val = program.value(v);
         let buf = &mut buffers[b.index()];
         buf.values.push(v);
@@ -220,18 +221,18 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
         Vec::new()
     };
     let root_leaves: Vec<ValueId> = a.program.leaves(m.root(entry)).to_vec();
-    let mut claimed = vec![false; a.buffers.len()];
+    let mut claimed: EntitySet<BufferId> = EntitySet::with_capacity(a.buffers.len());
     for (j, &v) in root_leaves.iter().enumerate() {
         let j = j as u32;
-        let b = a.value_buffer[v as usize];
+        let b = a.value_buffer[v];
         let buf = &a.buffers[b.index()];
         let in_place = match buf.memory {
-            Memory::Temp { .. } => !claimed[b.index()],
-            Memory::Param(k) => !claimed[b.index()] && donated.contains(&(j, k)),
+            Memory::Temp { .. } => !claimed.contains(b),
+            Memory::Param(k) => !claimed.contains(b) && donated.contains(&(j, k)),
             _ => false,
         };
         if in_place {
-            claimed[b.index()] = true;
+            claimed.insert(b);
             if let Memory::Param(k) = buf.memory {
                 a.donated_outputs.push((j, k));
             } else {
@@ -289,7 +290,7 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
     }
 
     // The intermediates the backend keeps in the arena: sets of no other values.
-    let mut arena_value = vec![false; nv];
+    let mut arena_value: SecondaryMap<ValueId, bool> = SecondaryMap::with_capacity(nv);
     for &i in a.program.sequence() {
         if def_kind(m, i, rules) != Def::Fresh {
             continue;
@@ -297,13 +298,13 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
         for k in rules.arena_operands(m, i) {
             if let Some(&o) = m.operands(i).get(k) {
                 for &v in a.program.leaves(o) {
-                    arena_value[v as usize] = a.program.value(v).kind == ValueKind::Defined;
+                    arena_value[v] = a.program.value(v).kind == ValueKind::Defined;
                 }
             }
         }
     }
     for buf in a.buffers.iter_mut() {
-        let all = !buf.values.is_empty() && buf.values.iter().all(|&v| arena_value[v as usize]);
+        let all = !buf.values.is_empty() && buf.values.iter().all(|&v| arena_value[v]);
         if all && buf.role == Role::Values && matches!(buf.memory, Memory::Temp { .. }) {
             buf.memory = Memory::Arena { offset: 0 };
         }
@@ -480,8 +481,8 @@ impl BufferAssignment {
         src.iter()
             .zip(dst)
             .map(|(&s, &d)| Move {
-                src: self.value_buffer[s as usize],
-                dst: self.value_buffer[d as usize],
+                src: self.value_buffer[s],
+                dst: self.value_buffer[d],
             })
             .filter(|mv| mv.src != mv.dst)
             .collect()
@@ -540,7 +541,7 @@ impl BufferAssignment {
 
     /// The buffer of value `v`.
     pub fn value_buffer(&self, v: ValueId) -> BufferId {
-        self.value_buffer[v as usize]
+        self.value_buffer[v]
     }
 
     /// The buffers of `i`'s array leaves, depth-first (empty outside the program).
@@ -548,7 +549,7 @@ impl BufferAssignment {
         self.program
             .leaves(i)
             .iter()
-            .map(|&v| self.value_buffer[v as usize])
+            .map(|&v| self.value_buffer[v])
             .collect()
     }
 
@@ -557,7 +558,7 @@ impl BufferAssignment {
         self.program
             .scratch(i)
             .iter()
-            .map(|&v| self.value_buffer[v as usize])
+            .map(|&v| self.value_buffer[v])
             .collect()
     }
 
@@ -599,7 +600,7 @@ impl BufferAssignment {
             .operands(i)
             .get(k)
             .and_then(|&o| self.program.leaves(o).first());
-        matches!((out, op), (Some(&o), Some(&p)) if self.value_buffer[o as usize] == self.value_buffer[p as usize])
+        matches!((out, op), (Some(&o), Some(&p)) if self.value_buffer[o] == self.value_buffer[p])
     }
 
     /// Bytes of the output buffers.

@@ -18,6 +18,7 @@
 //! Intervals of one value are sorted and disjoint except that a head may end where the tail
 //! begins (the body's root reads the state it replaces).
 
+use axle_ir::entity::SecondaryMap;
 use axle_ir::{CompId, InstId, Module, Opcode};
 
 use crate::program::{Program, ValueId, ValueKind};
@@ -34,8 +35,8 @@ impl Liveness {
     pub fn new(m: &Module, p: &Program) -> Liveness {
         let nv = p.values().len();
         // Last read per value; loop state splits reads into head (`a`) and tail (`b`).
-        let mut a = vec![0u32; nv];
-        let mut b = vec![0u32; nv];
+        let mut a: SecondaryMap<ValueId, u32> = SecondaryMap::with_capacity(nv);
+        let mut b: SecondaryMap<ValueId, u32> = SecondaryMap::with_capacity(nv);
         let def_comp = |v: ValueId| -> CompId {
             match p.value(v).kind {
                 ValueKind::Param(_) => p.entry(),
@@ -58,8 +59,8 @@ impl Liveness {
                 c = m.parent(site);
             }
             match own {
-                Some(w) if q < p.end(w) && q > p.start(w) => a[v as usize] = a[v as usize].max(q),
-                _ => b[v as usize] = b[v as usize].max(q),
+                Some(w) if q < p.end(w) && q > p.start(w) => a[v] = a[v].max(q),
+                _ => b[v] = b[v].max(q),
             }
         };
         for &j in p.sequence() {
@@ -99,7 +100,7 @@ impl Liveness {
         }
         let mut off = Vec::with_capacity(nv + 1);
         let mut ivs = Vec::with_capacity(nv + nv / 8);
-        for (v, val) in p.values().iter().enumerate() {
+        for (v, val) in p.values().iter() {
             off.push(ivs.len() as u32);
             let i = val.inst;
             match val.kind {
@@ -126,7 +127,9 @@ impl Liveness {
 
     /// The live intervals of `v`, sorted.
     pub fn intervals(&self, v: ValueId) -> &[(u32, u32)] {
-        &self.ivs[self.off[v as usize] as usize..self.off[v as usize + 1] as usize]
+        // `off` is a CSR index over the values, one longer than their number.
+        let k = v.index();
+        &self.ivs[self.off[k] as usize..self.off[k + 1] as usize]
     }
 
     /// The first and last live position of `v`.

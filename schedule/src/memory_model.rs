@@ -13,6 +13,7 @@
 //! instruction id; each computation's buffers have contiguous ids, so per-computation work
 //! (schedulers, simulation) uses arrays the size of the computation, not of the module.
 
+use axle_ir::entity::{dense_map, SecondaryMap};
 use axle_ir::{CompId, InstId, Module};
 
 use crate::dep_graph::DepGraph;
@@ -24,10 +25,10 @@ use crate::views::{def_kind, Def};
 #[derive(Clone, Debug, Default)]
 pub struct MemoryModel {
     /// Per instruction: the range of `defs` it defines.
-    def_range: Vec<(u32, u32)>,
+    def_range: SecondaryMap<InstId, (u32, u32)>,
     defs: Vec<u32>,
     /// Per instruction: the range of `uses` (distinct buffers behind its operands).
-    use_range: Vec<(u32, u32)>,
+    use_range: SecondaryMap<InstId, (u32, u32)>,
     uses: Vec<u32>,
     /// Per buffer: its size, whether it is held by its computation's root, its users (CSR).
     bytes: Vec<u64>,
@@ -35,7 +36,7 @@ pub struct MemoryModel {
     user_off: Vec<u32>,
     users: Vec<InstId>,
     /// Per computation: its buffers' ids, `(first, count)` (each computation's are contiguous).
-    comp_bufs: Vec<(u32, u32)>,
+    comp_bufs: SecondaryMap<CompId, (u32, u32)>,
 }
 
 impl MemoryModel {
@@ -44,13 +45,13 @@ impl MemoryModel {
         let cap = m.inst_capacity();
         let table = ShapeLeaves::new(m);
         let mut mm = MemoryModel {
-            def_range: vec![(0, 0); cap],
-            use_range: vec![(0, 0); cap],
-            comp_bufs: vec![(0, 0); m.comp_capacity()],
+            def_range: dense_map(cap, (0, 0)),
+            use_range: dense_map(cap, (0, 0)),
+            comp_bufs: dense_map(m.comp_capacity(), (0, 0)),
             ..Default::default()
         };
         // Per instruction: its leaves as a range of `pool` (views share their operand's).
-        let mut leaf_range = vec![(0u32, 0u32); cap];
+        let mut leaf_range: SecondaryMap<InstId, (u32, u32)> = dense_map(cap, (0, 0));
         let mut pool: Vec<u32> = Vec::with_capacity(cap);
         let by_comp = m.insts_by_comp();
         let mut scratch: Vec<u32> = Vec::new();
@@ -71,7 +72,7 @@ impl MemoryModel {
                         pool.push(v);
                         mm.defs.push(v);
                     }
-                    mm.def_range[i.index()] = (d0, mm.defs.len() as u32 - d0);
+                    mm.def_range[i] = (d0, mm.defs.len() as u32 - d0);
                     (start, pool.len() as u32 - start)
                 };
                 let range = match kind {
@@ -79,10 +80,10 @@ impl MemoryModel {
                     Def::Fresh | Def::CalleeRoot | Def::Steps | Def::While | Def::Conditional => {
                         fresh(&mut mm, &mut pool, true)
                     }
-                    Def::First => ops.first().map_or((0, 0), |o| leaf_range[o.index()]),
+                    Def::First => ops.first().map_or((0, 0), |o| leaf_range[*o]),
                     Def::Element(k) => match ops.first() {
                         Some(&o) => {
-                            let (s, _) = leaf_range[o.index()];
+                            let (s, _) = leaf_range[o];
                             match table.element(m, m.shape_id(o), k) {
                                 Some((off, n)) => (s + off, n),
                                 None => (0, 0),
@@ -92,18 +93,18 @@ impl MemoryModel {
                     },
                     Def::Operands => {
                         if ops.len() == 1 {
-                            leaf_range[ops[0].index()]
+                            leaf_range[ops[0]]
                         } else {
                             let start = pool.len() as u32;
                             for o in ops {
-                                let (s, n) = leaf_range[o.index()];
+                                let (s, n) = leaf_range[*o];
                                 pool.extend_from_within(s as usize..(s + n) as usize);
                             }
                             (start, pool.len() as u32 - start)
                         }
                     }
                 };
-                leaf_range[i.index()] = range;
+                leaf_range[i] = range;
                 // Uses: the buffers behind the operands (a get-tuple-element's element only).
                 scratch.clear();
                 if let Def::Element(_) = kind {
@@ -111,7 +112,7 @@ impl MemoryModel {
                     scratch.extend_from_slice(&pool[s as usize..(s + n) as usize]);
                 } else {
                     for o in ops {
-                        let (s, n) = leaf_range[o.index()];
+                        let (s, n) = leaf_range[*o];
                         scratch.extend_from_slice(&pool[s as usize..(s + n) as usize]);
                     }
                 }
@@ -119,16 +120,16 @@ impl MemoryModel {
                 scratch.dedup();
                 let u0 = mm.uses.len() as u32;
                 mm.uses.extend_from_slice(&scratch);
-                mm.use_range[i.index()] = (u0, scratch.len() as u32);
+                mm.use_range[i] = (u0, scratch.len() as u32);
             }
             let root = m.root(c);
             if !root.is_none() && root.index() < cap {
-                let (s, n) = leaf_range[root.index()];
+                let (s, n) = leaf_range[root];
                 for &v in &pool[s as usize..(s + n) as usize] {
                     mm.pinned[v as usize] = true;
                 }
             }
-            mm.comp_bufs[c.index()] = (first, mm.bytes.len() as u32 - first);
+            mm.comp_bufs[c] = (first, mm.bytes.len() as u32 - first);
         }
         // Users per buffer (CSR), in instruction id order.
         let nv = mm.bytes.len();
@@ -141,10 +142,10 @@ impl MemoryModel {
         }
         let mut fill = off.clone();
         let mut users = vec![InstId::NONE; mm.uses.len()];
-        for i in 0..cap {
+        for i in (0..cap).map(InstId::new) {
             let (s, n) = mm.use_range[i];
             for &v in &mm.uses[s as usize..(s + n) as usize] {
-                users[fill[v as usize] as usize] = InstId::new(i);
+                users[fill[v as usize] as usize] = i;
                 fill[v as usize] += 1;
             }
         }
@@ -155,13 +156,13 @@ impl MemoryModel {
 
     /// The buffers `i` defines.
     pub fn defs(&self, i: InstId) -> &[u32] {
-        let (s, n) = self.def_range[i.index()];
+        let (s, n) = self.def_range[i];
         &self.defs[s as usize..(s + n) as usize]
     }
 
     /// The distinct buffers behind `i`'s operands.
     pub fn uses(&self, i: InstId) -> &[u32] {
-        let (s, n) = self.use_range[i.index()];
+        let (s, n) = self.use_range[i];
         &self.uses[s as usize..(s + n) as usize]
     }
 
@@ -189,7 +190,7 @@ impl MemoryModel {
 
     /// The buffers of computation `c`: ids `first..first + count`.
     pub fn comp_buffers(&self, c: CompId) -> (u32, u32) {
-        self.comp_bufs[c.index()]
+        self.comp_bufs[c]
     }
 
     /// The peak of live bytes when computation `c`'s instructions run in `order` (all of them,

@@ -24,6 +24,7 @@
 
 use hashbrown::HashMap;
 
+use axle_ir::entity::{dense_map, EntitySet, PrimaryMap, SecondaryMap};
 use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
 
 use crate::error::ScheduleError;
@@ -31,8 +32,10 @@ use crate::leaves::ShapeLeaves;
 use crate::rules::{BufferRules, FusionRun, ScratchPlace};
 use crate::views::{def_kind, Def};
 
-/// A value's id.
-pub type ValueId = u32;
+axle_ir::entity_id!(
+    /// A value of a [`Program`]: an array leaf in memory, numbered in definition order.
+    pub ValueId
+);
 
 /// What defines a value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -70,15 +73,15 @@ pub struct Value {
 /// The flattened program of a scheduled, flat module.
 #[derive(Clone, Debug)]
 pub struct Program {
-    values: Vec<Value>,
-    leaf_range: Vec<(u32, u32)>,
+    values: PrimaryMap<ValueId, Value>,
+    leaf_range: SecondaryMap<InstId, (u32, u32)>,
     pool: Vec<ValueId>,
-    start: Vec<u32>,
-    end: Vec<u32>,
-    comp_end: Vec<u32>,
-    caller: Vec<InstId>,
+    start: SecondaryMap<InstId, u32>,
+    end: SecondaryMap<InstId, u32>,
+    comp_end: SecondaryMap<CompId, u32>,
+    caller: SecondaryMap<CompId, InstId>,
     seq: Vec<InstId>,
-    scratch: HashMap<InstId, Vec<ValueId>>,
+    scratch: SecondaryMap<InstId, Vec<ValueId>>,
     step_reads: HashMap<InstId, Vec<InstId>>,
     positions: u32,
     entry: CompId,
@@ -93,7 +96,7 @@ struct Builder<'a> {
     rules: &'a dyn BufferRules,
     table: ShapeLeaves,
     p: Program,
-    visited: Vec<bool>,
+    visited: EntitySet<CompId>,
     pos: u32,
     depth: u32,
 }
@@ -118,21 +121,21 @@ impl Program {
             rules,
             table: ShapeLeaves::new(m),
             p: Program {
-                values: Vec::with_capacity(cap),
-                leaf_range: vec![(0, 0); cap],
+                values: PrimaryMap::with_capacity(cap),
+                leaf_range: dense_map(cap, (0, 0)),
                 pool: Vec::with_capacity(cap),
-                start: vec![NOWHERE; cap],
-                end: vec![NOWHERE; cap],
-                comp_end: vec![NOWHERE; nc],
-                caller: vec![InstId::NONE; nc],
+                start: dense_map(cap, NOWHERE),
+                end: dense_map(cap, NOWHERE),
+                comp_end: dense_map(nc, NOWHERE),
+                caller: dense_map(nc, InstId::NONE),
                 seq: Vec::with_capacity(cap),
-                scratch: HashMap::new(),
+                scratch: SecondaryMap::new(),
                 step_reads: HashMap::new(),
                 positions: 0,
                 entry,
                 param_leaves: 0,
             },
-            visited: vec![false; nc],
+            visited: EntitySet::with_capacity(nc),
             pos: 0,
             depth: 0,
         };
@@ -147,10 +150,10 @@ impl Program {
             }
             let start = b.p.pool.len() as u32;
             for &bytes in b.table.bytes(m.shape_id(pi)) {
-                let v = b.p.values.len() as u32;
+                let v = b.p.values.next_key();
                 b.p.values.push(Value {
                     inst: pi,
-                    leaf: v - start,
+                    leaf: b.p.pool.len() as u32 - start,
                     bytes,
                     kind: ValueKind::Param(k),
                 });
@@ -165,46 +168,46 @@ impl Program {
         Ok(b.p)
     }
 
-    /// Every value.
-    pub fn values(&self) -> &[Value] {
+    /// Every value, by id.
+    pub fn values(&self) -> &PrimaryMap<ValueId, Value> {
         &self.values
     }
 
     /// Value `v`.
     pub fn value(&self, v: ValueId) -> &Value {
-        &self.values[v as usize]
+        &self.values[v]
     }
 
     /// The values of `i`'s array leaves (empty for instructions outside the program).
     pub fn leaves(&self, i: InstId) -> &[ValueId] {
-        let (s, n) = self.leaf_range[i.index()];
+        let (s, n) = self.leaf_range[i];
         &self.pool[s as usize..(s + n) as usize]
     }
 
     /// Whether `i` runs as a step of the program.
     pub fn contains(&self, i: InstId) -> bool {
-        self.start[i.index()] != NOWHERE
+        self.start[i] != NOWHERE
     }
 
     /// The start position of `i` ([`NOWHERE`] outside the program).
     pub fn start(&self, i: InstId) -> u32 {
-        self.start[i.index()]
+        self.start[i]
     }
 
     /// The end position of `i`: after the computations it runs, else its start.
     pub fn end(&self, i: InstId) -> u32 {
-        self.end[i.index()]
+        self.end[i]
     }
 
     /// The end position of computation `c`, where its root is read.
     pub fn comp_end(&self, c: CompId) -> u32 {
-        self.comp_end[c.index()]
+        self.comp_end[c]
     }
 
     /// The instruction that runs computation `c` as a step (`NONE` for the entry and for
     /// computations outside the program).
     pub fn caller(&self, c: CompId) -> InstId {
-        self.caller[c.index()]
+        self.caller[c]
     }
 
     /// Every instruction of the program, in start order.
@@ -214,7 +217,7 @@ impl Program {
 
     /// The scratch values of `i`'s kernel.
     pub fn scratch(&self, i: InstId) -> &[ValueId] {
-        self.scratch.get(&i).map_or(&[], |v| &v[..])
+        &self.scratch[i]
     }
 
     /// For a step of a fusion run as steps, the parameters and earlier steps it reads (`None`
@@ -240,7 +243,7 @@ impl Program {
 
     /// Whether computation `c` runs as a step of the program.
     pub fn runs(&self, c: CompId) -> bool {
-        self.comp_end[c.index()] != NOWHERE
+        self.comp_end[c] != NOWHERE
     }
 }
 
@@ -248,8 +251,7 @@ impl Builder<'_> {
     fn fresh(&mut self, i: InstId, kind: ValueKind) -> (u32, u32) {
         let start = self.p.pool.len() as u32;
         for (leaf, &bytes) in self.table.bytes(self.m.shape_id(i)).iter().enumerate() {
-            let v = self.p.values.len() as u32;
-            self.p.values.push(Value {
+            let v = self.p.values.push(Value {
                 inst: i,
                 leaf: leaf as u32,
                 bytes,
@@ -275,14 +277,12 @@ impl Builder<'_> {
             let v = if through.get(leaf) == Some(&true) && (leaf as u32) < init.1 {
                 self.p.pool[(init.0 + leaf as u32) as usize]
             } else {
-                let v = self.p.values.len() as u32;
                 self.p.values.push(Value {
                     inst: w,
                     leaf: leaf as u32,
                     bytes,
                     kind: ValueKind::LoopState,
-                });
-                v
+                })
             };
             self.p.pool.push(v);
         }
@@ -291,21 +291,21 @@ impl Builder<'_> {
 
     fn enter(&mut self, c: CompId, site: InstId) -> Result<(), ScheduleError> {
         let m = self.m;
-        if c.is_none() || c.index() >= self.visited.len() || !m.is_live_comp(c) {
+        if c.is_none() || c.index() >= m.comp_capacity() || !m.is_live_comp(c) {
             return Err(ScheduleError::new(format!(
                 "%{} calls a computation that does not exist",
                 m.name(site)
             )));
         }
-        if self.visited[c.index()] {
+        if self.visited.contains(c) {
             return Err(ScheduleError::new(format!(
                 "computation {} runs from more than one call site (%{} is another); flatten the call graph first (memory-schedule does)",
                 m.comp_name(c),
                 m.name(site)
             )));
         }
-        self.visited[c.index()] = true;
-        self.p.caller[c.index()] = site;
+        self.visited.insert(c);
+        self.p.caller[c] = site;
         Ok(())
     }
 
@@ -331,7 +331,7 @@ impl Builder<'_> {
         let mut done: hashbrown::HashSet<InstId> = hashbrown::HashSet::new();
         for (&pi, &o) in pnums.iter().zip(ops) {
             if !pi.is_none() {
-                self.p.leaf_range[pi.index()] = self.p.leaf_range[o.index()];
+                self.p.leaf_range[pi] = self.p.leaf_range[o];
                 done.insert(pi);
             }
         }
@@ -369,14 +369,14 @@ impl Builder<'_> {
     /// Gives `i` its positions and leaves (walking what it runs).
     fn run_inst(&mut self, i: InstId) -> Result<(), ScheduleError> {
         let m = self.m;
-        self.p.start[i.index()] = self.pos;
-        self.p.end[i.index()] = self.pos;
+        self.p.start[i] = self.pos;
+        self.p.end[i] = self.pos;
         self.pos += 1;
         self.p.seq.push(i);
         let ops = m.operands(i);
-        let range_of = |p: &Program, o: InstId| p.leaf_range[o.index()];
+        let range_of = |p: &Program, o: InstId| p.leaf_range[o];
         let r = match def_kind(m, i, self.rules) {
-            Def::Parameter => self.p.leaf_range[i.index()],
+            Def::Parameter => self.p.leaf_range[i],
             Def::Constant => self.fresh(i, ValueKind::Constant),
             Def::Fresh => {
                 let r = self.fresh(i, ValueKind::Defined);
@@ -384,8 +384,7 @@ impl Builder<'_> {
                 if !sizes.is_empty() {
                     let mut vs = Vec::with_capacity(sizes.len());
                     for (k, sc) in sizes.into_iter().enumerate() {
-                        vs.push(self.p.values.len() as u32);
-                        self.p.values.push(Value {
+                        vs.push(self.p.values.push(Value {
                             inst: i,
                             leaf: k as u32,
                             bytes: sc.bytes,
@@ -393,15 +392,15 @@ impl Builder<'_> {
                                 ScratchPlace::Temp => ValueKind::Scratch,
                                 ScratchPlace::Arena => ValueKind::ArenaScratch,
                             },
-                        });
+                        }));
                     }
-                    self.p.scratch.insert(i, vs);
+                    self.p.scratch[i] = vs;
                 }
                 r
             }
             Def::Steps => {
                 self.run_steps(i)?;
-                self.p.end[i.index()] = self.pos;
+                self.p.end[i] = self.pos;
                 self.pos += 1;
                 let c = m.comp_attr(i, &AttrKey::Calls).unwrap_or(CompId::NONE);
                 range_of(&self.p, m.root(c))
@@ -441,7 +440,7 @@ impl Builder<'_> {
                 let callee = m.comp_attr(i, &key).unwrap_or(CompId::NONE);
                 let args: Vec<(u32, u32)> = ops.iter().map(|&o| range_of(&self.p, o)).collect();
                 self.walk(callee, i, &args)?;
-                self.p.end[i.index()] = self.pos;
+                self.p.end[i] = self.pos;
                 self.pos += 1;
                 range_of(&self.p, m.root(callee))
             }
@@ -452,7 +451,7 @@ impl Builder<'_> {
                 let r = self.loop_state(i, body, init);
                 self.walk(cond, i, &[r])?;
                 self.walk(body, i, &[r])?;
-                self.p.end[i.index()] = self.pos;
+                self.p.end[i] = self.pos;
                 self.pos += 1;
                 r
             }
@@ -469,12 +468,12 @@ impl Builder<'_> {
                     let arg = range_of(&self.p, ops[k + 1]);
                     self.walk(b, i, &[arg])?;
                 }
-                self.p.end[i.index()] = self.pos;
+                self.p.end[i] = self.pos;
                 self.pos += 1;
                 r
             }
         };
-        self.p.leaf_range[i.index()] = r;
+        self.p.leaf_range[i] = r;
         Ok(())
     }
 
@@ -501,7 +500,7 @@ impl Builder<'_> {
         }
         for (&pi, &r) in pnums.iter().zip(params) {
             if !pi.is_none() {
-                self.p.leaf_range[pi.index()] = r;
+                self.p.leaf_range[pi] = r;
             }
         }
         let Some(seq) = m.schedule().and_then(|s| s.sequence(c)) else {
@@ -513,7 +512,7 @@ impl Builder<'_> {
         for &i in seq {
             self.run_inst(i)?;
         }
-        self.p.comp_end[c.index()] = self.pos;
+        self.p.comp_end[c] = self.pos;
         self.pos += 1;
         self.depth -= 1;
         Ok(())
