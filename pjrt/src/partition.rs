@@ -420,7 +420,7 @@ pub fn per_device(mut m: Module, replicas: u32, partitions: u32) -> PluginResult
             m.remove_inst(id);
         }
     }
-    let order = axle::ir::topo::topo_order(&m, &m.comp_insts(entry));
+    let order = axle::ir::traversal::topo_order(&m, &m.comp_insts(entry));
     // Instructions whose shape became the per-device one.
     let mut changed = HashSet::new();
     let mut gone = Vec::new();
@@ -552,7 +552,7 @@ pub fn per_device(mut m: Module, replicas: u32, partitions: u32) -> PluginResult
         rw.replace_all_uses(id, new);
     }
     rw.finish();
-    let order = axle::ir::topo::topo_order(&m, &m.comp_insts(entry));
+    let order = axle::ir::traversal::topo_order(&m, &m.comp_insts(entry));
     for id in order {
         let ops = m.operands(id).to_vec();
         let shape = match m.opcode(id) {
