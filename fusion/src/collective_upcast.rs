@@ -28,7 +28,7 @@ use axle_ir::{
 };
 use rayon::prelude::*;
 
-use crate::rewrite::{add_binary_computation, add_retyped};
+use crate::rewrite::{add_binary_computation, add_retyped, take_over};
 
 /// The `collective-upcast` pass.
 #[derive(Clone, Copy, Debug, Default)]
@@ -124,10 +124,7 @@ impl Pass for CollectiveUpcast {
                 vec![inner],
                 Vec::new(),
             );
-            let name = rw.module().name(id).to_string();
-            rw.module_mut().set_name(id, "");
-            rw.module_mut().set_name(new, &name);
-            rw.replace_all_uses(id, new);
+            take_over(&mut rw, id, new);
             cx.count(kind.name(), 1);
         }
         Ok(rw.finish())

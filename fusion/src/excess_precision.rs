@@ -31,7 +31,7 @@
 use axle_ir::{Changed, ElementType, InstId, Module, Opcode, Pass, PassCx, PassError, Rewriter};
 use rayon::prelude::*;
 
-use crate::rewrite::add_retyped;
+use crate::rewrite::{add_retyped, take_over};
 
 /// The `excess-precision` pass.
 #[derive(Clone, Copy, Debug, Default)]
@@ -147,10 +147,7 @@ impl Pass for ExcessPrecision {
         for &id in &plan {
             let op = rw.module().opcode(rw.module().operands(id)[0]);
             let new = widen(&mut rw, id);
-            let name = rw.module().name(id).to_string();
-            rw.module_mut().set_name(id, "");
-            rw.module_mut().set_name(new, &name);
-            rw.replace_all_uses(id, new);
+            take_over(&mut rw, id, new);
             cx.count(op.name(), 1);
         }
         Ok(rw.finish())

@@ -24,7 +24,7 @@ use axle_ir::{
 };
 use rayon::prelude::*;
 
-use crate::rewrite::add_retyped;
+use crate::rewrite::{add_retyped, take_over};
 
 /// The `linalg-upcast` pass.
 #[derive(Clone, Copy, Debug, Default)]
@@ -98,10 +98,7 @@ impl Pass for LinalgUpcast {
         for &id in &plan {
             let new = upcast(&mut rw, id);
             let op = rw.module().opcode(id);
-            let name = rw.module().name(id).to_string();
-            rw.module_mut().set_name(id, "");
-            rw.module_mut().set_name(new, &name);
-            rw.replace_all_uses(id, new);
+            take_over(&mut rw, id, new);
             cx.count(op.name(), 1);
         }
         Ok(rw.finish())

@@ -11,7 +11,7 @@
 //!
 //! The module also has the small readers the simplification passes share: attribute lists,
 //! static array shapes, and splat constants ([`splat`]); [`add_retyped`], the write-phase
-//! step of the passes that move an op to another element type; and
+//! step of the passes that move an op to another element type, with [`take_over`]; and
 //! [`add_binary_computation`], the scalar reducers passes create.
 
 use axle_ir::literal::{f64_to_element, i128_to_element};
@@ -515,4 +515,13 @@ pub fn add_binary_computation(
     );
     rw.module_mut().set_root(c, r);
     c
+}
+
+/// Gives `new` the name and the users of `old`, which is removed (the last step of a rewrite
+/// whose final instruction stands for `old`).
+pub fn take_over(rw: &mut Rewriter<'_>, old: InstId, new: InstId) {
+    let name = rw.module().name(old).to_string();
+    rw.module_mut().set_name(old, "");
+    rw.module_mut().set_name(new, &name);
+    rw.replace_all_uses(old, new);
 }
