@@ -112,8 +112,13 @@ mod tests {
     #[test]
     fn packed_option_is_four_bytes_and_none_is_the_reserved_id() {
         assert_eq!(std::mem::size_of::<PackedOption<InstId>>(), 4);
-        let none: PackedOption<InstId> = InstId::NONE.into();
+        // `NONE` is the reserved value a `PackedOption` stores for "none" (converting it
+        // into one is refused: debug builds assert).
+        assert_eq!(InstId::reserved_value(), InstId::NONE);
+        assert!(InstId::NONE.is_reserved_value());
+        let none: PackedOption<InstId> = PackedOption::default();
         assert!(none.is_none());
+        assert_eq!(none.expand(), None);
         let some: PackedOption<InstId> = InstId::new(3).into();
         assert_eq!(some.expand(), Some(InstId::new(3)));
     }
