@@ -4,7 +4,7 @@
 //! [`PART`] thunks, [`ENTRY_CHUNKS`] to a module, and the entry point calling them, last.
 //!
 //! Pipelines by weight: kernel groups get the options' `default<ON>` and code generator level,
-//! except GEMMs ([`TILED_PIPELINE`]: their loops are vector code as emitted; with the full code
+//! except GEMMs ([`GEMM_PIPELINE`]: their loops are vector code as emitted; with the full code
 //! generator), groups of light kernels (small elementwise, reduction and row kernels outside loops,
 //! [`class`]), which get scalar clean-ups and the fast instruction selector, and of gathers of
 //! hundreds of buffers, which get what entry code gets: entry code only binds buffers and
@@ -228,7 +228,7 @@ const LIGHT_PIPELINE: &str = "function(sroa,early-cse,instcombine<no-verify-fixp
 /// address arithmetic of the tile loops), then the loop vectorizer for the block epilogues'
 /// elementwise loops. Tiled convolutions keep `default<O3>`: their emitter leaves the
 /// unrolling of the tile's loops to LLVM's unroller (codegen-cpu/BENCH.md has the figures).
-const TILED_PIPELINE: &str = "function(sroa,early-cse<memssa>,simplifycfg,\
+const GEMM_PIPELINE: &str = "function(sroa,early-cse<memssa>,simplifycfg,\
      instcombine<no-verify-fixpoint>,loop-mssa(licm),gvn,loop-vectorize,\
      instcombine<no-verify-fixpoint>,simplifycfg)";
 
@@ -249,8 +249,8 @@ const GATHER_BINDINGS: usize = 256;
 enum Class {
     /// The options' `default<ON>` pipeline and code generator level.
     Full,
-    /// [`TILED_PIPELINE`] and the options' code generator level.
-    Tiled,
+    /// [`GEMM_PIPELINE`] and the options' code generator level.
+    Gemm,
     /// [`LIGHT_PIPELINE`] and the fast instruction selector.
     Light,
     /// [`ENTRY_PIPELINE`] and the fast instruction selector.
@@ -258,14 +258,14 @@ enum Class {
 }
 
 /// Kernel `k`'s class (before [`collect`] makes light and bare kernels run by a loop full): a
-/// GEMM is tiled; an elementwise, reduction or row kernel binding at least
+/// GEMM gets the GEMM class; an elementwise, reduction or row kernel binding at least
 /// [`GATHER_BINDINGS`] buffers is bare, one that reads and writes at most [`LIGHT_BYTES`] light
 /// (its run time barely depends on vectorization and careful instruction selection), any other
 /// full.
 fn class(prog: &Program, k: &Kernel) -> Class {
     use crate::lower::KernelKind::*;
     if k.kind == Gemm {
-        return Class::Tiled;
+        return Class::Gemm;
     }
     if !matches!(k.kind, Loop | Reduce | Row) {
         return Class::Full;
@@ -297,7 +297,7 @@ struct Group {
 /// at [`GROUP_WEIGHT`] or [`GROUP_KERNELS`], or past [`CUT_WEIGHT`] after a kernel whose
 /// signature hash says so ([`CUT_MASK`]); groups are ordered by their first kernel.
 fn partition(ks: &Kernels) -> Vec<Group> {
-    const CLASSES: [Class; 4] = [Class::Full, Class::Tiled, Class::Light, Class::Bare];
+    const CLASSES: [Class; 4] = [Class::Full, Class::Gemm, Class::Light, Class::Bare];
     let mut done = Vec::new();
     // The open group of each class and its weight.
     let mut open: [(Vec<usize>, usize); 4] = Default::default();
@@ -390,9 +390,9 @@ pub(crate) fn compile(
     let cached = parts.iter().filter(|p| p.cached).count();
     if std::env::var_os("AXLE_CPU_TIMINGS").is_some() {
         let count = |c: Class| groups.iter().filter(|g| g.class == c).count();
-        let (tiled, light, bare) = (count(Class::Tiled), count(Class::Light), count(Class::Bare));
+        let (gemm, light, bare) = (count(Class::Gemm), count(Class::Light), count(Class::Bare));
         eprintln!(
-            "cpu modules: {} kernels, {} distinct, {} kernel modules ({tiled} tiled, {light} \
+            "cpu modules: {} kernels, {} distinct, {} kernel modules ({gemm} gemm, {light} \
              light, {bare} bare, {cached} from the kernel cache)",
             ks.uses.len(),
             ks.unique.len(),
@@ -486,7 +486,7 @@ fn compile_group(s: &Setup, ks: &Kernels, g: &Group, form: Form) -> Result<Part,
     let t = Instant::now();
     let ctx = Context::create();
     let pipeline = match g.class {
-        Class::Tiled => tiled_pipeline(s.opts),
+        Class::Gemm => gemm_pipeline(s.opts),
         Class::Full => pipeline(s.opts, None),
         Class::Light => pipeline(s.opts, Some(LIGHT_PIPELINE)),
         Class::Bare => pipeline(s.opts, Some(ENTRY_PIPELINE)),
@@ -565,15 +565,15 @@ fn pipeline(opts: &CpuOptions, cheap: Option<&str>) -> Pipeline {
     }
 }
 
-/// [`TILED_PIPELINE`] with the options' code generator level (where the options optimize at
+/// [`GEMM_PIPELINE`] with the options' code generator level (where the options optimize at
 /// all; the options' own pipeline where they do not).
-fn tiled_pipeline(opts: &CpuOptions) -> Pipeline {
+fn gemm_pipeline(opts: &CpuOptions) -> Pipeline {
     let level = opts.opt_level.min(3);
     if level == 0 {
         return pipeline(opts, None);
     }
     Pipeline {
-        passes: TILED_PIPELINE.to_string(),
+        passes: GEMM_PIPELINE.to_string(),
         level,
         codegen: level,
     }
