@@ -640,6 +640,36 @@ fn gemm_dots_match_the_evaluator() {
     }
 }
 
+/// A loop kernel whose root only reads one run of consecutive elements of another buffer
+/// through views (a slice of leading dimensions then a reshape, a slice of the minor
+/// dimension's full extent, a transpose of unit dimensions, a broadcast adding one) is a copy
+/// (no kernel) and gives the evaluator's values; views that are not one run (a slice of the
+/// minor dimension, a real transpose, a broadcast that repeats) stay kernels.
+#[test]
+fn contiguous_views_are_copies() {
+    let cases = [
+        ("f32[12,1,12,8,4]", "s = f32[1,1,12,8,4] slice(p), slice={[3:4], [0:1], [0:12], [0:8], [0:4]}\n  ROOT r = f32[1,12,8,4] reshape(s)", 0),
+        ("s32[6,5]", "ROOT s = s32[2,5] slice(p), slice={[4:6], [0:5]}", 0),
+        ("f64[3,1,1,7]", "ROOT t = f64[3,7,1,1] transpose(p), dimensions={0,3,1,2}", 0),
+        ("u8[9,4]", "s = u8[1,4] slice(p), slice={[5:6], [0:4]}\n  ROOT b = u8[1,1,4] broadcast(s), dimensions={1,2}", 0),
+        ("f32[6,5]", "ROOT s = f32[6,2] slice(p), slice={[0:6], [1:3]}", 1),
+        ("f32[6,5]", "ROOT t = f32[5,6] transpose(p), dimensions={1,0}", 1),
+        ("f32[5]", "ROOT b = f32[3,5] broadcast(p), dimensions={1}", 1),
+    ];
+    for (param, body, kernels) in cases {
+        let text =
+            format!("HloModule v\nENTRY main {{\n  p = {param} parameter(0)\n  {body}\n}}\n");
+        let module = parse_module(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let args = axle::run::generate_inputs(&module, 3).expect("inputs");
+        let exe = compile(&module, &CpuOptions::default()).expect("compiles");
+        assert_eq!(exe.kernels(), kernels, "{text}");
+        let got = exe.run_literals(&args).expect("runs");
+        let want = axle::run::flatten(axle::analysis::eval::evaluate(&module, &args).unwrap());
+        compare_arrays(&want[0], &got[0], Tolerance::Exact)
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+    }
+}
+
 /// Matrix-vector products with epilogues fused through the `cpu` pipeline (a bias and a ReLU,
 /// a residual; one row and a batch of rows; `B` contiguous along `K` and along `N`) match the
 /// evaluator.

@@ -335,13 +335,14 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
         }
     }
 
-    fn copy(&self, src: BufId, dst: BufId) -> R<()> {
+    /// `dst`'s bytes copied from `src`'s, from `offset` bytes into `src`.
+    fn copy(&self, src: BufId, offset: u64, dst: BufId) -> R<()> {
         let (s, d) = (src, dst);
-        if s == d {
+        if s == d && offset == 0 {
             return Ok(());
         }
         let bytes = self.prog.bufs[d.index()].bytes;
-        let (sp, dp) = (self.buf(s)?, self.buf(d)?);
+        let (sp, dp) = (self.cg.byte_gep(self.buf(s)?, offset as i64)?, self.buf(d)?);
         self.cg.memcpy(dp, sp, bytes)
     }
 
@@ -522,7 +523,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                 let func = self.kernel_fn(id)?;
                 self.call_kernel(func, items, grain, id)
             }
-            Thunk::Copy { src, dst } => self.copy(*src, *dst),
+            Thunk::Copy { src, offset, dst } => self.copy(*src, *offset, *dst),
             Thunk::HostCall(h) => {
                 let ptrs = h
                     .buffers()
@@ -539,7 +540,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                 copy_back,
             } => {
                 for &(s, d) in copy_in {
-                    self.copy(s, d)?;
+                    self.copy(s, 0, d)?;
                 }
                 let head = cg.block("while.cond")?;
                 let bodyb = cg.block("while.body")?;
@@ -558,7 +559,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                 cg.b.position_at_end(bodyb);
                 self.thunks(body)?;
                 for &(s, d) in copy_back {
-                    self.copy(s, d)?;
+                    self.copy(s, 0, d)?;
                 }
                 cg.b.build_unconditional_branch(head)?;
                 cg.b.position_at_end(exit);
@@ -607,7 +608,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                     cg.b.position_at_end(bb);
                     self.thunks(thunks)?;
                     for &(s, d) in copies {
-                        self.copy(s, d)?;
+                        self.copy(s, 0, d)?;
                     }
                     cg.b.build_unconditional_branch(done)?;
                 }

@@ -116,8 +116,10 @@ pub(crate) struct Kernel {
 #[derive(Clone, Debug)]
 pub(crate) enum Thunk {
     Kernel(Box<Kernel>),
+    /// `dst`'s bytes copied from `src`'s, starting `offset` bytes into `src`.
     Copy {
         src: BufId,
+        offset: u64,
         dst: BufId,
     },
     /// A loop: `copy_in` (source, destination) before it, the condition, then while it holds
@@ -474,7 +476,11 @@ impl<'m> Lower<'m> {
             return Err("the value does not fit the instruction's shape".into());
         }
         for (s, d) in from.into_iter().zip(to) {
-            out.push(Thunk::Copy { src: s, dst: d });
+            out.push(Thunk::Copy {
+                src: s,
+                offset: 0,
+                dst: d,
+            });
         }
         Ok(tree)
     }
@@ -504,6 +510,16 @@ impl<'m> Lower<'m> {
         let m = self.m;
         let tree = self.tree(owner, true)?;
         let outputs = tree.leaves();
+        if kind == KernelKind::Loop {
+            if let Some((src, offset)) = contiguous_view(m, root, &bindings, &outputs) {
+                out.push(Thunk::Copy {
+                    src,
+                    offset,
+                    dst: outputs[0],
+                });
+                return Ok(tree);
+            }
+        }
         // In place exactly when the assignment gave the output the updated operand's buffer.
         let mut in_place = match kind {
             KernelKind::Dus | KernelKind::Scatter => {
@@ -522,6 +538,7 @@ impl<'m> Lower<'m> {
                 // element of the output as "inside the update or not".
                 out.push(Thunk::Copy {
                     src,
+                    offset: 0,
                     dst: outputs[0],
                 });
                 in_place = true;
@@ -703,6 +720,7 @@ pub(crate) fn lower(m: &Module, asg: &BufferAssignment, plans: &PlanCache) -> R<
     for mv in asg.output_moves() {
         body.push(Thunk::Copy {
             src: BufId::new(mv.src.index()),
+            offset: 0,
             dst: BufId::new(mv.dst.index()),
         });
     }
@@ -806,6 +824,44 @@ fn leaf_shape(m: &Module, s: &axle_ir::Shape, leaf: u32) -> Option<ArrayShape> {
     }
     let mut k = leaf;
     walk(m, s, &mut k)
+}
+
+/// The largest view [`contiguous_view`] turns into a copy: up to it one thread's `memcpy` is
+/// faster than the loop kernel on the pool; beyond it the kernel's threads pay.
+const COPY_VIEW_MAX: u64 = 8 << 20;
+
+/// Where a loop kernel's one output can be copied from instead of computed: when its root only
+/// reads, through views ([`crate::gemm::operand_view`]: slices, reshapes, transposes,
+/// broadcasts, copies), one run of consecutive elements of one bound buffer other than the
+/// output (a slice of leading dimensions, say), that buffer and the run's offset in bytes.
+fn contiguous_view(
+    m: &Module,
+    root: InstId,
+    bindings: &[(InstId, Vec<BufId>)],
+    outputs: &[BufId],
+) -> Option<(BufId, u64)> {
+    let [dst] = outputs else { return None };
+    let shape = m.array_shape(root)?;
+    let bytes = shape.dims.iter().product::<i64>() * shape.ty.byte_size() as i64;
+    if bytes <= 0 || bytes as u64 > COPY_VIEW_MAX || shape.ty.bits() % 8 != 0 {
+        return None;
+    }
+    let bound = |i: InstId| {
+        bindings
+            .iter()
+            .find(|(b, bufs)| *b == i && bufs.len() == 1)
+            .map(|(_, bufs)| bufs[0])
+    };
+    let view = crate::gemm::operand_view(m, root, &|i| i != root && bound(i).is_some());
+    let src = bound(view.base).filter(|_| view.base != root)?;
+    let mut expect = 1;
+    for (&d, &s) in shape.dims.iter().zip(&view.strides).rev() {
+        if d > 1 && s != expect {
+            return None;
+        }
+        expect *= d;
+    }
+    (src != *dst).then_some((src, (view.offset * shape.ty.byte_size() as i64) as u64))
 }
 
 /// The first host call of a program, nested regions included (for the AOT refusal).
