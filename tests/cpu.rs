@@ -570,8 +570,9 @@ fn aot_object_links_into_a_c_program() {
 /// Dots the blocked GEMM takes (every layout of one free and one contracting dimension per
 /// side, batch dimensions, sizes around the tile and panel edges, f32 and f64), and the
 /// matrix-vector products it leaves to `gemv` (one row of `A`; `B` contiguous along `K`, with
-/// a tail of `K` past the vector steps, or along `N`, with a partial group of strips), match
-/// the evaluator.
+/// a tail of `K` past the vector steps, or along `N`: several column chunks with a partial
+/// last vector, `K` past one group of runs and not a multiple of the rows read side by side),
+/// match the evaluator.
 #[test]
 fn gemm_dots_match_the_evaluator() {
     // (ty, batch, m, n, k, lhs contracting first, rhs contracting last)
@@ -584,6 +585,9 @@ fn gemm_dots_match_the_evaluator() {
         ("f32", 3, 1, 40, 50, false, true),
         ("f64", 0, 1, 45, 77, false, true),
         ("f64", 2, 1, 33, 10, false, false),
+        ("f32", 0, 1, 1100, 1037, false, false),
+        ("f64", 0, 1, 530, 45, false, false),
+        ("f32", 2, 1, 19, 600, false, false),
         ("f32", 0, 7, 33, 5, false, false),
         ("f32", 0, 130, 70, 300, false, false),
         ("f32", 0, 9, 600, 17, true, false),

@@ -12,12 +12,13 @@
 //!   `k = L + l, 3L + l, ..` (`L` lanes; the tail of `K` read with masked loads, zeros past the
 //!   end), then the two are added and their lanes combined by a fixed tree of halving adds.
 //!   The order of each output's sum is fixed by `K` and the vector width alone.
-//! - **Columns** (`B` is `K x N` with `N` contiguous): a strip of `2 L` outputs is two vectors
-//!   of accumulators summing over `k` with fused multiply-adds, `A`'s element broadcast, in a
-//!   fixed tree of short chains (as the GEMM's, not its bits): runs of [`SUB_K`] steps of `k`
-//!   from zero, added in groups of [`K_GROUP`] runs from zero, the groups added in order.
-//!   Four strips run side by side, so each step of `k` reads a run of a row of `B` four
-//!   strips long.
+//! - **Columns** (`B` is `K x N` with `N` contiguous): the item's columns in chunks of at most
+//!   [`CHUNK`]; for each chunk, [`TILE_K`] rows of `B` at a time are read across the whole
+//!   chunk (contiguous runs, as they lie) and added into the outputs' sums, which live in
+//!   stack buffers: each output sums over `k` with fused multiply-adds in a fixed tree of short
+//!   chains (as the GEMM's, not its bits): runs of [`SUB_K`] steps of `k` from zero, added in
+//!   groups of [`K_GROUP`] runs from zero, the groups added in order. Every output's chain is
+//!   the same whatever the chunk or the rows read together.
 //!
 //! Either way an item's outputs are strips of `2 L` columns ([`item_block`]'s), each ending as
 //! a GEMM tile of one row ends: stored to `C` with masked stores, or handed to its epilogue
@@ -27,11 +28,11 @@ use inkwell::types::VectorType;
 use inkwell::values::{BasicValue, IntValue, PointerValue, VectorValue};
 use inkwell::IntPredicate;
 
-use crate::cg::{bv, Cg, Val, NO_UNROLL};
+use crate::cg::{bv, Cg};
 use crate::error::R;
 use crate::gemm::{
-    add_vecs, batch_bases, ceil_div64, col_masks, item_block, min64, GemmGeo, GemvForm, RegTile,
-    Tile, TileEnd, K_GROUP, SUB_K,
+    batch_bases, ceil_div64, col_masks, item_block, min64, GemmGeo, GemvForm, RegTile, Tile,
+    TileEnd, K_GROUP, SUB_K,
 };
 
 /// Outputs of the rows form computed together (each with two accumulators).
@@ -118,58 +119,65 @@ fn emit_item<'ctx>(
             )
         });
     }
-    // The columns form runs `GROUP` strips side by side, so that each step of `k` reads a
-    // longer run of a row of `B` (strips past the item's end are masked off, read nothing).
-    let groups = ceil_div64(cg, strips, GROUP)?;
-    cg.for_range(cg.c64(0), groups, |g| {
-        let mut strips_of = Vec::with_capacity(GROUP as usize);
-        for i in 0..GROUP {
-            let s = bb.build_int_nsw_add(
-                bb.build_int_nsw_mul(g, cg.c64(GROUP), "g0")?,
-                cg.c64(i),
-                "s",
-            )?;
-            let jr = bb.build_int_nsw_add(j0, bb.build_int_nsw_mul(s, cg.c64(nr), "so")?, "jr")?;
-            let w = bb.build_int_nsw_sub(j1, jr, "w")?;
-            let w = min64(cg, w, cg.c64(nr))?;
+    // The columns form sweeps the item's columns in chunks of at most `CHUNK`, each chunk
+    // summed over all of `K` (`cols_chunk`), then ends strip by strip.
+    let chunks = ceil_div64(cg, cols, CHUNK)?;
+    let ety = cg.reg_ty(geo.acc)?.into_float_type();
+    let vty = ety.vec_type(geo.lanes as u32);
+    let mload = cg.intrinsic("llvm.masked.load", &[vty.into(), cg.ptr().into()])?;
+    let align = cg.i32().const_int(geo.acc.byte_size() as u64, false);
+    let bufs = [
+        crate::stream::entry_alloca(cg, geo.acc, CHUNK, "gv_run")?,
+        crate::stream::entry_alloca(cg, geo.acc, CHUNK, "gv_sum")?,
+        crate::stream::entry_alloca(cg, geo.acc, CHUNK, "gv_tot")?,
+    ];
+    cg.for_range(cg.c64(0), chunks, |ch| {
+        let c0 = bb.build_int_nsw_add(j0, bb.build_int_nsw_mul(ch, cg.c64(CHUNK), "cc")?, "c0")?;
+        let cw = min64(cg, bb.build_int_nsw_sub(j1, c0, "cw")?, cg.c64(CHUNK))?;
+        let sums = cols_chunk(cg, geo, abase, bbase, c0, cw, &bufs)?;
+        let strips = ceil_div64(cg, cw, nr)?;
+        cg.for_range(cg.c64(0), strips, |s| {
+            let off = bb.build_int_nsw_mul(s, cg.c64(nr), "so")?;
+            let jr = bb.build_int_nsw_add(c0, off, "jr")?;
+            let w = min64(cg, bb.build_int_nsw_sub(cw, off, "w")?, cg.c64(nr))?;
             let masks = col_masks(cg, geo.lanes, w)?;
-            strips_of.push((jr, w, masks));
-        }
-        let accs = cols_group(cg, geo, abase, bbase, &strips_of)?;
-        for (i, (jr, w, masks)) in strips_of.iter().enumerate() {
-            let exists = bb.build_int_compare(IntPredicate::SGT, *w, cg.c64(0), "ex")?;
-            let mine = accs[2 * i..2 * i + 2].to_vec();
-            cg.if_then(exists, || {
-                end_strip(
-                    cg,
-                    geo,
-                    cbase,
-                    c_off,
-                    batch,
-                    *jr,
-                    *w,
-                    masks,
-                    mine,
-                    finish.as_deref_mut(),
-                )
-            })?;
-        }
-        Ok(())
+            let mut accs = Vec::with_capacity(2);
+            for (h, mask) in masks.iter().enumerate() {
+                let at = bb.build_int_nsw_add(off, cg.c64(h as i64 * geo.lanes), "sa")?;
+                let q = cg.gep(ety.into(), sums, at)?;
+                let zero = vty.const_zero();
+                accs.push(
+                    cg.call(mload, &[bv(q), bv(align), bv(*mask), bv(zero)])?
+                        .ok_or("masked load returned nothing")?,
+                );
+            }
+            end_strip(cg, geo, cbase, c_off, batch, jr, w, &masks, accs, finish)
+        })
     })
 }
 
-/// Strips of the columns form run side by side.
-const GROUP: i64 = 4;
+/// Columns of the columns form summed at once (a multiple of every strip width): the sums
+/// of a chunk live in three stack buffers of this many elements.
+const CHUNK: i64 = 512;
 
-/// The columns form: each strip's outputs `jr..jr + 2L` (masked to its `w`) summed over `k`
-/// as the module header says; the strips' accumulators in order, two per strip.
-fn cols_group<'ctx>(
+/// Rows of `B` the columns form reads side by side.
+const TILE_K: i64 = 8;
+
+/// The columns form over columns `c0..c0 + cw` (`cw <= CHUNK`): every output's sum over `k`
+/// as the module header says (runs of [`SUB_K`] steps from zero, added in groups of
+/// [`K_GROUP`] runs from zero, the groups added in order), computed by sweeping the chunk for
+/// [`TILE_K`] rows of `B` at a time with each output's run sum in `bufs[0]` (so each step
+/// reads `TILE_K` contiguous runs of `cw` elements of `B`), the group sums in `bufs[1]` and
+/// the totals in `bufs[2]`. Returns the buffer holding the final sums.
+fn cols_chunk<'ctx>(
     cg: &Cg<'ctx>,
     geo: &GemmGeo,
     abase: PointerValue<'ctx>,
     bbase: PointerValue<'ctx>,
-    strips: &[(IntValue<'ctx>, IntValue<'ctx>, [VectorValue<'ctx>; 2])],
-) -> R<Vec<inkwell::values::BasicValueEnum<'ctx>>> {
+    c0: IntValue<'ctx>,
+    cw: IntValue<'ctx>,
+    bufs: &[PointerValue<'ctx>; 3],
+) -> R<PointerValue<'ctx>> {
     let bb = &cg.b;
     let lanes = geo.lanes;
     let ety = cg.reg_ty(geo.acc)?.into_float_type();
@@ -178,61 +186,124 @@ fn cols_group<'ctx>(
     let mload = cg.intrinsic("llvm.masked.load", &[vty.into(), cg.ptr().into()])?;
     let align = cg.i32().const_int(geo.acc.byte_size() as u64, false);
     let zero = vty.const_zero();
-    let init: Vec<_> = (0..2 * strips.len()).map(|_| bv(zero)).collect();
-    let step = |k: IntValue<'ctx>, acc: &[Val<'ctx>]| -> R<Vec<Val<'ctx>>> {
-        let aq = cg.gep(
+    let full = bb.build_int_unsigned_div(cw, cg.c64(lanes), "fv")?;
+    let tail = bb.build_int_nsw_sub(cw, bb.build_int_nsw_mul(full, cg.c64(lanes), "fl")?, "tl")?;
+    let has_tail = bb.build_int_compare(IntPredicate::SGT, tail, cg.c64(0), "ht")?;
+    let vecs =
+        bb.build_int_nsw_add(full, bb.build_int_z_extend(has_tail, cg.i64(), "t1")?, "vs")?;
+    let tail_mask = col_masks(cg, lanes, tail)?[0];
+    let vec_at = |buf: PointerValue<'ctx>, v: IntValue<'ctx>| -> R<PointerValue<'ctx>> {
+        cg.gep(
             ety.into(),
-            abase,
-            bb.build_int_nsw_mul(k, cg.c64(geo.a_sk), "ak")?,
-        )?;
-        let a = bb.build_load(ety, aq, "a")?.into_float_value();
-        let sa = crate::gemm::splat_float(cg, a, lanes)?;
-        let row = bb.build_int_nsw_mul(k, cg.c64(geo.b_sk), "bk")?;
-        let mut next = Vec::with_capacity(acc.len());
-        for (i, (jr, _, masks)) in strips.iter().enumerate() {
-            let at = bb.build_int_nsw_add(row, *jr, "row")?;
-            for (h, mask) in masks.iter().enumerate() {
-                let q = cg.gep(
-                    ety.into(),
-                    bbase,
-                    bb.build_int_nsw_add(at, cg.c64(h as i64 * lanes), "bq")?,
-                )?;
-                let v = cg
-                    .call(mload, &[bv(q), bv(align), bv(*mask), bv(zero)])?
-                    .ok_or("masked load returned nothing")?;
-                let x = cg
-                    .call(fma, &[bv(sa), v, acc[2 * i + h]])?
-                    .ok_or("fmuladd returned nothing")?;
-                next.push(x);
-            }
-        }
-        Ok(next)
+            buf,
+            bb.build_int_nsw_mul(v, cg.c64(lanes), "vo")?,
+        )
     };
-    // Runs of `SUB_K` steps of `k` from zero, added in groups of `K_GROUP` runs from zero,
-    // the groups added in order into the totals (see the module header).
+    // The chunk's vectors of a buffer set to zero, or to `buf[v] + add[v]`.
+    let zero_buf = |buf: PointerValue<'ctx>| -> R<()> {
+        cg.for_range(cg.c64(0), vecs, |v| {
+            store_vec(cg, vec_at(buf, v)?, zero)?;
+            Ok(())
+        })
+    };
+    let add_into = |buf: PointerValue<'ctx>, add: PointerValue<'ctx>| -> R<()> {
+        cg.for_range(cg.c64(0), vecs, |v| {
+            let (p, q) = (vec_at(buf, v)?, vec_at(add, v)?);
+            let x = load(cg, vty, p, None, mload, align, zero)?;
+            let y = load(cg, vty, q, None, mload, align, zero)?;
+            store_vec(cg, p, bb.build_float_add(x, y, "sum")?)
+        })
+    };
+    // `run[v] = fma(a[k], B[k, c0 + v], run[v])` for `k` in `k0..k1` in order, `rows` rows of
+    // `B` per sweep of the chunk.
+    let sweep = |k: IntValue<'ctx>, rows: i64| -> R<()> {
+        let mut a_s = Vec::with_capacity(rows as usize);
+        let mut b_rows = Vec::with_capacity(rows as usize);
+        for i in 0..rows {
+            let ki = bb.build_int_nsw_add(k, cg.c64(i), "ki")?;
+            let aq = cg.gep(
+                ety.into(),
+                abase,
+                bb.build_int_nsw_mul(ki, cg.c64(geo.a_sk), "ak")?,
+            )?;
+            let a = bb.build_load(ety, aq, "a")?.into_float_value();
+            a_s.push(crate::gemm::splat_float(cg, a, lanes)?);
+            let row =
+                bb.build_int_nsw_add(bb.build_int_nsw_mul(ki, cg.c64(geo.b_sk), "bk")?, c0, "br")?;
+            b_rows.push(cg.gep(ety.into(), bbase, row)?);
+        }
+        let step = |v: IntValue<'ctx>, mask: Option<VectorValue<'ctx>>| -> R<()> {
+            let p = vec_at(bufs[0], v)?;
+            let mut acc = load(cg, vty, p, None, mload, align, zero)?;
+            for (a, row) in a_s.iter().zip(&b_rows) {
+                let x = load(cg, vty, vec_at(*row, v)?, mask, mload, align, zero)?;
+                acc = cg
+                    .call(fma, &[bv(*a), bv(x), bv(acc)])?
+                    .ok_or("fmuladd returned nothing")?
+                    .into_vector_value();
+            }
+            store_vec(cg, p, acc)
+        };
+        cg.for_range(cg.c64(0), full, |v| step(v, None))?;
+        cg.if_then(has_tail, || step(full, Some(tail_mask)))
+    };
+    let run = |k0: IntValue<'ctx>, k1: IntValue<'ctx>| -> R<()> {
+        zero_buf(bufs[0])?;
+        let tiles = bb.build_int_unsigned_div(
+            bb.build_int_nsw_sub(k1, k0, "rk")?,
+            cg.c64(TILE_K),
+            "tiles",
+        )?;
+        cg.for_range(cg.c64(0), tiles, |t| {
+            sweep(
+                bb.build_int_nsw_add(k0, bb.build_int_nsw_mul(t, cg.c64(TILE_K), "to")?, "kt")?,
+                TILE_K,
+            )
+        })?;
+        let rest =
+            bb.build_int_nsw_add(k0, bb.build_int_nsw_mul(tiles, cg.c64(TILE_K), "tk")?, "rs")?;
+        cg.for_range(rest, k1, |k| sweep(k, 1))
+    };
     let k = geo.k;
     if k <= SUB_K {
-        return cg.for_range_acc(cg.c64(0), cg.c64(k), &init, |kk, acc| step(kk, acc));
+        run(cg.c64(0), cg.c64(k))?;
+        return Ok(bufs[0]);
     }
     let group = SUB_K * K_GROUP;
     let groups = (k as u64).div_ceil(group as u64) as i64;
-    cg.for_range_acc_hinted(cg.c64(0), cg.c64(groups), &init, &[NO_UNROLL], |g, tot| {
+    zero_buf(bufs[2])?;
+    cg.for_range(cg.c64(0), cg.c64(groups), |g| {
         let g0 = bb.build_int_nsw_mul(g, cg.c64(group), "g0")?;
         let g1 = min64(
             cg,
             bb.build_int_nsw_add(g0, cg.c64(group), "g1")?,
             cg.c64(k),
         )?;
+        zero_buf(bufs[1])?;
         let runs = ceil_div64(cg, bb.build_int_nsw_sub(g1, g0, "gk")?, SUB_K)?;
-        let sum = cg.for_range_acc_hinted(cg.c64(0), runs, &init, &[NO_UNROLL], |r, sum| {
+        cg.for_range(cg.c64(0), runs, |r| {
             let k0 =
                 bb.build_int_nsw_add(g0, bb.build_int_nsw_mul(r, cg.c64(SUB_K), "r0")?, "k0")?;
             let k1 = min64(cg, bb.build_int_nsw_add(k0, cg.c64(SUB_K), "k1")?, g1)?;
-            let part = cg.for_range_acc(k0, k1, &init, |kk, acc| step(kk, acc))?;
-            add_vecs(cg, sum, &part)
+            run(k0, k1)?;
+            add_into(bufs[1], bufs[0])
         })?;
-        add_vecs(cg, tot, &sum)
-    })
+        add_into(bufs[2], bufs[1])
+    })?;
+    Ok(bufs[2])
+}
+
+/// A full vector stored at `q` (aligned to its element).
+fn store_vec<'ctx>(cg: &Cg<'ctx>, q: PointerValue<'ctx>, v: VectorValue<'ctx>) -> R<()> {
+    let st = cg.b.build_store(q, v)?;
+    let _ = st.set_alignment(
+        v.get_type()
+            .get_element_type()
+            .into_float_type()
+            .get_bit_width()
+            / 8,
+    );
+    Ok(())
 }
 
 /// The rows form: outputs `jr..jr + w`, each a dot product over `K`, gathered into the
