@@ -392,6 +392,42 @@ ENTRY main {
     }
 }
 
+/// A row kernel's long loops stay loops (the cpu target's unroll limit): a layernorm over
+/// rows of 1024 sums each row with a few vector adds in a loop, where LLVM's full unrolling
+/// made 128 copies of them (and promoted the row cache to registers) for no run time.
+#[test]
+fn long_row_loops_stay_loops() {
+    let text = r#"
+HloModule ln
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[64,1024] parameter(0)
+  zero = f32[] constant(0)
+  s = f32[64] reduce(x, zero), dimensions={1}, to_apply=add
+  n = f32[] constant(1024)
+  nb = f32[64] broadcast(n), dimensions={}
+  mean = f32[64] divide(s, nb)
+  mb = f32[64,1024] broadcast(mean), dimensions={0}
+  d = f32[64,1024] subtract(x, mb)
+  sq = f32[64,1024] multiply(d, d)
+  v = f32[64] reduce(sq, zero), dimensions={1}, to_apply=add
+  vb = f32[64,1024] broadcast(v), dimensions={0}
+  ROOT y = f32[64,1024] divide(d, vb)
+}
+"#;
+    let m = parse_module(text).expect("parses");
+    let ir = emit_text(&m, &CpuOptions::default(), Emit::LlvmIr).expect("compiles");
+    let vector_sums = ir.lines().filter(|l| l.contains("fadd reassoc <")).count();
+    assert!(
+        (1..=16).contains(&vector_sums),
+        "{vector_sums} vector sum steps in the optimized IR (a vectorized loop has a few):\n{ir}"
+    );
+}
+
 /// The LLVM vector type of `f32` the loop vectorizer uses on this host.
 fn host_f32_vector() -> &'static str {
     let (_, _, features) = axle_codegen_cpu::host_target();

@@ -51,4 +51,15 @@ impl Target for CpuTarget {
     fn thread_registers(&self) -> Option<ThreadRegisters> {
         None
     }
+
+    /// Elemental loops longer than this stay loops: LLVM's full unrolling of a vectorized row
+    /// (layernorm's 1024 elements: 32 copies of the vector body, and the row cache promoted to
+    /// registers and spilled back) costs code generation time and buys no run time; short
+    /// loops (a few coordinates of a small dimension) still unroll. See BENCH.md.
+    fn unroll_limit(&self) -> Option<i64> {
+        Some(UNROLL_LIMIT)
+    }
 }
+
+/// [`Target::unroll_limit`] of the cpu backend.
+const UNROLL_LIMIT: i64 = 32;

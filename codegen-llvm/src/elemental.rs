@@ -78,6 +78,15 @@ pub struct Gen<'a, 'ctx> {
     next: u32,
 }
 
+/// The loop hints of a loop of at most `trips` iterations: [`NO_UNROLL`] past the target's
+/// [`crate::target::Target::unroll_limit`].
+fn unroll_hints(cg: &Cg<'_>, trips: i64) -> &'static [&'static str] {
+    match cg.target.unroll_limit() {
+        Some(limit) if trips > limit => &[NO_UNROLL],
+        _ => &[],
+    }
+}
+
 /// The array leaves of a shape, depth-first.
 pub fn leaves(m: &Module, s: &Shape, out: &mut Vec<ArrayShape>) -> R<()> {
     match s {
@@ -1395,7 +1404,8 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             return r;
         }
         let mut multi_in = multi.clone();
-        let r = cg.for_range_acc(cg.c64(0), cg.c64(dims[k]), &accs, |i, a| {
+        let hints = unroll_hints(cg, dims[k]);
+        let r = cg.for_range_acc_hinted(cg.c64(0), cg.c64(dims[k]), &accs, hints, |i, a| {
             self.push_scope();
             multi_in.push(i);
             let r = self.nest_rec(dims, &mut multi_in, a.to_vec(), body);
@@ -1468,7 +1478,7 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         let left = b.build_int_nsw_sub(cg.c64(n), base, "left")?;
         if level == 0 {
             let end = b.build_int_nsw_add(base, min_i64(cg, left, span)?, "end")?;
-            return cg.for_range_acc(base, end, zeros.0, |i, a| {
+            return cg.for_range_acc_hinted(base, end, zeros.0, unroll_hints(cg, span), |i, a| {
                 self.push_scope();
                 prefix.push(i);
                 let r = body(self, prefix, a.to_vec());

@@ -46,4 +46,11 @@ pub trait Target {
     /// The special registers of the global thread index, on targets whose kernels run as a grid
     /// of threads; `None` where a kernel is called with a range of work items instead.
     fn thread_registers(&self) -> Option<ThreadRegisters>;
+
+    /// The longest loop of the elemental generator ([`crate::elemental::Gen::nest`] and the
+    /// runs of its sums) LLVM may unroll; longer ones carry `llvm.loop.unroll.disable`.
+    /// `None`: no limit.
+    fn unroll_limit(&self) -> Option<i64> {
+        None
+    }
 }
