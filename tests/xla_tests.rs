@@ -12,19 +12,28 @@
 //!   sort); the case must run and give XLA's number, element types and shapes of results, and on
 //!   `cpu` the interpreter's values under the manifest's tolerances.
 //!
-//! One named trial per case and backend (`BACKEND/NAME`), plus one proving the comparison
-//! notices a wrong answer. A full run prints how many cases matched XLA per backend.
+//! A case with `replicas` and `partitions` in the manifest (collectives its XLA test runs on
+//! several devices) runs on that many in-process devices (`axle run --devices N`'s
+//! [`run_on_devices`]: one thread per device, the same inputs on each), and every device's
+//! outputs are held to XLA's (`NAME.dD.outK.npy`, from XLA CPU run on as many devices).
+//!
+//! One named trial per case and backend (`BACKEND/NAME`), plus two proving the comparisons
+//! notice a wrong answer (one device, several devices). A full run prints how many cases matched XLA per backend.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axle::backend::{pipeline_for, CompileOptions};
 use axle::backends::registry;
+use axle::devices::run_on_devices;
+use axle::run::RunOptions;
 use axle_ir::{compare_arrays, ArrayLiteral, Literal, Module};
 use axle_testkit::{
-    harness_detects_mismatch, inputs, load, manifest_cases, run_case, tolerance, RunFailure, Runner,
+    dtype, harness_detects_mismatch, inputs, load, manifest_cases, read, run_case, tolerance,
+    RunFailure, Runner,
 };
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
@@ -54,6 +63,112 @@ fn backend(name: &'static str) -> Runner {
             .map_err(|e| RunFailure::msg(e.to_string()))?;
         axle::run::run_literals(&*platform, &*exe, args).map_err(RunFailure::msg)
     })
+}
+
+/// How long a collective waits for the rest of its group in a multi-device case.
+const DEVICE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The `(replicas, partitions)` a case runs on, when the manifest gives them.
+fn device_layout(case: &Value) -> Option<(u32, u32)> {
+    let r = u32::try_from(case["replicas"].as_u64()?).ok()?;
+    let p = u32::try_from(case["partitions"].as_u64()?).ok()?;
+    Some((r, p))
+}
+
+/// Runs a multi-device case on `backend` with its inputs on every device: each device's output
+/// leaves, after checking the mesh is XLA's (`replicas` x `partitions`).
+fn run_devices(
+    dir: &Path,
+    case: &Value,
+    backend: &str,
+    (replicas, partitions): (u32, u32),
+) -> Result<Vec<Vec<ArrayLiteral>>, String> {
+    let name = case["name"].as_str().unwrap_or_default();
+    let mut m = load(dir, &format!("{name}.hlo"))?;
+    // XLA's test gives the counts in the module's config; here the header carries them.
+    m.set_replica_count(replicas);
+    m.set_num_partitions(partitions);
+    let files = case["inputs"]
+        .as_array()
+        .ok_or("manifest: no inputs")?
+        .iter()
+        .map(|i| i["file"].as_str().map(|f| dir.join(f)))
+        .collect::<Option<Vec<PathBuf>>>()
+        .ok_or("manifest: input without file")?;
+    let opts = RunOptions {
+        backend: backend.to_string(),
+        inputs: files,
+        ..Default::default()
+    };
+    let report = run_on_devices(m, &opts, replicas * partitions, DEVICE_TIMEOUT)?;
+    if (report.mesh.replicas, report.mesh.partitions) != (replicas, partitions) {
+        return Err(format!(
+            "ran on {} replicas x {} partitions, XLA on {replicas} x {partitions}",
+            report.mesh.replicas, report.mesh.partitions
+        ));
+    }
+    Ok(report.outputs)
+}
+
+/// Every device's outputs of a multi-device case against XLA's (`NAME.dD.outK.npy`).
+fn check_devices(
+    dir: &Path,
+    case: &Value,
+    backend: &str,
+    layout: (u32, u32),
+) -> Result<(), Failed> {
+    let name = case["name"].as_str().unwrap_or_default();
+    let outs = case["outputs"].as_array().ok_or("manifest: no outputs")?;
+    let got = run_devices(dir, case, backend, layout)?;
+    let n = (layout.0 * layout.1) as usize;
+    if got.len() != n {
+        return Err(format!("{} devices gave results, {n} ran", got.len()).into());
+    }
+    let mut errors = Vec::new();
+    for (d, dev) in got.iter().enumerate() {
+        if dev.len() != outs.len() {
+            return Err(format!(
+                "device {d}: {} results, XLA gives {}",
+                dev.len(),
+                outs.len()
+            )
+            .into());
+        }
+        for (k, (g, o)) in dev.iter().zip(outs).enumerate() {
+            let want = read(
+                &dir.join(format!("{name}.d{d}.out{k}.npy")),
+                dtype(&o["dtype"]),
+            )?;
+            if let Err(e) = compare_arrays(&want, g, tolerance(&o["tolerance"])?) {
+                errors.push(format!("device {d} out{k}: {e}"));
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("\n").into())
+    }
+}
+
+/// The multi-device comparison notices a device's wrong answer: `collective_ops_test_7` gives
+/// each device its replica id, so device `d`'s results held to device `d + 1`'s file differ.
+fn devices_detect_mismatch(dir: &Path, case: &Value) -> Result<(), Failed> {
+    let name = case["name"].as_str().unwrap_or_default();
+    let layout = device_layout(case).ok_or("not a multi-device case")?;
+    let o = &case["outputs"][0];
+    let got = run_devices(dir, case, "cpu", layout)?;
+    let n = got.len();
+    for (d, dev) in got.iter().enumerate() {
+        let other = read(
+            &dir.join(format!("{name}.d{}.out0.npy", (d + 1) % n)),
+            dtype(&o["dtype"]),
+        )?;
+        if compare_arrays(&other, &dev[0], tolerance(&o["tolerance"])?).is_ok() {
+            return Err(format!("device {d}'s result passed as device {}'s", (d + 1) % n).into());
+        }
+    }
+    Ok(())
 }
 
 /// `NAME BACKEND REASON` lines of `refused.txt`, keyed by (name, backend).
@@ -88,16 +203,27 @@ fn implementation_defined(dir: &Path) -> BTreeMap<String, String> {
 }
 
 /// A case that must be refused with `reason`.
-fn check_refused(dir: &Path, case: &Value, run: &Runner, reason: &str) -> Result<(), Failed> {
+/// A multi-device case runs on its devices.
+fn check_refused(
+    dir: &Path,
+    case: &Value,
+    run: &Runner,
+    backend: &str,
+    reason: &str,
+) -> Result<(), Failed> {
     let file = format!("{}.hlo", case["name"].as_str().unwrap_or_default());
-    let err = match load(dir, &file) {
+    let result = match (load(dir, &file), device_layout(case)) {
+        (Err(e), _) => Err(e),
+        (Ok(_), Some(layout)) => run_devices(dir, case, backend, layout).map(|_| ()),
+        (Ok(m), None) => run(&m, &inputs(dir, case)?)
+            .map(|_| ())
+            .map_err(|e| e.message),
+    };
+    let err = match result {
         Err(e) => e,
-        Ok(m) => match run(&m, &inputs(dir, case)?) {
-            Err(e) => e.message,
-            Ok(_) => {
-                return Err(format!("runs now, where refused.txt expects {reason:?}").into());
-            }
-        },
+        Ok(()) => {
+            return Err(format!("runs now, where refused.txt expects {reason:?}").into());
+        }
     };
     if err.contains(reason) {
         Ok(())
@@ -171,12 +297,15 @@ fn main() {
                 (dir.clone(), case.clone(), run.clone(), matched.clone());
             trials.push(Trial::test(format!("{b}/{name}"), move || {
                 if let Some(reason) = reason {
-                    return check_refused(&dir, &case, &run, &reason);
+                    return check_refused(&dir, &case, &run, b, &reason);
                 }
                 if defined {
                     return check_defined_part(&dir, &case, &run, b);
                 }
-                run_case(&dir, &case, &format!("{name}.hlo"), &run)?;
+                match device_layout(&case) {
+                    Some(layout) => check_devices(&dir, &case, b, layout)?,
+                    None => run_case(&dir, &case, &format!("{name}.hlo"), &run)?,
+                }
                 matched[bi].fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }));
@@ -184,13 +313,25 @@ fn main() {
     }
     let first = cases
         .iter()
-        .find(|c| c["outputs"].as_array().is_some_and(|o| o.len() > 1))
+        .find(|c| {
+            device_layout(c).is_none() && c["outputs"].as_array().is_some_and(|o| o.len() > 1)
+        })
         .cloned()
         .expect("a case with two outputs");
     let (d, cpu) = (dir.clone(), backend("cpu"));
     trials.push(Trial::test("harness_detects_mismatch", move || {
         harness_detects_mismatch(&d, &first, &cpu)
     }));
+    if let Some(multi) = cases
+        .iter()
+        .find(|c| c["name"] == "collective_ops_test_7" && device_layout(c).is_some())
+        .cloned()
+    {
+        let d = dir.clone();
+        trials.push(Trial::test("devices_harness_detects_mismatch", move || {
+            devices_detect_mismatch(&d, &multi)
+        }));
+    }
     let full = args.filter.is_none() && args.skip.is_empty();
     let conclusion = libtest_mimic::run(&args, trials);
     if full {
