@@ -18,7 +18,9 @@
 //! outputs are held to XLA's (`NAME.dD.outK.npy`, from XLA CPU run on as many devices).
 //!
 //! One named trial per case and backend (`BACKEND/NAME`), plus two proving the comparisons
-//! notice a wrong answer (one device, several devices). A full run prints how many cases matched XLA per backend.
+//! notice a wrong answer (one device, several devices), and per backend
+//! `topk_without_comparator_order` (the order of XLA's `TopK` custom call without a
+//! comparator). A full run prints how many cases matched XLA per backend.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -167,6 +169,40 @@ fn devices_detect_mismatch(dir: &Path, case: &Value) -> Result<(), Failed> {
         if compare_arrays(&other, &dev[0], tolerance(&o["tolerance"])?).is_ok() {
             return Err(format!("device {d}'s result passed as device {}'s", (d + 1) % n).into());
         }
+    }
+    Ok(())
+}
+
+/// XLA's `TopK` custom call without a comparator (XLA CPU's runtime TopK): the `k` largest in
+/// descending order of `-NaN < -inf < -0 < +0 < +inf < +NaN`, equal values by lower index.
+fn topk_order(backend_name: &'static str) -> Result<(), Failed> {
+    let text = "HloModule topk\n\nENTRY e {\n  x = f32[2,7] parameter(0)\n  \
+                ROOT t = (f32[2,5], s32[2,5]) custom-call(x), custom_call_target=\"TopK\"\n}\n";
+    let m = axle_ir::parse_module(text).map_err(|e| e.to_string())?;
+    let nan = f32::NAN;
+    let row0 = [1.0, nan, -0.0, 0.0, 1.0, -nan, f32::NEG_INFINITY];
+    let row1 = [2.0, 3.0, 2.0, f32::INFINITY, -1.0, 2.0, 3.0];
+    let x: Vec<f32> = row0.iter().chain(&row1).copied().collect();
+    let arg = axle_testkit::real_array(axle_ir::ElementType::F32, &[2, 7], |i| f64::from(x[i]));
+    let got = backend(backend_name)(&m, &[arg]).map_err(|e| e.message)?;
+    let [v, i] = &got[..] else {
+        return Err(format!("{} results, not 2", got.len()).into());
+    };
+    let bits: Vec<u32> = v
+        .to_f64_vec()
+        .iter()
+        .map(|&f| (f as f32).to_bits())
+        .collect();
+    let want: Vec<u32> = [nan, 1.0, 1.0, 0.0, -0.0, f32::INFINITY, 3.0, 3.0, 2.0, 2.0]
+        .iter()
+        .map(|f| f.to_bits())
+        .collect();
+    let idx: Vec<f64> = i.to_f64_vec();
+    let want_idx = [1.0, 0.0, 4.0, 3.0, 2.0, 3.0, 1.0, 6.0, 0.0, 2.0];
+    if bits != want || idx != want_idx {
+        return Err(
+            format!("values {bits:x?} indices {idx:?}, want {want:x?} {want_idx:?}").into(),
+        );
     }
     Ok(())
 }
@@ -331,6 +367,12 @@ fn main() {
         trials.push(Trial::test("devices_harness_detects_mismatch", move || {
             devices_detect_mismatch(&d, &multi)
         }));
+    }
+    for b in BACKENDS {
+        trials.push(Trial::test(
+            format!("{b}/topk_without_comparator_order"),
+            move || topk_order(b),
+        ));
     }
     let full = args.filter.is_none() && args.skip.is_empty();
     let conclusion = libtest_mimic::run(&args, trials);
