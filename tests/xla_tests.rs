@@ -20,7 +20,7 @@
 //! One named trial per case and backend (`BACKEND/NAME`), plus two proving the comparisons
 //! notice a wrong answer (one device, several devices), and per backend
 //! `topk_without_comparator_order` (the order of XLA's `TopK` custom call without a
-//! comparator). A full run prints how many cases matched XLA per backend.
+//! comparator) and `rng_distributions` (what is defined of `rng`). A full run prints how many cases matched XLA per backend.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -207,6 +207,112 @@ fn topk_order(backend_name: &'static str) -> Result<(), Failed> {
     Ok(())
 }
 
+/// Large samples of `rng`, whose values XLA leaves to the implementation (its own generator;
+/// Axle's is `axle_analysis::rng_op`), checked for what is defined: types and shapes, the
+/// uniform range `[a, b)` in f32, bf16 and f64, and loose statistics (a uniform on `[-2, 3)`:
+/// mean 0.5 and variance 25/12; a normal of mean 1 and deviation 2), each within many standard
+/// errors, so only a broken generator fails them. On `cpu`, the values are also the
+/// interpreter's (same generator, same ops).
+fn rng_distributions(backend_name: &'static str) -> Result<(), Failed> {
+    const N: usize = 100_000;
+    let text = format!(
+        "HloModule rng_distributions\n\nENTRY e {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  \
+         mu = f32[] parameter(2)\n  sd = f32[] parameter(3)\n  ah = bf16[] parameter(4)\n  \
+         bh = bf16[] parameter(5)\n  ad = f64[] parameter(6)\n  bd = f64[] parameter(7)\n  \
+         u = f32[{N}] rng(a, b), distribution=rng_uniform\n  \
+         n = f32[{N}] rng(mu, sd), distribution=rng_normal\n  \
+         uh = bf16[4096] rng(ah, bh), distribution=rng_uniform\n  \
+         ud = f64[2,1000] rng(ad, bd), distribution=rng_uniform\n  \
+         ROOT t = (f32[{N}], f32[{N}], bf16[4096], f64[2,1000]) tuple(u, n, uh, ud)\n}}\n"
+    );
+    let m = axle_ir::parse_module(&text).map_err(|e| e.to_string())?;
+    let scalar = |ty, v: f64| axle_testkit::real_array(ty, &[], move |_| v);
+    use axle_ir::ElementType::{BF16, F32, F64};
+    let args = [
+        scalar(F32, -2.0),
+        scalar(F32, 3.0),
+        scalar(F32, 1.0),
+        scalar(F32, 2.0),
+        scalar(BF16, 1.0),
+        scalar(BF16, 1.5),
+        scalar(F64, -1e-3),
+        scalar(F64, 1e-3),
+    ];
+    let got = backend(backend_name)(&m, &args).map_err(|e| e.message)?;
+    let dims: Vec<Vec<i64>> = got.iter().map(|g| g.shape.dims.to_vec()).collect();
+    let tys: Vec<_> = got.iter().map(|g| g.shape.ty).collect();
+    if tys != [F32, F32, BF16, F64]
+        || dims != [vec![N as i64], vec![N as i64], vec![4096], vec![2, 1000]]
+    {
+        return Err(format!("results {tys:?} {dims:?}").into());
+    }
+    let stats = |v: &[f64]| {
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / v.len() as f64;
+        (mean, var)
+    };
+    let in_range = |k: usize, lo: f64, hi: f64| -> Result<(), String> {
+        match got[k]
+            .to_f64_vec()
+            .into_iter()
+            .find(|x| !(lo <= *x && *x < hi))
+        {
+            Some(x) => Err(format!("out{k}: {x} is outside [{lo}, {hi})")),
+            None => Ok(()),
+        }
+    };
+    in_range(0, -2.0, 3.0)?;
+    in_range(2, 1.0, 1.5)?;
+    in_range(3, -1e-3, 1e-3)?;
+    let (mean, var) = stats(&got[0].to_f64_vec());
+    // Standard errors: of the mean 5/sqrt(12 N) = 0.0046, of the variance about 0.0075.
+    if (mean - 0.5).abs() > 0.05 || (var - 25.0 / 12.0).abs() > 0.1 {
+        return Err(format!("uniform on [-2, 3): mean {mean}, variance {var}").into());
+    }
+    let (mean, var) = stats(&got[1].to_f64_vec());
+    // Standard errors: of the mean 2/sqrt(N) = 0.0063, of the variance about 0.018.
+    if (mean - 1.0).abs() > 0.06 || (var - 4.0).abs() > 0.2 {
+        return Err(format!("normal(1, 2): mean {mean}, variance {var}").into());
+    }
+    let distinct = |k: usize| {
+        let mut v: Vec<u64> = got[k].to_f64_vec().iter().map(|x| x.to_bits()).collect();
+        v.sort_unstable();
+        v.dedup();
+        v.len()
+    };
+    // bf16 has 64 values in [1, 1.5); f64 draws hardly ever repeat.
+    if distinct(2) < 60 || distinct(3) < 1990 {
+        return Err(format!(
+            "too few distinct values: {} bf16, {} f64",
+            distinct(2),
+            distinct(3)
+        )
+        .into());
+    }
+    if backend_name != "interpreter" {
+        let want = backend("interpreter")(&m, &args).map_err(|e| e.message)?;
+        for (k, (w, g)) in want.iter().zip(&got).enumerate() {
+            let tol = match w.shape.ty {
+                F64 => axle_ir::Tolerance::Close {
+                    rtol: 1e-12,
+                    atol: 1e-15,
+                },
+                BF16 => axle_ir::Tolerance::Close {
+                    rtol: 1e-2,
+                    atol: 1e-2,
+                },
+                _ => axle_ir::Tolerance::Close {
+                    rtol: 1e-6,
+                    atol: 1e-6,
+                },
+            };
+            compare_arrays(w, g, tol)
+                .map_err(|e| format!("out{k} against the interpreter: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
 /// `NAME BACKEND REASON` lines of `refused.txt`, keyed by (name, backend).
 fn refusals(dir: &Path) -> BTreeMap<(String, String), String> {
     let text = std::fs::read_to_string(dir.join("refused.txt")).expect("refused.txt");
@@ -369,6 +475,9 @@ fn main() {
         }));
     }
     for b in BACKENDS {
+        trials.push(Trial::test(format!("{b}/rng_distributions"), move || {
+            rng_distributions(b)
+        }));
         trials.push(Trial::test(
             format!("{b}/topk_without_comparator_order"),
             move || topk_order(b),
