@@ -212,7 +212,7 @@ fn topk_order(backend_name: &'static str) -> Result<(), Failed> {
 /// uniform range `[a, b)` in f32, bf16 and f64, and loose statistics (a uniform on `[-2, 3)`:
 /// mean 0.5 and variance 25/12; a normal of mean 1 and deviation 2), each within many standard
 /// errors, so only a broken generator fails them. On `cpu`, the values are also the
-/// interpreter's (same generator, same ops).
+/// interpreter's (same generator, same ops). An integer `rng` is refused naming it.
 fn rng_distributions(backend_name: &'static str) -> Result<(), Failed> {
     const N: usize = 100_000;
     let text = format!(
@@ -227,6 +227,19 @@ fn rng_distributions(backend_name: &'static str) -> Result<(), Failed> {
     );
     let m = axle_ir::parse_module(&text).map_err(|e| e.to_string())?;
     let scalar = |ty, v: f64| axle_testkit::real_array(ty, &[], move |_| v);
+    // Integer rng is refused by name, never a wrong answer.
+    let ints = "HloModule r\n\nENTRY e {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  \
+                ROOT r = s32[4] rng(a, b), distribution=rng_uniform\n}\n";
+    let ints = axle_ir::parse_module(ints).map_err(|e| e.to_string())?;
+    let int_args = [
+        scalar(axle_ir::ElementType::S32, 0.0),
+        scalar(axle_ir::ElementType::S32, 9.0),
+    ];
+    match backend(backend_name)(&ints, &int_args) {
+        Err(e) if e.message.contains("rng r: rng of s32 is not supported") => {}
+        Err(e) => return Err(format!("s32 rng refused with {:?}", e.message).into()),
+        Ok(_) => return Err("s32 rng ran".into()),
+    }
     use axle_ir::ElementType::{BF16, F32, F64};
     let args = [
         scalar(F32, -2.0),
