@@ -237,8 +237,9 @@ impl Compiler for CpuCompiler {
 /// plugin), as XLA CPU runs one replica of one partition: in a module for one device (`replica_count` and
 /// `num_partitions` 1), an `all-reduce`, `all-gather`, `reduce-scatter` or `all-to-all` of one
 /// array whose groups hold only that device (no groups, `{}`, or `{{0}}`) and whose result has
-/// its operand's shape meets only itself, so it is its operand. Other collectives are left
-/// for the code generator to refuse by name (a module written for more devices among them).
+/// its operand's shape meets only itself, so it is its operand; an `all-reduce` of several
+/// arrays with such groups is the tuple of its operands. Other collectives are left for the
+/// code generator to refuse by name (a module written for more devices among them).
 pub fn one_device_collectives(m: &mut Module) {
     use axle_ir::collective::ReplicaGroups;
     use axle_ir::{AttrKey, AttrValue, Opcode};
@@ -254,7 +255,6 @@ pub fn one_device_collectives(m: &mut Module) {
                 op,
                 Opcode::AllReduce | Opcode::AllGather | Opcode::ReduceScatter | Opcode::AllToAll
             );
-            let [x] = m.operands(id) else { return None };
             let groups = match m.attr(id, &AttrKey::ReplicaGroups) {
                 None => true,
                 Some(AttrValue::ReplicaGroups(g)) => match &**g {
@@ -263,7 +263,23 @@ pub fn one_device_collectives(m: &mut Module) {
                 },
                 Some(_) => false,
             };
-            (kind && groups && m.shape(id) == m.shape(*x)).then_some((id, *x))
+            if !kind || !groups {
+                return None;
+            }
+            match (m.operands(id), m.shape(id)) {
+                ([x], s) if s == m.shape(*x) => Some((id, Some(*x))),
+                (xs, axle_ir::Shape::Tuple(parts))
+                    if op == Opcode::AllReduce
+                        && xs.len() == parts.len()
+                        && xs
+                            .iter()
+                            .zip(parts)
+                            .all(|(x, &p)| m.shape(*x) == m.shape_of(p)) =>
+                {
+                    Some((id, None))
+                }
+                _ => None,
+            }
         })
         .collect();
     if lone.is_empty() {
@@ -271,6 +287,22 @@ pub fn one_device_collectives(m: &mut Module) {
     }
     let mut rw = m.rewriter();
     for (id, x) in lone {
+        let x = match x {
+            Some(x) => x,
+            None => {
+                let m = rw.module();
+                let inst = axle_ir::NewInst {
+                    opcode: Opcode::Tuple,
+                    shape: m.shape_id(id),
+                    layout: m.layout_id(id),
+                    operands: m.operands(id).iter().map(|&o| rw.resolve(o)).collect(),
+                    attrs: Vec::new(),
+                    name: None,
+                };
+                let comp = m.parent(id);
+                rw.add(comp, inst)
+            }
+        };
         rw.replace_all_uses(id, x);
     }
     rw.finish();

@@ -3,7 +3,9 @@
 //!
 //! - The mesh: the header's `replica_count` x `num_partitions` when they name more than one
 //!   device (they must multiply to N), else N partitions when the module has channel ids (JAX's
-//!   `shard_map` modules) and N replicas otherwise ([`DeviceMesh::for_module`]).
+//!   `shard_map` modules) and N replicas otherwise ([`DeviceMesh::for_module`]). The `cpu`
+//!   backend compiles the module with the mesh's counts in its header (as XLA's module config
+//!   gives them), so no compile step takes its collectives for one device's.
 //! - The interpreter runs the module as given. The `cpu` backend compiles it once (with its
 //!   default pipeline, or `--passes`) and runs that one executable on every device's thread
 //!   ([`axle_codegen_cpu::execute_devices`]), so every device issues the same collectives in
@@ -184,6 +186,13 @@ fn run_cpu(
     per_device: Vec<Vec<Literal>>,
     timeout: Duration,
 ) -> Result<(Vec<Vec<ArrayLiteral>>, Vec<Duration>), String> {
+    let mut m = m;
+    if mesh.devices() > 1 {
+        // The module is compiled for this mesh: its header says so, as XLA's module config
+        // does, so nothing treats its collectives as one device's (`{}` groups are all of them).
+        m.set_replica_count(mesh.replicas);
+        m.set_num_partitions(mesh.partitions);
+    }
     let exe = compile_cpu(m, opts)?;
     let j = jitted(&*exe)?;
     let leaves: Vec<Vec<ArrayLiteral>> = per_device

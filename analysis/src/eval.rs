@@ -1075,6 +1075,10 @@ impl<'m> Evaluator<'m> {
                 return with_float_mode(self.ftz, || linalg::fft(self, id, a));
             }
             RngBitGenerator => return rng::rng_bit_generator(self, id, arr(ops[0])?),
+            Rng => {
+                let (a, b) = (arr(ops[0])?, arr(ops[1])?);
+                return Ok(Literal::Array(crate::rng_op::evaluate(self.m, id, a, b)?));
+            }
             BatchNormInference | BatchNormTraining | BatchNormGrad => {
                 return batchnorm::batch_norm(self, id, ops)
             }

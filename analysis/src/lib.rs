@@ -1,5 +1,6 @@
 //! Analyses over the Axle IR: users (CSR), the petgraph `DepGraph` view, reachability, the cost
-//! model (flops and bytes), the reference evaluator, and alias and liveness analyses.
+//! model (flops and bytes), the reference evaluator (with the generator of the old `rng` op,
+//! `rng_op`, which the `cpu` pipeline shares), and alias and liveness analyses.
 #![deny(missing_docs)]
 
 pub mod cholesky;
@@ -9,6 +10,7 @@ pub mod eval;
 pub mod fft;
 pub mod float_mode;
 pub mod flushed;
+pub mod rng_op;
 mod smith;
 pub mod trsm;
 pub mod users;

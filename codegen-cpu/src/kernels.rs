@@ -1499,10 +1499,8 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         let comp = if custom {
             match m.attr(root, &AttrKey::CalledComputations) {
                 Some(axle_ir::AttrValue::Comps(c)) if c.len() == 1 => Some(c[0]),
-                _ => Some(
-                    m.comp_attr(root, &AttrKey::ToApply)
-                        .ok_or("TopK custom call needs a comparator")?,
-                ),
+                // Without a comparator: the k largest, descending (as `topk`).
+                _ => m.comp_attr(root, &AttrKey::ToApply),
             }
         } else {
             None

@@ -1,7 +1,7 @@
 //! Graph rewriting that feeds fusion: algebraic simplification, constant folding, inlining,
 //! tuple, while-loop and reshape simplification, zero-sized-array elimination, broadcast, dot
 //! and convolution canonicalization, the expansion of batch-norm ops, the `f32` upcast of
-//! narrow-typed linear algebra, XLA CPU's excess precision of `bf16` results converted to `f32`, the splitting of long reductions into few results, and fusion itself (`fusion`,
+//! narrow-typed linear algebra, XLA CPU's excess precision of `bf16` results converted to `f32`, the splitting of long reductions into few results, the expansion of `rng` around the evaluator's generator, and fusion itself (`fusion`,
 //! `multi-output-fusion`), one pass per file, named as the pass.
 //!
 //! [`register`] adds the simplification passes to a [`PassRegistry`]; the fusion passes need a
@@ -28,6 +28,7 @@ pub mod param_target;
 pub mod reduction_split;
 pub mod reshape_mover;
 pub mod rewrite;
+pub mod rng_expander;
 pub mod target;
 pub mod tree_reduce;
 pub mod tuple_simplify;
@@ -141,6 +142,12 @@ pub fn register(reg: &mut PassRegistry) {
         doc: "runs bf16 all-reduce and reduce-scatter (one add, multiply, maximum or minimum) in f32 between converts, as XLA CPU's float normalization does",
         options: &[],
         create: |_| Box::new(collective_upcast::CollectiveUpcast),
+    });
+    reg.register(PassInfo {
+        name: "rng-expander",
+        doc: "turns each rng into elementwise ops around a constant of its unit values, the evaluator's generator (keyed by the instruction's name: run it first)",
+        options: &[],
+        create: |_| Box::new(rng_expander::RngExpander),
     });
     reg.register(PassInfo {
         name: "linalg-upcast",

@@ -90,7 +90,7 @@ pub fn tolerance(v: &Value) -> Result<Tolerance, String> {
 }
 
 /// Reads a `.npy` file as type `ty` (the manifest's dtype; `bf16` files hold `uint16` bits).
-fn read(path: &Path, ty: Option<ElementType>) -> Result<ArrayLiteral, String> {
+pub fn read(path: &Path, ty: Option<ElementType>) -> Result<ArrayLiteral, String> {
     match ty {
         Some(t) => read_npy_as(path, t),
         None => read_npy(path),

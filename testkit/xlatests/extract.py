@@ -9,6 +9,13 @@ holds `ENTRY`, and writes one record per module: a name (`FILE_STEM_K`, K counti
 of that file from 0), its origin (file and line of the literal) and its text. Templates the C++
 fills at run time (`$name` substitutions, `%s`/`%d` formats) are listed as skipped with that
 reason, so the count of what was left out is visible.
+
+A module with collectives (or `replica-id`/`partition-id`) that its test runs on several
+devices also records `replicas` and `partitions`: the module header's `replica_count` /
+`num_partitions` where it has them, else what the enclosing test (from its `TEST...(` line to
+the next) passes as `replica_count` / `num_replicas` / `num_partitions` (a constant such as
+`kNumReplicas` is looked up in the test, then in the file; `num_devices()` counts as
+ALL_DEVICES). gen.py runs such a module on that many XLA CPU devices.
 """
 import glob
 import json
@@ -21,6 +28,20 @@ SOURCES = ["xla/tests/*.cc", "xla/hlo/evaluator/hlo_evaluator_test.cc"]
 RAW = re.compile(r'R"([^()\\ ]{0,16})\(')
 # absl::Substitute (`$0`, `$name`) and absl::StrFormat (`%s`, `%d`, ...) placeholders; an HLO
 # name sigil (`%sum`, `%d.1`) goes on with a name character, a format does not.
+# Instructions whose meaning depends on the devices a module runs on.
+COLLECTIVE = re.compile(r"\b(?:replica-id|partition-id|all-reduce|all-gather|reduce-scatter|"
+                        r"all-to-all|collective-permute|collective-broadcast)\b")
+# The start of a gtest test.
+TEST_START = re.compile(r"^\s*(?:XLA_)?TEST(?:_F|_P)?\(", re.M)
+# Devices a test that asks for all of them (`num_devices()`) runs on here.
+ALL_DEVICES = 4
+# Where a test names its replica and partition counts (the value is a number, a constant or
+# `num_devices()`).
+VALUE = r"(\d+|[A-Za-z_]\w*(?:\(\))?)"
+REPLICAS = [r"replica_count=\*/\s*" + VALUE, r"num_replicas=\*/\s*" + VALUE,
+            r"CreateExecutable\(\s*\w+\s*,\s*" + VALUE + r"\s*\)",
+            r"ExecuteReplicated\(\s*executable\.get\(\)\s*,\s*" + VALUE]
+PARTITIONS = [r"num_partitions=\*/\s*" + VALUE, r"set_num_partitions\(\s*" + VALUE]
 PLACEHOLDER = re.compile(r"\$[A-Za-z0-9_{]|%(?:l{0,2}[sduvfg])(?![A-Za-z0-9_.\-])")
 
 
@@ -40,6 +61,48 @@ def raw_strings(src):
             return
         yield src.count("\n", 0, m.start()) + 1, src[m.end():end]
         pos = end + len(m.group(1)) + 2
+
+
+def test_body(src, line):
+    """The text of the test holding `line`: from its `TEST...(` line to the next one's."""
+    starts = [src.count("\n", 0, m.start()) + 1 for m in TEST_START.finditer(src)]
+    lines = src.splitlines()
+    lo = max([s for s in starts if s <= line], default=1)
+    hi = min([s for s in starts if s > line], default=len(lines) + 1)
+    return "\n".join(lines[lo - 1:hi - 1])
+
+
+def count(body, src, patterns):
+    """The first count `patterns` find in the test body, resolved to a number (or None)."""
+    for p in patterns:
+        m = re.search(p, body)
+        if not m:
+            continue
+        v = m.group(1)
+        if v.isdigit():
+            return int(v)
+        if v == "num_devices()":
+            return ALL_DEVICES
+        c = (re.search(r"\b" + re.escape(v) + r"\s*=\s*(\d+)\s*;", body) or
+             re.search(r"\b" + re.escape(v) + r"\s*=\s*(\d+)\s*;", src))
+        if c:
+            return int(c.group(1))
+    return None
+
+
+def layout(text, src, line):
+    """(replicas, partitions) a module with collectives runs on, or None for one device."""
+    if not COLLECTIVE.search(text):
+        return None
+    header = text.splitlines()[0] if text.startswith("HloModule") else ""
+    hr = re.search(r"\breplica_count=(\d+)", header)
+    hp = re.search(r"\bnum_partitions=(\d+)", header)
+    if hr or hp:
+        r, p = int(hr.group(1)) if hr else 1, int(hp.group(1)) if hp else 1
+    else:
+        body = test_body(src, line)
+        r, p = count(body, src, REPLICAS) or 1, count(body, src, PARTITIONS) or 1
+    return (r, p) if r * p > 1 else None
 
 
 def main():
@@ -62,7 +125,11 @@ def main():
                 skipped.append({"name": name, "origin": origin,
                                 "reason": f"template placeholder {hole.group(0)!r}"})
                 continue
-            modules.append({"name": name, "origin": origin, "text": text.strip() + "\n"})
+            record = {"name": name, "origin": origin, "text": text.strip() + "\n"}
+            devices = layout(record["text"], src, line)
+            if devices:
+                record["replicas"], record["partitions"] = devices
+            modules.append(record)
     json.dump({"modules": modules, "skipped": skipped}, open(out, "w"), indent=1)
     print(f"{len(modules)} modules, {len(skipped)} templates skipped, from {len(files)} files")
 

@@ -11,6 +11,15 @@ in XLA's sources). Modules that do not become a case are listed in `skipped.json
 reason: XLA rejects the text or fails to run it, a tuple or token parameter, an element type
 `.npy` cannot carry, data too large to keep in the repository, or a run past the time limit.
 
+A module that extract.py gives `replicas` and `partitions` (collectives its test runs on
+several devices) runs on that many XLA CPU devices (the worker forces 8 host devices; replica r,
+partition p is device r * partitions + p, XLA's default assignment), every device getting the
+same inputs; device D's outputs are written as `NAME.dD.outK.npy` and the manifest entry records
+`replicas` and `partitions` (its outputs' `file` names device 0's).
+
+With `--only NAME...` only those modules are run: their files are replaced and their entries in
+`manifest.json` and `skipped.json` updated, the rest left as they are.
+
 Inputs: floats are normals with standard deviation 1 (complex: both parts), signed integers
 uniform in [-3, 4], unsigned in [0, 7], pred fair coin flips. Small integers keep most indices of
 gathers, dynamic slices and scatters in range; where one is out of range XLA's clamping or
@@ -36,6 +45,8 @@ sys.path.insert(0, os.path.join(os.environ.get("AXLE_SHARED") or os.path.join(RO
 from shape_list import split_top  # noqa: E402
 # Per case, the bytes of its inputs and outputs together: larger cases are skipped.
 MAX_CASE_BYTES = 96 * 1024
+# Host devices the worker's XLA CPU client has (the most any module here asks for).
+HOST_DEVICES = 8
 # Seconds XLA may take to compile and run one module.
 TIMEOUT_S = 10
 
@@ -98,15 +109,42 @@ def make_input(rng, ty, dims):
 def worker(conn):
     """Runs the modules it receives one by one, sending back each one's answer."""
     os.environ["JAX_PLATFORMS"] = "cpu"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               f" --xla_force_host_platform_device_count={HOST_DEVICES}")
     import jax
     jax.config.update("jax_enable_x64", True)
     while True:
-        text, name = conn.recv()
-        conn.send(run_one(jax, text, name))
+        text, name, devices = conn.recv()
+        conn.send(run_one(jax, text, name, devices))
 
 
-def run_one(jax, text, name):
-    """Compiles and runs one module on XLA CPU: ("ok", (inputs, outputs)) or an error."""
+def run_devices(jax, text, ins, replicas, partitions):
+    """Runs a module on replicas x partitions XLA CPU devices, each with the same inputs: each
+    device's outputs, in device order."""
+    from jax._src.lib import _jax, xla_client as xc
+    import jax._src.lib as L
+    import jax._src.xla_bridge as xb
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    n = replicas * partitions
+    mod = L.hlo.hlo_module_from_text(text)
+    shlo = _jax.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
+    opts = xc.CompileOptions()
+    opts.num_replicas, opts.num_partitions = replicas, partitions
+    if partitions > 1:
+        opts.executable_build_options.use_spmd_partitioning = True
+    opts.device_assignment = xc.DeviceAssignment.create(np.arange(n).reshape(replicas, partitions))
+    devs = jax.devices("cpu")[:n]
+    exe = xb.get_backend("cpu").compile_and_load(shlo, devs, opts)
+    same = NamedSharding(Mesh(np.array(devs), ("d",)), PartitionSpec())
+    args = [jax.make_array_from_single_device_arrays(x.shape, same, [jax.device_put(x, d) for d in devs])
+            for x in ins]
+    per_out = exe.execute_sharded(args).disassemble_into_single_device_arrays()
+    return [[np.asarray(o[d]) for o in per_out] for d in range(n)]
+
+
+def run_one(jax, text, name, devices=None):
+    """Compiles and runs one module on XLA CPU (on `devices` = (replicas, partitions) when
+    given): ("ok", (inputs, outputs)), outputs per device for several devices, or an error."""
     try:
         import jax._src.lib as L
         from baseline import compile_hlo_text
@@ -117,6 +155,11 @@ def run_one(jax, text, name):
         params = entry_params(mod.to_string())
         rng = np.random.default_rng(zlib.crc32(name.encode()))
         ins = [make_input(rng, ty, dims) for ty, dims in params]
+        if devices:
+            try:
+                return ("ok", (ins, run_devices(jax, text, ins, *devices)))
+            except Exception as e:  # noqa: BLE001
+                return ("xla-devices", str(e).strip().splitlines()[0][:300])
         try:
             exe = compile_hlo_text(text)
         except Exception as e:  # noqa: BLE001
@@ -139,22 +182,24 @@ def main():
     src = json.load(open(sys.argv[1]))
     only = set(sys.argv[sys.argv.index("--only") + 1:]) if "--only" in sys.argv else None
     ctx = mp.get_context("spawn")
-    cases, skipped = [], list(src["skipped"])
+    cases, skipped = [], list(src["skipped"]) if only is None else []
     proc = conn = None
     for old in os.listdir(HERE):
-        if only is None and (old.endswith(".npy") or old.endswith(".hlo")):
+        if (old.endswith(".npy") or old.endswith(".hlo")) and (
+                only is None or old.split(".")[0] in only):
             os.remove(os.path.join(HERE, old))
     for mod in src["modules"]:
         name = mod["name"]
         if only is not None and name not in only:
             continue
+        devices = (mod["replicas"], mod["partitions"]) if "replicas" in mod else None
         if proc is None:
             conn, child = ctx.Pipe()
             proc = ctx.Process(target=worker, args=(child,), daemon=True)
             proc.start()
             # Only the worker holds its end, so its death reads as the end of the pipe.
             child.close()
-        conn.send((mod["text"], name))
+        conn.send((mod["text"], name, devices))
         status, payload = ("timeout", f"XLA took over {TIMEOUT_S} s")
         if conn.poll(TIMEOUT_S):
             try:
@@ -170,7 +215,11 @@ def main():
             print(f"skip {name}: {status}: {payload}", flush=True)
             continue
         ins, outs = payload
-        size = sum(x.nbytes for x in ins + outs)
+        # Per device: each device's outputs under its own file names.
+        per_device = outs if devices else [outs]
+        out_name = ((lambda d, k: f"{name}.d{d}.out{k}.npy") if devices else
+                    (lambda d, k: f"{name}.out{k}.npy"))
+        size = sum(x.nbytes for x in ins) + sum(x.nbytes for o in per_device for x in o)
         if size > MAX_CASE_BYTES:
             skipped.append({"name": name, "origin": mod["origin"],
                             "reason": f"too large to keep: {size} bytes of data"})
@@ -179,12 +228,14 @@ def main():
         try:
             entry = {"name": name, "hlo": name + ".hlo", "origin": mod["origin"],
                      "inputs": [], "outputs": []}
+            if devices:
+                entry["replicas"], entry["partitions"] = devices
             for k, x in enumerate(ins):
                 entry["inputs"].append({"file": f"{name}.in{k}.npy", "dtype": dname(x.dtype),
                                         "shape": list(x.shape)})
-            for k, x in enumerate(outs):
+            for k, x in enumerate(per_device[0]):
                 ty = dname(x.dtype)
-                entry["outputs"].append({"file": f"{name}.out{k}.npy", "dtype": ty,
+                entry["outputs"].append({"file": out_name(0, k), "dtype": ty,
                                          "shape": list(x.shape),
                                          "tolerance": TOLERANCE.get(ty, "exact")})
         except ValueError as e:
@@ -192,17 +243,39 @@ def main():
             continue
         for k, x in enumerate(ins):
             save(x, os.path.join(HERE, f"{name}.in{k}.npy"))
-        for k, x in enumerate(outs):
-            save(x, os.path.join(HERE, f"{name}.out{k}.npy"))
+        for d, o in enumerate(per_device):
+            for k, x in enumerate(o):
+                save(x, os.path.join(HERE, out_name(d, k)))
         with open(os.path.join(HERE, name + ".hlo"), "w") as f:
             f.write(mod["text"])
         cases.append(entry)
-        print(f"ok {name}", flush=True)
-    if only is None:
-        json.dump({"generator": "gen.py", "jax_version": "0.10.2", "cases": cases},
-                  open(os.path.join(HERE, "manifest.json"), "w"), indent=1)
-        json.dump({"skipped": skipped}, open(os.path.join(HERE, "skipped.json"), "w"), indent=1)
+        print(f"ok {name}" + (f" on {devices[0]}x{devices[1]} devices" if devices else ""),
+              flush=True)
+    if only is not None:
+        # Keep every other entry where it was; a regenerated case takes its old place (a new
+        # one goes after the cases of its file), and its old skipped entry goes.
+        cases, skipped = merge(cases, skipped, only, src)
+    json.dump({"generator": "gen.py", "jax_version": "0.10.2", "cases": cases},
+              open(os.path.join(HERE, "manifest.json"), "w"), indent=1)
+    json.dump({"skipped": skipped}, open(os.path.join(HERE, "skipped.json"), "w"), indent=1)
     print(f"{len(cases)} cases, {len(skipped)} skipped")
+
+
+def merge(new_cases, new_skipped, only, src):
+    """The manifest's and skipped.json's entries with those of `only` replaced, in the order of
+    extract.py's modules (then its templates)."""
+    old_cases = json.load(open(os.path.join(HERE, "manifest.json")))["cases"]
+    old_skipped = json.load(open(os.path.join(HERE, "skipped.json")))["skipped"]
+    case = {c["name"]: c for c in old_cases if c["name"] not in only}
+    case.update({c["name"]: c for c in new_cases})
+    skip = {s["name"]: s for s in old_skipped if s["name"] not in only}
+    skip.update({s["name"]: s for s in new_skipped})
+    order = [m["name"] for m in src["modules"]]
+    rank = {n: i for i, n in enumerate(order)}
+    cases = sorted(case.values(), key=lambda c: rank.get(c["name"], len(order)))
+    templates = [s for s in old_skipped if s["name"] not in rank]
+    rest = sorted((s for s in skip.values() if s["name"] in rank), key=lambda s: rank[s["name"]])
+    return cases, templates + rest
 
 
 if __name__ == "__main__":

@@ -274,6 +274,13 @@ fn take_k(a: &ArrayLiteral, perm: &[u32], len: usize, k: usize) -> (ArrayLiteral
 pub(crate) fn topk(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R<Literal> {
     let k = ev.int(id, AttrKey::K)? as usize;
     let largest = ev.m.bool_attr(id, &AttrKey::Largest).unwrap_or(true);
+    best_k(a, k, largest)
+}
+
+/// The `k` largest (or smallest) values of each row of `a` (its last dimension) and their `s32`
+/// indices, in order, under the total order `-NaN < -inf < -0 < +0 < +inf < +NaN`, ties broken
+/// by lower index.
+fn best_k(a: &ArrayLiteral, k: usize, largest: bool) -> R<Literal> {
     let len = *a
         .shape
         .dims
@@ -310,14 +317,13 @@ pub(crate) fn topk(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R<Litera
 
 /// The `TopK` custom call: sorts each row with the comparator in `called_computations`
 /// (taking values and `s32` indices) and keeps the first `k` (the result's last dimension).
+/// Without a comparator it keeps the `k` largest in descending order, as XLA CPU's runtime
+/// TopK does ([`best_k`]).
 pub(crate) fn custom_topk(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R<Literal> {
     let m = ev.m;
     let comp = match m.attr(id, &AttrKey::CalledComputations) {
-        Some(AttrValue::Comps(c)) if c.len() == 1 => c[0],
-        _ => match m.comp_attr(id, &AttrKey::ToApply) {
-            Some(c) => c,
-            None => return Err("TopK custom call needs a comparator".into()),
-        },
+        Some(AttrValue::Comps(c)) if c.len() == 1 => Some(c[0]),
+        _ => m.comp_attr(id, &AttrKey::ToApply),
     };
     let k = match m.shape(id) {
         axle_ir::Shape::Tuple(ids) if ids.len() == 2 => m
@@ -335,6 +341,9 @@ pub(crate) fn custom_topk(ev: &mut Evaluator, id: InstId, a: &ArrayLiteral) -> R
     if k > len {
         return Err("k exceeds the size of the last dimension".into());
     }
+    let Some(comp) = comp else {
+        return best_k(a, k, true);
+    };
     let rows = a.len().checked_div(len).unwrap_or(0);
     let mut c = ev.callable(comp)?;
     let iota: Vec<u8> = (0..a.len())

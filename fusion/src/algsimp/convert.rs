@@ -129,8 +129,10 @@ fn singleton_groups(g: &ReplicaGroups) -> bool {
 }
 
 /// `all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all` of one array among groups of one
-/// device each, and `collective-permute` whose every pair sends a device its own value: each
-/// device only meets itself, so the result is the operand (when the shapes agree).
+/// device each, and `collective-permute` whose every pair sends a device its own value and
+/// whose pairs name every replica (partition, with a channel) the module header counts (one
+/// left out receives zeros): each device only meets itself, so the result is the operand (when
+/// the shapes agree).
 pub(super) fn lone_collective(cx: &Cx<'_>, id: InstId) -> Hit {
     let m = cx.m;
     let [x] = m.operands(id) else { return None };
@@ -138,10 +140,18 @@ pub(super) fn lone_collective(cx: &Cx<'_>, id: InstId) -> Hit {
         Opcode::AllReduce | Opcode::AllGather | Opcode::ReduceScatter | Opcode::AllToAll => {
             matches!(m.attr(id, &AttrKey::ReplicaGroups), Some(AttrValue::ReplicaGroups(g)) if singleton_groups(g))
         }
-        Opcode::CollectivePermute => matches!(
-            m.attr(id, &AttrKey::SourceTargetPairs),
-            Some(AttrValue::Pairs(p)) if p.iter().all(|[s, t]| s == t)
-        ),
+        Opcode::CollectivePermute => {
+            let n = if m.attr(id, &AttrKey::ChannelId).is_some() {
+                m.num_partitions()
+            } else {
+                m.replica_count()
+            };
+            matches!(
+                m.attr(id, &AttrKey::SourceTargetPairs),
+                Some(AttrValue::Pairs(p)) if p.iter().all(|[s, t]| s == t)
+                    && (0..i64::from(n)).all(|d| p.iter().any(|[s, _]| *s == d))
+            )
+        }
         _ => false,
     };
     if lone {
