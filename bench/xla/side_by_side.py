@@ -49,6 +49,12 @@ ELEM = {
     "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
     "f16": np.float16, "f32": np.float32, "f64": np.float64,
 }
+try:  # bf16 arrays as JAX makes them (ml_dtypes ships with jaxlib)
+    import ml_dtypes
+
+    ELEM["bf16"] = ml_dtypes.bfloat16
+except ImportError:
+    pass
 
 
 def layout_span(header):
@@ -108,7 +114,7 @@ def make_inputs(params, seed=0):
         dt = ELEM[ty]
         if ty == "pred":
             out.append(rng.integers(0, 2, size=dims).astype(dt))
-        elif np.issubdtype(dt, np.integer):
+        elif dt is not np.bool_ and np.dtype(dt).kind in "iu":
             out.append(rng.integers(0, 16, size=dims).astype(dt))
         else:
             out.append(rng.standard_normal(dims).astype(dt))
