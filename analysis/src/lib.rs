@@ -9,6 +9,7 @@ pub mod eval;
 pub mod fft;
 pub mod float_mode;
 pub mod flushed;
+pub mod jacobi;
 mod smith;
 pub mod trsm;
 pub mod users;
