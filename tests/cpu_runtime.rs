@@ -310,7 +310,10 @@ fn matrices(
 
 /// The test matrices of `syevd` and `gesdd`: random, of rank one (repeated zero singular
 /// values), Hilbert's (ill-conditioned), one with a repeated eigenvalue, and all zeros.
-fn linalg_cases(cols: usize) -> Vec<(&'static str, Box<dyn Fn(usize, usize, usize) -> f64>)> {
+/// A matrix entry as a function of `(batch, row, col)`.
+type Entry = Box<dyn Fn(usize, usize, usize) -> f64>;
+
+fn linalg_cases(cols: usize) -> Vec<(&'static str, Entry)> {
     vec![
         (
             "random",
