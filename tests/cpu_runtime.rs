@@ -1,6 +1,6 @@
 //! The CPU backend's runtime library (host calls): `fft`, `cholesky`, `triangular-solve` and
 //! JAX's LAPACK custom calls against the reference evaluator over their attributes and element
-//! types, LAPACK's conventions on singular matrices (`info`, pivots, the untouched triangle),
+//! types (`syevd` and `gesdd` against their definitions, on both), LAPACK's conventions on singular matrices (`info`, pivots, the untouched triangle),
 //! host calls inside loops, clear errors for what the library does not do, and the refusal of
 //! ahead-of-time objects that would need it.
 
@@ -287,6 +287,311 @@ fn lapack_calls_match_the_evaluator() {
     }
 }
 
+/// The values of a real array as `f64`.
+fn reals(a: &ArrayLiteral) -> Vec<f64> {
+    match a.ty() {
+        ElementType::F32 => f32s(a).into_iter().map(f64::from).collect(),
+        _ => a.to_vec::<f64>().expect("f64"),
+    }
+}
+
+/// Row-major `batch` matrices of `rows x cols` from a function of `(batch, row, col)`.
+fn matrices(
+    ty: ElementType,
+    batch: usize,
+    rows: usize,
+    cols: usize,
+    f: impl Fn(usize, usize, usize) -> f64,
+) -> Literal {
+    array(ty, &[batch as i64, rows as i64, cols as i64], |k| {
+        (f(k / (rows * cols), k / cols % rows, k % cols), 0.0)
+    })
+}
+
+/// The test matrices of `syevd` and `gesdd`: random, of rank one (repeated zero singular
+/// values), Hilbert's (ill-conditioned), one with a repeated eigenvalue, and all zeros.
+/// A matrix entry as a function of `(batch, row, col)`.
+type Entry = Box<dyn Fn(usize, usize, usize) -> f64>;
+
+fn linalg_cases(cols: usize) -> Vec<(&'static str, Entry)> {
+    vec![
+        (
+            "random",
+            Box::new(move |b, i, j| noise(23 + b as u64, (i * cols + j) as u64)),
+        ),
+        (
+            "rank one",
+            Box::new(|b, i, j| (i as f64 + 1.0) * (j as f64 - 1.5 + b as f64)),
+        ),
+        ("hilbert", Box::new(|_, i, j| 1.0 / (i + j + 1) as f64)),
+        // I plus 2/3 of the matrix of ones: the eigenvalue 1 repeated.
+        (
+            "repeated",
+            Box::new(|_, i, j| if i == j { 5.0 / 3.0 } else { 2.0 / 3.0 }),
+        ),
+        ("zeros", Box::new(|_, _, _| 0.0)),
+    ]
+}
+
+/// The tolerance of reconstructions and orthogonality, relative to the matrix's largest entry
+/// (Jacobi's methods are accurate to a few ulps of the norm).
+fn eps_of(ty: ElementType, n: usize) -> f64 {
+    let eps = if ty == ElementType::F32 {
+        f32::EPSILON as f64
+    } else {
+        f64::EPSILON
+    };
+    50.0 * eps * n.max(1) as f64
+}
+
+/// `syevd` on the evaluator and the `cpu` backend over sizes (1x1, batched), both triangles and
+/// both modes. Eigenvectors are defined only up to sign (and rotation within a repeated
+/// eigenvalue), so this checks what is defined, never LAPACK's or XLA's bits:
+/// `A = V diag(w) V^T` from the triangle asked for, `V^T V = I`, `w` ascending, `info = 0`, the
+/// values of `mode = N` those of `mode = V`, and the known values of the rank-one case.
+#[test]
+fn syevd_decomposes_symmetric_matrices() {
+    for ty in ["f32", "f64"] {
+        let t = ElementType::from_name(ty).unwrap();
+        for (batch, n) in [(1, 1), (1, 5), (3, 4)] {
+            for (name, f) in linalg_cases(n) {
+                let a = matrices(t, batch, n, n, &f);
+                let av = reals(match &a {
+                    Literal::Array(x) => x,
+                    _ => unreachable!(),
+                });
+                for (uplo, lower) in [(76, true), (85, false)] {
+                    let run = |mode: u8, backend: &str| {
+                        let text = lapack_text(
+                            ty,
+                            "syevd",
+                            &[format!("{ty}[{batch},{n},{n}]")],
+                            &format!("({ty}[{batch},{n},{n}], {ty}[{batch},{n}], s32[{batch}])"),
+                            &format!("mode = {mode} : ui8, uplo = {uplo} : ui8"),
+                        );
+                        let m = parse_module(&text).unwrap();
+                        if backend == "cpu" {
+                            run_cpu(&m, std::slice::from_ref(&a))
+                        } else {
+                            evaluate(&m, std::slice::from_ref(&a))
+                        }
+                    };
+                    for backend in ["interpreter", "cpu"] {
+                        let what = format!("{ty} {batch}x{n}x{n} {name} uplo {uplo} on {backend}");
+                        let out = run(86, backend);
+                        let (v, w) = (reals(&out[0]), reals(&out[1]));
+                        assert_eq!(s32s(&out[2]), vec![0; batch], "{what}");
+                        let values_n = reals(&run(78, backend)[1]);
+                        let scale = av.iter().fold(1e-30f64, |m, x| m.max(x.abs()));
+                        let tol = eps_of(t, n) * scale;
+                        for b in 0..batch {
+                            let (v, w, x) = (
+                                &v[b * n * n..(b + 1) * n * n],
+                                &w[b * n..(b + 1) * n],
+                                &av[b * n * n..(b + 1) * n * n],
+                            );
+                            assert!(w.windows(2).all(|p| p[0] <= p[1]), "{what}: {w:?}");
+                            for i in 0..n {
+                                for j in 0..n {
+                                    let (r, c) = if (i >= j) == lower { (i, j) } else { (j, i) };
+                                    let rec: f64 =
+                                        (0..n).map(|k| v[i * n + k] * w[k] * v[j * n + k]).sum();
+                                    assert!(
+                                        (rec - x[r * n + c]).abs() <= tol,
+                                        "{what}: A({i},{j})"
+                                    );
+                                    let vtv: f64 =
+                                        (0..n).map(|k| v[k * n + i] * v[k * n + j]).sum();
+                                    assert!(
+                                        (vtv - f64::from(i == j)).abs() <= eps_of(t, n),
+                                        "{what}: V^T V"
+                                    );
+                                }
+                            }
+                            for k in 0..n {
+                                assert!(
+                                    (values_n[b * n + k] - w[k]).abs() <= tol,
+                                    "{what}: mode N"
+                                );
+                            }
+                        }
+                        if name == "zeros" {
+                            assert!(w.iter().all(|&x| x == 0.0), "{what}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `gesdd` on the evaluator and the `cpu` backend over tall, wide, square, 1x1 and batched
+/// matrices in its three modes. Singular vectors are defined only up to sign (and rotation
+/// within a repeated value), so this checks what is defined: `A = U diag(s) V^T`, orthonormal
+/// columns of `U` and rows of `V^T` (square ones for `mode = A`), `s` descending and
+/// non-negative, `info = 0`, the values of `mode = N` those of the others, and the known values
+/// of the rank-one and zero cases.
+#[test]
+fn gesdd_decomposes_matrices() {
+    for ty in ["f32", "f64"] {
+        let t = ElementType::from_name(ty).unwrap();
+        for (batch, m, n) in [(1, 1, 1), (1, 5, 3), (2, 3, 5), (2, 4, 4)] {
+            let k = m.min(n);
+            for (name, f) in linalg_cases(n) {
+                let a = matrices(t, batch, m, n, &f);
+                let av = reals(match &a {
+                    Literal::Array(x) => x,
+                    _ => unreachable!(),
+                });
+                let scale = av.iter().fold(1e-30f64, |s, x| s.max(x.abs()));
+                let tol = eps_of(t, m.max(n)) * scale;
+                for backend in ["interpreter", "cpu"] {
+                    let mut values = Vec::new();
+                    for mode in [65u8, 83, 78] {
+                        let (uc, vr) = if mode == 65 { (m, n) } else { (k, k) };
+                        let text = lapack_text(
+                            ty,
+                            "gesdd",
+                            &[format!("{ty}[{batch},{m},{n}]")],
+                            &format!("({ty}[{batch},{m},{n}], {ty}[{batch},{k}], {ty}[{batch},{m},{uc}], {ty}[{batch},{vr},{n}], s32[{batch}])"),
+                            &format!("mode = {mode} : ui8"),
+                        );
+                        let mo = parse_module(&text).unwrap();
+                        let out = if backend == "cpu" {
+                            run_cpu(&mo, std::slice::from_ref(&a))
+                        } else {
+                            evaluate(&mo, std::slice::from_ref(&a))
+                        };
+                        let what = format!("{ty} {batch}x{m}x{n} {name} mode {mode} on {backend}");
+                        assert_eq!(s32s(&out[4]), vec![0; batch], "{what}");
+                        let (s, u, vt) = (reals(&out[1]), reals(&out[2]), reals(&out[3]));
+                        values.push(s.clone());
+                        assert!(s.iter().all(|&x| x >= 0.0), "{what}: {s:?}");
+                        for b in 0..batch {
+                            let s = &s[b * k..(b + 1) * k];
+                            assert!(s.windows(2).all(|p| p[0] >= p[1]), "{what}: {s:?}");
+                            if name == "rank one" {
+                                // |x| |y| for the outer product x y^T, then zeros.
+                                let x: f64 =
+                                    (0..m).map(|i| ((i + 1) as f64).powi(2)).sum::<f64>().sqrt();
+                                let y: f64 = (0..n)
+                                    .map(|j| (j as f64 - 1.5 + b as f64).powi(2))
+                                    .sum::<f64>()
+                                    .sqrt();
+                                assert!((s[0] - x * y).abs() <= tol, "{what}: {s:?}");
+                                assert!(s[1..].iter().all(|&v| v <= tol), "{what}: {s:?}");
+                            }
+                            if mode == 78 {
+                                continue;
+                            }
+                            let u = &u[b * m * uc..(b + 1) * m * uc];
+                            let vt = &vt[b * vr * n..(b + 1) * vr * n];
+                            let x = &av[b * m * n..(b + 1) * m * n];
+                            for i in 0..m {
+                                for j in 0..n {
+                                    let rec: f64 =
+                                        (0..k).map(|l| u[i * uc + l] * s[l] * vt[l * n + j]).sum();
+                                    assert!(
+                                        (rec - x[i * n + j]).abs() <= tol,
+                                        "{what}: A({i},{j})"
+                                    );
+                                }
+                            }
+                            let e = eps_of(t, m.max(n));
+                            for i in 0..uc {
+                                for j in 0..uc {
+                                    let d: f64 =
+                                        (0..m).map(|r| u[r * uc + i] * u[r * uc + j]).sum();
+                                    assert!((d - f64::from(i == j)).abs() <= e, "{what}: U^T U");
+                                }
+                            }
+                            for i in 0..vr {
+                                for j in 0..vr {
+                                    let d: f64 =
+                                        (0..n).map(|c| vt[i * n + c] * vt[j * n + c]).sum();
+                                    assert!((d - f64::from(i == j)).abs() <= e, "{what}: V^T V");
+                                }
+                            }
+                        }
+                    }
+                    for other in &values[1..] {
+                        for (x, y) in values[0].iter().zip(other) {
+                            assert!(
+                                (x - y).abs() <= tol,
+                                "{ty} {m}x{n} {name} on {backend}: modes disagree"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The custom calls as JAX 0.10.2 emits them for `jnp.linalg.eigh` and `jnp.linalg.svd` (layout
+/// constraints, aliasing, frontend attributes and all), on both backends: the eigenvalues of a
+/// symmetric matrix with the known spectrum `{1, 1, 3}` (a repeated value), and the singular
+/// values of a diagonal matrix.
+#[test]
+fn jax_emitted_eigh_and_svd_compile() {
+    let text = r#"HloModule jit_eigh
+ENTRY main {
+  a = f32[2,3,3]{2,1,0} parameter(0)
+  eigh = (f32[2,3,3]{1,2,0}, f32[2,3]{1,0}, s32[2]{0}) custom-call(a), custom_call_target="lapack_ssyevd_ffi", operand_layout_constraints={f32[2,3,3]{1,2,0}}, output_to_operand_aliasing={{0}: (0, {})}, api_version=API_VERSION_TYPED_FFI, frontend_attributes={num_batch_dims="1"}, backend_config={mode = 86 : ui8, uplo = 76 : ui8}
+  ROOT w = f32[2,3]{1,0} get-tuple-element(eigh), index=1
+}
+"#;
+    // I plus 2/3 of the matrix of ones: eigenvalues 1, 1 and 3.
+    let a = matrices(ElementType::F32, 2, 3, 3, |_, i, j| {
+        if i == j {
+            5.0 / 3.0
+        } else {
+            2.0 / 3.0
+        }
+    });
+    let m = parse_module(text).unwrap();
+    for got in [
+        evaluate(&m, std::slice::from_ref(&a)),
+        run_cpu(&m, std::slice::from_ref(&a)),
+    ] {
+        let w = reals(&got[0]);
+        for (x, want) in w.iter().zip([1.0, 1.0, 3.0, 1.0, 1.0, 3.0]) {
+            assert!((x - want).abs() < 1e-5, "{w:?}");
+        }
+    }
+    let text = r#"HloModule jit_svd
+ENTRY main {
+  a = f64[3,5]{1,0} parameter(0)
+  svd = (f64[3,5]{0,1}, f64[3]{0}, f64[3,3]{0,1}, f64[5,5]{0,1}, s32[]) custom-call(a), custom_call_target="lapack_dgesdd_ffi", operand_layout_constraints={f64[3,5]{0,1}}, output_to_operand_aliasing={{0}: (0, {})}, api_version=API_VERSION_TYPED_FFI, frontend_attributes={num_batch_dims="0"}, backend_config={mode = 65 : ui8}
+  ROOT s = f64[3]{0} get-tuple-element(svd), index=1
+}
+"#;
+    let a = matrices(ElementType::F64, 1, 3, 5, |_, i, j| {
+        if i == j {
+            [2.0, -7.0, 0.5][i]
+        } else {
+            0.0
+        }
+    });
+    let a = match a {
+        Literal::Array(x) => Literal::Array(ArrayLiteral {
+            shape: ArrayShape::new(ElementType::F64, &[3, 5]),
+            data: x.data,
+        }),
+        _ => unreachable!(),
+    };
+    let m = parse_module(text).unwrap();
+    for got in [
+        evaluate(&m, std::slice::from_ref(&a)),
+        run_cpu(&m, std::slice::from_ref(&a)),
+    ] {
+        let s = reals(&got[0]);
+        for (x, want) in s.iter().zip([7.0, 2.0, 0.5]) {
+            assert!((x - want).abs() < 1e-14, "{s:?}");
+        }
+    }
+}
+
 fn s32s(a: &ArrayLiteral) -> Vec<i32> {
     a.to_vec::<i32>().expect("s32")
 }
@@ -429,10 +734,43 @@ fn aot_refuses_modules_that_need_the_runtime_library() {
 #[test]
 fn what_the_runtime_library_does_not_do_is_an_error_naming_the_instruction() {
     let cases = [
-        // An eigen/SVD routine.
+        // The general eigenproblem.
         (
-            lapack_text("f32", "gesdd", &["f32[3,3]".into()], "(f32[3], s32[])", ""),
+            lapack_text("f32", "geev", &["f32[3,3]".into()], "(f32[3], s32[])", ""),
             "not supported",
+        ),
+        // Complex SVD.
+        (
+            lapack_text(
+                "c64",
+                "gesdd",
+                &["c64[3,3]".into()],
+                "(c64[3,3], f32[3], c64[3,3], c64[3,3], s32[])",
+                "mode = 65 : ui8",
+            ),
+            "complex eigen- and singular value",
+        ),
+        // syevd without mode.
+        (
+            lapack_text(
+                "f64",
+                "syevd",
+                &["f64[3,3]".into()],
+                "(f64[3,3], f64[3], s32[])",
+                "uplo = 76 : ui8",
+            ),
+            "mode",
+        ),
+        // Thin U and V^T where the mode asks for full ones.
+        (
+            lapack_text(
+                "f32",
+                "gesdd",
+                &["f32[4,3]".into()],
+                "(f32[4,3], f32[3], f32[4,3], f32[3,3], s32[])",
+                "mode = 65 : ui8",
+            ),
+            "result shape",
         ),
         // Complex QR.
         (

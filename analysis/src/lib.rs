@@ -10,6 +10,7 @@ pub mod eval;
 pub mod fft;
 pub mod float_mode;
 pub mod flushed;
+pub mod jacobi;
 pub mod rng_op;
 mod smith;
 pub mod trsm;

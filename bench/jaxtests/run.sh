@@ -6,7 +6,8 @@
 # TESTS_DIR is JAX's tests/ at tag jax-v0.10.2 (for example
 # `git -C JAX_REPO archive jax-v0.10.2 tests | tar -x -C DIR`; ../shared/jaxtests holds five of
 # them). PLATFORM is `cpu` (XLA CPU) or `axle`. OUT_DIR/PLATFORM/FILE.xml is read by compare.py.
-# JAX_NUM_GENERATED_CASES (default here 3) and PYTHON (default /work/jaxenv/bin/python) may be set.
+# JAX_NUM_GENERATED_CASES (default here 3) and PYTHON (default /work/jaxenv/bin/python) may be set;
+# PYTEST_K, if set, is passed to pytest as `-k PYTEST_K` (for example "Eigh or Svd").
 # With SUBSET=1, only the tests that failed in OUT_DIR/axle/FILE.xml run, into
 # OUT_DIR/PLATFORM-subset/ (compare.py then counts the rest as passing wherever axle passed).
 set -u
@@ -30,6 +31,6 @@ for f in "$@"; do
     fi
     (cd "$tests" && JAX_PLATFORMS=$plat JAX_NUM_GENERATED_CASES=${JAX_NUM_GENERATED_CASES:-3} \
         PYTHONDONTWRITEBYTECODE=1 timeout ${FILE_TIMEOUT:-3600} "$py" -m pytest -q -p no:cacheprovider \
-        --junitxml="$out/$dir/$f.xml" "${sel[@]}" >"$out/$dir/$f.log" 2>&1)
+        --junitxml="$out/$dir/$f.xml" ${PYTEST_K:+-k "$PYTEST_K"} "${sel[@]}" >"$out/$dir/$f.log" 2>&1)
     echo "$dir $f rc=$? $(( $(date +%s) - t0 ))s $(tail -1 "$out/$dir/$f.log")"
 done

@@ -369,6 +369,84 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
         "geqrf" | "orgqr" if elem == Elem::C64 || elem == Elem::C128 => {
             Err(format!("{full}: complex QR is not supported").into())
         }
+        "syevd" | "gesdd" if elem == Elem::C64 || elem == Elem::C128 => Err(format!(
+            "{full}: complex eigen- and singular value decompositions are not supported"
+        )
+        .into()),
+        "syevd" => {
+            operands(1)?;
+            if rows != cols {
+                return Err(format!("{full} needs square matrices").into());
+            }
+            let lower = match config_char(m, id, "uplo") {
+                Some('L') => true,
+                Some('U') => false,
+                _ => return Err(format!("{full} needs uplo = L or U").into()),
+            };
+            let vectors = match config_char(m, id, "mode") {
+                Some('V') => true,
+                Some('N') => false,
+                _ => return Err(format!("{full} needs mode = V or N").into()),
+            };
+            expect(&[
+                (a.ty, a.dims.to_vec()),
+                (a.ty, with(&[rows as i64])),
+                (ElementType::S32, bdims.to_vec()),
+            ])?;
+            Ok(Call::Syevd {
+                elem,
+                batch,
+                n: rows,
+                lower,
+                vectors,
+            })
+        }
+        "gesdd" => {
+            operands(1)?;
+            let (vectors, full_uv) = match config_char(m, id, "mode") {
+                Some('A') => (true, true),
+                Some('S') => (true, false),
+                Some('N') => (false, false),
+                _ => return Err(format!("{full} needs mode = A, S or N").into()),
+            };
+            let (mm, nn) = (rows as i64, cols as i64);
+            let (u, vt) = if full_uv {
+                (vec![mm, mm], vec![nn, nn])
+            } else {
+                (vec![mm, k], vec![k, nn])
+            };
+            let (u_dims, vt_dims) = if vectors {
+                (with(&u), with(&vt))
+            } else {
+                // `U` and `V^T` are not computed: any shape, filled with zeros.
+                match (res.get(2), res.get(3)) {
+                    (Some(u), Some(vt)) => (u.dims.to_vec(), vt.dims.to_vec()),
+                    _ => {
+                        return Err(
+                            format!("{full}'s result shape does not match its operand").into()
+                        )
+                    }
+                }
+            };
+            expect(&[
+                (a.ty, a.dims.to_vec()),
+                (a.ty, with(&[k])),
+                (a.ty, u_dims.clone()),
+                (a.ty, vt_dims.clone()),
+                (ElementType::S32, bdims.to_vec()),
+            ])?;
+            let count = |d: &[i64]| d.iter().map(|&x| x.max(0) as usize).product::<usize>();
+            Ok(Call::Gesdd {
+                elem,
+                batch,
+                m: rows,
+                n: cols,
+                vectors,
+                full: full_uv,
+                u_len: count(&u_dims),
+                vt_len: count(&vt_dims),
+            })
+        }
         "geqrf" => {
             operands(1)?;
             expect(&[(a.ty, a.dims.to_vec()), (a.ty, with(&[k]))])?;
@@ -403,7 +481,7 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
         }
         _ => Err(format!(
             "the LAPACK call {full} is not supported by the cpu backend (potrf, getrf, trsm, \
-             geqrf and orgqr are)"
+             geqrf, orgqr, syevd and gesdd are)"
         )
         .into()),
     }

@@ -12,7 +12,8 @@
 //! Every routine computes in the operation's own precision (`f32` for `f32`/`c64`, like
 //! LAPACK's `s` and `c` routines) on a private copy of its operands, on the calling thread, so
 //! results are deterministic at any thread count. The numerics live in [`fft`] (through the
-//! `rustfft` crate) and [`linalg`] (LAPACK's unblocked algorithms).
+//! `rustfft` crate) and [`linalg`] (LAPACK's unblocked algorithms, and Jacobi's methods for the
+//! eigen- and singular value decompositions).
 
 pub(crate) mod collective;
 pub(crate) mod fft;
@@ -111,6 +112,30 @@ pub(crate) enum Call {
         n: usize,
         k: usize,
     },
+    /// `?syevd`: buffers `[a, vectors, values, info (s32)]` for `batch` symmetric `n`-by-`n`
+    /// matrices, reading the `lower` (else upper) triangle; `vectors` (`mode = V`) or the
+    /// operand unchanged (`mode = N`) in the first result. Real types only.
+    Syevd {
+        elem: Elem,
+        batch: usize,
+        n: usize,
+        lower: bool,
+        vectors: bool,
+    },
+    /// `?gesdd`: buffers `[a, a_out, s, u, vt, info (s32)]` for `batch` `m`-by-`n` matrices;
+    /// `U` and `V^T` square (`full`, `mode = A`), thin (`mode = S`), or, without `vectors`
+    /// (`mode = N`), zeros of `u_len` and `vt_len` elements in all. `a_out` is the operand
+    /// unchanged. Real types only.
+    Gesdd {
+        elem: Elem,
+        batch: usize,
+        m: usize,
+        n: usize,
+        vectors: bool,
+        full: bool,
+        u_len: usize,
+        vt_len: usize,
+    },
     /// A collective (or `replica-id`, `partition-id`, a shard_map boundary) on the device the
     /// calling thread runs as ([`collective`]).
     Collective(Box<collective::Coll>),
@@ -126,6 +151,8 @@ impl Call {
             Call::Trsm { .. } => "axle_rt_trsm",
             Call::Geqrf { .. } => "axle_rt_geqrf",
             Call::Orgqr { .. } => "axle_rt_orgqr",
+            Call::Syevd { .. } => "axle_rt_syevd",
+            Call::Gesdd { .. } => "axle_rt_gesdd",
             Call::Collective(_) => "axle_rt_collective",
         }
     }
@@ -184,6 +211,38 @@ impl Call {
                 n,
                 k,
             } => d.extend([*elem as i64, *batch as i64, *m as i64, *n as i64, *k as i64]),
+            Call::Syevd {
+                elem,
+                batch,
+                n,
+                lower,
+                vectors,
+            } => d.extend([
+                *elem as i64,
+                *batch as i64,
+                *n as i64,
+                b(*lower),
+                b(*vectors),
+            ]),
+            Call::Gesdd {
+                elem,
+                batch,
+                m,
+                n,
+                vectors,
+                full,
+                u_len,
+                vt_len,
+            } => d.extend([
+                *elem as i64,
+                *batch as i64,
+                *m as i64,
+                *n as i64,
+                b(*vectors),
+                b(*full),
+                *u_len as i64,
+                *vt_len as i64,
+            ]),
             Call::Collective(c) => c.encode_into(&mut d),
         }
         d[0] = d.len() as i64;
@@ -260,6 +319,23 @@ impl Call {
                 m: u(next()?)?,
                 n: u(next()?)?,
                 k: u(next()?)?,
+            },
+            "axle_rt_syevd" => Call::Syevd {
+                elem,
+                batch: u(next()?)?,
+                n: u(next()?)?,
+                lower: next()? != 0,
+                vectors: next()? != 0,
+            },
+            "axle_rt_gesdd" => Call::Gesdd {
+                elem,
+                batch: u(next()?)?,
+                m: u(next()?)?,
+                n: u(next()?)?,
+                vectors: next()? != 0,
+                full: next()? != 0,
+                u_len: u(next()?)?,
+                vt_len: u(next()?)?,
             },
             _ => return None,
         })
@@ -366,6 +442,10 @@ unsafe fn run(call: &Call, bufs: *const *mut u8) {
             Call::Trsm { .. } => linalg::trsm(call, buf(0), buf(1), buf(2)),
             Call::Geqrf { .. } => linalg::geqrf(call, buf(0), buf(1), buf(2)),
             Call::Orgqr { .. } => linalg::orgqr(call, buf(0), buf(1), buf(2)),
+            Call::Syevd { .. } => linalg::syevd(call, buf(0), buf(1), buf(2), buf(3)),
+            Call::Gesdd { .. } => {
+                linalg::gesdd(call, [buf(0), buf(1), buf(2), buf(3), buf(4), buf(5)])
+            }
             Call::Collective(c) => collective::run(c, bufs),
         }
     }
@@ -424,6 +504,8 @@ entry_points!(
     axle_rt_trsm,
     axle_rt_geqrf,
     axle_rt_orgqr,
+    axle_rt_syevd,
+    axle_rt_gesdd,
     axle_rt_collective
 );
 
@@ -480,6 +562,23 @@ mod tests {
                 m: 6,
                 n: 4,
                 k: 4,
+            },
+            Call::Syevd {
+                elem: Elem::F64,
+                batch: 2,
+                n: 4,
+                lower: true,
+                vectors: false,
+            },
+            Call::Gesdd {
+                elem: Elem::F32,
+                batch: 3,
+                m: 5,
+                n: 2,
+                vectors: true,
+                full: false,
+                u_len: 30,
+                vt_len: 12,
             },
             Call::Collective(Box::new(collective::Coll {
                 kind: collective::CollKind::ReduceScatter,

@@ -10,16 +10,24 @@
 //! `f64` (complex `f64`), so results agree with LAPACK's up to rounding, except `potrf` and
 //! `trsm`, which run in the operand's precision (`spotrf` and `strsm` in `f32`), as LAPACK does,
 //! through the implementations the `cpu` backend's runtime shares
-//! ([`crate::cholesky::potf2`], [`crate::trsm::solve`]). The eigenvalue and SVD
-//! routines (`syevd`, `gesdd`, `geev`) are refused: their outputs are only defined up to the
-//! signs LAPACK's particular algorithm picks.
+//! ([`crate::cholesky::potf2`], [`crate::trsm::solve`]).
+//!
+//! `lapack_?syevd_ffi` (symmetric eigendecomposition) and `lapack_?gesdd_ffi` (SVD), real
+//! types only, run [`crate::jacobi`] in the operand's precision, the routines the `cpu`
+//! backend's runtime calls too: their vectors are defined only up to sign, so they are not
+//! LAPACK's bits (the module says what is). The first result (LAPACK's overwritten input) is
+//! the eigenvectors for `syevd` with `mode = V`, else the operand unchanged; `U` and `V^T`
+//! are zeros when `gesdd`'s `mode` is `N`. Complex `heevd` and `gesdd` and the general
+//! eigenproblem (`geev`) are refused by name.
 
 use super::elem::{from_slice, to_vec, Complex};
 use super::elementwise::convert;
 use super::shape_ops as so;
 use super::{arr, Evaluator, R};
 use crate::float_mode::with_float_mode;
-use axle_ir::{ArrayLiteral, AttrKey, AttrValue, ElementType, InstId, Literal};
+use crate::jacobi;
+use axle_ir::{ArrayLiteral, AttrKey, AttrValue, ElementType, InstId, Literal, Shape};
+use num_traits::Float;
 
 type C = Complex<f64>;
 
@@ -100,6 +108,8 @@ pub(crate) fn lapack(
         "trsm" => trsm(ev, id, ops),
         "geqrf" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || geqrf(ops)),
         "orgqr" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || orgqr(ops)),
+        "syevd" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || syevd(ev, id, ops)),
+        "gesdd" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || gesdd(ev, id, ops)),
         _ => Err(format!("the evaluator does not support the LAPACK call {target}").into()),
     })
 }
@@ -299,4 +309,138 @@ fn orgqr(ops: &[&Literal]) -> R<Literal> {
         }
     }
     Ok(Literal::Array(store(&v, a.ty(), &a.shape.dims)?))
+}
+
+/// The leaves of `id`'s result shape.
+fn result_dims(ev: &Evaluator, id: InstId) -> Vec<Vec<i64>> {
+    match ev.m.shape(id) {
+        Shape::Tuple(ids) => ids
+            .iter()
+            .map(|&i| match ev.m.shape_of(i) {
+                Shape::Array(a) => a.dims.to_vec(),
+                _ => Vec::new(),
+            })
+            .collect(),
+        Shape::Array(a) => vec![a.dims.to_vec()],
+        _ => Vec::new(),
+    }
+}
+
+/// A real operand as values of `T` (`f32` for `s` routines: exact, the operand is `f32`).
+fn load_as<T: Float>(a: &ArrayLiteral) -> R<Vec<T>> {
+    Ok(load(a)?
+        .into_iter()
+        .map(|x| T::from(x.re).unwrap_or_else(T::nan))
+        .collect())
+}
+
+fn store_as<T: Float>(v: &[T], ty: ElementType, dims: &[i64]) -> R<ArrayLiteral> {
+    let wide: Vec<C> = v
+        .iter()
+        .map(|x| c(x.to_f64().unwrap_or(f64::NAN)))
+        .collect();
+    store(&wide, ty, dims)
+}
+
+fn syevd(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
+    let a = arr(ops[0])?;
+    let lower = match config_char(ev, id, "uplo") {
+        Some('L') => true,
+        Some('U') => false,
+        _ => return Err("syevd needs uplo = L or U".into()),
+    };
+    let vectors = match config_char(ev, id, "mode") {
+        Some('V') => true,
+        Some('N') => false,
+        _ => return Err("syevd needs mode = V or N".into()),
+    };
+    let (batch, n, n2) = mat(a)?;
+    if n != n2 {
+        return Err("syevd needs square matrices".into());
+    }
+    if a.ty() == ElementType::F32 {
+        syevd_t::<f32>(a, batch, n, lower, vectors)
+    } else {
+        syevd_t::<f64>(a, batch, n, lower, vectors)
+    }
+}
+
+fn syevd_t<T: Float>(
+    a: &ArrayLiteral,
+    batch: usize,
+    n: usize,
+    lower: bool,
+    vectors: bool,
+) -> R<Literal> {
+    let x = load_as::<T>(a)?;
+    let (mut vecs, mut w, mut info) = (Vec::new(), Vec::new(), Vec::new());
+    for b in 0..batch {
+        let m = &x[b * n * n..(b + 1) * n * n];
+        let e = jacobi::syevd(m, n, lower, vectors);
+        vecs.extend_from_slice(if vectors { &e.vectors } else { m });
+        w.extend(e.values);
+        info.push(e.info);
+    }
+    let bd = batch_dims(a, 2);
+    let mut wd = bd.clone();
+    wd.push(n as i64);
+    Ok(Literal::Tuple(vec![
+        Literal::Array(store_as(&vecs, a.ty(), &a.shape.dims)?),
+        Literal::Array(store_as(&w, a.ty(), &wd)?),
+        Literal::Array(s32s(&info, &bd)),
+    ]))
+}
+
+fn gesdd(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
+    let a = arr(ops[0])?;
+    let (vectors, full) = match config_char(ev, id, "mode") {
+        Some('A') => (true, true),
+        Some('S') => (true, false),
+        Some('N') => (false, false),
+        _ => return Err("gesdd needs mode = A, S or N".into()),
+    };
+    let dims = result_dims(ev, id);
+    if dims.len() != 5 {
+        return Err("gesdd returns (a, s, u, vt, info)".into());
+    }
+    if a.ty() == ElementType::F32 {
+        gesdd_t::<f32>(a, &dims, vectors, full)
+    } else {
+        gesdd_t::<f64>(a, &dims, vectors, full)
+    }
+}
+
+fn gesdd_t<T: Float>(a: &ArrayLiteral, dims: &[Vec<i64>], vectors: bool, full: bool) -> R<Literal> {
+    let (batch, m, n) = mat(a)?;
+    let x = load_as::<T>(a)?;
+    let k = m.min(n);
+    let count = |d: &[i64]| d.iter().product::<i64>().max(0) as usize;
+    let (u_len, vt_len) = (count(&dims[2]), count(&dims[3]));
+    let (mut s, mut u, mut vt, mut info) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for b in 0..batch {
+        let r = jacobi::gesdd(&x[b * m * n..(b + 1) * m * n], m, n, vectors, full);
+        s.extend(r.values);
+        u.extend(r.u);
+        vt.extend(r.vt);
+        info.push(r.info);
+    }
+    if !vectors {
+        u = vec![T::zero(); u_len];
+        vt = vec![T::zero(); vt_len];
+    }
+    if s.len() != batch * k
+        || count(&dims[1]) != batch * k
+        || count(&dims[4]) != batch
+        || u.len() != u_len
+        || vt.len() != vt_len
+    {
+        return Err("gesdd's result shapes do not match its operand and mode".into());
+    }
+    Ok(Literal::Tuple(vec![
+        Literal::Array(a.clone()),
+        Literal::Array(store_as(&s, a.ty(), &dims[1])?),
+        Literal::Array(store_as(&u, a.ty(), &dims[2])?),
+        Literal::Array(store_as(&vt, a.ty(), &dims[3])?),
+        Literal::Array(s32s(&info, &dims[4])),
+    ]))
 }

@@ -11,8 +11,12 @@
 //!   ([`axle_analysis::trsm::solve`], the evaluator's solve too).
 //! - `geqrf`: `?geqr2` with `?larfg`'s reflectors (`beta = -sign(alpha) * norm`,
 //!   `tau = (beta - alpha) / beta`, `v(0) = 1`); `orgqr`: `?org2r`. Real types only.
+//! - `syevd` and `gesdd`: Jacobi's methods ([`axle_analysis::jacobi`], the evaluator's too),
+//!   eigenvalues ascending and singular values descending as LAPACK returns them; vectors are
+//!   defined up to sign, not LAPACK's bits. Real types only.
 
 use axle_analysis::cholesky;
+use axle_analysis::jacobi;
 use axle_analysis::trsm::{solve, Field, TriSolve};
 use num_complex::Complex;
 use num_traits::Float;
@@ -399,4 +403,113 @@ unsafe fn orgqr_t<T: Float + Default>(
     }
     // SAFETY: the result has the operand's size.
     unsafe { write(q, &x) };
+}
+
+/// Runs a [`Call::Syevd`].
+///
+/// # Safety
+/// `a` and `vecs` hold the batch of `n`-by-`n` matrices, `w` `n` scalars and `info` one `s32`
+/// per matrix.
+pub(crate) unsafe fn syevd(call: &Call, a: *mut u8, vecs: *mut u8, w: *mut u8, info: *mut u8) {
+    let &Call::Syevd {
+        elem,
+        batch,
+        n,
+        lower,
+        vectors,
+    } = call
+    else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { by_real!(elem, syevd_t(a, vecs, w, info, batch, n, lower, vectors)) }
+}
+
+/// # Safety
+/// As [`syevd`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn syevd_t<T: Float + Default>(
+    a: *mut u8,
+    vecs: *mut u8,
+    w: *mut u8,
+    info: *mut u8,
+    batch: usize,
+    n: usize,
+    lower: bool,
+    vectors: bool,
+) {
+    // SAFETY: the operand's size.
+    let x: Vec<T> = unsafe { read(a, batch * n * n) };
+    let (mut vs, mut ws, mut infos) = (Vec::new(), Vec::new(), Vec::new());
+    for b in 0..batch {
+        let m = &x[b * n * n..(b + 1) * n * n];
+        let e = jacobi::syevd(m, n, lower, vectors);
+        vs.extend_from_slice(if vectors { &e.vectors } else { m });
+        ws.extend(e.values);
+        infos.push(e.info);
+    }
+    // SAFETY: the results' sizes.
+    unsafe {
+        write(vecs, &vs);
+        write(w, &ws);
+        write(info, &infos);
+    }
+}
+
+/// Runs a [`Call::Gesdd`] on the buffers `[a, a_out, s, u, vt, info]`.
+///
+/// # Safety
+/// `a` and `a_out` hold the batch of `m`-by-`n` matrices, `s` `min(m, n)` scalars per matrix,
+/// `u` and `vt` the sizes the call's mode gives them, `info` one `s32` per matrix.
+pub(crate) unsafe fn gesdd(call: &Call, bufs: [*mut u8; 6]) {
+    let Call::Gesdd { elem, .. } = call else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { by_real!(*elem, gesdd_t(call, bufs)) }
+}
+
+/// # Safety
+/// As [`gesdd`].
+unsafe fn gesdd_t<T: Float + Default>(call: &Call, bufs: [*mut u8; 6]) {
+    let &Call::Gesdd {
+        batch,
+        m,
+        n,
+        vectors,
+        full,
+        u_len,
+        vt_len,
+        ..
+    } = call
+    else {
+        return;
+    };
+    let [a, a_out, s, u, vt, info] = bufs;
+    // SAFETY: the operand's size.
+    let x: Vec<T> = unsafe { read(a, batch * m * n) };
+    let (mut ss, mut us, mut vts, mut infos) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for b in 0..batch {
+        let r = jacobi::gesdd(&x[b * m * n..(b + 1) * m * n], m, n, vectors, full);
+        ss.extend(r.values);
+        us.extend(r.u);
+        vts.extend(r.vt);
+        infos.push(r.info);
+    }
+    if !vectors {
+        us = vec![T::zero(); u_len];
+        vts = vec![T::zero(); vt_len];
+    }
+    // Lowering checked that the shapes agree; a mismatch writes nothing rather than overrun.
+    if us.len() != u_len || vts.len() != vt_len {
+        return;
+    }
+    // SAFETY: the results' sizes.
+    unsafe {
+        write(a_out, &x);
+        write(s, &ss);
+        write(u, &us);
+        write(vt, &vts);
+        write(info, &infos);
+    }
 }
