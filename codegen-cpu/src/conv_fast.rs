@@ -5,7 +5,10 @@
 //! registers over the kernel positions and input features, reading the input through an
 //! implicit im2col (scalar broadcasts, zero where the window hangs over the padding or falls
 //! between the elements of a base-dilated input; a kernel position that meets no element in
-//! any pixel of the tile is skipped). Feature and batch groups go to the elemental emitter.
+//! any pixel of the tile is skipped). A tile whose pixels all meet a real element at every
+//! kernel position takes a copy of the sum emitted without these checks (the same terms in
+//! the same order); the emitted loops are what runs, since these kernels' LLVM pipeline
+//! neither unrolls nor unswitches (`modules.rs`). Feature and batch groups go to the elemental emitter.
 //!
 //! Each output element sums its terms (kernel positions, then input features) with fused
 //! multiply-adds; padding terms add zero. So that no rounding chain is long (one chain over a
@@ -153,7 +156,7 @@ impl ConvFast {
             None => 1,
         };
         if all * self.c <= CHAIN_TERMS {
-            // One chain, in straight code once LLVM unrolls it.
+            // One chain.
             return SumTree {
                 dims: self.k_sp.clone(),
                 leaf: positions.max(1),
