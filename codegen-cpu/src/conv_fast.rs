@@ -5,10 +5,7 @@
 //! registers over the kernel positions and input features, reading the input through an
 //! implicit im2col (scalar broadcasts, zero where the window hangs over the padding or falls
 //! between the elements of a base-dilated input; a kernel position that meets no element in
-//! any pixel of the tile is skipped). A tile whose pixels all meet a real element at every
-//! kernel position takes a copy of the sum emitted without these checks (the same terms in
-//! the same order); the emitted loops are what runs, since these kernels' LLVM pipeline
-//! neither unrolls nor unswitches (`modules.rs`). Feature and batch groups go to the elemental emitter.
+//! any pixel of the tile is skipped). Feature and batch groups go to the elemental emitter.
 //!
 //! Each output element sums its terms (kernel positions, then input features) with fused
 //! multiply-adds; padding terms add zero. So that no rounding chain is long (one chain over a
@@ -156,7 +153,7 @@ impl ConvFast {
             None => 1,
         };
         if all * self.c <= CHAIN_TERMS {
-            // One chain.
+            // One chain, in straight code once LLVM unrolls it.
             return SumTree {
                 dims: self.k_sp.clone(),
                 leaf: positions.max(1),
@@ -233,10 +230,6 @@ const SUB_C: i64 = 32;
 /// chain instead of a tree ([`SumTree`]): the tree's loops made a `3x3` convolution of 16
 /// features 1.55 times slower, and XLA sums so few terms in one chain too.
 const CHAIN_TERMS: i64 = 512;
-
-/// The most input features whose terms a tile emits as straight code instead of a loop (LLVM's
-/// unroller does not run on these kernels, `modules.rs`).
-const STRAIGHT_C: i64 = 8;
 
 /// Children of each node of the tree the kernel positions are summed in ([`SumTree`]).
 const SUM_FAN: i64 = 16;
@@ -912,29 +905,6 @@ fn tile<'ctx>(
         bases.push(base);
         ocs.push(oc);
     }
-    // Whether every pixel of the tile meets a real input element at every kernel position
-    // (checked with a dilated or phased input, never: those take the checked sum).
-    let interior = if geo.phased() || geo.window.iter().any(|w| w.lhs_dilate > 1) {
-        None
-    } else {
-        let mut inside = cg.i1().const_all_ones();
-        for oc in &ocs {
-            for d in 0..nsp {
-                let wdim = &geo.window[d];
-                let lo = bb.build_int_nsw_sub(
-                    bb.build_int_nsw_mul(oc[d], cg.c64(wdim.stride), "lo")?,
-                    cg.c64(wdim.pad_lo),
-                    "lo",
-                )?;
-                let reach = (geo.k_sp[d] - 1).max(0) * wdim.rhs_dilate;
-                let hi = bb.build_int_nsw_add(lo, cg.c64(reach), "hi")?;
-                let ge = bb.build_int_compare(IntPredicate::SGE, lo, cg.c64(0), "ge")?;
-                let lt = bb.build_int_compare(IntPredicate::SLT, hi, cg.c64(geo.in_sp[d]), "lt")?;
-                inside = bb.build_and(inside, bb.build_and(ge, lt, "in")?, "inside")?;
-            }
-        }
-        Some(inside)
-    };
     cg.for_range(strips.0, strips.1, |s| {
         let o0 = bb.build_int_nsw_mul(s, cg.c64(nr), "o0")?;
         let masks = strip_masks(cg, geo, o0)?;
@@ -964,84 +934,69 @@ fn tile<'ctx>(
         };
         let range = block.and_then(|b| b.range);
         let zeros: Vec<Val> = vec![bv(zero); 2 * rows as usize];
-        // The block's sum: with `clean`, as emitted for a tile whose pixels all lie inside the
-        // input at every kernel position (no padding checks), else with them.
-        let sum_block = |clean: bool| -> R<Vec<Val<'ctx>>> {
-            // A kernel position's terms added to `acc`, or with `None` summed from zero.
-            let mut position = |kc: &[IntValue<'ctx>],
-                                acc: Option<Vec<Val<'ctx>>>|
-             -> R<Vec<Val<'ctx>>> {
-                // Input offsets and validity of each pixel at this kernel position (no validity
-                // when `clean`: every term is a real element).
-                let mut offs = Vec::with_capacity(rows as usize);
-                let mut oks: Vec<Option<IntValue<'ctx>>> = Vec::with_capacity(rows as usize);
-                for r in 0..rows as usize {
-                    let mut ok = exist[r];
-                    let mut off = bases[r];
-                    for d in 0..nsp {
-                        let wdim = &geo.window[d];
-                        let p = bb.build_int_nsw_mul(ocs[r][d], cg.c64(wdim.stride), "p")?;
-                        let p = bb.build_int_nsw_sub(p, cg.c64(wdim.pad_lo), "p")?;
-                        let kk = bb.build_int_nsw_mul(kc[d], cg.c64(wdim.rhs_dilate), "kk")?;
-                        let mut p = bb.build_int_nsw_add(p, kk, "p")?;
-                        if clean {
-                            let t = bb.build_int_nsw_mul(p, cg.c64(geo.in_st_sp[d]), "t")?;
-                            off = bb.build_int_nsw_add(off, t, "off")?;
-                            continue;
-                        }
-                        if wdim.lhs_dilate > 1 {
-                            // A position of the dilated input: a real element only where it is a
-                            // multiple of the dilation (`p` is checked non-negative below).
-                            let dil = cg.c64(wdim.lhs_dilate);
-                            let rem = bb.build_int_signed_rem(p, dil, "rem")?;
-                            let on =
-                                bb.build_int_compare(IntPredicate::EQ, rem, cg.c64(0), "on")?;
-                            ok = bb.build_and(ok, on, "ok")?;
-                            p = bb.build_int_signed_div(p, dil, "pd")?;
-                        }
-                        let ge = bb.build_int_compare(IntPredicate::SGE, p, cg.c64(0), "ge")?;
-                        let lt =
-                            bb.build_int_compare(IntPredicate::SLT, p, cg.c64(geo.in_sp[d]), "lt")?;
-                        ok = bb.build_and(ok, bb.build_and(ge, lt, "in")?, "ok")?;
-                        let t = bb.build_int_nsw_mul(p, cg.c64(geo.in_st_sp[d]), "t")?;
-                        off = bb.build_int_nsw_add(off, t, "off")?;
-                    }
-                    if clean {
-                        offs.push(off);
-                        oks.push(None);
-                    } else {
-                        offs.push(bb.build_select(ok, off, cg.c64(0), "off")?.into_int_value());
-                        oks.push(Some(ok));
-                    }
-                }
-                let mut koff = if view.packed { cg.c64(0) } else { o0 };
+        // A kernel position's terms added to `acc`, or with `None` summed from zero.
+        let mut position = |kc: &[IntValue<'ctx>],
+                            acc: Option<Vec<Val<'ctx>>>|
+         -> R<Vec<Val<'ctx>>> {
+            // Input offsets and validity of each pixel at this kernel position.
+            let mut offs = Vec::with_capacity(rows as usize);
+            let mut oks = Vec::with_capacity(rows as usize);
+            for r in 0..rows as usize {
+                let mut ok = exist[r];
+                let mut off = bases[r];
                 for d in 0..nsp {
-                    let kq = if geo.window[d].reversal {
-                        bb.build_int_nsw_sub(cg.c64(geo.k_sp[d] - 1), kc[d], "kr")?
-                    } else {
-                        kc[d]
-                    };
-                    let kq = match view.base0 {
-                        Some(q0) if d == 0 => bb.build_int_nsw_sub(kq, q0, "kb")?,
-                        _ => kq,
-                    };
-                    let t = bb.build_int_nsw_mul(kq, cg.c64(view.st_sp[d]), "kt")?;
-                    koff = bb.build_int_nsw_add(koff, t, "ko")?;
-                }
-                // With a dilated input, a kernel position often meets no real element in any row
-                // of the tile: its input features are skipped (all their terms are zero).
-                let c_end = if geo.window.iter().any(|w| w.lhs_dilate > 1) {
-                    let mut any = cg.i1().const_zero();
-                    for ok in oks.iter().flatten() {
-                        any = bb.build_or(any, *ok, "any")?;
+                    let wdim = &geo.window[d];
+                    let p = bb.build_int_nsw_mul(ocs[r][d], cg.c64(wdim.stride), "p")?;
+                    let p = bb.build_int_nsw_sub(p, cg.c64(wdim.pad_lo), "p")?;
+                    let kk = bb.build_int_nsw_mul(kc[d], cg.c64(wdim.rhs_dilate), "kk")?;
+                    let mut p = bb.build_int_nsw_add(p, kk, "p")?;
+                    if wdim.lhs_dilate > 1 {
+                        // A position of the dilated input: a real element only where it is a
+                        // multiple of the dilation (`p` is checked non-negative below).
+                        let dil = cg.c64(wdim.lhs_dilate);
+                        let rem = bb.build_int_signed_rem(p, dil, "rem")?;
+                        let on = bb.build_int_compare(IntPredicate::EQ, rem, cg.c64(0), "on")?;
+                        ok = bb.build_and(ok, on, "ok")?;
+                        p = bb.build_int_signed_div(p, dil, "pd")?;
                     }
-                    bb.build_select(any, cg.c64(geo.c), cg.c64(0), "cend")?
-                        .into_int_value()
+                    let ge = bb.build_int_compare(IntPredicate::SGE, p, cg.c64(0), "ge")?;
+                    let lt =
+                        bb.build_int_compare(IntPredicate::SLT, p, cg.c64(geo.in_sp[d]), "lt")?;
+                    ok = bb.build_and(ok, bb.build_and(ge, lt, "in")?, "ok")?;
+                    let t = bb.build_int_nsw_mul(p, cg.c64(geo.in_st_sp[d]), "t")?;
+                    off = bb.build_int_nsw_add(off, t, "off")?;
+                }
+                offs.push(bb.build_select(ok, off, cg.c64(0), "off")?.into_int_value());
+                oks.push(ok);
+            }
+            let mut koff = if view.packed { cg.c64(0) } else { o0 };
+            for d in 0..nsp {
+                let kq = if geo.window[d].reversal {
+                    bb.build_int_nsw_sub(cg.c64(geo.k_sp[d] - 1), kc[d], "kr")?
                 } else {
-                    cg.c64(geo.c)
+                    kc[d]
                 };
-                // One input feature's terms added to `acc`.
-                let step = |c: IntValue<'ctx>, acc: &[Val<'ctx>]| -> R<Vec<Val<'ctx>>> {
+                let kq = match view.base0 {
+                    Some(q0) if d == 0 => bb.build_int_nsw_sub(kq, q0, "kb")?,
+                    _ => kq,
+                };
+                let t = bb.build_int_nsw_mul(kq, cg.c64(view.st_sp[d]), "kt")?;
+                koff = bb.build_int_nsw_add(koff, t, "ko")?;
+            }
+            // With a dilated input, a kernel position often meets no real element in any row
+            // of the tile: its input features are skipped (all their terms are zero).
+            let c_end = if geo.window.iter().any(|w| w.lhs_dilate > 1) {
+                let mut any = cg.i1().const_zero();
+                for ok in &oks {
+                    any = bb.build_or(any, *ok, "any")?;
+                }
+                bb.build_select(any, cg.c64(geo.c), cg.c64(0), "cend")?
+                    .into_int_value()
+            } else {
+                cg.c64(geo.c)
+            };
+            let run = |c0: IntValue<'ctx>, c1: IntValue<'ctx>, from: &[Val<'ctx>]| {
+                cg.for_range_acc(c0, c1, from, |c, acc| {
                     let kc_off = bb.build_int_nsw_add(
                         koff,
                         bb.build_int_nsw_mul(c, cg.c64(view.st_in), "kc")?,
@@ -1067,13 +1022,10 @@ fn tile<'ctx>(
                         if let Some(i) = a.as_instruction_value() {
                             let _ = i.set_alignment(geo.ty.byte_size() as u32);
                         }
-                        let a = cg.load_form(geo.ty, a)?.into_float_value();
-                        let a = match oks[r] {
-                            Some(ok) => bb
-                                .build_select(ok, a, ety.const_zero(), "a")?
-                                .into_float_value(),
-                            None => a,
-                        };
+                        let a = cg.load_form(geo.ty, a)?;
+                        let a = bb
+                            .build_select(oks[r], a.into_float_value(), ety.const_zero(), "a")?
+                            .into_float_value();
                         let sa = splat_float(cg, a, lanes)?;
                         for h in 0..2 {
                             let x = cg
@@ -1083,100 +1035,60 @@ fn tile<'ctx>(
                         }
                     }
                     Ok(next)
-                };
-                // Features `c0..c1` added to `from`: a loop, or straight code for a whole
-                // position of at most [`STRAIGHT_C`] features (the same order).
-                let run = |c0: IntValue<'ctx>, c1: IntValue<'ctx>, from: &[Val<'ctx>]| {
-                    let whole = c0.get_zero_extended_constant() == Some(0)
-                        && c1.get_zero_extended_constant() == Some(geo.c as u64);
-                    if whole && geo.c <= STRAIGHT_C {
-                        let mut acc = from.to_vec();
-                        for c in 0..geo.c {
-                            acc = step(cg.c64(c), &acc)?;
-                        }
-                        return Ok(acc);
-                    }
-                    cg.for_range_acc(c0, c1, from, |c, acc| step(c, acc))
-                };
-                if geo.c <= SUB_C {
-                    return run(cg.c64(0), c_end, acc.as_deref().unwrap_or(&zeros));
-                }
-                // The position's input features in runs of `SUB_C`, each summed from zero and
-                // added to the position's sum, which is added to `acc`.
-                let runs = ceil_div64(cg, c_end, SUB_C)?;
-                let sum = cg.for_range_acc(cg.c64(0), runs, &zeros, |i, sum| {
-                    let c0 = bb.build_int_nsw_mul(i, cg.c64(SUB_C), "c0")?;
-                    let c1 = min64(cg, bb.build_int_nsw_add(c0, cg.c64(SUB_C), "c1")?, c_end)?;
-                    let part = run(c0, c1, &zeros)?;
-                    add_vecs(cg, sum, &part)
-                })?;
-                match acc {
-                    Some(acc) => add_vecs(cg, &acc, &sum),
-                    None => Ok(sum),
-                }
+                })
             };
-            // The kernel positions of this block (all of them without blocks), in the loops'
-            // order, as one linear range summed as the tree of [`SumTree`].
-            let (lo, hi) = match (range, geo.k_sp.first()) {
-                (Some(r), _) => r,
-                (None, Some(&k0)) => (cg.c64(0), cg.c64(k0)),
-                (None, None) => (cg.c64(0), cg.c64(1)),
-            };
-            let inner = cg.c64(geo.inner_positions());
-            let q_lo = bb.build_int_nsw_mul(lo, inner, "qlo")?;
-            let q_hi = bb.build_int_nsw_mul(hi, inner, "qhi")?;
-            let plan = geo.sum_tree();
-            let blocked = block.is_some_and(|b| b.partial.is_some());
-            if blocked {
-                // The block's sum from zero, added to what the item's earlier blocks left.
-                let part = sum_positions(
-                    cg,
-                    &plan,
-                    plan.levels,
-                    (q_lo, q_hi),
-                    None,
-                    &zeros,
-                    &mut position,
-                )?;
-                add_vecs(cg, &init()?, &part)
-            } else {
-                let from = Some(init()?);
-                sum_positions(
-                    cg,
-                    &plan,
-                    plan.levels,
-                    (q_lo, q_hi),
-                    from,
-                    &zeros,
-                    &mut position,
-                )
+            if geo.c <= SUB_C {
+                return run(cg.c64(0), c_end, acc.as_deref().unwrap_or(&zeros));
+            }
+            // The position's input features in runs of `SUB_C`, each summed from zero and
+            // added to the position's sum, which is added to `acc`.
+            let runs = ceil_div64(cg, c_end, SUB_C)?;
+            let sum = cg.for_range_acc(cg.c64(0), runs, &zeros, |i, sum| {
+                let c0 = bb.build_int_nsw_mul(i, cg.c64(SUB_C), "c0")?;
+                let c1 = min64(cg, bb.build_int_nsw_add(c0, cg.c64(SUB_C), "c1")?, c_end)?;
+                let part = run(c0, c1, &zeros)?;
+                add_vecs(cg, sum, &part)
+            })?;
+            match acc {
+                Some(acc) => add_vecs(cg, &acc, &sum),
+                None => Ok(sum),
             }
         };
-        // A tile inside the input takes the clean sum; the same terms in the same order.
-        let accs = match interior {
-            Some(inside) => {
-                let cb = cg.block("conv.inside")?;
-                let eb = cg.block("conv.edge")?;
-                let jb = cg.block("conv.summed")?;
-                bb.build_conditional_branch(inside, cb, eb)?;
-                bb.position_at_end(cb);
-                let clean = sum_block(true)?;
-                let cend = cg.cur_block()?;
-                bb.build_unconditional_branch(jb)?;
-                bb.position_at_end(eb);
-                let edge = sum_block(false)?;
-                let eend = cg.cur_block()?;
-                bb.build_unconditional_branch(jb)?;
-                bb.position_at_end(jb);
-                let mut accs = Vec::with_capacity(clean.len());
-                for (a, b) in clean.iter().zip(&edge) {
-                    let phi = bb.build_phi(a.get_type(), "acc")?;
-                    phi.add_incoming(&[(a, cend), (b, eend)]);
-                    accs.push(phi.as_basic_value());
-                }
-                accs
-            }
-            None => sum_block(false)?,
+        // The kernel positions of this block (all of them without blocks), in the loops'
+        // order, as one linear range summed as the tree of [`SumTree`].
+        let (lo, hi) = match (range, geo.k_sp.first()) {
+            (Some(r), _) => r,
+            (None, Some(&k0)) => (cg.c64(0), cg.c64(k0)),
+            (None, None) => (cg.c64(0), cg.c64(1)),
+        };
+        let inner = cg.c64(geo.inner_positions());
+        let q_lo = bb.build_int_nsw_mul(lo, inner, "qlo")?;
+        let q_hi = bb.build_int_nsw_mul(hi, inner, "qhi")?;
+        let plan = geo.sum_tree();
+        let blocked = block.is_some_and(|b| b.partial.is_some());
+        let accs = if blocked {
+            // The block's sum from zero, added to what the item's earlier blocks left.
+            let part = sum_positions(
+                cg,
+                &plan,
+                plan.levels,
+                (q_lo, q_hi),
+                None,
+                &zeros,
+                &mut position,
+            )?;
+            add_vecs(cg, &init()?, &part)?
+        } else {
+            let from = Some(init()?);
+            sum_positions(
+                cg,
+                &plan,
+                plan.levels,
+                (q_lo, q_hi),
+                from,
+                &zeros,
+                &mut position,
+            )?
         };
         // Between blocks of the kernel, the accumulators wait in the item's partial sums.
         let kept = block.and_then(|b| b.partial.map(|p| (b.last, p)));
