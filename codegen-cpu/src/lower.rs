@@ -842,8 +842,8 @@ fn contiguous_view(
 ) -> Option<(BufId, u64)> {
     let [dst] = outputs else { return None };
     let shape = m.array_shape(root)?;
-    let bytes = shape.dims.iter().product::<i64>() * shape.ty.byte_size() as i64;
-    if bytes <= 0 || bytes as u64 > COPY_VIEW_MAX || shape.ty.bits() % 8 != 0 {
+    let bytes = shape.byte_size()?;
+    if bytes == 0 || bytes > COPY_VIEW_MAX || shape.ty.bits() % 8 != 0 {
         return None;
     }
     let bound = |i: InstId| {
