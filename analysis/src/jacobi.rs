@@ -27,6 +27,8 @@
 
 use num_traits::Float;
 
+use crate::nrm2::nrm2;
+
 /// Sweeps after which a matrix that still rotates is reported as not converged (cyclic Jacobi
 /// converges quadratically; a few tens of sweeps is already far beyond what it needs).
 pub const MAX_SWEEPS: usize = 60;
@@ -207,23 +209,6 @@ pub fn syevd<T: Float>(a: &[T], n: usize, lower: bool, vectors: bool) -> Eigh<T>
     }
 }
 
-/// The 2-norm of `x`, scaled against overflow and underflow (`?nrm2`'s recurrence).
-fn nrm2<T: Float>(x: &[T]) -> T {
-    let (mut scale, mut ssq) = (T::zero(), T::one());
-    for &v in x {
-        if v != T::zero() {
-            let a = v.abs();
-            if scale < a {
-                ssq = T::one() + ssq * (scale / a) * (scale / a);
-                scale = a;
-            } else {
-                ssq = ssq + (a / scale) * (a / scale);
-            }
-        }
-    }
-    scale * ssq.sqrt()
-}
-
 fn dot<T: Float>(x: &[T], y: &[T]) -> T {
     x.iter().zip(y).fold(T::zero(), |s, (&a, &b)| s + a * b)
 }
@@ -259,7 +244,7 @@ fn one_sided<T: Float>(
             for q in p + 1..k {
                 let (gp, gq) = (&g[p * len..(p + 1) * len], &g[q * len..(q + 1) * len]);
                 let gamma = dot(gp, gq);
-                let (np, nq) = (nrm2(gp), nrm2(gq));
+                let (np, nq) = (nrm2(gp.iter().copied()), nrm2(gq.iter().copied()));
                 if gamma == T::zero() || gamma.abs() <= eps * np * nq {
                     continue;
                 }
@@ -279,7 +264,9 @@ fn one_sided<T: Float>(
             break;
         }
     }
-    let norms: Vec<T> = (0..k).map(|j| nrm2(&g[j * len..(j + 1) * len])).collect();
+    let norms: Vec<T> = (0..k)
+        .map(|j| nrm2(g[j * len..(j + 1) * len].iter().copied()))
+        .collect();
     let mut order: Vec<usize> = (0..k).collect();
     order.sort_by(|&i, &j| {
         norms[j]
@@ -335,7 +322,7 @@ fn complete<T: Float>(u: &mut Vec<T>, have: usize, want: usize, len: usize) {
                     }
                 }
             }
-            let nx = nrm2(&x);
+            let nx = nrm2(x.iter().copied());
             if nx > half {
                 for (dst, &xe) in u[j * len..(j + 1) * len].iter_mut().zip(&x) {
                     *dst = xe / nx;

@@ -11,6 +11,7 @@ pub mod fft;
 pub mod float_mode;
 pub mod flushed;
 pub mod jacobi;
+pub mod nrm2;
 pub mod rng_op;
 mod smith;
 pub mod trsm;

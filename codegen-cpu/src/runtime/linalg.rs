@@ -17,6 +17,7 @@
 
 use axle_analysis::cholesky;
 use axle_analysis::jacobi;
+use axle_analysis::nrm2::nrm2;
 use axle_analysis::trsm::{solve, Field, TriSolve};
 use num_complex::Complex;
 use num_traits::Float;
@@ -266,22 +267,10 @@ unsafe fn geqrf_t<T: Float + Default>(
     }
 }
 
-/// The 2-norm of column `col`, rows `r0..m`, with `dnrm2`'s scaling against overflow.
-fn nrm2<T: Float>(x: &[T], n: usize, col: usize, r0: usize, m: usize) -> T {
-    let (mut scale, mut ssq) = (T::zero(), T::one());
-    for r in r0..m {
-        let v = x[r * n + col];
-        if v != T::zero() {
-            let a = v.abs();
-            if scale < a {
-                ssq = T::one() + ssq * (scale / a) * (scale / a);
-                scale = a;
-            } else {
-                ssq = ssq + (a / scale) * (a / scale);
-            }
-        }
-    }
-    scale * ssq.sqrt()
+/// The 2-norm of column `col`, rows `r0..m`, of the row-major matrix `x` with `n` columns
+/// ([`nrm2`], `?nrm2`'s scaling against overflow).
+fn column_nrm2<T: Float>(x: &[T], n: usize, col: usize, r0: usize, m: usize) -> T {
+    nrm2((r0..m).map(|r| x[r * n + col]))
 }
 
 /// `?larfg` on `alpha = A(i, i)` and `x = A(i+1..m, i)`: overwrites them with `beta` and the
@@ -290,7 +279,7 @@ fn larfg<T: Float>(x: &mut [T], n: usize, i: usize, m: usize) -> T {
     if m - i <= 1 {
         return T::zero();
     }
-    let mut xnorm = nrm2(x, n, i, i + 1, m);
+    let mut xnorm = column_nrm2(x, n, i, i + 1, m);
     if xnorm == T::zero() {
         return T::zero();
     }
@@ -313,7 +302,7 @@ fn larfg<T: Float>(x: &mut [T], n: usize, i: usize, m: usize) -> T {
                 break;
             }
         }
-        xnorm = nrm2(x, n, i, i + 1, m);
+        xnorm = column_nrm2(x, n, i, i + 1, m);
         beta = -alpha.hypot(xnorm).copysign(alpha);
     }
     let tau = (beta - alpha) / beta;
