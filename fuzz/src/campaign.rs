@@ -263,13 +263,13 @@ fn minimize_case(target: Target, mut case: Case, index: u64) -> Finding {
         }
         break;
     }
-    let replay_args = match target {
-        Target::Pipeline => format!(
+    let replay_args = match target.pass_registry() {
+        Some(registry) => format!(
             "--passes '{}' --input-seed {}",
-            case.pipeline(&crate::pipeline::pass_names()),
+            case.pipeline(&crate::pipeline::pass_names(registry)),
             case.seed
         ),
-        _ => format!("--input-seed {}", case.seed),
+        None => format!("--input-seed {}", case.seed),
     };
     Finding {
         index,

@@ -1,5 +1,6 @@
-//! The `pipeline` target: a generated module through a pipeline drawn from every registered
-//! pass, checked against the reference evaluator.
+//! The `pipeline` target: a generated module through a pipeline drawn from every pass of a
+//! registry (the compiler's, `axle::passes::registry()`; the `pipeline-planted` target's adds
+//! [`crate::planted_sub_self`]), checked against the reference evaluator.
 //!
 //! The rules are those of the semantics property (`tests/semantics.rs`): the generated module
 //! verifies; the pass manager verifies after every pass and checks each pass's `changed` flag;
@@ -11,7 +12,10 @@
 //! on bf16 ops converted to f32 (`inexact` below), where every check but the comparison of
 //! results applies.
 
-use axle::ir::{print_module, verify, Module, Opcode, PassManagerOptions, Tolerance, VerifyMode};
+use axle::ir::{
+    print_module, verify, Module, Opcode, PassManager, PassManagerOptions, PassRegistry, Tolerance,
+    VerifyMode,
+};
 use axle_analysis::{same_results, Equivalence};
 use rayon::ThreadPool;
 
@@ -32,28 +36,39 @@ fn pool(n: usize) -> ThreadPool {
         .expect("a thread pool")
 }
 
-/// The steps a random pipeline draws from: every registered pass, in registry order, then
+/// The steps a random pipeline draws from: every pass of `registry`, in registry order, then
 /// [`axle::passes::PROPERTY_STEPS`] (size-thresholded passes set to fire on small programs).
-pub fn pass_names() -> Vec<&'static str> {
-    let mut names = axle::passes::registry().names();
+pub fn pass_names(registry: &PassRegistry) -> Vec<&'static str> {
+    let mut names = registry.names();
     names.extend_from_slice(axle::passes::PROPERTY_STEPS);
     names
 }
 
-/// Checks the property on a case.
-pub fn check(case: &Case) -> Result<(), String> {
+/// Checks the property on a case, its pipeline drawn from `registry`'s passes.
+pub fn check(case: &Case, registry: &PassRegistry) -> Result<(), String> {
     let m = case.program.build();
     verify(&m).map_err(|e| format!("the generator built an invalid module: {e}"))?;
-    check_module(&m, &case.pipeline(&pass_names()), case.seed)
+    check_module(
+        &m,
+        &case.pipeline(&pass_names(registry)),
+        case.seed,
+        registry,
+    )
 }
 
-/// Checks the property for `m`, `pipeline` and inputs from `seed` (what a repro replays).
-pub fn check_module(m: &Module, pipeline: &str, seed: u64) -> Result<(), String> {
+/// Checks the property for `m`, `pipeline` (resolved against `registry`) and inputs from
+/// `seed` (what a repro replays).
+pub fn check_module(
+    m: &Module,
+    pipeline: &str,
+    seed: u64,
+    registry: &PassRegistry,
+) -> Result<(), String> {
     round_trip(m).map_err(|e| format!("input module: {e}"))?;
     let (out, out4) = POOLS.with(|(one, four)| {
         (
-            one.install(|| optimize(m, pipeline)),
-            four.install(|| optimize(m, pipeline)),
+            one.install(|| optimize(m, pipeline, registry)),
+            four.install(|| optimize(m, pipeline, registry)),
         )
     });
     let out = out?;
@@ -93,14 +108,18 @@ fn inexact(m: &Module, pipeline: &str) -> bool {
     linalg || excess
 }
 
-fn optimize(m: &Module, pipeline: &str) -> Result<Module, String> {
+/// `m` after `pipeline`, each pass verified and its `changed` flag checked.
+fn optimize(m: &Module, pipeline: &str, registry: &PassRegistry) -> Result<Module, String> {
     let mut out = m.clone();
     let opts = PassManagerOptions {
         verify: VerifyMode::Each,
         check_changed: true,
         ..Default::default()
     };
-    axle::passes::optimize(&mut out, pipeline, opts).map_err(|e| format!("{pipeline}: {e}"))?;
+    PassManager::new(registry, pipeline, opts)
+        .map_err(|e| format!("{pipeline}: {}", e.render()))?
+        .run(&mut out)
+        .map_err(|e| format!("{pipeline}: {e}"))?;
     Ok(out)
 }
 

@@ -17,6 +17,10 @@ pub enum Target {
     Npy,
     /// A generated module through a random pipeline, against the evaluator.
     Pipeline,
+    /// The `pipeline` target with [`crate::planted_sub_self`], a deliberately wrong pass, among
+    /// the passes its pipelines draw from: the campaign's self-test, which must fail.
+    #[cfg_attr(feature = "full", value(name = "pipeline-planted"))]
+    PipelinePlanted,
     /// A generated module on the `cpu` backend, against the evaluator.
     Cpu,
     /// A generated module on the `nvptx-sim` backend, against the evaluator.
@@ -31,6 +35,7 @@ impl Target {
             Target::Parse => "parse",
             Target::Npy => "npy",
             Target::Pipeline => "pipeline",
+            Target::PipelinePlanted => "pipeline-planted",
             Target::Cpu => "cpu",
             Target::NvptxSim => "nvptx-sim",
         }
@@ -38,7 +43,21 @@ impl Target {
 
     /// Whether the target's input is a generated [`Case`] (else raw bytes).
     pub fn is_generated(self) -> bool {
-        matches!(self, Target::Pipeline | Target::Cpu | Target::NvptxSim)
+        matches!(
+            self,
+            Target::Pipeline | Target::PipelinePlanted | Target::Cpu | Target::NvptxSim
+        )
+    }
+
+    /// The passes a pipeline target's pipelines are drawn from: the compiler's registry, with
+    /// the planted pass for [`Target::PipelinePlanted`]; `None` for the other targets.
+    #[cfg(feature = "full")]
+    pub fn pass_registry(self) -> Option<&'static axle::ir::PassRegistry> {
+        match self {
+            Target::Pipeline => Some(axle::passes::registry()),
+            Target::PipelinePlanted => Some(crate::planted_sub_self::registry()),
+            Target::Parse | Target::Npy | Target::Cpu | Target::NvptxSim => None,
+        }
     }
 
     /// Runs the target on raw bytes (what a fuzzer passes).
@@ -46,7 +65,7 @@ impl Target {
         match self {
             Target::Parse => crate::parse::check(data).into(),
             Target::Npy => crate::npy::check(data).into(),
-            Target::Pipeline | Target::Cpu | Target::NvptxSim => {
+            Target::Pipeline | Target::PipelinePlanted | Target::Cpu | Target::NvptxSim => {
                 self.run_case(&Case::from_bytes(data))
             }
         }
@@ -56,7 +75,10 @@ impl Target {
     #[cfg(feature = "full")]
     pub fn run_case(self, case: &Case) -> Outcome {
         match self {
-            Target::Pipeline => crate::pipeline::check(case).into(),
+            Target::Pipeline | Target::PipelinePlanted => match self.pass_registry() {
+                Some(registry) => crate::pipeline::check(case, registry).into(),
+                None => Outcome::Fail("a pipeline target without a pass registry".into()),
+            },
             Target::Cpu => crate::cpu::check(case),
             Target::NvptxSim => crate::nvptx_sim::check(case),
             Target::Parse | Target::Npy => Outcome::Fail("not a generated-module target".into()),

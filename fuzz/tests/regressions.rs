@@ -71,7 +71,10 @@ fn regressions_replay_clean() {
             }
         };
         let outcome = match target {
-            Target::Pipeline => axle_fuzz::pipeline::check_module(&m, &passes, seed).into(),
+            Target::Pipeline => {
+                axle_fuzz::pipeline::check_module(&m, &passes, seed, axle::passes::registry())
+                    .into()
+            }
             Target::NvptxSim => axle_fuzz::nvptx_sim::check_module(&m, seed),
             _ => axle_fuzz::cpu::check_module(&m, seed),
         };

@@ -1,14 +1,16 @@
 //! `campaign`: seeded, coverage-free runs of the fuzz targets.
 //!
 //! ```text
-//! campaign --target pipeline|cpu|nvptx-sim|parse|npy --cases N --seed S [--jobs J] [--out DIR] [--from K]
+//! campaign --target pipeline|pipeline-planted|cpu|nvptx-sim|parse|npy --cases N --seed S [--jobs J] [--out DIR] [--from K]
 //! campaign --target T --replay FILE [--passes P] [--input-seed S]
 //! ```
 //!
 //! A run checks cases `K..K+N` of seed `S` on `J` threads (results do not depend on `J`),
 //! prints each minimized failure with the command that replays it (and writes both into `DIR`),
 //! and ends with exactly `N cases, M failures`; the exit status is 1 when `M > 0`. `--replay`
-//! checks one written finding again.
+//! checks one written finding again. `pipeline-planted` is CI's self-test: the `pipeline` target
+//! with a deliberately wrong pass among the passes (`axle_fuzz::planted_sub_self`), whose
+//! campaign must fail.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -45,7 +47,7 @@ struct Args {
     /// Check one written finding (an .hlo or .npy file) instead of running a campaign.
     #[arg(long)]
     replay: Option<PathBuf>,
-    /// The pipeline a `pipeline` replay runs.
+    /// The pipeline a `pipeline` (or `pipeline-planted`) replay runs.
     #[arg(long, default_value = "dce")]
     passes: String,
     /// The seed of a replay's evaluator inputs.
@@ -62,14 +64,14 @@ fn replay(a: &Args, file: &PathBuf) -> Result<ExitCode> {
     let data = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let outcome = catching(|| match a.target {
         Target::Parse | Target::Npy => a.target.run_bytes(&data),
-        Target::Pipeline | Target::Cpu | Target::NvptxSim => {
+        Target::Pipeline | Target::PipelinePlanted | Target::Cpu | Target::NvptxSim => {
             let text = String::from_utf8_lossy(&data);
             let m = match axle::ir::parse_module(&text) {
                 Ok(m) => m,
                 Err(e) => return Outcome::Fail(e.render(&file.display().to_string())),
             };
-            if a.target == Target::Pipeline {
-                axle_fuzz::pipeline::check_module(&m, &a.passes, a.input_seed).into()
+            if let Some(registry) = a.target.pass_registry() {
+                axle_fuzz::pipeline::check_module(&m, &a.passes, a.input_seed, registry).into()
             } else if a.target == Target::NvptxSim {
                 axle_fuzz::nvptx_sim::check_module(&m, a.input_seed)
             } else {
