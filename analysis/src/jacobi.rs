@@ -70,7 +70,9 @@ fn scale2<T: LapackScalar>(x: T, e: i32) -> T {
     let mut e = e;
     while e != 0 {
         let step = e.clamp(-60, 60);
-        x = x.scale(<T::Real as num_traits::NumCast>::from(2f64.powi(step)).unwrap_or_else(T::Real::one));
+        x = x.scale(
+            <T::Real as num_traits::NumCast>::from(2f64.powi(step)).unwrap_or_else(T::Real::one),
+        );
         e -= step;
     }
     x
@@ -365,8 +367,16 @@ pub fn gesdd<T: LapackScalar>(a: &[T], m: usize, n: usize, vectors: bool, full: 
     let Some(anrm) = max_abs(a) else {
         return Svd {
             values: vec![T::Real::nan(); k],
-            u: if vectors { vec![nan(); ur * uc] } else { vec![] },
-            vt: if vectors { vec![nan(); vr * vc] } else { vec![] },
+            u: if vectors {
+                vec![nan(); ur * uc]
+            } else {
+                vec![]
+            },
+            vt: if vectors {
+                vec![nan(); vr * vc]
+            } else {
+                vec![]
+            },
             info: 0,
         };
     };
@@ -552,7 +562,11 @@ mod tests {
                     let rec: C = (0..n)
                         .map(|k| v[i * n + k] * e.values[k] * v[j * n + k].conj())
                         .sum();
-                    let want = if i == j { C::new(a[i * n + i].re, 0.0) } else { a[i * n + j] };
+                    let want = if i == j {
+                        C::new(a[i * n + i].re, 0.0)
+                    } else {
+                        a[i * n + j]
+                    };
                     assert!((rec - want).norm() < 1e-13, "n={n} ({i},{j})");
                     let vhv: C = (0..n).map(|k| v[k * n + i].conj() * v[k * n + j]).sum();
                     assert!((vhv - C::new(f64::from(i == j), 0.0)).norm() < 1e-13);
@@ -582,13 +596,17 @@ mod tests {
                 }
                 for i in 0..uc {
                     for j in 0..uc {
-                        let d: C = (0..m).map(|r| s.u[r * uc + i].conj() * s.u[r * uc + j]).sum();
+                        let d: C = (0..m)
+                            .map(|r| s.u[r * uc + i].conj() * s.u[r * uc + j])
+                            .sum();
                         assert!((d - C::new(f64::from(i == j), 0.0)).norm() < 1e-13);
                     }
                 }
                 for i in 0..vr {
                     for j in 0..vr {
-                        let d: C = (0..n).map(|c| s.vt[i * n + c] * s.vt[j * n + c].conj()).sum();
+                        let d: C = (0..n)
+                            .map(|c| s.vt[i * n + c] * s.vt[j * n + c].conj())
+                            .sum();
                         assert!((d - C::new(f64::from(i == j), 0.0)).norm() < 1e-13);
                     }
                 }

@@ -70,8 +70,7 @@ pub fn gtsv<T: LapackScalar>(
             b[(n - 2) * nrhs + j] = (x(b, n - 2) - du[n - 2] * x(b, n - 1)).over(d[n - 2]);
         }
         for i in (0..n.saturating_sub(2)).rev() {
-            b[i * nrhs + j] =
-                (x(b, i) - du[i] * x(b, i + 1) - dl[i + 1] * x(b, i + 2)).over(d[i]);
+            b[i * nrhs + j] = (x(b, i) - du[i] * x(b, i + 1) - dl[i + 1] * x(b, i + 2)).over(d[i]);
         }
     }
     0
@@ -86,9 +85,7 @@ mod tests {
     #[test]
     fn solves_and_reports_singular_systems() {
         let n = 5;
-        let dl0: Vec<Complex<f64>> = (0..n)
-            .map(|i| Complex::new(3.0 + i as f64, 1.0))
-            .collect();
+        let dl0: Vec<Complex<f64>> = (0..n).map(|i| Complex::new(3.0 + i as f64, 1.0)).collect();
         let d0: Vec<Complex<f64>> = (0..n).map(|i| Complex::new(0.5, -(i as f64))).collect();
         let du0: Vec<Complex<f64>> = (0..n).map(|i| Complex::new(1.0, i as f64)).collect();
         let b0: Vec<Complex<f64>> = (0..2 * n)
@@ -110,8 +107,16 @@ mod tests {
         }
         let mut z = vec![0.0f32; 3];
         let mut one = vec![1.0f32; 3];
-        assert_eq!(gtsv(&mut z.clone(), &mut z, &mut one.clone(), &mut one, 3, 1), 1);
-        let (mut dl, mut d, mut du, mut b) = (vec![0.0, 1.0], vec![1.0, 1.0], vec![1.0, 0.0], vec![1.0f64, 2.0]);
+        assert_eq!(
+            gtsv(&mut z.clone(), &mut z, &mut one.clone(), &mut one, 3, 1),
+            1
+        );
+        let (mut dl, mut d, mut du, mut b) = (
+            vec![0.0, 1.0],
+            vec![1.0, 1.0],
+            vec![1.0, 0.0],
+            vec![1.0f64, 2.0],
+        );
         assert_eq!(gtsv(&mut dl, &mut d, &mut du, &mut b, 2, 1), 2);
     }
 }

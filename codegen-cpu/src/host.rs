@@ -446,7 +446,8 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
                 vectors,
             })
         }
-        "gesdd" => {
+        // `?gesvd` (JAX's `SvdAlgorithm.QR`) defines the same decomposition as `?gesdd`.
+        "gesdd" | "gesvd" => {
             operands(1)?;
             let (vectors, full_uv) = match config_char(m, id, "mode") {
                 Some('A') => (true, true),
@@ -526,7 +527,7 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
         }
         _ => Err(format!(
             "the LAPACK call {full} is not supported by the cpu backend (potrf, getrf, trsm, \
-             geqrf, orgqr, ungqr, gtsv, syevd, heevd and gesdd are)"
+             geqrf, orgqr, ungqr, gtsv, syevd, heevd, gesdd and gesvd are)"
         )
         .into()),
     }

@@ -3,7 +3,8 @@
 //! `lapack_?getrf_ffi` (LU with partial pivoting), `lapack_?trsm_ffi` (triangular solve),
 //! `lapack_?geqrf_ffi` and `lapack_?orgqr_ffi` / `lapack_?ungqr_ffi` (Householder QR),
 //! `lapack_?gtsv_ffi` (tridiagonal solve), `lapack_?syevd_ffi` / `lapack_?heevd_ffi`
-//! (symmetric and Hermitian eigendecomposition) and `lapack_?gesdd_ffi` (SVD).
+//! (symmetric and Hermitian eigendecomposition) and `lapack_?gesdd_ffi` / `lapack_?gesvd_ffi`
+//! (SVD; the two LAPACK algorithms define the same decomposition, computed here by one).
 //!
 //! Each follows its LAPACK routine's contract, batched over leading dimensions: `potrf` leaves
 //! the other triangle as it was and reports the first non-positive leading minor in `info`;
@@ -128,7 +129,7 @@ pub(crate) fn lapack(
         "ungqr" if matches!(prefix, "c" | "z") => with_float_mode(ftz, || orgqr(ops)),
         "syevd" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || syevd(ev, id, ops)),
         "heevd" if matches!(prefix, "c" | "z") => with_float_mode(ftz, || syevd(ev, id, ops)),
-        "gesdd" => with_float_mode(ftz, || gesdd(ev, id, ops)),
+        "gesdd" | "gesvd" => with_float_mode(ftz, || gesdd(ev, id, ops)),
         "gtsv" => with_float_mode(ftz, || gtsv(ops)),
         _ => Err(format!("the evaluator does not support the LAPACK call {target}").into()),
     })
@@ -256,7 +257,10 @@ fn store_t<T: LapackScalar>(v: &[T], ty: ElementType, dims: &[i64]) -> R<ArrayLi
 
 /// Real values (eigen- and singular values) as an array of the real type `ty`.
 fn store_real<F: Float>(v: &[F], ty: ElementType, dims: &[i64]) -> R<ArrayLiteral> {
-    let w: Vec<C> = v.iter().map(|x| c(x.to_f64().unwrap_or(f64::NAN))).collect();
+    let w: Vec<C> = v
+        .iter()
+        .map(|x| c(x.to_f64().unwrap_or(f64::NAN)))
+        .collect();
     store(&w, ty, dims)
 }
 
@@ -332,7 +336,12 @@ fn gtsv_t<T: LapackScalar>(ops: &[&Literal]) -> R<Literal> {
             return Err("gtsv's diagonals must be of b's type and shape [batch..., n]".into());
         }
     }
-    let (mut l, mut dd, mut u, mut x) = (load_t::<T>(dl)?, load_t::<T>(d)?, load_t::<T>(du)?, load_t::<T>(b)?);
+    let (mut l, mut dd, mut u, mut x) = (
+        load_t::<T>(dl)?,
+        load_t::<T>(d)?,
+        load_t::<T>(du)?,
+        load_t::<T>(b)?,
+    );
     let mut info = Vec::with_capacity(batch);
     for k in 0..batch {
         let r = k * n..(k + 1) * n;
