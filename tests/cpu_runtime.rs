@@ -281,8 +281,9 @@ fn lapack_calls_match_the_evaluator() {
         // Q of a QR factorization, complete (orgqr on a padded square matrix) and reduced.
         for (m, n, k) in [(6, 4, 4), (5, 5, 3)] {
             let text = format!(
-                "HloModule q\nENTRY main {{\n  a = {ty}[2,{m},{k}] parameter(0)\n  g = ({ty}[2,{m},{k}], {ty}[2,{k}]) custom-call(a), custom_call_target=\"lapack_{p}geqrf_ffi\", backend_config={{}}\n  f = {ty}[2,{m},{k}] get-tuple-element(g), index=0\n  tau = {ty}[2,{k}] get-tuple-element(g), index=1\n  z = {ty}[] constant(0)\n  padded = {ty}[2,{m},{n}] pad(f, z), padding=0_0x0_0x0_{}\n  ROOT q = {ty}[2,{m},{n}] custom-call(padded, tau), custom_call_target=\"lapack_{p}{q}_ffi\", backend_config={{}}\n}}\n",
-                n - k
+                "HloModule q\nENTRY main {{\n  a = {ty}[2,{m},{k}] parameter(0)\n  g = ({ty}[2,{m},{k}], {ty}[2,{k}]) custom-call(a), custom_call_target=\"lapack_{p}geqrf_ffi\", backend_config={{}}\n  f = {ty}[2,{m},{k}] get-tuple-element(g), index=0\n  tau = {ty}[2,{k}] get-tuple-element(g), index=1\n  z = {ty}[] constant({zero})\n  padded = {ty}[2,{m},{n}] pad(f, z), padding=0_0x0_0x0_{}\n  ROOT q = {ty}[2,{m},{n}] custom-call(padded, tau), custom_call_target=\"lapack_{p}{q}_ffi\", backend_config={{}}\n}}\n",
+                n - k,
+                zero = if t.is_complex() { "(0, 0)" } else { "0" },
             );
             check(&text, &[random(t, &[2, m, k], 19)]);
         }
@@ -338,7 +339,7 @@ fn linalg_cases(cols: usize) -> Vec<(&'static str, Entry)> {
 /// The tolerance of reconstructions and orthogonality, relative to the matrix's largest entry
 /// (Jacobi's methods are accurate to a few ulps of the norm).
 fn eps_of(ty: ElementType, n: usize) -> f64 {
-    let eps = if ty == ElementType::F32 {
+    let eps = if matches!(ty, ElementType::F32 | ElementType::C64) {
         f32::EPSILON as f64
     } else {
         f64::EPSILON
@@ -996,8 +997,9 @@ fn complex_qr_factors_matrices() {
                 // padded to m columns when n < m) one.
                 for qc in [k, m] {
                     let text = format!(
-                        "HloModule q\nENTRY main {{\n  a = {ty}[{batch},{m},{n}] parameter(0)\n  g = ({ty}[{batch},{m},{n}], {ty}[{batch},{k}]) custom-call(a), custom_call_target=\"lapack_{p}geqrf_ffi\", api_version=API_VERSION_TYPED_FFI, backend_config={{}}\n  f = {ty}[{batch},{m},{n}] get-tuple-element(g), index=0\n  tau = {ty}[{batch},{k}] get-tuple-element(g), index=1\n  fk = {ty}[{batch},{m},{k}] slice(f), slice={{[0:{batch}], [0:{m}], [0:{k}]}}\n  z = {ty}[] constant(0)\n  padded = {ty}[{batch},{m},{qc}] pad(fk, z), padding=0_0x0_0x0_{}\n  q = {ty}[{batch},{m},{qc}] custom-call(padded, tau), custom_call_target=\"lapack_{p}ungqr_ffi\", api_version=API_VERSION_TYPED_FFI, backend_config={{}}\n  ROOT r = ({ty}[{batch},{m},{n}], {ty}[{batch},{m},{qc}]) tuple(f, q)\n}}\n",
-                        qc - k
+                        "HloModule q\nENTRY main {{\n  a = {ty}[{batch},{m},{n}] parameter(0)\n  g = ({ty}[{batch},{m},{n}], {ty}[{batch},{k}]) custom-call(a), custom_call_target=\"lapack_{p}geqrf_ffi\", api_version=API_VERSION_TYPED_FFI, backend_config={{}}\n  f = {ty}[{batch},{m},{n}] get-tuple-element(g), index=0\n  tau = {ty}[{batch},{k}] get-tuple-element(g), index=1\n  fk = {ty}[{batch},{m},{k}] slice(f), slice={{[0:{batch}], [0:{m}], [0:{k}]}}\n  z = {ty}[] constant({zero})\n  padded = {ty}[{batch},{m},{qc}] pad(fk, z), padding=0_0x0_0x0_{}\n  q = {ty}[{batch},{m},{qc}] custom-call(padded, tau), custom_call_target=\"lapack_{p}ungqr_ffi\", api_version=API_VERSION_TYPED_FFI, backend_config={{}}\n  ROOT r = ({ty}[{batch},{m},{n}], {ty}[{batch},{m},{qc}]) tuple(f, q)\n}}\n",
+                        qc - k,
+                        zero = if t.is_complex() { "(0, 0)" } else { "0" },
                     );
                     for backend in ["interpreter", "cpu"] {
                         let what = format!("{ty} {batch}x{m}x{n} {name} Q {m}x{qc} on {backend}");
