@@ -170,7 +170,7 @@ mod tests {
                 for j in 0..n {
                     let mut s = Complex::<f64>::default();
                     for l in 0..=j.min(k - 1) {
-                        s = s + q[i * k + l] * f[l * n + j];
+                        s += q[i * k + l] * f[l * n + j];
                     }
                     assert!((s - a[i * n + j]).norm() < 1e-14, "{m}x{n} ({i},{j})");
                 }
