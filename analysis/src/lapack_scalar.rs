@@ -5,7 +5,7 @@
 //!
 //! Invariants: a real type's complex-only operations are exact identities (`conj` is the value,
 //! `im` is zero, `phase` is exactly `+-1`), so one generic routine gives a real type exactly
-//! the real algorithm; complex division is Smith's ([`crate::smith`]), the evaluator's
+//! the real algorithm; complex division is Smith's algorithm (the `smith` module), the evaluator's
 //! elementwise `divide`.
 
 use std::fmt::Debug;
