@@ -1,6 +1,7 @@
 //! The CPU backend's runtime library (host calls): `fft`, `cholesky`, `triangular-solve` and
 //! JAX's LAPACK custom calls against the reference evaluator over their attributes and element
-//! types (`syevd` and `gesdd` against their definitions, on both), LAPACK's conventions on singular matrices (`info`, pivots, the untouched triangle),
+//! types (`syevd`/`heevd`, `gesdd`, complex QR and `gtsv` against their definitions, on both),
+//! LAPACK's conventions on singular matrices (`info`, pivots, the untouched triangle),
 //! host calls inside loops, clear errors for what the library does not do, and the refusal of
 //! ahead-of-time objects that would need it.
 
@@ -262,9 +263,10 @@ fn lapack_calls_match_the_evaluator() {
             check(&text, &[dominant(t, &[3, 4, 4], 5), random(t, &bd, 6)]);
         }
     }
-    for ty in ["f32", "f64"] {
+    for ty in ["f32", "f64", "c64", "c128"] {
         let t = ElementType::from_name(ty).unwrap();
         let p = prefix(ty);
+        let q = if t.is_complex() { "ungqr" } else { "orgqr" };
         for (m, n) in [(6, 4), (4, 4), (3, 5)] {
             let k = m.min(n);
             let text = lapack_text(
@@ -279,8 +281,9 @@ fn lapack_calls_match_the_evaluator() {
         // Q of a QR factorization, complete (orgqr on a padded square matrix) and reduced.
         for (m, n, k) in [(6, 4, 4), (5, 5, 3)] {
             let text = format!(
-                "HloModule q\nENTRY main {{\n  a = {ty}[2,{m},{k}] parameter(0)\n  g = ({ty}[2,{m},{k}], {ty}[2,{k}]) custom-call(a), custom_call_target=\"lapack_{p}geqrf_ffi\", backend_config={{}}\n  f = {ty}[2,{m},{k}] get-tuple-element(g), index=0\n  tau = {ty}[2,{k}] get-tuple-element(g), index=1\n  z = {ty}[] constant(0)\n  padded = {ty}[2,{m},{n}] pad(f, z), padding=0_0x0_0x0_{}\n  ROOT q = {ty}[2,{m},{n}] custom-call(padded, tau), custom_call_target=\"lapack_{p}orgqr_ffi\", backend_config={{}}\n}}\n",
-                n - k
+                "HloModule q\nENTRY main {{\n  a = {ty}[2,{m},{k}] parameter(0)\n  g = ({ty}[2,{m},{k}], {ty}[2,{k}]) custom-call(a), custom_call_target=\"lapack_{p}geqrf_ffi\", backend_config={{}}\n  f = {ty}[2,{m},{k}] get-tuple-element(g), index=0\n  tau = {ty}[2,{k}] get-tuple-element(g), index=1\n  z = {ty}[] constant({zero})\n  padded = {ty}[2,{m},{n}] pad(f, z), padding=0_0x0_0x0_{}\n  ROOT q = {ty}[2,{m},{n}] custom-call(padded, tau), custom_call_target=\"lapack_{p}{q}_ffi\", backend_config={{}}\n}}\n",
+                n - k,
+                zero = if t.is_complex() { "(0, 0)" } else { "0" },
             );
             check(&text, &[random(t, &[2, m, k], 19)]);
         }
@@ -336,7 +339,7 @@ fn linalg_cases(cols: usize) -> Vec<(&'static str, Entry)> {
 /// The tolerance of reconstructions and orthogonality, relative to the matrix's largest entry
 /// (Jacobi's methods are accurate to a few ulps of the norm).
 fn eps_of(ty: ElementType, n: usize) -> f64 {
-    let eps = if ty == ElementType::F32 {
+    let eps = if matches!(ty, ElementType::F32 | ElementType::C64) {
         f32::EPSILON as f64
     } else {
         f64::EPSILON
@@ -739,16 +742,64 @@ fn what_the_runtime_library_does_not_do_is_an_error_naming_the_instruction() {
             lapack_text("f32", "geev", &["f32[3,3]".into()], "(f32[3], s32[])", ""),
             "not supported",
         ),
-        // Complex SVD.
+        // Complex SVD with complex singular values.
         (
             lapack_text(
                 "c64",
                 "gesdd",
                 &["c64[3,3]".into()],
-                "(c64[3,3], f32[3], c64[3,3], c64[3,3], s32[])",
+                "(c64[3,3], c64[3], c64[3,3], c64[3,3], s32[])",
                 "mode = 65 : ui8",
             ),
-            "complex eigen- and singular value",
+            "result shape",
+        ),
+        // The Hermitian routine's name on a real type, the real one's on a complex type.
+        (
+            lapack_text(
+                "f32",
+                "heevd",
+                &["f32[3,3]".into()],
+                "(f32[3,3], f32[3], s32[])",
+                "mode = 86 : ui8, uplo = 76 : ui8",
+            ),
+            "takes complex operands",
+        ),
+        (
+            lapack_text(
+                "c128",
+                "orgqr",
+                &["c128[3,3]".into(), "c128[3]".into()],
+                "c128[3,3]",
+                "",
+            ),
+            "the complex routine is ungqr",
+        ),
+        // Tridiagonal reduction is not implemented.
+        (
+            lapack_text(
+                "f32",
+                "sytrd",
+                &["f32[4,4]".into()],
+                "(f32[4,4], f32[4], f32[3], f32[3], s32[])",
+                "uplo = 76 : ui8",
+            ),
+            "not supported",
+        ),
+        // gtsv diagonals that do not match the right-hand sides.
+        (
+            lapack_text(
+                "f64",
+                "gtsv",
+                &[
+                    "f64[4]".into(),
+                    "f64[4]".into(),
+                    "f64[3]".into(),
+                    "f64[4,2]".into(),
+                ],
+                "(f64[4], f64[4], f64[3], f64[4,2], s32[])",
+                "",
+            ),
+            "diagonals",
         ),
         // syevd without mode.
         (
@@ -771,17 +822,6 @@ fn what_the_runtime_library_does_not_do_is_an_error_naming_the_instruction() {
                 "mode = 65 : ui8",
             ),
             "result shape",
-        ),
-        // Complex QR.
-        (
-            lapack_text(
-                "c64",
-                "geqrf",
-                &["c64[3,3]".into()],
-                "(c64[3,3], c64[3])",
-                "",
-            ),
-            "complex QR",
         ),
         // potrf without uplo.
         (
@@ -855,5 +895,497 @@ ENTRY main {
             atol: 1e-5,
         };
         compare_arrays(&want, g, tol).unwrap_or_else(|e| panic!("out{k}: {e}"));
+    }
+}
+
+/// Complex values as `(re, im)` pairs (real arrays: zero imaginary parts).
+fn cplx(a: &ArrayLiteral) -> Vec<(f64, f64)> {
+    match a.ty() {
+        ElementType::C64 => f32s_raw(&a.data)
+            .chunks_exact(2)
+            .map(|p| (p[0] as f64, p[1] as f64))
+            .collect(),
+        ElementType::C128 => a
+            .data
+            .chunks_exact(16)
+            .map(|b| {
+                let f = |x: &[u8]| f64::from_le_bytes(x.try_into().unwrap());
+                (f(&b[..8]), f(&b[8..]))
+            })
+            .collect(),
+        _ => reals(a).into_iter().map(|x| (x, 0.0)).collect(),
+    }
+}
+
+fn f32s_raw(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|x| f32::from_le_bytes(x.try_into().unwrap()))
+        .collect()
+}
+
+fn cmul(a: (f64, f64), b: (f64, f64)) -> (f64, f64) {
+    (a.0 * b.0 - a.1 * b.1, a.0 * b.1 + a.1 * b.0)
+}
+
+fn conj(a: (f64, f64)) -> (f64, f64) {
+    (a.0, -a.1)
+}
+
+fn cabs(a: (f64, f64)) -> f64 {
+    a.0.hypot(a.1)
+}
+
+fn csub(a: (f64, f64), b: (f64, f64)) -> (f64, f64) {
+    (a.0 - b.0, a.1 - b.1)
+}
+
+/// `sum_l f(l)` of complex terms.
+fn csum(r: std::ops::Range<usize>, f: impl Fn(usize) -> (f64, f64)) -> (f64, f64) {
+    r.map(f).fold((0.0, 0.0), |s, x| (s.0 + x.0, s.1 + x.1))
+}
+
+fn run_on(backend: &str, text: &str, args: &[Literal]) -> Vec<ArrayLiteral> {
+    let m = parse_module(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    if backend == "cpu" {
+        run_cpu(&m, args)
+    } else {
+        evaluate(&m, args)
+    }
+}
+
+/// The complex test matrices: random, of rank one (`x y^H`), and all zeros.
+fn complex_cases(
+    ty: ElementType,
+    batch: usize,
+    m: usize,
+    n: usize,
+) -> Vec<(&'static str, Literal)> {
+    let dims = [batch as i64, m as i64, n as i64];
+    vec![
+        ("random", random(ty, &dims, 31)),
+        (
+            "rank one",
+            array(ty, &dims, move |k| {
+                let (b, i, j) = (k / (m * n), k / n % m, k % n);
+                let x = (i as f64 + 1.0, 0.5 - b as f64);
+                let y = (j as f64 - 1.5, 1.0 + j as f64);
+                cmul(x, conj(y))
+            }),
+        ),
+        ("zeros", array(ty, &dims, |_| (0.0, 0.0))),
+    ]
+}
+
+/// Complex Householder QR (`?geqrf`, then `?ungqr` for the reduced and the complete `Q`) on
+/// both backends, tall, square and wide, batched: `A = Q R` with `R` upper triangular (real
+/// diagonal, as `?larfg` makes it) and `Q^H Q = I`; what is defined, never LAPACK's bits.
+#[test]
+fn complex_qr_factors_matrices() {
+    for ty in ["c64", "c128"] {
+        let t = ElementType::from_name(ty).unwrap();
+        let p = prefix(ty);
+        for (batch, m, n) in [(1, 1, 1), (2, 5, 3), (1, 4, 4), (2, 3, 5)] {
+            let k = m.min(n);
+            for (name, a) in complex_cases(t, batch, m, n) {
+                let av = cplx(match &a {
+                    Literal::Array(x) => x,
+                    _ => unreachable!(),
+                });
+                let scale = av.iter().fold(1e-30f64, |s, &x| s.max(cabs(x)));
+                let tol = eps_of(t, m.max(n)) * scale;
+                // Q is m x qc: the reduced (qc = k) and the complete (qc = m, from the factor
+                // padded to m columns when n < m) one.
+                for qc in [k, m] {
+                    let text = format!(
+                        "HloModule q\nENTRY main {{\n  a = {ty}[{batch},{m},{n}] parameter(0)\n  g = ({ty}[{batch},{m},{n}], {ty}[{batch},{k}]) custom-call(a), custom_call_target=\"lapack_{p}geqrf_ffi\", api_version=API_VERSION_TYPED_FFI, backend_config={{}}\n  f = {ty}[{batch},{m},{n}] get-tuple-element(g), index=0\n  tau = {ty}[{batch},{k}] get-tuple-element(g), index=1\n  fk = {ty}[{batch},{m},{k}] slice(f), slice={{[0:{batch}], [0:{m}], [0:{k}]}}\n  z = {ty}[] constant({zero})\n  padded = {ty}[{batch},{m},{qc}] pad(fk, z), padding=0_0x0_0x0_{}\n  q = {ty}[{batch},{m},{qc}] custom-call(padded, tau), custom_call_target=\"lapack_{p}ungqr_ffi\", api_version=API_VERSION_TYPED_FFI, backend_config={{}}\n  ROOT r = ({ty}[{batch},{m},{n}], {ty}[{batch},{m},{qc}]) tuple(f, q)\n}}\n",
+                        qc - k,
+                        zero = if t.is_complex() { "(0, 0)" } else { "0" },
+                    );
+                    for backend in ["interpreter", "cpu"] {
+                        let what = format!("{ty} {batch}x{m}x{n} {name} Q {m}x{qc} on {backend}");
+                        let out = run_on(backend, &text, std::slice::from_ref(&a));
+                        let (f, q) = (cplx(&out[0]), cplx(&out[1]));
+                        for b in 0..batch {
+                            let f = &f[b * m * n..(b + 1) * m * n];
+                            let q = &q[b * m * qc..(b + 1) * m * qc];
+                            let x = &av[b * m * n..(b + 1) * m * n];
+                            let r =
+                                |i: usize, j: usize| if i <= j { f[i * n + j] } else { (0.0, 0.0) };
+                            for i in 0..k {
+                                assert_eq!(f[i * n + i].1, 0.0, "{what}: R's diagonal");
+                            }
+                            for i in 0..m {
+                                for j in 0..n {
+                                    let rec = csum(0..k, |l| cmul(q[i * qc + l], r(l, j)));
+                                    assert!(
+                                        cabs(csub(rec, x[i * n + j])) <= tol,
+                                        "{what}: A({i},{j})"
+                                    );
+                                }
+                            }
+                            for i in 0..qc {
+                                for j in 0..qc {
+                                    let d =
+                                        csum(0..m, |l| cmul(conj(q[l * qc + i]), q[l * qc + j]));
+                                    let want = (f64::from(i == j), 0.0);
+                                    assert!(cabs(csub(d, want)) <= eps_of(t, m), "{what}: Q^H Q");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `?gtsv` on both backends for every type, batched, one and several right-hand sides,
+/// orders 1, 2 and 6, with and without interchanges: `A x = b` (JAX's convention: `dl[0]` and
+/// `du[n-1]` not read), `info = 0`; a singular system reports LAPACK's `info` (the first zero
+/// pivot), and a NaN gives NaNs, not a panic.
+#[test]
+fn gtsv_solves_tridiagonal_systems() {
+    for ty in ["f32", "f64", "c64", "c128"] {
+        let t = ElementType::from_name(ty).unwrap();
+        for (batch, n, nrhs) in [(1, 1, 1), (2, 2, 3), (3, 6, 1), (2, 6, 4)] {
+            let text = lapack_text(
+                ty,
+                "gtsv",
+                &[
+                    format!("{ty}[{batch},{n}]"),
+                    format!("{ty}[{batch},{n}]"),
+                    format!("{ty}[{batch},{n}]"),
+                    format!("{ty}[{batch},{n},{nrhs}]"),
+                ],
+                &format!("({ty}[{batch},{n}], {ty}[{batch},{n}], {ty}[{batch},{n}], {ty}[{batch},{n},{nrhs}], s32[{batch}])"),
+                "",
+            );
+            // Small diagonals in odd rows force interchanges; dl[0] and du[n-1] are garbage.
+            let dl = array(t, &[batch as i64, n as i64], |k| {
+                if k % n == 0 {
+                    (1e30, 3.0)
+                } else {
+                    (noise(41, k as u64) * 4.0, 1.0)
+                }
+            });
+            let d = array(t, &[batch as i64, n as i64], |k| {
+                if k % 2 == 1 {
+                    (1e-3, 0.0)
+                } else {
+                    (2.0 + noise(42, k as u64), -0.5)
+                }
+            });
+            let du = array(t, &[batch as i64, n as i64], |k| {
+                if k % n == n - 1 {
+                    (-1e30, 0.0)
+                } else {
+                    (noise(43, k as u64), 0.25)
+                }
+            });
+            let b = random(t, &[batch as i64, n as i64, nrhs as i64], 44);
+            let args = [dl, d, du, b];
+            let vals: Vec<Vec<(f64, f64)>> = args
+                .iter()
+                .map(|a| {
+                    cplx(match a {
+                        Literal::Array(x) => x,
+                        _ => unreachable!(),
+                    })
+                })
+                .collect();
+            for backend in ["interpreter", "cpu"] {
+                let what = format!("{ty} {batch}x{n}x{nrhs} on {backend}");
+                let out = run_on(backend, &text, &args);
+                assert_eq!(s32s(&out[4]), vec![0; batch], "{what}");
+                let x = cplx(&out[3]);
+                for bt in 0..batch {
+                    let at = |v: &Vec<(f64, f64)>, i: usize| v[bt * n + i];
+                    let xv = |i: usize, j: usize| x[(bt * n + i) * nrhs + j];
+                    for i in 0..n {
+                        for j in 0..nrhs {
+                            let mut s = cmul(at(&vals[1], i), xv(i, j));
+                            let mut size = cabs(s);
+                            if i > 0 {
+                                let y = cmul(at(&vals[0], i), xv(i - 1, j));
+                                size = size.max(cabs(y));
+                                s = (s.0 + y.0, s.1 + y.1);
+                            }
+                            if i + 1 < n {
+                                let y = cmul(at(&vals[2], i), xv(i + 1, j));
+                                size = size.max(cabs(y));
+                                s = (s.0 + y.0, s.1 + y.1);
+                            }
+                            let want = vals[3][(bt * n + i) * nrhs + j];
+                            assert!(
+                                cabs(csub(s, want)) <= eps_of(t, n) * size.max(1.0),
+                                "{what}: row {i}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // Singular: a zero first column stops at the first pivot; a NaN propagates.
+        let text = lapack_text(
+            ty,
+            "gtsv",
+            &[
+                format!("{ty}[2,3]"),
+                format!("{ty}[2,3]"),
+                format!("{ty}[2,3]"),
+                format!("{ty}[2,3,1]"),
+            ],
+            &format!("({ty}[2,3], {ty}[2,3], {ty}[2,3], {ty}[2,3,1], s32[2])"),
+            "",
+        );
+        let args = [
+            array(t, &[2, 3], |_| (0.0, 0.0)),
+            array(t, &[2, 3], |k| {
+                if k == 0 {
+                    (0.0, 0.0)
+                } else if k == 4 {
+                    (f64::NAN, 0.0)
+                } else {
+                    (1.0, 0.0)
+                }
+            }),
+            array(t, &[2, 3], |_| (1.0, 0.0)),
+            array(t, &[2, 3, 1], |_| (1.0, 0.0)),
+        ];
+        for backend in ["interpreter", "cpu"] {
+            let out = run_on(backend, &text, &args);
+            let info = s32s(&out[4]);
+            assert_eq!(info[0], 1, "{ty} on {backend}");
+            assert!(
+                cplx(&out[3])[3..].iter().all(|x| x.0.is_nan()),
+                "{ty} on {backend}: NaN"
+            );
+        }
+    }
+}
+
+/// `?heevd` on both backends: `A = V diag(w) V^H` from the triangle asked for, `V^H V = I`,
+/// real ascending `w` (of the real type), `info = 0`, `mode = N`'s values those of `mode = V`;
+/// the known values of the rank-one case (`|x|^2` and zeros for `x x^H`); NaN input gives NaN
+/// values.
+#[test]
+fn heevd_decomposes_hermitian_matrices() {
+    for ty in ["c64", "c128"] {
+        let t = ElementType::from_name(ty).unwrap();
+        let rt = if ty == "c64" { "f32" } else { "f64" };
+        for (batch, n) in [(1, 1), (1, 5), (3, 4)] {
+            let dims = [batch as i64, n as i64, n as i64];
+            let cases = vec![
+                ("random", random(t, &dims, 51)),
+                (
+                    "rank one",
+                    array(t, &dims, move |k| {
+                        let (i, j) = (k / n % n, k % n);
+                        let x = |r: usize| (r as f64 + 1.0, 1.0 - r as f64);
+                        cmul(x(i), conj(x(j)))
+                    }),
+                ),
+                ("zeros", array(t, &dims, |_| (0.0, 0.0))),
+            ];
+            for (name, a) in cases {
+                let av = cplx(match &a {
+                    Literal::Array(x) => x,
+                    _ => unreachable!(),
+                });
+                let scale = av.iter().fold(1e-30f64, |s, &x| s.max(cabs(x)));
+                let tol = eps_of(t, n) * scale * n as f64;
+                for (uplo, lower) in [(76, true), (85, false)] {
+                    let text = |mode: u8| {
+                        lapack_text(
+                            ty,
+                            "heevd",
+                            &[format!("{ty}[{batch},{n},{n}]")],
+                            &format!("({ty}[{batch},{n},{n}], {rt}[{batch},{n}], s32[{batch}])"),
+                            &format!("mode = {mode} : ui8, uplo = {uplo} : ui8"),
+                        )
+                    };
+                    for backend in ["interpreter", "cpu"] {
+                        let what = format!("{ty} {batch}x{n} {name} uplo {uplo} on {backend}");
+                        let out = run_on(backend, &text(86), std::slice::from_ref(&a));
+                        assert_eq!(s32s(&out[2]), vec![0; batch], "{what}");
+                        let (v, w) = (cplx(&out[0]), reals(&out[1]));
+                        let wn = reals(&run_on(backend, &text(78), std::slice::from_ref(&a))[1]);
+                        for b in 0..batch {
+                            let v = &v[b * n * n..(b + 1) * n * n];
+                            let w = &w[b * n..(b + 1) * n];
+                            let x = &av[b * n * n..(b + 1) * n * n];
+                            assert!(w.windows(2).all(|p| p[0] <= p[1]), "{what}: {w:?}");
+                            for i in 0..n {
+                                for j in 0..n {
+                                    // The Hermitian matrix the triangle defines.
+                                    let want = if i == j {
+                                        (x[i * n + i].0, 0.0)
+                                    } else if (i > j) == lower {
+                                        x[i * n + j]
+                                    } else {
+                                        conj(x[j * n + i])
+                                    };
+                                    let rec = csum(0..n, |l| {
+                                        let y = cmul(v[i * n + l], conj(v[j * n + l]));
+                                        (y.0 * w[l], y.1 * w[l])
+                                    });
+                                    assert!(cabs(csub(rec, want)) <= tol, "{what}: A({i},{j})");
+                                    let d = csum(0..n, |l| cmul(conj(v[l * n + i]), v[l * n + j]));
+                                    assert!(
+                                        cabs(csub(d, (f64::from(i == j), 0.0))) <= eps_of(t, n),
+                                        "{what}: V^H V"
+                                    );
+                                }
+                            }
+                            for l in 0..n {
+                                assert!((wn[b * n + l] - w[l]).abs() <= tol, "{what}: mode N");
+                            }
+                            if name == "rank one" {
+                                let norm2: f64 = (0..n)
+                                    .map(|r| cabs((r as f64 + 1.0, 1.0 - r as f64)).powi(2))
+                                    .sum();
+                                assert!((w[n - 1] - norm2).abs() <= tol, "{what}: {w:?}");
+                                assert!(w[..n - 1].iter().all(|x| x.abs() <= tol), "{what}: {w:?}");
+                            }
+                            if name == "zeros" {
+                                assert!(w.iter().all(|&x| x == 0.0), "{what}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let text = lapack_text(
+            ty,
+            "heevd",
+            &[format!("{ty}[2,2]")],
+            &format!("({ty}[2,2], {rt}[2], s32[])"),
+            "mode = 86 : ui8, uplo = 76 : ui8",
+        );
+        let a = array(t, &[2, 2], |k| {
+            if k == 2 {
+                (f64::NAN, 0.0)
+            } else {
+                (1.0, 0.0)
+            }
+        });
+        for backend in ["interpreter", "cpu"] {
+            let out = run_on(backend, &text, std::slice::from_ref(&a));
+            assert!(
+                reals(&out[1]).iter().all(|x| x.is_nan()),
+                "{ty} on {backend}"
+            );
+        }
+    }
+}
+
+/// Complex `?gesdd` (and `?gesvd`, thin) on both backends, tall, wide, square, 1x1 and
+/// batched, in its three modes:
+/// `A = U diag(s) V^H`, orthonormal columns of `U` and rows of `V^H` (square for `mode = A`),
+/// `s` real (of the real type), descending and non-negative, `info = 0`, the values of
+/// `mode = N` those of the others, and the known values of the rank-one (`|x| |y|`, then
+/// zeros) and zero cases.
+#[test]
+fn complex_gesdd_decomposes_matrices() {
+    for ty in ["c64", "c128"] {
+        let t = ElementType::from_name(ty).unwrap();
+        let rt = if ty == "c64" { "f32" } else { "f64" };
+        for (batch, m, n) in [(1, 1, 1), (1, 5, 3), (2, 3, 5), (2, 4, 4)] {
+            let k = m.min(n);
+            for (name, a) in complex_cases(t, batch, m, n) {
+                let av = cplx(match &a {
+                    Literal::Array(x) => x,
+                    _ => unreachable!(),
+                });
+                let scale = av.iter().fold(1e-30f64, |s, &x| s.max(cabs(x)));
+                let tol = eps_of(t, m.max(n)) * scale * 2.0;
+                for backend in ["interpreter", "cpu"] {
+                    let mut values = Vec::new();
+                    for mode in [65u8, 83, 78] {
+                        let (uc, vr) = if mode == 65 { (m, n) } else { (k, k) };
+                        let text = lapack_text(
+                            ty,
+                            // `?gesvd` (JAX's `SvdAlgorithm.QR`) for the thin decomposition.
+                            if mode == 83 { "gesvd" } else { "gesdd" },
+                            &[format!("{ty}[{batch},{m},{n}]")],
+                            &format!("({ty}[{batch},{m},{n}], {rt}[{batch},{k}], {ty}[{batch},{m},{uc}], {ty}[{batch},{vr},{n}], s32[{batch}])"),
+                            &format!("mode = {mode} : ui8"),
+                        );
+                        let out = run_on(backend, &text, std::slice::from_ref(&a));
+                        let what = format!("{ty} {batch}x{m}x{n} {name} mode {mode} on {backend}");
+                        assert_eq!(s32s(&out[4]), vec![0; batch], "{what}");
+                        let (s, u, vt) = (reals(&out[1]), cplx(&out[2]), cplx(&out[3]));
+                        values.push(s.clone());
+                        assert!(s.iter().all(|&x| x >= 0.0), "{what}: {s:?}");
+                        for b in 0..batch {
+                            let s = &s[b * k..(b + 1) * k];
+                            assert!(s.windows(2).all(|p| p[0] >= p[1]), "{what}: {s:?}");
+                            if name == "rank one" {
+                                let x: f64 = (0..m)
+                                    .map(|i| cabs((i as f64 + 1.0, 0.5 - b as f64)).powi(2))
+                                    .sum::<f64>()
+                                    .sqrt();
+                                let y: f64 = (0..n)
+                                    .map(|j| cabs((j as f64 - 1.5, 1.0 + j as f64)).powi(2))
+                                    .sum::<f64>()
+                                    .sqrt();
+                                assert!((s[0] - x * y).abs() <= tol, "{what}: {s:?}");
+                                assert!(s[1..].iter().all(|&v| v <= tol), "{what}: {s:?}");
+                            }
+                            if name == "zeros" {
+                                assert!(s.iter().all(|&v| v == 0.0), "{what}: {s:?}");
+                            }
+                            if mode == 78 {
+                                continue;
+                            }
+                            let u = &u[b * m * uc..(b + 1) * m * uc];
+                            let vt = &vt[b * vr * n..(b + 1) * vr * n];
+                            let x = &av[b * m * n..(b + 1) * m * n];
+                            for i in 0..m {
+                                for j in 0..n {
+                                    let rec = csum(0..k, |l| {
+                                        let y = cmul(u[i * uc + l], vt[l * n + j]);
+                                        (y.0 * s[l], y.1 * s[l])
+                                    });
+                                    assert!(
+                                        cabs(csub(rec, x[i * n + j])) <= tol,
+                                        "{what}: A({i},{j})"
+                                    );
+                                }
+                            }
+                            let e = eps_of(t, m.max(n));
+                            for i in 0..uc {
+                                for j in 0..uc {
+                                    let d =
+                                        csum(0..m, |r| cmul(conj(u[r * uc + i]), u[r * uc + j]));
+                                    assert!(
+                                        cabs(csub(d, (f64::from(i == j), 0.0))) <= e,
+                                        "{what}: U^H U"
+                                    );
+                                }
+                            }
+                            for i in 0..vr {
+                                for j in 0..vr {
+                                    let d =
+                                        csum(0..n, |c| cmul(vt[i * n + c], conj(vt[j * n + c])));
+                                    assert!(
+                                        cabs(csub(d, (f64::from(i == j), 0.0))) <= e,
+                                        "{what}: V^H V"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                    for other in &values[1..] {
+                        for (x, y) in values[0].iter().zip(other) {
+                            assert!(
+                                (x - y).abs() <= tol,
+                                "{ty} {m}x{n} {name} on {backend}: modes disagree"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -10,10 +10,12 @@ pub mod eval;
 pub mod fft;
 pub mod float_mode;
 pub mod flushed;
+pub mod householder;
 pub mod jacobi;
-pub mod nrm2;
+pub mod lapack_scalar;
 pub mod rng_op;
 mod smith;
+pub mod tridiagonal;
 pub mod trsm;
 pub mod users;
 

@@ -280,7 +280,20 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
         _ => return Err(format!("unsupported custom-call target \"{full}\"").into()),
     };
     let ops = m.operands(id).len();
-    let a = operand(m, id, 0)?;
+    // gtsv's first operand is a diagonal; its right-hand sides (the last operand) are the
+    // batch of matrices.
+    let a = if routine == "gtsv" {
+        operand(m, id, 3)?
+    } else {
+        operand(m, id, 0)?
+    };
+    let complex = matches!(a.ty, ElementType::C64 | ElementType::C128);
+    // The type of eigen- and singular values.
+    let real = match a.ty {
+        ElementType::C64 => ElementType::F32,
+        ElementType::C128 => ElementType::F64,
+        t => t,
+    };
     if a.ty != want {
         return Err(format!("{full} takes {} operands, got {}", want.name(), a.ty.name()).into());
     }
@@ -366,14 +379,46 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
             expect(&[(b.ty, b.dims.to_vec())])?;
             trsm_call(a, b, left, lower, unit, transpose, conjugate)
         }
-        "geqrf" | "orgqr" if elem == Elem::C64 || elem == Elem::C128 => {
-            Err(format!("{full}: complex QR is not supported").into())
-        }
-        "syevd" | "gesdd" if elem == Elem::C64 || elem == Elem::C128 => Err(format!(
-            "{full}: complex eigen- and singular value decompositions are not supported"
+        "orgqr" | "syevd" if complex => Err(format!(
+            "{full} takes real operands (the complex routine is {})",
+            if routine == "orgqr" { "ungqr" } else { "heevd" }
         )
         .into()),
-        "syevd" => {
+        "ungqr" | "heevd" if !complex => Err(format!(
+            "{full} takes complex operands (the real routine is {})",
+            if routine == "ungqr" { "orgqr" } else { "syevd" }
+        )
+        .into()),
+        "gtsv" => {
+            operands(4)?;
+            let b = operand(m, id, 3)?;
+            let (bb, n, nrhs) = matrices(b)?;
+            let bd = &b.dims[..b.rank() - 2];
+            let diag = [bd, &[n as i64]].concat();
+            for k in 0..3 {
+                let x = operand(m, id, k)?;
+                if x.ty != a.ty || x.dims[..] != diag[..] {
+                    return Err(format!(
+                        "{full}'s diagonals must be of b's type and shape [batch..., n]"
+                    )
+                    .into());
+                }
+            }
+            expect(&[
+                (a.ty, diag.clone()),
+                (a.ty, diag.clone()),
+                (a.ty, diag),
+                (b.ty, b.dims.to_vec()),
+                (ElementType::S32, bd.to_vec()),
+            ])?;
+            Ok(Call::Gtsv {
+                elem,
+                batch: bb,
+                n,
+                nrhs,
+            })
+        }
+        "syevd" | "heevd" => {
             operands(1)?;
             if rows != cols {
                 return Err(format!("{full} needs square matrices").into());
@@ -390,7 +435,7 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
             };
             expect(&[
                 (a.ty, a.dims.to_vec()),
-                (a.ty, with(&[rows as i64])),
+                (real, with(&[rows as i64])),
                 (ElementType::S32, bdims.to_vec()),
             ])?;
             Ok(Call::Syevd {
@@ -401,7 +446,8 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
                 vectors,
             })
         }
-        "gesdd" => {
+        // `?gesvd` (JAX's `SvdAlgorithm.QR`) defines the same decomposition as `?gesdd`.
+        "gesdd" | "gesvd" => {
             operands(1)?;
             let (vectors, full_uv) = match config_char(m, id, "mode") {
                 Some('A') => (true, true),
@@ -430,7 +476,7 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
             };
             expect(&[
                 (a.ty, a.dims.to_vec()),
-                (a.ty, with(&[k])),
+                (real, with(&[k])),
                 (a.ty, u_dims.clone()),
                 (a.ty, vt_dims.clone()),
                 (ElementType::S32, bdims.to_vec()),
@@ -457,7 +503,7 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
                 n: cols,
             })
         }
-        "orgqr" => {
+        "orgqr" | "ungqr" => {
             operands(2)?;
             let tau = operand(m, id, 1)?;
             let kk = tau.dims.last().copied().unwrap_or(-1);
@@ -481,7 +527,7 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
         }
         _ => Err(format!(
             "the LAPACK call {full} is not supported by the cpu backend (potrf, getrf, trsm, \
-             geqrf, orgqr, syevd and gesdd are)"
+             geqrf, orgqr, ungqr, gtsv, syevd, heevd, gesdd and gesvd are)"
         )
         .into()),
     }

@@ -97,14 +97,16 @@ pub(crate) enum Call {
     /// `m`-by-`m` matrices of `a` (unit diagonal if `unit`) and `B` `rows`-by-`cols`; `op`
     /// transposes if `transpose`, and conjugates too if `adjoint` ([`TriSolve`]).
     Trsm { elem: Elem, solve: TriSolve },
-    /// `?geqrf`: buffers `[a, qr, tau]` for `batch` `m`-by-`n` matrices.
+    /// `?geqrf`: buffers `[a, qr, tau]` for `batch` `m`-by-`n` matrices
+    /// ([`axle_analysis::householder::geqrf`]).
     Geqrf {
         elem: Elem,
         batch: usize,
         m: usize,
         n: usize,
     },
-    /// `?orgqr`: buffers `[a, tau, q]`, `k` reflectors of `batch` `m`-by-`n` matrices.
+    /// `?orgqr` / `?ungqr`: buffers `[a, tau, q]`, `k` reflectors of `batch` `m`-by-`n`
+    /// matrices ([`axle_analysis::householder::ungqr`]).
     Orgqr {
         elem: Elem,
         batch: usize,
@@ -112,9 +114,9 @@ pub(crate) enum Call {
         n: usize,
         k: usize,
     },
-    /// `?syevd`: buffers `[a, vectors, values, info (s32)]` for `batch` symmetric `n`-by-`n`
-    /// matrices, reading the `lower` (else upper) triangle; `vectors` (`mode = V`) or the
-    /// operand unchanged (`mode = N`) in the first result. Real types only.
+    /// `?syevd` / `?heevd`: buffers `[a, vectors, values (real), info (s32)]` for `batch`
+    /// symmetric or Hermitian `n`-by-`n` matrices, reading the `lower` (else upper) triangle;
+    /// `vectors` (`mode = V`) or the operand unchanged (`mode = N`) in the first result.
     Syevd {
         elem: Elem,
         batch: usize,
@@ -124,8 +126,8 @@ pub(crate) enum Call {
     },
     /// `?gesdd`: buffers `[a, a_out, s, u, vt, info (s32)]` for `batch` `m`-by-`n` matrices;
     /// `U` and `V^T` square (`full`, `mode = A`), thin (`mode = S`), or, without `vectors`
-    /// (`mode = N`), zeros of `u_len` and `vt_len` elements in all. `a_out` is the operand
-    /// unchanged. Real types only.
+    /// (`mode = N`), zeros of `u_len` and `vt_len` elements in all; `s` of the real type.
+    /// `a_out` is the operand unchanged.
     Gesdd {
         elem: Elem,
         batch: usize,
@@ -135,6 +137,15 @@ pub(crate) enum Call {
         full: bool,
         u_len: usize,
         vt_len: usize,
+    },
+    /// `?gtsv`: buffers `[dl, d, du, b, dl_out, d_out, du_out, x, info (s32)]` for `batch`
+    /// tridiagonal systems of order `n` (JAX's diagonals of length `n`) with `nrhs`
+    /// right-hand sides ([`axle_analysis::tridiagonal::gtsv`]).
+    Gtsv {
+        elem: Elem,
+        batch: usize,
+        n: usize,
+        nrhs: usize,
     },
     /// A collective (or `replica-id`, `partition-id`, a shard_map boundary) on the device the
     /// calling thread runs as ([`collective`]).
@@ -153,6 +164,7 @@ impl Call {
             Call::Orgqr { .. } => "axle_rt_orgqr",
             Call::Syevd { .. } => "axle_rt_syevd",
             Call::Gesdd { .. } => "axle_rt_gesdd",
+            Call::Gtsv { .. } => "axle_rt_gtsv",
             Call::Collective(_) => "axle_rt_collective",
         }
     }
@@ -243,6 +255,12 @@ impl Call {
                 *u_len as i64,
                 *vt_len as i64,
             ]),
+            Call::Gtsv {
+                elem,
+                batch,
+                n,
+                nrhs,
+            } => d.extend([*elem as i64, *batch as i64, *n as i64, *nrhs as i64]),
             Call::Collective(c) => c.encode_into(&mut d),
         }
         d[0] = d.len() as i64;
@@ -336,6 +354,12 @@ impl Call {
                 full: next()? != 0,
                 u_len: u(next()?)?,
                 vt_len: u(next()?)?,
+            },
+            "axle_rt_gtsv" => Call::Gtsv {
+                elem,
+                batch: u(next()?)?,
+                n: u(next()?)?,
+                nrhs: u(next()?)?,
             },
             _ => return None,
         })
@@ -446,6 +470,7 @@ unsafe fn run(call: &Call, bufs: *const *mut u8) {
             Call::Gesdd { .. } => {
                 linalg::gesdd(call, [buf(0), buf(1), buf(2), buf(3), buf(4), buf(5)])
             }
+            Call::Gtsv { .. } => linalg::gtsv(call, std::array::from_fn(buf)),
             Call::Collective(c) => collective::run(c, bufs),
         }
     }
@@ -506,6 +531,7 @@ entry_points!(
     axle_rt_orgqr,
     axle_rt_syevd,
     axle_rt_gesdd,
+    axle_rt_gtsv,
     axle_rt_collective
 );
 
@@ -579,6 +605,12 @@ mod tests {
                 full: false,
                 u_len: 30,
                 vt_len: 12,
+            },
+            Call::Gtsv {
+                elem: Elem::C128,
+                batch: 2,
+                n: 7,
+                nrhs: 3,
             },
             Call::Collective(Box::new(collective::Coll {
                 kind: collective::CollKind::ReduceScatter,

@@ -1,33 +1,51 @@
 //! The LAPACK custom calls JAX emits for linear algebra on CPU (they stay in XLA's optimized
-//! CPU dumps): `lapack_?potrf_ffi` (Cholesky), `lapack_?getrf_ffi` (LU with partial pivoting),
-//! `lapack_?trsm_ffi` (triangular solve), `lapack_?geqrf_ffi` and `lapack_?orgqr_ffi` /
-//! `lapack_?ungqr_ffi` (Householder QR), for `s`, `d`, `c` and `z` types (QR for `s` and `d`).
+//! CPU dumps), for `s`, `d`, `c` and `z` types: `lapack_?potrf_ffi` (Cholesky),
+//! `lapack_?getrf_ffi` (LU with partial pivoting), `lapack_?trsm_ffi` (triangular solve),
+//! `lapack_?geqrf_ffi` and `lapack_?orgqr_ffi` / `lapack_?ungqr_ffi` (Householder QR),
+//! `lapack_?gtsv_ffi` (tridiagonal solve), `lapack_?syevd_ffi` / `lapack_?heevd_ffi`
+//! (symmetric and Hermitian eigendecomposition) and `lapack_?gesdd_ffi` / `lapack_?gesvd_ffi`
+//! (SVD; the two LAPACK algorithms define the same decomposition, computed here by one).
 //!
 //! Each follows its LAPACK routine's contract, batched over leading dimensions: `potrf` leaves
 //! the other triangle as it was and reports the first non-positive leading minor in `info`;
 //! `getrf` picks the first largest pivot (`i?amax`), returns 1-based pivots and the first zero
-//! pivot in `info`; `geqrf` builds reflectors with `?larfg`'s conventions. Arithmetic runs in
-//! `f64` (complex `f64`), so results agree with LAPACK's up to rounding, except `potrf` and
-//! `trsm`, which run in the operand's precision (`spotrf` and `strsm` in `f32`), as LAPACK does,
-//! through the implementations the `cpu` backend's runtime shares
-//! ([`crate::cholesky::potf2`], [`crate::trsm::solve`]).
+//! pivot in `info`, in `f64` (complex `f64`) arithmetic, so it agrees with LAPACK up to
+//! rounding. The others run in the operand's precision, through the implementations the `cpu`
+//! backend's runtime shares: [`crate::cholesky::potf2`], [`crate::trsm::solve`],
+//! [`crate::householder`] (`geqrf` with `?larfg`'s reflectors, `ungqr`),
+//! [`crate::tridiagonal::gtsv`] (JAX's diagonals of length `n`; the first three results are
+//! LAPACK's overwritten diagonals, the fourth the solution) and [`crate::jacobi`].
 //!
-//! `lapack_?syevd_ffi` (symmetric eigendecomposition) and `lapack_?gesdd_ffi` (SVD), real
-//! types only, run [`crate::jacobi`] in the operand's precision, the routines the `cpu`
-//! backend's runtime calls too: their vectors are defined only up to sign, so they are not
-//! LAPACK's bits (the module says what is). The first result (LAPACK's overwritten input) is
-//! the eigenvectors for `syevd` with `mode = V`, else the operand unchanged; `U` and `V^T`
-//! are zeros when `gesdd`'s `mode` is `N`. Complex `heevd` and `gesdd` and the general
-//! eigenproblem (`geev`) are refused by name.
+//! Eigen- and singular vectors are defined only up to a unit factor, so they are not LAPACK's
+//! bits ([`crate::jacobi`] says what is). The first result of `syevd`/`heevd` (LAPACK's
+//! overwritten input) is the eigenvectors with `mode = V`, else the operand unchanged;
+//! eigenvalues and singular values are of the real type; `U` and `V^H` are zeros when
+//! `gesdd`'s `mode` is `N`. The general eigenproblem (`geev`) and the other LAPACK calls are
+//! refused by name.
 
 use super::elem::{from_slice, to_vec, Complex};
 use super::elementwise::convert;
 use super::shape_ops as so;
 use super::{arr, Evaluator, R};
 use crate::float_mode::with_float_mode;
-use crate::jacobi;
+use crate::lapack_scalar::LapackScalar;
+use crate::{householder, jacobi, tridiagonal};
 use axle_ir::{ArrayLiteral, AttrKey, AttrValue, ElementType, InstId, Literal, Shape};
-use num_traits::Float;
+use num_traits::{Float, NumCast, ToPrimitive};
+
+/// Runs `$f::<T>(..)` with `T` the scalar type of element type `$ty` (`f32`, `f64` or a
+/// complex of either; anything else is an error).
+macro_rules! by_type {
+    ($ty:expr, $f:ident ( $($arg:expr),* )) => {
+        match $ty {
+            ElementType::F32 => $f::<f32>($($arg),*),
+            ElementType::F64 => $f::<f64>($($arg),*),
+            ElementType::C64 => $f::<num_complex::Complex<f32>>($($arg),*),
+            ElementType::C128 => $f::<num_complex::Complex<f64>>($($arg),*),
+            t => Err(format!("LAPACK calls take f32, f64, c64 or c128 operands, not {}", t.name()).into()),
+        }
+    };
+}
 
 type C = Complex<f64>;
 
@@ -106,10 +124,13 @@ pub(crate) fn lapack(
         "potrf" => with_float_mode(ftz, || potrf(ev, id, ops)),
         "getrf" => with_float_mode(ftz, || getrf(ops)),
         "trsm" => trsm(ev, id, ops),
-        "geqrf" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || geqrf(ops)),
+        "geqrf" => with_float_mode(ftz, || geqrf(ops)),
         "orgqr" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || orgqr(ops)),
+        "ungqr" if matches!(prefix, "c" | "z") => with_float_mode(ftz, || orgqr(ops)),
         "syevd" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || syevd(ev, id, ops)),
-        "gesdd" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || gesdd(ev, id, ops)),
+        "heevd" if matches!(prefix, "c" | "z") => with_float_mode(ftz, || syevd(ev, id, ops)),
+        "gesdd" | "gesvd" => with_float_mode(ftz, || gesdd(ev, id, ops)),
+        "gtsv" => with_float_mode(ftz, || gtsv(ops)),
         _ => Err(format!("the evaluator does not support the LAPACK call {target}").into()),
     })
 }
@@ -216,130 +237,142 @@ fn trsm(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
     Ok(Literal::Array(super::linalg::solve(a, b, p, ev.ftz)?))
 }
 
+/// The operand as values of `T` (exact: `T` is the operand's own type).
+fn load_t<T: LapackScalar>(a: &ArrayLiteral) -> R<Vec<T>> {
+    let part = |x: f64| <T::Real as NumCast>::from(x).unwrap_or_else(T::Real::nan);
+    Ok(load(a)?
+        .into_iter()
+        .map(|z| T::from_parts(part(z.re), part(z.im)))
+        .collect())
+}
+
+fn store_t<T: LapackScalar>(v: &[T], ty: ElementType, dims: &[i64]) -> R<ArrayLiteral> {
+    let wide = |x: T::Real| x.to_f64().unwrap_or(f64::NAN);
+    let w: Vec<C> = v
+        .iter()
+        .map(|z| Complex::new(wide(z.re()), wide(z.im())))
+        .collect();
+    store(&w, ty, dims)
+}
+
+/// Real values (eigen- and singular values) as an array of the real type `ty`.
+fn store_real<F: Float>(v: &[F], ty: ElementType, dims: &[i64]) -> R<ArrayLiteral> {
+    let w: Vec<C> = v
+        .iter()
+        .map(|x| c(x.to_f64().unwrap_or(f64::NAN)))
+        .collect();
+    store(&w, ty, dims)
+}
+
 fn geqrf(ops: &[&Literal]) -> R<Literal> {
     let a = arr(ops[0])?;
+    by_type!(a.ty(), geqrf_t(a))
+}
+
+fn geqrf_t<T: LapackScalar>(a: &ArrayLiteral) -> R<Literal> {
     let (batch, m, n) = mat(a)?;
     let k = m.min(n);
-    let mut v = load(a)?;
-    let mut tau = vec![c(0.0); batch * k];
+    let mut v = load_t::<T>(a)?;
+    let mut tau = vec![T::default(); batch * k];
     for b in 0..batch {
-        let x = &mut v[b * m * n..(b + 1) * m * n];
-        for i in 0..k {
-            // ?larfg on (x[i][i], x[i+1..m][i]).
-            let alpha = x[i * n + i].re;
-            let xnorm = (i + 1..m)
-                .map(|r| x[r * n + i].re)
-                .fold(0.0f64, |s, e| s.hypot(e));
-            let t = if xnorm == 0.0 {
-                0.0
-            } else {
-                let beta = -alpha.hypot(xnorm).copysign(alpha);
-                let t = (beta - alpha) / beta;
-                let scale = 1.0 / (alpha - beta);
-                for r in i + 1..m {
-                    x[r * n + i] = c(x[r * n + i].re * scale);
-                }
-                x[i * n + i] = c(beta);
-                t
-            };
-            tau[b * k + i] = c(t);
-            // Apply H = I - t v v^T (v = [1; x[i+1..m][i]]) to the columns right of i.
-            if t != 0.0 {
-                for col in i + 1..n {
-                    let mut w = x[i * n + col].re;
-                    for r in i + 1..m {
-                        w += x[r * n + i].re * x[r * n + col].re;
-                    }
-                    let tw = t * w;
-                    x[i * n + col] = c(x[i * n + col].re - tw);
-                    for r in i + 1..m {
-                        x[r * n + col] = c(x[r * n + col].re - tw * x[r * n + i].re);
-                    }
-                }
-            }
-        }
+        householder::geqrf(
+            &mut v[b * m * n..(b + 1) * m * n],
+            m,
+            n,
+            &mut tau[b * k..(b + 1) * k],
+        );
     }
     let mut td = batch_dims(a, 2);
     td.push(k as i64);
     Ok(Literal::Tuple(vec![
-        Literal::Array(store(&v, a.ty(), &a.shape.dims)?),
-        Literal::Array(store(&tau, a.ty(), &td)?),
+        Literal::Array(store_t(&v, a.ty(), &a.shape.dims)?),
+        Literal::Array(store_t(&tau, a.ty(), &td)?),
     ]))
 }
 
 fn orgqr(ops: &[&Literal]) -> R<Literal> {
+    if ops.len() != 2 {
+        return Err("orgqr/ungqr takes the reflectors and tau".into());
+    }
     let (a, t) = (arr(ops[0])?, arr(ops[1])?);
+    by_type!(a.ty(), orgqr_t(a, t))
+}
+
+fn orgqr_t<T: LapackScalar>(a: &ArrayLiteral, t: &ArrayLiteral) -> R<Literal> {
     let (batch, m, n) = mat(a)?;
     let k = *t.shape.dims.last().ok_or("orgqr needs tau")? as usize;
-    if k > n || n > m {
-        return Err("orgqr needs m >= n >= k".into());
+    if k > n || n > m || t.ty() != a.ty() || t.len() != batch * k {
+        return Err("orgqr/ungqr needs m >= n >= k and tau of a's type".into());
     }
-    let mut v = load(a)?;
-    let tau = load(t)?;
+    let mut v = load_t::<T>(a)?;
+    let tau = load_t::<T>(t)?;
     for b in 0..batch {
-        let x = &mut v[b * m * n..(b + 1) * m * n];
-        // ?org2r: columns k..n start as unit vectors.
-        for j in k..n {
-            for r in 0..m {
-                x[r * n + j] = c(if r == j { 1.0 } else { 0.0 });
-            }
-        }
-        for i in (0..k).rev() {
-            let ti = tau[b * k + i].re;
-            if i + 1 < n {
-                x[i * n + i] = c(1.0);
-                for col in i + 1..n {
-                    let mut w = 0.0;
-                    for r in i..m {
-                        w += x[r * n + i].re * x[r * n + col].re;
-                    }
-                    let tw = ti * w;
-                    for r in i..m {
-                        x[r * n + col] = c(x[r * n + col].re - tw * x[r * n + i].re);
-                    }
-                }
-            }
-            for r in i + 1..m {
-                x[r * n + i] = c(-ti * x[r * n + i].re);
-            }
-            x[i * n + i] = c(1.0 - ti);
-            for r in 0..i {
-                x[r * n + i] = c(0.0);
-            }
-        }
+        householder::ungqr(
+            &mut v[b * m * n..(b + 1) * m * n],
+            m,
+            n,
+            &tau[b * k..(b + 1) * k],
+        );
     }
-    Ok(Literal::Array(store(&v, a.ty(), &a.shape.dims)?))
+    Ok(Literal::Array(store_t(&v, a.ty(), &a.shape.dims)?))
 }
 
-/// The leaves of `id`'s result shape.
-fn result_dims(ev: &Evaluator, id: InstId) -> Vec<Vec<i64>> {
+fn gtsv(ops: &[&Literal]) -> R<Literal> {
+    if ops.len() != 4 {
+        return Err("gtsv takes dl, d, du and b".into());
+    }
+    let b = arr(ops[3])?;
+    by_type!(b.ty(), gtsv_t(ops))
+}
+
+fn gtsv_t<T: LapackScalar>(ops: &[&Literal]) -> R<Literal> {
+    let (dl, d, du, b) = (arr(ops[0])?, arr(ops[1])?, arr(ops[2])?, arr(ops[3])?);
+    let (batch, n, nrhs) = mat(b)?;
+    let bd = batch_dims(b, 2);
+    let mut diag_dims = bd.clone();
+    diag_dims.push(n as i64);
+    for x in [dl, d, du] {
+        if x.ty() != b.ty() || x.shape.dims[..] != diag_dims[..] {
+            return Err("gtsv's diagonals must be of b's type and shape [batch..., n]".into());
+        }
+    }
+    let (mut l, mut dd, mut u, mut x) = (
+        load_t::<T>(dl)?,
+        load_t::<T>(d)?,
+        load_t::<T>(du)?,
+        load_t::<T>(b)?,
+    );
+    let mut info = Vec::with_capacity(batch);
+    for k in 0..batch {
+        let r = k * n..(k + 1) * n;
+        info.push(tridiagonal::gtsv(
+            &mut l[r.clone()],
+            &mut dd[r.clone()],
+            &mut u[r],
+            &mut x[k * n * nrhs..(k + 1) * n * nrhs],
+            n,
+            nrhs,
+        ));
+    }
+    Ok(Literal::Tuple(vec![
+        Literal::Array(store_t(&l, b.ty(), &diag_dims)?),
+        Literal::Array(store_t(&dd, b.ty(), &diag_dims)?),
+        Literal::Array(store_t(&u, b.ty(), &diag_dims)?),
+        Literal::Array(store_t(&x, b.ty(), &b.shape.dims)?),
+        Literal::Array(s32s(&info, &bd)),
+    ]))
+}
+
+/// The leaves of `id`'s result shape: element type and dimensions.
+fn result_leaves(ev: &Evaluator, id: InstId) -> Vec<(ElementType, Vec<i64>)> {
+    let leaf = |s: &Shape| match s {
+        Shape::Array(a) => (a.ty, a.dims.to_vec()),
+        _ => (ElementType::Pred, Vec::new()),
+    };
     match ev.m.shape(id) {
-        Shape::Tuple(ids) => ids
-            .iter()
-            .map(|&i| match ev.m.shape_of(i) {
-                Shape::Array(a) => a.dims.to_vec(),
-                _ => Vec::new(),
-            })
-            .collect(),
-        Shape::Array(a) => vec![a.dims.to_vec()],
-        _ => Vec::new(),
+        Shape::Tuple(ids) => ids.iter().map(|&i| leaf(ev.m.shape_of(i))).collect(),
+        s => vec![leaf(s)],
     }
-}
-
-/// A real operand as values of `T` (`f32` for `s` routines: exact, the operand is `f32`).
-fn load_as<T: Float>(a: &ArrayLiteral) -> R<Vec<T>> {
-    Ok(load(a)?
-        .into_iter()
-        .map(|x| T::from(x.re).unwrap_or_else(T::nan))
-        .collect())
-}
-
-fn store_as<T: Float>(v: &[T], ty: ElementType, dims: &[i64]) -> R<ArrayLiteral> {
-    let wide: Vec<C> = v
-        .iter()
-        .map(|x| c(x.to_f64().unwrap_or(f64::NAN)))
-        .collect();
-    store(&wide, ty, dims)
 }
 
 fn syevd(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
@@ -347,32 +380,33 @@ fn syevd(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
     let lower = match config_char(ev, id, "uplo") {
         Some('L') => true,
         Some('U') => false,
-        _ => return Err("syevd needs uplo = L or U".into()),
+        _ => return Err("syevd/heevd needs uplo = L or U".into()),
     };
     let vectors = match config_char(ev, id, "mode") {
         Some('V') => true,
         Some('N') => false,
-        _ => return Err("syevd needs mode = V or N".into()),
+        _ => return Err("syevd/heevd needs mode = V or N".into()),
     };
-    let (batch, n, n2) = mat(a)?;
+    let (_, n, n2) = mat(a)?;
     if n != n2 {
-        return Err("syevd needs square matrices".into());
+        return Err("syevd/heevd needs square matrices".into());
     }
-    if a.ty() == ElementType::F32 {
-        syevd_t::<f32>(a, batch, n, lower, vectors)
-    } else {
-        syevd_t::<f64>(a, batch, n, lower, vectors)
+    let leaves = result_leaves(ev, id);
+    if leaves.len() != 3 {
+        return Err("syevd/heevd returns (vectors, values, info)".into());
     }
+    let wty = leaves[1].0;
+    by_type!(a.ty(), syevd_t(a, wty, lower, vectors))
 }
 
-fn syevd_t<T: Float>(
+fn syevd_t<T: LapackScalar>(
     a: &ArrayLiteral,
-    batch: usize,
-    n: usize,
+    wty: ElementType,
     lower: bool,
     vectors: bool,
 ) -> R<Literal> {
-    let x = load_as::<T>(a)?;
+    let (batch, n, _) = mat(a)?;
+    let x = load_t::<T>(a)?;
     let (mut vecs, mut w, mut info) = (Vec::new(), Vec::new(), Vec::new());
     for b in 0..batch {
         let m = &x[b * n * n..(b + 1) * n * n];
@@ -385,8 +419,8 @@ fn syevd_t<T: Float>(
     let mut wd = bd.clone();
     wd.push(n as i64);
     Ok(Literal::Tuple(vec![
-        Literal::Array(store_as(&vecs, a.ty(), &a.shape.dims)?),
-        Literal::Array(store_as(&w, a.ty(), &wd)?),
+        Literal::Array(store_t(&vecs, a.ty(), &a.shape.dims)?),
+        Literal::Array(store_real(&w, wty, &wd)?),
         Literal::Array(s32s(&info, &bd)),
     ]))
 }
@@ -399,23 +433,24 @@ fn gesdd(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
         Some('N') => (false, false),
         _ => return Err("gesdd needs mode = A, S or N".into()),
     };
-    let dims = result_dims(ev, id);
-    if dims.len() != 5 {
+    let leaves = result_leaves(ev, id);
+    if leaves.len() != 5 {
         return Err("gesdd returns (a, s, u, vt, info)".into());
     }
-    if a.ty() == ElementType::F32 {
-        gesdd_t::<f32>(a, &dims, vectors, full)
-    } else {
-        gesdd_t::<f64>(a, &dims, vectors, full)
-    }
+    by_type!(a.ty(), gesdd_t(a, &leaves, vectors, full))
 }
 
-fn gesdd_t<T: Float>(a: &ArrayLiteral, dims: &[Vec<i64>], vectors: bool, full: bool) -> R<Literal> {
+fn gesdd_t<T: LapackScalar>(
+    a: &ArrayLiteral,
+    leaves: &[(ElementType, Vec<i64>)],
+    vectors: bool,
+    full: bool,
+) -> R<Literal> {
     let (batch, m, n) = mat(a)?;
-    let x = load_as::<T>(a)?;
+    let x = load_t::<T>(a)?;
     let k = m.min(n);
     let count = |d: &[i64]| d.iter().product::<i64>().max(0) as usize;
-    let (u_len, vt_len) = (count(&dims[2]), count(&dims[3]));
+    let (u_len, vt_len) = (count(&leaves[2].1), count(&leaves[3].1));
     let (mut s, mut u, mut vt, mut info) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for b in 0..batch {
         let r = jacobi::gesdd(&x[b * m * n..(b + 1) * m * n], m, n, vectors, full);
@@ -425,12 +460,12 @@ fn gesdd_t<T: Float>(a: &ArrayLiteral, dims: &[Vec<i64>], vectors: bool, full: b
         info.push(r.info);
     }
     if !vectors {
-        u = vec![T::zero(); u_len];
-        vt = vec![T::zero(); vt_len];
+        u = vec![T::default(); u_len];
+        vt = vec![T::default(); vt_len];
     }
     if s.len() != batch * k
-        || count(&dims[1]) != batch * k
-        || count(&dims[4]) != batch
+        || count(&leaves[1].1) != batch * k
+        || count(&leaves[4].1) != batch
         || u.len() != u_len
         || vt.len() != vt_len
     {
@@ -438,9 +473,9 @@ fn gesdd_t<T: Float>(a: &ArrayLiteral, dims: &[Vec<i64>], vectors: bool, full: b
     }
     Ok(Literal::Tuple(vec![
         Literal::Array(a.clone()),
-        Literal::Array(store_as(&s, a.ty(), &dims[1])?),
-        Literal::Array(store_as(&u, a.ty(), &dims[2])?),
-        Literal::Array(store_as(&vt, a.ty(), &dims[3])?),
-        Literal::Array(s32s(&info, &dims[4])),
+        Literal::Array(store_real(&s, leaves[1].0, &leaves[1].1)?),
+        Literal::Array(store_t(&u, a.ty(), &leaves[2].1)?),
+        Literal::Array(store_t(&vt, a.ty(), &leaves[3].1)?),
+        Literal::Array(s32s(&info, &leaves[4].1)),
     ]))
 }

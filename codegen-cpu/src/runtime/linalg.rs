@@ -9,16 +9,17 @@
 //!   pivots 1-based, `info` the first exactly zero pivot.
 //! - `trsm`: substitution for every side, triangle, transpose and diagonal
 //!   ([`axle_analysis::trsm::solve`], the evaluator's solve too).
-//! - `geqrf`: `?geqr2` with `?larfg`'s reflectors (`beta = -sign(alpha) * norm`,
-//!   `tau = (beta - alpha) / beta`, `v(0) = 1`); `orgqr`: `?org2r`. Real types only.
-//! - `syevd` and `gesdd`: Jacobi's methods ([`axle_analysis::jacobi`], the evaluator's too),
-//!   eigenvalues ascending and singular values descending as LAPACK returns them; vectors are
-//!   defined up to sign, not LAPACK's bits. Real types only.
+//! - `geqrf`: `?geqr2` with `?larfg`'s reflectors; `orgqr` / `ungqr`: `?ung2r`
+//!   ([`axle_analysis::householder`], the evaluator's too).
+//! - `gtsv`: Gaussian elimination with partial pivoting as `?gtsv`
+//!   ([`axle_analysis::tridiagonal`], the evaluator's too).
+//! - `syevd` / `heevd` and `gesdd`: Jacobi's methods ([`axle_analysis::jacobi`], the
+//!   evaluator's too), eigenvalues ascending and singular values descending as LAPACK returns
+//!   them; vectors are defined up to a unit factor, not LAPACK's bits.
 
-use axle_analysis::cholesky;
-use axle_analysis::jacobi;
-use axle_analysis::nrm2::nrm2;
+use axle_analysis::lapack_scalar::LapackScalar;
 use axle_analysis::trsm::{solve, Field, TriSolve};
+use axle_analysis::{cholesky, householder, jacobi, tridiagonal};
 use num_complex::Complex;
 use num_traits::Float;
 
@@ -209,18 +210,6 @@ unsafe fn trsm_t<T: Field + Default>(call: &Call, a: *mut u8, b: *mut u8, x: *mu
     unsafe { write(x, &solve(&av, &bv, p)) };
 }
 
-/// Runs `$f::<T>(..)` for the real element types (QR is real-only).
-macro_rules! by_real {
-    ($e:expr, $f:ident ( $($arg:expr),* )) => {
-        match $e {
-            Elem::F32 => $f::<f32>($($arg),*),
-            Elem::F64 => $f::<f64>($($arg),*),
-            // Lowering refuses complex QR; nothing is written rather than a wrong answer.
-            Elem::C64 | Elem::C128 => {}
-        }
-    };
-}
-
 /// Runs a [`Call::Geqrf`].
 ///
 /// # Safety
@@ -230,12 +219,12 @@ pub(crate) unsafe fn geqrf(call: &Call, a: *mut u8, qr: *mut u8, tau: *mut u8) {
         return;
     };
     // SAFETY: forwarded from the caller.
-    unsafe { by_real!(elem, geqrf_t(a, qr, tau, batch, m, n)) }
+    unsafe { by_elem!(elem, geqrf_t(a, qr, tau, batch, m, n)) }
 }
 
 /// # Safety
 /// As [`geqrf`].
-unsafe fn geqrf_t<T: Float + Default>(
+unsafe fn geqrf_t<T: LapackScalar>(
     a: *mut u8,
     qr: *mut u8,
     tau: *mut u8,
@@ -246,92 +235,19 @@ unsafe fn geqrf_t<T: Float + Default>(
     let k = m.min(n);
     // SAFETY: the operand's size.
     let mut x: Vec<T> = unsafe { read(a, batch * m * n) };
-    let mut taus = vec![T::zero(); batch * k];
+    let mut taus = vec![T::default(); batch * k];
     for b in 0..batch {
-        let x = &mut x[b * m * n..(b + 1) * m * n];
-        for i in 0..k {
-            let t = larfg(x, n, i, m);
-            taus[b * k + i] = t;
-            if i + 1 < n {
-                let aii = x[i * n + i];
-                x[i * n + i] = T::one();
-                larf_left(x, n, i, m, i + 1, t);
-                x[i * n + i] = aii;
-            }
-        }
+        householder::geqrf(
+            &mut x[b * m * n..(b + 1) * m * n],
+            m,
+            n,
+            &mut taus[b * k..(b + 1) * k],
+        );
     }
     // SAFETY: the results' sizes.
     unsafe {
         write(qr, &x);
         write(tau, &taus);
-    }
-}
-
-/// The 2-norm of column `col`, rows `r0..m`, of the row-major matrix `x` with `n` columns
-/// ([`nrm2`], `?nrm2`'s scaling against overflow).
-fn column_nrm2<T: Float>(x: &[T], n: usize, col: usize, r0: usize, m: usize) -> T {
-    nrm2((r0..m).map(|r| x[r * n + col]))
-}
-
-/// `?larfg` on `alpha = A(i, i)` and `x = A(i+1..m, i)`: overwrites them with `beta` and the
-/// reflector's tail `v(1..)`, returns `tau`.
-fn larfg<T: Float>(x: &mut [T], n: usize, i: usize, m: usize) -> T {
-    if m - i <= 1 {
-        return T::zero();
-    }
-    let mut xnorm = column_nrm2(x, n, i, i + 1, m);
-    if xnorm == T::zero() {
-        return T::zero();
-    }
-    let mut alpha = x[i * n + i];
-    let mut beta = -alpha.hypot(xnorm).copysign(alpha);
-    // LAPACK's safe minimum: the smallest normal over half the machine epsilon.
-    let two = T::one() + T::one();
-    let safmin = T::min_positive_value() / (T::epsilon() / two);
-    let mut knt = 0;
-    if beta.abs() < safmin {
-        let rsafmn = T::one() / safmin;
-        loop {
-            knt += 1;
-            for r in i + 1..m {
-                x[r * n + i] = x[r * n + i] * rsafmn;
-            }
-            beta = beta * rsafmn;
-            alpha = alpha * rsafmn;
-            if !(beta.abs() < safmin && knt < 20) {
-                break;
-            }
-        }
-        xnorm = column_nrm2(x, n, i, i + 1, m);
-        beta = -alpha.hypot(xnorm).copysign(alpha);
-    }
-    let tau = (beta - alpha) / beta;
-    let s = T::one() / (alpha - beta);
-    for r in i + 1..m {
-        x[r * n + i] = x[r * n + i] * s;
-    }
-    for _ in 0..knt {
-        beta = beta * safmin;
-    }
-    x[i * n + i] = beta;
-    tau
-}
-
-/// `?larf` from the left: applies `I - tau v v^T`, with `v = A(i..m, i)`, to the columns
-/// `c0..n` of rows `i..m`.
-fn larf_left<T: Float>(x: &mut [T], n: usize, i: usize, m: usize, c0: usize, tau: T) {
-    if tau == T::zero() {
-        return;
-    }
-    for c in c0..n {
-        let mut w = T::zero();
-        for r in i..m {
-            w = w + x[r * n + c] * x[r * n + i];
-        }
-        let t = -tau * w;
-        for r in i..m {
-            x[r * n + c] = x[r * n + c] + x[r * n + i] * t;
-        }
     }
 }
 
@@ -351,12 +267,12 @@ pub(crate) unsafe fn orgqr(call: &Call, a: *mut u8, tau: *mut u8, q: *mut u8) {
         return;
     };
     // SAFETY: forwarded from the caller.
-    unsafe { by_real!(elem, orgqr_t(a, tau, q, batch, m, n, k)) }
+    unsafe { by_elem!(elem, orgqr_t(a, tau, q, batch, m, n, k)) }
 }
 
 /// # Safety
 /// As [`orgqr`].
-unsafe fn orgqr_t<T: Float + Default>(
+unsafe fn orgqr_t<T: LapackScalar>(
     a: *mut u8,
     tau: *mut u8,
     q: *mut u8,
@@ -368,37 +284,73 @@ unsafe fn orgqr_t<T: Float + Default>(
     // SAFETY: the operands' sizes.
     let (mut x, taus): (Vec<T>, Vec<T>) = unsafe { (read(a, batch * m * n), read(tau, batch * k)) };
     for b in 0..batch {
-        let x = &mut x[b * m * n..(b + 1) * m * n];
-        // Columns k..n start as those of the identity.
-        for j in k..n {
-            for r in 0..m {
-                x[r * n + j] = if r == j { T::one() } else { T::zero() };
-            }
-        }
-        for i in (0..k).rev() {
-            let t = taus[b * k + i];
-            if i + 1 < n {
-                x[i * n + i] = T::one();
-                larf_left(x, n, i, m, i + 1, t);
-            }
-            for r in i + 1..m {
-                x[r * n + i] = x[r * n + i] * -t;
-            }
-            x[i * n + i] = T::one() - t;
-            for r in 0..i {
-                x[r * n + i] = T::zero();
-            }
-        }
+        householder::ungqr(
+            &mut x[b * m * n..(b + 1) * m * n],
+            m,
+            n,
+            &taus[b * k..(b + 1) * k],
+        );
     }
     // SAFETY: the result has the operand's size.
     unsafe { write(q, &x) };
 }
 
+/// Runs a [`Call::Gtsv`] on the buffers `[dl, d, du, b, dl_out, d_out, du_out, x, info]`.
+///
+/// # Safety
+/// The three diagonals hold `n` scalars per system, `b` and `x` `n * nrhs`, `info` one `s32`
+/// per system.
+pub(crate) unsafe fn gtsv(call: &Call, bufs: [*mut u8; 9]) {
+    let &Call::Gtsv { elem, .. } = call else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { by_elem!(elem, gtsv_t(call, bufs)) }
+}
+
+/// # Safety
+/// As [`gtsv`].
+unsafe fn gtsv_t<T: LapackScalar>(call: &Call, bufs: [*mut u8; 9]) {
+    let &Call::Gtsv { batch, n, nrhs, .. } = call else {
+        return;
+    };
+    let [dl, d, du, b, dl_out, d_out, du_out, x, info] = bufs;
+    // SAFETY: the operands' sizes.
+    let (mut l, mut dd, mut u, mut rhs): (Vec<T>, Vec<T>, Vec<T>, Vec<T>) = unsafe {
+        (
+            read(dl, batch * n),
+            read(d, batch * n),
+            read(du, batch * n),
+            read(b, batch * n * nrhs),
+        )
+    };
+    let infos: Vec<i32> = (0..batch)
+        .map(|k| {
+            tridiagonal::gtsv(
+                &mut l[k * n..(k + 1) * n],
+                &mut dd[k * n..(k + 1) * n],
+                &mut u[k * n..(k + 1) * n],
+                &mut rhs[k * n * nrhs..(k + 1) * n * nrhs],
+                n,
+                nrhs,
+            )
+        })
+        .collect();
+    // SAFETY: the results' sizes.
+    unsafe {
+        write(dl_out, &l);
+        write(d_out, &dd);
+        write(du_out, &u);
+        write(x, &rhs);
+        write(info, &infos);
+    }
+}
+
 /// Runs a [`Call::Syevd`].
 ///
 /// # Safety
-/// `a` and `vecs` hold the batch of `n`-by-`n` matrices, `w` `n` scalars and `info` one `s32`
-/// per matrix.
+/// `a` and `vecs` hold the batch of `n`-by-`n` matrices, `w` `n` real scalars and `info` one
+/// `s32` per matrix.
 pub(crate) unsafe fn syevd(call: &Call, a: *mut u8, vecs: *mut u8, w: *mut u8, info: *mut u8) {
     let &Call::Syevd {
         elem,
@@ -411,13 +363,13 @@ pub(crate) unsafe fn syevd(call: &Call, a: *mut u8, vecs: *mut u8, w: *mut u8, i
         return;
     };
     // SAFETY: forwarded from the caller.
-    unsafe { by_real!(elem, syevd_t(a, vecs, w, info, batch, n, lower, vectors)) }
+    unsafe { by_elem!(elem, syevd_t(a, vecs, w, info, batch, n, lower, vectors)) }
 }
 
 /// # Safety
 /// As [`syevd`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn syevd_t<T: Float + Default>(
+unsafe fn syevd_t<T: LapackScalar>(
     a: *mut u8,
     vecs: *mut u8,
     w: *mut u8,
@@ -448,19 +400,19 @@ unsafe fn syevd_t<T: Float + Default>(
 /// Runs a [`Call::Gesdd`] on the buffers `[a, a_out, s, u, vt, info]`.
 ///
 /// # Safety
-/// `a` and `a_out` hold the batch of `m`-by-`n` matrices, `s` `min(m, n)` scalars per matrix,
-/// `u` and `vt` the sizes the call's mode gives them, `info` one `s32` per matrix.
+/// `a` and `a_out` hold the batch of `m`-by-`n` matrices, `s` `min(m, n)` real scalars per
+/// matrix, `u` and `vt` the sizes the call's mode gives them, `info` one `s32` per matrix.
 pub(crate) unsafe fn gesdd(call: &Call, bufs: [*mut u8; 6]) {
     let Call::Gesdd { elem, .. } = call else {
         return;
     };
     // SAFETY: forwarded from the caller.
-    unsafe { by_real!(*elem, gesdd_t(call, bufs)) }
+    unsafe { by_elem!(*elem, gesdd_t(call, bufs)) }
 }
 
 /// # Safety
 /// As [`gesdd`].
-unsafe fn gesdd_t<T: Float + Default>(call: &Call, bufs: [*mut u8; 6]) {
+unsafe fn gesdd_t<T: LapackScalar>(call: &Call, bufs: [*mut u8; 6]) {
     let &Call::Gesdd {
         batch,
         m,
@@ -486,8 +438,8 @@ unsafe fn gesdd_t<T: Float + Default>(call: &Call, bufs: [*mut u8; 6]) {
         infos.push(r.info);
     }
     if !vectors {
-        us = vec![T::zero(); u_len];
-        vts = vec![T::zero(); vt_len];
+        us = vec![T::default(); u_len];
+        vts = vec![T::default(); vt_len];
     }
     // Lowering checked that the shapes agree; a mismatch writes nothing rather than overrun.
     if us.len() != u_len || vts.len() != vt_len {
