@@ -5,7 +5,13 @@
 //! registers over the kernel positions and input features, reading the input through an
 //! implicit im2col (scalar broadcasts, zero where the window hangs over the padding or falls
 //! between the elements of a base-dilated input; a kernel position that meets no element in
-//! any pixel of the tile is skipped). Feature and batch groups go to the elemental emitter.
+//! any pixel of the tile is skipped). A tile whose pixels all meet a real element at every
+//! kernel position takes a copy of the sum emitted without these checks (the same terms in
+//! the same order); in the other tiles, a pixel that meets no element at a kernel position
+//! reads its row of input features from zeros ([`zero_rows`]), so the checks are made once per
+//! position and pixel, not per term. The emitted loops are what runs, since these kernels'
+//! LLVM pipeline neither unrolls nor unswitches (`modules.rs`). Feature and batch groups go to
+//! the elemental emitter.
 //!
 //! Each output element sums its terms (kernel positions, then input features) with fused
 //! multiply-adds; padding terms add zero. So that no rounding chain is long (one chain over a
@@ -66,15 +72,33 @@ pub(crate) struct ConvFast {
     /// over the output pixels phase by phase ([`ConvFast::order_dims`]), so the pixels of a
     /// tile skip the same kernel positions.
     pub phase: Vec<i64>,
+    /// Lanes of one accumulator vector: a vector register of the target in the accumulation
+    /// type ([`ConvFast::for_vector_bytes`]; 64 bytes until then). The work split
+    /// ([`ConvFast::strip_major`], [`ConvFast::chunks`]) is chosen at 64 bytes whatever the
+    /// target, so every user of the geometry agrees on it.
+    lanes: i64,
+}
+
+/// The vector register bytes [`conv_fast`] plans with (AVX-512's).
+const PLAN_VECTOR_BYTES: i64 = 64;
+
+/// Accumulator lanes in `bytes` of vector register for element type `ty` (narrow floats
+/// accumulate in `f32`).
+fn lanes_in(ty: ElementType, bytes: i64) -> i64 {
+    let acc = if ty == ElementType::F64 { 8 } else { 4 };
+    (bytes / acc).max(1)
 }
 
 impl ConvFast {
     fn lanes(&self) -> i64 {
-        if self.ty == ElementType::F64 {
-            8
-        } else {
-            16
-        }
+        self.lanes
+    }
+    /// The same convolution tiled for vector registers of `bytes` (the target's: 32 with AVX2,
+    /// 64 with AVX-512, [`crate::gemm::vector_bytes`]), so that a tile's accumulators fit in
+    /// its registers; the work split stays as planned.
+    pub fn for_vector_bytes(mut self, bytes: i64) -> ConvFast {
+        self.lanes = lanes_in(self.ty, bytes.min(PLAN_VECTOR_BYTES));
+        self
     }
     /// Output features per strip (two vectors).
     fn nr(&self) -> i64 {
@@ -153,7 +177,7 @@ impl ConvFast {
             None => 1,
         };
         if all * self.c <= CHAIN_TERMS {
-            // One chain, in straight code once LLVM unrolls it.
+            // One chain.
             return SumTree {
                 dims: self.k_sp.clone(),
                 leaf: positions.max(1),
@@ -178,12 +202,14 @@ impl ConvFast {
     }
     /// With [`ConvFast::strip_major`], the coordinates of the first kernel spatial dimension
     /// in one block of the kernel: as many as keep the block's packed slice within
-    /// [`BLOCK_BYTES`], at least one (1 without spatial dimensions).
+    /// [`BLOCK_BYTES`] at the planned strip width (so the blocks, and with them the order of
+    /// the sums, are the same on every target), at least one (1 without spatial dimensions).
     fn block_rows(&self) -> i64 {
         let Some(&k0) = self.k_sp.first() else {
             return 1;
         };
-        let row = self.inner_positions() * self.c * self.nr() * self.ty.byte_size() as i64;
+        let nr = 2 * lanes_in(self.ty, PLAN_VECTOR_BYTES);
+        let row = self.inner_positions() * self.c * nr * self.ty.byte_size() as i64;
         (BLOCK_BYTES / row.max(1)).clamp(1, k0.max(1))
     }
     /// Blocks of the kernel a strip-major item runs one after another.
@@ -230,6 +256,10 @@ const SUB_C: i64 = 32;
 /// chain instead of a tree ([`SumTree`]): the tree's loops made a `3x3` convolution of 16
 /// features 1.55 times slower, and XLA sums so few terms in one chain too.
 const CHAIN_TERMS: i64 = 512;
+
+/// The most input features whose terms a tile emits as straight code instead of a loop (LLVM's
+/// unroller does not run on these kernels, `modules.rs`).
+const STRAIGHT_C: i64 = 8;
 
 /// Children of each node of the tree the kernel positions are summed in ([`SumTree`]).
 const SUM_FAN: i64 = 16;
@@ -476,6 +506,7 @@ pub(crate) fn conv_fast(m: &Module, id: InstId) -> Option<ConvFast> {
         window: g.window.clone(),
         strip_major: false,
         chunks: 1,
+        lanes: lanes_in(out.ty, PLAN_VECTOR_BYTES),
         phase: g
             .window
             .iter()
@@ -855,6 +886,34 @@ fn mem_vec_ty<'ctx>(cg: &Cg<'ctx>, geo: &ConvFast) -> R<VectorType<'ctx>> {
     }
 }
 
+/// The most bytes of zeros a kernel's rows outside the input read from ([`zero_rows`]).
+const ZERO_ROWS_MAX: u64 = 64 * 1024;
+
+/// Zeros for a pixel's row of input features where it meets no input element: a pointer to
+/// at least `(c - 1) * in_st_feat + 1` zero elements (a private zero-filled global of the
+/// module, shared by its kernels by size, never written), or `None` when that is more than
+/// [`ZERO_ROWS_MAX`] bytes (such rows then select each term to zero).
+fn zero_rows<'ctx>(cg: &Cg<'ctx>, geo: &ConvFast) -> R<Option<PointerValue<'ctx>>> {
+    let elems = (geo.c.max(1) - 1) as u64 * geo.in_st_feat.max(0) as u64 + 1;
+    let bytes = (elems * geo.ty.byte_size() as u64)
+        .next_power_of_two()
+        .max(64);
+    if bytes > ZERO_ROWS_MAX {
+        return Ok(None);
+    }
+    let name = format!("axle.conv.zeros.{bytes}");
+    if let Some(g) = cg.module.get_global(&name) {
+        return Ok(Some(g.as_pointer_value()));
+    }
+    let ty = cg.ctx.i8_type().array_type(bytes as u32);
+    let g = cg.module.add_global(ty, None, &name);
+    // Zero-filled and writable, so it takes no bytes in the object file.
+    g.set_initializer(&ty.const_zero());
+    g.set_linkage(inkwell::module::Linkage::Private);
+    g.set_alignment(64);
+    Ok(Some(g.as_pointer_value()))
+}
+
 /// Output pixels `p0 .. p0 + rows`, strips `strips.0 .. strips.1` of output features: stored
 /// to `out`, or handed to `finish` (a register epilogue, [`RegFn`]) as they are.
 #[allow(clippy::too_many_arguments)]
@@ -905,6 +964,31 @@ fn tile<'ctx>(
         bases.push(base);
         ocs.push(oc);
     }
+    // Whether every pixel of the tile meets a real input element at every kernel position
+    // (checked with a dilated or phased input, never: those take the checked sum).
+    let interior = if geo.phased() || geo.window.iter().any(|w| w.lhs_dilate > 1) {
+        None
+    } else {
+        let mut inside = cg.i1().const_all_ones();
+        for oc in &ocs {
+            for d in 0..nsp {
+                let wdim = &geo.window[d];
+                let lo = bb.build_int_nsw_sub(
+                    bb.build_int_nsw_mul(oc[d], cg.c64(wdim.stride), "lo")?,
+                    cg.c64(wdim.pad_lo),
+                    "lo",
+                )?;
+                let reach = (geo.k_sp[d] - 1).max(0) * wdim.rhs_dilate;
+                let hi = bb.build_int_nsw_add(lo, cg.c64(reach), "hi")?;
+                let ge = bb.build_int_compare(IntPredicate::SGE, lo, cg.c64(0), "ge")?;
+                let lt = bb.build_int_compare(IntPredicate::SLT, hi, cg.c64(geo.in_sp[d]), "lt")?;
+                inside = bb.build_and(inside, bb.build_and(ge, lt, "in")?, "inside")?;
+            }
+        }
+        Some(inside)
+    };
+    let zrows = zero_rows(cg, geo)?;
+    let whole_strips = geo.o % nr == 0;
     cg.for_range(strips.0, strips.1, |s| {
         let o0 = bb.build_int_nsw_mul(s, cg.c64(nr), "o0")?;
         let masks = strip_masks(cg, geo, o0)?;
@@ -934,69 +1018,94 @@ fn tile<'ctx>(
         };
         let range = block.and_then(|b| b.range);
         let zeros: Vec<Val> = vec![bv(zero); 2 * rows as usize];
-        // A kernel position's terms added to `acc`, or with `None` summed from zero.
-        let mut position = |kc: &[IntValue<'ctx>],
-                            acc: Option<Vec<Val<'ctx>>>|
-         -> R<Vec<Val<'ctx>>> {
-            // Input offsets and validity of each pixel at this kernel position.
-            let mut offs = Vec::with_capacity(rows as usize);
-            let mut oks = Vec::with_capacity(rows as usize);
-            for r in 0..rows as usize {
-                let mut ok = exist[r];
-                let mut off = bases[r];
-                for d in 0..nsp {
-                    let wdim = &geo.window[d];
-                    let p = bb.build_int_nsw_mul(ocs[r][d], cg.c64(wdim.stride), "p")?;
-                    let p = bb.build_int_nsw_sub(p, cg.c64(wdim.pad_lo), "p")?;
-                    let kk = bb.build_int_nsw_mul(kc[d], cg.c64(wdim.rhs_dilate), "kk")?;
-                    let mut p = bb.build_int_nsw_add(p, kk, "p")?;
-                    if wdim.lhs_dilate > 1 {
-                        // A position of the dilated input: a real element only where it is a
-                        // multiple of the dilation (`p` is checked non-negative below).
-                        let dil = cg.c64(wdim.lhs_dilate);
-                        let rem = bb.build_int_signed_rem(p, dil, "rem")?;
-                        let on = bb.build_int_compare(IntPredicate::EQ, rem, cg.c64(0), "on")?;
-                        ok = bb.build_and(ok, on, "ok")?;
-                        p = bb.build_int_signed_div(p, dil, "pd")?;
+        // The block's sum: with `clean`, as emitted for a tile whose pixels all lie inside the
+        // input at every kernel position (no padding checks), else with them.
+        let sum_block = |clean: bool| -> R<Vec<Val<'ctx>>> {
+            // A kernel position's terms added to `acc`, or with `None` summed from zero.
+            let mut position = |kc: &[IntValue<'ctx>],
+                                acc: Option<Vec<Val<'ctx>>>|
+             -> R<Vec<Val<'ctx>>> {
+                // Input offsets and validity of each pixel at this kernel position (no validity
+                // when `clean`: every term is a real element).
+                // Each row reads its terms through `rows_at[r]`: where the pixel meets no input
+                // element, the zero rows ([`zero_rows`]) when the kernel has them (no check per
+                // term), else offset 0 of the input with every term selected to zero (`sel`).
+                let mut rows_at: Vec<PointerValue<'ctx>> = Vec::with_capacity(rows as usize);
+                let mut oks: Vec<IntValue<'ctx>> = Vec::with_capacity(rows as usize);
+                let mut sel: Vec<Option<IntValue<'ctx>>> = Vec::with_capacity(rows as usize);
+                for r in 0..rows as usize {
+                    let mut ok = exist[r];
+                    let mut off = bases[r];
+                    for d in 0..nsp {
+                        let wdim = &geo.window[d];
+                        let p = bb.build_int_nsw_mul(ocs[r][d], cg.c64(wdim.stride), "p")?;
+                        let p = bb.build_int_nsw_sub(p, cg.c64(wdim.pad_lo), "p")?;
+                        let kk = bb.build_int_nsw_mul(kc[d], cg.c64(wdim.rhs_dilate), "kk")?;
+                        let mut p = bb.build_int_nsw_add(p, kk, "p")?;
+                        if clean {
+                            let t = bb.build_int_nsw_mul(p, cg.c64(geo.in_st_sp[d]), "t")?;
+                            off = bb.build_int_nsw_add(off, t, "off")?;
+                            continue;
+                        }
+                        if wdim.lhs_dilate > 1 {
+                            // A position of the dilated input: a real element only where it is a
+                            // multiple of the dilation (`p` is checked non-negative below).
+                            let dil = cg.c64(wdim.lhs_dilate);
+                            let rem = bb.build_int_signed_rem(p, dil, "rem")?;
+                            let on =
+                                bb.build_int_compare(IntPredicate::EQ, rem, cg.c64(0), "on")?;
+                            ok = bb.build_and(ok, on, "ok")?;
+                            p = bb.build_int_signed_div(p, dil, "pd")?;
+                        }
+                        let ge = bb.build_int_compare(IntPredicate::SGE, p, cg.c64(0), "ge")?;
+                        let lt =
+                            bb.build_int_compare(IntPredicate::SLT, p, cg.c64(geo.in_sp[d]), "lt")?;
+                        ok = bb.build_and(ok, bb.build_and(ge, lt, "in")?, "ok")?;
+                        let t = bb.build_int_nsw_mul(p, cg.c64(geo.in_st_sp[d]), "t")?;
+                        off = bb.build_int_nsw_add(off, t, "off")?;
                     }
-                    let ge = bb.build_int_compare(IntPredicate::SGE, p, cg.c64(0), "ge")?;
-                    let lt =
-                        bb.build_int_compare(IntPredicate::SLT, p, cg.c64(geo.in_sp[d]), "lt")?;
-                    ok = bb.build_and(ok, bb.build_and(ge, lt, "in")?, "ok")?;
-                    let t = bb.build_int_nsw_mul(p, cg.c64(geo.in_st_sp[d]), "t")?;
-                    off = bb.build_int_nsw_add(off, t, "off")?;
+                    if clean {
+                        rows_at.push(cg.gep(mty, input, off)?);
+                        sel.push(None);
+                    } else if let Some(z) = zrows {
+                        let at = cg.gep(mty, input, off)?;
+                        rows_at.push(bb.build_select(ok, at, z, "row")?.into_pointer_value());
+                        sel.push(None);
+                    } else {
+                        let off = bb.build_select(ok, off, cg.c64(0), "off")?.into_int_value();
+                        rows_at.push(cg.gep(mty, input, off)?);
+                        sel.push(Some(ok));
+                    }
+                    oks.push(ok);
                 }
-                offs.push(bb.build_select(ok, off, cg.c64(0), "off")?.into_int_value());
-                oks.push(ok);
-            }
-            let mut koff = if view.packed { cg.c64(0) } else { o0 };
-            for d in 0..nsp {
-                let kq = if geo.window[d].reversal {
-                    bb.build_int_nsw_sub(cg.c64(geo.k_sp[d] - 1), kc[d], "kr")?
+                let mut koff = if view.packed { cg.c64(0) } else { o0 };
+                for d in 0..nsp {
+                    let kq = if geo.window[d].reversal {
+                        bb.build_int_nsw_sub(cg.c64(geo.k_sp[d] - 1), kc[d], "kr")?
+                    } else {
+                        kc[d]
+                    };
+                    let kq = match view.base0 {
+                        Some(q0) if d == 0 => bb.build_int_nsw_sub(kq, q0, "kb")?,
+                        _ => kq,
+                    };
+                    let t = bb.build_int_nsw_mul(kq, cg.c64(view.st_sp[d]), "kt")?;
+                    koff = bb.build_int_nsw_add(koff, t, "ko")?;
+                }
+                // With a dilated input, a kernel position often meets no real element in any row
+                // of the tile: its input features are skipped (all their terms are zero).
+                let c_end = if geo.window.iter().any(|w| w.lhs_dilate > 1) {
+                    let mut any = cg.i1().const_zero();
+                    for ok in &oks {
+                        any = bb.build_or(any, *ok, "any")?;
+                    }
+                    bb.build_select(any, cg.c64(geo.c), cg.c64(0), "cend")?
+                        .into_int_value()
                 } else {
-                    kc[d]
+                    cg.c64(geo.c)
                 };
-                let kq = match view.base0 {
-                    Some(q0) if d == 0 => bb.build_int_nsw_sub(kq, q0, "kb")?,
-                    _ => kq,
-                };
-                let t = bb.build_int_nsw_mul(kq, cg.c64(view.st_sp[d]), "kt")?;
-                koff = bb.build_int_nsw_add(koff, t, "ko")?;
-            }
-            // With a dilated input, a kernel position often meets no real element in any row
-            // of the tile: its input features are skipped (all their terms are zero).
-            let c_end = if geo.window.iter().any(|w| w.lhs_dilate > 1) {
-                let mut any = cg.i1().const_zero();
-                for ok in &oks {
-                    any = bb.build_or(any, *ok, "any")?;
-                }
-                bb.build_select(any, cg.c64(geo.c), cg.c64(0), "cend")?
-                    .into_int_value()
-            } else {
-                cg.c64(geo.c)
-            };
-            let run = |c0: IntValue<'ctx>, c1: IntValue<'ctx>, from: &[Val<'ctx>]| {
-                cg.for_range_acc(c0, c1, from, |c, acc| {
+                // One input feature's terms added to `acc`.
+                let step = |c: IntValue<'ctx>, acc: &[Val<'ctx>]| -> R<Vec<Val<'ctx>>> {
                     let kc_off = bb.build_int_nsw_add(
                         koff,
                         bb.build_int_nsw_mul(c, cg.c64(view.st_in), "kc")?,
@@ -1009,23 +1118,35 @@ fn tile<'ctx>(
                             view.ptr,
                             bb.build_int_nsw_add(kc_off, cg.c64(h as i64 * lanes), "q")?,
                         )?;
-                        let v = cg
-                            .call(mload, &[bv(q), bv(align), bv(*mask), bv(mzero)])?
-                            .ok_or("masked load returned nothing")?;
+                        // Every strip is whole when the strip width divides the features:
+                        // plain loads (masks would take registers the tile needs).
+                        let v = if whole_strips {
+                            let v = bb.build_load(mvty, q, "kv")?;
+                            if let Some(i) = v.as_instruction_value() {
+                                let _ = i.set_alignment(geo.ty.byte_size() as u32);
+                            }
+                            v
+                        } else {
+                            cg.call(mload, &[bv(q), bv(align), bv(*mask), bv(mzero)])?
+                                .ok_or("masked load returned nothing")?
+                        };
                         kv.push(widen(cg, geo.ty, v.into_vector_value(), lanes)?);
                     }
                     let cterm = bb.build_int_nsw_mul(c, cg.c64(geo.in_st_feat), "ct")?;
                     let mut next = Vec::with_capacity(acc.len());
                     for r in 0..rows as usize {
-                        let q = cg.gep(mty, input, bb.build_int_nsw_add(offs[r], cterm, "io")?)?;
+                        let q = cg.gep(mty, rows_at[r], cterm)?;
                         let a = bb.build_load(mty, q, "a")?;
                         if let Some(i) = a.as_instruction_value() {
                             let _ = i.set_alignment(geo.ty.byte_size() as u32);
                         }
-                        let a = cg.load_form(geo.ty, a)?;
-                        let a = bb
-                            .build_select(oks[r], a.into_float_value(), ety.const_zero(), "a")?
-                            .into_float_value();
+                        let a = cg.load_form(geo.ty, a)?.into_float_value();
+                        let a = match sel[r] {
+                            Some(ok) => bb
+                                .build_select(ok, a, ety.const_zero(), "a")?
+                                .into_float_value(),
+                            None => a,
+                        };
                         let sa = splat_float(cg, a, lanes)?;
                         for h in 0..2 {
                             let x = cg
@@ -1035,60 +1156,100 @@ fn tile<'ctx>(
                         }
                     }
                     Ok(next)
-                })
+                };
+                // Features `c0..c1` added to `from`: a loop, or straight code for a whole
+                // position of at most [`STRAIGHT_C`] features (the same order).
+                let run = |c0: IntValue<'ctx>, c1: IntValue<'ctx>, from: &[Val<'ctx>]| {
+                    let whole = c0.get_zero_extended_constant() == Some(0)
+                        && c1.get_zero_extended_constant() == Some(geo.c as u64);
+                    if whole && geo.c <= STRAIGHT_C {
+                        let mut acc = from.to_vec();
+                        for c in 0..geo.c {
+                            acc = step(cg.c64(c), &acc)?;
+                        }
+                        return Ok(acc);
+                    }
+                    cg.for_range_acc(c0, c1, from, |c, acc| step(c, acc))
+                };
+                if geo.c <= SUB_C {
+                    return run(cg.c64(0), c_end, acc.as_deref().unwrap_or(&zeros));
+                }
+                // The position's input features in runs of `SUB_C`, each summed from zero and
+                // added to the position's sum, which is added to `acc`.
+                let runs = ceil_div64(cg, c_end, SUB_C)?;
+                let sum = cg.for_range_acc(cg.c64(0), runs, &zeros, |i, sum| {
+                    let c0 = bb.build_int_nsw_mul(i, cg.c64(SUB_C), "c0")?;
+                    let c1 = min64(cg, bb.build_int_nsw_add(c0, cg.c64(SUB_C), "c1")?, c_end)?;
+                    let part = run(c0, c1, &zeros)?;
+                    add_vecs(cg, sum, &part)
+                })?;
+                match acc {
+                    Some(acc) => add_vecs(cg, &acc, &sum),
+                    None => Ok(sum),
+                }
             };
-            if geo.c <= SUB_C {
-                return run(cg.c64(0), c_end, acc.as_deref().unwrap_or(&zeros));
-            }
-            // The position's input features in runs of `SUB_C`, each summed from zero and
-            // added to the position's sum, which is added to `acc`.
-            let runs = ceil_div64(cg, c_end, SUB_C)?;
-            let sum = cg.for_range_acc(cg.c64(0), runs, &zeros, |i, sum| {
-                let c0 = bb.build_int_nsw_mul(i, cg.c64(SUB_C), "c0")?;
-                let c1 = min64(cg, bb.build_int_nsw_add(c0, cg.c64(SUB_C), "c1")?, c_end)?;
-                let part = run(c0, c1, &zeros)?;
-                add_vecs(cg, sum, &part)
-            })?;
-            match acc {
-                Some(acc) => add_vecs(cg, &acc, &sum),
-                None => Ok(sum),
+            // The kernel positions of this block (all of them without blocks), in the loops'
+            // order, as one linear range summed as the tree of [`SumTree`].
+            let (lo, hi) = match (range, geo.k_sp.first()) {
+                (Some(r), _) => r,
+                (None, Some(&k0)) => (cg.c64(0), cg.c64(k0)),
+                (None, None) => (cg.c64(0), cg.c64(1)),
+            };
+            let inner = cg.c64(geo.inner_positions());
+            let q_lo = bb.build_int_nsw_mul(lo, inner, "qlo")?;
+            let q_hi = bb.build_int_nsw_mul(hi, inner, "qhi")?;
+            let plan = geo.sum_tree();
+            let blocked = block.is_some_and(|b| b.partial.is_some());
+            if blocked {
+                // The block's sum from zero, added to what the item's earlier blocks left.
+                let part = sum_positions(
+                    cg,
+                    &plan,
+                    plan.levels,
+                    (q_lo, q_hi),
+                    None,
+                    &zeros,
+                    &mut position,
+                )?;
+                add_vecs(cg, &init()?, &part)
+            } else {
+                let from = Some(init()?);
+                sum_positions(
+                    cg,
+                    &plan,
+                    plan.levels,
+                    (q_lo, q_hi),
+                    from,
+                    &zeros,
+                    &mut position,
+                )
             }
         };
-        // The kernel positions of this block (all of them without blocks), in the loops'
-        // order, as one linear range summed as the tree of [`SumTree`].
-        let (lo, hi) = match (range, geo.k_sp.first()) {
-            (Some(r), _) => r,
-            (None, Some(&k0)) => (cg.c64(0), cg.c64(k0)),
-            (None, None) => (cg.c64(0), cg.c64(1)),
-        };
-        let inner = cg.c64(geo.inner_positions());
-        let q_lo = bb.build_int_nsw_mul(lo, inner, "qlo")?;
-        let q_hi = bb.build_int_nsw_mul(hi, inner, "qhi")?;
-        let plan = geo.sum_tree();
-        let blocked = block.is_some_and(|b| b.partial.is_some());
-        let accs = if blocked {
-            // The block's sum from zero, added to what the item's earlier blocks left.
-            let part = sum_positions(
-                cg,
-                &plan,
-                plan.levels,
-                (q_lo, q_hi),
-                None,
-                &zeros,
-                &mut position,
-            )?;
-            add_vecs(cg, &init()?, &part)?
-        } else {
-            let from = Some(init()?);
-            sum_positions(
-                cg,
-                &plan,
-                plan.levels,
-                (q_lo, q_hi),
-                from,
-                &zeros,
-                &mut position,
-            )?
+        // A tile inside the input takes the clean sum; the same terms in the same order.
+        let accs = match interior {
+            Some(inside) => {
+                let cb = cg.block("conv.inside")?;
+                let eb = cg.block("conv.edge")?;
+                let jb = cg.block("conv.summed")?;
+                bb.build_conditional_branch(inside, cb, eb)?;
+                bb.position_at_end(cb);
+                let clean = sum_block(true)?;
+                let cend = cg.cur_block()?;
+                bb.build_unconditional_branch(jb)?;
+                bb.position_at_end(eb);
+                let edge = sum_block(false)?;
+                let eend = cg.cur_block()?;
+                bb.build_unconditional_branch(jb)?;
+                bb.position_at_end(jb);
+                let mut accs = Vec::with_capacity(clean.len());
+                for (a, b) in clean.iter().zip(&edge) {
+                    let phi = bb.build_phi(a.get_type(), "acc")?;
+                    phi.add_incoming(&[(a, cend), (b, eend)]);
+                    accs.push(phi.as_basic_value());
+                }
+                accs
+            }
+            None => sum_block(false)?,
         };
         // Between blocks of the kernel, the accumulators wait in the item's partial sums.
         let kept = block.and_then(|b| b.partial.map(|p| (b.last, p)));

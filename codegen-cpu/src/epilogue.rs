@@ -114,7 +114,8 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         let (start, end) = (self.start, self.end);
         let conv = match m.opcode(core) {
             Opcode::Convolution => {
-                Some(crate::conv_fast::conv_fast(m, core).ok_or("not a tiled convolution")?)
+                let geo = crate::conv_fast::conv_fast(m, core).ok_or("not a tiled convolution")?;
+                Some(geo.for_vector_bytes(crate::gemm::vector_bytes(&self.gemm.features)))
             }
             _ => None,
         };

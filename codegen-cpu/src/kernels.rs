@@ -781,7 +781,9 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
 
     fn emit_conv(&mut self, pack: Option<PointerValue<'ctx>>) -> R<(i64, i64)> {
         let m = self.m;
-        let geo = crate::conv_fast::conv_fast(m, self.root).ok_or("not a tiled convolution")?;
+        let geo = crate::conv_fast::conv_fast(m, self.root)
+            .ok_or("not a tiled convolution")?
+            .for_vector_bytes(crate::gemm::vector_bytes(&self.gemm.features));
         let ops = m.operands(self.root);
         let a = self
             .g

@@ -4,8 +4,8 @@
 //! [`PART`] thunks, [`ENTRY_CHUNKS`] to a module, and the entry point calling them, last.
 //!
 //! Pipelines by weight: kernel groups get the options' `default<ON>` and code generator level,
-//! except GEMMs ([`GEMM_PIPELINE`]: their loops are vector code as emitted; with the full code
-//! generator), groups of light kernels (small elementwise, reduction and row kernels outside loops,
+//! except GEMMs and tiled convolutions ([`GEMM_PIPELINE`]: their loops are vector code as
+//! emitted; with the full code generator), groups of light kernels (small elementwise, reduction and row kernels outside loops,
 //! [`class`]), which get scalar clean-ups and the fast instruction selector, and of gathers of
 //! hundreds of buffers, which get what entry code gets: entry code only binds buffers and
 //! calls kernels, so `default<O0>` and the fast selector. A light
@@ -221,13 +221,13 @@ const LIGHT_BYTES: u64 = 4 * 1024;
 /// generator.
 const LIGHT_PIPELINE: &str = "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg)";
 
-/// The pass pipeline of GEMM kernels' modules, with the options' code generator level. Their
-/// tiles, packing and register epilogues are emitted as vector code with the unrolling they
-/// need, so `default<O3>`'s unrollers and SLP vectorizer find nothing to do and cost three
+/// The pass pipeline of GEMM and tiled convolution kernels' modules, with the options' code
+/// generator level. Their tiles, packing and register epilogues are emitted as vector code with
+/// the unrolling they need (a convolution's tiles inside the input without padding checks), so
+/// `default<O3>`'s unrollers, unswitching and SLP vectorizer find nothing to do and cost three
 /// quarters of its time: scalar clean-ups, loop-invariant code motion and value numbering (the
 /// address arithmetic of the tile loops), then the loop vectorizer for the block epilogues'
-/// elementwise loops. Tiled convolutions keep `default<O3>`: their emitter leaves the
-/// unrolling of the tile's loops to LLVM's unroller (codegen-cpu/BENCH.md has the figures).
+/// elementwise loops (codegen-cpu/BENCH.md has the figures).
 const GEMM_PIPELINE: &str = "function(sroa,early-cse<memssa>,simplifycfg,\
      instcombine<no-verify-fixpoint>,loop-mssa(licm),gvn,loop-vectorize,\
      instcombine<no-verify-fixpoint>,simplifycfg)";
@@ -249,7 +249,8 @@ const GATHER_BINDINGS: usize = 256;
 enum Class {
     /// The options' `default<ON>` pipeline and code generator level.
     Full,
-    /// [`GEMM_PIPELINE`] and the options' code generator level.
+    /// [`GEMM_PIPELINE`] and the options' code generator level (GEMMs and tiled
+    /// convolutions).
     Gemm,
     /// [`LIGHT_PIPELINE`] and the fast instruction selector.
     Light,
@@ -258,13 +259,13 @@ enum Class {
 }
 
 /// Kernel `k`'s class (before [`collect`] makes light and bare kernels run by a loop full): a
-/// GEMM gets the GEMM class; an elementwise, reduction or row kernel binding at least
+/// GEMM or tiled convolution gets the GEMM class; an elementwise, reduction or row kernel binding at least
 /// [`GATHER_BINDINGS`] buffers is bare, one that reads and writes at most [`LIGHT_BYTES`] light
 /// (its run time barely depends on vectorization and careful instruction selection), any other
 /// full.
 fn class(prog: &Program, k: &Kernel) -> Class {
     use crate::lower::KernelKind::*;
-    if k.kind == Gemm {
+    if matches!(k.kind, Gemm | Conv) {
         return Class::Gemm;
     }
     if !matches!(k.kind, Loop | Reduce | Row) {
