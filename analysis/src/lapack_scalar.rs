@@ -183,3 +183,30 @@ pub fn nrm2<T: LapackScalar>(x: &[T]) -> T::Real {
     }
     scale * ssq.sqrt()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::nrm2;
+    use num_complex::Complex;
+
+    #[test]
+    fn scaled_norms_neither_overflow_nor_underflow() {
+        assert_eq!(nrm2(&[3.0f64, 4.0]), 5.0);
+        assert_eq!(nrm2(&[0.0f64, -3.0, 0.0, 4.0]), 5.0);
+        // Squares of these overflow (underflow) where the norms do not.
+        assert_eq!(nrm2(&[1e300f64; 4]), 2e300);
+        assert_eq!(nrm2(&[-1e-300f64; 4]), 2e-300);
+        assert_eq!(nrm2(&[1e30f32; 4]), 2e30);
+        assert_eq!(nrm2::<f64>(&[]), 0.0);
+        assert_eq!(nrm2(&[0.0f32; 3]), 0.0);
+        // Complex values count their real and imaginary parts.
+        assert_eq!(nrm2(&[Complex::new(3.0f64, 4.0)]), 5.0);
+        assert_eq!(nrm2(&[Complex::new(1e300f64, 1e300); 2]), 2e300);
+    }
+
+    #[test]
+    fn infinities_and_nans_come_through() {
+        assert_eq!(nrm2(&[1.0f64, f64::NEG_INFINITY, 2.0]), f64::INFINITY);
+        assert!(nrm2(&[1.0f32, f32::NAN, 2.0]).is_nan());
+    }
+}
