@@ -162,10 +162,8 @@ impl BufferRules for CpuRules {
                 KernelKind::Gemm => {
                     crate::gemm::gemm_geo(m, core, &self.gemm).map_or(0, |g| g.scratch_bytes())
                 }
-                _ => crate::conv_fast::conv_fast(m, core).map_or(0, |g| {
-                    g.for_vector_bytes(crate::gemm::vector_bytes(&self.gemm.features))
-                        .scratch_bytes()
-                }),
+                _ => crate::conv_fast::conv_fast(m, core)
+                    .map_or(0, |g| g.for_target(&self.gemm).scratch_bytes()),
             };
             sizes.push(Scratch::arena(bytes.max(0) as u64));
         }

@@ -73,7 +73,7 @@ pub(crate) struct ConvFast {
     /// tile skip the same kernel positions.
     pub phase: Vec<i64>,
     /// Lanes of one accumulator vector: a vector register of the target in the accumulation
-    /// type ([`ConvFast::for_vector_bytes`]; 64 bytes until then). The work split
+    /// type ([`ConvFast::for_target`]; 64 bytes until then). The work split
     /// ([`ConvFast::strip_major`], [`ConvFast::chunks`]) is chosen at 64 bytes whatever the
     /// target, so every user of the geometry agrees on it.
     lanes: i64,
@@ -93,10 +93,11 @@ impl ConvFast {
     fn lanes(&self) -> i64 {
         self.lanes
     }
-    /// The same convolution tiled for vector registers of `bytes` (the target's: 32 with AVX2,
-    /// 64 with AVX-512, [`crate::gemm::vector_bytes`]), so that a tile's accumulators fit in
-    /// its registers; the work split stays as planned.
-    pub fn for_vector_bytes(mut self, bytes: i64) -> ConvFast {
+    /// The same convolution tiled for the target's vector registers (32 bytes with AVX2, 64
+    /// with AVX-512, [`crate::gemm::vector_bytes`]), so that a tile's accumulators fit in its
+    /// registers; the work split stays as planned.
+    pub fn for_target(mut self, t: &crate::gemm::GemmTarget) -> ConvFast {
+        let bytes = crate::gemm::vector_bytes(&t.features);
         self.lanes = lanes_in(self.ty, bytes.min(PLAN_VECTOR_BYTES));
         self
     }
@@ -1025,11 +1026,11 @@ fn tile<'ctx>(
             let mut position = |kc: &[IntValue<'ctx>],
                                 acc: Option<Vec<Val<'ctx>>>|
              -> R<Vec<Val<'ctx>>> {
-                // Input offsets and validity of each pixel at this kernel position (no validity
-                // when `clean`: every term is a real element).
-                // Each row reads its terms through `rows_at[r]`: where the pixel meets no input
-                // element, the zero rows ([`zero_rows`]) when the kernel has them (no check per
-                // term), else offset 0 of the input with every term selected to zero (`sel`).
+                // Each pixel's validity at this kernel position (none checked when `clean`:
+                // every term is a real element) and the row its terms are read through: where
+                // the pixel meets no input element, the zero rows ([`zero_rows`]) when the
+                // kernel has them (no check per term), else offset 0 of the input with every
+                // term selected to zero (`sel`).
                 let mut rows_at: Vec<PointerValue<'ctx>> = Vec::with_capacity(rows as usize);
                 let mut oks: Vec<IntValue<'ctx>> = Vec::with_capacity(rows as usize);
                 let mut sel: Vec<Option<IntValue<'ctx>>> = Vec::with_capacity(rows as usize);
