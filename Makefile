@@ -42,6 +42,12 @@ PY_REQS := maturin numpy pytest ml_dtypes absl-py gymnasium jax==0.10.2 jaxlib==
 # `dev`, which shares the test build's dependencies and skips a second optimized build of the
 # whole compiler (the generated code is optimized by LLVM either way; pytest takes seconds).
 PY_PROFILE ?= release
+# Extra Cargo features of the wheel's build, as `crate/feature` of its dependencies. `make test`
+# builds its wheel with the `axle` crate's default features (its CLI's crates and MPI), the
+# feature set `cargo test --workspace` resolves for every crate below the wheel's own, so the
+# wheel's build links what the test build compiled instead of compiling the compiler a second
+# time with other features. The Python code and the compiler it reaches are the same.
+PY_FEATURES ?=
 
 # The steps of `make test`, in order; each is also a target of its own.
 FMT_CHECK = $(strip $(CARGO) fmt --all --check)
@@ -91,7 +97,7 @@ test: deps
 	$(call step,clippy,$(CLIPPY))
 	$(call step,unit,$(UNIT))
 	$(call step,doc,$(DOC))
-	$(call step,python,$(MAKE) python PY_PROFILE=dev)
+	$(call step,python,$(MAKE) python PY_PROFILE=dev PY_FEATURES=axle/default)
 	$(call step,pytest,$(PYTEST))
 	$(call step,pytest-jax,$(PYTEST_JAX))
 
@@ -106,7 +112,7 @@ unit: deps
 doc: deps
 	$(DOC)
 pytest:
-	$(MAKE) python PY_PROFILE=dev
+	$(MAKE) python PY_PROFILE=dev PY_FEATURES=axle/default
 	$(PYTEST)
 	$(PYTEST_JAX)
 
@@ -118,6 +124,7 @@ python: deps
 		|| '$(PY_VENV)/bin/python' -m pip install -q --disable-pip-version-check $(PY_REQS)
 	rm -f '$(ROOT)'/target/wheels/axle-*.whl
 	$(strip '$(PY_VENV)/bin/maturin' build --profile $(PY_PROFILE) $(LOCKED) -q -m python/Cargo.toml \
+		$(if $(PY_FEATURES),--features $(PY_FEATURES)) \
 		--compatibility linux --auditwheel skip \
 		-i '$(PY_VENV)/bin/python' -o '$(ROOT)/target/wheels')
 	'$(PY_VENV)/bin/python' -m pip install -q --disable-pip-version-check --force-reinstall \
