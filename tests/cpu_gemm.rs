@@ -13,7 +13,8 @@
 //!
 //! Inputs are multiples of 1/8 in [-2, 2], so every product and partial sum is exact in the
 //! accumulation type: any summation order gives the evaluator's value, and the results must
-//! match exactly (narrow results are rounded once from the same exact sum).
+//! match exactly (narrow results are rounded once from the same exact sum). Each check runs
+//! dots without an epilogue on the runtime's precompiled GEMM and on a generated one.
 
 use axle::analysis::eval::evaluate;
 use axle::backend::{prepare_module, CompileOptions};
@@ -81,12 +82,29 @@ fn check_compiled(text: &str, pipeline: Option<&str>, threads: &[usize]) {
         Literal::Tuple(_) => panic!("array result"),
     };
     let inputs = axle_testkit::array_bytes(&args);
+    // Dots without an epilogue on the runtime's precompiled GEMM and on a generated one.
+    for gemm_library in [true, false] {
+        check_threads(text, &compiled, &inputs, &expected, threads, gemm_library);
+    }
+}
+
+/// Runs `compiled` at each of `threads` with fresh and reused (NaN-filled) outputs, and checks
+/// each result against `expected` and the same bits at each thread count.
+fn check_threads(
+    text: &str,
+    compiled: &axle::ir::Module,
+    inputs: &[&[u8]],
+    expected: &ArrayLiteral,
+    threads: &[usize],
+    gemm_library: bool,
+) {
     let mut first: Option<Vec<u8>> = None;
     for &threads in threads {
         let exe = compile(
-            &compiled,
+            compiled,
             &CpuOptions {
                 threads,
+                gemm_library,
                 ..Default::default()
             },
         )
@@ -109,7 +127,10 @@ fn check_compiled(text: &str, pipeline: Option<&str>, threads: &[usize]) {
                 data: bytes.clone(),
             };
             if let Err(e) = compare_arrays(&expected, &got, Tolerance::Exact) {
-                panic!("{text}\n{threads} thread(s), {policy} outputs: {e}");
+                panic!(
+                    "{text}\n{threads} thread(s), {policy} outputs, library GEMM \
+                     {gemm_library}: {e}"
+                );
             }
         }
         // The same bits at any thread count.

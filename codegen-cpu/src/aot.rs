@@ -67,6 +67,11 @@ pub fn compile_aot(m: &Module, opts: &CpuOptions, name: &str) -> Result<AotOutpu
     let name = c_identifier(name);
     let symbol = format!("{name}_run");
     let ctx = Context::create();
+    // The object carries no runtime library, so its dots are generated GEMMs.
+    let opts = &CpuOptions {
+        gemm_library: false,
+        ..opts.clone()
+    };
     let built = build(&ctx, m, opts, &symbol, RelocMode::PIC)?;
     if let Some(id) = crate::lower::first_host_call(&built.prog.body) {
         return Err(crate::host::aot_refusal(m, id));

@@ -159,9 +159,9 @@ impl BufferRules for CpuRules {
                 KernelKind::Sort | KernelKind::TopK => {
                     crate::kernels::sort_scratch_bytes(m, root).unwrap_or(0)
                 }
-                KernelKind::Gemm => {
-                    crate::gemm::gemm_geo(m, core, &self.gemm).map_or(0, |g| g.scratch_bytes())
-                }
+                // None for a dot on the precompiled GEMM.
+                KernelKind::Gemm => crate::gemm::gemm_geo(m, core, &self.gemm)
+                    .map_or(0, |g| g.for_library(&self.gemm).scratch_bytes()),
                 _ => crate::conv_fast::conv_fast(m, core)
                     .map_or(0, |g| g.for_target(&self.gemm).scratch_bytes()),
             };

@@ -85,10 +85,15 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         let b = &cg.b;
         let core = e.core;
         // A dot reads its operands through their views ([`crate::gemm::operand_view`]).
+        // On the precompiled GEMM, the epilogue runs on each finished panel.
         let gemm = match m.opcode(core) {
-            Opcode::Dot => Some(self.gemm_operands(core)?),
+            Opcode::Dot => {
+                let (geo, views) = self.gemm_operands(core)?;
+                Some((geo.for_library(self.gemm), views))
+            }
             _ => None,
         };
+        let library = matches!(&gemm, Some((g, _)) if g.library.is_some());
         let (lhs, rhs) = match &gemm {
             Some((_, [a, b])) => (*a, *b),
             None => {
@@ -142,7 +147,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             _ => None,
         };
         let place = match tile {
-            Some((line, _, _)) if self.on_tiles(core, line) => self.gemm.epilogues,
+            Some((line, _, _)) if !library && self.on_tiles(core, line) => self.gemm.epilogues,
             _ => Epilogues::Blocks,
         };
         let lanes = match (place, tile) {
@@ -176,12 +181,26 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             }
             Opcode::Dot => {
                 let geo = gemm.ok_or("dot is not a GEMM")?.0;
-                let pack = *scratch.first().ok_or("gemm without scratch")?;
+                let pack = match &geo.library {
+                    Some(_) => None,
+                    None => Some(*scratch.first().ok_or("gemm without scratch")?),
+                };
                 let (mm, n) = (geo.m, geo.n);
-                let whole_rows = geo.cb == 1;
+                let whole_rows = match &geo.library {
+                    Some(lib) => lib.by_rows,
+                    None => geo.cb == 1,
+                };
                 cg.for_range(start, end, |item| {
                     let next = b.build_int_nsw_add(item, cg.c64(1), "next")?;
-                    crate::gemv::emit_dot(cg, &geo, lhs, rhs, c, pack, item, next, None)?;
+                    match (&geo.library, pack) {
+                        (Some(lib), _) => {
+                            crate::gemm::emit_library(cg, lib, lhs, rhs, c, item, next)?
+                        }
+                        (None, Some(pack)) => crate::gemv::emit_dot(
+                            cg, &geo, lhs, rhs, c, pack, item, next, None,
+                        )?,
+                        (None, None) => return Err("gemm without scratch".into()),
+                    }
                     // The item's block: rows `i0..i1` and columns `j0..j1` of one batch.
                     let blk = crate::gemm::item_block(cg, &geo, item)?;
                     let off = b.build_int_nsw_mul(blk.batch, cg.c64(mm * n), "off")?;

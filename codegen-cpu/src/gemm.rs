@@ -73,6 +73,7 @@ use crate::cg::{bv, strides, Cg, Val};
 use crate::conv::dot_dims;
 use crate::elemental::bitcast_is_reshape;
 use crate::error::R;
+use crate::runtime::gemm::LibraryGemm;
 
 /// Items with at most this many column strips read a row-major `A` directly
 /// ([`GemmGeo::direct_a`]): attention's `P @ V` (8 heads, 64 columns) took 22% less CPU time
@@ -183,6 +184,10 @@ pub(crate) struct GemmGeo {
     /// Whether the GEMM is a matrix-vector product read where `B` lies, and in which form
     /// ([`crate::gemv`]).
     pub gemv: Option<GemvForm>,
+    /// The dot as the runtime's precompiled GEMM runs it ([`GemmGeo::for_library`]), in place
+    /// of a generated one: then the work items are its panels ([`item_block`]) and the kernel
+    /// needs no packing scratch.
+    pub library: Option<LibraryGemm>,
 }
 
 /// Where a register tile reads its strip of `A`.
@@ -217,7 +222,10 @@ impl GemmGeo {
     }
     /// Work items.
     pub fn items(&self) -> i64 {
-        self.batches() * self.rb * self.cb
+        match &self.library {
+            Some(g) => g.items(),
+            None => self.batches() * self.rb * self.cb,
+        }
     }
     /// The smallest group of items worth sending to another thread.
     pub fn grain(&self) -> i64 {
@@ -252,11 +260,56 @@ impl GemmGeo {
             0
         }
     }
-    /// Scratch bytes: one pair of packed blocks per item.
+    /// Scratch bytes: one pair of packed blocks per item (none on the precompiled GEMM, which
+    /// packs in its own per-thread memory).
     pub fn scratch_bytes(&self) -> i64 {
+        if self.library.is_some() {
+            return 0;
+        }
         self.items() * self.scratch_elems() * self.acc.byte_size() as i64
     }
+
+    /// This dot on the runtime's precompiled GEMM when the target allows it and the dot is one
+    /// the library computes: operands and result of one type (`f32` or `f64`) and more than
+    /// one row (a single row stays a generated matrix-vector product). The choice and the
+    /// panels depend on the types and sizes only, not on the operands' strides, so the buffer
+    /// rules (which see no views) and the emission agree. An output fusion's epilogue then
+    /// runs on each finished panel ([`crate::Epilogues::Blocks`]).
+    pub fn for_library(mut self, t: &GemmTarget) -> GemmGeo {
+        let same = self.a_ty == self.acc && self.b_ty == self.acc && self.out_ty == self.acc;
+        if !t.library || !same || self.m < 2 {
+            return self;
+        }
+        // Panels along the longer side of `C`: at most LIBRARY_PANELS of them, at least
+        // LIBRARY_PANEL_MIN wide (so re-packing the other operand per panel stays small beside
+        // the panel's multiply-adds), a multiple of 16.
+        let by_rows = self.m > self.n;
+        let dim = if by_rows { self.m } else { self.n };
+        let panel = ((dim + LIBRARY_PANELS - 1) / LIBRARY_PANELS + 15) / 16 * 16;
+        self.library = Some(LibraryGemm {
+            f64: self.acc == ElementType::F64,
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            a_sm: self.a_sm,
+            a_sk: self.a_sk,
+            b_sk: self.b_sk,
+            b_sn: self.b_sn,
+            by_rows,
+            panel: panel.max(LIBRARY_PANEL_MIN).min(dim),
+            batch: self.batch.clone(),
+            lb_st: self.lb_st.clone(),
+            rb_st: self.rb_st.clone(),
+        });
+        self
+    }
 }
+
+/// The most panels a batch of a dot on the precompiled GEMM is split into.
+const LIBRARY_PANELS: i64 = 16;
+
+/// The fewest rows (or columns) of a panel of a dot on the precompiled GEMM.
+const LIBRARY_PANEL_MIN: i64 = 64;
 
 /// Whether the GEMM reads and writes this element type.
 fn gemm_type(t: ElementType) -> bool {
@@ -288,6 +341,9 @@ pub(crate) struct GemmTarget {
     pub stream_min: Option<i64>,
     /// Where output fusions of a dot apply their epilogue ([`crate::CpuOptions::epilogues`]).
     pub epilogues: crate::Epilogues,
+    /// Whether dots may run on the runtime's precompiled GEMM ([`GemmGeo::library`]); only for
+    /// the host, in the JIT.
+    pub library: bool,
 }
 
 /// How the GEMM reads one operand of a dot: `base`'s buffer (row-major, as every buffer is)
@@ -491,6 +547,7 @@ pub(crate) fn gemm_geo_views(
         direct_a: false,
         fill_a: false,
         gemv: None,
+        library: None,
     };
     if geo.m == 0 || geo.n == 0 || geo.k == 0 || geo.batch.contains(&0) {
         return None;
@@ -800,6 +857,54 @@ pub(crate) fn emit_gemm<'ctx>(
     })
 }
 
+/// Emits the call of the runtime's precompiled GEMM ([`crate::runtime::gemm::axle_rt_gemm`])
+/// on work items `start..end` of dot `g`: `a` and `b` where the operands' views start, `c` the
+/// result. The descriptor is a private constant of the module.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn emit_library<'ctx>(
+    cg: &Cg<'ctx>,
+    g: &LibraryGemm,
+    a: PointerValue<'ctx>,
+    b: PointerValue<'ctx>,
+    c: PointerValue<'ctx>,
+    start: IntValue<'ctx>,
+    end: IntValue<'ctx>,
+) -> R<()> {
+    let vals: Vec<_> = g.encode().iter().map(|&v| cg.c64(v)).collect();
+    let init = cg.i64().const_array(&vals);
+    let desc = cg.module.add_global(init.get_type(), None, "axle.gemm.desc");
+    desc.set_initializer(&init);
+    desc.set_constant(true);
+    desc.set_linkage(inkwell::module::Linkage::Private);
+    desc.set_unnamed_addr(true);
+    const SYMBOL: &str = "axle_rt_gemm";
+    let f = match cg.module.get_function(SYMBOL) {
+        Some(f) => f,
+        None => {
+            let (p, i) = (cg.ptr().into(), cg.i64().into());
+            let fty = cg.ctx.void_type().fn_type(&[p, p, p, p, i, i], false);
+            let f = cg
+                .module
+                .add_function(SYMBOL, fty, Some(inkwell::module::Linkage::External));
+            f.add_attribute(
+                inkwell::attributes::AttributeLoc::Function,
+                cg.enum_attr("nounwind"),
+            );
+            f
+        }
+    };
+    let args = [
+        desc.as_pointer_value().into(),
+        a.into(),
+        b.into(),
+        c.into(),
+        start.into(),
+        end.into(),
+    ];
+    cg.b.build_call(f, &args, "")?;
+    Ok(())
+}
+
 /// The block of `C` one work item computes: batch `batch`, rows `i0..i1`, columns `j0..j1`.
 pub(crate) struct ItemBlock<'ctx> {
     pub batch: IntValue<'ctx>,
@@ -816,6 +921,28 @@ pub(crate) fn item_block<'ctx>(
     item: IntValue<'ctx>,
 ) -> R<ItemBlock<'ctx>> {
     let bb = &cg.b;
+    if let Some(lib) = &geo.library {
+        // One panel of rows (or columns) of one batch.
+        let panels = lib.panels();
+        let batch = bb.build_int_unsigned_div(item, cg.c64(panels), "b")?;
+        let p = bb.build_int_unsigned_rem(item, cg.c64(panels), "p")?;
+        let lo = bb.build_int_nsw_mul(p, cg.c64(lib.panel), "lo")?;
+        let dim = if lib.by_rows { geo.m } else { geo.n };
+        let hi = bb.build_int_nsw_add(lo, cg.c64(lib.panel), "hi")?;
+        let hi = min64(cg, hi, cg.c64(dim))?;
+        let (i0, i1, j0, j1) = if lib.by_rows {
+            (lo, hi, cg.c64(0), cg.c64(geo.n))
+        } else {
+            (cg.c64(0), cg.c64(geo.m), lo, hi)
+        };
+        return Ok(ItemBlock {
+            batch,
+            i0,
+            i1,
+            j0,
+            j1,
+        });
+    }
     let (ms, ns) = (geo.row_strips(), geo.col_strips());
     let per_batch = geo.rb * geo.cb;
     let batch = bb.build_int_unsigned_div(item, cg.c64(per_batch), "b")?;

@@ -160,7 +160,7 @@ pub(crate) fn emit_kernel<'ctx>(
             };
             kc.emit_epilogue(e, &scratch)?
         }
-        KernelKind::Gemm => kc.emit_gemm(scratch_ptr.ok_or("gemm without scratch")?)?,
+        KernelKind::Gemm => kc.emit_gemm(scratch_ptr)?,
         KernelKind::Conv => kc.emit_conv(scratch_ptr)?,
         KernelKind::Rng => crate::rng::emit_rng(&mut kc.g, m, k.root, &kc.outs, kc.start, kc.end)?,
     };
@@ -763,8 +763,15 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         Ok((rows, (GRAIN_ELEMS / per_row).max(1)))
     }
 
-    fn emit_gemm(&mut self, scratch: PointerValue<'ctx>) -> R<(i64, i64)> {
+    fn emit_gemm(&mut self, scratch: Option<PointerValue<'ctx>>) -> R<(i64, i64)> {
         let (geo, [a, b]) = self.gemm_operands(self.root)?;
+        let geo = geo.for_library(self.gemm);
+        if let Some(lib) = &geo.library {
+            let c = self.outs[0];
+            crate::gemm::emit_library(self.cg(), lib, a, b, c, self.start, self.end)?;
+            return Ok((geo.items(), geo.grain()));
+        }
+        let scratch = scratch.ok_or("gemm without scratch")?;
         crate::gemv::emit_dot(
             self.cg(),
             &geo,

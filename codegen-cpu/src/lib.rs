@@ -112,6 +112,11 @@ pub struct CpuOptions {
     /// [`CpuOptions::default`] takes `AXLE_CPU_EPILOGUES` (`registers`, `tiles` or `blocks`)
     /// when it is set, so `axle bench` and `axle compile` can run each.
     pub epilogues: Epilogues,
+    /// Dots of `f32` or `f64` operands and result with no fused epilogue call the runtime's
+    /// precompiled GEMM (the `gemm` crate's kernels, split into panels the pool shares) instead
+    /// of a GEMM generated for each dot: on by default. Ahead-of-time objects and other
+    /// targets than the host always generate theirs.
+    pub gemm_library: bool,
 }
 
 /// Where an output fusion of a dot applies its elementwise epilogue; the measurements that
@@ -143,6 +148,7 @@ impl Default for CpuOptions {
             opt_level: 3,
             stream_min_bytes: None,
             epilogues: default_epilogues(),
+            gemm_library: true,
         }
     }
 }

@@ -86,13 +86,23 @@ const CUT_WEIGHT: usize = GROUP_WEIGHT / 4;
 /// [`CUT_WEIGHT`].
 const CUT_MASK: u64 = 3;
 
-/// [`HEAVY_WEIGHT`] for GEMM and convolution kernels, 0 for others.
-fn heavy_weight(k: &Kernel) -> usize {
+/// [`HEAVY_WEIGHT`] for GEMM and convolution kernels, 0 for others (and for a GEMM on the
+/// runtime's precompiled one, whose kernel is a call and perhaps an elementwise epilogue).
+fn heavy_weight(k: &Kernel, library: bool) -> usize {
     use crate::lower::KernelKind::*;
     match k.kind {
+        Gemm if library => 0,
         Gemm | Conv => HEAVY_WEIGHT,
         _ => 0,
     }
+}
+
+/// Whether kernel `k` runs its dot on the runtime's precompiled GEMM
+/// ([`crate::gemm::GemmGeo::for_library`]).
+fn on_library(m: &Module, gemm: &crate::gemm::GemmTarget, k: &Kernel) -> bool {
+    crate::lower::gemm_core(m, k.kind, &k.plan, k.root)
+        .and_then(|core| crate::gemm::gemm_geo(m, core, gemm))
+        .is_some_and(|g| g.for_library(gemm).library.is_some())
 }
 
 /// Top-level chunks of the entry point (each [`PART`] thunks) in one module.
@@ -128,7 +138,12 @@ struct Kernels<'p> {
 
 /// The kernels of `prog` in kernel number order (a loop's condition, then its body; branches
 /// in order), sharing one function per signature, named for `form`.
-fn collect<'p>(m: &Module, prog: &'p Program, form: Form) -> Kernels<'p> {
+fn collect<'p>(
+    m: &Module,
+    prog: &'p Program,
+    form: Form,
+    gemm: &crate::gemm::GemmTarget,
+) -> Kernels<'p> {
     let mut ks = Kernels {
         unique: Vec::new(),
         sigs: Vec::new(),
@@ -149,7 +164,8 @@ fn collect<'p>(m: &Module, prog: &'p Program, form: Form) -> Kernels<'p> {
             let number = ks.uses.len();
             let shared = shared_outputs(prog, k);
             let sig = format!("{} shared={shared:?}", kernel_signature(m, k));
-            let weight = sig.len() + heavy_weight(k);
+            let library = on_library(m, gemm, k);
+            let weight = sig.len() + heavy_weight(k, library);
             let u = *seen.entry(sig).or_insert_with_key(|sig| {
                 let hash = kernel_cache::sig_hash(sig);
                 let name = match form {
@@ -158,7 +174,7 @@ fn collect<'p>(m: &Module, prog: &'p Program, form: Form) -> Kernels<'p> {
                 };
                 ks.unique.push((k, name, weight, shared));
                 ks.sigs.push((sig.clone(), hash));
-                ks.class.push(class(prog, k));
+                ks.class.push(class(prog, k, library));
                 ks.unique.len() - 1
             });
             // A kernel run by a loop runs many times: a light or bare one gets the full pipeline.
@@ -259,12 +275,20 @@ enum Class {
 }
 
 /// Kernel `k`'s class (before [`collect`] makes light and bare kernels run by a loop full): a
+/// dot on the precompiled GEMM (`library`) is light, full with an epilogue; a generated
 /// GEMM or tiled convolution gets the GEMM class; an elementwise, reduction or row kernel binding at least
 /// [`GATHER_BINDINGS`] buffers is bare, one that reads and writes at most [`LIGHT_BYTES`] light
 /// (its run time barely depends on vectorization and careful instruction selection), any other
 /// full.
-fn class(prog: &Program, k: &Kernel) -> Class {
+fn class(prog: &Program, k: &Kernel, library: bool) -> Class {
     use crate::lower::KernelKind::*;
+    if library {
+        // A call of the precompiled GEMM, then perhaps an elementwise epilogue over its panel.
+        return match k.plan {
+            crate::fused::KernelPlan::Epilogue(_) => Class::Full,
+            _ => Class::Light,
+        };
+    }
     if matches!(k.kind, Gemm | Conv) {
         return Class::Gemm;
     }
@@ -382,7 +406,7 @@ pub(crate) fn compile(
     export: bool,
     form: Form,
 ) -> Result<Compiled, CodegenError> {
-    let ks = collect(s.m, s.prog, form);
+    let ks = collect(s.m, s.prog, form, s.gemm);
     let groups = partition(&ks);
     let parts: Vec<Part> = groups
         .par_iter()

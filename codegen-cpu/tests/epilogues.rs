@@ -13,7 +13,8 @@
 //! feature strips.
 //!
 //! Every case must give the same bits with the epilogue in registers, on tile buffers and on
-//! blocks, on 1 and 8 threads, with fresh outputs and with reused ones that hold NaN garbage,
+//! blocks of the generated GEMM, and (`f32` and `f64` dots) on the panels of the precompiled
+//! GEMM (`CpuOptions::gemm_library`), on 1 and 8 threads, with fresh outputs and with reused ones that hold NaN garbage,
 //! and the evaluator's results: exactly where the epilogue is exact arithmetic (inputs are
 //! multiples of 1/8 in [-2, 2], so every sum the dot makes is exact in its accumulation type
 //! and any rounding, of a narrow core or of the epilogue's own arithmetic, happens once, where
@@ -341,9 +342,18 @@ fn check(case: Case) {
     let opts = |epilogues, threads| CpuOptions {
         threads,
         epilogues,
+        gemm_library: false,
+        ..Default::default()
+    };
+    // `f32` and `f64` dots on the precompiled GEMM, the epilogue on its finished panels.
+    let library = |threads| CpuOptions {
+        threads,
+        gemm_library: true,
         ..Default::default()
     };
     let runs: Vec<_> = [
+        ("library, 8 threads", library(8)),
+        ("library, 1 thread", library(1)),
         ("blocks, 8 threads", opts(Epilogues::Blocks, 8)),
         ("blocks, 1 thread", opts(Epilogues::Blocks, 1)),
         ("tiles, 1 thread", opts(Epilogues::Tiles, 1)),
@@ -491,12 +501,13 @@ fn narrow_cores_are_rounded_once_before_their_epilogue() {
     }
 }
 
-/// The optimized LLVM IR of `case` compiled with its epilogue at `place`.
+/// The optimized LLVM IR of `case` compiled with its epilogue at `place` of the generated GEMM.
 fn ir(case: Case, place: Epilogues) -> String {
     let m = parse_module(&case.text()).expect("parses");
     let opts = CpuOptions {
         epilogues: place,
         threads: 1,
+        gemm_library: false,
         ..Default::default()
     };
     emit_text(&m, &opts, Emit::LlvmIr).expect("compiles")
