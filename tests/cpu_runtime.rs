@@ -1454,9 +1454,12 @@ fn at3(x: &[(f64, f64)], b: usize, n: usize, i: usize, j: usize) -> (f64, f64) {
     x[(b * n + i) * n + j]
 }
 
+/// An elementary reflector `(v, tau)` over complex pairs.
+type Reflector = (Vec<(f64, f64)>, (f64, f64));
+
 /// `Q = H(0) H(1) ...` of the reflectors `H = I - tau v v^H` (each `v` of length `n`), as
 /// LAPACK defines a product of elementary reflectors.
-fn reflector_product(n: usize, refl: &[(Vec<(f64, f64)>, (f64, f64))]) -> Vec<(f64, f64)> {
+fn reflector_product(n: usize, refl: &[Reflector]) -> Vec<(f64, f64)> {
     let mut q: Vec<(f64, f64)> = (0..n * n)
         .map(|k| (f64::from(k / n == k % n), 0.0))
         .collect();
@@ -1563,7 +1566,7 @@ fn sytrd_reduces_to_tridiagonal_form() {
                                 }
                             };
                             let hm: Vec<(f64, f64)> = (0..n * n).map(|k| h(k / n, k % n)).collect();
-                            let mut refl: Vec<(Vec<(f64, f64)>, (f64, f64))> = (0..e)
+                            let mut refl: Vec<Reflector> = (0..e)
                                 .map(|i| {
                                     let mut v = vec![(0.0, 0.0); n];
                                     if lower {
@@ -1690,7 +1693,7 @@ fn gehrd_reduces_to_hessenberg_form() {
                     let (f, tau) = (cplx(&out[0]), cplx(&out[1]));
                     let reduced = |j: usize| low - 1 <= j && j + 1 < high;
                     for b in 0..batch {
-                        let refl: Vec<(Vec<(f64, f64)>, (f64, f64))> = (0..k)
+                        let refl: Vec<Reflector> = (0..k)
                             .map(|i| {
                                 let mut v = vec![(0.0, 0.0); n];
                                 v[i + 1] = (1.0, 0.0);
@@ -1775,7 +1778,7 @@ fn ormqr_applies_q() {
                         let out = run_on(backend, &text, &[a.clone(), c.clone()]);
                         let (f, tau, got) = (cplx(&out[0]), cplx(&out[1]), cplx(&out[2]));
                         for b in 0..batch {
-                            let refl: Vec<(Vec<(f64, f64)>, (f64, f64))> = (0..k)
+                            let refl: Vec<Reflector> = (0..k)
                                 .map(|i| {
                                     let v = (0..m)
                                         .map(|r| match r.cmp(&i) {
@@ -1997,7 +2000,7 @@ fn geqp3_pivots_columns() {
                                 assert_eq!(piv[0], c as i32 + 1, "{what}: {piv:?}");
                             }
                             let fm = |i: usize, j: usize| f[(b * m + i) * n + j];
-                            let refl: Vec<(Vec<(f64, f64)>, (f64, f64))> = (0..k)
+                            let refl: Vec<Reflector> = (0..k)
                                 .map(|i| {
                                     let v = (0..m)
                                         .map(|r| match r.cmp(&i) {
