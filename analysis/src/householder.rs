@@ -14,10 +14,38 @@
 //! `Q = H(0) ... H(k-1)` (`?ung2r`, `?org2r`), so `A = Q R` with `Q` unitary; `unmqr` applies
 //! the same `Q` (or `Q^H`) one reflector at a time without forming it (`?unm2r`). For real types
 //! every complex-only step is an exact identity, so results are those of `?geqr2`/`?org2r`.
+//!
+//! XLA's own QR custom calls (`Qr`: `(a, taus)` of a batch of matrices;
+//! `ProductOfElementaryHouseholderReflectors`: `Q` from them) are the same two routines under
+//! other names ([`xla_qr_target`]).
 
 use num_traits::{Float, One, Zero};
 
 use crate::lapack_scalar::{nrm2, LapackScalar};
+
+/// The LAPACK custom-call target (`lapack_?geqrf_ffi`, `lapack_?orgqr_ffi`,
+/// `lapack_?ungqr_ffi`) that computes XLA's custom call `target` on operands of element type
+/// `ty`: `Qr` is `?geqrf` (the matrix overwritten by `R` and the reflectors, then the `tau`s)
+/// and `ProductOfElementaryHouseholderReflectors` is `?orgqr` / `?ungqr`, with the same
+/// conventions (XLA's Householder reflectors are LAPACK's). `None` for any other target or
+/// type.
+pub fn xla_qr_target(target: &str, ty: axle_ir::ElementType) -> Option<String> {
+    use axle_ir::ElementType::{C128, C64, F32, F64};
+    let p = match ty {
+        F32 => "s",
+        F64 => "d",
+        C64 => "c",
+        C128 => "z",
+        _ => return None,
+    };
+    let routine = match target {
+        "Qr" => "geqrf",
+        "ProductOfElementaryHouseholderReflectors" if ty.is_complex() => "ungqr",
+        "ProductOfElementaryHouseholderReflectors" => "orgqr",
+        _ => return None,
+    };
+    Some(format!("lapack_{p}{routine}_ffi"))
+}
 
 /// `sqrt(x^2 + y^2 + z^2)` without overflow (`?lapy3`).
 fn lapy3<R: Float>(x: R, y: R, z: R) -> R {

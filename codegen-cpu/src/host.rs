@@ -53,12 +53,19 @@ pub(crate) fn describe(m: &Module, id: InstId) -> String {
 }
 
 fn target(m: &Module, id: InstId) -> String {
-    match m.attr(id, &AttrKey::CustomCallTarget) {
+    let t = match m.attr(id, &AttrKey::CustomCallTarget) {
         Some(AttrValue::Str(s)) | Some(AttrValue::Raw(s)) | Some(AttrValue::Ident(s)) => {
             s.to_string()
         }
         _ => String::new(),
-    }
+    };
+    // XLA's QR custom calls are LAPACK's routines under other names.
+    let ty = m.operands(id).first().and_then(|&o| match m.shape(o) {
+        Shape::Array(a) => Some(a.ty),
+        _ => None,
+    });
+    ty.and_then(|ty| axle_analysis::householder::xla_qr_target(&t, ty))
+        .unwrap_or(t)
 }
 
 /// The runtime call for `id` if the runtime library runs it (an error if it should but
