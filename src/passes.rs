@@ -54,8 +54,9 @@ pub const PIPELINES: &[StandardPipeline] = &[
     },
     StandardPipeline {
         name: "gpu",
-        doc: "the nvptx backend's default: simplify, producer-consumer and multi-output fusion for the gpu target, then the memory-aware schedule the executor runs in (freeing each buffer after its last reader)",
+        doc: "the nvptx backend's default: rng as elementwise ops on the evaluator's generator (first, while the names are the evaluator's), batch-norm ops expanded (as XLA's BatchNormExpander), simplify, producer-consumer and multi-output fusion for the gpu target, then the memory-aware schedule the executor runs in (freeing each buffer after its last reader)",
         text: concat!(
+            "rng-expander,batchnorm-expander,",
             simplify_text!(),
             ",fusion{target=gpu},multi-output-fusion{target=gpu},dce,memory-schedule"
         ),

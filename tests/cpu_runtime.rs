@@ -1,6 +1,7 @@
 //! The CPU backend's runtime library (host calls): `fft`, `cholesky`, `triangular-solve` and
 //! JAX's LAPACK custom calls against the reference evaluator over their attributes and element
-//! types (`syevd`/`heevd`, `gesdd`, complex QR and `gtsv` against their definitions, on both),
+//! types (`syevd`/`heevd`, `gesdd`, complex QR, `gtsv`, `ormqr`/`unmqr`, `sytrd`/`hetrd`,
+//! `gehrd` and the perturbed tridiagonal solve against their definitions, on both),
 //! LAPACK's conventions on singular matrices (`info`, pivots, the untouched triangle),
 //! host calls inside loops, clear errors for what the library does not do, and the refusal of
 //! ahead-of-time objects that would need it.
@@ -774,16 +775,74 @@ fn what_the_runtime_library_does_not_do_is_an_error_naming_the_instruction() {
             ),
             "the complex routine is ungqr",
         ),
-        // Tridiagonal reduction is not implemented.
+        // The Schur decomposition is not implemented.
+        (
+            lapack_text(
+                "f32",
+                "gees",
+                &["f32[4,4]".into()],
+                "(f32[4,4], f32[4,4], f32[4], f32[4], s32[], s32[])",
+                "mode = 86 : ui8, sort = 78 : ui8",
+            ),
+            "not supported",
+        ),
+        // sytrd's e of the wrong length; hetrd on a real type.
         (
             lapack_text(
                 "f32",
                 "sytrd",
                 &["f32[4,4]".into()],
-                "(f32[4,4], f32[4], f32[3], f32[3], s32[])",
+                "(f32[4,4], f32[4], f32[4], f32[3], s32[])",
                 "uplo = 76 : ui8",
             ),
-            "not supported",
+            "result shape",
+        ),
+        (
+            lapack_text(
+                "f64",
+                "hetrd",
+                &["f64[4,4]".into()],
+                "(f64[4,4], f64[4], f64[3], f64[3], s32[])",
+                "uplo = 76 : ui8",
+            ),
+            "the real routine is sytrd",
+        ),
+        // ormqr without its side, and with c of the wrong height.
+        (
+            lapack_text(
+                "f32",
+                "ormqr",
+                &["f32[4,3]".into(), "f32[3]".into(), "f32[4,2]".into()],
+                "f32[4,2]",
+                "transpose = false",
+            ),
+            "left = true or false",
+        ),
+        (
+            lapack_text(
+                "c64",
+                "unmqr",
+                &["c64[4,3]".into(), "c64[3]".into(), "c64[3,2]".into()],
+                "c64[3,2]",
+                "left = true, transpose = true",
+            ),
+            "m rows (left)",
+        ),
+        // gehrd's range outside the matrix.
+        (
+            lapack_text(
+                "f64",
+                "gehrd",
+                &["f64[4,4]".into()],
+                "(f64[4,4], f64[3], s32[])",
+                "high = 5 : i32, low = 1 : i32",
+            ),
+            "1 <= low <= high <= n",
+        ),
+        // The perturbed tridiagonal solve with diagonals that do not match b.
+        (
+            "HloModule l\nENTRY main {\n  p0 = f32[4] parameter(0)\n  p1 = f32[4] parameter(1)\n  p2 = f32[3] parameter(2)\n  p3 = f32[4,1] parameter(3)\n  ROOT r = f32[4,1] custom-call(p0, p1, p2, p3), custom_call_target=\"tridiagonal_solve_perturbed_ffi\", api_version=API_VERSION_TYPED_FFI, backend_config={}\n}\n".to_string(),
+            "diagonals",
         ),
         // gtsv diagonals that do not match the right-hand sides.
         (
@@ -1382,6 +1441,605 @@ fn complex_gesdd_decomposes_matrices() {
                                 (x - y).abs() <= tol,
                                 "{ty} {m}x{n} {name} on {backend}: modes disagree"
                             );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The element `(i, j)` of `x`'s matrix `b` as a complex pair.
+fn at3(x: &[(f64, f64)], b: usize, n: usize, i: usize, j: usize) -> (f64, f64) {
+    x[(b * n + i) * n + j]
+}
+
+/// An elementary reflector `(v, tau)` over complex pairs.
+type Reflector = (Vec<(f64, f64)>, (f64, f64));
+
+/// `Q = H(0) H(1) ...` of the reflectors `H = I - tau v v^H` (each `v` of length `n`), as
+/// LAPACK defines a product of elementary reflectors.
+fn reflector_product(n: usize, refl: &[Reflector]) -> Vec<(f64, f64)> {
+    let mut q: Vec<(f64, f64)> = (0..n * n)
+        .map(|k| (f64::from(k / n == k % n), 0.0))
+        .collect();
+    for (v, tau) in refl {
+        // Q := Q - tau (Q v) v^H
+        for r in 0..n {
+            let qv = csum(0..n, |c| cmul(q[r * n + c], v[c]));
+            let t = cmul(*tau, qv);
+            for c in 0..n {
+                q[r * n + c] = csub(q[r * n + c], cmul(t, conj(v[c])));
+            }
+        }
+    }
+    q
+}
+
+/// `Q^H A Q` of `n`-by-`n` matrices.
+fn similar(q: &[(f64, f64)], a: &[(f64, f64)], n: usize) -> Vec<(f64, f64)> {
+    let aq: Vec<(f64, f64)> = (0..n * n)
+        .map(|k| csum(0..n, |l| cmul(a[k / n * n + l], q[l * n + k % n])))
+        .collect();
+    (0..n * n)
+        .map(|k| csum(0..n, |l| cmul(conj(q[l * n + k / n]), aq[l * n + k % n])))
+        .collect()
+}
+
+/// Asserts `Q^H Q = I` within `tol`.
+fn assert_unitary(q: &[(f64, f64)], n: usize, tol: f64, what: &str) {
+    for i in 0..n {
+        for j in 0..n {
+            let d = csum(0..n, |l| cmul(conj(q[l * n + i]), q[l * n + j]));
+            assert!(
+                cabs(csub(d, (f64::from(i == j), 0.0))) <= tol,
+                "{what}: Q^H Q ({i},{j})"
+            );
+        }
+    }
+}
+
+/// The text of a one-operand LAPACK call on `[batch, n, n]` matrices as JAX 0.10.2 emits it
+/// (column-major layouts, aliasing, frontend attributes).
+fn jax_square_call(
+    ty: &str,
+    routine: &str,
+    batch: usize,
+    n: usize,
+    result: &str,
+    config: &str,
+) -> String {
+    format!(
+        "HloModule j\nENTRY main {{\n  a = {ty}[{batch},{n},{n}]{{2,1,0}} parameter(0)\n  ROOT r = {result} custom-call(a), custom_call_target=\"lapack_{}{routine}_ffi\", operand_layout_constraints={{{ty}[{batch},{n},{n}]{{1,2,0}}}}, output_to_operand_aliasing={{{{0}}: (0, {{}})}}, api_version=API_VERSION_TYPED_FFI, frontend_attributes={{num_batch_dims=\"1\"}}, backend_config={{{config}}}\n}}\n",
+        prefix(ty)
+    )
+}
+
+/// `?sytrd` / `?hetrd` on both backends for every type, both triangles, orders 1, 4 and 5,
+/// batched, in JAX's form: `Q` (the product of the stored reflectors) is unitary and `Q^H A Q`
+/// is the real tridiagonal matrix of `d` and `e` for the Hermitian `A` of the triangle read;
+/// `d` and `e` are also on the result's diagonals, the other triangle is untouched, and
+/// `info = 0`. What is defined, not LAPACK's bits. Zeros reduce to zeros; NaN input gives NaNs
+/// (JAX's wrapper checks only `info`), not a panic.
+#[test]
+fn sytrd_reduces_to_tridiagonal_form() {
+    for ty in ["f32", "f64", "c64", "c128"] {
+        let t = ElementType::from_name(ty).unwrap();
+        let rt = match ty {
+            "c64" => "f32",
+            "c128" => "f64",
+            r => r,
+        };
+        let routine = if t.is_complex() { "hetrd" } else { "sytrd" };
+        for (batch, n) in [(1, 1), (2, 4), (1, 5)] {
+            let e = n - 1;
+            for (uplo, lower) in [(76, true), (85, false)] {
+                let text = jax_square_call(
+                    ty,
+                    routine,
+                    batch,
+                    n,
+                    &format!("({ty}[{batch},{n},{n}]{{1,2,0}}, {rt}[{batch},{n}]{{1,0}}, {rt}[{batch},{e}]{{1,0}}, {ty}[{batch},{e}]{{1,0}}, s32[{batch}]{{0}})"),
+                    &format!("uplo = {uplo} : ui8"),
+                );
+                for (name, a) in complex_cases(t, batch, n, n) {
+                    let av = cplx(match &a {
+                        Literal::Array(x) => x,
+                        _ => unreachable!(),
+                    });
+                    let scale = av.iter().fold(1e-30f64, |s, &x| s.max(cabs(x)));
+                    for backend in ["interpreter", "cpu"] {
+                        let what = format!("{ty} {batch}x{n}x{n} {name} uplo {uplo} on {backend}");
+                        let out = run_on(backend, &text, std::slice::from_ref(&a));
+                        assert_eq!(s32s(&out[4]), vec![0; batch], "{what}");
+                        let (f, d, ee, tau) =
+                            (cplx(&out[0]), reals(&out[1]), reals(&out[2]), cplx(&out[3]));
+                        for b in 0..batch {
+                            // The Hermitian matrix of the triangle read (real diagonal).
+                            let h = |i: usize, j: usize| {
+                                if i == j {
+                                    (at3(&av, b, n, i, i).0, 0.0)
+                                } else if (i > j) == lower {
+                                    at3(&av, b, n, i, j)
+                                } else {
+                                    conj(at3(&av, b, n, j, i))
+                                }
+                            };
+                            let hm: Vec<(f64, f64)> = (0..n * n).map(|k| h(k / n, k % n)).collect();
+                            let mut refl: Vec<Reflector> = (0..e)
+                                .map(|i| {
+                                    let mut v = vec![(0.0, 0.0); n];
+                                    if lower {
+                                        v[i + 1] = (1.0, 0.0);
+                                        for (r, x) in v.iter_mut().enumerate().skip(i + 2) {
+                                            *x = at3(&f, b, n, r, i);
+                                        }
+                                    } else {
+                                        v[i] = (1.0, 0.0);
+                                        for (r, x) in v.iter_mut().enumerate().take(i) {
+                                            *x = at3(&f, b, n, r, i + 1);
+                                        }
+                                    }
+                                    (v, tau[b * e + i])
+                                })
+                                .collect();
+                            if !lower {
+                                refl.reverse();
+                            }
+                            let q = reflector_product(n, &refl);
+                            assert_unitary(&q, n, eps_of(t, n), &what);
+                            let tri = similar(&q, &hm, n);
+                            let tol = eps_of(t, n) * scale;
+                            for i in 0..n {
+                                assert_eq!(at3(&f, b, n, i, i), (d[b * n + i], 0.0), "{what}: d");
+                                for j in 0..n {
+                                    let want = if i == j {
+                                        d[b * n + i]
+                                    } else if i == j + 1 || j == i + 1 {
+                                        ee[b * e + i.min(j)]
+                                    } else {
+                                        0.0
+                                    };
+                                    assert!(
+                                        cabs(csub(tri[i * n + j], (want, 0.0))) <= tol,
+                                        "{what}: (Q^H A Q)({i},{j})"
+                                    );
+                                    let stored = (i > j) == lower && i != j;
+                                    if (i == j + 1 && lower) || (j == i + 1 && !lower) {
+                                        assert_eq!(at3(&f, b, n, i, j), (want, 0.0), "{what}: e");
+                                    } else if !stored && i != j {
+                                        assert_eq!(
+                                            at3(&f, b, n, i, j),
+                                            at3(&av, b, n, i, j),
+                                            "{what}: other triangle"
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                        if name == "zeros" {
+                            assert!(d.iter().chain(&ee).all(|&x| x == 0.0), "{what}");
+                        }
+                    }
+                }
+                if n > 1 {
+                    let nan = array(t, &[batch as i64, n as i64, n as i64], |k| {
+                        if k % (n * n) == n * n - 1 {
+                            (f64::NAN, 0.0)
+                        } else {
+                            (1.0, 0.5)
+                        }
+                    });
+                    for backend in ["interpreter", "cpu"] {
+                        let out = run_on(backend, &text, std::slice::from_ref(&nan));
+                        assert!(
+                            reals(&out[1]).iter().any(|x| x.is_nan()),
+                            "{ty} NaN on {backend}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `?gehrd` on both backends for every type, orders 1, 4 and 5, batched, in JAX's form
+/// (`low = 1`, `high = n`) and with a smaller range (on a matrix already triangular outside
+/// it, as LAPACK requires): `Q` (the product of the stored reflectors) is unitary and
+/// `Q^H A Q` is the result with the reflectors' entries zero (upper Hessenberg); `tau` is zero
+/// outside the range, `info = 0`. NaN input gives NaNs.
+#[test]
+fn gehrd_reduces_to_hessenberg_form() {
+    for ty in ["f32", "f64", "c64", "c128"] {
+        let t = ElementType::from_name(ty).unwrap();
+        for (batch, n, low, high) in [(1, 1, 1, 1), (2, 4, 1, 4), (1, 5, 1, 5), (1, 5, 2, 4)] {
+            let k = n - 1;
+            let text = jax_square_call(
+                ty,
+                "gehrd",
+                batch,
+                n,
+                &format!(
+                    "({ty}[{batch},{n},{n}]{{1,2,0}}, {ty}[{batch},{k}]{{1,0}}, s32[{batch}]{{0}})"
+                ),
+                &format!("high = {high} : i32, low = {low} : i32"),
+            );
+            for (name, a) in complex_cases(t, batch, n, n) {
+                // LAPACK's precondition: already triangular outside rows and columns
+                // low - 1..high.
+                let outside = |i: usize, j: usize| i > j && (j + 1 < low || i >= high);
+                let a = match a {
+                    Literal::Array(x) => {
+                        let v = cplx(&x);
+                        array(t, &x.shape.dims, |e| {
+                            if outside(e / n % n, e % n) {
+                                (0.0, 0.0)
+                            } else {
+                                v[e]
+                            }
+                        })
+                    }
+                    _ => unreachable!(),
+                };
+                let av = cplx(match &a {
+                    Literal::Array(x) => x,
+                    _ => unreachable!(),
+                });
+                let scale = av.iter().fold(1e-30f64, |s, &x| s.max(cabs(x)));
+                for backend in ["interpreter", "cpu"] {
+                    let what = format!("{ty} {batch}x{n}x{n} {name} {low}..{high} on {backend}");
+                    let out = run_on(backend, &text, std::slice::from_ref(&a));
+                    assert_eq!(s32s(&out[2]), vec![0; batch], "{what}");
+                    let (f, tau) = (cplx(&out[0]), cplx(&out[1]));
+                    let reduced = |j: usize| low - 1 <= j && j + 1 < high;
+                    for b in 0..batch {
+                        let refl: Vec<Reflector> = (0..k)
+                            .map(|i| {
+                                let mut v = vec![(0.0, 0.0); n];
+                                v[i + 1] = (1.0, 0.0);
+                                if reduced(i) {
+                                    for (r, x) in v.iter_mut().enumerate().take(high).skip(i + 2) {
+                                        *x = at3(&f, b, n, r, i);
+                                    }
+                                } else {
+                                    assert_eq!(tau[b * k + i], (0.0, 0.0), "{what}: tau({i})");
+                                }
+                                (v, tau[b * k + i])
+                            })
+                            .collect();
+                        let q = reflector_product(n, &refl);
+                        assert_unitary(&q, n, eps_of(t, n), &what);
+                        let x: Vec<(f64, f64)> =
+                            (0..n * n).map(|e| at3(&av, b, n, e / n, e % n)).collect();
+                        let h = similar(&q, &x, n);
+                        for i in 0..n {
+                            for j in 0..n {
+                                let want = if reduced(j) && i > j + 1 {
+                                    (0.0, 0.0)
+                                } else {
+                                    at3(&f, b, n, i, j)
+                                };
+                                assert!(
+                                    cabs(csub(h[i * n + j], want)) <= eps_of(t, n) * scale,
+                                    "{what}: (Q^H A Q)({i},{j})"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+            if n > 1 {
+                let nan = array(t, &[batch as i64, n as i64, n as i64], |k| {
+                    if k % (n * n) == n * n - 1 {
+                        (f64::NAN, 0.0)
+                    } else {
+                        (1.0, 0.5)
+                    }
+                });
+                for backend in ["interpreter", "cpu"] {
+                    let out = run_on(backend, &text, std::slice::from_ref(&nan));
+                    assert!(
+                        cplx(&out[0]).iter().any(|x| x.0.is_nan()),
+                        "{ty} NaN on {backend}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `?ormqr` / `?unmqr` on both backends for every type after JAX's `geqrf`, tall and square,
+/// batched, from both sides, plain and (conjugate) transposed: the result is `op(Q) C` or
+/// `C op(Q)` for `Q` the product of `geqrf`'s reflectors.
+#[test]
+fn ormqr_applies_q() {
+    for ty in ["f32", "f64", "c64", "c128"] {
+        let t = ElementType::from_name(ty).unwrap();
+        let p = prefix(ty);
+        let routine = if t.is_complex() { "unmqr" } else { "ormqr" };
+        for (batch, m, na, other) in [(1, 1, 1, 2), (1, 4, 3, 2), (2, 4, 4, 3), (3, 6, 4, 5)] {
+            let k = m.min(na);
+            for left in [true, false] {
+                for transpose in [false, true] {
+                    let (cr, cc) = if left { (m, other) } else { (other, m) };
+                    let text = format!(
+                        "HloModule o\nENTRY main {{\n  a = {ty}[{batch},{m},{na}] parameter(0)\n  c = {ty}[{batch},{cr},{cc}] parameter(1)\n  g = ({ty}[{batch},{m},{na}]{{1,2,0}}, {ty}[{batch},{k}]{{1,0}}) custom-call(a), custom_call_target=\"lapack_{p}geqrf_ffi\", operand_layout_constraints={{{ty}[{batch},{m},{na}]{{1,2,0}}}}, output_to_operand_aliasing={{{{0}}: (0, {{}})}}, api_version=API_VERSION_TYPED_FFI, backend_config={{}}\n  f = {ty}[{batch},{m},{na}]{{1,2,0}} get-tuple-element(g), index=0\n  tau = {ty}[{batch},{k}]{{1,0}} get-tuple-element(g), index=1\n  o = {ty}[{batch},{cr},{cc}]{{1,2,0}} custom-call(f, tau, c), custom_call_target=\"lapack_{p}{routine}_ffi\", operand_layout_constraints={{{ty}[{batch},{m},{na}]{{1,2,0}}, {ty}[{batch},{k}]{{1,0}}, {ty}[{batch},{cr},{cc}]{{1,2,0}}}}, output_to_operand_aliasing={{{{}}: (2, {{}})}}, api_version=API_VERSION_TYPED_FFI, frontend_attributes={{num_batch_dims=\"1\"}}, backend_config={{left = {left}, transpose = {transpose}}}\n  ROOT r = ({ty}[{batch},{m},{na}], {ty}[{batch},{k}], {ty}[{batch},{cr},{cc}]) tuple(f, tau, o)\n}}\n"
+                    );
+                    let a = random(t, &[batch as i64, m as i64, na as i64], 51);
+                    let c = random(t, &[batch as i64, cr as i64, cc as i64], 52);
+                    let cv = cplx(match &c {
+                        Literal::Array(x) => x,
+                        _ => unreachable!(),
+                    });
+                    for backend in ["interpreter", "cpu"] {
+                        let what = format!(
+                            "{ty} {batch}x{m}x{na} left {left} transpose {transpose} on {backend}"
+                        );
+                        let out = run_on(backend, &text, &[a.clone(), c.clone()]);
+                        let (f, tau, got) = (cplx(&out[0]), cplx(&out[1]), cplx(&out[2]));
+                        for b in 0..batch {
+                            let refl: Vec<Reflector> = (0..k)
+                                .map(|i| {
+                                    let v = (0..m)
+                                        .map(|r| match r.cmp(&i) {
+                                            std::cmp::Ordering::Less => (0.0, 0.0),
+                                            std::cmp::Ordering::Equal => (1.0, 0.0),
+                                            std::cmp::Ordering::Greater => f[(b * m + r) * na + i],
+                                        })
+                                        .collect();
+                                    (v, tau[b * k + i])
+                                })
+                                .collect();
+                            let q = reflector_product(m, &refl);
+                            let op = |i: usize, j: usize| {
+                                if transpose {
+                                    conj(q[j * m + i])
+                                } else {
+                                    q[i * m + j]
+                                }
+                            };
+                            let cm = |i: usize, j: usize| cv[(b * cr + i) * cc + j];
+                            for i in 0..cr {
+                                for j in 0..cc {
+                                    let want = if left {
+                                        csum(0..m, |l| cmul(op(i, l), cm(l, j)))
+                                    } else {
+                                        csum(0..m, |l| cmul(cm(i, l), op(l, j)))
+                                    };
+                                    let g = got[(b * cr + i) * cc + j];
+                                    assert!(
+                                        cabs(csub(g, want)) <= eps_of(t, m),
+                                        "{what}: ({i},{j}) {g:?} {want:?}"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// JAX's `tridiagonal_solve_perturbed_ffi` (inverse iteration in `eigh_tridiagonal`) on both
+/// backends for every type, batched, orders 1, 2 and 6, one and several right-hand sides:
+/// `A x = b` for nonsingular systems; for `T - lambda I` with `lambda` an eigenvalue of
+/// `T = tridiag(1, 2, 1)` (singular) a finite solution along the eigenvector; NaN input gives
+/// NaNs, not a panic.
+#[test]
+fn perturbed_tridiagonal_solves() {
+    let call = |ty: &str, batch: usize, n: usize, nrhs: usize| {
+        format!(
+            "HloModule t\nENTRY main {{\n  dl = {ty}[{batch},{n}] parameter(0)\n  d = {ty}[{batch},{n}] parameter(1)\n  du = {ty}[{batch},{n}] parameter(2)\n  b = {ty}[{batch},{n},{nrhs}] parameter(3)\n  ROOT x = {ty}[{batch},{n},{nrhs}]{{1,2,0}} custom-call(dl, d, du, b), custom_call_target=\"tridiagonal_solve_perturbed_ffi\", operand_layout_constraints={{{ty}[{batch},{n}]{{1,0}}, {ty}[{batch},{n}]{{1,0}}, {ty}[{batch},{n}]{{1,0}}, {ty}[{batch},{n},{nrhs}]{{1,2,0}}}}, api_version=API_VERSION_TYPED_FFI, frontend_attributes={{num_batch_dims=\"1\"}}, backend_config={{}}\n}}\n"
+        )
+    };
+    for ty in ["f32", "f64", "c64", "c128"] {
+        let t = ElementType::from_name(ty).unwrap();
+        for (batch, n, nrhs) in [(1, 1, 1), (2, 2, 3), (3, 6, 1), (2, 6, 4)] {
+            let text = call(ty, batch, n, nrhs);
+            // Small diagonals in odd rows force interchanges.
+            let bn = [batch as i64, n as i64];
+            let args = [
+                array(t, &bn, |k| (noise(61, k as u64) * 4.0, 1.0)),
+                array(t, &bn, |k| {
+                    if k % 2 == 1 {
+                        (1e-3, 0.0)
+                    } else {
+                        (2.0 + noise(62, k as u64), -0.5)
+                    }
+                }),
+                array(t, &bn, |k| (noise(63, k as u64), 0.25)),
+                random(t, &[batch as i64, n as i64, nrhs as i64], 64),
+            ];
+            let vals: Vec<Vec<(f64, f64)>> = args
+                .iter()
+                .map(|a| {
+                    cplx(match a {
+                        Literal::Array(x) => x,
+                        _ => unreachable!(),
+                    })
+                })
+                .collect();
+            for backend in ["interpreter", "cpu"] {
+                let what = format!("{ty} {batch}x{n}x{nrhs} on {backend}");
+                let x = cplx(&run_on(backend, &text, &args)[0]);
+                for bt in 0..batch {
+                    let at = |v: &Vec<(f64, f64)>, i: usize| v[bt * n + i];
+                    let xv = |i: usize, j: usize| x[(bt * n + i) * nrhs + j];
+                    for i in 0..n {
+                        for j in 0..nrhs {
+                            let mut s = cmul(at(&vals[1], i), xv(i, j));
+                            let mut size = cabs(s);
+                            if i > 0 {
+                                let y = cmul(at(&vals[0], i), xv(i - 1, j));
+                                size = size.max(cabs(y));
+                                s = (s.0 + y.0, s.1 + y.1);
+                            }
+                            if i + 1 < n {
+                                let y = cmul(at(&vals[2], i), xv(i + 1, j));
+                                size = size.max(cabs(y));
+                                s = (s.0 + y.0, s.1 + y.1);
+                            }
+                            let want = vals[3][(bt * n + i) * nrhs + j];
+                            assert!(
+                                cabs(csub(s, want)) <= eps_of(t, n) * size.max(1.0),
+                                "{what}: row {i}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // Singular: T - lambda_k I for the eigenvalues 2 + 2 cos(k pi / 6) of tridiag(1, 2, 1)
+        // of order 5, one system per k; the solution is along sin(j k pi / 6).
+        let n = 5;
+        let text = call(ty, n, n, 1);
+        let lambda = |k: usize| 2.0 + 2.0 * (((k + 1) as f64) * std::f64::consts::PI / 6.0).cos();
+        let nn = [n as i64, n as i64];
+        let args = [
+            array(t, &nn, |_| (1.0, 0.0)),
+            array(t, &nn, |e| (2.0 - lambda(e / n), 0.0)),
+            array(t, &nn, |_| (1.0, 0.0)),
+            array(t, &[n as i64, n as i64, 1], |e| {
+                (1.0 + 0.1 * (e % n) as f64, 0.0)
+            }),
+        ];
+        for backend in ["interpreter", "cpu"] {
+            let x = cplx(&run_on(backend, &text, &args)[0]);
+            for k in 0..n {
+                let what = format!("{ty} eigenvalue {k} on {backend}");
+                let v = &x[k * n..(k + 1) * n];
+                assert!(
+                    v.iter().all(|z| z.0.is_finite() && z.1.is_finite()),
+                    "{what}: {v:?}"
+                );
+                let norm = v.iter().map(|z| cabs(*z).powi(2)).sum::<f64>().sqrt();
+                let w: Vec<f64> = (0..n)
+                    .map(|j| (((j + 1) * (k + 1)) as f64 * std::f64::consts::PI / 6.0).sin())
+                    .collect();
+                let wn = w.iter().map(|x| x * x).sum::<f64>().sqrt();
+                // |<v, w>| = |v| |w|: parallel.
+                let dot = csum(0..n, |j| (v[j].0 * w[j], v[j].1 * w[j]));
+                assert!(
+                    (cabs(dot) / (norm * wn) - 1.0).abs() < 1e-3,
+                    "{what}: {v:?}"
+                );
+            }
+        }
+        let text = call(ty, 1, 3, 1);
+        let args = [
+            array(t, &[1, 3], |_| (1.0, 0.0)),
+            array(t, &[1, 3], |k| {
+                if k == 1 {
+                    (f64::NAN, 0.0)
+                } else {
+                    (2.0, 0.0)
+                }
+            }),
+            array(t, &[1, 3], |_| (1.0, 0.0)),
+            array(t, &[1, 3, 1], |_| (1.0, 0.0)),
+        ];
+        for backend in ["interpreter", "cpu"] {
+            let x = cplx(&run_on(backend, &text, &args)[0]);
+            assert!(
+                x.iter().any(|z| z.0.is_nan()),
+                "{ty} NaN on {backend}: {x:?}"
+            );
+        }
+    }
+}
+
+/// `?geqp3` on both backends for every type, tall, square and wide, batched, free columns (as
+/// JAX passes `jpvt`) and one column fixed to the front: `jpvt` is a 1-based permutation with
+/// the fixed column first, `A P = Q R` for `Q` the product of the stored reflectors, `R`'s
+/// diagonal is real and, over the pivoted steps, non-increasing in modulus.
+#[test]
+fn geqp3_pivots_columns() {
+    for ty in ["f32", "f64", "c64", "c128"] {
+        let t = ElementType::from_name(ty).unwrap();
+        for (batch, m, n) in [(1, 1, 1), (2, 5, 3), (1, 4, 4), (2, 3, 5)] {
+            let k = m.min(n);
+            let text = format!(
+                "HloModule p\nENTRY main {{\n  a = {ty}[{batch},{m},{n}] parameter(0)\n  p = s32[{batch},{n}] parameter(1)\n  ROOT r = ({ty}[{batch},{m},{n}]{{1,2,0}}, s32[{batch},{n}]{{1,0}}, {ty}[{batch},{k}]{{1,0}}) custom-call(a, p), custom_call_target=\"lapack_{}geqp3_ffi\", operand_layout_constraints={{{ty}[{batch},{m},{n}]{{1,2,0}}, s32[{batch},{n}]{{1,0}}}}, output_to_operand_aliasing={{{{0}}: (0, {{}}), {{1}}: (1, {{}})}}, api_version=API_VERSION_TYPED_FFI, frontend_attributes={{num_batch_dims=\"1\"}}, backend_config={{}}\n}}\n",
+                prefix(ty)
+            );
+            for fixed in [None, Some(n - 1)] {
+                let p = array(ElementType::S32, &[batch as i64, n as i64], |_| (0.0, 0.0));
+                let p = match (fixed, p) {
+                    (Some(f), Literal::Array(mut x)) => {
+                        for b in 0..batch {
+                            let at = (b * n + f) * 4;
+                            x.data[at..at + 4].copy_from_slice(&1i32.to_le_bytes());
+                        }
+                        Literal::Array(x)
+                    }
+                    (None, p) => p,
+                    _ => unreachable!(),
+                };
+                for (name, a) in complex_cases(t, batch, m, n) {
+                    let av = cplx(match &a {
+                        Literal::Array(x) => x,
+                        _ => unreachable!(),
+                    });
+                    let scale = av.iter().fold(1e-30f64, |s, &x| s.max(cabs(x)));
+                    for backend in ["interpreter", "cpu"] {
+                        let what =
+                            format!("{ty} {batch}x{m}x{n} {name} fixed {fixed:?} on {backend}");
+                        let out = run_on(backend, &text, &[a.clone(), p.clone()]);
+                        let (f, piv, tau) = (cplx(&out[0]), s32s(&out[1]), cplx(&out[2]));
+                        for b in 0..batch {
+                            let piv = &piv[b * n..(b + 1) * n];
+                            let mut sorted = piv.to_vec();
+                            sorted.sort();
+                            assert_eq!(
+                                sorted,
+                                (1..=n as i32).collect::<Vec<_>>(),
+                                "{what}: {piv:?}"
+                            );
+                            if let Some(c) = fixed {
+                                assert_eq!(piv[0], c as i32 + 1, "{what}: {piv:?}");
+                            }
+                            let fm = |i: usize, j: usize| f[(b * m + i) * n + j];
+                            let refl: Vec<Reflector> = (0..k)
+                                .map(|i| {
+                                    let v = (0..m)
+                                        .map(|r| match r.cmp(&i) {
+                                            std::cmp::Ordering::Less => (0.0, 0.0),
+                                            std::cmp::Ordering::Equal => (1.0, 0.0),
+                                            std::cmp::Ordering::Greater => fm(r, i),
+                                        })
+                                        .collect();
+                                    (v, tau[b * k + i])
+                                })
+                                .collect();
+                            let q = reflector_product(m, &refl);
+                            for i in 0..m {
+                                for j in 0..n {
+                                    let rec = csum(0..j.min(m - 1) + 1, |l| {
+                                        if l <= j {
+                                            cmul(q[i * m + l], fm(l, j))
+                                        } else {
+                                            (0.0, 0.0)
+                                        }
+                                    });
+                                    let want = av[(b * m + i) * n + piv[j] as usize - 1];
+                                    assert!(
+                                        cabs(csub(rec, want)) <= eps_of(t, m.max(n)) * scale,
+                                        "{what}: (A P)({i},{j})"
+                                    );
+                                }
+                            }
+                            let first = usize::from(fixed.is_some());
+                            for i in 0..k {
+                                assert_eq!(fm(i, i).1, 0.0, "{what}: R's diagonal");
+                                if i > first {
+                                    assert!(
+                                        cabs(fm(i, i))
+                                            <= cabs(fm(i - 1, i - 1)) + eps_of(t, m) * scale,
+                                        "{what}: |R({i},{i})|"
+                                    );
+                                }
+                            }
                         }
                     }
                 }

@@ -1481,6 +1481,12 @@ impl<'m> Evaluator<'m> {
             }
             _ => return Err("custom-call without a target".into()),
         };
+        let target = match ops.first() {
+            Some(Literal::Array(a)) => {
+                crate::householder::xla_qr_target(&target, a.shape.ty).unwrap_or(target)
+            }
+            _ => target,
+        };
         if let Some(r) = lapack::lapack(self, id, &target, ops) {
             return r;
         }

@@ -13,6 +13,7 @@ pub mod flushed;
 pub mod householder;
 pub mod jacobi;
 pub mod lapack_scalar;
+pub mod reduction;
 pub mod rng_op;
 mod smith;
 pub mod tridiagonal;

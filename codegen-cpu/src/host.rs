@@ -1,8 +1,9 @@
 //! Host calls: the instructions the runtime library ([`crate::runtime`]) runs instead of
-//! generated loops (`fft`, `cholesky`, `triangular-solve` and JAX's `lapack_*_ffi` custom
-//! calls), how lowering recognizes and checks them, and the LLVM call a host-call thunk
-//! becomes: the buffer pointers go into the entry point's buffer table and the routine's
-//! descriptor is a private constant, so the call is `axle_rt_NAME(desc, bufs)`.
+//! generated loops (`fft`, `cholesky`, `triangular-solve`, JAX's `lapack_*_ffi` custom calls
+//! and its `tridiagonal_solve_perturbed_ffi`), how lowering recognizes and checks them, and the
+//! LLVM call a host-call thunk becomes: the buffer pointers go into the entry point's buffer
+//! table and the routine's descriptor is a private constant, so the call is
+//! `axle_rt_NAME(desc, bufs)`.
 //!
 //! Everything is checked here, at compile time (element types, shapes, attributes); the
 //! runtime trusts its descriptor.
@@ -52,12 +53,19 @@ pub(crate) fn describe(m: &Module, id: InstId) -> String {
 }
 
 fn target(m: &Module, id: InstId) -> String {
-    match m.attr(id, &AttrKey::CustomCallTarget) {
+    let t = match m.attr(id, &AttrKey::CustomCallTarget) {
         Some(AttrValue::Str(s)) | Some(AttrValue::Raw(s)) | Some(AttrValue::Ident(s)) => {
             s.to_string()
         }
         _ => String::new(),
-    }
+    };
+    // XLA's QR custom calls are LAPACK's routines under other names.
+    let ty = m.operands(id).first().and_then(|&o| match m.shape(o) {
+        Shape::Array(a) => Some(a.ty),
+        _ => None,
+    });
+    ty.and_then(|ty| axle_analysis::householder::xla_qr_target(&t, ty))
+        .unwrap_or(t)
 }
 
 /// The runtime call for `id` if the runtime library runs it (an error if it should but
@@ -72,6 +80,9 @@ pub(crate) fn plan(m: &Module, id: InstId) -> Option<R<Call>> {
         Opcode::TriangularSolve => Some(triangular_solve(m, id)),
         Opcode::CustomCall => {
             let t = target(m, id);
+            if t == "tridiagonal_solve_perturbed_ffi" {
+                return Some(gtsv_perturbed(m, id));
+            }
             let name = t.strip_prefix("lapack_")?.strip_suffix("_ffi")?;
             Some(lapack(m, id, name))
         }
@@ -254,6 +265,79 @@ fn config_char(m: &Module, id: InstId, key: &str) -> Option<char> {
     digits.parse::<u8>().ok().map(char::from)
 }
 
+/// The text of a field of the FFI backend config up to its type or the next field (`true`,
+/// `1`, ...).
+fn config_field(m: &Module, id: InstId, key: &str) -> Option<String> {
+    let text = match m.attr(id, &AttrKey::BackendConfig) {
+        Some(AttrValue::Raw(s)) | Some(AttrValue::Str(s)) => s.to_string(),
+        _ => return None,
+    };
+    let pat = format!("{key} =");
+    let at = text.match_indices(&pat).map(|(i, _)| i).find(|&i| {
+        let before = text.as_bytes()[..i].last().copied();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
+    })?;
+    let rest = text[at + pat.len()..].trim_start();
+    Some(
+        rest.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect(),
+    )
+}
+
+/// A boolean field of the FFI backend config (`{left = true}`).
+fn config_bool(m: &Module, id: InstId, key: &str) -> Option<bool> {
+    match config_field(m, id, key)?.as_str() {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    }
+}
+
+/// An integer field of the FFI backend config (`{low = 1 : i32}`).
+fn config_int(m: &Module, id: InstId, key: &str) -> Option<i64> {
+    config_field(m, id, key)?.parse().ok()
+}
+
+/// The LAPACK routines whose real and complex forms have different names.
+const REAL_ONLY: [(&str, &str); 4] = [
+    ("orgqr", "ungqr"),
+    ("syevd", "heevd"),
+    ("ormqr", "unmqr"),
+    ("sytrd", "hetrd"),
+];
+
+/// JAX's `tridiagonal_solve_perturbed_ffi`: operands `dl`, `d`, `du` (`[batch..., n]`) and `b`
+/// (`[batch..., n, nrhs]`), all of one type; the result is the solution, of `b`'s shape.
+fn gtsv_perturbed(m: &Module, id: InstId) -> R<Call> {
+    let full = "tridiagonal_solve_perturbed_ffi";
+    if m.operands(id).len() != 4 {
+        return Err(format!("{full} takes dl, d, du and b").into());
+    }
+    let b = operand(m, id, 3)?;
+    let elem = elem(b)?;
+    let (batch, n, nrhs) = matrices(b)?;
+    let diag = [&b.dims[..b.rank() - 2], &[n as i64]].concat();
+    for k in 0..3 {
+        let x = operand(m, id, k)?;
+        if x.ty != b.ty || x.dims[..] != diag[..] {
+            return Err(
+                format!("{full}'s diagonals must be of b's type and shape [batch..., n]").into(),
+            );
+        }
+    }
+    let res = results(m, id);
+    if res.len() != 1 || res[0].ty != b.ty || res[0].dims != b.dims {
+        return Err(format!("{full}'s result shape does not match b").into());
+    }
+    Ok(Call::GtsvPerturbed {
+        elem,
+        batch,
+        n,
+        nrhs,
+    })
+}
+
 /// The leaves of a result shape.
 fn results(m: &Module, id: InstId) -> Vec<ArrayShape> {
     match m.shape(id) {
@@ -379,14 +463,20 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
             expect(&[(b.ty, b.dims.to_vec())])?;
             trsm_call(a, b, left, lower, unit, transpose, conjugate)
         }
-        "orgqr" | "syevd" if complex => Err(format!(
+        r if complex && REAL_ONLY.iter().any(|(real, _)| *real == r) => Err(format!(
             "{full} takes real operands (the complex routine is {})",
-            if routine == "orgqr" { "ungqr" } else { "heevd" }
+            REAL_ONLY
+                .iter()
+                .find(|(real, _)| *real == r)
+                .map_or("", |(_, c)| *c)
         )
         .into()),
-        "ungqr" | "heevd" if !complex => Err(format!(
+        r if !complex && REAL_ONLY.iter().any(|(_, c)| *c == r) => Err(format!(
             "{full} takes complex operands (the real routine is {})",
-            if routine == "ungqr" { "orgqr" } else { "syevd" }
+            REAL_ONLY
+                .iter()
+                .find(|(_, c)| *c == r)
+                .map_or("", |(real, _)| *real)
         )
         .into()),
         "gtsv" => {
@@ -503,6 +593,24 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
                 n: cols,
             })
         }
+        "geqp3" => {
+            operands(2)?;
+            let p = operand(m, id, 1)?;
+            if p.ty != ElementType::S32 || p.dims[..] != with(&[cols as i64])[..] {
+                return Err(format!("{full} takes an s32 jpvt of shape [batch..., n]").into());
+            }
+            expect(&[
+                (a.ty, a.dims.to_vec()),
+                (ElementType::S32, with(&[cols as i64])),
+                (a.ty, with(&[k])),
+            ])?;
+            Ok(Call::Geqp3 {
+                elem,
+                batch,
+                m: rows,
+                n: cols,
+            })
+        }
         "orgqr" | "ungqr" => {
             operands(2)?;
             let tau = operand(m, id, 1)?;
@@ -525,9 +633,102 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
                 k: kk as usize,
             })
         }
+        "ormqr" | "unmqr" => {
+            operands(3)?;
+            let tau = operand(m, id, 1)?;
+            let c = operand(m, id, 2)?;
+            let left = config_bool(m, id, "left")
+                .ok_or_else(|| format!("{full} needs left = true or false"))?;
+            let adjoint = config_bool(m, id, "transpose")
+                .ok_or_else(|| format!("{full} needs transpose = true or false"))?;
+            let (cb, crows, ccols) = matrices(c)?;
+            let kk = tau.dims.last().copied().unwrap_or(-1);
+            if tau.ty != a.ty
+                || c.ty != a.ty
+                || tau.rank() != a.rank() - 1
+                || tau.dims[..tau.rank() - 1] != *bdims
+                || c.rank() != a.rank()
+                || c.dims[..c.rank() - 2] != *bdims
+                || kk < 0
+                || kk > k
+                || (if left { crows } else { ccols }) != rows
+            {
+                return Err(format!(
+                    "{full} needs k <= min(m, n) reflectors of c's type and c with m rows (left) \
+                     or columns (right)"
+                )
+                .into());
+            }
+            expect(&[(c.ty, c.dims.to_vec())])?;
+            Ok(Call::Ormqr {
+                elem,
+                batch: cb,
+                m: rows,
+                na: cols,
+                k: kk as usize,
+                rows: crows,
+                cols: ccols,
+                left,
+                adjoint,
+            })
+        }
+        "sytrd" | "hetrd" => {
+            operands(1)?;
+            if rows != cols {
+                return Err(format!("{full} needs square matrices").into());
+            }
+            let lower = match config_char(m, id, "uplo") {
+                Some('L') => true,
+                Some('U') => false,
+                _ => return Err(format!("{full} needs uplo = L or U").into()),
+            };
+            let e = (rows as i64 - 1).max(0);
+            expect(&[
+                (a.ty, a.dims.to_vec()),
+                (real, with(&[rows as i64])),
+                (real, with(&[e])),
+                (a.ty, with(&[e])),
+                (ElementType::S32, bdims.to_vec()),
+            ])?;
+            Ok(Call::Sytrd {
+                elem,
+                batch,
+                n: rows,
+                lower,
+            })
+        }
+        "gehrd" => {
+            operands(1)?;
+            let (low, high) = (config_int(m, id, "low"), config_int(m, id, "high"));
+            let n = rows as i64;
+            let ok = match (low, high) {
+                (Some(1), Some(0)) if n == 0 => true,
+                (Some(lo), Some(hi)) => rows == cols && 1 <= lo && lo <= hi && hi <= n,
+                _ => false,
+            };
+            if rows != cols || !ok {
+                return Err(format!(
+                    "{full} needs square matrices and integers 1 <= low <= high <= n"
+                )
+                .into());
+            }
+            expect(&[
+                (a.ty, a.dims.to_vec()),
+                (a.ty, with(&[(n - 1).max(0)])),
+                (ElementType::S32, bdims.to_vec()),
+            ])?;
+            Ok(Call::Gehrd {
+                elem,
+                batch,
+                n: rows,
+                ilo: low.unwrap_or(1) as usize,
+                ihi: high.unwrap_or(0) as usize,
+            })
+        }
         _ => Err(format!(
             "the LAPACK call {full} is not supported by the cpu backend (potrf, getrf, trsm, \
-             geqrf, orgqr, ungqr, gtsv, syevd, heevd, gesdd and gesvd are)"
+             geqrf, geqp3, orgqr, ungqr, ormqr, unmqr, sytrd, hetrd, gehrd, gtsv, syevd, heevd, \
+             gesdd and gesvd are)"
         )
         .into()),
     }

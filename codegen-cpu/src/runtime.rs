@@ -151,6 +151,54 @@ pub(crate) enum Call {
         n: usize,
         nrhs: usize,
     },
+    /// `?geqp3`: buffers `[a, jpvt (s32), qr, jpvt_out (s32), tau]` for `batch` `m`-by-`n`
+    /// matrices ([`axle_analysis::householder::geqp3`]).
+    Geqp3 {
+        elem: Elem,
+        batch: usize,
+        m: usize,
+        n: usize,
+    },
+    /// `?ormqr` / `?unmqr`: buffers `[a, tau, c, out]`; `out` is `Q C` (`left`) or `C Q`, with
+    /// `Q^H` for `Q` if `adjoint`, for `batch` `rows`-by-`cols` matrices `c` and `Q` of the `k`
+    /// reflectors of the `m`-by-`na` `a` ([`axle_analysis::householder::unmqr`]).
+    Ormqr {
+        elem: Elem,
+        batch: usize,
+        m: usize,
+        na: usize,
+        k: usize,
+        rows: usize,
+        cols: usize,
+        left: bool,
+        adjoint: bool,
+    },
+    /// `?sytrd` / `?hetrd`: buffers `[a, a_out, d (real), e (real), tau, info (s32)]` for
+    /// `batch` `n`-by-`n` matrices, reading the `lower` (else upper) triangle
+    /// ([`axle_analysis::reduction::hetrd`]).
+    Sytrd {
+        elem: Elem,
+        batch: usize,
+        n: usize,
+        lower: bool,
+    },
+    /// `?gehrd`: buffers `[a, a_out, tau, info (s32)]` for `batch` `n`-by-`n` matrices reduced
+    /// between LAPACK's 1-based `ilo` and `ihi` ([`axle_analysis::reduction::gehrd`]).
+    Gehrd {
+        elem: Elem,
+        batch: usize,
+        n: usize,
+        ilo: usize,
+        ihi: usize,
+    },
+    /// JAX's `tridiagonal_solve_perturbed_ffi`: buffers `[dl, d, du, b, x]`, as [`Call::Gtsv`]
+    /// without `info` ([`axle_analysis::tridiagonal::solve_perturbed`]).
+    GtsvPerturbed {
+        elem: Elem,
+        batch: usize,
+        n: usize,
+        nrhs: usize,
+    },
     /// A collective (or `replica-id`, `partition-id`, a shard_map boundary) on the device the
     /// calling thread runs as ([`collective`]).
     Collective(Box<collective::Coll>),
@@ -169,6 +217,11 @@ impl Call {
             Call::Syevd { .. } => "axle_rt_syevd",
             Call::Gesdd { .. } => "axle_rt_gesdd",
             Call::Gtsv { .. } => "axle_rt_gtsv",
+            Call::Ormqr { .. } => "axle_rt_ormqr",
+            Call::Geqp3 { .. } => "axle_rt_geqp3",
+            Call::Sytrd { .. } => "axle_rt_sytrd",
+            Call::Gehrd { .. } => "axle_rt_gehrd",
+            Call::GtsvPerturbed { .. } => "axle_rt_gtsv_perturbed",
             Call::Collective(_) => "axle_rt_collective",
         }
     }
@@ -205,7 +258,9 @@ impl Call {
                 b(*lower),
                 b(*lapack),
             ]),
-            Call::Getrf { elem, batch, m, n } | Call::Geqrf { elem, batch, m, n } => {
+            Call::Getrf { elem, batch, m, n }
+            | Call::Geqrf { elem, batch, m, n }
+            | Call::Geqp3 { elem, batch, m, n } => {
                 d.extend([*elem as i64, *batch as i64, *m as i64, *n as i64])
             }
             Call::Trsm { elem, solve: t } => d.extend([
@@ -264,7 +319,53 @@ impl Call {
                 batch,
                 n,
                 nrhs,
+            }
+            | Call::GtsvPerturbed {
+                elem,
+                batch,
+                n,
+                nrhs,
             } => d.extend([*elem as i64, *batch as i64, *n as i64, *nrhs as i64]),
+            Call::Ormqr {
+                elem,
+                batch,
+                m,
+                na,
+                k,
+                rows,
+                cols,
+                left,
+                adjoint,
+            } => d.extend([
+                *elem as i64,
+                *batch as i64,
+                *m as i64,
+                *na as i64,
+                *k as i64,
+                *rows as i64,
+                *cols as i64,
+                b(*left),
+                b(*adjoint),
+            ]),
+            Call::Sytrd {
+                elem,
+                batch,
+                n,
+                lower,
+            } => d.extend([*elem as i64, *batch as i64, *n as i64, b(*lower)]),
+            Call::Gehrd {
+                elem,
+                batch,
+                n,
+                ilo,
+                ihi,
+            } => d.extend([
+                *elem as i64,
+                *batch as i64,
+                *n as i64,
+                *ilo as i64,
+                *ihi as i64,
+            ]),
             Call::Collective(c) => c.encode_into(&mut d),
         }
         d[0] = d.len() as i64;
@@ -364,6 +465,42 @@ impl Call {
                 batch: u(next()?)?,
                 n: u(next()?)?,
                 nrhs: u(next()?)?,
+            },
+            "axle_rt_gtsv_perturbed" => Call::GtsvPerturbed {
+                elem,
+                batch: u(next()?)?,
+                n: u(next()?)?,
+                nrhs: u(next()?)?,
+            },
+            "axle_rt_geqp3" => Call::Geqp3 {
+                elem,
+                batch: u(next()?)?,
+                m: u(next()?)?,
+                n: u(next()?)?,
+            },
+            "axle_rt_ormqr" => Call::Ormqr {
+                elem,
+                batch: u(next()?)?,
+                m: u(next()?)?,
+                na: u(next()?)?,
+                k: u(next()?)?,
+                rows: u(next()?)?,
+                cols: u(next()?)?,
+                left: next()? != 0,
+                adjoint: next()? != 0,
+            },
+            "axle_rt_sytrd" => Call::Sytrd {
+                elem,
+                batch: u(next()?)?,
+                n: u(next()?)?,
+                lower: next()? != 0,
+            },
+            "axle_rt_gehrd" => Call::Gehrd {
+                elem,
+                batch: u(next()?)?,
+                n: u(next()?)?,
+                ilo: u(next()?)?,
+                ihi: u(next()?)?,
             },
             _ => return None,
         })
@@ -475,6 +612,11 @@ unsafe fn run(call: &Call, bufs: *const *mut u8) {
                 linalg::gesdd(call, [buf(0), buf(1), buf(2), buf(3), buf(4), buf(5)])
             }
             Call::Gtsv { .. } => linalg::gtsv(call, std::array::from_fn(buf)),
+            Call::GtsvPerturbed { .. } => linalg::gtsv_perturbed(call, std::array::from_fn(buf)),
+            Call::Ormqr { .. } => linalg::ormqr(call, std::array::from_fn(buf)),
+            Call::Geqp3 { .. } => linalg::geqp3(call, std::array::from_fn(buf)),
+            Call::Sytrd { .. } => linalg::sytrd(call, std::array::from_fn(buf)),
+            Call::Gehrd { .. } => linalg::gehrd(call, std::array::from_fn(buf)),
             Call::Collective(c) => collective::run(c, bufs),
         }
     }
@@ -537,6 +679,11 @@ entry_points!(
     axle_rt_syevd,
     axle_rt_gesdd,
     axle_rt_gtsv,
+    axle_rt_gtsv_perturbed,
+    axle_rt_ormqr,
+    axle_rt_geqp3,
+    axle_rt_sytrd,
+    axle_rt_gehrd,
     axle_rt_collective
 );
 
@@ -616,6 +763,42 @@ mod tests {
                 batch: 2,
                 n: 7,
                 nrhs: 3,
+            },
+            Call::GtsvPerturbed {
+                elem: Elem::F32,
+                batch: 3,
+                n: 5,
+                nrhs: 1,
+            },
+            Call::Geqp3 {
+                elem: Elem::C128,
+                batch: 2,
+                m: 3,
+                n: 5,
+            },
+            Call::Ormqr {
+                elem: Elem::C64,
+                batch: 2,
+                m: 6,
+                na: 4,
+                k: 3,
+                rows: 5,
+                cols: 6,
+                left: false,
+                adjoint: true,
+            },
+            Call::Sytrd {
+                elem: Elem::C128,
+                batch: 1,
+                n: 4,
+                lower: false,
+            },
+            Call::Gehrd {
+                elem: Elem::F64,
+                batch: 2,
+                n: 5,
+                ilo: 1,
+                ihi: 5,
             },
             Call::Collective(Box::new(collective::Coll {
                 kind: collective::CollKind::ReduceScatter,

@@ -20,7 +20,8 @@
 //!   `compare-self`, `compare-pred-const`;
 //! - conversions (`convert`): `convert-same-type`, `convert-convert`, `bitcast-convert-same-type`,
 //!   `copy-same-layout`, `sharding-annotation` (a sharding custom-call of the value's own shape),
-//!   `lone-collective` (a collective among groups of one device each);
+//!   `lone-collective` (a collective among groups of one device each, or in a module for one
+//!   device), `async-to-sync` (an `async-start`/`async-done` pair becomes a `call`);
 //! - data movement (`shapes`): `reshape-noop`, `reshape-reshape`, `reshape-broadcast-scalar`,
 //!   `broadcast-noop`, `broadcast-broadcast`, `transpose-identity`, `transpose-transpose`,
 //!   `transpose-dot`, `transpose-degenerate`, `slice-noop`, `slice-slice`, `slice-concat`, `slice-broadcast`,
@@ -93,6 +94,7 @@ pub(crate) fn match_at(cx: &Cx<'_>, id: InstId) -> Hit {
         AllReduce | AllGather | ReduceScatter | AllToAll | CollectivePermute => {
             convert::lone_collective(cx, id)
         }
+        AsyncStart | AsyncDone => convert::async_to_sync(cx, id),
         Reshape | Broadcast | Transpose | Slice | Pad | Concatenate | Reverse | DynamicSlice
         | DynamicUpdateSlice | Iota => shapes::rules(cx, id),
         Reduce | Dot => reduce::rules(cx, id),

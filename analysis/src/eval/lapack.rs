@@ -1,10 +1,15 @@
 //! The LAPACK custom calls JAX emits for linear algebra on CPU (they stay in XLA's optimized
 //! CPU dumps), for `s`, `d`, `c` and `z` types: `lapack_?potrf_ffi` (Cholesky),
 //! `lapack_?getrf_ffi` (LU with partial pivoting), `lapack_?trsm_ffi` (triangular solve),
-//! `lapack_?geqrf_ffi` and `lapack_?orgqr_ffi` / `lapack_?ungqr_ffi` (Householder QR),
+//! `lapack_?geqrf_ffi`, `lapack_?geqp3_ffi` (with column pivoting) and `lapack_?orgqr_ffi` /
+//! `lapack_?ungqr_ffi` (Householder QR),
 //! `lapack_?gtsv_ffi` (tridiagonal solve), `lapack_?syevd_ffi` / `lapack_?heevd_ffi`
-//! (symmetric and Hermitian eigendecomposition) and `lapack_?gesdd_ffi` / `lapack_?gesvd_ffi`
-//! (SVD; the two LAPACK algorithms define the same decomposition, computed here by one).
+//! (symmetric and Hermitian eigendecomposition), `lapack_?gesdd_ffi` / `lapack_?gesvd_ffi`
+//! (SVD; the two LAPACK algorithms define the same decomposition, computed here by one),
+//! `lapack_?ormqr_ffi` / `lapack_?unmqr_ffi` (applying a QR factorization's `Q`),
+//! `lapack_?sytrd_ffi` / `lapack_?hetrd_ffi` (reduction to tridiagonal form),
+//! `lapack_?gehrd_ffi` (reduction to Hessenberg form), and JAX's own
+//! `tridiagonal_solve_perturbed_ffi` (the tridiagonal solve of inverse iteration).
 //!
 //! Each follows its LAPACK routine's contract, batched over leading dimensions: `potrf` leaves
 //! the other triangle as it was and reports the first non-positive leading minor in `info`;
@@ -14,14 +19,19 @@
 //! backend's runtime shares: [`crate::cholesky::potf2`], [`crate::trsm::solve`],
 //! [`crate::householder`] (`geqrf` with `?larfg`'s reflectors, `ungqr`),
 //! [`crate::tridiagonal::gtsv`] (JAX's diagonals of length `n`; the first three results are
-//! LAPACK's overwritten diagonals, the fourth the solution) and [`crate::jacobi`].
+//! LAPACK's overwritten diagonals, the fourth the solution), [`crate::jacobi`],
+//! [`crate::householder::unmqr`] (`left` and `transpose` from the backend config; `transpose`
+//! is the adjoint for complex types), [`crate::reduction`] (`sytrd`/`hetrd` return the
+//! reflectors, the real `d` and `e`, `tau` and `info = 0`; `gehrd` the reflectors, `tau` and
+//! `info = 0`, for the config's 1-based `low` and `high`) and
+//! [`crate::tridiagonal::solve_perturbed`] (the solution only).
 //!
 //! Eigen- and singular vectors are defined only up to a unit factor, so they are not LAPACK's
 //! bits ([`crate::jacobi`] says what is). The first result of `syevd`/`heevd` (LAPACK's
 //! overwritten input) is the eigenvectors with `mode = V`, else the operand unchanged;
 //! eigenvalues and singular values are of the real type; `U` and `V^H` are zeros when
-//! `gesdd`'s `mode` is `N`. The general eigenproblem (`geev`) and the other LAPACK calls are
-//! refused by name.
+//! `gesdd`'s `mode` is `N`. The general eigenproblem (`geev`), the Schur decomposition
+//! (`gees`) and the other LAPACK calls are refused by name.
 
 use super::elem::{from_slice, to_vec, Complex};
 use super::elementwise::convert;
@@ -29,9 +39,9 @@ use super::shape_ops as so;
 use super::{arr, Evaluator, R};
 use crate::float_mode::with_float_mode;
 use crate::lapack_scalar::LapackScalar;
-use crate::{householder, jacobi, tridiagonal};
+use crate::{householder, jacobi, reduction, tridiagonal};
 use axle_ir::{ArrayLiteral, AttrKey, AttrValue, ElementType, InstId, Literal, Shape};
-use num_traits::{Float, NumCast, ToPrimitive};
+use num_traits::{Float, NumCast, ToPrimitive, Zero};
 
 /// Runs `$f::<T>(..)` with `T` the scalar type of element type `$ty` (`f32`, `f64` or a
 /// complex of either; anything else is an error).
@@ -93,6 +103,43 @@ fn config_char(ev: &Evaluator, id: InstId, key: &str) -> Option<char> {
     num.parse::<u8>().ok().map(|b| b as char)
 }
 
+/// The text of a field of the FFI backend config (`{left = true, low = 1 : i32}`) up to its
+/// type or the next field: `true`, `1`, ...
+fn config_field(ev: &Evaluator, id: InstId, key: &str) -> Option<String> {
+    let text = match ev.m.attr(id, &AttrKey::BackendConfig) {
+        Some(AttrValue::Raw(s)) | Some(AttrValue::Str(s)) => s.to_string(),
+        _ => return None,
+    };
+    let pat = format!("{key} =");
+    let at = text.match_indices(&pat).map(|(i, _)| i).find(|&i| {
+        // The key itself, not the end of a longer one.
+        let before = text.as_bytes()[..i].last().copied();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
+    })?;
+    let rest = text[at + pat.len()..].trim_start();
+    Some(
+        rest.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect(),
+    )
+}
+
+/// A boolean field of the FFI backend config.
+fn config_bool(ev: &Evaluator, id: InstId, key: &str) -> R<bool> {
+    match config_field(ev, id, key).as_deref() {
+        Some("true") => Ok(true),
+        Some("false") => Ok(false),
+        _ => Err(format!("the backend config needs {key} = true or false").into()),
+    }
+}
+
+/// An integer field of the FFI backend config.
+fn config_int(ev: &Evaluator, id: InstId, key: &str) -> R<i64> {
+    config_field(ev, id, key)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("the backend config needs an integer {key}").into())
+}
+
 /// `(batch, rows, cols)` of an operand of rank >= 2.
 fn mat(a: &ArrayLiteral) -> R<(usize, usize, usize)> {
     let d = &a.shape.dims;
@@ -114,6 +161,10 @@ pub(crate) fn lapack(
     target: &str,
     ops: &[&Literal],
 ) -> Option<R<Literal>> {
+    if target == "tridiagonal_solve_perturbed_ffi" {
+        let ftz = ev.ftz;
+        return Some(with_float_mode(ftz, || gtsv_perturbed(ops)));
+    }
     let name = target.strip_prefix("lapack_")?.strip_suffix("_ffi")?;
     let (prefix, routine) = name.split_at(1);
     if !matches!(prefix, "s" | "d" | "c" | "z") {
@@ -125,12 +176,18 @@ pub(crate) fn lapack(
         "getrf" => with_float_mode(ftz, || getrf(ops)),
         "trsm" => trsm(ev, id, ops),
         "geqrf" => with_float_mode(ftz, || geqrf(ops)),
+        "geqp3" => with_float_mode(ftz, || geqp3(ev, id, ops)),
         "orgqr" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || orgqr(ops)),
         "ungqr" if matches!(prefix, "c" | "z") => with_float_mode(ftz, || orgqr(ops)),
         "syevd" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || syevd(ev, id, ops)),
         "heevd" if matches!(prefix, "c" | "z") => with_float_mode(ftz, || syevd(ev, id, ops)),
         "gesdd" | "gesvd" => with_float_mode(ftz, || gesdd(ev, id, ops)),
         "gtsv" => with_float_mode(ftz, || gtsv(ops)),
+        "ormqr" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || ormqr(ev, id, ops)),
+        "unmqr" if matches!(prefix, "c" | "z") => with_float_mode(ftz, || ormqr(ev, id, ops)),
+        "sytrd" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || sytrd(ev, id, ops)),
+        "hetrd" if matches!(prefix, "c" | "z") => with_float_mode(ftz, || sytrd(ev, id, ops)),
+        "gehrd" => with_float_mode(ftz, || gehrd(ev, id, ops)),
         _ => Err(format!("the evaluator does not support the LAPACK call {target}").into()),
     })
 }
@@ -290,6 +347,53 @@ fn geqrf_t<T: LapackScalar>(a: &ArrayLiteral) -> R<Literal> {
     ]))
 }
 
+fn geqp3(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
+    if ops.len() != 2 {
+        return Err("geqp3 takes a and jpvt".into());
+    }
+    let (a, p) = (arr(ops[0])?, arr(ops[1])?);
+    let (_, m, n) = mat(a)?;
+    let bd = batch_dims(a, 2);
+    let with = |last: usize| [&bd[..], &[last as i64]].concat();
+    let want = [
+        (a.ty(), a.shape.dims.to_vec()),
+        (ElementType::S32, with(n)),
+        (a.ty(), with(m.min(n))),
+    ];
+    if p.ty() != ElementType::S32
+        || p.shape.dims[..] != with(n)[..]
+        || result_leaves(ev, id) != want
+    {
+        return Err(
+            "geqp3 takes a and s32 jpvt of shape [batch..., n] and returns (a, jpvt, tau)".into(),
+        );
+    }
+    by_type!(a.ty(), geqp3_t(a, p))
+}
+
+fn geqp3_t<T: LapackScalar>(a: &ArrayLiteral, p: &ArrayLiteral) -> R<Literal> {
+    let (batch, m, n) = mat(a)?;
+    let k = m.min(n);
+    let mut v = load_t::<T>(a)?;
+    let mut jpvt: Vec<i32> = p.to_vec::<i32>().ok_or("geqp3 needs s32 jpvt")?;
+    let mut tau = vec![T::default(); batch * k];
+    for b in 0..batch {
+        householder::geqp3(
+            &mut v[b * m * n..(b + 1) * m * n],
+            m,
+            n,
+            &mut jpvt[b * n..(b + 1) * n],
+            &mut tau[b * k..(b + 1) * k],
+        );
+    }
+    let bd = batch_dims(a, 2);
+    Ok(Literal::Tuple(vec![
+        Literal::Array(store_t(&v, a.ty(), &a.shape.dims)?),
+        Literal::Array(s32s(&jpvt, &p.shape.dims)),
+        Literal::Array(store_t(&tau, a.ty(), &[&bd[..], &[k as i64]].concat())?),
+    ]))
+}
+
 fn orgqr(ops: &[&Literal]) -> R<Literal> {
     if ops.len() != 2 {
         return Err("orgqr/ungqr takes the reflectors and tau".into());
@@ -360,6 +464,200 @@ fn gtsv_t<T: LapackScalar>(ops: &[&Literal]) -> R<Literal> {
         Literal::Array(store_t(&u, b.ty(), &diag_dims)?),
         Literal::Array(store_t(&x, b.ty(), &b.shape.dims)?),
         Literal::Array(s32s(&info, &bd)),
+    ]))
+}
+
+fn gtsv_perturbed(ops: &[&Literal]) -> R<Literal> {
+    if ops.len() != 4 {
+        return Err("tridiagonal_solve_perturbed takes dl, d, du and b".into());
+    }
+    let b = arr(ops[3])?;
+    by_type!(b.ty(), gtsv_perturbed_t(ops))
+}
+
+fn gtsv_perturbed_t<T: LapackScalar>(ops: &[&Literal]) -> R<Literal> {
+    let (dl, d, du, b) = (arr(ops[0])?, arr(ops[1])?, arr(ops[2])?, arr(ops[3])?);
+    let (batch, n, nrhs) = mat(b)?;
+    let mut diag_dims = batch_dims(b, 2);
+    diag_dims.push(n as i64);
+    for x in [dl, d, du] {
+        if x.ty() != b.ty() || x.shape.dims[..] != diag_dims[..] {
+            return Err(
+                "tridiagonal_solve_perturbed's diagonals must be of b's type and shape \
+                 [batch..., n]"
+                    .into(),
+            );
+        }
+    }
+    let (l, dd, u, mut x) = (
+        load_t::<T>(dl)?,
+        load_t::<T>(d)?,
+        load_t::<T>(du)?,
+        load_t::<T>(b)?,
+    );
+    for k in 0..batch {
+        let r = k * n..(k + 1) * n;
+        tridiagonal::solve_perturbed(
+            &l[r.clone()],
+            &dd[r.clone()],
+            &u[r],
+            &mut x[k * n * nrhs..(k + 1) * n * nrhs],
+            n,
+            nrhs,
+        );
+    }
+    Ok(Literal::Array(store_t(&x, b.ty(), &b.shape.dims)?))
+}
+
+fn ormqr(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
+    if ops.len() != 3 {
+        return Err("ormqr/unmqr takes the reflectors, tau and c".into());
+    }
+    let left = config_bool(ev, id, "left")?;
+    let adjoint = config_bool(ev, id, "transpose")?;
+    let a = arr(ops[0])?;
+    by_type!(a.ty(), ormqr_t(ops, left, adjoint))
+}
+
+fn ormqr_t<T: LapackScalar>(ops: &[&Literal], left: bool, adjoint: bool) -> R<Literal> {
+    let (a, t, c) = (arr(ops[0])?, arr(ops[1])?, arr(ops[2])?);
+    let (batch, m, na) = mat(a)?;
+    let (cb, rows, cols) = mat(c)?;
+    let k = *t.shape.dims.last().ok_or("ormqr needs tau")? as usize;
+    if t.ty() != a.ty()
+        || c.ty() != a.ty()
+        || cb != batch
+        || t.len() != batch * k
+        || k > m.min(na)
+        || (if left { rows } else { cols }) != m
+    {
+        return Err(
+            "ormqr/unmqr needs k <= min(m, n) reflectors of c's type and c with m \
+                    rows (left) or columns (right)"
+                .into(),
+        );
+    }
+    let (v, tau, mut x) = (load_t::<T>(a)?, load_t::<T>(t)?, load_t::<T>(c)?);
+    for b in 0..batch {
+        householder::unmqr(
+            &v[b * m * na..(b + 1) * m * na],
+            m,
+            na,
+            &tau[b * k..(b + 1) * k],
+            &mut x[b * rows * cols..(b + 1) * rows * cols],
+            rows,
+            cols,
+            left,
+            adjoint,
+        );
+    }
+    Ok(Literal::Array(store_t(&x, c.ty(), &c.shape.dims)?))
+}
+
+fn sytrd(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
+    let a = arr(ops[0])?;
+    let lower = match config_char(ev, id, "uplo") {
+        Some('L') => true,
+        Some('U') => false,
+        _ => return Err("sytrd/hetrd needs uplo = L or U".into()),
+    };
+    let (_, n, n2) = mat(a)?;
+    let leaves = result_leaves(ev, id);
+    if n != n2 || leaves.len() != 5 {
+        return Err("sytrd/hetrd takes square matrices and returns (a, d, e, tau, info)".into());
+    }
+    let bd = batch_dims(a, 2);
+    let with = |last: usize| [&bd[..], &[last as i64]].concat();
+    let real = match a.ty() {
+        ElementType::C64 => ElementType::F32,
+        ElementType::C128 => ElementType::F64,
+        t => t,
+    };
+    let k = n.saturating_sub(1);
+    let want = [
+        (a.ty(), a.shape.dims.to_vec()),
+        (real, with(n)),
+        (real, with(k)),
+        (a.ty(), with(k)),
+        (ElementType::S32, bd.clone()),
+    ];
+    if leaves != want {
+        return Err("sytrd/hetrd's result shape does not match its operand".into());
+    }
+    by_type!(a.ty(), sytrd_t(a, real, lower))
+}
+
+fn sytrd_t<T: LapackScalar>(a: &ArrayLiteral, real: ElementType, lower: bool) -> R<Literal> {
+    let (batch, n, _) = mat(a)?;
+    let k = n.saturating_sub(1);
+    let mut x = load_t::<T>(a)?;
+    let mut d = vec![T::Real::zero(); batch * n];
+    let mut e = vec![T::Real::zero(); batch * k];
+    let mut tau = vec![T::default(); batch * k];
+    for b in 0..batch {
+        reduction::hetrd(
+            &mut x[b * n * n..(b + 1) * n * n],
+            n,
+            lower,
+            &mut d[b * n..(b + 1) * n],
+            &mut e[b * k..(b + 1) * k],
+            &mut tau[b * k..(b + 1) * k],
+        );
+    }
+    let bd = batch_dims(a, 2);
+    let with = |last: usize| [&bd[..], &[last as i64]].concat();
+    Ok(Literal::Tuple(vec![
+        Literal::Array(store_t(&x, a.ty(), &a.shape.dims)?),
+        Literal::Array(store_real(&d, real, &with(n))?),
+        Literal::Array(store_real(&e, real, &with(k))?),
+        Literal::Array(store_t(&tau, a.ty(), &with(k))?),
+        Literal::Array(s32s(&vec![0; batch], &bd)),
+    ]))
+}
+
+fn gehrd(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
+    let a = arr(ops[0])?;
+    let (_, n, n2) = mat(a)?;
+    let (low, high) = (config_int(ev, id, "low")?, config_int(ev, id, "high")?);
+    let ok = if n == 0 {
+        low == 1 && high == 0
+    } else {
+        1 <= low && low <= high && high <= n as i64
+    };
+    if n != n2 || !ok {
+        return Err("gehrd needs square matrices and 1 <= low <= high <= n".into());
+    }
+    let bd = batch_dims(a, 2);
+    let want = [
+        (a.ty(), a.shape.dims.to_vec()),
+        (a.ty(), [&bd[..], &[n.saturating_sub(1) as i64]].concat()),
+        (ElementType::S32, bd.clone()),
+    ];
+    if result_leaves(ev, id) != want {
+        return Err("gehrd's result shape does not match its operand".into());
+    }
+    by_type!(a.ty(), gehrd_t(a, low as usize, high as usize))
+}
+
+fn gehrd_t<T: LapackScalar>(a: &ArrayLiteral, low: usize, high: usize) -> R<Literal> {
+    let (batch, n, _) = mat(a)?;
+    let k = n.saturating_sub(1);
+    let mut x = load_t::<T>(a)?;
+    let mut tau = vec![T::default(); batch * k];
+    for b in 0..batch {
+        reduction::gehrd(
+            &mut x[b * n * n..(b + 1) * n * n],
+            n,
+            low,
+            high,
+            &mut tau[b * k..(b + 1) * k],
+        );
+    }
+    let bd = batch_dims(a, 2);
+    Ok(Literal::Tuple(vec![
+        Literal::Array(store_t(&x, a.ty(), &a.shape.dims)?),
+        Literal::Array(store_t(&tau, a.ty(), &[&bd[..], &[k as i64]].concat())?),
+        Literal::Array(s32s(&vec![0; batch], &bd)),
     ]))
 }
 

@@ -9,17 +9,21 @@
 //!   pivots 1-based, `info` the first exactly zero pivot.
 //! - `trsm`: substitution for every side, triangle, transpose and diagonal
 //!   ([`axle_analysis::trsm::solve`], the evaluator's solve too).
-//! - `geqrf`: `?geqr2` with `?larfg`'s reflectors; `orgqr` / `ungqr`: `?ung2r`
+//! - `geqrf`: `?geqr2` with `?larfg`'s reflectors; `geqp3`: `?laqp2` (column pivoting);
+//!   `orgqr` / `ungqr`: `?ung2r`
 //!   ([`axle_analysis::householder`], the evaluator's too).
-//! - `gtsv`: Gaussian elimination with partial pivoting as `?gtsv`
-//!   ([`axle_analysis::tridiagonal`], the evaluator's too).
+//! - `gtsv`: Gaussian elimination with partial pivoting as `?gtsv`, and JAX's perturbed
+//!   solve (`tridiagonal_solve_perturbed_ffi`) ([`axle_analysis::tridiagonal`], the
+//!   evaluator's too).
+//! - `ormqr` / `unmqr`: `?unm2r` ([`axle_analysis::householder::unmqr`]); `sytrd` / `hetrd`
+//!   and `gehrd`: `?hetd2` and `?gehd2` ([`axle_analysis::reduction`]), the evaluator's too.
 //! - `syevd` / `heevd` and `gesdd`: Jacobi's methods ([`axle_analysis::jacobi`], the
 //!   evaluator's too), eigenvalues ascending and singular values descending as LAPACK returns
 //!   them; vectors are defined up to a unit factor, not LAPACK's bits.
 
 use axle_analysis::lapack_scalar::LapackScalar;
 use axle_analysis::trsm::{solve, Field, TriSolve};
-use axle_analysis::{cholesky, householder, jacobi, tridiagonal};
+use axle_analysis::{cholesky, householder, jacobi, reduction, tridiagonal};
 use num_complex::Complex;
 use num_traits::Float;
 
@@ -452,5 +456,238 @@ unsafe fn gesdd_t<T: LapackScalar>(call: &Call, bufs: [*mut u8; 6]) {
         write(u, &us);
         write(vt, &vts);
         write(info, &infos);
+    }
+}
+
+/// Runs a [`Call::GtsvPerturbed`] on the buffers `[dl, d, du, b, x]`.
+///
+/// # Safety
+/// The three diagonals hold `n` scalars per system, `b` and `x` `n * nrhs`.
+pub(crate) unsafe fn gtsv_perturbed(call: &Call, bufs: [*mut u8; 5]) {
+    let &Call::GtsvPerturbed { elem, .. } = call else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { by_elem!(elem, gtsv_perturbed_t(call, bufs)) }
+}
+
+/// # Safety
+/// As [`gtsv_perturbed`].
+unsafe fn gtsv_perturbed_t<T: LapackScalar>(call: &Call, bufs: [*mut u8; 5]) {
+    let &Call::GtsvPerturbed { batch, n, nrhs, .. } = call else {
+        return;
+    };
+    let [dl, d, du, b, x] = bufs;
+    // SAFETY: the operands' sizes.
+    let (l, dd, u, mut rhs): (Vec<T>, Vec<T>, Vec<T>, Vec<T>) = unsafe {
+        (
+            read(dl, batch * n),
+            read(d, batch * n),
+            read(du, batch * n),
+            read(b, batch * n * nrhs),
+        )
+    };
+    for k in 0..batch {
+        tridiagonal::solve_perturbed(
+            &l[k * n..(k + 1) * n],
+            &dd[k * n..(k + 1) * n],
+            &u[k * n..(k + 1) * n],
+            &mut rhs[k * n * nrhs..(k + 1) * n * nrhs],
+            n,
+            nrhs,
+        );
+    }
+    // SAFETY: the result has `b`'s size.
+    unsafe { write(x, &rhs) };
+}
+
+/// Runs a [`Call::Ormqr`] on the buffers `[a, tau, c, out]`.
+///
+/// # Safety
+/// `a` holds `batch` `m`-by-`na` matrices, `tau` `k` scalars per matrix, `c` and `out` `batch`
+/// `rows`-by-`cols` matrices.
+pub(crate) unsafe fn ormqr(call: &Call, bufs: [*mut u8; 4]) {
+    let &Call::Ormqr { elem, .. } = call else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { by_elem!(elem, ormqr_t(call, bufs)) }
+}
+
+/// # Safety
+/// As [`ormqr`].
+unsafe fn ormqr_t<T: LapackScalar>(call: &Call, bufs: [*mut u8; 4]) {
+    let &Call::Ormqr {
+        batch,
+        m,
+        na,
+        k,
+        rows,
+        cols,
+        left,
+        adjoint,
+        ..
+    } = call
+    else {
+        return;
+    };
+    let [a, tau, c, out] = bufs;
+    // SAFETY: the operands' sizes.
+    let (v, taus, mut x): (Vec<T>, Vec<T>, Vec<T>) = unsafe {
+        (
+            read(a, batch * m * na),
+            read(tau, batch * k),
+            read(c, batch * rows * cols),
+        )
+    };
+    for b in 0..batch {
+        householder::unmqr(
+            &v[b * m * na..(b + 1) * m * na],
+            m,
+            na,
+            &taus[b * k..(b + 1) * k],
+            &mut x[b * rows * cols..(b + 1) * rows * cols],
+            rows,
+            cols,
+            left,
+            adjoint,
+        );
+    }
+    // SAFETY: the result has `c`'s size.
+    unsafe { write(out, &x) };
+}
+
+/// Runs a [`Call::Sytrd`] on the buffers `[a, a_out, d, e, tau, info]`.
+///
+/// # Safety
+/// `a` and `a_out` hold `batch` `n`-by-`n` matrices, `d` `n` real scalars, `e` and `tau`
+/// `n - 1` (real and of the operand's type) and `info` one `s32` per matrix.
+pub(crate) unsafe fn sytrd(call: &Call, bufs: [*mut u8; 6]) {
+    let &Call::Sytrd { elem, .. } = call else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { by_elem!(elem, sytrd_t(call, bufs)) }
+}
+
+/// # Safety
+/// As [`sytrd`].
+unsafe fn sytrd_t<T: LapackScalar>(call: &Call, bufs: [*mut u8; 6]) {
+    let &Call::Sytrd {
+        batch, n, lower, ..
+    } = call
+    else {
+        return;
+    };
+    let [a, a_out, d, e, tau, info] = bufs;
+    let k = n.saturating_sub(1);
+    // SAFETY: the operand's size.
+    let mut x: Vec<T> = unsafe { read(a, batch * n * n) };
+    let mut ds = vec![T::Real::default(); batch * n];
+    let mut es = vec![T::Real::default(); batch * k];
+    let mut taus = vec![T::default(); batch * k];
+    for b in 0..batch {
+        reduction::hetrd(
+            &mut x[b * n * n..(b + 1) * n * n],
+            n,
+            lower,
+            &mut ds[b * n..(b + 1) * n],
+            &mut es[b * k..(b + 1) * k],
+            &mut taus[b * k..(b + 1) * k],
+        );
+    }
+    // SAFETY: the results' sizes.
+    unsafe {
+        write(a_out, &x);
+        write(d, &ds);
+        write(e, &es);
+        write(tau, &taus);
+        write(info, &vec![0i32; batch]);
+    }
+}
+
+/// Runs a [`Call::Gehrd`] on the buffers `[a, a_out, tau, info]`.
+///
+/// # Safety
+/// `a` and `a_out` hold `batch` `n`-by-`n` matrices, `tau` `n - 1` scalars and `info` one
+/// `s32` per matrix.
+pub(crate) unsafe fn gehrd(call: &Call, bufs: [*mut u8; 4]) {
+    let &Call::Gehrd { elem, .. } = call else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { by_elem!(elem, gehrd_t(call, bufs)) }
+}
+
+/// # Safety
+/// As [`gehrd`].
+unsafe fn gehrd_t<T: LapackScalar>(call: &Call, bufs: [*mut u8; 4]) {
+    let &Call::Gehrd {
+        batch, n, ilo, ihi, ..
+    } = call
+    else {
+        return;
+    };
+    let [a, a_out, tau, info] = bufs;
+    let k = n.saturating_sub(1);
+    // SAFETY: the operand's size.
+    let mut x: Vec<T> = unsafe { read(a, batch * n * n) };
+    let mut taus = vec![T::default(); batch * k];
+    for b in 0..batch {
+        reduction::gehrd(
+            &mut x[b * n * n..(b + 1) * n * n],
+            n,
+            ilo,
+            ihi,
+            &mut taus[b * k..(b + 1) * k],
+        );
+    }
+    // SAFETY: the results' sizes.
+    unsafe {
+        write(a_out, &x);
+        write(tau, &taus);
+        write(info, &vec![0i32; batch]);
+    }
+}
+
+/// Runs a [`Call::Geqp3`] on the buffers `[a, jpvt, qr, jpvt_out, tau]`.
+///
+/// # Safety
+/// `a` and `qr` hold `batch` `m`-by-`n` matrices, `jpvt` and `jpvt_out` `n` `s32`s and `tau`
+/// `min(m, n)` scalars per matrix.
+pub(crate) unsafe fn geqp3(call: &Call, bufs: [*mut u8; 5]) {
+    let &Call::Geqp3 { elem, .. } = call else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { by_elem!(elem, geqp3_t(call, bufs)) }
+}
+
+/// # Safety
+/// As [`geqp3`].
+unsafe fn geqp3_t<T: LapackScalar>(call: &Call, bufs: [*mut u8; 5]) {
+    let &Call::Geqp3 { batch, m, n, .. } = call else {
+        return;
+    };
+    let [a, jpvt, qr, jpvt_out, tau] = bufs;
+    let k = m.min(n);
+    // SAFETY: the operands' sizes.
+    let (mut x, mut p): (Vec<T>, Vec<i32>) =
+        unsafe { (read(a, batch * m * n), read(jpvt, batch * n)) };
+    let mut taus = vec![T::default(); batch * k];
+    for b in 0..batch {
+        householder::geqp3(
+            &mut x[b * m * n..(b + 1) * m * n],
+            m,
+            n,
+            &mut p[b * n..(b + 1) * n],
+            &mut taus[b * k..(b + 1) * k],
+        );
+    }
+    // SAFETY: the results' sizes.
+    unsafe {
+        write(qr, &x);
+        write(jpvt_out, &p);
+        write(tau, &taus);
     }
 }

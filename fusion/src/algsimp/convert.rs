@@ -1,8 +1,9 @@
-//! Conversion rules: no-op conversions, copies, sharding annotations and collectives among one
-//! device each, and chains of conversions whose first step loses nothing.
+//! Conversion rules: no-op conversions, copies, sharding annotations, collectives among one
+//! device each, async pairs run synchronously, and chains of conversions whose first step loses
+//! nothing.
 
 use axle_ir::collective::ReplicaGroups;
-use axle_ir::{AttrKey, AttrValue, ElementType, InstId, Opcode};
+use axle_ir::{AttrKey, AttrValue, CompId, ElementType, InstId, Layout, Opcode, Shape};
 
 use super::{Cx, Hit};
 use crate::rewrite::{elem_ty, forward, int_range, Node, Rewrite, ShapeSpec, Val};
@@ -128,17 +129,31 @@ fn singleton_groups(g: &ReplicaGroups) -> bool {
     }
 }
 
-/// `all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all` of one array among groups of one
-/// device each, and `collective-permute` whose every pair sends a device its own value and
-/// whose pairs name every replica (partition, with a channel) the module header counts (one
-/// left out receives zeros): each device only meets itself, so the result is the operand (when
-/// the shapes agree).
+/// Whether a `replica_groups` attribute (or its absence) means one group of every device.
+fn all_devices(g: Option<&AttrValue>) -> bool {
+    match g {
+        None => true,
+        Some(AttrValue::ReplicaGroups(g)) => matches!(&**g, ReplicaGroups::List(l) if l.is_empty()),
+        Some(_) => false,
+    }
+}
+
+/// `all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all` among groups of one device each
+/// (listed so, or one group of every device, `replica_groups={}`, in a module whose header
+/// counts one replica and one partition, the default of a module without counts: XLA's
+/// `AllReduceSimplifier` case), and
+/// `collective-permute` whose every pair sends a device its own value and whose pairs name every
+/// replica (partition, with a channel) the module header counts (one left out receives zeros):
+/// each device only meets itself, so the result is the operand (when the shapes agree), or the
+/// tuple of the operands for an `all-reduce` of several.
 pub(super) fn lone_collective(cx: &Cx<'_>, id: InstId) -> Hit {
     let m = cx.m;
-    let [x] = m.operands(id) else { return None };
+    let ops = m.operands(id);
+    let one_device = u64::from(m.replica_count()) * u64::from(m.num_partitions()) == 1;
     let lone = match m.opcode(id) {
         Opcode::AllReduce | Opcode::AllGather | Opcode::ReduceScatter | Opcode::AllToAll => {
-            matches!(m.attr(id, &AttrKey::ReplicaGroups), Some(AttrValue::ReplicaGroups(g)) if singleton_groups(g))
+            (one_device && all_devices(m.attr(id, &AttrKey::ReplicaGroups)))
+                || matches!(m.attr(id, &AttrKey::ReplicaGroups), Some(AttrValue::ReplicaGroups(g)) if singleton_groups(g))
         }
         Opcode::CollectivePermute => {
             let n = if m.attr(id, &AttrKey::ChannelId).is_some() {
@@ -154,11 +169,94 @@ pub(super) fn lone_collective(cx: &Cx<'_>, id: InstId) -> Hit {
         }
         _ => false,
     };
-    if lone {
-        forward(m, id, *x).map(|r| ("lone-collective", r))
-    } else {
-        None
+    if !lone {
+        return None;
     }
+    match ops {
+        [x] => forward(m, id, *x).map(|r| ("lone-collective", r)),
+        [_, _, ..] if m.opcode(id) == Opcode::AllReduce => {
+            let Shape::Tuple(parts) = m.shape(id) else {
+                return None;
+            };
+            let same = parts.len() == ops.len()
+                && parts
+                    .iter()
+                    .zip(ops)
+                    .all(|(&p, &o)| m.shape_of(p) == m.shape(o));
+            same.then(|| {
+                let vals = ops.iter().map(|&o| Val::Old(o)).collect();
+                let tuple = Node::new(Opcode::Tuple, ShapeSpec::Of(id), vals);
+                ("lone-collective", Rewrite::Build(vec![tuple]))
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The computation an `async-start` runs when it and its one user, an `async-done`, can run
+/// synchronously: no control edges, a start of `(operands, result)` only, and the computation's
+/// result the done's.
+fn sync_pair(cx: &Cx<'_>, start: InstId) -> Option<CompId> {
+    let m = cx.m;
+    let users = cx.users.get();
+    let done = match users.users(start) {
+        [d] if m.opcode(*d) == Opcode::AsyncDone && !users.is_root(start) => *d,
+        _ => return None,
+    };
+    let Some(AttrValue::Comp(c)) = m.attr(start, &AttrKey::Calls) else {
+        return None;
+    };
+    let two = matches!(m.shape(start), Shape::Tuple(parts) if parts.len() == 2);
+    (m.opcode(start) == Opcode::AsyncStart
+        && two
+        && m.control_predecessors(start).is_empty()
+        && m.control_predecessors(done).is_empty()
+        && m.shape(m.root(*c)) == m.shape(done))
+    .then_some(*c)
+}
+
+/// An `async-start`/`async-done` pair run synchronously (XLA's
+/// `ConvertAsyncCollectivesToSync`): the start becomes `tuple(tuple(args), call(args),
+/// to_apply=c)` and the done the call's element, which `tuple-simplify` and `inline` then
+/// flatten to the wrapped instruction.
+pub(super) fn async_to_sync(cx: &Cx<'_>, id: InstId) -> Hit {
+    let m = cx.m;
+    let r = match m.opcode(id) {
+        Opcode::AsyncStart => {
+            let c = sync_pair(cx, id)?;
+            let Shape::Tuple(parts) = m.shape(id) else {
+                return None;
+            };
+            let args: Vec<Val> = m.operands(id).iter().map(|&o| Val::Old(o)).collect();
+            let done = cx.users.get().users(id)[0];
+            let layout = match m.layout_of(m.layout_id(id)) {
+                Layout::Tuple(l) => l.first().copied().unwrap_or(m.no_layout()),
+                _ => m.no_layout(),
+            };
+            Rewrite::Build(vec![
+                Node::new(Opcode::Tuple, ShapeSpec::Id(parts[0], layout), args.clone()),
+                Node::new(Opcode::Call, ShapeSpec::Of(done), args)
+                    .attr(AttrKey::ToApply, AttrValue::Comp(c)),
+                Node::new(
+                    Opcode::Tuple,
+                    ShapeSpec::Of(id),
+                    vec![Val::New(0), Val::New(1)],
+                ),
+            ])
+        }
+        Opcode::AsyncDone => {
+            let [s] = m.operands(id) else { return None };
+            sync_pair(cx, *s)?;
+            Rewrite::Build(vec![Node::new(
+                Opcode::GetTupleElement,
+                ShapeSpec::Of(id),
+                vec![Val::Old(*s)],
+            )
+            .attr(AttrKey::Index, AttrValue::Int(1))])
+        }
+        _ => return None,
+    };
+    Some(("async-to-sync", r))
 }
 
 #[cfg(test)]

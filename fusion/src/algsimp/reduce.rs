@@ -1,5 +1,5 @@
 //! Reduction and dot rules: reductions over empty or size-1 dimensions, and dots whose
-//! contraction has zero or one element.
+//! contraction has zero or one element (with or without batch dimensions).
 
 use axle_ir::{AttrKey, ElementType, InstId, Module, Opcode};
 
@@ -106,7 +106,7 @@ fn dot(m: &Module, id: InstId) -> Hit {
     let empty: &[i64] = &[];
     let lb = ints(m, id, &AttrKey::LhsBatchDims).unwrap_or(empty);
     let rb = ints(m, id, &AttrKey::RhsBatchDims).unwrap_or(empty);
-    if !lb.is_empty() || !rb.is_empty() {
+    if lb.len() != rb.len() {
         return None;
     }
     let lc = ints(m, id, &AttrKey::LhsContractingDims).unwrap_or(empty);
@@ -137,37 +137,60 @@ fn dot(m: &Module, id: InstId) -> Hit {
         return None;
     }
     // dot = 0 + a * b: multiply of broadcasts, then (floats) + 0.0, which turns -0.0 into 0.0
-    // exactly as the accumulation does.
-    let free = |d: &[i64], c: &[i64]| -> Vec<i64> {
-        d.iter()
-            .enumerate()
-            .filter(|(i, _)| !c.contains(&(*i as i64)))
-            .map(|(_, &s)| s)
+    // exactly as the accumulation does. The result's dimensions are the batch dimensions (in
+    // their listed order), then the left's free ones, then the right's; each side is
+    // transposed to that order where it is not in it (its size-1 contracting dimensions last)
+    // and reshaped without them, since a broadcast's dimensions must increase. Rounding aside,
+    // this is XLA's rewrite of a dot without contraction into a multiply.
+    let free = |n: usize, b: &[i64], c: &[i64]| -> Vec<i64> {
+        (0..n as i64)
+            .filter(|i| !b.contains(i) && !c.contains(i))
             .collect()
     };
-    let (af, bf) = (free(ad, lc), free(bd, rc));
-    let (nl, nr) = (af.len(), bf.len());
-    if nl + nr != out.len() {
+    let (af, bf) = (free(ad.len(), lb, lc), free(bd.len(), rb, rc));
+    let (nb, nl, nr) = (lb.len(), af.len(), bf.len());
+    if nb + nl + nr != out.len() {
         return None;
     }
     let mut nodes = Vec::new();
-    let mut side = |x: InstId, xd: &[i64], f: Vec<i64>, at: std::ops::Range<usize>| -> Val {
-        let v = if xd == &f[..] {
-            Val::Old(x)
-        } else {
+    let mut side = |x: InstId,
+                    xd: &[i64],
+                    b: &[i64],
+                    f: Vec<i64>,
+                    c: &[i64],
+                    at: std::ops::Range<usize>|
+     -> Val {
+        let perm: Vec<i64> = b.iter().chain(&f).chain(c).copied().collect();
+        let mut v = Val::Old(x);
+        // Size-1 contracting dimensions anywhere are dropped by the reshape alone.
+        if b.iter()
+            .chain(&f)
+            .collect::<Vec<_>>()
+            .windows(2)
+            .any(|w| w[0] > w[1])
+        {
+            let td: Vec<i64> = perm.iter().map(|&p| xd[p as usize]).collect();
+            nodes.push(
+                Node::new(Opcode::Transpose, ShapeSpec::Array(ty, td), vec![v])
+                    .attr(AttrKey::Dimensions, ints_value(&perm)),
+            );
+            v = Val::New(nodes.len() as u32 - 1);
+        }
+        if !c.is_empty() {
+            let kept: Vec<i64> = b.iter().chain(&f).map(|&p| xd[p as usize]).collect();
             nodes.push(Node::new(
                 Opcode::Reshape,
-                ShapeSpec::Array(ty, f),
-                vec![Val::Old(x)],
+                ShapeSpec::Array(ty, kept),
+                vec![v],
             ));
-            Val::New(nodes.len() as u32 - 1)
-        };
-        let bdims: Vec<i64> = at.map(|i| i as i64).collect();
+            v = Val::New(nodes.len() as u32 - 1);
+        }
+        let bdims: Vec<i64> = (0..nb).chain(at).map(|i| i as i64).collect();
         nodes.push(broadcast_to(v, ShapeSpec::Of(id), &bdims));
         Val::New(nodes.len() as u32 - 1)
     };
-    let av = side(a, ad, af, 0..nl);
-    let bv = side(b, bd, bf, nl..nl + nr);
+    let av = side(a, ad, lb, af, lc, nb..nb + nl);
+    let bv = side(b, bd, rb, bf, rc, nb + nl..nb + nl + nr);
     // A `pred` dot is true where any product is (XLA CPU runs it so); its product is `and`,
     // since `multiply` takes no `pred` operands.
     let product = if ty == ElementType::Pred {
