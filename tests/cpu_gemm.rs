@@ -111,14 +111,14 @@ fn check_threads(
         .unwrap_or_else(|e| panic!("{text}\n{e}"));
         let fresh = {
             let mut outs = exe.alloc_outputs();
-            exe.execute(&inputs, &mut outs).expect("runs");
+            exe.execute(inputs, &mut outs).expect("runs");
             outs.remove(0).bytes().to_vec()
         };
         let reused = {
             let len = exe.alloc_outputs()[0].len();
             let mut outs = vec![HostBuffer::from_bytes(&vec![0xff; len])];
-            exe.execute(&inputs, &mut outs).expect("runs");
-            exe.execute(&inputs, &mut outs).expect("runs");
+            exe.execute(inputs, &mut outs).expect("runs");
+            exe.execute(inputs, &mut outs).expect("runs");
             outs.remove(0).bytes().to_vec()
         };
         for (policy, bytes) in [("fresh", &fresh), ("reused", &reused)] {
@@ -126,7 +126,7 @@ fn check_threads(
                 shape: expected.shape.clone(),
                 data: bytes.clone(),
             };
-            if let Err(e) = compare_arrays(&expected, &got, Tolerance::Exact) {
+            if let Err(e) = compare_arrays(expected, &got, Tolerance::Exact) {
                 panic!(
                     "{text}\n{threads} thread(s), {policy} outputs, library GEMM \
                      {gemm_library}: {e}"

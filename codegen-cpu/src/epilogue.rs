@@ -196,9 +196,9 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                         (Some(lib), _) => {
                             crate::gemm::emit_library(cg, lib, lhs, rhs, c, item, next)?
                         }
-                        (None, Some(pack)) => crate::gemv::emit_dot(
-                            cg, &geo, lhs, rhs, c, pack, item, next, None,
-                        )?,
+                        (None, Some(pack)) => {
+                            crate::gemv::emit_dot(cg, &geo, lhs, rhs, c, pack, item, next, None)?
+                        }
                         (None, None) => return Err("gemm without scratch".into()),
                     }
                     // The item's block: rows `i0..i1` and columns `j0..j1` of one batch.

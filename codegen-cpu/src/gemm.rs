@@ -270,14 +270,16 @@ impl GemmGeo {
     }
 
     /// This dot on the runtime's precompiled GEMM when the target allows it and the dot is one
-    /// the library computes: operands and result of one type (`f32` or `f64`) and more than
-    /// one row (a single row stays a generated matrix-vector product). The choice and the
+    /// the library computes: operands and result of one type (`f32` or `f64`), more than one
+    /// row (a single row stays a generated matrix-vector product) and at least three products
+    /// per element (the crate sums two products with two roundings, where XLA and the
+    /// evaluator fuse them into one multiply-add). The choice and the
     /// panels depend on the types and sizes only, not on the operands' strides, so the buffer
     /// rules (which see no views) and the emission agree. An output fusion's epilogue then
     /// runs on each finished panel ([`crate::Epilogues::Blocks`]).
     pub fn for_library(mut self, t: &GemmTarget) -> GemmGeo {
         let same = self.a_ty == self.acc && self.b_ty == self.acc && self.out_ty == self.acc;
-        if !t.library || !same || self.m < 2 {
+        if !t.library || !same || self.m < 2 || self.k < 3 {
             return self;
         }
         // Panels along the longer side of `C`: at most LIBRARY_PANELS of them, at least
@@ -872,7 +874,9 @@ pub(crate) fn emit_library<'ctx>(
 ) -> R<()> {
     let vals: Vec<_> = g.encode().iter().map(|&v| cg.c64(v)).collect();
     let init = cg.i64().const_array(&vals);
-    let desc = cg.module.add_global(init.get_type(), None, "axle.gemm.desc");
+    let desc = cg
+        .module
+        .add_global(init.get_type(), None, "axle.gemm.desc");
     desc.set_initializer(&init);
     desc.set_constant(true);
     desc.set_linkage(inkwell::module::Linkage::Private);

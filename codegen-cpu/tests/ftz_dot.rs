@@ -6,8 +6,21 @@ use axle_analysis::{evaluate_with, EvalOptions};
 use axle_codegen_cpu::{compile, CpuOptions};
 use axle_ir::{parse_module, ArrayLiteral, Literal};
 
-/// `[m, k] x [k, n]` on both sides with flushing on; the results' bits.
+/// `[m, k] x [k, n]` on both sides with flushing on (the cpu backend's dots generated, so
+/// summed in the evaluator's order); the results' bits.
 fn both(m: usize, k: usize, n: usize, a: &[f32], b: &[f32]) -> (Vec<u32>, Vec<u32>) {
+    both_with(m, k, n, a, b, false)
+}
+
+/// [`both`], with dots on the precompiled GEMM when `gemm_library`.
+fn both_with(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[f32],
+    b: &[f32],
+    gemm_library: bool,
+) -> (Vec<u32>, Vec<u32>) {
     let text = format!(
         "HloModule m\nENTRY main {{\n  a = f32[{m},{k}] parameter(0)\n  b = f32[{k},{n}] parameter(1)\n  \
          ROOT d = f32[{m},{n}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n}}\n"
@@ -16,15 +29,16 @@ fn both(m: usize, k: usize, n: usize, a: &[f32], b: &[f32]) -> (Vec<u32>, Vec<u3
         Literal::Array(ArrayLiteral::from_slice(&[m as i64, k as i64], a)),
         Literal::Array(ArrayLiteral::from_slice(&[k as i64, n as i64], b)),
     ];
-    run(&text, &args)
+    run(&text, &args, gemm_library)
 }
 
 /// Runs `text` on `args` on the cpu backend and in the evaluator, flushing on; the bits of the
 /// (single, `f32`) results.
-fn run(text: &str, args: &[Literal]) -> (Vec<u32>, Vec<u32>) {
+fn run(text: &str, args: &[Literal], gemm_library: bool) -> (Vec<u32>, Vec<u32>) {
     let module = parse_module(text).expect("parses");
     let opts = CpuOptions {
         flush_denormals: true,
+        gemm_library,
         ..Default::default()
     };
     let cpu = compile(&module, &opts)
@@ -78,6 +92,15 @@ fn subnormal_partial_sums_flush_on_both_sides() {
         cpu.iter().any(|&x| x != 0),
         "some sums reach the normal range"
     );
+    // The precompiled GEMM sums in its own order, flushing too: no subnormal result, and
+    // sums in the normal range.
+    let (lib, _) = both_with(m, k, n, &av, &bv, true);
+    let subnormal = |x: u32| x & 0x7f80_0000 == 0 && x & 0x007f_ffff != 0;
+    assert!(!lib.iter().any(|&x| subnormal(x)), "a subnormal result");
+    assert!(
+        lib.iter().any(|&x| x != 0),
+        "some sums reach the normal range"
+    );
 }
 
 #[test]
@@ -91,7 +114,7 @@ fn a_convolution_flushes_its_partial_sums_on_both_sides() {
         Literal::Array(ArrayLiteral::from_slice(&[1, 4, 1], &[a, -a, a, a])),
         Literal::Array(ArrayLiteral::from_slice(&[2, 1, 1], &[b, b])),
     ];
-    let (cpu, ev) = run(text, &args);
+    let (cpu, ev) = run(text, &args, false);
     assert!(cpu.iter().all(|&x| x & 0x7fff_ffff == 0), "{cpu:x?}");
     // The sign of such a zero follows the kernel's instruction sequence (the convolution
     // kernel fuses every term after the first, the evaluator adds a product to a zero sum):

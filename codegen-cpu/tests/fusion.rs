@@ -933,8 +933,17 @@ fn f32_vector() -> &'static str {
 
 /// The optimized IR of kernel `name` (the function `@kN.name`) of `text`.
 fn kernel_ir(text: &str, name: &str) -> String {
+    kernel_ir_with(text, name, false)
+}
+
+/// [`kernel_ir`], dots on the precompiled GEMM when `gemm_library` (else generated).
+fn kernel_ir_with(text: &str, name: &str, gemm_library: bool) -> String {
     let m = parse_module(text).expect("parses");
-    let ir = emit_text(&m, &CpuOptions::default(), Emit::LlvmIr).expect("compiles");
+    let opts = CpuOptions {
+        gemm_library,
+        ..Default::default()
+    };
+    let ir = emit_text(&m, &opts, Emit::LlvmIr).expect("compiles");
     let mut out = String::new();
     let mut inside = false;
     for line in ir.lines() {
@@ -1029,6 +1038,15 @@ ENTRY main {{
         format!("store {v}"),
     ] {
         assert!(ir.contains(&what), "epilogue: no `{what}`:\n{ir}");
+    }
+    // On the precompiled GEMM: its call per panel, then the epilogue's vector loop.
+    let ir = kernel_ir_with(&epi, "f", true);
+    for what in [
+        "call void @axle_rt_gemm".to_string(),
+        format!("fadd {v}"),
+        format!("store {v}"),
+    ] {
+        assert!(ir.contains(&what), "library epilogue: no `{what}`:\n{ir}");
     }
 }
 

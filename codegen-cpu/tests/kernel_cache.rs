@@ -103,9 +103,12 @@ fn args(widths: &[i64]) -> Vec<Literal> {
     v
 }
 
+/// Generated GEMMs: each is an LLVM module of its own, which the checks below count on (on the
+/// precompiled GEMM a dot's kernel is a call, grouped with other kernels).
 fn opts(threads: usize) -> CpuOptions {
     CpuOptions {
         threads,
+        gemm_library: false,
         ..Default::default()
     }
 }
