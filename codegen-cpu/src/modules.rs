@@ -86,12 +86,16 @@ const CUT_WEIGHT: usize = GROUP_WEIGHT / 4;
 /// [`CUT_WEIGHT`].
 const CUT_MASK: u64 = 3;
 
-/// [`HEAVY_WEIGHT`] for GEMM and convolution kernels, 0 for others (and for a GEMM on the
-/// runtime's precompiled one, whose kernel is a call and perhaps an elementwise epilogue).
+/// [`HEAVY_WEIGHT`] for GEMM and convolution kernels, 0 for others and for a dot on the
+/// runtime's precompiled GEMM without an epilogue (its kernel is a call). A dot on it with an
+/// epilogue (the call, then an elementwise loop over each panel) keeps a module of its own, so
+/// a training step's several such kernels compile on every thread, beside its other kernels,
+/// rather than in one module on one thread.
 fn heavy_weight(k: &Kernel, library: bool) -> usize {
     use crate::lower::KernelKind::*;
+    let epilogue = matches!(k.plan, crate::fused::KernelPlan::Epilogue(_));
     match k.kind {
-        Gemm if library => 0,
+        Gemm if library && !epilogue => 0,
         Gemm | Conv => HEAVY_WEIGHT,
         _ => 0,
     }
