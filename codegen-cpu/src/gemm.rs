@@ -872,15 +872,7 @@ pub(crate) fn emit_library<'ctx>(
     start: IntValue<'ctx>,
     end: IntValue<'ctx>,
 ) -> R<()> {
-    let vals: Vec<_> = g.encode().iter().map(|&v| cg.c64(v)).collect();
-    let init = cg.i64().const_array(&vals);
-    let desc = cg
-        .module
-        .add_global(init.get_type(), None, "axle.gemm.desc");
-    desc.set_initializer(&init);
-    desc.set_constant(true);
-    desc.set_linkage(inkwell::module::Linkage::Private);
-    desc.set_unnamed_addr(true);
+    let desc = crate::host::descriptor(cg, &g.encode(), "axle.gemm.desc");
     const SYMBOL: &str = "axle_rt_gemm";
     let f = match cg.module.get_function(SYMBOL) {
         Some(f) => f,

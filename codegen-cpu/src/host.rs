@@ -734,6 +734,22 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
     }
 }
 
+/// A runtime routine's descriptor `vals` as a private constant array of the module.
+pub(crate) fn descriptor<'ctx>(
+    cg: &Cg<'ctx>,
+    vals: &[i64],
+    name: &str,
+) -> inkwell::values::GlobalValue<'ctx> {
+    let vals: Vec<_> = vals.iter().map(|&v| cg.c64(v)).collect();
+    let init = cg.i64().const_array(&vals);
+    let g = cg.module.add_global(init.get_type(), None, name);
+    g.set_initializer(&init);
+    g.set_constant(true);
+    g.set_linkage(Linkage::Private);
+    g.set_unnamed_addr(true);
+    g
+}
+
 /// Emits the call of `hc` at the builder's position: stores the buffer pointers `ptrs` into the
 /// table `bufs` and calls the runtime function with the call's descriptor.
 pub(crate) fn emit<'ctx>(
@@ -746,14 +762,7 @@ pub(crate) fn emit<'ctx>(
         let slot = cg.gep(cg.ptr().into(), bufs, cg.c64(i as i64))?;
         cg.b.build_store(slot, p)?;
     }
-    let desc = hc.call.encode();
-    let vals: Vec<_> = desc.iter().map(|&v| cg.c64(v)).collect();
-    let init = cg.i64().const_array(&vals);
-    let g = cg.module.add_global(init.get_type(), None, "axle.rt.desc");
-    g.set_initializer(&init);
-    g.set_constant(true);
-    g.set_linkage(Linkage::Private);
-    g.set_unnamed_addr(true);
+    let g = descriptor(cg, &hc.call.encode(), "axle.rt.desc");
     let sym = hc.call.symbol();
     let f = match cg.module.get_function(sym) {
         Some(f) => f,
