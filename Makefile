@@ -54,6 +54,14 @@ FMT_CHECK = $(strip $(CARGO) fmt --all --check)
 # DESIGN.md: no import circles between the files of a crate.
 IMPORTS = $(strip $(PYTHON) .ci/import-circles)
 CLIPPY = $(strip $(CARGO) clippy $(LOCKED) --workspace --all-targets -- -D warnings)
+# `make test` lints and builds in one compile: the workspace's crates go through .ci/clippy-rustc
+# (clippy-driver, i.e. rustc plus Clippy's lints, warnings denied), which makes the test binaries
+# and gives Clippy's verdict on every target (`--all-targets`: libraries, binaries, tests,
+# benches, examples), where `cargo clippy` would be a second, check-only compile of the whole
+# workspace. Every later step of `make test` (and .ci/fuzz-smoke) builds with the same wrapper,
+# so it reuses these artifacts.
+LINT_WRAPPER := $(ROOT)/.ci/clippy-rustc
+LINT_BUILD = $(strip $(CARGO) test $(LOCKED) --workspace --all-targets --no-run)
 UNIT = $(strip $(CARGO) test $(LOCKED) --workspace)
 DOC = $(strip RUSTDOCFLAGS="-D warnings" $(CARGO) doc $(LOCKED) --workspace --no-deps)
 PYTEST = $(strip $(PY_VENV)/bin/python -m pytest -q python/tests)
@@ -79,7 +87,7 @@ help:
 	@echo 'make bench   divan benches: parse/verify/print (axle-ir), simplify at scale (axle-bench)'
 	@echo 'make fmt     format the workspace'
 	@echo 'make python  build the axle Python package (wheel) into a venv at $(PY_VENV)'
-	@echo 'steps of make test: fmt-check import-circles clippy unit doc pytest (python/tests, then JAX on the plugin)'
+	@echo 'steps of make test: fmt-check import-circles clippy+build unit doc python pytest pytest-jax'
 	@echo 'AXLE_SHARED=$(AXLE_SHARED)'
 
 deps:
@@ -91,10 +99,11 @@ build: deps
 run: build
 	$(strip $(CARGO) run $(LOCKED) --release --bin axle -- $(RUN_ARGS))
 
+test: export RUSTC_WORKSPACE_WRAPPER := $(LINT_WRAPPER)
 test: deps
 	$(call step,fmt-check,$(FMT_CHECK))
 	$(call step,import-circles,$(IMPORTS))
-	$(call step,clippy,$(CLIPPY))
+	$(call step,clippy+build,$(LINT_BUILD))
 	$(call step,unit,$(UNIT))
 	$(call step,doc,$(DOC))
 	$(call step,python,$(MAKE) python PY_PROFILE=dev PY_FEATURES=axle/default)
