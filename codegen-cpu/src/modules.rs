@@ -428,6 +428,9 @@ pub(crate) fn compile(
             groups.len()
         );
     }
+    if std::env::var_os("AXLE_CPU_TIMINGS").is_some() {
+        print_slowest_modules(&ks, &groups, &parts);
+    }
     let mut facts = vec![(0, 0); ks.unique.len()];
     for (g, p) in groups.iter().zip(&parts) {
         for (&u, &f) in g.kernels.iter().zip(&p.facts) {
@@ -488,6 +491,38 @@ pub(crate) fn compile(
         out.parts.push(p.bytes);
     }
     Ok(out)
+}
+
+/// Prints the kernel modules that took LLVM longest (optimization plus code generation), with
+/// their class and first kernels' names, for `AXLE_CPU_TIMINGS`.
+fn print_slowest_modules(ks: &Kernels, groups: &[Group], parts: &[Part]) {
+    const SHOWN: usize = 12;
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(parts[i].times[1] + parts[i].times[2]));
+    for &i in order.iter().take(SHOWN) {
+        let (g, t) = (&groups[i], parts[i].times);
+        let names: Vec<&str> = g
+            .kernels
+            .iter()
+            .take(3)
+            .map(|&u| match ks.uses.iter().find(|(x, _)| *x == u) {
+                Some((_, label)) => label.as_str(),
+                None => ks.unique[u].1.as_str(),
+            })
+            .collect();
+        let more = g.kernels.len().saturating_sub(names.len());
+        eprintln!(
+            "cpu module {i}: {:?}, {} kernels, emit {:.1} ms, optimize {:.1} ms, codegen {:.1} ms: \
+             {}{}",
+            g.class,
+            g.kernels.len(),
+            t[0].as_secs_f64() * 1e3,
+            t[1].as_secs_f64() * 1e3,
+            t[2].as_secs_f64() * 1e3,
+            names.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() },
+        );
+    }
 }
 
 /// A code generator for a new module in `ctx`, for the setup's target.
