@@ -1423,6 +1423,9 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
     /// [`SUM_FAN`], groups in groups of `SUM_FAN`, and so on (for `f32`, the levels above the
     /// runs add in `f64`, [`widen_sum`], and the total is rounded once); the whole dimension's
     /// sums are then added to the accumulators. The tree depends on the dimension's size alone.
+    /// When the innermost dimension is no longer than a run, all of `dims` flattened in
+    /// row-major order are that dimension (one chain in the nest's order when they hold at
+    /// most a run of terms, else the tree).
     pub fn nest_sum(
         &mut self,
         dims: &[i64],
@@ -1434,8 +1437,33 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
         let Some((&n, outer)) = dims.split_last() else {
             return self.nest(dims, accs, body);
         };
-        if n <= run || accs.len() != zeros.len() || dims.contains(&0) {
+        if accs.len() != zeros.len() || dims.contains(&0) {
             return self.nest(dims, accs, body);
+        }
+        if n <= run {
+            // An innermost dimension too short for a run (a group norm's two features of a
+            // group under 32 x 32 pixels): the dimensions' coordinates, flattened in row-major
+            // order, are summed as one dimension, so a long sum is a tree rather than one
+            // chain of every term, and the loops are one dimension's (a loop past the unroll
+            // limit stays a loop) rather than a nest of short loops that LLVM unrolls
+            // completely and then vectorizes across the outputs with gathers (6,500 lines of
+            // IR for one group norm's statistics).
+            // With at most a run of terms in all, the flattened dimension is one chain, in the
+            // nest's own order.
+            let total = dims.iter().product::<i64>();
+            if total == n {
+                return self.nest(dims, accs, body);
+            }
+            let shape = dims.to_vec();
+            let mut flat_body = |g: &mut Gen<'a, 'ctx>, flat: &[IntValue<'ctx>], a| {
+                let idx = g.index_linear(&shape, flat[0])?;
+                body(g, &idx.multi, a)
+            };
+            return if total <= run {
+                self.nest(&[total], accs, &mut flat_body)
+            } else {
+                self.nest_sum(&[total], accs, run, zeros, &mut flat_body)
+            };
         }
         let spans = sum_spans(n, run);
         let outer = outer.to_vec();
