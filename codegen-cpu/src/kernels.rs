@@ -732,12 +732,18 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 g.pop_scope();
                 return Ok(());
             }
-            g.nest(&red_dims, Vec::new(), &mut |g, rmulti, _| {
-                cg.for_range(cg.c64(0), cg.c64(dl), |j| {
+            // The reduced coordinates in one loop, row-major (the nest's order), that LLVM
+            // does not unroll: each iteration holds a vectorized loop over the row, and a
+            // global average pool's 7 x 7 positions unrolled were 49 copies of it.
+            let red_total = numel(&red_dims);
+            cg.for_range_hinted(cg.c64(0), cg.c64(red_total), &[NO_UNROLL], |ri| {
+                g.push_scope();
+                let rmulti = g.index_linear(&red_dims, ri)?.multi;
+                let done = cg.for_range(cg.c64(0), cg.c64(dl), |j| {
                     g.push_scope();
                     let lin = cg.b.build_int_nsw_add(base, j, "lin")?;
                     let idx =
-                        g.index_multi(&in_dims, interleave(&reduced, rmulti, &oi.multi, j))?;
+                        g.index_multi(&in_dims, interleave(&reduced, &rmulti, &oi.multi, j))?;
                     for (r, red) in reds.iter().enumerate() {
                         let mut args = Vec::with_capacity(2 * red.inputs.len());
                         for (k, sh) in red.shapes.iter().enumerate() {
@@ -753,8 +759,9 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                     }
                     g.pop_scope();
                     Ok(())
-                })?;
-                Ok(Vec::new())
+                });
+                g.pop_scope();
+                done
             })?;
             g.pop_scope();
             Ok(())
@@ -1772,7 +1779,9 @@ fn column_sum_level<'ctx>(
     };
     if level == 0 {
         let end = b.build_int_nsw_add(base, cover, "end")?;
-        cg.for_range(base, end, |i| {
+        // Not unrolled: each term is a vectorized loop over the row (a run of 16 unrolled was
+        // 16 copies of it, most of a training step's bias-gradient kernel).
+        cg.for_range_hinted(base, end, &[NO_UNROLL], |i| {
             prefix.push(i);
             let r = cg.for_range(cg.c64(0), cg.c64(dl), |j| {
                 g.push_scope();
