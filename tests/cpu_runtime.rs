@@ -2110,7 +2110,7 @@ fn eig_cases(ty: ElementType, batch: usize, n: usize) -> Vec<(&'static str, Lite
                 let linv = |r: usize, c: usize| {
                     if r < c {
                         0.0
-                    } else if (r - c) % 2 == 0 {
+                    } else if (r - c).is_multiple_of(2) {
                         1.0
                     } else {
                         -1.0

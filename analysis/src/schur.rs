@@ -213,10 +213,10 @@ fn complex_hqr<T: LapackScalar>(
                 break;
             }
             kdefl += 1;
-            let t = if kdefl % (2 * KEXSH) == 0 {
+            let t = if kdefl.is_multiple_of(2 * KEXSH) {
                 let s = dat1 * h[at(i, i - 1)].re().abs();
                 T::real(s) + h[at(i, i)]
-            } else if kdefl % KEXSH == 0 {
+            } else if kdefl.is_multiple_of(KEXSH) {
                 let s = dat1 * h[at(l + 1, l)].re().abs();
                 T::real(s) + h[at(l, l)]
             } else {
@@ -503,11 +503,11 @@ fn real_hqr<R: Float>(
                 break;
             }
             kdefl += 1;
-            let (h11, h12, h21, h22) = if kdefl % (2 * KEXSH) == 0 {
+            let (h11, h12, h21, h22) = if kdefl.is_multiple_of(2 * KEXSH) {
                 let s = h[at(i, i - 1)].abs() + h[at(i - 1, i - 2)].abs();
                 let h11 = dat1 * s + h[at(i, i)];
                 (h11, dat2 * s, s, h11)
-            } else if kdefl % KEXSH == 0 {
+            } else if kdefl.is_multiple_of(KEXSH) {
                 let s = h[at(l + 1, l)].abs() + h[at(l + 2, l + 1)].abs();
                 let h11 = dat1 * s + h[at(l, l)];
                 (h11, dat2 * s, s, h11)
