@@ -1,7 +1,8 @@
 //! The CPU backend's runtime library (host calls): `fft`, `cholesky`, `triangular-solve` and
 //! JAX's LAPACK custom calls against the reference evaluator over their attributes and element
 //! types (`syevd`/`heevd`, `gesdd`, complex QR, `gtsv`, `ormqr`/`unmqr`, `sytrd`/`hetrd`,
-//! `gehrd` and the perturbed tridiagonal solve against their definitions, on both),
+//! `gehrd`, the perturbed tridiagonal solve, `gees` and `geev` against their definitions, on
+//! both),
 //! LAPACK's conventions on singular matrices (`info`, pivots, the untouched triangle),
 //! host calls inside loops, clear errors for what the library does not do, and the refusal of
 //! ahead-of-time objects that would need it.
@@ -738,10 +739,26 @@ fn aot_refuses_modules_that_need_the_runtime_library() {
 #[test]
 fn what_the_runtime_library_does_not_do_is_an_error_naming_the_instruction() {
     let cases = [
-        // The general eigenproblem.
+        // The general eigenproblem with real eigenvectors, and without compute_left.
         (
-            lapack_text("f32", "geev", &["f32[3,3]".into()], "(f32[3], s32[])", ""),
-            "not supported",
+            lapack_text(
+                "f32",
+                "geev",
+                &["f32[3,3]".into()],
+                "(f32[3], f32[3], f32[3,3], f32[3,3], s32[])",
+                "compute_left = 78 : ui8, compute_right = 86 : ui8",
+            ),
+            "result shape",
+        ),
+        (
+            lapack_text(
+                "c64",
+                "geev",
+                &["c64[3,3]".into()],
+                "(c64[3], c64[3,3], c64[3,3], s32[])",
+                "compute_right = 86 : ui8",
+            ),
+            "compute_left = V or N",
         ),
         // Complex SVD with complex singular values.
         (
@@ -775,16 +792,27 @@ fn what_the_runtime_library_does_not_do_is_an_error_naming_the_instruction() {
             ),
             "the complex routine is ungqr",
         ),
-        // The Schur decomposition is not implemented.
+        // The Schur decomposition with sorted eigenvalues (JAX never asks for it).
         (
             lapack_text(
                 "f32",
                 "gees",
                 &["f32[4,4]".into()],
                 "(f32[4,4], f32[4,4], f32[4], f32[4], s32[], s32[])",
+                "mode = 86 : ui8, sort = 83 : ui8",
+            ),
+            "sort = S",
+        ),
+        // A complex Schur decomposition with real and imaginary parts.
+        (
+            lapack_text(
+                "c128",
+                "gees",
+                &["c128[4,4]".into()],
+                "(c128[4,4], c128[4,4], c128[4], c128[4], s32[], s32[])",
                 "mode = 86 : ui8, sort = 78 : ui8",
             ),
-            "not supported",
+            "result shape",
         ),
         // sytrd's e of the wrong length; hetrd on a real type.
         (
@@ -2042,6 +2070,326 @@ fn geqp3_pivots_columns() {
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+/// The test matrices of `gees` and `geev` (`n`-by-`n`, batched): random, a real matrix whose
+/// eigenvalues are complex-conjugate pairs (a rotation plus a shift on a diagonal of 2-by-2
+/// blocks, then mixed by a similarity with a triangular matrix), a defective one (a Jordan
+/// block: one eigenvector), and zeros.
+fn eig_cases(ty: ElementType, batch: usize, n: usize) -> Vec<(&'static str, Literal)> {
+    let dims = [batch as i64, n as i64, n as i64];
+    vec![
+        ("random", random(ty, &dims, 41)),
+        (
+            "pairs",
+            array(ty, &dims, move |k| {
+                let (b, i, j) = (k / (n * n), k / n % n, k % n);
+                // Block diagonal B with blocks [[s, -r], [r, s]], then L B L^-1 for the unit
+                // lower bidiagonal L = I + e_{i+1} e_i^T (L^-1 has (-1)^(i-j) below).
+                let blk = |r: usize, c: usize| -> f64 {
+                    let (s, rr) = (0.5 + r as f64 / 2.0 + b as f64, 1.0 + (r / 2) as f64);
+                    if r / 2 != c / 2 {
+                        0.0
+                    } else if r == c {
+                        if n % 2 == 1 && r == n - 1 {
+                            -2.0
+                        } else {
+                            s - (r % 2) as f64 / 2.0
+                        }
+                    } else if r < c {
+                        -rr
+                    } else {
+                        rr
+                    }
+                };
+                let l = |r: usize, c: usize| f64::from(r == c) + f64::from(r == c + 1);
+                let linv = |r: usize, c: usize| {
+                    if r < c {
+                        0.0
+                    } else if (r - c).is_multiple_of(2) {
+                        1.0
+                    } else {
+                        -1.0
+                    }
+                };
+                let mut x = 0.0;
+                for p in 0..n {
+                    for q in 0..n {
+                        x += l(i, p) * blk(p, q) * linv(q, j);
+                    }
+                }
+                (x, 0.0)
+            }),
+        ),
+        (
+            "defective",
+            array(ty, &dims, move |k| {
+                let (i, j) = (k / n % n, k % n);
+                let d = if i == j { 1.5 } else { 0.0 };
+                let up = if j == i + 1 { 1.0 } else { 0.0 };
+                (d + up, 0.0)
+            }),
+        ),
+        ("zeros", array(ty, &dims, |_| (0.0, 0.0))),
+    ]
+}
+
+/// The text of JAX 0.10.2's `?gees` call on `[batch, n, n]` matrices (column-major, the Schur
+/// form aliasing the operand) with `mode` V or N.
+fn jax_gees(ty: &str, batch: usize, n: usize, mode: char) -> String {
+    let complex = ty.starts_with('c');
+    let m = format!("{ty}[{batch},{n},{n}]{{1,2,0}}");
+    let w = format!("{ty}[{batch},{n}]{{1,0}}");
+    let ws = if complex { w } else { format!("{w}, {w}") };
+    jax_square_call(
+        ty,
+        "gees",
+        batch,
+        n,
+        &format!("({m}, {m}, {ws}, s32[{batch}]{{0}}, s32[{batch}]{{0}})"),
+        &format!("mode = {} : ui8, sort = 78 : ui8", mode as u8),
+    )
+}
+
+/// `?gees` on both backends for every type, orders 1, 4 and 5, batched, in JAX's form:
+/// `Z` is unitary and `Z T Z^H = A`; `T` is upper triangular for complex types and upper
+/// quasi-triangular for real ones with LAPACK's standard 2-by-2 blocks (equal diagonal entries,
+/// off-diagonal entries of opposite signs, never two adjacent), whose eigenvalues (the diagonal,
+/// or `a +- sqrt(-b c)` of a block) are `w` (`wr`, `wi`) in order; `sdim = info = 0`; with
+/// `mode = N` the same `T`. What is defined, not LAPACK's bits. A NaN matrix gives a positive
+/// `info` (the QR iteration never converges), as LAPACK's does.
+#[test]
+fn gees_computes_schur_forms() {
+    for ty in ["f32", "f64", "c64", "c128"] {
+        let t = ElementType::from_name(ty).unwrap();
+        let complex = t.is_complex();
+        for (batch, n) in [(1, 1), (2, 4), (1, 5)] {
+            let text = jax_gees(ty, batch, n, 'V');
+            let plain = jax_gees(ty, batch, n, 'N');
+            for (name, a) in eig_cases(t, batch, n) {
+                let av = cplx(match &a {
+                    Literal::Array(x) => x,
+                    _ => unreachable!(),
+                });
+                let scale = av.iter().fold(1e-30f64, |s, &x| s.max(cabs(x)));
+                let tol = eps_of(t, n) * scale;
+                for backend in ["interpreter", "cpu"] {
+                    let what = format!("{ty} {batch}x{n}x{n} {name} on {backend}");
+                    let out = run_on(backend, &text, std::slice::from_ref(&a));
+                    let k = out.len();
+                    assert_eq!(s32s(&out[k - 2]), vec![0; batch], "{what}: sdim");
+                    assert_eq!(s32s(&out[k - 1]), vec![0; batch], "{what}: info");
+                    let (tt, z) = (cplx(&out[0]), cplx(&out[1]));
+                    let w: Vec<(f64, f64)> = if complex {
+                        cplx(&out[2])
+                    } else {
+                        reals(&out[2]).into_iter().zip(reals(&out[3])).collect()
+                    };
+                    for b in 0..batch {
+                        let zb: Vec<(f64, f64)> =
+                            (0..n * n).map(|e| at3(&z, b, n, e / n, e % n)).collect();
+                        assert_unitary(&zb, n, eps_of(t, n), &what);
+                        // Z^H A Z = T.
+                        let x: Vec<(f64, f64)> =
+                            (0..n * n).map(|e| at3(&av, b, n, e / n, e % n)).collect();
+                        let s = similar(&zb, &x, n);
+                        let tb = |i: usize, j: usize| at3(&tt, b, n, i, j);
+                        for i in 0..n {
+                            for j in 0..n {
+                                assert!(
+                                    cabs(csub(s[i * n + j], tb(i, j))) <= tol,
+                                    "{what}: (Z^H A Z)({i},{j})"
+                                );
+                                if i > j + 1 || (complex && i > j) {
+                                    assert_eq!(tb(i, j), (0.0, 0.0), "{what}: T({i},{j})");
+                                }
+                            }
+                        }
+                        let wb = |i: usize| w[b * n + i];
+                        let mut i = 0;
+                        while i < n {
+                            if i + 1 < n && tb(i + 1, i) != (0.0, 0.0) {
+                                assert!(!complex, "{what}");
+                                assert!(i + 2 >= n || tb(i + 2, i + 1) == (0.0, 0.0), "{what}");
+                                let (a, bb, c, d) =
+                                    (tb(i, i), tb(i, i + 1), tb(i + 1, i), tb(i + 1, i + 1));
+                                assert_eq!(a, d, "{what}: block {i}");
+                                assert!(bb.0 * c.0 < 0.0, "{what}: block {i}");
+                                let im = bb.0.abs().sqrt() * c.0.abs().sqrt();
+                                assert_eq!(wb(i).0, a.0, "{what}: w({i})");
+                                assert_eq!(wb(i + 1), (a.0, -wb(i).1), "{what}: w({i})");
+                                assert!((wb(i).1 - im).abs() <= tol, "{what}: w({i})");
+                                i += 2;
+                            } else {
+                                assert_eq!(wb(i), tb(i, i), "{what}: w({i})");
+                                i += 1;
+                            }
+                        }
+                    }
+                    // The Schur form does not depend on the vectors being asked for.
+                    let out_n = run_on(backend, &plain, std::slice::from_ref(&a));
+                    compare_arrays(&out[0], &out_n[0], Tolerance::Exact)
+                        .unwrap_or_else(|e| panic!("{what}: mode N: {e}"));
+                }
+            }
+            if n > 1 {
+                let nan = array(t, &[batch as i64, n as i64, n as i64], |_| (f64::NAN, 0.0));
+                for backend in ["interpreter", "cpu"] {
+                    let out = run_on(backend, &text, std::slice::from_ref(&nan));
+                    let info = s32s(&out[out.len() - 1]);
+                    assert!(
+                        info.iter().all(|&i| i > 0),
+                        "{ty} NaN on {backend}: {info:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The text of JAX 0.10.2's `?geev` call on `[batch, n, n]` matrices (column-major; the
+/// eigenvalues as real and imaginary parts for real types, complex vectors for every type).
+fn jax_geev(ty: &str, batch: usize, n: usize, left: char, right: char) -> String {
+    let ct = match ty {
+        "f32" => "c64",
+        "f64" => "c128",
+        c => c,
+    };
+    let w = format!("{ty}[{batch},{n}]{{1,0}}");
+    let ws = if ty.starts_with('c') {
+        w
+    } else {
+        format!("{w}, {w}")
+    };
+    let v = format!("{ct}[{batch},{n},{n}]{{1,2,0}}");
+    format!(
+        "HloModule j\nENTRY main {{\n  a = {ty}[{batch},{n},{n}]{{2,1,0}} parameter(0)\n  ROOT r = ({ws}, {v}, {v}, s32[{batch}]{{0}}) custom-call(a), custom_call_target=\"lapack_{}geev_ffi\", operand_layout_constraints={{{ty}[{batch},{n},{n}]{{1,2,0}}}}, api_version=API_VERSION_TYPED_FFI, frontend_attributes={{num_batch_dims=\"1\"}}, backend_config={{compute_left = {} : ui8, compute_right = {} : ui8}}\n}}\n",
+        prefix(ty),
+        left as u8,
+        right as u8,
+    )
+}
+
+/// `?geev` on both backends for every type, orders 1, 4 and 5, batched, in JAX's form, with
+/// and without each side's vectors: `A v_k = w_k v_k` and `u_k^H A = w_k u_k^H` within a few
+/// ulps of `|A|` (the defective case's vectors only to the square root of that, as for any
+/// algorithm), every vector of unit norm, a vector not asked for all zeros, `info = 0`, and
+/// the eigenvalues the same with and without vectors. For real types a real eigenvalue has a
+/// real vector and a conjugate pair conjugate vectors (the positive imaginary part first); for
+/// complex types the largest component is real. A NaN matrix gives `info = -4` and NaNs, as
+/// JAX's kernel does.
+#[test]
+fn geev_computes_eigenvectors() {
+    for ty in ["f32", "f64", "c64", "c128"] {
+        let t = ElementType::from_name(ty).unwrap();
+        let complex = t.is_complex();
+        let nw = if complex { 1 } else { 2 };
+        for (batch, n) in [(1, 1), (2, 4), (1, 5)] {
+            let both = jax_geev(ty, batch, n, 'V', 'V');
+            for (name, a) in eig_cases(t, batch, n) {
+                let av = cplx(match &a {
+                    Literal::Array(x) => x,
+                    _ => unreachable!(),
+                });
+                let scale = av.iter().fold(1e-30f64, |s, &x| s.max(cabs(x)));
+                let tol = if name == "defective" {
+                    eps_of(t, n).sqrt() * scale
+                } else {
+                    eps_of(t, n) * scale
+                };
+                for backend in ["interpreter", "cpu"] {
+                    let what = format!("{ty} {batch}x{n}x{n} {name} on {backend}");
+                    let out = run_on(backend, &both, std::slice::from_ref(&a));
+                    assert_eq!(s32s(&out[nw + 2]), vec![0; batch], "{what}: info");
+                    let w: Vec<(f64, f64)> = if complex {
+                        cplx(&out[0])
+                    } else {
+                        reals(&out[0]).into_iter().zip(reals(&out[1])).collect()
+                    };
+                    let (vl, vr) = (cplx(&out[nw]), cplx(&out[nw + 1]));
+                    for b in 0..batch {
+                        let ab = |i: usize, j: usize| at3(&av, b, n, i, j);
+                        for k in 0..n {
+                            let wk = w[b * n + k];
+                            let r = |i: usize| at3(&vr, b, n, i, k);
+                            let l = |i: usize| at3(&vl, b, n, i, k);
+                            for i in 0..n {
+                                let av_i = csum(0..n, |j| cmul(ab(i, j), r(j)));
+                                assert!(
+                                    cabs(csub(av_i, cmul(wk, r(i)))) <= tol,
+                                    "{what}: (A v - w v)({i},{k})"
+                                );
+                                let ua_i = csum(0..n, |j| cmul(conj(l(j)), ab(j, i)));
+                                assert!(
+                                    cabs(csub(ua_i, cmul(wk, conj(l(i))))) <= tol,
+                                    "{what}: (u^H A - w u^H)({i},{k})"
+                                );
+                            }
+                            for v in [&r as &dyn Fn(usize) -> (f64, f64), &l] {
+                                let norm = (0..n).map(|i| cabs(v(i)).powi(2)).sum::<f64>().sqrt();
+                                assert!((norm - 1.0).abs() <= eps_of(t, n), "{what}: |v_{k}|");
+                                if complex {
+                                    // A component of largest modulus (up to rounding) is real
+                                    // and positive.
+                                    let big = (0..n).map(|i| cabs(v(i))).fold(0.0, f64::max);
+                                    assert!(
+                                        (0..n).map(v).any(|x| x.1 == 0.0
+                                            && x.0 > 0.0
+                                            && x.0 >= big * (1.0 - 1e-5)),
+                                        "{what}: v_{k}"
+                                    );
+                                } else if wk.1 == 0.0 {
+                                    assert!((0..n).all(|i| v(i).1 == 0.0), "{what}: real v_{k}");
+                                }
+                            }
+                            if !complex && wk.1 > 0.0 {
+                                assert_eq!(w[b * n + k + 1], conj(wk), "{what}: pair {k}");
+                                for i in 0..n {
+                                    assert_eq!(at3(&vr, b, n, i, k + 1), conj(r(i)), "{what}");
+                                    assert_eq!(at3(&vl, b, n, i, k + 1), conj(l(i)), "{what}");
+                                }
+                            }
+                        }
+                    }
+                    // Eigenvalues alone, and one side's vectors: the same values, and zeros
+                    // for the vectors not asked for.
+                    for (left, right) in [('N', 'N'), ('N', 'V'), ('V', 'N')] {
+                        let text = jax_geev(ty, batch, n, left, right);
+                        let o = run_on(backend, &text, std::slice::from_ref(&a));
+                        for k in 0..nw {
+                            compare_arrays(&out[k], &o[k], Tolerance::Exact)
+                                .unwrap_or_else(|e| panic!("{what} {left}{right}: w: {e}"));
+                        }
+                        for (side, asked) in [(nw, left), (nw + 1, right)] {
+                            if asked == 'V' {
+                                compare_arrays(&out[side], &o[side], Tolerance::Exact)
+                                    .unwrap_or_else(|e| panic!("{what} {left}{right}: {e}"));
+                            } else {
+                                assert!(cplx(&o[side]).iter().all(|&x| x == (0.0, 0.0)), "{what}");
+                            }
+                        }
+                    }
+                }
+            }
+            let nan = array(t, &[batch as i64, n as i64, n as i64], |k| {
+                if k % (n * n) == 0 {
+                    (f64::NAN, 0.0)
+                } else {
+                    (1.0, 0.5)
+                }
+            });
+            for backend in ["interpreter", "cpu"] {
+                let out = run_on(backend, &both, std::slice::from_ref(&nan));
+                assert_eq!(s32s(&out[nw + 2]), vec![-4; batch], "{ty} NaN on {backend}");
+                for o in &out[..nw + 2] {
+                    assert!(
+                        cplx(o).iter().all(|x| x.0.is_nan()),
+                        "{ty} NaN on {backend}"
+                    );
                 }
             }
         }

@@ -725,10 +725,86 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
                 ihi: high.unwrap_or(0) as usize,
             })
         }
+        "gees" => {
+            operands(1)?;
+            if rows != cols {
+                return Err(format!("{full} needs square matrices").into());
+            }
+            let vectors = match config_char(m, id, "mode") {
+                Some('V') => true,
+                Some('N') => false,
+                _ => return Err(format!("{full} needs mode = V or N").into()),
+            };
+            match config_char(m, id, "sort") {
+                Some('N') => {}
+                Some(c) => {
+                    return Err(format!(
+                        "{full} with sort = {c} (eigenvalues ordered by a select function) is \
+                         not supported"
+                    )
+                    .into())
+                }
+                None => return Err(format!("{full} needs sort = N").into()),
+            }
+            let w = with(&[rows as i64]);
+            let mut shapes = vec![(a.ty, a.dims.to_vec()), (a.ty, a.dims.to_vec())];
+            if complex {
+                shapes.push((a.ty, w));
+            } else {
+                shapes.extend([(a.ty, w.clone()), (a.ty, w)]);
+            }
+            shapes.extend([
+                (ElementType::S32, bdims.to_vec()),
+                (ElementType::S32, bdims.to_vec()),
+            ]);
+            expect(&shapes)?;
+            Ok(Call::Gees {
+                elem,
+                batch,
+                n: rows,
+                vectors,
+            })
+        }
+        "geev" => {
+            operands(1)?;
+            if rows != cols {
+                return Err(format!("{full} needs square matrices").into());
+            }
+            let mode = |key: &str| match config_char(m, id, key) {
+                Some('V') => Ok(true),
+                Some('N') => Ok(false),
+                _ => Err(format!("{full} needs {key} = V or N")),
+            };
+            let (left, right) = (mode("compute_left")?, mode("compute_right")?);
+            let cty = match a.ty {
+                ElementType::F32 => ElementType::C64,
+                ElementType::F64 => ElementType::C128,
+                t => t,
+            };
+            let w = with(&[rows as i64]);
+            let mut shapes = if complex {
+                vec![(a.ty, w)]
+            } else {
+                vec![(a.ty, w.clone()), (a.ty, w)]
+            };
+            shapes.extend([
+                (cty, a.dims.to_vec()),
+                (cty, a.dims.to_vec()),
+                (ElementType::S32, bdims.to_vec()),
+            ]);
+            expect(&shapes)?;
+            Ok(Call::Geev {
+                elem,
+                batch,
+                n: rows,
+                left,
+                right,
+            })
+        }
         _ => Err(format!(
             "the LAPACK call {full} is not supported by the cpu backend (potrf, getrf, trsm, \
-             geqrf, geqp3, orgqr, ungqr, ormqr, unmqr, sytrd, hetrd, gehrd, gtsv, syevd, heevd, \
-             gesdd and gesvd are)"
+             geqrf, geqp3, orgqr, ungqr, ormqr, unmqr, sytrd, hetrd, gehrd, gees, geev, gtsv, \
+             syevd, heevd, gesdd and gesvd are)"
         )
         .into()),
     }

@@ -191,6 +191,26 @@ pub(crate) enum Call {
         ilo: usize,
         ihi: usize,
     },
+    /// `?gees` without sorting: buffers `[a, t, z, wr, wi, sdim (s32), info (s32)]` for real
+    /// types and `[a, t, z, w, sdim, info]` for complex ones, for `batch` `n`-by-`n` matrices;
+    /// `z` holds zeros unless `vectors` ([`axle_analysis::schur::gees`]).
+    Gees {
+        elem: Elem,
+        batch: usize,
+        n: usize,
+        vectors: bool,
+    },
+    /// `?geev`: buffers `[a, wr, wi, vl, vr, info (s32)]` for real types and
+    /// `[a, w, vl, vr, info]` for complex ones, for `batch` `n`-by-`n` matrices; the vectors
+    /// are complex for every type, zeros unless `left` / `right`
+    /// ([`axle_analysis::geev::geev`]).
+    Geev {
+        elem: Elem,
+        batch: usize,
+        n: usize,
+        left: bool,
+        right: bool,
+    },
     /// JAX's `tridiagonal_solve_perturbed_ffi`: buffers `[dl, d, du, b, x]`, as [`Call::Gtsv`]
     /// without `info` ([`axle_analysis::tridiagonal::solve_perturbed`]).
     GtsvPerturbed {
@@ -221,6 +241,8 @@ impl Call {
             Call::Geqp3 { .. } => "axle_rt_geqp3",
             Call::Sytrd { .. } => "axle_rt_sytrd",
             Call::Gehrd { .. } => "axle_rt_gehrd",
+            Call::Gees { .. } => "axle_rt_gees",
+            Call::Geev { .. } => "axle_rt_geev",
             Call::GtsvPerturbed { .. } => "axle_rt_gtsv_perturbed",
             Call::Collective(_) => "axle_rt_collective",
         }
@@ -366,6 +388,19 @@ impl Call {
                 *ilo as i64,
                 *ihi as i64,
             ]),
+            Call::Gees {
+                elem,
+                batch,
+                n,
+                vectors,
+            } => d.extend([*elem as i64, *batch as i64, *n as i64, b(*vectors)]),
+            Call::Geev {
+                elem,
+                batch,
+                n,
+                left,
+                right,
+            } => d.extend([*elem as i64, *batch as i64, *n as i64, b(*left), b(*right)]),
             Call::Collective(c) => c.encode_into(&mut d),
         }
         d[0] = d.len() as i64;
@@ -502,6 +537,19 @@ impl Call {
                 ilo: u(next()?)?,
                 ihi: u(next()?)?,
             },
+            "axle_rt_gees" => Call::Gees {
+                elem,
+                batch: u(next()?)?,
+                n: u(next()?)?,
+                vectors: next()? != 0,
+            },
+            "axle_rt_geev" => Call::Geev {
+                elem,
+                batch: u(next()?)?,
+                n: u(next()?)?,
+                left: next()? != 0,
+                right: next()? != 0,
+            },
             _ => return None,
         })
     }
@@ -617,6 +665,22 @@ unsafe fn run(call: &Call, bufs: *const *mut u8) {
             Call::Geqp3 { .. } => linalg::geqp3(call, std::array::from_fn(buf)),
             Call::Sytrd { .. } => linalg::sytrd(call, std::array::from_fn(buf)),
             Call::Gehrd { .. } => linalg::gehrd(call, std::array::from_fn(buf)),
+            Call::Gees { elem, .. } => {
+                let count = if matches!(elem, Elem::F32 | Elem::F64) {
+                    7
+                } else {
+                    6
+                };
+                linalg::gees(call, &(0..count).map(buf).collect::<Vec<_>>())
+            }
+            Call::Geev { elem, .. } => {
+                let count = if matches!(elem, Elem::F32 | Elem::F64) {
+                    6
+                } else {
+                    5
+                };
+                linalg::geev(call, &(0..count).map(buf).collect::<Vec<_>>())
+            }
             Call::Collective(c) => collective::run(c, bufs),
         }
     }
@@ -684,6 +748,8 @@ entry_points!(
     axle_rt_geqp3,
     axle_rt_sytrd,
     axle_rt_gehrd,
+    axle_rt_gees,
+    axle_rt_geev,
     axle_rt_collective
 );
 
@@ -799,6 +865,19 @@ mod tests {
                 n: 5,
                 ilo: 1,
                 ihi: 5,
+            },
+            Call::Gees {
+                elem: Elem::C64,
+                batch: 3,
+                n: 4,
+                vectors: true,
+            },
+            Call::Geev {
+                elem: Elem::F32,
+                batch: 2,
+                n: 3,
+                left: false,
+                right: true,
             },
             Call::Collective(Box::new(collective::Coll {
                 kind: collective::CollKind::ReduceScatter,

@@ -8,7 +8,8 @@
 //! (SVD; the two LAPACK algorithms define the same decomposition, computed here by one),
 //! `lapack_?ormqr_ffi` / `lapack_?unmqr_ffi` (applying a QR factorization's `Q`),
 //! `lapack_?sytrd_ffi` / `lapack_?hetrd_ffi` (reduction to tridiagonal form),
-//! `lapack_?gehrd_ffi` (reduction to Hessenberg form), and JAX's own
+//! `lapack_?gehrd_ffi` (reduction to Hessenberg form), `lapack_?gees_ffi` (Schur
+//! decomposition) and `lapack_?geev_ffi` (the general eigenproblem), and JAX's own
 //! `tridiagonal_solve_perturbed_ffi` (the tridiagonal solve of inverse iteration).
 //!
 //! Each follows its LAPACK routine's contract, batched over leading dimensions: `potrf` leaves
@@ -23,15 +24,19 @@
 //! [`crate::householder::unmqr`] (`left` and `transpose` from the backend config; `transpose`
 //! is the adjoint for complex types), [`crate::reduction`] (`sytrd`/`hetrd` return the
 //! reflectors, the real `d` and `e`, `tau` and `info = 0`; `gehrd` the reflectors, `tau` and
-//! `info = 0`, for the config's 1-based `low` and `high`) and
+//! `info = 0`, for the config's 1-based `low` and `high`), [`crate::schur::gees`] (`mode` V or
+//! N; `sort` must be N, the only value JAX sends; results `(T, Z, wr, wi, sdim, info)` for real
+//! types and `(T, Z, w, sdim, info)` for complex ones, `sdim = 0`, `Z` zeros with `mode = N`),
+//! [`crate::geev::geev`] (`compute_left` / `compute_right` V or N; results
+//! `(wr, wi, vl, vr, info)` for real types, `(w, vl, vr, info)` for complex ones, the vectors
+//! always complex as JAX's kernel unpacks them, zeros where not asked for) and
 //! [`crate::tridiagonal::solve_perturbed`] (the solution only).
 //!
 //! Eigen- and singular vectors are defined only up to a unit factor, so they are not LAPACK's
 //! bits ([`crate::jacobi`] says what is). The first result of `syevd`/`heevd` (LAPACK's
 //! overwritten input) is the eigenvectors with `mode = V`, else the operand unchanged;
 //! eigenvalues and singular values are of the real type; `U` and `V^H` are zeros when
-//! `gesdd`'s `mode` is `N`. The general eigenproblem (`geev`), the Schur decomposition
-//! (`gees`) and the other LAPACK calls are refused by name.
+//! `gesdd`'s `mode` is `N`. The other LAPACK calls are refused by name.
 
 use super::elem::{from_slice, to_vec, Complex};
 use super::elementwise::convert;
@@ -39,7 +44,7 @@ use super::shape_ops as so;
 use super::{arr, Evaluator, R};
 use crate::float_mode::with_float_mode;
 use crate::lapack_scalar::LapackScalar;
-use crate::{householder, jacobi, reduction, tridiagonal};
+use crate::{geev, householder, jacobi, reduction, schur, tridiagonal};
 use axle_ir::{ArrayLiteral, AttrKey, AttrValue, ElementType, InstId, Literal, Shape};
 use num_traits::{Float, NumCast, ToPrimitive, Zero};
 
@@ -188,6 +193,8 @@ pub(crate) fn lapack(
         "sytrd" if matches!(prefix, "s" | "d") => with_float_mode(ftz, || sytrd(ev, id, ops)),
         "hetrd" if matches!(prefix, "c" | "z") => with_float_mode(ftz, || sytrd(ev, id, ops)),
         "gehrd" => with_float_mode(ftz, || gehrd(ev, id, ops)),
+        "gees" => with_float_mode(ftz, || gees(ev, id, ops)),
+        "geev" => with_float_mode(ftz, || geev(ev, id, ops)),
         _ => Err(format!("the evaluator does not support the LAPACK call {target}").into()),
     })
 }
@@ -659,6 +666,160 @@ fn gehrd_t<T: LapackScalar>(a: &ArrayLiteral, low: usize, high: usize) -> R<Lite
         Literal::Array(store_t(&tau, a.ty(), &[&bd[..], &[k as i64]].concat())?),
         Literal::Array(s32s(&vec![0; batch], &bd)),
     ]))
+}
+
+/// A `V`/`N` field of the FFI backend config as a boolean.
+fn config_mode(ev: &Evaluator, id: InstId, routine: &str, key: &str) -> R<bool> {
+    match config_char(ev, id, key) {
+        Some('V') => Ok(true),
+        Some('N') => Ok(false),
+        _ => Err(format!("{routine} needs {key} = V or N").into()),
+    }
+}
+
+/// The complex type of the same precision as `ty`.
+fn complex_of(ty: ElementType) -> ElementType {
+    match ty {
+        ElementType::F32 => ElementType::C64,
+        ElementType::F64 => ElementType::C128,
+        t => t,
+    }
+}
+
+/// The real type of the same precision as `ty`.
+fn real_of(ty: ElementType) -> ElementType {
+    match ty {
+        ElementType::C64 => ElementType::F32,
+        ElementType::C128 => ElementType::F64,
+        t => t,
+    }
+}
+
+fn gees(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
+    let a = arr(ops[0])?;
+    let vectors = config_mode(ev, id, "gees", "mode")?;
+    match config_char(ev, id, "sort") {
+        Some('N') => {}
+        Some(c) => {
+            return Err(format!(
+                "gees with sort = {c} (eigenvalues ordered by a select function) is not supported"
+            )
+            .into())
+        }
+        None => return Err("gees needs sort = N".into()),
+    }
+    let (_, n, n2) = mat(a)?;
+    if n != n2 {
+        return Err("gees needs square matrices".into());
+    }
+    let bd = batch_dims(a, 2);
+    let wd = [&bd[..], &[n as i64]].concat();
+    let mut want = vec![
+        (a.ty(), a.shape.dims.to_vec()),
+        (a.ty(), a.shape.dims.to_vec()),
+    ];
+    if a.ty().is_complex() {
+        want.push((a.ty(), wd.clone()));
+    } else {
+        want.extend([(a.ty(), wd.clone()), (a.ty(), wd.clone())]);
+    }
+    want.extend([(ElementType::S32, bd.clone()), (ElementType::S32, bd)]);
+    if result_leaves(ev, id) != want {
+        return Err("gees's result shape does not match its operand".into());
+    }
+    by_type!(a.ty(), gees_t(a, vectors))
+}
+
+fn gees_t<T: LapackScalar>(a: &ArrayLiteral, vectors: bool) -> R<Literal> {
+    let (batch, n, _) = mat(a)?;
+    let x = load_t::<T>(a)?;
+    let (mut t, mut z, mut w, mut info) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for b in 0..batch {
+        let s = schur::gees(&x[b * n * n..(b + 1) * n * n], n, vectors);
+        t.extend(s.t);
+        z.extend(s.z);
+        w.extend(s.w);
+        info.push(s.info);
+    }
+    let bd = batch_dims(a, 2);
+    let wd = [&bd[..], &[n as i64]].concat();
+    let mut out = vec![
+        Literal::Array(store_t(&t, a.ty(), &a.shape.dims)?),
+        Literal::Array(store_t(&z, a.ty(), &a.shape.dims)?),
+    ];
+    if T::COMPLEX {
+        let wc: Vec<T> = w.iter().map(|c| T::from_parts(c.re, c.im)).collect();
+        out.push(Literal::Array(store_t(&wc, a.ty(), &wd)?));
+    } else {
+        let re: Vec<T::Real> = w.iter().map(|c| c.re).collect();
+        let im: Vec<T::Real> = w.iter().map(|c| c.im).collect();
+        out.push(Literal::Array(store_real(&re, a.ty(), &wd)?));
+        out.push(Literal::Array(store_real(&im, a.ty(), &wd)?));
+    }
+    out.push(Literal::Array(s32s(&vec![0; batch], &bd)));
+    out.push(Literal::Array(s32s(&info, &bd)));
+    Ok(Literal::Tuple(out))
+}
+
+fn geev(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
+    let a = arr(ops[0])?;
+    let left = config_mode(ev, id, "geev", "compute_left")?;
+    let right = config_mode(ev, id, "geev", "compute_right")?;
+    let (_, n, n2) = mat(a)?;
+    if n != n2 {
+        return Err("geev needs square matrices".into());
+    }
+    let bd = batch_dims(a, 2);
+    let wd = [&bd[..], &[n as i64]].concat();
+    let cty = complex_of(a.ty());
+    let mut want = if a.ty().is_complex() {
+        vec![(a.ty(), wd)]
+    } else {
+        vec![(a.ty(), wd.clone()), (a.ty(), wd)]
+    };
+    want.extend([
+        (cty, a.shape.dims.to_vec()),
+        (cty, a.shape.dims.to_vec()),
+        (ElementType::S32, bd),
+    ]);
+    if result_leaves(ev, id) != want {
+        return Err("geev's result shape does not match its operand".into());
+    }
+    by_type!(a.ty(), geev_t(a, left, right))
+}
+
+fn geev_t<T: LapackScalar>(a: &ArrayLiteral, left: bool, right: bool) -> R<Literal> {
+    let (batch, n, _) = mat(a)?;
+    let x = load_t::<T>(a)?;
+    let (mut w, mut vl, mut vr, mut info) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for b in 0..batch {
+        let e = geev::geev(&x[b * n * n..(b + 1) * n * n], n, left, right);
+        w.extend(e.w);
+        vl.extend(e.vl);
+        vr.extend(e.vr);
+        info.push(e.info);
+    }
+    let wide = |v: &[num_complex::Complex<T::Real>]| -> Vec<C> {
+        let f = |x: T::Real| x.to_f64().unwrap_or(f64::NAN);
+        v.iter().map(|z| Complex::new(f(z.re), f(z.im))).collect()
+    };
+    let bd = batch_dims(a, 2);
+    let wd = [&bd[..], &[n as i64]].concat();
+    let cty = complex_of(a.ty());
+    let mut out = Vec::new();
+    if T::COMPLEX {
+        out.push(Literal::Array(store(&wide(&w), cty, &wd)?));
+    } else {
+        let re: Vec<T::Real> = w.iter().map(|c| c.re).collect();
+        let im: Vec<T::Real> = w.iter().map(|c| c.im).collect();
+        let rty = real_of(a.ty());
+        out.push(Literal::Array(store_real(&re, rty, &wd)?));
+        out.push(Literal::Array(store_real(&im, rty, &wd)?));
+    }
+    out.push(Literal::Array(store(&wide(&vl), cty, &a.shape.dims)?));
+    out.push(Literal::Array(store(&wide(&vr), cty, &a.shape.dims)?));
+    out.push(Literal::Array(s32s(&info, &bd)));
+    Ok(Literal::Tuple(out))
 }
 
 /// The leaves of `id`'s result shape: element type and dimensions.

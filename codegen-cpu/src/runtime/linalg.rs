@@ -17,13 +17,17 @@
 //!   evaluator's too).
 //! - `ormqr` / `unmqr`: `?unm2r` ([`axle_analysis::householder::unmqr`]); `sytrd` / `hetrd`
 //!   and `gehrd`: `?hetd2` and `?gehd2` ([`axle_analysis::reduction`]), the evaluator's too.
+//! - `gees` and `geev`: Hessenberg reduction and `?lahqr`'s shifted QR iteration
+//!   ([`axle_analysis::schur::gees`]), then `?trevc`'s eigenvectors
+//!   ([`axle_analysis::geev::geev`]), the evaluator's too; eigenvectors are complex for every
+//!   type, as JAX's kernel returns them.
 //! - `syevd` / `heevd` and `gesdd`: Jacobi's methods ([`axle_analysis::jacobi`], the
 //!   evaluator's too), eigenvalues ascending and singular values descending as LAPACK returns
 //!   them; vectors are defined up to a unit factor, not LAPACK's bits.
 
 use axle_analysis::lapack_scalar::LapackScalar;
 use axle_analysis::trsm::{solve, Field, TriSolve};
-use axle_analysis::{cholesky, householder, jacobi, reduction, tridiagonal};
+use axle_analysis::{cholesky, geev, householder, jacobi, reduction, schur, tridiagonal};
 use num_complex::Complex;
 use num_traits::Float;
 
@@ -689,5 +693,122 @@ unsafe fn geqp3_t<T: LapackScalar>(call: &Call, bufs: [*mut u8; 5]) {
         write(qr, &x);
         write(jpvt_out, &p);
         write(tau, &taus);
+    }
+}
+
+/// Runs a [`Call::Gees`] on its buffers (`[a, t, z, wr, wi, sdim, info]` for real types,
+/// `[a, t, z, w, sdim, info]` for complex ones).
+///
+/// # Safety
+/// `a`, `t` and `z` hold `batch` `n`-by-`n` matrices, the eigenvalue buffers `n` scalars and
+/// `sdim` and `info` one `s32` per matrix.
+pub(crate) unsafe fn gees(call: &Call, bufs: &[*mut u8]) {
+    let &Call::Gees { elem, .. } = call else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { by_elem!(elem, gees_t(call, bufs)) }
+}
+
+/// # Safety
+/// As [`gees`].
+unsafe fn gees_t<T: LapackScalar>(call: &Call, bufs: &[*mut u8]) {
+    let &Call::Gees {
+        batch, n, vectors, ..
+    } = call
+    else {
+        return;
+    };
+    if bufs.len() != if T::COMPLEX { 6 } else { 7 } {
+        return;
+    }
+    // SAFETY: the operand's size.
+    let x: Vec<T> = unsafe { read(bufs[0], batch * n * n) };
+    let (mut t, mut z, mut w, mut info) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for b in 0..batch {
+        let s = schur::gees(&x[b * n * n..(b + 1) * n * n], n, vectors);
+        t.extend(s.t);
+        z.extend(s.z);
+        w.extend(s.w);
+        info.push(s.info);
+    }
+    let tail = &bufs[3..];
+    // SAFETY: the results' sizes.
+    unsafe {
+        write(bufs[1], &t);
+        write(bufs[2], &z);
+        let rest = if T::COMPLEX {
+            let wc: Vec<T> = w.iter().map(|c| T::from_parts(c.re, c.im)).collect();
+            write(tail[0], &wc);
+            &tail[1..]
+        } else {
+            let re: Vec<T::Real> = w.iter().map(|c| c.re).collect();
+            let im: Vec<T::Real> = w.iter().map(|c| c.im).collect();
+            write(tail[0], &re);
+            write(tail[1], &im);
+            &tail[2..]
+        };
+        write(rest[0], &vec![0i32; batch]);
+        write(rest[1], &info);
+    }
+}
+
+/// Runs a [`Call::Geev`] on its buffers (`[a, wr, wi, vl, vr, info]` for real types,
+/// `[a, w, vl, vr, info]` for complex ones).
+///
+/// # Safety
+/// `a` holds `batch` `n`-by-`n` matrices, `vl` and `vr` as many complex ones, the eigenvalue
+/// buffers `n` scalars (real parts and imaginary parts, or complex) and `info` one `s32` per
+/// matrix.
+pub(crate) unsafe fn geev(call: &Call, bufs: &[*mut u8]) {
+    let &Call::Geev { elem, .. } = call else {
+        return;
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { by_elem!(elem, geev_t(call, bufs)) }
+}
+
+/// # Safety
+/// As [`geev`].
+unsafe fn geev_t<T: LapackScalar>(call: &Call, bufs: &[*mut u8]) {
+    let &Call::Geev {
+        batch,
+        n,
+        left,
+        right,
+        ..
+    } = call
+    else {
+        return;
+    };
+    if bufs.len() != if T::COMPLEX { 5 } else { 6 } {
+        return;
+    }
+    // SAFETY: the operand's size.
+    let x: Vec<T> = unsafe { read(bufs[0], batch * n * n) };
+    let (mut w, mut vl, mut vr, mut info) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for b in 0..batch {
+        let e = geev::geev(&x[b * n * n..(b + 1) * n * n], n, left, right);
+        w.extend(e.w);
+        vl.extend(e.vl);
+        vr.extend(e.vr);
+        info.push(e.info);
+    }
+    // SAFETY: the results' sizes (complex values are pairs of their real type, as `c64` and
+    // `c128` are laid out).
+    unsafe {
+        let rest = if T::COMPLEX {
+            write(bufs[1], &w);
+            &bufs[2..]
+        } else {
+            let re: Vec<T::Real> = w.iter().map(|c| c.re).collect();
+            let im: Vec<T::Real> = w.iter().map(|c| c.im).collect();
+            write(bufs[1], &re);
+            write(bufs[2], &im);
+            &bufs[3..]
+        };
+        write(rest[0], &vl);
+        write(rest[1], &vr);
+        write(rest[2], &info);
     }
 }

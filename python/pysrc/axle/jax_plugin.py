@@ -52,10 +52,11 @@ def initialize():
 
 
 # Linear algebra JAX lowers for XLA CPU to LAPACK custom-calls (`lapack_sgeqrf_ffi`, ...), which
-# Axle's cpu backend runs where it implements the routine (potrf, getrf, trsm, geqrf, orgqr/ungqr,
-# ormqr/unmqr, sytrd/hetrd, gehrd, gtsv, JAX's tridiagonal_solve_perturbed, syevd/heevd and
-# gesdd/gesvd) and refuses by name otherwise (geev, gees, geqp3). For any other platform JAX
-# emits TPU custom-calls ("Qr", "LuDecomposition", "Eigh") that only XLA's TPU expanders know.
+# Axle's cpu backend runs where it implements the routine (potrf, getrf, trsm, geqrf, geqp3,
+# orgqr/ungqr, ormqr/unmqr, sytrd/hetrd, gehrd, gees, geev, gtsv, JAX's
+# tridiagonal_solve_perturbed, syevd/heevd and gesdd/gesvd) and refuses by name otherwise. For any
+# other platform JAX emits TPU custom-calls ("Qr", "LuDecomposition", "Eigh") that only XLA's TPU
+# expanders know.
 _CPU_LINALG = frozenset(
     (
         "cholesky",
