@@ -647,6 +647,10 @@ fn benign_other_attr(name: &str) -> bool {
             | "channel_id"
             | "is_host_transfer"
             | "recursive"
+            // A domain's sharding metadata, and a composite call's marker (the call runs its
+            // decomposition, `to_apply`): neither changes a value.
+            | "domain"
+            | "is_composite"
     )
 }
 
@@ -1494,8 +1498,8 @@ impl<'m> Evaluator<'m> {
             "TopK" => sort::custom_topk(self, id, arr(ops[0])?),
             "xla.sdy.GlobalToLocalShape" if self.device.is_some() => self.global_to_local(id, ops),
             "xla.sdy.LocalToGlobalShape" if self.device.is_some() => self.local_to_global(id, ops),
-            // A sharding annotation of the value's own shape: the identity.
-            t if axle_ir::SHARDING_ANNOTATIONS.contains(&t)
+            // A sharding or placement annotation of the value's own shape: the identity.
+            t if axle_ir::is_annotation_target(t)
                 && ops.len() == 1
                 && matches!((m.shape(id), ops[0]), (axle_ir::Shape::Array(a), Literal::Array(l))
                     if a.ty == l.ty() && a.dims == l.shape.dims) =>

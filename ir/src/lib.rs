@@ -60,7 +60,7 @@ pub use module::{
 #[cfg(feature = "npy-write")]
 pub use npy::write_npy;
 pub use npy::{read_npy, read_npy_as, read_npy_within, NpyError, NpyErrorKind};
-pub use opcode::{Opcode, SHARDING_ANNOTATIONS};
+pub use opcode::{is_annotation_target, Opcode, PLACEMENT_ANNOTATIONS, SHARDING_ANNOTATIONS};
 pub use parser::{parse_module, ParseError};
 pub use pass::{
     Analysis, AnalysisCache, Changed, Counters, OptKind, OptSpec, OptValue, Pass, PassCx,

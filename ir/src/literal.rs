@@ -543,6 +543,14 @@ pub fn parse_element(ty: ElementType, tok: &str) -> Result<Vec<u8>, String> {
             tok.parse()
                 .map_err(|_| format!("invalid {} value '{tok}'", ty.name()))?
         };
+        // XLA reads an integer token as an i64 and casts it to u64 before checking the range,
+        // so a negative u64 value wraps (`u64[] constant(-1)` is 2^64 - 1); no narrower
+        // unsigned type takes one.
+        let v = if ty == ElementType::U64 && (i128::from(i64::MIN)..0).contains(&v) {
+            v + (1i128 << 64)
+        } else {
+            v
+        };
         let (lo, hi): (i128, i128) = if ty.is_signed_int() {
             let b = ty.bits();
             (-(1i128 << (b - 1)), (1i128 << (b - 1)) - 1)

@@ -283,8 +283,9 @@ impl fmt::Display for Opcode {
 }
 
 /// Custom-call targets that annotate a value's sharding (`jax.lax.with_sharding_constraint`,
-/// JAX's lowering, Shardy's export, the SPMD partitioner's shape markers): a custom-call of one
-/// of these whose result has its operand's shape is the identity.
+/// JAX's lowering, Shardy's export, the SPMD partitioner's shape markers, the barriers that
+/// stop sharding propagation): a custom-call of one of these whose result has its operand's
+/// shape is the identity.
 pub const SHARDING_ANNOTATIONS: &[&str] = &[
     "Sharding",
     "xla.sdy.FuncResultSharding",
@@ -292,4 +293,24 @@ pub const SHARDING_ANNOTATIONS: &[&str] = &[
     "xla.sdy.LocalToGlobalShape",
     "SPMDFullToShardShape",
     "SPMDShardToFullShape",
+    "ShardBarrierFrom",
+    "ShardBarrierTo",
 ];
+
+/// Custom-call targets that say where or how a value is kept, not what it is: host offloading
+/// (`MoveToHost`, `MoveToDevice`, JAX's `annotate_device_placement`) and XLA's
+/// `LayoutConstraint`. Like a sharding annotation, one whose result has its operand's shape is
+/// the identity (XLA CPU keeps every value in host memory).
+pub const PLACEMENT_ANNOTATIONS: &[&str] = &[
+    "MoveToHost",
+    "MoveToDevice",
+    "annotate_device_placement",
+    "LayoutConstraint",
+];
+
+/// Whether `target` is a sharding or a placement annotation ([`SHARDING_ANNOTATIONS`],
+/// [`PLACEMENT_ANNOTATIONS`]): a custom-call of it whose result has its operand's shape is the
+/// identity.
+pub fn is_annotation_target(target: &str) -> bool {
+    SHARDING_ANNOTATIONS.contains(&target) || PLACEMENT_ANNOTATIONS.contains(&target)
+}

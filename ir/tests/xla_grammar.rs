@@ -809,3 +809,22 @@ fn a_signature_may_list_parameters_the_body_does_not_have() {
         explicit,
     );
 }
+
+// ---- A negative u64 literal ----
+
+/// XLA reads an integer literal as an i64 and casts it to the element type's unsigned
+/// counterpart before the range check, so `u64[] constant(-1)` is 2^64 - 1 (XLA CPU's answer
+/// through jaxlib 0.10.2: 18446744073709551615); a narrower unsigned type refuses it.
+#[test]
+fn a_negative_u64_literal_wraps_as_xla_reads_it() {
+    same_as(
+        "HloModule m\nENTRY e {\n  ROOT c = u64[2] constant({-1, -9223372036854775808})\n}\n",
+        "HloModule m\nENTRY e {\n  ROOT c = u64[2] constant({18446744073709551615, 9223372036854775808})\n}\n",
+    );
+    reject(
+        "HloModule m\nENTRY e {\n  ROOT c = u8[] constant(-1)\n}\n",
+        3,
+        26,
+        "value -1 is out of range for u8",
+    );
+}

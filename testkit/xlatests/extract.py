@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Extracts the HLO modules that XLA's own tests hold as C++ raw strings.
 
-Usage: extract.py XLA_DIR OUT_JSON
+Usage: extract.py XLA_DIR OUT_JSON [--with-passes]
 
-Reads `xla/tests/*.cc` and `xla/hlo/evaluator/hlo_evaluator_test.cc` under XLA_DIR (a checkout
-of openxla/xla), finds every raw string literal (`R"(...)"`, `R"delim(...)delim"`) whose text
+Reads the test files SOURCES names under XLA_DIR (a checkout of openxla/xla: `xla/tests/*.cc`,
+the evaluator's, the parser's and the HLO passes' tests), finds every raw string literal (`R"(...)"`, `R"delim(...)delim"`) whose text
 holds `ENTRY`, and writes one record per module: a name (`FILE_STEM_K`, K counting the modules
 of that file from 0), its origin (file and line of the literal) and its text. Templates the C++
 fills at run time (`$name` substitutions, `%s`/`%d` formats) are listed as skipped with that
@@ -15,7 +15,10 @@ devices also records `replicas` and `partitions`: the module header's `replica_c
 `num_partitions` where it has them, else what the enclosing test (from its `TEST...(` line to
 the next) passes as `replica_count` / `num_replicas` / `num_partitions` (a constant such as
 `kNumReplicas` is looked up in the test, then in the file; `num_devices()` counts as
-ALL_DEVICES). gen.py runs such a module on that many XLA CPU devices.
+ALL_DEVICES). A pass test's module (its test never runs it) with collectives runs on the devices
+its collectives name (see `layout`); one whose collectives' shapes depend on a device count it
+does not name is skipped with that reason. gen.py runs such a module on that many XLA CPU
+devices.
 """
 import glob
 import json
@@ -23,7 +26,30 @@ import os
 import re
 import sys
 
-SOURCES = ["xla/tests/*.cc", "xla/hlo/evaluator/hlo_evaluator_test.cc"]
+# (glob under XLA_DIR, prefix of its modules' names, whether its tests execute the modules,
+# whether the corpus holds it by default): XLA's execution tests and the evaluator's (which run
+# their modules, on the devices the test names), the parser's and the HLO passes' tests
+# (target-independent, CPU and GPU; they only transform their modules, so a module's devices are
+# read from its collectives). A CPU or GPU pass test's file may share its name with a
+# target-independent one, hence the prefix. The passes' tests are read with `--with-passes`
+# (README.md: what they give and why the corpus does not hold them yet).
+SOURCES = [
+    ("xla/tests/*.cc", "", True, True),
+    ("xla/hlo/evaluator/hlo_evaluator_test.cc", "", True, True),
+    ("xla/hlo/parser/hlo_parser_test.cc", "", False, True),
+    ("xla/hlo/transforms/**/*_test.cc", "", False, False),
+    ("xla/service/*_test.cc", "", False, False),
+    ("xla/service/cpu/*_test.cc", "cpu_", False, False),
+    ("xla/backends/cpu/transforms/**/*_test.cc", "cpu_", False, False),
+    ("xla/service/gpu/transforms/**/*_test.cc", "gpu_", False, False),
+]
+# Device ids a collective names: explicit replica groups and source-target pairs, and the iota
+# form of replica groups (`[groups,size]<=[n...]`, over n... devices).
+ID_LISTS = re.compile(r"\b(?:replica_groups|source_target_pairs)=\{([0-9,{}\s]*)\}")
+IOTA_GROUPS = re.compile(r"\breplica_groups=\[[0-9,]+\]<=\[([0-9,]+)\]")
+# Collectives whose result shape depends on the size of a group (an empty `{}` group list is
+# every device: its size is the device count, which a pass test does not give).
+SIZED = re.compile(r"\b(?:all-gather|reduce-scatter|all-to-all)(?:-start)?\(")
 
 RAW = re.compile(r'R"([^()\\ ]{0,16})\(')
 # absl::Substitute (`$0`, `$name`) and absl::StrFormat (`%s`, `%d`, ...) placeholders; an HLO
@@ -90,8 +116,28 @@ def count(body, src, patterns):
     return None
 
 
-def layout(text, src, line):
-    """(replicas, partitions) a module with collectives runs on, or None for one device."""
+def named_devices(text):
+    """How many devices a module's collectives name (the largest id + 1; an iota group list
+    counts its devices), 1 when they name none."""
+    n = 1
+    for ids in ID_LISTS.findall(text):
+        n = max([n] + [int(i) + 1 for i in re.findall(r"\d+", ids)])
+    for dims in IOTA_GROUPS.findall(text):
+        size = 1
+        for d in dims.split(","):
+            size *= int(d)
+        n = max(n, size)
+    return n
+
+
+def layout(text, src, line, executed):
+    """(replicas, partitions) a module with collectives runs on, or None for one device.
+
+    A module runs where its header or its test says. A pass test's module that neither counts
+    runs on the devices its collectives name: as partitions when a collective-permute has a
+    channel (XLA's cross-partition form), else as replicas. Raises ValueError for a pass test's
+    module whose group sizes are the device count (`{}` groups on an all-gather, a
+    reduce-scatter or an all-to-all), which its test does not give."""
     if not COLLECTIVE.search(text):
         return None
     header = text.splitlines()[0] if text.startswith("HloModule") else ""
@@ -101,17 +147,30 @@ def layout(text, src, line):
         r, p = int(hr.group(1)) if hr else 1, int(hp.group(1)) if hp else 1
     else:
         body = test_body(src, line)
-        r, p = count(body, src, REPLICAS) or 1, count(body, src, PARTITIONS) or 1
+        r, p = count(body, src, REPLICAS), count(body, src, PARTITIONS)
+        r, p = (r or 1, p or 1) if executed or r or p else (None, None)
+    if r is None:
+        if SIZED.search(text) and re.search(r"\breplica_groups=\{\}", text):
+            raise ValueError("collectives over every device ({} groups) that change shapes, in "
+                             "a pass test, which gives no device count")
+        n = named_devices(text)
+        permute = re.search(r"collective-permute(?:-start)?\([^\n]*\bchannel_id=", text)
+        r, p = (1, n) if permute else (n, 1)
     return (r, p) if r * p > 1 else None
 
 
 def main():
     xla, out = sys.argv[1], sys.argv[2]
-    files = sorted(f for pat in SOURCES for f in glob.glob(os.path.join(xla, pat)))
-    modules, skipped = [], []
-    for path in files:
+    passes = "--with-passes" in sys.argv[3:]
+    files = sorted((f, prefix, executed) for pat, prefix, executed, default in SOURCES
+                   if default or passes
+                   for f in glob.glob(os.path.join(xla, pat), recursive=True))
+    modules, skipped, stems = [], [], {}
+    for path, prefix, executed in files:
         rel = os.path.relpath(path, xla)
-        stem = os.path.splitext(os.path.basename(path))[0]
+        stem = prefix + os.path.splitext(os.path.basename(path))[0]
+        if stems.setdefault(stem, rel) != rel:
+            sys.exit(f"{rel} and {stems[stem]} both name their modules {stem}_K")
         src = open(path, encoding="utf-8").read()
         k = 0
         for line, text in raw_strings(src):
@@ -126,7 +185,11 @@ def main():
                                 "reason": f"template placeholder {hole.group(0)!r}"})
                 continue
             record = {"name": name, "origin": origin, "text": text.strip() + "\n"}
-            devices = layout(record["text"], src, line)
+            try:
+                devices = layout(record["text"], src, line, executed)
+            except ValueError as e:
+                skipped.append({"name": name, "origin": origin, "reason": str(e)})
+                continue
             if devices:
                 record["replicas"], record["partitions"] = devices
             modules.append(record)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Reference outputs from XLA CPU for the HLO modules of XLA's own tests.
 
-Usage (with jax/jaxlib 0.10.2): gen.py MODULES_JSON [--only NAME...]
+Usage (with jax/jaxlib 0.10.2):
+    gen.py MODULES_JSON [--jobs N] [--timeout S] [--only-file NAMES] [--only NAME...]
 
 MODULES_JSON is what extract.py writes. For each module this compiles the text on XLA CPU with
 `compile_hlo_text` of $AXLE_SHARED/baseline/baseline.py (default ../shared), makes seeded inputs for the entry parameters (seed =
@@ -17,7 +18,12 @@ partition p is device r * partitions + p, XLA's default assignment), every devic
 same inputs; device D's outputs are written as `NAME.dD.outK.npy` and the manifest entry records
 `replicas` and `partitions` (its outputs' `file` names device 0's).
 
-With `--only NAME...` only those modules are run: their files are replaced and their entries in
+`--jobs N` runs N modules at a time (one XLA process each); `--timeout S` gives each module S
+seconds (default TIMEOUT_S) before its process is killed and the module skipped as a timeout.
+A module whose entry parameters and result (as its `entry_computation_layout` declares them)
+exceed the size limit is skipped before XLA runs it.
+
+With `--only NAME...` (or `--only-file` naming a file of names) only those modules are run: their files are replaced and their entries in
 `manifest.json` and `skipped.json` updated, the rest left as they are.
 
 Inputs: floats are normals with standard deviation 1 (complex: both parts), signed integers
@@ -27,9 +33,11 @@ skipping is defined and the case checks it.
 """
 import json
 import multiprocessing as mp
+import multiprocessing.connection  # noqa: F401 (mp.connection.wait)
 import os
 import re
 import sys
+import time
 import zlib
 
 import ml_dtypes
@@ -91,6 +99,44 @@ def entry_params(module_text):
     return params
 
 
+# Bits per element of each type, for the size check before a module runs.
+BITS = {"pred": 8, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "bf16": 16, "c64": 64, "c128": 128}
+
+
+# The largest array a module may hold anywhere (XLA CPU and the test would allocate it).
+MAX_ARRAY_BYTES = 16 << 20
+
+
+def array_bytes(text):
+    """Bytes of each array shape written in `text` (a token counts nothing)."""
+    sizes = []
+    for ty, dims in re.findall(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\]", text):
+        if ty == "token":
+            continue
+        width = re.match(r"[a-z]+([0-9]*)", ty).group(1)
+        bits = BITS.get(ty) or int(width or 8)
+        n = 1
+        for d in (int(d) for d in dims.split(",") if d):
+            n *= d
+        sizes.append(n * bits // 8)
+    return sizes
+
+
+def too_large(module_text):
+    """Why a module (XLA's printed text) is too large to run and keep, or None: its entry's
+    parameters and result as `entry_computation_layout` declares them exceed the size limit of
+    a case, or some array inside it exceeds MAX_ARRAY_BYTES. Checked before XLA makes inputs."""
+    header = re.sub(r"/\*.*?\*/", "", module_text.splitlines()[0])
+    m = re.search(r"entry_computation_layout=\{(.*)\}", header)
+    io = sum(array_bytes(m.group(1) if m else ""))
+    if io > MAX_CASE_BYTES:
+        return f"{io} bytes of parameters and results"
+    largest = max(array_bytes(module_text), default=0)
+    if largest > MAX_ARRAY_BYTES:
+        return f"an array of {largest} bytes inside"
+    return None
+
+
 def make_input(rng, ty, dims):
     if ty not in NP:
         raise ValueError(f"element type {ty} has no .npy carrier")
@@ -113,6 +159,7 @@ def worker(conn):
                                f" --xla_force_host_platform_device_count={HOST_DEVICES}")
     import jax
     jax.config.update("jax_enable_x64", True)
+    conn.send("ready")
     while True:
         text, name, devices = conn.recv()
         conn.send(run_one(jax, text, name, devices))
@@ -152,7 +199,11 @@ def run_one(jax, text, name, devices=None):
             mod = L.hlo.hlo_module_from_text(text)
         except Exception as e:  # noqa: BLE001
             return ("xla-parse", str(e).strip().splitlines()[0][:300])
-        params = entry_params(mod.to_string())
+        text_xla = mod.to_string()
+        large = too_large(text_xla)
+        if large:
+            return ("too-large", large)
+        params = entry_params(text_xla)
         rng = np.random.default_rng(zlib.crc32(name.encode()))
         ins = [make_input(rng, ty, dims) for ty, dims in params]
         if devices:
@@ -178,38 +229,83 @@ def save(x, path):
             x.view(CARRIER[ty]) if ty in CARRIER else x)
 
 
+def start_worker(ctx):
+    """A worker process, once it has loaded JAX (which a busy machine may take long to do, so
+    no module's time limit counts it), and the parent's end of its pipe (only the worker holds
+    the other end, so its death reads as the end of the pipe)."""
+    conn, child = ctx.Pipe()
+    proc = ctx.Process(target=worker, args=(child,), daemon=True)
+    proc.start()
+    child.close()
+    if conn.recv() != "ready":
+        sys.exit("a worker did not start")
+    return conn, proc
+
+
+def run_all(mods, jobs, timeout_s):
+    """Runs `mods` on `jobs` worker processes, each module given `timeout_s` seconds (a worker
+    that times out or dies is replaced): yields (module, status, payload) as each finishes."""
+    ctx = mp.get_context("spawn")
+    pending = list(mods)
+    free = [start_worker(ctx) for _ in range(min(jobs, len(pending)))]
+    busy = {}
+    while pending or busy:
+        while free and pending:
+            conn, proc = free.pop()
+            mod = pending.pop(0)
+            devices = (mod["replicas"], mod["partitions"]) if "replicas" in mod else None
+            conn.send((mod["text"], mod["name"], devices))
+            busy[conn] = (proc, mod, time.monotonic() + timeout_s)
+        wait_s = max(0.0, min(d for _, _, d in busy.values()) - time.monotonic())
+        ready = mp.connection.wait(list(busy), wait_s)
+        now = time.monotonic()
+        for conn in list(busy):
+            proc, mod, deadline = busy[conn]
+            if conn in ready:
+                try:
+                    status, payload = conn.recv()
+                except EOFError:
+                    status, payload = ("crash", "XLA's process died")
+            elif now >= deadline:
+                status, payload = ("timeout", f"XLA took over {timeout_s} s")
+            else:
+                continue
+            del busy[conn]
+            if status in ("timeout", "crash"):
+                proc.kill()
+                proc.join()
+                if pending:
+                    free.append(start_worker(ctx))
+            else:
+                free.append((conn, proc))
+            yield mod, status, payload
+    for conn, proc in free:
+        proc.kill()
+        proc.join()
+
+
+def option(name, default):
+    """The value after `name` on the command line, or `default`."""
+    return type(default)(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
+
+
 def main():
     src = json.load(open(sys.argv[1]))
-    only = set(sys.argv[sys.argv.index("--only") + 1:]) if "--only" in sys.argv else None
-    ctx = mp.get_context("spawn")
+    only = None
+    if "--only" in sys.argv:
+        only = set(a for a in sys.argv[sys.argv.index("--only") + 1:] if not a.startswith("--"))
+    if "--only-file" in sys.argv:
+        only = set(open(option("--only-file", "")).read().split())
+    jobs, timeout_s = option("--jobs", 1), option("--timeout", TIMEOUT_S)
     cases, skipped = [], list(src["skipped"]) if only is None else []
-    proc = conn = None
     for old in os.listdir(HERE):
         if (old.endswith(".npy") or old.endswith(".hlo")) and (
                 only is None or old.split(".")[0] in only):
             os.remove(os.path.join(HERE, old))
-    for mod in src["modules"]:
+    mods = [m for m in src["modules"] if only is None or m["name"] in only]
+    for mod, status, payload in run_all(mods, jobs, timeout_s):
         name = mod["name"]
-        if only is not None and name not in only:
-            continue
         devices = (mod["replicas"], mod["partitions"]) if "replicas" in mod else None
-        if proc is None:
-            conn, child = ctx.Pipe()
-            proc = ctx.Process(target=worker, args=(child,), daemon=True)
-            proc.start()
-            # Only the worker holds its end, so its death reads as the end of the pipe.
-            child.close()
-        conn.send((mod["text"], name, devices))
-        status, payload = ("timeout", f"XLA took over {TIMEOUT_S} s")
-        if conn.poll(TIMEOUT_S):
-            try:
-                status, payload = conn.recv()
-            except EOFError:
-                status, payload = ("crash", "XLA's process died")
-        if status in ("timeout", "crash"):
-            proc.kill()
-            proc.join()
-            proc = None
         if status != "ok":
             skipped.append({"name": name, "origin": mod["origin"], "reason": f"{status}: {payload}"})
             print(f"skip {name}: {status}: {payload}", flush=True)
@@ -251,6 +347,10 @@ def main():
         cases.append(entry)
         print(f"ok {name}" + (f" on {devices[0]}x{devices[1]} devices" if devices else ""),
               flush=True)
+    rank = {m["name"]: i for i, m in enumerate(src["modules"])}
+    # Workers finish out of order: cases and skips go in extract.py's order.
+    cases.sort(key=lambda c: rank[c["name"]])
+    skipped.sort(key=lambda s: rank.get(s["name"], -1))
     if only is not None:
         # Keep every other entry where it was; a regenerated case takes its old place (a new
         # one goes after the cases of its file), and its old skipped entry goes.
@@ -273,7 +373,8 @@ def merge(new_cases, new_skipped, only, src):
     order = [m["name"] for m in src["modules"]]
     rank = {n: i for i, n in enumerate(order)}
     cases = sorted(case.values(), key=lambda c: rank.get(c["name"], len(order)))
-    templates = [s for s in old_skipped if s["name"] not in rank]
+    # What extract.py skipped (templates, modules it cannot place on devices) as it says now.
+    templates = list(src["skipped"])
     rest = sorted((s for s in skip.values() if s["name"] in rank), key=lambda s: rank[s["name"]])
     return cases, templates + rest
 

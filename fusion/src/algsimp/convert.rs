@@ -86,9 +86,10 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
 }
 
 /// `custom-call(x)` of a sharding annotation target ([`axle_ir::SHARDING_ANNOTATIONS`]: what
-/// `jax.lax.with_sharding_constraint`, JAX's lowering and Shardy write) whose result has `x`'s
-/// shape: the identity (a sharding changes where the value lives, not what it is; where it
-/// would change the shape, the shapes differ and the rule does not apply), or, for an array
+/// `jax.lax.with_sharding_constraint`, JAX's lowering and Shardy write) or a placement one
+/// ([`axle_ir::PLACEMENT_ANNOTATIONS`]: host offloading, layout constraints) whose result has
+/// `x`'s shape: the identity (an annotation changes where the value lives, not what it is;
+/// where it would change the shape, the shapes differ and the rule does not apply), or, for an array
 /// whose layouts alone differ, a `copy` into the annotation's layout (JAX annotates a
 /// transposed value, laid out as XLA's transposes are, with its result's layout).
 pub(super) fn annotation(cx: &Cx<'_>, id: InstId) -> Hit {
@@ -98,7 +99,7 @@ pub(super) fn annotation(cx: &Cx<'_>, id: InstId) -> Hit {
         _ => return None,
     };
     match m.operands(id) {
-        [x] if axle_ir::SHARDING_ANNOTATIONS.contains(&&**target) => {
+        [x] if axle_ir::is_annotation_target(target) => {
             if m.shape_id(id) != m.shape_id(*x) {
                 return None;
             }
