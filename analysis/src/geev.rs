@@ -39,6 +39,44 @@ pub struct Eig<R> {
     pub info: i32,
 }
 
+/// The eigendecompositions of a batch of `n`-by-`n` matrices, each field the batch's [`Eig`]
+/// fields one after another.
+#[derive(Clone, Debug)]
+pub struct EigBatch<R> {
+    /// The eigenvalues, `n` per matrix.
+    pub w: Vec<Complex<R>>,
+    /// The left eigenvectors (zeros where not asked for).
+    pub vl: Vec<Complex<R>>,
+    /// The right eigenvectors (zeros where not asked for).
+    pub vr: Vec<Complex<R>>,
+    /// The `info` per matrix.
+    pub info: Vec<i32>,
+}
+
+/// [`geev`] of each of the `batch` row-major `n`-by-`n` matrices at the start of `a`.
+pub fn geev_batch<T: LapackScalar>(
+    a: &[T],
+    batch: usize,
+    n: usize,
+    left: bool,
+    right: bool,
+) -> EigBatch<T::Real> {
+    let mut out = EigBatch {
+        w: Vec::new(),
+        vl: Vec::new(),
+        vr: Vec::new(),
+        info: Vec::new(),
+    };
+    for b in 0..batch {
+        let e = geev(&a[b * n * n..(b + 1) * n * n], n, left, right);
+        out.w.extend(e.w);
+        out.vl.extend(e.vl);
+        out.vr.extend(e.vr);
+        out.info.push(e.info);
+    }
+    out
+}
+
 fn lit<R: Float>(x: f64) -> R {
     <R as NumCast>::from(x).unwrap_or_else(R::nan)
 }

@@ -40,6 +40,43 @@ pub struct Schur<T: LapackScalar> {
     pub info: i32,
 }
 
+/// The Schur decompositions of a batch of `n`-by-`n` matrices, each field the batch's
+/// [`Schur`] fields one after another.
+#[derive(Clone, Debug)]
+pub struct SchurBatch<T: LapackScalar> {
+    /// The Schur forms.
+    pub t: Vec<T>,
+    /// The Schur vectors (zeros where they were not asked for).
+    pub z: Vec<T>,
+    /// The eigenvalues, `n` per matrix.
+    pub w: Vec<Complex<T::Real>>,
+    /// LAPACK's `info` per matrix.
+    pub info: Vec<i32>,
+}
+
+/// [`gees`] of each of the `batch` row-major `n`-by-`n` matrices at the start of `a`.
+pub fn gees_batch<T: LapackScalar>(
+    a: &[T],
+    batch: usize,
+    n: usize,
+    vectors: bool,
+) -> SchurBatch<T> {
+    let mut out = SchurBatch {
+        t: Vec::with_capacity(batch * n * n),
+        z: Vec::with_capacity(batch * n * n),
+        w: Vec::new(),
+        info: Vec::new(),
+    };
+    for b in 0..batch {
+        let s = gees(&a[b * n * n..(b + 1) * n * n], n, vectors);
+        out.t.extend(s.t);
+        out.z.extend(s.z);
+        out.w.extend(s.w);
+        out.info.push(s.info);
+    }
+    out
+}
+
 /// A constant of the real type (every value used is exact in `f32`).
 fn lit<R: Float>(x: f64) -> R {
     <R as NumCast>::from(x).unwrap_or_else(R::nan)

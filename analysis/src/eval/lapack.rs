@@ -733,14 +733,7 @@ fn gees(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
 fn gees_t<T: LapackScalar>(a: &ArrayLiteral, vectors: bool) -> R<Literal> {
     let (batch, n, _) = mat(a)?;
     let x = load_t::<T>(a)?;
-    let (mut t, mut z, mut w, mut info) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for b in 0..batch {
-        let s = schur::gees(&x[b * n * n..(b + 1) * n * n], n, vectors);
-        t.extend(s.t);
-        z.extend(s.z);
-        w.extend(s.w);
-        info.push(s.info);
-    }
+    let schur::SchurBatch { t, z, w, info } = schur::gees_batch(&x, batch, n, vectors);
     let bd = batch_dims(a, 2);
     let wd = [&bd[..], &[n as i64]].concat();
     let mut out = vec![
@@ -791,14 +784,7 @@ fn geev(ev: &Evaluator, id: InstId, ops: &[&Literal]) -> R<Literal> {
 fn geev_t<T: LapackScalar>(a: &ArrayLiteral, left: bool, right: bool) -> R<Literal> {
     let (batch, n, _) = mat(a)?;
     let x = load_t::<T>(a)?;
-    let (mut w, mut vl, mut vr, mut info) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for b in 0..batch {
-        let e = geev::geev(&x[b * n * n..(b + 1) * n * n], n, left, right);
-        w.extend(e.w);
-        vl.extend(e.vl);
-        vr.extend(e.vr);
-        info.push(e.info);
-    }
+    let geev::EigBatch { w, vl, vr, info } = geev::geev_batch(&x, batch, n, left, right);
     let wide = |v: &[num_complex::Complex<T::Real>]| -> Vec<C> {
         let f = |x: T::Real| x.to_f64().unwrap_or(f64::NAN);
         v.iter().map(|z| Complex::new(f(z.re), f(z.im))).collect()

@@ -724,14 +724,7 @@ unsafe fn gees_t<T: LapackScalar>(call: &Call, bufs: &[*mut u8]) {
     }
     // SAFETY: the operand's size.
     let x: Vec<T> = unsafe { read(bufs[0], batch * n * n) };
-    let (mut t, mut z, mut w, mut info) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for b in 0..batch {
-        let s = schur::gees(&x[b * n * n..(b + 1) * n * n], n, vectors);
-        t.extend(s.t);
-        z.extend(s.z);
-        w.extend(s.w);
-        info.push(s.info);
-    }
+    let schur::SchurBatch { t, z, w, info } = schur::gees_batch(&x, batch, n, vectors);
     let tail = &bufs[3..];
     // SAFETY: the results' sizes.
     unsafe {
@@ -786,14 +779,7 @@ unsafe fn geev_t<T: LapackScalar>(call: &Call, bufs: &[*mut u8]) {
     }
     // SAFETY: the operand's size.
     let x: Vec<T> = unsafe { read(bufs[0], batch * n * n) };
-    let (mut w, mut vl, mut vr, mut info) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for b in 0..batch {
-        let e = geev::geev(&x[b * n * n..(b + 1) * n * n], n, left, right);
-        w.extend(e.w);
-        vl.extend(e.vl);
-        vr.extend(e.vr);
-        info.push(e.info);
-    }
+    let geev::EigBatch { w, vl, vr, info } = geev::geev_batch(&x, batch, n, left, right);
     // SAFETY: the results' sizes (complex values are pairs of their real type, as `c64` and
     // `c128` are laid out).
     unsafe {
