@@ -458,7 +458,6 @@ fn main() {
     let cases = manifest_cases(&dir);
     let refused = backend_lines(&dir, "refused.txt");
     let loose = backend_lines(&dir, "implementation_defined.txt");
-    let names: Vec<&str> = cases.iter().filter_map(|c| c["name"].as_str()).collect();
     for (n, b) in refused.keys().chain(loose.keys()) {
         let case = cases.iter().find(|c| c["name"] == n.as_str());
         assert!(case.is_some(), "lists name a case not in the manifest: {n}");
