@@ -8,7 +8,9 @@
 //! must give identical output. `topk` (largest and smallest first, floats and integers, small
 //! and large `k`) takes the first `k` of the radix order, or keeps them by selection for
 //! `k <= 8`, and must match the evaluator; XLA's `TopK` custom call with a comparator that is
-//! no strict weak order (float `compare` and NaN) must too.
+//! no strict weak order (float `compare` and NaN) must too. Every radix sort runs twice: with
+//! the runtime's digit passes (the JIT's default) and with generated ones (what
+//! ahead-of-time objects get, `CpuOptions::sort_library` off).
 
 use axle::analysis::eval::evaluate;
 use axle::ir::literal::{f64_to_element, i128_to_element};
@@ -96,11 +98,29 @@ fn leaves(l: Literal) -> Vec<ArrayLiteral> {
     }
 }
 
-fn run_cpu(m: &Module, args: &[Literal]) -> Vec<ArrayLiteral> {
-    compile(m, &CpuOptions::default())
+fn run_cpu_with(m: &Module, args: &[Literal], sort_library: bool) -> Vec<ArrayLiteral> {
+    let opts = CpuOptions {
+        sort_library,
+        ..CpuOptions::default()
+    };
+    compile(m, &opts)
         .unwrap_or_else(|e| panic!("{e}"))
         .run_literals(args)
         .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The outputs with the runtime's digit passes, checked equal to the generated passes'.
+fn run_cpu(m: &Module, args: &[Literal]) -> Vec<ArrayLiteral> {
+    let library = run_cpu_with(m, args, true);
+    let generated = run_cpu_with(m, args, false);
+    for (k, (a, b)) in library.iter().zip(&generated).enumerate() {
+        assert!(
+            a.data == b.data,
+            "output {k}: the runtime's and the generated radix passes differ:\n{}",
+            axle::ir::print_module(m)
+        );
+    }
+    library
 }
 
 /// Module `text` gives the evaluator's outputs bit for bit on the cpu backend.

@@ -20,10 +20,10 @@
 //! QR iteration that does not converge gives `gees`'s positive `info` and NaN vectors.
 
 use num_complex::Complex;
-use num_traits::{Float, NumCast, Zero};
+use num_traits::{Float, Zero};
 
 use crate::lapack_scalar::LapackScalar;
-use crate::schur::gees;
+use crate::schur::{gees, lit};
 
 /// The eigendecomposition of one `n`-by-`n` matrix; vectors are the columns of row-major
 /// `n`-by-`n` matrices.
@@ -75,10 +75,6 @@ pub fn geev_batch<T: LapackScalar>(
         out.info.push(e.info);
     }
     out
-}
-
-fn lit<R: Float>(x: f64) -> R {
-    <R as NumCast>::from(x).unwrap_or_else(R::nan)
 }
 
 fn abs1<R: Float>(z: Complex<R>) -> R {

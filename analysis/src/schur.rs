@@ -78,7 +78,7 @@ pub fn gees_batch<T: LapackScalar>(
 }
 
 /// A constant of the real type (every value used is exact in `f32`).
-fn lit<R: Float>(x: f64) -> R {
+pub(crate) fn lit<R: Float>(x: f64) -> R {
     <R as NumCast>::from(x).unwrap_or_else(R::nan)
 }
 

@@ -70,6 +70,7 @@ pub fn compile_aot(m: &Module, opts: &CpuOptions, name: &str) -> Result<AotOutpu
     // The object carries no runtime library, so its dots are generated GEMMs.
     let opts = &CpuOptions {
         gemm_library: false,
+        sort_library: false,
         ..opts.clone()
     };
     let built = build(&ctx, m, opts, &symbol, RelocMode::PIC)?;

@@ -346,6 +346,9 @@ pub(crate) struct GemmTarget {
     /// Whether dots may run on the runtime's precompiled GEMM ([`GemmGeo::library`]); only for
     /// the host, in the JIT.
     pub library: bool,
+    /// Whether radix sorts run their digit passes in the runtime ([`crate::radix`]); only for
+    /// the host, in the JIT.
+    pub sort_library: bool,
 }
 
 /// How the GEMM reads one operand of a dot: `base`'s buffer (row-major, as every buffer is)

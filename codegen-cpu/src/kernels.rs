@@ -1439,6 +1439,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 tys: &tys,
                 outs: &outs,
                 topk: None,
+                library: self.gemm.sort_library,
             };
             return crate::radix::emit(&mut self.g, &p, &rows, scratch, self.start, self.end);
         }
@@ -1535,6 +1536,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                 tys: &[ty],
                 outs: &outs,
                 topk: Some(k),
+                library: self.gemm.sort_library,
             };
             return crate::radix::emit(&mut self.g, &p, &rows, scratch, self.start, self.end);
         }

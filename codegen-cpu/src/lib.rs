@@ -117,6 +117,10 @@ pub struct CpuOptions {
     /// of a GEMM generated for each dot: on by default. Ahead-of-time objects and other
     /// targets than the host always generate theirs.
     pub gemm_library: bool,
+    /// Radix sorts (and `topk`) run their digit passes in the runtime library, compiled once,
+    /// instead of generating them in every sort kernel: on by default. Ahead-of-time objects
+    /// and other targets than the host always generate theirs. Both give the same bits.
+    pub sort_library: bool,
 }
 
 /// Where an output fusion of a dot applies its elementwise epilogue; the measurements that
@@ -149,6 +153,7 @@ impl Default for CpuOptions {
             stream_min_bytes: None,
             epilogues: default_epilogues(),
             gemm_library: true,
+            sort_library: true,
         }
     }
 }

@@ -17,8 +17,13 @@
 //! the end. One pass counts the histograms of every 8-bit digit; then a least-significant-digit
 //! pass per digit scatters the records between two planes, skipping digits all keys share.
 //!
+//! In the JIT on the host the digit passes are the runtime's ([`crate::runtime::radix`],
+//! compiled once with the compiler; histograms included), so a sort kernel is only its record
+//! and result loops; ahead-of-time objects and other targets get the same passes generated.
+//!
 //! LSD radix sort is stable, and the key order equals the comparator's order, so the output is
-//! the one the stable merge sort gives with the comparator, bit for bit (tested with both).
+//! the one the stable merge sort gives with the comparator, bit for bit (tested with both
+//! kinds of passes).
 
 use axle_ir::{
     AttrKey, AttrValue, CompId, ComparisonDirection, ComparisonType, ElementType, InstId, Module,
@@ -205,6 +210,9 @@ pub(crate) struct Rows<'s, 'ctx> {
     pub outs: &'s [PointerValue<'ctx>],
     /// For `topk`: `k` (the results are the first `k` of each sorted row).
     pub topk: Option<i64>,
+    /// Whether the digit passes are the runtime's ([`crate::runtime::radix`]; only in the
+    /// JIT on the host) rather than generated.
+    pub library: bool,
 }
 
 /// Emits the radix sort of rows `start..end` (each with its scratch at `scratch + row *
@@ -234,6 +242,7 @@ pub(crate) fn emit<'a, 'ctx>(
     let rank = dims.len();
     let row_bytes = p.row_bytes(len);
     let passes = p.passes();
+    let library = rows_of.library;
     cg.for_range(start, end, |row| {
         g.push_scope();
         let rm = g.index_linear(&row_dims, row)?.multi;
@@ -258,11 +267,13 @@ pub(crate) fn emit<'a, 'ctx>(
         let plane_a = base;
         let plane_b = cg.byte_gep(base, len * p.record_bytes())?;
         let hist = cg.byte_gep(base, 2 * len * p.record_bytes())?;
-        // Clear the histograms.
-        cg.for_range(cg.c64(0), cg.c64(passes as i64 * BUCKETS), |i| {
-            b.build_store(cg.gep(i32t.into(), hist, i)?, i32t.const_zero())?;
-            Ok(())
-        })?;
+        // Clear the histograms (the runtime's passes count their own).
+        if !library {
+            cg.for_range(cg.c64(0), cg.c64(passes as i64 * BUCKETS), |i| {
+                b.build_store(cg.gep(i32t.into(), hist, i)?, i32t.const_zero())?;
+                Ok(())
+            })?;
+        }
         let digit = |key: IntValue<'ctx>, pass: u32| -> R<IntValue<'ctx>> {
             let s =
                 b.build_right_shift(key, kt.const_int((pass * DIGIT) as u64, false), false, "d")?;
@@ -294,6 +305,9 @@ pub(crate) fn emit<'a, 'ctx>(
             let hi = b.build_left_shift(hi, rt.const_int(kb as u64, false), "hi")?;
             let rec = b.build_or(hi, b.build_int_z_extend(payload, rt, "lo")?, "rec")?;
             b.build_store(cg.gep(rt.into(), plane_a, i)?, rec)?;
+            if library {
+                return Ok(());
+            }
             for pass in 0..passes {
                 let dg = digit(key, pass)?;
                 let slot = b.build_int_nsw_add(dg, cg.c64(pass as i64 * BUCKETS), "h")?;
@@ -307,10 +321,14 @@ pub(crate) fn emit<'a, 'ctx>(
             let k = b.build_right_shift(rec, rt.const_int(kb as u64, false), false, "k")?;
             Ok(b.build_int_truncate(k, kt, "k")?)
         };
-        // One scatter pass per digit that the keys do not all share.
+        // One scatter pass per digit that the keys do not all share: the runtime's, or
+        // generated here.
         let mut src = plane_a;
         let mut dst = plane_b;
-        for pass in 0..passes {
+        if library {
+            src = call_runtime(cg, plane_a, plane_b, len, kb)?;
+        }
+        for pass in (0..passes).filter(|_| !library) {
             let r0 = b.build_load(rt, src, "r0")?.into_int_value();
             let d0 = digit(key_of(r0)?, pass)?;
             let h0 = cg.gep(
@@ -418,6 +436,46 @@ pub(crate) fn emit<'a, 'ctx>(
         rows,
         (crate::parallel_cost::GRAIN_ELEMS / len.max(1)).max(1),
     ))
+}
+
+/// Emits the call of [`crate::runtime::radix::axle_rt_radix_sort`] on one row's `len` records
+/// of `key_bits`-bit keys in `a`, with `b` as the second plane; returns the plane it left
+/// them in.
+fn call_runtime<'ctx>(
+    cg: &crate::cg::Cg<'ctx>,
+    a: PointerValue<'ctx>,
+    b: PointerValue<'ctx>,
+    len: i64,
+    key_bits: u32,
+) -> R<PointerValue<'ctx>> {
+    const SYMBOL: &str = "axle_rt_radix_sort";
+    let f = match cg.module.get_function(SYMBOL) {
+        Some(f) => f,
+        None => {
+            let (p, i) = (cg.ptr(), cg.i64());
+            let fty = p.fn_type(&[p.into(), p.into(), i.into(), i.into()], false);
+            let f = cg
+                .module
+                .add_function(SYMBOL, fty, Some(inkwell::module::Linkage::External));
+            f.add_attribute(
+                inkwell::attributes::AttributeLoc::Function,
+                cg.enum_attr("nounwind"),
+            );
+            f
+        }
+    };
+    let args = [
+        a.into(),
+        b.into(),
+        cg.c64(len).into(),
+        cg.c64(key_bits as i64).into(),
+    ];
+    let out = cg.b.build_call(f, &args, "sorted")?;
+    Ok(out
+        .try_as_basic_value()
+        .basic()
+        .ok_or("axle_rt_radix_sort returns nothing")?
+        .into_pointer_value())
 }
 
 /// The unsigned key of key operand value `v`: the comparator's `X` of it, mapped to an

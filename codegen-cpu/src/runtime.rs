@@ -22,6 +22,7 @@ pub(crate) mod collective;
 pub(crate) mod fft;
 pub(crate) mod gemm;
 pub(crate) mod linalg;
+pub(crate) mod radix;
 
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
@@ -728,6 +729,7 @@ macro_rules! entry_points {
                 $((stringify!($name), $name as unsafe extern "C" fn(*const i64, *const *mut u8) as usize),)*
                 ("axle_rt_failed", collective::axle_rt_failed as extern "C" fn() -> u8 as usize),
                 ("axle_rt_gemm", gemm::axle_rt_gemm as unsafe extern "C" fn(*const i64, *const u8, *const u8, *mut u8, i64, i64) as usize),
+                ("axle_rt_radix_sort", radix::axle_rt_radix_sort as unsafe extern "C" fn(*mut u8, *mut u8, i64, i64) -> *mut u8 as usize),
             ]
         }
     };
