@@ -54,6 +54,11 @@ pub struct BenchOptions {
     pub pipeline: Option<String>,
     /// The compilation cache (off by default; the CLI turns it on).
     pub cache: CacheMode,
+    /// Also compile the module a second time in this process and report that time
+    /// ([`BenchReport::warm_compile_time`]): the first compilation in a process also pays
+    /// for paging in LLVM's code, which a long-lived process (JAX through the plugin,
+    /// `axle.jit`, an XLA client) pays once.
+    pub warm_compile: bool,
 }
 
 impl Default for BenchOptions {
@@ -68,6 +73,7 @@ impl Default for BenchOptions {
             trace: false,
             pipeline: None,
             cache: CacheMode::Off,
+            warm_compile: false,
         }
     }
 }
@@ -104,8 +110,11 @@ pub struct BenchReport {
     pub backend: String,
     /// Instructions in the module.
     pub instructions: usize,
-    /// Compilation time.
+    /// Compilation time (the first compilation in this process).
     pub compile_time: Duration,
+    /// The time of a second compilation of the same module in this process (with the
+    /// same cache mode), when [`BenchOptions::warm_compile`] asks for it.
+    pub warm_compile_time: Option<Duration>,
     /// Temporary memory per run, when the backend knows.
     pub temp_bytes: Option<u64>,
     /// Scratch arena per run (GEMM packing, sort planes), when the backend knows.
@@ -153,6 +162,7 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
     axle_ir::check_runnable(&m)
         .map_err(|e| crate::backend::BackendError::new(&opts.backend, e.to_string()).to_string())?;
     let inputs = generate_inputs(&m, opts.seed)?;
+    let again = opts.warm_compile.then(|| m.clone());
     let Loaded {
         exe,
         compile_time,
@@ -164,6 +174,19 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
         &opts.cache,
         &inputs,
     )?;
+    let warm_compile_time = match again {
+        Some(m) => Some(
+            compile_and_upload(
+                &*platform,
+                m,
+                opts.pipeline.as_deref(),
+                &opts.cache,
+                &inputs,
+            )?
+            .compile_time,
+        ),
+        None => None,
+    };
     let args: Vec<&_> = bufs.iter().collect();
     let mut timings = Vec::new();
     for &policy in &opts.policies {
@@ -204,6 +227,7 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
         backend: opts.backend.clone(),
         instructions: stats.instructions,
         compile_time,
+        warm_compile_time,
         temp_bytes: stats.temp_bytes,
         scratch_bytes: stats.scratch_bytes,
         timings,
@@ -268,6 +292,9 @@ pub fn report(r: &BenchReport) -> String {
         r.module, r.instructions, r.backend
     );
     let _ = writeln!(s, "compile: {:.3} ms", ms(r.compile_time));
+    if let Some(w) = r.warm_compile_time {
+        let _ = writeln!(s, "compile again (warm): {:.3} ms", ms(w));
+    }
     if let Some(t) = r.temp_bytes {
         match r.scratch_bytes {
             Some(a) if a > 0 => {

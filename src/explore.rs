@@ -345,6 +345,7 @@ fn measure(m: &Module, mo: &MeasureOptions, seed: u64) -> Result<Measured, Strin
             pipeline: Some(crate::backend::NO_PIPELINE.to_string()),
             // Off, so that `codegen_ns` is a real compilation every time.
             cache: crate::CacheMode::Off,
+            warm_compile: false,
         },
     )?;
     let t = &r.timings[0];

@@ -296,6 +296,11 @@ enum Command {
         /// time counts as compile time.
         #[arg(long)]
         passes: Option<String>,
+        /// Also compile the module a second time in this process and print that time: the
+        /// first compilation also pays for paging in LLVM's code, which a long-lived process
+        /// (JAX through the plugin, `axle.jit`) pays once.
+        #[arg(long)]
+        warm_compile: bool,
     },
     /// Schedule a module and assign its buffers: print the scheduler chosen per computation, the
     /// temporary block (size, peak, fragmentation) and every buffer's memory, offset, size and
@@ -465,6 +470,7 @@ fn main() -> ExitCode {
             trace,
             passes,
             elided,
+            warm_compile,
         } => {
             use axle::bench::OutputPolicy;
             let policies = match outputs.as_str() {
@@ -483,6 +489,7 @@ fn main() -> ExitCode {
                 pipeline: passes,
                 // A benchmark measures compilation too, so it never loads code from the cache.
                 cache: axle::CacheMode::Off,
+                warm_compile,
             };
             cmd_bench(
                 &file,

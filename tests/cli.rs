@@ -506,6 +506,17 @@ fn bench_states_the_output_buffer_policy() {
     assert!(s.contains("run (fresh outputs): median"), "{s}");
     assert!(s.contains("run (reused outputs): median"), "{s}");
     assert!(s.contains("over 3 runs"), "{s}");
+    assert!(!s.contains("compile again"), "{s}");
+    let o = axle(&[
+        "bench",
+        &corpus("mlp_forward.hlo"),
+        "--repeat",
+        "1",
+        "--warm-compile",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("compile again (warm): "), "{s}");
     let o = axle(&["bench", &corpus("mlp_forward.hlo"), "--repeat", "0"]);
     assert_fails(&o, &["--repeat must be at least 1"]);
 }

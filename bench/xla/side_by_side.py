@@ -18,6 +18,8 @@ XLA side: the HLO text is compiled by `compile_hlo_text` of $AXLE_SHARED/baselin
   output (`input_output_alias ... may-alias`), and each run donates the previous run's outputs,
   so results land in memory that is already mapped (what shared/baseline calls "reused out");
 - temp: `get_compiled_memory_stats().temp_size_in_bytes` of the plain module.
+- compile: the first compile of the program in this process (every program but the first finds
+  XLA's LLVM already paged in); with `--warm-compile`, also a second compile of the same text.
 Axle side: `axle bench FILE --outputs both` (compile time, fresh and reused medians, temp bytes),
 with `--passes P` and extra `--axle-arg`s passed through.
 
@@ -159,13 +161,18 @@ def block(outs):
 class Xla:
     """One program compiled by XLA, with its inputs on the device."""
 
-    def __init__(self, text):
+    def __init__(self, text, warm_compile=False):
         import jax
         self.jax = jax
         params, results, _ = entry_signature(text)
         t0 = time.perf_counter()
         self.exe = compile_hlo_text(text)
         self.compile_s = time.perf_counter() - t0
+        self.compile_warm_s = None
+        if warm_compile:
+            t0 = time.perf_counter()
+            self.exe = compile_hlo_text(text)
+            self.compile_warm_s = time.perf_counter() - t0
         self.temp = self.exe.get_compiled_memory_stats().temp_size_in_bytes
         self.args = [jax.device_put(a) for a in make_inputs(params)]
         try:
@@ -215,6 +222,7 @@ def axle_bench(axle, path, passes, repeat, warmup, extra):
     out = p.stdout
     r = {}
     for key, pat in [("compile_ms", r"compile:\s*([\d.]+) ms"), ("temp", r"temp:\s*(\d+) bytes"),
+                     ("compile_warm_ms", r"compile again \(warm\):\s*([\d.]+) ms"),
                      ("fresh_ms", r"fresh outputs\): median ([\d.]+) ms"),
                      ("reused_ms", r"reused outputs\): median ([\d.]+) ms")]:
         m = re.search(pat, out)
@@ -247,7 +255,13 @@ def main():
     ap.add_argument("--dump-xla-opt", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--axle-arg", action="append", default=[])
+    ap.add_argument("--warm-compile", action="store_true",
+                    help="also time a second compile of each program in the same process, on both "
+                         "sides (XLA compiles in this long-lived process; `axle bench` is a fresh "
+                         "process, whose first compile also pages in LLVM's code)")
     a = ap.parse_args()
+    if a.warm_compile:
+        a.axle_arg = a.axle_arg + ["--warm-compile"]
     if not os.path.exists(a.axle):
         sys.exit(f"no axle binary at {a.axle} (cargo build --release --bin axle)")
     tmp = tempfile.mkdtemp(prefix="sbs-")
@@ -261,13 +275,15 @@ def main():
         print(f"# {name}", file=sys.stderr, flush=True)
         row = {"name": name}
         try:
-            x = Xla(text)
+            x = Xla(text, a.warm_compile)
         except Exception as e:  # noqa: BLE001 - reported in the table
             row["xla_error"] = str(e).splitlines()[0][:120]
             x = None
         opt_path = None
         if x is not None:
             row["xla_compile_ms"] = x.compile_s * 1e3
+            if x.compile_warm_s is not None:
+                row["xla_compile_warm_ms"] = x.compile_warm_s * 1e3
             row["xla_temp"] = x.temp
             if a.xla_opt or a.dump_xla_opt:
                 d = a.dump_xla_opt or tmp
@@ -285,6 +301,7 @@ def main():
                 row["axle_error"] = ab["error"]
             else:
                 row["axle_compile_ms"] = ab.get("compile_ms")
+                row["axle_compile_warm_ms"] = ab.get("compile_warm_ms")
                 row["axle_temp"] = ab.get("temp")
                 samples["af"].append(ab.get("fresh_ms"))
                 samples["ar"].append(ab.get("reused_ms"))
@@ -327,6 +344,22 @@ def main():
     if fr:
         print(f"geomean Axle/XLA: fresh {np.exp(np.mean(np.log(fr))):.2f}"
               + (f", reused {np.exp(np.mean(np.log(rr))):.2f}" if rr else ""))
+    print()
+    print("| program | XLA compile ms | Axle compile ms | ratio |"
+          + (" XLA again (warm) | Axle again (warm) | ratio |" if a.warm_compile else ""))
+    print("|---|---:|---:|---:|" + ("---:|---:|---:|" if a.warm_compile else ""))
+    for r in rows:
+        line = (f"| {r['name']} | {fmt(g(r, 'xla_compile_ms'))} | {fmt(g(r, 'axle_compile_ms'))} | "
+                f"{ratio(g(r, 'axle_compile_ms'), g(r, 'xla_compile_ms'))} |")
+        if a.warm_compile:
+            line += (f" {fmt(g(r, 'xla_compile_warm_ms'))} | {fmt(g(r, 'axle_compile_warm_ms'))} | "
+                     f"{ratio(g(r, 'axle_compile_warm_ms'), g(r, 'xla_compile_warm_ms'))} |")
+        print(line)
+    for key, label in [("compile_ms", "compile"), ("compile_warm_ms", "compile again (warm)")]:
+        cr = [r["axle_" + key] / r["xla_" + key] for r in rows
+              if g(r, "axle_" + key) and g(r, "xla_" + key)]
+        if cr:
+            print(f"geomean Axle/XLA {label}: {np.exp(np.mean(np.log(cr))):.2f}")
     print(f"rounds {a.rounds} x {a.repeat} runs (+{a.warmup} warm-up) per side and policy; medians; "
           f"Axle pipeline: {a.passes or 'axle bench default'}")
     if a.json:
