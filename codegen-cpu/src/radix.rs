@@ -317,69 +317,13 @@ pub(crate) fn emit<'a, 'ctx>(
             }
             Ok(())
         })?;
-        let key_of = |rec: IntValue<'ctx>| -> R<IntValue<'ctx>> {
-            let k = b.build_right_shift(rec, rt.const_int(kb as u64, false), false, "k")?;
-            Ok(b.build_int_truncate(k, kt, "k")?)
-        };
         // One scatter pass per digit that the keys do not all share: the runtime's, or
         // generated here.
-        let mut src = plane_a;
-        let mut dst = plane_b;
-        if library {
-            src = call_runtime(cg, plane_a, plane_b, len, kb)?;
-        }
-        for pass in (0..passes).filter(|_| !library) {
-            let r0 = b.build_load(rt, src, "r0")?.into_int_value();
-            let d0 = digit(key_of(r0)?, pass)?;
-            let h0 = cg.gep(
-                i32t.into(),
-                hist,
-                b.build_int_nsw_add(d0, cg.c64(pass as i64 * BUCKETS), "h")?,
-            )?;
-            let c0 = b.build_load(i32t, h0, "c0")?.into_int_value();
-            let trivial = b.build_int_compare(
-                IntPredicate::EQ,
-                c0,
-                i32t.const_int(len as u64, false),
-                "same",
-            )?;
-            let hrow = cg.gep(i32t.into(), hist, cg.c64(pass as i64 * BUCKETS))?;
-            let moved = cg.if_else_with(
-                &mut (),
-                trivial,
-                |_| Ok(vec![bv(src), bv(dst)]),
-                |_| {
-                    // Exclusive prefix sums: each bucket's first position.
-                    cg.for_range_acc(
-                        cg.c64(0),
-                        cg.c64(BUCKETS),
-                        &[bv(i32t.const_zero())],
-                        |j, acc| {
-                            let q = cg.gep(i32t.into(), hrow, j)?;
-                            let c = b.build_load(i32t, q, "c")?.into_int_value();
-                            let sum = acc[0].into_int_value();
-                            b.build_store(q, sum)?;
-                            Ok(vec![bv(b.build_int_add(sum, c, "s")?)])
-                        },
-                    )?;
-                    cg.for_range(cg.c64(0), cg.c64(len), |i| {
-                        let r = b
-                            .build_load(rt, cg.gep(rt.into(), src, i)?, "r")?
-                            .into_int_value();
-                        let dg = digit(key_of(r)?, pass)?;
-                        let q = cg.gep(i32t.into(), hrow, dg)?;
-                        let o = b.build_load(i32t, q, "o")?.into_int_value();
-                        b.build_store(q, b.build_int_add(o, i32t.const_int(1, false), "o1")?)?;
-                        let o = b.build_int_z_extend(o, cg.i64(), "o")?;
-                        b.build_store(cg.gep(rt.into(), dst, o)?, r)?;
-                        Ok(())
-                    })?;
-                    Ok(vec![bv(dst), bv(src)])
-                },
-            )?;
-            src = moved[0].into_pointer_value();
-            dst = moved[1].into_pointer_value();
-        }
+        let src = if library {
+            call_runtime(cg, plane_a, plane_b, len, kb)?
+        } else {
+            generated_passes(cg, hist, plane_a, plane_b, len, kb)?
+        };
         // Results: the payload itself, or the operands gathered by position (for `topk`, the
         // first `k` values and their positions).
         let out_dims: Vec<i64> = match rows_of.topk {
@@ -436,6 +380,88 @@ pub(crate) fn emit<'a, 'ctx>(
         rows,
         (crate::parallel_cost::GRAIN_ELEMS / len.max(1)).max(1),
     ))
+}
+
+/// Emits the digit passes of one row's `len` records of `key_bits`-bit keys in `a` (with `b`
+/// as the second plane and the histograms `hist` counted): per digit that the keys do not all
+/// share, the buckets' first positions, then a stable scatter; returns the plane the records
+/// end in.
+fn generated_passes<'ctx>(
+    cg: &crate::cg::Cg<'ctx>,
+    hist: PointerValue<'ctx>,
+    a: PointerValue<'ctx>,
+    b_plane: PointerValue<'ctx>,
+    len: i64,
+    key_bits: u32,
+) -> R<PointerValue<'ctx>> {
+    let b = &cg.b;
+    let kt = cg.int_ty(key_bits);
+    let rt = cg.int_ty(2 * key_bits);
+    let i32t = cg.i32();
+    let digit = |key: IntValue<'ctx>, pass: u32| -> R<IntValue<'ctx>> {
+        let s = b.build_right_shift(key, kt.const_int((pass * DIGIT) as u64, false), false, "d")?;
+        let s = b.build_and(s, kt.const_int((BUCKETS - 1) as u64, false), "d")?;
+        Ok(b.build_int_z_extend_or_bit_cast(s, cg.i64(), "d")?)
+    };
+    let key_of = |rec: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+        let k = b.build_right_shift(rec, rt.const_int(key_bits as u64, false), false, "k")?;
+        Ok(b.build_int_truncate(k, kt, "k")?)
+    };
+    let mut src = a;
+    let mut dst = b_plane;
+    for pass in 0..key_bits / DIGIT {
+        let r0 = b.build_load(rt, src, "r0")?.into_int_value();
+        let d0 = digit(key_of(r0)?, pass)?;
+        let h0 = cg.gep(
+            i32t.into(),
+            hist,
+            b.build_int_nsw_add(d0, cg.c64(pass as i64 * BUCKETS), "h")?,
+        )?;
+        let c0 = b.build_load(i32t, h0, "c0")?.into_int_value();
+        let trivial = b.build_int_compare(
+            IntPredicate::EQ,
+            c0,
+            i32t.const_int(len as u64, false),
+            "same",
+        )?;
+        let hrow = cg.gep(i32t.into(), hist, cg.c64(pass as i64 * BUCKETS))?;
+        let moved = cg.if_else_with(
+            &mut (),
+            trivial,
+            |_| Ok(vec![bv(src), bv(dst)]),
+            |_| {
+                // Exclusive prefix sums: each bucket's first position.
+                cg.for_range_acc(
+                    cg.c64(0),
+                    cg.c64(BUCKETS),
+                    &[bv(i32t.const_zero())],
+                    |j, acc| {
+                        let q = cg.gep(i32t.into(), hrow, j)?;
+                        let c = b.build_load(i32t, q, "c")?.into_int_value();
+                        let sum = acc[0].into_int_value();
+                        b.build_store(q, sum)?;
+                        Ok(vec![bv(b.build_int_add(sum, c, "s")?)])
+                    },
+                )?;
+                cg.for_range(cg.c64(0), cg.c64(len), |i| {
+                    let r = b
+                        .build_load(rt, cg.gep(rt.into(), src, i)?, "r")?
+                        .into_int_value();
+                    let dg = digit(key_of(r)?, pass)?;
+                    let q = cg.gep(i32t.into(), hrow, dg)?;
+                    let o = b.build_load(i32t, q, "o")?.into_int_value();
+                    b.build_store(q, b.build_int_add(o, i32t.const_int(1, false), "o1")?)?;
+                    let o = b.build_int_z_extend(o, cg.i64(), "o")?;
+                    b.build_store(cg.gep(rt.into(), dst, o)?, r)?;
+                    Ok(())
+                })?;
+                Ok(vec![bv(dst), bv(src)])
+            },
+        )?;
+        src = moved[0].into_pointer_value();
+        dst = moved[1].into_pointer_value();
+    }
+    Ok(src)
 }
 
 /// Emits the call of [`crate::runtime::radix::axle_rt_radix_sort`] on one row's `len` records
