@@ -622,14 +622,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
     fn failed_flag(&self) -> R<IntValue<'ctx>> {
         let cg = self.cg;
         let name = "axle_rt_failed";
-        let f = match cg.module.get_function(name) {
-            Some(f) => f,
-            None => cg.module.add_function(
-                name,
-                cg.ctx.i8_type().fn_type(&[], false),
-                Some(Linkage::External),
-            ),
-        };
+        let f = crate::host::runtime_function(cg, name, cg.ctx.i8_type().fn_type(&[], false));
         let v =
             cg.b.build_call(f, &[], "failed")?
                 .try_as_basic_value()

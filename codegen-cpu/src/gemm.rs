@@ -876,22 +876,9 @@ pub(crate) fn emit_library<'ctx>(
     end: IntValue<'ctx>,
 ) -> R<()> {
     let desc = crate::host::descriptor(cg, &g.encode(), "axle.gemm.desc");
-    const SYMBOL: &str = "axle_rt_gemm";
-    let f = match cg.module.get_function(SYMBOL) {
-        Some(f) => f,
-        None => {
-            let (p, i) = (cg.ptr().into(), cg.i64().into());
-            let fty = cg.ctx.void_type().fn_type(&[p, p, p, p, i, i], false);
-            let f = cg
-                .module
-                .add_function(SYMBOL, fty, Some(inkwell::module::Linkage::External));
-            f.add_attribute(
-                inkwell::attributes::AttributeLoc::Function,
-                cg.enum_attr("nounwind"),
-            );
-            f
-        }
-    };
+    let (p, i) = (cg.ptr().into(), cg.i64().into());
+    let fty = cg.ctx.void_type().fn_type(&[p, p, p, p, i, i], false);
+    let f = crate::host::runtime_function(cg, "axle_rt_gemm", fty);
     let args = [
         desc.as_pointer_value().into(),
         a.into(),

@@ -810,6 +810,24 @@ fn lapack(m: &Module, id: InstId, name: &str) -> R<Call> {
     }
 }
 
+/// The runtime library's function `symbol` of type `fty`, declared in `cg`'s module (once;
+/// later calls find it) as an external `nounwind` function: the runtime's entry points catch
+/// every panic and never unwind into generated code.
+pub(crate) fn runtime_function<'ctx>(
+    cg: &Cg<'ctx>,
+    symbol: &str,
+    fty: inkwell::types::FunctionType<'ctx>,
+) -> inkwell::values::FunctionValue<'ctx> {
+    cg.module.get_function(symbol).unwrap_or_else(|| {
+        let f = cg.module.add_function(symbol, fty, Some(Linkage::External));
+        f.add_attribute(
+            inkwell::attributes::AttributeLoc::Function,
+            cg.enum_attr("nounwind"),
+        );
+        f
+    })
+}
+
 /// A runtime routine's descriptor `vals` as a private constant array of the module.
 pub(crate) fn descriptor<'ctx>(
     cg: &Cg<'ctx>,
@@ -840,21 +858,11 @@ pub(crate) fn emit<'ctx>(
     }
     let g = descriptor(cg, &hc.call.encode(), "axle.rt.desc");
     let sym = hc.call.symbol();
-    let f = match cg.module.get_function(sym) {
-        Some(f) => f,
-        None => {
-            let fty = cg
-                .ctx
-                .void_type()
-                .fn_type(&[cg.ptr().into(), cg.ptr().into()], false);
-            let f = cg.module.add_function(sym, fty, Some(Linkage::External));
-            f.add_attribute(
-                inkwell::attributes::AttributeLoc::Function,
-                cg.enum_attr("nounwind"),
-            );
-            f
-        }
-    };
+    let fty = cg
+        .ctx
+        .void_type()
+        .fn_type(&[cg.ptr().into(), cg.ptr().into()], false);
+    let f = runtime_function(cg, sym, fty);
     cg.b.build_call(f, &[g.as_pointer_value().into(), bufs.into()], "")?;
     Ok(())
 }

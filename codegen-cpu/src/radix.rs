@@ -474,22 +474,9 @@ fn call_runtime<'ctx>(
     len: i64,
     key_bits: u32,
 ) -> R<PointerValue<'ctx>> {
-    const SYMBOL: &str = "axle_rt_radix_sort";
-    let f = match cg.module.get_function(SYMBOL) {
-        Some(f) => f,
-        None => {
-            let (p, i) = (cg.ptr(), cg.i64());
-            let fty = p.fn_type(&[p.into(), p.into(), i.into(), i.into()], false);
-            let f = cg
-                .module
-                .add_function(SYMBOL, fty, Some(inkwell::module::Linkage::External));
-            f.add_attribute(
-                inkwell::attributes::AttributeLoc::Function,
-                cg.enum_attr("nounwind"),
-            );
-            f
-        }
-    };
+    let (p, i) = (cg.ptr(), cg.i64());
+    let fty = p.fn_type(&[p.into(), p.into(), i.into(), i.into()], false);
+    let f = crate::host::runtime_function(cg, "axle_rt_radix_sort", fty);
     let args = [
         a.into(),
         b.into(),
