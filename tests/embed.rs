@@ -416,8 +416,10 @@ fn interpreter_runs_collectives_on_one_device() -> Result<(), Error> {
 }
 
 /// The cpu backend runs one device: an all-reduce or all-gather among the one device (no
-/// groups, `{}`, `{{0}}`) is its operand, as on the interpreter; one written for two devices is
-/// still refused by name.
+/// groups, `{}`, `{{0}}`) is its operand, as on the interpreter, and so are the collectives the
+/// simplification leaves (a permute from the device to itself, a broadcast, the async forms),
+/// which the runtime runs on a world of one device; one written for two devices is still
+/// refused by name.
 #[test]
 fn cpu_runs_collectives_of_the_one_device() -> Result<(), Error> {
     let head = "HloModule m\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  \
@@ -432,6 +434,19 @@ fn cpu_runs_collectives_of_the_one_device() -> Result<(), Error> {
         let exe = axle::compile_text(backend, &text, &CompileOptions::default())?;
         let out = exe.call(&[ArrayRef::vector(&x)])?;
         assert_eq!(out[0].to_vec::<f32>()?, x, "{backend}");
+    }
+    let rest = format!(
+        "{head}  c = f32[3] collective-permute(p), channel_id=1, source_target_pairs={{{{0,0}}}}\n  \
+         d = f32[3] collective-broadcast(c), replica_groups={{{{0}}}}\n  \
+         s = (f32[3], f32[3]) collective-permute-start(d), channel_id=2, source_target_pairs={{{{0,0}}}}\n  \
+         e = f32[3] collective-permute-done(s)\n  \
+         ROOT t = f32[3] add(e, p)\n}}\n"
+    );
+    let twice: Vec<f32> = x.iter().map(|v| v + v).collect();
+    for backend in ["cpu", "interpreter"] {
+        let exe = axle::compile_text(backend, &rest, &CompileOptions::default())?;
+        let out = exe.call(&[ArrayRef::vector(&x)])?;
+        assert_eq!(out[0].to_vec::<f32>()?, twice, "{backend}");
     }
     let two = format!(
         "{head}  ROOT a = f32[3] all-reduce(p), replica_groups={{{{0,1}}}}, to_apply=add\n}}\n"

@@ -267,5 +267,6 @@ fn build(m: &Module, id: InstId, kind: CollKind) -> R<Coll> {
         suffix,
         starts,
         sdy_devices,
+        module_devices: i64::from(m.replica_count()) * i64::from(m.num_partitions()),
     })
 }

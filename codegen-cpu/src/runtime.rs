@@ -904,6 +904,7 @@ mod tests {
                 }],
                 starts: vec![vec![0, 0, 1, 0]],
                 sdy_devices: vec![2],
+                module_devices: 4,
             })),
         ];
         for c in calls {

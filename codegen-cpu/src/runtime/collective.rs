@@ -115,6 +115,9 @@ pub(crate) struct Coll {
     pub starts: Vec<Vec<i64>>,
     /// The number of devices of each value's Shardy mesh.
     pub sdy_devices: Vec<i64>,
+    /// The devices the module is written for (`replica_count` x `num_partitions`): a run
+    /// without a device runs a module for one device as that device ([`lone_world`]).
+    pub module_devices: i64,
 }
 
 fn mode_code(m: GroupMode) -> i64 {
@@ -221,6 +224,7 @@ impl Coll {
         for s in &self.starts {
             push_list(d, s);
         }
+        d.push(self.module_devices);
     }
 
     /// Reads what [`Coll::encode_into`] wrote (`d` without the length entry).
@@ -249,6 +253,7 @@ impl Coll {
         let starts = (0..r.count()?)
             .map(|_| r.list())
             .collect::<Option<Vec<_>>>()?;
+        let module_devices = r.next()?;
         (r.at == d.len()).then_some(Coll {
             kind,
             label,
@@ -263,8 +268,24 @@ impl Coll {
             suffix,
             starts,
             sdy_devices,
+            module_devices,
         })
     }
+}
+
+/// How long a collective of a run without a device may wait: its group is only itself, so it
+/// never waits.
+const LONE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A world of one device, for a collective of a module written for one device run without a
+/// device (as XLA runs a module of one replica and one partition: every group is that
+/// device); `None` where the module, the collective's groups or pairs, or its Shardy mesh name
+/// more devices than one: that collective needs a multi-device run.
+fn lone_world(c: &Coll) -> Option<axle_comm::InProcess> {
+    let only_zero =
+        c.groups.iter().flatten().all(|&d| d == 0) && c.pairs.iter().flatten().all(|&d| d == 0);
+    (c.module_devices == 1 && only_zero && c.sdy_devices.iter().all(|&n| n == 1))
+        .then(|| axle_comm::InProcess::new(1, LONE_TIMEOUT))
 }
 
 /// The device a thread runs as, and what its run has come to.
@@ -415,6 +436,17 @@ pub(crate) unsafe fn run(c: &Coll, bufs: *const *mut u8) {
         let dev = comm.map(|p| Device {
             comm: unsafe { &*p },
             mesh,
+        });
+        let lone = dev.is_none().then(|| lone_world(c)).flatten();
+        let lone_ep = lone.as_ref().map(|w| w.devices());
+        let dev = dev.or_else(|| {
+            lone_ep.as_ref().map(|e| Device {
+                comm: &e[0],
+                mesh: DeviceMesh {
+                    replicas: 1,
+                    partitions: 1,
+                },
+            })
         });
         for k in 0..c.prefix {
             outs[k].copy_from_slice(ins[k]);
