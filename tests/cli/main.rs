@@ -1,0 +1,15 @@
+//! The `axle` command's tests in one test binary, a module per area: each runs the built
+//! `axle` (`CARGO_BIN_EXE_axle`) and checks its outputs, files and errors.
+//!
+//! Each test file is a module loaded through `#[path]`, so the `mod` items in it resolve in this
+//! folder (`mod common;` to `common/`, `cli.rs`'s `cli_devices/`). One binary for all of them
+//! is one link of the compiler, and their tests share one pool of test threads.
+
+#[path = "cli.rs"]
+mod cli;
+#[path = "cli_graph.rs"]
+mod cli_graph;
+#[path = "cli_passes.rs"]
+mod cli_passes;
+#[path = "hostile_cli.rs"]
+mod hostile_cli;
