@@ -4,12 +4,15 @@
 //! Each test file is a module loaded through `#[path]`, so the `mod` items in it resolve in this
 //! folder (`mod common;` to `common/`, `cli.rs`'s `cli_devices/`). One binary for all of them
 //! is one link of the compiler, and their tests share one pool of test threads.
+//!
+//! These modules are `pub`, so a file's public items stay exported as at the root of a crate of
+//! their own, and the dead-code lint judges them the same way.
 
 #[path = "cli.rs"]
-mod cli;
+pub mod cli;
 #[path = "cli_graph.rs"]
-mod cli_graph;
+pub mod cli_graph;
 #[path = "cli_passes.rs"]
-mod cli_passes;
+pub mod cli_passes;
 #[path = "hostile_cli.rs"]
-mod hostile_cli;
+pub mod hostile_cli;

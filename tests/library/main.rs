@@ -6,28 +6,31 @@
 //! Each test file is a module loaded through `#[path]`, so the `mod` items in it resolve in this
 //! folder (`cpu.rs`'s `cpu_devices/`). One binary for all of them is one link of the compiler,
 //! and their tests share one pool of test threads.
+//!
+//! These modules are `pub`, so a file's public items stay exported as at the root of a crate of
+//! their own, and the dead-code lint judges them the same way.
 
 #[path = "buffers.rs"]
-mod buffers;
+pub mod buffers;
 #[path = "cpu.rs"]
-mod cpu;
+pub mod cpu;
 #[path = "cpu_gemm.rs"]
-mod cpu_gemm;
+pub mod cpu_gemm;
 #[path = "cpu_runtime.rs"]
-mod cpu_runtime;
+pub mod cpu_runtime;
 #[path = "cpu_sort.rs"]
-mod cpu_sort;
+pub mod cpu_sort;
 #[path = "cpu_special_values.rs"]
-mod cpu_special_values;
+pub mod cpu_special_values;
 #[path = "cpu_types.rs"]
-mod cpu_types;
+pub mod cpu_types;
 #[path = "embed.rs"]
-mod embed;
+pub mod embed;
 #[path = "eval_ops.rs"]
-mod eval_ops;
+pub mod eval_ops;
 #[path = "hostile_lib.rs"]
-mod hostile_lib;
+pub mod hostile_lib;
 #[path = "long_sums.rs"]
-mod long_sums;
+pub mod long_sums;
 #[path = "semantics.rs"]
-mod semantics;
+pub mod semantics;

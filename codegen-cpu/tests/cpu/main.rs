@@ -4,32 +4,35 @@
 //! Each test file is a module loaded through `#[path]`, so the `mod` items in it resolve in this
 //! folder. One binary links the compiler once for all of them, and their tests share one pool of
 //! test threads.
+//!
+//! These modules are `pub`, so a file's public items stay exported as at the root of a crate of
+//! their own, and the dead-code lint judges them the same way.
 
 #[path = "batchnorm.rs"]
-mod batchnorm;
+pub mod batchnorm;
 #[path = "complex.rs"]
-mod complex;
+pub mod complex;
 #[path = "donation.rs"]
-mod donation;
+pub mod donation;
 #[path = "epilogues.rs"]
-mod epilogues;
+pub mod epilogues;
 #[path = "ftz_dot.rs"]
-mod ftz_dot;
+pub mod ftz_dot;
 #[path = "fusion.rs"]
-mod fusion;
+pub mod fusion;
 #[path = "kernel_cache.rs"]
-mod kernel_cache;
+pub mod kernel_cache;
 #[path = "lifted_constants.rs"]
-mod lifted_constants;
+pub mod lifted_constants;
 #[path = "linalg_upcast.rs"]
-mod linalg_upcast;
+pub mod linalg_upcast;
 #[path = "math.rs"]
-mod math;
+pub mod math;
 #[path = "modules.rs"]
-mod modules;
+pub mod modules;
 #[path = "mulhi.rs"]
-mod mulhi;
+pub mod mulhi;
 #[path = "rng.rs"]
-mod rng;
+pub mod rng;
 #[path = "shared_buffers.rs"]
-mod shared_buffers;
+pub mod shared_buffers;

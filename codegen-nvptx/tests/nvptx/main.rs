@@ -5,36 +5,39 @@
 //! Each test file is a module loaded through `#[path]`, so the `mod` items in it resolve in this
 //! folder (`mod common;` to `common/`). One binary links the compiler once for all of them, and
 //! their tests share one pool of test threads.
+//!
+//! These modules are `pub`, so a file's public items stay exported as at the root of a crate of
+//! their own, and the dead-code lint judges them the same way.
 
 #[path = "arena.rs"]
-mod arena;
+pub mod arena;
 #[path = "buffer_lifetimes.rs"]
-mod buffer_lifetimes;
+pub mod buffer_lifetimes;
 #[path = "control_flow.rs"]
-mod control_flow;
+pub mod control_flow;
 #[path = "convolutions.rs"]
-mod convolutions;
+pub mod convolutions;
 #[path = "dots.rs"]
-mod dots;
+pub mod dots;
 #[path = "float_atomics.rs"]
-mod float_atomics;
+pub mod float_atomics;
 #[path = "kernels.rs"]
-mod kernels;
+pub mod kernels;
 #[path = "math_fallback.rs"]
-mod math_fallback;
+pub mod math_fallback;
 #[path = "mulhi.rs"]
-mod mulhi;
+pub mod mulhi;
 #[path = "offset_launch.rs"]
-mod offset_launch;
+pub mod offset_launch;
 #[path = "reductions.rs"]
-mod reductions;
+pub mod reductions;
 #[path = "scatters.rs"]
-mod scatters;
+pub mod scatters;
 #[path = "sim.rs"]
-mod sim;
+pub mod sim;
 #[path = "sort.rs"]
-mod sort;
+pub mod sort;
 #[path = "tensor_cores.rs"]
-mod tensor_cores;
+pub mod tensor_cores;
 #[path = "transposes.rs"]
-mod transposes;
+pub mod transposes;

@@ -4,14 +4,17 @@
 //!
 //! Each test file is a module loaded through `#[path]`, so the `mod` items in it resolve in this
 //! folder. One binary for all of them is one link, and their tests share one pool of test threads.
+//!
+//! These modules are `pub`, so a file's public items stay exported as at the root of a crate of
+//! their own, and the dead-code lint judges them the same way.
 
 #[path = "algsimp_property.rs"]
-mod algsimp_property;
+pub mod algsimp_property;
 #[path = "batchnorm_expander.rs"]
-mod batchnorm_expander;
+pub mod batchnorm_expander;
 #[path = "collective_upcast.rs"]
-mod collective_upcast;
+pub mod collective_upcast;
 #[path = "excess_precision.rs"]
-mod excess_precision;
+pub mod excess_precision;
 #[path = "linalg_upcast.rs"]
-mod linalg_upcast;
+pub mod linalg_upcast;

@@ -4,10 +4,13 @@
 //!
 //! Each test file is a module loaded through `#[path]`, so the `mod` items in it resolve in this
 //! folder. One binary for all of them is one link, and their tests share one pool of test threads.
+//!
+//! These modules are `pub`, so a file's public items stay exported as at the root of a crate of
+//! their own, and the dead-code lint judges them the same way.
 
 #[path = "campaigns.rs"]
-mod campaigns;
+pub mod campaigns;
 #[path = "planted.rs"]
-mod planted;
+pub mod planted;
 #[path = "regressions.rs"]
-mod regressions;
+pub mod regressions;
