@@ -8,6 +8,10 @@
 //! These modules are `pub`, so a file's public items stay exported as at the root of a crate of
 //! their own, and the dead-code lint judges them the same way.
 
+// Each file that uses the helpers declares `mod common;` itself, so they are compiled once per
+// such file; Clippy's `duplicate_mod` would deny that.
+#![allow(clippy::duplicate_mod)]
+
 #[path = "cli.rs"]
 pub mod cli;
 #[path = "cli_graph.rs"]
