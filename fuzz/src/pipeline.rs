@@ -2,10 +2,10 @@
 //! registry (the compiler's, `axle::passes::registry()`; the `pipeline-planted` target's adds
 //! [`crate::planted_sub_self`]), checked against the reference evaluator.
 //!
-//! The rules are those of the semantics property (`tests/semantics.rs`): the generated module
-//! verifies; the pass manager verifies after every pass and checks each pass's `changed` flag;
-//! the optimized module is the same at 1 and 4 threads; it round-trips through text; and on two
-//! sets of adversarial inputs (`±0.0`, `±inf`, NaN, subnormals, integer extremes) the
+//! The rules are those of the semantics property (`tests/library/semantics.rs`): the generated
+//! module verifies; the pass manager verifies after every pass and checks each pass's `changed`
+//! flag; the optimized module is the same at 1 and 4 threads; it round-trips through text; and on
+//! two sets of adversarial inputs (`±0.0`, `±inf`, NaN, subnormals, integer extremes) the
 //! evaluator's results before and after agree bit for bit (NaN matching NaN), with IEEE
 //! arithmetic. The evaluator must run every generated module. The exceptions are passes
 //! documented as inexact, `linalg-upcast` on narrow-float linear algebra and `excess-precision`

@@ -20,7 +20,8 @@ use quickcheck::{Arbitrary, Gen};
 
 /// Fragments of HLO text that mutation fuzzers splice into a module: the brackets, separators,
 /// keywords and literals whose misplacement reaches the parser's error paths (the mutated-text
-/// property in `ir/tests/fuzz_text.rs` and the `parse` campaign of `axle-fuzz` share them).
+/// property in `ir/tests/ir_checks/fuzz_text.rs` and the `parse` campaign of `axle-fuzz` share
+/// them).
 pub const MUTATION_TOKENS: &[&str] = &[
     "{",
     "}",
