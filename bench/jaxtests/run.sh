@@ -6,7 +6,8 @@
 # TESTS_DIR is JAX's tests/ at tag jax-v0.10.2 (for example
 # `git -C JAX_REPO archive jax-v0.10.2 tests | tar -x -C DIR`; ../shared/jaxtests holds five of
 # them). PLATFORM is `cpu` (XLA CPU) or `axle`. OUT_DIR/PLATFORM/FILE.xml is read by compare.py.
-# JAX_NUM_GENERATED_CASES (default here 3) and PYTHON (default /work/jaxenv/bin/python) may be set;
+# JAX_NUM_GENERATED_CASES (default here 3) and PYTHON may be set; PYTHON's default is the venv of
+# `make python` (target/python-venv: JAX, pytest, absl-py and the axle wheel);
 # PYTEST_K, if set, is passed to pytest as `-k PYTEST_K` (for example "Eigh or Svd").
 # With SUBSET=1, only the tests that failed or were skipped in OUT_DIR/axle/FILE.xml run, into
 # OUT_DIR/PLATFORM-subset/ (compare.py then counts the rest as passing wherever axle passed).
@@ -20,7 +21,8 @@
 set -u
 tests=$1 out=$2 plat=$3
 shift 3
-py=${PYTHON:-/work/jaxenv/bin/python}
+here=$(cd "$(dirname "$0")" && pwd)
+py=${PYTHON:-$here/../../target/python-venv/bin/python}
 dir=$plat
 [ -n "${SUBSET:-}" ] && dir=$plat-subset
 [ -n "${DUT:-}" ] && dir=$dir-dut-$DUT
@@ -29,7 +31,6 @@ pytest=(-m pytest)
 jax.config.update('jax_test_dut', '$DUT')
 sys.exit(pytest.main(sys.argv[1:]))")
 mkdir -p "$out/$dir"
-here=$(cd "$(dirname "$0")" && pwd)
 for f in "$@"; do
     t0=$(date +%s)
     sel=("$f")
