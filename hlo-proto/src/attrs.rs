@@ -50,6 +50,8 @@ pub struct ReadCx<'a> {
     pub operand0: Option<(ElementType, bool)>,
 }
 
+/// XLA's `PrecisionConfig.Algorithm`, indexed by the enum's number (`xla_data.proto`: 13 is
+/// `ALG_DOT_BF16_BF16_F32_X9`, added after `ALG_DOT_F64_F64_F64`).
 const DOT_ALGORITHMS: &[&str] = &[
     "unset",
     "dot_any_f8_any_f8_f32",
@@ -64,6 +66,7 @@ const DOT_ALGORITHMS: &[&str] = &[
     "dot_tf32_tf32_f32_x3",
     "dot_f32_f32_f32",
     "dot_f64_f64_f64",
+    "dot_bf16_bf16_f32_x9",
 ];
 const RNG_ALGORITHMS: &[&str] = &["rng_default", "rng_three_fry", "rng_philox"];
 const DISTRIBUTIONS: &[&str] = &["rng_invalid", "rng_uniform", "rng_normal"];

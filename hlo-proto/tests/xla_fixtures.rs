@@ -1,6 +1,7 @@
 //! The reader against the real producer: `tests/data/NAME.pb` are `HloModuleProto`s serialized
 //! by XLA itself (jaxlib 0.10.2, `tests/data/gen_fixtures.py`) from corpus texts and from
-//! `tests/data/literals.hlo`, `tests/data/mulhi.hlo` and `tests/data/psum_scan.hlo`. Each must read into the module the text
+//! `tests/data/literals.hlo`, `tests/data/mulhi.hlo`, `tests/data/psum_scan.hlo` and
+//! `tests/data/dot_algorithms.hlo`. Each must read into the module the text
 //! parser builds from the same text:
 //! - structurally: XLA keeps names but orders instructions (and computations) its own way, so
 //!   the printed modules are compared computation by computation as sets of instruction lines,
@@ -76,6 +77,7 @@ const FIXTURES: &[(&str, Option<&str>, Option<&str>)] = &[
     ("literals", None, None),
     ("mulhi", None, None),
     ("psum_scan", None, None),
+    ("dot_algorithms", None, None),
 ];
 
 fn data_dir() -> PathBuf {

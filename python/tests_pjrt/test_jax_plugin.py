@@ -104,6 +104,21 @@ def test_bf16_and_complex():
     close(jax.jit(lambda a: jnp.exp(a) * jnp.conj(a))(z), np.exp(z) * np.conj(z), rtol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "preset",
+    ["BF16_BF16_F32_X3", "BF16_BF16_F32_X6", "BF16_BF16_F32_X9", "TF32_TF32_F32",
+     "TF32_TF32_F32_X3", "F32_F32_F32"],
+)
+def test_f32_dot_algorithms(preset):
+    # Each reaches Axle as its number in XLA's enum (X9 is 13, after F64_F64_F64); Axle computes
+    # every one at least as precisely as it asks (f32 operands, f32 accumulation).
+    x, w = rand(3, 4), rand(4, 3)
+    got = jax.jit(lambda a, b: lax.dot(a, b, precision=getattr(lax.DotAlgorithmPreset, preset)))(
+        x, w
+    )
+    close(got, x.astype(np.float64) @ w.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
 def test_non_contiguous_host_arrays():
     x = rand(6, 8)
     for view in (x.T, x[::2, 1::3], x[::-1]):

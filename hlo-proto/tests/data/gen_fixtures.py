@@ -5,8 +5,10 @@ Each fixture NAME.pb is what XLA (jaxlib 0.10.2) gives for an HLO text:
 client sends as format "hlo". The texts are corpus cases of the shared data (CASES below,
 `$AXLE_SHARED/corpus/FILE`), `literals.hlo` here (constants of every element type XLA's literal
 proto stores differently: sub-byte integers, the newer 8- and 4-bit floats, complex, and an
-array in a non-default layout) `mulhi.hlo` here (`mulhi`, which no corpus case has) and `psum_scan.hlo` here (a `pmap` of a
-`lax.scan` with `psum` over one device: an all-reduce with replica groups and global device ids).
+array in a non-default layout) `mulhi.hlo` here (`mulhi`, which no corpus case has), `psum_scan.hlo` here (a `pmap` of a
+`lax.scan` with `psum` over one device: an all-reduce with replica groups and global device ids)
+and `dot_algorithms.hlo` here (dots naming each f32/f64 algorithm of XLA's enum, JAX's
+`DotAlgorithmPreset`s).
 
 Regenerate (from the repository root):
     /work/jaxenv/bin/python hlo-proto/tests/data/gen_fixtures.py
@@ -53,7 +55,7 @@ def main():
     for name, file in CASES:
         with open(os.path.join(SHARED, "corpus", file)) as f:
             write(name, f.read())
-    for name in ["literals", "mulhi", "psum_scan"]:
+    for name in ["literals", "mulhi", "psum_scan", "dot_algorithms"]:
         with open(os.path.join(HERE, name + ".hlo")) as f:
             write(name, f.read())
 
