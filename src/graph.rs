@@ -38,8 +38,9 @@ pub mod render;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 
+use axle_ir::entity::{dense_map, SecondaryMap};
 use axle_ir::printer::{write_shape, InstNames};
-use axle_ir::{AttrKey, AttrValue, CompId, FusionKind, InstId, Module, Opcode};
+use axle_ir::{AttrKey, AttrValue, CompId, FusionKind, InstId, InstsByComp, Module, Opcode};
 
 #[cfg(feature = "cli")]
 pub use render::{write_graph, GraphFormat, GraphReport};
@@ -201,6 +202,9 @@ enum Role {
     Applied,
 }
 
+/// The role of each computation (`None`: not reached from the entry).
+type Roles = SecondaryMap<CompId, Option<Role>>;
+
 /// Whether `op` runs its called computations as programs of their own.
 fn calls_programs(op: Opcode) -> bool {
     matches!(
@@ -210,18 +214,22 @@ fn calls_programs(op: Opcode) -> bool {
 }
 
 /// The role of every computation, from the entry down (the first caller seen decides).
-fn roles(m: &Module, by_comp: &[Vec<InstId>]) -> Vec<Option<Role>> {
-    let mut role = vec![None; m.comp_capacity()];
-    role[m.entry().index()] = Some(Role::Program);
+fn roles(m: &Module, by_comp: &InstsByComp) -> Roles {
+    let mut role: Roles = dense_map(m.comp_capacity(), None);
+    if m.entry().is_none() {
+        return role;
+    }
+    role[m.entry()] = Some(Role::Program);
     let mut stack = vec![m.entry()];
     while let Some(c) = stack.pop() {
-        for &i in &by_comp[c.index()] {
+        for &i in &by_comp[c] {
             let op = m.opcode(i);
             for callee in m.called_comps_iter(i) {
-                if role[callee.index()].is_some() {
+                if callee.is_none() || callee.index() >= m.comp_capacity() || role[callee].is_some()
+                {
                     continue;
                 }
-                role[callee.index()] = Some(if op == Opcode::Fusion {
+                role[callee] = Some(if op == Opcode::Fusion {
                     Role::Fused
                 } else if calls_programs(op) {
                     Role::Program
@@ -265,11 +273,11 @@ fn node_kind(op: Opcode) -> NodeKind {
 struct FullBuilder<'m> {
     m: &'m Module,
     names: &'m InstNames,
-    by_comp: Vec<Vec<InstId>>,
+    by_comp: InstsByComp,
     /// Node index per instruction (`usize::MAX`: none, e.g. a fusion instruction).
-    node_of: Vec<usize>,
+    node_of: SecondaryMap<InstId, usize>,
     /// Cluster index per fusion instruction (`usize::MAX` for every other instruction).
-    cluster_of: Vec<usize>,
+    cluster_of: SecondaryMap<InstId, usize>,
     view: GraphView,
 }
 
@@ -278,14 +286,14 @@ impl<'m> FullBuilder<'m> {
     fn add_comp(&mut self, c: CompId, cluster: Option<usize>) {
         let m = self.m;
         let root = m.root(c);
-        let insts = std::mem::take(&mut self.by_comp[c.index()]);
+        let insts = std::mem::take(&mut self.by_comp[c]);
         for &i in &insts {
             let op = m.opcode(i);
             if op == Opcode::Fusion {
                 if let Some(body) = m.comp_attr(i, &AttrKey::Calls) {
                     let kind = fusion_kind(m, i);
                     let k = self.view.clusters.len();
-                    self.cluster_of[i.index()] = k;
+                    self.cluster_of[i] = k;
                     self.view.clusters.push(Cluster {
                         label: format!(
                             "{} ({}) {}",
@@ -310,7 +318,7 @@ impl<'m> FullBuilder<'m> {
                     lines.push(format!("applies {}", m.comp_name(callee)));
                 }
             }
-            self.node_of[i.index()] = self.view.nodes.len();
+            self.node_of[i] = self.view.nodes.len();
             self.view.nodes.push(Node {
                 name: self.names.get(m, i).to_string(),
                 lines,
@@ -320,38 +328,38 @@ impl<'m> FullBuilder<'m> {
                 root: i == root,
             });
         }
-        self.by_comp[c.index()] = insts;
+        self.by_comp[c] = insts;
     }
 
     /// The node that stands for the value of `i`: the fused root for a fusion.
     fn value_node(&self, mut i: InstId) -> usize {
-        while self.node_of[i.index()] == usize::MAX && self.m.opcode(i) == Opcode::Fusion {
+        while self.node_of[i] == usize::MAX && self.m.opcode(i) == Opcode::Fusion {
             match self.m.comp_attr(i, &AttrKey::Calls) {
                 Some(body) => i = self.m.root(body),
                 None => break,
             }
         }
-        self.node_of[i.index()]
+        self.node_of[i]
     }
 
     /// Adds the operand edges of computation `c` and of its fusions.
     fn add_edges(&mut self, c: CompId) {
         let m = self.m;
-        for &i in &self.by_comp[c.index()] {
+        for &i in &self.by_comp[c] {
             let target: Vec<usize> = match (m.opcode(i), m.comp_attr(i, &AttrKey::Calls)) {
                 (Opcode::Fusion, Some(body)) => {
                     // Operand k feeds the fused parameter k.
                     let mut params = vec![usize::MAX; m.operands(i).len()];
-                    for &p in &self.by_comp[body.index()] {
+                    for &p in &self.by_comp[body] {
                         if let Some(k) = m.parameter_number(p) {
                             if let Some(slot) = params.get_mut(k as usize) {
-                                *slot = self.node_of[p.index()];
+                                *slot = self.node_of[p];
                             }
                         }
                     }
                     params
                 }
-                _ => vec![self.node_of[i.index()]; m.operands(i).len()],
+                _ => vec![self.node_of[i]; m.operands(i).len()],
             };
             for (&o, &to) in m.operands(i).iter().zip(&target) {
                 let from = self.value_node(o);
@@ -369,11 +377,10 @@ impl<'m> FullBuilder<'m> {
 
 /// The nodes the full view of `m` would have (instructions of drawn and fused computations,
 /// fusion instructions aside).
-fn full_node_count(m: &Module, by_comp: &[Vec<InstId>], roles: &[Option<Role>]) -> usize {
+fn full_node_count(m: &Module, by_comp: &InstsByComp, roles: &Roles) -> usize {
     by_comp
         .iter()
-        .enumerate()
-        .filter(|(c, _)| matches!(roles[*c], Some(Role::Program | Role::Fused)))
+        .filter(|&(c, _)| matches!(roles[c], Some(Role::Program | Role::Fused)))
         .map(|(_, insts)| {
             insts
                 .iter()
@@ -395,20 +402,20 @@ pub fn full_view(m: &Module) -> GraphView {
 fn full_view_with<'m>(
     m: &'m Module,
     names: &'m InstNames,
-    by_comp: Vec<Vec<InstId>>,
-    roles: &[Option<Role>],
+    by_comp: InstsByComp,
+    roles: &Roles,
 ) -> FullBuilder<'m> {
     let programs: Vec<CompId> = m
         .computations()
         .into_iter()
-        .filter(|c| roles[c.index()] == Some(Role::Program))
+        .filter(|&c| roles[c] == Some(Role::Program))
         .collect();
     let mut b = FullBuilder {
         m,
         names,
         by_comp,
-        node_of: vec![usize::MAX; m.inst_capacity()],
-        cluster_of: vec![usize::MAX; m.inst_capacity()],
+        node_of: dense_map(m.inst_capacity(), usize::MAX),
+        cluster_of: dense_map(m.inst_capacity(), usize::MAX),
         view: GraphView {
             title: m.name.clone(),
             form: ViewForm::Full,
@@ -431,7 +438,7 @@ fn full_view_with<'m>(
         b.add_comp(c, cluster);
     }
     for c in m.computations() {
-        if matches!(roles[c.index()], Some(Role::Program | Role::Fused)) {
+        if matches!(roles[c], Some(Role::Program | Role::Fused)) {
             b.add_edges(c);
         }
     }
@@ -442,8 +449,8 @@ fn full_view_with<'m>(
 fn summary_view(
     m: &Module,
     names: &InstNames,
-    by_comp: &[Vec<InstId>],
-    roles: &[Option<Role>],
+    by_comp: &InstsByComp,
+    roles: &Roles,
     full_nodes: usize,
 ) -> GraphView {
     let mut view = GraphView {
@@ -453,11 +460,11 @@ fn summary_view(
         clusters: Vec::new(),
         edges: Vec::new(),
     };
-    let mut node_of = vec![usize::MAX; m.comp_capacity()];
+    let mut node_of: SecondaryMap<CompId, usize> = dense_map(m.comp_capacity(), usize::MAX);
     let programs: Vec<CompId> = m
         .computations()
         .into_iter()
-        .filter(|c| roles[c.index()] == Some(Role::Program))
+        .filter(|&c| roles[c] == Some(Role::Program))
         .collect();
     for &c in &programs {
         // Count this computation's instructions and those of its fusions, nested ones too.
@@ -466,7 +473,7 @@ fn summary_view(
         let mut fused = 0usize;
         let mut stack = vec![(c, false)];
         while let Some((k, inside)) = stack.pop() {
-            for &i in &by_comp[k.index()] {
+            for &i in &by_comp[k] {
                 let op = m.opcode(i);
                 if op == Opcode::Fusion {
                     fusions[fusion_kind(m, i) as usize] += 1;
@@ -506,7 +513,7 @@ fn summary_view(
             let _ = write!(top, "{}{} {n}", if k > 0 { ", " } else { "" }, o.name());
         }
         lines.push(top);
-        node_of[c.index()] = view.nodes.len();
+        node_of[c] = view.nodes.len();
         view.nodes.push(Node {
             name: m.comp_name(c).to_string(),
             lines,
@@ -517,16 +524,16 @@ fn summary_view(
         });
     }
     for &c in &programs {
-        for &i in &by_comp[c.index()] {
+        for &i in &by_comp[c] {
             let op = m.opcode(i);
             if !calls_programs(op) {
                 continue;
             }
             for callee in m.called_comps_iter(i) {
-                let to = node_of[callee.index()];
+                let to = node_of[callee];
                 if to != usize::MAX {
                     view.edges.push(Edge {
-                        from: node_of[c.index()],
+                        from: node_of[c],
                         to,
                         label: Some(format!("{} {}", op.name(), names.get(m, i))),
                     });
@@ -652,7 +659,7 @@ pub fn build_view(m: &Module, opts: &GraphOptions) -> Result<GraphView, GraphErr
         .into_iter()
         .find(|&i| names.get(m, i) == name.as_str())
         .ok_or_else(|| GraphError(format!("--around: no instruction named '{name}'")))?;
-    match roles[m.parent(target).index()] {
+    match roles[m.parent(target)] {
         Some(Role::Program | Role::Fused) => {}
         _ => {
             return Err(GraphError(format!(
@@ -663,9 +670,9 @@ pub fn build_view(m: &Module, opts: &GraphOptions) -> Result<GraphView, GraphErr
         }
     }
     let built = full_view_with(m, &names, by_comp, &roles);
-    let start: Vec<usize> = if built.cluster_of[target.index()] != usize::MAX {
+    let start: Vec<usize> = if built.cluster_of[target] != usize::MAX {
         // Every node inside the fusion's cluster (nested clusters included) starts the search.
-        let k = built.cluster_of[target.index()];
+        let k = built.cluster_of[target];
         let clusters = &built.view.clusters;
         let inside = |mut c: Option<usize>| {
             while let Some(ci) = c {
@@ -680,7 +687,7 @@ pub fn build_view(m: &Module, opts: &GraphOptions) -> Result<GraphView, GraphErr
             .filter(|&x| inside(built.view.nodes[x].cluster))
             .collect()
     } else {
-        vec![built.node_of[target.index()]]
+        vec![built.node_of[target]]
     };
     if start.is_empty() || start.contains(&usize::MAX) {
         return Err(GraphError(format!("--around: '{name}' is not drawn")));

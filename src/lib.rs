@@ -220,12 +220,7 @@ pub fn stats_report(m: &Module, source_bytes: usize, parse: Duration, verify: Du
     let _ = writeln!(out, "\ninstructions per computation:");
     for c in comps {
         let tag = if c == m.entry() { " (ENTRY)" } else { "" };
-        let _ = writeln!(
-            out,
-            "  {:<40} {:>9}{tag}",
-            m.comp_name(c),
-            by_comp[c.index()].len()
-        );
+        let _ = writeln!(out, "  {:<40} {:>9}{tag}", m.comp_name(c), by_comp[c].len());
     }
     let secs = (parse + verify).as_secs_f64();
     let _ = writeln!(out, "\nsource: {source_bytes} bytes");

@@ -57,7 +57,7 @@ fn run(
 /// The element count of the largest array (or tuple leaf) any instruction of `m` defines.
 fn largest_array(m: &axle::ir::Module) -> i64 {
     m.insts_by_comp()
-        .iter()
+        .values()
         .flatten()
         .flat_map(|&i| {
             axle::backend::ValueShape::of_shape(m, m.shape(i))

@@ -18,6 +18,7 @@
 //! through a broadcast, may be computed more than once per element). A target's numbers turn
 //! the two into one comparison ([`FusionTradeoff::worth_it`]).
 
+use axle_ir::entity::{collect_map, dense_map, SecondaryMap};
 use axle_ir::{AttrKey, AttrValue, CompId, InstId, Module, Opcode, Shape};
 use rayon::prelude::*;
 
@@ -146,27 +147,31 @@ pub fn inst_cost(m: &Module, i: InstId) -> Cost {
 /// and the like are part of their caller's cost and not added).
 pub fn module_cost(m: &Module) -> Cost {
     let by_comp = m.insts_by_comp();
-    let own: Vec<Cost> = by_comp
-        .par_iter()
-        .map(|insts| {
-            insts
-                .iter()
-                .map(|&i| inst_cost(m, i))
-                .fold(Cost::default(), |a, b| a + b)
-        })
-        .collect();
+    let own: SecondaryMap<CompId, Cost> = collect_map(
+        by_comp
+            .values()
+            .as_slice()
+            .par_iter()
+            .map(|insts| {
+                insts
+                    .iter()
+                    .map(|&i| inst_cost(m, i))
+                    .fold(Cost::default(), |a, b| a + b)
+            })
+            .collect::<Vec<Cost>>(),
+    );
     // Computations run as code of their own: call, while, conditional, fusion bodies.
-    let mut total = vec![Cost::default(); m.comp_capacity()];
+    let mut total: SecondaryMap<CompId, Cost> = dense_map(m.comp_capacity(), Cost::default());
     for c in axle_ir::printer::computation_order(m) {
-        let mut t = own[c.index()];
-        for &i in &by_comp[c.index()] {
+        let mut t = own[c];
+        for &i in &by_comp[c] {
             if matches!(
                 m.opcode(i),
                 Opcode::Call | Opcode::While | Opcode::Conditional | Opcode::Fusion
             ) {
                 for cc in m.called_comps(i) {
-                    if !cc.is_none() && cc.index() < total.len() {
-                        let mut inner = total[cc.index()];
+                    if !cc.is_none() && cc.index() < m.comp_capacity() {
+                        let mut inner = total[cc];
                         if m.opcode(i) == Opcode::Fusion {
                             // A fused computation's values stay in registers: its traffic is
                             // the fusion's operands and result, counted on the fusion itself.
@@ -177,13 +182,13 @@ pub fn module_cost(m: &Module) -> Cost {
                 }
             }
         }
-        total[c.index()] = t;
+        total[c] = t;
     }
     let e: CompId = m.entry();
-    if e.is_none() || e.index() >= total.len() {
+    if e.is_none() {
         return Cost::default();
     }
-    total[e.index()]
+    total[e]
 }
 
 /// The array bytes of `i`'s result (0 for tuples, tokens and dynamic shapes).

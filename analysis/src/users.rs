@@ -5,6 +5,7 @@
 //! per use (an instruction using `i` twice appears twice). Building it is two sweeps over the
 //! operand lists (count, then fill), linear in the module.
 
+use axle_ir::entity::EntitySet;
 use axle_ir::{Analysis, InstId, Module};
 
 /// Users of every instruction, as compressed sparse rows indexed by instruction id.
@@ -12,7 +13,7 @@ use axle_ir::{Analysis, InstId, Module};
 pub struct Users {
     offsets: Vec<u32>,
     users: Vec<InstId>,
-    is_root: Vec<bool>,
+    is_root: EntitySet<InstId>,
 }
 
 impl Users {
@@ -42,11 +43,11 @@ impl Users {
                 }
             }
         }
-        let mut is_root = vec![false; n];
+        let mut is_root = EntitySet::with_capacity(n);
         for c in m.computations() {
             let r = m.root(c);
             if !r.is_none() && r.index() < n {
-                is_root[r.index()] = true;
+                is_root.insert(r);
             }
         }
         Users {
@@ -88,7 +89,7 @@ impl Users {
 
     /// Whether `i` is the root of its computation.
     pub fn is_root(&self, i: InstId) -> bool {
-        self.is_root.get(i.index()).copied().unwrap_or(false)
+        self.is_root.contains(i)
     }
 
     /// Whether `i` has exactly one use and is not a root: rewriting it cannot duplicate work.

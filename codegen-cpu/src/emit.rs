@@ -319,8 +319,8 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
     /// The address of buffer `b`.
     fn buf(&self, b: BufId) -> R<PointerValue<'ctx>> {
         let cg = self.cg;
-        let buf = &self.prog.bufs[b.index()];
-        let off = self.prog.offsets[b.index()] as i64;
+        let buf = &self.prog.bufs[b];
+        let off = self.prog.offsets[b] as i64;
         let slot = |base: PointerValue<'ctx>, k: u32| -> R<PointerValue<'ctx>> {
             let p = cg.gep(cg.ptr().into(), base, cg.c64(k as i64))?;
             Ok(cg.b.build_load(cg.ptr(), p, "arg")?.into_pointer_value())
@@ -341,7 +341,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
         if s == d && offset == 0 {
             return Ok(());
         }
-        let bytes = self.prog.bufs[d.index()].bytes;
+        let bytes = self.prog.bufs[d].bytes;
         let (sp, dp) = (self.cg.byte_gep(self.buf(s)?, offset as i64)?, self.buf(d)?);
         self.cg.memcpy(dp, sp, bytes)
     }
@@ -567,7 +567,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
             }
             Thunk::Cond { selector, branches } => {
                 let sb = *selector;
-                let sty = self.prog.bufs[sb.index()].shape.ty;
+                let sty = self.prog.bufs[sb].shape.ty;
                 let sp = self.buf(sb)?;
                 let n = branches.len() as i64;
                 let k: IntValue = if sty == ElementType::Pred {

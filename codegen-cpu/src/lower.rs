@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 
+use axle_ir::entity::{dense_map, PrimaryMap, SecondaryMap};
 use axle_ir::{ArrayShape, AttrKey, AttrValue, CompId, ElementType, InstId, Module, Opcode};
 
 use axle_schedule::{BufferAssignment, Memory, Move};
@@ -142,7 +143,7 @@ pub(crate) enum Thunk {
 
 /// A lowered module.
 pub(crate) struct Program {
-    pub bufs: Vec<Buf>,
+    pub bufs: PrimaryMap<BufId, Buf>,
     pub body: Vec<Thunk>,
     /// Array leaves of the entry parameters, in order.
     pub params: Vec<ArrayShape>,
@@ -150,7 +151,7 @@ pub(crate) struct Program {
     pub outputs: Vec<ArrayShape>,
     /// The offset of each temporary in the temporary block, and of each buffer placed in an
     /// output's memory (0 for other buffers).
-    pub offsets: Vec<u64>,
+    pub offsets: SecondaryMap<BufId, u64>,
     /// The size of the temporary block (what XLA's `temp_size_in_bytes` counts).
     pub temp_bytes: u64,
     /// The size of the scratch arena after it (GEMM packing and sort planes).
@@ -183,7 +184,7 @@ struct Lower<'m> {
     asg: &'m BufferAssignment,
     /// The fusion plans `asg` was made with (every fusion the assignment asked about).
     plans: &'m PlanCache,
-    bufs: Vec<Buf>,
+    bufs: PrimaryMap<BufId, Buf>,
     depth: usize,
 }
 
@@ -601,8 +602,8 @@ impl<'m> Lower<'m> {
             .all(|(i, bs)| *i == op0 || !bs.contains(&dst));
         (src != dst
             && others_apart
-            && self.bufs[src.index()].bytes == bytes
-            && self.bufs[dst.index()].bytes == bytes)
+            && self.bufs[src].bytes == bytes
+            && self.bufs[dst].bytes == bytes)
             .then_some(src)
     }
 
@@ -622,7 +623,7 @@ impl<'m> Lower<'m> {
         let mut cond = Vec::new();
         let p = self.lower_comp(cond_c, vec![state_tree.clone()], &mut cond)?;
         let pred = match p {
-            VTree::Leaf(b) if self.bufs[b.index()].shape.ty == ElementType::Pred => b,
+            VTree::Leaf(b) if self.bufs[b].shape.ty == ElementType::Pred => b,
             _ => return Err("while condition must return a pred scalar".into()),
         };
         let mut body = Vec::new();
@@ -777,10 +778,13 @@ fn moves(ms: &[Move]) -> Copies {
 }
 
 /// The backend's buffers, one per buffer of the assignment, and their offsets.
-fn buffers(m: &Module, asg: &BufferAssignment) -> R<(Vec<Buf>, Vec<u64>)> {
+fn buffers(
+    m: &Module,
+    asg: &BufferAssignment,
+) -> R<(PrimaryMap<BufId, Buf>, SecondaryMap<BufId, u64>)> {
     let p = asg.program();
-    let mut bufs = Vec::with_capacity(asg.buffers().len());
-    let mut offsets = Vec::with_capacity(asg.buffers().len());
+    let mut bufs = PrimaryMap::with_capacity(asg.buffers().len());
+    let mut offsets = dense_map(asg.buffers().len(), 0);
     for b in asg.buffers() {
         let shape = match b.values.first() {
             Some(&v) => {
@@ -797,12 +801,12 @@ fn buffers(m: &Module, asg: &BufferAssignment) -> R<(Vec<Buf>, Vec<u64>)> {
             Memory::Temp { offset } => (BufKind::Temp, offset),
             Memory::Arena { offset } => (BufKind::Arena, offset),
         };
-        bufs.push(Buf {
+        let id = bufs.push(Buf {
             kind,
             shape,
             bytes: b.size,
         });
-        offsets.push(offset);
+        offsets[id] = offset;
     }
     Ok((bufs, offsets))
 }

@@ -207,8 +207,8 @@ type Shared = Vec<(usize, usize)>;
 fn shared_outputs(prog: &Program, k: &Kernel) -> Shared {
     // Where a buffer starts: its memory and the offset in it (constants are never written).
     let at = |b: BufId| -> Option<(u8, u32, u64)> {
-        let off = prog.offsets[b.index()];
-        match prog.bufs[b.index()].kind {
+        let off = prog.offsets[b];
+        match prog.bufs[b].kind {
             BufKind::Param(k) => Some((0, k, 0)),
             BufKind::Output(k) => Some((1, k, off)),
             BufKind::Temp => Some((2, 0, off)),
@@ -308,7 +308,7 @@ fn class(prog: &Program, k: &Kernel, library: bool) -> Class {
         .outputs
         .iter()
         .chain(bound())
-        .fold(0u64, |a, &b| a.saturating_add(prog.bufs[b.index()].bytes));
+        .fold(0u64, |a, &b| a.saturating_add(prog.bufs[b].bytes));
     if bytes <= LIGHT_BYTES {
         Class::Light
     } else {

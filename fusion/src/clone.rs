@@ -3,7 +3,7 @@
 
 use hashbrown::HashMap;
 
-use axle_ir::{AttrValue, CompId, InstId, Layout, LayoutId, Module, Shape, ShapeId};
+use axle_ir::{AttrValue, CompId, InstId, InstsByComp, Layout, LayoutId, Module, Shape, ShapeId};
 
 /// The id in `dst` of shape `s` of `src` (tuple elements copied recursively).
 pub fn copy_shape(src: &Module, dst: &mut Module, s: ShapeId) -> ShapeId {
@@ -60,7 +60,7 @@ pub fn mapped_attrs(
 /// `map`), into `dst`; returns the copy of `c`. `by_comp` is `src.insts_by_comp()`.
 pub fn copy_computation(
     src: &Module,
-    by_comp: &[Vec<InstId>],
+    by_comp: &InstsByComp,
     c: CompId,
     dst: &mut Module,
     map: &mut HashMap<CompId, CompId>,
@@ -68,7 +68,7 @@ pub fn copy_computation(
     if let Some(&d) = map.get(&c) {
         return d;
     }
-    let insts = local_topo_order(src, &by_comp[c.index()]);
+    let insts = local_topo_order(src, &by_comp[c]);
     for &i in &insts {
         let mut callees = Vec::new();
         axle_ir::passes::for_each_callee(src, i, |cc| callees.push(cc));

@@ -30,8 +30,8 @@ use rayon::prelude::*;
 
 use axle_ir::passes::{for_each_callee, is_effectful, Structure};
 use axle_ir::{
-    Changed, CompId, ConstValue, InstId, Literal, Module, Opcode, OptKind, OptSpec, Pass, PassCx,
-    PassError, Shape,
+    Changed, CompId, ConstValue, InstId, InstsByComp, Literal, Module, Opcode, OptKind, OptSpec,
+    Pass, PassCx, PassError, Shape,
 };
 
 use crate::clone::{copy_computation, copy_layout, copy_shape, mapped_attrs};
@@ -96,7 +96,7 @@ fn foldable_op(op: Opcode) -> bool {
 /// Evaluates `id` on known operand values in a module of its own.
 fn evaluate_one(
     m: &Module,
-    by_comp: &[Vec<InstId>],
+    by_comp: &InstsByComp,
     id: InstId,
     operands: &[&Literal],
 ) -> Option<Literal> {

@@ -76,12 +76,12 @@
 use std::sync::Arc;
 
 use axle_analysis::{FusionTradeoff, Users};
+use axle_ir::entity::{collect_map, dense_map, EntitySet, SecondaryMap};
 use axle_ir::passes::Structure;
 use axle_ir::{
     AttrKey, Changed, CompId, FusionKind, InstId, Module, Opcode, OptKind, OptSpec, Pass, PassCx,
     PassError,
 };
-use bitvec::vec::BitVec;
 use rayon::prelude::*;
 
 use crate::outline::{Outliner, Placement};
@@ -109,9 +109,11 @@ impl Fusion {
 }
 
 /// What an instruction can be in a fusion.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Class {
-    /// Never fused (a cluster of its own that no producer joins).
+    /// Never fused (a cluster of its own that no producer joins); also what an id that is no
+    /// live instruction reads as.
+    #[default]
     Opaque,
     /// Elementwise or data movement: a producer or consumer of loop fusion.
     Loop,
@@ -134,11 +136,11 @@ pub(crate) fn classify(
     m: &Module,
     id: InstId,
     target: &dyn FusionTarget,
-    eligible: &[bool],
-    ctrl: &BitVec,
+    eligible: &EntitySet<CompId>,
+    ctrl: &EntitySet<InstId>,
 ) -> Class {
     let p = m.parent(id);
-    if p.is_none() || !eligible[p.index()] || ctrl[id.index()] {
+    if p.is_none() || !eligible.contains(p) || ctrl.contains(id) {
         return Class::Opaque;
     }
     let op = m.opcode(id);
@@ -301,10 +303,10 @@ fn gcd(mut a: u128, mut b: u128) -> u128 {
 }
 
 /// Computations fusion runs in: the entry and those run as control flow.
-pub(crate) fn eligible_computations(m: &Module, live: &[InstId]) -> Vec<bool> {
+pub(crate) fn eligible_computations(m: &Module, live: &[InstId]) -> EntitySet<CompId> {
     let n = m.comp_capacity();
     // Per computation: called as control flow (bit 0), called otherwise (bit 1).
-    let calls: Vec<(u32, u8)> = live
+    let calls: Vec<(CompId, u8)> = live
         .par_iter()
         .flat_map_iter(|&i| {
             let as_control = matches!(
@@ -313,33 +315,33 @@ pub(crate) fn eligible_computations(m: &Module, live: &[InstId]) -> Vec<bool> {
             );
             m.called_comps_iter(i)
                 .filter(move |c| !c.is_none() && c.index() < n)
-                .map(move |c| (c.index() as u32, if as_control { 1 } else { 2 }))
+                .map(move |c| (c, if as_control { 1 } else { 2 }))
         })
         .collect();
-    let mut how = vec![0u8; n];
+    let mut how: SecondaryMap<CompId, u8> = dense_map(n, 0);
     for (c, bit) in calls {
-        how[c as usize] |= bit;
+        how[c] |= bit;
     }
     let entry = m.entry();
-    (0..n)
-        .map(|c| {
-            m.is_live_comp(CompId::new(c))
-                && ((!entry.is_none() && c == entry.index()) || how[c] & 1 != 0)
-                && how[c] & 2 == 0
-        })
-        .collect()
+    let mut eligible = EntitySet::with_capacity(n);
+    for c in (0..n).map(CompId::new) {
+        if m.is_live_comp(c) && (c == entry || how[c] & 1 != 0) && how[c] & 2 == 0 {
+            eligible.insert(c);
+        }
+    }
+    eligible
 }
 
 /// Instructions that are control predecessors of others.
-pub(crate) fn control_predecessors(m: &Module, live: &[InstId]) -> BitVec {
+pub(crate) fn control_predecessors(m: &Module, live: &[InstId]) -> EntitySet<InstId> {
     let preds: Vec<InstId> = live
         .par_iter()
         .flat_map_iter(|&i| m.control_predecessors(i).iter().copied())
         .collect();
-    let mut out: BitVec = BitVec::repeat(false, m.inst_capacity());
+    let mut out = EntitySet::with_capacity(m.inst_capacity());
     for p in preds {
-        if p.index() < out.len() {
-            out.set(p.index(), true);
+        if p.index() < m.inst_capacity() {
+            out.insert(p);
         }
     }
     out
@@ -426,8 +428,8 @@ struct Ctx<'a> {
     target: &'a dyn FusionTarget,
     users: &'a Users,
     reads: &'a [Read],
-    class: &'a [Class],
-    pos: &'a [u32],
+    class: &'a SecondaryMap<InstId, Class>,
+    pos: &'a SecondaryMap<InstId, u32>,
 }
 
 impl Ctx<'_> {
@@ -551,7 +553,7 @@ impl Ctx<'_> {
         let mut distinct: Vec<u32> = Vec::new();
         for k in (0..n).rev() {
             let p = order[k];
-            let class = self.class[p.index()];
+            let class = self.class[p];
             let is_constant = self.m.opcode(p) == Opcode::Constant;
             uses.clear();
             let external = self.users.is_root(p);
@@ -561,7 +563,7 @@ impl Ctx<'_> {
                 for (j, &u) in us.iter().enumerate() {
                     let read = self.reads[range.start + j];
                     let dot_operand = read == Read::Blocked && self.m.opcode(u) == Opcode::Dot;
-                    let mut nd = plan.head[self.pos[u.index()] as usize];
+                    let mut nd = plan.head[self.pos[u] as usize];
                     while nd != NONE {
                         let node = plan.nodes[nd as usize];
                         uses.push(Use {
@@ -788,7 +790,7 @@ impl Pass for Fusion {
         // Read phase: classes and the read table, in parallel.
         let (class, reads) = rayon::join(
             || {
-                (0..m.inst_capacity())
+                let class = (0..m.inst_capacity())
                     .into_par_iter()
                     .map(|k| {
                         let id = InstId::new(k);
@@ -798,18 +800,19 @@ impl Pass for Fusion {
                             Class::Opaque
                         }
                     })
-                    .collect::<Vec<Class>>()
+                    .collect::<Vec<Class>>();
+                collect_map::<InstId, Class>(class)
             },
             || read_table(m, &users),
         );
-        let mut pos = vec![NONE; m.inst_capacity()];
+        let mut pos: SecondaryMap<InstId, u32> = dense_map(m.inst_capacity(), NONE);
         let comps: Vec<CompId> = (0..m.comp_capacity())
             .map(CompId::new)
-            .filter(|c| eligible[c.index()])
+            .filter(|&c| eligible.contains(c))
             .collect();
         for &c in &comps {
-            for (k, &i) in s.topo[c.index()].iter().enumerate() {
-                pos[i.index()] = k as u32;
+            for (k, &i) in s.topo[c].iter().enumerate() {
+                pos[i] = k as u32;
             }
         }
         let ctx = Ctx {
@@ -822,7 +825,7 @@ impl Pass for Fusion {
         };
         let plans: Vec<CompPlan> = comps
             .par_iter()
-            .map(|&c| ctx.sweep(c, &s.topo[c.index()]))
+            .map(|&c| ctx.sweep(c, &s.topo[c]))
             .collect();
         cx.count(
             "rejected_by_cost",
@@ -861,7 +864,7 @@ impl Pass for Fusion {
 /// member may be read again by a later cluster).
 fn write_plan(
     plan: &CompPlan,
-    pos: &[u32],
+    pos: &SecondaryMap<InstId, u32>,
     rw: &mut axle_ir::Rewriter<'_>,
     outliner: &mut Outliner,
     dead: &mut Vec<InstId>,
@@ -928,7 +931,7 @@ fn write_plan(
         // A member placed only here moves into the fusion; the root (forwarded to the fusion)
         // and cheap producers placed in several clusters are copied.
         let placement = |i: InstId| {
-            let (fused, stays) = placements(pos[i.index()] as usize);
+            let (fused, stays) = placements(pos[i] as usize);
             if i == root {
                 Placement::Copy { keep_name: true }
             } else if fused == 1 && !stays {

@@ -39,7 +39,7 @@ impl Pass for Inline {
         let mut by_comp = s.by_comp.clone();
         let mut calls: Vec<InstId> = Vec::new();
         for &c in &s.callee_first {
-            for &i in &by_comp[c.index()] {
+            for &i in &by_comp[c] {
                 if m.opcode(i) == Opcode::Call
                     && m.control_predecessors(i).is_empty()
                     && m.comp_attr(i, &AttrKey::ToApply).is_some()
@@ -59,7 +59,7 @@ impl Pass for Inline {
             let Some(callee) = md.comp_attr(call, &AttrKey::ToApply) else {
                 continue;
             };
-            let live: Vec<InstId> = by_comp[callee.index()]
+            let live: Vec<InstId> = by_comp[callee]
                 .iter()
                 .copied()
                 .filter(|&i| md.is_live(i))
@@ -106,7 +106,7 @@ impl Pass for Inline {
             };
             cx.count("inlined_calls", 1);
             cx.count("inlined_insts", added.len() as u64);
-            by_comp[caller.index()].extend(added);
+            by_comp[caller].extend(added);
             if result != root && rw.module().name(result) == rw.module().name(call) {
                 // The call gave its name away; clear it so names stay unique.
                 rw.module_mut().set_name(call, "");

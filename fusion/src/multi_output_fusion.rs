@@ -43,12 +43,12 @@
 use std::sync::Arc;
 
 use axle_analysis::Users;
+use axle_ir::entity::{dense_map, EntitySet, SecondaryMap};
 use axle_ir::passes::Structure;
 use axle_ir::{
     AttrKey, AttrValue, Changed, CompId, FusionKind, InstId, Module, NewInst, Opcode, Pass, PassCx,
     PassError,
 };
-use bitvec::vec::BitVec;
 use rayon::prelude::*;
 use slotmap::{new_key_type, SlotMap};
 
@@ -139,9 +139,9 @@ struct Merger<'a> {
     m: &'a Module,
     users: &'a Users,
     target: &'a dyn FusionTarget,
-    level: &'a [u32],
+    level: &'a SecondaryMap<InstId, u32>,
     groups: SlotMap<GroupKey, Group>,
-    group_of: Vec<Option<GroupKey>>,
+    group_of: SecondaryMap<InstId, Option<GroupKey>>,
     producer_merges: u64,
     sibling_merges: u64,
     /// Scratch of the sibling search, reused from operand to operand.
@@ -151,21 +151,21 @@ struct Merger<'a> {
 
 impl Merger<'_> {
     fn label(&self, i: InstId) -> u32 {
-        match self.group_of[i.index()] {
+        match self.group_of[i] {
             Some(g) => self.groups[g].label,
-            None => self.level[i.index()],
+            None => self.level[i],
         }
     }
 
     fn group(&mut self, i: InstId) -> GroupKey {
-        if let Some(g) = self.group_of[i.index()] {
+        if let Some(g) = self.group_of[i] {
             return g;
         }
         let g = self.groups.insert(Group {
             members: vec![i],
-            label: self.level[i.index()],
+            label: self.level[i],
         });
-        self.group_of[i.index()] = Some(g);
+        self.group_of[i] = Some(g);
         g
     }
 
@@ -182,7 +182,7 @@ impl Merger<'_> {
     fn merge(&mut self, from: GroupKey, into: GroupKey, label: u32) {
         let moved = self.groups.remove(from).map_or(Vec::new(), |g| g.members);
         for &i in &moved {
-            self.group_of[i.index()] = Some(into);
+            self.group_of[i] = Some(into);
         }
         let g = &mut self.groups[into];
         g.members.extend(moved);
@@ -217,7 +217,7 @@ impl Merger<'_> {
             // climb above the consumer's label.
             let ok = self.groups[gp].members.iter().all(|&q| {
                 self.users.users(q).iter().all(|&u| {
-                    let gu = self.group_of[u.index()];
+                    let gu = self.group_of[u];
                     gu == Some(gp) || gu == Some(gf) || self.label(u) > lf
                 })
             });
@@ -239,7 +239,7 @@ impl Merger<'_> {
             .flat_map(|&i| m.operands(i).iter().copied())
             .filter(|&o| {
                 o != shared
-                    && self.group_of[o.index()] != Some(g)
+                    && self.group_of[o] != Some(g)
                     && !matches!(m.opcode(o), Opcode::Parameter | Opcode::Constant)
             })
             .map(|o| axle_analysis::result_bytes(m, o))
@@ -309,48 +309,48 @@ impl Pass for MultiOutputFusion {
         let eligible = crate::fusion::eligible_computations(m, &live);
         let ctrl = control_predecessors(m, &live);
         // Fused computations with control dependencies inside, and how many fusions call each.
-        let mut calls = vec![0u32; m.comp_capacity()];
+        let mut calls: SecondaryMap<CompId, u32> = dense_map(m.comp_capacity(), 0);
         for &i in &live {
             if m.opcode(i) == Opcode::Fusion {
                 for c in m.called_comps_iter(i) {
-                    if c.index() < calls.len() {
-                        calls[c.index()] += 1;
+                    if c.index() < m.comp_capacity() {
+                        calls[c] += 1;
                     }
                 }
             }
         }
         let body_ctrl = |c: CompId| {
-            s.by_comp[c.index()]
+            s.by_comp[c]
                 .iter()
                 .any(|&i| !m.control_predecessors(i).is_empty())
         };
-        let cand: BitVec = (0..m.inst_capacity())
+        let cand_ids: Vec<InstId> = (0..m.inst_capacity())
             .into_par_iter()
-            .map(|k| {
-                let i = InstId::new(k);
+            .map(InstId::new)
+            .filter(|&i| {
                 m.is_live(i) && {
                     let c = m.parent(i);
                     !c.is_none()
-                        && eligible[c.index()]
-                        && !ctrl[k]
+                        && eligible.contains(c)
+                        && !ctrl.contains(i)
                         && mergeable(m, i, classify(m, i, &*target, &eligible, &ctrl), &body_ctrl)
                 }
             })
-            .collect::<Vec<bool>>()
-            .into_iter()
             .collect();
+        let mut cand: EntitySet<InstId> = EntitySet::with_capacity(m.inst_capacity());
+        cand.extend(cand_ids);
         let comps: Vec<CompId> = (0..m.comp_capacity())
             .map(CompId::new)
-            .filter(|c| eligible[c.index()])
+            .filter(|&c| eligible.contains(c))
             .collect();
         // Levels: one more than the deepest operand (a sweep in topological order).
-        let mut level = vec![0u32; m.inst_capacity()];
+        let mut level: SecondaryMap<InstId, u32> = dense_map(m.inst_capacity(), 0);
         for &c in &comps {
-            for &i in &s.topo[c.index()] {
-                level[i.index()] = m
+            for &i in &s.topo[c] {
+                level[i] = m
                     .operands(i)
                     .iter()
-                    .map(|o| level[o.index()] + 1)
+                    .map(|&o| level[o] + 1)
                     .max()
                     .unwrap_or(0);
             }
@@ -361,16 +361,16 @@ impl Pass for MultiOutputFusion {
             target: &*target,
             level: &level,
             groups: SlotMap::with_key(),
-            group_of: vec![None; m.inst_capacity()],
+            group_of: dense_map(m.inst_capacity(), None),
             producer_merges: 0,
             sibling_merges: 0,
             heads: hashbrown::HashMap::new(),
             seen: hashbrown::HashSet::new(),
         };
-        let candidate = |i: InstId| cand[i.index()];
+        let candidate = |i: InstId| cand.contains(i);
         let min_bytes = target.costs().sibling_min_bytes as f64;
         for &c in &comps {
-            let order = &s.topo[c.index()];
+            let order = &s.topo[c];
             if producers {
                 for &p in order {
                     if candidate(p) {
@@ -399,28 +399,28 @@ impl Pass for MultiOutputFusion {
             return Ok(false);
         }
         // Write phase: groups in the topological order of their first member.
-        let mut pos = vec![0u32; m.inst_capacity()];
+        let mut pos: SecondaryMap<InstId, u32> = dense_map(m.inst_capacity(), 0);
         for &c in &comps {
-            for (k, &i) in s.topo[c.index()].iter().enumerate() {
-                pos[i.index()] = k as u32;
+            for (k, &i) in s.topo[c].iter().enumerate() {
+                pos[i] = k as u32;
             }
         }
         let group_of = std::mem::take(&mut mg.group_of);
         let mut groups = std::mem::take(&mut mg.groups);
         let mut todo: Vec<(CompId, Vec<InstId>)> = Vec::new();
         for &c in &comps {
-            for &i in &s.topo[c.index()] {
-                if let Some(g) = group_of[i.index()] {
+            for &i in &s.topo[c] {
+                if let Some(g) = group_of[i] {
                     if let Some(mut grp) = groups.remove(g) {
                         if grp.members.len() > 1 {
-                            grp.members.sort_by_key(|&x| pos[x.index()]);
+                            grp.members.sort_by_key(|&x| pos[x]);
                             todo.push((c, grp.members));
                         }
                     }
                 }
             }
         }
-        let body_order = |c: CompId| s.topo[c.index()].clone();
+        let body_order = |c: CompId| s.topo[c].clone();
         let mut outliner = Outliner::new(m);
         let mut rw = m.rewriter();
         let mut old_bodies: Vec<CompId> = Vec::new();
@@ -442,11 +442,11 @@ impl Pass for MultiOutputFusion {
             };
             let keep = |i: InstId| {
                 md.comp_attr(i, &AttrKey::Calls)
-                    .is_none_or(|b| calls[b.index()] == 1)
+                    .is_none_or(|b| calls[b] == 1)
             };
             for &i in &members {
                 if let Some(b) = md.comp_attr(i, &AttrKey::Calls) {
-                    if calls[b.index()] == 1 {
+                    if calls[b] == 1 {
                         old_bodies.push(b);
                     }
                 }

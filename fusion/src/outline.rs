@@ -18,6 +18,7 @@
 //! Membership is a dense stamp per instruction id (ids below the module's capacity when the
 //! outliner was made), so outlining is linear in the members and their operands.
 
+use axle_ir::entity::{dense_map, SecondaryMap};
 use hashbrown::{HashMap, HashSet};
 
 use axle_ir::{
@@ -41,12 +42,12 @@ pub enum Placement {
 
 /// Outlines groups of instructions into fusions.
 pub struct Outliner {
-    stamp: Vec<u32>,
-    copy: Vec<InstId>,
+    stamp: SecondaryMap<InstId, u32>,
+    copy: SecondaryMap<InstId, InstId>,
     /// For operands outside the group: the serial of the group that last made a parameter (or
     /// copied constant) for them, and that value.
-    ext_stamp: Vec<u32>,
-    ext: Vec<InstId>,
+    ext_stamp: SecondaryMap<InstId, u32>,
+    ext: SecondaryMap<InstId, InstId>,
     /// Reused buffers for the name and the attributes of each new instruction.
     name: String,
     attrs: Vec<axle_ir::Attr>,
@@ -65,10 +66,10 @@ impl Outliner {
             .map(|c| m.comp_name(c).to_string())
             .collect();
         Outliner {
-            stamp: vec![0; n],
-            copy: vec![InstId::NONE; n],
-            ext_stamp: vec![0; n],
-            ext: vec![InstId::NONE; n],
+            stamp: dense_map(n, 0),
+            copy: dense_map(n, InstId::NONE),
+            ext_stamp: dense_map(n, 0),
+            ext: dense_map(n, InstId::NONE),
             name: String::new(),
             attrs: Vec::new(),
             serial: 0,
@@ -111,7 +112,7 @@ impl Outliner {
         self.serial += 1;
         let serial = self.serial;
         for &i in members {
-            self.stamp[i.index()] = serial;
+            self.stamp[i] = serial;
         }
         let name = self.comp_name();
         let fc = rw.module_mut().add_computation(&name);
@@ -123,10 +124,10 @@ impl Outliner {
             let n_ops = rw.module().operands(i).len();
             for k in 0..n_ops {
                 let o = rw.module().operands(i)[k];
-                let v = if self.stamp[o.index()] == serial {
-                    self.copy[o.index()]
-                } else if self.ext_stamp[o.index()] == serial {
-                    self.ext[o.index()]
+                let v = if self.stamp[o] == serial {
+                    self.copy[o]
+                } else if self.ext_stamp[o] == serial {
+                    self.ext[o]
                 } else {
                     let r = rw.resolve(o);
                     let md = rw.module_mut();
@@ -139,8 +140,8 @@ impl Outliner {
                         params.push(r);
                         make_param(md, fc, r, params.len() - 1, &mut self.attrs)
                     };
-                    self.ext_stamp[o.index()] = serial;
-                    self.ext[o.index()] = p;
+                    self.ext_stamp[o] = serial;
+                    self.ext[o] = p;
                     p
                 };
                 ops.push(v);
@@ -169,13 +170,13 @@ impl Outliner {
                     copy_inst(md, fc, i, &ops, keep_name, &mut self.name, &mut self.attrs)
                 }
             };
-            self.copy[i.index()] = c;
+            self.copy[i] = c;
         }
         let m = rw.module_mut();
         let root = if let [one] = outputs {
-            self.copy[one.index()]
+            self.copy[*one]
         } else {
-            let elems: Vec<InstId> = outputs.iter().map(|o| self.copy[o.index()]).collect();
+            let elems: Vec<InstId> = outputs.iter().map(|&o| self.copy[o]).collect();
             let shapes: Vec<_> = elems.iter().map(|&e| m.shape_id(e)).collect();
             let layouts: Vec<_> = elems.iter().map(|&e| m.layout_id(e)).collect();
             let s = m.intern_shape(Shape::Tuple(shapes.into()));

@@ -159,6 +159,8 @@ impl Pass for ReshapeMover {
         // below its user in the same sweep.
         let plan: Vec<InstId> = s
             .topo
+            .values()
+            .as_slice()
             .par_iter()
             .flat_map_iter(|order| order.iter().copied().filter(|&id| candidate(m, id)))
             .collect();

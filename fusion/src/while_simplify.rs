@@ -37,12 +37,14 @@ use hashbrown::HashMap;
 use rayon::prelude::*;
 
 use axle_analysis::Users;
+use axle_ir::entity::EntitySet;
 use axle_ir::literal::{element_to_i128, i128_to_element};
 use axle_ir::passes::is_effectful;
 use axle_ir::passes::{for_each_callee, Structure};
 use axle_ir::{
     AttrKey, AttrValue, Changed, CompId, ComparisonDirection, ComparisonType, ElementType, InstId,
-    Layout, LayoutId, Literal, Module, Opcode, Pass, PassCx, PassError, Shape, ShapeId,
+    InstsByComp, Layout, LayoutId, Literal, Module, Opcode, Pass, PassCx, PassError, Shape,
+    ShapeId,
 };
 
 use crate::rewrite::{apply, elem_ty, forward, int, splat, Node, Num, Rewrite, ShapeSpec, Val};
@@ -204,7 +206,7 @@ fn passes_through(m: &Module, l: &Loop, j: usize) -> bool {
 
 struct Cx<'a> {
     m: &'a Module,
-    effectful: Vec<bool>,
+    effectful: EntitySet<CompId>,
     /// For a computation used by exactly one instruction, which is a `while` (as its body or
     /// condition): that loop.
     sole_loop: HashMap<CompId, InstId>,
@@ -219,7 +221,7 @@ fn match_at(cx: &Cx<'_>, id: InstId) -> Option<(&'static str, Rewrite)> {
                 return None;
             }
             // Removing or unrolling the loop skips evaluations of the condition.
-            if cx.effectful.get(l.cond.index()).copied().unwrap_or(true) {
+            if l.cond.index() >= m.comp_capacity() || cx.effectful.contains(l.cond) {
                 return None;
             }
             match short_trip_count(m, &l)? {
@@ -304,7 +306,7 @@ struct DeadElements {
 fn dead_elements(
     cx: &Cx<'_>,
     users: &Users,
-    by_comp: &[Vec<InstId>],
+    by_comp: &InstsByComp,
     w: InstId,
 ) -> Option<DeadElements> {
     let m = cx.m;
@@ -343,7 +345,7 @@ fn dead_elements(
     }
     // Elements the others need, found by walking back from the kept elements' next values and
     // from effectful instructions of the body, until nothing new is needed.
-    let pos: HashMap<InstId, ()> = by_comp[l.body.index()].iter().map(|&i| (i, ())).collect();
+    let pos: HashMap<InstId, ()> = by_comp[l.body].iter().map(|&i| (i, ())).collect();
     let mut needed = read;
     loop {
         let mut seen: hashbrown::HashSet<InstId> = hashbrown::HashSet::new();
@@ -352,7 +354,7 @@ fn dead_elements(
             .map(|k| m.operands(br)[k])
             .collect();
         stack.extend(
-            by_comp[l.body.index()]
+            by_comp[l.body]
                 .iter()
                 .copied()
                 .filter(|&i| is_effectful(m, i, &cx.effectful)),
@@ -385,8 +387,8 @@ fn dead_elements(
 fn remove_dead_elements(
     rw: &mut axle_ir::Rewriter<'_>,
     users: &Users,
-    by_comp: &[Vec<InstId>],
-    effectful: &[bool],
+    by_comp: &InstsByComp,
+    effectful: &EntitySet<CompId>,
     d: &DeadElements,
 ) -> bool {
     let m = rw.module();
@@ -488,7 +490,7 @@ fn remove_dead_elements(
     // remove it, so the body is valid again at once.
     let mut live_set: hashbrown::HashSet<InstId> = hashbrown::HashSet::new();
     let mut stack: Vec<InstId> = vec![br];
-    stack.extend(by_comp[l.body.index()].iter().copied().filter(|&i| {
+    stack.extend(by_comp[l.body].iter().copied().filter(|&i| {
         mm.is_live(i) && (mm.opcode(i) == Opcode::Parameter || is_effectful(mm, i, effectful))
     }));
     while let Some(i) = stack.pop() {
@@ -498,7 +500,7 @@ fn remove_dead_elements(
         stack.extend(mm.operands(i).iter().copied());
         stack.extend(mm.control_predecessors(i).iter().copied());
     }
-    let dead_insts: Vec<InstId> = by_comp[l.body.index()]
+    let dead_insts: Vec<InstId> = by_comp[l.body]
         .iter()
         .copied()
         .filter(|&i| mm.is_live(i) && !live_set.contains(&i))
@@ -564,7 +566,7 @@ fn invariants(cx: &Cx<'_>, users: &Users, s: &Structure, w: InstId) -> Option<Ho
         return None;
     }
     let mut inv: hashbrown::HashSet<InstId> = hashbrown::HashSet::new();
-    for &i in &s.topo[l.body.index()] {
+    for &i in &s.topo[l.body] {
         let op = m.opcode(i);
         let base = match gte_of(m, i, bp) {
             Some(j) => j < n && passes_through(m, &l, j),
@@ -584,7 +586,7 @@ fn invariants(cx: &Cx<'_>, users: &Users, s: &Structure, w: InstId) -> Option<Ho
         }
     }
     // Hoist the invariant computations something variant (or the root) uses.
-    let mut roots: Vec<InstId> = s.topo[l.body.index()]
+    let mut roots: Vec<InstId> = s.topo[l.body]
         .iter()
         .copied()
         .filter(|&i| {
@@ -605,7 +607,7 @@ fn invariants(cx: &Cx<'_>, users: &Users, s: &Structure, w: InstId) -> Option<Ho
             stack.extend(m.operands(i).iter().copied());
         }
     }
-    let copy: Vec<InstId> = s.topo[l.body.index()]
+    let copy: Vec<InstId> = s.topo[l.body]
         .iter()
         .copied()
         .filter(|i| need.contains(i))

@@ -12,7 +12,8 @@
 //! NaN the device's math returns is the device's).
 
 use axle::backend::CompileOptions;
-use axle::ir::{compare_arrays, print_module, verify, InstId, Literal, Module};
+use axle::ir::entity::EntitySet;
+use axle::ir::{compare_arrays, print_module, verify, CompId, InstId, Literal, Module};
 use axle_analysis::eval::{evaluate_with, EvalOptions};
 
 use crate::case::Case;
@@ -166,9 +167,9 @@ fn total_order_of_math_nans(m: &Module) -> Option<InstId> {
     if !ids.iter().any(|&i| is_math(i)) {
         return None;
     }
-    let mut tainted = vec![false; m.inst_capacity()];
-    let mut comp_tainted = vec![false; m.comp_capacity()];
-    let callees = |i: InstId| -> Vec<axle::ir::CompId> {
+    let mut tainted: EntitySet<InstId> = EntitySet::with_capacity(m.inst_capacity());
+    let mut comp_tainted: EntitySet<CompId> = EntitySet::with_capacity(m.comp_capacity());
+    let callees = |i: InstId| -> Vec<CompId> {
         m.attrs(i)
             .iter()
             .flat_map(|(_, v)| match v {
@@ -182,16 +183,16 @@ fn total_order_of_math_nans(m: &Module) -> Option<InstId> {
     while changed {
         changed = false;
         for &i in &ids {
-            if tainted[i.index()] {
+            if tainted.contains(i) {
                 continue;
             }
             let t = is_math(i)
                 || (m.opcode(i) == Parameter && m.parent(i) != m.entry())
-                || m.operands(i).iter().any(|o| tainted[o.index()])
-                || callees(i).iter().any(|c| comp_tainted[c.index()]);
+                || m.operands(i).iter().any(|&o| tainted.contains(o))
+                || callees(i).iter().any(|&c| comp_tainted.contains(c));
             if t {
-                tainted[i.index()] = true;
-                comp_tainted[m.parent(i).index()] = true;
+                tainted.insert(i);
+                comp_tainted.insert(m.parent(i));
                 changed = true;
             }
         }
@@ -206,7 +207,7 @@ fn total_order_of_math_nans(m: &Module) -> Option<InstId> {
             TopK => true,
             _ => false,
         };
-        total && m.operands(i).iter().any(|o| tainted[o.index()])
+        total && m.operands(i).iter().any(|&o| tainted.contains(o))
     })
 }
 

@@ -19,6 +19,7 @@
 //! - Instruction names are unique in the module: a name an earlier instruction has gets the
 //!   smallest free `.N` suffix, as the text parser renames names two computations share.
 
+use axle_ir::entity::PrimaryMap;
 use hashbrown::{HashMap, HashSet};
 
 use axle_ir::{
@@ -134,7 +135,10 @@ fn build(
         })?;
     m.set_entry(entry);
 
-    let mut inst_of: Vec<HashMap<i64, InstId>> = Vec::with_capacity(proto.computations.len());
+    // The instructions of each computation by proto id, issued in computation order (the
+    // `k`-th computation of the proto is `CompId::new(k)`).
+    let mut inst_of: PrimaryMap<CompId, HashMap<i64, InstId>> =
+        PrimaryMap::with_capacity(proto.computations.len());
     let mut names: HashSet<String> = HashSet::new();
     for (ci, cp) in proto.computations.iter().enumerate() {
         let c = CompId::new(ci);
@@ -259,12 +263,13 @@ fn build(
             ))
         })?;
         m.set_root(c, root);
-        inst_of.push(
+        let issued = inst_of.push(
             ids.iter()
                 .zip(&cp.instructions)
                 .map(|(&i, ip)| (ip.id, i))
                 .collect(),
         );
+        debug_assert_eq!(issued, c);
     }
     read_header(proto, &mut m)?;
     if let Some(s) = &proto.schedule {
@@ -282,7 +287,7 @@ fn build(
                     .instruction_ids
                     .iter()
                     .map(|id| {
-                        inst_of[c.index()].get(id).copied().ok_or_else(|| {
+                        inst_of[c].get(id).copied().ok_or_else(|| {
                             invalid(format!(
                                 "the schedule of computation '{}' names instruction id {id}, which is not in it",
                                 m.comp_name(c)
@@ -294,14 +299,9 @@ fn build(
             }
             // XLA schedules no fused computation; the text parser's schedule of a scheduled
             // module is every computation's text order, so these take their proto order.
-            for (ci, ids) in inst_of.iter().enumerate() {
-                let c = CompId::new(ci);
+            for ((c, ids), cp) in inst_of.iter().zip(&proto.computations) {
                 if sched.sequence(c).is_none() {
-                    let order = proto.computations[ci]
-                        .instructions
-                        .iter()
-                        .map(|ip| ids[&ip.id])
-                        .collect();
+                    let order = cp.instructions.iter().map(|ip| ids[&ip.id]).collect();
                     sched.set_sequence(c, order);
                 }
             }

@@ -55,8 +55,8 @@ pub fn write_module(m: &Module) -> Result<Vec<u8>, ProtoError> {
     let mut next = 1i64;
     for &c in &order {
         let insts = match schedule.and_then(|s| s.sequence(c)) {
-            Some(seq) if seq.len() == by_comp[c.index()].len() => seq,
-            _ => &by_comp[c.index()][..],
+            Some(seq) if seq.len() == by_comp[c].len() => seq,
+            _ => &by_comp[c][..],
         };
         let seq = topo_order_with(m, insts, &mut marks);
         for &i in &seq {

@@ -23,6 +23,19 @@ pub fn dense_map<K: EntityRef, V: Clone>(n: usize, default: V) -> SecondaryMap<K
     map
 }
 
+/// A [`SecondaryMap`] holding `values` in key order (the `k`-th under the id of index `k`),
+/// reading `V::default()` past them: the typed form of a vector collected in id order.
+pub fn collect_map<K: EntityRef, V: Clone + Default>(
+    values: impl IntoIterator<Item = V>,
+) -> SecondaryMap<K, V> {
+    let values = values.into_iter();
+    let mut map = SecondaryMap::with_capacity(values.size_hint().0);
+    for (k, v) in values.enumerate() {
+        map[K::new(k)] = v;
+    }
+    map
+}
+
 /// Declares a typed dense id: a `u32` newtype with `NONE` (`u32::MAX`), `new`, `index` and
 /// `is_none`, implementing [`EntityRef`] (so it keys a [`SecondaryMap`] or [`EntitySet`]) and
 /// [`ReservedValue`] (so `PackedOption` of it stays 4 bytes). The field is visible to the
@@ -98,6 +111,14 @@ mod tests {
         assert_eq!(m[InstId::new(5)], 3);
         assert_eq!(m[InstId::new(4)], 7);
         assert_eq!(m.keys().count(), 6);
+    }
+
+    #[test]
+    fn collect_map_keys_values_in_order() {
+        let m: SecondaryMap<InstId, u32> = collect_map([4, 0, 9]);
+        assert_eq!(m.keys().count(), 3);
+        assert_eq!((m[InstId::new(0)], m[InstId::new(2)]), (4, 9));
+        assert_eq!(m[InstId::new(3)], 0);
     }
 
     #[test]

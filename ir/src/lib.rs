@@ -54,7 +54,8 @@ pub use compare::{compare_arrays, compare_literals, Mismatch, MismatchKind, Tole
 pub use conv_geo::{conv_geo, ConvGeo};
 pub use literal::{ArrayLiteral, Literal, LiteralError, NativeElement};
 pub use module::{
-    BufferId, CompId, ConstValue, DebugTable, EntryLayout, InstId, LayoutId, Module, NewInst,
+    BufferId, CompId, ConstValue, DebugTable, EntryLayout, InstId, InstsByComp, LayoutId, Module,
+    NewInst,
     Remap, Rewriter, ShapeId, SrcLoc,
 };
 #[cfg(feature = "npy-write")]

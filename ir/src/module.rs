@@ -17,6 +17,7 @@ use hashbrown::{HashMap, HashTable};
 use std::hash::{BuildHasher, Hash};
 
 use crate::attrs::{Attr, AttrKey, AttrValue};
+use crate::entity::{dense_map, SecondaryMap};
 pub use crate::ids::{BufferId, CompId, InstId, LayoutId, ShapeId};
 use crate::literal::Literal;
 use crate::opcode::Opcode;
@@ -145,6 +146,10 @@ pub struct NewInst {
     /// The name, if any.
     pub name: Option<String>,
 }
+
+/// The live instructions of each computation, keyed by computation
+/// ([`Module::insts_by_comp`]).
+pub type InstsByComp = SecondaryMap<CompId, Vec<InstId>>;
 
 /// An HLO module.
 #[derive(Clone, Debug)]
@@ -803,22 +808,26 @@ impl Module {
         self.entry = c;
     }
 
-    /// Live instructions of every computation, in creation order: `result[c.index()]`.
-    pub fn insts_by_comp(&self) -> Vec<Vec<InstId>> {
+    /// Live instructions of every computation, in creation order: `result[c]` (an entry for
+    /// every computation id of the module, empty for a dead one).
+    pub fn insts_by_comp(&self) -> InstsByComp {
         // Sized first, so that thousands of small fused computations cost one allocation each
         // instead of a chain of reallocations.
-        let mut counts = vec![0usize; self.comps.len()];
+        let mut counts: SecondaryMap<CompId, usize> = dense_map(self.comps.len(), 0);
         for i in self.live_indices() {
             let p = self.parent[i];
             if !p.is_none() {
-                counts[p.index()] += 1;
+                counts[p] += 1;
             }
         }
-        let mut out: Vec<Vec<InstId>> = counts.into_iter().map(Vec::with_capacity).collect();
+        let mut out: InstsByComp = dense_map(self.comps.len(), Vec::new());
+        for (c, n) in counts.iter() {
+            out[c] = Vec::with_capacity(*n);
+        }
         for i in self.live_indices() {
             let p = self.parent[i];
             if !p.is_none() {
-                out[p.index()].push(InstId::new(i));
+                out[p].push(InstId::new(i));
             }
         }
         out

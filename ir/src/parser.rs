@@ -1349,11 +1349,12 @@ impl<'a> Parser<'a> {
     fn text_order_schedule(&self, m: &Module) -> PResult<Schedule> {
         let mut s = Schedule::new();
         let mut seen = vec![false; m.inst_capacity()];
-        for (c, insts) in m.insts_by_comp().into_iter().enumerate() {
-            let c = CompId::new(c);
+        let mut by_comp = m.insts_by_comp();
+        for (c, insts) in by_comp.iter_mut() {
             if !m.is_live_comp(c) {
                 continue;
             }
+            let insts = std::mem::take(insts);
             for &i in &insts {
                 let deps = m.operands(i).iter().chain(m.control_predecessors(i));
                 for &d in deps {

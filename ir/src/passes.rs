@@ -7,7 +7,8 @@ pub mod cse;
 pub mod dce;
 pub mod verify;
 
-use crate::module::{CompId, InstId, Module};
+use crate::entity::{EntitySet, SecondaryMap};
+use crate::module::{CompId, InstId, InstsByComp, Module};
 use crate::opcode::Opcode;
 use crate::pass::{Analysis, PassInfo, PassRegistry};
 use crate::traversal::Marks;
@@ -55,75 +56,87 @@ pub fn has_own_effect(m: &Module, id: InstId) -> bool {
     op.has_side_effect() || op == Opcode::CustomCall
 }
 
-/// For every computation (indexed by id): whether running it may have an effect, i.e. it holds
-/// an instruction with its own effect or calls such a computation, transitively.
-pub fn effectful_computations(m: &Module) -> Vec<bool> {
+/// The computations whose running may have an effect: they hold an instruction with its own
+/// effect or call such a computation, transitively.
+pub fn effectful_computations(m: &Module) -> EntitySet<CompId> {
     effectful_computations_in(m, &m.insts_by_comp())
 }
 
 /// [`effectful_computations`] from the instructions of each computation.
-pub fn effectful_computations_in(m: &Module, by_comp: &[Vec<InstId>]) -> Vec<bool> {
-    let mut eff = vec![false; m.comp_capacity()];
+pub fn effectful_computations_in(m: &Module, by_comp: &InstsByComp) -> EntitySet<CompId> {
+    let mut eff = EntitySet::with_capacity(m.comp_capacity());
     for c in callee_first_order(m, by_comp) {
         let mut e = false;
-        for &i in &by_comp[c.index()] {
+        for &i in &by_comp[c] {
             if has_own_effect(m, i) {
                 e = true;
                 break;
             }
             for_each_callee(m, i, |cc| {
-                e |= !cc.is_none() && cc.index() < eff.len() && eff[cc.index()];
+                e |= !cc.is_none() && eff.contains(cc);
             });
             if e {
                 break;
             }
         }
-        eff[c.index()] = e;
+        if e {
+            eff.insert(c);
+        }
     }
     eff
 }
 
 /// Whether `id` may have an effect: its own, or through a computation it calls.
-pub fn is_effectful(m: &Module, id: InstId, effectful: &[bool]) -> bool {
+pub fn is_effectful(m: &Module, id: InstId, effectful: &EntitySet<CompId>) -> bool {
     if has_own_effect(m, id) {
         return true;
     }
     let mut e = false;
     for_each_callee(m, id, |c| {
-        e |= !c.is_none() && c.index() < effectful.len() && effectful[c.index()];
+        e |= !c.is_none() && effectful.contains(c);
     });
     e
 }
 
 /// Live instructions of every computation in a stable topological order (operands and control
-/// predecessors first, creation order otherwise): `result[c.index()]`.
+/// predecessors first, creation order otherwise): `result[c.index()]`. The vector form of
+/// [`topo_orders_in`], for callers that take each order out by position.
 pub fn topo_orders(m: &Module) -> Vec<Vec<InstId>> {
-    topo_orders_in(m, &m.insts_by_comp())
-}
-
-/// [`topo_orders`] from the instructions of each computation.
-pub fn topo_orders_in(m: &Module, by_comp: &[Vec<InstId>]) -> Vec<Vec<InstId>> {
+    let by_comp = m.insts_by_comp();
     let mut marks = Marks::with_capacity(m.inst_capacity());
     by_comp
-        .iter()
+        .values()
         .map(|insts| crate::traversal::topo_order_with(m, insts, &mut marks))
         .collect()
 }
 
-/// Computations reachable from the entry through called computations of the given
-/// instructions (`callers[c]` lists the computations instructions of `c` call).
-pub fn reachable_computations(m: &Module, callers: &[Vec<CompId>]) -> Vec<bool> {
-    let mut seen = vec![false; m.comp_capacity()];
+/// Live instructions of every computation of `by_comp` in a stable topological order
+/// (operands and control predecessors first, creation order otherwise): `result[c]`.
+pub fn topo_orders_in(m: &Module, by_comp: &InstsByComp) -> InstsByComp {
+    let mut marks = Marks::with_capacity(m.inst_capacity());
+    let mut out: InstsByComp = SecondaryMap::with_capacity(m.comp_capacity());
+    for (c, insts) in by_comp.iter() {
+        out[c] = crate::traversal::topo_order_with(m, insts, &mut marks);
+    }
+    out
+}
+
+/// The computations reachable from the entry through the called computations of the given
+/// instructions (`callees[c]` lists the computations instructions of `c` call).
+pub fn reachable_computations(
+    m: &Module,
+    callees: &SecondaryMap<CompId, Vec<CompId>>,
+) -> EntitySet<CompId> {
+    let mut seen = EntitySet::with_capacity(m.comp_capacity());
     let entry = m.entry();
-    if entry.is_none() || entry.index() >= seen.len() {
+    if entry.is_none() || entry.index() >= m.comp_capacity() {
         return seen;
     }
     let mut stack = vec![entry];
-    seen[entry.index()] = true;
+    seen.insert(entry);
     while let Some(c) = stack.pop() {
-        for &cc in &callers[c.index()] {
-            if !cc.is_none() && cc.index() < seen.len() && !seen[cc.index()] {
-                seen[cc.index()] = true;
+        for &cc in &callees[c] {
+            if !cc.is_none() && cc.index() < m.comp_capacity() && seen.insert(cc) {
                 stack.push(cc);
             }
         }
@@ -133,7 +146,7 @@ pub fn reachable_computations(m: &Module, callers: &[Vec<CompId>]) -> Vec<bool> 
 
 /// Live instructions per computation, in creation order; cached by epoch.
 #[derive(Clone, Debug, Default)]
-pub struct ByComp(pub Vec<Vec<InstId>>);
+pub struct ByComp(pub InstsByComp);
 
 impl Analysis for ByComp {
     fn compute(m: &Module) -> Self {
@@ -146,11 +159,11 @@ impl Analysis for ByComp {
 #[derive(Clone, Debug, Default)]
 pub struct Structure {
     /// Live instructions per computation, in creation order.
-    pub by_comp: Vec<Vec<InstId>>,
+    pub by_comp: InstsByComp,
     /// Live instructions per computation, in topological order.
-    pub topo: Vec<Vec<InstId>>,
-    /// Whether each computation may have an effect.
-    pub effectful: Vec<bool>,
+    pub topo: InstsByComp,
+    /// The computations that may have an effect.
+    pub effectful: EntitySet<CompId>,
     /// Live computations, callees first.
     pub callee_first: Vec<CompId>,
 }

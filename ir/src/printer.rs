@@ -63,8 +63,8 @@ pub fn print_module(m: &Module) -> String {
         // A scheduled computation prints in its sequence (the order is the schedule, as in
         // XLA's dumps); the topological fix below keeps a valid sequence as it is.
         let insts = match schedule.and_then(|s| s.sequence(c)) {
-            Some(seq) if seq.len() == by_comp[c.index()].len() => seq,
-            _ => &by_comp[c.index()][..],
+            Some(seq) if seq.len() == by_comp[c].len() => seq,
+            _ => &by_comp[c][..],
         };
         print_computation(m, &names, insts, c, &mut marks, &mut out);
     }

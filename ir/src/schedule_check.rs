@@ -23,7 +23,7 @@ impl Schedule {
             seqs: vec![None; m.comp_capacity()],
         };
         for c in m.computations() {
-            let mut candidate: Vec<InstId> = Vec::with_capacity(by_comp[c.index()].len());
+            let mut candidate: Vec<InstId> = Vec::with_capacity(by_comp[c].len());
             if let Some(s) = self.sequence(c) {
                 for &i in s {
                     if m.is_live(i) && m.parent(i) == c && !in_seq[i.index()] {
@@ -32,7 +32,7 @@ impl Schedule {
                     }
                 }
             }
-            for &i in &by_comp[c.index()] {
+            for &i in &by_comp[c] {
                 if !in_seq[i.index()] {
                     candidate.push(i);
                 }
@@ -92,7 +92,7 @@ impl Schedule {
                 }
                 seen[i.index()] = stamp;
             }
-            for &i in &by_comp[c.index()] {
+            for &i in &by_comp[c] {
                 if seen[i.index()] != stamp {
                     errs.push((c, format!("the schedule does not list %{}", m.name(i))));
                 }

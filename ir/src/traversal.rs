@@ -15,7 +15,7 @@
 use std::ops::ControlFlow;
 
 use crate::entity::{EntityRef, SecondaryMap};
-use crate::module::{CompId, InstId, Module};
+use crate::module::{CompId, InstId, InstsByComp, Module};
 
 /// Where a node stands in a depth-first walk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -211,10 +211,10 @@ pub fn topo_order_with(m: &Module, insts: &[InstId], marks: &mut Marks<InstId>) 
 /// instructions of each computation (`by_comp`, indexed by computation): roots are the live
 /// computations other than the entry in id order, then the entry; callees in attribute order.
 /// A cycle (invalid) is cut where it closes; no walk enters the entry from a caller.
-pub fn callee_first_order(m: &Module, by_comp: &[Vec<InstId>]) -> Vec<CompId> {
+pub fn callee_first_order(m: &Module, by_comp: &InstsByComp) -> Vec<CompId> {
     let n = m.comp_capacity();
     let callees: Vec<Vec<CompId>> = by_comp
-        .iter()
+        .values()
         .map(|insts| {
             let mut v = Vec::new();
             for &i in insts {
@@ -362,7 +362,7 @@ ENTRY main {
     #[test]
     fn topo_order_keeps_a_valid_order_and_pulls_operands_before_users() {
         let m = parse_module(MODULE).unwrap();
-        let insts = m.insts_by_comp()[m.entry().index()].clone();
+        let insts = m.insts_by_comp()[m.entry()].clone();
         assert_eq!(topo_order(&m, &insts), insts);
         let mut reversed = insts.clone();
         reversed.reverse();

@@ -114,8 +114,8 @@ impl LoadedExecutable {
 /// source-target pairs name a device other than 0.
 fn needs_several_devices(m: &axle::ir::Module) -> Option<String> {
     use axle::ir::AttrValue;
-    for insts in m.insts_by_comp() {
-        for id in insts {
+    for insts in m.insts_by_comp().values() {
+        for &id in insts {
             for (_, v) in m.attrs(id) {
                 let beyond = match v {
                     AttrValue::ReplicaGroups(g) => g

@@ -24,9 +24,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axle::analysis::{inst_cost, module_cost, Cost};
+use axle::ir::entity::{dense_map, EntitySet, SecondaryMap};
 use axle::ir::{
-    compare_literals, ArrayLiteral, CompactPolicy, ElementType, Literal, Module, Opcode,
-    PassManagerOptions, Shape, Tolerance, VerifyMode,
+    compare_literals, ArrayLiteral, CompId, CompactPolicy, ElementType, InstId, Literal, Module,
+    Opcode, PassManagerOptions, Shape, Tolerance, VerifyMode,
 };
 use axle::{ArrayRef, CacheMode, CompileOptions};
 use pyo3::prelude::*;
@@ -65,18 +66,17 @@ fn kernels(m: &Module) -> usize {
         return 0;
     }
     let by_comp = m.insts_by_comp();
-    let mut host = vec![false; m.comp_capacity()];
+    let mut host: EntitySet<CompId> = EntitySet::with_capacity(m.comp_capacity());
     let mut stack = vec![entry];
-    host[entry.index()] = true;
+    host.insert(entry);
     let mut n = 0;
     while let Some(c) = stack.pop() {
-        for &i in &by_comp[c.index()] {
+        for &i in &by_comp[c] {
             use Opcode::*;
             match m.opcode(i) {
                 Call | While | Conditional => {
                     for cc in m.called_comps_iter(i) {
-                        if !cc.is_none() && cc.index() < host.len() && !host[cc.index()] {
-                            host[cc.index()] = true;
+                        if !cc.is_none() && cc.index() < m.comp_capacity() && host.insert(cc) {
                             stack.push(cc);
                         }
                     }
@@ -317,21 +317,21 @@ impl GymModule {
         let m = &self.module;
         let ids = m.live_ids();
         let n = ids.len();
-        let mut node = vec![u32::MAX; m.inst_capacity()];
+        let mut node: SecondaryMap<InstId, u32> = dense_map(m.inst_capacity(), u32::MAX);
         for (k, &i) in ids.iter().enumerate() {
-            node[i.index()] = k as u32;
+            node[i] = k as u32;
         }
         // Computations numbered densely with the entry first.
-        let mut comp = vec![-1i32; m.comp_capacity()];
+        let mut comp: SecondaryMap<CompId, i32> = dense_map(m.comp_capacity(), -1);
         let mut next = 0;
         let entry = m.entry();
         if !entry.is_none() {
-            comp[entry.index()] = 0;
+            comp[entry] = 0;
             next = 1;
         }
         for c in m.computations() {
-            if comp[c.index()] < 0 {
-                comp[c.index()] = next;
+            if comp[c] < 0 {
+                comp[c] = next;
                 next += 1;
             }
         }
@@ -368,17 +368,17 @@ impl GymModule {
             trans.push(c.transcendentals);
             cbytes.push(c.bytes);
             let p = m.parent(i);
-            computation.push(if p.is_none() { -1 } else { comp[p.index()] });
+            computation.push(if p.is_none() { -1 } else { comp[p] });
             for &o in m.operands(i) {
-                if !o.is_none() && node[o.index()] != u32::MAX {
-                    edges.push((node[o.index()], k as u32, 0));
+                if !o.is_none() && node[o] != u32::MAX {
+                    edges.push((node[o], k as u32, 0));
                 }
             }
             for c in m.called_comps_iter(i) {
                 if !c.is_none() && m.is_live_comp(c) {
                     let r = m.root(c);
-                    if !r.is_none() && node[r.index()] != u32::MAX {
-                        edges.push((node[r.index()], k as u32, 1));
+                    if !r.is_none() && node[r] != u32::MAX {
+                        edges.push((node[r], k as u32, 1));
                     }
                 }
             }
@@ -593,14 +593,14 @@ pub fn generated_hlo(seed: u64, size: usize) -> PyResult<String> {
 
 /// The predicted cost of the kernel computing `i`: its own cost, plus for a fusion the
 /// arithmetic of its fused computation (whose values never reach memory).
-fn kernel_cost(m: &Module, by_comp: &[Vec<axle::ir::InstId>], i: axle::ir::InstId) -> Cost {
+fn kernel_cost(m: &Module, by_comp: &axle::ir::InstsByComp, i: axle::ir::InstId) -> Cost {
     let mut c = inst_cost(m, i);
     if m.opcode(i) == Opcode::Fusion {
         for callee in m.called_comps_iter(i) {
-            if callee.is_none() || callee.index() >= by_comp.len() {
+            if callee.is_none() || callee.index() >= m.comp_capacity() {
                 continue;
             }
-            for &j in &by_comp[callee.index()] {
+            for &j in &by_comp[callee] {
                 let f = inst_cost(m, j);
                 c.flops += f.flops;
                 c.transcendentals += f.transcendentals;

@@ -35,7 +35,7 @@ use std::collections::BTreeMap;
 use hashbrown::HashSet;
 
 use axle_ir::entity::{EntitySet, SecondaryMap};
-use axle_ir::{AttrKey, InstId, Module, Opcode};
+use axle_ir::{AttrKey, InstId, InstsByComp, Module, Opcode};
 
 use crate::liveness::{loop_body_end, Liveness};
 use crate::program::{Program, ValueId, ValueKind};
@@ -347,7 +347,7 @@ struct Planner<'a> {
     m: &'a Module,
     p: &'a Program,
     rules: &'a dyn BufferRules,
-    by_comp: &'a [Vec<InstId>],
+    by_comp: &'a InstsByComp,
 }
 
 /// Handoff kinds (indices into [`Aliases::merged`]).
@@ -447,7 +447,7 @@ fn in_place_candidates(
     m: &Module,
     i: InstId,
     rules: &dyn BufferRules,
-    by_comp: &[Vec<InstId>],
+    by_comp: &InstsByComp,
 ) -> Vec<(usize, usize)> {
     let same_shape = |o: InstId| m.array_shape(o).is_some() && m.array_shape(o) == m.array_shape(i);
     let ops = m.operands(i);
@@ -490,16 +490,16 @@ fn fusion_pairs(
     m: &Module,
     i: InstId,
     rules: &dyn BufferRules,
-    by_comp: &[Vec<InstId>],
+    by_comp: &InstsByComp,
 ) -> Vec<(usize, usize)> {
     let Some(c) = m.comp_attr(i, &AttrKey::Calls) else {
         return Vec::new();
     };
     let root = m.root(c);
-    if root.is_none() || m.array_shape(i).is_none() || c.index() >= by_comp.len() {
+    if root.is_none() || m.array_shape(i).is_none() || c.index() >= m.comp_capacity() {
         return Vec::new();
     }
-    let users = users_of(m, &by_comp[c.index()]);
+    let users = users_of(m, &by_comp[c]);
     let users_in = |x: InstId| -> Vec<InstId> { users.get(&x).cloned().unwrap_or_default() };
     let param_number = |x: InstId| -> Option<usize> {
         (m.opcode(x) == Opcode::Parameter)
@@ -628,10 +628,10 @@ fn step_pairs(
     s: InstId,
     reads: &[InstId],
     rules: &dyn BufferRules,
-    by_comp: &[Vec<InstId>],
+    by_comp: &InstsByComp,
 ) -> Vec<usize> {
     let c = m.parent(s);
-    if m.array_shape(s).is_none() || c.is_none() || c.index() >= by_comp.len() {
+    if m.array_shape(s).is_none() || c.is_none() || c.index() >= m.comp_capacity() {
         return Vec::new();
     }
     let candidates: Vec<usize> = (0..reads.len())
@@ -642,7 +642,7 @@ fn step_pairs(
     if candidates.is_empty() {
         return Vec::new();
     }
-    let users = users_of(m, &by_comp[c.index()]);
+    let users = users_of(m, &by_comp[c]);
     candidates
         .into_iter()
         .filter(|&k| {

@@ -48,6 +48,7 @@ use std::collections::BinaryHeap;
 use hashbrown::{HashMap, HashSet};
 
 use axle_analysis::Users;
+use axle_ir::entity::{dense_map, SecondaryMap};
 use axle_ir::{
     ArrayShape, Attr, AttrKey, AttrValue, Changed, InstId, Module, Opcode, OptKind, OptSpec, Pass,
     PassCx, PassError, Shape,
@@ -245,11 +246,11 @@ fn map_member(
     Some((out_b, slice))
 }
 
-/// The topological position of every instruction (by index; `u32::MAX` where unplaced).
-fn positions(m: &Module) -> Vec<u32> {
+/// The topological position of every instruction (`u32::MAX` where unplaced).
+fn positions(m: &Module) -> SecondaryMap<InstId, u32> {
     let n = m.inst_capacity();
     let mut state = vec![0u8; n];
-    let mut pos = vec![u32::MAX; n];
+    let mut pos = dense_map(n, u32::MAX);
     let mut next = 0u32;
     for c in m.computations() {
         let starts = std::iter::once(m.root(c)).chain(m.comp_insts(c));
@@ -267,7 +268,7 @@ fn positions(m: &Module) -> Vec<u32> {
             },
         );
         for i in order {
-            pos[i.index()] = next;
+            pos[i] = next;
             next += 1;
         }
     }
@@ -279,7 +280,7 @@ impl BatchSplit {
     /// placed before the seed.
     fn may_depend(
         m: &Module,
-        pos: &[u32],
+        pos: &SecondaryMap<InstId, u32>,
         seed: InstId,
         o: InstId,
         memo: &mut HashMap<InstId, bool>,
@@ -287,7 +288,7 @@ impl BatchSplit {
         if let Some(&d) = memo.get(&o) {
             return d;
         }
-        let limit = pos[seed.index()];
+        let limit = pos[seed];
         let mut seen: HashSet<InstId> = HashSet::new();
         let mut stack = vec![o];
         let mut found = false;
@@ -296,7 +297,7 @@ impl BatchSplit {
                 found = true;
                 break;
             }
-            if pos[i.index()] < limit || !seen.insert(i) {
+            if pos[i] < limit || !seen.insert(i) {
                 continue;
             }
             if seen.len() > SEARCH_LIMIT {
@@ -322,7 +323,7 @@ impl BatchSplit {
         &self,
         m: &Module,
         users: &Users,
-        pos: &[u32],
+        pos: &SecondaryMap<InstId, u32>,
         ctrl: &HashSet<InstId>,
         taken: &HashSet<InstId>,
         seed: InstId,
@@ -360,7 +361,7 @@ impl BatchSplit {
                     of: InstId| {
             for &u in users.users(of) {
                 if queued.insert(u) {
-                    heap.push(Reverse((pos[u.index()], u)));
+                    heap.push(Reverse((pos[u], u)));
                 }
             }
         };
@@ -588,7 +589,7 @@ impl Pass for BatchSplit {
             .flat_map(|i| m.control_predecessors(i).to_vec())
             .collect();
         let mut seeds = seeds;
-        seeds.sort_by_key(|&i| (pos[i.index()], i));
+        seeds.sort_by_key(|&i| (pos[i], i));
         // Members of every region tried: a seed inside one is not tried again (each
         // instruction is looked at by one region, so the pass stays linear).
         let mut taken: HashSet<InstId> = HashSet::new();

@@ -31,7 +31,7 @@
 
 use hashbrown::HashMap;
 
-use axle_ir::entity::{EntitySet, SecondaryMap};
+use axle_ir::entity::{EntitySet, PrimaryMap, SecondaryMap};
 use axle_ir::{AttrKey, BufferId, InstId, Module};
 
 use crate::alias::{donations, Aliases};
@@ -121,7 +121,7 @@ pub struct Move {
 pub struct BufferAssignment {
     program: Program,
     liveness: Liveness,
-    buffers: Vec<Buffer>,
+    buffers: PrimaryMap<BufferId, Buffer>,
     value_buffer: SecondaryMap<ValueId, BufferId>,
     loop_init: HashMap<InstId, Vec<Move>>,
     loop_back: HashMap<InstId, Vec<Move>>,
@@ -155,23 +155,22 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
     // 1. One buffer per set, numbered in order of the sets' first values.
     let mut value_buffer = SecondaryMap::with_default(BufferId::NONE);
     let mut root_buffer = SecondaryMap::with_default(BufferId::NONE);
-    let mut buffers: Vec<Buffer> = Vec::new();
+    let mut buffers: PrimaryMap<BufferId, Buffer> = PrimaryMap::new();
     for v in program.values().keys() {
         let r = aliases.find(v);
         if root_buffer[r].is_none() {
-            buffers.push(Buffer {
+            root_buffer[r] = buffers.push(Buffer {
                 memory: Memory::Temp { offset: 0 },
                 role: Role::Values,
                 size: 0,
                 span: (u32::MAX, 0),
                 values: Vec::new(),
             });
-            root_buffer[r] = BufferId::new(buffers.len() - 1);
         }
         let b = root_buffer[r];
         value_buffer[v] = b;
         let val = program.value(v);
-        let buf = &mut buffers[b.index()];
+        let buf = &mut buffers[b];
         buf.values.push(v);
         buf.size = buf.size.max(val.bytes);
         let (s, e) = liveness.span(v);
@@ -225,7 +224,7 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
     for (j, &v) in root_leaves.iter().enumerate() {
         let j = j as u32;
         let b = a.value_buffer[v];
-        let buf = &a.buffers[b.index()];
+        let buf = &a.buffers[b];
         let in_place = match buf.memory {
             Memory::Temp { .. } => !claimed.contains(b),
             Memory::Param(k) => !claimed.contains(b) && donated.contains(&(j, k)),
@@ -236,7 +235,7 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
             if let Memory::Param(k) = buf.memory {
                 a.donated_outputs.push((j, k));
             } else {
-                a.buffers[b.index()].memory = Memory::Output { leaf: j, offset: 0 };
+                a.buffers[b].memory = Memory::Output { leaf: j, offset: 0 };
             }
             a.outputs.push(b);
         } else {
@@ -303,7 +302,7 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
             }
         }
     }
-    for buf in a.buffers.iter_mut() {
+    for buf in a.buffers.values_mut() {
         let all = !buf.values.is_empty() && buf.values.iter().all(|&v| arena_value[v]);
         if all && buf.role == Role::Values && matches!(buf.memory, Memory::Temp { .. }) {
             buf.memory = Memory::Arena { offset: 0 };
@@ -349,8 +348,10 @@ pub fn assign(m: &Module, rules: &dyn BufferRules) -> Result<BufferAssignment, S
 
 impl BufferAssignment {
     /// The non-empty buffers whose memory is in a space (`space`), with their heap blocks.
-    fn blocks(&self, space: impl Fn(&Memory) -> bool) -> (Vec<usize>, Vec<Block>) {
-        let ids: Vec<usize> = (0..self.buffers.len())
+    fn blocks(&self, space: impl Fn(&Memory) -> bool) -> (Vec<BufferId>, Vec<Block>) {
+        let ids: Vec<BufferId> = self
+            .buffers
+            .keys()
             .filter(|&b| space(&self.buffers[b].memory) && self.buffers[b].size > 0)
             .collect();
         let blocks = ids
@@ -371,8 +372,7 @@ impl BufferAssignment {
             size,
             span,
             values: Vec::new(),
-        });
-        BufferId::new(self.buffers.len() - 1)
+        })
     }
 
     /// Places temporaries in output buffers where they are dead while the output's memory holds
@@ -386,9 +386,9 @@ impl BufferAssignment {
         let mut bins: Vec<Bin> = self
             .outputs
             .iter()
-            .filter(|&&b| matches!(self.buffers[b.index()].memory, Memory::Output { .. }))
+            .filter(|&&b| matches!(self.buffers[b].memory, Memory::Output { .. }))
             .map(|&b| {
-                let buf = &self.buffers[b.index()];
+                let buf = &self.buffers[b];
                 let mut busy: Vec<(u32, u32)> = buf
                     .values
                     .iter()
@@ -405,7 +405,9 @@ impl BufferAssignment {
         if bins.is_empty() {
             return;
         }
-        let mut temps: Vec<usize> = (0..self.buffers.len())
+        let mut temps: Vec<BufferId> = self
+            .buffers
+            .keys()
             .filter(|&b| {
                 matches!(self.buffers[b].memory, Memory::Temp { .. }) && self.buffers[b].size > 0
             })
@@ -466,7 +468,7 @@ impl BufferAssignment {
                 }
                 if let Some((_, at)) = best {
                     placed[k].push((at, at + need, span));
-                    let leaf = match self.buffers[out.index()].memory {
+                    let leaf = match self.buffers[out].memory {
                         Memory::Output { leaf, .. } => leaf,
                         _ => 0,
                     };
@@ -505,7 +507,7 @@ impl BufferAssignment {
                 Some(k) => out.push(pending.remove(k)),
                 None => {
                     let s = pending[0].src;
-                    let size = self.buffers[s.index()].size;
+                    let size = self.buffers[s].size;
                     let t = self.push(Memory::Temp { offset: 0 }, Role::Staging, size, (pos, pos));
                     out.push(Move { src: s, dst: t });
                     for mv in pending.iter_mut() {
@@ -531,12 +533,12 @@ impl BufferAssignment {
 
     /// Every buffer.
     pub fn buffers(&self) -> &[Buffer] {
-        &self.buffers
+        self.buffers.values().as_slice()
     }
 
     /// Buffer `b`.
     pub fn buffer(&self, b: BufferId) -> &Buffer {
-        &self.buffers[b.index()]
+        &self.buffers[b]
     }
 
     /// The buffer of value `v`.
@@ -607,16 +609,16 @@ impl BufferAssignment {
     pub fn output_bytes(&self) -> u64 {
         self.outputs
             .iter()
-            .filter(|&&b| matches!(self.buffers[b.index()].memory, Memory::Output { .. }))
-            .fold(0u64, |a, &b| a.saturating_add(self.buffers[b.index()].size))
+            .filter(|&&b| matches!(self.buffers[b].memory, Memory::Output { .. }))
+            .fold(0u64, |a, &b| a.saturating_add(self.buffers[b].size))
     }
 
     /// Temporaries placed in output memory before the outputs are written.
     pub fn temps_in_outputs(&self) -> usize {
-        (0..self.buffers.len())
+        self.buffers
+            .keys()
             .filter(|&b| {
-                matches!(self.buffers[b].memory, Memory::Output { .. })
-                    && !self.is_output(BufferId::new(b))
+                matches!(self.buffers[b].memory, Memory::Output { .. }) && !self.is_output(b)
             })
             .count()
     }
@@ -624,8 +626,8 @@ impl BufferAssignment {
     /// Moves temporary `b` to `offset` in the temporary block, bypassing the assigner: for
     /// experiments with placements and for testing checkers (nothing re-validates it).
     pub fn set_temp_offset(&mut self, b: BufferId, offset: u64) {
-        self.buffers[b.index()].memory = Memory::Temp { offset };
-        self.temp_bytes = self.temp_bytes.max(offset + self.buffers[b.index()].size);
+        self.buffers[b].memory = Memory::Temp { offset };
+        self.temp_bytes = self.temp_bytes.max(offset + self.buffers[b].size);
     }
 
     /// Bytes the block has beyond the peak (`temp_bytes - peak_bytes`).

@@ -11,6 +11,7 @@
 //! Invariants: `sites(c)` lists the call sites of `c` in instruction id order; `callers_first`
 //! holds every live computation once, each after all of its callers.
 
+use axle_ir::entity::{dense_map, SecondaryMap};
 use axle_ir::{AttrKey, AttrValue, CompId, InstId, Module, Opcode};
 use petgraph::graph::{DiGraph, NodeIndex};
 
@@ -40,7 +41,7 @@ pub struct CallSite {
 /// Call sites per computation and a callers-first order.
 #[derive(Clone, Debug)]
 pub struct CallGraph {
-    sites: Vec<Vec<CallSite>>,
+    sites: SecondaryMap<CompId, Vec<CallSite>>,
     callers_first: Vec<CompId>,
 }
 
@@ -75,12 +76,12 @@ impl CallGraph {
     /// The call graph of `m`; an error if a computation calls itself, directly or not.
     pub fn new(m: &Module) -> Result<CallGraph, ScheduleError> {
         let n = m.comp_capacity();
-        let mut sites: Vec<Vec<CallSite>> = vec![Vec::new(); n];
+        let mut sites: SecondaryMap<CompId, Vec<CallSite>> = dense_map(n, Vec::new());
         let mut g: DiGraph<CompId, ()> = DiGraph::with_capacity(n, n);
         let nodes: Vec<NodeIndex> = (0..n).map(|c| g.add_node(CompId::new(c))).collect();
         let mut edges: Vec<(u32, u32)> = Vec::new();
-        for (c, insts) in m.insts_by_comp().iter().enumerate() {
-            if !m.is_live_comp(CompId::new(c)) {
+        for (c, insts) in m.insts_by_comp().iter() {
+            if !m.is_live_comp(c) {
                 continue;
             }
             for &i in insts {
@@ -88,8 +89,8 @@ impl CallGraph {
                     if callee.is_none() || callee.index() >= n || !m.is_live_comp(callee) {
                         continue;
                     }
-                    sites[callee.index()].push(CallSite { inst: i, kind });
-                    edges.push((c as u32, callee.index() as u32));
+                    sites[callee].push(CallSite { inst: i, kind });
+                    edges.push((c.index() as u32, callee.index() as u32));
                 }
             }
         }
@@ -123,7 +124,7 @@ impl CallGraph {
 
     /// The call sites of `c`, in instruction id order.
     pub fn sites(&self, c: CompId) -> &[CallSite] {
-        self.sites.get(c.index()).map_or(&[], |s| &s[..])
+        &self.sites[c]
     }
 
     /// Every live computation, each after all of its callers.

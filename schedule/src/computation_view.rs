@@ -5,7 +5,8 @@
 //! per-computation arrays are indexed by it, so a scheduler's work is proportional to its
 //! computation, never to the module.
 
-use axle_ir::{CompId, InstId, Module};
+use axle_ir::entity::{dense_map, SecondaryMap};
+use axle_ir::{CompId, InstId, InstsByComp, Module};
 
 use crate::dep_graph::DepGraph;
 use crate::memory_model::MemoryModel;
@@ -19,17 +20,17 @@ pub struct ModuleView<'m> {
     /// Its memory model.
     pub model: &'m MemoryModel,
     /// Live instructions per computation, in creation order.
-    pub by_comp: &'m [Vec<InstId>],
+    pub by_comp: &'m InstsByComp,
     /// The local index of every instruction in its computation's list.
-    pub local: &'m [u32],
+    pub local: &'m SecondaryMap<InstId, u32>,
 }
 
 /// The local index of every live instruction in its computation's creation-order list.
-pub fn local_indices(m: &Module, by_comp: &[Vec<InstId>]) -> Vec<u32> {
-    let mut local = vec![u32::MAX; m.inst_capacity()];
-    for insts in by_comp {
+pub fn local_indices(m: &Module, by_comp: &InstsByComp) -> SecondaryMap<InstId, u32> {
+    let mut local = dense_map(m.inst_capacity(), u32::MAX);
+    for insts in by_comp.values() {
         for (k, &i) in insts.iter().enumerate() {
-            local[i.index()] = k as u32;
+            local[i] = k as u32;
         }
     }
     local
@@ -52,13 +53,13 @@ impl<'a, 'm> CompView<'a, 'm> {
         CompView {
             view,
             comp: c,
-            insts: &view.by_comp[c.index()],
+            insts: &view.by_comp[c],
         }
     }
 
     /// The local index of `i`.
     pub fn local(&self, i: InstId) -> usize {
-        self.view.local[i.index()] as usize
+        self.view.local[i] as usize
     }
 
     /// The computation's root.
@@ -70,7 +71,7 @@ impl<'a, 'm> CompView<'a, 'm> {
     /// (reaching what the root does not).
     pub fn starts(&self) -> impl Iterator<Item = InstId> + 'a {
         let root = self.root();
-        let has_root = !root.is_none() && self.view.local[root.index()] != u32::MAX;
+        let has_root = !root.is_none() && self.view.local[root] != u32::MAX;
         has_root
             .then_some(root)
             .into_iter()

@@ -10,6 +10,7 @@
 
 use std::borrow::Cow;
 
+use axle_ir::entity::{dense_map, SecondaryMap};
 use axle_ir::{InstId, Module};
 
 /// Predecessors and successors of every instruction.
@@ -30,7 +31,7 @@ impl DepGraph {
         let mut pred_off = vec![0u32; cap + 1];
         let mut preds = Vec::with_capacity(cap * 2);
         // `stamp[o] == i + 1` once `o` is a predecessor of `i` (deduplicates in operand order).
-        let mut stamp = vec![0u32; cap];
+        let mut stamp: SecondaryMap<InstId, u32> = dense_map(cap, 0);
         let mut succ_count = vec![0u32; cap + 1];
         for (i, off) in pred_off.iter_mut().enumerate().take(cap) {
             *off = preds.len() as u32;
@@ -49,9 +50,9 @@ impl DepGraph {
                     && o.index() < cap
                     && m.is_live(o)
                     && m.parent(o) == comp
-                    && stamp[o.index()] != i as u32 + 1
+                    && stamp[o] != i as u32 + 1
                 {
-                    stamp[o.index()] = i as u32 + 1;
+                    stamp[o] = i as u32 + 1;
                     preds.push(o);
                     succ_count[o.index() + 1] += 1;
                 }

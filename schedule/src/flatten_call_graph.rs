@@ -16,6 +16,7 @@
 
 use hashbrown::{HashMap, HashSet};
 
+use axle_ir::entity::{dense_map, SecondaryMap};
 use axle_ir::{AttrValue, CompId, InstId, Module, Pass, PassCx, PassError};
 
 use crate::call_graph::{call_kind, CallGraph, CallKind};
@@ -46,7 +47,7 @@ fn sequential(kind: CallKind) -> bool {
 }
 
 /// The sequential call sites `inst` makes, pushed into `sites` per callee.
-fn record_sites(m: &Module, inst: InstId, sites: &mut [Vec<Site>]) {
+fn record_sites(m: &Module, inst: InstId, sites: &mut SecondaryMap<CompId, Vec<Site>>) {
     for (a, (k, v)) in m.attrs(inst).iter().enumerate() {
         if !sequential(call_kind(m, inst, k)) {
             continue;
@@ -57,8 +58,8 @@ fn record_sites(m: &Module, inst: InstId, sites: &mut [Vec<Site>]) {
             _ => continue,
         };
         for (index, &c) in cs.iter().enumerate() {
-            if !c.is_none() && c.index() < sites.len() {
-                sites[c.index()].push(Site {
+            if !c.is_none() && c.index() < m.comp_capacity() {
+                sites[c].push(Site {
                     inst,
                     attr: a,
                     index,
@@ -79,8 +80,8 @@ pub fn flatten(m: &mut Module) -> Result<usize, ScheduleError> {
         return Ok(0);
     }
     let mut by_comp = m.insts_by_comp();
-    let mut sites: Vec<Vec<Site>> = vec![Vec::new(); m.comp_capacity()];
-    for insts in &by_comp {
+    let mut sites: SecondaryMap<CompId, Vec<Site>> = dense_map(m.comp_capacity(), Vec::new());
+    for insts in by_comp.values() {
         for &i in insts {
             record_sites(m, i, &mut sites);
         }
@@ -92,15 +93,15 @@ pub fn flatten(m: &mut Module) -> Result<usize, ScheduleError> {
         .collect();
     let mut cloned = 0;
     for &c in cg.callers_first() {
-        let list = std::mem::take(&mut sites[c.index()]);
+        let list = std::mem::take(&mut sites[c]);
         for s in list.iter().skip(1) {
-            let (copy, insts) = clone_computation(m, c, &by_comp[c.index()], &mut names);
-            sites.resize(m.comp_capacity(), Vec::new());
+            let (copy, insts) = clone_computation(m, c, &by_comp[c], &mut names);
+            sites.resize(m.comp_capacity());
             for &i in &insts {
                 record_sites(m, i, &mut sites);
             }
-            by_comp.resize(m.comp_capacity(), Vec::new());
-            by_comp[copy.index()] = insts;
+            by_comp.resize(m.comp_capacity());
+            by_comp[copy] = insts;
             let mut attrs = m.attrs(s.inst).to_vec();
             match &mut attrs[s.attr].1 {
                 AttrValue::Comp(x) => *x = copy,

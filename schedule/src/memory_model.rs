@@ -58,7 +58,7 @@ impl MemoryModel {
         let mut state = vec![0u8; cap];
         for c in m.computations() {
             let first = mm.bytes.len() as u32;
-            for i in graph.post_order(&by_comp[c.index()], &mut state) {
+            for i in graph.post_order(&by_comp[c], &mut state) {
                 let kind = def_kind(m, i, &HloRules);
                 let ops = m.operands(i);
                 let shape = m.shape_id(i);

@@ -410,7 +410,7 @@ fn unreachable(m: &Module) -> Vec<CompId> {
     seen[m.entry().index()] = true;
     let by_comp = m.insts_by_comp();
     while let Some(c) = stack.pop() {
-        for &i in &by_comp[c.index()] {
+        for &i in &by_comp[c] {
             for k in m.called_comps_iter(i) {
                 if !seen[k.index()] {
                     seen[k.index()] = true;

@@ -29,7 +29,7 @@ use hashbrown::HashTable;
 use rayon::prelude::*;
 
 use crate::attrs::{Attr, AttrValue};
-use crate::module::{CompId, ConstValue, InstId, Module};
+use crate::module::{CompId, ConstValue, InstId, InstsByComp, Module};
 use crate::opcode::Opcode;
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -149,7 +149,7 @@ fn literal_bits_equal(x: &crate::Literal, y: &crate::Literal) -> bool {
 
 /// Class representatives of computations: structurally identical computations (not the entry,
 /// not fusion bodies) map to the first of them in callee-first order; others map to themselves.
-fn computation_classes(m: &Module, orders: &[Vec<InstId>], callee_first: &[CompId]) -> Vec<CompId> {
+fn computation_classes(m: &Module, orders: &InstsByComp, callee_first: &[CompId]) -> Vec<CompId> {
     let n = m.comp_capacity();
     let mut class: Vec<CompId> = (0..n).map(CompId::new).collect();
     let mut excluded = vec![false; n];
@@ -167,8 +167,8 @@ fn computation_classes(m: &Module, orders: &[Vec<InstId>], callee_first: &[CompI
     }
     // Position of every instruction of a candidate computation in its topological order.
     let mut pos = vec![u32::MAX; m.inst_capacity()];
-    for (c, order) in orders.iter().enumerate() {
-        if excluded[c] {
+    for (c, order) in orders.iter() {
+        if excluded[c.index()] {
             continue;
         }
         for (k, &i) in order.iter().enumerate() {
@@ -181,7 +181,7 @@ fn computation_classes(m: &Module, orders: &[Vec<InstId>], callee_first: &[CompI
         if excluded[c.index()] {
             continue;
         }
-        let order = &orders[c.index()];
+        let order = &orders[c];
         let mut h = builder.build_hasher();
         order.len().hash(&mut h);
         pos_of(&pos, m.root(c)).hash(&mut h);
@@ -197,7 +197,7 @@ fn computation_classes(m: &Module, orders: &[Vec<InstId>], callee_first: &[CompI
         }
         let hv = h.finish();
         let same = |d: CompId| -> bool {
-            let od = &orders[d.index()];
+            let od = &orders[d];
             od.len() == order.len()
                 && pos_of(&pos, m.root(c)) == pos_of(&pos, m.root(d))
                 && order.iter().zip(od).all(|(&a, &b)| {
@@ -364,6 +364,8 @@ pub fn plan(m: &Module, s: &super::Structure) -> (Vec<(InstId, InstId)>, Vec<Com
     let get = |f: &[AtomicBool], i: InstId| f[i.index()].load(Ordering::Relaxed);
     let set = |f: &[AtomicBool], i: InstId| f[i.index()].store(true, Ordering::Relaxed);
     let per_comp: Vec<Vec<(InstId, InstId)>> = orders
+        .values()
+        .as_slice()
         .par_iter()
         .map(|order| {
             let mut table: HashTable<(u64, InstId)> = HashTable::new();

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
+use crate::entity::collect_map;
 use crate::module::{CompId, InstId, Module};
 use crate::opcode::Opcode;
 use crate::pass::{Changed, Pass, PassCx, PassError};
@@ -33,10 +34,10 @@ pub fn dead_code(m: &Module, s: &super::Structure) -> (Vec<InstId>, Vec<CompId>)
     let live: Vec<AtomicBool> = (0..m.inst_capacity())
         .map(|_| AtomicBool::new(false))
         .collect();
-    let callees: Vec<Vec<CompId>> = by_comp
-        .par_iter()
-        .enumerate()
-        .map(|(c, insts)| {
+    let callees: Vec<Vec<CompId>> = (0..by_comp.keys().len())
+        .into_par_iter()
+        .map(|c| {
+            let insts = &by_comp[CompId::new(c)];
             if !m.is_live_comp(CompId::new(c)) {
                 return Vec::new();
             }
@@ -76,21 +77,18 @@ pub fn dead_code(m: &Module, s: &super::Structure) -> (Vec<InstId>, Vec<CompId>)
             called
         })
         .collect();
-    let reachable = super::reachable_computations(m, &callees);
+    let reachable = super::reachable_computations(m, &collect_map(callees));
     let dead_comps: Vec<CompId> = m
         .computations()
         .into_iter()
-        .filter(|c| !reachable[c.index()])
+        .filter(|&c| !reachable.contains(c))
         .collect();
     let dead_insts: Vec<InstId> = m
         .live_ids()
         .into_par_iter()
         .filter(|&i| {
             let p = m.parent(i);
-            !live[i.index()].load(Ordering::Relaxed)
-                || p.is_none()
-                || p.index() >= reachable.len()
-                || !reachable[p.index()]
+            !live[i.index()].load(Ordering::Relaxed) || p.is_none() || !reachable.contains(p)
         })
         .collect();
     (dead_insts, dead_comps)
