@@ -43,7 +43,7 @@ struct Cli {
 }
 
 fn parse_memory_size(s: &str) -> Result<u64, String> {
-    axle::ir::memory::parse_size(s)
+    axle::ir::memory::parse_size(s).map_err(String::from)
 }
 
 /// A tolerance: a finite, non-negative number.

@@ -171,11 +171,11 @@ pub fn evaluate_computation_with(
     args: &[Literal],
     opts: &EvalOptions,
 ) -> Result<Literal, EvalError> {
-    let budget = MemoryBudget::new().map_err(|message| EvalError {
+    let budget = MemoryBudget::new().map_err(|e| EvalError {
         instruction: String::new(),
         opcode: String::new(),
         computation: m.comp_name(comp).to_string(),
-        message,
+        message: e.to_string(),
     })?;
     let mut budget = budget;
     // The arguments are the caller's memory, held for the whole run.
@@ -227,7 +227,7 @@ pub fn evaluate_on_device(
         if entry.is_none() {
             return Err(fail("the module has no entry computation".into()));
         }
-        let mut budget = MemoryBudget::new().map_err(fail)?;
+        let mut budget = MemoryBudget::new().map_err(|e| fail(e.to_string()))?;
         budget.force(args.iter().map(|a| a.byte_len() as u64).sum());
         let mut ev = Evaluator::new(m, opts, budget);
         ev.device = Some(dev);
@@ -312,6 +312,24 @@ impl From<&str> for Fail {
         Fail::Msg(s.to_string())
     }
 }
+
+/// The IR's errors the evaluator passes on (a convolution's geometry, a collective's groups or
+/// mode, a Shardy sharding) become messages attributed to the instruction being evaluated.
+macro_rules! fail_from_ir_error {
+    ($($t:ty),*) => {
+        $(impl From<$t> for Fail {
+            fn from(e: $t) -> Self {
+                Fail::Msg(e.to_string())
+            }
+        })*
+    };
+}
+
+fail_from_ir_error!(
+    axle_ir::ConvGeoError,
+    axle_ir::collective::CollectiveError,
+    axle_ir::sdy::SdyError
+);
 
 pub(crate) type R<T> = Result<T, Fail>;
 

@@ -96,35 +96,162 @@ pub fn format_pairs(pairs: &[SourceTargetPair]) -> String {
     format!("{{{}}}", items.join(","))
 }
 
+/// Why replica groups, a collective's group mode or the devices of a run are refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CollectiveError {
+    /// An iota form's group count or size is below 1.
+    #[error("replica groups {groups}: the group count and size must be positive")]
+    GroupSize {
+        /// The groups, as printed.
+        groups: String,
+    },
+    /// An iota form without reshape dimensions, or with one below 1.
+    #[error("replica groups {groups}: the reshape dimensions must be positive")]
+    ReshapeDims {
+        /// The groups, as printed.
+        groups: String,
+    },
+    /// An iota form of more than 2^31 devices.
+    #[error("replica groups {groups}: more than 2^31 devices")]
+    TooManyDevices {
+        /// The groups, as printed.
+        groups: String,
+    },
+    /// An iota form whose groups do not hold the devices of its reshape dimensions.
+    #[error(
+        "replica groups {groups}: {num_groups} groups of {group_size} devices do not hold the {} \
+         devices of the reshape dimensions",
+        .devices.map_or("(overflowing)".to_string(), |t| t.to_string())
+    )]
+    DeviceCount {
+        /// The groups, as printed.
+        groups: String,
+        /// The group count.
+        num_groups: i64,
+        /// The group size.
+        group_size: i64,
+        /// The devices of the reshape dimensions (`None`: overflowing).
+        devices: Option<i64>,
+    },
+    /// An iota form's transpose that does not permute its reshape dimensions.
+    #[error("replica groups {groups}: the transpose must permute the {rank} reshape dimensions")]
+    Transpose {
+        /// The groups, as printed.
+        groups: String,
+        /// The number of reshape dimensions.
+        rank: usize,
+    },
+    /// An iota form of more devices than are listed ([`MAX_LISTED_DEVICES`]).
+    #[error(
+        "replica groups {groups}: more than {} devices to list",
+        MAX_LISTED_DEVICES
+    )]
+    TooManyToList {
+        /// The groups, as printed.
+        groups: String,
+    },
+    /// A group without devices.
+    #[error("replica groups {groups}: a group is empty")]
+    EmptyGroup {
+        /// The groups, as printed.
+        groups: String,
+    },
+    /// A negative id.
+    #[error("replica groups {groups}: id {id} is negative")]
+    NegativeId {
+        /// The groups, as printed.
+        groups: String,
+        /// The id.
+        id: i64,
+    },
+    /// An id in two groups.
+    #[error("replica groups {groups}: id {id} is in two groups")]
+    RepeatedId {
+        /// The groups, as printed.
+        groups: String,
+        /// The id.
+        id: i64,
+    },
+    /// `use_global_device_ids=true` without a `channel_id`.
+    #[error("use_global_device_ids=true needs a channel_id")]
+    GlobalIdsWithoutChannel,
+    /// A run on no device.
+    #[error("a run needs at least one device")]
+    NoDevices,
+    /// A module whose header names another number of devices than the run has.
+    #[error(
+        "the module is for {} devices (replica_count={replicas}, num_partitions={partitions}), not {devices}",
+        u64::from(*.replicas) * u64::from(*.partitions)
+    )]
+    MeshSize {
+        /// The header's `replica_count`.
+        replicas: u32,
+        /// The header's `num_partitions`.
+        partitions: u32,
+        /// The run's devices.
+        devices: u32,
+    },
+    /// An id in groups or pairs beyond the run's replicas, partitions or devices.
+    #[error("{what} {id} is out of range: the run has {bound}")]
+    IdOutOfRange {
+        /// What the id names (`replica id`, `partition id`, `device id`).
+        what: &'static str,
+        /// The id.
+        id: i64,
+        /// How many there are.
+        bound: u32,
+    },
+    /// A device whose id is in none of the groups.
+    #[error("{what} {id} (device {device}) is in no replica group")]
+    NoGroup {
+        /// What the id names.
+        what: &'static str,
+        /// The device's id of that kind.
+        id: u32,
+        /// The device.
+        device: u32,
+    },
+    /// Two source-target pairs with one target.
+    #[error("{what} {id} is the target of two source-target pairs")]
+    TwoSources {
+        /// What the id names.
+        what: &'static str,
+        /// The target.
+        id: u32,
+    },
+}
+
+impl From<CollectiveError> for String {
+    fn from(e: CollectiveError) -> String {
+        e.to_string()
+    }
+}
+
 impl IotaGroups {
     /// Checks the form: positive sizes, `num_groups * group_size` equal to the product of the
     /// reshape dimensions, and a transpose that permutes them.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), CollectiveError> {
+        let groups = || self.to_string();
         if self.num_groups < 1 || self.group_size < 1 {
-            return Err(format!(
-                "replica groups {self}: the group count and size must be positive"
-            ));
+            return Err(CollectiveError::GroupSize { groups: groups() });
         }
         if self.reshape_dims.is_empty() || self.reshape_dims.iter().any(|&d| d < 1) {
-            return Err(format!(
-                "replica groups {self}: the reshape dimensions must be positive"
-            ));
+            return Err(CollectiveError::ReshapeDims { groups: groups() });
         }
         let total = self
             .reshape_dims
             .iter()
             .try_fold(1i64, |a, &d| a.checked_mul(d));
         if total.is_none_or(|t| t > 1 << 31) {
-            return Err(format!("replica groups {self}: more than 2^31 devices"));
+            return Err(CollectiveError::TooManyDevices { groups: groups() });
         }
         if total != self.num_groups.checked_mul(self.group_size) {
-            return Err(format!(
-                "replica groups {self}: {} groups of {} devices do not hold the {} devices of \
-                 the reshape dimensions",
-                self.num_groups,
-                self.group_size,
-                total.map_or("(overflowing)".to_string(), |t| t.to_string())
-            ));
+            return Err(CollectiveError::DeviceCount {
+                groups: groups(),
+                num_groups: self.num_groups,
+                group_size: self.group_size,
+                devices: total,
+            });
         }
         if let Some(t) = &self.transpose {
             let mut seen = vec![false; self.reshape_dims.len()];
@@ -136,10 +263,10 @@ impl IotaGroups {
                         .is_some_and(|s| !std::mem::replace(s, true))
                 });
             if !ok {
-                return Err(format!(
-                    "replica groups {self}: the transpose must permute the {} reshape dimensions",
-                    self.reshape_dims.len()
-                ));
+                return Err(CollectiveError::Transpose {
+                    groups: groups(),
+                    rank: self.reshape_dims.len(),
+                });
             }
         }
         Ok(())
@@ -147,12 +274,12 @@ impl IotaGroups {
 
     /// The groups this form stands for (after [`IotaGroups::validate`]); at most
     /// [`MAX_LISTED_DEVICES`] devices are listed.
-    pub fn expand(&self) -> Result<Vec<Vec<i64>>, String> {
+    pub fn expand(&self) -> Result<Vec<Vec<i64>>, CollectiveError> {
         self.validate()?;
         if self.num_groups * self.group_size > MAX_LISTED_DEVICES {
-            return Err(format!(
-                "replica groups {self}: more than {MAX_LISTED_DEVICES} devices to list"
-            ));
+            return Err(CollectiveError::TooManyToList {
+                groups: self.to_string(),
+            });
         }
         let dims = &self.reshape_dims;
         let rank = dims.len();
@@ -190,7 +317,7 @@ impl IotaGroups {
 impl ReplicaGroups {
     /// The groups as lists of ids (empty: one group of every device), checked: ids are
     /// non-negative, groups are non-empty and no id is in two groups.
-    pub fn expand(&self) -> Result<Vec<Vec<i64>>, String> {
+    pub fn expand(&self) -> Result<Vec<Vec<i64>>, CollectiveError> {
         let groups = match self {
             ReplicaGroups::List(gs) => gs.iter().map(|g| g.to_vec()).collect(),
             ReplicaGroups::Iota(i) => i.expand()?,
@@ -198,14 +325,22 @@ impl ReplicaGroups {
         let mut seen = std::collections::BTreeSet::new();
         for g in &groups {
             if g.is_empty() {
-                return Err(format!("replica groups {self}: a group is empty"));
+                return Err(CollectiveError::EmptyGroup {
+                    groups: self.to_string(),
+                });
             }
             for &id in g {
                 if id < 0 {
-                    return Err(format!("replica groups {self}: id {id} is negative"));
+                    return Err(CollectiveError::NegativeId {
+                        groups: self.to_string(),
+                        id,
+                    });
                 }
                 if !seen.insert(id) {
-                    return Err(format!("replica groups {self}: id {id} is in two groups"));
+                    return Err(CollectiveError::RepeatedId {
+                        groups: self.to_string(),
+                        id,
+                    });
                 }
             }
         }
@@ -214,7 +349,7 @@ impl ReplicaGroups {
 
     /// Checks the groups without listing an iota form's devices: the iota form's sizes and
     /// transpose, or for lists what [`ReplicaGroups::expand`] checks.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), CollectiveError> {
         match self {
             ReplicaGroups::Iota(i) => i.validate(),
             ReplicaGroups::List(_) => self.expand().map(|_| ()),
@@ -259,9 +394,12 @@ impl GroupMode {
     /// The mode of a collective with or without a `channel_id`, and with `use_global_device_ids`
     /// given (`Some`) for the ops that have the flag (all-reduce, all-gather, reduce-scatter)
     /// or `None` for the others.
-    pub fn of(has_channel_id: bool, use_global_device_ids: Option<bool>) -> Result<Self, String> {
+    pub fn of(
+        has_channel_id: bool,
+        use_global_device_ids: Option<bool>,
+    ) -> Result<Self, CollectiveError> {
         match (has_channel_id, use_global_device_ids) {
-            (false, Some(true)) => Err("use_global_device_ids=true needs a channel_id".to_string()),
+            (false, Some(true)) => Err(CollectiveError::GlobalIdsWithoutChannel),
             (false, _) => Ok(GroupMode::CrossReplica),
             (true, None) => Ok(GroupMode::CrossPartition),
             (true, Some(false)) => Ok(GroupMode::CrossReplicaAndPartition),
@@ -286,17 +424,18 @@ impl DeviceMesh {
     /// `devices`); otherwise `devices` partitions when any instruction has a `channel_id` (as
     /// JAX's `shard_map` modules do), else `devices` replicas (cross-replica collectives, as
     /// written without channels).
-    pub fn for_module(module: &crate::Module, devices: u32) -> Result<DeviceMesh, String> {
+    pub fn for_module(module: &crate::Module, devices: u32) -> Result<DeviceMesh, CollectiveError> {
         if devices == 0 {
-            return Err("a run needs at least one device".into());
+            return Err(CollectiveError::NoDevices);
         }
         let (r, p) = (module.replica_count(), module.num_partitions());
         if u64::from(r) * u64::from(p) > 1 {
             if u64::from(r) * u64::from(p) != u64::from(devices) {
-                return Err(format!(
-                    "the module is for {} devices (replica_count={r}, num_partitions={p}), not {devices}",
-                    u64::from(r) * u64::from(p)
-                ));
+                return Err(CollectiveError::MeshSize {
+                    replicas: r,
+                    partitions: p,
+                    devices,
+                });
             }
             return Ok(DeviceMesh {
                 replicas: r,
@@ -340,11 +479,11 @@ impl DeviceMesh {
         r * self.partitions + p
     }
 
-    fn id(&self, x: i64, bound: u32, what: &str) -> Result<u32, String> {
+    fn id(&self, x: i64, bound: u32, what: &'static str) -> Result<u32, CollectiveError> {
         u32::try_from(x)
             .ok()
             .filter(|&v| v < bound)
-            .ok_or_else(|| format!("{what} {x} is out of range: the run has {bound}"))
+            .ok_or(CollectiveError::IdOutOfRange { what, id: x, bound })
     }
 
     /// The devices a collective on `device` meets, in group order, for groups `groups` (as
@@ -354,7 +493,7 @@ impl DeviceMesh {
         device: u32,
         groups: &[Vec<i64>],
         mode: GroupMode,
-    ) -> Result<Vec<u32>, String> {
+    ) -> Result<Vec<u32>, CollectiveError> {
         let (r, p) = (self.replica_of(device), self.partition_of(device));
         let all = |n: u32| vec![(0..n as i64).collect::<Vec<i64>>()];
         let (space, mine, what) = match mode {
@@ -383,9 +522,11 @@ impl DeviceMesh {
             }
         }
         let Some(ids) = found else {
-            return Err(format!(
-                "{what} {mine} (device {device}) is in no replica group"
-            ));
+            return Err(CollectiveError::NoGroup {
+                what,
+                id: mine,
+                device,
+            });
         };
         Ok(match mode {
             GroupMode::CrossReplica => ids.iter().map(|&x| self.device(x, p)).collect(),
@@ -407,7 +548,7 @@ impl DeviceMesh {
         device: u32,
         pairs: &[SourceTargetPair],
         mode: GroupMode,
-    ) -> Result<(Vec<u32>, Option<u32>), String> {
+    ) -> Result<(Vec<u32>, Option<u32>), CollectiveError> {
         let (r, p) = (self.replica_of(device), self.partition_of(device));
         let (space, mine, what) = match mode {
             GroupMode::CrossPartition => (self.partitions, p, "partition id"),
@@ -425,9 +566,7 @@ impl DeviceMesh {
         for &[s, t] in pairs {
             let (s, t) = (self.id(s, space, what)?, self.id(t, space, what)?);
             if !targets.insert(t) {
-                return Err(format!(
-                    "{what} {t} is the target of two source-target pairs"
-                ));
+                return Err(CollectiveError::TwoSources { what, id: t });
             }
             if s == mine {
                 sends.push(to_device(t));
@@ -478,22 +617,44 @@ mod tests {
 
     #[test]
     fn bad_groups_are_errors() {
-        assert!(iota(3, 2, &[8], None).expand().is_err());
-        assert!(iota(4, 2, &[2, 4], Some(&[0, 0])).expand().is_err());
-        assert!(iota(0, 2, &[0], None).expand().is_err());
+        assert!(matches!(
+            iota(3, 2, &[8], None).expand(),
+            Err(CollectiveError::DeviceCount {
+                devices: Some(8),
+                ..
+            })
+        ));
+        assert!(matches!(
+            iota(4, 2, &[2, 4], Some(&[0, 0])).expand(),
+            Err(CollectiveError::Transpose { rank: 2, .. })
+        ));
+        assert!(matches!(
+            iota(0, 2, &[0], None).expand(),
+            Err(CollectiveError::GroupSize { .. })
+        ));
         // Hostile sizes are errors, not allocations.
         let huge = iota(1, 1 << 40, &[1 << 40], None);
         assert!(huge
             .validate()
             .unwrap_err()
+            .to_string()
             .contains("more than 2^31 devices"));
         let big = iota(1, 1 << 30, &[1 << 30], None);
         assert!(big.validate().is_ok());
-        assert!(big.expand().unwrap_err().contains("devices to list"));
+        assert!(big
+            .expand()
+            .unwrap_err()
+            .to_string()
+            .contains("devices to list"));
         let dup = ReplicaGroups::List(vec![vec![0, 1].into(), vec![1].into()].into());
-        assert!(dup.expand().unwrap_err().contains("two groups"));
+        let e = dup.expand().unwrap_err();
+        assert!(matches!(e, CollectiveError::RepeatedId { id: 1, .. }));
+        assert!(e.to_string().contains("two groups"));
         let neg = ReplicaGroups::List(vec![vec![-1].into()].into());
-        assert!(neg.expand().is_err());
+        assert!(matches!(
+            neg.expand(),
+            Err(CollectiveError::NegativeId { id: -1, .. })
+        ));
     }
 
     #[test]
@@ -559,10 +720,23 @@ mod tests {
         assert_eq!(DeviceMesh::for_module(&with, 4).unwrap(), mesh(1, 4));
         assert_eq!(DeviceMesh::for_module(&without, 4).unwrap(), mesh(4, 1));
         assert_eq!(DeviceMesh::for_module(&header, 6).unwrap(), mesh(2, 3));
-        assert!(DeviceMesh::for_module(&header, 4)
-            .unwrap_err()
-            .contains("for 6 devices"));
-        assert!(DeviceMesh::for_module(&with, 0).is_err());
+        let e = DeviceMesh::for_module(&header, 4).unwrap_err();
+        assert_eq!(
+            e,
+            CollectiveError::MeshSize {
+                replicas: 2,
+                partitions: 3,
+                devices: 4
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "the module is for 6 devices (replica_count=2, num_partitions=3), not 4"
+        );
+        assert_eq!(
+            DeviceMesh::for_module(&with, 0),
+            Err(CollectiveError::NoDevices)
+        );
     }
 
     #[test]

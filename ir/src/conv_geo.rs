@@ -38,26 +38,73 @@ pub struct ConvGeo {
     pub out_sp: Vec<i64>,
 }
 
+/// Why a `convolution`'s shapes and attributes do not make a geometry ([`conv_geo`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConvGeoError {
+    /// It does not have two operands.
+    #[error("convolution needs two operands")]
+    OperandCount,
+    /// An operand or the result is not an array.
+    #[error("convolution of a non-array")]
+    NotArray,
+    /// It has no `dim_labels`.
+    #[error("convolution needs dim_labels")]
+    NoDimLabels,
+    /// The input, kernel and output name different numbers of spatial dimensions.
+    #[error("convolution spatial dimensions do not match")]
+    SpatialRanks,
+    /// The labels name dimensions the operands or the result do not have.
+    #[error("convolution dim_labels do not fit the operand ranks")]
+    LabelsRanks,
+    /// It has spatial dimensions and no window.
+    #[error("convolution needs a window")]
+    NoWindow,
+    /// The window's rank is not the number of spatial dimensions.
+    #[error("window rank does not match the spatial dimensions")]
+    WindowRank,
+    /// Both group counts exceed 1.
+    #[error("feature_group_count and batch_group_count cannot both exceed 1")]
+    BothGroupCounts,
+    /// The output's features are not the kernel's output features.
+    #[error("convolution output features do not match the kernel")]
+    OutputFeatures,
+    /// A group count does not divide the features or the batch as XLA requires.
+    #[error("convolution feature or batch group sizes do not divide evenly")]
+    GroupSizes,
+    /// A window size is not the kernel's spatial size.
+    #[error("window size does not match the kernel")]
+    WindowSize,
+    /// A stride or dilation is below 1.
+    #[error("window strides and dilations must be positive")]
+    WindowSteps,
+}
+
+impl From<ConvGeoError> for String {
+    fn from(e: ConvGeoError) -> String {
+        e.to_string()
+    }
+}
+
 /// The geometry of `convolution` `id`, or an error saying which of its shapes and attributes
 /// disagree.
-pub fn conv_geo(m: &Module, id: InstId) -> Result<ConvGeo, String> {
+pub fn conv_geo(m: &Module, id: InstId) -> Result<ConvGeo, ConvGeoError> {
     let ops = m.operands(id);
     if ops.len() != 2 {
-        return Err("convolution needs two operands".into());
+        return Err(ConvGeoError::OperandCount);
     }
     let dims = |x: InstId| {
         m.array_shape(x)
             .map(|s| s.dims.as_ref())
-            .ok_or_else(|| String::from("convolution of a non-array"))
+            .ok_or(ConvGeoError::NotArray)
     };
     let (ld, rd, od) = (dims(ops[0])?, dims(ops[1])?, dims(id)?);
     let dn = match m.attr(id, &AttrKey::DimLabels) {
         Some(AttrValue::DimLabels(d)) => d.as_ref().clone(),
-        _ => return Err("convolution needs dim_labels".into()),
+        _ => return Err(ConvGeoError::NoDimLabels),
     };
     let nsp = dn.input_spatial.len();
     if dn.kernel_spatial.len() != nsp || dn.output_spatial.len() != nsp {
-        return Err("convolution spatial dimensions do not match".into());
+        return Err(ConvGeoError::SpatialRanks);
     }
     let named = |d: &[i64], batch: i64, feature: i64, spatial: &[i64]| {
         d.len() == nsp + 2
@@ -75,15 +122,15 @@ pub fn conv_geo(m: &Module, id: InstId) -> Result<ConvGeo, String> {
         )
         || !named(od, dn.output_batch, dn.output_feature, &dn.output_spatial)
     {
-        return Err("convolution dim_labels do not fit the operand ranks".into());
+        return Err(ConvGeoError::LabelsRanks);
     }
     let window: Vec<WindowDim> = match m.attr(id, &AttrKey::Window) {
         Some(AttrValue::Window(w)) => w.to_vec(),
         _ if nsp == 0 => Vec::new(),
-        _ => return Err("convolution needs a window".into()),
+        _ => return Err(ConvGeoError::NoWindow),
     };
     if window.len() != nsp {
-        return Err("window rank does not match the spatial dimensions".into());
+        return Err(ConvGeoError::WindowRank);
     }
     let fgc = m
         .int_attr(id, &AttrKey::FeatureGroupCount)
@@ -94,7 +141,7 @@ pub fn conv_geo(m: &Module, id: InstId) -> Result<ConvGeo, String> {
         .unwrap_or(1)
         .max(1);
     if fgc > 1 && bgc > 1 {
-        return Err("feature_group_count and batch_group_count cannot both exceed 1".into());
+        return Err(ConvGeoError::BothGroupCounts);
     }
     let n_in = ld[dn.input_batch as usize];
     let c_in = ld[dn.input_feature as usize];
@@ -102,20 +149,20 @@ pub fn conv_geo(m: &Module, id: InstId) -> Result<ConvGeo, String> {
     let o_ch = rd[dn.kernel_output_feature as usize];
     let n_out = od[dn.output_batch as usize];
     if od[dn.output_feature as usize] != o_ch {
-        return Err("convolution output features do not match the kernel".into());
+        return Err(ConvGeoError::OutputFeatures);
     }
     if c_in != k_in * fgc || o_ch % fgc != 0 || o_ch % bgc != 0 || n_in != n_out * bgc {
-        return Err("convolution feature or batch group sizes do not divide evenly".into());
+        return Err(ConvGeoError::GroupSizes);
     }
     let k_sp: Vec<i64> = dn.kernel_spatial.iter().map(|&d| rd[d as usize]).collect();
     let in_sp: Vec<i64> = dn.input_spatial.iter().map(|&d| ld[d as usize]).collect();
     let out_sp: Vec<i64> = dn.output_spatial.iter().map(|&d| od[d as usize]).collect();
     for (w, &k) in window.iter().zip(&k_sp) {
         if w.size != k {
-            return Err("window size does not match the kernel".into());
+            return Err(ConvGeoError::WindowSize);
         }
         if w.stride < 1 || w.lhs_dilate < 1 || w.rhs_dilate < 1 {
-            return Err("window strides and dilations must be positive".into());
+            return Err(ConvGeoError::WindowSteps);
         }
     }
     Ok(ConvGeo {
@@ -176,6 +223,7 @@ mod tests {
             "window={size=3x2}, ",
         );
         let e = conv_geo(&m, root(&m)).expect_err("6 input features, 4 kernel features");
-        assert!(e.contains("group sizes"), "{e}");
+        assert_eq!(e, ConvGeoError::GroupSizes);
+        assert!(e.to_string().contains("group sizes"), "{e}");
     }
 }

@@ -62,8 +62,147 @@ pub struct FileTest {
 
 const EXPECT_MARK: &str = "// EXPECT:";
 
+/// Why a filetest fails: its directives are malformed, the pipeline fails, the output does
+/// not round-trip or differs between thread counts, a check fails, or the output is not the
+/// `EXPECT:` block.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FileTestError {
+    /// A line of the `EXPECT:` block without `//`.
+    #[error("a line of the EXPECT block does not start with //: {0}")]
+    ExpectLine(String),
+    /// A second `RUN:` line.
+    #[error("line {line}: a second RUN line")]
+    SecondRun {
+        /// Its line.
+        line: usize,
+    },
+    /// A `CHECK` directive of no known kind.
+    #[error("line {line}: unknown check directive: {text}")]
+    UnknownDirective {
+        /// Its line.
+        line: usize,
+        /// The line's text.
+        text: String,
+    },
+    /// No `RUN:` line.
+    #[error("no `// RUN: PIPELINE` line")]
+    NoRun,
+    /// A `{{` without `}}` in a check pattern.
+    #[error("unclosed {{{{ in a check pattern")]
+    UnclosedBraces,
+    /// A `[[` without `]]` in a check pattern.
+    #[error("unclosed [[ in a check pattern")]
+    UnclosedBrackets,
+    /// A check variable used before a check captures it.
+    #[error("check variable [[{0}]] used before it is captured")]
+    UncapturedVariable(String),
+    /// A check pattern that is no regular expression.
+    #[error("bad check pattern '{pattern}': {error}")]
+    BadPattern {
+        /// The pattern.
+        pattern: String,
+        /// The regular expression's error.
+        error: String,
+    },
+    /// A `CHECK-NOT` pattern that matches.
+    #[error("line {line}: CHECK-NOT: {pattern}\n  matched output line {output_line}: {text}")]
+    Forbidden {
+        /// The directive's line.
+        line: usize,
+        /// Its pattern.
+        pattern: String,
+        /// The output line it matches.
+        output_line: usize,
+        /// That line's text.
+        text: String,
+    },
+    /// A `CHECK` or `CHECK-NEXT` pattern that matches nothing where it must.
+    #[error("line {line}: {directive}: {pattern}\n  no match after output line {after}")]
+    NoMatch {
+        /// The directive's line.
+        line: usize,
+        /// `CHECK` or `CHECK-NEXT`.
+        directive: &'static str,
+        /// Its pattern.
+        pattern: String,
+        /// The output line the search started after.
+        after: usize,
+    },
+    /// The pipeline does not parse, or a pass fails.
+    #[error("{0}")]
+    Pipeline(String),
+    /// A printed module that does not parse back.
+    #[error("{what} does not parse back:\n{error}\n{text}")]
+    NoParseBack {
+        /// Which module (`the input`, `the output`).
+        what: String,
+        /// The parse error, rendered.
+        error: String,
+        /// The printed module.
+        text: String,
+    },
+    /// A module whose print, parse and print again differs.
+    #[error("{what}: print(parse(print(m))) != print(m):\n{first}\n---\n{second}")]
+    RoundTrip {
+        /// Which module.
+        what: String,
+        /// The first print.
+        first: String,
+        /// The second.
+        second: String,
+    },
+    /// The file cannot be read or written.
+    #[error("{}: {error}", .path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        error: String,
+    },
+    /// The input module does not parse (rendered against the file).
+    #[error("{0}")]
+    Input(String),
+    /// The output differs between 1 and 8 threads.
+    #[error("output differs between 1 and 8 threads:\n{one}\n--- 8 threads ---\n{eight}")]
+    Threads {
+        /// The output at 1 thread.
+        one: String,
+        /// At 8.
+        eight: String,
+    },
+    /// The output does not parse.
+    #[error("the output does not parse: {0}")]
+    OutputParse(String),
+    /// The crate's extra check fails.
+    #[error("{0}")]
+    Extra(String),
+    /// A check fails against the output.
+    #[error("{error}\n--- output ---\n{output}")]
+    Checks {
+        /// The failing check.
+        error: Box<FileTestError>,
+        /// The output.
+        output: String,
+    },
+    /// No `EXPECT:` block (and `BLESS` is not set).
+    #[error("no `// EXPECT:` block (run with BLESS=1 to write it)\n--- output ---\n{output}")]
+    NoExpect {
+        /// The output.
+        output: String,
+    },
+    /// The output differs from the `EXPECT:` block (and `BLESS` is not set).
+    #[error("output differs from the EXPECT block (BLESS=1 rewrites it)\n{0}")]
+    ExpectDiffers(String),
+}
+
+impl From<FileTestError> for String {
+    fn from(e: FileTestError) -> String {
+        e.to_string()
+    }
+}
+
 /// Parses the directives of a filetest.
-pub fn parse_filetest(text: &str) -> Result<FileTest, String> {
+pub fn parse_filetest(text: &str) -> Result<FileTest, FileTestError> {
     let (input, expect) = match text.find(&format!("\n{EXPECT_MARK}")) {
         Some(p) => {
             let rest = &text[p + 1 + EXPECT_MARK.len()..];
@@ -72,9 +211,7 @@ pub fn parse_filetest(text: &str) -> Result<FileTest, String> {
                 let body = l
                     .strip_prefix("// ")
                     .or_else(|| l.strip_prefix("//"))
-                    .ok_or_else(|| {
-                        format!("a line of the EXPECT block does not start with //: {l}")
-                    })?;
+                    .ok_or_else(|| FileTestError::ExpectLine(l.to_string()))?;
                 out.push_str(body);
                 out.push('\n');
             }
@@ -91,7 +228,7 @@ pub fn parse_filetest(text: &str) -> Result<FileTest, String> {
         let c = c.trim_start();
         if let Some(r) = c.strip_prefix("RUN:") {
             if run.is_some() {
-                return Err(format!("line {}: a second RUN line", n + 1));
+                return Err(FileTestError::SecondRun { line: n + 1 });
             }
             run = Some(r.trim().to_string());
         } else if let Some(r) = c.strip_prefix("CHECK-NEXT:") {
@@ -101,10 +238,13 @@ pub fn parse_filetest(text: &str) -> Result<FileTest, String> {
         } else if let Some(r) = c.strip_prefix("CHECK:") {
             checks.push((CheckKind::Check, r.trim().to_string(), n + 1));
         } else if c.starts_with("CHECK") {
-            return Err(format!("line {}: unknown check directive: {l}", n + 1));
+            return Err(FileTestError::UnknownDirective {
+                line: n + 1,
+                text: l.to_string(),
+            });
         }
     }
-    let run = run.ok_or("no `// RUN: PIPELINE` line")?;
+    let run = run.ok_or(FileTestError::NoRun)?;
     Ok(FileTest {
         run,
         checks,
@@ -117,27 +257,29 @@ pub fn parse_filetest(text: &str) -> Result<FileTest, String> {
 fn pattern_regex(
     pat: &str,
     vars: &[(String, String)],
-) -> Result<(regex_lite::Regex, Vec<String>), String> {
+) -> Result<(regex_lite::Regex, Vec<String>), FileTestError> {
     let mut re = String::new();
     let mut captures = Vec::new();
     let mut rest = pat;
     while !rest.is_empty() {
         if let Some(r) = rest.strip_prefix("{{") {
-            let end = r.find("}}").ok_or("unclosed {{ in a check pattern")?;
+            let end = r.find("}}").ok_or(FileTestError::UnclosedBraces)?;
             re.push('(');
             re.push_str(&r[..end]);
             re.push(')');
             rest = &r[end + 2..];
         } else if let Some(r) = rest.strip_prefix("[[") {
-            let end = r.find("]]").ok_or("unclosed [[ in a check pattern")?;
+            let end = r.find("]]").ok_or(FileTestError::UnclosedBrackets)?;
             let inner = &r[..end];
             if let Some((name, sub)) = inner.split_once(':') {
                 re.push_str(&format!("(?P<{name}>{sub})"));
                 captures.push(name.to_string());
             } else {
-                let v = vars.iter().rev().find(|(k, _)| k == inner).ok_or_else(|| {
-                    format!("check variable [[{inner}]] used before it is captured")
-                })?;
+                let v = vars
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k == inner)
+                    .ok_or_else(|| FileTestError::UncapturedVariable(inner.to_string()))?;
                 re.push_str(&regex_lite::escape(&v.1));
             }
             rest = &r[end + 2..];
@@ -152,12 +294,18 @@ fn pattern_regex(
             rest = &rest[next..];
         }
     }
-    let r = regex_lite::Regex::new(&re).map_err(|e| format!("bad check pattern '{pat}': {e}"))?;
+    let r = regex_lite::Regex::new(&re).map_err(|e| FileTestError::BadPattern {
+        pattern: pat.to_string(),
+        error: e.to_string(),
+    })?;
     Ok((r, captures))
 }
 
 /// Runs the checks against `output`; the error says which check failed and where.
-pub fn run_checks(checks: &[(CheckKind, String, usize)], output: &str) -> Result<(), String> {
+pub fn run_checks(
+    checks: &[(CheckKind, String, usize)],
+    output: &str,
+) -> Result<(), FileTestError> {
     let lines: Vec<&str> = output.lines().collect();
     let mut vars: Vec<(String, String)> = Vec::new();
     let mut pos = 0usize; // the next line a CHECK may match
@@ -167,15 +315,16 @@ pub fn run_checks(checks: &[(CheckKind, String, usize)], output: &str) -> Result
                       from: usize,
                       to: usize,
                       vars: &[(String, String)]|
-     -> Result<(), String> {
+     -> Result<(), FileTestError> {
         for (pat, ln) in nots.drain(..) {
             let (re, _) = pattern_regex(&pat, vars)?;
             if let Some(k) = (from..to).find(|&k| re.is_match(lines[k])) {
-                return Err(format!(
-                    "line {ln}: CHECK-NOT: {pat}\n  matched output line {}: {}",
-                    k + 1,
-                    lines[k]
-                ));
+                return Err(FileTestError::Forbidden {
+                    line: ln,
+                    pattern: pat,
+                    output_line: k + 1,
+                    text: lines[k].to_string(),
+                });
             }
         }
         Ok(())
@@ -197,10 +346,12 @@ pub fn run_checks(checks: &[(CheckKind, String, usize)], output: &str) -> Result
                     } else {
                         "CHECK"
                     };
-                    return Err(format!(
-                        "line {ln}: {what}: {pat}\n  no match after output line {}",
-                        pos
-                    ));
+                    return Err(FileTestError::NoMatch {
+                        line: *ln,
+                        directive: what,
+                        pattern: pat.clone(),
+                        after: pos,
+                    });
                 };
                 check_nots(&mut pending_not, pos, k, &vars)?;
                 if let Some(c) = re.captures(lines[k]) {
@@ -243,28 +394,37 @@ pub fn run_pipeline_text(
     pipeline: &str,
     m: &Module,
     threads: usize,
-) -> Result<String, String> {
+) -> Result<String, FileTestError> {
     let opts = PassManagerOptions {
         verify: VerifyMode::Each,
         check_changed: true,
         ..Default::default()
     };
-    let mut pm = PassManager::new(registry, pipeline, opts).map_err(|e| e.render())?;
+    let mut pm = PassManager::new(registry, pipeline, opts)
+        .map_err(|e| FileTestError::Pipeline(e.render()))?;
     let mut m = m.clone();
-    pool(threads).install(|| pm.run(&mut m).map_err(|e| e.to_string()))?;
+    pool(threads).install(|| {
+        pm.run(&mut m)
+            .map_err(|e| FileTestError::Pipeline(e.to_string()))
+    })?;
     Ok(print_module(&m))
 }
 
 /// Checks that printing `m`, parsing and printing again gives the same text.
-pub fn check_round_trip(m: &Module, what: &str) -> Result<String, String> {
+pub fn check_round_trip(m: &Module, what: &str) -> Result<String, FileTestError> {
     let text = print_module(m);
-    let m2 = parse_module(&text)
-        .map_err(|e| format!("{what} does not parse back:\n{}\n{text}", e.render(what)))?;
+    let m2 = parse_module(&text).map_err(|e| FileTestError::NoParseBack {
+        what: what.to_string(),
+        error: e.render(what),
+        text: text.clone(),
+    })?;
     let text2 = print_module(&m2);
     if text != text2 {
-        return Err(format!(
-            "{what}: print(parse(print(m))) != print(m):\n{text}\n---\n{text2}"
-        ));
+        return Err(FileTestError::RoundTrip {
+            what: what.to_string(),
+            first: text,
+            second: text2,
+        });
     }
     Ok(text)
 }
@@ -279,24 +439,33 @@ pub fn run_filetest(
     path: &Path,
     registry: &PassRegistry,
     extra: Option<ExtraCheck>,
-) -> Result<(), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+) -> Result<(), FileTestError> {
+    let io = |e: std::io::Error| FileTestError::Io {
+        path: path.to_path_buf(),
+        error: e.to_string(),
+    };
+    let text = std::fs::read_to_string(path).map_err(io)?;
     let ft = parse_filetest(&text)?;
-    let m = parse_module(&ft.input).map_err(|e| e.render(&path.display().to_string()))?;
+    let m = parse_module(&ft.input)
+        .map_err(|e| FileTestError::Input(e.render(&path.display().to_string())))?;
     check_round_trip(&m, "the input")?;
     let out1 = run_pipeline_text(registry, &ft.run, &m, 1)?;
     let out8 = run_pipeline_text(registry, &ft.run, &m, 8)?;
     if out1 != out8 {
-        return Err(format!(
-            "output differs between 1 and 8 threads:\n{out1}\n--- 8 threads ---\n{out8}"
-        ));
+        return Err(FileTestError::Threads {
+            one: out1,
+            eight: out8,
+        });
     }
-    let out_m = parse_module(&out1).map_err(|e| format!("the output does not parse: {e}"))?;
+    let out_m = parse_module(&out1).map_err(|e| FileTestError::OutputParse(e.to_string()))?;
     check_round_trip(&out_m, "the output")?;
     if let Some(f) = extra {
-        f(&m, &out_m)?;
+        f(&m, &out_m).map_err(FileTestError::Extra)?;
     }
-    run_checks(&ft.checks, &out1).map_err(|e| format!("{e}\n--- output ---\n{out1}"))?;
+    run_checks(&ft.checks, &out1).map_err(|e| FileTestError::Checks {
+        error: Box::new(e),
+        output: out1.clone(),
+    })?;
     if ft.expect.as_deref() != Some(out1.as_str()) {
         if std::env::var("BLESS").is_ok_and(|v| v == "1") {
             let mut new = ft.input.clone();
@@ -314,16 +483,11 @@ pub fn run_filetest(
                     new.push('\n');
                 }
             }
-            std::fs::write(path, new).map_err(|e| format!("{}: {e}", path.display()))?;
+            std::fs::write(path, new).map_err(io)?;
         } else {
             return Err(match &ft.expect {
-                None => format!(
-                    "no `// EXPECT:` block (run with BLESS=1 to write it)\n--- output ---\n{out1}"
-                ),
-                Some(e) => format!(
-                    "output differs from the EXPECT block (BLESS=1 rewrites it)\n{}",
-                    first_difference(e, &out1)
-                ),
+                None => FileTestError::NoExpect { output: out1 },
+                Some(e) => FileTestError::ExpectDiffers(first_difference(e, &out1)),
             });
         }
     }

@@ -51,12 +51,11 @@ pub use regex_lite;
 
 pub use attrs::{Attr, AttrKey, AttrValue, ConvDims, WindowDim};
 pub use compare::{compare_arrays, compare_literals, Mismatch, MismatchKind, Tolerance};
-pub use conv_geo::{conv_geo, ConvGeo};
-pub use literal::{ArrayLiteral, Literal, LiteralError, NativeElement};
+pub use conv_geo::{conv_geo, ConvGeo, ConvGeoError};
+pub use literal::{ArrayLiteral, ElementTextError, Literal, LiteralError, NativeElement};
 pub use module::{
     BufferId, CompId, ConstValue, DebugTable, EntryLayout, InstId, InstsByComp, LayoutId, Module,
-    NewInst,
-    Remap, Rewriter, ShapeId, SrcLoc,
+    NewInst, Remap, Rewriter, ShapeId, SrcLoc,
 };
 #[cfg(feature = "npy-write")]
 pub use npy::write_npy;
@@ -65,18 +64,20 @@ pub use opcode::{is_annotation_target, Opcode, PLACEMENT_ANNOTATIONS, SHARDING_A
 pub use parser::{parse_module, ParseError};
 pub use pass::{
     Analysis, AnalysisCache, Changed, Counters, OptKind, OptSpec, OptValue, Pass, PassCx,
-    PassError, PassInfo, PassOptions, PassRegistry,
+    PassError, PassInfo, PassOptionError, PassOptions, PassRegistry,
 };
 pub use pass_manager::{
-    CompactPolicy, PassManager, PassManagerError, PassManagerOptions, StatsRow, VerifyMode,
+    CompactPolicy, PassManager, PassManagerError, PassManagerOptions, StatsRow, UnknownVerifyMode,
+    VerifyMode,
 };
+pub use passes::verify::InvalidModule;
 pub use pipeline::{Pipeline, PipelineError, PipelineItem};
 pub use printer::print_module;
 pub use runnable::check_runnable;
 pub use schedule::Schedule;
-pub use shape_inference::{infer_shape, OwnedShape, ProgramShape, ShapeError};
+pub use shape_inference::{infer_shape, InvalidShape, OwnedShape, ProgramShape, ShapeError};
 pub use types::{
-    ArrayLayout, ArrayShape, ComparisonDirection, ComparisonType, ElementType, FusionKind, Layout,
-    Shape,
+    ArrayLayout, ArrayShape, ArrayShapeError, ComparisonDirection, ComparisonType, ElementType,
+    FusionKind, Layout, Shape,
 };
 pub use verify::{verify, Entity, VerifyError, VerifyErrors};

@@ -524,24 +524,59 @@ pub fn format_element(ty: ElementType, b: &[u8]) -> String {
     }
 }
 
+/// Why a token of HLO text is not an element of its type ([`parse_element`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ElementTextError {
+    /// A `pred` token other than `true`, `false`, `1` or `0`.
+    #[error("expected a pred value (true or false), found '{0}'")]
+    NotAPred(String),
+    /// A `0x` token that is not hexadecimal.
+    #[error("invalid integer '{0}'")]
+    InvalidHex(String),
+    /// A token that is no number of the type.
+    #[error("invalid {} value '{token}'", .ty.name())]
+    Invalid {
+        /// The element type.
+        ty: ElementType,
+        /// The token.
+        token: String,
+    },
+    /// An integer outside the type's range.
+    #[error("value {token} is out of range for {}", .ty.name())]
+    OutOfRange {
+        /// The element type.
+        ty: ElementType,
+        /// The token.
+        token: String,
+    },
+}
+
+impl From<ElementTextError> for String {
+    fn from(e: ElementTextError) -> String {
+        e.to_string()
+    }
+}
+
 /// Parses one scalar token of HLO text (`1`, `-2.5e3`, `inf`, `-nan`, `true`) as an element of
 /// `ty`. Complex values come as a `(re, im)` pair through [`complex_to_element`].
-pub fn parse_element(ty: ElementType, tok: &str) -> Result<Vec<u8>, String> {
+pub fn parse_element(ty: ElementType, tok: &str) -> Result<Vec<u8>, ElementTextError> {
     if ty.is_pred() {
         return match tok {
             "true" | "1" => Ok(vec![1]),
             "false" | "0" => Ok(vec![0]),
-            _ => Err(format!(
-                "expected a pred value (true or false), found '{tok}'"
-            )),
+            _ => Err(ElementTextError::NotAPred(tok.to_string())),
         };
     }
+    let invalid = || ElementTextError::Invalid {
+        ty,
+        token: tok.to_string(),
+    };
     if ty.is_int() {
         let v: i128 = if let Some(h) = tok.strip_prefix("0x") {
-            i128::from_str_radix(h, 16).map_err(|_| format!("invalid integer '{tok}'"))?
+            i128::from_str_radix(h, 16)
+                .map_err(|_| ElementTextError::InvalidHex(tok.to_string()))?
         } else {
-            tok.parse()
-                .map_err(|_| format!("invalid {} value '{tok}'", ty.name()))?
+            tok.parse().map_err(|_| invalid())?
         };
         // XLA reads an integer token as an i64 and casts it to u64 before checking the range,
         // so a negative u64 value wraps (`u64[] constant(-1)` is 2^64 - 1); no narrower
@@ -558,11 +593,14 @@ pub fn parse_element(ty: ElementType, tok: &str) -> Result<Vec<u8>, String> {
             (0, (1i128 << ty.bits()) - 1)
         };
         if v < lo || v > hi {
-            return Err(format!("value {tok} is out of range for {}", ty.name()));
+            return Err(ElementTextError::OutOfRange {
+                ty,
+                token: tok.to_string(),
+            });
         }
         return Ok(i128_to_element(ty, v));
     }
-    let v = parse_float(tok).ok_or_else(|| format!("invalid {} value '{tok}'", ty.name()))?;
+    let v = parse_float(tok).ok_or_else(invalid)?;
     if ty == ElementType::F32 && v.is_finite() {
         // Parse f32 directly: rounding through f64 first can round twice.
         if let Ok(x) = tok.parse::<f32>() {

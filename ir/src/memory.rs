@@ -99,12 +99,31 @@ pub fn human(n: u64) -> String {
     }
 }
 
+/// Why a memory size or the ceiling's setting is refused ([`parse_size`], [`limit`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MemoryLimitError {
+    /// The text is not a size.
+    #[error("invalid memory size '{0}' (expected bytes or a number with K, M, G or T)")]
+    Invalid(String),
+    /// The size does not fit in 64 bits.
+    #[error("memory size '{0}' is too large")]
+    TooLarge(String),
+    /// `AXLE_MEMORY_LIMIT` is not a size.
+    #[error("AXLE_MEMORY_LIMIT: {0}")]
+    Environment(#[source] Box<MemoryLimitError>),
+}
+
+impl From<MemoryLimitError> for String {
+    fn from(e: MemoryLimitError) -> String {
+        e.to_string()
+    }
+}
+
 /// Parses a size: bytes, or a number with a `K`, `M`, `G` or `T` suffix (powers of 1024; an
 /// optional `B` or `iB` after the suffix is accepted), e.g. `8G`, `512MiB`, `1000000`.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, MemoryLimitError> {
     let t = text.trim();
-    let bad =
-        || format!("invalid memory size '{text}' (expected bytes or a number with K, M, G or T)");
+    let bad = || MemoryLimitError::Invalid(text.to_string());
     let upper = t.to_ascii_uppercase();
     let digits_end = upper
         .find(|c: char| !c.is_ascii_digit())
@@ -123,12 +142,12 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         _ => return Err(bad()),
     };
     n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("memory size '{text}' is too large"))
+        .ok_or_else(|| MemoryLimitError::TooLarge(text.to_string()))
 }
 
 const UNSET: u64 = u64::MAX;
 static SET_LIMIT: AtomicU64 = AtomicU64::new(UNSET);
-static DEFAULT_LIMIT: OnceLock<Result<(u64, LimitSource), String>> = OnceLock::new();
+static DEFAULT_LIMIT: OnceLock<Result<(u64, LimitSource), MemoryLimitError>> = OnceLock::new();
 
 /// Sets the process-wide ceiling (`None` goes back to `AXLE_MEMORY_LIMIT` or the system's).
 pub fn set_limit(bytes: Option<u64>) {
@@ -136,7 +155,7 @@ pub fn set_limit(bytes: Option<u64>) {
 }
 
 /// The ceiling and where it came from; an error when `AXLE_MEMORY_LIMIT` is not a size.
-pub fn limit() -> Result<(u64, LimitSource), String> {
+pub fn limit() -> Result<(u64, LimitSource), MemoryLimitError> {
     let set = SET_LIMIT.load(Ordering::Relaxed);
     if set != UNSET {
         return Ok((set, LimitSource::Set));
@@ -147,7 +166,7 @@ pub fn limit() -> Result<(u64, LimitSource), String> {
                 let text = v.to_string_lossy();
                 return parse_size(&text)
                     .map(|n| (n, LimitSource::Environment))
-                    .map_err(|e| format!("AXLE_MEMORY_LIMIT: {e}"));
+                    .map_err(|e| MemoryLimitError::Environment(Box::new(e)));
             }
             Ok(match system_available() {
                 Some(n) => (n, LimitSource::System),
@@ -181,7 +200,7 @@ pub struct MemoryBudget {
 
 impl MemoryBudget {
     /// A budget under the process-wide ceiling ([`limit`]).
-    pub fn new() -> Result<MemoryBudget, String> {
+    pub fn new() -> Result<MemoryBudget, MemoryLimitError> {
         let (limit, source) = limit()?;
         Ok(MemoryBudget {
             limit,

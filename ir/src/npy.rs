@@ -161,7 +161,7 @@ pub enum NpyErrorKind {
     Memory(crate::memory::MemoryError),
     /// The memory ceiling (`AXLE_MEMORY_LIMIT`) is not a size.
     #[error("{0}")]
-    BadLimit(String),
+    BadLimit(crate::memory::MemoryLimitError),
 }
 
 /// How the elements of a file are ordered in bytes.

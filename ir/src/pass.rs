@@ -270,41 +270,117 @@ impl fmt::Display for OptValue {
 
 impl OptSpec {
     /// Parses `text` as a value of this option.
-    pub fn parse_value(&self, text: &str) -> Result<OptValue, String> {
+    pub fn parse_value(&self, text: &str) -> Result<OptValue, PassOptionError> {
         match self.kind {
             OptKind::Int { min, max } => {
-                let v: i64 = text.parse().map_err(|_| {
-                    format!("option '{}' takes an integer, found '{text}'", self.name)
+                let v: i64 = text.parse().map_err(|_| PassOptionError::NotAnInteger {
+                    option: self.name,
+                    found: text.to_string(),
                 })?;
                 if v < min || v > max {
-                    return Err(format!(
-                        "option '{}' must be an {}, found {v}",
-                        self.name, self.kind
-                    ));
+                    return Err(PassOptionError::OutOfRange {
+                        option: self.name,
+                        kind: self.kind,
+                        found: v,
+                    });
                 }
                 Ok(OptValue::Int(v))
             }
             OptKind::Bool => match text {
                 "true" | "1" => Ok(OptValue::Bool(true)),
                 "false" | "0" => Ok(OptValue::Bool(false)),
-                _ => Err(format!(
-                    "option '{}' takes true or false, found '{text}'",
-                    self.name
-                )),
+                _ => Err(PassOptionError::NotABool {
+                    option: self.name,
+                    found: text.to_string(),
+                }),
             },
             OptKind::Choice(choices) => {
                 if choices.contains(&text) {
                     Ok(OptValue::Str(text.to_string()))
                 } else {
-                    Err(format!(
-                        "option '{}' must be one of {}, found '{text}'",
-                        self.name,
-                        choices.join("|")
-                    ))
+                    Err(PassOptionError::NotAChoice {
+                        option: self.name,
+                        choices,
+                        found: text.to_string(),
+                    })
                 }
             }
             OptKind::Str => Ok(OptValue::Str(text.to_string())),
         }
+    }
+}
+
+/// Why a pass or its options are refused ([`OptSpec::parse_value`], [`PassOptions::resolve`],
+/// [`PassRegistry::create`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PassOptionError {
+    /// An integer option given a word that is no integer.
+    #[error("option '{option}' takes an integer, found '{found}'")]
+    NotAnInteger {
+        /// The option.
+        option: &'static str,
+        /// The text given.
+        found: String,
+    },
+    /// An integer option given a value outside its range.
+    #[error("option '{option}' must be an {kind}, found {found}")]
+    OutOfRange {
+        /// The option.
+        option: &'static str,
+        /// Its type (with the range).
+        kind: OptKind,
+        /// The value given.
+        found: i64,
+    },
+    /// A boolean option given something else.
+    #[error("option '{option}' takes true or false, found '{found}'")]
+    NotABool {
+        /// The option.
+        option: &'static str,
+        /// The text given.
+        found: String,
+    },
+    /// A choice option given a word it does not list.
+    #[error("option '{option}' must be one of {}, found '{found}'", .choices.join("|"))]
+    NotAChoice {
+        /// The option.
+        option: &'static str,
+        /// The words it takes.
+        choices: &'static [&'static str],
+        /// The text given.
+        found: String,
+    },
+    /// An option's declared default does not parse (a bug in the pass's spec).
+    #[error("bad default: {0}")]
+    BadDefault(Box<PassOptionError>),
+    /// An option the pass does not have.
+    #[error("unknown option '{option}' ({})", known_options(.known))]
+    Unknown {
+        /// The option given.
+        option: String,
+        /// The pass's options.
+        known: Vec<&'static str>,
+    },
+    /// An option given twice.
+    #[error("option '{0}' is given twice")]
+    GivenTwice(String),
+    /// A pass name the registry does not have.
+    #[error("unknown pass '{0}'")]
+    UnknownPass(String),
+}
+
+/// What an unknown-option message says of the options a pass has.
+fn known_options(known: &[&str]) -> String {
+    if known.is_empty() {
+        "this pass takes no options".to_string()
+    } else {
+        format!("options: {}", known.join(", "))
+    }
+}
+
+impl From<PassOptionError> for String {
+    fn from(e: PassOptionError) -> String {
+        e.to_string()
     }
 }
 
@@ -316,25 +392,26 @@ pub struct PassOptions {
 
 impl PassOptions {
     /// Options from `specs`, with the given `(name, text)` pairs overriding the defaults.
-    pub fn resolve(specs: &[OptSpec], given: &[(String, String)]) -> Result<PassOptions, String> {
+    pub fn resolve(
+        specs: &[OptSpec],
+        given: &[(String, String)],
+    ) -> Result<PassOptions, PassOptionError> {
         let mut values = Vec::with_capacity(specs.len());
         for s in specs {
             let v = s
                 .parse_value(s.default)
-                .map_err(|e| format!("bad default: {e}"))?;
+                .map_err(|e| PassOptionError::BadDefault(Box::new(e)))?;
             values.push((s.name, v, false));
         }
         for (k, v) in given {
             let Some(i) = specs.iter().position(|s| s.name == k) else {
-                let known: Vec<&str> = specs.iter().map(|s| s.name).collect();
-                return Err(if known.is_empty() {
-                    format!("unknown option '{k}' (this pass takes no options)")
-                } else {
-                    format!("unknown option '{k}' (options: {})", known.join(", "))
+                return Err(PassOptionError::Unknown {
+                    option: k.clone(),
+                    known: specs.iter().map(|s| s.name).collect(),
                 });
             };
             if values[i].2 {
-                return Err(format!("option '{k}' is given twice"));
+                return Err(PassOptionError::GivenTwice(k.clone()));
             }
             values[i] = (specs[i].name, specs[i].parse_value(v)?, true);
         }
@@ -482,10 +559,10 @@ impl PassRegistry {
         &self,
         name: &str,
         options: &[(String, String)],
-    ) -> Result<(Box<dyn Pass>, PassOptions), String> {
+    ) -> Result<(Box<dyn Pass>, PassOptions), PassOptionError> {
         let info = self
             .get(name)
-            .ok_or_else(|| format!("unknown pass '{name}'"))?;
+            .ok_or_else(|| PassOptionError::UnknownPass(name.to_string()))?;
         let opts = PassOptions::resolve(info.options, options)?;
         Ok(((info.create)(&opts), opts))
     }

@@ -58,13 +58,24 @@ impl VerifyMode {
     }
 
     /// Parses `each`, `end` or `off`.
-    pub fn parse(s: &str) -> Result<VerifyMode, String> {
+    pub fn parse(s: &str) -> Result<VerifyMode, UnknownVerifyMode> {
         match s {
             "each" => Ok(VerifyMode::Each),
             "end" => Ok(VerifyMode::End),
             "off" => Ok(VerifyMode::Off),
-            _ => Err(format!("--verify takes each, end or off, found '{s}'")),
+            _ => Err(UnknownVerifyMode(s.to_string())),
         }
+    }
+}
+
+/// A `--verify` value other than `each`, `end` or `off` ([`VerifyMode::parse`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("--verify takes each, end or off, found '{0}'")]
+pub struct UnknownVerifyMode(pub String);
+
+impl From<UnknownVerifyMode> for String {
+    fn from(e: UnknownVerifyMode) -> String {
+        e.to_string()
     }
 }
 
@@ -239,7 +250,7 @@ pub struct PassManager {
 }
 
 /// The verifier the pass manager, the `verify` pass and the tests use.
-pub fn verify_module(m: &Module) -> Result<(), String> {
+pub fn verify_module(m: &Module) -> Result<(), crate::passes::verify::InvalidModule> {
     crate::passes::verify::verify_module(m)
 }
 

@@ -56,21 +56,21 @@ impl<'a> Cur<'a> {
         }
     }
 
-    fn expect(&mut self, t: &str) -> Result<(), String> {
+    fn expect(&mut self, t: &str) -> Result<(), SdyError> {
         if self.eat(t) {
             Ok(())
         } else {
-            Err(format!(
-                "expected '{t}' at '{}'",
-                &self.s[self.i..].chars().take(24).collect::<String>()
-            ))
+            Err(SdyError::Expected {
+                expected: t.to_string(),
+                at: self.s[self.i..].chars().take(24).collect(),
+            })
         }
     }
 
-    fn quoted(&mut self) -> Result<&'a str, String> {
+    fn quoted(&mut self) -> Result<&'a str, SdyError> {
         self.expect("\"")?;
         let rest = &self.s[self.i..];
-        let end = rest.find('"').ok_or("unterminated axis name")?;
+        let end = rest.find('"').ok_or(SdyError::UnterminatedAxisName)?;
         self.i += end + 1;
         Ok(&rest[..end])
     }
@@ -85,10 +85,101 @@ impl<'a> Cur<'a> {
         &rest[..end]
     }
 
-    fn int(&mut self) -> Result<i64, String> {
+    fn int(&mut self) -> Result<i64, SdyError> {
         let w = self.word();
-        w.parse()
-            .map_err(|_| format!("expected an integer, found '{w}'"))
+        w.parse().map_err(|_| SdyError::NotAnInteger(w.to_string()))
+    }
+}
+
+/// Why a Shardy mesh or sharding is unreadable or unsupported, or a block cannot be cut.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SdyError {
+    /// The text lacks a token where one is required.
+    #[error("expected '{expected}' at '{at}'")]
+    Expected {
+        /// The token required.
+        expected: String,
+        /// The text there (its first 24 characters).
+        at: String,
+    },
+    /// An axis name's closing quote is missing.
+    #[error("unterminated axis name")]
+    UnterminatedAxisName,
+    /// A word where an integer is required.
+    #[error("expected an integer, found '{0}'")]
+    NotAnInteger(String),
+    /// A mesh axis of size below 1.
+    #[error("mesh axis \"{axis}\" has size {size}")]
+    AxisSize {
+        /// The axis.
+        axis: String,
+        /// Its size.
+        size: i64,
+    },
+    /// A mesh of more than 2^31 devices.
+    #[error("mesh {0} has more than 2^31 devices")]
+    TooManyDevices(String),
+    /// A mesh whose `device_ids` are not `0..total` in order.
+    #[error("mesh {mesh}: device_ids other than 0..{total} are not supported")]
+    DeviceIds {
+        /// The mesh.
+        mesh: String,
+        /// Its device count.
+        total: i64,
+    },
+    /// An open sharding dimension (`?`).
+    #[error("open sharding dimensions ('?') are not supported")]
+    OpenDimension,
+    /// A sub-axis (`"x":(1)2`).
+    #[error("sub-axes are not supported")]
+    SubAxis,
+    /// A `replicated={` without its closing brace.
+    #[error("unterminated replicated={{...}}")]
+    UnterminatedReplicated,
+    /// A sharding names an axis its mesh lacks.
+    #[error("mesh {mesh} has no axis \"{axis}\"")]
+    NoAxis {
+        /// The mesh.
+        mesh: String,
+        /// The axis.
+        axis: String,
+    },
+    /// A sharding's rank is not the array's.
+    #[error("a sharding of {sharding} dimensions for an array of {array}")]
+    Rank {
+        /// The sharding's dimensions.
+        sharding: usize,
+        /// The array's.
+        array: usize,
+    },
+    /// A sharding uses an axis for two dimensions.
+    #[error("axis \"{0}\" shards two dimensions")]
+    AxisTwice(String),
+    /// A dimension does not divide into its shards.
+    #[error("dimension of size {size} does not split into {shards} shards")]
+    Uneven {
+        /// The dimension's size.
+        size: i64,
+        /// The shards.
+        shards: i64,
+    },
+    /// The instruction has no frontend attributes.
+    #[error("no frontend_attributes with the shardings")]
+    NoFrontendAttributes,
+    /// The frontend attribute asked for is missing.
+    #[error("no {0} attribute")]
+    NoAttribute(String),
+    /// The module's header has no `xla.sdy.meshes`.
+    #[error("the module has no xla.sdy.meshes attribute")]
+    NoMeshes,
+    /// A sharding names a mesh the module lacks.
+    #[error("no mesh named {0}")]
+    NoMesh(String),
+}
+
+impl From<SdyError> for String {
+    fn from(e: SdyError) -> String {
+        e.to_string()
     }
 }
 
@@ -98,7 +189,7 @@ fn unescape(s: &str) -> String {
 
 /// The meshes of an `xla.sdy.meshes` value: `{mesh = #sdy.mesh<["x"=2]>, ...}` (braces
 /// optional).
-pub fn parse_meshes(text: &str) -> Result<Vec<Mesh>, String> {
+pub fn parse_meshes(text: &str) -> Result<Vec<Mesh>, SdyError> {
     let t = unescape(text);
     let t = t.trim();
     let t = t
@@ -123,7 +214,7 @@ pub fn parse_meshes(text: &str) -> Result<Vec<Mesh>, String> {
                 c.expect("=")?;
                 let n = c.int()?;
                 if n < 1 {
-                    return Err(format!("mesh axis \"{a}\" has size {n}"));
+                    return Err(SdyError::AxisSize { axis: a, size: n });
                 }
                 axes.push((a, n));
                 if c.eat("]") {
@@ -135,15 +226,13 @@ pub fn parse_meshes(text: &str) -> Result<Vec<Mesh>, String> {
         let total = axes
             .iter()
             .try_fold(1i64, |t, a| t.checked_mul(a.1).filter(|&t| t <= 1 << 31))
-            .ok_or_else(|| format!("mesh {name} has more than 2^31 devices"))?;
+            .ok_or_else(|| SdyError::TooManyDevices(name.clone()))?;
         if c.eat(",") {
             c.expect("device_ids=[")?;
             let mut k = 0;
             loop {
                 if c.int()? != k {
-                    return Err(format!(
-                        "mesh {name}: device_ids other than 0..{total} are not supported"
-                    ));
+                    return Err(SdyError::DeviceIds { mesh: name, total });
                 }
                 k += 1;
                 if c.eat("]") {
@@ -162,7 +251,7 @@ pub fn parse_meshes(text: &str) -> Result<Vec<Mesh>, String> {
 }
 
 /// The shardings of a `#sdy.sharding_per_value<[...]>` value, one per value.
-pub fn parse_shardings(text: &str) -> Result<Vec<Sharding>, String> {
+pub fn parse_shardings(text: &str) -> Result<Vec<Sharding>, SdyError> {
     let t = unescape(text);
     let t = t.trim().trim_matches('"');
     let mut c = Cur { s: t, i: 0 };
@@ -186,11 +275,11 @@ pub fn parse_shardings(text: &str) -> Result<Vec<Sharding>, String> {
                 if !c.eat("}") {
                     loop {
                         if c.eat("?") {
-                            return Err("open sharding dimensions ('?') are not supported".into());
+                            return Err(SdyError::OpenDimension);
                         }
                         axes.push(c.quoted()?.to_string());
                         if c.eat(":") {
-                            return Err("sub-axes are not supported".into());
+                            return Err(SdyError::SubAxis);
                         }
                         if c.eat("}") {
                             break;
@@ -210,7 +299,7 @@ pub fn parse_shardings(text: &str) -> Result<Vec<Sharding>, String> {
             c.expect("replicated={")?;
             let end = c.s[c.i..]
                 .find('}')
-                .ok_or("unterminated replicated={...}")?;
+                .ok_or(SdyError::UnterminatedReplicated)?;
             c.i += end + 1;
         }
         c.expect(">")?;
@@ -230,12 +319,15 @@ impl Mesh {
         self.axes.iter().map(|a| a.1).product()
     }
 
-    fn axis(&self, name: &str) -> Result<(usize, i64), String> {
+    fn axis(&self, name: &str) -> Result<(usize, i64), SdyError> {
         self.axes
             .iter()
             .position(|a| a.0 == name)
             .map(|k| (k, self.axes[k].1))
-            .ok_or_else(|| format!("mesh {} has no axis \"{name}\"", self.name))
+            .ok_or_else(|| SdyError::NoAxis {
+                mesh: self.name.clone(),
+                axis: name.to_string(),
+            })
     }
 
     /// Device `d`'s coordinate along each axis.
@@ -252,13 +344,12 @@ impl Mesh {
     /// The block of a global array of dimensions `global` that device `d` holds under `s`:
     /// per dimension `(start, size)`. Errors when a dimension does not divide evenly or `s`
     /// names an axis twice or one the mesh lacks.
-    pub fn block(&self, s: &Sharding, global: &[i64], d: i64) -> Result<Vec<(i64, i64)>, String> {
+    pub fn block(&self, s: &Sharding, global: &[i64], d: i64) -> Result<Vec<(i64, i64)>, SdyError> {
         if s.dims.len() != global.len() {
-            return Err(format!(
-                "a sharding of {} dimensions for an array of {}",
-                s.dims.len(),
-                global.len()
-            ));
+            return Err(SdyError::Rank {
+                sharding: s.dims.len(),
+                array: global.len(),
+            });
         }
         let coords = self.coords(d);
         let mut used = vec![false; self.axes.len()];
@@ -268,15 +359,16 @@ impl Mesh {
             for a in axes {
                 let (k, size) = self.axis(a)?;
                 if std::mem::replace(&mut used[k], true) {
-                    return Err(format!("axis \"{a}\" shards two dimensions"));
+                    return Err(SdyError::AxisTwice(a.clone()));
                 }
                 index = index * size + coords[k];
                 count *= size;
             }
             if g % count != 0 {
-                return Err(format!(
-                    "dimension of size {g} does not split into {count} shards"
-                ));
+                return Err(SdyError::Uneven {
+                    size: g,
+                    shards: count,
+                });
             }
             out.push((index * (g / count), g / count));
         }
@@ -292,18 +384,18 @@ pub fn shardings_of(
     m: &crate::Module,
     id: crate::InstId,
     key: &str,
-) -> Result<Vec<(Mesh, Sharding)>, String> {
+) -> Result<Vec<(Mesh, Sharding)>, SdyError> {
     let fa = match m.attr(id, &crate::AttrKey::FrontendAttributes) {
         Some(crate::AttrValue::Raw(t)) => t,
-        _ => return Err("no frontend_attributes with the shardings".into()),
+        _ => return Err(SdyError::NoFrontendAttributes),
     };
-    let text = frontend_value(fa, key).ok_or_else(|| format!("no {key} attribute"))?;
+    let text = frontend_value(fa, key).ok_or_else(|| SdyError::NoAttribute(key.to_string()))?;
     let header = m
         .header_attrs
         .iter()
         .find(|(k, _)| k == "frontend_attributes")
         .and_then(|(_, v)| frontend_value(v, "xla.sdy.meshes"))
-        .ok_or("the module has no xla.sdy.meshes attribute")?;
+        .ok_or(SdyError::NoMeshes)?;
     let meshes = parse_meshes(&header)?;
     parse_shardings(&text)?
         .into_iter()
@@ -312,7 +404,7 @@ pub fn shardings_of(
                 .iter()
                 .find(|m| m.name == s.mesh)
                 .cloned()
-                .ok_or_else(|| format!("no mesh named {}", s.mesh))?;
+                .ok_or_else(|| SdyError::NoMesh(s.mesh.clone()))?;
             Ok((mesh, s))
         })
         .collect()
@@ -375,13 +467,17 @@ mod tests {
             vec![vec!["x".to_string(), "y".to_string()], vec![]]
         );
         assert!(s[2].dims.is_empty());
-        assert!(parse_shardings("#sdy.sharding_per_value<[<@mesh, [{?}]>]>").is_err());
-        assert!(parse_meshes(r#"mesh = #sdy.mesh<["x"=2], device_ids=[1,0]>"#).is_err());
-        assert!(
-            parse_meshes(r#"m = #sdy.mesh<["x"=4294967296, "y"=4294967296]>"#)
-                .unwrap_err()
-                .contains("more than 2^31 devices")
+        assert_eq!(
+            parse_shardings("#sdy.sharding_per_value<[<@mesh, [{?}]>]>"),
+            Err(SdyError::OpenDimension)
         );
+        assert!(matches!(
+            parse_meshes(r#"mesh = #sdy.mesh<["x"=2], device_ids=[1,0]>"#),
+            Err(SdyError::DeviceIds { total: 2, .. })
+        ));
+        let e = parse_meshes(r#"m = #sdy.mesh<["x"=4294967296, "y"=4294967296]>"#).unwrap_err();
+        assert_eq!(e, SdyError::TooManyDevices("m".into()));
+        assert_eq!(e.to_string(), "mesh m has more than 2^31 devices");
     }
 
     #[test]
@@ -410,9 +506,19 @@ mod tests {
             m.block(&s(vec![vec!["y", "x"]]), &[16], 6).unwrap(),
             vec![(10, 2)]
         );
-        assert!(m.block(&s(vec![vec!["x"], vec!["x"]]), &[4, 4], 0).is_err());
-        assert!(m.block(&s(vec![vec!["z"]]), &[4], 0).is_err());
-        assert!(m.block(&s(vec![vec!["y"]]), &[6], 0).is_err());
+        assert_eq!(
+            m.block(&s(vec![vec!["x"], vec!["x"]]), &[4, 4], 0),
+            Err(SdyError::AxisTwice("x".into()))
+        );
+        assert!(matches!(
+            m.block(&s(vec![vec!["z"]]), &[4], 0),
+            Err(SdyError::NoAxis { .. })
+        ));
+        let e = m.block(&s(vec![vec!["y"]]), &[6], 0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "dimension of size 6 does not split into 4 shards"
+        );
     }
 
     #[test]

@@ -31,7 +31,7 @@ use std::fmt;
 use crate::attrs::{Attr, AttrKey, AttrValue, ConvDims, WindowDim};
 use crate::module::{CompId, InstId, Module, ShapeId};
 use crate::opcode::Opcode;
-use crate::types::{ArrayShape, ComparisonType, ElementType, Shape};
+use crate::types::{ArrayShape, ArrayShapeError, ComparisonType, ElementType, Shape};
 
 /// A shape that owns its tuple elements (unlike [`Shape`], whose tuple elements are interned ids
 /// of one module).
@@ -169,12 +169,12 @@ impl OwnedShape {
     /// [`ArrayShape::validate`] (non-negative sizes or -1 for an unbounded dynamic dimension, one
     /// dynamic flag per dimension, element count and byte size within `i64`); the error says
     /// which array and why.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidShape> {
         match self {
             OwnedShape::Array(a) => a.validate().map_err(|why| {
-                let mut s = String::new();
-                let _ = fmt_array(a, &mut s);
-                format!("shape {s} {why}")
+                let mut shape = String::new();
+                let _ = fmt_array(a, &mut shape);
+                InvalidShape { shape, why }
             }),
             OwnedShape::Tuple(es) => es.iter().try_for_each(|e| e.validate()),
             _ => Ok(()),
@@ -184,6 +184,22 @@ impl OwnedShape {
     /// The largest tuple nesting depth this crate accepts (deeper shapes are rejected by the
     /// parser and the verifier; recursive walks over shapes rely on it).
     pub const MAX_TUPLE_DEPTH: usize = MAX_TUPLE_DEPTH;
+}
+
+/// An array of a shape that is not well formed ([`OwnedShape::validate`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("shape {shape} {why}")]
+pub struct InvalidShape {
+    /// The array's shape in HLO text.
+    pub shape: String,
+    /// What is wrong with it.
+    pub why: ArrayShapeError,
+}
+
+impl From<InvalidShape> for String {
+    fn from(e: InvalidShape) -> String {
+        e.to_string()
+    }
 }
 
 impl From<ArrayShape> for OwnedShape {

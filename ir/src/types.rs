@@ -223,27 +223,60 @@ impl ArrayShape {
     /// dimension, sizes non-negative (or -1 for an unbounded dynamic dimension, which must be
     /// flagged dynamic), and an element count and byte size that fit in an `i64` (unbounded
     /// dimensions counted as 1).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ArrayShapeError> {
         if self.dynamic.len() != self.dims.len() {
-            return Err(format!(
-                "has {} dynamic flags for {} dimensions",
-                self.dynamic.len(),
-                self.dims.len()
-            ));
+            return Err(ArrayShapeError::DynamicFlags {
+                flags: self.dynamic.len(),
+                dims: self.dims.len(),
+            });
         }
         let mut bound: i64 = 1;
         for (i, (&d, &dy)) in self.dims.iter().zip(self.dynamic.iter()).enumerate() {
             if d < 0 && !(d == -1 && dy) {
-                return Err(format!("dimension {i} has a negative size {d}"));
+                return Err(ArrayShapeError::NegativeSize { dim: i, size: d });
             }
             bound = bound
                 .checked_mul(d.max(1))
-                .ok_or_else(|| format!("has more than {} elements", i64::MAX))?;
+                .ok_or(ArrayShapeError::TooManyElements)?;
         }
         if bound.checked_mul(self.ty.byte_size() as i64).is_none() {
-            return Err(format!("takes more than {} bytes", i64::MAX));
+            return Err(ArrayShapeError::TooManyBytes);
         }
         Ok(())
+    }
+}
+
+/// Why an array shape is not well formed ([`ArrayShape::validate`]); the message reads after
+/// the shape ("f32[-2] dimension 0 has a negative size -2").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ArrayShapeError {
+    /// The dynamic flags are not one per dimension.
+    #[error("has {flags} dynamic flags for {dims} dimensions")]
+    DynamicFlags {
+        /// The flags.
+        flags: usize,
+        /// The dimensions.
+        dims: usize,
+    },
+    /// A size is negative (other than -1 flagged dynamic).
+    #[error("dimension {dim} has a negative size {size}")]
+    NegativeSize {
+        /// The dimension.
+        dim: usize,
+        /// Its size.
+        size: i64,
+    },
+    /// The element count overflows an `i64`.
+    #[error("has more than {} elements", i64::MAX)]
+    TooManyElements,
+    /// The byte size overflows an `i64`.
+    #[error("takes more than {} bytes", i64::MAX)]
+    TooManyBytes,
+}
+
+impl From<ArrayShapeError> for String {
+    fn from(e: ArrayShapeError) -> String {
+        e.to_string()
     }
 }
 

@@ -498,7 +498,11 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
                 ok = false;
             }
             Some(s) if !s.is_valid() => {
-                let why = s.validate().err().unwrap_or_default();
+                let why = s
+                    .validate()
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
                 ck.inst_err(i, format!("has an invalid shape: {why}"));
                 ok = false;
             }

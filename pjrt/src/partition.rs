@@ -153,7 +153,7 @@ pub fn op_sharding_of(mesh: &Mesh, s: &Sharding) -> Result<OpSharding, String> {
 
 /// The sharding of value `k` of the Shardy attribute `key` of custom call `id`.
 fn sdy_sharding(m: &Module, id: InstId, key: &str, k: usize) -> PluginResult<OpSharding> {
-    let all = axle::ir::sdy::shardings_of(m, id, key).map_err(|e| refuse(m, id, &e))?;
+    let all = axle::ir::sdy::shardings_of(m, id, key).map_err(|e| refuse(m, id, &e.to_string()))?;
     let (mesh, s) = all
         .get(k)
         .ok_or_else(|| refuse(m, id, &format!("has no {key} for its value {k}")))?;

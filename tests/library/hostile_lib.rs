@@ -157,13 +157,13 @@ fn l1_shape_sizes_of_unbounded_shapes_are_none_not_negative() {
     // -1 without the dynamic flag, or another negative size, is not a shape.
     let b = ArrayShape::new(ElementType::F32, &[-1, 4]);
     assert_eq!(
-        b.validate().unwrap_err(),
+        b.validate().unwrap_err().to_string(),
         "dimension 0 has a negative size -1"
     );
     let mut c = ArrayShape::new(ElementType::F32, &[-2]);
     c.dynamic = vec![true].into();
     assert_eq!(
-        c.validate().unwrap_err(),
+        c.validate().unwrap_err().to_string(),
         "dimension 0 has a negative size -2"
     );
 }
@@ -327,12 +327,12 @@ fn l3_sizes_are_checked_in_every_order() {
         let s = shape(F32, &dims);
         assert_eq!(s.byte_size(), None);
         assert_eq!(
-            s.validate().unwrap_err(),
+            s.validate().unwrap_err().to_string(),
             "has more than 9223372036854775807 elements"
         );
     }
     assert_eq!(
-        shape(C128, &[1 << 60]).validate().unwrap_err(),
+        shape(C128, &[1 << 60]).validate().unwrap_err().to_string(),
         "takes more than 9223372036854775807 bytes"
     );
 }
@@ -475,10 +475,9 @@ fn l4_sizes_parse_with_units() {
     assert_eq!(memory::parse_size(" 3k "), Ok(3 << 10));
     assert!(memory::parse_size("-1").is_err());
     assert!(memory::parse_size("1X").is_err());
-    assert_eq!(
-        memory::parse_size("99999999999T"),
-        Err("memory size '99999999999T' is too large".to_string())
-    );
+    let e = memory::parse_size("99999999999T").unwrap_err();
+    assert_eq!(e, memory::MemoryLimitError::TooLarge("99999999999T".into()));
+    assert_eq!(e.to_string(), "memory size '99999999999T' is too large");
 }
 
 // ---- 5. Quadratic time or memory ----

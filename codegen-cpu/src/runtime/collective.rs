@@ -552,7 +552,9 @@ fn comm_err(e: axle_comm::CommError) -> String {
 
 /// The devices `c` meets on `dev`, in group order.
 fn participants(c: &Coll, dev: Device<'_>) -> Result<Vec<u32>, String> {
-    dev.mesh.participants(dev.comm.device(), &c.groups, c.mode)
+    dev.mesh
+        .participants(dev.comm.device(), &c.groups, c.mode)
+        .map_err(String::from)
 }
 
 /// Device `dev`'s place in a Shardy mesh of `n` devices: its partition id.

@@ -7,6 +7,7 @@
 
 use crate::module::Module;
 use crate::pass::{Changed, Pass, PassCx, PassError};
+use crate::verify::VerifyErrors;
 
 /// The `verify` pass.
 #[derive(Clone, Copy, Debug, Default)]
@@ -27,7 +28,7 @@ const MAX_ANNOTATED: usize = 2000;
 
 /// Runs the verifier; on failure returns the errors (at most 20) and, for small modules, the
 /// module printed with each error under the line it is about.
-pub fn verify_module(m: &Module) -> Result<(), String> {
+pub fn verify_module(m: &Module) -> Result<(), InvalidModule> {
     let errs = match crate::verify::verify(m) {
         Ok(()) => return Ok(()),
         Err(e) => e,
@@ -47,5 +48,25 @@ pub fn verify_module(m: &Module) -> Result<(), String> {
         out.push_str("--- the module, with the errors ---\n");
         out.push_str(&errs.annotate(m));
     }
-    Err(out)
+    Err(InvalidModule {
+        errors: errs,
+        report: out,
+    })
+}
+
+/// A module the verifier refuses ([`verify_module`]): every error, and the report (at most
+/// 20 errors, and for small modules the module printed with each error under its line) that
+/// is its message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{report}")]
+pub struct InvalidModule {
+    /// Every error the verifier found.
+    pub errors: VerifyErrors,
+    report: String,
+}
+
+impl From<InvalidModule> for String {
+    fn from(e: InvalidModule) -> String {
+        e.report
+    }
 }
