@@ -5,7 +5,8 @@
 //! replica-id and partition-id, the `-start`/`-done` pairs, `async-start` around a collective,
 //! a collective inside a `while`, explicit and iota replica groups) on 2 and 4 devices, each
 //! device on its own inputs, through `run_on_devices` (what `axle run --devices N` runs); a
-//! module for one device with collectives run without devices; and the refused forms' errors.
+//! module for one device with collectives run without devices; the refused forms' errors; and
+//! every case of `testkit/collectives` (JAX at 2, 4 and 8 devices, both forms) against XLA.
 //! Kernels compute before and after each collective, so operands are read back from device
 //! buffers and results written into them; they are correctly rounded ops (add, multiply,
 //! negate), whose bits the kernels and the interpreter share, so any difference is the
@@ -299,4 +300,96 @@ fn refused_forms_are_errors_naming_them() {
     };
     let e = axle::run::run_module(m, &opts).map(|_| ()).unwrap_err();
     assert!(e.contains("all-reduce needs a multi-device run"), "{e}");
+}
+
+fn corpus() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testkit/collectives")
+}
+
+fn tolerance(v: &serde_json::Value) -> Result<axle::ir::Tolerance, String> {
+    match v {
+        serde_json::Value::String(s) if s == "exact" => Ok(axle::ir::Tolerance::Exact),
+        serde_json::Value::Object(o) => Ok(axle::ir::Tolerance::Close {
+            rtol: o["rtol"].as_f64().ok_or("bad rtol")?,
+            atol: o["atol"].as_f64().ok_or("bad atol")?,
+        }),
+        _ => Err(format!("bad tolerance {v}")),
+    }
+}
+
+/// Corpus case `case` (JAX 0.10.2 at 2, 4 or 8 devices) on `nvptx-sim`: XLA's per-device
+/// module on each device's shards (`opt`), or JAX's `shard_map` module on the global inputs,
+/// against XLA's outputs within the manifest's tolerances.
+fn corpus_case(case: &serde_json::Value, opt: bool) -> Result<(), String> {
+    let name = case["name"].as_str().ok_or("no name")?;
+    let n = case["devices"].as_u64().ok_or("no devices")? as u32;
+    let c = corpus();
+    let file = if opt {
+        format!("{name}.opt.hlo")
+    } else {
+        format!("{name}.hlo")
+    };
+    let text = std::fs::read_to_string(c.join(&file)).map_err(|e| format!("{file}: {e}"))?;
+    let m = parse_module(&text).map_err(|e| e.render(&file))?;
+    let params = m.params(m.entry()).len();
+    let inputs: Vec<PathBuf> = if opt {
+        (0..n)
+            .flat_map(|d| (0..params).map(move |k| format!("{name}.d{d}.in{k}.npy")))
+            .map(|f| c.join(f))
+            .collect()
+    } else {
+        (0..params)
+            .map(|k| c.join(format!("{name}.in{k}.npy")))
+            .collect()
+    };
+    let opts = RunOptions {
+        backend: "nvptx-sim".into(),
+        inputs,
+        ..Default::default()
+    };
+    let got = run_on_devices(m, &opts, n, TIMEOUT)?.outputs;
+    let outs = case["outputs"].as_u64().ok_or("no outputs")? as usize;
+    for (d, dev) in got.iter().enumerate() {
+        if dev.len() != outs {
+            return Err(format!(
+                "device {d}: {} outputs, XLA gives {outs}",
+                dev.len()
+            ));
+        }
+        for (k, o) in dev.iter().enumerate() {
+            let f = if opt {
+                c.join(format!("{name}.d{d}.out{k}.npy"))
+            } else {
+                c.join(format!("{name}.out{k}.npy"))
+            };
+            let want = axle::ir::read_npy_as(&f, o.ty()).map_err(|e| format!("{f:?}: {e}"))?;
+            let tol = match &case["tolerance"] {
+                serde_json::Value::Array(v) => &v[k],
+                t => t,
+            };
+            axle::ir::compare_arrays(&want, o, tolerance(tol)?)
+                .map_err(|e| format!("device {d} out{k}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every case of `testkit/collectives` from both forms on `nvptx-sim`, on its 2, 4 or 8
+/// devices, against XLA's outputs.
+#[test]
+fn the_collectives_corpus_runs_on_nvptx_sim_devices() {
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(corpus().join("manifest.json")).unwrap())
+            .unwrap();
+    let cases = manifest.as_array().unwrap();
+    assert!(cases.len() >= 12, "the corpus has {} cases", cases.len());
+    let mut failures = Vec::new();
+    for case in cases {
+        for opt in [true, false] {
+            if let Err(e) = corpus_case(case, opt) {
+                failures.push(format!("{} (opt: {opt}): {e}", case["name"]));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
