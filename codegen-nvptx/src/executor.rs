@@ -375,23 +375,7 @@ impl<D: Device> Run<'_, D> {
                     .ok_or_else(|| err(id, format!("operand %{} has no value", m.name(*o))))
             };
             let bufs = if exe.host_steps.contains(&id) {
-                let mut ins = Vec::with_capacity(m.operands(id).len());
-                for k in 0..m.operands(id).len() {
-                    let leaves = operand(k)?
-                        .iter()
-                        .map(|&key| mem.download(key))
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(|e| err(id, e))?;
-                    ins.push(leaves);
-                }
-                let outs = run_step(m, id, ins, self.dev).map_err(|e| err(id, e))?;
-                let mut keys = Vec::with_capacity(outs.len());
-                for bytes in outs {
-                    let key = mem.upload(&bytes).map_err(|e| err(id, e))?;
-                    made.push(key);
-                    keys.push(key);
-                }
-                keys
+                self.host_step(id, &values, made).map_err(|e| err(id, e))?
             } else if let Some(ks) = exe.by_inst.get(&id) {
                 let mut outs = Vec::new();
                 for leaf in inst_leaves(m, id).map_err(|e| err(id, finish(m, e).message))? {
@@ -543,6 +527,39 @@ impl<D: Device> Run<'_, D> {
         values
             .remove(&root)
             .ok_or_else(|| err(root, "the root has no value".into()))
+    }
+
+    /// Runs collective `id` on the host ([`crate::collective`]) on its operands' buffers in
+    /// `values`: gives its result's buffers, each made here and added to `made`. A function of
+    /// its own, so the frame of [`Run::computation`], which nests once per host computation,
+    /// stays small.
+    #[inline(never)]
+    fn host_step(
+        &self,
+        id: InstId,
+        values: &HashMap<InstId, Vec<BufferKey>>,
+        made: &mut Vec<BufferKey>,
+    ) -> Result<Vec<BufferKey>, String> {
+        let m = &self.exe.module;
+        let mut ins = Vec::with_capacity(m.operands(id).len());
+        for o in m.operands(id) {
+            let keys = values
+                .get(o)
+                .ok_or_else(|| format!("operand %{} has no value", m.name(*o)))?;
+            ins.push(
+                keys.iter()
+                    .map(|&key| self.mem.download(key))
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
+        let outs = run_step(m, id, ins, self.dev)?;
+        let mut keys = Vec::with_capacity(outs.len());
+        for bytes in outs {
+            let key = self.mem.upload(&bytes)?;
+            made.push(key);
+            keys.push(key);
+        }
+        Ok(keys)
     }
 
     /// Runs control-flow instruction `id` (a `while`, `conditional` or `call` whose host
