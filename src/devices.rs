@@ -1,15 +1,18 @@
 //! `axle run --devices N`: one module on N devices of one process (threads meeting through
-//! the in-process communicator), on the interpreter or the `cpu` backend.
+//! the in-process communicator), on the interpreter, the `cpu` backend, or the `nvptx-sim`
+//! and `nvptx` backends (their collectives staged through the host,
+//! `axle_codegen_nvptx::collective`; the devices share the backend's one device memory).
 //!
 //! - The mesh: the header's `replica_count` x `num_partitions` when they name more than one
 //!   device (they must multiply to N), else N partitions when the module has channel ids (JAX's
-//!   `shard_map` modules) and N replicas otherwise ([`DeviceMesh::for_module`]). The `cpu`
-//!   backend compiles the module with the mesh's counts in its header (as XLA's module config
+//!   `shard_map` modules) and N replicas otherwise ([`DeviceMesh::for_module`]). The compiling
+//!   backends compile the module with the mesh's counts in its header (as XLA's module config
 //!   gives them), so no compile step takes its collectives for one device's.
-//! - The interpreter runs the module as given. The `cpu` backend compiles it once (with its
-//!   default pipeline, or `--passes`) and runs that one executable on every device's thread
-//!   ([`axle_codegen_cpu::execute_devices`]), so every device issues the same collectives in
-//!   the same order.
+//! - The interpreter runs the module as given. The `cpu` and nvptx backends compile it once
+//!   (with their default pipeline, or `--passes`) and run that one executable on every
+//!   device's thread ([`axle_codegen_cpu::execute_devices`],
+//!   `axle_codegen_nvptx::devices::execute_devices`), so every device issues the same
+//!   collectives in the same order.
 //! - Inputs: `--input` files, one per array leaf of the entry parameters, give every device the
 //!   same values; N times as many give each device its own (device 0's files first, then
 //!   device 1's, ...). Without files, every device gets the same values generated from the
@@ -47,9 +50,9 @@ pub struct DevicesReport {
 }
 
 /// Runs `m` on `devices` in-process devices with the inputs, repeats and output directory of
-/// `opts` (see the module docs); collectives wait at most `timeout`. The interpreter and the
-/// `cpu` backend run several devices; on the interpreter `opts.pipeline` must be unset (the
-/// module runs as given).
+/// `opts` (see the module docs); collectives wait at most `timeout`. The interpreter, the
+/// `cpu`, `nvptx-sim` and `nvptx` backends run several devices; on the interpreter
+/// `opts.pipeline` must be unset (the module runs as given).
 pub fn run_on_devices(
     m: Module,
     opts: &RunOptions,
@@ -58,11 +61,11 @@ pub fn run_on_devices(
 ) -> Result<DevicesReport, String> {
     let cpu = match opts.backend.as_str() {
         "interpreter" => false,
-        "cpu" => true,
+        "cpu" | "nvptx-sim" | "nvptx" => true,
         b => {
             return Err(format!(
-                "--devices {devices} runs on the interpreter and cpu backends; the {b} backend \
-                 does not run collectives yet"
+                "--devices {devices} runs on the interpreter, cpu, nvptx-sim and nvptx \
+                 backends, not on {b}"
             ))
         }
     };
@@ -103,7 +106,9 @@ pub fn run_on_devices(
             vec![a; n]
         }
     };
-    let (outputs, run_times) = if cpu {
+    let (outputs, run_times) = if opts.backend.starts_with("nvptx") {
+        run_gpu(m, opts, mesh, per_device, timeout)?
+    } else if cpu {
         run_cpu(m, opts, mesh, per_device, timeout)?
     } else {
         let eval_opts = EvalOptions::default();
@@ -186,32 +191,50 @@ fn run_cpu(
     per_device: Vec<Vec<Literal>>,
     timeout: Duration,
 ) -> Result<(Vec<Vec<ArrayLiteral>>, Vec<Duration>), String> {
-    let mut m = m;
-    if mesh.devices() > 1 {
-        // The module is compiled for this mesh: its header says so, as XLA's module config
-        // does, so nothing treats its collectives as one device's (`{}` groups are all of them).
-        m.set_replica_count(mesh.replicas);
-        m.set_num_partitions(mesh.partitions);
-    }
-    let exe = compile_cpu(m, opts)?;
+    let exe = compile_cpu(for_mesh(m, mesh), opts)?;
     let j = jitted(&*exe)?;
-    let leaves: Vec<Vec<ArrayLiteral>> = per_device
-        .into_iter()
-        .map(|a| a.into_iter().flat_map(flatten).collect())
-        .collect();
+    let params: Vec<&axle_ir::ArrayShape> = j.param_shapes().iter().collect();
+    let leaves = device_leaves(per_device, &params)?;
     let inputs: Vec<Vec<&[u8]>> = leaves
         .iter()
         .map(|d| d.iter().map(|l| &l.data[..]).collect())
         .collect();
+    let run = axle_codegen_cpu::execute_devices(j, mesh, &inputs, opts.repeat.max(1), timeout)
+        .map_err(|e| e.message)?;
+    let outputs = run.outputs.iter().map(|o| output_literals(j, o)).collect();
+    Ok((outputs, run.run_times))
+}
+
+/// `m` with the mesh's counts in its header where it has more than one device, as XLA's
+/// module config gives them, so nothing treats its collectives as one device's (`{}` groups
+/// are all of them).
+fn for_mesh(mut m: Module, mesh: DeviceMesh) -> Module {
+    if mesh.devices() > 1 {
+        m.set_replica_count(mesh.replicas);
+        m.set_num_partitions(mesh.partitions);
+    }
+    m
+}
+
+/// Every device's input leaves, each checked against the program's parameter leaves
+/// `params`.
+fn device_leaves(
+    per_device: Vec<Vec<Literal>>,
+    params: &[&axle_ir::ArrayShape],
+) -> Result<Vec<Vec<ArrayLiteral>>, String> {
+    let leaves: Vec<Vec<ArrayLiteral>> = per_device
+        .into_iter()
+        .map(|a| a.into_iter().flat_map(flatten).collect())
+        .collect();
     for (d, dev) in leaves.iter().enumerate() {
-        if dev.len() != j.param_shapes().len() {
+        if dev.len() != params.len() {
             return Err(format!(
                 "device {d} has {} input arrays, the program takes {}",
                 dev.len(),
-                j.param_shapes().len()
+                params.len()
             ));
         }
-        for (l, p) in dev.iter().zip(j.param_shapes()) {
+        for (l, p) in dev.iter().zip(params) {
             if l.shape.ty != p.ty || l.shape.dims != p.dims {
                 return Err(format!(
                     "device {d}: an input is {}{:?}, the parameter needs {}{:?}",
@@ -220,10 +243,45 @@ fn run_cpu(
             }
         }
     }
-    let run = axle_codegen_cpu::execute_devices(j, mesh, &inputs, opts.repeat.max(1), timeout)
-        .map_err(|e| e.message)?;
-    let outputs = run.outputs.iter().map(|o| output_literals(j, o)).collect();
-    Ok((outputs, run.run_times))
+    Ok(leaves)
+}
+
+/// The module compiled once for the `nvptx-sim` or `nvptx` backend (`opts.backend`) and run on
+/// every device's thread in the backend's device memory.
+fn run_gpu(
+    m: Module,
+    opts: &RunOptions,
+    mesh: DeviceMesh,
+    per_device: Vec<Vec<Literal>>,
+    timeout: Duration,
+) -> Result<(Vec<Vec<ArrayLiteral>>, Vec<Duration>), String> {
+    let platform = crate::backends::registry()
+        .get(&opts.backend)
+        .map_err(|e| e.to_string())?;
+    let exe = platform
+        .compiler()
+        .compile(
+            for_mesh(m, mesh),
+            &CompileOptions {
+                pipeline: pipeline_for(&*platform, opts.pipeline.as_deref()),
+                cache: opts.cache.clone(),
+                ..Default::default()
+            },
+        )
+        .map_err(|e| e.to_string())?;
+    let em = exe.module();
+    let params: Vec<ValueShape> = em
+        .params(em.entry())
+        .iter()
+        .map(|&p| ValueShape::of_shape(em, em.shape(p)))
+        .collect();
+    let param_leaves: Vec<&axle_ir::ArrayShape> = params.iter().flat_map(|p| p.leaves()).collect();
+    let leaves = device_leaves(per_device, &param_leaves)?;
+    let inputs: Vec<Vec<&[u8]>> = leaves
+        .iter()
+        .map(|d| d.iter().map(|l| &l.data[..]).collect())
+        .collect();
+    crate::nvptx::execute_devices(&*exe, mesh, &inputs, opts.repeat.max(1), timeout)
 }
 
 /// A short human-readable summary: device 0's outputs, whether the devices agree, timings.

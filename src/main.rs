@@ -105,7 +105,7 @@ enum Command {
         /// on the cpu backend); `none` compiles the module exactly as given.
         #[arg(long)]
         passes: Option<String>,
-        /// Run on this many devices of this process (interpreter or cpu backend): --input
+        /// Run on this many devices of this process (interpreter, cpu, nvptx-sim or nvptx): --input
         /// files are one set for every device, or one set per device (device 0's first);
         /// outputs go to DIR/dD/outK.npy for each device D. JAX's shard_map modules take global
         /// inputs. Under `mpirun -n N` (detected from the launcher's environment) every rank

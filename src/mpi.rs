@@ -68,8 +68,8 @@ fn run(
         "cpu" => true,
         b => {
             return Err(format!(
-                "under mpirun, the interpreter and cpu backends run; the {b} backend does not \
-                 run collectives yet"
+                "under mpirun, the interpreter and cpu backends run; the {b} backend runs \
+                 several devices in one process only (`--devices N`)"
             ))
         }
     };

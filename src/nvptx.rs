@@ -310,6 +310,64 @@ impl<D: Device> Executable for GpuExecutable<D> {
     fn stats(&self) -> ExecutableStats {
         self.stats.clone()
     }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+/// Runs `exe` (an executable of `nvptx` or `nvptx-sim`) `repeat` times on the devices of
+/// `mesh`, each device on its own thread in the backend's device memory with `inputs[d]` (the
+/// bytes of every entry parameter leaf): each device's output leaves (of the last run) and the
+/// wall time of each run ([`axle_codegen_nvptx::devices::execute_devices`]).
+pub(crate) fn execute_devices(
+    exe: &dyn Executable,
+    mesh: axle_ir::collective::DeviceMesh,
+    inputs: &[Vec<&[u8]>],
+    repeat: usize,
+    timeout: std::time::Duration,
+) -> Result<(Vec<Vec<ArrayLiteral>>, Vec<std::time::Duration>), String> {
+    fn go<D: Device>(
+        exe: &GpuExecutable<D>,
+        mesh: axle_ir::collective::DeviceMesh,
+        inputs: &[Vec<&[u8]>],
+        repeat: usize,
+        timeout: std::time::Duration,
+    ) -> Result<(Vec<Vec<ArrayLiteral>>, Vec<std::time::Duration>), String> {
+        let m = exe.program.module();
+        let shape = ValueShape::of_shape(m, m.shape(m.root(m.entry())));
+        let run = axle_codegen_nvptx::devices::execute_devices(
+            &exe.program,
+            &exe.memory,
+            mesh,
+            inputs,
+            repeat,
+            timeout,
+        )?;
+        let leaves = shape.leaves();
+        let outputs = run
+            .outputs
+            .into_iter()
+            .map(|o| {
+                o.into_iter()
+                    .zip(&leaves)
+                    .map(|(data, &s)| ArrayLiteral {
+                        shape: s.clone(),
+                        data,
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok((outputs, run.run_times))
+    }
+    let any = exe.as_any();
+    if let Some(e) = any.and_then(|a| a.downcast_ref::<GpuExecutable<SimDevice>>()) {
+        go(e, mesh, inputs, repeat, timeout)
+    } else if let Some(e) = any.and_then(|a| a.downcast_ref::<GpuExecutable<CudaDevice>>()) {
+        go(e, mesh, inputs, repeat, timeout)
+    } else {
+        Err("not an executable of the nvptx or nvptx-sim backend".into())
+    }
 }
 
 struct GpuTransfer<D: Device> {

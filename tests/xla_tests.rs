@@ -19,8 +19,8 @@
 //! A case with `replicas` and `partitions` in the manifest (collectives its XLA test runs on
 //! several devices) runs on that many in-process devices (`axle run --devices N`'s
 //! [`run_on_devices`]: one thread per device, the same inputs on each), and every device's
-//! outputs are held to XLA's (`NAME.dD.outK.npy`, from XLA CPU run on as many devices); the
-//! nvptx backend does not run on several devices, so its multi-device cases are refusals.
+//! outputs are held to XLA's (`NAME.dD.outK.npy`, from XLA CPU run on as many devices), on
+//! `nvptx-sim` too (its collectives staged through the host).
 //!
 //! One named trial per case and backend (`BACKEND/NAME`), plus two proving the comparisons
 //! notice a wrong answer (one device, several devices), and per backend

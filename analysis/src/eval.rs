@@ -246,6 +246,45 @@ pub fn evaluate_on_device(
     r
 }
 
+/// Evaluates instruction `id` of `m` alone on its operands' values (`operands`, one literal per
+/// operand, in order), as device `dev` of a multi-device run when one is given: how a backend
+/// that stages its collectives through the host (the nvptx executor) runs them, so that its
+/// bits are the evaluator's (same reducer semantics, same fold in group order). Without a
+/// device, collectives are errors naming the instruction, as in [`evaluate`]. Unlike
+/// [`evaluate_on_device`], a failure does not abort the run: the caller ends its device's part
+/// of the run ([`axle_comm::Communicator::abort`] or `finish`) itself.
+pub fn evaluate_instruction<'a>(
+    m: &'a Module,
+    id: InstId,
+    operands: &[Literal],
+    opts: &EvalOptions,
+    dev: Option<Device<'a>>,
+) -> Result<Literal, EvalError> {
+    let at = |message: String| EvalError {
+        instruction: m.name(id).to_string(),
+        opcode: m.opcode(id).name().to_string(),
+        computation: m.comp_name(m.parent(id)).to_string(),
+        message,
+    };
+    let mut budget = MemoryBudget::new().map_err(|e| at(e.to_string()))?;
+    // The operands are the caller's memory, held while the instruction runs.
+    budget.force(operands.iter().map(|a| a.byte_len() as u64).sum());
+    let mut ev = Evaluator::new(m, opts, budget);
+    ev.device = dev;
+    let refs: Vec<&Literal> = operands.iter().collect();
+    let out = ev.eval_inst(id, &refs).map_err(|f| match f {
+        Fail::Eval(e) => *e,
+        Fail::Msg(msg) => at(msg),
+    })?;
+    if !shape_matches(m, &out, m.shape(id)) {
+        return Err(at(format!(
+            "the result {} does not have the declared shape",
+            describe(&out)
+        )));
+    }
+    Ok(out)
+}
+
 /// Runs computation `comp` of `m` (usually its entry) on the devices of `mesh`, each on its own
 /// thread with `args[d]` as device `d`'s arguments, meeting through an in-process communicator whose collectives wait at most
 /// `timeout`. Returns every device's result, in device order. When a device fails, the run

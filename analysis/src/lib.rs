@@ -26,6 +26,6 @@ pub use cost::{inst_cost, module_cost, result_bytes, result_elements, Cost, Fusi
 pub use equivalence::{adversarial_inputs, same_results, Equivalence};
 pub use eval::{
     evaluate, evaluate_computation, evaluate_computation_with, evaluate_devices,
-    evaluate_on_device, evaluate_with, Device, EvalError, EvalOptions,
+    evaluate_instruction, evaluate_on_device, evaluate_with, Device, EvalError, EvalOptions,
 };
 pub use users::{LazyUsers, Users};

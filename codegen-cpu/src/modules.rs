@@ -4,8 +4,9 @@
 //! [`PART`] thunks, [`ENTRY_CHUNKS`] to a module, and the entry point calling them, last.
 //!
 //! Pipelines by weight: kernel groups get the options' `default<ON>` and code generator level,
-//! except GEMMs and tiled convolutions ([`GEMM_PIPELINE`]: their loops are vector code as
-//! emitted; with the full code generator), groups of light kernels (small elementwise, reduction and row kernels outside loops,
+//! except GEMMs and tiled convolutions ([`VECTOR_PIPELINE`]: their loops are vector code as
+//! emitted; with the full code generator) and elementwise loop kernels that are not light (the
+//! same pipeline: their loops need only the loop vectorizer), groups of light kernels (small elementwise, reduction and row kernels outside loops,
 //! [`class`]), which get scalar clean-ups and the fast instruction selector, and of gathers of
 //! hundreds of buffers, which get what entry code gets: entry code only binds buffers and
 //! calls kernels, so `default<O0>` and the fast selector. A light
@@ -241,14 +242,16 @@ const LIGHT_BYTES: u64 = 4 * 1024;
 /// generator.
 const LIGHT_PIPELINE: &str = "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg)";
 
-/// The pass pipeline of GEMM and tiled convolution kernels' modules, with the options' code
-/// generator level. Their tiles, packing and register epilogues are emitted as vector code with
-/// the unrolling they need (a convolution's tiles inside the input without padding checks), so
-/// `default<O3>`'s unrollers, unswitching and SLP vectorizer find nothing to do and cost three
-/// quarters of its time: scalar clean-ups, loop-invariant code motion and value numbering (the
-/// address arithmetic of the tile loops), then the loop vectorizer for the block epilogues'
-/// elementwise loops (codegen-cpu/BENCH.md has the figures).
-const GEMM_PIPELINE: &str = "function(sroa,early-cse<memssa>,simplifycfg,\
+/// The pass pipeline of GEMM, tiled convolution and elementwise loop kernels' modules, with the
+/// options' code generator level. The GEMMs' and convolutions' tiles, packing and register
+/// epilogues are emitted as vector code with the unrolling they need (a convolution's tiles
+/// inside the input without padding checks), and an elementwise loop is one flat loop over its
+/// elements that the loop vectorizer vectorizes and interleaves, so `default<O3>`'s unrollers,
+/// unswitching and SLP vectorizer find little to do and cost most of its time: scalar
+/// clean-ups, loop-invariant code motion and value numbering (address arithmetic), then the
+/// loop vectorizer for the elementwise loops and block epilogues (codegen-cpu/BENCH.md has
+/// the figures).
+const VECTOR_PIPELINE: &str = "function(sroa,early-cse<memssa>,simplifycfg,\
      instcombine<no-verify-fixpoint>,loop-mssa(licm),gvn,loop-vectorize,\
      instcombine<no-verify-fixpoint>,simplifycfg)";
 
@@ -269,9 +272,12 @@ const GATHER_BINDINGS: usize = 256;
 enum Class {
     /// The options' `default<ON>` pipeline and code generator level.
     Full,
-    /// [`GEMM_PIPELINE`] and the options' code generator level (GEMMs and tiled
+    /// [`VECTOR_PIPELINE`] and the options' code generator level (GEMMs and tiled
     /// convolutions).
     Gemm,
+    /// [`VECTOR_PIPELINE`] and the options' code generator level (elementwise loop kernels that
+    /// are not light), in groups of their own so GEMMs stay alone in theirs.
+    Loop,
     /// [`LIGHT_PIPELINE`] and the fast instruction selector.
     Light,
     /// [`ENTRY_PIPELINE`] and the fast instruction selector.
@@ -283,7 +289,7 @@ enum Class {
 /// GEMM or tiled convolution gets the GEMM class; an elementwise, reduction or row kernel binding at least
 /// [`GATHER_BINDINGS`] buffers is bare, one that reads and writes at most [`LIGHT_BYTES`] light
 /// (its run time barely depends on vectorization and careful instruction selection), any other
-/// full.
+/// elementwise loop kernel the loop class, any other full.
 fn class(prog: &Program, k: &Kernel, library: bool) -> Class {
     use crate::lower::KernelKind::*;
     if library {
@@ -311,6 +317,8 @@ fn class(prog: &Program, k: &Kernel, library: bool) -> Class {
         .fold(0u64, |a, &b| a.saturating_add(prog.bufs[b].bytes));
     if bytes <= LIGHT_BYTES {
         Class::Light
+    } else if matches!(k.kind, Loop) {
+        Class::Loop
     } else {
         Class::Full
     }
@@ -326,10 +334,16 @@ struct Group {
 /// at [`GROUP_WEIGHT`] or [`GROUP_KERNELS`], or past [`CUT_WEIGHT`] after a kernel whose
 /// signature hash says so ([`CUT_MASK`]); groups are ordered by their first kernel.
 fn partition(ks: &Kernels) -> Vec<Group> {
-    const CLASSES: [Class; 4] = [Class::Full, Class::Gemm, Class::Light, Class::Bare];
+    const CLASSES: [Class; 5] = [
+        Class::Full,
+        Class::Gemm,
+        Class::Loop,
+        Class::Light,
+        Class::Bare,
+    ];
     let mut done = Vec::new();
     // The open group of each class and its weight.
-    let mut open: [(Vec<usize>, usize); 4] = Default::default();
+    let mut open: [(Vec<usize>, usize); 5] = Default::default();
     for (i, (_, _, w, _)) in ks.unique.iter().enumerate() {
         let class = ks.class[i];
         let (g, weight) = &mut open[class as usize];
@@ -420,9 +434,10 @@ pub(crate) fn compile(
     if std::env::var_os("AXLE_CPU_TIMINGS").is_some() {
         let count = |c: Class| groups.iter().filter(|g| g.class == c).count();
         let (gemm, light, bare) = (count(Class::Gemm), count(Class::Light), count(Class::Bare));
+        let loops = count(Class::Loop);
         eprintln!(
-            "cpu modules: {} kernels, {} distinct, {} kernel modules ({gemm} gemm, {light} \
-             light, {bare} bare, {cached} from the kernel cache)",
+            "cpu modules: {} kernels, {} distinct, {} kernel modules ({gemm} gemm, {loops} \
+             loop, {light} light, {bare} bare, {cached} from the kernel cache)",
             ks.uses.len(),
             ks.unique.len(),
             groups.len()
@@ -550,7 +565,7 @@ fn compile_group(s: &Setup, ks: &Kernels, g: &Group, form: Form) -> Result<Part,
     let t = Instant::now();
     let ctx = Context::create();
     let pipeline = match g.class {
-        Class::Gemm => gemm_pipeline(s.opts),
+        Class::Gemm | Class::Loop => vector_pipeline(s.opts),
         Class::Full => pipeline(s.opts, None),
         Class::Light => pipeline(s.opts, Some(LIGHT_PIPELINE)),
         Class::Bare => pipeline(s.opts, Some(ENTRY_PIPELINE)),
@@ -629,15 +644,15 @@ fn pipeline(opts: &CpuOptions, cheap: Option<&str>) -> Pipeline {
     }
 }
 
-/// [`GEMM_PIPELINE`] with the options' code generator level (where the options optimize at
+/// [`VECTOR_PIPELINE`] with the options' code generator level (where the options optimize at
 /// all; the options' own pipeline where they do not).
-fn gemm_pipeline(opts: &CpuOptions) -> Pipeline {
+fn vector_pipeline(opts: &CpuOptions) -> Pipeline {
     let level = opts.opt_level.min(3);
     if level == 0 {
         return pipeline(opts, None);
     }
     Pipeline {
-        passes: GEMM_PIPELINE.to_string(),
+        passes: VECTOR_PIPELINE.to_string(),
         level,
         codegen: level,
     }

@@ -51,6 +51,12 @@ impl Elem {
         })
     }
 
+    /// Whether the type is real (`f32`, `f64`), not complex: real eigenvalue routines hand
+    /// back their eigenvalues as real and imaginary parts in two buffers, complex ones in one.
+    fn is_real(self) -> bool {
+        matches!(self, Elem::F32 | Elem::F64)
+    }
+
     fn from_code(c: i64) -> Option<Elem> {
         Some(match c {
             0 => Elem::F32,
@@ -667,19 +673,11 @@ unsafe fn run(call: &Call, bufs: *const *mut u8) {
             Call::Sytrd { .. } => linalg::sytrd(call, std::array::from_fn(buf)),
             Call::Gehrd { .. } => linalg::gehrd(call, std::array::from_fn(buf)),
             Call::Gees { elem, .. } => {
-                let count = if matches!(elem, Elem::F32 | Elem::F64) {
-                    7
-                } else {
-                    6
-                };
+                let count = if elem.is_real() { 7 } else { 6 };
                 linalg::gees(call, &(0..count).map(buf).collect::<Vec<_>>())
             }
             Call::Geev { elem, .. } => {
-                let count = if matches!(elem, Elem::F32 | Elem::F64) {
-                    6
-                } else {
-                    5
-                };
+                let count = if elem.is_real() { 6 } else { 5 };
                 linalg::geev(call, &(0..count).map(buf).collect::<Vec<_>>())
             }
             Call::Collective(c) => collective::run(c, bufs),

@@ -1446,8 +1446,8 @@ impl<'a, 'ctx> Gen<'a, 'ctx> {
             // order, are summed as one dimension, so a long sum is a tree rather than one
             // chain of every term, and the loops are one dimension's (a loop past the unroll
             // limit stays a loop) rather than a nest of short loops that LLVM unrolls
-            // completely and then vectorizes across the outputs with gathers (6,500 lines of
-            // IR for one group norm's statistics).
+            // completely and then vectorizes across the outputs with gathers (the figures are
+            // in codegen-cpu/BENCH.md).
             // With at most a run of terms in all, the flattened dimension is one chain, in the
             // nest's own order.
             let total = dims.iter().product::<i64>();

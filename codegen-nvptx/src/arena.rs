@@ -17,7 +17,9 @@
 //! into the state; a `conditional` reads its `pred` or `s32` selector back from its slice
 //! ([`branch_taken`]), runs the branch it selects and makes that branch's
 //! [`BufferAssignment::branch_out`] copies into its outputs; a `call` runs its computation
-//! (its parameters and root are in the call site's buffers already). Every copy is a
+//! (its parameters and root are in the call site's buffers already). A collective
+//! ([`crate::collective`]) reads its operands' slices back to the host, runs there as the run's
+//! device, and writes its result's leaves into its own slices. Every copy is a
 //! [`DeviceMemory::copy`] between slices, in the order the assignment lists them (a cycle goes
 //! through the staging temporary it placed).
 //!
@@ -38,8 +40,9 @@
 //! row-major `bitcast`, `axle_schedule::views::is_operand_view`) whose leaves the assignment
 //! put in its operand's buffers runs no kernel: its bytes are in place already.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use axle_analysis::eval::Device as RunDevice;
 use axle_codegen_llvm::elemental::{inst_leaves, literal_leaves};
 use axle_codegen_llvm::error::finish;
 use axle_ir::{AttrKey, BufferId, CompId, InstId, Module, Opcode};
@@ -47,6 +50,7 @@ use axle_schedule::views::is_operand_view;
 use axle_schedule::{assign, BufferAssignment, Memory, Move};
 
 use crate::buffer_rules::GpuRules;
+use crate::collective::run_step;
 use crate::control_flow::{branch_taken, pred_value};
 use crate::device::{BufferKey, BufferSlice, Device, DeviceMemory};
 use crate::kernels::KernelInfo;
@@ -85,12 +89,16 @@ pub struct ArenaProgram<'a, D: Device> {
     pub kernels: &'a [KernelInfo],
     /// Per instruction with kernels, their positions in `kernels`.
     pub by_inst: &'a HashMap<InstId, Vec<usize>>,
+    /// The collectives, run as host steps ([`crate::collective`]).
+    pub host_steps: &'a HashSet<InstId>,
     /// The kernels as the device loaded them.
     pub program: &'a D::Program,
 }
 
-/// What one arena run holds: the temporary block, the outputs, the constants uploaded.
+/// What one arena run holds: the temporary block, the outputs, the constants uploaded, and the
+/// device it runs as.
 struct Placed<'a> {
+    dev: Option<RunDevice<'a>>,
     args: Vec<BufferKey>,
     temp: BufferKey,
     outputs: Vec<BufferKey>,
@@ -176,15 +184,18 @@ pub(crate) fn leaf_bytes(s: &axle_ir::ArrayShape) -> usize {
 }
 
 impl<D: Device> ArenaProgram<'_, D> {
-    /// Runs the module on the argument leaves `args` (per entry parameter, its leaves): gives
-    /// the output leaves' buffers, which the caller owns.
+    /// Runs the module on the argument leaves `args` (per entry parameter, its leaves) as
+    /// device `dev` of a run (for its collectives): gives the output leaves' buffers, which
+    /// the caller owns.
     pub fn run(
         &self,
         mem: &DeviceMemory<D>,
         args: &[Vec<BufferKey>],
+        dev: Option<RunDevice<'_>>,
     ) -> Result<Vec<BufferKey>, String> {
         let temp = mem.alloc(self.assignment.temp_bytes as usize)?;
         let mut placed = Placed {
+            dev,
             args: args.concat(),
             temp,
             outputs: Vec::new(),
@@ -263,6 +274,7 @@ impl<D: Device> ArenaProgram<'_, D> {
                     Some(callee) => self.computation(mem, placed, callee, depth + 1),
                     None => Err("call needs to_apply".into()),
                 },
+                _ if self.host_steps.contains(&id) => self.host_step(mem, placed, id),
                 _ => self.launch(mem, placed, id),
             };
             step.map_err(|e| self.at(id, e))?;
@@ -333,6 +345,39 @@ impl<D: Device> ArenaProgram<'_, D> {
         for mv in moves {
             let bytes = a.buffer(mv.src).size.min(a.buffer(mv.dst).size) as usize;
             mem.copy(placed.slice(mv.src, bytes)?, placed.slice(mv.dst, bytes)?)?;
+        }
+        Ok(())
+    }
+
+    /// Runs collective `id` on the host ([`crate::collective`]): its operands' slices read
+    /// back, its result's leaves written into its own slices.
+    fn host_step(
+        &self,
+        mem: &DeviceMemory<D>,
+        placed: &Placed<'_>,
+        id: InstId,
+    ) -> Result<(), String> {
+        let m = self.module;
+        let mut ins = Vec::with_capacity(m.operands(id).len());
+        for &o in m.operands(id) {
+            let leaves = placed
+                .leaves(m, o)?
+                .into_iter()
+                .map(|s| mem.read(s))
+                .collect::<Result<Vec<_>, _>>()?;
+            ins.push(leaves);
+        }
+        let outs = run_step(m, id, ins, placed.dev)?;
+        let slices = placed.leaves(m, id)?;
+        if slices.len() != outs.len() {
+            return Err(format!(
+                "{} result leaves for {} assigned buffers",
+                outs.len(),
+                slices.len()
+            ));
+        }
+        for (s, bytes) in slices.into_iter().zip(outs) {
+            mem.write(s, &bytes)?;
         }
         Ok(())
     }

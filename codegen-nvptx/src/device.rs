@@ -204,6 +204,24 @@ impl<D: Device> DeviceMemory<D> {
         self.device.read(mem, offset, s.bytes)
     }
 
+    /// Writes `bytes` into range `dst` (of their length): uploaded to a staging buffer, copied
+    /// into place and the staging buffer freed, so every device does it with the operations
+    /// it has. An error when `dst` is stale, runs past its buffer or has another length.
+    pub fn write(&self, dst: BufferSlice, bytes: &[u8]) -> Result<(), String> {
+        if dst.bytes != bytes.len() {
+            return Err(format!(
+                "a write of {} bytes into {} bytes",
+                bytes.len(),
+                dst.bytes
+            ));
+        }
+        let staging = self.upload(bytes)?;
+        let copied = self.copy(BufferSlice::whole(staging, bytes.len()), dst);
+        // Made here and freed once, here.
+        let _ = self.free(staging);
+        copied
+    }
+
     /// Frees buffer `key`; an error for a stale key (freed already).
     pub fn free(&self, key: BufferKey) -> Result<(), String> {
         let mut store = self.lock();

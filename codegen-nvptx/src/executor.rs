@@ -45,15 +45,25 @@
 //! argument, or that appears twice, is copied), so the caller owns each exactly once. A
 //! constant whose value the text elided is refused when the module is compiled, with an error
 //! naming it. Runs are deterministic: kernels run one after another in a fixed order.
+//!
+//! Collectives ([`crate::collective`]) are host steps on both paths: the operands' leaves are
+//! read back, the collective runs on the host as the run's device ([`Executable::run_on_device`];
+//! [`Executable::run`] runs a module for one device on a world of that one device), and the
+//! result's leaves are written into the instruction's buffers (fresh ones on the per-value path,
+//! its assigned slices on the assignment's).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use axle_analysis::eval::Device as RunDevice;
 use axle_codegen_llvm::elemental::{inst_leaves, literal_leaves};
 use axle_codegen_llvm::error::{at, finish, Fail};
+use axle_comm::Communicator;
+use axle_ir::collective::DeviceMesh;
 use axle_ir::{AttrKey, CompId, InstId, Module, Opcode, Shape};
 use axle_schedule::{schedule_module, BufferAssignment, Heuristic};
 
 use crate::arena::{arena_assignment, leaf_bytes, ArenaProgram};
+use crate::collective::{is_host_step, lone_world, run_step};
 use crate::control_flow::{branch_taken, pred_value, LoopState};
 use crate::device::{BufferKey, BufferSlice, Device, DeviceMemory};
 use crate::host_computations::{control_callees, host_computations};
@@ -68,6 +78,8 @@ pub struct Executable<D: Device> {
     kernels: Vec<KernelInfo>,
     /// Per instruction with kernels, their positions in `kernels`.
     by_inst: HashMap<InstId, Vec<usize>>,
+    /// The collectives of the host computations, which run as host steps.
+    host_steps: HashSet<InstId>,
     /// Per host computation, its instructions in the order they run (the module's schedule)
     /// and, per step, the values that die after it ([`release_points`]); what the per-value
     /// path runs, so empty when the module runs from its assignment.
@@ -82,6 +94,8 @@ pub struct Executable<D: Device> {
 struct Run<'a, D: Device> {
     exe: &'a Executable<D>,
     mem: &'a DeviceMemory<D>,
+    /// The device the run runs as, for its collectives.
+    dev: Option<RunDevice<'a>>,
     /// The buffers of each constant uploaded so far, shared by every computation run.
     constants: HashMap<InstId, Vec<BufferKey>>,
     /// Every buffer in `constants`, which the run owns until it ends.
@@ -140,7 +154,9 @@ impl<D: Device> Executable<D> {
             by_inst.entry(info.inst).or_default().push(k);
         }
         let mut orders = HashMap::new();
+        let mut host_steps = HashSet::new();
         for (c, order) in host_computations(&m) {
+            host_steps.extend(order.iter().copied().filter(|&id| is_host_step(&m, id)));
             for &id in &order {
                 if m.opcode(id) == Opcode::Constant && m.literal(id).is_none() {
                     let f = Fail::Msg("the constant's value was elided from the text".into());
@@ -159,6 +175,7 @@ impl<D: Device> Executable<D> {
             module: m,
             kernels,
             by_inst,
+            host_steps,
             orders,
             program,
             arena,
@@ -200,12 +217,53 @@ impl<D: Device> Executable<D> {
         }
     }
 
+    /// Whether the module has collectives (host steps, [`crate::collective`]).
+    pub fn has_collectives(&self) -> bool {
+        !self.host_steps.is_empty()
+    }
+
     /// Runs the module on `args` (per entry parameter, in order, the buffers of its array
     /// leaves) and returns the buffers of the result's array leaves, which the caller owns.
+    /// A module with collectives written for one device runs them on a world of that one
+    /// device; in a module for more devices they need [`Executable::run_on_device`].
     pub fn run(
         &self,
         mem: &DeviceMemory<D>,
         args: &[Vec<BufferKey>],
+    ) -> Result<Vec<BufferKey>, String> {
+        let world = match self.has_collectives() {
+            true => lone_world(&self.module),
+            false => None,
+        };
+        let Some(world) = world else {
+            return self.run_on_device(mem, args, None);
+        };
+        let endpoints = world.devices();
+        let ep = &endpoints[0];
+        let dev = RunDevice {
+            comm: ep,
+            mesh: DeviceMesh {
+                replicas: 1,
+                partitions: 1,
+            },
+        };
+        let r = self.run_on_device(mem, args, Some(dev));
+        match &r {
+            Ok(_) => ep.finish(),
+            Err(e) => ep.abort(e),
+        }
+        r
+    }
+
+    /// [`Executable::run`] as device `dev` of a multi-device run (`None`: no device, where
+    /// only collectives that meet no other device run): collectives meet the other devices
+    /// through `dev.comm`. The caller ends the device's part of the run
+    /// ([`Communicator::finish`] or [`Communicator::abort`]).
+    pub fn run_on_device(
+        &self,
+        mem: &DeviceMemory<D>,
+        args: &[Vec<BufferKey>],
+        dev: Option<RunDevice<'_>>,
     ) -> Result<Vec<BufferKey>, String> {
         if let Ok(a) = &self.arena {
             let arena = ArenaProgram::<D> {
@@ -213,13 +271,15 @@ impl<D: Device> Executable<D> {
                 assignment: a,
                 kernels: &self.kernels,
                 by_inst: &self.by_inst,
+                host_steps: &self.host_steps,
                 program: &self.program,
             };
-            return arena.run(mem, args);
+            return arena.run(mem, args, dev);
         }
         let mut run = Run {
             exe: self,
             mem,
+            dev,
             constants: HashMap::new(),
             constant_keys: Vec::new(),
         };
@@ -314,7 +374,9 @@ impl<D: Device> Run<'_, D> {
                     .get(o)
                     .ok_or_else(|| err(id, format!("operand %{} has no value", m.name(*o))))
             };
-            let bufs = if let Some(ks) = exe.by_inst.get(&id) {
+            let bufs = if exe.host_steps.contains(&id) {
+                self.host_step(id, &values, made).map_err(|e| err(id, e))?
+            } else if let Some(ks) = exe.by_inst.get(&id) {
                 let mut outs = Vec::new();
                 for leaf in inst_leaves(m, id).map_err(|e| err(id, finish(m, e).message))? {
                     let key = mem.alloc(leaf_bytes(&leaf)).map_err(|e| err(id, e))?;
@@ -465,6 +527,39 @@ impl<D: Device> Run<'_, D> {
         values
             .remove(&root)
             .ok_or_else(|| err(root, "the root has no value".into()))
+    }
+
+    /// Runs collective `id` on the host ([`crate::collective`]) on its operands' buffers in
+    /// `values`: gives its result's buffers, each made here and added to `made`. A function of
+    /// its own, so the frame of [`Run::computation`], which nests once per host computation,
+    /// stays small.
+    #[inline(never)]
+    fn host_step(
+        &self,
+        id: InstId,
+        values: &HashMap<InstId, Vec<BufferKey>>,
+        made: &mut Vec<BufferKey>,
+    ) -> Result<Vec<BufferKey>, String> {
+        let m = &self.exe.module;
+        let mut ins = Vec::with_capacity(m.operands(id).len());
+        for o in m.operands(id) {
+            let keys = values
+                .get(o)
+                .ok_or_else(|| format!("operand %{} has no value", m.name(*o)))?;
+            ins.push(
+                keys.iter()
+                    .map(|&key| self.mem.download(key))
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
+        let outs = run_step(m, id, ins, self.dev)?;
+        let mut keys = Vec::with_capacity(outs.len());
+        for bytes in outs {
+            let key = self.mem.upload(&bytes)?;
+            made.push(key);
+            keys.push(key);
+        }
+        Ok(keys)
     }
 
     /// Runs control-flow instruction `id` (a `while`, `conditional` or `call` whose host

@@ -30,9 +30,10 @@
 //! (operands in order, a repeated operand once). An instruction may be computed by several
 //! consecutive kernels (a multi-pass algorithm): the first writes its outputs, each following
 //! one reads and writes the same output (and scratch) buffers in place, in launch order. Parameters, constants (whose bytes the runtime
-//! uploads), tuples, `get-tuple-element`, `opt-barrier` (its operands' buffers, unchanged)
-//! and host control flow (`while`, `conditional`, `call`: the executor runs their
-//! computations) need no kernel. A zero-sized output has no kernel and no launch.
+//! uploads), tuples, `get-tuple-element`, `opt-barrier` (its operands' buffers, unchanged),
+//! host control flow (`while`, `conditional`, `call`: the executor runs their
+//! computations) and collectives (staged through the host: [`crate::collective`]) need no
+//! kernel. A zero-sized output has no kernel and no launch.
 //!
 //! Invariants: a kernel is emitted only for an instruction whose every fused instruction the
 //! backend supports; anything else (a reduction or dot read other than at its own output,
@@ -187,7 +188,8 @@ pub fn vector_width(m: &Module, id: InstId, n: u64) -> u64 {
 
 /// What an instruction of the entry computation becomes.
 enum Role {
-    /// No kernel: a value the runtime provides or a view of other buffers.
+    /// No kernel: a value the runtime provides, a view of other buffers, or a collective the
+    /// executor runs on the host ([`crate::collective`]).
     NoKernel,
     /// A loop kernel computing the instruction's elements.
     Loop,
@@ -232,6 +234,18 @@ fn unsupported(m: &Module, id: InstId) -> Fail {
     )
 }
 
+/// A `replica-id` or `partition-id` that fused computation `c` reaches, in a module written for
+/// more than one device: a kernel would compute it as device 0's (the elemental form), which
+/// only a module for one device may do.
+fn device_id_in_kernel(m: &Module, c: CompId) -> Option<InstId> {
+    if m.replica_count() == 1 && m.num_partitions() == 1 {
+        return None;
+    }
+    reached_in_order(m, c, m.root(c))
+        .into_iter()
+        .find(|&x| matches!(m.opcode(x), Opcode::ReplicaId | Opcode::PartitionId))
+}
+
 /// The first instruction of computation `c` its root depends on whose op is left to other
 /// kernels, except `allowed` (the reductions or dot the kernel computes).
 fn first_later_kernel(m: &Module, c: CompId, allowed: &[InstId]) -> Option<InstId> {
@@ -263,6 +277,11 @@ fn role(m: &Module, id: InstId, opts: &KernelOptions) -> R<Role> {
             None => Role::Loop,
         })
     };
+    if crate::collective::is_host_step(m, id) {
+        // A collective runs on the host between kernels ([`crate::collective`]).
+        crate::collective::check(m, id).map_err(|e| at(m, id, Fail::Msg(e)))?;
+        return Ok(Role::NoKernel);
+    }
     if let Some(r) = scatter_role(m, id, opts.float_atomics)? {
         return Ok(r);
     }
@@ -276,6 +295,16 @@ fn role(m: &Module, id: InstId, opts: &KernelOptions) -> R<Role> {
             let c = m
                 .comp_attr(id, &AttrKey::Calls)
                 .ok_or_else(|| at(m, id, "fusion needs calls".into()))?;
+            if let Some(bad) = device_id_in_kernel(m, c) {
+                return Err(at(
+                    m,
+                    bad,
+                    Fail::Msg(format!(
+                        "the {BACKEND} backend runs {} unfused (a host step) in a module for                          more than one device, not inside a fusion",
+                        m.opcode(bad).name()
+                    )),
+                ));
+            }
             let role = match dot()? {
                 Some(r) => r,
                 None => match reduction()? {

@@ -12,7 +12,10 @@
 //! cores (`mma.sync`, [`mma_product`]), bitonic sorts ([`sort`]), scatters as a copy then
 //! an update kernel ([`scatter`]) and select-and-scatters gathering per output element
 //! ([`select_and_scatter`]). `while`, `conditional` and `call` run on the host between kernels,
-//! as XLA's while and conditional thunks do ([`control_flow`]).
+//! as XLA's while and conditional thunks do ([`control_flow`]), and so do collectives, staged
+//! through the host: operands read back, the collective run by the reference evaluator over the
+//! run's communicator, results written back ([`collective`]); one executable runs on N devices
+//! of one process, a thread each ([`devices`]).
 //!
 //! The kernels run on a [`device::Device`] through the launch-plan executor ([`executor`]),
 //! with device buffers behind generational keys ([`device::DeviceMemory`]): a GPU through the
@@ -31,10 +34,12 @@
 
 pub mod arena;
 pub mod buffer_rules;
+pub mod collective;
 pub mod control_flow;
 pub mod convolution;
 pub mod cuda;
 pub mod device;
+pub mod devices;
 pub mod dot;
 pub mod executor;
 mod fused;

@@ -26,7 +26,7 @@
 
 use std::ffi::c_char;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use axle::{ArrayRef, Compiled};
 use pjrt_sys::protos::xla::{HloModuleConfigProto, HloModuleProto, HloModuleProtoWithConfig};
@@ -77,6 +77,10 @@ pub struct Executable {
     /// The shardings the program was written with, for the optimized program.
     param_shardings: Option<Vec<pjrt_sys::protos::xla::OpSharding>>,
     output_sharding: Option<pjrt_sys::protos::xla::OpSharding>,
+    /// The optimized program's bytes ([`Executable::optimized_program`]), made on first use:
+    /// clients ask for it several times per compile (its size, then its bytes, and for the
+    /// parameter and output layouts, which jaxlib reads from it).
+    optimized: OnceLock<Vec<u8>>,
 }
 
 // SAFETY: the raw pointers (`out_kinds`) point to a `'static` string; everything else is owned.
@@ -99,6 +103,42 @@ impl Executable {
         unsafe { (p as *const Arc<Executable>).as_ref() }
             .map(|a| &**a)
             .ok_or_else(|| PluginError::invalid("axle: null PJRT_Executable"))
+    }
+
+    /// The module after Axle's pipeline, a serialized `HloModuleProtoWithConfig`: made once,
+    /// then handed out again.
+    fn optimized_program(&self) -> PluginResult<&[u8]> {
+        if let Some(bytes) = self.optimized.get() {
+            return Ok(bytes);
+        }
+        let bytes = self.write_optimized_program()?;
+        // Another thread may have set it meanwhile: the same bytes.
+        Ok(self.optimized.get_or_init(|| bytes))
+    }
+
+    fn write_optimized_program(&self) -> PluginResult<Vec<u8>> {
+        let module = axle_hlo_proto::write_module(self.compiled.executable().module())
+            .map_err(|err| PluginError::internal(format!("axle: the optimized module: {err}")))?;
+        let mut module = HloModuleProto::decode(module.as_slice())
+            .map_err(|err| PluginError::internal(format!("axle: the optimized module: {err}")))?;
+        with_layouts(&mut module);
+        // Clients read the shardings of arguments and results from these (XLA's SPMD
+        // partitioner leaves them there).
+        module.spmd_output_sharding = self.output_sharding.clone();
+        module.spmd_parameters_shardings = self.param_shardings.clone().unwrap_or_default();
+        // Clients rebuild an `HloModule` from this; its config must carry the entry layout.
+        let config = HloModuleConfigProto {
+            entry_computation_layout: module.host_program_shape.clone(),
+            replica_count: i64::from(self.replicas),
+            num_partitions: i64::from(self.partitions),
+            use_spmd_partitioning: self.partitions > 1,
+            ..Default::default()
+        };
+        Ok(HloModuleProtoWithConfig {
+            hlo_module: Some(module),
+            config: Some(config),
+        }
+        .encode_to_vec())
     }
 }
 
@@ -239,6 +279,7 @@ fn compile_loaded(
         timeout: options.timeout.unwrap_or(DEFAULT_TIMEOUT),
         param_shardings,
         output_sharding,
+        optimized: OnceLock::new(),
     };
     Ok(Box::into_raw(Box::new(LoadedExecutable {
         exe: Arc::new(exe),
@@ -451,28 +492,7 @@ entry! {
         // SAFETY: the client's program struct.
         let prog = unsafe { args.program.as_mut() }
             .ok_or_else(|| PluginError::invalid("PJRT_Executable_OptimizedProgram: null program"))?;
-        let module = axle_hlo_proto::write_module(e.compiled.executable().module())
-            .map_err(|err| PluginError::internal(format!("axle: the optimized module: {err}")))?;
-        let mut module = HloModuleProto::decode(module.as_slice())
-            .map_err(|err| PluginError::internal(format!("axle: the optimized module: {err}")))?;
-        with_layouts(&mut module);
-        // Clients read the shardings of arguments and results from these (XLA's SPMD
-        // partitioner leaves them there).
-        module.spmd_output_sharding = e.output_sharding.clone();
-        module.spmd_parameters_shardings = e.param_shardings.clone().unwrap_or_default();
-        // Clients rebuild an `HloModule` from this; its config must carry the entry layout.
-        let config = HloModuleConfigProto {
-            entry_computation_layout: module.host_program_shape.clone(),
-            replica_count: i64::from(e.replicas),
-            num_partitions: i64::from(e.partitions),
-            use_spmd_partitioning: e.partitions > 1,
-            ..Default::default()
-        };
-        let bytes = HloModuleProtoWithConfig {
-            hlo_module: Some(module),
-            config: Some(config),
-        }
-        .encode_to_vec();
+        let bytes = e.optimized_program()?;
         prog.format = OPTIMIZED_FORMAT.as_ptr() as *const c_char;
         prog.format_size = OPTIMIZED_FORMAT.len();
         if prog.code.is_null() {

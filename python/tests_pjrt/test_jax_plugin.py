@@ -330,3 +330,16 @@ def test_linear_algebra_lowers_as_for_xla_cpu():
     close(s @ x, a[:4], rtol=1e-4, atol=1e-4)
     text = jax.jit(jnp.linalg.qr).lower(a).compile().as_text()
     assert "lapack_sgeqrf_ffi" in text or "geqrf" in text.lower()
+
+
+def test_layouts_and_optimized_module_are_the_same_each_time():
+    # JAX reads parameter and output layouts from the optimized module (the plugin has no
+    # layouts extension) and asks for it several times per compile; the plugin makes it once.
+    f = jax.jit(lambda x, y: (jnp.tanh(x @ y), x.sum()))
+    c = f.lower(rand(8, 4), rand(4, 3)).compile()
+    ins = jax.tree.leaves(c.input_formats)
+    outs = jax.tree.leaves(c.output_formats)
+    assert [i.layout.major_to_minor for i in ins] == [(0, 1), (0, 1)]
+    assert [o.layout.major_to_minor for o in outs] == [(0, 1), ()]
+    text = c.as_text()
+    assert text == c.as_text() and "tanh" in text

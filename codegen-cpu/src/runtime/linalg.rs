@@ -730,19 +730,35 @@ unsafe fn gees_t<T: LapackScalar>(call: &Call, bufs: &[*mut u8]) {
     unsafe {
         write(bufs[1], &t);
         write(bufs[2], &z);
-        let rest = if T::COMPLEX {
-            let wc: Vec<T> = w.iter().map(|c| T::from_parts(c.re, c.im)).collect();
-            write(tail[0], &wc);
-            &tail[1..]
+        let rest = write_eigenvalues::<T>(tail, &w);
+        write(rest[0], &vec![0i32; batch]);
+        write(rest[1], &info);
+    }
+}
+
+/// Writes eigenvalues `w` to the first buffers of `bufs` as LAPACK hands them back: one buffer
+/// of complex values for a complex `T`, the real and the imaginary parts in two buffers of
+/// `T`'s own type for a real `T`. Returns the buffers after them.
+///
+/// # Safety
+/// The first one or two buffers hold `w.len()` scalars of that type each.
+unsafe fn write_eigenvalues<'b, T: LapackScalar>(
+    bufs: &'b [*mut u8],
+    w: &[Complex<T::Real>],
+) -> &'b [*mut u8] {
+    // SAFETY: the caller's contract; complex values are pairs of their real type, as `c64`
+    // and `c128` are laid out.
+    unsafe {
+        if T::COMPLEX {
+            write(bufs[0], w);
+            &bufs[1..]
         } else {
             let re: Vec<T::Real> = w.iter().map(|c| c.re).collect();
             let im: Vec<T::Real> = w.iter().map(|c| c.im).collect();
-            write(tail[0], &re);
-            write(tail[1], &im);
-            &tail[2..]
-        };
-        write(rest[0], &vec![0i32; batch]);
-        write(rest[1], &info);
+            write(bufs[0], &re);
+            write(bufs[1], &im);
+            &bufs[2..]
+        }
     }
 }
 
@@ -783,16 +799,7 @@ unsafe fn geev_t<T: LapackScalar>(call: &Call, bufs: &[*mut u8]) {
     // SAFETY: the results' sizes (complex values are pairs of their real type, as `c64` and
     // `c128` are laid out).
     unsafe {
-        let rest = if T::COMPLEX {
-            write(bufs[1], &w);
-            &bufs[2..]
-        } else {
-            let re: Vec<T::Real> = w.iter().map(|c| c.re).collect();
-            let im: Vec<T::Real> = w.iter().map(|c| c.im).collect();
-            write(bufs[1], &re);
-            write(bufs[2], &im);
-            &bufs[3..]
-        };
+        let rest = write_eigenvalues::<T>(&bufs[1..], &w);
         write(rest[0], &vl);
         write(rest[1], &vr);
         write(rest[2], &info);

@@ -17,6 +17,8 @@
 pub mod arena;
 #[path = "buffer_lifetimes.rs"]
 pub mod buffer_lifetimes;
+#[path = "collectives.rs"]
+pub mod collectives;
 #[path = "control_flow.rs"]
 pub mod control_flow;
 #[path = "convolutions.rs"]

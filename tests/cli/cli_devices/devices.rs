@@ -1,7 +1,7 @@
-//! `axle run --devices N` on the interpreter and the cpu backend: JAX's shard_map modules on
-//! global inputs, XLA's per-device modules on per-device inputs, outputs per device, and the
-//! errors of runs that cannot work. A module
-//! of the `cli` test binary (one binary less to link).
+//! `axle run --devices N` on the interpreter, the cpu backend and `nvptx-sim`: JAX's shard_map
+//! modules on global inputs, XLA's per-device modules on per-device inputs, outputs per device,
+//! and the errors of runs that cannot work. A module of the `cli` test binary (one binary less
+//! to link).
 
 use axle_ir::{compare_arrays, read_npy, Tolerance};
 use std::path::{Path, PathBuf};
@@ -38,7 +38,7 @@ fn close(want: &Path, got: &Path) {
 
 #[test]
 fn shard_map_module_on_global_inputs() {
-    for backend in ["interpreter", "cpu"] {
+    for backend in ["interpreter", "cpu", "nvptx-sim"] {
         shard_map_module_on(backend);
     }
 }
@@ -82,7 +82,7 @@ fn shard_map_module_on(backend: &str) {
 
 #[test]
 fn per_device_module_on_per_device_inputs() {
-    for backend in ["interpreter", "cpu"] {
+    for backend in ["interpreter", "cpu", "nvptx-sim"] {
         per_device_module_on(backend);
     }
 }
@@ -132,14 +132,11 @@ fn runs_that_cannot_work_are_errors() {
         e.contains("the module is for 4 devices (replica_count=1, num_partitions=4), not 2"),
         "{e}"
     );
-    // Only the interpreter and cpu run several devices.
-    let o = axle(&["run", &f, "--backend", "nvptx", "--devices", "4"]);
+    // A module for 4 devices on one device of nvptx-sim: its collectives need the others.
+    let o = axle(&["run", &f, "--backend", "nvptx-sim"]);
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{e}");
-    assert!(
-        e.contains("runs on the interpreter and cpu backends"),
-        "{e}"
-    );
+    assert!(e.contains("needs a multi-device run"), "{e}");
     // Three input files fit neither one set nor one set per device.
     let i = s(&c.join("ppermute_ring_4.d0.in0.npy"));
     let o = axle(&[
