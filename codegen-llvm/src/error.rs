@@ -68,23 +68,9 @@ impl From<&str> for Fail {
     }
 }
 
-/// The IR's errors an emitter passes on (a convolution's geometry, a collective's groups or
-/// mode, a Shardy sharding) become messages attributed to the instruction being emitted.
-macro_rules! fail_from_ir_error {
-    ($($t:ty),*) => {
-        $(impl From<$t> for Fail {
-            fn from(e: $t) -> Self {
-                Fail::Msg(e.to_string())
-            }
-        })*
-    };
-}
-
-fail_from_ir_error!(
-    axle_ir::ConvGeoError,
-    axle_ir::collective::CollectiveError,
-    axle_ir::sdy::SdyError
-);
+// The IR's errors about an instruction's attributes become messages attributed to the
+// instruction being emitted.
+axle_ir::from_op_errors!(Fail, Fail::Msg);
 
 /// The result of every emitter.
 pub type R<T> = Result<T, Fail>;

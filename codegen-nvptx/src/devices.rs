@@ -119,14 +119,6 @@ pub fn execute_devices<D: Device>(
         |d| format!("device {d}'s run panicked"),
     )
     .map_err(|(d, e)| format!("device {d}: {e}"))?;
-    let mut outputs = Vec::with_capacity(runs.len());
-    let mut run_times: Vec<Duration> = Vec::new();
-    for (o, t) in runs {
-        outputs.push(o);
-        run_times.resize(t.len().max(run_times.len()), Duration::ZERO);
-        for (k, t) in t.into_iter().enumerate() {
-            run_times[k] = run_times[k].max(t);
-        }
-    }
+    let (outputs, run_times) = axle_comm::outputs_and_slowest_runs(runs);
     Ok(DevicesRun { outputs, run_times })
 }

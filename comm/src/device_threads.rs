@@ -125,3 +125,19 @@ mod tests {
         assert_eq!(r, Err((1, "device 1 panicked".to_string())));
     }
 }
+
+/// Splits the devices' results of [`run_device_threads`], each a device's outputs and the wall
+/// time of each of its runs, into the outputs in device order and, per run, the slowest
+/// device's time (the run's time: it ends when its last device does).
+pub fn outputs_and_slowest_runs<T>(runs: Vec<(T, Vec<Duration>)>) -> (Vec<T>, Vec<Duration>) {
+    let mut outputs = Vec::with_capacity(runs.len());
+    let mut run_times: Vec<Duration> = Vec::new();
+    for (o, t) in runs {
+        outputs.push(o);
+        run_times.resize(t.len().max(run_times.len()), Duration::ZERO);
+        for (k, t) in t.into_iter().enumerate() {
+            run_times[k] = run_times[k].max(t);
+        }
+    }
+    (outputs, run_times)
+}

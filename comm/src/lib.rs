@@ -22,7 +22,7 @@ mod device_threads;
 mod group;
 mod in_process;
 
-pub use device_threads::run_device_threads;
+pub use device_threads::{outputs_and_slowest_runs, run_device_threads};
 pub use group::rank_in_group;
 pub use in_process::{InProcess, InProcessDevice};
 

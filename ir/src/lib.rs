@@ -28,6 +28,7 @@ pub mod memory;
 pub mod module;
 mod name_index;
 pub mod npy;
+pub mod op_errors;
 pub mod opcode;
 pub mod parser;
 pub mod pass;
