@@ -57,6 +57,22 @@ pub fn run_device_threads<T: Send, E: Send>(
     Err(errs.swap_remove(k))
 }
 
+/// Splits the devices' results of [`run_device_threads`], each a device's outputs and the wall
+/// time of each of its runs, into the outputs in device order and, per run, the slowest
+/// device's time (the run's time: it ends when its last device does).
+pub fn outputs_and_slowest_runs<T>(runs: Vec<(T, Vec<Duration>)>) -> (Vec<T>, Vec<Duration>) {
+    let mut outputs = Vec::with_capacity(runs.len());
+    let mut run_times: Vec<Duration> = Vec::new();
+    for (o, t) in runs {
+        outputs.push(o);
+        run_times.resize(t.len().max(run_times.len()), Duration::ZERO);
+        for (k, t) in t.into_iter().enumerate() {
+            run_times[k] = run_times[k].max(t);
+        }
+    }
+    (outputs, run_times)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,20 +140,13 @@ mod tests {
         );
         assert_eq!(r, Err((1, "device 1 panicked".to_string())));
     }
-}
 
-/// Splits the devices' results of [`run_device_threads`], each a device's outputs and the wall
-/// time of each of its runs, into the outputs in device order and, per run, the slowest
-/// device's time (the run's time: it ends when its last device does).
-pub fn outputs_and_slowest_runs<T>(runs: Vec<(T, Vec<Duration>)>) -> (Vec<T>, Vec<Duration>) {
-    let mut outputs = Vec::with_capacity(runs.len());
-    let mut run_times: Vec<Duration> = Vec::new();
-    for (o, t) in runs {
-        outputs.push(o);
-        run_times.resize(t.len().max(run_times.len()), Duration::ZERO);
-        for (k, t) in t.into_iter().enumerate() {
-            run_times[k] = run_times[k].max(t);
-        }
+    #[test]
+    fn a_run_takes_its_slowest_device() {
+        let ms = Duration::from_millis;
+        let runs = vec![("a", vec![ms(3), ms(1)]), ("b", vec![ms(2), ms(5), ms(4)])];
+        let (outputs, times) = super::outputs_and_slowest_runs(runs);
+        assert_eq!(outputs, ["a", "b"]);
+        assert_eq!(times, [ms(3), ms(5), ms(4)]);
     }
-    (outputs, run_times)
 }
