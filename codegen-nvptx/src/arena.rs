@@ -40,11 +40,12 @@
 //! row-major `bitcast`, `axle_schedule::views::is_operand_view`) whose leaves the assignment
 //! put in its operand's buffers runs no kernel: its bytes are in place already.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use axle_analysis::eval::Device as RunDevice;
 use axle_codegen_llvm::elemental::{inst_leaves, literal_leaves};
 use axle_codegen_llvm::error::finish;
+use axle_ir::entity::EntitySet;
 use axle_ir::{AttrKey, BufferId, CompId, InstId, Module, Opcode};
 use axle_schedule::views::is_operand_view;
 use axle_schedule::{assign, BufferAssignment, Memory, Move};
@@ -90,7 +91,7 @@ pub struct ArenaProgram<'a, D: Device> {
     /// Per instruction with kernels, their positions in `kernels`.
     pub by_inst: &'a HashMap<InstId, Vec<usize>>,
     /// The collectives, run as host steps ([`crate::collective`]).
-    pub host_steps: &'a HashSet<InstId>,
+    pub host_steps: &'a EntitySet<InstId>,
     /// The kernels as the device loaded them.
     pub program: &'a D::Program,
 }
@@ -274,7 +275,7 @@ impl<D: Device> ArenaProgram<'_, D> {
                     Some(callee) => self.computation(mem, placed, callee, depth + 1),
                     None => Err("call needs to_apply".into()),
                 },
-                _ if self.host_steps.contains(&id) => self.host_step(mem, placed, id),
+                _ if self.host_steps.contains(id) => self.host_step(mem, placed, id),
                 _ => self.launch(mem, placed, id),
             };
             step.map_err(|e| self.at(id, e))?;

@@ -101,15 +101,11 @@ pub fn check(m: &Module, id: InstId) -> Result<(), String> {
     }
 }
 
-/// How long a collective of a run on a world of one device may wait: its group is only
-/// itself, so it never waits.
-const LONE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// A world of one device for a run without a device of `m`, when `m` is written for one device
 /// (`replica_count` and `num_partitions` 1): every group is that device, as XLA runs a module
 /// of one replica and one partition. `None` for a module written for more devices.
 pub fn lone_world(m: &Module) -> Option<InProcess> {
-    (m.replica_count() == 1 && m.num_partitions() == 1).then(|| InProcess::new(1, LONE_TIMEOUT))
+    (m.replica_count() == 1 && m.num_partitions() == 1).then(InProcess::lone)
 }
 
 /// The value of shape `s` from the next leaves of `leaves` (depth-first; tokens have none).

@@ -52,13 +52,14 @@
 //! result's leaves are written into the instruction's buffers (fresh ones on the per-value path,
 //! its assigned slices on the assignment's).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use axle_analysis::eval::Device as RunDevice;
 use axle_codegen_llvm::elemental::{inst_leaves, literal_leaves};
 use axle_codegen_llvm::error::{at, finish, Fail};
 use axle_comm::Communicator;
 use axle_ir::collective::DeviceMesh;
+use axle_ir::entity::EntitySet;
 use axle_ir::{AttrKey, CompId, InstId, Module, Opcode, Shape};
 use axle_schedule::{schedule_module, BufferAssignment, Heuristic};
 
@@ -79,7 +80,7 @@ pub struct Executable<D: Device> {
     /// Per instruction with kernels, their positions in `kernels`.
     by_inst: HashMap<InstId, Vec<usize>>,
     /// The collectives of the host computations, which run as host steps.
-    host_steps: HashSet<InstId>,
+    host_steps: EntitySet<InstId>,
     /// Per host computation, its instructions in the order they run (the module's schedule)
     /// and, per step, the values that die after it ([`release_points`]); what the per-value
     /// path runs, so empty when the module runs from its assignment.
@@ -154,9 +155,11 @@ impl<D: Device> Executable<D> {
             by_inst.entry(info.inst).or_default().push(k);
         }
         let mut orders = HashMap::new();
-        let mut host_steps = HashSet::new();
+        let mut host_steps = EntitySet::new();
         for (c, order) in host_computations(&m) {
-            host_steps.extend(order.iter().copied().filter(|&id| is_host_step(&m, id)));
+            for &id in order.iter().filter(|&&id| is_host_step(&m, id)) {
+                host_steps.insert(id);
+            }
             for &id in &order {
                 if m.opcode(id) == Opcode::Constant && m.literal(id).is_none() {
                     let f = Fail::Msg("the constant's value was elided from the text".into());
@@ -231,9 +234,10 @@ impl<D: Device> Executable<D> {
         mem: &DeviceMemory<D>,
         args: &[Vec<BufferKey>],
     ) -> Result<Vec<BufferKey>, String> {
-        let world = match self.has_collectives() {
-            true => lone_world(&self.module),
-            false => None,
+        let world = if self.has_collectives() {
+            lone_world(&self.module)
+        } else {
+            None
         };
         let Some(world) = world else {
             return self.run_on_device(mem, args, None);
@@ -374,7 +378,7 @@ impl<D: Device> Run<'_, D> {
                     .get(o)
                     .ok_or_else(|| err(id, format!("operand %{} has no value", m.name(*o))))
             };
-            let bufs = if exe.host_steps.contains(&id) {
+            let bufs = if exe.host_steps.contains(id) {
                 self.host_step(id, &values, made).map_err(|e| err(id, e))?
             } else if let Some(ks) = exe.by_inst.get(&id) {
                 let mut outs = Vec::new();

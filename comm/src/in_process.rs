@@ -81,6 +81,14 @@ impl InProcess {
         }
     }
 
+    /// A run of one device, for a module written for one device run without a device (every
+    /// group is that device, as XLA runs a module of one replica and one partition). Its
+    /// collectives never wait for another member; the timeout only bounds a wait that cannot
+    /// happen.
+    pub fn lone() -> InProcess {
+        InProcess::new(1, Duration::from_secs(60))
+    }
+
     /// The endpoints of devices `0..N`, in order.
     pub fn devices(&self) -> Vec<InProcessDevice> {
         (0..self.shared.n)

@@ -273,10 +273,6 @@ impl Coll {
     }
 }
 
-/// How long a collective of a run without a device may wait: its group is only itself, so it
-/// never waits.
-const LONE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// A world of one device, for a collective of a module written for one device run without a
 /// device (as XLA runs a module of one replica and one partition: every group is that
 /// device); `None` where the module, the collective's groups or pairs, or its Shardy mesh name
@@ -285,7 +281,7 @@ fn lone_world(c: &Coll) -> Option<axle_comm::InProcess> {
     let only_zero =
         c.groups.iter().flatten().all(|&d| d == 0) && c.pairs.iter().flatten().all(|&d| d == 0);
     (c.module_devices == 1 && only_zero && c.sdy_devices.iter().all(|&n| n == 1))
-        .then(|| axle_comm::InProcess::new(1, LONE_TIMEOUT))
+        .then(axle_comm::InProcess::lone)
 }
 
 /// The device a thread runs as, and what its run has come to.
