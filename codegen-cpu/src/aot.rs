@@ -71,6 +71,7 @@ pub fn compile_aot(m: &Module, opts: &CpuOptions, name: &str) -> Result<AotOutpu
     let opts = &CpuOptions {
         gemm_library: false,
         sort_library: false,
+        conv_library: false,
         ..opts.clone()
     };
     let built = build(&ctx, m, opts, &symbol, RelocMode::PIC)?;

@@ -35,6 +35,7 @@ use crate::error::R;
 use crate::gemm::{
     add_vecs, ceil_div64, col_masks, delinearize, min64, splat_float, splat_int, RegFn, RegTile,
 };
+use crate::runtime::conv::{ConvShape, LibraryConv};
 
 /// Output pixels per register tile.
 pub(crate) const MR: i64 = 6;
@@ -77,6 +78,9 @@ pub(crate) struct ConvFast {
     /// ([`ConvFast::strip_major`], [`ConvFast::chunks`]) is chosen at 64 bytes whatever the
     /// target, so every user of the geometry agrees on it.
     lanes: i64,
+    /// The convolution on the runtime's precompiled kernel ([`ConvFast::for_library`]): its
+    /// kernel is then a call, and its work items the library's.
+    pub library: Option<LibraryConv>,
 }
 
 /// The vector register bytes [`conv_fast`] plans with (AVX-512's).
@@ -99,6 +103,46 @@ impl ConvFast {
     pub fn for_target(mut self, t: &crate::gemm::GemmTarget) -> ConvFast {
         let bytes = crate::gemm::vector_bytes(&t.features);
         self.lanes = lanes_in(self.ty, bytes.min(PLAN_VECTOR_BYTES));
+        self
+    }
+    /// This convolution on the runtime's precompiled kernel when the target allows it (the
+    /// host, in the JIT, with AVX2 and FMA or AVX-512) and the kernel takes it (`f32`, no
+    /// phases, see `runtime/conv.rs`). The choice depends on the types, sizes and target only,
+    /// so the buffer rules and the emission agree; an output fusion's epilogue then runs on
+    /// each item's finished block.
+    pub fn for_library(mut self, t: &crate::gemm::GemmTarget) -> ConvFast {
+        let has = |f: &str| t.features.split(',').any(|x| x == f);
+        let avx512 = crate::gemm::vector_bytes(&t.features) == 64;
+        if !t.conv_library
+            || self.ty != ElementType::F32
+            || self.phased()
+            || !(avx512 || has("+avx2") && has("+fma"))
+        {
+            return self;
+        }
+        let shape = ConvShape {
+            pix_dims: &self.pix_dims,
+            pix_role: &self.pix_role,
+            o: self.o,
+            c: self.c,
+            in_st_batch: self.in_st_batch,
+            in_st_feat: self.in_st_feat,
+            in_st_sp: &self.in_st_sp,
+            in_sp: &self.in_sp,
+            k_sp: &self.k_sp,
+            k_st_sp: &self.k_st_sp,
+            k_st_in: self.k_st_in,
+            window: self
+                .window
+                .iter()
+                .map(|w| (w.stride, w.pad_lo, w.lhs_dilate, w.rhs_dilate))
+                .collect(),
+        };
+        if let Some(lib) = LibraryConv::new(&shape, avx512) {
+            self.library = Some(lib);
+            self.strip_major = false;
+            self.chunks = 1;
+        }
         self
     }
     /// Output features per strip (two vectors).
@@ -147,6 +191,9 @@ impl ConvFast {
     /// Work items: tiles of `MR` output pixels, or with [`ConvFast::strip_major`] the strips
     /// of output features times the chunks of tiles.
     pub fn items(&self) -> i64 {
+        if let Some(lib) = &self.library {
+            return lib.items();
+        }
         if self.strip_major {
             self.strips() * self.chunks
         } else {
@@ -155,6 +202,9 @@ impl ConvFast {
     }
     /// Multiply-adds of one work item (at most).
     pub fn item_work(&self) -> i64 {
+        if let Some(lib) = &self.library {
+            return lib.item_work();
+        }
         let per_strip = MR * self.nr().min(self.o) * self.c * self.k_sp.iter().product::<i64>();
         if self.strip_major {
             per_strip * self.tiles_per_chunk()
@@ -241,7 +291,7 @@ impl ConvFast {
     /// Bytes of scratch the kernel needs: with [`ConvFast::strip_major`], per work item a
     /// packed block of the kernel and the accumulators kept between blocks; none otherwise.
     pub fn scratch_bytes(&self) -> i64 {
-        if self.strip_major {
+        if self.strip_major && self.library.is_none() {
             self.items() * (self.block_bytes() + self.partial_bytes())
         } else {
             0
@@ -406,6 +456,19 @@ pub(crate) fn item_block<'ctx>(
         return Err("the output block of a phased convolution's item is not a range".into());
     }
     let npix = cg.c64(numel(&geo.pix_dims));
+    if let Some(lib) = &geo.library {
+        // Chunks of pixels innermost, groups of strips outermost (`LibraryConv::block`).
+        let (rows, width) = lib.block_size();
+        let chunks = cg.c64(lib.chunks);
+        let g = bb.build_int_unsigned_div(t, chunks, "group")?;
+        let j = bb.build_int_unsigned_rem(t, chunks, "chunk")?;
+        let p0 = min64(cg, bb.build_int_nsw_mul(j, cg.c64(rows), "p0")?, npix)?;
+        let p1 = min64(cg, bb.build_int_nsw_add(p0, cg.c64(rows), "p1")?, npix)?;
+        let o = cg.c64(geo.o);
+        let o0 = min64(cg, bb.build_int_nsw_mul(g, cg.c64(width), "o0")?, o)?;
+        let o1 = min64(cg, bb.build_int_nsw_add(o0, cg.c64(width), "o1")?, o)?;
+        return Ok(ItemBlock { p0, p1, o0, o1 });
+    }
     if !geo.strip_major {
         let p0 = bb.build_int_nsw_mul(t, cg.c64(MR), "p0")?;
         let p1 = min64(cg, bb.build_int_nsw_add(p0, cg.c64(MR), "p1")?, npix)?;
@@ -429,6 +492,34 @@ pub(crate) fn item_block<'ctx>(
         cg.c64(geo.o),
     )?;
     Ok(ItemBlock { p0, p1, o0, o1 })
+}
+
+/// Emits the call of the runtime's precompiled convolution
+/// ([`crate::runtime::conv::axle_rt_conv`]) on work items `start..end`: `input`, `kernel` and
+/// `out` the convolution's buffers. The descriptor is a private constant of the module.
+fn emit_library<'ctx>(
+    cg: &Cg<'ctx>,
+    lib: &LibraryConv,
+    input: PointerValue<'ctx>,
+    kernel: PointerValue<'ctx>,
+    out: PointerValue<'ctx>,
+    start: IntValue<'ctx>,
+    end: IntValue<'ctx>,
+) -> R<()> {
+    let desc = crate::host::descriptor(cg, &lib.encode(), "axle.conv.desc");
+    let (p, i) = (cg.ptr().into(), cg.i64().into());
+    let fty = cg.ctx.void_type().fn_type(&[p, p, p, p, i, i], false);
+    let f = crate::host::runtime_function(cg, "axle_rt_conv", fty);
+    let args = [
+        desc.as_pointer_value().into(),
+        input.into(),
+        kernel.into(),
+        out.into(),
+        start.into(),
+        end.into(),
+    ];
+    cg.b.build_call(f, &args, "")?;
+    Ok(())
 }
 
 /// Work items a strip-major convolution aims at at least (so threads share the work).
@@ -508,6 +599,7 @@ pub(crate) fn conv_fast(m: &Module, id: InstId) -> Option<ConvFast> {
         strip_major: false,
         chunks: 1,
         lanes: lanes_in(out.ty, PLAN_VECTOR_BYTES),
+        library: None,
         phase: g
             .window
             .iter()
@@ -602,6 +694,12 @@ pub(crate) fn emit_conv<'ctx>(
         return Err("a register epilogue of a narrow-float convolution".into());
     }
     let bb = &cg.b;
+    if let Some(lib) = &geo.library {
+        if finish.is_some() {
+            return Err("a register epilogue of a convolution on the precompiled kernel".into());
+        }
+        return emit_library(cg, lib, input, kernel, out, start, end);
+    }
     cg.for_range(start, end, |t| {
         if !geo.strip_major {
             let view = KernelView {

@@ -94,6 +94,14 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
             _ => None,
         };
         let library = matches!(&gemm, Some((g, _)) if g.library.is_some());
+        let conv = match m.opcode(core) {
+            Opcode::Convolution => {
+                let geo = crate::conv_fast::conv_fast(m, core).ok_or("not a tiled convolution")?;
+                Some(geo.for_target(self.gemm).for_library(self.gemm))
+            }
+            _ => None,
+        };
+        let library = library || matches!(&conv, Some(g) if g.library.is_some());
         let (lhs, rhs) = match &gemm {
             Some((_, [a, b])) => (*a, *b),
             None => {
@@ -117,13 +125,6 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         self.g.bind(core, Ext::Bufs(vec![c]));
         let dims = arr_of(m, core)?.dims.to_vec();
         let (start, end) = (self.start, self.end);
-        let conv = match m.opcode(core) {
-            Opcode::Convolution => {
-                let geo = crate::conv_fast::conv_fast(m, core).ok_or("not a tiled convolution")?;
-                Some(geo.for_target(self.gemm))
-            }
-            _ => None,
-        };
         // The core's register tile: the longest line of its result (rows or columns), its
         // accumulation type, and whether its rows and columns are the result's (all but the
         // last dimension, and the last) in the result's own type.
@@ -255,7 +256,11 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
                         crate::conv_fast::emit_conv(cg, &geo, lhs, rhs, c, pack, item, next, None)?;
                         // The item's output: its pixels, its features of each.
                         let blk = crate::conv_fast::item_block(cg, &geo, item)?;
-                        if !geo.strip_major {
+                        let whole = match &geo.library {
+                            Some(lib) => lib.whole_pixels(),
+                            None => !geo.strip_major,
+                        };
+                        if whole {
                             // Whole pixels: one contiguous range.
                             let lo = b.build_int_nsw_mul(blk.p0, cg.c64(o), "lo")?;
                             let hi = b.build_int_nsw_mul(blk.p1, cg.c64(o), "hi")?;

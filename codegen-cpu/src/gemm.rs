@@ -349,6 +349,9 @@ pub(crate) struct GemmTarget {
     /// Whether radix sorts run their digit passes in the runtime ([`crate::radix`]); only for
     /// the host, in the JIT.
     pub sort_library: bool,
+    /// Whether convolutions may run on the runtime's precompiled convolution
+    /// ([`crate::conv_fast::ConvFast::for_library`]); only for the host, in the JIT.
+    pub conv_library: bool,
 }
 
 /// How the GEMM reads one operand of a dot: `base`'s buffer (row-major, as every buffer is)

@@ -121,6 +121,11 @@ pub struct CpuOptions {
     /// instead of generating them in every sort kernel: on by default. Ahead-of-time objects
     /// and other targets than the host always generate theirs. Both give the same bits.
     pub sort_library: bool,
+    /// Convolutions the runtime's precompiled convolution takes (`f32`, features innermost,
+    /// see `runtime/conv.rs`) call it instead of a convolution kernel generated for each:
+    /// on by default. Ahead-of-time objects and other targets than the host always generate
+    /// theirs.
+    pub conv_library: bool,
 }
 
 /// Where an output fusion of a dot applies its elementwise epilogue; the measurements that
@@ -154,6 +159,7 @@ impl Default for CpuOptions {
             epilogues: default_epilogues(),
             gemm_library: true,
             sort_library: true,
+            conv_library: true,
         }
     }
 }

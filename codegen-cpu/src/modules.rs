@@ -96,15 +96,22 @@ fn heavy_weight(k: &Kernel, library: bool) -> usize {
     use crate::lower::KernelKind::*;
     let epilogue = matches!(k.plan, crate::fused::KernelPlan::Epilogue(_));
     match k.kind {
-        Gemm if library && !epilogue => 0,
+        Gemm | Conv if library && !epilogue => 0,
         Gemm | Conv => HEAVY_WEIGHT,
         _ => 0,
     }
 }
 
 /// Whether kernel `k` runs its dot on the runtime's precompiled GEMM
-/// ([`crate::gemm::GemmGeo::for_library`]).
+/// ([`crate::gemm::GemmGeo::for_library`]) or its convolution on the precompiled convolution
+/// ([`crate::conv_fast::ConvFast::for_library`]).
 fn on_library(m: &Module, gemm: &crate::gemm::GemmTarget, k: &Kernel) -> bool {
+    if k.kind == crate::lower::KernelKind::Conv {
+        let core = k.plan.core(k.root);
+        return m.opcode(core) == axle_ir::Opcode::Convolution
+            && crate::conv_fast::conv_fast(m, core)
+                .is_some_and(|g| g.for_target(gemm).for_library(gemm).library.is_some());
+    }
     crate::lower::gemm_core(m, k.kind, &k.plan, k.root)
         .and_then(|core| crate::gemm::gemm_geo(m, core, gemm))
         .is_some_and(|g| g.for_library(gemm).library.is_some())
@@ -293,8 +300,12 @@ enum Class {
 fn class(prog: &Program, k: &Kernel, library: bool) -> Class {
     use crate::lower::KernelKind::*;
     if library {
-        // A call of the precompiled GEMM, then perhaps an elementwise epilogue over its panel.
+        // A call of the precompiled GEMM or convolution, then perhaps an elementwise epilogue
+        // over its block.
         return match k.plan {
+            // A convolution's epilogue is an elementwise loop over each item's block: the
+            // loop vectorizer is all it needs.
+            crate::fused::KernelPlan::Epilogue(_) if k.kind == Conv => Class::Loop,
             crate::fused::KernelPlan::Epilogue(_) => Class::Full,
             _ => Class::Light,
         };

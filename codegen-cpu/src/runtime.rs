@@ -1,7 +1,8 @@
 //! The runtime library: the operations XLA's CPU backend also runs as calls into a library
 //! rather than as generated loops (FFT, Cholesky, triangular solves and the LAPACK custom calls
 //! JAX emits), written in Rust and called from generated code through a host-call thunk; and
-//! the precompiled GEMM ([`gemm`]) that dot kernels call on their work items.
+//! the precompiled GEMM ([`gemm`]) and convolution ([`conv`]) that dot and convolution kernels
+//! call on their work items.
 //!
 //! The ABI of every host-call entry point is
 //! `void axle_rt_NAME(const int64_t *desc, void *const *bufs)`: `desc` is a constant array the
@@ -9,8 +10,8 @@
 //! and flags, see [`Call::encode`]) and `bufs` holds the operand buffers followed by the result
 //! buffers, dense and row-major. The JIT maps the symbols to these functions ([`symbols`]);
 //! ahead-of-time objects do not include the library, so `compile_aot` refuses modules that
-//! need it (and compiles dots to generated GEMMs, not to [`gemm::axle_rt_gemm`], whose ABI is
-//! its own).
+//! need it (and compiles dots and convolutions to generated kernels, not to
+//! [`gemm::axle_rt_gemm`] and [`conv::axle_rt_conv`], whose ABI is their own).
 //!
 //! Every routine computes in the operation's own precision (`f32` for `f32`/`c64`, like
 //! LAPACK's `s` and `c` routines) on a private copy of its operands, on the calling thread, so
@@ -19,6 +20,7 @@
 //! eigen- and singular value decompositions).
 
 pub(crate) mod collective;
+pub(crate) mod conv;
 pub(crate) mod fft;
 pub(crate) mod gemm;
 pub(crate) mod linalg;
@@ -726,6 +728,7 @@ macro_rules! entry_points {
             vec![
                 $((stringify!($name), $name as unsafe extern "C" fn(*const i64, *const *mut u8) as usize),)*
                 ("axle_rt_failed", collective::axle_rt_failed as extern "C" fn() -> u8 as usize),
+                ("axle_rt_conv", conv::axle_rt_conv as unsafe extern "C" fn(*const i64, *const u8, *const u8, *mut u8, i64, i64) as usize),
                 ("axle_rt_gemm", gemm::axle_rt_gemm as unsafe extern "C" fn(*const i64, *const u8, *const u8, *mut u8, i64, i64) as usize),
                 ("axle_rt_radix_sort", radix::axle_rt_radix_sort as unsafe extern "C" fn(*mut u8, *mut u8, i64, i64) -> *mut u8 as usize),
             ]

@@ -117,5 +117,6 @@ pub(crate) fn gemm_target(opts: &CpuOptions) -> crate::gemm::GemmTarget {
         // The runtime's GEMM runs on the host, in the JIT's process.
         library: opts.gemm_library && opts.target_triple.as_deref().is_none_or(is_host_triple),
         sort_library: opts.sort_library && opts.target_triple.as_deref().is_none_or(is_host_triple),
+        conv_library: opts.conv_library && opts.target_triple.as_deref().is_none_or(is_host_triple),
     }
 }
