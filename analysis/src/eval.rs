@@ -642,7 +642,7 @@ fn arity_ok(op: Opcode, n: usize) -> bool {
         | GetDimensionSize | While | Copy => n == 1,
         DynamicSlice => n >= 1,
         DynamicUpdateSlice | AddDependency | Scatter => n >= 2,
-        Conditional | Concatenate | Sort | CustomCall | Map => n >= 1,
+        Conditional | Concatenate | Sort | Map => n >= 1,
         Reduce | ReduceWindow => n >= 2 && n.is_multiple_of(2),
         _ if op.is_elementwise_binary() => n == 2,
         _ if op.is_elementwise_unary() => n == 1,
@@ -1550,6 +1550,12 @@ impl<'m> Evaluator<'m> {
             }
             _ => return Err("custom-call without a target".into()),
         };
+        // Every target the evaluator knows reads an operand.
+        if ops.is_empty() {
+            return Err(
+                format!("unsupported custom-call target \"{target}\" without operands").into(),
+            );
+        }
         let target = match ops.first() {
             Some(Literal::Array(a)) => {
                 crate::householder::xla_qr_target(&target, a.shape.ty).unwrap_or(target)
@@ -1563,11 +1569,11 @@ impl<'m> Evaluator<'m> {
             "TopK" => sort::custom_topk(self, id, arr(ops[0])?),
             "xla.sdy.GlobalToLocalShape" if self.device.is_some() => self.global_to_local(id, ops),
             "xla.sdy.LocalToGlobalShape" if self.device.is_some() => self.local_to_global(id, ops),
-            // A sharding or placement annotation of the value's own shape: the identity.
+            // A sharding or placement annotation of the value's own shape (an array or a
+            // tuple, as `ShardBarrierFrom` takes): the identity.
             t if axle_ir::is_annotation_target(t)
                 && ops.len() == 1
-                && matches!((m.shape(id), ops[0]), (axle_ir::Shape::Array(a), Literal::Array(l))
-                    if a.ty == l.ty() && a.dims == l.shape.dims) =>
+                && shape_matches(m, ops[0], m.shape(id)) =>
             {
                 Ok(ops[0].clone())
             }
@@ -1639,5 +1645,37 @@ ENTRY e {
             .filter_map(|l| l.as_array().map(|a| a.to_f64_vec()[0]))
             .collect();
         assert_eq!(ints, [10.0, 7.0]);
+    }
+
+    /// A sharding annotation of a tuple (`ShardBarrierFrom`, as XLA's sharding propagation
+    /// tests write it) is the identity, as it is of an array.
+    #[test]
+    fn tuple_shard_barrier_is_the_identity() {
+        let text = "HloModule m\n\nENTRY e {\n  a = s32[] parameter(0)\n  \
+                    t = (s32[], s32[]) tuple(a, a)\n  \
+                    b = (s32[], s32[]) custom-call(t), custom_call_target=\"ShardBarrierFrom\", \
+                    custom_call_has_side_effect=true\n  \
+                    ROOT g = s32[] get-tuple-element(b), index=1\n}\n";
+        let m = parse_module(text).expect("parses");
+        let a = ArrayLiteral {
+            shape: ArrayShape::new(ElementType::S32, &[]),
+            data: 7i32.to_le_bytes().to_vec(),
+        };
+        let got = evaluate(&m, &[Literal::Array(a.clone())]).expect("runs");
+        assert_eq!(got, Literal::Array(a));
+    }
+
+    /// A custom call without operands (valid HLO) of a target the evaluator does not know is
+    /// refused naming the target.
+    #[test]
+    fn custom_call_without_operands_names_its_target() {
+        let text = "HloModule m\n\nENTRY e {\n  \
+                    ROOT c = f32[2] custom-call(), custom_call_target=\"call-target\"\n}\n";
+        let m = parse_module(text).expect("parses");
+        let err = evaluate(&m, &[]).expect_err("ran").to_string();
+        assert!(
+            err.contains("unsupported custom-call target \"call-target\" without operands"),
+            "{err}"
+        );
     }
 }
