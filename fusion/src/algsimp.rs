@@ -17,8 +17,9 @@
 //!   `neg-neg`, `abs-abs`, `abs-neg`, `idempotent-unary`, `shift-zero`;
 //! - logic (`logic`): `and-self`, `or-self`, `and-ones`, `and-zero`, `or-zero`, `or-ones`, `xor-zero`,
 //!   `xor-self`, `not-not`, `select-same`, `select-const-pred`, `select-not-pred`,
-//!   `compare-self`, `compare-pred-const`, `conditional-to-select` (an array `conditional` on a
-//!   `pred` whose branches have no effect: both branches as `call`s and a `select`);
+//!   `compare-self`, `compare-pred-const`, `conditional-to-select` (in a `map`'s computation, an array
+//!   `conditional` on a `pred` whose branches have no effect: both branches as `call`s and a
+//!   `select`);
 //! - conversions (`convert`): `convert-same-type`, `convert-convert`, `bitcast-convert-same-type`,
 //!   `copy-same-layout`, `sharding-annotation` (a sharding custom-call of the value's own shape),
 //!   `lone-collective` (a collective among groups of one device each, or in a module for one

@@ -124,11 +124,11 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
     }
 }
 
-/// `conditional-to-select` (XLA's `ConditionalToSelect`): a `conditional` on a `pred` whose
-/// result is an array and whose two branches have no effect runs both branches as `call`s and
-/// picks with `select` (the predicate broadcast to the result's dimensions), the same value: a
-/// branch without effects computes it whether or not it is picked. A computation applied per
-/// element (a `map`'s) so keeps no control flow.
+/// `conditional-to-select` (XLA's `ConditionalToSelect`): in a computation a `map` applies per
+/// element, a `conditional` on a `pred` whose result is an array and whose two branches have no
+/// effect runs both branches as `call`s and picks with `select` (the predicate broadcast to the result's dimensions), the same value: a
+/// branch without effects computes it whether or not it is picked. The map's computation so
+/// keeps no control flow.
 pub(super) fn conditional_to_select(cx: &Cx<'_>, id: InstId) -> Hit {
     let m = cx.m;
     let ops = m.operands(id);
@@ -146,6 +146,16 @@ pub(super) fn conditional_to_select(cx: &Cx<'_>, id: InstId) -> Hit {
     let [tc, fc] = branches[..] else {
         return None;
     };
+    // Only where it runs per element (XLA's pass too): elsewhere both branches would run in
+    // full where one is taken.
+    let parent = m.parent(id);
+    let per_element = m
+        .live_ids()
+        .into_iter()
+        .any(|i| m.opcode(i) == Opcode::Map && m.comp_attr(i, &AttrKey::ToApply) == Some(parent));
+    if !per_element {
+        return None;
+    }
     let effectful = axle_ir::passes::effectful_computations(m);
     if effectful.contains(tc) || effectful.contains(fc) {
         return None;
