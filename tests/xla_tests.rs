@@ -1,11 +1,12 @@
 //! XLA's own test modules (`testkit/xlatests`: the raw-string HLO modules of `xla/tests/*.cc`,
-//! the evaluator's, the parser's and the HLO passes' tests, extracted by `extract.py`, with
-//! inputs and XLA CPU's outputs made by `gen.py`) on the `interpreter` and `cpu` backends, and
-//! the execution tests' and the evaluator's also on `nvptx-sim`, each compiled with the
-//! backend's default pipeline as `axle run` does, against XLA's outputs under the manifest's
-//! tolerances.
+//! the evaluator's and the parser's tests; `testkit/xlatests-passes`: those of the HLO passes'
+//! tests that fit CI's time; all extracted by `extract.py`, with inputs and XLA CPU's outputs
+//! made by `gen.py`) on the `interpreter` and `cpu` backends, and the execution tests' and the
+//! evaluator's also on `nvptx-sim`, each compiled with the backend's default pipeline as `axle
+//! run` does, against XLA's outputs under the manifest's tolerances. `AXLE_XLATESTS_DIR` runs
+//! one other case directory instead (a scratch one `gen.py --out` wrote).
 //!
-//! Two lists beside the manifest say where a case is not held to XLA's bits:
+//! Two lists beside each manifest say where a case is not held to XLA's bits:
 //! - `refused.txt` (`NAME BACKEND REASON`, `*` for every backend): the case must fail with an
 //!   error containing REASON, so a refusal that changes, or a case that starts passing, is
 //!   noticed;
@@ -452,15 +453,41 @@ fn check_defined_part(
     Ok(())
 }
 
-fn main() {
-    let args = Arguments::from_args();
-    let dir = dir();
-    let cases = manifest_cases(&dir);
-    let refused = backend_lines(&dir, "refused.txt");
-    let loose = backend_lines(&dir, "implementation_defined.txt");
+/// The corpus directories the test runs: `testkit/xlatests` (the execution, evaluator and
+/// parser tests' cases) and `testkit/xlatests-passes` (the HLO passes' tests' cases that fit
+/// CI's time), or only the directory `AXLE_XLATESTS_DIR` names (a case directory `gen.py
+/// --out` wrote, with its own `refused.txt` and `implementation_defined.txt`, empty if absent).
+fn corpus_dirs() -> Vec<PathBuf> {
+    match std::env::var_os("AXLE_XLATESTS_DIR") {
+        Some(d) => vec![PathBuf::from(d)],
+        None => vec![dir(), dir().with_file_name("xlatests-passes")],
+    }
+}
+
+/// `backend_lines` of `file` when it exists, else none.
+fn optional_lines(dir: &Path, file: &str) -> BTreeMap<(String, String), String> {
+    if dir.join(file).exists() {
+        backend_lines(dir, file)
+    } else {
+        BTreeMap::new()
+    }
+}
+
+/// Per backend: cases run, matched XLA, held as refusals, held as implementation-defined.
+type Counts = [(usize, Arc<AtomicUsize>, usize, usize); BACKENDS.len()];
+
+/// One trial per case of `dir` and backend it runs on (`BACKEND/NAME`), checked against the
+/// directory's `refused.txt` and `implementation_defined.txt`; counts go to `counts`.
+fn corpus_trials(dir: &Path, cases: &[Value], counts: &mut Counts, trials: &mut Vec<Trial>) {
+    let refused = optional_lines(dir, "refused.txt");
+    let loose = optional_lines(dir, "implementation_defined.txt");
     for (n, b) in refused.keys().chain(loose.keys()) {
         let case = cases.iter().find(|c| c["name"] == n.as_str());
-        assert!(case.is_some(), "lists name a case not in the manifest: {n}");
+        assert!(
+            case.is_some(),
+            "{}: lists name a case not in the manifest: {n}",
+            dir.display()
+        );
         assert!(
             b == "*" || BACKENDS.contains(&b.as_str()),
             "lists name a backend not tested: {b}"
@@ -470,28 +497,24 @@ fn main() {
             "lists name {n} on {b}, where it does not run"
         );
     }
-    let matched: Arc<[AtomicUsize; BACKENDS.len()]> = Arc::new([
-        AtomicUsize::new(0),
-        AtomicUsize::new(0),
-        AtomicUsize::new(0),
-    ]);
-    let mut trials = Vec::new();
-    // Per backend, the cases held as refusals and as implementation-defined (a refusal first).
-    let mut held = [(0, 0); BACKENDS.len()];
-    let run = BACKENDS.map(|b| cases.iter().filter(|c| runs_on(c, b)).count());
     for (bi, b) in BACKENDS.into_iter().enumerate() {
         let run = backend(b);
         for case in cases.iter().filter(|c| runs_on(c, b)) {
             let name = case["name"].as_str().expect("case name").to_string();
             let reason = for_backend(&refused, &name, b).cloned();
             let defined = for_backend(&loose, &name, b).is_some();
+            counts[bi].0 += 1;
             if reason.is_some() {
-                held[bi].0 += 1;
+                counts[bi].2 += 1;
             } else if defined {
-                held[bi].1 += 1;
+                counts[bi].3 += 1;
             }
-            let (dir, case, run, matched) =
-                (dir.clone(), case.clone(), run.clone(), matched.clone());
+            let (dir, case, run, matched) = (
+                dir.to_path_buf(),
+                case.clone(),
+                run.clone(),
+                counts[bi].1.clone(),
+            );
             trials.push(Trial::test(format!("{b}/{name}"), move || {
                 if let Some(reason) = reason {
                     return check_refused(&dir, &case, &run, b, &reason);
@@ -503,11 +526,33 @@ fn main() {
                     Some(layout) => check_devices(&dir, &case, b, layout)?,
                     None => run_case(&dir, &case, &format!("{name}.hlo"), &run)?,
                 }
-                matched[bi].fetch_add(1, Ordering::Relaxed);
+                matched.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }));
         }
     }
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    let mut trials = Vec::new();
+    let mut names = std::collections::BTreeSet::new();
+    let mut report = Vec::new();
+    for d in corpus_dirs() {
+        let cases = manifest_cases(&d);
+        for c in &cases {
+            let n = c["name"].as_str().expect("case name");
+            assert!(
+                names.insert(n.to_string()),
+                "case {n} is in two directories"
+            );
+        }
+        let mut counts: Counts = Default::default();
+        corpus_trials(&d, &cases, &mut counts, &mut trials);
+        report.push((d, counts));
+    }
+    let dir = dir();
+    let cases = manifest_cases(&dir);
     let first = cases
         .iter()
         .find(|c| {
@@ -541,14 +586,18 @@ fn main() {
     let full = args.filter.is_none() && args.skip.is_empty();
     let conclusion = libtest_mimic::run(&args, trials);
     if full {
-        for (bi, b) in BACKENDS.iter().enumerate() {
-            println!(
-                "{b}: {} of {} cases match XLA, {} documented refusals, {} implementation-defined",
-                matched[bi].load(Ordering::Relaxed),
-                run[bi],
-                held[bi].0,
-                held[bi].1
-            );
+        for (d, counts) in &report {
+            let dname = d.file_name().unwrap_or_default().to_string_lossy();
+            for (b, (run, matched, refused, defined)) in BACKENDS.iter().zip(counts) {
+                if *run == 0 {
+                    continue;
+                }
+                println!(
+                    "{dname} {b}: {} of {run} cases match XLA, {refused} documented refusals, \
+                     {defined} implementation-defined",
+                    matched.load(Ordering::Relaxed),
+                );
+            }
         }
     }
     conclusion.exit();

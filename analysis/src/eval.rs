@@ -45,6 +45,7 @@ mod shape_ops;
 mod sort;
 
 use crate::float_mode::with_float_mode;
+use axle_ir::entity::EntitySet;
 use axle_ir::memory::MemoryBudget;
 use axle_ir::{
     ArrayLiteral, ArrayShape, AttrKey, AttrValue, CompId, ElementType, InstId, Literal, Module,
@@ -476,6 +477,10 @@ pub(crate) struct Evaluator<'m> {
     budget: MemoryBudget,
     /// The device this evaluation runs as, in a multi-device run.
     device: Option<Device<'m>>,
+    /// The computations whose running may have an effect (rng, collectives, I/O), computed
+    /// when the first `while` runs: a loop without effects that leaves its state unchanged
+    /// never ends.
+    effectful: Option<EntitySet<CompId>>,
 }
 
 /// The bytes a value of shape `s` holds (array leaves), or `None` for a shape no backend runs
@@ -637,7 +642,7 @@ fn arity_ok(op: Opcode, n: usize) -> bool {
         | GetDimensionSize | While | Copy => n == 1,
         DynamicSlice => n >= 1,
         DynamicUpdateSlice | AddDependency | Scatter => n >= 2,
-        Conditional | Concatenate | Sort | CustomCall | Map => n >= 1,
+        Conditional | Concatenate | Sort | Map => n >= 1,
         Reduce | ReduceWindow => n >= 2 && n.is_multiple_of(2),
         _ if op.is_elementwise_binary() => n == 2,
         _ if op.is_elementwise_unary() => n == 1,
@@ -707,6 +712,7 @@ impl<'m> Evaluator<'m> {
             depth: 0,
             budget,
             device: None,
+            effectful: None,
         }
     }
 
@@ -1474,6 +1480,14 @@ impl<'m> Evaluator<'m> {
     fn eval_while(&mut self, id: InstId, init: &Literal) -> R<Literal> {
         let cond = self.comp(id, AttrKey::Condition)?;
         let body = self.comp(id, AttrKey::Body)?;
+        // Condition and body without effects run the same on the same state: an iteration
+        // that leaves the state unchanged (bit for bit) while the condition holds repeats
+        // forever, which is an error rather than a hang.
+        let m = self.m;
+        let effectful = self
+            .effectful
+            .get_or_insert_with(|| axle_ir::passes::effectful_computations(m));
+        let pure = !effectful.contains(cond) && !effectful.contains(body);
         let mut state = Val::Ref(init);
         loop {
             let p = self.run(cond, vec![Val::Ref(state.get())])?;
@@ -1485,6 +1499,14 @@ impl<'m> Evaluator<'m> {
                 return Ok(state.into_owned());
             }
             let next = self.run(body, vec![Val::Ref(state.get())])?.into_owned();
+            if pure && next == *state.get() {
+                return Err(Fail::Msg(
+                    "the while loop never ends: an iteration left its state unchanged while \
+                     its condition held (XLA removes such a loop only where nothing reads its \
+                     result)"
+                        .into(),
+                ));
+            }
             state = Val::Own(next);
         }
     }
@@ -1528,6 +1550,12 @@ impl<'m> Evaluator<'m> {
             }
             _ => return Err("custom-call without a target".into()),
         };
+        // Every target the evaluator knows reads an operand.
+        if ops.is_empty() {
+            return Err(
+                format!("unsupported custom-call target \"{target}\" without operands").into(),
+            );
+        }
         let target = match ops.first() {
             Some(Literal::Array(a)) => {
                 crate::householder::xla_qr_target(&target, a.shape.ty).unwrap_or(target)
@@ -1541,11 +1569,11 @@ impl<'m> Evaluator<'m> {
             "TopK" => sort::custom_topk(self, id, arr(ops[0])?),
             "xla.sdy.GlobalToLocalShape" if self.device.is_some() => self.global_to_local(id, ops),
             "xla.sdy.LocalToGlobalShape" if self.device.is_some() => self.local_to_global(id, ops),
-            // A sharding or placement annotation of the value's own shape: the identity.
+            // A sharding or placement annotation of the value's own shape (an array or a
+            // tuple, as `ShardBarrierFrom` takes): the identity.
             t if axle_ir::is_annotation_target(t)
                 && ops.len() == 1
-                && matches!((m.shape(id), ops[0]), (axle_ir::Shape::Array(a), Literal::Array(l))
-                    if a.ty == l.ty() && a.dims == l.shape.dims) =>
+                && shape_matches(m, ops[0], m.shape(id)) =>
             {
                 Ok(ops[0].clone())
             }
@@ -1556,5 +1584,98 @@ impl<'m> Evaluator<'m> {
             .into()),
             _ => Err(format!("unsupported custom-call target \"{target}\"").into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::evaluate;
+    use axle_ir::{parse_module, ArrayLiteral, ArrayShape, ElementType, Literal};
+
+    /// A loop whose body adds `STEP` to a counter while it is below 10.
+    const COUNTER: &str = "HloModule m
+
+cond {
+  p = (s32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(10)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body {
+  p = (s32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = s32[] get-tuple-element(p), index=1
+  s = s32[] constant(STEP)
+  j = s32[] add(i, s)
+  y = s32[] add(x, x)
+  z = s32[] subtract(y, x)
+  ROOT t = (s32[], s32[]) tuple(j, z)
+}
+
+ENTRY e {
+  a = s32[] parameter(0)
+  zero = s32[] constant(0)
+  t = (s32[], s32[]) tuple(zero, a)
+  ROOT w = (s32[], s32[]) while(t), condition=cond, body=body
+}
+";
+
+    fn run(step: i32) -> Result<Literal, String> {
+        let m = parse_module(&COUNTER.replace("STEP", &step.to_string())).expect("parses");
+        let a = ArrayLiteral {
+            shape: ArrayShape::new(ElementType::S32, &[]),
+            data: 7i32.to_le_bytes().to_vec(),
+        };
+        evaluate(&m, &[Literal::Array(a)]).map_err(|e| e.to_string())
+    }
+
+    /// An iteration that leaves the state unchanged while the condition holds is an error
+    /// naming the loop (a step of 0); the same loop with a step of 1 ends.
+    #[test]
+    fn unchanged_state_is_an_endless_loop() {
+        let err = run(0).expect_err("an endless loop ended");
+        assert!(err.contains("never ends"), "{err}");
+        assert!(err.contains("%w"), "{err}");
+        let Literal::Tuple(out) = run(1).expect("ends") else {
+            panic!("not a tuple");
+        };
+        let ints: Vec<f64> = out
+            .iter()
+            .filter_map(|l| l.as_array().map(|a| a.to_f64_vec()[0]))
+            .collect();
+        assert_eq!(ints, [10.0, 7.0]);
+    }
+
+    /// A sharding annotation of a tuple (`ShardBarrierFrom`, as XLA's sharding propagation
+    /// tests write it) is the identity, as it is of an array.
+    #[test]
+    fn tuple_shard_barrier_is_the_identity() {
+        let text = "HloModule m\n\nENTRY e {\n  a = s32[] parameter(0)\n  \
+                    t = (s32[], s32[]) tuple(a, a)\n  \
+                    b = (s32[], s32[]) custom-call(t), custom_call_target=\"ShardBarrierFrom\", \
+                    custom_call_has_side_effect=true\n  \
+                    ROOT g = s32[] get-tuple-element(b), index=1\n}\n";
+        let m = parse_module(text).expect("parses");
+        let a = ArrayLiteral {
+            shape: ArrayShape::new(ElementType::S32, &[]),
+            data: 7i32.to_le_bytes().to_vec(),
+        };
+        let got = evaluate(&m, &[Literal::Array(a.clone())]).expect("runs");
+        assert_eq!(got, Literal::Array(a));
+    }
+
+    /// A custom call without operands (valid HLO) of a target the evaluator does not know is
+    /// refused naming the target.
+    #[test]
+    fn custom_call_without_operands_names_its_target() {
+        let text = "HloModule m\n\nENTRY e {\n  \
+                    ROOT c = f32[2] custom-call(), custom_call_target=\"call-target\"\n}\n";
+        let m = parse_module(text).expect("parses");
+        let err = evaluate(&m, &[]).expect_err("ran").to_string();
+        assert!(
+            err.contains("unsupported custom-call target \"call-target\" without operands"),
+            "{err}"
+        );
     }
 }

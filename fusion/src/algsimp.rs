@@ -17,7 +17,9 @@
 //!   `neg-neg`, `abs-abs`, `abs-neg`, `idempotent-unary`, `shift-zero`;
 //! - logic (`logic`): `and-self`, `or-self`, `and-ones`, `and-zero`, `or-zero`, `or-ones`, `xor-zero`,
 //!   `xor-self`, `not-not`, `select-same`, `select-const-pred`, `select-not-pred`,
-//!   `compare-self`, `compare-pred-const`;
+//!   `compare-self`, `compare-pred-const`, `conditional-to-select` (in a `map`'s computation, an array
+//!   `conditional` on a `pred` whose branches have no effect: both branches as `call`s and a
+//!   `select`);
 //! - conversions (`convert`): `convert-same-type`, `convert-convert`, `bitcast-convert-same-type`,
 //!   `copy-same-layout`, `sharding-annotation` (a sharding custom-call of the value's own shape),
 //!   `lone-collective` (a collective among groups of one device each, or in a module for one
@@ -95,6 +97,7 @@ pub(crate) fn match_at(cx: &Cx<'_>, id: InstId) -> Hit {
             convert::lone_collective(cx, id)
         }
         AsyncStart | AsyncDone => convert::async_to_sync(cx, id),
+        Conditional => logic::conditional_to_select(cx, id),
         Reshape | Broadcast | Transpose | Slice | Pad | Concatenate | Reverse | DynamicSlice
         | DynamicUpdateSlice | Iota => shapes::rules(cx, id),
         Reduce | Dot => reduce::rules(cx, id),

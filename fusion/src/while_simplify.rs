@@ -193,11 +193,15 @@ fn short_trip_count(m: &Module, l: &Loop) -> Option<u32> {
     (!test(wrap(ty, start + step))).then_some(1)
 }
 
-/// Whether the body of `l` passes element `j` through unchanged.
+/// Whether the body of `l` passes element `j` through unchanged (a body whose root is its
+/// parameter passes every element through).
 fn passes_through(m: &Module, l: &Loop, j: usize) -> bool {
     let (Some(bp), br) = (param(m, l.body), m.root(l.body)) else {
         return false;
     };
+    if br == bp {
+        return true;
+    }
     m.opcode(br) == Opcode::Tuple
         && m.operands(br)
             .get(j)

@@ -26,6 +26,9 @@
 //!   `branch_computations={{...}, b}`), scoped like any computation and named `_`, `_.1`, ...
 //!   (names no named computation has) once the module is read;
 //! - `broadcast` without `dimensions=` when its operand is a scalar (`dimensions={}`);
+//! - `select` with a scalar predicate and array operands (the predicate picks a whole operand):
+//!   the predicate is broadcast to the operands' dimensions by a new `broadcast` named as nested
+//!   instructions are;
 //! - a lone scalar as the literal of an array constant (`f32[4] constant(5)`): XLA stores it at
 //!   the first element of a zero-filled literal, so it reads as `{5, 0, 0, 0}`;
 //! - a computation signature's parameter list is read and not checked (XLA ignores it), while
@@ -307,6 +310,11 @@ struct Parser<'a> {
     shapeless: Vec<(InstId, SrcLoc)>,
     /// `broadcast`s written without `dimensions=`, with their opcode's location.
     bare_broadcasts: Vec<(InstId, SrcLoc)>,
+    /// Each `select` given a predicate broadcast ([`Self::broadcast_select_predicates`]): the
+    /// broadcast.
+    select_preds: HashMap<InstId, InstId>,
+    /// The broadcasts of `select_preds`.
+    select_pred_broadcasts: HashSet<InstId>,
     /// Signature result shapes to check against a root whose shape is inferred.
     pending_results: Vec<(CompId, ShapeId, SrcLoc)>,
     /// Computations written inline in attributes, in the order they were read.
@@ -394,6 +402,8 @@ impl<'a> Parser<'a> {
             pending_ctrl: Vec::new(),
             shapeless: Vec::new(),
             bare_broadcasts: Vec::new(),
+            select_preds: HashMap::new(),
+            select_pred_broadcasts: HashSet::new(),
             pending_results: Vec::new(),
             inline_comps: Vec::new(),
             inline_depth: 0,
@@ -1088,6 +1098,7 @@ impl<'a> Parser<'a> {
         self.name_inline_comps(&mut m);
         self.infer_shapes(&mut m)?;
         self.complete_broadcasts(&mut m)?;
+        self.broadcast_select_predicates(&mut m);
         for &(c, result, loc) in &self.pending_results {
             if m.shape_id(m.root(c)) != result {
                 return Err(self.err_at(
@@ -1344,6 +1355,48 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
+    /// Gives every `select` whose predicate is a scalar and whose operands are arrays of rank
+    /// one or more (which XLA's shape inference accepts: the predicate picks whole operands) a
+    /// predicate broadcast to the operands' dimensions, a new `broadcast` named as nested
+    /// instructions are, once every shape is known.
+    fn broadcast_select_predicates(&mut self, m: &mut Module) {
+        let selects: Vec<InstId> = m
+            .live_ids()
+            .into_iter()
+            .filter(|&i| m.opcode(i) == Opcode::Select && m.operands(i).len() == 3)
+            .collect();
+        for i in selects {
+            let (p, t) = (m.operands(i)[0], m.operands(i)[1]);
+            let (Shape::Array(ps), Shape::Array(ts)) = (m.shape(p), m.shape(t)) else {
+                continue;
+            };
+            if ps.ty != ElementType::Pred || !ps.dims.is_empty() || ts.dims.is_empty() {
+                continue;
+            }
+            let dims = ts.dims.to_vec();
+            let shape = OwnedShape::Array(ArrayShape::new(ElementType::Pred, &dims)).intern(m);
+            let name = self.anon_name(m, Opcode::Broadcast);
+            let mut attrs = vec![(AttrKey::Dimensions, AttrValue::Ints(Box::new([])))];
+            let no_layout = m.no_layout();
+            let b = m.push_inst_parts(
+                m.parent(i),
+                Opcode::Broadcast,
+                shape,
+                no_layout,
+                &[p],
+                &mut attrs,
+                &name,
+            );
+            if let Some(loc) = m.src_loc(i) {
+                m.set_src_loc(b, loc);
+            }
+            self.inst_by_name.insert(m, b);
+            m.set_operand(i, 0, b);
+            self.select_preds.insert(i, b);
+            self.select_pred_broadcasts.insert(b);
+        }
+    }
+
     /// The schedule of a module printed with `is_scheduled=true`: each computation's
     /// instructions in text order, which must then run every operand before its users.
     fn text_order_schedule(&self, m: &Module) -> PResult<Schedule> {
@@ -1354,7 +1407,22 @@ impl<'a> Parser<'a> {
             if !m.is_live_comp(c) {
                 continue;
             }
-            let insts = std::mem::take(insts);
+            // A select's generated predicate broadcast (made after the text was read) runs
+            // just before the select.
+            let mut insts: Vec<InstId> = std::mem::take(insts)
+                .into_iter()
+                .filter(|i| !self.select_pred_broadcasts.contains(i))
+                .collect();
+            let mut k = 0;
+            while k < insts.len() {
+                if let Some(&b) = self.select_preds.get(&insts[k]) {
+                    if m.parent(b) == c {
+                        insts.insert(k, b);
+                        k += 1;
+                    }
+                }
+                k += 1;
+            }
             for &i in &insts {
                 let deps = m.operands(i).iter().chain(m.control_predecessors(i));
                 for &d in deps {

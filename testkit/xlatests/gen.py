@@ -2,7 +2,7 @@
 """Reference outputs from XLA CPU for the HLO modules of XLA's own tests.
 
 Usage (with jax/jaxlib 0.10.2):
-    gen.py MODULES_JSON [--jobs N] [--timeout S] [--only-file NAMES] [--only NAME...]
+    gen.py MODULES_JSON [--out DIR] [--jobs N] [--timeout S] [--only-file NAMES] [--only NAME...]
 
 MODULES_JSON is what extract.py writes. For each module this compiles the text on XLA CPU with
 `compile_hlo_text` of $AXLE_SHARED/baseline/baseline.py (default ../shared), makes seeded inputs for the entry parameters (seed =
@@ -18,8 +18,9 @@ partition p is device r * partitions + p, XLA's default assignment), every devic
 same inputs; device D's outputs are written as `NAME.dD.outK.npy` and the manifest entry records
 `replicas` and `partitions` (its outputs' `file` names device 0's).
 
-`--jobs N` runs N modules at a time (one XLA process each); `--timeout S` gives each module S
-seconds (default TIMEOUT_S) before its process is killed and the module skipped as a timeout.
+`--out DIR` writes the cases, `manifest.json` and `skipped.json` into DIR instead of beside
+this file (the passes' cases are made in a scratch directory first: README). `--jobs N` runs N
+modules at a time (one XLA process each); `--timeout S` gives each module S seconds (default TIMEOUT_S) before its process is killed and the module skipped as a timeout.
 A module whose entry parameters and result (as its `entry_computation_layout` declares them)
 exceed the size limit is skipped before XLA runs it.
 
@@ -55,6 +56,8 @@ from shape_list import split_top  # noqa: E402
 MAX_CASE_BYTES = 96 * 1024
 # Host devices the worker's XLA CPU client has (the most any module here asks for).
 HOST_DEVICES = 8
+# Where the cases are written (`--out DIR`; default beside this file).
+OUT = HERE
 # Seconds XLA may take to compile and run one module.
 TIMEOUT_S = 10
 
@@ -297,11 +300,14 @@ def main():
     if "--only-file" in sys.argv:
         only = set(open(option("--only-file", "")).read().split())
     jobs, timeout_s = option("--jobs", 1), option("--timeout", TIMEOUT_S)
+    global OUT
+    OUT = option("--out", HERE)
+    os.makedirs(OUT, exist_ok=True)
     cases, skipped = [], list(src["skipped"]) if only is None else []
-    for old in os.listdir(HERE):
+    for old in os.listdir(OUT):
         if (old.endswith(".npy") or old.endswith(".hlo")) and (
                 only is None or old.split(".")[0] in only):
-            os.remove(os.path.join(HERE, old))
+            os.remove(os.path.join(OUT, old))
     mods = [m for m in src["modules"] if only is None or m["name"] in only]
     for mod, status, payload in run_all(mods, jobs, timeout_s):
         name = mod["name"]
@@ -338,11 +344,11 @@ def main():
             skipped.append({"name": name, "origin": mod["origin"], "reason": str(e)})
             continue
         for k, x in enumerate(ins):
-            save(x, os.path.join(HERE, f"{name}.in{k}.npy"))
+            save(x, os.path.join(OUT, f"{name}.in{k}.npy"))
         for d, o in enumerate(per_device):
             for k, x in enumerate(o):
-                save(x, os.path.join(HERE, out_name(d, k)))
-        with open(os.path.join(HERE, name + ".hlo"), "w") as f:
+                save(x, os.path.join(OUT, out_name(d, k)))
+        with open(os.path.join(OUT, name + ".hlo"), "w") as f:
             f.write(mod["text"])
         cases.append(entry)
         print(f"ok {name}" + (f" on {devices[0]}x{devices[1]} devices" if devices else ""),
@@ -356,16 +362,16 @@ def main():
         # one goes after the cases of its file), and its old skipped entry goes.
         cases, skipped = merge(cases, skipped, only, src)
     json.dump({"generator": "gen.py", "jax_version": "0.10.2", "cases": cases},
-              open(os.path.join(HERE, "manifest.json"), "w"), indent=1)
-    json.dump({"skipped": skipped}, open(os.path.join(HERE, "skipped.json"), "w"), indent=1)
+              open(os.path.join(OUT, "manifest.json"), "w"), indent=1)
+    json.dump({"skipped": skipped}, open(os.path.join(OUT, "skipped.json"), "w"), indent=1)
     print(f"{len(cases)} cases, {len(skipped)} skipped")
 
 
 def merge(new_cases, new_skipped, only, src):
     """The manifest's and skipped.json's entries with those of `only` replaced, in the order of
     extract.py's modules (then its templates)."""
-    old_cases = json.load(open(os.path.join(HERE, "manifest.json")))["cases"]
-    old_skipped = json.load(open(os.path.join(HERE, "skipped.json")))["skipped"]
+    old_cases = json.load(open(os.path.join(OUT, "manifest.json")))["cases"]
+    old_skipped = json.load(open(os.path.join(OUT, "skipped.json")))["skipped"]
     case = {c["name"]: c for c in old_cases if c["name"] not in only}
     case.update({c["name"]: c for c in new_cases})
     skip = {s["name"]: s for s in old_skipped if s["name"] not in only}

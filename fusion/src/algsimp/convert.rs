@@ -2,8 +2,8 @@
 //! device each, async pairs run synchronously, and chains of conversions whose first step loses
 //! nothing.
 
-use axle_ir::collective::ReplicaGroups;
-use axle_ir::{AttrKey, AttrValue, CompId, ElementType, InstId, Layout, Opcode, Shape};
+use axle_ir::collective::{GroupMode, ReplicaGroups};
+use axle_ir::{AttrKey, AttrValue, CompId, ElementType, InstId, Layout, Module, Opcode, Shape};
 
 use super::{Cx, Hit};
 use crate::rewrite::{elem_ty, forward, int_range, Node, Rewrite, ShapeSpec, Val};
@@ -140,7 +140,7 @@ fn all_devices(g: Option<&AttrValue>) -> bool {
 }
 
 /// `all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all` among groups of one device each
-/// (listed so, or one group of every device, `replica_groups={}`, in a module whose header
+/// (listed so, unless a group of one replica spans several partitions, or one group of every device, `replica_groups={}`, in a module whose header
 /// counts one replica and one partition, the default of a module without counts: XLA's
 /// `AllReduceSimplifier` case), and
 /// `collective-permute` whose every pair sends a device its own value and whose pairs name every
@@ -154,7 +154,8 @@ pub(super) fn lone_collective(cx: &Cx<'_>, id: InstId) -> Hit {
     let lone = match m.opcode(id) {
         Opcode::AllReduce | Opcode::AllGather | Opcode::ReduceScatter | Opcode::AllToAll => {
             (one_device && all_devices(m.attr(id, &AttrKey::ReplicaGroups)))
-                || matches!(m.attr(id, &AttrKey::ReplicaGroups), Some(AttrValue::ReplicaGroups(g)) if singleton_groups(g))
+                || (matches!(m.attr(id, &AttrKey::ReplicaGroups), Some(AttrValue::ReplicaGroups(g)) if singleton_groups(g))
+                    && !spans_partitions(m, id))
         }
         Opcode::CollectivePermute => {
             let n = if m.attr(id, &AttrKey::ChannelId).is_some() {
@@ -192,6 +193,22 @@ pub(super) fn lone_collective(cx: &Cx<'_>, id: InstId) -> Hit {
         }
         _ => None,
     }
+}
+
+/// Whether a group of one replica id of collective `id` still meets several devices: in XLA's
+/// cross-replica-and-partition mode (a `channel_id` and `use_global_device_ids=false`, the
+/// default of the ops with the flag) each group spans every partition, so `{{0}}` in a module
+/// of several partitions is a group of `num_partitions` devices.
+fn spans_partitions(m: &Module, id: InstId) -> bool {
+    let flag = matches!(
+        m.opcode(id),
+        Opcode::AllReduce | Opcode::AllGather | Opcode::ReduceScatter
+    );
+    let global =
+        flag.then(|| m.attr(id, &AttrKey::UseGlobalDeviceIds) == Some(&AttrValue::Bool(true)));
+    m.num_partitions() > 1
+        && GroupMode::of(m.attr(id, &AttrKey::ChannelId).is_some(), global)
+            .map_or(true, |g| g == GroupMode::CrossReplicaAndPartition)
 }
 
 /// The computation an `async-start` runs when it and its one user, an `async-done`, can run

@@ -1,7 +1,9 @@
 //! Logic rules: bitwise identities on integers and `pred`, `select` and `compare` with trivial
 //! operands. Comparisons of a value with itself fold only where NaN cannot interfere.
 
-use axle_ir::{AttrKey, AttrValue, ComparisonDirection, ComparisonType, InstId, Opcode};
+use axle_ir::{
+    AttrKey, AttrValue, ComparisonDirection, ComparisonType, ElementType, InstId, Opcode, Shape,
+};
 
 use super::{Cx, Hit};
 use crate::rewrite::{
@@ -120,4 +122,66 @@ pub(super) fn rules(cx: &Cx<'_>, id: InstId) -> Hit {
         }
         _ => None,
     }
+}
+
+/// `conditional-to-select` (XLA's `ConditionalToSelect`): in a computation a `map` applies per
+/// element, a `conditional` on a `pred` whose result is an array and whose two branches have no
+/// effect runs both branches as `call`s and picks with `select` (the predicate broadcast to the result's dimensions), the same value: a
+/// branch without effects computes it whether or not it is picked. The map's computation so
+/// keeps no control flow.
+pub(super) fn conditional_to_select(cx: &Cx<'_>, id: InstId) -> Hit {
+    let m = cx.m;
+    let ops = m.operands(id);
+    let [p, t, f] = ops[..] else {
+        return None;
+    };
+    let Shape::Array(out) = m.shape(id) else {
+        return None;
+    };
+    let dims = out.dims.to_vec();
+    if !matches!(m.shape(p), Shape::Array(a) if a.dims.is_empty()) || !elem_ty(m, p)?.is_pred() {
+        return None;
+    }
+    let branches = m.branch_computations(id)?;
+    let [tc, fc] = branches[..] else {
+        return None;
+    };
+    // Only where it runs per element (XLA's pass too): elsewhere both branches would run in
+    // full where one is taken.
+    let parent = m.parent(id);
+    let per_element = m
+        .live_ids()
+        .into_iter()
+        .any(|i| m.opcode(i) == Opcode::Map && m.comp_attr(i, &AttrKey::ToApply) == Some(parent));
+    if !per_element {
+        return None;
+    }
+    let effectful = axle_ir::passes::effectful_computations(m);
+    if effectful.contains(tc) || effectful.contains(fc) {
+        return None;
+    }
+    let call = |arg: InstId, c| {
+        Node::new(Opcode::Call, ShapeSpec::Of(id), vec![Val::Old(arg)])
+            .attr(AttrKey::ToApply, AttrValue::Comp(c))
+    };
+    let mut nodes = vec![call(t, tc), call(f, fc)];
+    let pred = if dims.is_empty() {
+        Val::Old(p)
+    } else {
+        nodes.push(
+            Node::new(
+                Opcode::Broadcast,
+                ShapeSpec::Array(ElementType::Pred, dims),
+                vec![Val::Old(p)],
+            )
+            .attr(AttrKey::Dimensions, AttrValue::Ints(Box::new([]))),
+        );
+        Val::New(2)
+    };
+    nodes.push(Node::new(
+        Opcode::Select,
+        ShapeSpec::Of(id),
+        vec![pred, Val::New(0), Val::New(1)],
+    ));
+    hit("conditional-to-select", Some(Rewrite::Build(nodes)))
 }

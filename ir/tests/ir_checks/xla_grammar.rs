@@ -1,8 +1,8 @@
 //! HLO text that XLA's parser (`hlo_parser.cc`) accepts beyond what its printer writes, read the
 //! way XLA reads it: no `HloModule` line, instructions without a result shape, operands written
 //! as nested instructions, older header and trailer syntax, `broadcast` of a scalar without
-//! `dimensions=`, a scalar literal for an array constant, computations inline in attributes, and
-//! signatures whose parameter lists XLA ignores.
+//! `dimensions=`, a scalar literal for an array constant, computations inline in attributes,
+//! signatures whose parameter lists XLA ignores, and `select` with a scalar predicate.
 //!
 //! Every accepted text must print canonically and read back to the same printout; where XLA's
 //! reading is known (names, inferred shapes, literal values: taken from XLA's parser through
@@ -827,4 +827,33 @@ fn a_negative_u64_literal_wraps_as_xla_reads_it() {
         26,
         "value -1 is out of range for u8",
     );
+}
+
+/// A `select` with a scalar predicate and array operands (XLA's shape inference accepts it:
+/// the predicate picks a whole operand) reads with the predicate broadcast to the operands'
+/// dimensions by a generated `broadcast`, also in a scheduled module (the broadcast runs just
+/// before the select); a scalar select is left as written.
+#[test]
+fn a_scalar_select_predicate_is_broadcast() {
+    for header in ["HloModule m", "HloModule m, is_scheduled=true"] {
+        let text = format!(
+            "{header}\n\nENTRY e {{\n  p = pred[] parameter(0)\n  a = f32[2,3] parameter(1)\n  \
+             b = f32[2,3] parameter(2)\n  ROOT s = f32[2,3] select(p, a, b)\n}}\n"
+        );
+        let m = accept_verified(&text);
+        let printed = print_module(&m);
+        assert!(
+            printed.contains("broadcast.anon = pred[2,3] broadcast(p), dimensions={}"),
+            "{printed}"
+        );
+        assert!(
+            printed.contains("select(broadcast.anon, a, b)"),
+            "{printed}"
+        );
+    }
+    let scalar =
+        "HloModule m\n\nENTRY e {\n  p = pred[] parameter(0)\n  a = f32[] parameter(1)\n  \
+                  ROOT s = f32[] select(p, a, a)\n}\n";
+    let printed = print_module(&accept_verified(scalar));
+    assert!(!printed.contains("broadcast"), "{printed}");
 }
