@@ -138,7 +138,7 @@ fn main() -> Result<(), String> {
         seed: 7,
         ..Default::default()
     };
-    let report = axle::run::run_module(m, &opts)?;
+    let report = axle::run::run_module(m, &opts).map_err(|e| e.to_string())?;
     print!("{}", axle::run::summary(&report));
     Ok(())
 }

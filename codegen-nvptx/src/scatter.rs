@@ -385,7 +385,7 @@ impl ScatterGeometry {
 impl ScatterKernel {
     /// The launch plan: one thread per output element (copy) or per owned position
     /// (update); no launch when the output is empty.
-    pub fn launch_plan(&self) -> Result<LaunchPlan, String> {
+    pub fn launch_plan(&self) -> Result<LaunchPlan, crate::NvptxError> {
         let elements = numel(&self.geo.dims).max(0) as u64;
         LaunchPlan::for_elements(match (elements, self.pass) {
             (0, _) => 0,
