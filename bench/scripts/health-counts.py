@@ -5,7 +5,7 @@ the repository given (default: this one), outside `target/`, `.git` and `fuzz/ca
 - `pub-result-string`: public functions (`pub`, `pub(crate)`, `pub(super)`) whose signature
   (from `fn` to the body's `{` or the `;`) holds `Result<..., String>`, per crate folder;
 - `unsafe-without-safety`: `unsafe {` blocks (and `unsafe impl`) with no `SAFETY:` comment on
-  the same line or within the 4 lines above;
+  the same line, within the 4 lines above, or in the comment block directly above;
 - `fns-over-150`: functions whose body (from the `fn` line to its closing brace) spans more
   than 150 lines, with the longest listed.
 
@@ -93,6 +93,12 @@ for path in sorted(files()):
         for m in re.finditer(r"\bunsafe\s*(\{|impl\b)", cl):
             unsafe_total += 1
             window = lines[max(0, ln - 4): ln + 1]
+            # The comment block (and attributes) directly above, as clippy's
+            # `undocumented_unsafe_blocks` reads it.
+            k = ln - 1
+            while k >= 0 and re.match(r"\s*(//|#\[)", lines[k]):
+                window.append(lines[k])
+                k -= 1
             if not any("SAFETY:" in w for w in window):
                 unsafe_bad += 1
                 unsafe_list.append(f"{rel}:{ln + 1}")

@@ -683,8 +683,9 @@ fn float_atomic_add<'ctx>(cg: &Cg<'ctx>, p: PointerValue<'ctx>, v: FloatValue<'c
     if cg.b.get_insert_block().is_none() {
         return Err("an atomic add outside a basic block".into());
     }
-    // The builder is positioned, `p` is a pointer and `v` a float of the pointee's type (both
-    // made by `Cg` in this module and context), which is all LLVMBuildAtomicRMW requires.
+    // SAFETY: the builder is positioned, `p` is a pointer and `v` a float of the pointee's
+    // type (both made by `Cg` in this module and context), which is all LLVMBuildAtomicRMW
+    // requires.
     unsafe {
         llvm_sys::core::LLVMBuildAtomicRMW(
             cg.b.as_mut_ptr(),
