@@ -58,7 +58,7 @@ impl Compiler for CountingCompiler {
         m: Module,
         _opts: &CompileOptions,
     ) -> Result<Box<dyn Executable>, BackendError> {
-        axle::verify_module(&m).map_err(|e| BackendError::new(NAME, e))?;
+        axle::verify_module(&m).map_err(|e| BackendError::with_source(NAME, e))?;
         Ok(Box::new(CountingExecutable {
             module: m,
             runs: AtomicUsize::new(0),

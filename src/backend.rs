@@ -325,7 +325,7 @@ pub fn prepare_module_phases(
         ));
     }
     let t = std::time::Instant::now();
-    crate::verify_module(&m).map_err(|e| BackendError::new(backend, e))?;
+    crate::verify_module(&m).map_err(|e| BackendError::with_source(backend, e))?;
     axle_ir::check_runnable(&m).map_err(|e| BackendError::new(backend, e.to_string()))?;
     let mut phases = vec![Phase {
         name: "verify".into(),
