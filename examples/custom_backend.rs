@@ -58,7 +58,7 @@ impl Compiler for CountingCompiler {
         m: Module,
         _opts: &CompileOptions,
     ) -> Result<Box<dyn Executable>, BackendError> {
-        axle::verify_module(&m).map_err(|e| BackendError::new(NAME, e))?;
+        axle::verify_module(&m).map_err(|e| BackendError::with_source(NAME, e))?;
         Ok(Box::new(CountingExecutable {
             module: m,
             runs: AtomicUsize::new(0),
@@ -138,7 +138,7 @@ fn main() -> Result<(), String> {
         seed: 7,
         ..Default::default()
     };
-    let report = axle::run::run_module(m, &opts)?;
+    let report = axle::run::run_module(m, &opts).map_err(|e| e.to_string())?;
     print!("{}", axle::run::summary(&report));
     Ok(())
 }

@@ -18,13 +18,19 @@ use axle_ir::{ArrayShape, ElementType, Literal, Module, Shape};
 use crate::array::ArrayRef;
 use crate::cache::CacheOutcome;
 
-/// An error from a backend: compilation, transfer or execution.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An error from a backend: compilation, transfer or execution. Its text is
+/// `BACKEND: MESSAGE`; where the backend's own error type says why (the nvptx backend's
+/// [`axle_codegen_nvptx::NvptxError`]), it is kept as the [`std::error::Error::source`], so a
+/// caller can downcast it and match its variants. Two errors are equal when their backend and
+/// message are.
+#[derive(Clone, Debug)]
 pub struct BackendError {
     /// The backend that failed.
     pub backend: String,
     /// What went wrong.
     pub message: String,
+    /// The backend's own error, when it has one (its text is `message`).
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 impl BackendError {
@@ -33,9 +39,31 @@ impl BackendError {
         BackendError {
             backend: backend.to_string(),
             message: message.into(),
+            source: None,
+        }
+    }
+
+    /// An error of backend `backend` from its own error `source`: the message is `source`'s
+    /// text, and `source` is the error's [`std::error::Error::source`].
+    pub fn with_source(
+        backend: &str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        BackendError {
+            backend: backend.to_string(),
+            message: source.to_string(),
+            source: Some(Arc::new(source)),
         }
     }
 }
+
+impl PartialEq for BackendError {
+    fn eq(&self, other: &Self) -> bool {
+        self.backend == other.backend && self.message == other.message
+    }
+}
+
+impl Eq for BackendError {}
 
 impl fmt::Display for BackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -43,7 +71,13 @@ impl fmt::Display for BackendError {
     }
 }
 
-impl std::error::Error for BackendError {}
+impl std::error::Error for BackendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// A device of a platform.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -291,7 +325,7 @@ pub fn prepare_module_phases(
         ));
     }
     let t = std::time::Instant::now();
-    crate::verify_module(&m).map_err(|e| BackendError::new(backend, e))?;
+    crate::verify_module(&m).map_err(|e| BackendError::with_source(backend, e))?;
     axle_ir::check_runnable(&m).map_err(|e| BackendError::new(backend, e.to_string()))?;
     let mut phases = vec![Phase {
         name: "verify".into(),

@@ -161,7 +161,7 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
     let name = m.name.clone();
     axle_ir::check_runnable(&m)
         .map_err(|e| crate::backend::BackendError::new(&opts.backend, e.to_string()).to_string())?;
-    let inputs = generate_inputs(&m, opts.seed)?;
+    let inputs = generate_inputs(&m, opts.seed).map_err(|e| e.to_string())?;
     let again = opts.warm_compile.then(|| m.clone());
     let Loaded {
         exe,
@@ -173,7 +173,8 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
         opts.pipeline.as_deref(),
         &opts.cache,
         &inputs,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let warm_compile_time = match again {
         Some(m) => Some(
             compile_and_upload(
@@ -182,7 +183,8 @@ pub fn bench_module(m: Module, opts: &BenchOptions) -> Result<BenchReport, Strin
                 opts.pipeline.as_deref(),
                 &opts.cache,
                 &inputs,
-            )?
+            )
+            .map_err(|e| e.to_string())?
             .compile_time,
         ),
         None => None,

@@ -80,7 +80,7 @@ pub fn run_on_devices(
     let mesh = DeviceMesh::for_module(&m, devices)?;
     let mut budget = MemoryBudget::new()?;
     let per_device: Vec<Vec<Literal>> = if opts.inputs.is_empty() {
-        let a = try_generate_inputs(&m, opts.seed, &mut budget)?;
+        let a = try_generate_inputs(&m, opts.seed, &mut budget).map_err(|e| e.to_string())?;
         vec![a; devices as usize]
     } else {
         let n = devices as usize;
@@ -131,7 +131,9 @@ pub fn run_on_devices(
     let mut written = Vec::new();
     if let Some(dir) = &opts.out_dir {
         for (d, outs) in outputs.iter().enumerate() {
-            written.extend(write_outputs(&dir.join(format!("d{d}")), outs)?);
+            written.extend(
+                write_outputs(&dir.join(format!("d{d}")), outs).map_err(|e| e.to_string())?,
+            );
         }
     }
     Ok(DevicesReport {

@@ -30,7 +30,18 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    /// The source of the wrapped error (whose text this error's is), so the chain reaches a
+    /// backend's own error ([`BackendError`]'s source).
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Parse(_) => None,
+            Error::Build(e) => e.source(),
+            Error::Backend(e) => e.source(),
+            Error::Array(e) => e.source(),
+        }
+    }
+}
 
 impl From<axle_ir::builder::BuildError> for Error {
     fn from(e: axle_ir::builder::BuildError) -> Self {

@@ -127,9 +127,9 @@ use std::time::Duration;
 
 use axle_ir::Module;
 
-/// Verifies a module; on failure returns every error, one per line.
-pub fn verify_module(m: &Module) -> Result<(), String> {
-    axle_ir::verify::verify(m).map_err(|e| e.to_string())
+/// Verifies a module; on failure returns every error (its text: one per line).
+pub fn verify_module(m: &Module) -> Result<(), axle_ir::VerifyErrors> {
+    axle_ir::verify::verify(m)
 }
 
 /// Verifies a parsed module; on failure returns every error rendered against `file`'s lines as

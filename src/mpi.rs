@@ -150,7 +150,9 @@ fn run(
     let mut written = Vec::new();
     if let Some(dir) = &opts.out_dir {
         for (d, outs) in per_device.iter().enumerate() {
-            written.extend(write_outputs(&dir.join(format!("d{d}")), outs)?);
+            written.extend(
+                write_outputs(&dir.join(format!("d{d}")), outs).map_err(|e| e.to_string())?,
+            );
         }
     }
     Ok(Some(DevicesReport {
@@ -169,7 +171,7 @@ type DeviceId = u32;
 fn rank_inputs(m: &Module, opts: &RunOptions, n: u32, me: u32) -> Result<Vec<Literal>, String> {
     let mut budget = MemoryBudget::new()?;
     if opts.inputs.is_empty() {
-        return try_generate_inputs(m, opts.seed, &mut budget);
+        return try_generate_inputs(m, opts.seed, &mut budget).map_err(|e| e.to_string());
     }
     let per: usize = m
         .params(m.entry())

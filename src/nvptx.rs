@@ -22,7 +22,7 @@ use axle_codegen_nvptx::cuda::CudaDevice;
 use axle_codegen_nvptx::device::{BufferKey, Device, DeviceMemory};
 use axle_codegen_nvptx::executor::Executable as GpuProgram;
 use axle_codegen_nvptx::sim::SimDevice;
-use axle_codegen_nvptx::{Emit, GpuArch, KernelOptions, NvptxOptions, TensorCores};
+use axle_codegen_nvptx::{Emit, GpuArch, KernelOptions, NvptxError, NvptxOptions, TensorCores};
 use axle_ir::{ArrayLiteral, Literal, Module};
 
 use crate::backend::{
@@ -37,8 +37,8 @@ const SIM_NAME: &str = axle_codegen_nvptx::sim::SIM_BACKEND;
 /// opened on first use.
 struct Shared<D: Device> {
     name: &'static str,
-    open: fn() -> Result<D, String>,
-    memory: OnceLock<Result<Arc<DeviceMemory<D>>, String>>,
+    open: fn() -> Result<D, NvptxError>,
+    memory: OnceLock<Result<Arc<DeviceMemory<D>>, NvptxError>>,
 }
 
 impl<D: Device> Shared<D> {
@@ -46,7 +46,7 @@ impl<D: Device> Shared<D> {
         self.memory
             .get_or_init(|| (self.open)().map(|d| Arc::new(DeviceMemory::new(d))))
             .clone()
-            .map_err(|e| BackendError::new(self.name, e))
+            .map_err(|e| BackendError::with_source(self.name, e))
     }
 }
 
@@ -63,7 +63,7 @@ pub type NvptxPlatform = GpuPlatform<CudaDevice>;
 pub type NvptxSimPlatform = GpuPlatform<SimDevice>;
 
 impl<D: Device> GpuPlatform<D> {
-    fn with(name: &'static str, open: fn() -> Result<D, String>) -> Self {
+    fn with(name: &'static str, open: fn() -> Result<D, NvptxError>) -> Self {
         let shared = Arc::new(Shared {
             name,
             open,
@@ -177,7 +177,7 @@ pub fn free(buf: &DeviceBuffer) -> Result<(), BackendError> {
             b.keys
                 .iter()
                 .try_for_each(|&k| b.memory.free(k))
-                .map_err(|e| BackendError::new(name, e)),
+                .map_err(|e| BackendError::with_source(name, e)),
         )
     }
     go::<SimDevice>(SIM_NAME, buf)
@@ -281,7 +281,7 @@ impl<D: Device> Executable for GpuExecutable<D> {
         let out = self
             .program
             .run(&self.memory, &keys)
-            .map_err(|e| BackendError::new(name, e))?;
+            .map_err(|e| BackendError::with_source(name, e))?;
         let m = self.program.module();
         Ok(DeviceBuffer {
             platform: name.into(),
@@ -343,7 +343,8 @@ pub(crate) fn execute_devices(
             inputs,
             repeat,
             timeout,
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         let leaves = shape.leaves();
         let outputs = run
             .outputs
@@ -431,7 +432,7 @@ impl<D: Device> TransferManager for GpuTransfer<D> {
         for a in leaves {
             let k = memory
                 .upload(&a.data)
-                .map_err(|e| BackendError::new(name, e))?;
+                .map_err(|e| BackendError::with_source(name, e))?;
             buf.keys.push(k);
         }
         Ok(DeviceBuffer {
@@ -450,7 +451,7 @@ impl<D: Device> TransferManager for GpuTransfer<D> {
             .iter()
             .map(|&k| memory.download(k))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| BackendError::new(name, e))?;
+            .map_err(|e| BackendError::with_source(name, e))?;
         rebuild(name, &buf.shape, &mut data.into_iter())
     }
 }
@@ -468,9 +469,9 @@ pub fn emit_text(
     float_atomics: bool,
     what: &str,
 ) -> Result<String, BackendError> {
-    let gpu_arch = GpuArch::from_name(gpu_arch).map_err(|e| BackendError::new(NAME, e))?;
+    let gpu_arch = GpuArch::from_name(gpu_arch).map_err(|e| BackendError::with_source(NAME, e))?;
     let tensor_cores =
-        TensorCores::from_name(tensor_cores).map_err(|e| BackendError::new(NAME, e))?;
+        TensorCores::from_name(tensor_cores).map_err(|e| BackendError::with_source(NAME, e))?;
     let what = match what {
         "ptx" => Emit::Ptx,
         "llvm" => Emit::LlvmIr,

@@ -26,7 +26,30 @@ use crate::backend::{
     ValueShape,
 };
 use crate::backends::registry;
-use axle_ir::memory::MemoryBudget;
+use axle_ir::memory::{MemoryBudget, MemoryError, MemoryLimitError};
+
+/// Why a run (or one of its steps: binding or making inputs, compiling, running, writing
+/// outputs) failed. Its text is the message alone, as `axle run` prints it after the file name.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum RunError {
+    /// The backend failed: it is not registered, or compiling, transferring or running failed
+    /// (its own error, where it has one, is the source).
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The inputs do not fit the entry parameters (their count, shape or element type), or an
+    /// input file does not read, or a parameter has no fixed size to generate.
+    #[error("{0}")]
+    Input(String),
+    /// An input does not fit under the process's memory ceiling.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    /// The memory ceiling's setting is refused.
+    #[error(transparent)]
+    MemoryLimit(#[from] MemoryLimitError),
+    /// The outputs could not be written (a directory or file that cannot be made or moved).
+    #[error("{0}")]
+    Output(String),
+}
 
 /// Options of a run.
 #[derive(Clone, Debug)]
@@ -98,19 +121,16 @@ pub(crate) fn compile_and_upload(
     pipeline: Option<&str>,
     cache: &CacheMode,
     inputs: &[Literal],
-) -> Result<Loaded, String> {
+) -> Result<Loaded, RunError> {
     let t0 = Instant::now();
-    let exe = platform
-        .compiler()
-        .compile(
-            m,
-            &CompileOptions {
-                pipeline: pipeline_for(platform, pipeline),
-                cache: cache.clone(),
-                ..Default::default()
-            },
-        )
-        .map_err(|e| e.to_string())?;
+    let exe = platform.compiler().compile(
+        m,
+        &CompileOptions {
+            pipeline: pipeline_for(platform, pipeline),
+            cache: cache.clone(),
+            ..Default::default()
+        },
+    )?;
     let compile_time = t0.elapsed();
     let bufs = upload(platform, inputs)?;
     Ok(Loaded {
@@ -121,11 +141,10 @@ pub(crate) fn compile_and_upload(
 }
 
 /// Runs an already parsed and verified module.
-pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
-    let platform = registry().get(&opts.backend).map_err(|e| e.to_string())?;
+pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, RunError> {
+    let platform = registry().get(&opts.backend)?;
     // What every backend refuses, before inputs are made for it.
-    axle_ir::check_runnable(&m)
-        .map_err(|e| BackendError::new(&opts.backend, e.to_string()).to_string())?;
+    axle_ir::check_runnable(&m).map_err(|e| BackendError::new(&opts.backend, e.to_string()))?;
     let mut budget = MemoryBudget::new()?;
     let inputs = if opts.inputs.is_empty() {
         try_generate_inputs(&m, opts.seed, &mut budget)?
@@ -148,15 +167,12 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
     let mut result = None;
     for _ in 0..opts.repeat.max(1) {
         let t = Instant::now();
-        let out = exe.run(&args).map_err(|e| e.to_string())?;
+        let out = exe.run(&args)?;
         run_times.push(t.elapsed());
         result = Some(out);
     }
     let result = result.expect("at least one run");
-    let lit = platform
-        .transfer_manager()
-        .from_device(&result)
-        .map_err(|e| e.to_string())?;
+    let lit = platform.transfer_manager().from_device(&result)?;
     let outputs = flatten(lit);
     let written = match &opts.out_dir {
         Some(dir) => write_outputs(dir, &outputs)?,
@@ -173,12 +189,12 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, String> {
 }
 
 /// The literals `args` on the device of `platform` (device 0), through its transfer manager.
-pub fn upload(platform: &dyn Platform, args: &[Literal]) -> Result<Vec<DeviceBuffer>, String> {
+pub fn upload(
+    platform: &dyn Platform,
+    args: &[Literal],
+) -> Result<Vec<DeviceBuffer>, BackendError> {
     let tm = platform.transfer_manager();
-    args.iter()
-        .map(|a| tm.to_device(a, 0))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())
+    args.iter().map(|a| tm.to_device(a, 0)).collect()
 }
 
 /// Runs `exe` (compiled by `platform`) once on the literals `args`: uploads them, runs, and
@@ -187,14 +203,11 @@ pub fn run_literals(
     platform: &dyn Platform,
     exe: &dyn Executable,
     args: &[Literal],
-) -> Result<Vec<ArrayLiteral>, String> {
+) -> Result<Vec<ArrayLiteral>, BackendError> {
     let bufs = upload(platform, args)?;
     let refs: Vec<&DeviceBuffer> = bufs.iter().collect();
-    let out = exe.run(&refs).map_err(|e| e.to_string())?;
-    let lit = platform
-        .transfer_manager()
-        .from_device(&out)
-        .map_err(|e| e.to_string())?;
+    let out = exe.run(&refs)?;
+    let lit = platform.transfer_manager().from_device(&out)?;
     Ok(flatten(lit))
 }
 
@@ -210,7 +223,7 @@ fn param_desc(m: &Module, k: usize) -> String {
 
 /// Reads `.npy` inputs and binds them to the entry parameters' array leaves (token
 /// parameters take no file: a token carries no data).
-pub fn bind_inputs(m: &Module, files: &[PathBuf]) -> Result<Vec<Literal>, String> {
+pub fn bind_inputs(m: &Module, files: &[PathBuf]) -> Result<Vec<Literal>, RunError> {
     bind_inputs_within(m, files, &mut MemoryBudget::new()?)
 }
 
@@ -219,7 +232,7 @@ pub fn bind_inputs_within(
     m: &Module,
     files: &[PathBuf],
     budget: &mut MemoryBudget,
-) -> Result<Vec<Literal>, String> {
+) -> Result<Vec<Literal>, RunError> {
     let params = m.params(m.entry()).to_vec();
     let shapes: Vec<ValueShape> = params
         .iter()
@@ -227,17 +240,17 @@ pub fn bind_inputs_within(
         .collect();
     let total: usize = shapes.iter().map(|s| s.leaves().len()).sum();
     if files.len() != total {
-        return Err(format!(
+        return Err(RunError::Input(format!(
             "the entry computation takes {total} input array{} but {} {} given",
             if total == 1 { "" } else { "s" },
             files.len(),
             if files.len() == 1 { "was" } else { "were" }
-        ));
+        )));
     }
     let mut next = 0;
     let mut out = Vec::new();
     for (k, s) in shapes.iter().enumerate() {
-        out.push(bind_one(m, k, s, files, &mut next, budget)?);
+        out.push(bind_one(m, k, s, files, &mut next, budget).map_err(RunError::Input)?);
     }
     Ok(out)
 }
@@ -280,7 +293,7 @@ fn bind_one(
 /// Deterministic inputs for every entry parameter from `seed`: floats uniform in [-1, 1),
 /// signed integers in [-8, 8), unsigned in [0, 16), pred fair coin flips; tokens are empty
 /// tuples. Each parameter's size is checked against the memory ceiling before it is made.
-pub fn generate_inputs(m: &Module, seed: u64) -> Result<Vec<Literal>, String> {
+pub fn generate_inputs(m: &Module, seed: u64) -> Result<Vec<Literal>, RunError> {
     try_generate_inputs(m, seed, &mut MemoryBudget::new()?)
 }
 
@@ -291,7 +304,7 @@ pub fn try_generate_inputs(
     m: &Module,
     seed: u64,
     budget: &mut MemoryBudget,
-) -> Result<Vec<Literal>, String> {
+) -> Result<Vec<Literal>, RunError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut out = Vec::new();
     for (k, &p) in m.params(m.entry()).iter().enumerate() {
@@ -299,18 +312,19 @@ pub fn try_generate_inputs(
         let mut bytes = 0u64;
         for a in s.leaves() {
             let b = a.byte_size().ok_or_else(|| {
-                format!(
+                RunError::Input(format!(
                     "{}: {} has no fixed size",
                     param_desc(m, k),
                     axle_ir::OwnedShape::Array(a.clone())
-                )
+                ))
             })?;
             bytes = bytes.saturating_add(b);
         }
-        budget
-            .reserve(bytes, || param_desc(m, k))
-            .map_err(|e| e.to_string())?;
-        out.push(generate(&s, &mut rng).map_err(|e| format!("{}: {e}", param_desc(m, k)))?);
+        budget.reserve(bytes, || param_desc(m, k))?;
+        out.push(
+            generate(&s, &mut rng)
+                .map_err(|e| RunError::Input(format!("{}: {e}", param_desc(m, k))))?,
+        );
     }
     Ok(out)
 }
@@ -362,7 +376,12 @@ fn is_output_name(name: &str) -> bool {
 /// earlier run's `outK.npy` files (any `K`) are moved aside into it, the new ones moved into
 /// place, and the temporary directory removed. If a move fails, the new files are taken out and
 /// the earlier ones put back, so `dir` holds either the earlier run's outputs or this run's.
-pub fn write_outputs(dir: &Path, outputs: &[ArrayLiteral]) -> Result<Vec<PathBuf>, String> {
+pub fn write_outputs(dir: &Path, outputs: &[ArrayLiteral]) -> Result<Vec<PathBuf>, RunError> {
+    write_outputs_as_set(dir, outputs).map_err(RunError::Output)
+}
+
+/// [`write_outputs`], its error a message.
+fn write_outputs_as_set(dir: &Path, outputs: &[ArrayLiteral]) -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("{}: cannot create directory: {e}", dir.display()))?;
     let tmp = tempfile::Builder::new()

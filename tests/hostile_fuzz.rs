@@ -51,7 +51,9 @@ fn run(
         pipeline: pipeline.map(str::to_string),
         ..Default::default()
     };
-    axle::run::run_module(m.clone(), &opts).map(|r| r.outputs)
+    axle::run::run_module(m.clone(), &opts)
+        .map(|r| r.outputs)
+        .map_err(|e| e.to_string())
 }
 
 /// The element count of the largest array (or tuple leaf) any instruction of `m` defines.

@@ -27,6 +27,7 @@ use axle_codegen_nvptx::device::DeviceMemory;
 use axle_codegen_nvptx::executor::Executable;
 use axle_codegen_nvptx::host_computations::host_computations;
 use axle_codegen_nvptx::sim::SimDevice;
+use axle_codegen_nvptx::NvptxError;
 use axle_ir::{compare_arrays, ArrayLiteral, Literal, Module};
 use axle_testkit::{
     check_output, has_elided_constant, inputs, leaves, load, manifest_cases, run_case, shared_dir,
@@ -79,7 +80,7 @@ fn run(
     mem: &DeviceMemory<SimDevice>,
     exe: &Executable<SimDevice>,
     args: &[Literal],
-) -> Result<Vec<ArrayLiteral>, String> {
+) -> Result<Vec<ArrayLiteral>, NvptxError> {
     let mut keys = Vec::new();
     for a in args {
         keys.push(
@@ -113,7 +114,7 @@ fn run(
 fn runner(mem: Arc<DeviceMemory<SimDevice>>) -> Runner {
     Arc::new(move |m, args| {
         let exe = compile(&mem, m)?;
-        run(&mem, &exe, args).map_err(RunFailure::msg)
+        run(&mem, &exe, args).map_err(|e| RunFailure::msg(e.to_string()))
     })
 }
 
@@ -226,7 +227,17 @@ fn stale_device_buffer() -> Result<(), Failed> {
         ("freed again", axle::nvptx::free(&buf).err()),
     ] {
         match e {
-            Some(e) if e.to_string().contains("stale buffer handle") => {}
+            Some(e) if e.to_string().contains("stale buffer handle") => {
+                // The backend's own error is the source, its variant the device's for a read
+                // or a free and the executor's for a run.
+                let source = std::error::Error::source(&e)
+                    .and_then(|s| s.downcast_ref::<NvptxError>())
+                    .ok_or_else(|| format!("{what}: no NvptxError source in {e:?}"))?;
+                let device = matches!(source, NvptxError::Device(_));
+                if device == (what == "run") {
+                    return Err(format!("{what}: source {source:?}").into());
+                }
+            }
             other => return Err(format!("{what}: {other:?}").into()),
         }
     }

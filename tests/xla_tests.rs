@@ -85,7 +85,7 @@ fn backend(name: &'static str) -> Runner {
             .compiler()
             .compile(m.clone(), &opts)
             .map_err(|e| RunFailure::msg(e.to_string()))?;
-        axle::run::run_literals(&*platform, &*exe, args).map_err(RunFailure::msg)
+        axle::run::run_literals(&*platform, &*exe, args).map_err(|e| RunFailure::msg(e.to_string()))
     })
 }
 

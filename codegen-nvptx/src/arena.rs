@@ -55,6 +55,7 @@ use crate::collective::run_step;
 use crate::control_flow::{branch_taken, pred_value};
 use crate::device::{BufferKey, BufferSlice, Device, DeviceMemory};
 use crate::kernels::KernelInfo;
+use crate::NvptxError;
 
 /// How deep host computations may nest in a run (the assignment's program refuses deeper).
 const MAX_DEPTH: usize = 256;
@@ -62,20 +63,27 @@ const MAX_DEPTH: usize = 256;
 /// The static assignment the executor runs `m` (scheduled, with kernel plan `kernels`) from,
 /// or why it cannot: `assign` refuses the module, or the assignment places buffers in a
 /// runtime scratch arena, which the executor does not provide.
-pub fn arena_assignment(m: &Module, kernels: &[KernelInfo]) -> Result<BufferAssignment, String> {
-    let a = assign(m, &GpuRules::new(kernels))
-        .map_err(|e| format!("the buffer assignment refuses the module: {}", e.message))?;
+pub fn arena_assignment(
+    m: &Module,
+    kernels: &[KernelInfo],
+) -> Result<BufferAssignment, NvptxError> {
+    let a = assign(m, &GpuRules::new(kernels)).map_err(|e| {
+        NvptxError::Assignment(format!(
+            "the buffer assignment refuses the module: {}",
+            e.message
+        ))
+    })?;
     let in_arena = a
         .buffers()
         .iter()
         .filter(|b| matches!(b.memory, Memory::Arena { .. }))
         .count();
     if in_arena > 0 || a.arena_bytes > 0 {
-        return Err(format!(
+        return Err(NvptxError::Assignment(format!(
             "the assignment places {in_arena} buffers ({} bytes) in a runtime scratch arena, \
              which the nvptx executor does not provide",
             a.arena_bytes
-        ));
+        )));
     }
     Ok(a)
 }
@@ -169,7 +177,7 @@ impl Placed<'_> {
         i: InstId,
     ) -> Result<Vec<u8>, String> {
         match self.leaves(m, i)?.as_slice() {
-            [s] => mem.read(*s),
+            [s] => mem.read(*s).map_err(|e| e.to_string()),
             other => Err(format!(
                 "%{} has {} array leaves where one scalar is read back",
                 m.name(i),
@@ -193,7 +201,7 @@ impl<D: Device> ArenaProgram<'_, D> {
         mem: &DeviceMemory<D>,
         args: &[Vec<BufferKey>],
         dev: Option<RunDevice<'_>>,
-    ) -> Result<Vec<BufferKey>, String> {
+    ) -> Result<Vec<BufferKey>, NvptxError> {
         let temp = mem.alloc(self.assignment.temp_bytes as usize)?;
         let mut placed = Placed {
             dev,
@@ -203,7 +211,9 @@ impl<D: Device> ArenaProgram<'_, D> {
             constants: HashMap::new(),
             a: self.assignment,
         };
-        let result = self.place_and_run(mem, &mut placed);
+        let result = self
+            .place_and_run(mem, &mut placed)
+            .map_err(NvptxError::Run);
         // The temporary block and the constants are this run's and freed once, here; the
         // outputs are the caller's on success and freed here on failure.
         let _ = mem.free(placed.temp);
@@ -227,7 +237,9 @@ impl<D: Device> ArenaProgram<'_, D> {
         let m = self.module;
         let root = m.root(m.entry());
         for s in inst_leaves(m, root).map_err(|e| finish(m, e).message)? {
-            placed.outputs.push(mem.alloc(leaf_bytes(&s))?);
+            placed
+                .outputs
+                .push(mem.alloc(leaf_bytes(&s)).map_err(|e| e.to_string())?);
         }
         // Every constant of every host computation (the program's steps), once per run.
         for &id in self.assignment.program().sequence() {
@@ -235,7 +247,9 @@ impl<D: Device> ArenaProgram<'_, D> {
                 let mut leaves = Vec::new();
                 literal_leaves(lit, &mut leaves);
                 for (k, l) in leaves.into_iter().enumerate() {
-                    let key = mem.upload(&l.data).map_err(|e| self.at(id, e))?;
+                    let key = mem
+                        .upload(&l.data)
+                        .map_err(|e| self.at(id, e.to_string()))?;
                     placed.constants.insert((id, k as u32), key);
                 }
             }
@@ -304,7 +318,7 @@ impl<D: Device> ArenaProgram<'_, D> {
         loop {
             self.computation(mem, placed, cond, depth + 1)?;
             let pred = placed.read_scalar(mem, m, m.root(cond))?;
-            if !pred_value(&pred)? {
+            if !pred_value(&pred).map_err(|e| e.to_string())? {
                 return Ok(());
             }
             self.computation(mem, placed, body, depth + 1)?;
@@ -330,7 +344,8 @@ impl<D: Device> ArenaProgram<'_, D> {
             .first()
             .ok_or("conditional needs a selector")?;
         let pred = m.array_shape(selector).is_some_and(|s| s.ty.is_pred());
-        let k = branch_taken(pred, &placed.read_scalar(mem, m, selector)?, branches.len())?;
+        let k = branch_taken(pred, &placed.read_scalar(mem, m, selector)?, branches.len())
+            .map_err(|e| e.to_string())?;
         self.computation(mem, placed, branches[k], depth + 1)?;
         self.moves(mem, placed, self.assignment.branch_out(id, k))
     }
@@ -345,7 +360,8 @@ impl<D: Device> ArenaProgram<'_, D> {
         let a = self.assignment;
         for mv in moves {
             let bytes = a.buffer(mv.src).size.min(a.buffer(mv.dst).size) as usize;
-            mem.copy(placed.slice(mv.src, bytes)?, placed.slice(mv.dst, bytes)?)?;
+            mem.copy(placed.slice(mv.src, bytes)?, placed.slice(mv.dst, bytes)?)
+                .map_err(|e| e.to_string())?;
         }
         Ok(())
     }
@@ -365,10 +381,11 @@ impl<D: Device> ArenaProgram<'_, D> {
                 .leaves(m, o)?
                 .into_iter()
                 .map(|s| mem.read(s))
-                .collect::<Result<Vec<_>, _>>()?;
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?;
             ins.push(leaves);
         }
-        let outs = run_step(m, id, ins, placed.dev)?;
+        let outs = run_step(m, id, ins, placed.dev).map_err(|e| e.to_string())?;
         let slices = placed.leaves(m, id)?;
         if slices.len() != outs.len() {
             return Err(format!(
@@ -378,7 +395,7 @@ impl<D: Device> ArenaProgram<'_, D> {
             ));
         }
         for (s, bytes) in slices.into_iter().zip(outs) {
-            mem.write(s, &bytes)?;
+            mem.write(s, &bytes).map_err(|e| e.to_string())?;
         }
         Ok(())
     }

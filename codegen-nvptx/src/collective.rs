@@ -68,7 +68,12 @@ fn meets_devices(op: Opcode) -> bool {
 }
 
 /// Whether host step `id` is one the backend runs; the error says why not.
-pub fn check(m: &Module, id: InstId) -> Result<(), String> {
+pub fn check(m: &Module, id: InstId) -> Result<(), crate::NvptxError> {
+    refusal(m, id).map_err(crate::NvptxError::Run)
+}
+
+/// Why the backend does not run host step `id` ([`check`]).
+fn refusal(m: &Module, id: InstId) -> Result<(), String> {
     use Opcode::*;
     match m.opcode(id) {
         RaggedAllToAll => Err(format!(
@@ -143,6 +148,16 @@ fn literal(
 /// leaves, depth-first, as bytes) as device `dev` of a run (`None`: no device; see the module
 /// docs): the bytes of each of its result's array leaves, depth-first.
 pub fn run_step(
+    m: &Module,
+    id: InstId,
+    operands: Vec<Vec<Vec<u8>>>,
+    dev: Option<Device<'_>>,
+) -> Result<Vec<Vec<u8>>, crate::NvptxError> {
+    step(m, id, operands, dev).map_err(crate::NvptxError::Run)
+}
+
+/// [`run_step`], its error a message.
+fn step(
     m: &Module,
     id: InstId,
     operands: Vec<Vec<Vec<u8>>>,

@@ -17,23 +17,27 @@
 //! freed before the next iteration runs, so device memory does not grow with the trip count.
 
 use crate::device::{BufferKey, Device, DeviceMemory};
+use crate::NvptxError;
 
 /// The branch a `conditional` with `branches` branches takes for selector bytes `selector` of
 /// type `pred` (`true` takes the first branch, `false` the second) or `s32` (an index; an index
 /// out of range takes the last branch, as XLA defines it).
-pub fn branch_taken(pred: bool, selector: &[u8], branches: usize) -> Result<usize, String> {
+pub fn branch_taken(pred: bool, selector: &[u8], branches: usize) -> Result<usize, NvptxError> {
     if branches == 0 {
-        return Err("a conditional with no branches".into());
+        return Err(NvptxError::Run("a conditional with no branches".into()));
     }
     if pred {
         return match selector {
             [b] => Ok(if *b != 0 { 0 } else { 1.min(branches - 1) }),
-            _ => Err(format!("a pred selector of {} bytes", selector.len())),
+            _ => Err(NvptxError::Run(format!(
+                "a pred selector of {} bytes",
+                selector.len()
+            ))),
         };
     }
     let bytes: [u8; 4] = selector
         .try_into()
-        .map_err(|_| format!("an s32 index of {} bytes", selector.len()))?;
+        .map_err(|_| NvptxError::Run(format!("an s32 index of {} bytes", selector.len())))?;
     let i = i32::from_le_bytes(bytes);
     Ok(usize::try_from(i)
         .ok()
@@ -42,13 +46,13 @@ pub fn branch_taken(pred: bool, selector: &[u8], branches: usize) -> Result<usiz
 }
 
 /// The value of a one-byte `pred` read back from the device.
-pub fn pred_value(bytes: &[u8]) -> Result<bool, String> {
+pub fn pred_value(bytes: &[u8]) -> Result<bool, NvptxError> {
     match bytes {
         [b] => Ok(*b != 0),
-        _ => Err(format!(
+        _ => Err(NvptxError::Run(format!(
             "a loop condition must give one pred byte, not {}",
             bytes.len()
-        )),
+        ))),
     }
 }
 
@@ -80,7 +84,7 @@ impl LoopState {
         mem: &DeviceMemory<D>,
         next: Vec<BufferKey>,
         made: Vec<BufferKey>,
-    ) -> Result<(), String> {
+    ) -> Result<(), NvptxError> {
         let mut owned = made;
         let mut freed = Ok(());
         for k in std::mem::take(&mut self.owned) {

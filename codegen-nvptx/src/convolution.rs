@@ -61,7 +61,7 @@ pub struct ConvGeometry {
 
 impl ConvGeometry {
     /// The launch plan: one block of 16 x 16 threads per output tile.
-    pub fn launch_plan(&self) -> Result<LaunchPlan, String> {
+    pub fn launch_plan(&self) -> Result<LaunchPlan, crate::NvptxError> {
         self.product.launch_plan()
     }
 }

@@ -68,13 +68,14 @@ pub fn driver_present() -> bool {
 impl CudaDevice {
     /// Opens GPU `ordinal`, compiling for `arch`; an error (never a panic) when the driver or
     /// the device is absent.
-    pub fn open(ordinal: usize, arch: GpuArch) -> Result<CudaDevice, String> {
+    pub fn open(ordinal: usize, arch: GpuArch) -> Result<CudaDevice, crate::NvptxError> {
         if !driver_present() {
-            return Err(NO_DRIVER.to_string());
+            return Err(crate::NvptxError::Device(NO_DRIVER.to_string()));
         }
         let ctx = guarded("opening the GPU", || {
             CudaContext::new(ordinal).map_err(|e| e.to_string())
-        })?;
+        })
+        .map_err(crate::NvptxError::Device)?;
         let stream = ctx.default_stream();
         Ok(CudaDevice {
             ctx,
@@ -241,7 +242,7 @@ mod tests {
         let e = CudaDevice::open(0, GpuArch::Sm80)
             .err()
             .expect("no driver, no device");
-        assert_eq!(e, NO_DRIVER);
-        assert!(e.contains("nvptx-sim"), "{e}");
+        assert_eq!(e, crate::NvptxError::Device(NO_DRIVER.to_string()));
+        assert!(e.to_string().contains("nvptx-sim"), "{e}");
     }
 }

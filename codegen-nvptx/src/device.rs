@@ -177,43 +177,53 @@ impl<D: Device> DeviceMemory<D> {
     }
 
     /// A new buffer holding `bytes`.
-    pub fn upload(&self, bytes: &[u8]) -> Result<BufferKey, String> {
-        let mem = self.device.upload(bytes)?;
+    pub fn upload(&self, bytes: &[u8]) -> Result<BufferKey, crate::NvptxError> {
+        let mem = self
+            .device
+            .upload(bytes)
+            .map_err(crate::NvptxError::Device)?;
         Ok(self.lock().insert(mem, bytes.len()))
     }
 
     /// A new buffer of `bytes` bytes, to be written by a kernel.
-    pub fn alloc(&self, bytes: usize) -> Result<BufferKey, String> {
-        let mem = self.device.alloc(bytes)?;
+    pub fn alloc(&self, bytes: usize) -> Result<BufferKey, crate::NvptxError> {
+        let mem = self
+            .device
+            .alloc(bytes)
+            .map_err(crate::NvptxError::Device)?;
         Ok(self.lock().insert(mem, bytes))
     }
 
     /// The bytes of buffer `key`; an error for a stale key.
-    pub fn download(&self, key: BufferKey) -> Result<Vec<u8>, String> {
+    pub fn download(&self, key: BufferKey) -> Result<Vec<u8>, crate::NvptxError> {
         let store = self.lock();
-        self.device.download(store.get(key)?)
+        self.device
+            .download(store.get(key).map_err(crate::NvptxError::Device)?)
+            .map_err(crate::NvptxError::Device)
     }
 
     /// The bytes of range `s`; an error when it is stale or runs past its buffer.
-    pub fn read(&self, s: BufferSlice) -> Result<Vec<u8>, String> {
+    pub fn read(&self, s: BufferSlice) -> Result<Vec<u8>, crate::NvptxError> {
         let store = self.lock();
-        let (mem, offset) = store.reach(s)?;
+        let (mem, offset) = store.reach(s).map_err(crate::NvptxError::Device)?;
         if s.bytes == 0 {
             return Ok(Vec::new());
         }
-        self.device.read(mem, offset, s.bytes)
+        self.device
+            .read(mem, offset, s.bytes)
+            .map_err(crate::NvptxError::Device)
     }
 
     /// Writes `bytes` into range `dst` (of their length): uploaded to a staging buffer, copied
     /// into place and the staging buffer freed, so every device does it with the operations
     /// it has. An error when `dst` is stale, runs past its buffer or has another length.
-    pub fn write(&self, dst: BufferSlice, bytes: &[u8]) -> Result<(), String> {
+    pub fn write(&self, dst: BufferSlice, bytes: &[u8]) -> Result<(), crate::NvptxError> {
         if dst.bytes != bytes.len() {
-            return Err(format!(
+            return Err(crate::NvptxError::Device(format!(
                 "a write of {} bytes into {} bytes",
                 bytes.len(),
                 dst.bytes
-            ));
+            )));
         }
         let staging = self.upload(bytes)?;
         let copied = self.copy(BufferSlice::whole(staging, bytes.len()), dst);
@@ -223,9 +233,12 @@ impl<D: Device> DeviceMemory<D> {
     }
 
     /// Frees buffer `key`; an error for a stale key (freed already).
-    pub fn free(&self, key: BufferKey) -> Result<(), String> {
+    pub fn free(&self, key: BufferKey) -> Result<(), crate::NvptxError> {
         let mut store = self.lock();
-        let (_, bytes) = store.map.remove(key).ok_or_else(|| stale(key))?;
+        let (_, bytes) = store
+            .map
+            .remove(key)
+            .ok_or_else(|| crate::NvptxError::Device(stale(key)))?;
         store.bytes -= bytes;
         Ok(())
     }
@@ -256,9 +269,13 @@ impl<D: Device> DeviceMemory<D> {
     }
 
     /// The size in bytes of buffer `key`; an error for a stale key.
-    pub fn size(&self, key: BufferKey) -> Result<usize, String> {
+    pub fn size(&self, key: BufferKey) -> Result<usize, crate::NvptxError> {
         let store = self.lock();
-        store.map.get(key).map(|e| e.1).ok_or_else(|| stale(key))
+        store
+            .map
+            .get(key)
+            .map(|e| e.1)
+            .ok_or_else(|| crate::NvptxError::Device(stale(key)))
     }
 
     /// Runs kernel `index` of `program` on the byte ranges `args`; an error when one is
@@ -269,39 +286,44 @@ impl<D: Device> DeviceMemory<D> {
         kernel: &KernelInfo,
         index: usize,
         args: &[BufferSlice],
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::NvptxError> {
         let store = self.lock();
         let mems = args
             .iter()
             .map(|&s| store.reach(s))
-            .collect::<Result<Vec<_>, _>>()?;
-        self.device.launch(program, kernel, index, &mems)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(crate::NvptxError::Device)?;
+        self.device
+            .launch(program, kernel, index, &mems)
+            .map_err(crate::NvptxError::Device)
     }
 
     /// Copies range `src` to range `dst` (of the same length; ranges of one buffer must not
     /// overlap); an error when one is stale or runs past its buffer.
-    pub fn copy(&self, src: BufferSlice, dst: BufferSlice) -> Result<(), String> {
+    pub fn copy(&self, src: BufferSlice, dst: BufferSlice) -> Result<(), crate::NvptxError> {
         if src.bytes != dst.bytes {
-            return Err(format!(
+            return Err(crate::NvptxError::Device(format!(
                 "a copy of {} bytes into {} bytes",
                 src.bytes, dst.bytes
-            ));
+            )));
         }
         if src.key == dst.key
             && src.offset < dst.offset + dst.bytes
             && dst.offset < src.offset + src.bytes
         {
-            return Err(format!(
+            return Err(crate::NvptxError::Device(format!(
                 "a copy within buffer {:?} between overlapping ranges at {} and {}",
                 src.key, src.offset, dst.offset
-            ));
+            )));
         }
         let store = self.lock();
-        let (s, so) = store.reach(src)?;
-        let (d, dof) = store.reach(dst)?;
+        let (s, so) = store.reach(src).map_err(crate::NvptxError::Device)?;
+        let (d, dof) = store.reach(dst).map_err(crate::NvptxError::Device)?;
         if src.bytes == 0 {
             return Ok(());
         }
-        self.device.copy(s, so, d, dof, src.bytes)
+        self.device
+            .copy(s, so, d, dof, src.bytes)
+            .map_err(crate::NvptxError::Device)
     }
 }

@@ -25,6 +25,7 @@ use axle_ir::collective::DeviceMesh;
 
 use crate::device::{BufferKey, Device, DeviceMemory};
 use crate::executor::Executable;
+use crate::NvptxError;
 
 /// What a run on several devices produced.
 #[derive(Debug)]
@@ -52,28 +53,32 @@ pub fn execute_devices<D: Device>(
     inputs: &[Vec<&[u8]>],
     repeat: usize,
     timeout: Duration,
-) -> Result<DevicesRun, String> {
+) -> Result<DevicesRun, NvptxError> {
     let n = mesh.devices();
     if inputs.len() != n as usize || n == 0 {
-        return Err(format!(
+        return Err(NvptxError::Run(format!(
             "{n} devices ({} replicas x {} partitions) need {n} input lists, got {}",
             mesh.replicas,
             mesh.partitions,
             inputs.len()
-        ));
+        )));
     }
     let m = exe.module();
     // Per entry parameter, its number of array leaves.
     let mut per_param = Vec::new();
     for &p in m.params(m.entry()) {
-        per_param.push(inst_leaves(m, p).map_err(|f| finish(m, f).message)?.len());
+        per_param.push(
+            inst_leaves(m, p)
+                .map_err(|f| NvptxError::Run(finish(m, f).message))?
+                .len(),
+        );
     }
     let leaves: usize = per_param.iter().sum();
     if let Some((d, ins)) = inputs.iter().enumerate().find(|(_, i)| i.len() != leaves) {
-        return Err(format!(
+        return Err(NvptxError::Run(format!(
             "device {d} has {} input arrays, the program takes {leaves}",
             ins.len()
-        ));
+        )));
     }
     let runs = axle_comm::run_device_threads(
         n,
@@ -81,7 +86,7 @@ pub fn execute_devices<D: Device>(
         |c| {
             let dev = RunDevice { comm: c, mesh };
             let mut made = Vec::new();
-            let r = (|| -> Result<(Vec<Vec<u8>>, Vec<Duration>), String> {
+            let r = (|| -> Result<(Vec<Vec<u8>>, Vec<Duration>), NvptxError> {
                 let mut args = Vec::with_capacity(per_param.len());
                 let mut bytes = inputs[c.device() as usize].iter();
                 for &k in &per_param {
@@ -99,7 +104,7 @@ pub fn execute_devices<D: Device>(
                     let t = Instant::now();
                     let outs = exe.run_on_device(mem, &args, Some(dev))?;
                     times.push(t.elapsed());
-                    let downloaded: Result<Vec<Vec<u8>>, String> = if run + 1 == repeat.max(1) {
+                    let downloaded: Result<Vec<Vec<u8>>, NvptxError> = if run + 1 == repeat.max(1) {
                         outs.iter().map(|&k| mem.download(k)).collect()
                     } else {
                         Ok(Vec::new())
@@ -112,13 +117,16 @@ pub fn execute_devices<D: Device>(
             free_all(mem, &made);
             match &r {
                 Ok(_) => c.finish(),
-                Err(e) => c.abort(e),
+                Err(e) => c.abort(&e.to_string()),
             }
             r
         },
-        |d| format!("device {d}'s run panicked"),
+        |d| NvptxError::Run(format!("device {d}'s run panicked")),
     )
-    .map_err(|(d, e)| format!("device {d}: {e}"))?;
+    .map_err(|(device, e)| NvptxError::OnDevice {
+        device,
+        source: Box::new(e),
+    })?;
     let (outputs, run_times) = axle_comm::outputs_and_slowest_runs(runs);
     Ok(DevicesRun { outputs, run_times })
 }

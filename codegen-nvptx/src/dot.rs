@@ -63,14 +63,12 @@ pub enum TensorCores {
 
 impl TensorCores {
     /// The setting named `name` (`auto`, `off`, `always`).
-    pub fn from_name(name: &str) -> Result<TensorCores, String> {
+    pub fn from_name(name: &str) -> Result<TensorCores, crate::NvptxError> {
         match name {
             "auto" => Ok(TensorCores::Auto),
             "off" => Ok(TensorCores::Off),
             "always" => Ok(TensorCores::Always),
-            _ => Err(format!(
-                "unknown tensor-core setting '{name}' (known: auto, off, always)"
-            )),
+            _ => Err(crate::NvptxError::UnknownTensorCores(name.to_string())),
         }
     }
 }
@@ -95,7 +93,7 @@ pub struct DotGeometry {
 impl DotGeometry {
     /// The launch plan: one block of 16 x 16 threads per 16 x 16 output tile on the FMA loop,
     /// of 128 threads per 64 x 64 tile on tensor cores.
-    pub fn launch_plan(&self) -> Result<LaunchPlan, String> {
+    pub fn launch_plan(&self) -> Result<LaunchPlan, crate::NvptxError> {
         match self.mma {
             Some(_) => crate::mma_product::launch_plan(&self.product),
             None => self.product.launch_plan(),

@@ -181,7 +181,7 @@ impl<D: Device> Executable<D> {
             host_steps,
             orders,
             program,
-            arena,
+            arena: arena.map_err(|e| e.to_string()),
         })
     }
 
@@ -233,7 +233,7 @@ impl<D: Device> Executable<D> {
         &self,
         mem: &DeviceMemory<D>,
         args: &[Vec<BufferKey>],
-    ) -> Result<Vec<BufferKey>, String> {
+    ) -> Result<Vec<BufferKey>, crate::NvptxError> {
         let world = if self.has_collectives() {
             lone_world(&self.module)
         } else {
@@ -254,7 +254,7 @@ impl<D: Device> Executable<D> {
         let r = self.run_on_device(mem, args, Some(dev));
         match &r {
             Ok(_) => ep.finish(),
-            Err(e) => ep.abort(e),
+            Err(e) => ep.abort(&e.to_string()),
         }
         r
     }
@@ -268,7 +268,7 @@ impl<D: Device> Executable<D> {
         mem: &DeviceMemory<D>,
         args: &[Vec<BufferKey>],
         dev: Option<RunDevice<'_>>,
-    ) -> Result<Vec<BufferKey>, String> {
+    ) -> Result<Vec<BufferKey>, crate::NvptxError> {
         if let Ok(a) = &self.arena {
             let arena = ArenaProgram::<D> {
                 module: &self.module,
@@ -298,7 +298,7 @@ impl<D: Device> Executable<D> {
                 let _ = mem.free(k);
             }
         }
-        result
+        result.map_err(crate::NvptxError::Run)
     }
 }
 
@@ -316,7 +316,9 @@ impl<D: Device> Run<'_, D> {
             if made.contains(&key) && !out.contains(&key) {
                 out.push(key);
             } else {
-                let copy = mem.upload(&mem.download(key)?)?;
+                let copy = mem
+                    .upload(&mem.download(key).map_err(|e| e.to_string())?)
+                    .map_err(|e| e.to_string())?;
                 made.push(copy);
                 out.push(copy);
             }
@@ -383,13 +385,17 @@ impl<D: Device> Run<'_, D> {
             } else if let Some(ks) = exe.by_inst.get(&id) {
                 let mut outs = Vec::new();
                 for leaf in inst_leaves(m, id).map_err(|e| err(id, finish(m, e).message))? {
-                    let key = mem.alloc(leaf_bytes(&leaf)).map_err(|e| err(id, e))?;
+                    let key = mem
+                        .alloc(leaf_bytes(&leaf))
+                        .map_err(|e| err(id, e.to_string()))?;
                     made.push(key);
                     outs.push(key);
                 }
                 let mut scratch = Vec::new();
                 for &bytes in &exe.kernels[ks[0]].scratch {
-                    let key = mem.alloc(bytes as usize).map_err(|e| err(id, e))?;
+                    let key = mem
+                        .alloc(bytes as usize)
+                        .map_err(|e| err(id, e.to_string()))?;
                     scratch.push(key);
                 }
                 let launched = ks.iter().try_for_each(|&k| {
@@ -407,7 +413,12 @@ impl<D: Device> Run<'_, D> {
                     }
                     let call = call
                         .into_iter()
-                        .map(|k| Ok(BufferSlice::whole(k, mem.size(k)?)))
+                        .map(|k| {
+                            Ok(BufferSlice::whole(
+                                k,
+                                mem.size(k).map_err(|e| e.to_string())?,
+                            ))
+                        })
                         .collect::<Result<Vec<_>, String>>()
                         .map_err(|e| err(id, e))?;
                     mem.launch(&exe.program, info, k, &call)
@@ -440,7 +451,8 @@ impl<D: Device> Run<'_, D> {
                             literal_leaves(lit, &mut leaves);
                             let mut out = Vec::with_capacity(leaves.len());
                             for leaf in leaves {
-                                let key = mem.upload(&leaf.data).map_err(|e| err(id, e))?;
+                                let key =
+                                    mem.upload(&leaf.data).map_err(|e| err(id, e.to_string()))?;
                                 self.constant_keys.push(key);
                                 out.push(key);
                             }
@@ -501,7 +513,7 @@ impl<D: Device> Run<'_, D> {
                         }
                         let mut out = Vec::with_capacity(leaves.len());
                         for _ in leaves {
-                            let key = mem.alloc(0).map_err(|e| err(id, e))?;
+                            let key = mem.alloc(0).map_err(|e| err(id, e.to_string()))?;
                             made.push(key);
                             out.push(key);
                         }
@@ -522,7 +534,7 @@ impl<D: Device> Run<'_, D> {
                     if let Some(k) = made.iter().position(|&x| x == key) {
                         made.swap_remove(k);
                         // Made by this computation's run, held by no live value: freed once.
-                        mem.free(key).map_err(|e| err(id, e))?;
+                        mem.free(key).map_err(|e| err(id, e.to_string()))?;
                     }
                 }
             }
@@ -553,13 +565,14 @@ impl<D: Device> Run<'_, D> {
             ins.push(
                 keys.iter()
                     .map(|&key| self.mem.download(key))
-                    .collect::<Result<Vec<_>, _>>()?,
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| e.to_string())?,
             );
         }
-        let outs = run_step(m, id, ins, self.dev)?;
+        let outs = run_step(m, id, ins, self.dev).map_err(|e| e.to_string())?;
         let mut keys = Vec::with_capacity(outs.len());
         for bytes in outs {
-            let key = self.mem.upload(&bytes)?;
+            let key = self.mem.upload(&bytes).map_err(|e| e.to_string())?;
             made.push(key);
             keys.push(key);
         }
@@ -586,7 +599,12 @@ impl<D: Device> Run<'_, D> {
                 let pred = m
                     .array_shape(m.operands(id)[0])
                     .is_some_and(|a| a.ty.is_pred());
-                let k = branch_taken(pred, &mem.download(*key)?, callees.len())?;
+                let k = branch_taken(
+                    pred,
+                    &mem.download(*key).map_err(|e| e.to_string())?,
+                    callees.len(),
+                )
+                .map_err(|e| e.to_string())?;
                 let arg = branch_operands
                     .get(k)
                     .ok_or_else(|| format!("no operand for branch {k}"))?;
@@ -613,18 +631,20 @@ impl<D: Device> Run<'_, D> {
             let arg = [state.buffers().to_vec()];
             let (pred, owned) = self.nested(cond, &arg)?;
             let bytes = match pred.as_slice() {
-                [key] => self.mem.download(*key),
+                [key] => self.mem.download(*key).map_err(|e| e.to_string()),
                 _ => Err("the condition does not give one pred".into()),
             };
             for k in owned {
                 // Made by the condition's run, now this loop's, and freed once here.
                 let _ = self.mem.free(k);
             }
-            if !pred_value(&bytes?)? {
+            if !pred_value(&bytes?).map_err(|e| e.to_string())? {
                 return Ok(());
             }
             let (next, made) = self.nested(body, &arg)?;
-            state.advance(self.mem, next, made)?;
+            state
+                .advance(self.mem, next, made)
+                .map_err(|e| e.to_string())?;
         }
     }
 }

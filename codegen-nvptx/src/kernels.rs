@@ -279,7 +279,7 @@ fn role(m: &Module, id: InstId, opts: &KernelOptions) -> R<Role> {
     };
     if crate::collective::is_host_step(m, id) {
         // A collective runs on the host between kernels ([`crate::collective`]).
-        crate::collective::check(m, id).map_err(|e| at(m, id, Fail::Msg(e)))?;
+        crate::collective::check(m, id).map_err(|e| at(m, id, Fail::Msg(e.to_string())))?;
         return Ok(Role::NoKernel);
     }
     if let Some(r) = scatter_role(m, id, opts.float_atomics)? {
@@ -469,7 +469,7 @@ fn plan(m: &Module, opts: &KernelOptions) -> R<Vec<KernelInfo>> {
             KernelKind::Scatter(k) => k.launch_plan(),
             KernelKind::SelectAndScatter => LaunchPlan::for_elements(elements),
         }
-        .map_err(|e| at(m, id, e.into()))?;
+        .map_err(|e| at(m, id, Fail::Msg(e.to_string())))?;
         if !plan.launches() {
             continue;
         }
@@ -515,7 +515,9 @@ fn plan_scatter(m: &Module, id: InstId, geo: &ScatterGeometry, out: &mut Vec<Ker
             pass,
             geo: geo.clone(),
         };
-        let plan = k.launch_plan().map_err(|e| at(m, id, e.into()))?;
+        let plan = k
+            .launch_plan()
+            .map_err(|e| at(m, id, Fail::Msg(e.to_string())))?;
         if plan.launches() {
             push_kernel(m, id, plan, KernelKind::Scatter(k), Vec::new(), out);
         }
@@ -528,7 +530,9 @@ fn plan_scatter(m: &Module, id: InstId, geo: &ScatterGeometry, out: &mut Vec<Ker
 fn plan_sort(m: &Module, id: InstId, geo: &SortGeometry, out: &mut Vec<KernelInfo>) -> R<()> {
     let scratch = geo.scratch();
     for k in geo.passes() {
-        let plan = k.launch_plan().map_err(|e| at(m, id, e.into()))?;
+        let plan = k
+            .launch_plan()
+            .map_err(|e| at(m, id, Fail::Msg(e.to_string())))?;
         push_kernel(m, id, plan, KernelKind::Sort(k), scratch.clone(), out);
     }
     Ok(())
@@ -555,7 +559,7 @@ pub fn kernel_module<'ctx>(
 ) -> Result<(Cg<'ctx>, bool), CodegenError> {
     let general = |msg: String| CodegenError::general(&m.name, msg);
     let libdevice = match libdevice {
-        Some(p) => Some(Libdevice::load(ctx, p).map_err(general)?),
+        Some(p) => Some(Libdevice::load(ctx, p).map_err(|e| general(e.to_string()))?),
         None => None,
     };
     let target = NvptxTarget {
@@ -572,7 +576,7 @@ pub fn kernel_module<'ctx>(
     if let Some(l) = libdevice {
         let names: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
         l.link_into(&cg.module, data, triple, &names)
-            .map_err(general)?;
+            .map_err(|e| general(e.to_string()))?;
     }
     Ok((cg, linked))
 }

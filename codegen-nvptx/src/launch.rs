@@ -44,7 +44,7 @@ pub struct LaunchPlan {
 impl LaunchPlan {
     /// The plan of a loop kernel over `elements` output elements; an error when the grid
     /// would pass CUDA's limit.
-    pub fn for_elements(elements: u64) -> Result<LaunchPlan, String> {
+    pub fn for_elements(elements: u64) -> Result<LaunchPlan, crate::NvptxError> {
         if elements == 0 {
             return Ok(LaunchPlan {
                 elements,
@@ -56,10 +56,10 @@ impl LaunchPlan {
         let block = elements.div_ceil(WARP).saturating_mul(WARP).min(MAX_BLOCK);
         let grid = elements.div_ceil(block);
         if grid > MAX_GRID {
-            return Err(format!(
+            return Err(crate::NvptxError::Launch(format!(
                 "{elements} elements need {grid} blocks of {block} threads, more than CUDA's \
                  {MAX_GRID}"
-            ));
+            )));
         }
         let threads = grid * block;
         Ok(LaunchPlan {
@@ -74,20 +74,24 @@ impl LaunchPlan {
     /// reduction kernel, whose geometry chose them); no launch when there are no outputs; an
     /// error when the grid passes CUDA's limit or the block is not whole warps of at most
     /// [`MAX_BLOCK`] threads.
-    pub fn for_blocks(elements: u64, grid: u64, block: u64) -> Result<LaunchPlan, String> {
+    pub fn for_blocks(
+        elements: u64,
+        grid: u64,
+        block: u64,
+    ) -> Result<LaunchPlan, crate::NvptxError> {
         if elements == 0 {
             return LaunchPlan::for_elements(0);
         }
         if block == 0 || !block.is_multiple_of(WARP) || block > MAX_BLOCK {
-            return Err(format!(
+            return Err(crate::NvptxError::Launch(format!(
                 "a block of {block} threads is not whole warps of at most {MAX_BLOCK} threads"
-            ));
+            )));
         }
         if grid == 0 || grid > MAX_GRID {
-            return Err(format!(
+            return Err(crate::NvptxError::Launch(format!(
                 "{elements} outputs need {grid} blocks of {block} threads, outside CUDA's 1 to \
                  {MAX_GRID}"
-            ));
+            )));
         }
         Ok(LaunchPlan {
             elements,
@@ -131,6 +135,7 @@ impl std::fmt::Display for LaunchPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::NvptxError;
 
     /// Checks every invariant of the module header on `p`.
     fn check(p: &LaunchPlan) {
@@ -194,7 +199,10 @@ mod tests {
         let largest = MAX_GRID * MAX_BLOCK;
         check(&LaunchPlan::for_elements(largest).unwrap());
         let e = LaunchPlan::for_elements(largest + 1).unwrap_err();
-        assert!(e.contains("more than CUDA's"), "{e}");
+        assert!(
+            matches!(&e, NvptxError::Launch(m) if m.contains("more than CUDA's")),
+            "{e}"
+        );
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub mod cuda;
 pub mod device;
 pub mod devices;
 pub mod dot;
+pub mod error;
 pub mod executor;
 mod fused;
 pub mod gpu_target;
@@ -67,6 +68,7 @@ pub mod transpose;
 
 pub use axle_codegen_llvm::CodegenError;
 pub use dot::TensorCores;
+pub use error::NvptxError;
 pub use kernels::{plan_kernels, plan_kernels_with, KernelInfo, KernelKind, KernelOptions};
 pub use launch::LaunchPlan;
 
@@ -93,11 +95,11 @@ impl GpuArch {
     pub const ALL: [GpuArch; 2] = [GpuArch::Sm80, GpuArch::Sm90];
 
     /// The architecture named `name` (`sm_80`, `sm_90`).
-    pub fn from_name(name: &str) -> Result<GpuArch, String> {
+    pub fn from_name(name: &str) -> Result<GpuArch, NvptxError> {
         GpuArch::ALL
             .into_iter()
             .find(|a| a.name() == name)
-            .ok_or_else(|| format!("unknown GPU architecture '{name}' (known: sm_80, sm_90)"))
+            .ok_or_else(|| NvptxError::UnknownArch(name.to_string()))
     }
 
     /// Its name, as `ptxas -arch` takes it.

@@ -21,6 +21,8 @@ use inkwell::context::Context;
 use inkwell::module::{FlagBehavior, Linkage, Module};
 use inkwell::targets::{TargetData, TargetTriple};
 
+use crate::NvptxError;
+
 /// The prefix of libdevice's functions: `__nv_` and the C math library's name.
 pub const PREFIX: &str = "__nv_";
 
@@ -56,9 +58,9 @@ pub struct Libdevice<'ctx> {
 
 impl<'ctx> Libdevice<'ctx> {
     /// Loads the bitcode at `path` into `ctx`.
-    pub fn load(ctx: &'ctx Context, path: &Path) -> Result<Self, String> {
+    pub fn load(ctx: &'ctx Context, path: &Path) -> Result<Self, NvptxError> {
         let module = Module::parse_bitcode_from_path(path, ctx)
-            .map_err(|e| format!("libdevice {}: {e}", path.display()))?;
+            .map_err(|e| NvptxError::Toolkit(format!("libdevice {}: {e}", path.display())))?;
         let functions = module
             .get_functions()
             .filter(|f| f.count_basic_blocks() > 0)
@@ -76,7 +78,7 @@ impl<'ctx> Libdevice<'ctx> {
         data: &TargetData,
         triple: &TargetTriple,
         kernels: &[String],
-    ) -> Result<(), String> {
+    ) -> Result<(), NvptxError> {
         let calls = into.get_functions().any(|f| {
             f.count_basic_blocks() == 0 && f.get_name().to_string_lossy().starts_with(PREFIX)
         });
@@ -86,7 +88,7 @@ impl<'ctx> Libdevice<'ctx> {
         self.module.set_triple(triple);
         self.module.set_data_layout(&data.get_data_layout());
         into.link_in_module(self.module)
-            .map_err(|e| format!("linking libdevice: {e}"))?;
+            .map_err(|e| NvptxError::Toolkit(format!("linking libdevice: {e}")))?;
         let i32t = into.get_context().i32_type();
         into.add_basic_value_flag(
             "nvvm-reflect-ftz",

@@ -113,7 +113,7 @@ impl MmaType {
 
 /// The launch plan of the tensor-core loop over `shape`: one block of [`THREADS`] threads per
 /// [`BLOCK_M`] x [`BLOCK_N`] output tile.
-pub fn launch_plan(shape: &ProductShape) -> Result<LaunchPlan, String> {
+pub fn launch_plan(shape: &ProductShape) -> Result<LaunchPlan, crate::NvptxError> {
     let tiles = shape.batch * shape.rows.div_ceil(BLOCK_M) * shape.cols.div_ceil(BLOCK_N);
     LaunchPlan::for_blocks(shape.batch * shape.rows * shape.cols, tiles, THREADS)
 }

@@ -37,7 +37,17 @@ pub fn find_ptxas() -> Option<PathBuf> {
 
 /// Assembles `ptx` for `arch` with the assembler at `ptxas`, returning the cubin's bytes, or
 /// an error with ptxas's diagnostics (`name` names the PTX in them).
-pub fn assemble(ptxas: &Path, ptx: &str, arch: GpuArch, name: &str) -> Result<Vec<u8>, String> {
+pub fn assemble(
+    ptxas: &Path,
+    ptx: &str,
+    arch: GpuArch,
+    name: &str,
+) -> Result<Vec<u8>, crate::NvptxError> {
+    assemble_with(ptxas, ptx, arch, name).map_err(crate::NvptxError::Toolkit)
+}
+
+/// [`assemble`], its error a message.
+fn assemble_with(ptxas: &Path, ptx: &str, arch: GpuArch, name: &str) -> Result<Vec<u8>, String> {
     let dir = tempfile::tempdir().map_err(|e| format!("a scratch directory for ptxas: {e}"))?;
     let src = dir.path().join(format!("{name}.ptx"));
     let bin = dir.path().join(format!("{name}.cubin"));

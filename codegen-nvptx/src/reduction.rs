@@ -132,7 +132,7 @@ impl ReductionGeometry {
     }
 
     /// The launch plan: blocks of [`REDUCTION_BLOCK`] threads, as many as the outputs need.
-    pub fn launch_plan(&self) -> Result<LaunchPlan, String> {
+    pub fn launch_plan(&self) -> Result<LaunchPlan, crate::NvptxError> {
         let outputs = self.outputs();
         let per_block = match self.kind {
             ReductionKind::Row { threads_per_row } => REDUCTION_BLOCK / threads_per_row,

@@ -385,7 +385,7 @@ impl ScatterGeometry {
 impl ScatterKernel {
     /// The launch plan: one thread per output element (copy) or per owned position
     /// (update); no launch when the output is empty.
-    pub fn launch_plan(&self) -> Result<LaunchPlan, String> {
+    pub fn launch_plan(&self) -> Result<LaunchPlan, crate::NvptxError> {
         let elements = numel(&self.geo.dims).max(0) as u64;
         LaunchPlan::for_elements(match (elements, self.pass) {
             (0, _) => 0,
@@ -683,8 +683,9 @@ fn float_atomic_add<'ctx>(cg: &Cg<'ctx>, p: PointerValue<'ctx>, v: FloatValue<'c
     if cg.b.get_insert_block().is_none() {
         return Err("an atomic add outside a basic block".into());
     }
-    // The builder is positioned, `p` is a pointer and `v` a float of the pointee's type (both
-    // made by `Cg` in this module and context), which is all LLVMBuildAtomicRMW requires.
+    // SAFETY: the builder is positioned, `p` is a pointer and `v` a float of the pointee's
+    // type (both made by `Cg` in this module and context), which is all LLVMBuildAtomicRMW
+    // requires.
     unsafe {
         llvm_sys::core::LLVMBuildAtomicRMW(
             cg.b.as_mut_ptr(),

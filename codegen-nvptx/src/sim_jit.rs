@@ -304,8 +304,9 @@ fn bind_threads(cg: &Cg<'_>, kernels: &[KernelInfo]) -> Result<(), String> {
             .into_pointer_value();
         let mut args: Vec<BasicMetadataValueEnum> = Vec::new();
         for (i, p) in kernel.get_param_iter().enumerate() {
+            // SAFETY: `i` is within the table of the kernel's parameter count (the launch passes
+            // one pointer per parameter), so the in-bounds GEP stays in bounds.
             let e = err_str(unsafe {
-                // SAFETY: `i` is within the table of the kernel's parameter count.
                 cg.b.build_in_bounds_gep(ptr, table, &[cg.i64().const_int(i as u64, false)], "slot")
             })?;
             let v = err_str(cg.b.build_load(ptr, e, "buf"))?.into_pointer_value();

@@ -418,33 +418,43 @@ mod tests {
     /// A GPU thread: `out[gid] = shfl_bfly(tid * 3, 5) + 1000 * ntid`, where `gid` is the
     /// global thread index.
     unsafe extern "C" fn shuffle_kernel(table: *const *mut u8) {
+        // SAFETY: `run_grid` passes the test's table, whose first entry points at `out`.
         let out = unsafe { *table } as *mut u32;
         let (t, b, n) = (hook_tid(), hook_ctaid(), hook_ntid());
         let v = hook_shfl_bfly(u32::MAX, t * 3, 5, 0x1f);
+        // SAFETY: `out` holds `grid * block` u32s (2 x 64) and `b * n + t` is below that.
         unsafe { *out.add((b * n + t) as usize) = v + 1000 * n };
     }
 
     /// Each thread stores its index into shared `slots`, waits at the barrier, then reads its
     /// mirror's: correct only if every store happened before any read.
     unsafe extern "C" fn barrier_kernel(table: *const *mut u8) {
+        // SAFETY: the test's table has two entries, `slots` then `out`.
         let slots = unsafe { *table } as *mut u32;
+        // SAFETY: as above, entry 1 is `out`.
         let out = unsafe { *table.add(1) } as *mut u32;
         let (t, b, n) = (hook_tid(), hook_ctaid(), hook_ntid());
+        // SAFETY: `slots` holds `block` u32s and `t < n = block`; volatile, as other threads
+        // read it after the barrier.
         unsafe { slots.add(t as usize).write_volatile(b * 10_000 + t) };
         hook_barrier();
+        // SAFETY: `n - 1 - t < block`, within `slots`; its store happened before the barrier.
         let mirror = unsafe { slots.add((n - 1 - t) as usize).read_volatile() };
         hook_barrier();
+        // SAFETY: `out` holds `grid * block` u32s and `b * n + t` is below that.
         unsafe { *out.add((b * n + t) as usize) = mirror };
     }
 
     /// Threads past the first warp return before the barrier the first warp waits at.
     unsafe extern "C" fn early_return_kernel(table: *const *mut u8) {
+        // SAFETY: the test's table has one entry, `out`.
         let out = unsafe { *table } as *mut u32;
         let t = hook_tid();
         if t >= 32 {
             return;
         }
         hook_barrier();
+        // SAFETY: `t < 32` here and `out` holds 64 u32s.
         unsafe { *out.add(t as usize) = 1 };
     }
 
@@ -493,9 +503,11 @@ mod tests {
 
     /// Every thread waits at one barrier, then writes its index.
     unsafe extern "C" fn barrier_kernel_table_check(table: *const *mut u8) {
+        // SAFETY: the test's table has one entry, `out`.
         let out = unsafe { *table } as *mut u32;
         let t = hook_tid();
         hook_barrier();
+        // SAFETY: launched with one block of 32 threads, so `t < 32`, and `out` holds 64 u32s.
         unsafe { *out.add(t as usize) = t };
     }
 
@@ -504,6 +516,7 @@ mod tests {
     /// `mma`s (the second accumulating onto the first's result) and stores its four `D`
     /// elements at their (row, column) of `out` (per warp, 16 x 8).
     unsafe extern "C" fn mma_kernel(table: *const *mut u8) {
+        // SAFETY: the test's table has one entry, `out`, of `4 * 128` f32s.
         let out = unsafe { *table } as *mut f32;
         let tid = hook_tid() + hook_ctaid() * hook_ntid();
         let (w, lane) = (tid / 32, tid % 32);
@@ -551,6 +564,8 @@ mod tests {
         );
         for (i, v) in d.iter().enumerate() {
             let (r, col) = (group as usize + 8 * (i / 2), quad as usize * 2 + i % 2);
+            // SAFETY: `w < 4` (2 blocks of 64 threads), `r < 16` and `col < 8`, so the index is
+            // below `4 * 128`, the length of `out`.
             unsafe { *out.add(w as usize * 128 + r * 8 + col) = *v };
         }
     }

@@ -352,7 +352,7 @@ impl SortGeometry {
 
 impl SortKernel {
     /// The launch plan: a block per tile, or a thread per pair of a global step.
-    pub fn launch_plan(&self) -> Result<LaunchPlan, String> {
+    pub fn launch_plan(&self) -> Result<LaunchPlan, crate::NvptxError> {
         let g = &self.geo;
         let elements = g.rows * g.len;
         match self.pass {
@@ -573,7 +573,7 @@ fn emit_global<'ctx>(
     let cg = g.cg;
     let geo = &k.geo;
     let w = bufs.work(geo)?;
-    let plan = k.launch_plan().map_err(Fail::Msg)?;
+    let plan = k.launch_plan().map_err(|e| Fail::Msg(e.to_string()))?;
     let t = cg.thread_index(plan.wide_index)?;
     let b = &cg.b;
     let inside = b.build_int_compare(IntPredicate::ULT, t, c64(cg, plan.elements), "inside")?;

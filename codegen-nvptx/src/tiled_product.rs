@@ -66,7 +66,7 @@ pub struct ProductShape {
 
 impl ProductShape {
     /// The launch plan: one block of 16 x 16 threads per output tile.
-    pub fn launch_plan(&self) -> Result<LaunchPlan, String> {
+    pub fn launch_plan(&self) -> Result<LaunchPlan, crate::NvptxError> {
         let tiles = self.batch * self.rows.div_ceil(TILE) * self.cols.div_ceil(TILE);
         LaunchPlan::for_blocks(self.batch * self.rows * self.cols, tiles, TILE * TILE)
     }

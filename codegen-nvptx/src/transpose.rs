@@ -76,7 +76,7 @@ impl TransposeGeometry {
     }
 
     /// The launch plan: one block of [`REDUCTION_BLOCK`] threads per tile.
-    pub fn launch_plan(&self) -> Result<LaunchPlan, String> {
+    pub fn launch_plan(&self) -> Result<LaunchPlan, crate::NvptxError> {
         let elements = numel(&self.in_dims).max(0) as u64;
         let (ta, tb) = self.tiles();
         let batch = numel(&self.batch_dims().1).max(0) as u64;

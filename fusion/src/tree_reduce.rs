@@ -29,8 +29,7 @@
 //! evaluator computes them; no reduce outside fusions covered by the rule has a reduced
 //! dimension longer than 32.
 
-use std::collections::HashSet;
-
+use axle_ir::entity::EntitySet;
 use axle_ir::tree_reduction::{applies_to, tree_level};
 use axle_ir::{
     AttrKey, AttrValue, Changed, CompId, InstId, Module, Opcode, Pass, PassCx, PassError,
@@ -55,16 +54,20 @@ pub fn has_long_narrow_reduce(m: &Module) -> bool {
 }
 
 /// The computations fusion instructions call.
-fn fusion_bodies(m: &Module) -> HashSet<CompId> {
-    m.live_ids()
-        .into_iter()
-        .filter(|&i| m.opcode(i) == Opcode::Fusion)
-        .filter_map(|i| m.comp_attr(i, &AttrKey::Calls))
-        .collect()
+fn fusion_bodies(m: &Module) -> EntitySet<CompId> {
+    let mut fused = EntitySet::with_capacity(m.comp_capacity());
+    for i in m.live_ids() {
+        if m.opcode(i) == Opcode::Fusion {
+            if let Some(c) = m.comp_attr(i, &AttrKey::Calls) {
+                fused.insert(c);
+            }
+        }
+    }
+    fused
 }
 
-fn match_at(m: &Module, id: InstId, fused: &HashSet<CompId>) -> Option<Rewrite> {
-    if m.opcode(id) != Opcode::Reduce || fused.contains(&m.parent(id)) {
+fn match_at(m: &Module, id: InstId, fused: &EntitySet<CompId>) -> Option<Rewrite> {
+    if m.opcode(id) != Opcode::Reduce || fused.contains(m.parent(id)) {
         return None;
     }
     let ops = m.operands(id);

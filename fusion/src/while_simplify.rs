@@ -37,7 +37,7 @@ use hashbrown::HashMap;
 use rayon::prelude::*;
 
 use axle_analysis::Users;
-use axle_ir::entity::EntitySet;
+use axle_ir::entity::{dense_map, EntitySet, PackedOption, SecondaryMap};
 use axle_ir::literal::{element_to_i128, i128_to_element};
 use axle_ir::passes::is_effectful;
 use axle_ir::passes::{for_each_callee, Structure};
@@ -213,7 +213,7 @@ struct Cx<'a> {
     effectful: EntitySet<CompId>,
     /// For a computation used by exactly one instruction, which is a `while` (as its body or
     /// condition): that loop.
-    sole_loop: HashMap<CompId, InstId>,
+    sole_loop: SecondaryMap<CompId, PackedOption<InstId>>,
 }
 
 fn match_at(cx: &Cx<'_>, id: InstId) -> Option<(&'static str, Rewrite)> {
@@ -268,7 +268,7 @@ fn match_at(cx: &Cx<'_>, id: InstId) -> Option<(&'static str, Rewrite)> {
                 return None;
             }
             let c = m.parent(id);
-            let w = *cx.sole_loop.get(&c)?;
+            let w = cx.sole_loop[c].expand()?;
             let l = loop_parts(m, w)?;
             if param(m, c) != Some(t) || !passes_through(m, &l, j) {
                 return None;
@@ -320,8 +320,8 @@ fn dead_elements(
     };
     let n = elems.len();
     if n < 2
-        || cx.sole_loop.get(&l.body) != Some(&w)
-        || cx.sole_loop.get(&l.cond) != Some(&w)
+        || cx.sole_loop[l.body].expand() != Some(w)
+        || cx.sole_loop[l.cond].expand() != Some(w)
         || !m.control_predecessors(w).is_empty()
         || users.is_root(w)
     {
@@ -548,8 +548,8 @@ fn worth_hoisting(op: Opcode) -> bool {
 fn invariants(cx: &Cx<'_>, users: &Users, s: &Structure, w: InstId) -> Option<Hoist> {
     let m = cx.m;
     let l = loop_parts(m, w)?;
-    if cx.sole_loop.get(&l.body) != Some(&w)
-        || cx.sole_loop.get(&l.cond) != Some(&w)
+    if cx.sole_loop[l.body].expand() != Some(w)
+        || cx.sole_loop[l.cond].expand() != Some(w)
         || !m.control_predecessors(w).is_empty()
         || users.is_root(w)
         || m.opcode(l.init) != Opcode::Tuple
@@ -737,19 +737,24 @@ impl Pass for WhileSimplify {
         if loops.is_empty() {
             return Ok(false);
         }
-        let mut uses: HashMap<CompId, (u32, InstId)> = HashMap::new();
+        // Per computation: how many instructions use it, and the first of them.
+        let mut uses: SecondaryMap<CompId, (u32, PackedOption<InstId>)> =
+            dense_map(m.comp_capacity(), (0, PackedOption::default()));
         for &i in &live {
             for_each_callee(m, i, |c| {
-                let e = uses.entry(c).or_insert((0, i));
+                let e = &mut uses[c];
+                if e.0 == 0 {
+                    e.1 = i.into();
+                }
                 e.0 += 1;
             });
         }
-        let mut sole_loop = HashMap::new();
+        let mut sole_loop = dense_map(m.comp_capacity(), PackedOption::default());
         for &w in &loops {
             if let Some(l) = loop_parts(m, w) {
                 for c in [l.body, l.cond] {
-                    if uses.get(&c).is_some_and(|&(n, i)| n == 1 && i == w) {
-                        sole_loop.insert(c, w);
+                    if uses[c] == (1, w.into()) {
+                        sole_loop[c] = w.into();
                     }
                 }
             }

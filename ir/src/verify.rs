@@ -450,12 +450,43 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
         m,
         errors: Vec::new(),
     };
-    let n_insts = m.inst_capacity();
-    let n_comps = m.comp_capacity();
     let live = m.live_ids();
     let comps = m.computations();
+    check_entry(&mut ck);
+    // Shapes are interned, so convert each once; `shapes[i]` is instruction `i`'s if valid.
+    let shape_cache: Vec<Option<OwnedShape>> = (0..m.num_shapes())
+        .map(|s| OwnedShape::from_id(m, crate::ShapeId::new(s)))
+        .collect();
+    let Structure { sound, shapes } = check_structure(&mut ck, &live, &shape_cache);
+    let comp_ok = check_signatures(&mut ck, &live, &comps);
+    check_names(&mut ck, &live, &comps);
+    check_fusion_callers(&mut ck, &live);
+    check_call_graph(&mut ck, &live);
+    check_instruction_graph(&mut ck);
+    check_shapes(&mut ck, &live, &sound, &shapes, &comp_ok);
+    check_constants(&mut ck, &live, &shapes);
+    check_entry_layout(&mut ck, &shapes, &comp_ok);
+    check_schedule(&mut ck);
+    if ck.errors.is_empty() {
+        return Ok(());
+    }
+    let mut errors = ck.errors;
+    errors.sort_by_key(|e| e.loc.map(|l| (l.line, l.col)));
+    Err(VerifyErrors { errors })
+}
 
-    // 1. Entry.
+/// What [`check_structure`] learns of each instruction (indexed by instruction).
+struct Structure<'s> {
+    /// The instruction's own shape and every id it refers to are valid, so shape inference
+    /// can run on it.
+    sound: Vec<bool>,
+    /// The instruction's shape, where it is valid.
+    shapes: Vec<Option<&'s OwnedShape>>,
+}
+
+/// 1. The module has an entry computation, and it exists.
+fn check_entry(ck: &mut Checker<'_>) {
+    let m = ck.m;
     let entry = m.entry();
     if entry.is_none() {
         ck.module_err("the module has no entry computation".to_string());
@@ -465,18 +496,23 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
             entry.index()
         ));
     }
+}
 
-    // 2-4. Per-instruction structure. `sound[i]`: the instruction's own shape and every id it
-    // refers to are valid, so shape inference can run on it.
+/// 2-4. Per-instruction structure: its computation, its shape and layout, its operands,
+/// control predecessors and called computations.
+fn check_structure<'s>(
+    ck: &mut Checker<'_>,
+    live: &[InstId],
+    shape_cache: &'s [Option<OwnedShape>],
+) -> Structure<'s> {
+    let m = ck.m;
+    let n_insts = m.inst_capacity();
+    let entry = m.entry();
     let mut sound = vec![false; n_insts];
-    // Shapes are interned, so convert each once; `shapes[i]` is instruction `i`'s if valid.
-    let shape_cache: Vec<Option<OwnedShape>> = (0..m.num_shapes())
-        .map(|s| OwnedShape::from_id(m, crate::ShapeId::new(s)))
-        .collect();
     let mut layout_checked: HashMap<(crate::ShapeId, LayoutId), Result<(), String>> =
         HashMap::new();
     let mut shapes: Vec<Option<&OwnedShape>> = vec![None; n_insts];
-    for &i in &live {
+    for &i in live {
         let mut ok = true;
         let parent = m.parent(i);
         if !m.is_live_comp(parent) {
@@ -546,11 +582,17 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
         }
         sound[i.index()] = ok;
     }
+    Structure { sound, shapes }
+}
 
-    // 5-6. Roots and parameters. `comp_ok[c]`: the computation has a signature.
-    let by_comp = insts_by_comp(m, &live);
+/// 5-6. Roots and parameters: gives, per computation, whether it has a signature.
+fn check_signatures(ck: &mut Checker<'_>, live: &[InstId], comps: &[CompId]) -> Vec<bool> {
+    let m = ck.m;
+    let n_insts = m.inst_capacity();
+    let n_comps = m.comp_capacity();
+    let by_comp = insts_by_comp(m, live);
     let mut comp_ok = vec![false; n_comps];
-    for &c in &comps {
+    for &c in comps {
         let mut ok = true;
         let root = m.root(c);
         if root.is_none() {
@@ -634,10 +676,14 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
         }
         comp_ok[c.index()] = ok;
     }
+    comp_ok
+}
 
-    // 7. Names.
+/// 7. Instruction names and computation names are unique.
+fn check_names(ck: &mut Checker<'_>, live: &[InstId], comps: &[CompId]) {
+    let m = ck.m;
     let mut names = NameIndex::with_capacity(live.len());
-    for &i in &live {
+    for &i in live {
         if m.name(i).is_empty() {
             continue;
         }
@@ -656,7 +702,7 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
         }
     }
     let mut comp_names: HashMap<&str, CompId> = HashMap::new();
-    for &c in &comps {
+    for &c in comps {
         let name = m.comp_name(c);
         if comp_names.insert(name, c).is_some() {
             ck.comp_err(
@@ -665,10 +711,14 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
             );
         }
     }
+}
 
-    // 8. Fusion computations are called only by fusions.
+/// 8. Fusion computations are called only by fusions.
+fn check_fusion_callers(ck: &mut Checker<'_>, live: &[InstId]) {
+    let m = ck.m;
+    let n_comps = m.comp_capacity();
     let mut fusion_caller: Vec<Option<InstId>> = vec![None; n_comps];
-    for &i in &live {
+    for &i in live {
         if m.opcode(i) == Opcode::Fusion {
             if let Some(c) = m.comp_attr(i, &AttrKey::Calls) {
                 if m.is_live_comp(c) && fusion_caller[c.index()].is_none() {
@@ -677,7 +727,7 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
             }
         }
     }
-    for &i in &live {
+    for &i in live {
         if m.opcode(i) == Opcode::Fusion {
             continue;
         }
@@ -698,13 +748,17 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
             }
         }
     }
+}
 
-    // 9. The call graph is acyclic.
+/// 9. The call graph is acyclic.
+fn check_call_graph(ck: &mut Checker<'_>, live: &[InstId]) {
+    let m = ck.m;
+    let n_comps = m.comp_capacity();
     // Edges in order of first appearance, deduplicated through a set (a computation calling
     // 20,000 others must not scan its list per call).
     let mut callees: Vec<Vec<usize>> = vec![Vec::new(); n_comps];
     let mut edges: hashbrown::HashSet<(usize, usize)> = hashbrown::HashSet::new();
-    for &i in &live {
+    for &i in live {
         let p = m.parent(i);
         if !m.is_live_comp(p) {
             continue;
@@ -726,8 +780,12 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
             format!("calls itself: {}", path.join(" -> ")),
         );
     }
+}
 
-    // 10. The instruction graph is acyclic.
+/// 10. The instruction graph (operands and control predecessors) is acyclic.
+fn check_instruction_graph(ck: &mut Checker<'_>) {
+    let m = ck.m;
+    let n_insts = m.inst_capacity();
     // Dependencies (operands and control predecessors in the same computation) as CSR rows.
     let mut dep_start = vec![0usize; n_insts + 1];
     let mut deps: Vec<usize> = Vec::new();
@@ -755,8 +813,18 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
             format!("depends on itself: {}", path.join(" -> ")),
         );
     }
+}
 
-    // 12. Shapes: declared == inferred. Instructions are independent: infer in parallel, keep
+/// 12. Shapes: each sound instruction's declared shape is compatible with the inferred one.
+fn check_shapes(
+    ck: &mut Checker<'_>,
+    live: &[InstId],
+    sound: &[bool],
+    shapes: &[Option<&OwnedShape>],
+    comp_ok: &[bool],
+) {
+    let m = ck.m;
+    // Instructions are independent: infer in parallel, keep
     // the order. An instruction without attributes (so calling no computation) has a verdict
     // that depends only on its opcode, its operands' interned shapes and its declared shape, so
     // each worker remembers verdicts by that key: a large module repeats a few such keys for most
@@ -804,9 +872,12 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
     for (i, msg) in shape_errors {
         ck.inst_err(i, msg);
     }
+}
 
-    // 13. Constants.
-    for &i in &live {
+/// 13. Constants have a value that fits their declared shape.
+fn check_constants(ck: &mut Checker<'_>, live: &[InstId], shapes: &[Option<&OwnedShape>]) {
+    let m = ck.m;
+    for &i in live {
         if m.opcode(i) != Opcode::Constant {
             continue;
         }
@@ -823,8 +894,12 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
             }
         }
     }
+}
 
-    // 14. Entry computation layout.
+/// 14. The entry computation layout matches the entry computation's signature.
+fn check_entry_layout(ck: &mut Checker<'_>, shapes: &[Option<&OwnedShape>], comp_ok: &[bool]) {
+    let m = ck.m;
+    let entry = m.entry();
     if let Some((params, result)) = &m.entry_layout {
         if m.is_live_comp(entry) && comp_ok[entry.index()] {
             let eparams = m.params(entry);
@@ -838,19 +913,22 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
                 ));
             } else {
                 for (n, (&(sid, lid), &p)) in params.iter().zip(eparams).enumerate() {
-                    if let Some(msg) = check_entry_layout_item(m, sid, lid, p, &shapes) {
+                    if let Some(msg) = check_entry_layout_item(m, sid, lid, p, shapes) {
                         ck.module_err(format!("entry_computation_layout parameter {n}: {msg}"));
                     }
                 }
             }
             let root = m.root(entry);
-            if let Some(msg) = check_entry_layout_item(m, result.0, result.1, root, &shapes) {
+            if let Some(msg) = check_entry_layout_item(m, result.0, result.1, root, shapes) {
                 ck.module_err(format!("entry_computation_layout result: {msg}"));
             }
         }
     }
+}
 
-    // 15. Schedule (only on a structurally sound module: the check indexes by parent).
+/// 15. The schedule (only on a structurally sound module: the check indexes by parent).
+fn check_schedule(ck: &mut Checker<'_>) {
+    let m = ck.m;
     if ck.errors.is_empty() {
         if let Some(s) = m.schedule() {
             for (c, msg) in s.violations(m) {
@@ -858,13 +936,6 @@ pub fn verify(m: &Module) -> Result<(), VerifyErrors> {
             }
         }
     }
-
-    if ck.errors.is_empty() {
-        return Ok(());
-    }
-    let mut errors = ck.errors;
-    errors.sort_by_key(|e| e.loc.map(|l| (l.line, l.col)));
-    Err(VerifyErrors { errors })
 }
 
 /// Why shape `id` does not convert to an [`OwnedShape`]: an id that is not a shape of the

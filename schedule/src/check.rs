@@ -36,6 +36,7 @@ use std::collections::BTreeMap;
 
 use hashbrown::HashMap;
 
+use axle_ir::entity::{dense_map, SecondaryMap};
 use axle_ir::{AttrKey, BufferId, CompId, InstId, Module, Opcode};
 
 use crate::buffer_assignment::{BufferAssignment, Memory, Move, ALIGN};
@@ -92,8 +93,10 @@ struct Checker<'a> {
     rules: &'a dyn BufferRules,
     mem: Shadow,
     next: u64,
-    env: HashMap<InstId, Vec<u64>>,
-    consts: HashMap<InstId, Vec<u64>>,
+    /// Per instruction, the tokens of its leaves (last run).
+    env: SecondaryMap<InstId, Vec<u64>>,
+    /// Per constant, its leaves' tokens once it was placed.
+    consts: SecondaryMap<InstId, Option<Vec<u64>>>,
     writable_params: Vec<u32>,
     report: CheckReport,
 }
@@ -118,8 +121,8 @@ pub fn check(
         rules,
         mem: HashMap::new(),
         next: 1,
-        env: HashMap::new(),
-        consts: HashMap::new(),
+        env: dense_map(m.inst_capacity(), Vec::new()),
+        consts: SecondaryMap::new(),
         writable_params,
         report: CheckReport::default(),
     };
@@ -336,10 +339,10 @@ impl Checker<'_> {
                 let n = self.name(i);
                 self.expect(*s, t, || n.clone())?;
             }
-            self.env.insert(i, toks);
+            self.env[i] = toks;
         }
         let root = m.root(c);
-        let toks = self.env.get(&root).cloned().unwrap_or_default();
+        let toks = self.env[root].clone();
         let slots = self.leaf_slots(root)?;
         for (s, &t) in slots.iter().zip(&toks) {
             let n = format!("the root of {}", m.comp_name(c));
@@ -349,7 +352,7 @@ impl Checker<'_> {
     }
 
     fn operand_tokens(&self, o: InstId) -> Vec<u64> {
-        self.env.get(&o).cloned().unwrap_or_default()
+        self.env[o].clone()
     }
 
     /// Executes `i`; returns the tokens of its leaves.
@@ -363,7 +366,7 @@ impl Checker<'_> {
                 args.get(n).cloned().unwrap_or_default()
             }
             Constant => {
-                if let Some(t) = self.consts.get(&i) {
+                if let Some(t) = &self.consts[i] {
                     t.clone()
                 } else {
                     let mut toks = Vec::new();
@@ -375,7 +378,7 @@ impl Checker<'_> {
                         self.put(s, t);
                         toks.push(t);
                     }
-                    self.consts.insert(i, toks.clone());
+                    self.consts[i] = Some(toks.clone());
                     toks
                 }
             }
@@ -543,7 +546,7 @@ impl Checker<'_> {
                 let n = self.name(f);
                 self.expect(*s, t, || format!("{n}'s parameter {k}"))?;
             }
-            self.env.insert(p, toks);
+            self.env[p] = toks;
             have.push(p);
         }
         for &s in steps {
@@ -587,7 +590,7 @@ impl Checker<'_> {
                 let n = self.name(s);
                 self.expect(*sl, t, || n.clone())?;
             }
-            self.env.insert(s, toks);
+            self.env[s] = toks;
             have.push(s);
         }
         Ok(self.operand_tokens(m.root(c)))

@@ -24,7 +24,7 @@ fn run_on(backend: &str, m: &Module, args: &[Literal]) -> Result<Vec<ArrayLitera
         .compiler()
         .compile(m.clone(), &CompileOptions::default())
         .map_err(|e| e.to_string())?;
-    axle::run::run_literals(&*p, &*exe, args)
+    axle::run::run_literals(&*p, &*exe, args).map_err(|e| e.to_string())
 }
 
 /// Floats close to the evaluator's (dots use fused multiply-adds, float sums are reassociated

@@ -410,7 +410,7 @@ fn interpreter_runs_collectives_on_one_device() -> Result<(), Error> {
     let platform = registry().get("interpreter")?;
     let lit = axle::ir::Literal::Array(ArrayRef::vector(&x).to_literal());
     let got =
-        axle::run::run_literals(&*platform, exe.executable(), &[lit]).map_err(Error::Parse)?;
+        axle::run::run_literals(&*platform, exe.executable(), &[lit]).map_err(Error::Backend)?;
     assert_eq!(got[0], out[0].to_literal());
     Ok(())
 }

@@ -299,7 +299,19 @@ fn refused_forms_are_errors_naming_them() {
         ..Default::default()
     };
     let e = axle::run::run_module(m, &opts).map(|_| ()).unwrap_err();
-    assert!(e.contains("all-reduce needs a multi-device run"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("all-reduce needs a multi-device run"),
+        "{e}"
+    );
+    // The backend's own error is reachable as the source, through the run's and the backend
+    // interface's errors.
+    let source = std::error::Error::source(&e)
+        .and_then(|s| s.downcast_ref::<axle_codegen_nvptx::NvptxError>());
+    assert!(
+        matches!(source, Some(axle_codegen_nvptx::NvptxError::Run(_))),
+        "{e:?}"
+    );
 }
 
 fn corpus() -> PathBuf {

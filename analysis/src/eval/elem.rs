@@ -389,14 +389,14 @@ mod c_math {
 
     /// `erf` of an `f64`.
     pub fn erf(x: f64) -> f64 {
-        // A pure C99 math function of one float: no pointers, no state, defined for every
-        // input (NaN and infinities included).
+        // SAFETY: a pure C99 math function of one float: no pointers, no state, defined for
+        // every input (NaN and infinities included).
         unsafe { sys::erf(x) }
     }
 
     /// `erf` of an `f32`.
     pub fn erff(x: f32) -> f32 {
-        // As `erf`.
+        // SAFETY: as `erf`.
         unsafe { sys::erff(x) }
     }
 }

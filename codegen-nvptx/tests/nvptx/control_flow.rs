@@ -11,7 +11,7 @@
 //! computations and the PTX holding every computation's kernels is accepted by ptxas, and an
 //! unsupported instruction inside a loop body is an error naming it.
 
-use axle_codegen_nvptx::plan_kernels;
+use axle_codegen_nvptx::{plan_kernels, NvptxError};
 use axle_ir::types::ElementType;
 use axle_ir::{Literal, Module};
 use axle_testkit::real_array;
@@ -394,5 +394,7 @@ ENTRY e {
     let e = run_on(&logging_memory(), &m, &[f32s(4, |i| i as f64)])
         .err()
         .expect("a custom call is refused");
+    assert!(matches!(e, NvptxError::Codegen(_)), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("odd") && e.contains("custom-call"), "{e}");
 }

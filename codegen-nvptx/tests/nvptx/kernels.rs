@@ -3,7 +3,9 @@
 //! path for outputs past `i32::MAX` elements, no kernel for zero-sized outputs, and refusals
 //! that name the instruction and its op.
 
-use axle_codegen_nvptx::{emit_text, plan_kernels, Emit, GpuArch, KernelKind, NvptxOptions};
+use axle_codegen_nvptx::{
+    emit_text, plan_kernels, Emit, GpuArch, KernelKind, NvptxError, NvptxOptions,
+};
 use axle_ir::Module;
 
 mod common;
@@ -120,6 +122,8 @@ ENTRY e {
 #[test]
 fn unknown_architectures_are_refused() {
     let e = GpuArch::from_name("sm_75").unwrap_err();
+    assert_eq!(e, NvptxError::UnknownArch("sm_75".into()));
+    let e = e.to_string();
     assert!(e.contains("sm_75") && e.contains("sm_80"), "{e}");
     assert_eq!(GpuArch::from_name("sm_90"), Ok(GpuArch::Sm90));
 }

@@ -7,7 +7,7 @@
 use axle_codegen_nvptx::device::{BufferKey, Device, DeviceMemory, Peak};
 use axle_codegen_nvptx::executor::Executable;
 use axle_codegen_nvptx::sim::SimDevice;
-use axle_codegen_nvptx::KernelOptions;
+use axle_codegen_nvptx::{KernelOptions, NvptxError};
 use axle_ir::{compare_arrays, ArrayLiteral, ArrayShape, Literal, Module, Shape, Tolerance};
 use axle_testkit::leaves;
 
@@ -27,7 +27,7 @@ pub struct Ran {
 
 /// Runs `m` on the simulator on `args`, giving the result's leaves; every buffer is freed, and
 /// the run must have left only its result's buffers live.
-pub fn run_sim(m: &Module, args: &[Literal]) -> Result<Vec<ArrayLiteral>, String> {
+pub fn run_sim(m: &Module, args: &[Literal]) -> Result<Vec<ArrayLiteral>, NvptxError> {
     run_sim_with(m, args, &KernelOptions::default())
 }
 
@@ -36,7 +36,7 @@ pub fn run_sim_with(
     m: &Module,
     args: &[Literal],
     opts: &KernelOptions,
-) -> Result<Vec<ArrayLiteral>, String> {
+) -> Result<Vec<ArrayLiteral>, NvptxError> {
     let ran = run_on_with(&DeviceMemory::new(SimDevice::default()), m, args, opts)?;
     assert_eq!(
         ran.left,
@@ -52,7 +52,7 @@ pub fn run_on<D: Device>(
     mem: &DeviceMemory<D>,
     m: &Module,
     args: &[Literal],
-) -> Result<Ran, String> {
+) -> Result<Ran, NvptxError> {
     run_on_with(mem, m, args, &KernelOptions::default())
 }
 
@@ -62,8 +62,8 @@ pub fn run_on_with<D: Device>(
     m: &Module,
     args: &[Literal],
     opts: &KernelOptions,
-) -> Result<Ran, String> {
-    let exe = Executable::compile_with(mem, m.clone(), opts).map_err(|e| e.to_string())?;
+) -> Result<Ran, NvptxError> {
+    let exe = Executable::compile_with(mem, m.clone(), opts)?;
     let keys: Vec<Vec<BufferKey>> = args
         .iter()
         .map(|a| leaves(a).iter().map(|l| mem.upload(&l.data)).collect())
@@ -84,7 +84,7 @@ pub fn run_on_with<D: Device>(
                 data: mem.download(k)?,
             })
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, NvptxError>>()?;
     for k in out.into_iter().chain(keys.into_iter().flatten()) {
         mem.free(k)?;
     }
