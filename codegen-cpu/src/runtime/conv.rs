@@ -354,7 +354,9 @@ fn nr(avx512: bool) -> usize {
     }
 }
 
-/// The vector operations the tile needs, on `f32` lanes.
+/// The vector operations the tile needs, on `f32` lanes. Contract of every method: the
+/// calling code runs with the vector extension of the implementation (the `item_*` entry
+/// points enable it), and a pointer it takes holds `N` lanes (one for `splat`).
 trait Lanes: Copy {
     const N: usize;
     unsafe fn zero() -> Self;
@@ -369,26 +371,32 @@ impl Lanes for __m512 {
     const N: usize = 16;
     #[inline(always)]
     unsafe fn zero() -> Self {
+        // SAFETY: callers run with AVX-512F (the trait's contract); pointers as documented.
         unsafe { _mm512_setzero_ps() }
     }
     #[inline(always)]
     unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: callers run with AVX-512F (the trait's contract); pointers as documented.
         unsafe { _mm512_loadu_ps(p) }
     }
     #[inline(always)]
     unsafe fn splat(p: *const f32) -> Self {
+        // SAFETY: callers run with AVX-512F (the trait's contract); pointers as documented.
         unsafe { _mm512_set1_ps(*p) }
     }
     #[inline(always)]
     unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
+        // SAFETY: callers run with AVX-512F (the trait's contract); pointers as documented.
         unsafe { _mm512_fmadd_ps(a, b, c) }
     }
     #[inline(always)]
     unsafe fn add(a: Self, b: Self) -> Self {
+        // SAFETY: callers run with AVX-512F (the trait's contract); pointers as documented.
         unsafe { _mm512_add_ps(a, b) }
     }
     #[inline(always)]
     unsafe fn store(p: *mut f32, v: Self) {
+        // SAFETY: callers run with AVX-512F (the trait's contract); pointers as documented.
         unsafe { _mm512_storeu_ps(p, v) }
     }
 }
@@ -397,26 +405,32 @@ impl Lanes for __m256 {
     const N: usize = 8;
     #[inline(always)]
     unsafe fn zero() -> Self {
+        // SAFETY: callers run with AVX2 and FMA (the trait's contract); pointers as documented.
         unsafe { _mm256_setzero_ps() }
     }
     #[inline(always)]
     unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: callers run with AVX2 and FMA (the trait's contract); pointers as documented.
         unsafe { _mm256_loadu_ps(p) }
     }
     #[inline(always)]
     unsafe fn splat(p: *const f32) -> Self {
+        // SAFETY: callers run with AVX2 and FMA (the trait's contract); pointers as documented.
         unsafe { _mm256_broadcast_ss(&*p) }
     }
     #[inline(always)]
     unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
+        // SAFETY: callers run with AVX2 and FMA (the trait's contract); pointers as documented.
         unsafe { _mm256_fmadd_ps(a, b, c) }
     }
     #[inline(always)]
     unsafe fn add(a: Self, b: Self) -> Self {
+        // SAFETY: callers run with AVX2 and FMA (the trait's contract); pointers as documented.
         unsafe { _mm256_add_ps(a, b) }
     }
     #[inline(always)]
     unsafe fn store(p: *mut f32, v: Self) {
+        // SAFETY: callers run with AVX2 and FMA (the trait's contract); pointers as documented.
         unsafe { _mm256_storeu_ps(p, v) }
     }
 }
@@ -571,7 +585,7 @@ unsafe fn strip_tile<V: Lanes>(
     strip: *const f32,
     rows: &[Option<[*const f32; MR]>],
 ) -> [[V; 2]; MR] {
-    // SAFETY (whole body): `rows` point at rows of `c` input features (or zeros), and the
+    // SAFETY: (the whole body) `rows` point at rows of `c` input features (or zeros), and the
     // packed strip holds `2N` features for every kernel position and input feature.
     unsafe {
         let mut total = [[V::zero(); 2]; MR];
