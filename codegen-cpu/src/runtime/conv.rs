@@ -303,15 +303,20 @@ impl LibraryConv {
         let npos: i64 = self.k_sp.iter().product();
         let slice = (npos * self.c * self.block_size().1) as usize;
         PACK.with_borrow_mut(|pack| {
-            if pack.len() < slice {
-                pack.resize(slice, 0.0);
+            // A cache line more, so the packed slice starts on one: every vector load of it
+            // is then one line, not two.
+            if pack.len() < slice + 16 {
+                pack.resize(slice + 16, 0.0);
             }
+            let base = pack.as_mut_ptr();
+            // SAFETY: at most 15 elements past the start of a buffer of `slice + 16`.
+            let aligned = unsafe { base.add(base.align_offset(64)) };
             let bufs = Bufs {
                 input,
                 kernel,
                 out,
                 zeros: zeros.as_ptr(),
-                pack: pack.as_mut_ptr(),
+                pack: aligned,
             };
             for item in start..end {
                 let blk = self.block(item);
