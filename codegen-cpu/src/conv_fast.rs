@@ -496,30 +496,25 @@ pub(crate) fn item_block<'ctx>(
 
 /// Emits the call of the runtime's precompiled convolution
 /// ([`crate::runtime::conv::axle_rt_conv`]) on work items `start..end`: `input`, `kernel` and
-/// `out` the convolution's buffers. The descriptor is a private constant of the module.
+/// `out` the convolution's buffers.
 fn emit_library<'ctx>(
     cg: &Cg<'ctx>,
     lib: &LibraryConv,
-    input: PointerValue<'ctx>,
-    kernel: PointerValue<'ctx>,
-    out: PointerValue<'ctx>,
+    [input, kernel, out]: [PointerValue<'ctx>; 3],
     start: IntValue<'ctx>,
     end: IntValue<'ctx>,
 ) -> R<()> {
-    let desc = crate::host::descriptor(cg, &lib.encode(), "axle.conv.desc");
-    let (p, i) = (cg.ptr().into(), cg.i64().into());
-    let fty = cg.ctx.void_type().fn_type(&[p, p, p, p, i, i], false);
-    let f = crate::host::runtime_function(cg, "axle_rt_conv", fty);
-    let args = [
-        desc.as_pointer_value().into(),
-        input.into(),
-        kernel.into(),
-        out.into(),
-        start.into(),
-        end.into(),
-    ];
-    cg.b.build_call(f, &args, "")?;
-    Ok(())
+    let desc = lib.encode();
+    let bufs = [input, kernel, out];
+    crate::host::emit_item_call(
+        cg,
+        "axle_rt_conv",
+        &desc,
+        "axle.conv.desc",
+        bufs,
+        start,
+        end,
+    )
 }
 
 /// Work items a strip-major convolution aims at at least (so threads share the work).
@@ -698,7 +693,7 @@ pub(crate) fn emit_conv<'ctx>(
         if finish.is_some() {
             return Err("a register epilogue of a convolution on the precompiled kernel".into());
         }
-        return emit_library(cg, lib, input, kernel, out, start, end);
+        return emit_library(cg, lib, [input, kernel, out], start, end);
     }
     cg.for_range(start, end, |t| {
         if !geo.strip_major {

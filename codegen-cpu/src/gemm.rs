@@ -867,8 +867,7 @@ pub(crate) fn emit_gemm<'ctx>(
 
 /// Emits the call of the runtime's precompiled GEMM ([`crate::runtime::gemm::axle_rt_gemm`])
 /// on work items `start..end` of dot `g`: `a` and `b` where the operands' views start, `c` the
-/// result. The descriptor is a private constant of the module.
-#[allow(clippy::too_many_arguments)]
+/// result.
 pub(crate) fn emit_library<'ctx>(
     cg: &Cg<'ctx>,
     g: &LibraryGemm,
@@ -878,20 +877,16 @@ pub(crate) fn emit_library<'ctx>(
     start: IntValue<'ctx>,
     end: IntValue<'ctx>,
 ) -> R<()> {
-    let desc = crate::host::descriptor(cg, &g.encode(), "axle.gemm.desc");
-    let (p, i) = (cg.ptr().into(), cg.i64().into());
-    let fty = cg.ctx.void_type().fn_type(&[p, p, p, p, i, i], false);
-    let f = crate::host::runtime_function(cg, "axle_rt_gemm", fty);
-    let args = [
-        desc.as_pointer_value().into(),
-        a.into(),
-        b.into(),
-        c.into(),
-        start.into(),
-        end.into(),
-    ];
-    cg.b.build_call(f, &args, "")?;
-    Ok(())
+    let desc = g.encode();
+    crate::host::emit_item_call(
+        cg,
+        "axle_rt_gemm",
+        &desc,
+        "axle.gemm.desc",
+        [a, b, c],
+        start,
+        end,
+    )
 }
 
 /// The block of `C` one work item computes: batch `batch`, rows `i0..i1`, columns `j0..j1`.

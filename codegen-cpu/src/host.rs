@@ -828,6 +828,36 @@ pub(crate) fn runtime_function<'ctx>(
     })
 }
 
+/// Emits a call of the runtime's item routine `symbol` (`void symbol(const int64_t *desc,
+/// const void *a, const void *b, void *c, int64_t start, int64_t end)`: the precompiled GEMM
+/// and convolution) on work items `start..end`, its descriptor `desc` a private constant of the
+/// module named `desc_name`, `a` and `b` its operands, `c` its result.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn emit_item_call<'ctx>(
+    cg: &Cg<'ctx>,
+    symbol: &str,
+    desc: &[i64],
+    desc_name: &str,
+    [a, b, c]: [inkwell::values::PointerValue<'ctx>; 3],
+    start: inkwell::values::IntValue<'ctx>,
+    end: inkwell::values::IntValue<'ctx>,
+) -> R<()> {
+    let desc = descriptor(cg, desc, desc_name);
+    let (p, i) = (cg.ptr().into(), cg.i64().into());
+    let fty = cg.ctx.void_type().fn_type(&[p, p, p, p, i, i], false);
+    let f = runtime_function(cg, symbol, fty);
+    let args = [
+        desc.as_pointer_value().into(),
+        a.into(),
+        b.into(),
+        c.into(),
+        start.into(),
+        end.into(),
+    ];
+    cg.b.build_call(f, &args, "")?;
+    Ok(())
+}
+
 /// A runtime routine's descriptor `vals` as a private constant array of the module.
 pub(crate) fn descriptor<'ctx>(
     cg: &Cg<'ctx>,

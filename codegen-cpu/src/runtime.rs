@@ -694,15 +694,33 @@ unsafe fn run(call: &Call, bufs: *const *mut u8) {
 /// # Safety
 /// `desc` must be a descriptor [`Call::encode`] wrote for `symbol`, `bufs` its buffer table.
 unsafe fn entry(symbol: &str, desc: *const i64, bufs: *const *mut u8) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_descriptor(symbol, desc, |d| {
+            let call = Call::decode(symbol, d)?;
+            // SAFETY: the buffer table of this call (the caller's contract).
+            run(&call, bufs);
+            Some(())
+        })
+    }
+}
+
+/// Runs `f` on the descriptor at `desc` (its first entry is its length) for the runtime's entry
+/// point `symbol`; where `f` finds it wrong (`None`) or panics, aborts the process with a
+/// message naming `symbol`, rather than compute a wrong answer or unwind into generated code.
+///
+/// # Safety
+/// `desc` must point at a descriptor the compiler emitted (its first entry its length).
+pub(crate) unsafe fn with_descriptor(
+    symbol: &str,
+    desc: *const i64,
+    f: impl FnOnce(&[i64]) -> Option<()>,
+) {
     let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: the first entry of a descriptor is its length.
-        let len = unsafe { *desc } as usize;
+        let len = usize::try_from(unsafe { *desc }).ok()?;
         // SAFETY: a descriptor of `len` entries.
-        let d = unsafe { std::slice::from_raw_parts(desc, len) };
-        let call = Call::decode(symbol, d)?;
-        // SAFETY: the buffer table of this call (the caller's contract).
-        unsafe { run(&call, bufs) };
-        Some(())
+        f(unsafe { std::slice::from_raw_parts(desc, len) })
     }));
     if !matches!(done, Ok(Some(()))) {
         eprintln!("axle runtime: {symbol} failed on a descriptor the compiler did not write");

@@ -657,22 +657,18 @@ pub(crate) unsafe extern "C" fn axle_rt_conv(
     start: i64,
     end: i64,
 ) {
-    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // SAFETY: the first entry of a descriptor is its length.
-        let len = usize::try_from(unsafe { *desc }).ok()?;
-        // SAFETY: a descriptor of `len` entries.
-        let g = LibraryConv::decode(unsafe { std::slice::from_raw_parts(desc, len) })?;
-        if start < 0 || end > g.items() || !host_has(g.avx512) {
-            return None;
-        }
-        // SAFETY: the buffers of the convolution the descriptor describes (the caller's
-        // contract); the host has the extension (checked above).
-        unsafe { g.run(input.cast(), kernel.cast(), out.cast(), start, end) };
-        Some(())
-    }));
-    if !matches!(done, Ok(Some(()))) {
-        eprintln!("axle runtime: axle_rt_conv failed on a descriptor the compiler did not write");
-        std::process::abort();
+    // SAFETY: a descriptor the compiler emitted (the caller's contract).
+    unsafe {
+        super::with_descriptor("axle_rt_conv", desc, |d| {
+            let g = LibraryConv::decode(d)?;
+            if start < 0 || end > g.items() || !host_has(g.avx512) {
+                return None;
+            }
+            // SAFETY: the buffers of the convolution the descriptor describes (the caller's
+            // contract); the host has the extension (checked above).
+            g.run(input.cast(), kernel.cast(), out.cast(), start, end);
+            Some(())
+        })
     }
 }
 

@@ -196,27 +196,21 @@ pub(crate) unsafe extern "C" fn axle_rt_gemm(
     start: i64,
     end: i64,
 ) {
-    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // SAFETY: the first entry of a descriptor is its length.
-        let len = usize::try_from(unsafe { *desc }).ok()?;
-        // SAFETY: a descriptor of `len` entries.
-        let g = LibraryGemm::decode(unsafe { std::slice::from_raw_parts(desc, len) })?;
-        if start < 0 || end > g.items() {
-            return None;
-        }
-        // SAFETY: the buffers of the dot the descriptor describes (the caller's contract).
-        unsafe {
+    // SAFETY: a descriptor the compiler emitted (the caller's contract).
+    unsafe {
+        super::with_descriptor("axle_rt_gemm", desc, |d| {
+            let g = LibraryGemm::decode(d)?;
+            if start < 0 || end > g.items() {
+                return None;
+            }
+            // SAFETY: the buffers of the dot the descriptor describes (the caller's contract).
             if g.f64 {
                 g.run(1f64, a.cast(), b.cast(), c.cast(), start, end);
             } else {
                 g.run(1f32, a.cast(), b.cast(), c.cast(), start, end);
             }
-        }
-        Some(())
-    }));
-    if !matches!(done, Ok(Some(()))) {
-        eprintln!("axle runtime: axle_rt_gemm failed on a descriptor the compiler did not write");
-        std::process::abort();
+            Some(())
+        })
     }
 }
 
