@@ -122,9 +122,15 @@ impl LibraryConv {
         // as make MIN_ITEMS items, with at most MAX_TILES tiles each.
         let kernel_bytes = npos * s.c * s.o * 4;
         let groups = ((kernel_bytes + CACHED_BYTES - 1) / CACHED_BYTES).clamp(1, strips);
+        // As many groups as groups of that width need (none left empty).
+        let width = (strips + groups - 1) / groups;
+        let groups = (strips + width - 1) / width;
         let chunks = ((MIN_ITEMS + groups - 1) / groups)
             .max((tiles + MAX_TILES - 1) / MAX_TILES)
             .clamp(1, tiles);
+        // As many chunks as chunks of that size need (none left empty).
+        let per_chunk = (tiles + chunks - 1) / chunks;
+        let chunks = (tiles + per_chunk - 1) / per_chunk;
         Some(LibraryConv {
             avx512,
             pix_dims: s.pix_dims.to_vec(),
@@ -762,6 +768,10 @@ mod tests {
         };
         let g = LibraryConv::new(&shape, avx512).expect("a convolution the kernel takes");
         assert_eq!(g.groups > 1, k * k * c * o * 4 > CACHED_BYTES);
+        for item in 0..g.items() {
+            let (p0, p1, o0, o1) = g.block(item);
+            assert!(p0 < p1 && o0 < o1, "item {item} of {g:?} is empty");
+        }
         assert_eq!(LibraryConv::decode(&g.encode()).as_ref(), Some(&g));
         let mut y = vec![f32::NAN; want.len()];
         // Items in two calls, as two threads would run them.
@@ -799,6 +809,7 @@ mod tests {
             check(avx512, (1, 6, 40), (2, 3 * nr), (1, 0, 1));
             // A kernel too large for one group of strips (items over part of the features).
             check(avx512, (1, 4, 64), (3, 8 * nr), (1, 1, 1));
+            check(avx512, (1, 3, 200), (3, 5 * nr), (1, 1, 1));
         }
     }
 
