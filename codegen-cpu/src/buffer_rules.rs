@@ -162,11 +162,8 @@ impl BufferRules for CpuRules {
                 // None for a dot on the precompiled GEMM.
                 KernelKind::Gemm => crate::gemm::gemm_geo(m, core, &self.gemm)
                     .map_or(0, |g| g.for_library(&self.gemm).scratch_bytes()),
-                _ => crate::conv_fast::conv_fast(m, core).map_or(0, |g| {
-                    g.for_target(&self.gemm)
-                        .for_library(&self.gemm)
-                        .scratch_bytes()
-                }),
+                _ => crate::conv_fast::conv_fast(m, core)
+                    .map_or(0, |g| g.for_target(&self.gemm).scratch_bytes()),
             };
             sizes.push(Scratch::arena(bytes.max(0) as u64));
         }

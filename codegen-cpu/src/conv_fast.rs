@@ -78,7 +78,7 @@ pub(crate) struct ConvFast {
     /// ([`ConvFast::strip_major`], [`ConvFast::chunks`]) is chosen at 64 bytes whatever the
     /// target, so every user of the geometry agrees on it.
     lanes: i64,
-    /// The convolution on the runtime's precompiled kernel ([`ConvFast::for_library`]): its
+    /// The convolution on the runtime's precompiled kernel ([`ConvFast::for_target`]): its
     /// kernel is then a call, and its work items the library's.
     pub library: Option<LibraryConv>,
 }
@@ -99,18 +99,21 @@ impl ConvFast {
     }
     /// The same convolution tiled for the target's vector registers (32 bytes with AVX2, 64
     /// with AVX-512, [`crate::gemm::vector_bytes`]), so that a tile's accumulators fit in its
-    /// registers; the work split stays as planned.
+    /// registers; the work split stays as planned. Where the target and the convolution allow
+    /// it, the convolution runs on the runtime's precompiled kernel instead
+    /// ([`ConvFast::library`]), so every user of the targeted geometry (buffer rules, module
+    /// classes, emission) makes the same choice.
     pub fn for_target(mut self, t: &crate::gemm::GemmTarget) -> ConvFast {
         let bytes = crate::gemm::vector_bytes(&t.features);
         self.lanes = lanes_in(self.ty, bytes.min(PLAN_VECTOR_BYTES));
-        self
+        self.for_library(t)
     }
     /// This convolution on the runtime's precompiled kernel when the target allows it (the
     /// host, in the JIT, with AVX2 and FMA or AVX-512) and the kernel takes it (`f32`, no
     /// phases, see `runtime/conv.rs`). The choice depends on the types, sizes and target only,
     /// so the buffer rules and the emission agree; an output fusion's epilogue then runs on
     /// each item's finished block.
-    pub fn for_library(mut self, t: &crate::gemm::GemmTarget) -> ConvFast {
+    fn for_library(mut self, t: &crate::gemm::GemmTarget) -> ConvFast {
         let has = |f: &str| t.features.split(',').any(|x| x == f);
         let avx512 = crate::gemm::vector_bytes(&t.features) == 64;
         if !t.conv_library
@@ -291,7 +294,7 @@ impl ConvFast {
     /// Bytes of scratch the kernel needs: with [`ConvFast::strip_major`], per work item a
     /// packed block of the kernel and the accumulators kept between blocks; none otherwise.
     pub fn scratch_bytes(&self) -> i64 {
-        if self.strip_major && self.library.is_none() {
+        if self.strip_major {
             self.items() * (self.block_bytes() + self.partial_bytes())
         } else {
             0

@@ -97,7 +97,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         let conv = match m.opcode(core) {
             Opcode::Convolution => {
                 let geo = crate::conv_fast::conv_fast(m, core).ok_or("not a tiled convolution")?;
-                Some(geo.for_target(self.gemm).for_library(self.gemm))
+                Some(geo.for_target(self.gemm))
             }
             _ => None,
         };

@@ -350,7 +350,7 @@ pub(crate) struct GemmTarget {
     /// the host, in the JIT.
     pub sort_library: bool,
     /// Whether convolutions may run on the runtime's precompiled convolution
-    /// ([`crate::conv_fast::ConvFast::for_library`]); only for the host, in the JIT.
+    /// ([`crate::conv_fast::ConvFast::for_target`]); only for the host, in the JIT.
     pub conv_library: bool,
 }
 

@@ -797,8 +797,7 @@ impl<'a, 'ctx> Kc<'a, 'ctx> {
         let m = self.m;
         let geo = crate::conv_fast::conv_fast(m, self.root)
             .ok_or("not a tiled convolution")?
-            .for_target(self.gemm)
-            .for_library(self.gemm);
+            .for_target(self.gemm);
         let ops = m.operands(self.root);
         let a = self
             .g

@@ -104,13 +104,13 @@ fn heavy_weight(k: &Kernel, library: bool) -> usize {
 
 /// Whether kernel `k` runs its dot on the runtime's precompiled GEMM
 /// ([`crate::gemm::GemmGeo::for_library`]) or its convolution on the precompiled convolution
-/// ([`crate::conv_fast::ConvFast::for_library`]).
+/// ([`crate::conv_fast::ConvFast::for_target`]).
 fn on_library(m: &Module, gemm: &crate::gemm::GemmTarget, k: &Kernel) -> bool {
     if k.kind == crate::lower::KernelKind::Conv {
         let core = k.plan.core(k.root);
         return m.opcode(core) == axle_ir::Opcode::Convolution
             && crate::conv_fast::conv_fast(m, core)
-                .is_some_and(|g| g.for_target(gemm).for_library(gemm).library.is_some());
+                .is_some_and(|g| g.for_target(gemm).library.is_some());
     }
     crate::lower::gemm_core(m, k.kind, &k.plan, k.root)
         .and_then(|core| crate::gemm::gemm_geo(m, core, gemm))

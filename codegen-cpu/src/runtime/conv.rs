@@ -102,9 +102,10 @@ impl LibraryConv {
     /// with vectors of 64 bytes (`avx512`) or 32.
     pub fn new(s: &ConvShape, avx512: bool) -> Option<LibraryConv> {
         let nr = nr(avx512) as i64;
-        let npos: i64 = s.k_sp.iter().product();
-        let runs = (npos * s.c + SUB_C - 1) / SUB_C;
+        let npos = s.k_sp.iter().try_fold(1i64, |a, &k| a.checked_mul(k))?;
+        let runs = npos.checked_mul(s.c)?.checked_add(SUB_C - 1)? / SUB_C;
         let ok = s.in_st_feat == 1
+            && s.k_sp.len() <= MAX_SP
             && s.o > 0
             && s.c >= MIN_C
             && s.o % nr == 0
@@ -120,7 +121,7 @@ impl LibraryConv {
         let strips = s.o / nr;
         // Strip groups whose slices of the kernel stay in cache; then as many chunks of tiles
         // as make MIN_ITEMS items, with at most MAX_TILES tiles each.
-        let kernel_bytes = npos * s.c * s.o * 4;
+        let kernel_bytes = (npos * s.c).saturating_mul(s.o).saturating_mul(4);
         let groups = ((kernel_bytes + CACHED_BYTES - 1) / CACHED_BYTES).clamp(1, strips);
         // As many groups as groups of that width need (none left empty).
         let width = (strips + groups - 1) / groups;
@@ -287,6 +288,7 @@ impl LibraryConv {
             && g.chunks > 0
             && g.pix_dims.iter().all(|&x| x > 0)
             && g.k_sp.iter().all(|&x| x > 0)
+            && ns <= MAX_SP
             && g.pix_role.iter().all(|&r| r >= -1 && r < ns as i64);
         valid.then_some(g)
     }
@@ -837,6 +839,22 @@ mod tests {
         assert!(takes(24, 1, 1).is_none());
         assert!(takes(32, 16, 1).is_none());
         assert!(takes(32, 1, 2).is_none());
+        // More spatial dimensions than the tile's pixels record.
+        let deep = ConvShape {
+            pix_dims: &[1; 6],
+            pix_role: &[None, Some(0), Some(1), Some(2), Some(3), Some(4)],
+            o: 32,
+            c: 8,
+            in_st_batch: 8,
+            in_st_feat: 1,
+            in_st_sp: &[8; 5],
+            in_sp: &[1; 5],
+            k_sp: &[1; 5],
+            k_st_sp: &[256; 5],
+            k_st_in: 32,
+            window: vec![(1, 0, 1, 1); 5],
+        };
+        assert!(LibraryConv::new(&deep, true).is_none());
         let mut d = takes(32, 1, 1).unwrap().encode();
         d[4] = 30;
         assert!(LibraryConv::decode(&d).is_none());
