@@ -34,6 +34,7 @@ pub(crate) fn thread_count(opts: &CpuOptions) -> usize {
 pub(crate) fn init_llvm() {
     static INIT: OnceLock<()> = OnceLock::new();
     INIT.get_or_init(|| {
+        axle_codegen_llvm::llvm_options::configure();
         // The targets Axle compiles for (the host is one of them); llvm-sys's
         // `initialize_native` wrappers are not built (see build.rs).
         let cfg = InitializationConfig::default();

@@ -33,6 +33,7 @@ pub mod error;
 pub mod forms;
 pub mod lanes;
 pub mod libm_fallback;
+pub mod llvm_options;
 pub mod math;
 pub mod minifloat;
 pub mod object_loader;

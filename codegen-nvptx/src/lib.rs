@@ -139,6 +139,7 @@ const PTX_FEATURES: &str = "+ptx78";
 
 /// The target machine of `arch`.
 fn target_machine(arch: GpuArch) -> Result<TargetMachine, String> {
+    axle_codegen_llvm::llvm_options::configure();
     Target::initialize_nvptx(&InitializationConfig::default());
     let triple = TargetTriple::create(TRIPLE);
     let target = Target::from_triple(&triple).map_err(|e| e.to_string())?;

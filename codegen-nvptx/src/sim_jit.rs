@@ -71,6 +71,7 @@ pub struct SimCode {
 fn host_machine() -> Result<TargetMachine, String> {
     static INIT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     INIT.get_or_init(|| {
+        axle_codegen_llvm::llvm_options::configure();
         let cfg = InitializationConfig::default();
         Target::initialize_x86(&cfg);
         Target::initialize_aarch64(&cfg);
