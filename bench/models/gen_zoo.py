@@ -296,7 +296,7 @@ def _(rng):
 @case("graph_net_segment_sum", "graph network, forward + backward: 8192 nodes, 65536 edges (src/dst indices), node and "
       "edge features encoded to 64, 3 message-passing rounds (edge MLP on [h_src, h_dst, e] gathered by index, "
       "segment_sum of messages to destinations = scatter-add, node MLP with residual, LayerNorm), node regression loss; "
-      "outputs loss and the gradients of all 30 parameters",
+      "outputs loss and the gradients of all 36 parameter arrays",
       tags=["model", "gnn", "gather", "scatter", "segment-sum", "train", "grad"])
 def _(rng):
     N, E, FN, FE, D, R = 8192, 65536, 32, 16, 64, 3
