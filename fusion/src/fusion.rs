@@ -246,7 +246,11 @@ pub(crate) fn read_of(m: &Module, u: InstId, slot: usize, p: InstId) -> Read {
                 Read::Other(1.0)
             }
         }
-        Transpose | Slice | Concatenate | Pad | Reverse => Read::Other(1.0),
+        Transpose | Slice | Concatenate | Reverse => Read::Other(1.0),
+        // The elemental pad reads its operand at every output position (a select, also where
+        // the padding value wins), so the operand is evaluated `ratio` times per element: an
+        // interior-padded interleave (`lax.associative_scan`) evaluates it twice.
+        Pad => Read::Other(ratio),
         DynamicSlice if slot == 0 => Read::Other(1.0),
         // The updated array stays outside, so the fusion can update it in place.
         DynamicUpdateSlice if slot == 0 => Read::Blocked,
