@@ -12,6 +12,7 @@ use inkwell::module::Linkage;
 use inkwell::values::{FunctionValue, IntValue, PointerValue};
 use inkwell::IntPredicate;
 
+use crate::call_table::{emit_run, Call, Frame, RUN_MIN};
 use crate::cg::Cg;
 use crate::error::R;
 use crate::fused::inst_label;
@@ -350,10 +351,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
     /// no function grows with the program (LLVM's passes are superlinear in function size).
     fn thunks(&mut self, thunks: &[Thunk]) -> R<()> {
         if thunks.len() <= PART {
-            for t in thunks {
-                self.thunk(t)?;
-            }
-            return Ok(());
+            return self.seq(thunks);
         }
         for chunk in thunks.chunks(PART) {
             self.part(chunk)?;
@@ -441,9 +439,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
             inkwell::attributes::AttributeLoc::Function,
             cg.enum_attr("noinline"),
         );
-        for t in chunk {
-            self.thunk(t)?;
-        }
+        self.seq(chunk)?;
         cg.b.build_return(None)?;
         (
             self.params,
@@ -483,6 +479,67 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
         Ok(cg
             .module
             .add_function(&k.symbol, kernel_type(cg), Some(Linkage::External)))
+    }
+
+    /// Emits `thunks` in order: runs of at least [`RUN_MIN`] kernel calls as tables
+    /// ([`crate::call_table`]), everything else as code.
+    fn seq(&mut self, thunks: &[Thunk]) -> R<()> {
+        let mut i = 0;
+        while i < thunks.len() {
+            let run = thunks[i..]
+                .iter()
+                .take_while(|t| matches!(t, Thunk::Kernel(_)))
+                .count();
+            if run >= RUN_MIN {
+                self.run(&thunks[i..i + run])?;
+                i += run;
+            } else {
+                self.thunk(&thunks[i])?;
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Emits a run of kernel thunks as one table and a call of its runner.
+    fn run(&mut self, run: &[Thunk]) -> R<()> {
+        let mut calls = Vec::with_capacity(run.len());
+        for t in run {
+            let Thunk::Kernel(k) = t else {
+                return Err("a run of kernel calls holds another thunk".into());
+            };
+            let id = self.next_kernel;
+            let e = self.kernels.get(id).ok_or("kernel number out of range")?;
+            self.next_kernel += 1;
+            if e.items == 0 {
+                continue;
+            }
+            calls.push(Call {
+                kernel: k,
+                func: self.kernel_fn(id)?,
+                items: e.items,
+                grain: e.grain,
+                id,
+            });
+        }
+        if calls.is_empty() {
+            return Ok(());
+        }
+        let frame = Frame {
+            params: self.params,
+            outputs: self.outputs,
+            temp: self.temp,
+            rt: self.rt,
+        };
+        emit_run(
+            self.cg,
+            self.m,
+            self.prog,
+            &calls,
+            &frame,
+            self.dispatch,
+            self.bufs_ty.len() as usize,
+        )
     }
 
     fn thunk(&mut self, t: &Thunk) -> R<()> {
