@@ -5,7 +5,9 @@
 //! const AxleRuntime *rt)`: one pointer per array leaf of the entry parameters and of the result,
 //! the temporary block, and the runtime (`NULL` runs every kernel on the calling thread). A
 //! kernel with enough work items is handed to `rt->parallel_for(rt, kernel, bufs, items,
-//! grain)`, which may split `[0, items)` across threads.
+//! grain)`, which may split `[0, items)` across threads. Runs of at least
+//! [`crate::call_table::RUN_MIN`] consecutive kernel calls are tables that `axle.run` walks
+//! ([`crate::call_table`]); other thunks, and shorter runs, are straight-line code.
 
 use axle_ir::{AttrKey, AttrValue, ElementType, InstId, Module};
 use inkwell::module::Linkage;
@@ -34,7 +36,9 @@ struct Entry<'a, 'ctx> {
     dispatch: FunctionValue<'ctx>,
     /// Whether the program makes collective calls: then every loop also stops when the run
     /// has failed (`axle_rt_failed`), so a failed collective ends the run in bounded time.
-    collectives: bool,
+    /// Found when a loop first asks (a walk of the whole program, which each of a large
+    /// program's many entry modules would otherwise repeat).
+    collectives: std::cell::OnceCell<bool>,
 }
 
 /// Whether `thunks` make a collective host call, at any depth.
@@ -383,7 +387,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
             bufs_array: null,
             bufs_ty: cg.ptr().array_type(max_bufs.max(1) as u32),
             dispatch,
-            collectives: has_collectives(&prog.body),
+            collectives: std::cell::OnceCell::new(),
         })
     }
 
@@ -607,7 +611,10 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                 self.thunks(cond)?;
                 let pp = self.buf(*pred)?;
                 let mut go = cg.load(ElementType::Pred, pp, cg.c64(0))?.into_int_value();
-                if self.collectives {
+                if *self
+                    .collectives
+                    .get_or_init(|| has_collectives(&self.prog.body))
+                {
                     let failed = self.failed_flag()?;
                     let ok = cg.b.build_not(failed, "ok")?;
                     go = cg.b.build_and(go, ok, "go")?;
