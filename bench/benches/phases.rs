@@ -3,7 +3,7 @@
 //! per-instruction cost of each phase and its linearity can be read off one table: parsing the
 //! text, verifying, the `cpu` pass pipeline (verifier off) and code generation plus LLVM and the
 //! JIT (`axle_codegen_cpu::compile` on the pipeline's output; measured here, not changed by this
-//! bench). The counter is instructions per second of the phase's input. Run with
+//! bench), and code generation of `dot_chains` graphs at 10k and 100k. The counter is instructions per second of the phase's input. Run with
 //! `cargo bench -p axle-bench --bench phases` (the 1M code-generation point takes minutes).
 
 use axle::ir::{parse_module, Module, PassManagerOptions, VerifyMode};
@@ -69,7 +69,20 @@ fn pass_pipeline(bencher: Bencher, size: usize) {
 
 #[divan::bench(args = SIZES, sample_count = 1, sample_size = 1)]
 fn codegen(bencher: Bencher, size: usize) {
-    let m = pipelined(size);
+    codegen_of(bencher, pipelined(size));
+}
+
+/// Code generation of `dot_chains` graphs (a dot in every layer, each layer with a constant of
+/// its own): a kernel call per layer sharing a handful of functions, so the entry point's code
+/// and the per-kernel work around LLVM are most of it.
+#[divan::bench(args = [10_000, 100_000], sample_count = 1, sample_size = 1)]
+fn codegen_dot_chains(bencher: Bencher, size: usize) {
+    let mut m = parse_module(&Family::DotChains.generate(size, 0)).expect("parses");
+    cpu_pipeline(&mut m);
+    codegen_of(bencher, m);
+}
+
+fn codegen_of(bencher: Bencher, m: Module) {
     let opts = axle_codegen_cpu::CpuOptions::default();
     bencher
         .counter(ItemsCount::new(m.num_live_insts()))

@@ -5,13 +5,16 @@
 //! const AxleRuntime *rt)`: one pointer per array leaf of the entry parameters and of the result,
 //! the temporary block, and the runtime (`NULL` runs every kernel on the calling thread). A
 //! kernel with enough work items is handed to `rt->parallel_for(rt, kernel, bufs, items,
-//! grain)`, which may split `[0, items)` across threads.
+//! grain)`, which may split `[0, items)` across threads. Runs of at least
+//! [`crate::call_table::RUN_MIN`] consecutive kernel calls are tables that `axle.run` walks
+//! ([`crate::call_table`]); other thunks, and shorter runs, are straight-line code.
 
 use axle_ir::{AttrKey, AttrValue, ElementType, InstId, Module};
 use inkwell::module::Linkage;
 use inkwell::values::{FunctionValue, IntValue, PointerValue};
 use inkwell::IntPredicate;
 
+use crate::call_table::{emit_run, Call, Frame, RUN_MIN};
 use crate::cg::Cg;
 use crate::error::R;
 use crate::fused::inst_label;
@@ -33,7 +36,9 @@ struct Entry<'a, 'ctx> {
     dispatch: FunctionValue<'ctx>,
     /// Whether the program makes collective calls: then every loop also stops when the run
     /// has failed (`axle_rt_failed`), so a failed collective ends the run in bounded time.
-    collectives: bool,
+    /// Found when a loop first asks (a walk of the whole program, which each of a large
+    /// program's many entry modules would otherwise repeat).
+    collectives: std::cell::OnceCell<bool>,
 }
 
 /// Whether `thunks` make a collective host call, at any depth.
@@ -350,10 +355,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
     /// no function grows with the program (LLVM's passes are superlinear in function size).
     fn thunks(&mut self, thunks: &[Thunk]) -> R<()> {
         if thunks.len() <= PART {
-            for t in thunks {
-                self.thunk(t)?;
-            }
-            return Ok(());
+            return self.seq(thunks);
         }
         for chunk in thunks.chunks(PART) {
             self.part(chunk)?;
@@ -385,7 +387,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
             bufs_array: null,
             bufs_ty: cg.ptr().array_type(max_bufs.max(1) as u32),
             dispatch,
-            collectives: has_collectives(&prog.body),
+            collectives: std::cell::OnceCell::new(),
         })
     }
 
@@ -441,9 +443,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
             inkwell::attributes::AttributeLoc::Function,
             cg.enum_attr("noinline"),
         );
-        for t in chunk {
-            self.thunk(t)?;
-        }
+        self.seq(chunk)?;
         cg.b.build_return(None)?;
         (
             self.params,
@@ -483,6 +483,67 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
         Ok(cg
             .module
             .add_function(&k.symbol, kernel_type(cg), Some(Linkage::External)))
+    }
+
+    /// Emits `thunks` in order: runs of at least [`RUN_MIN`] kernel calls as tables
+    /// ([`crate::call_table`]), everything else as code.
+    fn seq(&mut self, thunks: &[Thunk]) -> R<()> {
+        let mut i = 0;
+        while i < thunks.len() {
+            let run = thunks[i..]
+                .iter()
+                .take_while(|t| matches!(t, Thunk::Kernel(_)))
+                .count();
+            if run >= RUN_MIN {
+                self.run(&thunks[i..i + run])?;
+                i += run;
+            } else {
+                self.thunk(&thunks[i])?;
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Emits a run of kernel thunks as one table and a call of its runner.
+    fn run(&mut self, run: &[Thunk]) -> R<()> {
+        let mut calls = Vec::with_capacity(run.len());
+        for t in run {
+            let Thunk::Kernel(k) = t else {
+                return Err("a run of kernel calls holds another thunk".into());
+            };
+            let id = self.next_kernel;
+            let e = self.kernels.get(id).ok_or("kernel number out of range")?;
+            self.next_kernel += 1;
+            if e.items == 0 {
+                continue;
+            }
+            calls.push(Call {
+                kernel: k,
+                func: self.kernel_fn(id)?,
+                items: e.items,
+                grain: e.grain,
+                id,
+            });
+        }
+        if calls.is_empty() {
+            return Ok(());
+        }
+        let frame = Frame {
+            params: self.params,
+            outputs: self.outputs,
+            temp: self.temp,
+            rt: self.rt,
+        };
+        emit_run(
+            self.cg,
+            self.m,
+            self.prog,
+            &calls,
+            &frame,
+            self.dispatch,
+            self.bufs_ty.len() as usize,
+        )
     }
 
     fn thunk(&mut self, t: &Thunk) -> R<()> {
@@ -550,7 +611,10 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                 self.thunks(cond)?;
                 let pp = self.buf(*pred)?;
                 let mut go = cg.load(ElementType::Pred, pp, cg.c64(0))?.into_int_value();
-                if self.collectives {
+                if *self
+                    .collectives
+                    .get_or_init(|| has_collectives(&self.prog.body))
+                {
                     let failed = self.failed_flag()?;
                     let ok = cg.b.build_not(failed, "ok")?;
                     go = cg.b.build_and(go, ok, "go")?;

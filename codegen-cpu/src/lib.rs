@@ -32,6 +32,7 @@ mod aot;
 mod artifact;
 mod buf;
 pub mod buffer_rules;
+mod call_table;
 mod collective;
 mod conv_fast;
 mod cpu_target;

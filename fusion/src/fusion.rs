@@ -890,23 +890,21 @@ fn write_plan(
         members[fill[nd.cluster as usize] as usize] = i as u32;
         fill[nd.cluster as usize] += 1;
     }
-    // Per instruction: how many placements inside fusions, and whether the original stays (it
-    // roots a cluster, or sits in a cluster not worth a fusion).
-    let placements = |k: usize| {
-        let (mut fused, mut stays) = (0u32, false);
-        let mut nd = plan.head[k];
-        while nd != NONE {
-            let node = plan.nodes[nd as usize];
-            let cl = &plan.clusters[node.cluster as usize];
-            if cl.root == k as u32 || cl.work == 0 {
-                stays = true;
-            } else {
-                fused += 1;
-            }
-            nd = node.next;
+    // Per instruction (by position): how many placements inside fusions, and whether the
+    // original stays (it roots a cluster, or sits in a cluster not worth a fusion). Counted
+    // once over the nodes, so a cheap producer placed in every cluster (a broadcast bias read
+    // by every layer) costs one visit per placement, not one per placement per cluster.
+    let mut placed = vec![(0u32, false); plan.order.len()];
+    for node in &plan.nodes {
+        let cl = &plan.clusters[node.cluster as usize];
+        let p = &mut placed[node.pos as usize];
+        if cl.root == node.pos || cl.work == 0 {
+            p.1 = true;
+        } else {
+            p.0 += 1;
         }
-        (fused, stays)
-    };
+    }
+    let placements = |k: usize| placed[k];
     for c in (0..nc).rev() {
         let cl = plan.clusters[c];
         if cl.work == 0 {

@@ -30,7 +30,52 @@ pub enum Mark {
 }
 
 /// Marks of a walk, by node; one map can serve several walks in turn (see [`depth_first`]).
+/// Dense: it grows to the largest id marked, so a walk that reaches a few nodes of a large
+/// module with high ids pays for the whole module; such walks use [`SparseMarks`].
 pub type Marks<N> = SecondaryMap<N, Mark>;
+
+/// Where [`depth_first`] keeps its marks: a node's mark, [`Mark::New`] until set.
+pub trait MarkStore<N> {
+    /// `n`'s mark.
+    fn get(&self, n: N) -> Mark;
+    /// Sets `n`'s mark.
+    fn set(&mut self, n: N, mark: Mark);
+}
+
+impl<N: EntityRef> MarkStore<N> for Marks<N> {
+    fn get(&self, n: N) -> Mark {
+        self[n]
+    }
+    fn set(&mut self, n: N, mark: Mark) {
+        self[n] = mark;
+    }
+}
+
+/// Marks kept only for the nodes a walk reaches (a hash map, only looked up, so walks are the
+/// same as with [`Marks`]): a walk's cost is then the nodes it reaches, however large the ids.
+pub struct SparseMarks<N>(hashbrown::HashMap<N, Mark>);
+
+impl<N> SparseMarks<N> {
+    /// No node marked.
+    pub fn new() -> Self {
+        SparseMarks(hashbrown::HashMap::new())
+    }
+}
+
+impl<N> Default for SparseMarks<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<N: EntityRef + std::hash::Hash + Eq> MarkStore<N> for SparseMarks<N> {
+    fn get(&self, n: N) -> Mark {
+        self.0.get(&n).copied().unwrap_or(Mark::New)
+    }
+    fn set(&mut self, n: N, mark: Mark) {
+        self.0.insert(n, mark);
+    }
+}
 
 /// The `k`-th outgoing edge of a node, as an edge function of [`depth_first`] gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,24 +109,24 @@ pub enum Visit<N> {
 /// so a later walk sharing it skips what this one finished.
 pub fn depth_first<N: EntityRef, B>(
     roots: impl IntoIterator<Item = N>,
-    marks: &mut Marks<N>,
+    marks: &mut impl MarkStore<N>,
     mut edge: impl FnMut(N, usize) -> Edge<N>,
     mut visit: impl FnMut(Visit<N>) -> ControlFlow<B>,
 ) -> ControlFlow<B> {
     let mut stack: Vec<(N, usize)> = Vec::new();
     for r in roots {
-        if marks[r] != Mark::New {
+        if marks.get(r) != Mark::New {
             continue;
         }
-        marks[r] = Mark::Open;
+        marks.set(r, Mark::Open);
         stack.push((r, 0));
         while let Some(&mut (n, ref mut k)) = stack.last_mut() {
             match edge(n, *k) {
                 Edge::To(d) => {
                     *k += 1;
-                    match marks[d] {
+                    match marks.get(d) {
                         Mark::New => {
-                            marks[d] = Mark::Open;
+                            marks.set(d, Mark::Open);
                             stack.push((d, 0));
                         }
                         Mark::Open => visit(Visit::Cycle { from: n, to: d })?,
@@ -90,7 +135,7 @@ pub fn depth_first<N: EntityRef, B>(
                 }
                 Edge::Skip => *k += 1,
                 Edge::End => {
-                    marks[n] = Mark::Done;
+                    marks.set(n, Mark::Done);
                     stack.pop();
                     visit(Visit::Post(n))?;
                 }
@@ -140,9 +185,11 @@ fn operand_edge(m: &Module, i: InstId, k: usize) -> Edge<InstId> {
 /// (operands in order, depth first). `Err(i)` when an operand edge closes a cycle at `i`.
 pub fn operand_post_order(m: &Module, root: InstId) -> Result<Vec<InstId>, InstId> {
     let mut order = Vec::new();
+    // Sparse marks: callers walk one computation (a fusion's, a kernel's) of a module whose
+    // ids run to millions, once per computation.
     let walk = depth_first(
         [root],
-        &mut Marks::new(),
+        &mut SparseMarks::new(),
         |i, k| operand_edge(m, i, k),
         |v| match v {
             Visit::Post(i) => {

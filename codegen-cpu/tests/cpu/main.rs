@@ -10,6 +10,8 @@
 
 #[path = "batchnorm.rs"]
 pub mod batchnorm;
+#[path = "call_table.rs"]
+pub mod call_table;
 #[path = "complex.rs"]
 pub mod complex;
 #[path = "donation.rs"]
