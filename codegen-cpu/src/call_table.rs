@@ -14,8 +14,7 @@
 //! A buffer's address is its base plus the offset.
 //!
 //! Invariants: the loop binds exactly the pointers, in the order, that the straight-line call
-//! binds ([`crate::emit`]: outputs, bindings, scratch, GEMM views with their offsets, lifted
-//! constants) and calls the same dispatcher with the same arguments, so a run computes what the
+//! binds (both bind [`Kernel::bound`]) and calls the same dispatcher with the same arguments, so a run computes what the
 //! calls it replaces compute, in the same order; the table depends only on the program, so the
 //! code is the same at any thread count.
 
@@ -29,7 +28,7 @@ use inkwell::IntPredicate;
 use crate::buf::BufId;
 use crate::cg::Cg;
 use crate::error::R;
-use crate::lower::{BufKind, Kernel, Program};
+use crate::lower::{Bound, BufKind, Kernel, Program};
 
 /// The fewest consecutive kernel calls made a table: below it the straight-line calls are
 /// about as much code as the table's call and its constants.
@@ -106,20 +105,14 @@ pub(crate) fn emit_run<'ctx>(
     for c in calls {
         let k = c.kernel;
         let mut args: Vec<(i64, i64, i64)> = Vec::new();
-        let all = k
-            .outputs
-            .iter()
-            .chain(k.bindings.iter().flat_map(|(_, bs)| bs))
-            .chain(&k.scratch);
-        for &b in all {
-            args.push(base(prog, b, &mut consts));
-        }
-        for &(b, view) in &k.views {
-            let (kind, index, off) = base(prog, b, &mut consts);
-            args.push((kind, index, off + view));
-        }
-        for &c in &k.lifted {
-            args.push((3, consts.index(c, 0), 0));
+        for bound in k.bound() {
+            args.push(match bound {
+                Bound::Buf(b, view) => {
+                    let (kind, index, off) = base(prog, b, &mut consts);
+                    (kind, index, off + view)
+                }
+                Bound::Lifted(c) => (3, consts.index(c, 0), 0),
+            });
         }
         if args.len() > max_bufs.max(1) {
             return Err("a kernel binds more buffers than the entry point's bind array".into());

@@ -498,17 +498,16 @@ pub(crate) fn item_block<'ctx>(
 }
 
 /// Emits the call of the runtime's precompiled convolution
-/// ([`crate::runtime::conv::axle_rt_conv`]) on work items `start..end`: `input`, `kernel` and
-/// `out` the convolution's buffers.
+/// ([`crate::runtime::conv::axle_rt_conv`]) on work items `start..end`: `bufs` the
+/// convolution's input, kernel and output.
 fn emit_library<'ctx>(
     cg: &Cg<'ctx>,
     lib: &LibraryConv,
-    [input, kernel, out]: [PointerValue<'ctx>; 3],
+    bufs: [PointerValue<'ctx>; 3],
     start: IntValue<'ctx>,
     end: IntValue<'ctx>,
 ) -> R<()> {
     let desc = lib.encode();
-    let bufs = [input, kernel, out];
     crate::host::emit_item_call(
         cg,
         "axle_rt_conv",

@@ -19,7 +19,7 @@ use crate::cg::Cg;
 use crate::error::R;
 use crate::fused::inst_label;
 use crate::kernels::kernel_type;
-use crate::lower::{BufId, BufKind, Kernel, Program, Thunk};
+use crate::lower::{Bound, BufId, BufKind, Kernel, Program, Thunk};
 
 struct Entry<'a, 'ctx> {
     cg: &'a Cg<'ctx>,
@@ -557,28 +557,17 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                 if items == 0 {
                     return Ok(());
                 }
-                let mut all: Vec<BufId> = k.outputs.clone();
-                for (_, bs) in &k.bindings {
-                    all.extend_from_slice(bs);
-                }
-                all.extend(k.scratch.iter());
-                let views = k.views.iter().map(|&(b, off)| (b, off));
-                let ptrs = all.iter().map(|&b| (b, 0)).chain(views);
-                for (i, (b, off)) in ptrs.enumerate() {
-                    let mut p = self.buf(b)?;
-                    if off != 0 {
+                for (i, bound) in k.bound().enumerate() {
+                    let p = match bound {
+                        Bound::Buf(b, 0) => self.buf(b)?,
                         // A GEMM operand read through a view that starts inside its buffer.
-                        p = cg.gep(cg.ctx.i8_type().into(), p, cg.c64(off))?;
-                    }
+                        Bound::Buf(b, off) => {
+                            cg.gep(cg.ctx.i8_type().into(), self.buf(b)?, cg.c64(off))?
+                        }
+                        // A lifted constant: a pointer to its value.
+                        Bound::Lifted(c) => crate::elemental::const_leaf_global(cg, self.m, c, 0)?,
+                    };
                     let slot = cg.gep(cg.ptr().into(), self.bufs_array, cg.c64(i as i64))?;
-                    cg.b.build_store(slot, p)?;
-                }
-                // Lifted constants: pointers to their values, after everything else.
-                let first = all.len() + k.views.len();
-                for (j, &c) in k.lifted.iter().enumerate() {
-                    let p = crate::elemental::const_leaf_global(cg, self.m, c, 0)?;
-                    let slot =
-                        cg.gep(cg.ptr().into(), self.bufs_array, cg.c64((first + j) as i64))?;
                     cg.b.build_store(slot, p)?;
                 }
                 let func = self.kernel_fn(id)?;

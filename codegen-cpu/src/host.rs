@@ -832,7 +832,6 @@ pub(crate) fn runtime_function<'ctx>(
 /// const void *a, const void *b, void *c, int64_t start, int64_t end)`: the precompiled GEMM
 /// and convolution) on work items `start..end`, its descriptor `desc` a private constant of the
 /// module named `desc_name`, `a` and `b` its operands, `c` its result.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_item_call<'ctx>(
     cg: &Cg<'ctx>,
     symbol: &str,

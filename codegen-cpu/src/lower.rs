@@ -113,6 +113,30 @@ pub(crate) struct Kernel {
     pub lifted: Vec<InstId>,
 }
 
+/// One pointer a kernel is called with ([`Kernel::bound`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Bound {
+    /// Buffer `b`, `offset` bytes in (a GEMM view's start; 0 for every other buffer).
+    Buf(BufId, i64),
+    /// A lifted constant's value.
+    Lifted(InstId),
+}
+
+impl Kernel {
+    /// The pointers the kernel is called with, in the order of its bind array: outputs,
+    /// bindings, scratch, GEMM views (with their offsets), lifted constants. Every caller of a
+    /// kernel (the entry point's straight-line calls and its call tables) binds this list.
+    pub fn bound(&self) -> impl Iterator<Item = Bound> + '_ {
+        self.outputs
+            .iter()
+            .chain(self.bindings.iter().flat_map(|(_, bs)| bs))
+            .chain(&self.scratch)
+            .map(|&b| Bound::Buf(b, 0))
+            .chain(self.views.iter().map(|&(b, off)| Bound::Buf(b, off)))
+            .chain(self.lifted.iter().map(|&c| Bound::Lifted(c)))
+    }
+}
+
 /// One step of the program.
 #[derive(Clone, Debug)]
 pub(crate) enum Thunk {

@@ -167,12 +167,7 @@ fn collect<'p>(
     let mut seen: HashMap<String, usize> = HashMap::new();
     visit_thunks(&prog.body, false, &mut |t, in_loop| match t {
         Thunk::Kernel(k) => {
-            let n = k.outputs.len()
-                + k.bindings.iter().map(|(_, b)| b.len()).sum::<usize>()
-                + k.scratch.len()
-                + k.views.len()
-                + k.lifted.len();
-            ks.max_bufs = ks.max_bufs.max(n);
+            ks.max_bufs = ks.max_bufs.max(k.bound().count());
             let number = ks.uses.len();
             let shared = shared_outputs(prog, k);
             let sig = format!("{} shared={shared:?}", kernel_signature(m, k));
