@@ -10,7 +10,8 @@
 //! dimension, and such an unfused `transpose`, is a transpose kernel ([`crate::transpose`]); a
 //! fusion computing a `dot` (with an elementwise epilogue), and an unfused `dot`, is a tiled dot
 //! kernel ([`crate::dot`]: on tensor cores for the `f16` and `bf16` dots
-//! [`KernelOptions::tensor_cores`] selects, else on the FMA tile loop); a `sort`, `topk` or
+//! [`KernelOptions::tensor_cores`] selects, else on the FMA tile loop; a complex dot is a loop
+//! kernel, one output element per thread by the shared elemental form); a `sort`, `topk` or
 //! `TopK` custom call is a bitonic sort run by one or several consecutive kernels
 //! ([`crate::sort`]); a `scatter` (unfused, or a fusion's
 //! root) is a copy kernel then an update kernel ([`crate::scatter`]); an `fft` is a chain of
@@ -224,14 +225,28 @@ enum Role {
     RngBitGenerator(u64),
 }
 
-/// Ops this backend leaves to other kernels: dots (refused even where the elemental
+/// Instructions this backend leaves to other kernels: dots (refused even where the elemental
 /// generators could compute them one element per thread, which would be correct but far
-/// slower than the shared-memory kernel they get; the convolutions [`crate::convolution`]
-/// leaves untiled are computed so), and reductions anywhere but at a
-/// kernel's output (a reduction kernel computes those; recomputing a reduction for every
-/// element that reads it would multiply its work).
-fn later_kernel(op: Opcode) -> bool {
-    matches!(op, Opcode::Reduce | Opcode::Dot)
+/// slower than the shared-memory kernel they get; complex dots, which that kernel does not
+/// cover, and the convolutions [`crate::convolution`] leaves untiled are computed so), and
+/// reductions anywhere but at a kernel's output (a reduction kernel computes those;
+/// recomputing a reduction for every element that reads it would multiply its work).
+fn later_kernel(m: &Module, x: InstId) -> bool {
+    match m.opcode(x) {
+        Opcode::Reduce => true,
+        Opcode::Dot => !is_complex_dot(m, x),
+        _ => false,
+    }
+}
+
+/// Whether `x` is a dot with a complex result or operand, which a loop kernel computes one
+/// output element per thread by the shared elemental form (`gen_contraction`, the evaluator's
+/// order of the contracting dimensions).
+fn is_complex_dot(m: &Module, x: InstId) -> bool {
+    m.opcode(x) == Opcode::Dot
+        && std::iter::once(x)
+            .chain(m.operands(x).iter().copied())
+            .any(|v| m.array_shape(v).is_some_and(|a| a.ty.is_complex()))
 }
 
 /// The error for instruction `id`, whose op this backend does not compile (in this place).
@@ -266,7 +281,7 @@ fn device_id_in_kernel(m: &Module, c: CompId) -> Option<InstId> {
 fn first_later_kernel(m: &Module, c: CompId, allowed: &[InstId]) -> Option<InstId> {
     reached_in_order(m, c, m.root(c))
         .into_iter()
-        .find(|&x| later_kernel(m.opcode(x)) && !allowed.contains(&x))
+        .find(|&x| later_kernel(m, x) && !allowed.contains(&x))
 }
 
 /// What instruction `id` of the entry computation becomes, or the error naming the first
@@ -352,7 +367,11 @@ fn role(m: &Module, id: InstId, opts: &KernelOptions) -> R<Role> {
             reduction()
         }
         Transpose => transpose(),
-        Dot => dot()?.ok_or_else(|| unsupported(m, id)),
+        Dot => match dot()? {
+            Some(r) => Ok(r),
+            None if is_complex_dot(m, id) => Ok(Role::Loop),
+            None => Err(unsupported(m, id)),
+        },
         Convolution => conv(),
         Fft => Ok(Role::Fft(fft_geometry(m, id)?)),
         RngBitGenerator => {
@@ -368,7 +387,7 @@ fn role(m: &Module, id: InstId, opts: &KernelOptions) -> R<Role> {
             }
             Ok(Role::Sort(geo))
         }
-        op if is_elemental(m, id) && !later_kernel(op) => Ok(Role::Loop),
+        _ if is_elemental(m, id) && !later_kernel(m, id) => Ok(Role::Loop),
         _ => Err(unsupported(m, id)),
     }
 }

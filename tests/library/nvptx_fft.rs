@@ -17,7 +17,7 @@ use axle::backends::registry;
 use axle::ir::{parse_module, ArrayLiteral, ArrayShape, ElementType, Literal, Module};
 
 /// Runs `m` on `backend` after its default pipeline, as `axle run` does.
-fn run_on(backend: &str, m: &Module, args: &[Literal]) -> Result<Vec<ArrayLiteral>, String> {
+pub fn run_on(backend: &str, m: &Module, args: &[Literal]) -> Result<Vec<ArrayLiteral>, String> {
     let p = registry().get(backend).map_err(|e| e.to_string())?;
     let opts = CompileOptions {
         pipeline: pipeline_for(&*p, None),
