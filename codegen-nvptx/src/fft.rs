@@ -14,12 +14,19 @@
 //! `o = ((j / S) R + k) S + j % S` of each line as
 //! `sum_{r < R} x[j + r N / R] w^(r (j % S + k S) N / L)`, `w = exp(-2 pi i / N)` (its
 //! conjugate for the inverse transforms): one output element per thread, `R` complex
-//! products, `O(N sum R_i)` work per line, `O(N log N)` for lengths of small prime factors;
-//! a prime factor `p` is summed directly (`O(N p)`). The twiddle `w^t` is read from a table
+//! products, `O(N sum R_i)` work per line, `O(N log N)` for lengths of small prime factors.
+//! A prime factor up to [`DIRECT_PRIME_MAX`] is summed directly; a length with a larger one
+//! is Bluestein's transform on lines of a power of two `M >= 2N - 1`: the forward stages of
+//! `M`, the first multiplying what it reads by the chirp `c(q) = exp(-pi i q^2 / N)` (zero
+//! past `N`), the last multiplying by the filter (the transform of the chirp's conjugate,
+//! computed in `f64` on the host by the evaluator's FFT and rounded once); then the inverse
+//! stages of `M`, the last keeping `N` positions times the chirp (conjugated throughout for
+//! the inverse transforms, which then divide by `N`). The twiddle `w^t` is read from a table
 //! of every power of `w` rounded once from `f64` (a module constant per length and part type;
 //! angles reduced to the first octant, so each entry is within about an ulp of the exact
 //! root); above [`DIRECT_TABLE_MAX`] entries, two tables of `f64` powers (`w^(hi B)` and
-//! `w^lo`) multiplied in `f64` and rounded once. No twiddle is a product of many roundings.
+//! `w^lo`) multiplied in `f64` and rounded once. No twiddle is a product of many roundings;
+//! the chirp is the table of `2N` at `q^2 mod 2N`.
 //!
 //! Buffers: the first kernel reads the operand (real values for `RFFT`, the Hermitian
 //! extension for `IRFFT`'s last dimension); each later one reads what the previous one wrote,
@@ -30,7 +37,8 @@
 //!
 //! Invariants: every index is 64-bit and within its buffer (positions of a line below its
 //! length, twiddle indices below `N`); each kernel writes each element of its destination
-//! exactly once; the operand is never written. Element types other than the four above, an
+//! exactly once; the operand is never written. Element types other than the four above,
+//! lengths above `2^31`, an
 //! `fft_length` of more than 3 or more than the rank dimensions, or lengths other than the
 //! operand's (or result's, for `IRFFT`) trailing dimensions are errors naming the
 //! instruction.
@@ -50,6 +58,10 @@ use crate::launch::LaunchPlan;
 /// The largest transformed length whose twiddles are one table of every power of the root;
 /// longer ones use two tables of about `sqrt(N)` entries each.
 pub const DIRECT_TABLE_MAX: u64 = 1 << 14;
+
+/// The largest prime factor a stage sums directly; a length with a larger one is transformed
+/// by Bluestein's algorithm.
+pub const DIRECT_PRIME_MAX: u64 = 31;
 
 /// A buffer an FFT kernel reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +114,39 @@ pub struct FftStage {
     pub inverse: bool,
     /// Whether it divides by `N` (the last stage of an inverse transform's dimension).
     pub scale: bool,
+    /// Bluestein's first stage: the chirp the read values are multiplied by, positions at or
+    /// past its length reading zero.
+    pub pre: Option<Chirp>,
+    /// What the results are multiplied by after the sum (and the division by `N`).
+    pub post: FftPost,
+}
+
+/// Bluestein's chirp of length `n`: `c(q) = exp(-pi i q^2 / n)` (conjugated when `conj`),
+/// read from the twiddle table of length `2n` at `q^2 mod 2n`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chirp {
+    /// The transform's length.
+    pub n: u64,
+    /// Whether it is conjugated (an inverse transform).
+    pub conj: bool,
+}
+
+/// What a stage multiplies its results by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FftPost {
+    /// Nothing.
+    None,
+    /// Bluestein's filter: the `f64` transform (rounded once) of the chirp's conjugate,
+    /// wrapped to the stage's length, at the output position.
+    Filter(Chirp),
+    /// Bluestein's last step: the chirp at the output position, then a division by its
+    /// length when `divide` (an inverse transform).
+    Chirp {
+        /// The chirp.
+        chirp: Chirp,
+        /// Whether to divide by `chirp.n`.
+        divide: bool,
+    },
 }
 
 /// What one FFT kernel does.
@@ -289,6 +334,12 @@ pub fn fft_geometry(m: &Module, id: InstId) -> R<FftGeometry> {
             "fft_length does not match the operand's and result's dimensions".into(),
         ));
     }
+    // Bluestein's chirp squares positions in 64 bits.
+    if let Some(n) = lengths.iter().find(|&&n| n > 1 << 31) {
+        return Err(fail(format!(
+            "the nvptx backend does not support fft lengths above 2^31 ({n})"
+        )));
+    }
     // The dimensions each transform runs on, in order, with the buffers' dimensions.
     let mut stages: Vec<FftStage> = Vec::new();
     let mut dims = in_dims.clone();
@@ -298,11 +349,46 @@ pub fn fft_geometry(m: &Module, id: InstId) -> R<FftGeometry> {
         if rs.is_empty() && needed {
             rs.push(1);
         }
-        let inverse = matches!(kind, FftKind::Ifft | FftKind::Irfft);
+        let outer_inverse = matches!(kind, FftKind::Ifft | FftKind::Irfft);
+        // A prime factor past [`DIRECT_PRIME_MAX`]: Bluestein's transform, a forward and an
+        // inverse one of a power of two `m >= 2n - 1`.
+        let bluestein = rs.iter().any(|&r| r > DIRECT_PRIME_MAX);
+        let m = (2 * n - 1).next_power_of_two();
+        let chirp = Chirp {
+            n,
+            conj: outer_inverse,
+        };
+        let plan: Vec<(u64, bool)> = if bluestein {
+            let half = radices(m);
+            half.iter()
+                .map(|&r| (r, false))
+                .chain(half.iter().map(|&r| (r, true)))
+                .collect()
+        } else {
+            rs.iter().map(|&r| (r, outer_inverse)).collect()
+        };
+        let half = plan.len() / 2;
         let mut span = 1;
-        let count = rs.len();
-        for (i, &radix) in rs.iter().enumerate() {
+        let count = plan.len();
+        for (i, &(radix, inverse)) in plan.iter().enumerate() {
             let lastst = i + 1 == count;
+            if bluestein && i == half {
+                span = 1;
+            }
+            let len = if bluestein { m } else { n };
+            let (pre, post) = match (bluestein, i) {
+                (false, _) => (None, FftPost::None),
+                (true, 0) => (Some(chirp), FftPost::None),
+                (true, i) if i + 1 == half => (None, FftPost::Filter(chirp)),
+                (true, _) if lastst => (
+                    None,
+                    FftPost::Chirp {
+                        chirp,
+                        divide: outer_inverse,
+                    },
+                ),
+                _ => (None, FftPost::None),
+            };
             let read = match (kind, i, stages.is_empty()) {
                 (FftKind::Rfft, _, true) => FftRead::Real,
                 (FftKind::Irfft, 0, _) if axis == last => FftRead::Hermitian,
@@ -311,8 +397,10 @@ pub fn fft_geometry(m: &Module, id: InstId) -> R<FftGeometry> {
             let mut dst_dims = dims.clone();
             dst_dims[axis] = if lastst && kind == FftKind::Rfft && axis == last {
                 out_dims[last]
-            } else {
+            } else if lastst {
                 n as i64
+            } else {
+                len as i64
             };
             stages.push(FftStage {
                 src: FftBuffer::Operand,
@@ -322,11 +410,13 @@ pub fn fft_geometry(m: &Module, id: InstId) -> R<FftGeometry> {
                 real_out: false,
                 dst_dims: dst_dims.clone(),
                 axis,
-                len: n,
+                len,
                 radix,
                 span,
                 inverse,
                 scale: inverse && lastst,
+                pre,
+                post,
             });
             *dims = dst_dims;
             span *= radix;
@@ -575,6 +665,60 @@ fn twiddle<'ctx>(
     })
 }
 
+/// The chirp `ch` at position `q < ch.n`: the root of `2 n` to the power `q^2 mod 2 n`.
+fn chirp_at<'ctx>(
+    cg: &Cg<'ctx>,
+    fty: FloatType<'ctx>,
+    wide: bool,
+    ch: Chirp,
+    q: IntValue<'ctx>,
+) -> R<Cx<'ctx>> {
+    let b = &cg.b;
+    let two_n = 2 * ch.n;
+    let sq = b.build_int_nuw_mul(q, q, "q2")?;
+    let t = b.build_int_unsigned_rem(sq, cg.c64(two_n as i64), "q2.mod")?;
+    let tw = twiddles(cg, fty, wide, two_n);
+    twiddle(cg, fty, &tw, t, ch.conj)
+}
+
+/// Bluestein's filter for chirp `ch` on lines of `m` (a power of two `>= 2 n - 1`): the
+/// forward transform of `b`, `b[k] = b[m - k] = conj(c(k))` for `k < n`, zero between,
+/// computed in `f64` by the evaluator's FFT and rounded once; a module constant.
+fn filter_table<'ctx>(
+    cg: &Cg<'ctx>,
+    fty: FloatType<'ctx>,
+    ch: Chirp,
+    m: u64,
+) -> PointerValue<'ctx> {
+    let wide = fty == cg.f64();
+    let name = format!(
+        "axle_fft_bs{}_{m}_{}{}",
+        ch.n,
+        if wide { "f64" } else { "f32" },
+        if ch.conj { "_inv" } else { "" }
+    );
+    if let Some(g) = cg.module.get_global(&name) {
+        return g.as_pointer_value();
+    }
+    let two_n = 2 * ch.n;
+    let mut v = vec![num_complex::Complex::new(0.0f64, 0.0); m as usize];
+    for k in 0..ch.n {
+        let (re, im) = unit_root(
+            (u128::from(k) * u128::from(k) % u128::from(two_n)) as u64,
+            two_n,
+        );
+        // conj(c(k)), c conjugated for an inverse transform.
+        let x = num_complex::Complex::new(re, if ch.conj { im } else { -im });
+        v[k as usize] = x;
+        if k > 0 {
+            v[(m - k) as usize] = x;
+        }
+    }
+    let h = axle_analysis::fft::transform(FftKind::Fft, v, &[m as i64], &[m as i64], 1);
+    let parts: Vec<f64> = h.iter().flat_map(|z| [z.re, z.im]).collect();
+    table(cg, fty, &name, &parts)
+}
+
 /// The pointer of buffer `which`.
 fn buffer<'ctx>(
     operand: Option<PointerValue<'ctx>>,
@@ -663,8 +807,10 @@ fn emit_stage<'ctx>(
     let step = b.build_int_nuw_add(step, a, "ks.a")?;
     let step = b.build_int_nuw_mul(step, c(n / (span * radix)), "step")?;
     let stride = n / radix;
-    // Position `p` of the line (0 <= p < N) as read.
-    let read = |p: IntValue<'ctx>| -> R<Cx<'ctx>> {
+    // The length of the line as stored (its Hermitian mirror's), Bluestein's `n` or `N`.
+    let line_n = s.pre.map_or(n, |ch| ch.n);
+    // Position `p` of the line (0 <= p < line_n) as read.
+    let base_read = |p: IntValue<'ctx>| -> R<Cx<'ctx>> {
         let at = |p: IntValue<'ctx>| -> R<IntValue<'ctx>> {
             let x = b.build_int_nuw_mul(p, c(inner), "p.at")?;
             Ok(b.build_int_nuw_add(line, x, "p.at")?)
@@ -682,7 +828,7 @@ fn emit_stage<'ctx>(
             }
             FftRead::Hermitian => {
                 let stored = b.build_int_compare(IntPredicate::ULT, p, c(slen), "stored")?;
-                let mirror = b.build_int_sub(c(n), p, "mirror")?;
+                let mirror = b.build_int_sub(c(line_n), p, "mirror")?;
                 let p2 = b
                     .build_select(stored, p, mirror, "herm.p")?
                     .into_int_value();
@@ -694,6 +840,24 @@ fn emit_stage<'ctx>(
                 Ok(Cx { re: x.re, im })
             }
         }
+    };
+    // Position `p` (0 <= p < N) as the stage reads it: Bluestein's first stage multiplies by
+    // the chirp, and reads zero past its length.
+    let read = |p: IntValue<'ctx>| -> R<Cx<'ctx>> {
+        let Some(ch) = s.pre else {
+            return base_read(p);
+        };
+        let real = b.build_int_compare(IntPredicate::ULT, p, c(ch.n), "bs.real")?;
+        let q = b.build_select(real, p, c(0), "bs.q")?.into_int_value();
+        let x = mul(cg, base_read(q)?, chirp_at(cg, fty, wide, ch, q)?)?;
+        let zero = fty.const_zero();
+        let pick = |v: FloatValue<'ctx>| -> R<FloatValue<'ctx>> {
+            Ok(b.build_select(real, v, zero, "bs.x")?.into_float_value())
+        };
+        Ok(Cx {
+            re: pick(x.re)?,
+            im: pick(x.im)?,
+        })
     };
     let x0 = read(j)?;
     let mut acc = x0;
@@ -733,6 +897,23 @@ fn emit_stage<'ctx>(
             re: b.build_float_div(acc.re, len, "sc.re")?,
             im: b.build_float_div(acc.im, len, "sc.im")?,
         };
+    }
+    match s.post {
+        FftPost::None => {}
+        FftPost::Filter(ch) => {
+            let table = filter_table(cg, fty, ch, n);
+            acc = mul(cg, acc, load_pair(cg, fty, table, o)?)?;
+        }
+        FftPost::Chirp { chirp, divide } => {
+            acc = mul(cg, acc, chirp_at(cg, fty, wide, chirp, o)?)?;
+            if divide {
+                let len = fty.const_float(chirp.n as f64);
+                acc = Cx {
+                    re: b.build_float_div(acc.re, len, "bs.re")?,
+                    im: b.build_float_div(acc.im, len, "bs.im")?,
+                };
+            }
+        }
     }
     if s.real_out {
         b.build_store(cg.gep(fty.into(), dst, t)?, acc.re)?;

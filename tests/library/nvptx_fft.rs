@@ -1,15 +1,15 @@
 //! The nvptx backend's `fft` kernels (`codegen-nvptx/src/fft.rs`) and `rng-bit-generator`
 //! kernel on the simulator, on shapes XLA's test modules do not have: length 1, prime
 //! lengths, mixed radices, 2-D and 3-D transforms, batches, `RFFT` and `IRFFT` of odd
-//! lengths, a length past the one-table twiddle limit; and `rng-bit-generator` of every
-//! algorithm and width. A module of the `library` test binary.
+//! lengths, Bluestein's lengths (a prime factor above 31), a length past the one-table
+//! twiddle limit; and `rng-bit-generator` of every algorithm and width. A module of the
+//! `library` test binary.
 //!
 //! FFT accuracy is the largest error relative to the largest result. A `c64` transform is
 //! measured against the exact answer (the evaluator's transform of the same values in `c128`,
 //! whose own error is some `1e-16`): the simulator's must be within a few times the `cpu`
-//! backend's (rustfft's, the evaluator's algorithm), except where a prime factor above 31 is
-//! summed directly (`O(N p)`, error growing with `p`: measured 1.0e-6 at 1009 and 2.0e-6 at
-//! 4099, against the cpu backend's 1.9e-7 and 3.3e-7), which must stay below `1e-5`. A `c128` transform is measured against the evaluator's: within
+//! backend's (rustfft's, the evaluator's algorithm), lengths with a prime factor above 31
+//! (Bluestein's transform) included. A `c128` transform is measured against the evaluator's: within
 //! `1e-13`. `rng-bit-generator` must give the interpreter's bits exactly.
 
 use axle::backend::{pipeline_for, CompileOptions};
@@ -164,24 +164,6 @@ impl Case {
     }
 }
 
-/// The largest prime factor of `n` (1 for 1).
-fn fft_prime_factor(mut n: i64) -> i64 {
-    let mut largest = 1;
-    let mut p = 2;
-    while p * p <= n {
-        while n % p == 0 {
-            largest = p;
-            n /= p;
-        }
-        p += 1;
-    }
-    if n > 1 {
-        n
-    } else {
-        largest
-    }
-}
-
 fn case(kind: &'static str, ty: &str, dims: &[i64], lengths: &[i64]) -> Case {
     let (c, r) = match ty {
         "f64" => (ElementType::C128, ElementType::F64),
@@ -218,6 +200,11 @@ fn fft_kernels_are_as_accurate_as_the_cpu_backend() {
         case("FFT", "f32", &[97], &[97]),
         case("FFT", "f32", &[1009], &[1009]),
         case("IFFT", "f32", &[4099], &[4099]),
+        case("FFT", "f64", &[1009], &[1009]),
+        case("FFT", "f32", &[3, 53, 6], &[53, 6]),
+        case("RFFT", "f32", &[2, 37], &[37]),
+        case("IRFFT", "f32", &[3, 41], &[41]),
+        case("IRFFT", "f64", &[2, 43], &[43]),
         case("FFT", "f64", &[101], &[101]),
         case("IFFT", "f32", &[2, 360], &[360]),
         case("FFT", "f32", &[1000], &[1000]),
@@ -253,12 +240,8 @@ fn fft_kernels_are_as_accurate_as_the_cpu_backend() {
                 format!(", cpu {cpu:.2e}")
             }
         );
-        // A prime factor above 31 is summed directly: its error grows with the factor.
-        let direct = c.lengths.iter().any(|&n| fft_prime_factor(n) > 31);
         let ok = if wide {
             sim <= 1e-13
-        } else if direct {
-            sim <= 1e-5
         } else {
             sim <= 3.0 * cpu.max(f64::from(f32::EPSILON))
         };
@@ -330,7 +313,7 @@ fn rng_bit_generator_matches_the_interpreter() {
 }
 
 /// The PTX of the FFT kernels (one twiddle table, two tables past [`DIRECT_TABLE_MAX`], a
-/// real input, a Hermitian read) and of `rng-bit-generator`, for `sm_80` and `sm_90`, is
+/// real input, a Hermitian read, Bluestein's chirp and filter) and of `rng-bit-generator`, for `sm_80` and `sm_90`, is
 /// accepted by NVIDIA's assembler where one is found (`AXLE_PTXAS`, `PATH` or a CUDA
 /// toolkit, as `tests/nvptx_ptxas.rs` finds it); where none is, the PTX must still hold
 /// every kernel and the tables as module constants.
@@ -342,13 +325,14 @@ fn fft_and_rng_kernels_assemble() {
     use axle_codegen_nvptx::{emit_text, Emit, GpuArch, NvptxOptions};
     let text = "HloModule k\n\nENTRY e {\n  a = c64[4,12] parameter(0)\n  \
                 b = f32[3,20000] parameter(1)\n  c = c128[2,5,4] parameter(2)\n  \
-                s = u64[2] parameter(3)\n  \
+                s = u64[2] parameter(3)\n  d = f32[2,37] parameter(4)\n  \
+                w = c64[2,19] fft(d), fft_type=RFFT, fft_length={37}\n  \
                 x = c64[4,12] fft(a), fft_type=IFFT, fft_length={12}\n  \
                 y = c64[3,10001] fft(b), fft_type=RFFT, fft_length={20000}\n  \
                 z = f64[2,5,6] fft(c), fft_type=IRFFT, fft_length={5,6}\n  \
                 r = (u64[2], u32[7,5]) rng-bit-generator(s), algorithm=rng_three_fry\n  \
-                ROOT t = (c64[4,12], c64[3,10001], f64[2,5,6], (u64[2], u32[7,5])) \
-                tuple(x, y, z, r)\n}\n";
+                ROOT t = (c64[4,12], c64[3,10001], f64[2,5,6], (u64[2], u32[7,5]), \
+                c64[2,19]) tuple(x, y, z, r, w)\n}\n";
     let m = parse_module(text).expect("parses");
     let ptxas = find_ptxas();
     for arch in GpuArch::ALL {
@@ -361,8 +345,11 @@ fn fft_and_rng_kernels_assemble() {
             "axle_fft_w12_f32",
             "axle_fft_wc20000",
             "axle_fft_wf20000",
+            "axle_fft_bs37_128_f32",
+            "axle_fft_w74_f32",
             "_x",
             "_r",
+            "_w",
         ] {
             assert!(ptx.contains(name), "{}: no {name} in the PTX", arch.name());
         }
