@@ -23,6 +23,7 @@
 //!   ([`crate::radix`]); a `TopK` with a small `k` keeps its best by selection instead
 //!   ([`crate::select`]), with the same result.
 
+use axle_codegen_llvm::rng_bit_generator::emit_rng;
 use axle_ir::{
     ArrayShape, AttrKey, ComparisonDirection, ComparisonType, ElementType, InstId, Module, Opcode,
 };
@@ -42,6 +43,10 @@ use crate::lower::{Kernel, KernelKind};
 use crate::ops;
 
 pub(crate) use crate::parallel_cost::GRAIN_ELEMS;
+
+/// Block calls of an `rng-bit-generator` per work item group below which splitting across
+/// threads does not pay.
+const RNG_GRAIN_BLOCKS: i64 = 1 << 12;
 
 /// An emitted kernel: its number of work items and the smallest useful group.
 pub(crate) struct Emitted {
@@ -162,7 +167,10 @@ pub(crate) fn emit_kernel<'ctx>(
         }
         KernelKind::Gemm => kc.emit_gemm(scratch_ptr)?,
         KernelKind::Conv => kc.emit_conv(scratch_ptr)?,
-        KernelKind::Rng => crate::rng::emit_rng(&mut kc.g, m, k.root, &kc.outs, kc.start, kc.end)?,
+        KernelKind::Rng => (
+            emit_rng(&mut kc.g, m, k.root, &kc.outs, kc.start, kc.end)?,
+            RNG_GRAIN_BLOCKS,
+        ),
     };
     cg.b.build_return(None)?;
     let ns = crate::parallel_cost::kernel_ns(m, k.origin, k.root);

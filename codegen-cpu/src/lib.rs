@@ -57,7 +57,6 @@ mod plan_cache;
 mod pool;
 mod radix;
 mod reach;
-mod rng;
 mod row;
 mod runtime;
 mod select;

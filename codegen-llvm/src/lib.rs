@@ -12,6 +12,8 @@
 //!   composed across operands;
 //! - [`contraction`]: a dot's dimension numbers, a convolution's geometry, the elemental forms
 //!   of both, their accumulation type and step;
+//! - [`rng_bit_generator`]: the bits of `rng-bit-generator` (XLA's ThreeFry and Philox) per
+//!   work item, the body both backends' kernels for it run;
 //! - [`error`]: the errors, which name the instruction they are about;
 //! - [`object_loader`]: relocatable host object files linked into the process (ORC), for the
 //!   backends' JITs.
@@ -39,6 +41,7 @@ pub mod minifloat;
 pub mod object_loader;
 pub mod ops;
 pub mod real;
+pub mod rng_bit_generator;
 pub mod target;
 
 pub use error::CodegenError;

@@ -28,8 +28,10 @@
 //! Invariants: every instruction reading the dot reads it at its own row-major position
 //! (elementwise ops, reshapes and bitcasts between row-major layouts, which XLA's optimized
 //! modules put after dots; checked by [`dot_geometry`]), so binding the dot to the thread's
-//! sum is exact. Refused, with an error naming the instruction: complex dots, a dot read
-//! otherwise (through a transpose, a slice, ...), and a fusion with several outputs.
+//! sum is exact. Complex dots are not this kernel's ([`dot_geometry`] gives `None`): a loop
+//! kernel computes them one output element per thread by the shared elemental form. Refused,
+//! with an error naming the instruction: a dot read otherwise (through a transpose, a
+//! slice, ...), and a fusion with several outputs.
 
 use axle_codegen_llvm::cg::numel;
 use axle_codegen_llvm::contraction::{acc_type, dot_dims, DotDims};
@@ -119,7 +121,8 @@ fn refuse(m: &Module, id: InstId, what: &str) -> Fail {
 }
 
 /// The dot kernel for instruction `id` (a `dot`, or a fusion computing one), on tensor cores
-/// where `tc` selects them for it, or `None` when it computes no dot; an error naming the
+/// where `tc` selects them for it, or `None` when it computes no dot or a complex one (a loop
+/// kernel's); an error naming the
 /// instruction when it is a dot this kernel does not cover.
 pub fn dot_geometry(m: &Module, id: InstId, tc: TensorCores) -> R<Option<DotGeometry>> {
     if !matches!(m.opcode(id), Opcode::Fusion | Opcode::Dot) {
@@ -144,7 +147,8 @@ pub fn dot_geometry(m: &Module, id: InstId, tc: TensorCores) -> R<Option<DotGeom
         arr_of(m, r).map_err(|f| at(m, dot, f))?,
     );
     if out.ty.is_complex() || ls.ty.is_complex() || rs.ty.is_complex() {
-        return Err(refuse(m, dot, "complex dots"));
+        // A loop kernel computes it (`crate::kernels`).
+        return Ok(None);
     }
     acc_type(out.ty, ls.ty, rs.ty).map_err(|f| at(m, dot, f))?;
     let dd = dot_dims(m, dot, ls.rank(), rs.rank()).map_err(|f| at(m, dot, f))?;

@@ -10,10 +10,14 @@
 //! dimension, and such an unfused `transpose`, is a transpose kernel ([`crate::transpose`]); a
 //! fusion computing a `dot` (with an elementwise epilogue), and an unfused `dot`, is a tiled dot
 //! kernel ([`crate::dot`]: on tensor cores for the `f16` and `bf16` dots
-//! [`KernelOptions::tensor_cores`] selects, else on the FMA tile loop); a `sort`, `topk` or
+//! [`KernelOptions::tensor_cores`] selects, else on the FMA tile loop; a complex dot is a loop
+//! kernel, one output element per thread by the shared elemental form); a `sort`, `topk` or
 //! `TopK` custom call is a bitonic sort run by one or several consecutive kernels
 //! ([`crate::sort`]); a `scatter` (unfused, or a fusion's
-//! root) is a copy kernel then an update kernel ([`crate::scatter`]); a `select-and-scatter`
+//! root) is a copy kernel then an update kernel ([`crate::scatter`]); an `fft` is a chain of
+//! radix-stage kernels ([`crate::fft`]); an `rng-bit-generator` is one kernel of one block
+//! call of its generator per thread (the body the cpu backend runs,
+//! `axle_codegen_llvm::rng_bit_generator`); a `select-and-scatter`
 //! (likewise) is a kernel gathering one output element per thread
 //! ([`crate::select_and_scatter`]); a `convolution` (unfused, or a fusion's with an
 //! elementwise epilogue) is a tiled implicit-GEMM kernel ([`crate::convolution`], sharing the
@@ -54,6 +58,7 @@ use axle_codegen_llvm::elemental::{
 };
 use axle_codegen_llvm::error::{at, finish, Fail, R};
 use axle_codegen_llvm::forms::supported_type;
+use axle_codegen_llvm::rng_bit_generator::{emit_rng, rng_items};
 use axle_codegen_llvm::CodegenError;
 use axle_ir::{AttrKey, CompId, InstId, Module, Opcode};
 use inkwell::context::Context;
@@ -65,6 +70,7 @@ use inkwell::IntPredicate;
 
 use crate::convolution::{conv_geometry, emit_convolution, ConvGeometry};
 use crate::dot::{dot_geometry, emit_dot, DotGeometry, TensorCores};
+use crate::fft::{emit_fft, fft_geometry, FftBuffers, FftGeometry, FftKernel};
 use crate::fused::reached_in_order;
 use crate::gpu_target::{NvptxTarget, BACKEND};
 use crate::host_computations::host_computations;
@@ -130,6 +136,12 @@ pub enum KernelKind {
     Scatter(ScatterKernel),
     /// A select-and-scatter, one output element per thread ([`crate::select_and_scatter`]).
     SelectAndScatter,
+    /// One kernel of an `fft`: a radix stage along one dimension ([`crate::fft`]).
+    Fft(FftKernel),
+    /// An `rng-bit-generator`: one block call of its generator per thread, the first thread
+    /// also writing the new state (`axle_codegen_llvm::rng_bit_generator`, the cpu backend's
+    /// kernel body, so the bits are the same).
+    RngBitGenerator,
 }
 
 /// The alignment, in bytes, every kernel may assume of its buffers (a device's allocations
@@ -207,16 +219,34 @@ enum Role {
     Scatter(ScatterGeometry),
     /// A select-and-scatter kernel ([`crate::select_and_scatter`]).
     SelectAndScatter,
+    /// An `fft`, as consecutive radix-stage kernels ([`crate::fft`]).
+    Fft(FftGeometry),
+    /// An `rng-bit-generator` over this many block calls.
+    RngBitGenerator(u64),
 }
 
-/// Ops this backend leaves to other kernels: dots (refused even where the elemental
+/// Instructions this backend leaves to other kernels: dots (refused even where the elemental
 /// generators could compute them one element per thread, which would be correct but far
-/// slower than the shared-memory kernel they get; the convolutions [`crate::convolution`]
-/// leaves untiled are computed so), and reductions anywhere but at a
-/// kernel's output (a reduction kernel computes those; recomputing a reduction for every
-/// element that reads it would multiply its work).
-fn later_kernel(op: Opcode) -> bool {
-    matches!(op, Opcode::Reduce | Opcode::Dot)
+/// slower than the shared-memory kernel they get; complex dots, which that kernel does not
+/// cover, and the convolutions [`crate::convolution`] leaves untiled are computed so), and
+/// reductions anywhere but at a kernel's output (a reduction kernel computes those;
+/// recomputing a reduction for every element that reads it would multiply its work).
+fn later_kernel(m: &Module, x: InstId) -> bool {
+    match m.opcode(x) {
+        Opcode::Reduce => true,
+        Opcode::Dot => !is_complex_dot(m, x),
+        _ => false,
+    }
+}
+
+/// Whether `x` is a dot with a complex result or operand, which a loop kernel computes one
+/// output element per thread by the shared elemental form (`gen_contraction`, the evaluator's
+/// order of the contracting dimensions).
+fn is_complex_dot(m: &Module, x: InstId) -> bool {
+    m.opcode(x) == Opcode::Dot
+        && std::iter::once(x)
+            .chain(m.operands(x).iter().copied())
+            .any(|v| m.array_shape(v).is_some_and(|a| a.ty.is_complex()))
 }
 
 /// The error for instruction `id`, whose op this backend does not compile (in this place).
@@ -251,7 +281,7 @@ fn device_id_in_kernel(m: &Module, c: CompId) -> Option<InstId> {
 fn first_later_kernel(m: &Module, c: CompId, allowed: &[InstId]) -> Option<InstId> {
     reached_in_order(m, c, m.root(c))
         .into_iter()
-        .find(|&x| later_kernel(m.opcode(x)) && !allowed.contains(&x))
+        .find(|&x| later_kernel(m, x) && !allowed.contains(&x))
 }
 
 /// What instruction `id` of the entry computation becomes, or the error naming the first
@@ -337,8 +367,17 @@ fn role(m: &Module, id: InstId, opts: &KernelOptions) -> R<Role> {
             reduction()
         }
         Transpose => transpose(),
-        Dot => dot()?.ok_or_else(|| unsupported(m, id)),
+        Dot => match dot()? {
+            Some(r) => Ok(r),
+            None if is_complex_dot(m, id) => Ok(Role::Loop),
+            None => Err(unsupported(m, id)),
+        },
         Convolution => conv(),
+        Fft => Ok(Role::Fft(fft_geometry(m, id)?)),
+        RngBitGenerator => {
+            let items = rng_items(m, id).map_err(|f| at(m, id, f))?;
+            Ok(Role::RngBitGenerator(items.max(1) as u64))
+        }
         Sort | TopK | CustomCall => {
             let geo = sort_geometry(m, id)?.ok_or_else(|| unsupported(m, id))?;
             if let crate::sort::SortOrder::Comparator { comp, .. } = geo.order {
@@ -348,7 +387,7 @@ fn role(m: &Module, id: InstId, opts: &KernelOptions) -> R<Role> {
             }
             Ok(Role::Sort(geo))
         }
-        op if is_elemental(m, id) && !later_kernel(op) => Ok(Role::Loop),
+        _ if is_elemental(m, id) && !later_kernel(m, id) => Ok(Role::Loop),
         _ => Err(unsupported(m, id)),
     }
 }
@@ -440,7 +479,24 @@ fn plan(m: &Module, opts: &KernelOptions) -> R<Vec<KernelInfo>> {
                 plan_scatter(m, id, &geo, &mut out)?;
                 continue;
             }
+            Role::Fft(geo) => {
+                plan_fft(m, id, geo, &mut out)?;
+                continue;
+            }
             Role::SelectAndScatter => KernelKind::SelectAndScatter,
+            Role::RngBitGenerator(items) => {
+                let plan = LaunchPlan::for_elements(items)
+                    .map_err(|e| at(m, id, Fail::Msg(e.to_string())))?;
+                push_kernel(
+                    m,
+                    id,
+                    plan,
+                    KernelKind::RngBitGenerator,
+                    Vec::new(),
+                    &mut out,
+                );
+                continue;
+            }
         };
         let leaves = inst_leaves(m, id).map_err(|f| at(m, id, f))?;
         let first = leaves
@@ -468,6 +524,8 @@ fn plan(m: &Module, opts: &KernelOptions) -> R<Vec<KernelInfo>> {
             KernelKind::Sort(k) => k.launch_plan(),
             KernelKind::Scatter(k) => k.launch_plan(),
             KernelKind::SelectAndScatter => LaunchPlan::for_elements(elements),
+            KernelKind::Fft(k) => k.launch_plan(),
+            KernelKind::RngBitGenerator => LaunchPlan::for_elements(elements),
         }
         .map_err(|e| at(m, id, Fail::Msg(e.to_string())))?;
         if !plan.launches() {
@@ -534,6 +592,20 @@ fn plan_sort(m: &Module, id: InstId, geo: &SortGeometry, out: &mut Vec<KernelInf
             .launch_plan()
             .map_err(|e| at(m, id, Fail::Msg(e.to_string())))?;
         push_kernel(m, id, plan, KernelKind::Sort(k), scratch.clone(), out);
+    }
+    Ok(())
+}
+
+/// Appends the kernels of fft `id` to `out`, in launch order, all sharing its scratch
+/// buffers; none when its output is empty.
+fn plan_fft(m: &Module, id: InstId, geo: FftGeometry, out: &mut Vec<KernelInfo>) -> R<()> {
+    for k in geo.kernels {
+        let plan = k
+            .launch_plan()
+            .map_err(|e| at(m, id, Fail::Msg(e.to_string())))?;
+        if plan.launches() {
+            push_kernel(m, id, plan, KernelKind::Fft(k), geo.scratch.clone(), out);
+        }
     }
     Ok(())
 }
@@ -677,6 +749,33 @@ fn emit_kernel<'ctx>(cg: &Cg<'ctx>, m: &Module, k: &KernelInfo) -> R<()> {
         KernelKind::Scatter(s) => {
             let outs: Vec<_> = outs.iter().cloned().zip(out_ptrs).collect();
             emit_scatter(&mut g, s, &k.plan, &outs)?;
+            cg.b.build_return(None)?;
+            return Ok(());
+        }
+        KernelKind::Fft(fk) => {
+            let out = *out_ptrs.first().ok_or("an fft kernel has one output")?;
+            let bufs = FftBuffers {
+                out,
+                scratch: scratch_ptrs,
+            };
+            emit_fft(&mut g, fk, &bufs)?;
+            cg.b.build_return(None)?;
+            return Ok(());
+        }
+        KernelKind::RngBitGenerator => {
+            // Thread `t` makes block `t`; the first also writes the new state.
+            let t = cg.thread_index(k.plan.wide_index)?;
+            let end = cg.b.build_int_nuw_add(t, cg.c64(1), "end")?;
+            let inside = cg.b.build_int_compare(
+                IntPredicate::ULT,
+                t,
+                cg.c64(k.plan.elements as i64),
+                "inside",
+            )?;
+            cg.if_then(inside, || {
+                emit_rng(&mut g, m, id, &out_ptrs, t, end)?;
+                Ok(())
+            })?;
             cg.b.build_return(None)?;
             return Ok(());
         }

@@ -9,7 +9,8 @@
 //! shuffles and shared memory ([`reduction`]), transposes through shared-memory tiles
 //! ([`transpose`]), shared-memory-tiled dots ([`dot`]) and convolutions (implicit GEMMs,
 //! [`convolution`]) on one tile loop ([`tiled_product`]), `f16` and `bf16` dots on tensor
-//! cores (`mma.sync`, [`mma_product`]), bitonic sorts ([`sort`]), scatters as a copy then
+//! cores (`mma.sync`, [`mma_product`]), bitonic sorts ([`sort`]), FFTs as chains of
+//! mixed-radix Stockham stages ([`fft`]), `rng-bit-generator` ([`kernels`]), scatters as a copy then
 //! an update kernel ([`scatter`]) and select-and-scatters gathering per output element
 //! ([`select_and_scatter`]). `while`, `conditional` and `call` run on the host between kernels,
 //! as XLA's while and conditional thunks do ([`control_flow`]), and so do collectives, staged
@@ -43,6 +44,7 @@ pub mod devices;
 pub mod dot;
 pub mod error;
 pub mod executor;
+pub mod fft;
 mod fused;
 pub mod gpu_target;
 pub mod host_computations;

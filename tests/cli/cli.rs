@@ -773,22 +773,22 @@ fn compile_for_nvptx_prints_ptx_or_llvm_ir_for_the_gpu_arch() {
     ]);
     assert_fails(&o, &["unknown GPU architecture 'sm_75'"]);
     let tmp = tempfile::tempdir().unwrap();
-    let fft = tmp.path().join("fft.hlo");
+    let foo = tmp.path().join("foo.hlo");
     std::fs::write(
-        &fft,
-        "HloModule f\nENTRY main {\n  x = c64[8] parameter(0)\n  \
-         ROOT f = c64[8] fft(x), fft_type=FFT, fft_length={8}\n}\n",
+        &foo,
+        "HloModule f\nENTRY main {\n  x = f32[8] parameter(0)\n  \
+         ROOT f = f32[8] custom-call(x), custom_call_target=\"Foo\"\n}\n",
     )
     .unwrap();
     let o = axle(&[
         "compile",
-        fft.to_str().unwrap(),
+        foo.to_str().unwrap(),
         "--backend",
         "nvptx",
         "--emit",
         "ptx",
     ]);
-    assert_fails(&o, &["nvptx backend does not support fft"]);
+    assert_fails(&o, &["nvptx backend does not support custom-call \"Foo\""]);
     let o = axle(&["compile", &file, "--emit", "ptx"]);
     assert_fails(&o, &["--emit ptx needs --backend nvptx"]);
     // Compiling for execution needs a GPU: without the CUDA driver it is a clear error.

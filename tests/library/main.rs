@@ -1,6 +1,7 @@
 //! Tests of the `axle` library in one test binary, a module per area: the interpreter's ops, the
-//! cpu backend against it, the nvptx backend's collectives on several devices, buffer assignment,
-//! embedding, hostile modules and semantics properties.
+//! cpu backend against it, the nvptx backend's collectives on several devices, its fft and
+//! rng-bit-generator kernels and complex dots, buffer assignment, embedding, hostile modules
+//! and semantics properties.
 //! `hostile_fuzz.rs` (its rerun line names it) and the harnesses with `harness = false` are
 //! binaries of their own.
 //!
@@ -33,7 +34,11 @@ pub mod eval_ops;
 pub mod hostile_lib;
 #[path = "long_sums.rs"]
 pub mod long_sums;
+#[path = "nvptx_complex_dot.rs"]
+pub mod nvptx_complex_dot;
 #[path = "nvptx_devices.rs"]
 pub mod nvptx_devices;
+#[path = "nvptx_fft.rs"]
+pub mod nvptx_fft;
 #[path = "semantics.rs"]
 pub mod semantics;

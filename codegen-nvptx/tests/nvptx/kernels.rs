@@ -102,19 +102,20 @@ fn unsupported_ops_are_errors_naming_them() {
         r#"
 HloModule c
 ENTRY e {
-  a = c64[8] parameter(0)
-  ROOT c = c64[8] fft(a), fft_type=FFT, fft_length={8}
+  a = f32[8] parameter(0)
+  ROOT c = f32[8] custom-call(a), custom_call_target="Foo"
 }
 "#,
     );
     let e = emit_text(&m, &NvptxOptions::default(), Emit::Ptx).unwrap_err();
     assert_eq!(
         (e.instruction.as_str(), e.opcode.as_str()),
-        ("c", "fft"),
+        ("c", "custom-call"),
         "{e}"
     );
     assert!(
-        e.to_string().contains("nvptx backend does not support fft"),
+        e.to_string()
+            .contains("nvptx backend does not support custom-call \"Foo\""),
         "{e}"
     );
 }

@@ -1,5 +1,7 @@
-//! `rng-bit-generator` as a parallel kernel, bit-exact with XLA's expansion of it
-//! (`RngBitGeneratorExpander` over the ThreeFry-2x32 and Philox-4x32 block functions).
+//! `rng-bit-generator` as a kernel over work items, bit-exact with XLA's expansion of it
+//! (`RngBitGeneratorExpander` over the ThreeFry-2x32 and Philox-4x32 block functions), shared
+//! by the cpu backend (item ranges per host thread) and the nvptx backend (one item per GPU
+//! thread).
 //!
 //! The random bits are a pure function of the key, the counter and the position of an element,
 //! so the kernel's work items are the block calls: each item computes one block of 32-bit words
@@ -31,9 +33,6 @@ use crate::cg::{bv, numel, strides, Cg};
 use crate::elemental::{arr_of, Gen};
 use crate::error::R;
 
-/// Block calls per work item group below which splitting across threads does not pay.
-const GRAIN_BLOCKS: i64 = 1 << 12;
-
 /// The generator an `rng-bit-generator` uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Algo {
@@ -55,16 +54,17 @@ fn algorithm(m: &Module, id: InstId) -> R<Algo> {
     }
 }
 
-/// Emits the body of an `rng-bit-generator` kernel over items `[start, end)`; `outs` are the
-/// new-state and bits buffers. Returns the number of items and the grain.
-pub(crate) fn emit_rng<'ctx>(
+/// Emits the body of an `rng-bit-generator` kernel over items `[start, end)` (`start >= 0`;
+/// items past the last do nothing); `outs` are the new-state and bits buffers. Returns the
+/// number of items (at least 1).
+pub fn emit_rng<'ctx>(
     g: &mut Gen<'_, 'ctx>,
     m: &Module,
     root: InstId,
     outs: &[PointerValue<'ctx>],
     start: IntValue<'ctx>,
     end: IntValue<'ctx>,
-) -> R<(i64, i64)> {
+) -> R<i64> {
     let cg = g.cg;
     let algo = algorithm(m, root)?;
     let state_op = *m
@@ -78,14 +78,7 @@ pub(crate) fn emit_rng<'ctx>(
     let [st_out, bits_out] = outs else {
         return Err("rng-bit-generator returns a (state, bits) tuple".into());
     };
-    let data = match m.shape(root) {
-        axle_ir::Shape::Tuple(ids) if ids.len() == 2 => m
-            .shape_of(ids[1])
-            .as_array()
-            .cloned()
-            .ok_or("rng-bit-generator returns a (state, bits) tuple")?,
-        _ => return Err("rng-bit-generator returns a (state, bits) tuple".into()),
-    };
+    let data = data_shape(m, root)?;
     let ty = data.ty;
     let bits = ty.bits();
     if !(ty.is_int() || ty.is_float()) || !matches!(bits, 8 | 16 | 32 | 64) {
@@ -116,16 +109,15 @@ pub(crate) fn emit_rng<'ctx>(
         bits,
     };
 
-    let blocks = match algo {
-        Algo::ThreeFry => threefry_blocks(&dims, bits),
-        Algo::Philox => {
-            let draws = if bits == 64 { 2 * n } else { n };
-            (draws as u64).div_ceil(4) as i64
-        }
-    };
+    let blocks = block_count(algo, &dims, bits);
     // Blocks past the last one do nothing; the kernel has an item even for an empty output so
     // the new state is still written.
-    let bend = crate::gemm::min64(cg, end, cg.c64(blocks))?;
+    let last = cg.c64(blocks);
+    let before =
+        cg.b.build_int_compare(IntPredicate::SLT, end, last, "before")?;
+    let bend =
+        cg.b.build_select(before, end, last, "bend")?
+            .into_int_value();
     match algo {
         Algo::ThreeFry => {
             let counter = st[1];
@@ -175,7 +167,39 @@ pub(crate) fn emit_rng<'ctx>(
         }
         Ok(())
     })?;
-    Ok((blocks.max(1), GRAIN_BLOCKS))
+    Ok(blocks.max(1))
+}
+
+/// The block calls of generator `algo` for an output of `dims` of `bits`-bit elements.
+fn block_count(algo: Algo, dims: &[i64], bits: u32) -> i64 {
+    match algo {
+        Algo::ThreeFry => threefry_blocks(dims, bits),
+        Algo::Philox => {
+            let n = numel(dims);
+            let draws = if bits == 64 { 2 * n } else { n };
+            (draws as u64).div_ceil(4) as i64
+        }
+    }
+}
+
+/// The shape of the bits `rng-bit-generator` `id` returns (its tuple's second element).
+fn data_shape(m: &Module, id: InstId) -> R<axle_ir::ArrayShape> {
+    match m.shape(id) {
+        axle_ir::Shape::Tuple(ids) if ids.len() == 2 => Ok(m
+            .shape_of(ids[1])
+            .as_array()
+            .cloned()
+            .ok_or("rng-bit-generator returns a (state, bits) tuple")?),
+        _ => Err("rng-bit-generator returns a (state, bits) tuple".into()),
+    }
+}
+
+/// The work items of `rng-bit-generator` `id`'s kernel (what [`emit_rng`] returns): one per
+/// block call, at least one.
+pub fn rng_items(m: &Module, id: InstId) -> R<i64> {
+    let algo = algorithm(m, id)?;
+    let data = data_shape(m, id)?;
+    Ok(block_count(algo, &data.dims, data.ty.bits()).max(1))
 }
 
 /// The number of ThreeFry blocks for `dims` of `bits`-bit elements.
@@ -289,8 +313,9 @@ impl<'ctx> Emit<'_, 'ctx> {
         if dims[s] % 2 == 0 {
             self.store_word(odd_at, w[1])
         } else {
-            let c1 = b.build_int_nsw_add(cs, cg.c64(1), "c1")?;
-            let inside = b.build_int_compare(IntPredicate::SLT, c1, cg.c64(dims[s]), "inside")?;
+            // The odd coordinate `2c + 1` exists only below the last (even) one.
+            let inside =
+                b.build_int_compare(IntPredicate::SLT, cs, cg.c64(half[s] - 1), "inside")?;
             cg.if_then(inside, || self.store_word(odd_at, w[1]))
         }
     }
