@@ -1,0 +1,1015 @@
+//! `dynamic-padder`: rewrites bounded dynamic shapes into static programs, as XLA's
+//! `DynamicDimensionInference` and `DynamicPadder` do, so that every backend runs
+//! `set-dimension-size`, `get-dimension-size` and `dynamic-reshape` the same way.
+//!
+//! A bounded dynamic dimension (`f32[<=8]`) is stored padded to its bound; its runtime size is
+//! an `s32` scalar tracked beside the value. Sizes come from `set-dimension-size` (the size
+//! operand, as given) and `dynamic-reshape` (its size operands); a dimension no size reaches
+//! runs at its bound. The pass walks each computation in operand order, infers which dimension
+//! of which value has a tracked size, and rewrites:
+//!
+//! - `set-dimension-size` into its operand (the data is unchanged), `get-dimension-size` of a
+//!   tracked dimension into its size;
+//! - elementwise ops, `broadcast`, `transpose`, `tuple`, `get-tuple-element` and a `slice`
+//!   that keeps a tracked dimension whole: unchanged, the sizes follow the dimensions (a slice
+//!   of part of a tracked dimension is static, as in XLA);
+//! - `reduce` over a tracked dimension: each input's padding replaced by its init first (the
+//!   reducer's identity, so only the defined elements count);
+//! - `dot` over a tracked contracting dimension: both operands' padding zeroed first;
+//! - `reshape` (one tracked dimension in, at most one dimension flagged `<=` out) and
+//!   `dynamic-reshape`: unchanged where the padding stays in place (the tracked dimension keeps
+//!   its bound and the elements inside it), otherwise a gather from the flattened operand
+//!   that reads logical element `k` of the result from logical element `k` of the operand
+//!   (row-major over the runtime sizes);
+//! - `concatenate` along a tracked dimension, and `reverse` of one: a gather that packs the
+//!   defined elements (the result's size is the sum of the sizes, or the size).
+//!
+//! Any other op reading a tracked dimension (`pad`, `sort`, `gather`, `scatter`, windows, calls
+//! and loops, ...) is refused with an error naming the instruction, its op and "dynamic
+//! dimension", never run at its bound. A tracked value may not leave a computation other than
+//! the entry. The entry's result keeps its bound with every element past a tracked size zero.
+//!
+//! A size is used as given, like XLA: `get-dimension-size` reads it back unchanged (also when
+//! it is negative or past the bound), masks treat a size below 0 as 0 and one past the bound
+//! as the bound, and a reshape or concatenation with sizes outside `[0, bound]` reads
+//! elements at clamped positions (XLA's answer is then undefined too).
+//!
+//! After the rewrite no shape of a rewritten module is dynamic. A module without
+//! `set-dimension-size` or `dynamic-reshape` is left as it is (its bounded dimensions run at
+//! their bound).
+//!
+//! Counters: `set-dimension-size`, `get-dimension-size`, `masked` (inputs of a reduce or dot
+//! whose padding was filled), `gathers` (reshapes, concatenations and reverses that pack).
+
+use hashbrown::HashMap;
+
+use axle_ir::traversal::topo_order;
+use axle_ir::{
+    ArrayLayout, ArrayShape, Attr, AttrKey, AttrValue, Changed, CompId, ComparisonDirection,
+    ConstValue, ElementType, InstId, Layout, Literal, Module, NewInst, Opcode, Pass, PassCx,
+    PassError, Rewriter, Shape, ShapeId,
+};
+
+use crate::rewrite::{scalar_literal, Num};
+
+/// The `dynamic-padder` pass.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DynamicPadder;
+
+/// The runtime sizes of one value: per dimension of an array, the `s32` scalar holding its
+/// size (`None`: the dimension runs at its bound); per element of a tuple, its sizes.
+#[derive(Clone, Debug, PartialEq)]
+enum Sizes {
+    Array(Vec<Option<InstId>>),
+    Tuple(Vec<Sizes>),
+}
+
+impl Sizes {
+    fn tracked(&self) -> bool {
+        match self {
+            Sizes::Array(d) => d.iter().any(Option::is_some),
+            Sizes::Tuple(t) => t.iter().any(Sizes::tracked),
+        }
+    }
+
+    fn dims(&self) -> &[Option<InstId>] {
+        match self {
+            Sizes::Array(d) => d,
+            Sizes::Tuple(_) => &[],
+        }
+    }
+}
+
+/// The rewrite of one computation.
+struct Padder<'r, 'm> {
+    rw: &'r mut Rewriter<'m>,
+    comp: CompId,
+    /// Sizes of the original instructions that have a tracked dimension.
+    sizes: HashMap<InstId, Sizes>,
+    counts: Vec<(&'static str, u64)>,
+    /// Whether the module writes layouts: new arrays then get the default one.
+    layouts: bool,
+}
+
+fn refuse(m: &Module, id: InstId, what: &str) -> PassError {
+    PassError::new(format!(
+        "dynamic-padder: %{} ({}) {what} a dynamic dimension is not supported",
+        m.name(id),
+        m.opcode(id).name()
+    ))
+}
+
+/// The static form of shape `s` (every dynamic flag cleared).
+fn static_shape(m: &mut Module, s: ShapeId) -> ShapeId {
+    match m.shape_of(s).clone() {
+        Shape::Array(a) if a.is_dynamic() => {
+            m.intern_shape(Shape::Array(ArrayShape::new(a.ty, &a.dims)))
+        }
+        Shape::Tuple(elems) => {
+            let new: Vec<ShapeId> = elems.iter().map(|&e| static_shape(m, e)).collect();
+            if new[..] == elems[..] {
+                s
+            } else {
+                m.intern_shape(Shape::Tuple(new.into()))
+            }
+        }
+        _ => s,
+    }
+}
+
+fn zero_of(ty: ElementType) -> Num {
+    if ty.is_float() {
+        Num::Float(0.0)
+    } else {
+        Num::Int(0)
+    }
+}
+
+impl Padder<'_, '_> {
+    fn m(&self) -> &Module {
+        self.rw.module()
+    }
+
+    fn count(&mut self, key: &'static str) {
+        match self.counts.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, n)) => *n += 1,
+            None => self.counts.push((key, 1)),
+        }
+    }
+
+    fn push(
+        &mut self,
+        op: Opcode,
+        ty: ElementType,
+        dims: &[i64],
+        operands: &[InstId],
+        attrs: Vec<Attr>,
+    ) -> InstId {
+        let m = self.rw.module_mut();
+        let shape = m.intern_shape(Shape::Array(ArrayShape::new(ty, dims)));
+        let layout = if self.layouts && !dims.is_empty() {
+            m.intern_layout(Layout::Array(ArrayLayout::row_major(dims.len())))
+        } else {
+            m.no_layout()
+        };
+        self.rw.add(
+            self.comp,
+            NewInst {
+                opcode: op,
+                shape,
+                layout,
+                operands: operands.to_vec(),
+                attrs,
+                name: None,
+            },
+        )
+    }
+
+    fn constant(&mut self, ty: ElementType, v: Num) -> InstId {
+        let c = self.push(Opcode::Constant, ty, &[], &[], Vec::new());
+        self.rw.module_mut().set_constant(
+            c,
+            ConstValue::Literal(Literal::Array(scalar_literal(ty, v))),
+        );
+        c
+    }
+
+    fn s32(&mut self, v: i64) -> InstId {
+        self.constant(ElementType::S32, Num::Int(v as i128))
+    }
+
+    /// `s` (a scalar) broadcast to `dims`.
+    fn splat(&mut self, s: InstId, ty: ElementType, dims: &[i64]) -> InstId {
+        if dims.is_empty() {
+            return s;
+        }
+        self.push(
+            Opcode::Broadcast,
+            ty,
+            dims,
+            &[s],
+            vec![(AttrKey::Dimensions, AttrValue::Ints(Box::new([])))],
+        )
+    }
+
+    fn iota(&mut self, dims: &[i64], d: usize) -> InstId {
+        self.push(
+            Opcode::Iota,
+            ElementType::S32,
+            dims,
+            &[],
+            vec![(AttrKey::IotaDimension, AttrValue::Int(d as i64))],
+        )
+    }
+
+    fn binary(
+        &mut self,
+        op: Opcode,
+        ty: ElementType,
+        dims: &[i64],
+        a: InstId,
+        b: InstId,
+    ) -> InstId {
+        self.push(op, ty, dims, &[a, b], Vec::new())
+    }
+
+    fn compare(&mut self, dir: ComparisonDirection, dims: &[i64], a: InstId, b: InstId) -> InstId {
+        self.push(
+            Opcode::Compare,
+            ElementType::Pred,
+            dims,
+            &[a, b],
+            vec![(AttrKey::Direction, AttrValue::Direction(dir))],
+        )
+    }
+
+    /// `pred[dims]`: true where every tracked dimension `d` (with its size) is below its size.
+    fn valid(&mut self, dims: &[i64], tracked: &[(usize, InstId)]) -> Option<InstId> {
+        let mut acc = None;
+        for &(d, size) in tracked {
+            let i = self.iota(dims, d);
+            let s = self.splat(size, ElementType::S32, dims);
+            let lt = self.compare(ComparisonDirection::Lt, dims, i, s);
+            acc = Some(match acc {
+                None => lt,
+                Some(a) => self.binary(Opcode::And, ElementType::Pred, dims, a, lt),
+            });
+        }
+        acc
+    }
+
+    /// `x` (an array of `ty[dims]`) with `fill` (a scalar) wherever a tracked dimension's index
+    /// is past its size.
+    fn mask(&mut self, x: InstId, tracked: &[(usize, InstId)], fill: InstId) -> InstId {
+        let a = self
+            .m()
+            .array_shape(x)
+            .expect("masked values are arrays")
+            .clone();
+        let Some(valid) = self.valid(&a.dims, tracked) else {
+            return x;
+        };
+        let f = self.splat(fill, a.ty, &a.dims);
+        self.push(Opcode::Select, a.ty, &a.dims, &[valid, x, f], Vec::new())
+    }
+
+    /// The product of the scalars `xs` (`1` for none).
+    fn product(&mut self, xs: &[InstId]) -> InstId {
+        let mut acc = None;
+        for &x in xs {
+            acc = Some(match acc {
+                None => x,
+                Some(a) => self.binary(Opcode::Multiply, ElementType::S32, &[], a, x),
+            });
+        }
+        acc.unwrap_or_else(|| self.s32(1))
+    }
+
+    /// The runtime size of every dimension of a value with `bounds` and tracked `sizes`: the
+    /// tracked size, or a constant bound.
+    fn runtime_sizes(&mut self, bounds: &[i64], sizes: &[Option<InstId>]) -> Vec<InstId> {
+        (0..bounds.len())
+            .map(|d| match sizes.get(d).copied().flatten() {
+                Some(s) => s,
+                None => self.s32(bounds[d]),
+            })
+            .collect()
+    }
+
+    /// Gathers from `x` (padded to `in_dims`) the element whose index along each of its
+    /// dimensions is `src[k]` (`s32[out_dims]` each), positions clamped into `x`.
+    fn gather_at(&mut self, x: InstId, src: &[InstId], out_dims: &[i64]) -> InstId {
+        let a = self
+            .m()
+            .array_shape(x)
+            .expect("gathered values are arrays")
+            .clone();
+        let n: i64 = a.dims.iter().product();
+        let mut flat = None;
+        let mut stride = 1i64;
+        for k in (0..a.rank()).rev() {
+            let st = self.s32(stride);
+            let st = self.splat(st, ElementType::S32, out_dims);
+            let term = self.binary(Opcode::Multiply, ElementType::S32, out_dims, src[k], st);
+            flat = Some(match flat {
+                None => term,
+                Some(f) => self.binary(Opcode::Add, ElementType::S32, out_dims, f, term),
+            });
+            stride *= a.dims[k];
+        }
+        let flat = match flat {
+            Some(f) => f,
+            None => {
+                let z = self.s32(0);
+                self.splat(z, ElementType::S32, out_dims)
+            }
+        };
+        let lo = self.s32(0);
+        let lo = self.splat(lo, ElementType::S32, out_dims);
+        let hi = self.s32((n - 1).max(0));
+        let hi = self.splat(hi, ElementType::S32, out_dims);
+        let p = self.binary(Opcode::Maximum, ElementType::S32, out_dims, flat, lo);
+        let p = self.binary(Opcode::Minimum, ElementType::S32, out_dims, p, hi);
+        let mut idx_dims = out_dims.to_vec();
+        idx_dims.push(1);
+        let idx = self.push(
+            Opcode::Reshape,
+            ElementType::S32,
+            &idx_dims,
+            &[p],
+            Vec::new(),
+        );
+        let xf = self.push(Opcode::Reshape, a.ty, &[n], &[x], Vec::new());
+        self.push(
+            Opcode::Gather,
+            a.ty,
+            out_dims,
+            &[xf, idx],
+            vec![
+                (AttrKey::OffsetDims, AttrValue::Ints(Box::new([]))),
+                (AttrKey::CollapsedSliceDims, AttrValue::Ints(Box::new([0]))),
+                (AttrKey::StartIndexMap, AttrValue::Ints(Box::new([0]))),
+                (
+                    AttrKey::IndexVectorDim,
+                    AttrValue::Int(out_dims.len() as i64),
+                ),
+                (AttrKey::SliceSizes, AttrValue::Ints(Box::new([1]))),
+            ],
+        )
+    }
+
+    /// A reshape of `x` (runtime sizes `in_sizes`) to `out_dims` (runtime sizes `out_sizes`):
+    /// logical element `k` of the result (row-major over `out_sizes`) is logical element `k` of
+    /// `x` (row-major over `in_sizes`).
+    fn reshape_gather(
+        &mut self,
+        x: InstId,
+        in_sizes: &[InstId],
+        out_dims: &[i64],
+        out_sizes: &[InstId],
+    ) -> InstId {
+        let od = out_dims;
+        // The logical linear index of each result position.
+        let mut lin: Option<InstId> = None;
+        for k in 0..od.len() {
+            let o = self.iota(od, k);
+            let st = self.product(&out_sizes[k + 1..]);
+            let st = self.splat(st, ElementType::S32, od);
+            let term = self.binary(Opcode::Multiply, ElementType::S32, od, o, st);
+            lin = Some(match lin {
+                None => term,
+                Some(l) => self.binary(Opcode::Add, ElementType::S32, od, l, term),
+            });
+        }
+        let lin = match lin {
+            Some(l) => l,
+            None => {
+                let z = self.s32(0);
+                self.splat(z, ElementType::S32, od)
+            }
+        };
+        // Its index along each operand dimension; divisors of at least 1 (a size of 0 leaves
+        // nothing defined to read).
+        let one = self.s32(1);
+        let mut src = Vec::with_capacity(in_sizes.len());
+        for k in 0..in_sizes.len() {
+            let st = self.product(&in_sizes[k + 1..]);
+            let st = self.binary(Opcode::Maximum, ElementType::S32, &[], st, one);
+            let st = self.splat(st, ElementType::S32, od);
+            let q = self.binary(Opcode::Divide, ElementType::S32, od, lin, st);
+            let sz = self.binary(Opcode::Maximum, ElementType::S32, &[], in_sizes[k], one);
+            let sz = self.splat(sz, ElementType::S32, od);
+            src.push(self.binary(Opcode::Remainder, ElementType::S32, od, q, sz));
+        }
+        self.count("gathers");
+        self.gather_at(x, &src, od)
+    }
+
+    /// The sizes of operand `o` (an original id) of the instruction being rewritten.
+    fn sizes_of(&self, o: InstId) -> Option<&Sizes> {
+        self.sizes.get(&o)
+    }
+
+    /// Rewrites `id` (its operands already rewritten) and records its sizes.
+    fn visit(&mut self, id: InstId) -> Result<(), PassError> {
+        use Opcode::*;
+        let m = self.m();
+        let op = m.opcode(id);
+        let operands: Vec<InstId> = m.operands(id).to_vec();
+        let any_tracked = operands
+            .iter()
+            .any(|o| self.sizes_of(*o).is_some_and(Sizes::tracked));
+        if !any_tracked && !matches!(op, SetDimensionSize | DynamicReshape) {
+            return Ok(());
+        }
+        let ops: Vec<InstId> = operands.iter().map(|&o| self.rw.resolve(o)).collect();
+        let rank = m.array_shape(id).map_or(0, ArrayShape::rank);
+        let opnd_dims = |k: usize| -> Vec<Option<InstId>> {
+            self.sizes_of(operands[k])
+                .map(|s| s.dims().to_vec())
+                .unwrap_or_default()
+        };
+        let dim_at = |v: &[Option<InstId>], d: usize| v.get(d).copied().flatten();
+        let out: Sizes = match op {
+            SetDimensionSize => {
+                let d = m
+                    .ints_attr(id, &AttrKey::Dimensions)
+                    .and_then(|d| d.first().copied())
+                    .ok_or_else(|| refuse(m, id, "without dimensions= on"))?
+                    as usize;
+                let mut s = opnd_dims(0);
+                s.resize(rank, None);
+                if d >= rank {
+                    return Err(refuse(m, id, "naming a missing dimension as"));
+                }
+                s[d] = Some(ops[1]);
+                self.rw.replace_all_uses(id, ops[0]);
+                self.count("set-dimension-size");
+                Sizes::Array(s)
+            }
+            GetDimensionSize => {
+                let d = m
+                    .ints_attr(id, &AttrKey::Dimensions)
+                    .and_then(|d| d.first().copied())
+                    .unwrap_or(0) as usize;
+                if let Some(s) = dim_at(&opnd_dims(0), d) {
+                    self.rw.replace_all_uses(id, s);
+                    self.count("get-dimension-size");
+                }
+                return Ok(());
+            }
+            _ if op.is_elementwise() && (op != BitcastConvert || self.same_rank(id, ops[0])) => {
+                let mut s = vec![None; rank];
+                for k in 0..operands.len() {
+                    let od = opnd_dims(k);
+                    if od.len() != rank {
+                        continue;
+                    }
+                    for d in 0..rank {
+                        if s[d].is_none() {
+                            s[d] = od[d];
+                        }
+                    }
+                }
+                Sizes::Array(s)
+            }
+            Broadcast => {
+                let map = m
+                    .ints_attr(id, &AttrKey::Dimensions)
+                    .unwrap_or(&[])
+                    .to_vec();
+                let od = opnd_dims(0);
+                let mut s = vec![None; rank];
+                for (k, &d) in map.iter().enumerate() {
+                    if let Some(slot) = s.get_mut(d as usize) {
+                        *slot = dim_at(&od, k);
+                    }
+                }
+                Sizes::Array(s)
+            }
+            Transpose => {
+                let perm = m
+                    .ints_attr(id, &AttrKey::Dimensions)
+                    .unwrap_or(&[])
+                    .to_vec();
+                let od = opnd_dims(0);
+                Sizes::Array(perm.iter().map(|&p| dim_at(&od, p as usize)).collect())
+            }
+            Slice => {
+                let Some(AttrValue::Slice(sl)) = m.attr(id, &AttrKey::Slice) else {
+                    return Err(refuse(m, id, "without slice= on"));
+                };
+                let sl = sl.clone();
+                let bounds = m
+                    .array_shape(ops[0])
+                    .map(|a| a.dims.to_vec())
+                    .unwrap_or_default();
+                let od = opnd_dims(0);
+                Sizes::Array(
+                    (0..rank)
+                        .map(|d| {
+                            let [start, limit, stride] = sl[d];
+                            let whole = start == 0 && stride == 1 && limit == bounds[d];
+                            dim_at(&od, d).filter(|_| whole)
+                        })
+                        .collect(),
+                )
+            }
+            Tuple => Sizes::Tuple(
+                operands
+                    .iter()
+                    .map(|o| {
+                        self.sizes
+                            .get(o)
+                            .cloned()
+                            .unwrap_or(Sizes::Array(Vec::new()))
+                    })
+                    .collect(),
+            ),
+            GetTupleElement => {
+                let k = match m.attr(id, &AttrKey::Index) {
+                    Some(AttrValue::Int(k)) => *k as usize,
+                    _ => return Err(refuse(m, id, "without index= on")),
+                };
+                match self.sizes_of(operands[0]) {
+                    Some(Sizes::Tuple(t)) => t.get(k).cloned().unwrap_or(Sizes::Array(Vec::new())),
+                    _ => return Err(refuse(m, id, "of a tuple with")),
+                }
+            }
+            Reduce => self.reduce(id, &operands, &ops)?,
+            Dot => self.dot(id, &operands, &ops)?,
+            Reshape | DynamicReshape => self.reshape(id, &operands, &ops)?,
+            Concatenate => self.concatenate(id, &operands, &ops)?,
+            Reverse => self.reverse(id, &operands, &ops)?,
+            _ => return Err(refuse(m, id, "over")),
+        };
+        if out.tracked() {
+            self.sizes.insert(id, out);
+        }
+        Ok(())
+    }
+
+    fn same_rank(&self, a: InstId, b: InstId) -> bool {
+        let m = self.m();
+        m.array_shape(a).map(ArrayShape::rank) == m.array_shape(b).map(ArrayShape::rank)
+    }
+
+    fn reduce(
+        &mut self,
+        id: InstId,
+        operands: &[InstId],
+        ops: &[InstId],
+    ) -> Result<Sizes, PassError> {
+        let m = self.m();
+        let n = ops.len() / 2;
+        let dims = m
+            .ints_attr(id, &AttrKey::Dimensions)
+            .unwrap_or(&[])
+            .to_vec();
+        let od: Vec<Option<InstId>> = (0..n).fold(Vec::new(), |mut acc: Vec<Option<InstId>>, k| {
+            let s = self
+                .sizes_of(operands[k])
+                .map(|s| s.dims().to_vec())
+                .unwrap_or_default();
+            acc.resize(acc.len().max(s.len()), None);
+            for (d, v) in s.into_iter().enumerate() {
+                acc[d] = acc[d].or(v);
+            }
+            acc
+        });
+        if (n..ops.len()).any(|k| self.sizes_of(operands[k]).is_some_and(Sizes::tracked)) {
+            return Err(refuse(m, id, "with an init of"));
+        }
+        let tracked: Vec<(usize, InstId)> = dims
+            .iter()
+            .filter_map(|&d| {
+                od.get(d as usize)
+                    .copied()
+                    .flatten()
+                    .map(|s| (d as usize, s))
+            })
+            .collect();
+        if !tracked.is_empty() {
+            let mut new_ops = ops.to_vec();
+            for k in 0..n {
+                new_ops[k] = self.mask(ops[k], &tracked, ops[n + k]);
+                self.count("masked");
+            }
+            self.rw.set_operands(id, &new_ops);
+        }
+        let kept: Vec<Option<InstId>> = (0..od.len())
+            .filter(|d| !dims.contains(&(*d as i64)))
+            .map(|d| od[d])
+            .collect();
+        Ok(if n == 1 {
+            Sizes::Array(kept)
+        } else {
+            Sizes::Tuple(vec![Sizes::Array(kept); n])
+        })
+    }
+
+    fn dot(&mut self, id: InstId, operands: &[InstId], ops: &[InstId]) -> Result<Sizes, PassError> {
+        let m = self.m();
+        let list = |k: AttrKey| m.ints_attr(id, &k).unwrap_or(&[]).to_vec();
+        let (lb, lc) = (
+            list(AttrKey::LhsBatchDims),
+            list(AttrKey::LhsContractingDims),
+        );
+        let (rb, rc) = (
+            list(AttrKey::RhsBatchDims),
+            list(AttrKey::RhsContractingDims),
+        );
+        if ops.len() != 2 {
+            return Err(refuse(m, id, "(a sparse dot) over"));
+        }
+        let lr = m.array_shape(ops[0]).map_or(0, ArrayShape::rank);
+        let rr = m.array_shape(ops[1]).map_or(0, ArrayShape::rank);
+        let get = |s: Option<&Sizes>, n: usize| {
+            let mut v = s.map(|s| s.dims().to_vec()).unwrap_or_default();
+            v.resize(n, None);
+            v
+        };
+        let ls = get(self.sizes_of(operands[0]), lr);
+        let rs = get(self.sizes_of(operands[1]), rr);
+        let (mut lt, mut rt) = (Vec::new(), Vec::new());
+        for (&l, &r) in lc.iter().zip(&rc) {
+            if let Some(s) = ls[l as usize].or(rs[r as usize]) {
+                lt.push((l as usize, s));
+                rt.push((r as usize, s));
+            }
+        }
+        if !lt.is_empty() {
+            let ty_l = m
+                .array_shape(ops[0])
+                .map(|a| a.ty)
+                .unwrap_or(ElementType::F32);
+            let ty_r = m
+                .array_shape(ops[1])
+                .map(|a| a.ty)
+                .unwrap_or(ElementType::F32);
+            let zl = self.constant(ty_l, zero_of(ty_l));
+            let zr = self.constant(ty_r, zero_of(ty_r));
+            let l = self.mask(ops[0], &lt, zl);
+            let r = self.mask(ops[1], &rt, zr);
+            self.rw.set_operands(id, &[l, r]);
+            self.count("masked");
+        }
+        let mut out: Vec<Option<InstId>> = lb
+            .iter()
+            .zip(&rb)
+            .map(|(&l, &r)| ls[l as usize].or(rs[r as usize]))
+            .collect();
+        out.extend(
+            (0..lr)
+                .filter(|d| !lb.contains(&(*d as i64)) && !lc.contains(&(*d as i64)))
+                .map(|d| ls[d]),
+        );
+        out.extend(
+            (0..rr)
+                .filter(|d| !rb.contains(&(*d as i64)) && !rc.contains(&(*d as i64)))
+                .map(|d| rs[d]),
+        );
+        Ok(Sizes::Array(out))
+    }
+
+    fn reshape(
+        &mut self,
+        id: InstId,
+        operands: &[InstId],
+        ops: &[InstId],
+    ) -> Result<Sizes, PassError> {
+        let m = self.m();
+        let out = m
+            .array_shape(id)
+            .ok_or_else(|| refuse(m, id, "of a tuple with"))?
+            .clone();
+        let inp = m
+            .array_shape(ops[0])
+            .ok_or_else(|| refuse(m, id, "of a tuple with"))?
+            .clone();
+        let mut ins = self
+            .sizes_of(operands[0])
+            .map(|s| s.dims().to_vec())
+            .unwrap_or_default();
+        ins.resize(inp.rank(), None);
+        let tracked_in: Vec<usize> = (0..inp.rank()).filter(|&d| ins[d].is_some()).collect();
+        let (out_sizes, out_tracked): (Vec<InstId>, Vec<Option<InstId>>) =
+            if m.opcode(id) == Opcode::DynamicReshape {
+                if ops.len() != out.rank() + 1 {
+                    return Err(refuse(m, id, "without one size per dimension for"));
+                }
+                let tracked = (0..out.rank())
+                    .map(|d| Some(ops[d + 1]).filter(|_| out.dynamic[d]))
+                    .collect();
+                (ops[1..].to_vec(), tracked)
+            } else {
+                if tracked_in.is_empty() {
+                    return Ok(Sizes::Array(Vec::new()));
+                }
+                let flagged: Vec<usize> = (0..out.rank()).filter(|&d| out.dynamic[d]).collect();
+                let [k] = flagged[..] else {
+                    return Err(refuse(
+                        m,
+                        id,
+                        "with other than one result dimension flagged <= for",
+                    ));
+                };
+                // The cheap case: one tracked dimension whose bound and inner block the result
+                // keeps, so the padding stays where it is.
+                if let [d] = tracked_in[..] {
+                    let inner_in: i64 = inp.dims[d + 1..].iter().product();
+                    let inner_out: i64 = out.dims[k + 1..].iter().product();
+                    if inp.dims[d] == out.dims[k] && inner_in == inner_out {
+                        let mut s = vec![None; out.rank()];
+                        s[k] = ins[d];
+                        return Ok(Sizes::Array(s));
+                    }
+                }
+                // The result's tracked size: the operand's runtime element count over the
+                // other result dimensions.
+                let in_sizes = self.runtime_sizes(&inp.dims, &ins);
+                let total = self.product(&in_sizes);
+                let others: i64 = (0..out.rank())
+                    .filter(|&d| d != k)
+                    .map(|d| out.dims[d])
+                    .product();
+                let others = self.s32(others.max(1));
+                let sk = self.binary(Opcode::Divide, ElementType::S32, &[], total, others);
+                let mut sizes: Vec<InstId> = Vec::with_capacity(out.rank());
+                for (d, &b) in out.dims.iter().enumerate() {
+                    sizes.push(if d == k { sk } else { self.s32(b) });
+                }
+                let mut tracked = vec![None; out.rank()];
+                tracked[k] = Some(sk);
+                (sizes, tracked)
+            };
+        let in_sizes = self.runtime_sizes(&inp.dims, &ins);
+        let g = self.reshape_gather(ops[0], &in_sizes, &out.dims, &out_sizes);
+        self.rw.replace_all_uses(id, g);
+        Ok(Sizes::Array(out_tracked))
+    }
+
+    fn concatenate(
+        &mut self,
+        id: InstId,
+        operands: &[InstId],
+        ops: &[InstId],
+    ) -> Result<Sizes, PassError> {
+        let m = self.m();
+        let out = m
+            .array_shape(id)
+            .ok_or_else(|| refuse(m, id, "of a tuple with"))?
+            .clone();
+        let c = m
+            .ints_attr(id, &AttrKey::Dimensions)
+            .and_then(|d| d.first().copied())
+            .ok_or_else(|| refuse(m, id, "without dimensions= on"))? as usize;
+        let all: Vec<Vec<Option<InstId>>> = operands
+            .iter()
+            .map(|o| {
+                let mut v = self
+                    .sizes_of(*o)
+                    .map(|s| s.dims().to_vec())
+                    .unwrap_or_default();
+                v.resize(out.rank(), None);
+                v
+            })
+            .collect();
+        // Other dimensions: as elementwise.
+        let mut s: Vec<Option<InstId>> = (0..out.rank())
+            .map(|d| all.iter().find_map(|v| v[d]))
+            .collect();
+        if all.iter().all(|v| v[c].is_none()) {
+            s[c] = None;
+            return Ok(Sizes::Array(s));
+        }
+        let bounds: Vec<i64> = ops
+            .iter()
+            .map(|&o| m.array_shape(o).map_or(0, |a| a.dims[c]))
+            .collect();
+        let od = out.dims.to_vec();
+        // Position p along `c` of the result reads padded position B_k + p - off_k of the
+        // static concatenation, for the last operand k whose offset off_k is at most p.
+        let p = self.iota(&od, c);
+        let mut src = p;
+        let mut off = self.s32(0);
+        let mut base = 0i64;
+        for k in 0..ops.len() {
+            if k > 0 {
+                let offb = self.splat(off, ElementType::S32, &od);
+                let at = self.compare(ComparisonDirection::Ge, &od, p, offb);
+                let shift = self.s32(base);
+                let shift = self.binary(Opcode::Subtract, ElementType::S32, &[], shift, off);
+                let shift = self.splat(shift, ElementType::S32, &od);
+                let cand = self.binary(Opcode::Add, ElementType::S32, &od, p, shift);
+                src = self.push(
+                    Opcode::Select,
+                    ElementType::S32,
+                    &od,
+                    &[at, cand, src],
+                    Vec::new(),
+                );
+            }
+            let size = match all[k][c] {
+                Some(sz) => sz,
+                None => self.s32(bounds[k]),
+            };
+            off = self.binary(Opcode::Add, ElementType::S32, &[], off, size);
+            base += bounds[k];
+        }
+        let mut idx = Vec::with_capacity(out.rank());
+        for d in 0..out.rank() {
+            idx.push(if d == c { src } else { self.iota(&od, d) });
+        }
+        // A static concatenation of the padded operands, read from.
+        let cat = self.push(
+            Opcode::Concatenate,
+            out.ty,
+            &od,
+            ops,
+            vec![(AttrKey::Dimensions, AttrValue::Ints(Box::new([c as i64])))],
+        );
+        let g = self.gather_at(cat, &idx, &od);
+        self.rw.replace_all_uses(id, g);
+        self.count("gathers");
+        s[c] = Some(off);
+        Ok(Sizes::Array(s))
+    }
+
+    fn reverse(
+        &mut self,
+        id: InstId,
+        operands: &[InstId],
+        ops: &[InstId],
+    ) -> Result<Sizes, PassError> {
+        let m = self.m();
+        let out = m
+            .array_shape(id)
+            .ok_or_else(|| refuse(m, id, "of a tuple with"))?
+            .clone();
+        let dims = m
+            .ints_attr(id, &AttrKey::Dimensions)
+            .unwrap_or(&[])
+            .to_vec();
+        let mut s = self
+            .sizes_of(operands[0])
+            .map(|s| s.dims().to_vec())
+            .unwrap_or_default();
+        s.resize(out.rank(), None);
+        let od = out.dims.to_vec();
+        // Reverse the static dimensions as given, then the tracked ones within their sizes.
+        let static_dims: Vec<i64> = dims
+            .iter()
+            .copied()
+            .filter(|&d| s[d as usize].is_none())
+            .collect();
+        let x = if static_dims.len() == dims.len() {
+            return Ok(Sizes::Array(s));
+        } else if static_dims.is_empty() {
+            ops[0]
+        } else {
+            self.push(
+                Opcode::Reverse,
+                out.ty,
+                &od,
+                &[ops[0]],
+                vec![(AttrKey::Dimensions, AttrValue::Ints(static_dims.into()))],
+            )
+        };
+        let one = self.s32(1);
+        let mut idx = Vec::with_capacity(out.rank());
+        for (d, sd) in s.iter().enumerate() {
+            let i = self.iota(&od, d);
+            idx.push(match sd.filter(|_| dims.contains(&(d as i64))) {
+                Some(size) => {
+                    let last = self.binary(Opcode::Subtract, ElementType::S32, &[], size, one);
+                    let last = self.splat(last, ElementType::S32, &od);
+                    self.binary(Opcode::Subtract, ElementType::S32, &od, last, i)
+                }
+                None => i,
+            });
+        }
+        let g = self.gather_at(x, &idx, &od);
+        self.rw.replace_all_uses(id, g);
+        self.count("gathers");
+        Ok(Sizes::Array(s))
+    }
+
+    /// The entry's result with every element past a tracked size zero.
+    fn zero_padding(&mut self, v: InstId, sizes: &Sizes) -> InstId {
+        match sizes {
+            Sizes::Array(d) => {
+                let tracked: Vec<(usize, InstId)> = d
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, s)| s.map(|s| (k, s)))
+                    .collect();
+                let Some(a) = self.m().array_shape(v).cloned() else {
+                    return v;
+                };
+                if tracked.is_empty() {
+                    return v;
+                }
+                let z = self.constant(a.ty, zero_of(a.ty));
+                self.mask(v, &tracked, z)
+            }
+            Sizes::Tuple(elems) => {
+                if !sizes.tracked() {
+                    return v;
+                }
+                let (shape, layout) = (self.m().shape_id(v), self.m().layout_id(v));
+                let Shape::Tuple(es) = self.m().shape_of(shape).clone() else {
+                    return v;
+                };
+                let mut parts = Vec::with_capacity(es.len());
+                for (k, &es_k) in es.iter().enumerate() {
+                    let lay = match self.m().layout_of(layout) {
+                        Layout::Tuple(ls) => ls.get(k).copied().unwrap_or(self.m().no_layout()),
+                        _ => self.m().no_layout(),
+                    };
+                    let gte = self.rw.add(
+                        self.comp,
+                        NewInst {
+                            opcode: Opcode::GetTupleElement,
+                            shape: es_k,
+                            layout: lay,
+                            operands: vec![v],
+                            attrs: vec![(AttrKey::Index, AttrValue::Int(k as i64))],
+                            name: None,
+                        },
+                    );
+                    let sk = elems.get(k).cloned().unwrap_or(Sizes::Array(Vec::new()));
+                    parts.push(self.zero_padding(gte, &sk));
+                }
+                self.rw.add(
+                    self.comp,
+                    NewInst {
+                        opcode: Opcode::Tuple,
+                        shape,
+                        layout,
+                        operands: parts,
+                        attrs: Vec::new(),
+                        name: None,
+                    },
+                )
+            }
+        }
+    }
+}
+
+/// Whether `m` has a live instruction that sets a runtime size.
+pub fn has_dynamic_sizes(m: &Module) -> bool {
+    m.live_ids().into_iter().any(|i| {
+        matches!(
+            m.opcode(i),
+            Opcode::SetDimensionSize | Opcode::DynamicReshape
+        )
+    })
+}
+
+impl Pass for DynamicPadder {
+    fn run(&mut self, m: &mut Module, cx: &mut PassCx<'_>) -> Result<Changed, PassError> {
+        if !has_dynamic_sizes(m) {
+            return Ok(false);
+        }
+        let entry = m.entry();
+        let layouts = m
+            .live_ids()
+            .into_iter()
+            .any(|i| matches!(m.layout_of(m.layout_id(i)), Layout::Array(_)));
+        let comps = m.computations();
+        let mut rw = m.rewriter();
+        let mut counts: Vec<(&'static str, u64)> = Vec::new();
+        for &comp in &comps {
+            let insts = rw.module().comp_insts(comp);
+            let order = topo_order(rw.module(), &insts);
+            let mut p = Padder {
+                rw: &mut rw,
+                comp,
+                sizes: HashMap::new(),
+                counts: Vec::new(),
+                layouts,
+            };
+            for &id in &order {
+                if p.m().is_live(id) {
+                    p.visit(id)?;
+                }
+            }
+            let root = p.m().root(comp);
+            if let Some(s) = p.sizes.get(&root).cloned() {
+                if comp != entry {
+                    return Err(refuse(
+                        p.m(),
+                        root,
+                        "returned from a called computation with",
+                    ));
+                }
+                let r = p.rw.resolve(root);
+                let new = p.zero_padding(r, &s);
+                if new != r {
+                    p.rw.module_mut().set_root(comp, new);
+                }
+            }
+            for (k, n) in p.counts {
+                match counts.iter_mut().find(|(c, _)| *c == k) {
+                    Some((_, t)) => *t += n,
+                    None => counts.push((k, n)),
+                }
+            }
+        }
+        rw.finish();
+        // No shape stays dynamic.
+        for id in m.live_ids() {
+            let s = m.shape_id(id);
+            let st = static_shape(m, s);
+            if st != s {
+                let l = m.layout_id(id);
+                m.set_shape(id, st, l);
+            }
+        }
+        for (k, n) in counts {
+            cx.count(k, n);
+        }
+        Ok(true)
+    }
+}
