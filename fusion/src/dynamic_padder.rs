@@ -10,9 +10,12 @@
 //!
 //! - `set-dimension-size` into its operand (the data is unchanged), `get-dimension-size` of a
 //!   tracked dimension into its size;
-//! - elementwise ops, `broadcast`, `transpose`, `tuple`, `get-tuple-element` and a `slice`
-//!   that keeps a tracked dimension whole: unchanged, the sizes follow the dimensions (a slice
-//!   of part of a tracked dimension is static, as in XLA);
+//! - elementwise ops: unchanged where their operands' sizes agree; where two differ the
+//!   result's is the larger if the other is 1 (an operand of size 1 repeats its first element,
+//!   XLA's implicit broadcast), else the smaller, as XLA's inference has it;
+//! - `broadcast`, `transpose`, `tuple`, `get-tuple-element` and a `slice` that keeps a tracked
+//!   dimension whole: unchanged, the sizes follow the dimensions (a slice of part of a tracked
+//!   dimension is static, as in XLA);
 //! - `reduce` over a tracked dimension: each input's padding replaced by its init first (the
 //!   reducer's identity, so only the defined elements count);
 //! - `dot` over a tracked contracting dimension: both operands' padding zeroed first;
@@ -22,10 +25,15 @@
 //!   that reads logical element `k` of the result from logical element `k` of the operand
 //!   (row-major over the runtime sizes);
 //! - `concatenate` along a tracked dimension, and `reverse` of one: a gather that packs the
-//!   defined elements (the result's size is the sum of the sizes, or the size).
+//!   defined elements (the result's size is the sum of the sizes, or the size);
+//! - `pad` of a tracked dimension: a gather placing the defined elements after the low edge
+//!   and between the interior padding, the padding value elsewhere (the size is `low + size +
+//!   (size - 1) * interior + high`);
+//! - `gather` whose slices take a tracked operand dimension whole: unchanged, the size goes to
+//!   its offset dimension of the result.
 //!
-//! Any other op reading a tracked dimension (`pad`, `sort`, `gather`, `scatter`, windows, calls
-//! and loops, ...) is refused with an error naming the instruction, its op and "dynamic
+//! Any other op reading a tracked dimension (`sort`, `scatter`, a gather indexing into it,
+//! windows, calls and loops, ...) is refused with an error naming the instruction, its op and "dynamic
 //! dimension", never run at its bound. A tracked value may not leave a computation other than
 //! the entry. The entry's result keeps its bound with every element past a tracked size zero.
 //!
@@ -439,19 +447,7 @@ impl Padder<'_, '_> {
                 return Ok(());
             }
             _ if op.is_elementwise() && (op != BitcastConvert || self.same_rank(id, ops[0])) => {
-                let mut s = vec![None; rank];
-                for k in 0..operands.len() {
-                    let od = opnd_dims(k);
-                    if od.len() != rank {
-                        continue;
-                    }
-                    for d in 0..rank {
-                        if s[d].is_none() {
-                            s[d] = od[d];
-                        }
-                    }
-                }
-                Sizes::Array(s)
+                self.elementwise(id, &operands, &ops, rank)
             }
             Broadcast => {
                 let map = m
@@ -521,12 +517,129 @@ impl Padder<'_, '_> {
             Reshape | DynamicReshape => self.reshape(id, &operands, &ops)?,
             Concatenate => self.concatenate(id, &operands, &ops)?,
             Reverse => self.reverse(id, &operands, &ops)?,
+            Pad => self.pad(id, &operands, &ops)?,
+            Gather => self.gather(id, &operands)?,
             _ => return Err(refuse(m, id, "over")),
         };
         if out.tracked() {
             self.sizes.insert(id, out);
         }
         Ok(())
+    }
+
+    /// An elementwise op: each dimension's size is its operands' (XLA's rule where two
+    /// differ: the larger if the other is 1, an implicit broadcast, else the smaller), and an
+    /// operand whose size there is 1 repeats its first element along it.
+    fn elementwise(
+        &mut self,
+        id: InstId,
+        operands: &[InstId],
+        ops: &[InstId],
+        rank: usize,
+    ) -> Sizes {
+        let per: Vec<Vec<Option<InstId>>> = operands
+            .iter()
+            .map(|o| {
+                let mut v = self
+                    .sizes_of(*o)
+                    .map(|s| s.dims().to_vec())
+                    .unwrap_or_default();
+                if v.len() != rank {
+                    v.clear();
+                }
+                v.resize(rank, None);
+                v
+            })
+            .collect();
+        let mut s = vec![None; rank];
+        let mut new_ops = ops.to_vec();
+        for (d, sd) in s.iter_mut().enumerate() {
+            let at: Vec<(usize, InstId)> = per
+                .iter()
+                .enumerate()
+                .filter_map(|(k, v)| v[d].map(|x| (k, x)))
+                .collect();
+            let mut distinct: Vec<InstId> = Vec::new();
+            for &(_, x) in &at {
+                if !distinct.contains(&x) {
+                    distinct.push(x);
+                }
+            }
+            let Some((&first, rest)) = distinct.split_first() else {
+                continue;
+            };
+            if rest.is_empty() {
+                *sd = Some(first);
+                continue;
+            }
+            let one = self.s32(1);
+            let mut acc = first;
+            for &b in rest {
+                let mut needs = None;
+                for (x, y) in [(b, acc), (acc, b)] {
+                    let lt = self.compare(ComparisonDirection::Lt, &[], x, y);
+                    let is1 = self.compare(ComparisonDirection::Eq, &[], x, one);
+                    let both = self.binary(Opcode::And, ElementType::Pred, &[], is1, lt);
+                    needs = Some(match needs {
+                        None => both,
+                        Some(n) => self.binary(Opcode::Or, ElementType::Pred, &[], n, both),
+                    });
+                }
+                let mx = self.binary(Opcode::Maximum, ElementType::S32, &[], b, acc);
+                let mn = self.binary(Opcode::Minimum, ElementType::S32, &[], b, acc);
+                let needs = needs.expect("two sizes compared");
+                acc = self.push(
+                    Opcode::Select,
+                    ElementType::S32,
+                    &[],
+                    &[needs, mx, mn],
+                    Vec::new(),
+                );
+            }
+            *sd = Some(acc);
+            for &(k, size) in &at {
+                new_ops[k] = self.repeat_first_if_one(new_ops[k], d, size, one);
+            }
+        }
+        if new_ops[..] != ops[..] {
+            self.rw.set_operands(id, &new_ops);
+        }
+        Sizes::Array(s)
+    }
+
+    /// `x` with its first element along `d` repeated along it where `size` is 1.
+    fn repeat_first_if_one(&mut self, x: InstId, d: usize, size: InstId, one: InstId) -> InstId {
+        let Some(a) = self.m().array_shape(x).cloned() else {
+            return x;
+        };
+        let mut sdims = a.dims.to_vec();
+        sdims[d] = 1;
+        let bounds: Vec<[i64; 3]> = (0..a.rank())
+            .map(|j| [0, if j == d { 1 } else { a.dims[j] }, 1])
+            .collect();
+        let sl = self.push(
+            Opcode::Slice,
+            a.ty,
+            &sdims,
+            &[x],
+            vec![(AttrKey::Slice, AttrValue::Slice(bounds.into()))],
+        );
+        let rdims: Vec<i64> = (0..a.rank())
+            .filter(|&j| j != d)
+            .map(|j| a.dims[j])
+            .collect();
+        let r = self.push(Opcode::Reshape, a.ty, &rdims, &[sl], Vec::new());
+        let keep: Vec<i64> = (0..a.rank() as i64).filter(|&j| j != d as i64).collect();
+        let b = self.push(
+            Opcode::Broadcast,
+            a.ty,
+            &a.dims,
+            &[r],
+            vec![(AttrKey::Dimensions, AttrValue::Ints(keep.into()))],
+        );
+        let is1 = self.compare(ComparisonDirection::Eq, &[], size, one);
+        let p = self.splat(is1, ElementType::Pred, &a.dims);
+        self.push(Opcode::Select, a.ty, &a.dims, &[p, b, x], Vec::new())
     }
 
     fn same_rank(&self, a: InstId, b: InstId) -> bool {
@@ -873,6 +986,149 @@ impl Padder<'_, '_> {
         self.rw.replace_all_uses(id, g);
         self.count("gathers");
         Ok(Sizes::Array(s))
+    }
+
+    fn pad(&mut self, id: InstId, operands: &[InstId], ops: &[InstId]) -> Result<Sizes, PassError> {
+        let m = self.m();
+        let out = m
+            .array_shape(id)
+            .ok_or_else(|| refuse(m, id, "of a tuple with"))?
+            .clone();
+        let Some(AttrValue::Padding(cfg)) = m.attr(id, &AttrKey::Padding) else {
+            return Err(refuse(m, id, "without padding= on"));
+        };
+        let cfg = cfg.clone();
+        if self.sizes_of(operands[1]).is_some_and(Sizes::tracked) {
+            return Err(refuse(m, id, "with a padding value of"));
+        }
+        let mut s = self
+            .sizes_of(operands[0])
+            .map(|s| s.dims().to_vec())
+            .unwrap_or_default();
+        s.resize(out.rank(), None);
+        let od = out.dims.to_vec();
+        // Along a tracked dimension, result position p holds operand element (p - low) /
+        // (interior + 1) where that divides and is below the size, else the padding value; the
+        // size is low + size + (size - 1) * interior + high.
+        let one = self.s32(1);
+        let zero = self.s32(0);
+        let mut idx = Vec::with_capacity(out.rank());
+        let mut holds: Option<InstId> = None;
+        let mut out_sizes = vec![None; out.rank()];
+        for (d, sd) in s.iter().enumerate() {
+            let [low, high, interior] = cfg[d];
+            let Some(size) = *sd else {
+                // Static: the ordinary pad along this dimension, done by the pad kept below.
+                idx.push(self.iota(&od, d));
+                continue;
+            };
+            let p = self.iota(&od, d);
+            let low_c = self.s32(low);
+            let low_b = self.splat(low_c, ElementType::S32, &od);
+            let q = self.binary(Opcode::Subtract, ElementType::S32, &od, p, low_b);
+            let step = self.s32(interior + 1);
+            let step_b = self.splat(step, ElementType::S32, &od);
+            let src = self.binary(Opcode::Divide, ElementType::S32, &od, q, step_b);
+            let rem = self.binary(Opcode::Remainder, ElementType::S32, &od, q, step_b);
+            let zero_b = self.splat(zero, ElementType::S32, &od);
+            let on = self.compare(ComparisonDirection::Eq, &od, rem, zero_b);
+            let ge = self.compare(ComparisonDirection::Ge, &od, q, zero_b);
+            let size_b = self.splat(size, ElementType::S32, &od);
+            let lt = self.compare(ComparisonDirection::Lt, &od, src, size_b);
+            let h = self.binary(Opcode::And, ElementType::Pred, &od, on, ge);
+            let h = self.binary(Opcode::And, ElementType::Pred, &od, h, lt);
+            holds = Some(match holds {
+                None => h,
+                Some(a) => self.binary(Opcode::And, ElementType::Pred, &od, a, h),
+            });
+            idx.push(src);
+            let gaps = self.binary(Opcode::Subtract, ElementType::S32, &[], size, one);
+            let gaps = self.binary(Opcode::Maximum, ElementType::S32, &[], gaps, zero);
+            let inner = self.s32(interior);
+            let inner = self.binary(Opcode::Multiply, ElementType::S32, &[], gaps, inner);
+            let edges = self.s32(low + high);
+            let n = self.binary(Opcode::Add, ElementType::S32, &[], size, inner);
+            out_sizes[d] = Some(self.binary(Opcode::Add, ElementType::S32, &[], n, edges));
+        }
+        let Some(holds) = holds else {
+            return Ok(Sizes::Array(s));
+        };
+        // The static dimensions padded as given (tracked ones left alone), then the gather
+        // along the tracked ones.
+        let in_dims = self
+            .m()
+            .array_shape(ops[0])
+            .map(|a| a.dims.to_vec())
+            .unwrap_or_default();
+        let mut mid_dims = in_dims.clone();
+        let mut mid_cfg = cfg.to_vec();
+        for (d, sd) in s.iter().enumerate() {
+            if sd.is_some() {
+                mid_cfg[d] = [0, 0, 0];
+            } else {
+                mid_dims[d] = od[d];
+            }
+        }
+        let x = if mid_dims == in_dims {
+            ops[0]
+        } else {
+            self.push(
+                Opcode::Pad,
+                out.ty,
+                &mid_dims,
+                &[ops[0], ops[1]],
+                vec![(AttrKey::Padding, AttrValue::Padding(mid_cfg.into()))],
+            )
+        };
+        let g = self.gather_at(x, &idx, &od);
+        let v = self.splat(ops[1], out.ty, &od);
+        let r = self.push(Opcode::Select, out.ty, &od, &[holds, g, v], Vec::new());
+        self.rw.replace_all_uses(id, r);
+        self.count("gathers");
+        Ok(Sizes::Array(out_sizes))
+    }
+
+    /// A gather keeps a tracked operand dimension that every slice takes whole (an offset
+    /// dimension of the result); one it indexes into, or tracked indices, are refused.
+    fn gather(&mut self, id: InstId, operands: &[InstId]) -> Result<Sizes, PassError> {
+        let m = self.m();
+        if self.sizes_of(operands[1]).is_some_and(Sizes::tracked) {
+            return Err(refuse(m, id, "with indices of"));
+        }
+        let list = |k: AttrKey| m.ints_attr(id, &k).unwrap_or(&[]).to_vec();
+        let offset = list(AttrKey::OffsetDims);
+        let collapsed = list(AttrKey::CollapsedSliceDims);
+        let index_map = list(AttrKey::StartIndexMap);
+        let batching = list(AttrKey::OperandBatchingDims);
+        let slice = list(AttrKey::SliceSizes);
+        let bounds = m
+            .array_shape(operands[0])
+            .map(|a| a.dims.to_vec())
+            .unwrap_or_default();
+        let rank = m.array_shape(id).map_or(0, ArrayShape::rank);
+        let s = self
+            .sizes_of(operands[0])
+            .map(|s| s.dims().to_vec())
+            .unwrap_or_default();
+        let mut out = vec![None; rank];
+        let mut k = 0;
+        for (d, &bound) in bounds.iter().enumerate() {
+            let d64 = d as i64;
+            let windowed = !collapsed.contains(&d64) && !batching.contains(&d64);
+            if let Some(size) = s.get(d).copied().flatten() {
+                let whole = slice.get(d) == Some(&bound) && !index_map.contains(&d64);
+                match offset.get(k) {
+                    Some(&o) if whole && windowed && (o as usize) < rank => {
+                        out[o as usize] = Some(size)
+                    }
+                    _ => return Err(refuse(m, id, "indexing into")),
+                }
+            }
+            if windowed {
+                k += 1;
+            }
+        }
+        Ok(Sizes::Array(out))
     }
 
     /// The entry's result with every element past a tracked size zero.
