@@ -303,8 +303,9 @@ impl CompileOptions {
 
 /// What every compiler does first: checks the device ordinal (each built-in backend has one
 /// device), verifies the module, makes a module that sets runtime sizes (`set-dimension-size`,
-/// `dynamic-reshape`) static with the `dynamic-padder` pass whatever the pipeline (so every
-/// backend, the interpreter included, runs bounded dynamic shapes the same way), runs
+/// `dynamic-reshape`) static with `inline` then the `dynamic-padder` pass whatever the pipeline
+/// (so every backend, the interpreter included, runs bounded dynamic shapes the same way, and
+/// a dynamic value passed to a `call` is tracked inside it), runs
 /// `opts.pipeline` (verifying after it) and returns the module to generate code for. Errors
 /// name `backend`.
 pub fn prepare_module(
@@ -335,7 +336,7 @@ pub fn prepare_module_phases(
         time: t.elapsed(),
     }];
     if axle_fusion::dynamic_padder::has_dynamic_sizes(&m) {
-        let rows = run_pipeline(backend, &mut m, "dynamic-padder", None)?;
+        let rows = run_pipeline(backend, &mut m, "inline,dynamic-padder", None)?;
         phases.extend(pass_phases(&rows));
     }
     if let Some(p) = opts.pipeline.as_ref().filter(|p| p.as_str() != NO_PIPELINE) {

@@ -30,9 +30,11 @@
 //!   and between the interior padding, the padding value elsewhere (the size is `low + size +
 //!   (size - 1) * interior + high`);
 //! - `gather` whose slices take a tracked operand dimension whole: unchanged, the size goes to
-//!   its offset dimension of the result.
+//!   its offset dimension of the result;
+//! - `sort` along a tracked dimension: XLA's rewrite, a `pred` operand marking the defined
+//!   elements and a comparator (calling the original) that puts them first.
 //!
-//! Any other op reading a tracked dimension (`sort`, `scatter`, a gather indexing into it,
+//! Any other op reading a tracked dimension (`scatter`, a gather indexing into it,
 //! windows, calls and loops, ...) is refused with an error naming the instruction, its op and "dynamic
 //! dimension", never run at its bound. A tracked value may not leave a computation other than
 //! the entry. The entry's result keeps its bound with every element past a tracked size zero.
@@ -47,7 +49,8 @@
 //! their bound).
 //!
 //! Counters: `set-dimension-size`, `get-dimension-size`, `masked` (inputs of a reduce or dot
-//! whose padding was filled), `gathers` (reshapes, concatenations and reverses that pack).
+//! whose padding was filled), `gathers` (reshapes, concatenations, reverses and pads that
+//! pack), `sorts`.
 
 use hashbrown::HashMap;
 
@@ -519,6 +522,7 @@ impl Padder<'_, '_> {
             Reverse => self.reverse(id, &operands, &ops)?,
             Pad => self.pad(id, &operands, &ops)?,
             Gather => self.gather(id, &operands)?,
+            Sort => self.sort(id, &operands, &ops)?,
             _ => return Err(refuse(m, id, "over")),
         };
         if out.tracked() {
@@ -1131,6 +1135,181 @@ impl Padder<'_, '_> {
         Ok(Sizes::Array(out))
     }
 
+    /// A sort: along a tracked dimension XLA's rewrite, an extra `pred` operand saying which
+    /// elements are defined and a comparator putting them first, the original one deciding
+    /// between two defined elements (it is called from the new one); the sizes stay.
+    fn sort(
+        &mut self,
+        id: InstId,
+        operands: &[InstId],
+        ops: &[InstId],
+    ) -> Result<Sizes, PassError> {
+        let m = self.m();
+        let a = m
+            .array_shape(ops[0])
+            .ok_or_else(|| refuse(m, id, "of a tuple with"))?
+            .clone();
+        let d = m
+            .ints_attr(id, &AttrKey::Dimensions)
+            .and_then(|d| d.first().copied())
+            .ok_or_else(|| refuse(m, id, "without dimensions= on"))? as usize;
+        let Some(AttrValue::Comp(cmp)) = m.attr(id, &AttrKey::ToApply) else {
+            return Err(refuse(m, id, "without a comparator on"));
+        };
+        let cmp = *cmp;
+        let mut s = vec![None; a.rank()];
+        for o in operands {
+            let od = self
+                .sizes_of(*o)
+                .map(|s| s.dims().to_vec())
+                .unwrap_or_default();
+            for (slot, v) in s.iter_mut().zip(od) {
+                *slot = slot.or(v);
+            }
+        }
+        let n = ops.len();
+        let leaves = |s: &Vec<Option<InstId>>| {
+            if n == 1 {
+                Sizes::Array(s.clone())
+            } else {
+                Sizes::Tuple(vec![Sizes::Array(s.clone()); n])
+            }
+        };
+        let Some(size) = s.get(d).copied().flatten() else {
+            return Ok(leaves(&s));
+        };
+        let valid = self
+            .valid(&a.dims, &[(d, size)])
+            .expect("one tracked dimension");
+        // The comparator: (params..., in_lhs, in_rhs) -> in_lhs & (cmp(params...) | !in_rhs).
+        let m = self.rw.module();
+        let name = crate::rewrite::fresh_comp_name(m, &format!("{}.dynamic", m.comp_name(cmp)));
+        let old_params: Vec<(ShapeId, axle_ir::LayoutId)> = m
+            .params(cmp)
+            .iter()
+            .map(|&p| (m.shape_id(p), m.layout_id(p)))
+            .collect();
+        let (root_shape, root_layout) = (m.shape_id(m.root(cmp)), m.layout_id(m.root(cmp)));
+        let mm = self.rw.module_mut();
+        let c = mm.add_computation(&name);
+        let pred = mm.intern_shape(Shape::Array(ArrayShape::new(ElementType::Pred, &[])));
+        let none = mm.no_layout();
+        let mut params = Vec::with_capacity(old_params.len() + 2);
+        let extra = [(pred, none), (pred, none)];
+        for (k, &(shape, layout)) in old_params.iter().chain(extra.iter()).enumerate() {
+            params.push(self.rw.add(
+                c,
+                NewInst {
+                    opcode: Opcode::Parameter,
+                    shape,
+                    layout,
+                    operands: Vec::new(),
+                    attrs: vec![(AttrKey::ParameterNumber, AttrValue::Int(k as i64))],
+                    name: None,
+                },
+            ));
+        }
+        let (in_l, in_r) = (params[old_params.len()], params[old_params.len() + 1]);
+        let scalar =
+            |rw: &mut Rewriter<'_>, opcode: Opcode, operands: Vec<InstId>, attrs: Vec<Attr>| {
+                let (shape, layout) = if opcode == Opcode::Call {
+                    (root_shape, root_layout)
+                } else {
+                    (pred, none)
+                };
+                rw.add(
+                    c,
+                    NewInst {
+                        opcode,
+                        shape,
+                        layout,
+                        operands,
+                        attrs,
+                        name: None,
+                    },
+                )
+            };
+        let call = scalar(
+            self.rw,
+            Opcode::Call,
+            params[..old_params.len()].to_vec(),
+            vec![(AttrKey::ToApply, AttrValue::Comp(cmp))],
+        );
+        let out_r = scalar(self.rw, Opcode::Not, vec![in_r], Vec::new());
+        let either = scalar(self.rw, Opcode::Or, vec![call, out_r], Vec::new());
+        let root = scalar(self.rw, Opcode::And, vec![in_l, either], Vec::new());
+        self.rw.module_mut().set_root(c, root);
+        // The sort with the mask as its last operand, its results but the mask taken out.
+        let m = self.rw.module();
+        let leaf_shapes: Vec<(ShapeId, axle_ir::LayoutId)> = ops
+            .iter()
+            .map(|&o| (m.shape_id(o), m.layout_id(o)))
+            .collect();
+        let (valid_shape, valid_layout) = (m.shape_id(valid), m.layout_id(valid));
+        let attrs: Vec<Attr> = m
+            .attrs(id)
+            .iter()
+            .map(|(k, v)| match k {
+                AttrKey::ToApply => (k.clone(), AttrValue::Comp(c)),
+                _ => (k.clone(), v.clone()),
+            })
+            .collect();
+        let (id_shape, id_layout) = (m.shape_id(id), m.layout_id(id));
+        let tuple_result = matches!(m.shape(id), Shape::Tuple(_));
+        let mm = self.rw.module_mut();
+        let mut shapes: Vec<ShapeId> = leaf_shapes.iter().map(|l| l.0).collect();
+        shapes.push(valid_shape);
+        let mut layouts: Vec<axle_ir::LayoutId> = leaf_shapes.iter().map(|l| l.1).collect();
+        layouts.push(valid_layout);
+        let shape = mm.intern_shape(Shape::Tuple(shapes.into()));
+        let layout = mm.intern_layout(Layout::Tuple(layouts.into()));
+        let mut new_ops = ops.to_vec();
+        new_ops.push(valid);
+        let sorted = self.rw.add(
+            self.comp,
+            NewInst {
+                opcode: Opcode::Sort,
+                shape,
+                layout,
+                operands: new_ops,
+                attrs,
+                name: None,
+            },
+        );
+        let mut parts = Vec::with_capacity(n);
+        for (k, &(shape, layout)) in leaf_shapes.iter().enumerate() {
+            parts.push(self.rw.add(
+                self.comp,
+                NewInst {
+                    opcode: Opcode::GetTupleElement,
+                    shape,
+                    layout,
+                    operands: vec![sorted],
+                    attrs: vec![(AttrKey::Index, AttrValue::Int(k as i64))],
+                    name: None,
+                },
+            ));
+        }
+        let result = if tuple_result {
+            self.rw.add(
+                self.comp,
+                NewInst {
+                    opcode: Opcode::Tuple,
+                    shape: id_shape,
+                    layout: id_layout,
+                    operands: parts,
+                    attrs: Vec::new(),
+                    name: None,
+                },
+            )
+        } else {
+            parts[0]
+        };
+        self.rw.replace_all_uses(id, result);
+        self.count("sorts");
+        Ok(leaves(&s))
+    }
+
     /// The entry's result with every element past a tracked size zero.
     fn zero_padding(&mut self, v: InstId, sizes: &Sizes) -> InstId {
         match sizes {
@@ -1191,6 +1370,118 @@ impl Padder<'_, '_> {
             }
         }
     }
+}
+
+/// Makes the entry's result `(result, sizes...)`: one `s32[]` `get-dimension-size` for each
+/// dimension flagged dynamic of each array leaf of the result (leaves depth-first, dimensions
+/// in order), so a run can return each leaf at its runtime sizes as XLA's literal holds it;
+/// returns the `(leaf, dimension)` of each size appended. A module that sets no runtime size,
+/// or whose result has no dynamic dimension, is left as it is (and the list is empty).
+pub fn expose_result_sizes(m: &mut Module) -> Vec<(usize, usize)> {
+    if !has_dynamic_sizes(m) {
+        return Vec::new();
+    }
+    let entry = m.entry();
+    let root = m.root(entry);
+    let mut leaves: Vec<(Vec<i64>, ShapeId, ArrayShape)> = Vec::new();
+    collect_leaves(m, m.shape_id(root), &mut Vec::new(), &mut leaves);
+    if !leaves.iter().any(|(_, _, a)| a.is_dynamic()) {
+        return Vec::new();
+    }
+    let no_layout = m.no_layout();
+    let s32 = m.intern_shape(Shape::Array(ArrayShape::new(ElementType::S32, &[])));
+    let (root_shape, root_layout) = (m.shape_id(root), m.layout_id(root));
+    let mut rw = m.rewriter();
+    let add = |rw: &mut Rewriter<'_>, opcode, shape, operands: Vec<InstId>, attrs| {
+        rw.add(
+            entry,
+            NewInst {
+                opcode,
+                shape,
+                layout: no_layout,
+                operands,
+                attrs,
+                name: None,
+            },
+        )
+    };
+    let mut sizes = Vec::new();
+    let mut which = Vec::new();
+    for (k, (path, leaf_shape, a)) in leaves.iter().enumerate() {
+        if !a.is_dynamic() {
+            continue;
+        }
+        let mut v = root;
+        for (j, &idx) in path.iter().enumerate() {
+            let shape = if j + 1 == path.len() {
+                *leaf_shape
+            } else {
+                element_shape(rw.module(), root_shape, &path[..=j])
+            };
+            let attrs = vec![(AttrKey::Index, AttrValue::Int(idx))];
+            v = add(&mut rw, Opcode::GetTupleElement, shape, vec![v], attrs);
+        }
+        for d in (0..a.rank()).filter(|&d| a.dynamic[d]) {
+            let attrs = vec![(AttrKey::Dimensions, AttrValue::Ints(Box::new([d as i64])))];
+            sizes.push(add(&mut rw, Opcode::GetDimensionSize, s32, vec![v], attrs));
+            which.push((k, d));
+        }
+    }
+    let mm = rw.module_mut();
+    let mut shapes = vec![root_shape];
+    shapes.extend(std::iter::repeat_n(s32, sizes.len()));
+    let mut layouts = vec![root_layout];
+    layouts.extend(std::iter::repeat_n(no_layout, sizes.len()));
+    let shape = mm.intern_shape(Shape::Tuple(shapes.into()));
+    let layout = mm.intern_layout(Layout::Tuple(layouts.into()));
+    let mut operands = vec![root];
+    operands.extend(sizes);
+    let t = rw.add(
+        entry,
+        NewInst {
+            opcode: Opcode::Tuple,
+            shape,
+            layout,
+            operands,
+            attrs: Vec::new(),
+            name: None,
+        },
+    );
+    rw.module_mut().set_root(entry, t);
+    rw.finish();
+    // The declared entry layout describes the old result.
+    m.entry_layout = None;
+    which
+}
+
+/// The array leaves of shape `s` depth-first: their tuple index paths, shapes.
+fn collect_leaves(
+    m: &Module,
+    s: ShapeId,
+    path: &mut Vec<i64>,
+    out: &mut Vec<(Vec<i64>, ShapeId, ArrayShape)>,
+) {
+    match m.shape_of(s) {
+        Shape::Array(a) => out.push((path.clone(), s, a.clone())),
+        Shape::Tuple(es) => {
+            for (k, &e) in es.iter().enumerate() {
+                path.push(k as i64);
+                collect_leaves(m, e, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The element of tuple shape `s` at `path`.
+fn element_shape(m: &Module, mut s: ShapeId, path: &[i64]) -> ShapeId {
+    for &k in path {
+        if let Shape::Tuple(es) = m.shape_of(s) {
+            s = es[k as usize];
+        }
+    }
+    s
 }
 
 /// Whether `m` has a live instruction that sets a runtime size.

@@ -309,12 +309,42 @@ fn pad_and_gather_over_a_dynamic_dimension() {
 }
 
 #[test]
+fn sort_along_a_dynamic_dimension_sorts_the_defined_elements() {
+    // One key (largest first) with a value carried along; the padding, holding both small and
+    // large values, must stay behind the defined elements.
+    let dynamic = "HloModule m\ngt { a = s32[] parameter(0)\n b = s32[] parameter(1)\n c = s32[] parameter(2)\n \
+         d = s32[] parameter(3)\n ROOT r = pred[] compare(a, b), direction=GT }\n\
+         ENTRY e {\n x = s32[2,6] parameter(0)\n v = s32[2,6] parameter(1)\n n = s32[] parameter(2)\n \
+         xd = s32[2,<=6] set-dimension-size(x, n), dimensions={1}\n vd = s32[2,<=6] set-dimension-size(v, n), dimensions={1}\n \
+         ROOT s = (s32[2,<=6], s32[2,<=6]) sort(xd, vd), dimensions={1}, is_stable=true, to_apply=gt\n}\n";
+    check(
+        dynamic,
+        &[s32(&[2, 6], 14), s32(&[2, 6], 15)],
+        &[0..=6],
+        |s| {
+            let n = s[0];
+            format!(
+            "HloModule r\ngt {{ a = s32[] parameter(0)\n b = s32[] parameter(1)\n c = s32[] parameter(2)\n \
+             d = s32[] parameter(3)\n ROOT r = pred[] compare(a, b), direction=GT }}\n\
+             ENTRY e {{\n x = s32[2,6] parameter(0)\n v = s32[2,6] parameter(1)\n \
+             xs = s32[2,{n}] slice(x), slice={{[0:2], [0:{n}]}}\n vs = s32[2,{n}] slice(v), slice={{[0:2], [0:{n}]}}\n \
+             t = (s32[2,{n}], s32[2,{n}]) sort(xs, vs), dimensions={{1}}, is_stable=true, to_apply=gt\n \
+             t0 = s32[2,{n}] get-tuple-element(t), index=0\n t1 = s32[2,{n}] get-tuple-element(t), index=1\n \
+             z = s32[] constant(0)\n p0 = s32[2,6] pad(t0, z), padding=0_0x0_{r}\n p1 = s32[2,6] pad(t1, z), padding=0_0x0_{r}\n \
+             ROOT o = (s32[2,6], s32[2,6]) tuple(p0, p1)\n}}\n",
+            r = 6 - n
+        )
+        },
+    );
+}
+
+#[test]
 fn ops_it_cannot_rewrite_are_refused_by_name() {
     for (op, line) in [
         ("scatter", "ROOT p = s32[<=4] scatter(d, i, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add"),
         (
-            "sort",
-            "ROOT p = s32[<=4] sort(d), dimensions={0}, to_apply=lt",
+            "reduce-window",
+            "ROOT p = s32[<=3] reduce-window(d, z), window={size=2}, to_apply=add",
         ),
     ] {
         let text = format!(
