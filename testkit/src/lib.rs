@@ -148,28 +148,16 @@ pub fn defined_part(
             got.shape.dims, want.shape.dims
         ));
     }
-    let size = want.shape.dims.to_vec();
-    let mut data = Vec::with_capacity(want.data.len());
-    let mut index = vec![0i64; bound.len()];
-    for i in 0..got.shape.num_elements() as usize {
-        let e = got.element_bytes(i);
-        if index.iter().zip(&size).all(|(x, s)| x < s) {
-            data.extend_from_slice(e);
-        } else if e.iter().any(|&b| b != 0) {
-            return Err(format!(
-                "element {index:?} past the sizes {size:?} is not zero"
-            ));
-        }
-        for d in (0..index.len()).rev() {
-            index[d] += 1;
-            if index[d] < bound[d] {
-                break;
-            }
-            index[d] = 0;
-        }
+    let (block, rest_zero) = got
+        .leading_block(&want.shape.dims)
+        .ok_or_else(|| format!("XLA's {:?} is not within {bound:?}", want.shape.dims))?;
+    if !rest_zero {
+        return Err(format!(
+            "an element past the sizes {:?} is not zero",
+            want.shape.dims
+        ));
     }
-    ArrayLiteral::new(axle_ir::ArrayShape::new(got.shape.ty, &size), data)
-        .map_err(|e| e.to_string())
+    Ok(block)
 }
 
 /// Whether the entry computation holds a constant whose value the text elided (`{...}`): XLA
