@@ -57,8 +57,8 @@ use hashbrown::HashMap;
 use axle_ir::traversal::topo_order;
 use axle_ir::{
     ArrayLayout, ArrayShape, Attr, AttrKey, AttrValue, Changed, CompId, ComparisonDirection,
-    ConstValue, ElementType, InstId, Layout, Literal, Module, NewInst, Opcode, Pass, PassCx,
-    PassError, Rewriter, Shape, ShapeId,
+    ConstValue, ElementType, InstId, Layout, LayoutId, Literal, Module, NewInst, Opcode, Pass,
+    PassCx, PassError, Rewriter, Shape, ShapeId,
 };
 
 use crate::rewrite::{scalar_literal, Num};
@@ -108,6 +108,39 @@ fn refuse(m: &Module, id: InstId, what: &str) -> PassError {
         m.name(id),
         m.opcode(id).name()
     ))
+}
+
+/// A new instruction without a name.
+fn new_inst(
+    opcode: Opcode,
+    shape: ShapeId,
+    layout: LayoutId,
+    operands: Vec<InstId>,
+    attrs: Vec<Attr>,
+) -> NewInst {
+    NewInst {
+        opcode,
+        shape,
+        layout,
+        operands,
+        attrs,
+        name: None,
+    }
+}
+
+/// The array shape of `v`, operand or result of `id`, or a refusal naming `id`.
+fn array_of(m: &Module, v: InstId, id: InstId) -> Result<ArrayShape, PassError> {
+    m.array_shape(v)
+        .cloned()
+        .ok_or_else(|| refuse(m, id, "of a tuple with"))
+}
+
+/// The first entry of `id`'s `dimensions=`, or a refusal.
+fn first_dim(m: &Module, id: InstId) -> Result<usize, PassError> {
+    m.ints_attr(id, &AttrKey::Dimensions)
+        .and_then(|d| d.first().copied())
+        .and_then(|d| usize::try_from(d).ok())
+        .ok_or_else(|| refuse(m, id, "without dimensions= on"))
 }
 
 /// The static form of shape `s` (every dynamic flag cleared).
@@ -165,14 +198,7 @@ impl Padder<'_, '_> {
         };
         self.rw.add(
             self.comp,
-            NewInst {
-                opcode: op,
-                shape,
-                layout,
-                operands: operands.to_vec(),
-                attrs,
-                name: None,
-            },
+            new_inst(op, shape, layout, operands.to_vec(), attrs),
         )
     }
 
@@ -234,6 +260,32 @@ impl Padder<'_, '_> {
         )
     }
 
+    /// `acc op x`, or `x` where nothing is accumulated yet.
+    fn fold(
+        &mut self,
+        op: Opcode,
+        ty: ElementType,
+        dims: &[i64],
+        acc: Option<InstId>,
+        x: InstId,
+    ) -> InstId {
+        match acc {
+            None => x,
+            Some(a) => self.binary(op, ty, dims, a, x),
+        }
+    }
+
+    /// `v`, or `s32` zeros of `dims` where nothing was summed.
+    fn or_zero(&mut self, v: Option<InstId>, dims: &[i64]) -> InstId {
+        match v {
+            Some(v) => v,
+            None => {
+                let z = self.s32(0);
+                self.splat(z, ElementType::S32, dims)
+            }
+        }
+    }
+
     /// `pred[dims]`: true where every tracked dimension `d` (with its size) is below its size.
     fn valid(&mut self, dims: &[i64], tracked: &[(usize, InstId)]) -> Option<InstId> {
         let mut acc = None;
@@ -241,10 +293,7 @@ impl Padder<'_, '_> {
             let i = self.iota(dims, d);
             let s = self.splat(size, ElementType::S32, dims);
             let lt = self.compare(ComparisonDirection::Lt, dims, i, s);
-            acc = Some(match acc {
-                None => lt,
-                Some(a) => self.binary(Opcode::And, ElementType::Pred, dims, a, lt),
-            });
+            acc = Some(self.fold(Opcode::And, ElementType::Pred, dims, acc, lt));
         }
         acc
     }
@@ -268,10 +317,7 @@ impl Padder<'_, '_> {
     fn product(&mut self, xs: &[InstId]) -> InstId {
         let mut acc = None;
         for &x in xs {
-            acc = Some(match acc {
-                None => x,
-                Some(a) => self.binary(Opcode::Multiply, ElementType::S32, &[], a, x),
-            });
+            acc = Some(self.fold(Opcode::Multiply, ElementType::S32, &[], acc, x));
         }
         acc.unwrap_or_else(|| self.s32(1))
     }
@@ -302,19 +348,10 @@ impl Padder<'_, '_> {
             let st = self.s32(stride);
             let st = self.splat(st, ElementType::S32, out_dims);
             let term = self.binary(Opcode::Multiply, ElementType::S32, out_dims, src[k], st);
-            flat = Some(match flat {
-                None => term,
-                Some(f) => self.binary(Opcode::Add, ElementType::S32, out_dims, f, term),
-            });
+            flat = Some(self.fold(Opcode::Add, ElementType::S32, out_dims, flat, term));
             stride *= a.dims[k];
         }
-        let flat = match flat {
-            Some(f) => f,
-            None => {
-                let z = self.s32(0);
-                self.splat(z, ElementType::S32, out_dims)
-            }
-        };
+        let flat = self.or_zero(flat, out_dims);
         let lo = self.s32(0);
         let lo = self.splat(lo, ElementType::S32, out_dims);
         let hi = self.s32((n - 1).max(0));
@@ -367,18 +404,9 @@ impl Padder<'_, '_> {
             let st = self.product(&out_sizes[k + 1..]);
             let st = self.splat(st, ElementType::S32, od);
             let term = self.binary(Opcode::Multiply, ElementType::S32, od, o, st);
-            lin = Some(match lin {
-                None => term,
-                Some(l) => self.binary(Opcode::Add, ElementType::S32, od, l, term),
-            });
+            lin = Some(self.fold(Opcode::Add, ElementType::S32, od, lin, term));
         }
-        let lin = match lin {
-            Some(l) => l,
-            None => {
-                let z = self.s32(0);
-                self.splat(z, ElementType::S32, od)
-            }
-        };
+        let lin = self.or_zero(lin, od);
         // Its index along each operand dimension; divisors of at least 1 (a size of 0 leaves
         // nothing defined to read).
         let one = self.s32(1);
@@ -394,6 +422,13 @@ impl Padder<'_, '_> {
         }
         self.count("gathers");
         self.gather_at(x, &src, od)
+    }
+
+    /// The tracked sizes of `o`'s dimensions (empty where it has none).
+    fn dims_of(&self, o: InstId) -> Vec<Option<InstId>> {
+        self.sizes_of(o)
+            .map(|s| s.dims().to_vec())
+            .unwrap_or_default()
     }
 
     /// The sizes of operand `o` (an original id) of the instruction being rewritten.
@@ -415,19 +450,11 @@ impl Padder<'_, '_> {
         }
         let ops: Vec<InstId> = operands.iter().map(|&o| self.rw.resolve(o)).collect();
         let rank = m.array_shape(id).map_or(0, ArrayShape::rank);
-        let opnd_dims = |k: usize| -> Vec<Option<InstId>> {
-            self.sizes_of(operands[k])
-                .map(|s| s.dims().to_vec())
-                .unwrap_or_default()
-        };
+        let opnd_dims = |k: usize| -> Vec<Option<InstId>> { self.dims_of(operands[k]) };
         let dim_at = |v: &[Option<InstId>], d: usize| v.get(d).copied().flatten();
         let out: Sizes = match op {
             SetDimensionSize => {
-                let d = m
-                    .ints_attr(id, &AttrKey::Dimensions)
-                    .and_then(|d| d.first().copied())
-                    .ok_or_else(|| refuse(m, id, "without dimensions= on"))?
-                    as usize;
+                let d = first_dim(m, id)?;
                 let mut s = opnd_dims(0);
                 s.resize(rank, None);
                 if d >= rank {
@@ -544,10 +571,7 @@ impl Padder<'_, '_> {
         let per: Vec<Vec<Option<InstId>>> = operands
             .iter()
             .map(|o| {
-                let mut v = self
-                    .sizes_of(*o)
-                    .map(|s| s.dims().to_vec())
-                    .unwrap_or_default();
+                let mut v = self.dims_of(*o);
                 if v.len() != rank {
                     v.clear();
                 }
@@ -584,10 +608,7 @@ impl Padder<'_, '_> {
                     let lt = self.compare(ComparisonDirection::Lt, &[], x, y);
                     let is1 = self.compare(ComparisonDirection::Eq, &[], x, one);
                     let both = self.binary(Opcode::And, ElementType::Pred, &[], is1, lt);
-                    needs = Some(match needs {
-                        None => both,
-                        Some(n) => self.binary(Opcode::Or, ElementType::Pred, &[], n, both),
-                    });
+                    needs = Some(self.fold(Opcode::Or, ElementType::Pred, &[], needs, both));
                 }
                 let mx = self.binary(Opcode::Maximum, ElementType::S32, &[], b, acc);
                 let mn = self.binary(Opcode::Minimum, ElementType::S32, &[], b, acc);
@@ -664,10 +685,7 @@ impl Padder<'_, '_> {
             .unwrap_or(&[])
             .to_vec();
         let od: Vec<Option<InstId>> = (0..n).fold(Vec::new(), |mut acc: Vec<Option<InstId>>, k| {
-            let s = self
-                .sizes_of(operands[k])
-                .map(|s| s.dims().to_vec())
-                .unwrap_or_default();
+            let s = self.dims_of(operands[k]);
             acc.resize(acc.len().max(s.len()), None);
             for (d, v) in s.into_iter().enumerate() {
                 acc[d] = acc[d].or(v);
@@ -776,18 +794,9 @@ impl Padder<'_, '_> {
         ops: &[InstId],
     ) -> Result<Sizes, PassError> {
         let m = self.m();
-        let out = m
-            .array_shape(id)
-            .ok_or_else(|| refuse(m, id, "of a tuple with"))?
-            .clone();
-        let inp = m
-            .array_shape(ops[0])
-            .ok_or_else(|| refuse(m, id, "of a tuple with"))?
-            .clone();
-        let mut ins = self
-            .sizes_of(operands[0])
-            .map(|s| s.dims().to_vec())
-            .unwrap_or_default();
+        let out = array_of(m, id, id)?;
+        let inp = array_of(m, ops[0], id)?;
+        let mut ins = self.dims_of(operands[0]);
         ins.resize(inp.rank(), None);
         let tracked_in: Vec<usize> = (0..inp.rank()).filter(|&d| ins[d].is_some()).collect();
         let (out_sizes, out_tracked): (Vec<InstId>, Vec<Option<InstId>>) =
@@ -853,21 +862,12 @@ impl Padder<'_, '_> {
         ops: &[InstId],
     ) -> Result<Sizes, PassError> {
         let m = self.m();
-        let out = m
-            .array_shape(id)
-            .ok_or_else(|| refuse(m, id, "of a tuple with"))?
-            .clone();
-        let c = m
-            .ints_attr(id, &AttrKey::Dimensions)
-            .and_then(|d| d.first().copied())
-            .ok_or_else(|| refuse(m, id, "without dimensions= on"))? as usize;
+        let out = array_of(m, id, id)?;
+        let c = first_dim(m, id)?;
         let all: Vec<Vec<Option<InstId>>> = operands
             .iter()
             .map(|o| {
-                let mut v = self
-                    .sizes_of(*o)
-                    .map(|s| s.dims().to_vec())
-                    .unwrap_or_default();
+                let mut v = self.dims_of(*o);
                 v.resize(out.rank(), None);
                 v
             })
@@ -940,18 +940,12 @@ impl Padder<'_, '_> {
         ops: &[InstId],
     ) -> Result<Sizes, PassError> {
         let m = self.m();
-        let out = m
-            .array_shape(id)
-            .ok_or_else(|| refuse(m, id, "of a tuple with"))?
-            .clone();
+        let out = array_of(m, id, id)?;
         let dims = m
             .ints_attr(id, &AttrKey::Dimensions)
             .unwrap_or(&[])
             .to_vec();
-        let mut s = self
-            .sizes_of(operands[0])
-            .map(|s| s.dims().to_vec())
-            .unwrap_or_default();
+        let mut s = self.dims_of(operands[0]);
         s.resize(out.rank(), None);
         let od = out.dims.to_vec();
         // Reverse the static dimensions as given, then the tracked ones within their sizes.
@@ -994,10 +988,7 @@ impl Padder<'_, '_> {
 
     fn pad(&mut self, id: InstId, operands: &[InstId], ops: &[InstId]) -> Result<Sizes, PassError> {
         let m = self.m();
-        let out = m
-            .array_shape(id)
-            .ok_or_else(|| refuse(m, id, "of a tuple with"))?
-            .clone();
+        let out = array_of(m, id, id)?;
         let Some(AttrValue::Padding(cfg)) = m.attr(id, &AttrKey::Padding) else {
             return Err(refuse(m, id, "without padding= on"));
         };
@@ -1005,10 +996,7 @@ impl Padder<'_, '_> {
         if self.sizes_of(operands[1]).is_some_and(Sizes::tracked) {
             return Err(refuse(m, id, "with a padding value of"));
         }
-        let mut s = self
-            .sizes_of(operands[0])
-            .map(|s| s.dims().to_vec())
-            .unwrap_or_default();
+        let mut s = self.dims_of(operands[0]);
         s.resize(out.rank(), None);
         let od = out.dims.to_vec();
         // Along a tracked dimension, result position p holds operand element (p - low) /
@@ -1041,10 +1029,7 @@ impl Padder<'_, '_> {
             let lt = self.compare(ComparisonDirection::Lt, &od, src, size_b);
             let h = self.binary(Opcode::And, ElementType::Pred, &od, on, ge);
             let h = self.binary(Opcode::And, ElementType::Pred, &od, h, lt);
-            holds = Some(match holds {
-                None => h,
-                Some(a) => self.binary(Opcode::And, ElementType::Pred, &od, a, h),
-            });
+            holds = Some(self.fold(Opcode::And, ElementType::Pred, &od, holds, h));
             idx.push(src);
             let gaps = self.binary(Opcode::Subtract, ElementType::S32, &[], size, one);
             let gaps = self.binary(Opcode::Maximum, ElementType::S32, &[], gaps, zero);
@@ -1110,10 +1095,7 @@ impl Padder<'_, '_> {
             .map(|a| a.dims.to_vec())
             .unwrap_or_default();
         let rank = m.array_shape(id).map_or(0, ArrayShape::rank);
-        let s = self
-            .sizes_of(operands[0])
-            .map(|s| s.dims().to_vec())
-            .unwrap_or_default();
+        let s = self.dims_of(operands[0]);
         let mut out = vec![None; rank];
         let mut k = 0;
         for (d, &bound) in bounds.iter().enumerate() {
@@ -1145,24 +1127,15 @@ impl Padder<'_, '_> {
         ops: &[InstId],
     ) -> Result<Sizes, PassError> {
         let m = self.m();
-        let a = m
-            .array_shape(ops[0])
-            .ok_or_else(|| refuse(m, id, "of a tuple with"))?
-            .clone();
-        let d = m
-            .ints_attr(id, &AttrKey::Dimensions)
-            .and_then(|d| d.first().copied())
-            .ok_or_else(|| refuse(m, id, "without dimensions= on"))? as usize;
+        let a = array_of(m, ops[0], id)?;
+        let d = first_dim(m, id)?;
         let Some(AttrValue::Comp(cmp)) = m.attr(id, &AttrKey::ToApply) else {
             return Err(refuse(m, id, "without a comparator on"));
         };
         let cmp = *cmp;
         let mut s = vec![None; a.rank()];
         for o in operands {
-            let od = self
-                .sizes_of(*o)
-                .map(|s| s.dims().to_vec())
-                .unwrap_or_default();
+            let od = self.dims_of(*o);
             for (slot, v) in s.iter_mut().zip(od) {
                 *slot = slot.or(v);
             }
@@ -1184,7 +1157,7 @@ impl Padder<'_, '_> {
         // The comparator: (params..., in_lhs, in_rhs) -> in_lhs & (cmp(params...) | !in_rhs).
         let m = self.rw.module();
         let name = crate::rewrite::fresh_comp_name(m, &format!("{}.dynamic", m.comp_name(cmp)));
-        let old_params: Vec<(ShapeId, axle_ir::LayoutId)> = m
+        let old_params: Vec<(ShapeId, LayoutId)> = m
             .params(cmp)
             .iter()
             .map(|&p| (m.shape_id(p), m.layout_id(p)))
@@ -1199,14 +1172,13 @@ impl Padder<'_, '_> {
         for (k, &(shape, layout)) in old_params.iter().chain(extra.iter()).enumerate() {
             params.push(self.rw.add(
                 c,
-                NewInst {
-                    opcode: Opcode::Parameter,
+                new_inst(
+                    Opcode::Parameter,
                     shape,
                     layout,
-                    operands: Vec::new(),
-                    attrs: vec![(AttrKey::ParameterNumber, AttrValue::Int(k as i64))],
-                    name: None,
-                },
+                    Vec::new(),
+                    vec![(AttrKey::ParameterNumber, AttrValue::Int(k as i64))],
+                ),
             ));
         }
         let (in_l, in_r) = (params[old_params.len()], params[old_params.len() + 1]);
@@ -1217,17 +1189,7 @@ impl Padder<'_, '_> {
                 } else {
                     (pred, none)
                 };
-                rw.add(
-                    c,
-                    NewInst {
-                        opcode,
-                        shape,
-                        layout,
-                        operands,
-                        attrs,
-                        name: None,
-                    },
-                )
+                rw.add(c, new_inst(opcode, shape, layout, operands, attrs))
             };
         let call = scalar(
             self.rw,
@@ -1241,7 +1203,7 @@ impl Padder<'_, '_> {
         self.rw.module_mut().set_root(c, root);
         // The sort with the mask as its last operand, its results but the mask taken out.
         let m = self.rw.module();
-        let leaf_shapes: Vec<(ShapeId, axle_ir::LayoutId)> = ops
+        let leaf_shapes: Vec<(ShapeId, LayoutId)> = ops
             .iter()
             .map(|&o| (m.shape_id(o), m.layout_id(o)))
             .collect();
@@ -1259,7 +1221,7 @@ impl Padder<'_, '_> {
         let mm = self.rw.module_mut();
         let mut shapes: Vec<ShapeId> = leaf_shapes.iter().map(|l| l.0).collect();
         shapes.push(valid_shape);
-        let mut layouts: Vec<axle_ir::LayoutId> = leaf_shapes.iter().map(|l| l.1).collect();
+        let mut layouts: Vec<LayoutId> = leaf_shapes.iter().map(|l| l.1).collect();
         layouts.push(valid_layout);
         let shape = mm.intern_shape(Shape::Tuple(shapes.into()));
         let layout = mm.intern_layout(Layout::Tuple(layouts.into()));
@@ -1267,40 +1229,25 @@ impl Padder<'_, '_> {
         new_ops.push(valid);
         let sorted = self.rw.add(
             self.comp,
-            NewInst {
-                opcode: Opcode::Sort,
-                shape,
-                layout,
-                operands: new_ops,
-                attrs,
-                name: None,
-            },
+            new_inst(Opcode::Sort, shape, layout, new_ops, attrs),
         );
         let mut parts = Vec::with_capacity(n);
         for (k, &(shape, layout)) in leaf_shapes.iter().enumerate() {
             parts.push(self.rw.add(
                 self.comp,
-                NewInst {
-                    opcode: Opcode::GetTupleElement,
+                new_inst(
+                    Opcode::GetTupleElement,
                     shape,
                     layout,
-                    operands: vec![sorted],
-                    attrs: vec![(AttrKey::Index, AttrValue::Int(k as i64))],
-                    name: None,
-                },
+                    vec![sorted],
+                    vec![(AttrKey::Index, AttrValue::Int(k as i64))],
+                ),
             ));
         }
         let result = if tuple_result {
             self.rw.add(
                 self.comp,
-                NewInst {
-                    opcode: Opcode::Tuple,
-                    shape: id_shape,
-                    layout: id_layout,
-                    operands: parts,
-                    attrs: Vec::new(),
-                    name: None,
-                },
+                new_inst(Opcode::Tuple, id_shape, id_layout, parts, Vec::new()),
             )
         } else {
             parts[0]
@@ -1344,28 +1291,20 @@ impl Padder<'_, '_> {
                     };
                     let gte = self.rw.add(
                         self.comp,
-                        NewInst {
-                            opcode: Opcode::GetTupleElement,
-                            shape: es_k,
-                            layout: lay,
-                            operands: vec![v],
-                            attrs: vec![(AttrKey::Index, AttrValue::Int(k as i64))],
-                            name: None,
-                        },
+                        new_inst(
+                            Opcode::GetTupleElement,
+                            es_k,
+                            lay,
+                            vec![v],
+                            vec![(AttrKey::Index, AttrValue::Int(k as i64))],
+                        ),
                     );
                     let sk = elems.get(k).cloned().unwrap_or(Sizes::Array(Vec::new()));
                     parts.push(self.zero_padding(gte, &sk));
                 }
                 self.rw.add(
                     self.comp,
-                    NewInst {
-                        opcode: Opcode::Tuple,
-                        shape,
-                        layout,
-                        operands: parts,
-                        attrs: Vec::new(),
-                        name: None,
-                    },
+                    new_inst(Opcode::Tuple, shape, layout, parts, Vec::new()),
                 )
             }
         }
@@ -1393,17 +1332,7 @@ pub fn expose_result_sizes(m: &mut Module) -> Vec<(usize, usize)> {
     let (root_shape, root_layout) = (m.shape_id(root), m.layout_id(root));
     let mut rw = m.rewriter();
     let add = |rw: &mut Rewriter<'_>, opcode, shape, operands: Vec<InstId>, attrs| {
-        rw.add(
-            entry,
-            NewInst {
-                opcode,
-                shape,
-                layout: no_layout,
-                operands,
-                attrs,
-                name: None,
-            },
-        )
+        rw.add(entry, new_inst(opcode, shape, no_layout, operands, attrs))
     };
     let mut sizes = Vec::new();
     let mut which = Vec::new();
@@ -1438,14 +1367,7 @@ pub fn expose_result_sizes(m: &mut Module) -> Vec<(usize, usize)> {
     operands.extend(sizes);
     let t = rw.add(
         entry,
-        NewInst {
-            opcode: Opcode::Tuple,
-            shape,
-            layout,
-            operands,
-            attrs: Vec::new(),
-            name: None,
-        },
+        new_inst(Opcode::Tuple, shape, layout, operands, Vec::new()),
     );
     rw.module_mut().set_root(entry, t);
     rw.finish();
