@@ -32,9 +32,12 @@
 //! - `gather` whose slices take a tracked operand dimension whole: unchanged, the size goes to
 //!   its offset dimension of the result;
 //! - `sort` along a tracked dimension: XLA's rewrite, a `pred` operand marking the defined
-//!   elements and a comparator (calling the original) that puts them first.
+//!   elements and a comparator (calling the original) that puts them first;
+//! - `scatter` (one operand): the operand's sizes; updates past a tracked scatter size get an
+//!   index out of bounds, so they are skipped; a tracked update window must cover an operand
+//!   dimension of the same size whole.
 //!
-//! Any other op reading a tracked dimension (`scatter`, a gather indexing into it,
+//! Any other op reading a tracked dimension (a gather indexing into it, other scatters,
 //! windows, calls and loops, ...) is refused with an error naming the instruction, its op and "dynamic
 //! dimension", never run at its bound. A tracked value may not leave a computation other than
 //! the entry. The entry's result keeps its bound with every element past a tracked size zero.
@@ -56,9 +59,9 @@ use hashbrown::HashMap;
 
 use axle_ir::traversal::topo_order;
 use axle_ir::{
-    ArrayLayout, ArrayShape, Attr, AttrKey, AttrValue, Changed, CompId, ComparisonDirection,
-    ConstValue, ElementType, InstId, Layout, LayoutId, Literal, Module, NewInst, Opcode, Pass,
-    PassCx, PassError, Rewriter, Shape, ShapeId,
+    ArrayLayout, ArrayLiteral, ArrayShape, Attr, AttrKey, AttrValue, Changed, CompId,
+    ComparisonDirection, ConstValue, ElementType, InstId, Layout, LayoutId, Literal, Module,
+    NewInst, Opcode, Pass, PassCx, PassError, Rewriter, Shape, ShapeId,
 };
 
 use crate::rewrite::{scalar_literal, Num};
@@ -550,6 +553,7 @@ impl Padder<'_, '_> {
             Pad => self.pad(id, &operands, &ops)?,
             Gather => self.gather(id, &operands)?,
             Sort => self.sort(id, &operands, &ops)?,
+            Scatter => self.scatter(id, &operands, &ops)?,
             _ => return Err(refuse(m, id, "over")),
         };
         if out.tracked() {
@@ -1115,6 +1119,133 @@ impl Padder<'_, '_> {
             }
         }
         Ok(Sizes::Array(out))
+    }
+
+    /// A scatter (one operand): the result has the operand's sizes. An update whose scatter
+    /// position is past a tracked size gets an index out of the operand's bounds, so it is
+    /// skipped (XLA's scatter skips such windows); a tracked update window dimension must
+    /// cover an operand dimension of the same size whole, so its padding lands in the
+    /// operand's padding. Anything else is refused.
+    fn scatter(
+        &mut self,
+        id: InstId,
+        operands: &[InstId],
+        ops: &[InstId],
+    ) -> Result<Sizes, PassError> {
+        let m = self.m();
+        if ops.len() != 3 {
+            return Err(refuse(m, id, "(a variadic scatter) over"));
+        }
+        let list = |k: AttrKey| m.ints_attr(id, &k).unwrap_or(&[]).to_vec();
+        let window = list(AttrKey::UpdateWindowDims);
+        let inserted = list(AttrKey::InsertedWindowDims);
+        let to_operand = list(AttrKey::ScatterDimsToOperandDims);
+        let batching = list(AttrKey::InputBatchingDims);
+        let ivd = match m.attr(id, &AttrKey::IndexVectorDim) {
+            Some(AttrValue::Int(v)) => *v as usize,
+            _ => return Err(refuse(m, id, "without index_vector_dim= on")),
+        };
+        if !batching.is_empty() {
+            return Err(refuse(m, id, "with batching dimensions over"));
+        }
+        let opnd = array_of(m, ops[0], id)?;
+        let idx = array_of(m, ops[1], id)?;
+        let upd = array_of(m, ops[2], id)?;
+        let mut os = self.dims_of(operands[0]);
+        os.resize(opnd.rank(), None);
+        let mut is = self.dims_of(operands[1]);
+        is.resize(idx.rank(), None);
+        let mut us = self.dims_of(operands[2]);
+        us.resize(upd.rank(), None);
+        if is.get(ivd).copied().flatten().is_some() {
+            return Err(refuse(m, id, "with an index vector of"));
+        }
+        // Update window dimensions pair with the operand's dimensions not inserted, in order.
+        let windowed: Vec<usize> = (0..opnd.rank())
+            .filter(|d| !inserted.contains(&(*d as i64)))
+            .collect();
+        for (k, &w) in window.iter().enumerate() {
+            let Some(size) = us.get(w as usize).copied().flatten() else {
+                continue;
+            };
+            let ok = windowed.get(k).is_some_and(|&d| {
+                os[d] == Some(size)
+                    && upd.dims[w as usize] == opnd.dims[d]
+                    && !to_operand.contains(&(d as i64))
+            });
+            if !ok {
+                return Err(refuse(m, id, "with a partial update window over"));
+            }
+        }
+        // Scatter positions: the indices' dimensions but the index vector, paired in order with
+        // the updates' dimensions that are not window dimensions.
+        let batch_idx: Vec<usize> = (0..idx.rank()).filter(|&d| d != ivd).collect();
+        let batch_upd: Vec<usize> = (0..upd.rank())
+            .filter(|d| !window.contains(&(*d as i64)))
+            .collect();
+        let mut tracked: Vec<(usize, InstId)> = Vec::new();
+        for (k, &d) in batch_idx.iter().enumerate() {
+            let from_upd = batch_upd.get(k).and_then(|&u| us[u]);
+            if let Some(size) = is[d].or(from_upd) {
+                tracked.push((d, size));
+            }
+        }
+        if !tracked.is_empty() {
+            // Each skipped index vector holds the operand's bound along the dimension it
+            // indexes, out of range for any window.
+            let comps = if ivd < idx.rank() {
+                idx.dims[ivd] as usize
+            } else {
+                1
+            };
+            let bounds: Vec<i32> = (0..comps)
+                .map(|j| {
+                    let d = to_operand.get(j).copied().unwrap_or(0) as usize;
+                    i32::try_from(opnd.dims.get(d).copied().unwrap_or(0)).unwrap_or(i32::MAX)
+                })
+                .collect();
+            let valid = self
+                .valid(&idx.dims, &tracked)
+                .expect("a tracked dimension");
+            let oob = if ivd < idx.rank() {
+                let c = self.push(
+                    Opcode::Constant,
+                    ElementType::S32,
+                    &[comps as i64],
+                    &[],
+                    Vec::new(),
+                );
+                let lit = ArrayLiteral::from_slice(&[comps as i64], &bounds);
+                self.rw
+                    .module_mut()
+                    .set_constant(c, ConstValue::Literal(Literal::Array(lit)));
+                self.push(
+                    Opcode::Broadcast,
+                    ElementType::S32,
+                    &idx.dims,
+                    &[c],
+                    vec![(AttrKey::Dimensions, AttrValue::Ints(Box::new([ivd as i64])))],
+                )
+            } else {
+                let c = self.s32(i64::from(bounds[0]));
+                self.splat(c, ElementType::S32, &idx.dims)
+            };
+            let oob = if idx.ty == ElementType::S32 {
+                oob
+            } else {
+                self.push(Opcode::Convert, idx.ty, &idx.dims, &[oob], Vec::new())
+            };
+            let new_idx = self.push(
+                Opcode::Select,
+                idx.ty,
+                &idx.dims,
+                &[valid, ops[1], oob],
+                Vec::new(),
+            );
+            self.rw.set_operands(id, &[ops[0], new_idx, ops[2]]);
+            self.count("masked");
+        }
+        Ok(Sizes::Array(os))
     }
 
     /// A sort: along a tracked dimension XLA's rewrite, an extra `pred` operand saying which

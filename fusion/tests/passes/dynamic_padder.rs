@@ -339,9 +339,38 @@ fn sort_along_a_dynamic_dimension_sorts_the_defined_elements() {
 }
 
 #[test]
+fn scatter_skips_the_updates_past_the_size() {
+    // An assignment combiner, so masking the updates would not do: the padded updates must
+    // not be applied at all.
+    let set = "set { a = f32[] parameter(0)\n ROOT b = f32[] parameter(1) }\n";
+    let dynamic = format!(
+        "HloModule m\n{set}ENTRY e {{\n x = f32[4,3] parameter(0)\n u = f32[3,3] parameter(1)\n n = s32[] parameter(2)\n \
+         i = s32[3] constant({{2, 0, 3}})\n id = s32[<=3] set-dimension-size(i, n), dimensions={{0}}\n \
+         ud = f32[<=3,3] set-dimension-size(u, n), dimensions={{0}}\n \
+         ROOT s = f32[4,3] scatter(x, id, ud), update_window_dims={{1}}, inserted_window_dims={{0}}, \
+         scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=set\n}}\n"
+    );
+    check(
+        &dynamic,
+        &[f32s(&[4, 3], 16), f32s(&[3, 3], 17)],
+        &[0..=3],
+        |s| {
+            let n = s[0];
+            let idx = ["2", "0", "3"][..n as usize].join(", ");
+            format!(
+            "HloModule r\n{set}ENTRY e {{\n x = f32[4,3] parameter(0)\n u = f32[3,3] parameter(1)\n \
+             i = s32[{n}] constant({{{idx}}})\n us = f32[{n},3] slice(u), slice={{[0:{n}], [0:3]}}\n \
+             ROOT s = f32[4,3] scatter(x, i, us), update_window_dims={{1}}, inserted_window_dims={{0}}, \
+             scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=set\n}}\n"
+        )
+        },
+    );
+}
+
+#[test]
 fn ops_it_cannot_rewrite_are_refused_by_name() {
     for (op, line) in [
-        ("scatter", "ROOT p = s32[<=4] scatter(d, i, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add"),
+        ("scatter", "ROOT p = s32[4] scatter(x, i, d2), update_window_dims={0}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add"),
         (
             "reduce-window",
             "ROOT p = s32[<=3] reduce-window(d, z), window={size=2}, to_apply=add",
@@ -350,7 +379,8 @@ fn ops_it_cannot_rewrite_are_refused_by_name() {
         let text = format!(
             "HloModule m\n{ADD}lt {{ a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=LT }}\n\
              ENTRY e {{\n x = s32[4] parameter(0)\n n = s32[] parameter(1)\n z = s32[] constant(0)\n \
-             i = s32[1,1] constant({{{{0}}}})\n u = s32[1] constant({{5}})\n \
+             i = s32[1,1] constant({{{{0}}}})\n u = s32[2] constant({{5, 6}})\n \
+             d2 = s32[<=2] set-dimension-size(u, n), dimensions={{0}}\n \
              d = s32[<=4] set-dimension-size(x, n), dimensions={{0}}\n {line}\n}}\n"
         );
         let m = parse_module(&text).expect("parses");
