@@ -35,10 +35,12 @@
 //!   elements and a comparator (calling the original) that puts them first;
 //! - `scatter` (one operand): the operand's sizes; updates past a tracked scatter size get an
 //!   index out of bounds, so they are skipped; a tracked update window must cover an operand
-//!   dimension of the same size whole.
+//!   dimension of the same size whole;
+//! - `reduce-window`: each input's padding replaced by its init, the result's size the window
+//!   count for the runtime size.
 //!
 //! Any other op reading a tracked dimension (a gather indexing into it, other scatters,
-//! windows, calls and loops, ...) is refused with an error naming the instruction, its op and "dynamic
+//! convolutions, loops and conditionals, ...) is refused with an error naming the instruction, its op and "dynamic
 //! dimension", never run at its bound. A tracked value may not leave a computation other than
 //! the entry. The entry's result keeps its bound with every element past a tracked size zero.
 //!
@@ -554,6 +556,7 @@ impl Padder<'_, '_> {
             Gather => self.gather(id, &operands)?,
             Sort => self.sort(id, &operands, &ops)?,
             Scatter => self.scatter(id, &operands, &ops)?,
+            ReduceWindow => self.reduce_window(id, &operands, &ops)?,
             _ => return Err(refuse(m, id, "over")),
         };
         if out.tracked() {
@@ -1246,6 +1249,80 @@ impl Padder<'_, '_> {
             self.count("masked");
         }
         Ok(Sizes::Array(os))
+    }
+
+    /// A reduce-window: each input's padding replaced by its init (the reducer's identity, as
+    /// the window's own padding is), and along a tracked dimension the result's size is the
+    /// window count for the runtime size: `((size - 1) * base_dilation + 1 + pad_lo + pad_hi -
+    /// ((window - 1) * window_dilation + 1)) / stride + 1`, at least 0.
+    fn reduce_window(
+        &mut self,
+        id: InstId,
+        operands: &[InstId],
+        ops: &[InstId],
+    ) -> Result<Sizes, PassError> {
+        let m = self.m();
+        let n = ops.len() / 2;
+        if (n..ops.len()).any(|k| self.sizes_of(operands[k]).is_some_and(Sizes::tracked)) {
+            return Err(refuse(m, id, "with an init of"));
+        }
+        let Some(AttrValue::Window(win)) = m.attr(id, &AttrKey::Window) else {
+            return Err(refuse(m, id, "without window= on"));
+        };
+        let win = win.clone();
+        let rank = array_of(m, ops[0], id)?.rank();
+        let mut s = vec![None; rank];
+        for &o in &operands[..n] {
+            for (slot, v) in s.iter_mut().zip(self.dims_of(o)) {
+                *slot = slot.or(v);
+            }
+        }
+        let tracked: Vec<(usize, InstId)> = s
+            .iter()
+            .enumerate()
+            .filter_map(|(d, v)| v.map(|v| (d, v)))
+            .collect();
+        if tracked.is_empty() {
+            return Ok(Sizes::Array(s));
+        }
+        if win.len() != rank {
+            return Err(refuse(m, id, "with a window not of its rank over"));
+        }
+        let mut new_ops = ops.to_vec();
+        for k in 0..n {
+            new_ops[k] = self.mask(ops[k], &tracked, ops[n + k]);
+        }
+        self.rw.set_operands(id, &new_ops);
+        self.count("masked");
+        let mut out = vec![None; rank];
+        let one = self.s32(1);
+        let zero = self.s32(0);
+        for &(d, size) in &tracked {
+            let w = &win[d];
+            let lhs = self.s32(w.lhs_dilate.max(1));
+            let dilated = self.binary(Opcode::Subtract, ElementType::S32, &[], size, one);
+            let dilated = self.binary(Opcode::Multiply, ElementType::S32, &[], dilated, lhs);
+            let extent = 1 + w.pad_lo + w.pad_hi - ((w.size - 1) * w.rhs_dilate.max(1) + 1);
+            let extent = self.s32(extent);
+            let span = self.binary(Opcode::Add, ElementType::S32, &[], dilated, extent);
+            let stride = self.s32(w.stride.max(1));
+            let count = self.binary(Opcode::Divide, ElementType::S32, &[], span, stride);
+            let count = self.binary(Opcode::Add, ElementType::S32, &[], count, one);
+            // A negative span (fewer elements than the window) gives no window.
+            let neg = self.compare(ComparisonDirection::Lt, &[], span, zero);
+            out[d] = Some(self.push(
+                Opcode::Select,
+                ElementType::S32,
+                &[],
+                &[neg, zero, count],
+                Vec::new(),
+            ));
+        }
+        Ok(if n == 1 {
+            Sizes::Array(out)
+        } else {
+            Sizes::Tuple(vec![Sizes::Array(out); n])
+        })
     }
 
     /// A sort: along a tracked dimension XLA's rewrite, an extra `pred` operand saying which

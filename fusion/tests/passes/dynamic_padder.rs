@@ -368,12 +368,32 @@ fn scatter_skips_the_updates_past_the_size() {
 }
 
 #[test]
+fn reduce_window_over_a_dynamic_dimension() {
+    // Windows of 2 with one element of high padding: the last window reads the padding value
+    // (the init), not the padded elements past the size.
+    let dynamic = format!(
+        "HloModule m\n{ADD}ENTRY e {{\n x = s32[3,5] parameter(0)\n n = s32[] parameter(1)\n \
+         d = s32[3,<=5] set-dimension-size(x, n), dimensions={{1}}\n z = s32[] constant(0)\n \
+         ROOT w = s32[3,<=5] reduce-window(d, z), window={{size=1x2 pad=0_0x0_1}}, to_apply=add\n}}\n"
+    );
+    check(&dynamic, &[s32(&[3, 5], 18)], &[0..=5], |s| {
+        let n = s[0];
+        format!(
+            "HloModule r\n{ADD}ENTRY e {{\n x = s32[3,5] parameter(0)\n d = s32[3,{n}] slice(x), slice={{[0:3], [0:{n}]}}\n \
+             z = s32[] constant(0)\n w = s32[3,{n}] reduce-window(d, z), window={{size=1x2 pad=0_0x0_1}}, to_apply=add\n \
+             ROOT p = s32[3,5] pad(w, z), padding=0_0x0_{r}\n}}\n",
+            r = 5 - n
+        )
+    });
+}
+
+#[test]
 fn ops_it_cannot_rewrite_are_refused_by_name() {
     for (op, line) in [
         ("scatter", "ROOT p = s32[4] scatter(x, i, d2), update_window_dims={0}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add"),
         (
-            "reduce-window",
-            "ROOT p = s32[<=3] reduce-window(d, z), window={size=2}, to_apply=add",
+            "convolution",
+            "f = f32[1,<=4,1] convert(r)\n ROOT p = f32[1,3,1] convolution(f, k), window={size=2}, dim_labels=b0f_0io->b0f",
         ),
     ] {
         let text = format!(
@@ -381,6 +401,7 @@ fn ops_it_cannot_rewrite_are_refused_by_name() {
              ENTRY e {{\n x = s32[4] parameter(0)\n n = s32[] parameter(1)\n z = s32[] constant(0)\n \
              i = s32[1,1] constant({{{{0}}}})\n u = s32[2] constant({{5, 6}})\n \
              d2 = s32[<=2] set-dimension-size(u, n), dimensions={{0}}\n \
+             r = s32[1,<=4,1] reshape(d)\n k = f32[2,1,1] constant({{{{{{1}}}},{{{{1}}}}}})\n \
              d = s32[<=4] set-dimension-size(x, n), dimensions={{0}}\n {line}\n}}\n"
         );
         let m = parse_module(&text).expect("parses");
