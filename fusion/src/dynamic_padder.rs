@@ -148,6 +148,15 @@ fn first_dim(m: &Module, id: InstId) -> Result<usize, PassError> {
         .ok_or_else(|| refuse(m, id, "without dimensions= on"))
 }
 
+/// The sizes of an op's `n` results of one shape: an array's, or a tuple of `n` of them.
+fn per_result(dims: Vec<Option<InstId>>, n: usize) -> Sizes {
+    if n == 1 {
+        Sizes::Array(dims)
+    } else {
+        Sizes::Tuple(vec![Sizes::Array(dims); n])
+    }
+}
+
 /// The static form of shape `s` (every dynamic flag cleared).
 fn static_shape(m: &mut Module, s: ShapeId) -> ShapeId {
     match m.shape_of(s).clone() {
@@ -691,17 +700,8 @@ impl Padder<'_, '_> {
             .ints_attr(id, &AttrKey::Dimensions)
             .unwrap_or(&[])
             .to_vec();
-        let od: Vec<Option<InstId>> = (0..n).fold(Vec::new(), |mut acc: Vec<Option<InstId>>, k| {
-            let s = self.dims_of(operands[k]);
-            acc.resize(acc.len().max(s.len()), None);
-            for (d, v) in s.into_iter().enumerate() {
-                acc[d] = acc[d].or(v);
-            }
-            acc
-        });
-        if (n..ops.len()).any(|k| self.sizes_of(operands[k]).is_some_and(Sizes::tracked)) {
-            return Err(refuse(m, id, "with an init of"));
-        }
+        let od = self.merged_dims(&operands[..n]);
+        self.refuse_tracked_inits(id, &operands[n..])?;
         let tracked: Vec<(usize, InstId)> = dims
             .iter()
             .filter_map(|&d| {
@@ -711,23 +711,52 @@ impl Padder<'_, '_> {
                     .map(|s| (d as usize, s))
             })
             .collect();
-        if !tracked.is_empty() {
-            let mut new_ops = ops.to_vec();
-            for k in 0..n {
-                new_ops[k] = self.mask(ops[k], &tracked, ops[n + k]);
-                self.count("masked");
-            }
-            self.rw.set_operands(id, &new_ops);
-        }
+        self.mask_with_inits(id, ops, &tracked);
         let kept: Vec<Option<InstId>> = (0..od.len())
             .filter(|d| !dims.contains(&(*d as i64)))
             .map(|d| od[d])
             .collect();
-        Ok(if n == 1 {
-            Sizes::Array(kept)
-        } else {
-            Sizes::Tuple(vec![Sizes::Array(kept); n])
-        })
+        Ok(per_result(kept, n))
+    }
+
+    /// The tracked sizes of `operands` (arrays of one shape) merged: per dimension, the first
+    /// operand's that has one.
+    fn merged_dims(&self, operands: &[InstId]) -> Vec<Option<InstId>> {
+        let mut acc: Vec<Option<InstId>> = Vec::new();
+        for &o in operands {
+            let s = self.dims_of(o);
+            acc.resize(acc.len().max(s.len()), None);
+            for (slot, v) in acc.iter_mut().zip(s) {
+                *slot = slot.or(v);
+            }
+        }
+        acc
+    }
+
+    /// Refuses `id` where one of its init values (`inits`) has a tracked size.
+    fn refuse_tracked_inits(&self, id: InstId, inits: &[InstId]) -> Result<(), PassError> {
+        if inits
+            .iter()
+            .any(|&o| self.sizes_of(o).is_some_and(Sizes::tracked))
+        {
+            return Err(refuse(self.m(), id, "with an init of"));
+        }
+        Ok(())
+    }
+
+    /// Replaces the padding of each input of `id` (its first half of `ops`) along `tracked` by
+    /// that input's init (the second half).
+    fn mask_with_inits(&mut self, id: InstId, ops: &[InstId], tracked: &[(usize, InstId)]) {
+        if tracked.is_empty() {
+            return;
+        }
+        let n = ops.len() / 2;
+        let mut new_ops = ops.to_vec();
+        for k in 0..n {
+            new_ops[k] = self.mask(ops[k], tracked, ops[n + k]);
+        }
+        self.rw.set_operands(id, &new_ops);
+        self.count("masked");
     }
 
     fn dot(&mut self, id: InstId, operands: &[InstId], ops: &[InstId]) -> Result<Sizes, PassError> {
@@ -1263,20 +1292,14 @@ impl Padder<'_, '_> {
     ) -> Result<Sizes, PassError> {
         let m = self.m();
         let n = ops.len() / 2;
-        if (n..ops.len()).any(|k| self.sizes_of(operands[k]).is_some_and(Sizes::tracked)) {
-            return Err(refuse(m, id, "with an init of"));
-        }
+        self.refuse_tracked_inits(id, &operands[n..])?;
         let Some(AttrValue::Window(win)) = m.attr(id, &AttrKey::Window) else {
             return Err(refuse(m, id, "without window= on"));
         };
         let win = win.clone();
         let rank = array_of(m, ops[0], id)?.rank();
-        let mut s = vec![None; rank];
-        for &o in &operands[..n] {
-            for (slot, v) in s.iter_mut().zip(self.dims_of(o)) {
-                *slot = slot.or(v);
-            }
-        }
+        let mut s = self.merged_dims(&operands[..n]);
+        s.resize(rank, None);
         let tracked: Vec<(usize, InstId)> = s
             .iter()
             .enumerate()
@@ -1288,12 +1311,7 @@ impl Padder<'_, '_> {
         if win.len() != rank {
             return Err(refuse(m, id, "with a window not of its rank over"));
         }
-        let mut new_ops = ops.to_vec();
-        for k in 0..n {
-            new_ops[k] = self.mask(ops[k], &tracked, ops[n + k]);
-        }
-        self.rw.set_operands(id, &new_ops);
-        self.count("masked");
+        self.mask_with_inits(id, ops, &tracked);
         let mut out = vec![None; rank];
         let one = self.s32(1);
         let zero = self.s32(0);
@@ -1318,11 +1336,7 @@ impl Padder<'_, '_> {
                 Vec::new(),
             ));
         }
-        Ok(if n == 1 {
-            Sizes::Array(out)
-        } else {
-            Sizes::Tuple(vec![Sizes::Array(out); n])
-        })
+        Ok(per_result(out, n))
     }
 
     /// A sort: along a tracked dimension XLA's rewrite, an extra `pred` operand saying which
@@ -1341,23 +1355,11 @@ impl Padder<'_, '_> {
             return Err(refuse(m, id, "without a comparator on"));
         };
         let cmp = *cmp;
-        let mut s = vec![None; a.rank()];
-        for o in operands {
-            let od = self.dims_of(*o);
-            for (slot, v) in s.iter_mut().zip(od) {
-                *slot = slot.or(v);
-            }
-        }
+        let mut s = self.merged_dims(operands);
+        s.resize(a.rank(), None);
         let n = ops.len();
-        let leaves = |s: &Vec<Option<InstId>>| {
-            if n == 1 {
-                Sizes::Array(s.clone())
-            } else {
-                Sizes::Tuple(vec![Sizes::Array(s.clone()); n])
-            }
-        };
         let Some(size) = s.get(d).copied().flatten() else {
-            return Ok(leaves(&s));
+            return Ok(per_result(s, n));
         };
         let valid = self
             .valid(&a.dims, &[(d, size)])
@@ -1462,7 +1464,7 @@ impl Padder<'_, '_> {
         };
         self.rw.replace_all_uses(id, result);
         self.count("sorts");
-        Ok(leaves(&s))
+        Ok(per_result(s, n))
     }
 
     /// The entry's result with every element past a tracked size zero.
