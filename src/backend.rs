@@ -302,8 +302,12 @@ impl CompileOptions {
 }
 
 /// What every compiler does first: checks the device ordinal (each built-in backend has one
-/// device), verifies the module, runs `opts.pipeline` (verifying after it) and returns the
-/// module to generate code for. Errors name `backend`.
+/// device), verifies the module, makes a module that sets runtime sizes (`set-dimension-size`,
+/// `dynamic-reshape`) static with `inline` then the `dynamic-padder` pass whatever the pipeline
+/// (so every backend, the interpreter included, runs bounded dynamic shapes the same way, and
+/// a dynamic value passed to a `call` is tracked inside it), runs
+/// `opts.pipeline` (verifying after it) and returns the module to generate code for. Errors
+/// name `backend`.
 pub fn prepare_module(
     backend: &str,
     m: Module,
@@ -331,24 +335,41 @@ pub fn prepare_module_phases(
         name: "verify".into(),
         time: t.elapsed(),
     }];
+    if axle_fusion::dynamic_padder::has_dynamic_sizes(&m) {
+        let rows = run_pipeline(backend, &mut m, "inline,dynamic-padder", None)?;
+        phases.extend(pass_phases(&rows));
+    }
     if let Some(p) = opts.pipeline.as_ref().filter(|p| p.as_str() != NO_PIPELINE) {
         let text = crate::passes::standard_pipeline(p).unwrap_or(p);
-        let pm_opts = axle_ir::PassManagerOptions {
-            verify: axle_ir::VerifyMode::default_for_build(),
-            ..Default::default()
-        };
-        let rows = crate::passes::optimize(&mut m, text, pm_opts).map_err(|e| {
-            let msg = match e {
-                crate::passes::OptimizeError::Pipeline(e) => {
-                    format!("pipeline '{p}': {}", e.render())
-                }
-                crate::passes::OptimizeError::Pass(e, _) => format!("pipeline '{p}': {e}"),
-            };
-            BackendError::new(backend, msg)
-        })?;
+        let rows = run_pipeline(backend, &mut m, text, Some(p))?;
         phases.extend(pass_phases(&rows));
     }
     Ok((m, phases))
+}
+
+/// Runs pipeline `text` on `m`, verifying as the build does; an error names `backend` and, when
+/// given, the pipeline as it was asked for (`label`).
+fn run_pipeline(
+    backend: &str,
+    m: &mut Module,
+    text: &str,
+    label: Option<&str>,
+) -> Result<Vec<axle_ir::StatsRow>, BackendError> {
+    let pm_opts = axle_ir::PassManagerOptions {
+        verify: axle_ir::VerifyMode::default_for_build(),
+        ..Default::default()
+    };
+    crate::passes::optimize(m, text, pm_opts).map_err(|e| {
+        let msg = match e {
+            crate::passes::OptimizeError::Pipeline(e) => e.render(),
+            crate::passes::OptimizeError::Pass(e, _) => e.to_string(),
+        };
+        let msg = match label {
+            Some(p) => format!("pipeline '{p}': {msg}"),
+            None => msg,
+        };
+        BackendError::new(backend, msg)
+    })
 }
 
 /// Checks host arrays against the array leaves an executable expects (`what` is `argument` for

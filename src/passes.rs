@@ -45,18 +45,18 @@ pub const PIPELINES: &[StandardPipeline] = &[
     },
     StandardPipeline {
         name: "cpu",
-        doc: "the cpu backend's default: rng as elementwise ops on the evaluator's generator (first, while the names are the evaluator's), bf16 results converted to f32 read unrounded (XLA CPU's excess precision, on the module as given, calls inlined), bf16 all-reduce and reduce-scatter in f32 (as XLA CPU), simplify, dots merged to one free and one contracting dimension per side, convolutions with features innermost, long bf16/f16/f8 reductions in XLA CPU's tree order, batched chains with large intermediates split by batch (less live memory), long reductions split for threads, then producer-consumer and multi-output fusion for the cpu target",
+        doc: "the cpu backend's default: bounded dynamic shapes made static (dynamic-padder), rng as elementwise ops on the evaluator's generator (first, while the names are the evaluator's), bf16 results converted to f32 read unrounded (XLA CPU's excess precision, on the module as given, calls inlined), bf16 all-reduce and reduce-scatter in f32 (as XLA CPU), simplify, dots merged to one free and one contracting dimension per side, convolutions with features innermost, long bf16/f16/f8 reductions in XLA CPU's tree order, batched chains with large intermediates split by batch (less live memory), long reductions split for threads, then producer-consumer and multi-output fusion for the cpu target",
         text: concat!(
-            "rng-expander,inline,excess-precision,collective-upcast,",
+            "dynamic-padder,rng-expander,inline,excess-precision,collective-upcast,",
             simplify_text!(),
             ",dot-canonicalize,conv-canonicalize,tree-reduce,batch-split,reduction-split,fusion{target=cpu},multi-output-fusion{target=cpu},dce"
         ),
     },
     StandardPipeline {
         name: "gpu",
-        doc: "the nvptx backend's default: rng as elementwise ops on the evaluator's generator (first, while the names are the evaluator's), batch-norm ops expanded (as XLA's BatchNormExpander), simplify, producer-consumer and multi-output fusion for the gpu target, then the memory-aware schedule the executor runs in (freeing each buffer after its last reader)",
+        doc: "the nvptx backend's default: bounded dynamic shapes made static (dynamic-padder), rng as elementwise ops on the evaluator's generator (first, while the names are the evaluator's), batch-norm ops expanded (as XLA's BatchNormExpander), simplify, producer-consumer and multi-output fusion for the gpu target, then the memory-aware schedule the executor runs in (freeing each buffer after its last reader)",
         text: concat!(
-            "rng-expander,batchnorm-expander,",
+            "dynamic-padder,rng-expander,batchnorm-expander,",
             simplify_text!(),
             ",fusion{target=gpu},multi-output-fusion{target=gpu},dce,memory-schedule"
         ),

@@ -4,7 +4,8 @@
 //! Inputs bind to the array leaves of the entry parameters, depth-first, in parameter order; a
 //! wrong count, shape or element type is an error naming the parameter. Without inputs, each
 //! parameter gets deterministic pseudo-random values from the seed. Outputs are the root's array
-//! leaves, depth-first, written as `DIR/out0.npy`, `out1.npy`, ...; they are first written to a
+//! leaves, depth-first (a leaf with dynamic dimensions at its runtime sizes, as XLA's literal
+//! holds it), written as `DIR/out0.npy`, `out1.npy`, ...; they are first written to a
 //! temporary directory inside `DIR` and moved into place only when all of them are written, and
 //! the output files of an earlier run in `DIR` are replaced as a set (see [`write_outputs`]), so
 //! a failure leaves nothing partial behind and `DIR` never mixes two runs.
@@ -151,6 +152,9 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, RunError> {
     } else {
         bind_inputs_within(&m, &opts.inputs, &mut budget)?
     };
+    // A result with dynamic dimensions comes back at its runtime sizes, as XLA's literal.
+    let mut m = m;
+    let sized = axle_fusion::dynamic_padder::expose_result_sizes(&mut m);
     let Loaded {
         exe,
         compile_time,
@@ -173,7 +177,7 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, RunError> {
     }
     let result = result.expect("at least one run");
     let lit = platform.transfer_manager().from_device(&result)?;
-    let outputs = flatten(lit);
+    let outputs = defined_outputs(flatten(lit), &sized);
     let written = match &opts.out_dir {
         Some(dir) => write_outputs(dir, &outputs)?,
         None => Vec::new(),
@@ -186,6 +190,32 @@ pub fn run_module(m: Module, opts: &RunOptions) -> Result<RunReport, RunError> {
         run_times,
         written,
     })
+}
+
+/// The result leaves of a module that [`expose_result_sizes`] changed, back at their runtime
+/// sizes: the trailing `sized.len()` leaves are the sizes of `(leaf, dimension)` of `sized`; each
+/// sized leaf is cut to its leading block (a size clamped into `[0, bound]`).
+///
+/// [`expose_result_sizes`]: axle_fusion::dynamic_padder::expose_result_sizes
+fn defined_outputs(mut leaves: Vec<ArrayLiteral>, sized: &[(usize, usize)]) -> Vec<ArrayLiteral> {
+    if sized.is_empty() || leaves.len() < sized.len() {
+        return leaves;
+    }
+    let sizes = leaves.split_off(leaves.len() - sized.len());
+    for (&(k, d), s) in sized.iter().zip(&sizes) {
+        let Some(leaf) = leaves.get_mut(k) else {
+            continue;
+        };
+        let mut dims = leaf.shape.dims.to_vec();
+        let Some(bound) = dims.get(d).copied() else {
+            continue;
+        };
+        dims[d] = i64::try_from(s.get_i128(0)).unwrap_or(0).clamp(0, bound);
+        if let Some((block, _)) = leaf.leading_block(&dims) {
+            *leaf = block;
+        }
+    }
+    leaves
 }
 
 /// The literals `args` on the device of `platform` (device 0), through its transfer manager.

@@ -17,6 +17,10 @@
 //!   values under the manifest's tolerances (`cpu` follows the evaluator's orders; the nvptx
 //!   kernels have their own, XLA's GPU ones).
 //!
+//! An output with dynamic dimensions (a `bound` in its manifest entry) is XLA's defined part:
+//! Axle's result, at the bound, is held to it in its leading block and must be zero past it
+//! (`axle_testkit::defined_part`).
+//!
 //! A case with `replicas` and `partitions` in the manifest (collectives its XLA test runs on
 //! several devices) runs on that many in-process devices (`axle run --devices N`'s
 //! [`run_on_devices`]: one thread per device, the same inputs on each), and every device's

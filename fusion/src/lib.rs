@@ -1,7 +1,7 @@
 //! Graph rewriting that feeds fusion: algebraic simplification, constant folding, inlining,
 //! tuple, while-loop and reshape simplification, zero-sized-array elimination, broadcast, dot
 //! and convolution canonicalization, the expansion of batch-norm ops, the `f32` upcast of
-//! narrow-typed linear algebra, XLA CPU's excess precision of `bf16` results converted to `f32`, the splitting of long reductions into few results, the expansion of `rng` around the evaluator's generator, and fusion itself (`fusion`,
+//! narrow-typed linear algebra, XLA CPU's excess precision of `bf16` results converted to `f32`, the splitting of long reductions into few results, the expansion of `rng` around the evaluator's generator, bounded dynamic shapes as static programs (`dynamic-padder`), and fusion itself (`fusion`,
 //! `multi-output-fusion`), one pass per file, named as the pass.
 //!
 //! [`register`] adds the simplification passes to a [`PassRegistry`]; the fusion passes need a
@@ -18,6 +18,7 @@ pub mod collective_upcast;
 pub mod constant_folding;
 pub mod conv_canonicalize;
 pub mod dot_canonicalize;
+pub mod dynamic_padder;
 pub mod excess_precision;
 pub mod fusion;
 pub mod inline;
@@ -44,6 +45,12 @@ use crate::target::FusionTarget;
 
 /// Registers the passes of this crate.
 pub fn register(reg: &mut PassRegistry) {
+    reg.register(PassInfo {
+        name: "dynamic-padder",
+        doc: "bounded dynamic shapes as static programs: sizes set by set-dimension-size and dynamic-reshape tracked beside the padded values, padding masked where a reduce or dot reads it, reshapes and concatenations that move padding as gathers, get-dimension-size as the tracked size (XLA's DynamicPadder)",
+        options: &[],
+        create: |_| Box::new(dynamic_padder::DynamicPadder),
+    });
     reg.register(PassInfo {
         name: "algsimp",
         doc: "algebraic simplification: IEEE-safe identities, absorbing elements, shape-op chains, trivial reduces and dots",

@@ -460,7 +460,7 @@ pub fn reducer_identity(op: Opcode, ty: ElementType) -> Option<Num> {
 }
 
 /// A computation name not used yet: `base`, else `base.1`, `base.2`, ...
-fn fresh_comp_name(m: &Module, base: &str) -> String {
+pub fn fresh_comp_name(m: &Module, base: &str) -> String {
     let taken: hashbrown::HashSet<&str> = m
         .computations()
         .into_iter()

@@ -125,6 +125,38 @@ impl ArrayLiteral {
         &self.data[i * w..(i + 1) * w]
     }
 
+    /// The leading block of dimensions `dims` (one per dimension, each from 0 to this array's),
+    /// and whether every element outside it is all zero bytes: how a result with dynamic
+    /// dimensions, computed at its bound, reads at its runtime sizes. `None` when `dims` do not
+    /// fit.
+    pub fn leading_block(&self, dims: &[i64]) -> Option<(ArrayLiteral, bool)> {
+        let bound = &self.shape.dims;
+        if dims.len() != bound.len() || dims.iter().zip(bound.iter()).any(|(&d, &b)| d < 0 || d > b)
+        {
+            return None;
+        }
+        let shape = ArrayShape::new(self.ty(), dims);
+        let mut data = Vec::with_capacity(shape.num_elements() as usize * self.ty().byte_size());
+        let mut rest_zero = true;
+        let mut index = vec![0i64; dims.len()];
+        for i in 0..self.len() {
+            let e = self.element_bytes(i);
+            if index.iter().zip(dims).all(|(x, s)| x < s) {
+                data.extend_from_slice(e);
+            } else {
+                rest_zero &= e.iter().all(|&b| b == 0);
+            }
+            for d in (0..index.len()).rev() {
+                index[d] += 1;
+                if index[d] < bound[d] {
+                    break;
+                }
+                index[d] = 0;
+            }
+        }
+        Some((ArrayLiteral { shape, data }, rest_zero))
+    }
+
     /// Element `i` as `f64` (integers converted, pred as 0/1, complex: the real part).
     pub fn get_f64(&self, i: usize) -> f64 {
         element_to_f64(self.ty(), self.element_bytes(i))

@@ -6,10 +6,11 @@
 //! A verified module may still be one no backend can run:
 //! - **Unbounded dynamic dimensions** (`f32[?,4]`). XLA parses and verifies them (they come
 //!   from StableHLO export) but its backends only run bounded shapes; so do ours. Every live
-//!   instruction of every computation is checked. Bounded dynamic dimensions (`f32[<=8]`) run
-//!   at their bound, on every backend: values hold the bound's elements and
-//!   `get-dimension-size` reads the bound (an operation that would make the size smaller,
-//!   `set-dimension-size`, is refused by the backends as unsupported).
+//!   instruction of every computation is checked. Bounded dynamic dimensions (`f32[<=8]`) are stored
+//!   at their bound, on every backend: where no size is set, values hold the bound's elements
+//!   and `get-dimension-size` reads the bound; sizes set at run time (`set-dimension-size`,
+//!   `dynamic-reshape`) are tracked beside the padded values by the `dynamic-padder` pass
+//!   (in `fusion`), which every backend runs first.
 //! - **Opaque entry parameters** (`opaque[]`, also inside a tuple): an opaque value is a host
 //!   pointer that only a custom call can make or read, so no input can be given for one.
 //!

@@ -110,14 +110,54 @@ pub fn inputs(dir: &Path, case: &Value) -> Result<Vec<Literal>, String> {
     Ok(args)
 }
 
-/// Compares result leaf `got` with output `k` of the case.
+/// Compares result leaf `got` with output `k` of the case (its defined part where the output
+/// has dynamic dimensions: [`defined_part`]).
 pub fn check_output(dir: &Path, case: &Value, k: usize, got: &ArrayLiteral) -> Result<(), String> {
     let out = &case["outputs"][k];
     let f = out["file"]
         .as_str()
         .ok_or("manifest: output without file")?;
     let want = read(&dir.join(f), dtype(&out["dtype"]))?;
+    let defined;
+    let got = match out.get("bound") {
+        Some(b) => {
+            defined = defined_part(&want, got, b).map_err(|e| format!("out{k}: {e}"))?;
+            &defined
+        }
+        None => got,
+    };
     compare_arrays(&want, got, tolerance(&out["tolerance"])?).map_err(|e| format!("out{k}: {e}"))
+}
+
+/// A result with dynamic dimensions (its manifest output has a `bound`): Axle returns it at
+/// `bound` with every element past the runtime sizes zero, XLA's reference is its defined part
+/// (`want`, whose dimensions are the runtime sizes). Checks the shape and the zeros and returns
+/// the leading block of `got` that `want` is compared with.
+pub fn defined_part(
+    want: &ArrayLiteral,
+    got: &ArrayLiteral,
+    bound: &Value,
+) -> Result<ArrayLiteral, String> {
+    let bound: Vec<i64> = bound
+        .as_array()
+        .and_then(|b| b.iter().map(Value::as_i64).collect())
+        .ok_or("manifest: bound is not a list of sizes")?;
+    if *got.shape.dims != *bound || want.shape.rank() != bound.len() {
+        return Err(format!(
+            "{:?} against XLA's {:?} within a bound of {bound:?}",
+            got.shape.dims, want.shape.dims
+        ));
+    }
+    let (block, rest_zero) = got
+        .leading_block(&want.shape.dims)
+        .ok_or_else(|| format!("XLA's {:?} is not within {bound:?}", want.shape.dims))?;
+    if !rest_zero {
+        return Err(format!(
+            "an element past the sizes {:?} is not zero",
+            want.shape.dims
+        ));
+    }
+    Ok(block)
 }
 
 /// Whether the entry computation holds a constant whose value the text elided (`{...}`): XLA

@@ -30,7 +30,17 @@ With `--only NAME...` (or `--only-file` naming a file of names) only those modul
 Inputs: floats are normals with standard deviation 1 (complex: both parts), signed integers
 uniform in [-3, 4], unsigned in [0, 7], pred fair coin flips. Small integers keep most indices of
 gathers, dynamic slices and scatters in range; where one is out of range XLA's clamping or
-skipping is defined and the case checks it.
+skipping is defined and the case checks it. An entry parameter that is a runtime size (an
+operand after the first of `set-dimension-size` or `dynamic-reshape`) is the number it is named
+for (XLA's tests name them so: `two`, `nine`), else uniform in [0, bound] of the dimension it
+sizes: a size out of range leaves XLA's answer undefined.
+
+Dynamic results: XLA CPU returns an output with bounded dynamic dimensions in a buffer of its
+bound, its defined elements packed at the front (row-major over the runtime sizes, as XLA's
+literal holds them), the rest uninitialized. Its sizes come from a second module XLA runs on the same
+inputs (the entry's result kept, `get-dimension-size` of each dynamic dimension of each leaf
+returned instead), and the output written is the defined part (XLA's literal), its manifest
+entry giving the padded shape as `bound`.
 """
 import json
 import multiprocessing as mp
@@ -155,6 +165,124 @@ def make_input(rng, ty, dims):
     return rng.integers(0, 8, dims).astype(dt)
 
 
+# Sizes that XLA's tests name their size parameters by (`two = s32[] parameter(1)`): the value
+# the C++ test passes.
+NUMBER_WORDS = {w: k for k, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen".split())}
+
+
+def entry_body(module_text):
+    """The lines of the ENTRY computation of XLA's printed text: (index of its header line,
+    index of its closing line)."""
+    lines = module_text.splitlines()
+    start = next(k for k, l in enumerate(lines) if l.startswith("ENTRY "))
+    end = next(k for k in range(start + 1, len(lines)) if lines[k].startswith("}"))
+    return lines, start, end
+
+
+def leading_shape(s):
+    """The shape at the start of `s` (a tuple in balanced parentheses, or an array)."""
+    if not s.startswith("("):
+        return s.split(" ")[0]
+    depth = 0
+    for k, ch in enumerate(s):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0:
+            return s[:k + 1]
+    raise ValueError(f"unbalanced shape {s}")
+
+
+def array_dims(shape):
+    """(element type, [(size, dynamic)]) of an array shape's text."""
+    t = re.match(r"([a-z0-9]+)\[([^\]]*)\]", shape)
+    dims = [d.strip() for d in t.group(2).split(",") if d.strip()]
+    return t.group(1), [(int(d.lstrip("<=")), d.startswith("<=")) for d in dims]
+
+
+def leaves(shape):
+    """The array leaves of a shape's text, depth-first: (tuple index path, shape text)."""
+    if not shape.startswith("("):
+        return [((), shape)]
+    out = []
+    for k, part in enumerate(split_top(shape[1:-1])):
+        out += [((k,) + p, t) for p, t in leaves(part)]
+    return out
+
+
+def size_inputs(module_text, params, rng):
+    """Values for the entry parameters that are runtime sizes (operands after the first of
+    `set-dimension-size` and `dynamic-reshape`), by parameter number: the number the
+    parameter is named for (XLA's tests name them so), else uniform in [0, bound] of the
+    dimension it sizes. Random sizes are often negative or past the bound, where XLA's answer
+    is undefined."""
+    lines, start, end = entry_body(module_text)
+    param_of = {}
+    for l in lines[start + 1:end]:
+        m = re.match(r"\s*(?:ROOT )?%?([\w.\-]+) = s32\[\]\S* parameter\((\d+)\)", l)
+        if m:
+            param_of[m.group(1)] = int(m.group(2))
+    values = {}
+    for l in lines[start + 1:end]:
+        m = re.match(r"\s*(?:ROOT )?%?[\w.\-]+ = (\S+) (set-dimension-size|dynamic-reshape)\((.*?)\)", l)
+        if not m:
+            continue
+        _, dims = array_dims(m.group(1))
+        ops = [o.strip().split(" ")[-1].lstrip("%") for o in split_top(m.group(3))]
+        if m.group(2) == "set-dimension-size":
+            d = re.search(r"dimensions=\{(\d+)\}", l)
+            sized = [(ops[1], dims[int(d.group(1))][0] if d else 0)]
+        else:
+            sized = [(o, dims[k][0]) for k, o in enumerate(ops[1:]) if k < len(dims)]
+        for name, bound in sized:
+            if name in param_of and param_of[name] not in values:
+                word = NUMBER_WORDS.get(name)
+                values[param_of[name]] = word if word is not None and word <= bound else \
+                    int(rng.integers(0, bound + 1))
+    return values
+
+
+def sizes_module(module_text):
+    """A module computing the runtime sizes of the entry result's dynamic dimensions (XLA's
+    `get-dimension-size` of each, depth-first over the result's leaves, then dimension order),
+    and those (leaf, dimension) pairs; None when the result has no dynamic dimension."""
+    lines, start, end = entry_body(module_text)
+    root = next(k for k in range(start + 1, end) if lines[k].lstrip().startswith("ROOT "))
+    m = re.match(r"(\s*)ROOT %?([\w.\-]+) = (.*)", lines[root])
+    indent, name, rest = m.groups()
+    shape = leading_shape(rest)
+    if "<=" not in shape:
+        return None
+    new, sizes, which = [], [], []
+    for k, (path, leaf) in enumerate(leaves(shape)):
+        _, dims = array_dims(leaf)
+        if not any(dy for _, dy in dims):
+            continue
+        value = "%" + name
+        for j, idx in enumerate(path):
+            new.append(f"{indent}%gen.leaf.{k}.{j} = {leading_shape(path_shape(shape, path[:j + 1]))} "
+                       f"get-tuple-element({value}), index={idx}")
+            value = f"%gen.leaf.{k}.{j}"
+        for d, (_, dy) in enumerate(dims):
+            if dy:
+                new.append(f"{indent}%gen.size.{k}.{d} = s32[] get-dimension-size({value}), dimensions={{{d}}}")
+                sizes.append(f"%gen.size.{k}.{d}")
+                which.append((k, d))
+    new.append(f"{indent}ROOT %gen.sizes = ({', '.join(['s32[]'] * len(sizes))}) tuple({', '.join(sizes)})")
+    head = re.sub(r",\s*entry_computation_layout=\{.*", "", lines[0])
+    body = lines[1:start] + [re.sub(r"\s*\(.*", "", lines[start]) + " {"] + \
+        lines[start + 1:root] + [lines[root].replace("ROOT ", "", 1)] + lines[root + 1:end] + new + lines[end:]
+    return "\n".join([head] + body) + "\n", which
+
+
+def path_shape(shape, path):
+    """The element of tuple shape text `shape` at `path`."""
+    for idx in path:
+        shape = split_top(shape[1:-1])[idx]
+    return shape
+
+
 def worker(conn):
     """Runs the modules it receives one by one, sending back each one's answer."""
     os.environ["JAX_PLATFORMS"] = "cpu"
@@ -209,6 +337,8 @@ def run_one(jax, text, name, devices=None):
         params = entry_params(text_xla)
         rng = np.random.default_rng(zlib.crc32(name.encode()))
         ins = [make_input(rng, ty, dims) for ty, dims in params]
+        for k, v in size_inputs(text_xla, params, rng).items():
+            ins[k] = np.array(v, dtype=NP["s32"])
         if devices:
             try:
                 return ("ok", (ins, run_devices(jax, text, ins, *devices)))
@@ -220,7 +350,23 @@ def run_one(jax, text, name, devices=None):
             return ("xla-compile", str(e).strip().splitlines()[0][:300])
         dev = jax.devices("cpu")[0]
         outs = [np.asarray(o) for o in exe.execute([jax.device_put(x, dev) for x in ins])]
-        return ("ok", (ins, outs))
+        # A result with dynamic dimensions: XLA CPU packs its defined elements at the front of
+        # the buffer (row-major over the runtime sizes; the rest is uninitialized). XLA's
+        # literal is that defined part; its bound is recorded beside it.
+        bounds = {}
+        sized = sizes_module(text_xla)
+        if sized:
+            stext, which = sized
+            got = compile_hlo_text(stext).execute([jax.device_put(x, dev) for x in ins])
+            runtime = {}
+            for (k, d), v in zip(which, got):
+                runtime.setdefault(k, {})[d] = int(np.asarray(v))
+            for k, dd in runtime.items():
+                bounds[k] = list(outs[k].shape)
+                dims = [min(max(dd.get(d, b), 0), b) for d, b in enumerate(bounds[k])]
+                n = int(np.prod(dims))
+                outs[k] = np.ascontiguousarray(outs[k].reshape(-1)[:n].reshape(dims))
+        return ("ok", (ins, outs, bounds))
     except Exception as e:  # noqa: BLE001
         msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
         return ("error", msg)
@@ -316,7 +462,8 @@ def main():
             skipped.append({"name": name, "origin": mod["origin"], "reason": f"{status}: {payload}"})
             print(f"skip {name}: {status}: {payload}", flush=True)
             continue
-        ins, outs = payload
+        ins, outs = payload[0], payload[1]
+        bounds = payload[2] if len(payload) > 2 else {}
         # Per device: each device's outputs under its own file names.
         per_device = outs if devices else [outs]
         out_name = ((lambda d, k: f"{name}.d{d}.out{k}.npy") if devices else
@@ -340,6 +487,8 @@ def main():
                 entry["outputs"].append({"file": out_name(0, k), "dtype": ty,
                                          "shape": list(x.shape),
                                          "tolerance": TOLERANCE.get(ty, "exact")})
+                if k in bounds:
+                    entry["outputs"][-1]["bound"] = bounds[k]
         except ValueError as e:
             skipped.append({"name": name, "origin": mod["origin"], "reason": str(e)})
             continue

@@ -181,6 +181,48 @@ fn l1_bounded_dimensions_run_at_their_bound_on_every_backend() {
 }
 
 #[test]
+fn l1_sizes_set_at_run_time_come_back_padded_from_an_executable_and_cut_from_run_module() {
+    // The size is a constant here, so run_module's generated input decides the expectation.
+    let text = "HloModule m\nENTRY e {\n  x = f32[2,6] parameter(0)\n  n = s32[] constant(4)\n  \
+                d = f32[2,<=6] set-dimension-size(x, n), dimensions={1}\n  \
+                g = s32[] get-dimension-size(d), dimensions={1}\n  \
+                ROOT t = (f32[2,<=6], s32[]) tuple(d, g)\n}\n";
+    let x: Vec<f32> = (1..=12).map(|v| v as f32).collect();
+    let mut padded = x.clone();
+    for row in padded.chunks_mut(6) {
+        row[4..].fill(0.0);
+    }
+    let want = Literal::Tuple(vec![arr(&[2, 6], &padded), arr(&[], &[4i32])]);
+    for b in BACKENDS {
+        for compile in COMPILES {
+            let exe = compile(b, parse(text)).unwrap();
+            let xb = to_device(b, &arr(&[2, 6], &x));
+            let out = exe.run(&[&xb]).unwrap();
+            assert_eq!(from_device(b, &out), want, "{b}");
+        }
+    }
+    for b in BACKENDS.iter().chain(&["nvptx-sim"]) {
+        let opts = axle::run::RunOptions {
+            backend: b.to_string(),
+            ..Default::default()
+        };
+        let r = axle::run::run_module(parse(text), &opts).unwrap();
+        let Literal::Array(input) = &r.inputs[0] else {
+            panic!("an array input")
+        };
+        let got = &r.outputs;
+        assert_eq!(got.len(), 2, "{b}");
+        assert_eq!(&*got[0].shape.dims, &[2, 4], "{b}");
+        for i in 0..2 {
+            for j in 0..4 {
+                assert_eq!(got[0].get_f64(i * 4 + j), input.get_f64(i * 6 + j), "{b}");
+            }
+        }
+        assert_eq!(got[1].get_i128(0), 4, "{b}");
+    }
+}
+
+#[test]
 fn l1_unbounded_module_in_run_module_fails_before_making_inputs() {
     let text =
         "HloModule m\nENTRY e {\n  a = f32[?] parameter(0)\n  ROOT n = f32[?] negate(a)\n}\n";

@@ -1,5 +1,5 @@
 //! The fusion crate's pass tests in one test binary, a module per pass or property: the
-//! simplifier's property on generated modules, and the expanders and upcasts against the evaluator
+//! simplifier's property on generated modules, and the expanders, upcasts and the dynamic padder against the evaluator
 //! (the filetests, `filetests.rs`, are a binary of their own).
 //!
 //! Each test file is a module loaded through `#[path]`, so the `mod` items in it resolve in this
@@ -14,6 +14,8 @@ pub mod algsimp_property;
 pub mod batchnorm_expander;
 #[path = "collective_upcast.rs"]
 pub mod collective_upcast;
+#[path = "dynamic_padder.rs"]
+pub mod dynamic_padder;
 #[path = "excess_precision.rs"]
 pub mod excess_precision;
 #[path = "linalg_upcast.rs"]
